@@ -15,10 +15,12 @@ import (
 // malformed rather than risking unbounded recursion on hostile bytes.
 const MaxDepth = 1000
 
-// Canonical type ranks, as in MongoDB's canonicalizeBSONType except that undefined shares
-// null's rank (see the package comment).
+// Canonical type ranks, as in MongoDB's canonicalizeBSONType: undefined (0) sorts before null
+// (5). EOO, which a zero bsoncore.Value uses to mean "missing", shares null's rank because
+// MongoDB sort keys and index keys treat a missing field as null (see the package comment).
 const (
 	rankMinKey     = -1
+	rankUndefined  = 0
 	rankNull       = 5
 	rankNumber     = 10
 	rankString     = 15
@@ -45,8 +47,8 @@ var canonicalRank = func() (t [256]int8) {
 	for i := range t {
 		t[i] = RankInvalid
 	}
-	t[0x00] = rankNull // EOO: MongoDB ranks it with undefined; a zero bsoncore.Value means "missing".
-	t[bsoncore.TypeUndefined] = rankNull
+	t[0x00] = rankNull // EOO: a zero bsoncore.Value means "missing", which sorts as null.
+	t[bsoncore.TypeUndefined] = rankUndefined
 	t[bsoncore.TypeNull] = rankNull
 	t[bsoncore.TypeDouble] = rankNumber
 	t[bsoncore.TypeInt32] = rankNumber
@@ -72,8 +74,8 @@ var canonicalRank = func() (t [256]int8) {
 
 // CanonicalTypeOrder returns the rank of t in the canonical BSON order: values of different
 // ranks compare by rank alone, values of equal rank compare by value. Ranks match MongoDB's
-// canonicalizeBSONType (MinKey -1, null 5, numbers 10, ..., MaxKey 127) except that undefined
-// and EOO share null's rank 5. Invalid types get RankInvalid.
+// canonicalizeBSONType (MinKey -1, undefined 0, null 5, numbers 10, ..., MaxKey 127), except
+// that EOO ("missing") shares null's rank 5. Invalid types get RankInvalid.
 func CanonicalTypeOrder(t bsoncore.Type) int { return int(canonicalRank[byte(t)]) }
 
 // fault records which operand of a comparison was found malformed.
@@ -179,7 +181,7 @@ func compareValue(at bsoncore.Type, ad []byte, bt bsoncore.Type, bd []byte, dept
 		return 0, faultA | faultB
 	}
 	switch ra {
-	case rankMinKey, rankMaxKey, rankNull:
+	case rankMinKey, rankMaxKey, rankNull, rankUndefined:
 		return 0, 0
 	case rankNumber:
 		return compareNumbers(at, ad, bt, bd)
@@ -232,8 +234,10 @@ func compareValue(at bsoncore.Type, ad []byte, bt bsoncore.Type, bd []byte, dept
 		if f := sideFault(na >= 0, nb >= 0); f != 0 {
 			return 0, f
 		}
-		pa, fa, _ := bytes.Cut(ad[:na-1], []byte{0})
-		pb, fb, _ := bytes.Cut(bd[:nb-1], []byte{0})
+		// valueLen found both terminators, so each value is pattern NUL flags NUL.
+		ia, ib := bytes.IndexByte(ad, 0), bytes.IndexByte(bd, 0)
+		pa, fa := ad[:ia], ad[ia+1:na-1]
+		pb, fb := bd[:ib], bd[ib+1:nb-1]
 		if c := bytes.Compare(pa, pb); c != 0 {
 			return c, 0
 		}

@@ -15,7 +15,8 @@
 // Values are ordered first by CanonicalTypeOrder, then within a type as follows:
 //
 //	MinKey
-//	undefined == null (and EOO, the zero bsoncore.Value, which MongoDB treats like undefined)
+//	undefined
+//	null (and EOO, the zero bsoncore.Value, which means "missing" and sorts as null)
 //	numbers: int32, int64, double, decimal128 by exact mathematical value; every NaN is equal
 //	  to every other NaN and lower than all other numbers; -0 == 0
 //	string == symbol: bytewise (no collation), shorter prefix first
@@ -32,11 +33,9 @@
 //	code with scope: code bytewise, then scope as an object
 //	MaxKey
 //
-// Deviation from MongoDB, on purpose: MongoDB's canonicalizeBSONType gives undefined (and EOO)
-// rank 0 and null rank 5, so undefined sorts strictly before null there. Humongo ranks them
-// together (null == undefined) so that KeyString can use one CType for both; undefined has been
-// deprecated since BSON 1.0 and no driver produces it. Changing this is a one-line change in
-// canonicalRank plus the matching KeyString change.
+// As in MongoDB's canonicalizeBSONType, undefined (rank 0) sorts strictly before null (rank 5).
+// One deviation: EOO, which a zero bsoncore.Value uses for "missing", shares null's rank rather
+// than undefined's, because MongoDB's sort keys and index keys treat a missing field as null.
 //
 // # Malformed input
 //
