@@ -1,0 +1,504 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"humongo/internal/mongoerr"
+)
+
+// RecoveryUnit is one operation's storage transaction: a lazily opened snapshot plus a buffer
+// of uncommitted writes. Not safe for concurrent use.
+type RecoveryUnit struct {
+	e *Engine
+
+	src      ReadSource
+	provided Timestamp
+
+	// Snapshot state, valid while snapOpen.
+	snapOpen bool
+	iter     *pebble.Iterator // root view; point reads seek it, cursors clone it
+	snapSeq  uint64           // commit sequence when the snapshot opened (write conflicts)
+	readTs   Timestamp        // newest version timestamp visible
+	oplogVis Timestamp        // oplog visibility point captured at open (ReadNoTimestamp)
+	seekBuf  []byte
+
+	// Unit-of-work state.
+	depth      int
+	doomed     bool
+	bufs       map[uint32]*identBuf
+	ops        []pendingOp
+	owned      []string // conflict-table keys owned by this unit
+	counts     map[*identInfo]*[2]int64
+	commitTs   Timestamp
+	curTs      Timestamp
+	inflight   []Timestamp // explicit timestamps registered in flight
+	onCommit   []func(Timestamp)
+	onRollback []func()
+
+	closed bool
+}
+
+// identBuf holds a unit's uncommitted writes to one ident: the latest write per key for reads,
+// plus a lazily sorted key list for cursors.
+type identBuf struct {
+	ii     *identInfo
+	m      map[string]*bufEntry
+	sorted []string
+	dirty  bool
+}
+
+type bufEntry struct {
+	val  []byte // header ‖ payload; the payload is val[1:]
+	tomb bool
+}
+
+func (b *identBuf) keys() []string {
+	if b.dirty {
+		b.sorted = b.sorted[:0]
+		for k := range b.m {
+			b.sorted = append(b.sorted, k)
+		}
+		sort.Strings(b.sorted)
+		b.dirty = false
+	}
+	return b.sorted
+}
+
+// pendingOp is one write in commit order. ts is 0 when the commit timestamp applies.
+type pendingOp struct {
+	ii  *identInfo
+	key string
+	ts  Timestamp
+	val []byte // header ‖ payload
+}
+
+// NewRecoveryUnit returns a unit reading with ReadNoTimestamp.
+func (e *Engine) NewRecoveryUnit() *RecoveryUnit {
+	return &RecoveryUnit{e: e}
+}
+
+// SetReadSource chooses the snapshot; ErrSnapshotActive if one is open.
+func (ru *RecoveryUnit) SetReadSource(src ReadSource, ts Timestamp) error {
+	if ru.snapOpen {
+		return ErrSnapshotActive
+	}
+	ru.src, ru.provided = src, ts
+	return nil
+}
+
+// ReadSource returns the read source and its timestamp (the all-durable point captured at
+// snapshot open for ReadAllDurable).
+func (ru *RecoveryUnit) ReadSource() (ReadSource, Timestamp) {
+	switch ru.src {
+	case ReadProvided:
+		return ru.src, ru.provided
+	case ReadAllDurable:
+		if ru.snapOpen {
+			return ru.src, ru.readTs
+		}
+	}
+	return ru.src, 0
+}
+
+// PreallocateSnapshot opens the snapshot now.
+func (ru *RecoveryUnit) PreallocateSnapshot() error { return ru.ensureSnapshot() }
+
+func (ru *RecoveryUnit) ensureSnapshot() error {
+	if ru.snapOpen {
+		return nil
+	}
+	if ru.closed {
+		return errors.New("storage: recovery unit is closed")
+	}
+	e := ru.e
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	// Timestamps are fixed before the Pebble view is created: every commit at or below them
+	// has finished applying, so the view contains it (no holes).
+	switch ru.src {
+	case ReadNoTimestamp:
+		ru.readTs = MaxTimestamp
+		ru.oplogVis = e.OplogVisibleTimestamp()
+	case ReadProvided:
+		if ru.provided < e.OldestTimestamp() {
+			return mongoerr.Newf(mongoerr.SnapshotTooOld,
+				"read timestamp %v is older than the oldest available timestamp %v", ru.provided, e.OldestTimestamp())
+		}
+		ru.readTs = ru.provided
+	case ReadAllDurable:
+		ru.readTs = e.AllDurableTimestamp()
+	default:
+		return fmt.Errorf("storage: unknown read source %d", ru.src)
+	}
+	ru.snapSeq = e.snaps.register()
+	it, err := e.db.NewIter(nil)
+	if err != nil {
+		e.snaps.unregister(ru.snapSeq)
+		return err
+	}
+	ru.iter = it
+	ru.snapOpen = true
+	return nil
+}
+
+// AbandonSnapshot releases the snapshot; the next access opens a new one. Ignored inside a
+// WriteUnitOfWork (the unit's writes were checked against its snapshot).
+func (ru *RecoveryUnit) AbandonSnapshot() {
+	if ru.depth > 0 {
+		return
+	}
+	ru.releaseSnapshot()
+}
+
+func (ru *RecoveryUnit) releaseSnapshot() {
+	if !ru.snapOpen {
+		return
+	}
+	_ = ru.iter.Close()
+	ru.iter = nil
+	ru.e.snaps.unregister(ru.snapSeq)
+	ru.snapOpen = false
+}
+
+// Close abandons everything (rolling back an open unit, which is a caller bug).
+func (ru *RecoveryUnit) Close() {
+	if ru.closed {
+		return
+	}
+	if ru.depth > 0 {
+		ru.rollback()
+		ru.depth = 0
+	}
+	ru.e.finishInflight(ru.inflight, false)
+	ru.inflight = nil
+	ru.releaseSnapshot()
+	ru.closed = true
+}
+
+// WriteUnitOfWork groups writes committed atomically. Nested units join the outermost.
+type WriteUnitOfWork struct {
+	ru        *RecoveryUnit
+	outermost bool
+	committed bool
+	ended     bool
+}
+
+// BeginUnitOfWork starts (or joins) a unit of work.
+func (ru *RecoveryUnit) BeginUnitOfWork() *WriteUnitOfWork {
+	ru.depth++
+	return &WriteUnitOfWork{ru: ru, outermost: ru.depth == 1}
+}
+
+// InUnitOfWork reports whether a unit of work is open.
+func (ru *RecoveryUnit) InUnitOfWork() bool { return ru.depth > 0 }
+
+// Commit commits the unit (only the outermost commit does work).
+func (w *WriteUnitOfWork) Commit() error {
+	if w.ended || w.committed {
+		return errors.New("storage: WriteUnitOfWork already committed or ended")
+	}
+	ru := w.ru
+	if ru.doomed {
+		return errors.New("storage: unit of work was rolled back by a nested unit")
+	}
+	if !w.outermost {
+		w.committed = true
+		return nil
+	}
+	if err := ru.commit(); err != nil {
+		return err
+	}
+	w.committed = true
+	return nil
+}
+
+// End closes the unit; without Commit it rolls back (a nested End dooms the outer unit).
+func (w *WriteUnitOfWork) End() {
+	if w.ended {
+		return
+	}
+	w.ended = true
+	ru := w.ru
+	ru.depth--
+	if !w.outermost {
+		if !w.committed {
+			ru.doomed = true
+		}
+		return
+	}
+	if !w.committed {
+		ru.rollback()
+	}
+	ru.doomed = false
+}
+
+// SetCommitTimestamp sets the timestamp of every write in the unit and marks it in flight.
+func (ru *RecoveryUnit) SetCommitTimestamp(ts Timestamp) error {
+	if ts.IsNull() {
+		return errors.New("storage: null commit timestamp")
+	}
+	if !ru.commitTs.IsNull() && ru.commitTs != ts {
+		return fmt.Errorf("storage: commit timestamp already set to %v", ru.commitTs)
+	}
+	if ru.commitTs == ts {
+		return nil
+	}
+	ru.commitTs = ts
+	ru.e.registerInflight(ts)
+	ru.inflight = append(ru.inflight, ts)
+	return nil
+}
+
+// SetTimestamp sets the timestamp of the writes that follow and marks it in flight.
+func (ru *RecoveryUnit) SetTimestamp(ts Timestamp) error {
+	if ts.IsNull() {
+		return errors.New("storage: null timestamp")
+	}
+	if !ru.commitTs.IsNull() {
+		return errors.New("storage: SetTimestamp after SetCommitTimestamp")
+	}
+	ru.curTs = ts
+	ru.e.registerInflight(ts)
+	ru.inflight = append(ru.inflight, ts)
+	return nil
+}
+
+// OnCommit registers f to run after commit, in registration order.
+func (ru *RecoveryUnit) OnCommit(f func(commitTs Timestamp)) { ru.onCommit = append(ru.onCommit, f) }
+
+// OnRollback registers f to run on rollback, in reverse registration order.
+func (ru *RecoveryUnit) OnRollback(f func()) { ru.onRollback = append(ru.onRollback, f) }
+
+// ---- reads and writes ----
+
+// Get returns a copy of the newest visible value of key, seeing the unit's own writes.
+func (ru *RecoveryUnit) Get(ident string, key []byte) ([]byte, bool, error) {
+	ii, err := ru.e.lookupIdent(ident)
+	if err != nil {
+		return nil, false, err
+	}
+	if b := ru.bufs[ii.id]; b != nil {
+		if be, ok := b.m[string(key)]; ok {
+			if be.tomb {
+				return nil, false, nil
+			}
+			return slices.Clone(be.val[1:]), true, nil
+		}
+	}
+	payload, found, err := ru.snapshotGet(ii, key)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	return slices.Clone(payload), true, nil
+}
+
+// snapshotGet reads key in the snapshot; payload aliases the iterator until its next move.
+func (ru *RecoveryUnit) snapshotGet(ii *identInfo, key []byte) ([]byte, bool, error) {
+	if err := ru.ensureSnapshot(); err != nil {
+		return nil, false, err
+	}
+	ru.seekBuf = appendVersionedKey(ru.seekBuf[:0], ii.id, key, ru.readTs)
+	// Versions sort newest first, so the first key >= (key, readTs) with the same prefix is
+	// the newest version at or below readTs. SeekPrefixGE lets bloom filters skip tables.
+	if !ru.iter.SeekPrefixGE(ru.seekBuf) {
+		return nil, false, ru.iter.Error()
+	}
+	k := ru.iter.Key()
+	p := splitKey(k)
+	if p == len(k) || !bytes.Equal(k[:p], ru.seekBuf[:len(ru.seekBuf)-versionSuffixLen]) {
+		return nil, false, fmt.Errorf("%w: unexpected key %s for %s", ErrCorrupt, keyFormatter(k), ii.name)
+	}
+	v, err := ru.iter.ValueAndErr()
+	if err != nil {
+		return nil, false, err
+	}
+	payload, tomb, err := decodeValue(v)
+	if err != nil || tomb {
+		return nil, false, err
+	}
+	return payload, true, nil
+}
+
+// Put writes key=value in the unit.
+func (ru *RecoveryUnit) Put(ident string, key, value []byte) error {
+	v := make([]byte, 1+len(value))
+	v[0] = valueHeaderPut
+	copy(v[1:], value)
+	return ru.write(ident, key, v, false)
+}
+
+// Delete deletes key in the unit (a tombstone version at commit).
+func (ru *RecoveryUnit) Delete(ident string, key []byte) error {
+	return ru.write(ident, key, []byte{valueHeaderTombstone}, true)
+}
+
+func (ru *RecoveryUnit) write(ident string, key, val []byte, tomb bool) error {
+	if ru.depth == 0 {
+		return ErrNotInUnit
+	}
+	ii, err := ru.e.lookupIdent(ident)
+	if err != nil {
+		return err
+	}
+	if err := ru.ensureSnapshot(); err != nil {
+		return err
+	}
+	ck := make([]byte, 0, prefixLen+len(key))
+	ck = appendPrefix(ck, ii.id)
+	ck = append(ck, key...)
+	cks := string(ck)
+	newly, conflict := ru.e.conflicts.acquire(ru, cks, ru.snapSeq)
+	if conflict {
+		return mongoerr.New(mongoerr.WriteConflict,
+			"WriteConflict error: this operation conflicted with another operation. Please retry your operation or multi-document transaction.")
+	}
+	if newly {
+		ru.owned = append(ru.owned, cks)
+	}
+	if ru.bufs == nil {
+		ru.bufs = make(map[uint32]*identBuf)
+	}
+	b := ru.bufs[ii.id]
+	if b == nil {
+		b = &identBuf{ii: ii, m: make(map[string]*bufEntry)}
+		ru.bufs[ii.id] = b
+	}
+	sk := cks[prefixLen:]
+	if be, ok := b.m[sk]; ok {
+		be.val, be.tomb = val, tomb
+	} else {
+		b.m[sk] = &bufEntry{val: val, tomb: tomb}
+		b.dirty = true
+	}
+	ru.ops = append(ru.ops, pendingOp{ii: ii, key: sk, ts: ru.curTs, val: val})
+	return nil
+}
+
+// AdjustCounts records a fast-count delta applied at commit (immediately outside a unit).
+func (ru *RecoveryUnit) AdjustCounts(ident string, records, dataSize int64) {
+	ii, err := ru.e.lookupIdent(ident)
+	if err != nil {
+		return
+	}
+	if ru.depth == 0 {
+		ii.records.Add(records)
+		ii.dataSize.Add(dataSize)
+		ii.countsDirty.Store(true)
+		return
+	}
+	if ru.counts == nil {
+		ru.counts = make(map[*identInfo]*[2]int64)
+	}
+	c := ru.counts[ii]
+	if c == nil {
+		c = new([2]int64)
+		ru.counts[ii] = c
+	}
+	c[0] += records
+	c[1] += dataSize
+}
+
+// ---- commit and rollback ----
+
+func (ru *RecoveryUnit) commit() error {
+	e := ru.e
+	if e.closed.Load() {
+		ru.rollback()
+		return ErrClosed
+	}
+	ts := ru.commitTs
+	var auto Timestamp
+	if ts.IsNull() {
+		ts = ru.curTs
+		if ts.IsNull() {
+			auto = e.assignCommitTimestamp()
+			ts = auto
+		}
+	}
+	used := ru.inflight
+	if !auto.IsNull() {
+		used = append(used, auto)
+	}
+
+	if len(ru.ops) > 0 {
+		b := e.db.NewBatch()
+		var kb []byte
+		for i := range ru.ops {
+			op := &ru.ops[i]
+			ots := op.ts
+			if ots.IsNull() || !ru.commitTs.IsNull() {
+				ots = ts
+				op.ts = ts
+			}
+			kb = appendVersionedKey(kb[:0], op.ii.id, []byte(op.key), ots)
+			_ = b.Set(kb, op.val, nil)
+		}
+		err := e.db.Apply(b, pebble.NoSync)
+		_ = b.Close()
+		if err != nil {
+			ru.rollback()
+			if !auto.IsNull() {
+				e.finishInflight([]Timestamp{auto}, false)
+			}
+			return fmt.Errorf("storage: commit: %w", err)
+		}
+	}
+	for ii, c := range ru.counts {
+		ii.records.Add(c[0])
+		ii.dataSize.Add(c[1])
+		ii.countsDirty.Store(true)
+	}
+	for i := range ru.ops {
+		op := &ru.ops[i]
+		if op.ii.oplog != nil && op.val[0] == valueHeaderPut {
+			e.noteOplogWrite(op.ii, len(op.key)+len(op.val), op.ts)
+		}
+	}
+	e.finishInflight(used, true)
+	e.journal.dirty.Store(true)
+	seq := e.snaps.nextCommitSeq()
+	e.conflicts.release(ru, ru.owned, seq, e.snaps.minOpen)
+
+	// The hook timestamp is the commit timestamp, or the last SetTimestamp for vectored
+	// writes, or the engine-assigned one.
+	hooks := ru.onCommit
+	ru.inflight = nil
+	ru.resetUnit()
+	ru.releaseSnapshot()
+	for _, f := range hooks {
+		f(ts)
+	}
+	return nil
+}
+
+// rollback discards the unit's writes and runs rollback hooks in reverse order.
+func (ru *RecoveryUnit) rollback() {
+	e := ru.e
+	e.conflicts.release(ru, ru.owned, 0, e.snaps.minOpen)
+	e.finishInflight(ru.inflight, false)
+	ru.inflight = nil
+	hooks := ru.onRollback
+	ru.resetUnit()
+	ru.releaseSnapshot()
+	for i := len(hooks) - 1; i >= 0; i-- {
+		hooks[i]()
+	}
+}
+
+func (ru *RecoveryUnit) resetUnit() {
+	ru.bufs = nil
+	ru.ops = nil
+	ru.owned = nil
+	ru.counts = nil
+	ru.commitTs = 0
+	ru.curTs = 0
+	ru.onCommit = nil
+	ru.onRollback = nil
+}
