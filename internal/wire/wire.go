@@ -131,6 +131,14 @@ type Message struct {
 	Msg Msg
 	// Query is the parsed OP_QUERY when OpCode == OpQuery.
 	Query Query
+
+	// dbuf holds the decompressed payload of an OP_COMPRESSED message, reused across parses.
+	dbuf []byte
+	// synth is the header MongoDB reconstructs for a decompressed message (length and opcode
+	// of the original); an OP_MSG checksum inside OP_COMPRESSED covers it.
+	synth [HeaderLen]byte
+	// probe is scratch for checking that a zlib stream ends where it should.
+	probe [1]byte
 }
 
 // reset clears m for a new parse, keeping allocated capacity.
@@ -140,11 +148,15 @@ func (m *Message) reset() {
 	m.Compressor = CompressorNone
 	m.Msg.reset()
 	m.Query = Query{}
+	if cap(m.dbuf) > keepBufferCap {
+		m.dbuf = nil
+	}
 }
 
-// Parse parses one whole, uncompressed-or-compressed message held in b (header included),
-// using scratch for decompression. It is the in-memory core of Reader.ReadMessage.
-func (m *Message) Parse(b []byte, d *Decompressor) error {
+// Parse parses one whole message held in b (header included), decompressing OP_COMPRESSED.
+// Documents in m alias b (or, when compressed, a buffer m owns) until the next Parse. It is
+// the in-memory core of Reader.ReadMessage.
+func (m *Message) Parse(b []byte) error {
 	m.reset()
 	h, err := ParseHeader(b)
 	m.Header = h
@@ -155,22 +167,28 @@ func (m *Message) Parse(b []byte, d *Decompressor) error {
 		return framingErr("message length %d does not match the %d bytes given", h.MessageLength, len(b))
 	}
 	m.OpCode = h.OpCode
-	body := b[HeaderLen:]
+	hdr, body := b[:HeaderLen], b[HeaderLen:]
 	if h.OpCode == OpCompressed {
-		op, c, raw, err := d.decompress(body)
+		op, c, raw, err := m.decompress(body)
+		m.Compressor = c
 		if err != nil {
 			return err
 		}
-		m.OpCode, m.Compressor, body = op, c, raw
+		m.OpCode, body = op, raw
+		binary.LittleEndian.PutUint32(m.synth[0:], uint32(HeaderLen+len(raw)))
+		binary.LittleEndian.PutUint32(m.synth[4:], uint32(h.RequestID))
+		binary.LittleEndian.PutUint32(m.synth[8:], uint32(h.ResponseTo))
+		binary.LittleEndian.PutUint32(m.synth[12:], uint32(op))
+		hdr = m.synth[:]
 	}
-	return m.parseBody(m.OpCode, body)
+	return m.parseBody(m.OpCode, hdr, body)
 }
 
 // parseBody parses an uncompressed message body (after the header) of opcode op.
-func (m *Message) parseBody(op OpCode, body []byte) error {
+func (m *Message) parseBody(op OpCode, hdr, body []byte) error {
 	switch op {
 	case OpMsg:
-		return m.Msg.parse(body)
+		return m.Msg.parse(hdr, body)
 	case OpQuery:
 		return m.Query.parse(body)
 	case OpInsert, OpUpdate, OpDelete, OpGetMore, OpKillCursors:
