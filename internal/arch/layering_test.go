@@ -36,6 +36,7 @@ var rank = map[string]int{
 	"server":      14,
 	"cluster":     15, // test harness: may start any binary
 	"crashtest":   15,
+	"bench":       15, // humongo bench engine: a client of any server
 	"arch":        16,
 	"zzwarm":      16,
 }
