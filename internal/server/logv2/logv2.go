@@ -23,6 +23,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // Components, as in MongoDB's log component list.
@@ -101,6 +103,8 @@ type Sink struct {
 	Global   Ring
 	Warnings Ring
 	now      func() time.Time
+	// fixedClock: Options.Now was given and overrides record times (tests).
+	fixedClock bool
 }
 
 // Options configures a handler.
@@ -134,7 +138,7 @@ func NewHandler(w io.Writer, opts *Options) *Handler {
 			h.level = opts.Level
 		}
 		if opts.Now != nil {
-			s.now = opts.Now
+			s.now, s.fixedClock = opts.Now, true
 		}
 	}
 	return h
@@ -152,7 +156,7 @@ func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	h2.pre = append([]byte(nil), h.pre...)
 	h2.groups = append([]string(nil), h.groups...)
 	for _, a := range attrs {
-		if len(h2.groups) == 0 && h2.envelope(a) {
+		if (len(h2.groups) == 0 || a.Key == keyTags) && h2.envelope(a) {
 			continue
 		}
 		h2.pre = appendAttr(h2.pre, a)
@@ -213,7 +217,7 @@ func (h *Handler) Handle(_ context.Context, r slog.Record) error {
 	var attrs []byte
 	attrs = append(attrs, h.pre...)
 	r.Attrs(func(a slog.Attr) bool {
-		if len(h.groups) == 0 && env.envelope(a) {
+		if (len(h.groups) == 0 || a.Key == keyTags) && env.envelope(a) {
 			return true
 		}
 		attrs = appendAttr(attrs, a)
@@ -225,7 +229,7 @@ func (h *Handler) Handle(_ context.Context, r slog.Record) error {
 	}
 
 	t := r.Time
-	if t.IsZero() {
+	if t.IsZero() || h.sink.fixedClock {
 		t = h.sink.now()
 	}
 	b := make([]byte, 0, 256+len(attrs))
@@ -380,4 +384,14 @@ func appendString(b []byte, s string) []byte {
 		i += size
 	}
 	return append(b, '"')
+}
+
+// BSON wraps a BSON document so it logs as relaxed Extended JSON (an object inside "attr"),
+// as mongod logs commands and options, instead of as a string.
+func BSON(doc []byte) json.Marshaler { return bsonDoc(doc) }
+
+type bsonDoc []byte
+
+func (d bsonDoc) MarshalJSON() ([]byte, error) {
+	return bson.MarshalExtJSON(bson.Raw(d), false, false)
 }

@@ -1,0 +1,179 @@
+// Command humongod is Humongo's data node, the mongod analog: it takes mongod's flags and
+// YAML configuration (see config.go for what is understood and the precedence flags > config
+// file > defaults), locks its dbpath, serves the MongoDB wire protocol through
+// internal/server, and shuts down cleanly on SIGINT/SIGTERM or the shutdown command.
+//
+// Exit codes follow mongod: 0 clean shutdown, 2 bad options, 48 the port could not be bound,
+// 100 any other startup failure, including DBPathInUse (another process holds the dbpath).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"humongo/internal/commands"
+	"humongo/internal/mongoerr"
+	"humongo/internal/server"
+	"humongo/internal/server/logv2"
+)
+
+// Exit codes, as mongod's ExitCode enum.
+const (
+	exitClean      = 0
+	exitBadOptions = 2
+	exitNetError   = 48
+	exitUncaught   = 100
+)
+
+// OpenStorage, when set (by the lead's wiring), opens the storage engine in dbpath; the
+// server closes it last at shutdown, after every command has finished.
+var OpenStorage func(dbpath string, log *slog.Logger) (server.Closer, error)
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+func run(argv []string, stdout, stderr io.Writer) int {
+	opts, err := parseOptions(argv[1:], stderr)
+	if err != nil {
+		if errors.Is(err, errBadOptions) {
+			fmt.Fprintln(stderr, err)
+			return exitBadOptions
+		}
+		fmt.Fprintln(stderr, err)
+		return exitUncaught
+	}
+	if opts.Version {
+		fmt.Fprintf(stdout, "db version v%s\nBuild Info: {\"version\": %q, \"gitVersion\": %q, \"environment\": {\"distarch\": %q, \"target_os\": %q}}\n",
+			commands.Version, commands.Version, commands.GitVersion, runtime.GOARCH, runtime.GOOS)
+		return exitClean
+	}
+
+	logOut, closeLog, err := openLog(opts, stdout)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitBadOptions
+	}
+	defer closeLog()
+	h := logv2.NewHandler(logOut, nil)
+	log := slog.New(h).With(logv2.Ctx("initandlisten"))
+	return serve(opts, argv, log, h.Sink())
+}
+
+func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int {
+	params := commands.NewParams(commands.DefaultParamSpecs())
+	for _, kv := range opts.SetParameters {
+		if err := params.SetString(kv[0], kv[1]); err != nil {
+			log.Error("Error setting parameter", logv2.C(logv2.Control), logv2.ID(20574), "error", err.Error())
+			return exitBadOptions
+		}
+	}
+	host, _ := os.Hostname()
+	log.Info("MongoDB starting", logv2.C(logv2.Control), logv2.ID(4615611), "pid", os.Getpid(), "port", opts.Port,
+		"dbPath", opts.DBPath, "architecture", "64-bit", "host", host)
+	log.Info("Build Info", logv2.C(logv2.Control), logv2.ID(23403), "version", commands.Version,
+		"gitVersion", commands.GitVersion, "goVersion", runtime.Version())
+	log.Info("Options set by command line", logv2.C(logv2.Control), logv2.ID(21951),
+		"options", logv2.BSON(opts.parsed()))
+
+	lock, err := lockDBPath(opts.DBPath)
+	if err != nil {
+		fatal(log, err)
+		return exitUncaught
+	}
+	closers := []server.Closer{lock}
+	if OpenStorage != nil {
+		st, err := OpenStorage(opts.DBPath, log)
+		if err != nil {
+			_ = lock.Close()
+			fatal(log, err)
+			return exitUncaught
+		}
+		closers = append(closers, st)
+	}
+	log.Warn("Access control is not enabled for the database. Read and write access to data and configuration is unrestricted",
+		logv2.C(logv2.Control), logv2.ID(22120), logv2.StartupWarning())
+
+	s, err := server.New(server.Config{
+		BindIPs:                opts.BindIPs,
+		Port:                   opts.Port,
+		Logger:                 log,
+		LogSink:                sink,
+		Params:                 params,
+		Closers:                closers,
+		CmdLine:                commands.CmdLine{Argv: argv, Parsed: opts.parsed()},
+		Compressors:            opts.Compressors,
+		MaxIncomingConnections: opts.MaxConns,
+		SlowOpThreshold:        time.Duration(opts.SlowMS) * time.Millisecond,
+		Quiet:                  opts.Quiet,
+	})
+	if err != nil {
+		for i := len(closers) - 1; i >= 0; i-- {
+			_ = closers[i].Close()
+		}
+		fatal(log, err)
+		return exitNetError
+	}
+	s.Start()
+
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	select {
+	case sig := <-sigc:
+		log.Info("Received signal", logv2.C(logv2.Control), logv2.ID(23377), logv2.Ctx("SignalHandler"),
+			"signal", int(sig.(syscall.Signal)), "error", sig.String())
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = s.Shutdown(ctx)
+		cancel()
+	case <-s.Done():
+		err = s.Err()
+	}
+	code := exitClean
+	if err != nil {
+		log.Error("Error during shutdown", logv2.C(logv2.Control), logv2.ID(4784931), "error", err.Error())
+		code = exitUncaught
+	}
+	log.Info("Shutting down", logv2.C(logv2.Control), logv2.ID(23138), "exitCode", code)
+	return code
+}
+
+// fatal logs a startup failure the way mongod does (severity F with the error code).
+func fatal(log *slog.Logger, err error) {
+	code := mongoerr.CodeOf(err)
+	log.Log(context.Background(), logv2.LevelFatal, "Fatal assertion", logv2.C(logv2.Storage), logv2.ID(28595),
+		"code", int(code), "codeName", code.Name(), "error", err.Error())
+}
+
+// openLog opens the log destination: stdout, or --logpath, which without --logappend is
+// rotated aside first (renamed with a timestamp suffix) as mongod does.
+func openLog(o *Options, stdout io.Writer) (io.Writer, func(), error) {
+	if o.LogPath == "" || o.LogToSyslog {
+		return stdout, func() {}, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(o.LogPath), 0o750); err != nil {
+		return nil, nil, fmt.Errorf("logpath %s: %w", o.LogPath, err)
+	}
+	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	if !o.LogAppend {
+		if _, err := os.Stat(o.LogPath); err == nil {
+			suffix := strings.ReplaceAll(time.Now().UTC().Format("2006-01-02T15-04-05"), ":", "-")
+			_ = os.Rename(o.LogPath, o.LogPath+"."+suffix)
+		}
+	}
+	f, err := os.OpenFile(o.LogPath, flags, 0o640)
+	if err != nil {
+		return nil, nil, fmt.Errorf("Can't initialize rotatable log file: %w", err)
+	}
+	return f, func() { _ = f.Close() }, nil
+}

@@ -1,0 +1,25 @@
+package commands
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+func init() {
+	register(&Command{
+		Name:        "endSessions",
+		Handler:     runEndSessions,
+		Help:        "end a set of logical sessions",
+		SecondaryOk: true,
+	})
+}
+
+func runEndSessions(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	keys, err := parseLsidArray("endSessions", commandArg(cmd))
+	if err != nil {
+		return nil, err
+	}
+	env.State.Sessions.End(keys)
+	return emptyDoc, nil
+}

@@ -1,0 +1,29 @@
+package commands
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+func init() {
+	register(&Command{
+		Name:        "getCmdLineOpts",
+		Handler:     runGetCmdLineOpts,
+		Help:        "get argv",
+		AdminOnly:   true,
+		SecondaryOk: true,
+	})
+}
+
+func runGetCmdLineOpts(_ context.Context, env *Env, _ bsoncore.Document) (bsoncore.Document, error) {
+	cl := env.State.CmdLine
+	parsed := cl.Parsed
+	if parsed == nil {
+		parsed = emptyDoc
+	}
+	return doc(func(b []byte) []byte {
+		b = appendStrings(b, "argv", cl.Argv)
+		return bsoncore.AppendDocumentElement(b, "parsed", parsed)
+	}), nil
+}

@@ -1,0 +1,53 @@
+package commands
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/mongoerr"
+)
+
+func init() {
+	register(&Command{
+		Name:        "getLog",
+		Handler:     runGetLog,
+		Help:        "{ getLog : '*' }  OR { getLog : 'global' }",
+		AdminOnly:   true,
+		SecondaryOk: true,
+	})
+}
+
+// runGetLog serves the in-memory log rings: "*" lists them, "global" holds the last 1024
+// lines and "startupWarnings" the warnings logged at startup.
+func runGetLog(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	arg := commandArg(cmd)
+	name, ok := arg.StringValueOK()
+	if !ok {
+		return nil, mongoerr.Newf(mongoerr.TypeMismatch,
+			"Argument to getLog must be of type String; found %s of type %s", arg.String(), TypeName(arg.Type))
+	}
+	if name == "*" {
+		return doc(func(b []byte) []byte {
+			return appendStrings(b, "names", []string{"global", "startupWarnings"})
+		}), nil
+	}
+	sink := env.State.Log
+	if sink == nil {
+		return nil, mongoerr.New(mongoerr.InternalError, "no log sink")
+	}
+	var lines []string
+	var total int64
+	switch name {
+	case "global":
+		lines, total = sink.Global.Lines()
+	case "startupWarnings":
+		lines, total = sink.Warnings.Lines()
+	default:
+		return nil, mongoerr.Newf(mongoerr.InvalidOptions, "No log named '%s'", name)
+	}
+	return doc(func(b []byte) []byte {
+		b = bsoncore.AppendInt64Element(b, "totalLinesWritten", total)
+		return appendStrings(b, "log", lines)
+	}), nil
+}

@@ -1,0 +1,27 @@
+package commands
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+func init() {
+	register(&Command{
+		Name:        "refreshSessions",
+		Handler:     runRefreshSessions,
+		Help:        "renew a set of logical sessions",
+		SecondaryOk: true,
+	})
+}
+
+func runRefreshSessions(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	keys, err := parseLsidArray("refreshSessions", commandArg(cmd))
+	if err != nil {
+		return nil, err
+	}
+	if err := env.State.Sessions.Refresh(keys, ""); err != nil {
+		return nil, err
+	}
+	return emptyDoc, nil
+}

@@ -1,0 +1,432 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/commands"
+	"humongo/internal/mongoerr"
+	"humongo/internal/server/logv2"
+)
+
+// result is the outcome of one command run.
+type result struct {
+	reply     bsoncore.Document // the full reply, `ok` included
+	err       error             // the error the reply reports, nil on success
+	exhaust   bool              // the handler asked to stream (Env.Exhaust)
+	closeConn bool              // close without replying
+}
+
+// runCommand validates, dispatches and times one command, and is the one place where errors
+// become replies.
+func (s *Server) runCommand(ctx context.Context, c *commands.Conn, cmd bsoncore.Document, legacy, exhaustAllowed bool) result {
+	start := time.Now()
+	env := &commands.Env{Conn: c, State: s.state, Legacy: legacy, ExhaustAllowed: exhaustAllowed}
+	reply, err := s.dispatch(ctx, env, cmd)
+	if errors.Is(err, commands.ErrCloseConnection) {
+		return result{closeConn: true}
+	}
+	var res result
+	if err != nil {
+		res = result{reply: errorReply(err, cmd, s.topologyVersion()), err: err}
+	} else {
+		res = result{reply: reply, exhaust: env.Exhaust}
+	}
+	if d := time.Since(start); d >= s.state.SlowOpThreshold && !awaitable(cmd) {
+		s.log.Info("Slow query", logv2.C(logv2.Command), logv2.ID(51803), logv2.Ctx(c.Desc()),
+			"type", "command", "ns", env.DB+".$cmd", "appName", c.AppName(), "command", logv2.BSON(cmd),
+			"ok", err == nil, "errCode", int(mongoerr.CodeOf(err)), "protocol", protocolName(legacy),
+			"durationMillis", d)
+	}
+	return res
+}
+
+// awaitable reports hellos that wait by design (maxAwaitTimeMS), which are never slow.
+func awaitable(cmd bsoncore.Document) bool {
+	_, err := cmd.LookupErr("maxAwaitTimeMS")
+	return err == nil
+}
+
+func protocolName(legacy bool) string {
+	if legacy {
+		return "op_query"
+	}
+	return "op_msg"
+}
+
+// dispatch runs the checks every command goes through, then the handler. On success it
+// returns the reply with `ok: 1` appended (and a failCommand writeConcernError, if any).
+func (s *Server) dispatch(ctx context.Context, env *commands.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	first, err := cmd.IndexErr(0)
+	if err != nil {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "Empty command document")
+	}
+	name := first.Key()
+	env.Name = name
+	c := s.registry.Lookup(name)
+	if c == nil || (c.TestOnly && !s.state.Params.Bool("enableTestCommands")) {
+		s.state.Counters.Command.Add(1)
+		return nil, mongoerr.Newf(mongoerr.CommandNotFound, "no such command: '%s'", name)
+	}
+	env.Command = c
+	if env.Legacy && !c.AllowedOnOpQuery {
+		return nil, unsupportedOpQuery(name)
+	}
+	s.state.Counters.OpCounter(c.Counter).Add(1)
+
+	dbv, err := cmd.LookupErr("$db")
+	if err != nil {
+		return nil, mongoerr.New(commands.CodeMissingDB, "OP_MSG requests require a $db argument")
+	}
+	db, ok := dbv.StringValueOK()
+	if !ok {
+		return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '$db' is the wrong type '%s', expected type 'string'",
+			commands.TypeName(dbv.Type))
+	}
+	if db == "" {
+		return nil, mongoerr.New(mongoerr.InvalidNamespace, "Invalid database name: ''")
+	}
+	env.DB = db
+	if c.AdminOnly && db != "admin" {
+		return nil, mongoerr.Newf(mongoerr.Unauthorized, "%s may only be run against the admin database.", name)
+	}
+	if c.LocalhostOnly && !env.Conn.Loopback {
+		return nil, mongoerr.Newf(mongoerr.Unauthorized, "%s may only be run from localhost without authentication", name)
+	}
+	if v, err := cmd.LookupErr("lsid"); err == nil {
+		k, err := commands.ParseLsid(v)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.state.Sessions.Vivify(k, ""); err != nil {
+			return nil, err
+		}
+	}
+	timeout, err := requestTimeout(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout,
+			mongoerr.New(mongoerr.MaxTimeMSExpired, "operation exceeded time limit"))
+		defer cancel()
+	}
+
+	op, ctx := s.state.Clients.BeginOp(ctx, env.Conn, name, db, cmd)
+	defer s.state.Clients.EndOp(op)
+	env.Op = op
+
+	wce, err := s.evalFailCommand(ctx, env, c, name)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := c.Handler(ctx, env, cmd)
+	if err != nil {
+		// A handler that noticed its context end returns the context's error; report why it
+		// ended (killOp, maxTimeMS, shutdown) instead.
+		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			err = context.Cause(ctx)
+		}
+		return nil, err
+	}
+	return finishReply(reply, wce), nil
+}
+
+// finishReply appends `ok: 1.0` (and a writeConcernError) to a handler's reply.
+func finishReply(reply, wce bsoncore.Document) bsoncore.Document {
+	if len(reply) < 5 {
+		reply = bsoncore.Document{5, 0, 0, 0, 0}
+	}
+	out := make([]byte, 0, len(reply)+len(wce)+32)
+	idx, out := bsoncore.AppendDocumentStart(out)
+	out = append(out, reply[4:len(reply)-1]...)
+	if wce != nil {
+		out = bsoncore.AppendDocumentElement(out, "writeConcernError", wce)
+	}
+	out = bsoncore.AppendDoubleElement(out, "ok", 1)
+	out, _ = bsoncore.AppendDocumentEnd(out, idx)
+	return out
+}
+
+func unsupportedOpQuery(name string) error {
+	return mongoerr.Newf(mongoerr.UnsupportedOpQueryCommand,
+		"Unsupported OP_QUERY command: %s. The client driver may require an upgrade. For more details see https://dochub.mongodb.org/core/legacy-opcode-removal", name)
+}
+
+// errorReply is the error boundary: {ok: 0, errmsg, code, codeName, errorLabels?, <info>}.
+// Errors without a MongoDB code become InternalError. cmd (may be nil) decides the
+// retryable-write and transaction labels.
+func errorReply(err error, cmd bsoncore.Document, tv bsoncore.Document) bsoncore.Document {
+	me, ok := mongoerr.As(err)
+	if !ok {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			me = mongoerr.New(mongoerr.MaxTimeMSExpired, "operation exceeded time limit")
+		case errors.Is(err, context.Canceled):
+			me = mongoerr.New(mongoerr.Interrupted, "operation was interrupted")
+		default:
+			me = &mongoerr.Error{Code: mongoerr.InternalError, Msg: err.Error()}
+		}
+	}
+	msg := me.Msg
+	if msg == "" && me.Err != nil {
+		msg = me.Err.Error()
+	}
+	labels := me.Labels
+	if labels == nil && cmd != nil {
+		labels = errorLabelsFor(cmd, me.Code)
+	}
+	b := make([]byte, 0, 128+len(msg))
+	idx, b := bsoncore.AppendDocumentStart(b)
+	b = bsoncore.AppendDoubleElement(b, "ok", 0)
+	b = bsoncore.AppendStringElement(b, "errmsg", msg)
+	b = bsoncore.AppendInt32Element(b, "code", int32(me.Code))
+	b = bsoncore.AppendStringElement(b, "codeName", me.Code.Name())
+	if len(labels) > 0 {
+		ai, b2 := bsoncore.AppendArrayElementStart(b, "errorLabels")
+		for i, l := range labels {
+			b2 = bsoncore.AppendStringElement(b2, itoa(i), l)
+		}
+		b, _ = bsoncore.AppendArrayEnd(b2, ai)
+	}
+	// Not-primary and shutdown errors carry the topologyVersion so drivers can tell a stale
+	// error from a real state change and keep the server selectable (SDAM error handling).
+	// During a real shutdown it is left out, so drivers do mark the server unknown.
+	if tv != nil && (mongoerr.IsNotPrimaryError(me.Code) || mongoerr.IsShutdownError(me.Code)) {
+		b = bsoncore.AppendDocumentElement(b, "topologyVersion", tv)
+	}
+	b = appendInfo(b, me.Info)
+	b, _ = bsoncore.AppendDocumentEnd(b, idx)
+	return b
+}
+
+// topologyVersion is this server's {processId, counter}, or nil while shutting down.
+func (s *Server) topologyVersion() bsoncore.Document {
+	if s.isClosing() {
+		return nil
+	}
+	return bsoncore.NewDocumentBuilder().AppendObjectID("processId", s.state.ProcessID).
+		AppendInt64("counter", commands.TopologyCounter).Build()
+}
+
+// appendInfo appends an error's extra reply fields: a raw document's elements, or any value
+// the BSON marshaler turns into a document. Fields clashing with the envelope are skipped.
+func appendInfo(b []byte, info any) []byte {
+	if info == nil {
+		return b
+	}
+	var d bsoncore.Document
+	switch x := info.(type) {
+	case bsoncore.Document:
+		d = x
+	case bson.Raw:
+		d = bsoncore.Document(x)
+	default:
+		raw, err := bson.Marshal(x)
+		if err != nil {
+			return b
+		}
+		d = raw
+	}
+	elems, err := d.Elements()
+	if err != nil {
+		return b
+	}
+	for _, e := range elems {
+		switch e.Key() {
+		case "ok", "errmsg", "code", "codeName", "errorLabels":
+			continue
+		}
+		b = append(b, e...)
+	}
+	return b
+}
+
+// Commands that are retryable writes when sent with a txnNumber outside a transaction.
+var retryableWriteCommands = map[string]bool{
+	"insert": true, "update": true, "delete": true, "findAndModify": true, "findandmodify": true,
+	"commitTransaction": true, "abortTransaction": true,
+}
+
+// errorLabelsFor decides labels as MongoDB's getErrorLabels does: RetryableWriteError for a
+// retriable error of a retryable write (or of commit/abortTransaction), and
+// TransientTransactionError for transient errors inside a multi-document transaction.
+func errorLabelsFor(cmd bsoncore.Document, code mongoerr.Code) []string {
+	first, err := cmd.IndexErr(0)
+	if err != nil {
+		return nil
+	}
+	name := first.Key()
+	_, hasTxn := cmd.LookupErr("txnNumber")
+	ac, acErr := cmd.LookupErr("autocommit")
+	inTxn := acErr == nil && ac.Type == bsoncore.TypeBoolean && !ac.Boolean()
+	if inTxn && name != "commitTransaction" && name != "abortTransaction" {
+		switch {
+		case code == mongoerr.WriteConflict, code == mongoerr.LockTimeout, code == mongoerr.NoSuchTransaction,
+			mongoerr.IsNotPrimaryError(code), mongoerr.IsShutdownError(code):
+			return []string{mongoerr.LabelTransientTransaction}
+		}
+		return nil
+	}
+	if (hasTxn == nil) && retryableWriteCommands[name] && mongoerr.IsRetriableError(code) {
+		return []string{mongoerr.LabelRetryableWrite}
+	}
+	return nil
+}
+
+// evalFailCommand applies the failCommand fail point to this command: it may close the
+// connection, block, fail the command with a code, or return a writeConcernError to attach
+// to a successful reply.
+func (s *Server) evalFailCommand(ctx context.Context, env *commands.Env, c *commands.Command, name string) (bsoncore.Document, error) {
+	fp := commands.FailCommand
+	if !fp.Enabled() {
+		return nil, nil
+	}
+	// configureFailPoint must stay usable to turn the fail point off again.
+	if c.Name == "configureFailPoint" {
+		return nil, nil
+	}
+	data, ok := fp.Evaluate(func(data bsoncore.Document) bool {
+		return failCommandApplies(data, env, c, name)
+	})
+	if !ok {
+		return nil, nil
+	}
+	if truthy(data, "closeConnection") {
+		s.log.Info("Failing command via 'failCommand' failpoint: closing connection",
+			logv2.C(logv2.Command), logv2.ID(4721400), logv2.Ctx(env.Conn.Desc()), "command", name)
+		return nil, commands.ErrCloseConnection
+	}
+	if truthy(data, "blockConnection") {
+		ms, _ := lookupNumber(data, "blockTimeMS")
+		t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, context.Cause(ctx)
+		}
+	}
+	var labels []string
+	hasLabels := false
+	if v, err := data.LookupErr("errorLabels"); err == nil {
+		if arr, ok := v.ArrayOK(); ok {
+			hasLabels = true
+			labels = []string{} // an explicit empty list suppresses the server's labels
+			vals, _ := arr.Values()
+			for _, x := range vals {
+				if str, ok := x.StringValueOK(); ok {
+					labels = append(labels, str)
+				}
+			}
+		}
+	}
+	if code, ok := lookupNumber(data, "errorCode"); ok {
+		e := mongoerr.New(mongoerr.Code(code), "Failing command via 'failCommand' failpoint")
+		if hasLabels {
+			e.Labels = labels
+		}
+		if v, err := data.LookupErr("errorExtraInfo"); err == nil {
+			if d, ok := v.DocumentOK(); ok {
+				e.Info = d
+			}
+		}
+		return nil, e
+	}
+	if v, err := data.LookupErr("writeConcernError"); err == nil {
+		if d, ok := v.DocumentOK(); ok {
+			if hasLabels {
+				// Labels for a writeConcernError travel inside it, as mongod places them.
+				d = withLabels(d, labels)
+			}
+			return d, nil
+		}
+	}
+	return nil, nil
+}
+
+// failCommandApplies is failCommand's predicate: the command is listed in failCommands, the
+// appName matches (when given), and internal clients are spared unless failInternalCommands.
+func failCommandApplies(data bsoncore.Document, env *commands.Env, c *commands.Command, name string) bool {
+	if env.Conn.IsInternal() && !truthy(data, "failInternalCommands") {
+		return false
+	}
+	if v, err := data.LookupErr("appName"); err == nil {
+		if app, ok := v.StringValueOK(); !ok || app != env.Conn.AppName() {
+			return false
+		}
+	}
+	v, err := data.LookupErr("failCommands")
+	if err != nil {
+		return false
+	}
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return false
+	}
+	vals, _ := arr.Values()
+	names := append([]string{c.Name}, c.Aliases...)
+	for _, x := range vals {
+		if str, ok := x.StringValueOK(); ok && (str == name || slices.Contains(names, str)) {
+			return true
+		}
+	}
+	return false
+}
+
+func withLabels(d bsoncore.Document, labels []string) bsoncore.Document {
+	elems, _ := d.Elements()
+	idx, b := bsoncore.AppendDocumentStart(nil)
+	for _, e := range elems {
+		if e.Key() != "errorLabels" {
+			b = append(b, e...)
+		}
+	}
+	ai, b := bsoncore.AppendArrayElementStart(b, "errorLabels")
+	for i, l := range labels {
+		b = bsoncore.AppendStringElement(b, itoa(i), l)
+	}
+	b, _ = bsoncore.AppendArrayEnd(b, ai)
+	b, _ = bsoncore.AppendDocumentEnd(b, idx)
+	return b
+}
+
+func truthy(d bsoncore.Document, key string) bool {
+	v, err := d.LookupErr(key)
+	if err != nil {
+		return false
+	}
+	switch v.Type {
+	case bsoncore.TypeBoolean:
+		return v.Boolean()
+	case bsoncore.TypeNull, bsoncore.TypeUndefined:
+		return false
+	}
+	if f, ok := commands.AsFloat(v); ok {
+		return f != 0
+	}
+	return true
+}
+
+func lookupNumber(d bsoncore.Document, key string) (int64, bool) {
+	v, err := d.LookupErr(key)
+	if err != nil {
+		return 0, false
+	}
+	f, ok := commands.AsFloat(v)
+	return int64(f), ok
+}
+
+func itoa(i int) string {
+	const digits = "0123456789"
+	if i < 10 {
+		return digits[i : i+1]
+	}
+	return itoa(i/10) + digits[i%10:i%10+1]
+}

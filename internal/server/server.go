@@ -1,0 +1,413 @@
+// Package server is humongod's network front end: the listeners, one goroutine per client
+// connection, message dispatch to the command registry (internal/commands), the single
+// boundary where errors become {ok: 0, errmsg, code, codeName} replies, the failCommand fail
+// point, and clean shutdown.
+//
+// Ownership. The Server owns every goroutine it starts: one accept loop per listener and one
+// goroutine per connection, all counted in one WaitGroup. Shutdown stops the accept loops,
+// wakes idle connections (a read deadline in the past), lets in-flight commands finish for a
+// bounded time, then interrupts what is left (InterruptedAtShutdown), closes every socket and
+// finally closes the registered Closers (the storage engine) in reverse order. After Shutdown
+// returns no goroutine of the server is running.
+//
+// There is no spec section for the network layer; behaviour follows MongoDB 7.0's
+// ServiceEntryPoint and transport layer.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"humongo/internal/commands"
+	"humongo/internal/mongoerr"
+	"humongo/internal/server/logv2"
+	"humongo/internal/server/lsc"
+)
+
+// Closer is something the server closes at the end of shutdown, after the last command has
+// finished: the storage engine, the catalog.
+type Closer interface{ Close() error }
+
+// Config configures a Server. Zero values mean mongod's defaults.
+type Config struct {
+	// BindIPs are the addresses to listen on (default 127.0.0.1).
+	BindIPs []string
+	// Port is the TCP port; 0 picks an ephemeral port (see Server.Port).
+	Port int
+	// Logger receives logv2-style records; LogSink is its handler's sink (for getLog). When
+	// Logger is nil, a logv2 handler writing nowhere but its rings is created.
+	Logger  *slog.Logger
+	LogSink *logv2.Sink
+	// Params is the server parameter registry (default: commands.DefaultParamSpecs).
+	Params *commands.Params
+	// Registry is the command registry (default commands.Default).
+	Registry *commands.Registry
+	// Closers are closed in reverse order at the end of shutdown.
+	Closers []Closer
+	// CmdLine is what getCmdLineOpts reports.
+	CmdLine commands.CmdLine
+	// Compressors the server accepts, in preference order (default snappy, zstd, zlib).
+	Compressors []string
+	// MaxIncomingConnections caps open connections (default 1000000, mongod's).
+	MaxIncomingConnections int
+	// SlowOpThreshold: commands slower than this are logged (default 100 ms).
+	SlowOpThreshold time.Duration
+	// ShutdownTimeout bounds the wait for in-flight commands on a signal-initiated shutdown
+	// (default 15 s); the shutdown command passes its own timeoutSecs.
+	ShutdownTimeout time.Duration
+	// Quiet lowers connection accept/end logs to debug, as mongod --quiet does.
+	Quiet bool
+}
+
+// Server is a humongod front end.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	state    *commands.State
+	registry *commands.Registry
+
+	listeners []net.Listener
+	port      int
+
+	// rootCtx is the parent of every connection's context; cancelling it interrupts every
+	// operation (the last resort of shutdown).
+	rootCtx    context.Context
+	rootCancel context.CancelCauseFunc
+
+	wg sync.WaitGroup // accept loops and connection goroutines
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	closing  bool // set under mu when shutdown begins: no new connections are registered
+	started  bool
+	reqID    atomic.Int32
+	shutOnce sync.Once
+	// shutdownStarted is closed when shutdown begins; done when it has completed.
+	shutdownStarted chan struct{}
+	done            chan struct{}
+	shutdownErr     error
+}
+
+// New binds the listeners (so Port is known at once) but does not accept connections until
+// Start.
+func New(cfg Config) (*Server, error) {
+	if len(cfg.BindIPs) == 0 {
+		cfg.BindIPs = []string{"127.0.0.1"}
+	}
+	if cfg.Logger == nil {
+		h := logv2.NewHandler(nil, nil)
+		cfg.Logger, cfg.LogSink = slog.New(h), h.Sink()
+	}
+	if cfg.Params == nil {
+		cfg.Params = commands.NewParams(commands.DefaultParamSpecs())
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = commands.Default
+	}
+	if cfg.Compressors == nil {
+		cfg.Compressors = []string{"snappy", "zstd", "zlib"}
+	}
+	if cfg.MaxIncomingConnections <= 0 {
+		cfg.MaxIncomingConnections = 1000000
+	}
+	if cfg.SlowOpThreshold <= 0 {
+		cfg.SlowOpThreshold = 100 * time.Millisecond
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 15 * time.Second
+	}
+	s := &Server{
+		cfg:             cfg,
+		log:             cfg.Logger,
+		registry:        cfg.Registry,
+		conns:           map[*conn]struct{}{},
+		shutdownStarted: make(chan struct{}),
+		done:            make(chan struct{}),
+	}
+	s.rootCtx, s.rootCancel = context.WithCancelCause(context.Background())
+
+	port := cfg.Port
+	for _, ip := range cfg.BindIPs {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		if err != nil {
+			for _, l := range s.listeners {
+				_ = l.Close()
+			}
+			return nil, mongoerr.Newf(mongoerr.SocketException, "Failed to set up listener on %s:%d: %w", ip, port, err)
+		}
+		// With port 0 the first listener picks the port and the others reuse it, so every
+		// bind address serves the same port as in mongod.
+		if port == 0 {
+			port = ln.Addr().(*net.TCPAddr).Port
+		}
+		s.listeners = append(s.listeners, ln)
+	}
+	s.port = port
+
+	host, _ := os.Hostname()
+	timeout := time.Duration(cfg.Params.Int("localLogicalSessionTimeoutMinutes")) * time.Minute
+	s.state = &commands.State{
+		ProcessID:              bson.NewObjectID(),
+		StartTime:              time.Now(),
+		Host:                   host + ":" + strconv.Itoa(port),
+		Port:                   port,
+		Pid:                    os.Getpid(),
+		Params:                 cfg.Params,
+		Log:                    cfg.LogSink,
+		Logger:                 cfg.Logger,
+		Sessions:               lsc.New(timeout, int(cfg.Params.Int("maxSessions")), nil),
+		Clients:                commands.NewClients(),
+		CmdLine:                cfg.CmdLine,
+		Compressors:            cfg.Compressors,
+		MaxIncomingConnections: cfg.MaxIncomingConnections,
+		SlowOpThreshold:        cfg.SlowOpThreshold,
+		ShutdownStarted:        s.shutdownStarted,
+	}
+	s.state.Shutdown = func(force bool, timeout time.Duration) { s.beginShutdown(force, timeout) }
+	return s, nil
+}
+
+// Port returns the bound TCP port (the actual one when Config.Port was 0).
+func (s *Server) Port() int { return s.port }
+
+// Addr returns the first listener's address.
+func (s *Server) Addr() net.Addr { return s.listeners[0].Addr() }
+
+// State returns the shared server state (for tests and for wiring other subsystems).
+func (s *Server) State() *commands.State { return s.state }
+
+// Done is closed when shutdown has completed (whoever started it).
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err returns the shutdown error (closing a Closer failed), after Done.
+func (s *Server) Err() error {
+	<-s.done
+	return s.shutdownErr
+}
+
+// Start begins accepting connections and logs "Waiting for connections".
+func (s *Server) Start() {
+	s.mu.Lock()
+	if s.started || s.closing {
+		s.mu.Unlock()
+		return
+	}
+	s.started = true
+	s.wg.Add(len(s.listeners))
+	s.mu.Unlock()
+	for _, ln := range s.listeners {
+		s.log.Info("Listening on", logv2.C(logv2.Network), logv2.ID(23015), logv2.Ctx("listener"),
+			"address", ln.Addr().String())
+		go s.acceptLoop(ln)
+	}
+	s.log.Info("Waiting for connections", logv2.C(logv2.Network), logv2.ID(23016), logv2.Ctx("listener"),
+		"port", s.port, "ssl", "off")
+}
+
+func (s *Server) acceptLoop(ln net.Listener) {
+	defer s.wg.Done()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Temporary failures (EMFILE) must not spin: back off, bounded, and retry unless
+			// shutdown begins meanwhile.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("Error accepting new connection", logv2.C(logv2.Network), logv2.ID(23023),
+				logv2.Ctx("listener"), "error", err)
+			select {
+			case <-time.After(backoff):
+				continue
+			case <-s.shutdownStarted:
+				return
+			}
+		}
+		backoff = 0
+		s.startConn(nc)
+	}
+}
+
+// startConn registers and starts a connection, or closes it when shutting down or full.
+func (s *Server) startConn(nc net.Conn) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
+	if len(s.conns) >= s.cfg.MaxIncomingConnections {
+		n := len(s.conns)
+		s.mu.Unlock()
+		s.log.Info("Connection refused because there are too many open connections",
+			logv2.C(logv2.Network), logv2.ID(22942), logv2.Ctx("listener"), "remote", nc.RemoteAddr().String(),
+			"connectionCount", n)
+		_ = nc.Close()
+		return
+	}
+	c := s.newConn(nc)
+	s.conns[c] = struct{}{}
+	count := len(s.conns)
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.state.Counters.ConnsCreated.Add(1)
+	s.connLog("Connection accepted", 22943, "listener", "remote", c.info.Remote,
+		"connectionId", c.info.ID, "connectionCount", count)
+	go s.serveConn(c)
+}
+
+func (s *Server) removeConn(c *conn) int {
+	s.mu.Lock()
+	delete(s.conns, c)
+	n := len(s.conns)
+	s.mu.Unlock()
+	s.state.Clients.Remove(c.info)
+	return n
+}
+
+// connLog logs connection lifecycle lines, which --quiet demotes to debug.
+func (s *Server) connLog(msg string, id int, ctx string, args ...any) {
+	level := slog.LevelInfo
+	if s.cfg.Quiet || s.state.Params.Bool("quiet") {
+		level = slog.LevelDebug
+	}
+	args = append([]any{logv2.C(logv2.Network), logv2.ID(id), logv2.Ctx(ctx)}, args...)
+	s.log.Log(context.Background(), level, msg, args...)
+}
+
+// Shutdown shuts the server down cleanly (see the package comment) and waits until it is
+// done or ctx ends. In-flight commands get up to Config.ShutdownTimeout, or until ctx's
+// deadline if sooner.
+func (s *Server) Shutdown(ctx context.Context) error {
+	timeout := s.cfg.ShutdownTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	s.beginShutdown(false, timeout)
+	select {
+	case <-s.done:
+		return s.shutdownErr
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Close shuts down without waiting for in-flight commands and returns once done.
+func (s *Server) Close() error {
+	s.beginShutdown(true, 0)
+	<-s.done
+	return s.shutdownErr
+}
+
+// beginShutdown starts the shutdown sequence once; later calls are no-ops. It does not wait.
+func (s *Server) beginShutdown(force bool, timeout time.Duration) {
+	s.shutOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
+		close(s.shutdownStarted)
+		if force {
+			timeout = 0
+		}
+		// The sequence runs on its own goroutine so the shutdown command's connection can
+		// return (and close) while it waits for the other connections.
+		go s.shutdown(timeout)
+	})
+}
+
+func (s *Server) shutdown(drain time.Duration) {
+	defer close(s.done)
+	l := s.log.With(logv2.Ctx("SignalHandler"))
+	l.Info("Shutting down", logv2.C(logv2.Control), logv2.ID(4784900), "drainTimeoutMillis", drain)
+	for _, ln := range s.listeners {
+		_ = ln.Close()
+	}
+	l.Info("Shutdown: going to close listening sockets", logv2.C(logv2.Network), logv2.ID(23017))
+
+	// Wake idle connections: a read deadline in the past ends a blocked read, and a
+	// connection busy with a command fails its next read once it has replied.
+	past := time.Unix(1, 0)
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.nc.SetReadDeadline(past)
+	}
+	s.mu.Unlock()
+
+	allDone := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(allDone)
+	}()
+	timer := time.NewTimer(drain)
+	select {
+	case <-allDone:
+		timer.Stop()
+	case <-timer.C:
+		l.Info("Interrupting operations still running at shutdown", logv2.C(logv2.Command), logv2.ID(4695300))
+		cause := mongoerr.New(mongoerr.InterruptedAtShutdown, "interrupted at shutdown")
+		s.state.Clients.KillAll(cause)
+		s.rootCancel(cause)
+		s.mu.Lock()
+		for c := range s.conns {
+			_ = c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-allDone
+	}
+	s.rootCancel(mongoerr.New(mongoerr.InterruptedAtShutdown, "interrupted at shutdown"))
+
+	var errs []error
+	for i := len(s.cfg.Closers) - 1; i >= 0; i-- {
+		if err := s.cfg.Closers[i].Close(); err != nil {
+			l.Error("Error closing at shutdown", logv2.C(logv2.Storage), logv2.ID(22261), "error", err)
+			errs = append(errs, err)
+		}
+	}
+	s.shutdownErr = errors.Join(errs...)
+	l.Info("Now exiting", logv2.C(logv2.Control), logv2.ID(20565))
+}
+
+// String names the server for logs and test failures.
+func (s *Server) String() string { return fmt.Sprintf("humongod(port %d)", s.port) }
+
+// countingReader and countingWriter feed serverStatus.network.
+// countingReader also remembers whether the socket itself failed, which the wire layer
+// reports as a framing error: a peer reset is a disconnect, not a malformed message.
+type countingReader struct {
+	r      io.Reader
+	n      *atomic.Int64
+	ioFail *bool
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	if err != nil && err != io.EOF {
+		*c.ioFail = true
+	}
+	return n, err
+}
+
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
