@@ -35,9 +35,11 @@ const (
 	exitUncaught   = 100
 )
 
-// OpenStorage, when set (by the lead's wiring), opens the storage engine in dbpath; the
-// server closes it last at shutdown, after every command has finished.
-var OpenStorage func(dbpath string, log *slog.Logger) (server.Closer, error)
+// openDB opens the data directory; the server closes it last at shutdown, after every command
+// has finished.
+func openDB(dbpath string, log *slog.Logger) (*commands.DB, error) {
+	return commands.OpenDB(context.Background(), dbpath, nil, log.With(logv2.C(logv2.Storage)))
+}
 
 func main() {
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
@@ -91,16 +93,14 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		fatal(log, err)
 		return exitUncaught
 	}
-	closers := []server.Closer{lock}
-	if OpenStorage != nil {
-		st, err := OpenStorage(opts.DBPath, log)
-		if err != nil {
-			_ = lock.Close()
-			fatal(log, err)
-			return exitUncaught
-		}
-		closers = append(closers, st)
+	db, err := openDB(opts.DBPath, log)
+	if err != nil {
+		_ = lock.Close()
+		fatal(log, err)
+		return exitUncaught
 	}
+	// Closed in reverse order: storage first, then the lock file.
+	closers := []server.Closer{lock, db}
 	log.Warn("Access control is not enabled for the database. Read and write access to data and configuration is unrestricted",
 		logv2.C(logv2.Control), logv2.ID(22120), logv2.StartupWarning())
 
@@ -110,6 +110,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		Logger:                 log,
 		LogSink:                sink,
 		Params:                 params,
+		DB:                     db,
 		Closers:                closers,
 		CmdLine:                commands.CmdLine{Argv: argv, Parsed: opts.parsed()},
 		Compressors:            opts.Compressors,

@@ -47,6 +47,10 @@ type State struct {
 	Port int
 	Pid  int
 
+	// DB is the storage side (engine, catalog, collections, locks); nil in servers started
+	// without storage (some protocol tests).
+	DB *DB
+
 	Params   *Params
 	Log      *logv2.Sink
 	Logger   *slog.Logger

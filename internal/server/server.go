@@ -53,6 +53,9 @@ type Config struct {
 	Params *commands.Params
 	// Registry is the command registry (default commands.Default).
 	Registry *commands.Registry
+	// DB is the storage side handed to command handlers (State.DB). The server does not close
+	// it: put it in Closers.
+	DB *commands.DB
 	// Closers are closed in reverse order at the end of shutdown.
 	Closers []Closer
 	// CmdLine is what getCmdLineOpts reports.
@@ -163,6 +166,7 @@ func New(cfg Config) (*Server, error) {
 		Host:                   host + ":" + strconv.Itoa(port),
 		Port:                   port,
 		Pid:                    os.Getpid(),
+		DB:                     cfg.DB,
 		Params:                 cfg.Params,
 		Log:                    cfg.LogSink,
 		Logger:                 cfg.Logger,
