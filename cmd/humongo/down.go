@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+func cmdDown(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("down", stderr)
+	dir := fs.String("dir", "./humongo-local", "directory of the deployment")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for each process to exit after SIGTERM before SIGKILL")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	st, err := readState(abs)
+	if err != nil {
+		return err
+	}
+	stopAll(st, stdout, *timeout)
+	return writeState(st)
+}
+
+// stopAll stops every process of st, routers first and data nodes last (the reverse of start
+// order), and clears their pids. Each gets SIGTERM — humongod shuts down cleanly on it — and,
+// if still running after timeout, SIGKILL.
+func stopAll(st *State, out io.Writer, timeout time.Duration) {
+	for i := len(st.Processes) - 1; i >= 0; i-- {
+		p := &st.Processes[i]
+		if p.Pid == 0 {
+			continue
+		}
+		if !processRunning(p) {
+			fmt.Fprintf(out, "%s (pid %d) was not running\n", p.Name, p.Pid)
+			p.Pid = 0
+			continue
+		}
+		fmt.Fprintf(out, "stopping %s (pid %d, port %d) ... ", p.Name, p.Pid, p.Port)
+		start := time.Now()
+		_ = syscall.Kill(p.Pid, syscall.SIGTERM)
+		how := "stopped"
+		if !waitExit(p, timeout) {
+			_ = syscall.Kill(p.Pid, syscall.SIGKILL)
+			how = fmt.Sprintf("killed with SIGKILL after %s", timeout)
+			if !waitExit(p, 10*time.Second) {
+				fmt.Fprintf(out, "still running after SIGKILL\n")
+				continue // keep the pid: status will show it and down can be retried
+			}
+		}
+		fmt.Fprintf(out, "%s (%.1fs)\n", how, time.Since(start).Seconds())
+		p.Pid = 0
+	}
+}
+
+// helloReply is the part of a hello reply status reports.
+type helloReply struct {
+	IsWritablePrimary bool   `bson:"isWritablePrimary" json:"isWritablePrimary"`
+	Secondary         bool   `bson:"secondary" json:"secondary"`
+	ArbiterOnly       bool   `bson:"arbiterOnly" json:"arbiterOnly,omitempty"`
+	SetName           string `bson:"setName" json:"setName,omitempty"`
+	Msg               string `bson:"msg" json:"msg,omitempty"`
+	MaxWireVersion    int32  `bson:"maxWireVersion" json:"maxWireVersion"`
+}
+
+// role names the node's role as hello reports it.
+func (h *helloReply) role() string {
+	switch {
+	case h.Msg == "isdbgrid":
+		return "router"
+	case h.ArbiterOnly:
+		return "arbiter"
+	case h.SetName != "" && h.IsWritablePrimary:
+		return "primary"
+	case h.SetName != "" && h.Secondary:
+		return "secondary"
+	case h.SetName != "":
+		return "other"
+	case h.IsWritablePrimary:
+		return "standalone"
+	}
+	return "unknown"
+}
+
+// hello runs the hello command on one node through the Go driver with directConnection, the
+// way a client would see it.
+func hello(ctx context.Context, addr string) (*helloReply, error) {
+	client, err := mongo.Connect(options.Client().
+		ApplyURI("mongodb://" + addr + "/?directConnection=true").
+		SetAppName("humongo").
+		SetServerSelectionTimeout(5 * time.Second).
+		SetConnectTimeout(5 * time.Second))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = client.Disconnect(context.WithoutCancel(ctx)) }()
+	var h helloReply
+	if err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// procStatus is one row of `humongo status`.
+type procStatus struct {
+	Name    string      `json:"name"`
+	Role    string      `json:"role"`
+	ReplSet string      `json:"replSet,omitempty"`
+	Host    string      `json:"host"`
+	Port    int         `json:"port"`
+	Pid     int         `json:"pid"`
+	State   string      `json:"state"` // running | stopped | unreachable
+	Hello   *helloReply `json:"hello,omitempty"`
+	// HelloRole is the role the node reports (standalone, primary, secondary, router...).
+	HelloRole string `json:"helloRole,omitempty"`
+	Error     string `json:"error,omitempty"`
+	DBPath    string `json:"dbpath,omitempty"`
+	LogPath   string `json:"logpath"`
+}
+
+// statusReport is `humongo status --json`.
+type statusReport struct {
+	Dir       string       `json:"dir"`
+	Topology  string       `json:"topology"`
+	Processes []procStatus `json:"processes"`
+}
+
+func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status", stderr)
+	dir := fs.String("dir", "./humongo-local", "directory of the deployment")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for each node's hello")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	st, err := readState(abs)
+	if err != nil {
+		return err
+	}
+	rep := statusReport{Dir: st.Dir, Topology: st.Topology, Processes: make([]procStatus, len(st.Processes))}
+	var wg sync.WaitGroup
+	for i := range st.Processes {
+		wg.Add(1)
+		go func() { // one hello per node at once: status takes one timeout, not one per node
+			defer wg.Done()
+			rep.Processes[i] = probe(ctx, &st.Processes[i], *timeout)
+		}()
+	}
+	wg.Wait()
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(stdout, "%s deployment in %s\n", rep.Topology, rep.Dir)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tROLE\tPORT\tPID\tSTATE\tHELLO")
+	for _, p := range rep.Processes {
+		pid, h := "-", p.HelloRole
+		if p.Pid > 0 {
+			pid = fmt.Sprint(p.Pid)
+		}
+		if h == "" {
+			h = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", p.Name, p.Role, p.Port, pid, p.State, h)
+	}
+	return tw.Flush()
+}
+
+// probe finds one process's state: stopped if its pid is gone, running if it answers hello,
+// unreachable if it is alive but does not answer (paused, starting, wedged).
+func probe(ctx context.Context, p *Process, timeout time.Duration) procStatus {
+	s := procStatus{Name: p.Name, Role: p.Role, ReplSet: p.ReplSet, Host: p.Host, Port: p.Port, Pid: p.Pid,
+		DBPath: p.DBPath, LogPath: p.LogPath, State: "stopped"}
+	if !processRunning(p) {
+		s.Pid = 0
+		return s
+	}
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	h, err := hello(hctx, p.addr())
+	if err != nil {
+		s.State, s.Error = "unreachable", err.Error()
+		return s
+	}
+	s.State, s.Hello, s.HelloRole = "running", h, h.role()
+	return s
+}

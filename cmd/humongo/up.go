@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// upOptions are `humongo up`'s flags.
+type upOptions struct {
+	standalone bool
+	replset    int // members per replica set; 0: none
+	shards     int
+	routers    int
+	name       string // replica-set name prefix: sets are <name>0, <name>1, ...
+	dir        string
+	port       int
+	bindIP     string
+	binDir     string
+	timeout    time.Duration
+	extra      []string // arguments after "--", passed to every humongod
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("humongo "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parseFlags parses and maps flag errors to usage errors (-h to errHelp).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return usageError{err.Error()}
+	}
+	return nil
+}
+
+func parseUpFlags(args []string, stderr io.Writer) (*upOptions, error) {
+	o := &upOptions{}
+	fs := newFlagSet("up", stderr)
+	fs.BoolVar(&o.standalone, "standalone", false, "start one standalone humongod (the default)")
+	fs.IntVar(&o.replset, "replset", 0, "start replica sets of `N` members (not implemented yet; issue #5)")
+	fs.IntVar(&o.shards, "shards", 0, "start a sharded cluster of `S` shards (not implemented yet)")
+	fs.IntVar(&o.routers, "routers", 1, "routers (humongos) of a sharded cluster")
+	fs.StringVar(&o.name, "name", "rs", "replica-set name prefix: sets are named <name>0, <name>1, ...")
+	fs.StringVar(&o.dir, "dir", "./humongo-local", "directory for data, logs and the state file")
+	fs.IntVar(&o.port, "port", 27017, "first port; processes take consecutive ports from here")
+	fs.StringVar(&o.bindIP, "bind-ip", "127.0.0.1", "address every process listens on")
+	fs.StringVar(&o.binDir, "bin-dir", "", "directory holding humongod (default: next to humongo, else $PATH)")
+	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "how long to wait for each process to become ready")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: humongo up [--standalone | --replset N | --shards S --replset N --routers R] [flags] [-- humongod flags]\n")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	o.extra = fs.Args()
+	if len(o.extra) > 0 && (len(args) < len(o.extra)+1 || args[len(args)-len(o.extra)-1] != "--") {
+		return nil, usagef("unexpected arguments %q (pass humongod flags after --)", o.extra)
+	}
+	switch {
+	case o.replset < 0 || o.shards < 0 || o.routers < 0:
+		return nil, usagef("--replset, --shards and --routers must not be negative")
+	case o.standalone && (o.replset > 0 || o.shards > 0):
+		return nil, usagef("--standalone cannot be combined with --replset or --shards")
+	case o.shards > 0 && o.routers < 1:
+		return nil, usagef("a sharded cluster needs at least one router")
+	case o.port < 1 || o.port > 65535:
+		return nil, usagef("--port must be in 1..65535, got %d", o.port)
+	case o.name == "" || strings.ContainsAny(o.name, "/ ,"):
+		return nil, usagef("--name %q is not a valid replica-set name", o.name)
+	}
+	return o, nil
+}
+
+// topology names the kind of deployment the options ask for.
+func (o *upOptions) topology() string {
+	switch {
+	case o.shards > 0:
+		return "sharded"
+	case o.replset > 0:
+		return "replset"
+	}
+	return "standalone"
+}
+
+// plan lays the deployment out: names, roles, ports and paths of every process, in start
+// order. Ports are consecutive from --port: data-bearing members first (shard by shard), then
+// config servers, then routers. Planning is pure, so every topology's layout is settled (and
+// tested) before the server side can run it.
+func plan(o *upOptions, dir string) []Process {
+	var ps []Process
+	port := o.port
+	add := func(name, role, set, bin string, dataBearing bool) {
+		p := Process{Name: name, Role: role, ReplSet: set, Host: o.bindIP, Port: port, Binary: bin,
+			LogPath: filepath.Join(dir, name, bin+".log")}
+		if dataBearing {
+			p.DBPath = filepath.Join(dir, name, "db")
+		}
+		p.Args = []string{"--port", strconv.Itoa(p.Port), "--bind_ip", o.bindIP, "--logpath", p.LogPath}
+		if dataBearing {
+			p.Args = append(p.Args, "--dbpath", p.DBPath)
+		}
+		if set != "" {
+			p.Args = append(p.Args, "--replSet", set)
+		}
+		switch role {
+		case "config":
+			p.Args = append(p.Args, "--configsvr")
+		case "member":
+			if o.shards > 0 {
+				p.Args = append(p.Args, "--shardsvr")
+			}
+		}
+		if bin == "humongod" {
+			p.Args = append(p.Args, o.extra...)
+		}
+		ps = append(ps, p)
+		port++
+	}
+	switch o.topology() {
+	case "standalone":
+		add("standalone", "standalone", "", "humongod", true)
+	case "replset":
+		set := o.name + "0"
+		for m := 0; m < o.replset; m++ {
+			add(fmt.Sprintf("%s-%d", set, m), "member", set, "humongod", true)
+		}
+	case "sharded":
+		members := max(o.replset, 1)
+		for s := 0; s < o.shards; s++ {
+			set := o.name + strconv.Itoa(s)
+			for m := 0; m < members; m++ {
+				add(fmt.Sprintf("%s-%d", set, m), "member", set, "humongod", true)
+			}
+		}
+		add("configRS-0", "config", "configRS", "humongod", true)
+		for r := 0; r < o.routers; r++ {
+			add(fmt.Sprintf("router-%d", r), "router", "", "humongos", false)
+		}
+	}
+	return ps
+}
+
+// notImplemented says which issue a topology waits for.
+func notImplemented(topology string) error {
+	switch topology {
+	case "replset":
+		return usagef("replica sets are not implemented yet; see issue #5 (use --standalone for now)")
+	case "sharded":
+		return usagef("sharded clusters are not implemented yet: they need replica sets (issue #5) and sharding (use --standalone for now)")
+	}
+	return nil
+}
+
+// findBinary locates a binary: in --bin-dir if given, else next to the running humongo
+// executable, else on $PATH.
+func findBinary(name, binDir string) (string, error) {
+	if binDir != "" {
+		p := filepath.Join(binDir, name)
+		if st, err := os.Stat(p); err != nil || st.IsDir() {
+			return "", fmt.Errorf("%s not found in --bin-dir %s", name, binDir)
+		}
+		return filepath.Abs(p)
+	}
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%s not found next to humongo nor on $PATH (build it with `go build ./cmd/%s` or pass --bin-dir)", name, name)
+	}
+	return filepath.Abs(p)
+}
+
+func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseUpFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if err := notImplemented(o.topology()); err != nil {
+		return err
+	}
+	dir, err := filepath.Abs(o.dir)
+	if err != nil {
+		return err
+	}
+	if old, err := readState(dir); err == nil {
+		for i := range old.Processes {
+			if p := &old.Processes[i]; processRunning(p) {
+				return fmt.Errorf("a deployment is already running in %s (%s, pid %d, port %d); stop it with `humongo down --dir %s`",
+					dir, p.Name, p.Pid, p.Port, o.dir)
+			}
+		}
+	} else if !errors.Is(err, errNoState) {
+		return err
+	}
+	procs := plan(o, dir)
+	bins := map[string]string{}
+	for _, p := range procs {
+		if bins[p.Binary] == "" {
+			if bins[p.Binary], err = findBinary(p.Binary, o.binDir); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	st := &State{Version: stateVersion, Topology: o.topology(), Dir: dir, Processes: []Process{}}
+	prog := newProgress(stdout, len(procs))
+	for _, p := range procs {
+		prog.begin(fmt.Sprintf("starting %s %s on %s", p.Binary, p.Name, p.addr()))
+		start := time.Now()
+		p.Binary = bins[p.Binary]
+		pid, err := startProcess(ctx, &p, o.timeout)
+		if pid > 0 {
+			p.Pid = pid
+			st.Processes = append(st.Processes, p)
+			// Recorded before readiness is known, so `down` can stop whatever did start.
+			if werr := writeState(st); werr != nil && err == nil {
+				err = werr
+			}
+		}
+		if err != nil {
+			prog.end("failed")
+			stopAll(st, stdout, 10*time.Second)
+			_ = writeState(st)
+			return err
+		}
+		prog.end(fmt.Sprintf("ready (%.1fs)", time.Since(start).Seconds()))
+	}
+	prog.finish()
+	fmt.Fprintf(stdout, "%s deployment is up: mongodb://%s/\nstate file %s; stop it with `humongo down --dir %s`\n",
+		st.Topology, procs[0].addr(), statePath(dir), o.dir)
+	return nil
+}
+
+// startProcess starts one process detached from humongo — a session and process group of its
+// own (setsid), so neither the terminal's Ctrl-C nor its hangup reaches it, and stdin closed —
+// and waits until it
+// answers hello. Its stdout and stderr go to a file next to its log: they hold what it prints
+// before its log is open (a bad flag, say). On failure the process is killed; the pid is
+// returned whenever a process was started.
+func startProcess(ctx context.Context, p *Process, timeout time.Duration) (int, error) {
+	if err := os.MkdirAll(filepath.Dir(p.LogPath), 0o755); err != nil {
+		return 0, err
+	}
+	outPath := filepath.Join(filepath.Dir(p.LogPath), filepath.Base(p.Binary)+".out")
+	out, err := os.OpenFile(outPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer out.Close()
+	cmd := exec.Command(p.Binary, p.Args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Dir = filepath.Dir(p.LogPath)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("starting %s: %w", p.Binary, err)
+	}
+	pid := cmd.Process.Pid
+	if err := waitReady(ctx, p, pid, timeout); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		// Killed and reaped: nothing left for the state file to record.
+		return 0, fmt.Errorf("%s (pid %d) did not become ready: %w\n%s", p.Name, pid, err, tailLogs(outPath, p.LogPath))
+	}
+	// From here the process is on its own; humongo exiting leaves it to init to reap.
+	_ = cmd.Process.Release()
+	return pid, nil
+}
+
+// waitReady waits until the process accepts TCP connections and answers hello. There is no
+// event to wait on for "listening", so it probes every 20 ms; between probes it checks, without
+// blocking, whether the child has already exited (a bad flag, a port in use), to fail at once.
+func waitReady(ctx context.Context, p *Process, pid int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var ws syscall.WaitStatus
+		if wpid, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); wpid == pid {
+			return fmt.Errorf("exited during startup with status %d", ws.ExitStatus())
+		}
+		d := net.Dialer{Timeout: 200 * time.Millisecond}
+		if c, err := d.DialContext(ctx, "tcp", p.addr()); err == nil {
+			_ = c.Close()
+			_, err := hello(ctx, p.addr())
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// tailLogs returns the last lines of the process's output and log files, for error messages.
+func tailLogs(paths ...string) string {
+	var b strings.Builder
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		lines = lines[max(0, len(lines)-10):]
+		fmt.Fprintf(&b, "--- last lines of %s:\n%s\n", path, strings.Join(lines, "\n"))
+	}
+	return b.String()
+}

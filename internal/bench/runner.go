@@ -1,0 +1,340 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config is one benchmark run.
+type Config struct {
+	Workload string // a..f, load or ping
+
+	Records     int64 // records loaded (and assumed loaded by a workload)
+	Ops         int64 // operations of the workload phase
+	Threads     int   // concurrent clients
+	FieldCount  int   // fields per record
+	FieldLength int   // bytes per field value
+
+	// Distribution overrides the workload's key distribution: zipfian, uniform or latest.
+	Distribution string
+	// MaxScanLength bounds workload E's scans; the length is uniform in [1, MaxScanLength].
+	MaxScanLength int
+
+	// Drop drops the collection and runs the load phase before the workload.
+	Drop bool
+	// Duration, if positive, caps each phase's wall-clock time.
+	Duration time.Duration
+	// Seed makes key choices and values reproducible (per thread; thread interleaving is not).
+	Seed uint64
+}
+
+// Defaults are YCSB's CoreWorkload defaults where YCSB has one.
+func Defaults() Config {
+	return Config{Workload: "c", Records: 1000, Ops: 10000, Threads: 1, FieldCount: 10, FieldLength: 100,
+		MaxScanLength: 100, Seed: 1}
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	w, err := LookupWorkload(c.Workload)
+	if err != nil {
+		return err
+	}
+	switch {
+	case c.Threads < 1:
+		return fmt.Errorf("threads must be at least 1, got %d", c.Threads)
+	case c.Records < 0 || (c.Records == 0 && w.Name != "ping"):
+		return fmt.Errorf("records must be at least 1, got %d", c.Records)
+	case c.Ops < 0:
+		return fmt.Errorf("ops must not be negative, got %d", c.Ops)
+	case c.FieldCount < 1:
+		return fmt.Errorf("field-count must be at least 1, got %d", c.FieldCount)
+	case c.FieldLength < 0:
+		return fmt.Errorf("field-length must not be negative, got %d", c.FieldLength)
+	case c.MaxScanLength < 1:
+		return fmt.Errorf("max scan length must be at least 1, got %d", c.MaxScanLength)
+	case c.Duration < 0:
+		return fmt.Errorf("duration must not be negative, got %s", c.Duration)
+	}
+	switch c.Distribution {
+	case "", DistZipfian, DistUniform, DistLatest:
+	default:
+		return fmt.Errorf("unknown distribution %q (zipfian, uniform or latest)", c.Distribution)
+	}
+	return nil
+}
+
+// Stop reasons of a phase.
+const (
+	StopCompleted   = "completed"   // every operation ran
+	StopDuration    = "duration"    // the --duration cap ended the phase
+	StopInterrupted = "interrupted" // the caller's context was cancelled (SIGINT)
+)
+
+// PhaseResult is the outcome of one phase (load or a workload).
+type PhaseResult struct {
+	Phase      string // "load" or the workload name
+	StoppedBy  string
+	Elapsed    time.Duration
+	Ops        [numOpTypes]*OpStats // nil for types the phase never ran
+	Throughput float64              // completed operations (errors included) per second
+}
+
+// OpStats are one operation type's results, merged over threads.
+type OpStats struct {
+	Type       OpType
+	Latency    *Histogram // nanoseconds, successful and failed operations alike
+	Errors     uint64
+	FirstError string // the first error seen, to tell "not supported" from a slow server
+}
+
+// Total is the number of operations completed in the phase.
+func (p *PhaseResult) Total() uint64 {
+	var n uint64
+	for _, s := range p.Ops {
+		if s != nil {
+			n += s.Latency.Count()
+		}
+	}
+	return n
+}
+
+// Errors is the number of failed operations in the phase.
+func (p *PhaseResult) Errors() uint64 {
+	var n uint64
+	for _, s := range p.Ops {
+		if s != nil {
+			n += s.Errors
+		}
+	}
+	return n
+}
+
+// Result is a benchmark run: its configuration and one result per phase run.
+type Result struct {
+	Config       Config
+	Distribution string // the effective key distribution
+	Phases       []*PhaseResult
+	Interrupted  bool
+}
+
+// Run runs the benchmark against store: optionally drop and load, then the workload. It
+// returns the phases run so far even when interrupted (ctx cancelled): the partial result is
+// the point of catching SIGINT. The error reports a failure to run at all (drop failed, bad
+// configuration), not failed operations, which are counted.
+func Run(ctx context.Context, store Store, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	w, _ := LookupWorkload(cfg.Workload)
+	res := &Result{Config: cfg, Distribution: cfg.Distribution}
+	if res.Distribution == "" {
+		res.Distribution = w.Distribution
+	}
+	// ping touches no data, so --drop does not apply to it.
+	if w.Name != "ping" && (w.Load || cfg.Drop) {
+		if cfg.Drop {
+			if err := store.Drop(ctx); err != nil {
+				return res, fmt.Errorf("dropping the collection: %w", err)
+			}
+		}
+		load := Workloads["load"]
+		pr := runPhase(ctx, store, &cfg, &load, res.Distribution)
+		res.Phases = append(res.Phases, pr)
+		if pr.StoppedBy == StopInterrupted {
+			res.Interrupted = true
+			return res, nil
+		}
+	}
+	if !w.Load {
+		pr := runPhase(ctx, store, &cfg, &w, res.Distribution)
+		res.Phases = append(res.Phases, pr)
+		res.Interrupted = pr.StoppedBy == StopInterrupted
+	}
+	return res, nil
+}
+
+// phase is the state shared by the threads of one phase.
+type phase struct {
+	cfg     *Config
+	w       *Workload
+	store   Store
+	inserts *AckCounter // key numbers of inserts; Last bounds the keys reads may choose
+	keys    KeyChooser
+	claimed atomic.Int64 // operations (or, loading, records) claimed by threads
+	limit   int64
+	fields  []string // "field0".."fieldN-1"
+}
+
+func runPhase(ctx context.Context, store Store, cfg *Config, w *Workload, dist string) *PhaseResult {
+	p := &phase{cfg: cfg, w: w, store: store, inserts: NewAckCounter(cfg.Records), limit: cfg.Ops}
+	if w.Load {
+		// Loading inserts key numbers 0..Records-1, claimed through the same counter.
+		p.inserts = NewAckCounter(0)
+		p.limit = cfg.Records
+	}
+	switch dist {
+	case DistUniform:
+		p.keys = Uniform{p.inserts}
+	case DistLatest:
+		p.keys = NewSkewedLatest(p.inserts)
+	default:
+		p.keys = NewZipfianKeys(p.inserts, cfg.Records, w.expectedInserts(cfg.Ops))
+	}
+	p.fields = make([]string, cfg.FieldCount)
+	for i := range p.fields {
+		p.fields[i] = "field" + strconv.Itoa(i)
+	}
+
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if cfg.Duration > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
+	}
+	defer cancel()
+
+	threads := make([]*thread, cfg.Threads)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range threads {
+		t := &thread{p: p, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1))}
+		threads[i] = t
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.run(runCtx)
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	pr := &PhaseResult{Phase: w.Name, Elapsed: elapsed, StoppedBy: StopCompleted}
+	switch {
+	case ctx.Err() != nil:
+		pr.StoppedBy = StopInterrupted
+	case runCtx.Err() != nil:
+		pr.StoppedBy = StopDuration
+	}
+	for _, t := range threads {
+		for op, s := range t.stats {
+			if s == nil {
+				continue
+			}
+			if pr.Ops[op] == nil {
+				pr.Ops[op] = &OpStats{Type: OpType(op), Latency: NewHistogram()}
+			}
+			m := pr.Ops[op]
+			m.Latency.Merge(s.Latency)
+			m.Errors += s.Errors
+			if m.FirstError == "" {
+				m.FirstError = s.FirstError
+			}
+		}
+	}
+	if secs := elapsed.Seconds(); secs > 0 {
+		pr.Throughput = float64(pr.Total()) / secs
+	}
+	return pr
+}
+
+// thread is one benchmark client: it owns its random source, value buffer and histograms.
+type thread struct {
+	p     *phase
+	rng   *rand.Rand
+	stats [numOpTypes]*OpStats
+	key   []byte
+	vals  [][]byte // FieldCount value buffers, refilled per write
+}
+
+func (t *thread) run(ctx context.Context) {
+	p := t.p
+	t.vals = make([][]byte, p.cfg.FieldCount)
+	for i := range t.vals {
+		t.vals[i] = make([]byte, p.cfg.FieldLength)
+	}
+	for ctx.Err() == nil {
+		if p.claimed.Add(1) > p.limit {
+			return
+		}
+		op := p.w.chooseOp(t.rng.Float64())
+		start := time.Now()
+		err := t.do(ctx, op)
+		d := time.Since(start)
+		if err != nil && ctx.Err() != nil {
+			// Cut short by the deadline or SIGINT: neither a latency nor a failure of the server.
+			return
+		}
+		s := t.stats[op]
+		if s == nil {
+			s = &OpStats{Type: op, Latency: NewHistogram()}
+			t.stats[op] = s
+		}
+		s.Latency.RecordDuration(d)
+		if err != nil {
+			s.Errors++
+			if s.FirstError == "" {
+				s.FirstError = err.Error()
+			}
+		}
+	}
+}
+
+// do runs one operation of type op.
+func (t *thread) do(ctx context.Context, op OpType) error {
+	p := t.p
+	switch op {
+	case OpPing:
+		return p.store.Ping(ctx)
+	case OpInsert:
+		n := p.inserts.Next()
+		t.fill(t.vals...)
+		if err := p.store.Insert(ctx, t.keyName(n), t.vals); err != nil {
+			return err
+		}
+		p.inserts.Ack(n)
+		return nil
+	case OpRead:
+		return p.store.Read(ctx, t.keyName(p.keys.Next(t.rng)))
+	case OpUpdate, OpReadModifyWrite:
+		key := t.keyName(p.keys.Next(t.rng))
+		// YCSB's default writeallfields=false: one randomly chosen field gets a new value.
+		f := t.rng.IntN(len(p.fields))
+		t.fill(t.vals[0])
+		if op == OpUpdate {
+			return p.store.Update(ctx, key, p.fields[f], t.vals[0])
+		}
+		return p.store.ReadModifyWrite(ctx, key, p.fields[f], t.vals[0])
+	case OpScan:
+		key := t.keyName(p.keys.Next(t.rng))
+		_, err := p.store.Scan(ctx, key, 1+t.rng.IntN(p.cfg.MaxScanLength))
+		return err
+	}
+	return errors.New("bench: unknown operation type " + op.String())
+}
+
+func (t *thread) keyName(n int64) string {
+	t.key = appendKeyName(t.key[:0], n)
+	return string(t.key)
+}
+
+// valueAlphabet is what field values are made of: printable, so values are valid UTF-8 strings.
+const valueAlphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// fill overwrites bufs with random printable bytes, eight bytes of randomness at a time.
+func (t *thread) fill(bufs ...[]byte) {
+	for _, b := range bufs {
+		var r uint64
+		for i := range b {
+			if i%8 == 0 {
+				r = t.rng.Uint64()
+			}
+			b[i] = valueAlphabet[(r&0xff)%uint64(len(valueAlphabet))]
+			r >>= 8
+		}
+	}
+}

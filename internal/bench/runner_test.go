@@ -1,0 +1,507 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// memStore is an in-memory Store. It exists to test the generators and the runner (which keys
+// are chosen, how operations are mixed, counted and stopped), not any database.
+type memStore struct {
+	mu     sync.Mutex
+	docs   map[string][][]byte
+	sorted []string // keys in order, for Scan
+
+	reads         map[string]int
+	pings, drops  atomic.Int64
+	scanned       atomic.Int64
+	failUpdates   bool
+	onOp          func(ctx context.Context) error // called before every operation if set
+	insertedOrder []string
+}
+
+func newMemStore() *memStore {
+	return &memStore{docs: map[string][][]byte{}, reads: map[string]int{}}
+}
+
+func (m *memStore) hook(ctx context.Context) error {
+	if m.onOp != nil {
+		return m.onOp(ctx)
+	}
+	return nil
+}
+
+func (m *memStore) Read(ctx context.Context, key string) error {
+	if err := m.hook(ctx); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.docs[key]; !ok {
+		return ErrNotFound
+	}
+	m.reads[key]++
+	return nil
+}
+
+func (m *memStore) Update(ctx context.Context, key, field string, value []byte) error {
+	if err := m.hook(ctx); err != nil {
+		return err
+	}
+	if m.failUpdates {
+		return errors.New("update refused")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, ok := m.docs[key]
+	if !ok {
+		return ErrNotFound
+	}
+	var i int
+	if _, err := fmtSscanField(field, &i); err != nil || i >= len(d) {
+		return errors.New("bad field " + field)
+	}
+	d[i] = append(d[i][:0], value...)
+	return nil
+}
+
+// fmtSscanField parses "field<i>".
+func fmtSscanField(f string, i *int) (int, error) {
+	if !strings.HasPrefix(f, "field") {
+		return 0, errors.New("no field prefix")
+	}
+	n := 0
+	for _, c := range f[len("field"):] {
+		if c < '0' || c > '9' {
+			return 0, errors.New("bad digit")
+		}
+		n = n*10 + int(c-'0')
+	}
+	*i = n
+	return 1, nil
+}
+
+func (m *memStore) Insert(ctx context.Context, key string, fields [][]byte) error {
+	if err := m.hook(ctx); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.docs[key]; ok {
+		return errors.New("duplicate key " + key)
+	}
+	cp := make([][]byte, len(fields))
+	for i, f := range fields {
+		cp[i] = append([]byte(nil), f...)
+	}
+	m.docs[key] = cp
+	i := sort.SearchStrings(m.sorted, key)
+	m.sorted = append(m.sorted, "")
+	copy(m.sorted[i+1:], m.sorted[i:])
+	m.sorted[i] = key
+	m.insertedOrder = append(m.insertedOrder, key)
+	return nil
+}
+
+func (m *memStore) Scan(ctx context.Context, start string, limit int) (int, error) {
+	if err := m.hook(ctx); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := sort.SearchStrings(m.sorted, start)
+	n := min(limit, len(m.sorted)-i)
+	m.scanned.Add(int64(n))
+	return n, nil
+}
+
+func (m *memStore) ReadModifyWrite(ctx context.Context, key, field string, value []byte) error {
+	if err := m.Read(ctx, key); err != nil {
+		return err
+	}
+	return m.Update(ctx, key, field, value)
+}
+
+func (m *memStore) Ping(ctx context.Context) error {
+	if err := m.hook(ctx); err != nil {
+		return err
+	}
+	m.pings.Add(1)
+	return nil
+}
+
+func (m *memStore) Drop(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.docs = map[string][][]byte{}
+	m.sorted = nil
+	m.drops.Add(1)
+	return nil
+}
+
+func cfg(workload string) Config {
+	c := Defaults()
+	c.Workload = workload
+	c.Threads = 4
+	c.Records = 1000
+	c.Ops = 20000
+	c.FieldLength = 16
+	return c
+}
+
+// run runs a config and checks the invariants every run has.
+func run(t *testing.T, s Store, c Config) *Result {
+	t.Helper()
+	res, err := Run(context.Background(), s, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res.Phases {
+		if p.StoppedBy != StopCompleted {
+			t.Fatalf("phase %s stopped by %s", p.Phase, p.StoppedBy)
+		}
+		want := uint64(c.Ops)
+		if p.Phase == "load" {
+			want = uint64(c.Records)
+		}
+		if p.Total() != want {
+			t.Fatalf("phase %s ran %d operations, want %d", p.Phase, p.Total(), want)
+		}
+	}
+	return res
+}
+
+func loaded(t *testing.T, records int64) *memStore {
+	t.Helper()
+	s := newMemStore()
+	c := cfg("load")
+	c.Records = records
+	res := run(t, s, c)
+	if res.Phases[0].Errors() != 0 || int64(len(s.docs)) != records {
+		t.Fatalf("load: %d errors, %d docs", res.Phases[0].Errors(), len(s.docs))
+	}
+	return s
+}
+
+func TestLoadInsertsYCSBRecords(t *testing.T) {
+	s := loaded(t, 500)
+	for n := int64(0); n < 500; n++ {
+		d, ok := s.docs[KeyName(n)]
+		if !ok {
+			t.Fatalf("record %d (%s) missing", n, KeyName(n))
+		}
+		if len(d) != 10 || len(d[9]) != 16 {
+			t.Fatalf("record %d has %d fields of %d bytes", n, len(d), len(d[9]))
+		}
+		for _, c := range d[0] {
+			if !strings.ContainsRune(valueAlphabet, rune(c)) {
+				t.Fatalf("value byte %q not printable", c)
+			}
+		}
+	}
+}
+
+func share(p *PhaseResult, op OpType) float64 {
+	if p.Ops[op] == nil {
+		return 0
+	}
+	return float64(p.Ops[op].Latency.Count()) / float64(p.Total())
+}
+
+func TestWorkloadMixes(t *testing.T) {
+	for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
+		t.Run(name, func(t *testing.T) {
+			s := loaded(t, 1000)
+			res := run(t, s, cfg(name))
+			w := Workloads[name]
+			p := res.Phases[0]
+			for op := OpType(0); op < numOpTypes; op++ {
+				if got := share(p, op); math.Abs(got-w.Mix[op]) > 0.02 {
+					t.Errorf("%s share %.3f, want %.2f", op, got, w.Mix[op])
+				}
+			}
+			// Reads and updates only choose acknowledged records, so nothing is ever missing.
+			if p.Errors() != 0 {
+				for _, o := range p.Ops {
+					if o != nil && o.Errors > 0 {
+						t.Errorf("%s: %d errors, first: %s", o.Type, o.Errors, o.FirstError)
+					}
+				}
+			}
+			if ins := p.Ops[OpInsert]; ins != nil {
+				if got := uint64(len(s.docs)) - 1000; got != ins.Latency.Count() {
+					t.Errorf("%d inserts reported, %d new records", ins.Latency.Count(), got)
+				}
+				// Inserts continue the key sequence after the loaded records.
+				for n := int64(1000); n < int64(len(s.docs)); n++ {
+					if _, ok := s.docs[KeyName(n)]; !ok {
+						t.Errorf("inserted record %d missing", n)
+						break
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestWorkloadCReadsAreZipfian(t *testing.T) {
+	s := loaded(t, 1000)
+	c := cfg("c")
+	c.Threads = 1
+	run(t, s, c)
+	hottest, n := "", 0
+	for k, v := range s.reads {
+		if v > n {
+			hottest, n = k, v
+		}
+	}
+	if want := KeyName(FNVHash64(0) % 1001); hottest != want {
+		t.Errorf("hottest key %s (%d reads), want %s", hottest, n, want)
+	}
+	// Uniform spreads the same reads flat.
+	s2 := loaded(t, 1000)
+	c.Distribution = DistUniform
+	run(t, s2, c)
+	maxReads := 0
+	for _, v := range s2.reads {
+		maxReads = max(maxReads, v)
+	}
+	if maxReads > n/4 {
+		t.Errorf("uniform: hottest key read %d times, zipfian %d", maxReads, n)
+	}
+}
+
+func TestWorkloadDReadsLatest(t *testing.T) {
+	s := loaded(t, 1000)
+	c := cfg("d")
+	c.Threads = 1
+	run(t, s, c)
+	// The newest loaded records stay close to the latest insert for the whole run, the oldest
+	// stay far from it: with Zipfian popularity by distance, the former are read far more.
+	newest, oldest := 0, 0
+	for _, k := range s.insertedOrder[900:1000] {
+		newest += s.reads[k]
+	}
+	for _, k := range s.insertedOrder[:100] {
+		oldest += s.reads[k]
+	}
+	if newest < 2*oldest {
+		t.Errorf("newest 100 loaded records read %d times, oldest 100 %d: not skewed to latest", newest, oldest)
+	}
+	t.Logf("reads of the newest 100 loaded records %d, oldest 100 %d", newest, oldest)
+}
+
+func TestWorkloadEScanLengths(t *testing.T) {
+	s := loaded(t, 1000)
+	res := run(t, s, cfg("e"))
+	scans := res.Phases[0].Ops[OpScan].Latency.Count()
+	mean := float64(s.scanned.Load()) / float64(scans)
+	// Lengths are uniform in 1..100 (mean 50.5), minus scans that run off the end of the keys.
+	if mean < 40 || mean > 51 {
+		t.Errorf("mean scan length %.1f, want about 50", mean)
+	}
+}
+
+func TestDropReloadsThenRuns(t *testing.T) {
+	s := loaded(t, 100)
+	c := cfg("a")
+	c.Drop = true
+	c.Records = 300
+	res := run(t, s, c)
+	if s.drops.Load() != 1 || len(res.Phases) != 2 || res.Phases[0].Phase != "load" || res.Phases[1].Phase != "a" {
+		t.Fatalf("drops %d, phases %d", s.drops.Load(), len(res.Phases))
+	}
+	if len(s.docs) != 300 {
+		t.Fatalf("%d records after drop and reload of 300", len(s.docs))
+	}
+}
+
+func TestPingWorkload(t *testing.T) {
+	s := newMemStore()
+	c := cfg("ping")
+	c.Drop = true // ignored: ping touches no data
+	res := run(t, s, c)
+	if s.pings.Load() != c.Ops || s.drops.Load() != 0 || len(res.Phases) != 1 {
+		t.Fatalf("pings %d drops %d phases %d", s.pings.Load(), s.drops.Load(), len(res.Phases))
+	}
+}
+
+func TestErrorsCounted(t *testing.T) {
+	s := loaded(t, 1000)
+	s.failUpdates = true
+	res := run(t, s, cfg("a"))
+	u := res.Phases[0].Ops[OpUpdate]
+	if u.Errors != u.Latency.Count() || u.FirstError != "update refused" {
+		t.Fatalf("update errors %d of %d, first %q", u.Errors, u.Latency.Count(), u.FirstError)
+	}
+	if res.Phases[0].Ops[OpRead].Errors != 0 {
+		t.Fatal("read errors")
+	}
+}
+
+func TestInterruptReturnsPartialResults(t *testing.T) {
+	s := newMemStore()
+	ctx, cancel := context.WithCancel(context.Background())
+	var n atomic.Int64
+	s.onOp = func(opCtx context.Context) error {
+		if n.Add(1) == 500 {
+			cancel() // SIGINT arrives mid-run
+		}
+		return opCtx.Err()
+	}
+	c := cfg("ping")
+	c.Ops = 1_000_000
+	res, err := Run(ctx, s, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Phases[0]
+	if !res.Interrupted || p.StoppedBy != StopInterrupted {
+		t.Fatalf("interrupted %v, stopped by %s", res.Interrupted, p.StoppedBy)
+	}
+	if p.Total() < 400 || p.Total() >= 1_000_000 || p.Errors() != 0 {
+		t.Fatalf("partial result has %d ops, %d errors", p.Total(), p.Errors())
+	}
+}
+
+func TestDurationCap(t *testing.T) {
+	s := newMemStore()
+	s.onOp = func(ctx context.Context) error {
+		select {
+		case <-time.After(time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	c := cfg("ping")
+	c.Ops = 1_000_000
+	c.Duration = 150 * time.Millisecond
+	start := time.Now()
+	res, err := Run(context.Background(), s, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Phases[0]
+	if p.StoppedBy != StopDuration || res.Interrupted || time.Since(start) > 2*time.Second {
+		t.Fatalf("stopped by %s after %s", p.StoppedBy, time.Since(start))
+	}
+	if p.Total() == 0 || p.Ops[OpPing].Latency.Quantile(0.5) < int64(time.Millisecond) {
+		t.Fatalf("%d ops, p50 %d", p.Total(), p.Ops[OpPing].Latency.Quantile(0.5))
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, bad := range []func(*Config){
+		func(c *Config) { c.Workload = "z" },
+		func(c *Config) { c.Threads = 0 },
+		func(c *Config) { c.Records = 0 },
+		func(c *Config) { c.FieldCount = 0 },
+		func(c *Config) { c.Distribution = "gaussian" },
+		func(c *Config) { c.Ops = -1 },
+	} {
+		c := Defaults()
+		bad(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("config %+v accepted", c)
+		}
+	}
+	for _, name := range []string{"A", "workloadb", " c ", "load", "PING"} {
+		if _, err := LookupWorkload(name); err != nil {
+			t.Errorf("LookupWorkload(%q): %v", name, err)
+		}
+	}
+}
+
+func TestReportJSONAndTable(t *testing.T) {
+	s := loaded(t, 200)
+	c := cfg("f")
+	c.Records = 200
+	c.Drop = true
+	res := run(t, s, c)
+	rep := res.Report("mongodb://u:xxxxx@h:1", map[string]string{"writeConcern": "majority"})
+	var buf bytes.Buffer
+	if err := rep.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var back ReportJSON
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
+		t.Fatalf("invalid JSON: %v\n%s", err, buf.String())
+	}
+	if back.Workload != "f" || len(back.Phases) != 2 || back.Config.Distribution != DistZipfian || back.Labels["writeConcern"] != "majority" {
+		t.Fatalf("round trip: %+v", back)
+	}
+	ph := back.Phases[1]
+	if ph.Operations != 20000 || ph.Throughput <= 0 || len(ph.Ops) != 2 || ph.Ops[0].Op != "READ" || ph.Ops[1].Op != "READ-MODIFY-WRITE" {
+		t.Fatalf("phase: %+v", ph)
+	}
+	l := ph.Ops[0].LatencyMicros
+	if !(l.Min <= l.P50 && l.P50 <= l.P95 && l.P95 <= l.P99 && l.P99 <= l.Max) {
+		t.Fatalf("latencies not ordered: %+v", l)
+	}
+	buf.Reset()
+	if err := rep.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"workload f: 20000 ops", "operation", "p99(us)", "READ-MODIFY-WRITE", "load: 200 ops"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	// Columns are aligned: within a phase's table every row has the header's width.
+	for _, block := range strings.Split(out, "\n\n")[1:] {
+		lines := strings.Split(strings.TrimSpace(block), "\n")[1:] // skip the summary line
+		for _, l := range lines[1:] {
+			if !strings.HasPrefix(l, "first ") && len(l) != len(lines[0]) {
+				t.Errorf("row %q not as wide as the header %q", l, lines[0])
+			}
+		}
+	}
+}
+
+func TestRedactURI(t *testing.T) {
+	for in, want := range map[string]string{
+		"mongodb://127.0.0.1:27017":              "mongodb://127.0.0.1:27017",
+		"mongodb://bob:secret@h:1/?authSource=x": "mongodb://bob:xxxxx@h:1/?authSource=x",
+		"mongodb://bob:secret@a:1,b:2/":          "mongodb://bob:xxxxx@a:1,b:2/",
+	} {
+		if got := RedactURI(in); got != want {
+			t.Errorf("RedactURI(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParseConcerns(t *testing.T) {
+	if wc, err := ParseWriteConcern("", false); wc != nil || err != nil {
+		t.Errorf("empty write concern: %v %v", wc, err)
+	}
+	wc, err := ParseWriteConcern("majority", true)
+	if err != nil || wc.W != "majority" || wc.Journal == nil || !*wc.Journal {
+		t.Errorf("majority,j: %+v %v", wc, err)
+	}
+	if wc, err := ParseWriteConcern("2", false); err != nil || wc.W != 2 {
+		t.Errorf("w:2: %+v %v", wc, err)
+	}
+	if _, err := ParseWriteConcern("-1", false); err == nil {
+		t.Error("w:-1 accepted")
+	}
+	if _, err := ParseWriteConcern("0", true); err == nil {
+		t.Error("w:0 with j:true accepted")
+	}
+	if rc, err := ParseReadConcern("majority"); err != nil || rc.Level != "majority" {
+		t.Errorf("majority: %+v %v", rc, err)
+	}
+	if _, err := ParseReadConcern("strong"); err == nil {
+		t.Error("unknown read concern accepted")
+	}
+}
