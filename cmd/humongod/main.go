@@ -24,7 +24,7 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
 	"humongo/internal/server"
-	"humongo/internal/server/logv2"
+	"humongo/internal/logv2"
 )
 
 // Exit codes, as mongod's ExitCode enum.

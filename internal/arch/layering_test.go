@@ -14,6 +14,7 @@ var rank = map[string]int{
 	"recordid":    0,
 	"failpoint":   1,
 	"bsonutil":    1,
+	"logv2":       1,
 	"wire":        2,
 	"keystring":   2,
 	"storage":     2,
@@ -23,6 +24,7 @@ var rank = map[string]int{
 	"query":       5,
 	"validate":    5,
 	"agg":         6,
+	"cursor":      6, // cursor manager: below commands, independent of the planner
 	"opobserver":  7,
 	"vclock":      7,
 	"repl":        8,
@@ -36,6 +38,7 @@ var rank = map[string]int{
 	"server":      14,
 	"cluster":     15, // test harness: may start any binary
 	"crashtest":   15,
+	"integration": 15, // real-process driver tests
 	"bench":       15, // humongo bench engine: a client of any server
 	"arch":        16,
 	"zzwarm":      16,

@@ -6,7 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
-	"humongo/internal/server/lsc"
+	"humongo/internal/txn/lsc"
 )
 
 func init() {

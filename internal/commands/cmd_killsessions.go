@@ -5,7 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"humongo/internal/server/lsc"
+	"humongo/internal/txn/lsc"
 )
 
 func init() {

@@ -12,8 +12,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
-	"humongo/internal/server/logv2"
-	"humongo/internal/server/lsc"
+	"humongo/internal/logv2"
+	"humongo/internal/txn/lsc"
 )
 
 // Env is what a handler knows about the request beyond the command body.

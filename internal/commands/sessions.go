@@ -4,7 +4,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
-	"humongo/internal/server/lsc"
+	"humongo/internal/txn/lsc"
 )
 
 // ParseLsid parses a logical session id document {id: UUID, uid?: BinData(32 bytes)}. Without

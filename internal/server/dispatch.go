@@ -11,7 +11,7 @@ import (
 
 	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
-	"humongo/internal/server/logv2"
+	"humongo/internal/logv2"
 )
 
 // result is the outcome of one command run.

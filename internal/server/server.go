@@ -31,8 +31,8 @@ import (
 
 	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
-	"humongo/internal/server/logv2"
-	"humongo/internal/server/lsc"
+	"humongo/internal/logv2"
+	"humongo/internal/txn/lsc"
 )
 
 // Closer is something the server closes at the end of shutdown, after the last command has
