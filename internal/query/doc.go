@@ -1,0 +1,51 @@
+// Package query owns the query language: the matcher (filters), projection, and the
+// aggregation-expression core that $expr uses. Update operators live in query/update.
+//
+// Spec: none of spec/ covers query semantics; this package follows MongoDB 7.0's documented
+// behaviour and its matcher sources (src/mongo/db/matcher: expression_parser.cpp,
+// expression_leaf.cpp, path.cpp; projection_ast / projection_executor for projection).
+// ARCHITECTURE.md, "Layers": internal/query.
+//
+// # Matcher
+//
+// Parse turns a filter into a tree of MatchExpression nodes (And/Or/Nor/Not and path leaves:
+// comparisons, $in, $exists, $type, $regex, $mod, $size, bit tests, $elemMatch; pathless
+// $expr and $jsonSchema). Leaves are tested against every value a path reaches, with
+// MongoDB's traversal (bsonutil.Walk): documents are followed field by field; arrays in the
+// middle of a path fan out to their document elements (and, for numeric components, to the
+// element at that index); an array at the end of the path is tested as a whole and, for most
+// leaves, element by element. The negations ($ne, $nin, $not, {$exists: false}, $nor) are Not
+// over the positive predicate, so {a: {$ne: 5}} excludes a: [1, 5].
+//
+// Semantics pinned by tests (matcher_test.go), each as MongoDB 7.0 documents them:
+//
+//   - {a: null} matches a missing a, null, undefined (7.0 still does; 8.0 stops matching
+//     undefined) and arrays containing null. {$gte: null} and {$lte: null} are the same set;
+//     {$gt: null} and {$lt: null} match nothing.
+//   - Comparisons bracket by canonical type: {$gt: 5} never matches a string. Everything is
+//     above MinKey and below MaxKey. Numbers compare by value across int/long/double/decimal.
+//     NaN equals NaN and is neither above nor below anything.
+//   - {a: [1, 5]} matches the array [1, 5] exactly and an array containing it.
+//   - $where: Humongo has no JavaScript engine, so it fails the way a mongod without one
+//     does: BadValue "no globalScriptEngine in $where parsing". $text fails with IndexNotFound
+//     "text index required for $text query" (there are no text indexes).
+//   - $regex uses regexp2 (PCRE-like: lookaround, backreferences) with options i, m, s, x
+//     (u accepted); invalid patterns fail with Location51091, bad options with Location51108.
+//
+// Matches does not allocate for equality, range, $in, $exists and $type filters: the path
+// walk iterates raw bytes and the leaves compare raw values (BenchmarkMatchEq,
+// BenchmarkMatchRange).
+//
+// # Expressions
+//
+// expr.go has the aggregation-expression core: field paths, $$ROOT/$$CURRENT/$$NOW,
+// literals, comparisons, $and/$or/$not, $add/$subtract/$multiply/$divide, $cond, $ifNull,
+// $in, $size, $type, $literal. Other operators are added with RegisterExpression (the agg
+// package's job); an unregistered one fails with InvalidPipelineOperator.
+//
+// # Projection
+//
+// projection.go: find's projection language (inclusion/exclusion, _id, dotted paths through
+// arrays, $slice, $elemMatch, positional $, $meta, literals). Aggregation expressions in
+// projections go through the Expression interface (see projField.expr).
+package query
