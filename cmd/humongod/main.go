@@ -22,9 +22,10 @@ import (
 	"time"
 
 	"humongo/internal/commands"
-	"humongo/internal/mongoerr"
-	"humongo/internal/server"
 	"humongo/internal/logv2"
+	"humongo/internal/mongoerr"
+	"humongo/internal/query"
+	"humongo/internal/server"
 )
 
 // Exit codes, as mongod's ExitCode enum.
@@ -38,7 +39,7 @@ const (
 // openDB opens the data directory; the server closes it last at shutdown, after every command
 // has finished.
 func openDB(dbpath string, log *slog.Logger) (*commands.DB, error) {
-	return commands.OpenDB(context.Background(), dbpath, nil, log.With(logv2.C(logv2.Storage)))
+	return commands.OpenDB(context.Background(), dbpath, query.FilterFactory, log.With(logv2.C(logv2.Storage)))
 }
 
 func main() {
@@ -99,8 +100,16 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		fatal(log, err)
 		return exitUncaught
 	}
-	// Closed in reverse order: storage first, then the lock file.
-	closers := []server.Closer{lock, db}
+	// Closed in reverse order: storage first (background work that writes through it, such as
+	// the TTL monitor, stops before the engine closes), then the lock file.
+	var stopBackground func()
+	closeDB := closerFunc(func() error {
+		if stopBackground != nil {
+			stopBackground()
+		}
+		return db.Close()
+	})
+	closers := []server.Closer{lock, closeDB}
 	log.Warn("Access control is not enabled for the database. Read and write access to data and configuration is unrestricted",
 		logv2.C(logv2.Control), logv2.ID(22120), logv2.StartupWarning())
 
@@ -125,6 +134,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		fatal(log, err)
 		return exitNetError
 	}
+	stopBackground = commands.StartTTLMonitor(context.Background(), s.State())
 	s.Start()
 
 	sigc := make(chan os.Signal, 1)
@@ -148,6 +158,11 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 	log.Info("Shutting down", logv2.C(logv2.Control), logv2.ID(23138), "exitCode", code)
 	return code
 }
+
+// closerFunc adapts a function to server.Closer.
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
 
 // fatal logs a startup failure the way mongod does (severity F with the error code).
 func fatal(log *slog.Logger, err error) {

@@ -11,8 +11,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"humongo/internal/mongoerr"
 	"humongo/internal/logv2"
+	"humongo/internal/mongoerr"
 	"humongo/internal/txn/lsc"
 )
 

@@ -57,7 +57,7 @@ func DefaultParamSpecs() []ParamSpec {
 		{Name: "disableLogicalSessionCacheRefresh", Kind: ParamBool, Default: false, Startup: true},
 		{Name: "enableTestCommands", Kind: ParamBool, Default: false, Startup: true},
 		{Name: "featureCompatibilityVersion", Kind: ParamDoc, Doc: fcv},
-		{Name: "internalQueryExecMaxBlockingSortBytes", Kind: ParamInt, Default: int64(100 * 1024 * 1024), Runtime: true, Startup: true, Min: 0, Max: math.MaxInt64},
+		{Name: "internalQueryMaxBlockingSortMemoryUsageBytes", Kind: ParamInt, Default: int64(100 * 1024 * 1024), Runtime: true, Startup: true, Min: 0, Max: math.MaxInt64},
 		{Name: "journalCommitInterval", Kind: ParamInt, Default: int64(100), Runtime: true, Startup: true, Min: 1, Max: 500},
 		{Name: "localLogicalSessionTimeoutMinutes", Kind: ParamInt, Default: int64(30), Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "logLevel", Kind: ParamInt, Default: int64(0), Runtime: true, Startup: true, Min: 0, Max: 5},

@@ -10,8 +10,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/commands"
-	"humongo/internal/mongoerr"
 	"humongo/internal/logv2"
+	"humongo/internal/mongoerr"
 )
 
 // result is the outcome of one command run.

@@ -30,8 +30,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"humongo/internal/commands"
-	"humongo/internal/mongoerr"
 	"humongo/internal/logv2"
+	"humongo/internal/mongoerr"
 	"humongo/internal/txn/lsc"
 )
 

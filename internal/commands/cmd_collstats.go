@@ -1,0 +1,92 @@
+package commands
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/mongoerr"
+)
+
+func init() {
+	register(&Command{
+		Name:        "collStats",
+		Aliases:     []string{"collstats"},
+		Handler:     runCollStats,
+		Help:        "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024\n    avgObjSize - in bytes",
+		SecondaryOk: true,
+	})
+}
+
+// runCollStats reports a collection's size and index sizes (deprecated in MongoDB but still
+// used by tools). Sizes as in dbStats: counts and data size exact, storage and index sizes
+// estimated; numbers use MongoDB's appendNumber typing (int32 when small).
+func runCollStats(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	db, err := ddlStorage(env)
+	if err != nil {
+		return nil, err
+	}
+	const c = "collStats"
+	ns, err := ddlCollectionNS(env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkStrict(cmd, c, "scale", "verbose", "waitForLock"); err != nil {
+		return nil, err
+	}
+	scale, err := ddlScaleArg(c, cmd)
+	if err != nil {
+		return nil, err
+	}
+	op := db.NewOp()
+	defer op.Close()
+	m, _, release, err := op.ReadCollection(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if m == nil {
+		return nil, mongoerr.Newf(mongoerr.NamespaceNotFound, "Collection [%s] not found.", ns)
+	}
+	count, data, storage, idxTotal, names, sizes := ddlCollectionSizes(db, m)
+	return doc(func(b []byte) []byte {
+		b = bsoncore.AppendStringElement(b, "ns", ns)
+		b = ddlAppendNumber(b, "size", data/scale)
+		b = ddlAppendNumber(b, "count", count)
+		if count > 0 {
+			b = ddlAppendNumber(b, "avgObjSize", data/count)
+		}
+		b = ddlAppendNumber(b, "numOrphanDocs", 0)
+		b = ddlAppendNumber(b, "storageSize", storage/scale)
+		b = ddlAppendNumber(b, "freeStorageSize", 0)
+		b = bsoncore.AppendBooleanElement(b, "capped", m.Capped)
+		if m.Capped {
+			if v := lookup(m.Options, "max"); v.Type != 0 {
+				n, _ := v.AsInt64OK()
+				b = ddlAppendNumber(b, "max", n)
+			}
+			if v := lookup(m.Options, "size"); v.Type != 0 {
+				n, _ := v.AsInt64OK()
+				b = ddlAppendNumber(b, "maxSize", n/scale)
+			}
+		}
+		b = bsoncore.AppendInt32Element(b, "nindexes", int32(len(names)))
+		ai, b := bsoncore.AppendArrayElementStart(b, "indexBuilds")
+		n := 0
+		for i := range m.Indexes {
+			if !m.Indexes[i].Ready {
+				b = bsoncore.AppendStringElement(b, itoa(int64(n)), m.Indexes[i].Name)
+				n++
+			}
+		}
+		b, _ = bsoncore.AppendArrayEnd(b, ai)
+		b = ddlAppendNumber(b, "totalIndexSize", idxTotal/scale)
+		b = ddlAppendNumber(b, "totalSize", (storage+idxTotal)/scale)
+		di, b := bsoncore.AppendDocumentElementStart(b, "indexSizes")
+		for i, name := range names {
+			b = ddlAppendNumber(b, name, sizes[i]/scale)
+		}
+		b, _ = bsoncore.AppendDocumentEnd(b, di)
+		return bsoncore.AppendInt32Element(b, "scaleFactor", int32(min(scale, 1<<31-1)))
+	}), nil
+}

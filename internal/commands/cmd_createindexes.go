@@ -1,0 +1,436 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/catalog"
+	"humongo/internal/index"
+	"humongo/internal/mongoerr"
+)
+
+func init() {
+	register(&Command{
+		Name:    "createIndexes",
+		Handler: runCreateIndexes,
+		Help:    "create indexes for a collection",
+		Writes:  true,
+	})
+}
+
+// ddlIndexSpecFields are the fields MongoDB 7.0 accepts in an index specification.
+var ddlIndexSpecFields = map[string]bool{
+	"key": true, "name": true, "v": true, "unique": true, "sparse": true,
+	"partialFilterExpression": true, "expireAfterSeconds": true, "hidden": true, "collation": true,
+	"background": true, "ns": true, "storageEngine": true, "weights": true, "default_language": true,
+	"language_override": true, "textIndexVersion": true, "2dsphereIndexVersion": true, "bits": true,
+	"min": true, "max": true, "bucketSize": true, "wildcardProjection": true,
+	"coarsestIndexedLevel": true, "finestIndexedLevel": true, "dropDups": true, "clustered": true,
+	"prepareUnique": true, "originalSpec": true, "columnstoreProjection": true,
+	"columnstoreCompressor": true,
+}
+
+// errDDLDryRun rolls back a unit that only checked index specs against the catalog.
+var errDDLDryRun = errors.New("ddl: dry run")
+
+// runCreateIndexes creates indexes, creating the collection first when it does not exist.
+// On an empty collection the indexes are added ready in one unit; otherwise each is built with
+// index.Build (hybrid build: writers are blocked only while the build registers and commits,
+// through the collection X lock). Specs identical to existing indexes are skipped; when
+// nothing is new the reply carries note: "all indexes already exist".
+func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	db, err := ddlStorage(env)
+	if err != nil {
+		return nil, err
+	}
+	const c = "createIndexes"
+	ns, err := ddlCollectionNS(env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkStrict(cmd, c, "indexes", "commitQuorum", "ignoreUnknownIndexOptions",
+		"isTimeseriesNamespace", "collectionUUID"); err != nil {
+		return nil, err
+	}
+	ignoreUnknown, err := ddlBoolArg(c, "ignoreUnknownIndexOptions", lookup(cmd, "ignoreUnknownIndexOptions"))
+	if err != nil {
+		return nil, err
+	}
+	iv := lookup(cmd, "indexes")
+	if iv.Type == 0 {
+		return nil, mongoerr.New(codeMissingField, "BSON field 'createIndexes.indexes' is missing but a required field")
+	}
+	arr, ok := iv.ArrayOK()
+	if !ok {
+		return nil, typeMismatch(c, "indexes", iv.Type, "array")
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid indexes array: %v", err)
+	}
+	if len(vals) == 0 {
+		return nil, mongoerr.New(mongoerr.BadValue, "Must specify at least one index to create")
+	}
+	specs := make([]bsoncore.Document, 0, len(vals))
+	for i, v := range vals {
+		d, ok := v.DocumentOK()
+		if !ok {
+			return nil, typeMismatch(c, "indexes."+itoa(int64(i)), v.Type, "object")
+		}
+		spec, err := ddlValidateIndexSpec(db, d, ignoreUnknown)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, spec)
+	}
+
+	op := db.NewOp()
+	defer op.Close()
+	created := false
+	if _, ok := db.Catalog.Latest().ByNS(ns); !ok {
+		if ddlIsSystem(ns) {
+			return nil, mongoerr.Newf(mongoerr.IllegalOperation, "cannot write to '%s'", ns)
+		}
+		err := op.DDL(ctx, ns, func() error {
+			if _, ok := db.Catalog.Latest().ByNS(ns); ok {
+				return nil
+			}
+			created = true
+			return ddlCreateCollection(op, ns, nil)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	// Under the collection X lock: sort specs into existing and new, and add the new ones
+	// ready directly when the collection is empty.
+	var before int
+	var toBuild []bsoncore.Document
+	addedReady := false
+	err = op.DDL(ctx, ns, func() error {
+		toBuild, addedReady = toBuild[:0], false
+		m, ok := db.Catalog.Latest().ByNS(ns)
+		if !ok {
+			return mongoerr.Newf(mongoerr.NamespaceNotFound, "Collection %s was dropped", ns)
+		}
+		if v := lookup(cmd, "collectionUUID"); v.Type != 0 {
+			if err := ddlCheckCollectionUUID(v, m); err != nil {
+				return err
+			}
+		}
+		before = len(ddlIndexSpecs(m))
+		for _, s := range specs {
+			if m.Clustered && ddlIsIDKey(lookup(s, "key")) {
+				continue // the clustered index already covers {_id: 1}
+			}
+			_, err := db.Catalog.AddIndex(op.RU, ns, s, true, nil)
+			if mongoerr.Is(err, mongoerr.IndexAlreadyExists) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			toBuild = append(toBuild, s)
+		}
+		if len(toBuild) == 0 {
+			return errDDLDryRun
+		}
+		if n, _ := db.Engine.Counts(m.Ident); n == 0 {
+			if empty, err := ddlCollectionEmpty(op, m); err != nil || empty {
+				addedReady = empty
+				return err
+			}
+		}
+		return errDDLDryRun
+	})
+	if err != nil && !errors.Is(err, errDDLDryRun) {
+		return nil, err
+	}
+	if len(toBuild) > 0 && !addedReady {
+		if err := ddlBuildIndexes(ctx, db, ns, toBuild); err != nil {
+			return nil, err
+		}
+	}
+	after := before
+	if m, ok := db.Catalog.Latest().ByNS(ns); ok {
+		after = len(ddlIndexSpecs(m))
+	}
+	return doc(func(b []byte) []byte {
+		b = bsoncore.AppendInt32Element(b, "numIndexesBefore", int32(before))
+		b = bsoncore.AppendInt32Element(b, "numIndexesAfter", int32(after))
+		if len(toBuild) == 0 {
+			if created {
+				b = bsoncore.AppendBooleanElement(b, "createdCollectionAutomatically", true)
+			}
+			return bsoncore.AppendStringElement(b, "note", "all indexes already exist")
+		}
+		return bsoncore.AppendBooleanElement(b, "createdCollectionAutomatically", created)
+	}), nil
+}
+
+// ddlCollectionEmpty checks that the collection has no record visible to op's snapshot.
+func ddlCollectionEmpty(op *OpCtx, m *catalog.CollectionMeta) (bool, error) {
+	coll, err := op.DB.Colls.ByUUID(m.UUID)
+	if err != nil {
+		return false, err
+	}
+	cur, err := coll.RecordStore().NewCursor(op.RU, false)
+	if err != nil {
+		return false, err
+	}
+	defer cur.Close()
+	_, _, ok := cur.Next()
+	return !ok, cur.Err()
+}
+
+// ddlBuildIndexes builds specs one after the other on a non-empty collection. If one fails,
+// the ones this command built already are dropped again, so the command is all or nothing.
+func ddlBuildIndexes(ctx context.Context, db *DB, ns string, specs []bsoncore.Document) error {
+	m, ok := db.Catalog.Latest().ByNS(ns)
+	if !ok {
+		return mongoerr.Newf(mongoerr.NamespaceNotFound, "Collection %s was dropped", ns)
+	}
+	coll, err := db.Colls.ByUUID(m.UUID)
+	if err != nil {
+		return err
+	}
+	opts := index.BuildOptions{
+		TempDir: db.TempDir,
+		// Writers hold the collection IX lock for their whole unit, so the S lock waits for
+		// in-progress writes and holds new ones back (readers continue); the TTL monitor
+		// writes through Collection.Write, so the collection's own gate is taken too.
+		BlockWrites: func() (func(), error) {
+			unlock, err := index.LockManagerBlockWrites(db.Locks, ns)()
+			if err != nil {
+				return nil, err
+			}
+			ungate, err := coll.BlockWrites()
+			if err != nil {
+				unlock()
+				return nil, err
+			}
+			return func() {
+				ungate()
+				unlock()
+			}, nil
+		},
+	}
+	var built []string
+	for _, s := range specs {
+		im, _, err := index.Build(ctx, coll, s, opts)
+		if mongoerr.Is(err, mongoerr.IndexAlreadyExists) {
+			continue // a concurrent createIndexes built the same index meanwhile
+		}
+		if err != nil {
+			ddlDropBuilt(ctx, db, ns, built)
+			return err
+		}
+		if im != nil {
+			built = append(built, im.Name)
+		}
+	}
+	return nil
+}
+
+func ddlDropBuilt(ctx context.Context, db *DB, ns string, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	op := db.NewOp()
+	defer op.Close()
+	err := op.DDL(context.WithoutCancel(ctx), ns, func() error {
+		for _, n := range names {
+			if err := db.Catalog.DropIndex(op.RU, ns, n); err != nil && !mongoerr.Is(err, mongoerr.IndexNotFound) {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Log.Warn("dropping indexes of a failed createIndexes", "ns", ns, "err", err)
+	}
+}
+
+// ddlIsIDKey reports whether v is the key pattern {_id: 1} (or -1).
+func ddlIsIDKey(v bsoncore.Value) bool {
+	d, ok := v.DocumentOK()
+	if !ok {
+		return false
+	}
+	elems, err := d.Elements()
+	return err == nil && len(elems) == 1 && elems[0].Key() == "_id"
+}
+
+// ddlValidateIndexSpec checks one createIndexes spec the way index_key_validate does and
+// returns it ready for the catalog (unknown fields removed when ignoreUnknown is set, a
+// simple collation dropped).
+func ddlValidateIndexSpec(db *DB, spec bsoncore.Document, ignoreUnknown bool) (bsoncore.Document, error) {
+	elems, err := spec.Elements()
+	if err != nil {
+		return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid index specification: %v", err)
+	}
+	var key bsoncore.Document
+	var name string
+	hasName := false
+	strip := map[string]bool{}
+	for _, e := range elems {
+		k, v := e.Key(), e.Value()
+		if !ddlIndexSpecFields[k] {
+			if ignoreUnknown {
+				strip[k] = true
+				continue
+			}
+			return nil, mongoerr.Newf(mongoerr.InvalidIndexSpecificationOption,
+				"The field '%s' is not valid for an index specification. Specification: %s", k, spec)
+		}
+		switch k {
+		case "key":
+			d, ok := v.DocumentOK()
+			if !ok {
+				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "The field 'key' must be an object, but got %s", TypeName(v.Type))
+			}
+			key = d
+		case "name":
+			s, ok := v.StringValueOK()
+			if !ok {
+				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "The field 'name' must be a string, but got %s", TypeName(v.Type))
+			}
+			name, hasName = s, true
+		case "v":
+			n, ok := AsFloat(v)
+			if !ok {
+				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "The field 'v' must be a number, but got %s", TypeName(v.Type))
+			}
+			if n != 1 && n != 2 {
+				return nil, mongoerr.Newf(mongoerr.CannotCreateIndex,
+					"Invalid index specification %s; cannot create an index with v=%v", spec, n)
+			}
+		case "unique", "sparse", "hidden", "background", "prepareUnique":
+			if _, err := ddlBoolArg("createIndexes.indexes", k, v); err != nil {
+				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "The field '%s' must be a boolean, but got %s", k, TypeName(v.Type))
+			}
+		case "partialFilterExpression", "collation", "storageEngine", "wildcardProjection":
+			if _, ok := v.DocumentOK(); !ok {
+				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "The field '%s' must be an object, but got %s", k, TypeName(v.Type))
+			}
+		case "expireAfterSeconds":
+			f, ok := AsFloat(v)
+			if !ok {
+				return nil, mongoerr.Newf(mongoerr.CannotCreateIndex,
+					"TTL index 'expireAfterSeconds' option must be numeric, but received a type of '%s'. Index spec: %s",
+					TypeName(v.Type), spec)
+			}
+			if math.IsNaN(f) || f < 0 || f > math.MaxInt32 {
+				return nil, mongoerr.Newf(mongoerr.CannotCreateIndex,
+					"TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number. Index spec: %s", spec)
+			}
+		}
+	}
+	if key == nil {
+		return nil, mongoerr.Newf(mongoerr.FailedToParse,
+			"Error in specification %s :: caused by :: The 'key' field is a required property of an index specification", spec)
+	}
+	if !hasName {
+		return nil, mongoerr.Newf(mongoerr.FailedToParse,
+			"Error in specification %s :: caused by :: The 'name' field is a required property of an index specification", spec)
+	}
+	if name == "" {
+		return nil, mongoerr.New(mongoerr.CannotCreateIndex, "The index name cannot be empty")
+	}
+	if err := ddlValidateKeyPattern(key); err != nil {
+		return nil, err
+	}
+	unique := truthy(lookup(spec, "unique"))
+	sparse := truthy(lookup(spec, "sparse"))
+	partial, hasPartial := lookup(spec, "partialFilterExpression").DocumentOK()
+	if hasPartial && sparse {
+		return nil, mongoerr.New(mongoerr.CannotCreateIndex, "cannot mix \"partialFilterExpression\" and \"sparse\" options")
+	}
+	isID := ddlIsIDKey(bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: key})
+	if isID {
+		for _, f := range []string{"sparse", "partialFilterExpression", "expireAfterSeconds", "hidden", "unique"} {
+			if f == "unique" || f == "hidden" {
+				continue // checked below / accepted as MongoDB does
+			}
+			if lookup(spec, f).Type != 0 {
+				return nil, mongoerr.Newf(mongoerr.InvalidIndexSpecificationOption,
+					"The field '%s' is not valid for an _id index specification. Specification: %s", f, spec)
+			}
+		}
+		if truthy(lookup(spec, "hidden")) {
+			return nil, mongoerr.New(mongoerr.BadValue, "can't hide _id index")
+		}
+	}
+	if lookup(spec, "expireAfterSeconds").Type != 0 {
+		if n, _ := key.Elements(); len(n) > 1 {
+			return nil, mongoerr.Newf(mongoerr.CannotCreateIndex,
+				"TTL indexes are single-field indexes, compound indexes do not support TTL. Index spec: %s", spec)
+		}
+	}
+	gen, err := index.NewKeyGenerator(key, index.KeyGenOptions{Sparse: sparse})
+	if err != nil {
+		return nil, err
+	}
+	if gen.IsHashed() && unique {
+		return nil, mongoerr.New(mongoerr.Code(16764), "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.")
+	}
+	if hasPartial {
+		if db.Filters == nil {
+			return nil, mongoerr.New(mongoerr.CannotCreateIndex, "partial indexes are not supported by this server")
+		}
+		if _, err := db.Filters(partial); err != nil {
+			return nil, err
+		}
+	}
+	if coll, ok := lookup(spec, "collation").DocumentOK(); ok {
+		if loc, _ := lookup(coll, "locale").StringValueOK(); loc == "simple" {
+			strip["collation"] = true
+		} else if loc == "" {
+			return nil, mongoerr.New(codeMissingField, "BSON field 'collation.locale' is missing but a required field")
+		}
+	}
+	if len(strip) == 0 {
+		return spec, nil
+	}
+	keys := make([]string, 0, len(strip))
+	for k := range strip {
+		keys = append(keys, k)
+	}
+	return ddlWithout(spec, keys...), nil
+}
+
+// ddlValidateKeyPattern rejects index types Humongo does not implement yet with a clear
+// CannotCreateIndex, before the key generator reports other key pattern errors.
+func ddlValidateKeyPattern(key bsoncore.Document) error {
+	elems, err := key.Elements()
+	if err != nil {
+		return mongoerr.Newf(mongoerr.CannotCreateIndex, "invalid index key pattern: %v", err)
+	}
+	for _, e := range elems {
+		if e.Key() == "$**" || strings.HasSuffix(e.Key(), ".$**") {
+			return mongoerr.New(mongoerr.CannotCreateIndex, "wildcard indexes are not supported yet")
+		}
+		v := e.Value()
+		switch v.Type {
+		case bsoncore.TypeString:
+			switch s := v.StringValue(); s {
+			case "hashed":
+			case "text", "2d", "2dsphere", "geoHaystack", "columnstore":
+				return mongoerr.Newf(mongoerr.CannotCreateIndex, "%s indexes are not supported yet", s)
+			default:
+				return mongoerr.Newf(mongoerr.CannotCreateIndex, "Unknown index plugin '%s'", s)
+			}
+		case bsoncore.TypeInt32, bsoncore.TypeInt64, bsoncore.TypeDouble, bsoncore.TypeDecimal128:
+		default:
+			return mongoerr.Newf(mongoerr.CannotCreateIndex,
+				"Values in v:2 index key pattern cannot be of type %s. Only numbers > 0, numbers < 0, and strings are allowed.",
+				TypeName(v.Type))
+		}
+	}
+	return nil
+}

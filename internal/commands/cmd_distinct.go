@@ -1,0 +1,152 @@
+package commands
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/bsonutil"
+	"humongo/internal/mongoerr"
+	"humongo/internal/query/plan"
+)
+
+func init() {
+	register(&Command{
+		Name:        "distinct",
+		Handler:     runDistinct,
+		Help:        "{ distinct : 'collection name' , key : 'a.b' , query : {} }",
+		SecondaryOk: true,
+	})
+	registerExplain("distinct", distinctExplain)
+}
+
+// distinctMaxBytes is the reply cap (BSONObjMaxUserSize): larger results fail with 17217.
+const distinctMaxBytes = 16 * 1024 * 1024
+
+func distinctParse(env *Env, cmd bsoncore.Document) (string, string, plan.Request, error) {
+	const name = "distinct"
+	var req plan.Request
+	if err := checkStrict(cmd, name, "key", "query", "collation", "hint", "let", "querySettings"); err != nil {
+		return "", "", req, err
+	}
+	ns, err := findCollName(env, name, commandArg(cmd))
+	if err != nil {
+		return "", "", req, err
+	}
+	kv := lookup(cmd, "key")
+	if kv.Type == 0 {
+		return "", "", req, mongoerr.Newf(codeMissingField, "BSON field 'distinct.key' is missing but a required field")
+	}
+	if kv.Type != bsoncore.TypeString {
+		return "", "", req, typeMismatch(name, "key", kv.Type, "string")
+	}
+	key := kv.StringValue()
+	if key == "" {
+		return "", "", req, mongoerr.New(mongoerr.Location40352, "FieldPath cannot be constructed with empty string")
+	}
+	if strings.HasPrefix(key, "$") {
+		return "", "", req, mongoerr.Newf(mongoerr.Code(16410), "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
+	}
+	if req.Filter, err = findDocArg(name, "query", lookup(cmd, "query")); err != nil {
+		return "", "", req, err
+	}
+	if req.Hint, err = findHintArg(name, lookup(cmd, "hint")); err != nil {
+		return "", "", req, err
+	}
+	if err := findCheckCollation(name, lookup(cmd, "collation")); err != nil {
+		return "", "", req, err
+	}
+	req.NS = ns
+	findFillRequestDefaults(env, &req)
+	return ns, key, req, nil
+}
+
+func runDistinct(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	db := env.State.DB
+	if db == nil {
+		return nil, mongoerr.New(mongoerr.InternalError, "server has no storage")
+	}
+	ns, key, req, err := distinctParse(env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	op := db.NewOp()
+	defer op.Close()
+	meta, coll, release, err := op.ReadCollection(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	ex, err := plan.Prepare(ctx, op.RU, meta, coll, req)
+	if err != nil {
+		return nil, err
+	}
+	defer ex.Close()
+	// Values are kept as owned copies and de-duplicated by BSON comparison; the reply lists
+	// them in ascending BSON order, as MongoDB's BSONElementSet does.
+	var vals []bsoncore.Value
+	seen := map[string]int{}
+	size := 0
+	for {
+		_, d, ok, err := ex.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		var ferr error
+		_ = bsonutil.ExtractElements(d, key, true, func(v bsoncore.Value) {
+			if ferr != nil {
+				return
+			}
+			k := distinctKey(v)
+			if _, dup := seen[k]; dup {
+				return
+			}
+			size += len(v.Data) + 8
+			if size > distinctMaxBytes {
+				ferr = mongoerr.New(mongoerr.Code(17217), "distinct too big, 16mb cap")
+				return
+			}
+			seen[k] = len(vals)
+			vals = append(vals, bsoncore.Value{Type: v.Type, Data: append([]byte(nil), v.Data...)})
+		}, nil)
+		if ferr != nil {
+			return nil, ferr
+		}
+	}
+	// Numerically equal values of different types (1, 1.0, NumberLong(1)) are one value.
+	sort.SliceStable(vals, func(i, j int) bool { return bsonutil.Compare(vals[i], vals[j]) < 0 })
+	out := vals[:0]
+	for _, v := range vals {
+		if len(out) > 0 && bsonutil.Compare(out[len(out)-1], v) == 0 {
+			continue
+		}
+		out = append(out, v)
+	}
+	return doc(func(b []byte) []byte {
+		idx, b := bsoncore.AppendArrayElementStart(b, "values")
+		for i, v := range out {
+			b = bsoncore.AppendValueElement(b, itoa(int64(i)), v)
+		}
+		b, _ = bsoncore.AppendArrayEnd(b, idx)
+		return b
+	}), nil
+}
+
+// distinctKey is an exact-bytes de-duplication key (equal-by-value duplicates of different
+// types are merged after sorting).
+func distinctKey(v bsoncore.Value) string {
+	return string(rune(v.Type)) + string(v.Data)
+}
+
+func distinctExplain(ctx context.Context, env *Env, cmd bsoncore.Document, v plan.Verbosity) (bsoncore.Document, bsoncore.Document, error) {
+	ns, _, req, err := distinctParse(env, cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	return explainPlan(ctx, env, ns, req, v)
+}

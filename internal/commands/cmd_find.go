@@ -1,0 +1,92 @@
+package commands
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/cursor"
+	"humongo/internal/mongoerr"
+	"humongo/internal/query/plan"
+)
+
+func init() {
+	register(&Command{
+		Name:        "find",
+		Handler:     runFind,
+		Help:        "query for documents",
+		SecondaryOk: true,
+		Counter:     "query",
+	})
+	registerExplain("find", findExplain)
+}
+
+func runFind(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	db := env.State.DB
+	if db == nil {
+		return nil, mongoerr.New(mongoerr.InternalError, "server has no storage")
+	}
+	req, o, err := findParse(env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	op := db.NewOp()
+	defer op.Close()
+	meta, coll, release, err := op.ReadCollection(ctx, o.ns)
+	if err != nil {
+		return nil, err
+	}
+	if o.tailable && meta != nil && !meta.Capped {
+		release()
+		return nil, mongoerr.Newf(mongoerr.BadValue, "error processing query: ns=%s tailable cursor requested on non capped collection", o.ns)
+	}
+	// The cursor's own RecoveryUnit outlives this command; op's holds only the locks.
+	ru := db.Engine.NewRecoveryUnit()
+	ex, err := plan.Prepare(ctx, ru, meta, coll, req)
+	if err != nil {
+		release()
+		ru.Close()
+		return nil, err
+	}
+	src := &findSource{db: db, ns: o.ns, ru: ru, ex: ex, meta: meta}
+	c := &cursor.Cursor{NS: o.ns, Source: src, Tailable: o.tailable, AwaitData: o.awaitData,
+		NoTimeout: o.noCursorTimeout, Command: append(bsoncore.Document(nil), cmd...)}
+	n := int64(cursor.DefaultFirstBatch)
+	if o.hasBatchSize {
+		n = o.batchSize
+	}
+	if req.Limit > 0 && req.Limit < n {
+		n = req.Limit
+	}
+	b, exhausted, err := cursor.FillBatch(ctx, c, n)
+	if err != nil {
+		release()
+		src.Close()
+		return nil, err
+	}
+	env.State.Counters.DocsReturned.Add(int64(b.Len()))
+	var id int64
+	done := exhausted || o.singleBatch || (req.Limit > 0 && c.NReturned >= req.Limit) || meta == nil
+	if o.tailable && meta != nil && !o.singleBatch {
+		// A tailable cursor stays open at the end of the data (unless the collection is empty
+		// and nothing was returned: MongoDB keeps it open too, and so do we).
+		done = false
+	}
+	if done {
+		release()
+		src.Close()
+	} else {
+		src.SaveState()
+		release()
+		id = cursorManager(env.State).Register(c)
+	}
+	return cursor.AppendReply(b, id, o.ns, cursor.ReplyOptions{First: true, BatchBeforeID: true}), nil
+}
+
+func findExplain(ctx context.Context, env *Env, cmd bsoncore.Document, v plan.Verbosity) (bsoncore.Document, bsoncore.Document, error) {
+	req, o, err := findParse(env, cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	return explainPlan(ctx, env, o.ns, req, v)
+}

@@ -1,0 +1,134 @@
+package commands
+
+import (
+	"context"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/cursor"
+	"humongo/internal/mongoerr"
+)
+
+func init() {
+	register(&Command{
+		Name:        "getMore",
+		Handler:     runGetMore,
+		Help:        "retrieve more results from an existing cursor",
+		SecondaryOk: true,
+		Counter:     "getmore",
+	})
+}
+
+// getMoreAwaitDefault is how long an awaitData getMore waits without maxTimeMS.
+const getMoreAwaitDefault = time.Second
+
+func runGetMore(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "getMore"
+	if err := checkStrict(cmd, name, "collection", "batchSize", "term", "lastKnownCommittedOpTime", "includeQueryStatsMetrics"); err != nil {
+		return nil, err
+	}
+	idv := commandArg(cmd)
+	if idv.Type != bsoncore.TypeInt64 {
+		return nil, typeMismatch(name, name, idv.Type, "long")
+	}
+	id := idv.Int64()
+	collv := lookup(cmd, "collection")
+	if collv.Type == 0 {
+		return nil, mongoerr.Newf(codeMissingField, "BSON field 'getMore.collection' is missing but a required field")
+	}
+	if collv.Type != bsoncore.TypeString {
+		return nil, typeMismatch(name, "collection", collv.Type, "string")
+	}
+	ns := env.DB + "." + collv.StringValue()
+	batch, hasBatch, err := findNonNegative(name, "batchSize", lookup(cmd, "batchSize"))
+	if err != nil {
+		return nil, err
+	}
+	count := int64(cursor.Unlimited)
+	if hasBatch && batch > 0 {
+		count = batch
+	}
+	m := cursorManager(env.State)
+	c, err := m.Pin(id)
+	if err != nil {
+		return nil, err
+	}
+	if c.NS != ns {
+		m.Unpin(c, false)
+		return nil, mongoerr.Newf(mongoerr.Unauthorized,
+			"Requested getMore on namespace '%s', but cursor belongs to a different namespace %s", ns, c.NS)
+	}
+	b, exhausted, err := getMoreBatch(ctx, env, c, count)
+	if err == nil && c.Killed() {
+		err = mongoerr.Newf(mongoerr.CursorKilled, "cursor id %d was killed", id)
+	}
+	if err != nil {
+		m.Unpin(c, true)
+		return nil, err
+	}
+	done := exhausted && !c.Tailable
+	if src, ok := c.Source.(*findSource); ok && !done {
+		if lim := src.ex; lim != nil && lim.IsEOF() && !c.Tailable {
+			done = true
+		}
+	}
+	m.Unpin(c, done)
+	env.State.Counters.DocsReturned.Add(int64(b.Len()))
+	outID := id
+	if done {
+		outID = 0
+	}
+	return cursor.AppendReply(b, outID, c.NS, cursor.ReplyOptions{BatchBeforeID: true}), nil
+}
+
+// getMoreBatch re-locks the cursor's collection (for query cursors), restores the plan, fills
+// one batch and saves the plan again. An awaitData cursor with nothing new waits for an insert
+// (or until shortly before its maxTimeMS) and tries once more.
+func getMoreBatch(ctx context.Context, env *Env, c *cursor.Cursor, count int64) (*cursor.Batch, bool, error) {
+	fill := func() (*cursor.Batch, bool, error) {
+		src, ok := c.Source.(*findSource)
+		if !ok {
+			if err := c.Source.RestoreState(ctx); err != nil {
+				return nil, false, err
+			}
+			b, ex, err := cursor.FillBatch(ctx, c, count)
+			c.Source.SaveState()
+			return b, ex, err
+		}
+		op := src.db.NewOp()
+		defer op.Close()
+		meta, _, release, err := op.ReadCollection(ctx, src.ns)
+		if err != nil {
+			return nil, false, err
+		}
+		defer release()
+		src.meta = meta
+		if err := src.RestoreState(ctx); err != nil {
+			return nil, false, err
+		}
+		b, ex, err := cursor.FillBatch(ctx, c, count)
+		src.SaveState()
+		return b, ex, err
+	}
+	b, exhausted, err := fill()
+	if err != nil || b.Len() > 0 || !c.AwaitData {
+		return b, exhausted, err
+	}
+	wait := getMoreAwaitDefault
+	if dl, ok := ctx.Deadline(); ok {
+		// maxTimeMS is the await time for these cursors: return before it expires.
+		wait = time.Until(dl) - 20*time.Millisecond
+	}
+	if wait <= 0 {
+		return b, exhausted, nil
+	}
+	findAwait(ctx, env.State, c.NS, wait)
+	if ctx.Err() != nil {
+		if _, ok := ctx.Deadline(); ok && context.Cause(ctx) != nil && !mongoerr.Is(context.Cause(ctx), mongoerr.MaxTimeMSExpired) {
+			return nil, false, context.Cause(ctx)
+		}
+		return b, exhausted, nil
+	}
+	return fill()
+}

@@ -1,0 +1,230 @@
+package commands
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/catalog"
+	"humongo/internal/lock"
+	"humongo/internal/mongoerr"
+)
+
+func init() {
+	register(&Command{
+		Name:      "renameCollection",
+		Handler:   runRenameCollection,
+		Help:      " example: { renameCollection: foo.a, to: bar.b }",
+		AdminOnly: true,
+		Writes:    true,
+	})
+}
+
+// Cross-database renames copy documents in batches bounded by these (one unit per batch).
+const (
+	ddlRenameBatchDocs  = 1000
+	ddlRenameBatchBytes = 4 << 20
+)
+
+// runRenameCollection renames a collection. Within a database it is a catalog rename that
+// keeps the UUID, idents and indexes. Across databases it copies the documents and index
+// specs into a temporary collection of the target database in bounded batches, then renames
+// the temporary collection to the target and drops the source in one unit, as MongoDB does;
+// the target gets a new UUID.
+func runRenameCollection(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	db, err := ddlStorage(env)
+	if err != nil {
+		return nil, err
+	}
+	const c = "renameCollection"
+	if err := checkStrict(cmd, c, "to", "dropTarget", "stayTemp", "collectionUUID"); err != nil {
+		return nil, err
+	}
+	src := commandArg(cmd)
+	from, ok := src.StringValueOK()
+	if !ok {
+		return nil, typeMismatch(c, c, src.Type, "string")
+	}
+	tv := lookup(cmd, "to")
+	if tv.Type == 0 {
+		return nil, mongoerr.New(codeMissingField, "BSON field 'renameCollection.to' is missing but a required field")
+	}
+	to, ok := tv.StringValueOK()
+	if !ok {
+		return nil, typeMismatch(c, "to", tv.Type, "string")
+	}
+	dropTarget, err := ddlBoolArg(c, "dropTarget", lookup(cmd, "dropTarget"))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := ddlBoolArg(c, "stayTemp", lookup(cmd, "stayTemp")); err != nil {
+		return nil, err
+	}
+	if catalog.ValidateNS(from) != nil {
+		return nil, mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid source namespace: %s", from)
+	}
+	if catalog.ValidateNS(to) != nil {
+		return nil, mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid target namespace: %s", to)
+	}
+	if ddlIsSystem(from) {
+		return nil, mongoerr.Newf(mongoerr.IllegalOperation, "error with source namespace: cannot write to '%s'", from)
+	}
+	if ddlIsSystem(to) {
+		return nil, mongoerr.Newf(mongoerr.IllegalOperation, "error with target namespace: cannot write to '%s'", to)
+	}
+	if from == to {
+		return nil, mongoerr.New(mongoerr.IllegalOperation, "Can't rename a collection to itself")
+	}
+	op := db.NewOp()
+	defer op.Close()
+	scope, err := op.Locker.LockCollections(ctx, lock.ModeX, from, to)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = scope.Release() }()
+
+	snap := db.Catalog.Latest()
+	srcMeta, ok := snap.ByNS(from)
+	if !ok {
+		return nil, mongoerr.Newf(mongoerr.NamespaceNotFound, "Source collection %s does not exist", from)
+	}
+	if v := lookup(cmd, "collectionUUID"); v.Type != 0 {
+		if err := ddlCheckCollectionUUID(v, srcMeta); err != nil {
+			return nil, err
+		}
+	}
+	tgtMeta, tgtExists := snap.ByNS(to)
+	if tgtExists && !dropTarget {
+		return nil, mongoerr.New(mongoerr.NamespaceExists, "target namespace exists")
+	}
+	fromDB, _ := catalog.SplitNS(from)
+	toDB, _ := catalog.SplitNS(to)
+	if fromDB == toDB {
+		err = op.inUnit(ctx, func() error {
+			if err := db.Catalog.RenameCollection(op.RU, from, to, dropTarget); err != nil {
+				return err
+			}
+			if tgtExists {
+				ddlForgetOnCommit(op, tgtMeta.UUID)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		ddlKillCursors(env, from, to)
+		return emptyDoc, nil
+	}
+	if err := ddlRenameAcrossDatabases(ctx, op, srcMeta, to, tgtMeta); err != nil {
+		return nil, err
+	}
+	ddlKillCursors(env, from, to)
+	return emptyDoc, nil
+}
+
+// ddlRenameAcrossDatabases copies src into a temporary collection of the target database and
+// swaps it in. The caller holds X locks on both namespaces. On failure the temporary
+// collection is dropped and nothing else has changed.
+func ddlRenameAcrossDatabases(ctx context.Context, op *OpCtx, src *catalog.CollectionMeta, to string, tgt *catalog.CollectionMeta) (err error) {
+	db := op.DB
+	toDB, _ := catalog.SplitNS(to)
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := toDB + ".tmp" + hex.EncodeToString(rnd[:]) + ".renameCollection"
+	err = op.inUnit(ctx, func() error {
+		if err := ddlCreateCollection(op, tmp, ddlUserOptions(src)); err != nil {
+			return err
+		}
+		for _, ix := range src.ReadyIndexes() {
+			if ix.IsIDIndex() {
+				continue
+			}
+			if _, err := db.Catalog.AddIndex(op.RU, tmp, ix.Spec, true, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			// Best effort: a leftover temporary collection is harmless and visible to the user.
+			_ = op.inUnit(context.WithoutCancel(ctx), func() error {
+				if m, ok := db.Catalog.Latest().ByNS(tmp); ok {
+					ddlForgetOnCommit(op, m.UUID)
+					return db.Catalog.DropCollection(op.RU, tmp)
+				}
+				return nil
+			})
+		}
+	}()
+	tmpColl, err := db.Colls.Get(tmp)
+	if err != nil {
+		return err
+	}
+	srcColl, err := db.Colls.ByUUID(src.UUID)
+	if err != nil {
+		return err
+	}
+	// The source is X-locked, so one snapshot for the whole copy sees a stable collection.
+	readRU := db.Engine.NewRecoveryUnit()
+	defer readRU.Close()
+	cur, err := srcColl.RecordStore().NewCursor(readRU, false)
+	if err != nil {
+		return err
+	}
+	defer cur.Close()
+	batch := make([]bsoncore.Document, 0, 64)
+	var batchBytes int
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := op.inUnit(ctx, func() error {
+			_, err := tmpColl.InsertDocuments(op.RU, batch)
+			return err
+		})
+		batch, batchBytes = batch[:0], 0
+		return err
+	}
+	for {
+		_, raw, ok := cur.Next()
+		if !ok {
+			break
+		}
+		batch = append(batch, append(bsoncore.Document(nil), raw...))
+		batchBytes += len(raw)
+		if len(batch) >= ddlRenameBatchDocs || batchBytes >= ddlRenameBatchBytes {
+			if err := ddlCheckCtx(ctx); err != nil {
+				return err
+			}
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := cur.Err(); err != nil {
+		return err
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	return op.inUnit(ctx, func() error {
+		if err := db.Catalog.RenameCollection(op.RU, tmp, to, tgt != nil); err != nil {
+			return err
+		}
+		if err := db.Catalog.DropCollection(op.RU, src.NS); err != nil {
+			return err
+		}
+		forget := []catalog.UUID{src.UUID}
+		if tgt != nil {
+			forget = append(forget, tgt.UUID)
+		}
+		ddlForgetOnCommit(op, forget...)
+		return nil
+	})
+}

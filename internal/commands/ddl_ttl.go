@@ -1,0 +1,61 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/index"
+	"humongo/internal/recordid"
+	"humongo/internal/storage"
+)
+
+// StartTTLMonitor starts the index package's TTL monitor over st.DB and returns the function
+// that stops it (and waits for its goroutine); cmd/humongod calls it after opening storage
+// and calls stop before closing the DB. It does nothing for a server without storage.
+//
+// Server parameters: ttlMonitorEnabled is read before every pass (a disabled monitor skips
+// passes but keeps its schedule); ttlMonitorSleepSecs is read at start and again before every
+// pass, so a runtime setParameter takes effect from the next wait on. (Applying it to the wait
+// in progress needs a change notification from Params, which has none yet.)
+func StartTTLMonitor(ctx context.Context, st *State) (stop func()) {
+	if st == nil || st.DB == nil {
+		return func() {}
+	}
+	var m *index.TTLMonitor
+	syncPeriod := func() {
+		if st.Params == nil {
+			return
+		}
+		if secs := st.Params.Int("ttlMonitorSleepSecs"); secs >= 1 {
+			_ = m.SetSleepSecs(int(secs))
+		}
+	}
+	m = index.NewTTLMonitor(st.DB.Colls, index.TTLOptions{
+		IsPrimary: func() bool {
+			if st.Params == nil {
+				return true
+			}
+			syncPeriod()
+			return st.Params.Bool("ttlMonitorEnabled")
+		},
+		Delete: func(_ context.Context, coll *index.Collection, ru *storage.RecoveryUnit, rid recordid.ID, doc bsoncore.Document) error {
+			if err := coll.DeleteDocument(ru, rid, doc); err != nil {
+				return err
+			}
+			ru.OnCommit(func(storage.Timestamp) { st.Counters.DocsDeleted.Add(1) })
+			return nil
+		},
+		Logf: func(format string, args ...any) {
+			st.DB.Log.Info(fmt.Sprintf(format, args...), "component", "INDEX")
+		},
+	})
+	syncPeriod()
+	m.Start(ctx)
+	ddlTTLMonitor.Store(m)
+	return func() {
+		m.Stop()
+		ddlTTLMonitor.CompareAndSwap(m, nil)
+	}
+}

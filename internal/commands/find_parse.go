@@ -1,0 +1,182 @@
+package commands
+
+import (
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/mongoerr"
+	"humongo/internal/query/plan"
+)
+
+// findCollName validates the collection-name argument of a query command ({find: "c"}) and
+// returns the namespace.
+func findCollName(env *Env, cmdName string, v bsoncore.Value) (string, error) {
+	if v.Type != bsoncore.TypeString {
+		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "collection name has invalid type %s", TypeName(v.Type))
+	}
+	c := v.StringValue()
+	if c == "" {
+		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid namespace specified '%s.'", env.DB)
+	}
+	return env.DB + "." + c, nil
+}
+
+// findDocArg returns an optional object field (nil when absent).
+func findDocArg(cmdName, field string, v bsoncore.Value) (bsoncore.Document, error) {
+	switch v.Type {
+	case 0:
+		return nil, nil
+	case bsoncore.TypeEmbeddedDocument:
+		return v.Document(), nil
+	}
+	return nil, typeMismatch(cmdName, field, v.Type, "object")
+}
+
+// findBoolArg parses an optional IDL bool (booleans and numbers are accepted, as
+// "optionalBool" fields coerce them).
+func findBoolArg(cmdName, field string, v bsoncore.Value) (bool, error) {
+	switch v.Type {
+	case 0, bsoncore.TypeNull:
+		return false, nil
+	case bsoncore.TypeBoolean:
+		return v.Boolean(), nil
+	case bsoncore.TypeInt32, bsoncore.TypeInt64, bsoncore.TypeDouble, bsoncore.TypeDecimal128:
+		return truthy(v), nil
+	}
+	return false, typeMismatch(cmdName, field, v.Type, "bool")
+}
+
+// findNonNegative parses a safeInt64 field with a >= 0 validator.
+func findNonNegative(cmdName, field string, v bsoncore.Value) (int64, bool, error) {
+	if v.Type == 0 {
+		return 0, false, nil
+	}
+	n, err := intArg(cmdName, field, v)
+	if err != nil {
+		return 0, false, err
+	}
+	if n < 0 {
+		return 0, false, mongoerr.Newf(mongoerr.Code(51024), "BSON field '%s' value must be >= 0, actual value '%d'", field, n)
+	}
+	return n, true, nil
+}
+
+// findHintArg validates hint's type (string or object).
+func findHintArg(cmdName string, v bsoncore.Value) (bsoncore.Value, error) {
+	switch v.Type {
+	case 0, bsoncore.TypeString, bsoncore.TypeEmbeddedDocument:
+		return v, nil
+	}
+	return bsoncore.Value{}, mongoerr.Newf(mongoerr.FailedToParse, "hint must be a string or an object, not %s", TypeName(v.Type))
+}
+
+// findCheckCollation accepts only the simple collation (no collation support yet).
+func findCheckCollation(cmdName string, v bsoncore.Value) error {
+	if v.Type == 0 {
+		return nil
+	}
+	if v.Type != bsoncore.TypeEmbeddedDocument {
+		return typeMismatch(cmdName, "collation", v.Type, "object")
+	}
+	d := v.Document()
+	if len(d) <= 5 {
+		return nil
+	}
+	if loc, err := d.LookupErr("locale"); err == nil && loc.Type == bsoncore.TypeString && loc.StringValue() == "simple" {
+		return nil
+	}
+	return mongoerr.New(mongoerr.BadValue, "collation other than {locale: \"simple\"} is not supported by this server")
+}
+
+// findOptions are find's fields that are not part of the plan.
+type findOptions struct {
+	ns                  string
+	batchSize           int64
+	hasBatchSize        bool
+	singleBatch         bool
+	tailable, awaitData bool
+	noCursorTimeout     bool
+	allowPartialResults bool
+}
+
+// findParse validates a find command into a plan request and cursor options.
+func findParse(env *Env, cmd bsoncore.Document) (plan.Request, findOptions, error) {
+	const name = "find"
+	var o findOptions
+	var req plan.Request
+	if err := checkStrict(cmd, name, "filter", "projection", "sort", "hint", "skip", "limit",
+		"batchSize", "singleBatch", "max", "min", "returnKey", "showRecordId", "tailable",
+		"oplogReplay", "noCursorTimeout", "awaitData", "allowPartialResults", "collation",
+		"allowDiskUse", "let", "readOnce", "term", "isTimeseriesNamespace", "includeQueryStatsMetrics"); err != nil {
+		return req, o, err
+	}
+	ns, err := findCollName(env, name, commandArg(cmd))
+	if err != nil {
+		return req, o, err
+	}
+	o.ns, req.NS = ns, ns
+	if req.Filter, err = findDocArg(name, "filter", lookup(cmd, "filter")); err != nil {
+		return req, o, err
+	}
+	if req.Projection, err = findDocArg(name, "projection", lookup(cmd, "projection")); err != nil {
+		return req, o, err
+	}
+	if req.Sort, err = findDocArg(name, "sort", lookup(cmd, "sort")); err != nil {
+		return req, o, err
+	}
+	if req.Min, err = findDocArg(name, "min", lookup(cmd, "min")); err != nil {
+		return req, o, err
+	}
+	if req.Max, err = findDocArg(name, "max", lookup(cmd, "max")); err != nil {
+		return req, o, err
+	}
+	if _, err = findDocArg(name, "let", lookup(cmd, "let")); err != nil {
+		return req, o, err
+	}
+	if req.Hint, err = findHintArg(name, lookup(cmd, "hint")); err != nil {
+		return req, o, err
+	}
+	if req.Skip, _, err = findNonNegative(name, "skip", lookup(cmd, "skip")); err != nil {
+		return req, o, err
+	}
+	if req.Limit, _, err = findNonNegative(name, "limit", lookup(cmd, "limit")); err != nil {
+		return req, o, err
+	}
+	if o.batchSize, o.hasBatchSize, err = findNonNegative(name, "batchSize", lookup(cmd, "batchSize")); err != nil {
+		return req, o, err
+	}
+	bools := []struct {
+		f   string
+		dst *bool
+	}{
+		{"singleBatch", &o.singleBatch}, {"returnKey", &req.ReturnKey}, {"showRecordId", &req.ShowRecordID},
+		{"tailable", &o.tailable}, {"awaitData", &o.awaitData}, {"noCursorTimeout", &o.noCursorTimeout},
+		{"allowPartialResults", &o.allowPartialResults}, {"allowDiskUse", &req.AllowDiskUse},
+		{"oplogReplay", new(bool)}, {"readOnce", new(bool)},
+	}
+	for _, b := range bools {
+		if *b.dst, err = findBoolArg(name, b.f, lookup(cmd, b.f)); err != nil {
+			return req, o, err
+		}
+	}
+	if err := findCheckCollation(name, lookup(cmd, "collation")); err != nil {
+		return req, o, err
+	}
+	if o.awaitData && !o.tailable {
+		return req, o, mongoerr.New(mongoerr.FailedToParse, "Cannot set 'awaitData' without also setting 'tailable'")
+	}
+	if o.tailable {
+		if o.singleBatch {
+			return req, o, mongoerr.New(mongoerr.BadValue, "cannot use tailable option with the 'singleBatch' option")
+		}
+		if len(req.Sort) > 5 {
+			s := req.Sort
+			elems, _ := s.Elements()
+			if len(elems) != 1 || elems[0].Key() != "$natural" {
+				return req, o, mongoerr.New(mongoerr.BadValue, "cannot use tailable option with a sort other than {$natural: 1}")
+			}
+		}
+	}
+	req.Tailable = o.tailable
+	findFillRequestDefaults(env, &req)
+	return req, o, nil
+}

@@ -1,0 +1,505 @@
+package commands
+
+// Shared machinery of the write commands (insert, update, delete, findAndModify): namespace
+// and write-concern checks, per-statement write errors and the reply shapes of MongoDB 7.0's
+// write_commands.cpp / write_ops.idl, and document checks done before storage
+// (fixDocumentForInsert). Behaviour follows MongoDB 7.0 mongod; there is no spec section for
+// the command layer.
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/catalog"
+	"humongo/internal/index"
+	"humongo/internal/mongoerr"
+	"humongo/internal/query"
+	"humongo/internal/query/update"
+)
+
+// writeMaxBatch is write_ops::kMaxWriteBatchSize (hello.maxWriteBatchSize).
+const writeMaxBatch = 100000
+
+// writeMaxUserDepth is BSONDepth::getMaxDepthForUserStorage.
+const writeMaxUserDepth = 100
+
+// writeStmtError is one failed statement of a write command.
+type writeStmtError struct {
+	index int
+	err   error
+}
+
+// writeAppendErrors appends `writeErrors` as WriteError::serialize does in 7.0:
+// {index, code, <extra info fields: keyPattern/keyValue, errInfo>, errmsg}.
+func writeAppendErrors(b []byte, errs []writeStmtError) []byte {
+	if len(errs) == 0 {
+		return b
+	}
+	ai, b := bsoncore.AppendArrayElementStart(b, "writeErrors")
+	for i, we := range errs {
+		me := writeToMongoErr(we.err)
+		di, b2 := bsoncore.AppendDocumentElementStart(b, itoa(int64(i)))
+		b2 = bsoncore.AppendInt32Element(b2, "index", int32(we.index))
+		b2 = bsoncore.AppendInt32Element(b2, "code", int32(me.Code))
+		b2 = writeAppendInfo(b2, me.Info)
+		msg := me.Msg
+		if msg == "" && me.Err != nil {
+			msg = me.Err.Error()
+		}
+		b2 = bsoncore.AppendStringElement(b2, "errmsg", msg)
+		b, _ = bsoncore.AppendDocumentEnd(b2, di)
+	}
+	b, _ = bsoncore.AppendArrayEnd(b, ai)
+	return b
+}
+
+// writeToMongoErr converts any error into the *mongoerr.Error a write error reports.
+func writeToMongoErr(err error) *mongoerr.Error {
+	if me, ok := mongoerr.As(err); ok {
+		return me
+	}
+	switch {
+	case err == context.DeadlineExceeded:
+		return mongoerr.New(mongoerr.MaxTimeMSExpired, "operation exceeded time limit")
+	case err == context.Canceled:
+		return mongoerr.New(mongoerr.Interrupted, "operation was interrupted")
+	}
+	return &mongoerr.Error{Code: mongoerr.InternalError, Msg: err.Error()}
+}
+
+// writeAppendInfo appends an error's extra info fields (a raw document, or anything the BSON
+// marshaler turns into one).
+func writeAppendInfo(b []byte, info any) []byte {
+	if info == nil {
+		return b
+	}
+	var d bsoncore.Document
+	switch x := info.(type) {
+	case bsoncore.Document:
+		d = x
+	case bson.Raw:
+		d = bsoncore.Document(x)
+	default:
+		raw, err := bson.Marshal(x)
+		if err != nil {
+			return b
+		}
+		d = bsoncore.Document(raw)
+	}
+	elems, err := d.Elements()
+	if err != nil {
+		return b
+	}
+	for _, e := range elems {
+		switch e.Key() {
+		case "index", "code", "errmsg":
+			continue
+		}
+		b = append(b, e...)
+	}
+	return b
+}
+
+// writeIsFatal reports errors that end a whole write command even when it is unordered
+// (interruption, shutdown): MongoDB stops the batch on them.
+func writeIsFatal(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	c := mongoerr.CodeOf(err)
+	return c == mongoerr.Interrupted || c == mongoerr.MaxTimeMSExpired || mongoerr.IsShutdownError(c)
+}
+
+// writeNamespace parses the collection name of a write command (its first element) and
+// checks that clients may write to it (userAllowedWriteNS).
+func writeNamespace(env *Env, cmd bsoncore.Document) (string, error) {
+	v := commandArg(cmd)
+	coll, ok := v.StringValueOK()
+	if !ok {
+		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "collection name has invalid type %s", TypeName(v.Type))
+	}
+	ns := env.DB + "." + coll
+	if coll == "" {
+		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid namespace specified '%s'", ns)
+	}
+	if err := catalog.ValidateNS(ns); err != nil {
+		return "", err
+	}
+	if err := writeAllowedNS(env.DB, coll); err != nil {
+		return "", err
+	}
+	return ns, nil
+}
+
+// writeAllowedNS is userAllowedWriteNS: system.profile and system.views are never written by
+// clients, other system collections only when they are the legal client ones.
+func writeAllowedNS(db, coll string) error {
+	ns := db + "." + coll
+	if coll == "system.profile" || coll == "system.views" {
+		return mongoerr.Newf(mongoerr.InvalidNamespace, "cannot write to %s", ns)
+	}
+	if strings.HasPrefix(coll, "system.") && !writeLegalClientSystemNS(db, coll) {
+		return mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid system namespace: %s", ns)
+	}
+	if strings.Contains(coll, ".system.") && !strings.Contains(coll, ".system.sessions") {
+		return mongoerr.Newf(mongoerr.BadValue, "Invalid namespace: %s", ns)
+	}
+	return nil
+}
+
+// writeLegalClientSystemNS is NamespaceString::isLegalClientSystemNS.
+func writeLegalClientSystemNS(db, coll string) bool {
+	switch {
+	case coll == "system.js", strings.HasPrefix(coll, "system.buckets."):
+		return true
+	case db == "admin":
+		switch coll {
+		case "system.roles", "system.users", "system.version", "system.new_users", "system.backup_users":
+			return true
+		}
+	case db == "config":
+		return coll == "system.sessions"
+	}
+	return false
+}
+
+// writeConcern is the parsed writeConcern of a command on a standalone.
+type writeConcern struct {
+	w0      bool // {w: 0}: unacknowledged
+	journal bool // j: true (or fsync: true): wait for the journal before replying
+}
+
+// writeParseConcern parses and validates writeConcern for a standalone (validateWriteConcern):
+// w may be 0, 1 or "majority" (which a standalone satisfies on its own); w > 1 and custom
+// modes are BadValue with validateWriteConcern's messages for a host that is not replicated.
+func writeParseConcern(cmd bsoncore.Document) (writeConcern, error) {
+	var wc writeConcern
+	v := lookup(cmd, "writeConcern")
+	if v.Type == 0 {
+		return wc, nil
+	}
+	d, ok := v.DocumentOK()
+	if !ok {
+		return wc, mongoerr.Newf(mongoerr.TypeMismatch,
+			"BSON field 'writeConcern' is the wrong type '%s', expected type 'object'", TypeName(v.Type))
+	}
+	elems, err := d.Elements()
+	if err != nil {
+		return wc, mongoerr.Newf(mongoerr.InvalidBSON, "invalid writeConcern: %v", err)
+	}
+	for _, e := range elems {
+		ev := e.Value()
+		switch e.Key() {
+		case "w":
+			switch ev.Type {
+			case bsoncore.TypeString:
+				mode := ev.StringValue()
+				if mode != "majority" {
+					return wc, mongoerr.Newf(mongoerr.BadValue,
+						"cannot use non-majority 'w' mode %s when a host is not a member of a replica set", mode)
+				}
+			case bsoncore.TypeInt32, bsoncore.TypeInt64, bsoncore.TypeDouble, bsoncore.TypeDecimal128:
+				f, _ := AsFloat(ev)
+				if f < 0 || f > 50 {
+					return wc, mongoerr.Newf(mongoerr.FailedToParse,
+						"w has to be a non-negative number and not greater than 50; found: %v", f)
+				}
+				if f > 1 {
+					return wc, mongoerr.New(mongoerr.BadValue, "cannot use 'w' > 1 when a host is not replicated")
+				}
+				wc.w0 = int64(f) == 0
+			default:
+				return wc, mongoerr.Newf(mongoerr.FailedToParse, "w has to be a number or string; found: %s", TypeName(ev.Type))
+			}
+		case "j", "fsync":
+			switch ev.Type {
+			case bsoncore.TypeBoolean, bsoncore.TypeInt32, bsoncore.TypeInt64, bsoncore.TypeDouble, bsoncore.TypeDecimal128:
+				if truthy(ev) {
+					wc.journal = true
+				}
+			case bsoncore.TypeNull, bsoncore.TypeUndefined:
+			default:
+				return wc, mongoerr.Newf(mongoerr.TypeMismatch,
+					"BSON field 'writeConcern.%s' is the wrong type '%s', expected types '[bool, long, int, decimal, double]'", e.Key(), TypeName(ev.Type))
+			}
+		case "wtimeout", "wtimeoutMS":
+			if _, ok := AsFloat(ev); !ok && ev.Type != bsoncore.TypeNull {
+				return wc, mongoerr.Newf(mongoerr.TypeMismatch,
+					"BSON field 'writeConcern.%s' is the wrong type '%s', expected types '[int, decimal, double, long]'", e.Key(), TypeName(ev.Type))
+			}
+		case "provenance", "getLastError", "getlasterror", "wOpTime", "wElectionId":
+		default:
+			return wc, mongoerr.Newf(codeUnknownField, "BSON field 'writeConcern.%s' is an unknown field.", e.Key())
+		}
+	}
+	return wc, nil
+}
+
+// writeWaitConcern waits for what the write concern asks after the writes: with j:true,
+// journal durability (group commit). A standalone has nothing else to wait for.
+func writeWaitConcern(ctx context.Context, db *DB, wc writeConcern) error {
+	if wc.journal {
+		return db.Engine.WaitUntilDurable(ctx)
+	}
+	return nil
+}
+
+// writeBoolArg parses an IDL `bool` field (booleans only).
+func writeBoolArg(cmdName, field string, v bsoncore.Value) (bool, error) {
+	if v.Type != bsoncore.TypeBoolean {
+		return false, typeMismatch(cmdName, field, v.Type, "bool")
+	}
+	return v.Boolean(), nil
+}
+
+// writeSafeBool parses an IDL `safeBool` field (booleans and numbers).
+func writeSafeBool(cmdName, field string, v bsoncore.Value) (bool, error) {
+	switch v.Type {
+	case bsoncore.TypeBoolean, bsoncore.TypeInt32, bsoncore.TypeInt64, bsoncore.TypeDouble, bsoncore.TypeDecimal128:
+		return truthy(v), nil
+	}
+	return false, typeMismatch(cmdName, field, v.Type, "bool", "long", "int", "decimal", "double")
+}
+
+// writeDocArg returns v as a document or a TypeMismatch naming field.
+func writeDocArg(cmdName, field string, v bsoncore.Value) (bsoncore.Document, error) {
+	d, ok := v.DocumentOK()
+	if !ok {
+		return nil, typeMismatch(cmdName, field, v.Type, "object")
+	}
+	return d, nil
+}
+
+// writeMissing is the IDL error for a missing required field.
+func writeMissing(path string) error {
+	return mongoerr.Newf(codeMissingField, "BSON field '%s' is missing but a required field", path)
+}
+
+// writeCheckCollation accepts only the simple collation: collations are not implemented yet,
+// and silently comparing binary would give wrong answers.
+func writeCheckCollation(cmdName string, v bsoncore.Value) error {
+	d, ok := v.DocumentOK()
+	if !ok {
+		return typeMismatch(cmdName, "collation", v.Type, "object")
+	}
+	loc := lookup(d, "locale")
+	if s, ok := loc.StringValueOK(); ok && s == "simple" {
+		return nil
+	}
+	if loc.Type == 0 {
+		return mongoerr.Newf(mongoerr.FailedToParse, "BSON field '%s.collation.locale' is missing but a required field", cmdName)
+	}
+	return mongoerr.New(mongoerr.NotImplemented, "collation other than {locale: \"simple\"} is not supported yet")
+}
+
+// writeCheckHint validates a hint's type: an index name or a key pattern.
+func writeCheckHint(cmdName string, v bsoncore.Value) error {
+	switch v.Type {
+	case bsoncore.TypeString, bsoncore.TypeEmbeddedDocument:
+		return nil
+	}
+	return typeMismatch(cmdName, "hint", v.Type, "string", "object")
+}
+
+// writeParseFilter parses a q/query filter the way writes do ($expr allowed).
+func writeParseFilter(q bsoncore.Document) (*query.Matcher, error) {
+	return query.Parse(q, query.ParseOptions{AllowExpr: true, AllowJSONSchema: true})
+}
+
+// writeMatcherHook adapts the matcher to the update language's arrayFilters/$pull hook.
+func writeMatcherHook(f bsoncore.Document) (update.Filter, error) {
+	m, err := query.Parse(f, query.ParseOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// writeParseUpdate parses an update statement's `u` with its arrayFilters. Pipeline-style
+// updates need the aggregation engine (a later issue): a clear NotImplemented error.
+func writeParseUpdate(u bsoncore.Value, arrayFilters []bsoncore.Document) (*update.Update, error) {
+	upd, err := update.ParseValue(u, update.ParseOptions{
+		ArrayFilters:      arrayFilters,
+		ArrayFilterParser: writeMatcherHook,
+		ConditionParser:   writeMatcherHook,
+	})
+	if err == update.ErrPipelineUpdate {
+		return nil, mongoerr.New(mongoerr.NotImplemented, "pipeline-style updates are not supported yet")
+	}
+	return upd, err
+}
+
+// writeParseArrayFilters parses an arrayFilters field.
+func writeParseArrayFilters(cmdName string, v bsoncore.Value) ([]bsoncore.Document, error) {
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return nil, typeMismatch(cmdName, "arrayFilters", v.Type, "array")
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid arrayFilters: %v", err)
+	}
+	out := make([]bsoncore.Document, 0, len(vals))
+	for i, x := range vals {
+		d, ok := x.DocumentOK()
+		if !ok {
+			return nil, typeMismatch(cmdName, "arrayFilters."+itoa(int64(i)), x.Type, "object")
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// writeTSCounter makes top-level Timestamp(0, 0) values unique within a second, standing in
+// for the cluster time MongoDB substitutes for them.
+var writeTSCounter atomic.Uint32
+
+// writeFixForInsert is fixDocumentForInsert: it checks size, nesting, `_id` and returns the
+// document to store, with `_id` first (an ObjectId generated when missing) and top-level
+// Timestamp(0, 0) values replaced by the current time. It returns doc itself when it needs
+// no change.
+func writeFixForInsert(doc bsoncore.Document) (bsoncore.Document, error) {
+	if len(doc) > index.MaxDocumentSize {
+		return nil, mongoerr.Newf(mongoerr.BadValue, "object to insert too large. size in bytes: %d, max size: %d",
+			len(doc), index.MaxDocumentSize)
+	}
+	if writeDepthExceeds(doc, 1) {
+		return nil, mongoerr.Newf(mongoerr.Overflow,
+			"cannot insert document because it exceeds %d levels of nesting", writeMaxUserDepth)
+	}
+	elems, err := doc.Elements()
+	if err != nil {
+		return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid document: %v", err)
+	}
+	firstIsID, hadID, fixTS := false, false, false
+	for i, e := range elems {
+		v := e.Value()
+		if v.Type == bsoncore.TypeTimestamp {
+			if t, inc := v.Timestamp(); t == 0 && inc == 0 {
+				fixTS = true
+			}
+		}
+		if e.Key() != "_id" {
+			continue
+		}
+		switch v.Type {
+		case bsoncore.TypeRegex:
+			return nil, mongoerr.New(mongoerr.BadValue, "can't use a regex for _id")
+		case bsoncore.TypeUndefined:
+			return nil, mongoerr.New(mongoerr.BadValue, "can't use a undefined for _id")
+		case bsoncore.TypeArray:
+			return nil, mongoerr.New(mongoerr.BadValue, "can't use an array for _id")
+		case bsoncore.TypeEmbeddedDocument:
+			if err := writeStorageValidEmbedded(v.Document()); err != nil {
+				return nil, err
+			}
+		}
+		if hadID {
+			return nil, mongoerr.New(mongoerr.BadValue, "can't have multiple _id fields in one document")
+		}
+		hadID, firstIsID = true, i == 0
+	}
+	if firstIsID && !fixTS {
+		return doc, nil
+	}
+	out := make([]byte, 0, len(doc)+17)
+	idx, out := bsoncore.AppendDocumentStart(out)
+	if hadID {
+		for _, e := range elems {
+			if e.Key() == "_id" {
+				out = append(out, e...)
+				break
+			}
+		}
+	} else {
+		out = bsoncore.AppendObjectIDElement(out, "_id", bson.NewObjectID())
+	}
+	for _, e := range elems {
+		if e.Key() == "_id" {
+			continue
+		}
+		v := e.Value()
+		if v.Type == bsoncore.TypeTimestamp {
+			if t, inc := v.Timestamp(); t == 0 && inc == 0 {
+				out = bsoncore.AppendTimestampElement(out, e.Key(), uint32(time.Now().Unix()), writeTSCounter.Add(1))
+				continue
+			}
+		}
+		out = append(out, e...)
+	}
+	out, _ = bsoncore.AppendDocumentEnd(out, idx)
+	return out, nil
+}
+
+// writeStorageValidEmbedded is BSONObj::storageValidEmbedded for an `_id` document: no
+// '$'-prefixed field names at any level except DBRef fields.
+func writeStorageValidEmbedded(d bsoncore.Document) error {
+	elems, err := d.Elements()
+	if err != nil {
+		return mongoerr.Newf(mongoerr.InvalidBSON, "invalid document: %v", err)
+	}
+	for _, e := range elems {
+		k := e.Key()
+		if strings.HasPrefix(k, "$") {
+			switch k {
+			case "$ref", "$id", "$db":
+			default:
+				return mongoerr.Newf(mongoerr.DollarPrefixedFieldName,
+					"_id fields may not contain '$'-prefixed fields: %s is not valid for storage.", k)
+			}
+		}
+		v := e.Value()
+		if sub, ok := v.DocumentOK(); ok {
+			if err := writeStorageValidEmbedded(sub); err != nil {
+				return err
+			}
+		} else if arr, ok := v.ArrayOK(); ok {
+			if err := writeStorageValidEmbedded(bsoncore.Document(arr)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeDepthExceeds reports whether doc, at nesting level depth (the top document is 1), has
+// an object or array nested deeper than writeMaxUserDepth.
+func writeDepthExceeds(doc []byte, depth int) bool {
+	elems, err := bsoncore.Document(doc).Elements()
+	if err != nil {
+		return false
+	}
+	for _, e := range elems {
+		v := e.Value()
+		if v.Type == bsoncore.TypeEmbeddedDocument || v.Type == bsoncore.TypeArray {
+			if depth >= writeMaxUserDepth {
+				return true
+			}
+			if writeDepthExceeds(v.Data, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writeCountOps adds n operations of kind (insert/update/delete) to opcounters. The
+// dispatcher already counted one for the command itself (Command.Counter), so n-1 more.
+func writeCountOps(env *Env, kind string, n int) {
+	if n > 1 {
+		env.State.Counters.OpCounter(kind).Add(int64(n - 1))
+	}
+}
+
+// writeRequireDB returns the storage side or an error for servers started without one.
+func writeRequireDB(env *Env) (*DB, error) {
+	if env.State == nil || env.State.DB == nil {
+		return nil, mongoerr.New(mongoerr.IllegalOperation, "this server has no storage engine")
+	}
+	return env.State.DB, nil
+}

@@ -1,0 +1,124 @@
+package commands
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/index"
+	"humongo/internal/mongoerr"
+	"humongo/internal/query"
+	"humongo/internal/query/plan"
+	"humongo/internal/recordid"
+)
+
+// writeTarget is one document a write statement applies to: its RecordId and a private copy
+// of the document as read in the statement's snapshot.
+type writeTarget struct {
+	rid recordid.ID
+	doc bsoncore.Document
+}
+
+// writeScan describes which documents a write statement targets (MongoDB's
+// UpdateRequest/DeleteRequest query part).
+type writeScan struct {
+	filter  bsoncore.Document
+	matcher *query.Matcher
+	sort    bsoncore.Document // findAndModify only
+	hint    bsoncore.Value    // Type 0 when absent
+	limit   int               // 0: every match; n: at most n (after sorting)
+}
+
+// writeFindTargets returns the documents spec targets, read through ru's snapshot (the caller
+// holds the collection lock and, for single-document writes, the unit the write happens in, so
+// a concurrent change surfaces as WriteConflict and the statement is retried).
+//
+// An `_id` equality without sort or hint is a point lookup through the _id index (MongoDB's
+// IDHACK); anything else goes through the planner (index selection, hint, sort), in write
+// mode so that each RecordId is returned once even if the write moves it in the scanned index.
+func writeFindTargets(ctx context.Context, op *OpCtx, ns string, coll *index.Collection, spec *writeScan) ([]writeTarget, error) {
+	if coll == nil {
+		return nil, nil
+	}
+	ru := op.RU
+	if id, ok := writeIDEquality(spec.filter); ok && spec.hint.Type == 0 && len(spec.sort) <= 5 {
+		rid, doc, found, err := coll.FindByID(ru, id)
+		switch {
+		case err == nil && !found:
+			return nil, nil
+		case err == nil:
+			ok, err := spec.matcher.Matches(doc)
+			if err != nil || !ok {
+				return nil, err
+			}
+			return []writeTarget{{rid: rid, doc: append(bsoncore.Document(nil), doc...)}}, nil
+		case !mongoerr.Is(err, mongoerr.IndexNotFound):
+			return nil, err
+		}
+	}
+	meta, ok := op.DB.Catalog.Latest().ByUUID(coll.UUID())
+	if !ok {
+		return nil, nil
+	}
+	ts, ex, err := plan.Targets(ctx, ru, meta, coll, plan.Request{
+		NS: ns, Filter: spec.filter, Matcher: spec.matcher, Sort: spec.sort, Hint: spec.hint,
+		Limit: int64(spec.limit), TempDir: op.DB.TempDir,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ex.Close()
+	out := make([]writeTarget, len(ts))
+	for i, t := range ts {
+		out[i] = writeTarget{rid: t.RID, doc: t.Doc}
+	}
+	return out, nil
+}
+
+// writeFindRIDs returns the RecordIds of every document spec targets (multi-updates and
+// multi-deletes), without keeping copies of the documents: they are re-read one chunk at a
+// time when written.
+func writeFindRIDs(ctx context.Context, op *OpCtx, ns string, coll *index.Collection, spec *writeScan) ([]recordid.ID, error) {
+	if coll == nil {
+		return nil, nil
+	}
+	meta, ok := op.DB.Catalog.Latest().ByUUID(coll.UUID())
+	if !ok {
+		return nil, nil
+	}
+	ex, err := plan.Prepare(ctx, op.RU, meta, coll, plan.Request{
+		NS: ns, Filter: spec.filter, Matcher: spec.matcher, Sort: spec.sort, Hint: spec.hint,
+		Limit: int64(spec.limit), TempDir: op.DB.TempDir, ForWrite: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer ex.Close()
+	var rids []recordid.ID
+	for {
+		rid, _, ok, err := ex.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return rids, nil
+		}
+		rids = append(rids, rid)
+	}
+}
+
+// writeIDEquality recognises {_id: v} with v a plain value (not an operator document, regex
+// or array, whose matching is not a point lookup).
+func writeIDEquality(filter bsoncore.Document) (bsoncore.Value, bool) {
+	elems, err := filter.Elements()
+	if err != nil || len(elems) != 1 || elems[0].Key() != "_id" {
+		return bsoncore.Value{}, false
+	}
+	v := elems[0].Value()
+	switch v.Type {
+	case bsoncore.TypeRegex, bsoncore.TypeArray, bsoncore.TypeEmbeddedDocument, bsoncore.TypeUndefined,
+		bsoncore.TypeMinKey, bsoncore.TypeMaxKey:
+		return bsoncore.Value{}, false
+	}
+	return v, true
+}

@@ -1,0 +1,463 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/catalog"
+	"humongo/internal/mongoerr"
+	"humongo/internal/recordid"
+	"humongo/internal/storage"
+)
+
+// MaxDocumentSize is BSONObjMaxUserSize: documents larger than 16 MiB are rejected.
+const MaxDocumentSize = 16 * 1024 * 1024
+
+// FilterFactory compiles a partialFilterExpression into a Filter. The query layer provides
+// one; without it, partial indexes are rejected (CannotCreateIndex) rather than silently
+// indexing every document.
+type FilterFactory func(expr bsoncore.Document) (Filter, error)
+
+// Collection is the write path of one collection (spec: "Collection and Index Writes"): it
+// writes the record store and every index in the caller's WriteUnitOfWork, and routes the keys
+// of indexes being built to their side-writes tables.
+//
+// There must be one Collection per collection per process (the record store allocates
+// RecordIds in memory); Collections caches them. The index set is re-read from the catalog's
+// latest snapshot whenever it changes, so callers must hold the collection's IX lock (or the
+// default gate, see Write) from before a write starts until its unit ends: index builds rely
+// on that to know which writes may have missed their side table.
+type Collection struct {
+	e       *storage.Engine
+	cat     *catalog.Catalog
+	uuid    catalog.UUID
+	rs      *storage.RecordStore
+	filters FilterFactory
+
+	// gate is the default stand-in for the collection lock: writers hold it shared (Write),
+	// index builds take it exclusively to install interceptors and for the final drain.
+	gate sync.RWMutex
+
+	mu     sync.Mutex
+	builds map[string]*interceptor // by index ident; guarded by mu
+	state  atomic.Pointer[collState]
+}
+
+// collState is an immutable view of the collection's indexes for one catalog metadata value.
+type collState struct {
+	meta     *catalog.CollectionMeta
+	buildGen uint64
+	ready    []*Index
+	building []*interceptor
+	id       *Index
+}
+
+var buildGen atomic.Uint64
+
+// OpenCollection returns the write path for the collection with the given UUID. Prefer
+// Collections.Get, which keeps one handle per collection.
+func OpenCollection(e *storage.Engine, cat *catalog.Catalog, uuid catalog.UUID, filters FilterFactory) (*Collection, error) {
+	meta, ok := cat.Latest().ByUUID(uuid)
+	if !ok {
+		return nil, mongoerr.Newf(mongoerr.NamespaceNotFound, "collection %s not found", uuid)
+	}
+	rs, err := storage.OpenRecordStore(e, meta.Ident)
+	if err != nil {
+		return nil, err
+	}
+	return &Collection{e: e, cat: cat, uuid: uuid, rs: rs, filters: filters, builds: map[string]*interceptor{}}, nil
+}
+
+// RecordStore returns the collection's record store.
+func (c *Collection) RecordStore() *storage.RecordStore { return c.rs }
+
+// UUID returns the collection's UUID.
+func (c *Collection) UUID() catalog.UUID { return c.uuid }
+
+// Engine returns the storage engine.
+func (c *Collection) Engine() *storage.Engine { return c.e }
+
+// Catalog returns the catalog.
+func (c *Collection) Catalog() *catalog.Catalog { return c.cat }
+
+// current returns the index view for the catalog's latest metadata, rebuilding it when the
+// metadata or the set of running builds changed.
+func (c *Collection) current() (*collState, error) {
+	meta, ok := c.cat.Latest().ByUUID(c.uuid)
+	if !ok {
+		return nil, mongoerr.Newf(mongoerr.NamespaceNotFound, "collection %s was dropped", c.uuid)
+	}
+	st := c.state.Load()
+	if st != nil && st.meta == meta && st.buildGen == buildGen.Load() {
+		return st, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gen := buildGen.Load()
+	old := c.state.Load()
+	byIdent := map[string]*Index{}
+	if old != nil {
+		for _, ix := range old.ready {
+			byIdent[ix.ident] = ix
+		}
+	}
+	ns := &collState{meta: meta, buildGen: gen}
+	for i := range meta.Indexes {
+		im := &meta.Indexes[i]
+		if !im.Ready {
+			if it, ok := c.builds[im.Ident]; ok {
+				ns.building = append(ns.building, it)
+			}
+			// A not-ready index without a running build (a build interrupted by a restart)
+			// receives no writes; it must be rebuilt before it is marked ready.
+			continue
+		}
+		ix := byIdent[im.Ident]
+		if ix == nil || !sameSpec(&ix.meta, im) {
+			var err error
+			if ix, err = c.newIndex(meta.NS, im); err != nil {
+				return nil, err
+			}
+		} else if ix.ns != meta.NS || ix.meta.Multikey != im.Multikey {
+			// Renamed, or multikey state changed: refresh the metadata copy.
+			cp := *ix
+			cp.ns, cp.meta = meta.NS, *im
+			ix = &cp
+		}
+		ns.ready = append(ns.ready, ix)
+		if ix.isID {
+			ns.id = ix
+		}
+	}
+	c.state.Store(ns)
+	return ns, nil
+}
+
+func sameSpec(a, b *catalog.IndexMeta) bool {
+	return a.Ident == b.Ident && slices.Equal(a.Spec, b.Spec)
+}
+
+func (c *Collection) newIndex(ns string, im *catalog.IndexMeta) (*Index, error) {
+	var f Filter
+	if len(im.PartialFilterExpression) > 0 {
+		if c.filters == nil {
+			return nil, mongoerr.New(mongoerr.CannotCreateIndex,
+				"partial indexes need a filter implementation (query layer) that is not configured")
+		}
+		var err error
+		if f, err = c.filters(im.PartialFilterExpression); err != nil {
+			return nil, err
+		}
+	}
+	return NewIndex(ns, im, f)
+}
+
+// Indexes returns the access methods of the ready indexes.
+func (c *Collection) Indexes() ([]*Index, error) {
+	st, err := c.current()
+	if err != nil {
+		return nil, err
+	}
+	return st.ready, nil
+}
+
+// Index returns the ready index named name.
+func (c *Collection) Index(name string) (*Index, bool, error) {
+	st, err := c.current()
+	if err != nil {
+		return nil, false, err
+	}
+	for _, ix := range st.ready {
+		if ix.name == name {
+			return ix, true, nil
+		}
+	}
+	return nil, false, nil
+}
+
+// IDIndex returns the _id index, or nil when the collection has none.
+func (c *Collection) IDIndex() (*Index, error) {
+	st, err := c.current()
+	if err != nil {
+		return nil, err
+	}
+	return st.id, nil
+}
+
+// Write runs f in a WriteUnitOfWork on ru, retrying on WriteConflict, while holding the
+// default write gate shared. It is the write-path entry point for callers that do not use the
+// lock manager (tests, the TTL monitor in a standalone setup).
+func (c *Collection) Write(ctx context.Context, ru *storage.RecoveryUnit, f func() error) error {
+	c.gate.RLock()
+	defer c.gate.RUnlock()
+	return storage.WriteConflictRetry(ctx, "write", func() error {
+		defer ru.AbandonSnapshot()
+		w := ru.BeginUnitOfWork()
+		defer w.End()
+		if err := f(); err != nil {
+			return err
+		}
+		return w.Commit()
+	})
+}
+
+// BlockWrites is the default BuildOptions.BlockWrites: it waits for writers using Write to
+// finish and holds new ones back until unblock is called.
+func (c *Collection) BlockWrites() (unblock func(), err error) {
+	c.gate.Lock()
+	return c.gate.Unlock, nil
+}
+
+func checkSize(doc bsoncore.Document) error {
+	if len(doc) > MaxDocumentSize {
+		return mongoerr.Newf(mongoerr.BSONObjectTooLarge,
+			"object to insert too large. size in bytes: %d, max size: %d", len(doc), MaxDocumentSize)
+	}
+	return nil
+}
+
+// InsertDocuments inserts docs (vectored insert) in ru's open unit and returns their RecordIds.
+// Documents must be valid BSON with an _id already added by the caller.
+func (c *Collection) InsertDocuments(ru *storage.RecoveryUnit, docs []bsoncore.Document) ([]recordid.ID, error) {
+	st, err := c.current()
+	if err != nil {
+		return nil, err
+	}
+	s := getScratch()
+	defer putScratch(s)
+	rids := make([]recordid.ID, 0, len(docs))
+	for _, doc := range docs {
+		if err := checkSize(doc); err != nil {
+			return nil, err
+		}
+		rid, err := c.rs.Insert(ru, doc)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.indexRecord(ru, st, s, doc, rid); err != nil {
+			return nil, err
+		}
+		rids = append(rids, rid)
+	}
+	return rids, nil
+}
+
+// InsertDocument inserts one document; see InsertDocuments.
+func (c *Collection) InsertDocument(ru *storage.RecoveryUnit, doc bsoncore.Document) (recordid.ID, error) {
+	st, err := c.current()
+	if err != nil {
+		return recordid.ID{}, err
+	}
+	if err := checkSize(doc); err != nil {
+		return recordid.ID{}, err
+	}
+	s := getScratch()
+	defer putScratch(s)
+	rid, err := c.rs.Insert(ru, doc)
+	if err != nil {
+		return recordid.ID{}, err
+	}
+	return rid, c.indexRecord(ru, st, s, doc, rid)
+}
+
+func (c *Collection) indexRecord(ru *storage.RecoveryUnit, st *collState, s *scratch, doc bsoncore.Document, rid recordid.ID) error {
+	for _, ix := range st.ready {
+		k := &s.k[0]
+		if err := ix.genKeys(s, doc, rid, k); err != nil {
+			return err
+		}
+		if err := ix.insertKeys(ru, s, k, rid, writeOpts{}); err != nil {
+			return err
+		}
+		if k.multikey {
+			if err := c.noteMultikey(ru, st.meta.NS, ix, k.paths); err != nil {
+				return err
+			}
+		}
+	}
+	for _, it := range st.building {
+		if err := it.onInsert(ru, s, doc, rid); err != nil {
+			return err
+		}
+		if k := &s.k[0]; k.multikey {
+			if err := c.noteMultikey(ru, st.meta.NS, it.ix, k.paths); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// noteMultikey persists the multikey flag and paths the first time they are needed. The
+// catalog's copy-on-write metadata is the in-memory record: once it covers the paths, writers
+// skip the call entirely (spec: multikey state "only persisted when it changes to true").
+func (c *Collection) noteMultikey(ru *storage.RecoveryUnit, ns string, ix *Index, masks []uint64) error {
+	if meta, ok := c.cat.Latest().ByUUID(c.uuid); ok {
+		if im, ok := meta.Index(ix.name); ok && im.Ident == ix.ident && covers(im, masks) {
+			return nil
+		}
+	}
+	return c.cat.SetMultikey(ru, ns, ix.name, ix.MultikeyPathsBool(masks))
+}
+
+// covers reports whether im's multikey state already includes masks.
+func covers(im *catalog.IndexMeta, masks []uint64) bool {
+	if !im.Multikey {
+		return false
+	}
+	if im.MultikeyPaths == nil {
+		return true
+	}
+	for i, m := range masks {
+		if i >= len(im.MultikeyPaths) {
+			return false
+		}
+		for c := 0; m != 0; c++ {
+			if m&1 != 0 && (c >= len(im.MultikeyPaths[i]) || !im.MultikeyPaths[i][c]) {
+				return false
+			}
+			m >>= 1
+		}
+	}
+	return true
+}
+
+// UpdateDocument replaces the document stored under rid (oldDoc) with newDoc, updating only
+// the index keys that changed.
+func (c *Collection) UpdateDocument(ru *storage.RecoveryUnit, rid recordid.ID, oldDoc, newDoc bsoncore.Document) error {
+	st, err := c.current()
+	if err != nil {
+		return err
+	}
+	if err := checkSize(newDoc); err != nil {
+		return err
+	}
+	if err := c.rs.Update(ru, rid, newDoc); err != nil {
+		return err
+	}
+	s := getScratch()
+	defer putScratch(s)
+	for _, ix := range st.ready {
+		mk, err := ix.update(ru, s, oldDoc, newDoc, rid)
+		if err != nil {
+			return err
+		}
+		if mk {
+			if err := c.noteMultikey(ru, st.meta.NS, ix, s.k[1].paths); err != nil {
+				return err
+			}
+		}
+	}
+	for _, it := range st.building {
+		mk, err := it.onUpdate(ru, s, oldDoc, newDoc, rid)
+		if err != nil {
+			return err
+		}
+		if mk {
+			if err := c.noteMultikey(ru, st.meta.NS, it.ix, s.k[1].paths); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DeleteDocument deletes the record rid whose current document is doc.
+func (c *Collection) DeleteDocument(ru *storage.RecoveryUnit, rid recordid.ID, doc bsoncore.Document) error {
+	st, err := c.current()
+	if err != nil {
+		return err
+	}
+	if err := c.rs.Delete(ru, rid); err != nil {
+		return err
+	}
+	s := getScratch()
+	defer putScratch(s)
+	for _, ix := range st.ready {
+		k := &s.k[0]
+		if err := ix.genKeys(s, doc, rid, k); err != nil {
+			return fmt.Errorf("unindex %s: %w", ix.name, err)
+		}
+		if err := ix.removeKeys(ru, k); err != nil {
+			return err
+		}
+	}
+	for _, it := range st.building {
+		if err := it.onDelete(ru, s, doc, rid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FindByID returns the RecordId and document with the given _id (point read through the _id
+// index and the record store).
+func (c *Collection) FindByID(ru *storage.RecoveryUnit, id bsoncore.Value) (recordid.ID, bsoncore.Document, bool, error) {
+	st, err := c.current()
+	if err != nil {
+		return recordid.ID{}, nil, false, err
+	}
+	if st.id == nil {
+		return recordid.ID{}, nil, false, mongoerr.New(mongoerr.IndexNotFound, "collection has no _id index")
+	}
+	vals := [1]bsoncore.Value{id}
+	rid, found, err := st.id.FindRecordID(ru, vals[:])
+	if err != nil || !found {
+		return recordid.ID{}, nil, false, err
+	}
+	doc, found, err := c.rs.Get(ru, rid)
+	if err != nil || !found {
+		return recordid.ID{}, nil, false, err
+	}
+	return rid, doc, true, nil
+}
+
+// Collections keeps one Collection per collection UUID.
+type Collections struct {
+	e       *storage.Engine
+	cat     *catalog.Catalog
+	filters FilterFactory
+	mu      sync.Mutex
+	m       map[catalog.UUID]*Collection
+}
+
+// NewCollections returns an empty handle cache.
+func NewCollections(e *storage.Engine, cat *catalog.Catalog, filters FilterFactory) *Collections {
+	return &Collections{e: e, cat: cat, filters: filters, m: map[catalog.UUID]*Collection{}}
+}
+
+// Get returns the handle of the collection named ns in the latest catalog.
+func (cs *Collections) Get(ns string) (*Collection, error) {
+	meta, ok := cs.cat.Latest().ByNS(ns)
+	if !ok {
+		return nil, mongoerr.Newf(mongoerr.NamespaceNotFound, "ns %s does not exist", ns)
+	}
+	return cs.ByUUID(meta.UUID)
+}
+
+// ByUUID returns the handle of the collection with uuid.
+func (cs *Collections) ByUUID(uuid catalog.UUID) (*Collection, error) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if c, ok := cs.m[uuid]; ok {
+		return c, nil
+	}
+	c, err := OpenCollection(cs.e, cs.cat, uuid, cs.filters)
+	if err != nil {
+		return nil, err
+	}
+	cs.m[uuid] = c
+	return c, nil
+}
+
+// Forget drops the handle of a dropped collection.
+func (cs *Collections) Forget(uuid catalog.UUID) {
+	cs.mu.Lock()
+	delete(cs.m, uuid)
+	cs.mu.Unlock()
+}

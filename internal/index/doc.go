@@ -1,0 +1,42 @@
+// Package index owns MongoDB's index machinery over the storage engine (execution spec:
+// "Indexes", "Index Builds" — hybrid builds with the side-writes, duplicate-key and
+// skipped-record tables —, "The TTLMonitor", "KeyString: Use in WiredTiger indexes"; checklist
+// sections 6, 7 and 10; the external sorter of section 9 is the sorter subpackage).
+//
+// # What it owns
+//
+//   - Key generation (keygen.go, hash.go): KeyGenerator is BtreeKeyGenerator over raw BSON —
+//     compound keys (at most 32 fields), arrays fanning out into one key per element with
+//     MongoDB's multikey path tracking, positional paths ("a.1.b"), the parallel-arrays rule
+//     (CannotIndexParallelArrays 171), null for missing fields, undefined for empty arrays,
+//     sparse and partial (Filter) indexes — and getHashKeys for hashed fields, with Hash64
+//     bit-compatible with BSONElementHasher::hash64 (pinned by MongoDB's known answers).
+//   - Access methods (access.go, cursor.go): Index stores KeyStrings in an ident, in the
+//     formats documented on Index, enforces uniqueness (DuplicateKey 11000 with keyPattern
+//     and keyValue) and scans with bounds (Cursor) for the planner and covered reads.
+//   - The collection write path (collection.go): Collection writes the record store and every
+//     index in the caller's WriteUnitOfWork, routes keys of indexes being built to their
+//     interceptors, and persists multikey state the first time it changes.
+//   - Hybrid index builds (build.go) and the TTL monitor (ttl.go).
+//
+// # Invariants
+//
+//   - A ready index holds exactly the keys generated from the collection's documents at any
+//     snapshot: every write touches the record store and all ready indexes in one unit.
+//   - A write that commits after an index build's collection scan opened its snapshot records
+//     its keys in the build's side-writes table: interceptors are installed, and later
+//     removed, while writers are excluded (BuildOptions.BlockWrites), and writers read the
+//     index set after acquiring their intent lock and keep it until their unit ends.
+//   - Unique indexes never hold two entries with the same KeyString once a write commits:
+//     concurrent inserters of the same key conflict on the KeyString-without-RecordId guard
+//     write (see Index). Builds and drains may hold duplicates transiently; they are recorded
+//     in the duplicate-key table and re-checked with writers excluded before commit.
+//   - Multikey never reverts: the catalog only unions multikey paths.
+//
+// # Not done
+//
+// Collations (keys are built from raw values), text/2d/2dsphere/wildcard indexes, resumable
+// builds (the temporary tables are not recorded for resumption, and a build interrupted by a
+// crash leaves a not-ready index that nothing rebuilds), two-phase replicated builds (commit
+// quorum) and prepareUnique conversions belong to callers or are future work.
+package index

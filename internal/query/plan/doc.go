@@ -1,0 +1,37 @@
+// Package plan is the query planner and executor (MongoDB's query planner, plan stages and
+// explain) for find, count, distinct and the targeting of update/delete/findAndModify.
+//
+// Planning. Prepare validates the request (sort pattern, hint, min/max, skip/limit) and
+// enumerates candidate plans: IDHACK for a lone {_id: scalar}; otherwise one IXSCAN plan per
+// ready, non-hidden, non-partial, non-hashed index whose leading field the filter bounds (or
+// that provides the requested sort); a COLLSCAN only when no index applies. Bounds come from
+// the top-level conjunction's leaves ($eq, ranges with type bracketing, $in, prefix regexes,
+// $exists, $type, $elemMatch children). On multikey fields, predicates are not intersected
+// (only the first bounds the scan) unless they come from the same $elemMatch, and a field that
+// shares a multikey path prefix with an earlier bounded field is not bounded. Several
+// candidates are raced in MongoDB-style trial runs (up to 10000 works or 101 results each);
+// the most productive (advanced/works, +1 for reaching EOF, tie-breaks for no SORT and
+// covered) wins and is rebuilt from scratch.
+//
+// Execution. Stages do one unit of work per call (advanced / needTime / EOF): COLLSCAN,
+// IDHACK, IXSCAN (ranges from the bounds: a cartesian product of leading point intervals
+// then the intervals of the next field; remaining fields are checked per key; multikey
+// results de-duplicated), FETCH (+ the whole filter), SORT (blocking, KeyString-encoded sort
+// keys in the external sorter; error 292 past the memory limit unless allowDiskUse, then it
+// spills), SKIP, LIMIT, PROJECTION_SIMPLE/DEFAULT/COVERED and RETURN_KEY. Sort keys follow
+// MongoDB: an array contributes its smallest element ascending and its largest descending;
+// missing is null.
+//
+// Yielding: every YieldEvery works the executor saves its stages, abandons the storage
+// snapshot and restores (locks stay held). Between getMores the caller does the same with
+// Save / Restore; Restore fails with QueryPlanKilled if the collection or scanned index was
+// dropped. Context cancellation (maxTimeMS, killOp) stops Next with the context's cause.
+//
+// Known deviations from MongoDB: no $or index plans (OR/SORT_MERGE), no index intersection,
+// no plan cache; partial and hashed indexes are never chosen; covered plans need top-level
+// non-multikey key fields and simple inclusion projections; parsedQuery echoes the filter
+// instead of MongoDB's normalised form; locks are not released at yields.
+//
+// Spec: none of spec/ covers the planner; behaviour follows MongoDB 7.0 (query_planner.cpp,
+// index_bounds_builder.cpp, plan_ranker.cpp, explain output of the classic engine).
+package plan

@@ -1,0 +1,337 @@
+package plan
+
+import (
+	"context"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/catalog"
+	"humongo/internal/keystring"
+	"humongo/internal/mongoerr"
+	"humongo/internal/recordid"
+)
+
+var nilRID recordid.ID
+
+// build assembles the stage tree: access (COLLSCAN | IDHACK | IXSCAN [+FETCH]) → SORT →
+// SKIP → LIMIT → projection.
+func (b *builder) build(env *execEnv) (stage, string) {
+	p := b.p
+	r := p.req
+	var root stage
+	ixName := ""
+	filter := p.matcher
+	if isEmptyDoc(p.filterDoc) {
+		filter = nil
+	}
+	covered := false
+	var keyNamesOut []string
+	switch {
+	case b.idhack:
+		v, _ := idHackValue(p)
+		root = &idHack{env: env, id: v}
+	case b.cand != nil:
+		c := b.cand
+		ixName = c.ix.Name()
+		covered = c.covered
+		keyNamesOut = c.names
+		im := c.ix.Meta()
+		s := &ixScan{env: env, ix: c.ix, meta: im, names: c.names, bounds: c.bounds, desc: c.desc,
+			reverse: c.reverse, dedup: im.Multikey || r.ForWrite}
+		if b.minMax != nil {
+			s.ranges = []scanRange{*b.minMax}
+			s.minMax = true
+		} else {
+			var k int
+			s.ranges, k = c.ranges()
+			// Fields after the range-defining ones are checked per key.
+			s.check = make([]bool, len(c.names))
+			for i := range c.names {
+				if i > k && !c.bounds[i].isFull() {
+					s.check[i] = true
+					s.needVals = true
+				}
+			}
+		}
+		if covered || r.ReturnKey {
+			s.needVals = true
+		}
+		if covered {
+			if filter != nil {
+				s.keyFilter, s.rawFilt = filter, p.filterDoc
+			}
+			root = s
+		} else {
+			root = &fetchStage{env: env, child: s, filter: filter, rawFilt: rawIf(filter, p.filterDoc)}
+		}
+	default:
+		root = &collScan{env: env, reverse: b.reverse, filter: filter, rawFilt: rawIf(filter, p.filterDoc), tailable: r.Tailable}
+	}
+	if len(p.sort) > 0 && !(b.cand != nil && b.cand.providesSrt) && !b.idhack {
+		fields := append([]sortField(nil), p.sort...)
+		ord := keystring.Ordering(0)
+		for i := range fields {
+			if fields[i].desc {
+				ord |= 1 << uint(i)
+			}
+			if covered {
+				fields[i].keyPos = b.cand.keyPos[fields[i].path]
+			}
+		}
+		var lim int64
+		if r.Limit > 0 {
+			lim = r.Limit + r.Skip
+		}
+		root = &sortStage{child: root, pattern: r.Sort, fields: fields, ord: ord, limit: lim,
+			memLimit: r.MaxBlockingSortBytes, allowDisk: r.AllowDiskUse, tempDir: r.TempDir,
+			covered: covered, keyNames: keyNamesOut}
+	}
+	if r.Skip > 0 {
+		root = &skipStage{child: root, n: r.Skip, left: r.Skip}
+	}
+	if r.Limit > 0 {
+		root = &limitStage{child: root, n: r.Limit}
+	}
+	switch {
+	case r.ForWrite || r.CountOnly:
+	case r.ReturnKey:
+		root = &projStage{child: root, kind: projReturnKey, showRID: r.ShowRecordID}
+	case covered:
+		ps := &projStage{child: root, kind: projCovered, spec: r.Projection}
+		if p.projID {
+			ps.fields = append(ps.fields, "_id")
+			ps.keyPos = append(ps.keyPos, b.cand.keyPos["_id"])
+		}
+		for _, f := range p.projFields {
+			ps.fields = append(ps.fields, f)
+			ps.keyPos = append(ps.keyPos, b.cand.keyPos[f])
+		}
+		root = ps
+	case p.proj != nil:
+		kind := projDefault
+		if p.projSimple {
+			kind = projSimple
+		}
+		root = &projStage{child: root, kind: kind, proj: p.proj, spec: r.Projection, showRID: r.ShowRecordID}
+	case r.ShowRecordID:
+		root = &projStage{child: root, kind: projDefault, showRID: true}
+	}
+	return root, ixName
+}
+
+func isEmptyDoc(d bsoncore.Document) bool { return len(d) <= 5 }
+
+func rawIf(m interface{}, d bsoncore.Document) bsoncore.Document {
+	if m == nil || isEmptyDoc(d) {
+		return nil
+	}
+	return d
+}
+
+// Executor runs a plan. Not safe for concurrent use.
+type Executor struct {
+	p           *prepared
+	env         *execEnv
+	meta        *catalog.CollectionMeta
+	ns          string
+	root        stage
+	rejected    []stage
+	trialWinner stage
+	ixName      string
+	nReturned   int64
+	elapsed     time.Duration
+	sinceYield  int
+	done        bool
+}
+
+// Next returns the next result. doc is valid until the next call.
+func (ex *Executor) Next(ctx context.Context) (recordid.ID, bsoncore.Document, bool, error) {
+	if ex.done {
+		return recordid.ID{}, nil, false, nil
+	}
+	start := time.Now()
+	defer func() { ex.elapsed += time.Since(start) }()
+	yieldEvery := ex.p.req.YieldEvery
+	if yieldEvery == 0 {
+		yieldEvery = 1000
+	}
+	for n := 0; ; n++ {
+		if n%64 == 0 && ctx.Err() != nil {
+			return recordid.ID{}, nil, false, context.Cause(ctx)
+		}
+		m, st, err := ex.root.work(ctx)
+		if err != nil {
+			return recordid.ID{}, nil, false, err
+		}
+		switch st {
+		case advanced:
+			ex.nReturned++
+			return m.rid, m.doc, true, nil
+		case isEOF:
+			if !ex.p.req.Tailable {
+				ex.done = true
+			}
+			return recordid.ID{}, nil, false, nil
+		}
+		ex.sinceYield++
+		if yieldEvery > 0 && ex.sinceYield >= yieldEvery && !ex.env.ru.InUnitOfWork() {
+			// Yield: release the snapshot so long scans do not pin old versions (locks stay
+			// held; MongoDB also yields them).
+			ex.sinceYield = 0
+			ex.root.save()
+			ex.env.ru.AbandonSnapshot()
+			if err := ex.root.restore(ex.env); err != nil {
+				return recordid.ID{}, nil, false, err
+			}
+		}
+	}
+}
+
+// IsEOF reports whether Next returned the end (tailable executors never end).
+func (ex *Executor) IsEOF() bool { return ex.done }
+
+// IndexName is the index the winning plan scans ("" for collection scans).
+func (ex *Executor) IndexName() string { return ex.ixName }
+
+// Save prepares for the RecoveryUnit abandoning its snapshot (end of a batch).
+func (ex *Executor) Save() { ex.root.save() }
+
+// Restore resumes after Save, in the RecoveryUnit's new snapshot. meta is the collection's
+// current metadata (nil if it was dropped): the executor fails with QueryPlanKilled when the
+// collection was dropped or the index it scans went away.
+func (ex *Executor) Restore(meta *catalog.CollectionMeta) error {
+	if ex.meta != nil {
+		if meta == nil || meta.UUID != ex.meta.UUID {
+			return mongoerr.New(mongoerr.QueryPlanKilled, "collection dropped")
+		}
+		if ex.ixName != "" {
+			im, ok := meta.Index(ex.ixName)
+			old, _ := ex.meta.Index(ex.ixName)
+			if !ok || old == nil || im.Ident != old.Ident {
+				return mongoerr.Newf(mongoerr.QueryPlanKilled, "index '%s' dropped", ex.ixName)
+			}
+		}
+	}
+	return ex.root.restore(ex.env)
+}
+
+// Stats returns the running totals.
+func (ex *Executor) Stats() Stats {
+	return Stats{NReturned: ex.nReturned, KeysExamined: ex.env.keys, DocsExamined: ex.env.docs}
+}
+
+// Close releases the plan.
+func (ex *Executor) Close() { ex.root.close() }
+
+// Explain renders the plan (queryPlanner) and, for the other verbosities, the execution
+// statistics of the work done so far (run the executor to its end first).
+func (ex *Executor) Explain(v Verbosity) (queryPlanner, executionStats bsoncore.Document) {
+	r := ex.p.req
+	idx, b := bsoncore.AppendDocumentStart(nil)
+	b = bsoncore.AppendStringElement(b, "namespace", ex.ns)
+	b = bsoncore.AppendBooleanElement(b, "indexFilterSet", false)
+	b = bsoncore.AppendDocumentElement(b, "parsedQuery", ex.p.filterDoc)
+	b = bsoncore.AppendBooleanElement(b, "maxIndexedOrSolutionsReached", false)
+	b = bsoncore.AppendBooleanElement(b, "maxIndexedAndSolutionsReached", false)
+	b = bsoncore.AppendBooleanElement(b, "maxScansToExplodeReached", false)
+	b = bsoncore.AppendDocumentElement(b, "winningPlan", wrapWrite(r, renderPlan(ex.root, false)))
+	ai, b := bsoncore.AppendArrayElementStart(b, "rejectedPlans")
+	for i, s := range ex.rejected {
+		b = bsoncore.AppendDocumentElement(b, itoa(i), wrapWrite(r, renderPlan(s, false)))
+	}
+	b, _ = bsoncore.AppendArrayEnd(b, ai)
+	b, _ = bsoncore.AppendDocumentEnd(b, idx)
+	queryPlanner = b
+	if v == QueryPlanner {
+		return queryPlanner, nil
+	}
+	idx, b = bsoncore.AppendDocumentStart(nil)
+	b = bsoncore.AppendBooleanElement(b, "executionSuccess", true)
+	b = bsoncore.AppendInt32Element(b, "nReturned", int32(ex.nReturned))
+	b = bsoncore.AppendInt32Element(b, "executionTimeMillis", int32(ex.elapsed.Milliseconds()))
+	b = bsoncore.AppendInt32Element(b, "totalKeysExamined", int32(ex.env.keys))
+	b = bsoncore.AppendInt32Element(b, "totalDocsExamined", int32(ex.env.docs))
+	b = bsoncore.AppendDocumentElement(b, "executionStages", wrapWrite(r, renderPlan(ex.root, true)))
+	if v == AllPlansExecution {
+		ai, b = bsoncore.AppendArrayElementStart(b, "allPlansExecution")
+		all := append([]stage(nil), ex.rejected...)
+		if ex.trialWinner != nil {
+			all = append([]stage{ex.trialWinner}, all...)
+		}
+		for i, s := range all {
+			b = bsoncore.AppendDocumentElement(b, itoa(i), planSummary(s))
+		}
+		b, _ = bsoncore.AppendArrayEnd(b, ai)
+	}
+	b, _ = bsoncore.AppendDocumentEnd(b, idx)
+	return queryPlanner, b
+}
+
+// wrapWrite puts an UPDATE/DELETE/COUNT stage over the plan for write and count explains.
+func wrapWrite(r Request, plan bsoncore.Document) bsoncore.Document {
+	name := r.WriteStage
+	if name == "" && r.CountOnly {
+		name = "COUNT"
+	}
+	if name == "" {
+		return plan
+	}
+	return bsoncore.NewDocumentBuilder().AppendString("stage", name).
+		AppendDocument("inputStage", plan).Build()
+}
+
+func planSummary(s stage) bsoncore.Document {
+	var nRet, keys, docs int64
+	walk(s, func(st stage) {
+		switch x := st.(type) {
+		case *ixScan:
+			keys += x.keys
+		case *collScan:
+			docs += x.docs
+		case *fetchStage:
+			docs += x.docs
+		case *idHack:
+			keys += x.keys
+			docs += x.docs
+		}
+	})
+	nRet = s.common().advanced
+	return bsoncore.NewDocumentBuilder().
+		AppendInt32("nReturned", int32(nRet)).
+		AppendInt32("executionTimeMillisEstimate", 0).
+		AppendInt32("totalKeysExamined", int32(keys)).
+		AppendInt32("totalDocsExamined", int32(docs)).
+		AppendDocument("executionStages", renderPlan(s, true)).Build()
+}
+
+func walk(s stage, f func(stage)) {
+	f(s)
+	for _, c := range s.children() {
+		walk(c, f)
+	}
+}
+
+// renderPlan renders a stage tree; with stats, the execution counters too.
+func renderPlan(s stage, stats bool) bsoncore.Document {
+	idx, b := bsoncore.AppendDocumentStart(nil)
+	b = s.describe(b)
+	if stats {
+		cs := s.common()
+		b = bsoncore.AppendInt32Element(b, "nReturned", int32(cs.advanced))
+		b = bsoncore.AppendInt32Element(b, "executionTimeMillisEstimate", int32(cs.elapsed.Milliseconds()))
+		b = bsoncore.AppendInt32Element(b, "works", int32(cs.works))
+		b = bsoncore.AppendInt32Element(b, "advanced", int32(cs.advanced))
+		b = bsoncore.AppendInt32Element(b, "needTime", int32(cs.needTime))
+		b = bsoncore.AppendInt32Element(b, "needYield", 0)
+		b = bsoncore.AppendInt32Element(b, "saveState", int32(cs.saveState))
+		b = bsoncore.AppendInt32Element(b, "restoreState", int32(cs.restoreState))
+		b = bsoncore.AppendBooleanElement(b, "isEOF", cs.eof)
+		b = s.stats(b)
+	}
+	if ch := s.children(); len(ch) == 1 {
+		b = bsoncore.AppendDocumentElement(b, "inputStage", renderPlan(ch[0], stats))
+	}
+	b, _ = bsoncore.AppendDocumentEnd(b, idx)
+	return b
+}
