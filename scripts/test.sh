@@ -11,6 +11,10 @@ fuzztime=${FUZZTIME:-60s}
 echo "== go test -race ./..."
 go test -race -timeout 20m ./...
 
+# Real clients against a real humongod: mongosh and the Node driver (npm), pymongo (Debian).
+echo "== e2e"
+bash e2e/run.sh
+
 # Fuzz targets. The storage-engine issue requires 60 s each for KeyString decode and raw BSON
 # access; the wire framing gets the same. The rest get a shorter run (FUZZTIME_SHORT) to keep
 # the suite inside its time budget. `go test -fuzz` takes one target per run.

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -26,6 +27,10 @@ func runFind(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 	if db == nil {
 		return nil, mongoerr.New(mongoerr.InternalError, "server has no storage")
 	}
+	// The request (filter, sort, projection, bounds) outlives this call in an open cursor,
+	// but cmd aliases the connection's read buffer, which the next message overwrites: the
+	// cursor must own its bytes.
+	cmd = bytes.Clone(cmd)
 	req, o, err := findParse(env, cmd)
 	if err != nil {
 		return nil, err

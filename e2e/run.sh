@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# e2e/run.sh: real-client smoke tests of humongod (ARCHITECTURE.md, testing tier 6).
+#
+# Builds humongod, starts it on a free port with a temporary dbpath, installs the clients it
+# needs (npm: mongosh and the Node driver into e2e/node_modules, pinned by package-lock.json;
+# Debian: python3-pymongo), runs e2e/mongosh_smoke.js, e2e/node_smoke.js and
+# e2e/pymongo_smoke.py, stops the server with SIGTERM, and prints one summary line per client.
+# Exits non-zero if any client failed or the server did not shut down cleanly. A client is
+# skipped ("SKIP: registry unreachable") only when installing it failed with a network error.
+#
+# Idempotent: installs happen only when missing or when package-lock.json changed. Every step
+# has a timeout (E2E_STEP_TIMEOUT, default 120 s; installs E2E_INSTALL_TIMEOUT, default 900 s).
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+step_timeout=${E2E_STEP_TIMEOUT:-120}
+install_timeout=${E2E_INSTALL_TIMEOUT:-900}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/humongo-e2e.XXXXXX")
+pid=""
+log="$work/humongod.log"
+
+say() { printf 'e2e: %s\n' "$*"; }
+
+stop_server() {
+	# SIGTERM and a bounded wait; SIGKILL only if the server does not exit in 30 s.
+	[ -n "$pid" ] || return 0
+	local rc=0
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null
+		for _ in $(seq 1 300); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			say "humongod did not exit within 30s of SIGTERM; killing it"
+			kill -KILL "$pid" 2>/dev/null
+			rc=1
+		fi
+	fi
+	wait "$pid" 2>/dev/null
+	local st=$?
+	[ "$rc" -ne 0 ] || rc=$st
+	pid=""
+	return "$rc"
+}
+
+cleanup() {
+	stop_server >/dev/null 2>&1
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# network_error FILE: the install output shows the registry could not be reached.
+network_error() {
+	grep -Eqi 'ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH|network (is )?unreachable|socket hang up|request to https?://[^ ]* failed|Temporary failure (in name )?resolv|Could not resolve|Failed to fetch|Unable to connect|Connection (failed|timed out|refused)' "$1"
+}
+
+declare -A result
+failed=0
+
+# --- install clients ------------------------------------------------------------------------
+npm_state=ok
+install_npm() {
+	local stamp="$here/node_modules/.humongo-lock-sha"
+	local want
+	want=$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)
+	if [ -x "$here/node_modules/.bin/mongosh" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+		return 0
+	fi
+	if ! command -v npm >/dev/null 2>&1; then
+		say "npm is not installed (Node.js is required for the mongosh and Node driver clients)"
+		npm_state=fail
+		return 1
+	fi
+	say "installing npm packages (mongosh, mongodb) into e2e/node_modules..."
+	local t0=$SECONDS out="$work/npm-install.log"
+	if (cd "$here" && timeout "$install_timeout" npm install --no-audit --no-fund --loglevel=error) >"$out" 2>&1; then
+		# npm may normalise the lock file: stamp what is there now.
+		sha256sum "$here/package-lock.json" | cut -d' ' -f1 >"$stamp"
+		say "npm install took $((SECONDS - t0))s"
+		return 0
+	fi
+	cat "$out"
+	if network_error "$out"; then
+		npm_state=skip
+	else
+		npm_state=fail
+	fi
+	return 1
+}
+
+py_state=ok
+python=/usr/bin/python3
+[ -x "$python" ] || python=$(command -v python3 || echo python3)
+install_pymongo() {
+	# Debian's package installs into the system interpreter, hence /usr/bin/python3.
+	"$python" -c 'import pymongo' 2>/dev/null && return 0
+	local sudo=""
+	if [ "$(id -u)" -ne 0 ]; then
+		if command -v sudo >/dev/null 2>&1; then sudo="sudo -n"; else
+			say "python3-pymongo is missing and apt-get needs root"
+			py_state=fail
+			return 1
+		fi
+	fi
+	say "installing python3-pymongo with apt-get..."
+	local out="$work/apt.log"
+	export DEBIAN_FRONTEND=noninteractive
+	if ! timeout "$install_timeout" $sudo apt-get install -y -q python3-pymongo >"$out" 2>&1; then
+		# The package lists may be missing or stale: update them once and retry.
+		if ! timeout "$install_timeout" $sudo apt-get update -q >>"$out" 2>&1 ||
+			! timeout "$install_timeout" $sudo apt-get install -y -q python3-pymongo >>"$out" 2>&1; then
+			tail -20 "$out"
+			if network_error "$out"; then py_state=skip; else py_state=fail; fi
+			return 1
+		fi
+	fi
+	"$python" -c 'import pymongo' 2>/dev/null && return 0
+	say "python3-pymongo installed but '$python -c \"import pymongo\"' fails"
+	py_state=fail
+	return 1
+}
+
+install_npm
+install_pymongo
+
+# --- build and start humongod ---------------------------------------------------------------
+say "building humongod..."
+if ! (cd "$root" && timeout 600 go build -o "$work/humongod" ./cmd/humongod); then
+	say "FAIL: go build ./cmd/humongod"
+	exit 1
+fi
+"$work/humongod" --port 0 --bind_ip 127.0.0.1 --dbpath "$work/db" >"$log" 2>&1 &
+pid=$!
+port=""
+for _ in $(seq 1 300); do
+	line=$(grep -m1 '"msg":"Waiting for connections"' "$log" 2>/dev/null || true)
+	if [ -n "$line" ]; then
+		port=$(printf '%s\n' "$line" | sed -n 's/.*"attr":{[^}]*"port":\([0-9][0-9]*\).*/\1/p')
+		break
+	fi
+	kill -0 "$pid" 2>/dev/null || break
+	sleep 0.1
+done
+if [ -z "$port" ]; then
+	say "FAIL: humongod did not log \"Waiting for connections\" within 30s"
+	tail -30 "$log"
+	exit 1
+fi
+uri="mongodb://127.0.0.1:$port"
+say "humongod pid $pid listening on port $port"
+
+# --- run the clients ------------------------------------------------------------------------
+run_client() { # name state command...
+	local name=$1 state=$2
+	shift 2
+	case $state in
+	skip)
+		result[$name]="SKIP: registry unreachable"
+		return
+		;;
+	fail)
+		result[$name]="FAIL: could not install the client"
+		failed=$((failed + 1))
+		return
+		;;
+	esac
+	local t0=$SECONDS out="$work/$name.out"
+	if timeout "$step_timeout" "$@" >"$out" 2>&1; then
+		result[$name]="PASS ($((SECONDS - t0))s)"
+	else
+		local rc=$?
+		cat "$out"
+		if [ "$rc" -eq 124 ]; then
+			result[$name]="FAIL: timed out after ${step_timeout}s"
+		else
+			result[$name]="FAIL (exit $rc)"
+		fi
+		failed=$((failed + 1))
+	fi
+}
+
+# mongosh must not phone home (telemetry, update checks) nor write to the real home directory:
+# its global config file disables both, and HOME points into the work directory.
+mkdir -p "$work/home"
+printf 'mongosh:\n  forceDisableTelemetry: true\n  updateURL: ""\n' >"$work/mongosh.conf"
+run_client mongosh "$npm_state" env HOME="$work/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$work/mongosh.conf" \
+	"$here/node_modules/.bin/mongosh" "$uri/e2e_mongosh?directConnection=true" \
+	--quiet --norc --file "$here/mongosh_smoke.js"
+run_client node "$npm_state" node "$here/node_smoke.js" "$uri/?directConnection=true"
+run_client pymongo "$py_state" "$python" "$here/pymongo_smoke.py" "$uri/?directConnection=true"
+
+# --- stop the server cleanly ----------------------------------------------------------------
+if ! stop_server; then
+	say "FAIL: humongod did not shut down cleanly on SIGTERM"
+	tail -20 "$log"
+	failed=$((failed + 1))
+fi
+
+for name in mongosh node pymongo; do
+	say "$(printf '%-8s %s' "$name" "${result[$name]}")"
+done
+if [ "$failed" -ne 0 ]; then
+	say "FAILED ($failed)"
+	exit 1
+fi
+say "OK"
