@@ -1,0 +1,32 @@
+// Package agg is the aggregation framework (MongoDB behaviour; issue 6, spec/execution.md
+// "Query execution"): a pipeline of stages parsed once (Parse), optimised (top-k sort,
+// $match moved ahead of $project/$addFields when it reads no computed field, a leading
+// $match/$sort/$limit offered to the query layer through LeadingMatch) and run as a chain of
+// pull-based Sources (Run).
+//
+// Expressions are internal/query's expression core; this package registers the rest of the
+// operator set with query.RegisterExpression (expr_*.go), so $expr in find and aggregation
+// share one parser. Accumulators ($group, $bucket, $setWindowFields) live in accum.go.
+//
+// Values are bsoncore.Values; the zero Value is "missing". Documents handed between stages
+// are immutable: a stage never modifies a document it received, it builds a new one, so a
+// Source may hand out documents that alias earlier ones freely. A Source that reuses a buffer
+// across Next calls must copy before returning.
+//
+// Blocking stages ($group, $bucket, $sort, $bucketAuto, $setWindowFields, $densify, $fill)
+// account the bytes they hold and fail with QueryExceededMemoryLimitNoDiskUseAllowed (292)
+// above Context.MaxMemoryBytes unless AllowDiskUse is set. With it, $sort spills sorted runs
+// through internal/index/sorter, and $group/$bucket spill further input documents keyed by
+// (group key, arrival order) to the same sorter and fold them group by group at the end, so
+// $first/$last/$push keep arrival order. The window stages keep working in memory.
+//
+// Joins ($lookup, $graphLookup) read the foreign collection once per Run through
+// Context.Resolver and index it by the KeyString of the joined field, so the equality form
+// costs one hash probe per local value; the pipeline form reruns its sub-pipeline over the
+// cached foreign documents for each input document.
+//
+// Files: pipeline.go (Parse/Run/Explain/LeadingMatch, sources), stages.go (simple stages
+// and the optimiser), project.go, group.go, accum.go, sort.go, bucket.go, join.go ($lookup,
+// $graphLookup, $unionWith, $facet, $out, $merge), window.go ($setWindowFields, $densify,
+// $fill), expr_*.go (operators).
+package agg

@@ -1,0 +1,333 @@
+package agg
+
+import (
+	"math"
+
+	"github.com/cockroachdb/apd/v3"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/bsonutil"
+	"humongo/internal/mongoerr"
+)
+
+// Arithmetic operators beyond query's $add/$subtract/$multiply/$divide. Integers keep their
+// type where MongoDB does, decimals are computed with apd at 34 digits.
+
+func numArg(op string, v value, code int) error {
+	return mongoerr.Newf(mongoerr.Code(code), "%s only supports numeric types, not %s", op, typeName(v))
+}
+
+// unaryMath registers an operator of one numeric argument. fi handles integers (nil: use
+// the float path and return a double), ff doubles, fd decimals.
+func unaryMath(op string, code int, fi func(int64, bsoncore.Type) (value, error), ff func(float64) (value, error), fd func(*apd.Decimal) (*apd.Decimal, error)) {
+	register(op, 1, 1, func(vs []value) (value, error) {
+		v := vs[0]
+		switch {
+		case isNullish(v):
+			return nullV, nil
+		case !isNumber(v):
+			return missing, numArg(op, v, code)
+		case v.Type == bsoncore.TypeDecimal128:
+			d, err := toDec(v)
+			if err != nil {
+				return missing, err
+			}
+			r, err := fd(d)
+			if err != nil {
+				return missing, err
+			}
+			return fromDec(r)
+		case (v.Type == bsoncore.TypeInt32 || v.Type == bsoncore.TypeInt64) && fi != nil:
+			i, _ := bsonutil.ToInt64Exact(v)
+			return fi(i, v.Type)
+		}
+		return ff(toF(v))
+	})
+}
+
+func intOfType(i int64, t bsoncore.Type) value {
+	if t == bsoncore.TypeInt32 && i >= math.MinInt32 && i <= math.MaxInt32 {
+		return i32V(int32(i))
+	}
+	return i64V(i)
+}
+
+func dec1(f func(z, x *apd.Decimal) (apd.Condition, error)) func(*apd.Decimal) (*apd.Decimal, error) {
+	return func(x *apd.Decimal) (*apd.Decimal, error) {
+		z := new(apd.Decimal)
+		_, err := f(z, x)
+		return z, err
+	}
+}
+
+func identityInt(i int64, t bsoncore.Type) (value, error) { return intOfType(i, t), nil }
+
+func init() {
+	unaryMath("$abs", 28765, func(i int64, t bsoncore.Type) (value, error) {
+		if i == math.MinInt64 {
+			return missing, mongoerr.New(mongoerr.Code(28680), "can't take $abs of long long min")
+		}
+		if i < 0 {
+			i = -i
+		}
+		if t == bsoncore.TypeInt32 && i > math.MaxInt32 {
+			return i64V(i), nil
+		}
+		return intOfType(i, t), nil
+	}, func(f float64) (value, error) { return f64V(math.Abs(f)), nil }, dec1(decCtx.Abs))
+	unaryMath("$ceil", 28765, identityInt, func(f float64) (value, error) { return f64V(math.Ceil(f)), nil }, dec1(decCtx.Ceil))
+	unaryMath("$floor", 28765, identityInt, func(f float64) (value, error) { return f64V(math.Floor(f)), nil }, dec1(decCtx.Floor))
+	unaryMath("$exp", 28765, nil, func(f float64) (value, error) { return f64V(math.Exp(f)), nil }, dec1(decCtx.Exp))
+	unaryMath("$sqrt", 28765, nil, func(f float64) (value, error) {
+		if f < 0 {
+			return missing, mongoerr.New(mongoerr.Code(28714), "$sqrt's argument must be greater than or equal to 0")
+		}
+		return f64V(math.Sqrt(f)), nil
+	}, func(x *apd.Decimal) (*apd.Decimal, error) {
+		if x.Negative && !x.IsZero() {
+			return nil, mongoerr.New(mongoerr.Code(28714), "$sqrt's argument must be greater than or equal to 0")
+		}
+		z, err := dec1(decCtx.Sqrt)(x)
+		if err == nil {
+			z.Reduce(z) // an exact root has the preferred (smallest) exponent, as IEEE 754
+		}
+		return z, err
+	})
+	unaryMath("$ln", 28765, nil, func(f float64) (value, error) {
+		if f <= 0 {
+			return missing, mongoerr.Newf(mongoerr.Code(28766), "$ln's argument must be a positive number, but is %v", f)
+		}
+		return f64V(math.Log(f)), nil
+	}, func(x *apd.Decimal) (*apd.Decimal, error) {
+		if x.Sign() <= 0 {
+			return nil, mongoerr.New(mongoerr.Code(28766), "$ln's argument must be a positive number")
+		}
+		return dec1(decCtx.Ln)(x)
+	})
+	unaryMath("$log10", 28765, nil, func(f float64) (value, error) {
+		if f <= 0 {
+			return missing, mongoerr.Newf(mongoerr.Code(28761), "$log10's argument must be a positive number, but is %v", f)
+		}
+		return f64V(math.Log10(f)), nil
+	}, func(x *apd.Decimal) (*apd.Decimal, error) {
+		if x.Sign() <= 0 {
+			return nil, mongoerr.New(mongoerr.Code(28761), "$log10's argument must be a positive number")
+		}
+		return dec1(decCtx.Log10)(x)
+	})
+	register("$log", 2, 2, func(vs []value) (value, error) {
+		a, b := vs[0], vs[1]
+		if isNullish(a) || isNullish(b) {
+			return nullV, nil
+		}
+		if !isNumber(a) {
+			return missing, mongoerr.Newf(mongoerr.Code(28756), "$log's argument must be numeric, not %s", typeName(a))
+		}
+		if !isNumber(b) {
+			return missing, mongoerr.Newf(mongoerr.Code(28757), "$log's base must be numeric, not %s", typeName(b))
+		}
+		if a.Type == bsoncore.TypeDecimal128 || b.Type == bsoncore.TypeDecimal128 {
+			x, err := toDec(a)
+			if err != nil {
+				return missing, err
+			}
+			y, err := toDec(b)
+			if err != nil {
+				return missing, err
+			}
+			if x.Sign() <= 0 {
+				return missing, mongoerr.New(mongoerr.Code(28758), "$log's argument must be a positive number")
+			}
+			lx, ly := new(apd.Decimal), new(apd.Decimal)
+			decCtx.Ln(lx, x)
+			decCtx.Ln(ly, y)
+			z := new(apd.Decimal)
+			decCtx.Quo(z, lx, ly)
+			return fromDec(z)
+		}
+		x, y := toF(a), toF(b)
+		if x <= 0 {
+			return missing, mongoerr.Newf(mongoerr.Code(28758), "$log's argument must be a positive number, but is %v", x)
+		}
+		if y <= 0 || y == 1 {
+			return missing, mongoerr.Newf(mongoerr.Code(28759), "$log's base must be a positive number not equal to 1, but is %v", y)
+		}
+		return f64V(math.Log(x) / math.Log(y)), nil
+	})
+	register("$pow", 2, 2, evalPow)
+	register("$mod", 2, 2, evalMod)
+	register("$round", 1, 2, func(vs []value) (value, error) { return roundTrunc("$round", vs, true) })
+	register("$trunc", 1, 2, func(vs []value) (value, error) { return roundTrunc("$trunc", vs, false) })
+}
+
+func evalPow(vs []value) (value, error) {
+	a, b := vs[0], vs[1]
+	if isNullish(a) || isNullish(b) {
+		return nullV, nil
+	}
+	if !isNumber(a) {
+		return missing, mongoerr.Newf(mongoerr.Code(28762), "$pow's base must be numeric, not %s", typeName(a))
+	}
+	if !isNumber(b) {
+		return missing, mongoerr.Newf(mongoerr.Code(28763), "$pow's exponent must be numeric, not %s", typeName(b))
+	}
+	if toF(a) == 0 && toF(b) < 0 {
+		return missing, mongoerr.New(mongoerr.Code(28764), "$pow cannot take a base of 0 and a negative exponent")
+	}
+	if a.Type == bsoncore.TypeDecimal128 || b.Type == bsoncore.TypeDecimal128 {
+		x, err := toDec(a)
+		if err != nil {
+			return missing, err
+		}
+		y, err := toDec(b)
+		if err != nil {
+			return missing, err
+		}
+		z := new(apd.Decimal)
+		if _, err := decCtx.Pow(z, x, y); err != nil {
+			return missing, mongoerr.Newf(mongoerr.BadValue, "$pow: %v", err)
+		}
+		return fromDec(z)
+	}
+	isInt := func(v value) bool { return v.Type == bsoncore.TypeInt32 || v.Type == bsoncore.TypeInt64 }
+	if isInt(a) && isInt(b) {
+		base, _ := bsonutil.ToInt64Exact(a)
+		exp, _ := bsonutil.ToInt64Exact(b)
+		if exp >= 0 {
+			r, ok := int64(1), true
+			for i := int64(0); i < exp && ok; i++ {
+				n := r * base
+				if base != 0 && n/base != r {
+					ok = false
+				}
+				r = n
+				if r == 0 || r == 1 && base == 1 {
+					break
+				}
+				if base == -1 {
+					if exp%2 == 0 {
+						r = 1
+					} else {
+						r = -1
+					}
+					break
+				}
+			}
+			if ok {
+				t := bsoncore.TypeInt32
+				if a.Type == bsoncore.TypeInt64 || b.Type == bsoncore.TypeInt64 {
+					t = bsoncore.TypeInt64
+				}
+				if t == bsoncore.TypeInt32 && (r > math.MaxInt32 || r < math.MinInt32) {
+					t = bsoncore.TypeInt64
+				}
+				return intOfType(r, t), nil
+			}
+		}
+	}
+	return f64V(math.Pow(toF(a), toF(b))), nil
+}
+
+func evalMod(vs []value) (value, error) {
+	a, b := vs[0], vs[1]
+	if isNullish(a) || isNullish(b) {
+		return nullV, nil
+	}
+	if !isNumber(a) || !isNumber(b) {
+		return missing, mongoerr.Newf(mongoerr.Code(16611), "$mod only supports numeric types, not %s and %s", typeName(a), typeName(b))
+	}
+	if toF(b) == 0 && b.Type != bsoncore.TypeDecimal128 {
+		return missing, mongoerr.New(mongoerr.Code(16610), "can't $mod by zero")
+	}
+	if a.Type == bsoncore.TypeDecimal128 || b.Type == bsoncore.TypeDecimal128 {
+		x, err := toDec(a)
+		if err != nil {
+			return missing, err
+		}
+		y, err := toDec(b)
+		if err != nil {
+			return missing, err
+		}
+		if y.IsZero() {
+			return missing, mongoerr.New(mongoerr.Code(16610), "can't $mod by zero")
+		}
+		z := new(apd.Decimal)
+		decCtx.Rem(z, x, y)
+		return fromDec(z)
+	}
+	if a.Type == bsoncore.TypeDouble || b.Type == bsoncore.TypeDouble {
+		return f64V(math.Mod(toF(a), toF(b))), nil
+	}
+	x, _ := bsonutil.ToInt64Exact(a)
+	y, _ := bsonutil.ToInt64Exact(b)
+	if y == -1 {
+		return intOfType(0, maxIntType(a, b)), nil
+	}
+	return intOfType(x%y, maxIntType(a, b)), nil
+}
+
+func maxIntType(a, b value) bsoncore.Type {
+	if a.Type == bsoncore.TypeInt64 || b.Type == bsoncore.TypeInt64 {
+		return bsoncore.TypeInt64
+	}
+	return bsoncore.TypeInt32
+}
+
+// roundTrunc is $round (half to even, as MongoDB) and $trunc with an optional place in
+// [-20, 100).
+func roundTrunc(op string, vs []value, round bool) (value, error) {
+	v := vs[0]
+	place := int64(0)
+	if len(vs) == 2 {
+		if isNullish(vs[1]) {
+			return nullV, nil
+		}
+		p, ok := bsonutil.ToInt64Exact(vs[1])
+		if !ok || !isNumber(vs[1]) {
+			return missing, mongoerr.Newf(mongoerr.Code(51081), "%s requires \"place\" argument to be an integer", op)
+		}
+		if p < -20 || p >= 100 {
+			return missing, mongoerr.Newf(mongoerr.Code(51083), "cannot apply %s with precision value %d value must be in [-20, 100]", op, p)
+		}
+		place = p
+	}
+	if isNullish(v) {
+		return nullV, nil
+	}
+	if !isNumber(v) {
+		return missing, mongoerr.Newf(mongoerr.Code(51081), "%s only supports numeric types, not %s", op, typeName(v))
+	}
+	rounder := apd.RoundHalfEven
+	if !round {
+		rounder = apd.RoundDown
+	}
+	d, err := toDec(v)
+	if err != nil {
+		return missing, err
+	}
+	if d.Form != apd.Finite {
+		return v, nil
+	}
+	c := decCtx
+	c.Rounding = rounder
+	z := new(apd.Decimal)
+	if _, err := c.Quantize(z, d, int32(-place)); err != nil {
+		return missing, err
+	}
+	if place < 0 {
+		// Quantize to a positive exponent; normalise back to an integer value.
+		z.Reduce(z)
+	}
+	switch v.Type {
+	case bsoncore.TypeDecimal128:
+		return fromDec(z)
+	case bsoncore.TypeDouble:
+		f, _ := z.Float64()
+		return f64V(f), nil
+	}
+	i, err := z.Int64()
+	if err != nil {
+		return f64V(toF(v)), nil
+	}
+	return intOfType(i, v.Type), nil
+}

@@ -1,0 +1,703 @@
+package agg
+
+import (
+	"math"
+	"slices"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/bsonutil"
+	"humongo/internal/keystring"
+	"humongo/internal/mongoerr"
+	"humongo/internal/query"
+)
+
+// Array and set operators.
+
+func arrayArg(op string, v value, code int) ([]value, error) {
+	if v.Type != bsoncore.TypeArray {
+		return nil, mongoerr.Newf(mongoerr.Code(code), "%s's argument must be an array, but is %s", op, typeName(v))
+	}
+	return arrValues(v)
+}
+
+// varName reads an "as" parameter.
+func varName(n *named, k, def string) (string, error) {
+	v, ok := n.raw[k]
+	if !ok {
+		return def, nil
+	}
+	s, isStr := v.StringValueOK()
+	if !isStr {
+		return "", mongoerr.Newf(mongoerr.FailedToParse, "%s '%s' must be a string", n.op, k)
+	}
+	if err := checkVarName(s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+func init() {
+	register("$arrayElemAt", 2, 2, func(vs []value) (value, error) {
+		if isNullish(vs[0]) || isNullish(vs[1]) {
+			return nullV, nil
+		}
+		arr, err := arrayArg("$arrayElemAt", vs[0], 28689)
+		if err != nil {
+			return missing, err
+		}
+		i, ok := bsonutil.ToInt64Exact(vs[1])
+		if !ok || !isNumber(vs[1]) {
+			return missing, mongoerr.Newf(mongoerr.Code(28690), "$arrayElemAt's second argument must be a numeric value, but is %s", typeName(vs[1]))
+		}
+		if i < 0 {
+			i += int64(len(arr))
+		}
+		if i < 0 || i >= int64(len(arr)) {
+			return missing, nil
+		}
+		return arr[i], nil
+	})
+	firstLast := func(op string, first bool) func(vs []value) (value, error) {
+		return func(vs []value) (value, error) {
+			if isNullish(vs[0]) {
+				return nullV, nil
+			}
+			arr, err := arrayArg(op, vs[0], 28689)
+			if err != nil {
+				return missing, err
+			}
+			if len(arr) == 0 {
+				return missing, nil
+			}
+			if first {
+				return arr[0], nil
+			}
+			return arr[len(arr)-1], nil
+		}
+	}
+	register("$first", 1, 1, firstLast("$first", true))
+	register("$last", 1, 1, firstLast("$last", false))
+	register("$concatArrays", 0, -1, func(vs []value) (value, error) {
+		var out []value
+		for _, v := range vs {
+			if isNullish(v) {
+				return nullV, nil
+			}
+			arr, err := arrayArg("$concatArrays", v, 28664)
+			if err != nil {
+				return missing, err
+			}
+			out = append(out, arr...)
+		}
+		return arrV(out), nil
+	})
+	register("$isArray", 1, 1, func(vs []value) (value, error) { return boolV(vs[0].Type == bsoncore.TypeArray), nil })
+	register("$reverseArray", 1, 1, func(vs []value) (value, error) {
+		if isNullish(vs[0]) {
+			return nullV, nil
+		}
+		arr, err := arrayArg("$reverseArray", vs[0], 34435)
+		if err != nil {
+			return missing, err
+		}
+		slices.Reverse(arr)
+		return arrV(arr), nil
+	})
+	register("$slice", 2, 3, func(vs []value) (value, error) {
+		for _, v := range vs {
+			if isNullish(v) {
+				return nullV, nil
+			}
+		}
+		arr, err := arrayArg("$slice", vs[0], 28724)
+		if err != nil {
+			return missing, err
+		}
+		n := int64(len(arr))
+		a, ok := bsonutil.ToInt64Exact(vs[1])
+		if !ok || !isNumber(vs[1]) {
+			return missing, mongoerr.Newf(mongoerr.Code(28725), "Second argument to $slice must be a numeric value, but is of type: %s", typeName(vs[1]))
+		}
+		if len(vs) == 2 {
+			if a >= 0 {
+				return arrV(arr[:min(a, n)]), nil
+			}
+			return arrV(arr[max(0, n+a):]), nil
+		}
+		cnt, ok := bsonutil.ToInt64Exact(vs[2])
+		if !ok || !isNumber(vs[2]) {
+			return missing, mongoerr.Newf(mongoerr.Code(28727), "Third argument to $slice must be numeric, but is of type: %s", typeName(vs[2]))
+		}
+		if cnt <= 0 {
+			return missing, mongoerr.Newf(mongoerr.Code(28729), "Third argument to $slice must be positive: %d", cnt)
+		}
+		start := a
+		if start < 0 {
+			start = max(0, n+start)
+		}
+		start = min(start, n)
+		return arrV(arr[start:min(n, start+cnt)]), nil
+	})
+	register("$range", 2, 3, func(vs []value) (value, error) {
+		start, ok1 := bsonutil.ToInt64Exact(vs[0])
+		end, ok2 := bsonutil.ToInt64Exact(vs[1])
+		if !ok1 || !isNumber(vs[0]) || start > math.MaxInt32 || start < math.MinInt32 {
+			return missing, mongoerr.Newf(mongoerr.Code(34443), "$range requires a starting value that can be represented as a 32-bit integer, found value: %s", vs[0])
+		}
+		if !ok2 || !isNumber(vs[1]) || end > math.MaxInt32 || end < math.MinInt32 {
+			return missing, mongoerr.Newf(mongoerr.Code(34445), "$range requires an ending value that can be represented as a 32-bit integer, found value: %s", vs[1])
+		}
+		step := int64(1)
+		if len(vs) == 3 {
+			s, ok := bsonutil.ToInt64Exact(vs[2])
+			if !ok || !isNumber(vs[2]) {
+				return missing, mongoerr.Newf(mongoerr.Code(34447), "$range requires a step value that can be represented as a 32-bit integer, found value: %s", vs[2])
+			}
+			if s == 0 {
+				return missing, mongoerr.New(mongoerr.Code(34449), "$range requires a non-zero step value")
+			}
+			step = s
+		}
+		var out []value
+		for i := start; (step > 0 && i < end) || (step < 0 && i > end); i += step {
+			out = append(out, i32V(int32(i)))
+			if len(out) > 10_000_000 {
+				return missing, mongoerr.New(mongoerr.ExceededMemoryLimit, "$range would use too much memory")
+			}
+		}
+		return arrV(out), nil
+	})
+	register("$indexOfArray", 2, 4, func(vs []value) (value, error) {
+		if isNullish(vs[0]) {
+			return nullV, nil
+		}
+		arr, err := arrayArg("$indexOfArray", vs[0], 40090)
+		if err != nil {
+			return missing, err
+		}
+		start, end := int64(0), int64(len(arr))
+		if len(vs) > 2 {
+			if start, err = intArg("$indexOfArray", vs[2], 40096, "starting index"); err != nil {
+				return missing, err
+			}
+			if start < 0 {
+				return missing, mongoerr.New(mongoerr.Code(40097), "$indexOfArray requires a nonnegative starting index")
+			}
+		}
+		if len(vs) > 3 {
+			if end, err = intArg("$indexOfArray", vs[3], 40096, "ending index"); err != nil {
+				return missing, err
+			}
+			if end < 0 {
+				return missing, mongoerr.New(mongoerr.Code(40097), "$indexOfArray requires a nonnegative ending index")
+			}
+			end = min(end, int64(len(arr)))
+		}
+		for i := start; i < end; i++ {
+			if cmpV(arr[i], vs[1]) == 0 {
+				return intV(i), nil
+			}
+		}
+		return i32V(-1), nil
+	})
+	register("$arrayToObject", 1, 1, evalArrayToObject)
+	register("$objectToArray", 1, 1, func(vs []value) (value, error) {
+		if isNullish(vs[0]) {
+			return nullV, nil
+		}
+		d, ok := vs[0].DocumentOK()
+		if !ok {
+			return missing, mongoerr.Newf(mongoerr.Code(40390), "$objectToArray requires a document input, found: %s", typeName(vs[0]))
+		}
+		els, err := docElems(d)
+		if err != nil {
+			return missing, err
+		}
+		out := make([]value, len(els))
+		for i, el := range els {
+			out[i] = docV(docOf("k", strV(el.Key()), "v", el.Value()))
+		}
+		return arrV(out), nil
+	})
+
+	// ---- higher-order ----
+	query.RegisterExpression("$map", func(args value, pc *epc) (query.Expression, error) {
+		n, err := parseNamed("$map", args, pc, []string{"input"}, nil, "as", "in")
+		if err != nil {
+			return nil, err
+		}
+		as, err := varName(n, "as", "this")
+		if err != nil {
+			return nil, err
+		}
+		if !n.has("in") {
+			return nil, mongoerr.New(mongoerr.Code(16882), "Missing 'in' parameter to $map")
+		}
+		inX, err := parseOne(n.raw["in"], scope(pc, as))
+		if err != nil {
+			return nil, err
+		}
+		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
+			in, err := n.eval("input", ec)
+			if err != nil || isNullish(in) {
+				return nullV, err
+			}
+			arr, err := arrayArg("$map", in, 16883)
+			if err != nil {
+				return missing, err
+			}
+			out := make([]value, len(arr))
+			for i, e := range arr {
+				if out[i], err = withVars(ec, []string{as}, []value{e}, inX); err != nil {
+					return missing, err
+				}
+			}
+			return arrV(out), nil
+		}}, nil
+	})
+	query.RegisterExpression("$filter", func(args value, pc *epc) (query.Expression, error) {
+		n, err := parseNamed("$filter", args, pc, []string{"input"}, []string{"limit"}, "as", "cond")
+		if err != nil {
+			return nil, err
+		}
+		as, err := varName(n, "as", "this")
+		if err != nil {
+			return nil, err
+		}
+		if !n.has("cond") {
+			return nil, mongoerr.New(mongoerr.Code(28648), "Missing 'cond' parameter to $filter")
+		}
+		condX, err := parseOne(n.raw["cond"], scope(pc, as))
+		if err != nil {
+			return nil, err
+		}
+		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
+			in, err := n.eval("input", ec)
+			if err != nil || isNullish(in) {
+				return nullV, err
+			}
+			arr, err := arrayArg("$filter", in, 28651)
+			if err != nil {
+				return missing, err
+			}
+			limit := int64(-1)
+			if n.has("limit") {
+				lv, err := n.eval("limit", ec)
+				if err != nil {
+					return missing, err
+				}
+				if !isNullish(lv) {
+					l, ok := bsonutil.ToInt64Exact(lv)
+					if !ok || !isNumber(lv) || l < 1 {
+						return missing, mongoerr.Newf(mongoerr.Code(327391), "$filter: limit must be greater than 0: %s", lv)
+					}
+					limit = l
+				}
+			}
+			out := []value{}
+			for _, e := range arr {
+				c, err := withVars(ec, []string{as}, []value{e}, condX)
+				if err != nil {
+					return missing, err
+				}
+				if truthy(c) {
+					out = append(out, e)
+					if limit > 0 && int64(len(out)) >= limit {
+						break
+					}
+				}
+			}
+			return arrV(out), nil
+		}}, nil
+	})
+	query.RegisterExpression("$reduce", func(args value, pc *epc) (query.Expression, error) {
+		n, err := parseNamed("$reduce", args, pc, []string{"input", "initialValue"}, nil, "in")
+		if err != nil {
+			return nil, err
+		}
+		if !n.has("in") {
+			return nil, mongoerr.New(mongoerr.Code(40079), "Missing 'in' parameter to $reduce")
+		}
+		inX, err := parseOne(n.raw["in"], scope(pc, "this", "value"))
+		if err != nil {
+			return nil, err
+		}
+		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
+			in, err := n.eval("input", ec)
+			if err != nil || isNullish(in) {
+				return nullV, err
+			}
+			arr, err := arrayArg("$reduce", in, 40080)
+			if err != nil {
+				return missing, err
+			}
+			acc, err := n.eval("initialValue", ec)
+			if err != nil {
+				return missing, err
+			}
+			for _, e := range arr {
+				if acc, err = withVars(ec, []string{"this", "value"}, []value{e, acc}, inX); err != nil {
+					return missing, err
+				}
+			}
+			return acc, nil
+		}}, nil
+	})
+	query.RegisterExpression("$zip", func(args value, pc *epc) (query.Expression, error) {
+		n, err := parseNamed("$zip", args, pc, []string{"inputs"}, []string{"useLongestLength", "defaults"})
+		if err != nil {
+			return nil, err
+		}
+		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
+			iv, err := n.eval("inputs", ec)
+			if err != nil {
+				return missing, err
+			}
+			if iv.Type != bsoncore.TypeArray {
+				return missing, mongoerr.Newf(mongoerr.Code(34461), "inputs must be an array of expressions, found %s", typeName(iv))
+			}
+			inputs, _ := arrValues(iv)
+			longest := false
+			if n.has("useLongestLength") {
+				lv, _ := n.eval("useLongestLength", ec)
+				b, ok := lv.BooleanOK()
+				if !ok {
+					return missing, mongoerr.New(mongoerr.Code(34463), "useLongestLength must be a bool")
+				}
+				longest = b
+			}
+			var defaults []value
+			if n.has("defaults") {
+				if !longest {
+					return missing, mongoerr.New(mongoerr.Code(34466), "cannot specify defaults unless useLongestLength is true")
+				}
+				dv, _ := n.eval("defaults", ec)
+				if dv.Type != bsoncore.TypeArray {
+					return missing, mongoerr.New(mongoerr.Code(34462), "defaults must be an array")
+				}
+				defaults, _ = arrValues(dv)
+				if len(defaults) != len(inputs) {
+					return missing, mongoerr.New(mongoerr.Code(34467), "defaults and inputs must have the same length")
+				}
+			}
+			arrs := make([][]value, len(inputs))
+			length := -1
+			for i, in := range inputs {
+				if isNullish(in) {
+					return nullV, nil
+				}
+				if in.Type != bsoncore.TypeArray {
+					return missing, mongoerr.Newf(mongoerr.Code(34468), "$zip found a non-array expression in input: %s", in)
+				}
+				arrs[i], _ = arrValues(in)
+				switch {
+				case length < 0:
+					length = len(arrs[i])
+				case longest:
+					length = max(length, len(arrs[i]))
+				default:
+					length = min(length, len(arrs[i]))
+				}
+			}
+			out := make([]value, max(length, 0))
+			for j := range out {
+				row := make([]value, len(arrs))
+				for i, a := range arrs {
+					switch {
+					case j < len(a):
+						row[i] = a[j]
+					case defaults != nil:
+						row[i] = defaults[i]
+					default:
+						row[i] = nullV
+					}
+				}
+				out[j] = arrV(row)
+			}
+			return arrV(out), nil
+		}}, nil
+	})
+	query.RegisterExpression("$sortArray", func(args value, pc *epc) (query.Expression, error) {
+		n, err := parseNamed("$sortArray", args, pc, []string{"input", "sortBy"}, nil, "sortBy")
+		if err != nil {
+			return nil, err
+		}
+		sb := n.raw["sortBy"]
+		var gen *sortKeyGen
+		dir := 1
+		if d, ok := sb.DocumentOK(); ok {
+			if gen, err = newSortKeyGen(d); err != nil {
+				return nil, err
+			}
+		} else if i, ok := bsonutil.ToInt64Exact(sb); ok && isNumber(sb) && (i == 1 || i == -1) {
+			dir = int(i)
+		} else {
+			return nil, mongoerr.New(mongoerr.Code(2942505), "$sortArray sortBy must be 1, -1 or a sort specification object")
+		}
+		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
+			in, err := n.eval("input", ec)
+			if err != nil || isNullish(in) {
+				return nullV, err
+			}
+			arr, err := arrayArg("$sortArray", in, 2942504)
+			if err != nil {
+				return missing, err
+			}
+			if gen == nil {
+				slices.SortStableFunc(arr, func(a, b value) int { return dir * cmpV(a, b) })
+				return arrV(arr), nil
+			}
+			keys := make([][]byte, len(arr))
+			for i, e := range arr {
+				d, ok := e.DocumentOK()
+				if !ok {
+					d = emptyDoc
+				}
+				keys[i] = gen.key(d)
+			}
+			idx := make([]int, len(arr))
+			for i := range idx {
+				idx[i] = i
+			}
+			slices.SortStableFunc(idx, func(a, b int) int { return compareBytes(keys[a], keys[b]) })
+			out := make([]value, len(arr))
+			for i, j := range idx {
+				out[i] = arr[j]
+			}
+			return arrV(out), nil
+		}}, nil
+	})
+	for _, op := range []string{"$firstN", "$lastN", "$maxN", "$minN"} {
+		op := op
+		query.RegisterExpression(op, func(args value, pc *epc) (query.Expression, error) {
+			n, err := parseNamed(op, args, pc, []string{"n", "input"}, nil)
+			if err != nil {
+				return nil, err
+			}
+			return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
+				cnt, err := evalN(n.x["n"], ec, op)
+				if err != nil {
+					return missing, err
+				}
+				in, err := n.eval("input", ec)
+				if err != nil {
+					return missing, err
+				}
+				if in.Type != bsoncore.TypeArray {
+					return missing, mongoerr.Newf(mongoerr.Code(5154700), "Input to %s must be an array, found %s", op, typeName(in))
+				}
+				arr, _ := arrValues(in)
+				switch op {
+				case "$firstN":
+					return arrV(arr[:min(int64(len(arr)), cnt)]), nil
+				case "$lastN":
+					return arrV(arr[max(0, int64(len(arr))-cnt):]), nil
+				}
+				var vals []value
+				for _, v := range arr {
+					if !isNullish(v) {
+						vals = append(vals, v)
+					}
+				}
+				sign := 1
+				if op == "$maxN" {
+					sign = -1
+				}
+				slices.SortStableFunc(vals, func(a, b value) int { return sign * cmpV(a, b) })
+				return arrV(vals[:min(int64(len(vals)), cnt)]), nil
+			}}, nil
+		})
+	}
+
+	// ---- sets ----
+	register("$setUnion", 0, -1, func(vs []value) (value, error) {
+		var all []value
+		for _, v := range vs {
+			if isNullish(v) {
+				return nullV, nil
+			}
+			arr, err := arrayArg("$setUnion", v, 17043)
+			if err != nil {
+				return missing, err
+			}
+			all = append(all, arr...)
+		}
+		return arrV(dedupe(all)), nil
+	})
+	register("$setIntersection", 0, -1, func(vs []value) (value, error) {
+		var cur []value
+		for i, v := range vs {
+			if isNullish(v) {
+				return nullV, nil
+			}
+			arr, err := arrayArg("$setIntersection", v, 17047)
+			if err != nil {
+				return missing, err
+			}
+			if i == 0 {
+				cur = dedupe(arr)
+				continue
+			}
+			set := keySet(arr)
+			var next []value
+			for _, e := range cur {
+				if set[valueKey(e)] {
+					next = append(next, e)
+				}
+			}
+			cur = next
+		}
+		return arrV(cur), nil
+	})
+	register("$setDifference", 2, 2, func(vs []value) (value, error) {
+		if isNullish(vs[0]) || isNullish(vs[1]) {
+			return nullV, nil
+		}
+		a, err := arrayArg("$setDifference", vs[0], 17048)
+		if err != nil {
+			return missing, err
+		}
+		b, err := arrayArg("$setDifference", vs[1], 17049)
+		if err != nil {
+			return missing, err
+		}
+		set := keySet(b)
+		var out []value
+		for _, e := range dedupe(a) {
+			if !set[valueKey(e)] {
+				out = append(out, e)
+			}
+		}
+		return arrV(out), nil
+	})
+	register("$setEquals", 2, -1, func(vs []value) (value, error) {
+		var first map[string]bool
+		for i, v := range vs {
+			arr, err := arrayArg("$setEquals", v, 17044)
+			if err != nil {
+				return missing, err
+			}
+			s := keySet(arr)
+			if i == 0 {
+				first = s
+				continue
+			}
+			if len(s) != len(first) {
+				return falseV, nil
+			}
+			for k := range s {
+				if !first[k] {
+					return falseV, nil
+				}
+			}
+		}
+		return trueV, nil
+	})
+	register("$setIsSubset", 2, 2, func(vs []value) (value, error) {
+		a, err := arrayArg("$setIsSubset", vs[0], 17046)
+		if err != nil {
+			return missing, err
+		}
+		b, err := arrayArg("$setIsSubset", vs[1], 17042)
+		if err != nil {
+			return missing, err
+		}
+		set := keySet(b)
+		for _, e := range a {
+			if !set[valueKey(e)] {
+				return falseV, nil
+			}
+		}
+		return trueV, nil
+	})
+	anyAll := func(op string, all bool) func(vs []value) (value, error) {
+		return func(vs []value) (value, error) {
+			arr, err := arrayArg(op, vs[0], 17041)
+			if err != nil {
+				return missing, err
+			}
+			for _, e := range arr {
+				if truthy(e) != all {
+					return boolV(!all), nil
+				}
+			}
+			return boolV(all), nil
+		}
+	}
+	register("$anyElementTrue", 1, 1, anyAll("$anyElementTrue", false))
+	register("$allElementsTrue", 1, 1, anyAll("$allElementsTrue", true))
+}
+
+func valueKey(v value) string {
+	var kb keystring.Builder
+	kb.AppendValue(v)
+	return string(kb.Bytes())
+}
+
+func keySet(vs []value) map[string]bool {
+	m := make(map[string]bool, len(vs))
+	for _, v := range vs {
+		m[valueKey(v)] = true
+	}
+	return m
+}
+
+func dedupe(vs []value) []value {
+	seen := map[string]bool{}
+	out := []value{}
+	for _, v := range vs {
+		k := valueKey(v)
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func evalArrayToObject(vs []value) (value, error) {
+	if isNullish(vs[0]) {
+		return nullV, nil
+	}
+	arr, err := arrayArg("$arrayToObject", vs[0], 40386)
+	if err != nil {
+		return missing, err
+	}
+	d := emptyDoc
+	for _, e := range arr {
+		var k string
+		var v value
+		switch e.Type {
+		case bsoncore.TypeArray:
+			pair, _ := arrValues(e)
+			if len(pair) != 2 {
+				return missing, mongoerr.New(mongoerr.Code(40397), "$arrayToObject requires an array of size 2 arrays")
+			}
+			s, ok := pair[0].StringValueOK()
+			if !ok {
+				return missing, mongoerr.Newf(mongoerr.Code(40395), "$arrayToObject requires an array of key-value pairs, where the key must be of type string. Found key type: %s", typeName(pair[0]))
+			}
+			k, v = s, pair[1]
+		case bsoncore.TypeEmbeddedDocument:
+			kv, ok := e.DocumentOK()
+			els, _ := kv.Elements()
+			if !ok || len(els) != 2 {
+				return missing, mongoerr.New(mongoerr.Code(40392), "$arrayToObject requires an object keys of 'k' and 'v'. Found incorrect number of keys")
+			}
+			kk, vv := field(kv, "k"), field(kv, "v")
+			s, ok := kk.StringValueOK()
+			if !ok || vv.Type == 0 {
+				return missing, mongoerr.New(mongoerr.Code(40393), "$arrayToObject requires an object with keys 'k' and 'v', where the value of 'k' must be of type string")
+			}
+			k, v = s, vv
+		default:
+			return missing, mongoerr.Newf(mongoerr.Code(40398), "Unrecognised input type format for $arrayToObject: %s", typeName(e))
+		}
+		if len(k) > 0 && k[0] == '$' {
+			return missing, mongoerr.Newf(mongoerr.Code(4940400), "Key field cannot contain an embedded null byte or start with '$': %s", k)
+		}
+		d = setField(d, k, v)
+	}
+	return docV(d), nil
+}

@@ -1,0 +1,788 @@
+package agg
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/bsonutil"
+	"humongo/internal/mongoerr"
+	"humongo/internal/query"
+)
+
+// Date operators. Timezones are Olson names (time.LoadLocation, cached) or UTC offsets
+// ("+05:30", "-0800", "+03").
+
+var tzCache sync.Map // string → *time.Location
+
+func parseTZ(v value) (*time.Location, error) {
+	if isNullish(v) {
+		return time.UTC, nil
+	}
+	s, ok := v.StringValueOK()
+	if !ok {
+		return nil, mongoerr.Newf(mongoerr.Code(40517), "timezone must evaluate to a string, found %s", typeName(v))
+	}
+	if l, ok := tzCache.Load(s); ok {
+		return l.(*time.Location), nil
+	}
+	var loc *time.Location
+	if len(s) > 0 && (s[0] == '+' || s[0] == '-') {
+		digits := strings.ReplaceAll(s[1:], ":", "")
+		var h, m int
+		var err error
+		switch len(digits) {
+		case 2:
+			h, err = strconv.Atoi(digits)
+		case 4:
+			h, err = strconv.Atoi(digits[:2])
+			if err == nil {
+				m, err = strconv.Atoi(digits[2:])
+			}
+		default:
+			err = fmt.Errorf("bad offset")
+		}
+		if err != nil {
+			return nil, mongoerr.Newf(mongoerr.Code(40485), "unrecognized time zone identifier: \"%s\"", s)
+		}
+		off := h*3600 + m*60
+		if s[0] == '-' {
+			off = -off
+		}
+		loc = time.FixedZone(s, off)
+	} else {
+		l, err := time.LoadLocation(s)
+		if err != nil || s == "" || s == "Local" {
+			return nil, mongoerr.Newf(mongoerr.Code(40485), "unrecognized time zone identifier: \"%s\"", s)
+		}
+		loc = l
+	}
+	tzCache.Store(s, loc)
+	return loc, nil
+}
+
+// dateArg converts a date-like value (date, timestamp, ObjectId) to a time.
+func dateArg(op string, v value) (time.Time, error) {
+	switch v.Type {
+	case bsoncore.TypeDateTime:
+		return time.UnixMilli(v.DateTime()).UTC(), nil
+	case bsoncore.TypeTimestamp:
+		t, _ := v.Timestamp()
+		return time.Unix(int64(t), 0).UTC(), nil
+	case bsoncore.TypeObjectID:
+		oid := v.ObjectID()
+		return time.Unix(int64(uint32(oid[0])<<24|uint32(oid[1])<<16|uint32(oid[2])<<8|uint32(oid[3])), 0).UTC(), nil
+	}
+	return time.Time{}, mongoerr.Newf(mongoerr.Code(16006), "can't convert from BSON type %s to Date", typeName(v))
+}
+
+// usWeek is %U: the week of the year with weeks starting on Sunday (days before the first
+// Sunday are week 0).
+func usWeek(t time.Time) int { return (t.YearDay() + 6 - int(t.Weekday())) / 7 }
+
+func isoDayOfWeek(t time.Time) int {
+	d := int(t.Weekday())
+	if d == 0 {
+		return 7
+	}
+	return d
+}
+
+// datePart extracts a component.
+func datePart(op string, t time.Time) value {
+	switch op {
+	case "$year":
+		return i32V(int32(t.Year()))
+	case "$month":
+		return i32V(int32(t.Month()))
+	case "$dayOfMonth":
+		return i32V(int32(t.Day()))
+	case "$hour":
+		return i32V(int32(t.Hour()))
+	case "$minute":
+		return i32V(int32(t.Minute()))
+	case "$second":
+		return i32V(int32(t.Second()))
+	case "$millisecond":
+		return i32V(int32(t.Nanosecond() / 1e6))
+	case "$dayOfWeek":
+		return i32V(int32(t.Weekday()) + 1)
+	case "$dayOfYear":
+		return i32V(int32(t.YearDay()))
+	case "$week":
+		return i32V(int32(usWeek(t)))
+	case "$isoWeek":
+		_, w := t.ISOWeek()
+		return i32V(int32(w))
+	case "$isoWeekYear":
+		y, _ := t.ISOWeek()
+		return i64V(int64(y))
+	case "$isoDayOfWeek":
+		return i32V(int32(isoDayOfWeek(t)))
+	}
+	return missing
+}
+
+func init() {
+	for _, op := range []string{"$year", "$month", "$dayOfMonth", "$hour", "$minute", "$second", "$millisecond",
+		"$dayOfWeek", "$dayOfYear", "$week", "$isoWeek", "$isoWeekYear", "$isoDayOfWeek"} {
+		op := op
+		query.RegisterExpression(op, func(args value, pc *epc) (query.Expression, error) {
+			var dateX, tzX expr
+			if d, ok := args.DocumentOK(); ok && !isOperatorDoc(args) && field(d, "date").Type != 0 {
+				n, err := parseNamed(op, args, pc, []string{"date"}, []string{"timezone"})
+				if err != nil {
+					return nil, err
+				}
+				dateX, tzX = n.x["date"], n.x["timezone"]
+			} else {
+				xs, err := argList(args, pc)
+				if err != nil {
+					return nil, err
+				}
+				if len(xs) != 1 {
+					return nil, mongoerr.Newf(mongoerr.Code(40536), "%s accepts exactly one argument if given an array, but was given %d", op, len(xs))
+				}
+				dateX = xs[0]
+			}
+			return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
+				dv, err := dateX.Eval(ec)
+				if err != nil {
+					return missing, err
+				}
+				loc := time.UTC
+				if tzX != nil {
+					tv, err := tzX.Eval(ec)
+					if err != nil {
+						return missing, err
+					}
+					if isNullish(tv) {
+						return nullV, nil
+					}
+					if loc, err = parseTZ(tv); err != nil {
+						return missing, err
+					}
+				}
+				if isNullish(dv) {
+					return nullV, nil
+				}
+				t, err := dateArg(op, dv)
+				if err != nil {
+					return missing, err
+				}
+				return datePart(op, t.In(loc)), nil
+			}}, nil
+		})
+	}
+
+	query.RegisterExpression("$dateToString", func(args value, pc *epc) (query.Expression, error) {
+		n, err := parseNamed("$dateToString", args, pc, []string{"date"}, []string{"format", "timezone", "onNull"})
+		if err != nil {
+			return nil, err
+		}
+		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
+			dv, err := n.eval("date", ec)
+			if err != nil {
+				return missing, err
+			}
+			format := "%Y-%m-%dT%H:%M:%S.%LZ"
+			if n.has("format") {
+				fv, err := n.eval("format", ec)
+				if err != nil {
+					return missing, err
+				}
+				if isNullish(fv) {
+					return nullV, nil
+				}
+				s, ok := fv.StringValueOK()
+				if !ok {
+					return missing, mongoerr.Newf(mongoerr.Code(18533), "$dateToString requires that 'format' be a string, found: %s", typeName(fv))
+				}
+				format = s
+			}
+			tv, err := n.eval("timezone", ec)
+			if err != nil {
+				return missing, err
+			}
+			if n.has("timezone") && isNullish(tv) {
+				return nullV, nil
+			}
+			loc, err := parseTZ(tv)
+			if err != nil {
+				return missing, err
+			}
+			if isNullish(dv) {
+				if n.has("onNull") {
+					return n.eval("onNull", ec)
+				}
+				return nullV, nil
+			}
+			t, err := dateArg("$dateToString", dv)
+			if err != nil {
+				return missing, err
+			}
+			s, err := formatDate(format, t.In(loc))
+			if err != nil {
+				return missing, err
+			}
+			return strV(s), nil
+		}}, nil
+	})
+	query.RegisterExpression("$dateFromString", func(args value, pc *epc) (query.Expression, error) {
+		n, err := parseNamed("$dateFromString", args, pc, []string{"dateString"}, []string{"format", "timezone", "onError", "onNull"})
+		if err != nil {
+			return nil, err
+		}
+		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
+			sv, err := n.eval("dateString", ec)
+			if err != nil {
+				return missing, err
+			}
+			tv, err := n.eval("timezone", ec)
+			if err != nil {
+				return missing, err
+			}
+			loc, err := parseTZ(tv)
+			if err != nil {
+				return missing, err
+			}
+			format := ""
+			if n.has("format") {
+				fv, err := n.eval("format", ec)
+				if err != nil {
+					return missing, err
+				}
+				if isNullish(fv) {
+					return nullV, nil
+				}
+				format, _ = fv.StringValueOK()
+			}
+			if isNullish(sv) {
+				if n.has("onNull") {
+					return n.eval("onNull", ec)
+				}
+				return nullV, nil
+			}
+			s, ok := sv.StringValueOK()
+			if !ok {
+				if n.has("onError") {
+					return n.eval("onError", ec)
+				}
+				return missing, mongoerr.Newf(mongoerr.ConversionFailure, "$dateFromString requires that 'dateString' be a string, found: %s with value %s", typeName(sv), sv)
+			}
+			t, err := parseDateString(s, format, loc)
+			if err != nil {
+				if n.has("onError") {
+					return n.eval("onError", ec)
+				}
+				return missing, mongoerr.Newf(mongoerr.ConversionFailure, "Error parsing date string '%s'; %v", s, err)
+			}
+			return dateV(t.UnixMilli()), nil
+		}}, nil
+	})
+	query.RegisterExpression("$dateToParts", func(args value, pc *epc) (query.Expression, error) {
+		n, err := parseNamed("$dateToParts", args, pc, []string{"date"}, []string{"timezone", "iso8601"})
+		if err != nil {
+			return nil, err
+		}
+		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
+			dv, err := n.eval("date", ec)
+			if err != nil {
+				return missing, err
+			}
+			tv, err := n.eval("timezone", ec)
+			if err != nil {
+				return missing, err
+			}
+			loc, err := parseTZ(tv)
+			if err != nil {
+				return missing, err
+			}
+			iv, err := n.eval("iso8601", ec)
+			if err != nil {
+				return missing, err
+			}
+			if isNullish(dv) {
+				return nullV, nil
+			}
+			t, err := dateArg("$dateToParts", dv)
+			if err != nil {
+				return missing, err
+			}
+			t = t.In(loc)
+			if truthy(iv) {
+				y, w := t.ISOWeek()
+				return docV(docOf("isoWeekYear", i32V(int32(y)), "isoWeek", i32V(int32(w)), "isoDayOfWeek", i32V(int32(isoDayOfWeek(t))),
+					"hour", i32V(int32(t.Hour())), "minute", i32V(int32(t.Minute())), "second", i32V(int32(t.Second())), "millisecond", i32V(int32(t.Nanosecond()/1e6)))), nil
+			}
+			return docV(docOf("year", i32V(int32(t.Year())), "month", i32V(int32(t.Month())), "day", i32V(int32(t.Day())),
+				"hour", i32V(int32(t.Hour())), "minute", i32V(int32(t.Minute())), "second", i32V(int32(t.Second())), "millisecond", i32V(int32(t.Nanosecond()/1e6)))), nil
+		}}, nil
+	})
+	query.RegisterExpression("$dateFromParts", func(args value, pc *epc) (query.Expression, error) {
+		n, err := parseNamed("$dateFromParts", args, pc, nil, []string{"year", "month", "day", "hour", "minute", "second", "millisecond",
+			"isoWeekYear", "isoWeek", "isoDayOfWeek", "timezone"})
+		if err != nil {
+			return nil, err
+		}
+		iso := n.has("isoWeekYear")
+		if iso && (n.has("year") || n.has("month") || n.has("day")) {
+			return nil, mongoerr.New(mongoerr.Code(40489), "$dateFromParts does not allow mixing natural dates with ISO dates")
+		}
+		if !iso && !n.has("year") {
+			return nil, mongoerr.New(mongoerr.Code(40516), "$dateFromParts requires either 'year' or 'isoWeekYear' to be present")
+		}
+		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
+			get := func(k string, def int64) (int64, bool, error) {
+				if !n.has(k) {
+					return def, false, nil
+				}
+				v, err := n.eval(k, ec)
+				if err != nil {
+					return 0, false, err
+				}
+				if isNullish(v) {
+					return 0, true, nil
+				}
+				i, ok := bsonutil.ToInt64Exact(v)
+				if !ok || !isNumber(v) {
+					return 0, false, mongoerr.Newf(mongoerr.Code(40515), "'%s' must evaluate to an integer, found %s with value %s", k, typeName(v), v)
+				}
+				return i, false, nil
+			}
+			keys := []string{"year", "month", "day", "hour", "minute", "second", "millisecond"}
+			defs := []int64{1970, 1, 1, 0, 0, 0, 0}
+			if iso {
+				keys = []string{"isoWeekYear", "isoWeek", "isoDayOfWeek", "hour", "minute", "second", "millisecond"}
+			}
+			var p [7]int64
+			for i, k := range keys {
+				v, null, err := get(k, defs[i])
+				if err != nil {
+					return missing, err
+				}
+				if null {
+					return nullV, nil
+				}
+				p[i] = v
+			}
+			if p[0] < 1 || p[0] > 9999 {
+				return missing, mongoerr.Newf(mongoerr.Code(40523), "'%s' must evaluate to an integer in the range 1 to 9999, found %d", keys[0], p[0])
+			}
+			tv, err := n.eval("timezone", ec)
+			if err != nil {
+				return missing, err
+			}
+			loc, err := parseTZ(tv)
+			if err != nil {
+				return missing, err
+			}
+			var t time.Time
+			if iso {
+				// ISO week 1 contains January 4th.
+				jan4 := time.Date(int(p[0]), 1, 4, 0, 0, 0, 0, loc)
+				wk1 := jan4.AddDate(0, 0, 1-isoDayOfWeek(jan4))
+				t = time.Date(wk1.Year(), wk1.Month(), wk1.Day()+int((p[1]-1)*7+p[2]-1), int(p[3]), int(p[4]), int(p[5]), int(p[6])*1e6, loc)
+			} else {
+				t = time.Date(int(p[0]), time.Month(p[1]), int(p[2]), int(p[3]), int(p[4]), int(p[5]), int(p[6])*1e6, loc)
+			}
+			return dateV(t.UnixMilli()), nil
+		}}, nil
+	})
+	query.RegisterExpression("$dateTrunc", func(args value, pc *epc) (query.Expression, error) {
+		n, err := parseNamed("$dateTrunc", args, pc, []string{"date", "unit"}, []string{"binSize", "timezone", "startOfWeek"})
+		if err != nil {
+			return nil, err
+		}
+		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
+			vals := map[string]value{}
+			for k := range n.raw {
+				v, err := n.eval(k, ec)
+				if err != nil {
+					return missing, err
+				}
+				if isNullish(v) {
+					return nullV, nil
+				}
+				vals[k] = v
+			}
+			t, err := dateArg("$dateTrunc", vals["date"])
+			if err != nil {
+				return missing, err
+			}
+			unit, _ := vals["unit"].StringValueOK()
+			if !validUnit(unit) {
+				return missing, mongoerr.Newf(mongoerr.FailedToParse, "$dateTrunc parameter 'unit' value cannot be recognized as a time unit: %s", vals["unit"])
+			}
+			bin := int64(1)
+			if bv, ok := vals["binSize"]; ok {
+				b, ok := bsonutil.ToInt64Exact(bv)
+				if !ok || !isNumber(bv) || b <= 0 {
+					return missing, mongoerr.Newf(mongoerr.Code(5439017), "$dateTrunc requires 'binSize' to be a 64-bit integer greater than 0, but got value %s", bv)
+				}
+				bin = b
+			}
+			loc, err := parseTZ(vals["timezone"])
+			if err != nil {
+				return missing, err
+			}
+			sow := time.Sunday
+			if sv, ok := vals["startOfWeek"]; ok {
+				s, _ := sv.StringValueOK()
+				d, ok := weekdays[strings.ToLower(s)]
+				if !ok {
+					return missing, mongoerr.Newf(mongoerr.Code(5439015), "$dateTrunc parameter 'startOfWeek' value cannot be recognized as a day of a week: %s", sv)
+				}
+				sow = d
+			}
+			return dateV(truncDate(t.In(loc), unit, bin, sow).UnixMilli()), nil
+		}}, nil
+	})
+	for _, op := range []string{"$dateAdd", "$dateSubtract"} {
+		op := op
+		query.RegisterExpression(op, func(args value, pc *epc) (query.Expression, error) {
+			n, err := parseNamed(op, args, pc, []string{"startDate", "unit", "amount"}, []string{"timezone"})
+			if err != nil {
+				return nil, err
+			}
+			return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
+				vals := map[string]value{}
+				for k := range n.raw {
+					v, err := n.eval(k, ec)
+					if err != nil {
+						return missing, err
+					}
+					if isNullish(v) {
+						return nullV, nil
+					}
+					vals[k] = v
+				}
+				t, err := dateArg(op, vals["startDate"])
+				if err != nil {
+					return missing, mongoerr.Newf(mongoerr.Code(5166403), "%s requires startDate to be convertible to a date", op)
+				}
+				unit, _ := vals["unit"].StringValueOK()
+				if !validUnit(unit) {
+					return missing, mongoerr.Newf(mongoerr.FailedToParse, "%s parameter 'unit' value cannot be recognized as a time unit: %s", op, vals["unit"])
+				}
+				amt, ok := bsonutil.ToInt64Exact(vals["amount"])
+				if !ok || !isNumber(vals["amount"]) {
+					return missing, mongoerr.Newf(mongoerr.Code(5166405), "%s expects integer amount of time units", op)
+				}
+				if op == "$dateSubtract" {
+					amt = -amt
+				}
+				loc, err := parseTZ(vals["timezone"])
+				if err != nil {
+					return missing, err
+				}
+				r := addUnits(t.In(loc), unit, amt)
+				// Calendar units clamp to the last day of the month (Jan 31 + 1 month = Feb 28/29).
+				if unit == "month" || unit == "quarter" || unit == "year" {
+					months := amt
+					switch unit {
+					case "quarter":
+						months *= 3
+					case "year":
+						months *= 12
+					}
+					lt := t.In(loc)
+					y, m := lt.Year(), int(lt.Month())-1+int(months)
+					y += m / 12
+					m %= 12
+					if m < 0 {
+						m += 12
+						y--
+					}
+					last := time.Date(y, time.Month(m+2), 0, 0, 0, 0, 0, loc).Day()
+					r = time.Date(y, time.Month(m+1), min(lt.Day(), last), lt.Hour(), lt.Minute(), lt.Second(), lt.Nanosecond(), loc)
+				}
+				return dateV(r.UnixMilli()), nil
+			}}, nil
+		})
+	}
+	query.RegisterExpression("$dateDiff", func(args value, pc *epc) (query.Expression, error) {
+		n, err := parseNamed("$dateDiff", args, pc, []string{"startDate", "endDate", "unit"}, []string{"timezone", "startOfWeek"})
+		if err != nil {
+			return nil, err
+		}
+		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
+			vals := map[string]value{}
+			for k := range n.raw {
+				v, err := n.eval(k, ec)
+				if err != nil {
+					return missing, err
+				}
+				if isNullish(v) {
+					return nullV, nil
+				}
+				vals[k] = v
+			}
+			a, err := dateArg("$dateDiff", vals["startDate"])
+			if err != nil {
+				return missing, err
+			}
+			b, err := dateArg("$dateDiff", vals["endDate"])
+			if err != nil {
+				return missing, err
+			}
+			unit, _ := vals["unit"].StringValueOK()
+			if !validUnit(unit) {
+				return missing, mongoerr.Newf(mongoerr.FailedToParse, "$dateDiff parameter 'unit' value cannot be recognized as a time unit: %s", vals["unit"])
+			}
+			loc, err := parseTZ(vals["timezone"])
+			if err != nil {
+				return missing, err
+			}
+			sow := time.Sunday
+			if sv, ok := vals["startOfWeek"]; ok {
+				s, _ := sv.StringValueOK()
+				if d, ok := weekdays[strings.ToLower(s)]; ok {
+					sow = d
+				}
+			}
+			a, b = a.In(loc), b.In(loc)
+			var d int64
+			switch unit {
+			case "year":
+				d = int64(b.Year() - a.Year())
+			case "quarter":
+				d = int64((b.Year()*4 + (int(b.Month())-1)/3) - (a.Year()*4 + (int(a.Month())-1)/3))
+			case "month":
+				d = int64((b.Year()*12 + int(b.Month())) - (a.Year()*12 + int(a.Month())))
+			case "week":
+				ta, tb := truncDate(a, "week", 1, sow), truncDate(b, "week", 1, sow)
+				d = int64(math.Round(float64(civilDays(tb)-civilDays(ta)) / 7))
+			case "day":
+				d = civilDays(b) - civilDays(a)
+			default:
+				var unitMs int64
+				switch unit {
+				case "hour":
+					unitMs = 3600_000
+				case "minute":
+					unitMs = 60_000
+				case "second":
+					unitMs = 1000
+				default:
+					unitMs = 1
+				}
+				_, oa := a.Zone()
+				_, ob := b.Zone()
+				la, lb := a.UnixMilli()+int64(oa)*1000, b.UnixMilli()+int64(ob)*1000
+				d = floorDiv(lb, unitMs) - floorDiv(la, unitMs)
+			}
+			return i64V(d), nil
+		}}, nil
+	})
+}
+
+var weekdays = map[string]time.Weekday{
+	"sunday": time.Sunday, "sun": time.Sunday, "monday": time.Monday, "mon": time.Monday,
+	"tuesday": time.Tuesday, "tue": time.Tuesday, "wednesday": time.Wednesday, "wed": time.Wednesday,
+	"thursday": time.Thursday, "thu": time.Thursday, "friday": time.Friday, "fri": time.Friday,
+	"saturday": time.Saturday, "sat": time.Saturday,
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+// civilDays is the day number of t's local calendar date.
+func civilDays(t time.Time) int64 {
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix() / 86400
+}
+
+// truncDate is $dateTrunc: bins of binSize units counted from 2000-01-01T00:00 local time
+// (for weeks, the first startOfWeek on or after it).
+func truncDate(t time.Time, unit string, bin int64, sow time.Weekday) time.Time {
+	loc := t.Location()
+	switch unit {
+	case "year", "quarter", "month":
+		months := int64(t.Year()-2000)*12 + int64(t.Month()) - 1
+		per := bin
+		if unit == "quarter" {
+			per *= 3
+		} else if unit == "year" {
+			per *= 12
+		}
+		m := floorDiv(months, per) * per
+		return time.Date(2000+int(floorDiv(m, 12)), time.Month(m-floorDiv(m, 12)*12+1), 1, 0, 0, 0, 0, loc)
+	case "week", "day":
+		ref := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+		days := civilDays(t) - ref.Unix()/86400
+		per := bin
+		if unit == "week" {
+			// 2000-01-01 is a Saturday; shift the reference to the first startOfWeek.
+			shift := (int64(sow) - int64(time.Saturday) + 7) % 7
+			days -= shift
+			per *= 7
+			d := floorDiv(days, per)*per + shift
+			return time.Date(2000, 1, 1+int(d), 0, 0, 0, 0, loc)
+		}
+		d := floorDiv(days, per) * per
+		return time.Date(2000, 1, 1+int(d), 0, 0, 0, 0, loc)
+	}
+	var unitMs int64
+	switch unit {
+	case "hour":
+		unitMs = 3600_000
+	case "minute":
+		unitMs = 60_000
+	case "second":
+		unitMs = 1000
+	default:
+		unitMs = 1
+	}
+	_, off := t.Zone()
+	local := t.UnixMilli() + int64(off)*1000
+	ref := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	per := unitMs * bin
+	r := floorDiv(local-ref, per)*per + ref - int64(off)*1000
+	return time.UnixMilli(r).In(loc)
+}
+
+// formatDate renders MongoDB's $dateToString format specifiers.
+func formatDate(format string, t time.Time) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		if c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		if i+1 >= len(format) {
+			return "", mongoerr.New(mongoerr.Code(18535), "Unmatched '%' at end of format string")
+		}
+		i++
+		switch format[i] {
+		case 'Y':
+			fmt.Fprintf(&b, "%04d", t.Year())
+		case 'm':
+			fmt.Fprintf(&b, "%02d", int(t.Month()))
+		case 'd':
+			fmt.Fprintf(&b, "%02d", t.Day())
+		case 'H':
+			fmt.Fprintf(&b, "%02d", t.Hour())
+		case 'M':
+			fmt.Fprintf(&b, "%02d", t.Minute())
+		case 'S':
+			fmt.Fprintf(&b, "%02d", t.Second())
+		case 'L':
+			fmt.Fprintf(&b, "%03d", t.Nanosecond()/1e6)
+		case 'j':
+			fmt.Fprintf(&b, "%03d", t.YearDay())
+		case 'w':
+			fmt.Fprintf(&b, "%d", int(t.Weekday())+1)
+		case 'u':
+			fmt.Fprintf(&b, "%d", isoDayOfWeek(t))
+		case 'U':
+			fmt.Fprintf(&b, "%02d", usWeek(t))
+		case 'V':
+			_, w := t.ISOWeek()
+			fmt.Fprintf(&b, "%02d", w)
+		case 'G':
+			y, _ := t.ISOWeek()
+			fmt.Fprintf(&b, "%04d", y)
+		case 'z':
+			_, off := t.Zone()
+			sign := '+'
+			if off < 0 {
+				sign, off = '-', -off
+			}
+			fmt.Fprintf(&b, "%c%02d%02d", sign, off/3600, off%3600/60)
+		case 'Z':
+			_, off := t.Zone()
+			fmt.Fprintf(&b, "%d", off/60)
+		case 'b':
+			b.WriteString(t.Month().String()[:3])
+		case 'B':
+			b.WriteString(t.Month().String())
+		case '%':
+			b.WriteByte('%')
+		default:
+			return "", mongoerr.Newf(mongoerr.Code(18536), "Invalid format character '%%%c' in format string", format[i])
+		}
+	}
+	return b.String(), nil
+}
+
+// parseDateString parses $dateFromString input: with a MongoDB format, or the ISO-8601
+// shapes MongoDB accepts by default. loc applies when the string carries no offset.
+func parseDateString(s, format string, loc *time.Location) (time.Time, error) {
+	if format != "" {
+		layout, err := goLayout(format)
+		if err != nil {
+			return time.Time{}, err
+		}
+		return time.ParseInLocation(layout, s, loc)
+	}
+	layouts := []string{
+		"2006-01-02T15:04:05.000Z07:00", "2006-01-02T15:04:05Z07:00", "2006-01-02T15:04:05.999999999Z07:00",
+		"2006-01-02T15:04:05.000Z0700", "2006-01-02T15:04:05Z0700", "2006-01-02T15:04:05.000", "2006-01-02T15:04:05",
+		"2006-01-02T15:04", "2006-01-02 15:04:05.000", "2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02",
+		"2006-01-02T15:04:05.000Z", "2006-01-02T15:04:05Z", "January 2, 2006", "Jan 2, 2006", "2006/01/02",
+		"2006-01-02T15:04:05 MST", "2006-01-02 15:04:05 MST",
+	}
+	for _, l := range layouts {
+		if t, err := time.ParseInLocation(l, s, loc); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("an incomplete date/time string has been found, with elements missing: \"%s\"", s)
+}
+
+func goLayout(format string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		if c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		if i+1 >= len(format) {
+			return "", mongoerr.New(mongoerr.Code(18535), "Unmatched '%' at end of format string")
+		}
+		i++
+		switch format[i] {
+		case 'Y':
+			b.WriteString("2006")
+		case 'm':
+			b.WriteString("01")
+		case 'd':
+			b.WriteString("02")
+		case 'H':
+			b.WriteString("15")
+		case 'M':
+			b.WriteString("04")
+		case 'S':
+			b.WriteString("05")
+		case 'L':
+			b.WriteString("000")
+		case 'j':
+			b.WriteString("002")
+		case 'z':
+			b.WriteString("-0700")
+		case 'Z':
+			b.WriteString("-0700")
+		case 'b':
+			b.WriteString("Jan")
+		case 'B':
+			b.WriteString("January")
+		case '%':
+			b.WriteByte('%')
+		default:
+			return "", mongoerr.Newf(mongoerr.Code(18536), "Invalid format character '%%%c' in format string", format[i])
+		}
+	}
+	return b.String(), nil
+}

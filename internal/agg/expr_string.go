@@ -1,0 +1,499 @@
+package agg
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/dlclark/regexp2"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/bsonutil"
+	"humongo/internal/mongoerr"
+	"humongo/internal/query"
+)
+
+// String operators. Byte offsets are UTF-8 bytes, CP offsets code points, as MongoDB.
+
+func strArg(op string, v value, code int) (string, error) {
+	s, ok := v.StringValueOK()
+	if !ok {
+		return "", mongoerr.Newf(mongoerr.Code(code), "%s requires a string argument, found: %s", op, typeName(v))
+	}
+	return s, nil
+}
+
+// coerceToString is $substr/$toLower's lenient conversion (null → "").
+func coerceToString(op string, v value) (string, error) {
+	switch {
+	case isNullish(v):
+		return "", nil
+	case v.Type == bsoncore.TypeString || v.Type == bsoncore.TypeSymbol:
+		s, _ := v.StringValueOK()
+		return s, nil
+	case isNumber(v), v.Type == bsoncore.TypeDateTime, v.Type == bsoncore.TypeTimestamp:
+		r, err := convertTo(v, "string")
+		if err != nil {
+			return "", err
+		}
+		return r.StringValue(), nil
+	}
+	return "", mongoerr.Newf(mongoerr.Code(16007), "can't convert from BSON type %s to String", typeName(v))
+}
+
+func intArg(op string, v value, code int, what string) (int64, error) {
+	i, ok := bsonutil.ToInt64Exact(v)
+	if !ok || !isNumber(v) {
+		return 0, mongoerr.Newf(mongoerr.Code(code), "%s: %s must be a numeric integer value, got %s", op, what, typeName(v))
+	}
+	return i, nil
+}
+
+// defaultTrimChars are the whitespace characters $trim removes by default.
+const defaultTrimChars = "\x00 \t\n\v\f\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+
+func init() {
+	register("$concat", 0, -1, func(vs []value) (value, error) {
+		var b strings.Builder
+		for _, v := range vs {
+			if isNullish(v) {
+				return nullV, nil
+			}
+			s, ok := v.StringValueOK()
+			if !ok {
+				return missing, mongoerr.Newf(mongoerr.Code(16702), "$concat only supports strings, not %s", typeName(v))
+			}
+			b.WriteString(s)
+		}
+		return strV(b.String()), nil
+	})
+	substrBytes := func(op string) func(vs []value) (value, error) {
+		return func(vs []value) (value, error) {
+			s, err := coerceToString(op, vs[0])
+			if err != nil {
+				return missing, err
+			}
+			if !isNumber(vs[1]) {
+				return missing, mongoerr.Newf(mongoerr.Code(16034), "%s: starting index must be a numeric type (is BSON type %s)", op, typeName(vs[1]))
+			}
+			if !isNumber(vs[2]) {
+				return missing, mongoerr.Newf(mongoerr.Code(16035), "%s: length must be a numeric type (is BSON type %s)", op, typeName(vs[2]))
+			}
+			start, _ := bsonutil.ToInt64Exact(vs[1])
+			if f := toF(vs[1]); f < 0 {
+				start = int64(len(s))
+			}
+			n, _ := bsonutil.ToInt64Exact(vs[2])
+			if f := toF(vs[2]); f < 0 {
+				n = int64(len(s))
+			}
+			if start >= int64(len(s)) {
+				return strV(""), nil
+			}
+			if start > 0 && !utf8.RuneStart(s[start]) {
+				return missing, mongoerr.Newf(mongoerr.Code(28656), "%s: Invalid range, starting index is a UTF-8 continuation byte.", op)
+			}
+			end := min(int64(len(s)), start+n)
+			if end < int64(len(s)) && !utf8.RuneStart(s[end]) {
+				return missing, mongoerr.Newf(mongoerr.Code(28657), "%s: Invalid range, ending index is in the middle of a UTF-8 character.", op)
+			}
+			return strV(s[start:end]), nil
+		}
+	}
+	register("$substr", 3, 3, substrBytes("$substr"))
+	register("$substrBytes", 3, 3, substrBytes("$substrBytes"))
+	register("$substrCP", 3, 3, func(vs []value) (value, error) {
+		s, err := coerceToString("$substrCP", vs[0])
+		if err != nil {
+			return missing, err
+		}
+		start, err := intArg("$substrCP", vs[1], 34450, "starting index")
+		if err != nil {
+			return missing, err
+		}
+		n, err := intArg("$substrCP", vs[2], 34452, "length")
+		if err != nil {
+			return missing, err
+		}
+		if start < 0 {
+			return missing, mongoerr.Newf(mongoerr.Code(34455), "$substrCP: the starting index must be nonnegative integer.")
+		}
+		if n < 0 {
+			return missing, mongoerr.Newf(mongoerr.Code(34456), "$substrCP: length must be a nonnegative integer.")
+		}
+		r := []rune(s)
+		if start >= int64(len(r)) {
+			return strV(""), nil
+		}
+		return strV(string(r[start:min(int64(len(r)), start+n)])), nil
+	})
+	register("$strLenBytes", 1, 1, func(vs []value) (value, error) {
+		s, ok := vs[0].StringValueOK()
+		if !ok {
+			return missing, mongoerr.Newf(mongoerr.Code(34473), "$strLenBytes requires a string argument, found: %s", typeName(vs[0]))
+		}
+		return intV(int64(len(s))), nil
+	})
+	register("$strLenCP", 1, 1, func(vs []value) (value, error) {
+		s, ok := vs[0].StringValueOK()
+		if !ok {
+			return missing, mongoerr.Newf(mongoerr.Code(34471), "$strLenCP requires a string argument, found: %s", typeName(vs[0]))
+		}
+		return intV(int64(utf8.RuneCountInString(s))), nil
+	})
+	caseFn := func(op string, upper bool) func(vs []value) (value, error) {
+		return func(vs []value) (value, error) {
+			s, err := coerceToString(op, vs[0])
+			if err != nil {
+				return missing, err
+			}
+			b := []byte(s)
+			for i, c := range b {
+				if upper && c >= 'a' && c <= 'z' {
+					b[i] = c - 32
+				} else if !upper && c >= 'A' && c <= 'Z' {
+					b[i] = c + 32
+				}
+			}
+			return strV(string(b)), nil
+		}
+	}
+	register("$toLower", 1, 1, caseFn("$toLower", false))
+	register("$toUpper", 1, 1, caseFn("$toUpper", true))
+	register("$strcasecmp", 2, 2, func(vs []value) (value, error) {
+		a, err := coerceToString("$strcasecmp", vs[0])
+		if err != nil {
+			return missing, err
+		}
+		b, err := coerceToString("$strcasecmp", vs[1])
+		if err != nil {
+			return missing, err
+		}
+		a, b = strings.ToUpper(a), strings.ToUpper(b)
+		return i32V(int32(strings.Compare(a, b))), nil
+	})
+	register("$split", 2, 2, func(vs []value) (value, error) {
+		if isNullish(vs[0]) || isNullish(vs[1]) {
+			return nullV, nil
+		}
+		s, ok := vs[0].StringValueOK()
+		if !ok {
+			return missing, mongoerr.Newf(mongoerr.Code(40085), "$split requires an expression that evaluates to a string as a first argument, found: %s", typeName(vs[0]))
+		}
+		sep, ok := vs[1].StringValueOK()
+		if !ok {
+			return missing, mongoerr.Newf(mongoerr.Code(40086), "$split requires an expression that evaluates to a string as a second argument, found: %s", typeName(vs[1]))
+		}
+		if sep == "" {
+			return missing, mongoerr.New(mongoerr.Code(40087), "$split requires a non-empty separator")
+		}
+		parts := strings.Split(s, sep)
+		out := make([]value, len(parts))
+		for i, p := range parts {
+			out[i] = strV(p)
+		}
+		return arrV(out), nil
+	})
+	indexOf := func(op string, cp bool) func(vs []value) (value, error) {
+		return func(vs []value) (value, error) {
+			if isNullish(vs[0]) {
+				return nullV, nil
+			}
+			s, ok := vs[0].StringValueOK()
+			if !ok {
+				return missing, mongoerr.Newf(mongoerr.Code(40091), "%s requires a string as the first argument, found: %s", op, typeName(vs[0]))
+			}
+			sub, ok := vs[1].StringValueOK()
+			if !ok {
+				return missing, mongoerr.Newf(mongoerr.Code(40092), "%s requires a string as the second argument, found: %s", op, typeName(vs[1]))
+			}
+			var units []string
+			if cp {
+				for _, r := range s {
+					units = append(units, string(r))
+				}
+			}
+			length := int64(len(s))
+			if cp {
+				length = int64(len(units))
+			}
+			start, end := int64(0), length
+			if len(vs) > 2 {
+				var err error
+				if start, err = intArg(op, vs[2], 40096, "starting index"); err != nil {
+					return missing, err
+				}
+				if start < 0 {
+					return missing, mongoerr.Newf(mongoerr.Code(40097), "%s requires a nonnegative start index, found: %d", op, start)
+				}
+			}
+			if len(vs) > 3 {
+				var err error
+				if end, err = intArg(op, vs[3], 40096, "ending index"); err != nil {
+					return missing, err
+				}
+				if end < 0 {
+					return missing, mongoerr.Newf(mongoerr.Code(40097), "%s requires a nonnegative end index, found: %d", op, end)
+				}
+				end = min(end, length)
+			}
+			if start > end || start > length {
+				return i32V(-1), nil
+			}
+			var hay string
+			if cp {
+				hay = strings.Join(units[start:end], "")
+			} else {
+				hay = s[start:end]
+			}
+			i := strings.Index(hay, sub)
+			if i < 0 {
+				return i32V(-1), nil
+			}
+			if cp {
+				i = utf8.RuneCountInString(hay[:i])
+			}
+			return intV(start + int64(i)), nil
+		}
+	}
+	register("$indexOfBytes", 2, 4, indexOf("$indexOfBytes", false))
+	register("$indexOfCP", 2, 4, indexOf("$indexOfCP", true))
+
+	for _, op := range []string{"$trim", "$ltrim", "$rtrim"} {
+		op := op
+		query.RegisterExpression(op, func(args value, pc *epc) (query.Expression, error) {
+			n, err := parseNamed(op, args, pc, []string{"input"}, []string{"chars"})
+			if err != nil {
+				return nil, err
+			}
+			return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
+				in, err := n.eval("input", ec)
+				if err != nil {
+					return missing, err
+				}
+				chars := defaultTrimChars
+				if n.has("chars") {
+					cv, err := n.eval("chars", ec)
+					if err != nil {
+						return missing, err
+					}
+					if isNullish(cv) {
+						return nullV, nil
+					}
+					c, ok := cv.StringValueOK()
+					if !ok {
+						return missing, mongoerr.Newf(mongoerr.Code(50700), "%s requires 'chars' to be a string, found: %s", op, typeName(cv))
+					}
+					chars = c
+				}
+				if isNullish(in) {
+					return nullV, nil
+				}
+				s, ok := in.StringValueOK()
+				if !ok {
+					return missing, mongoerr.Newf(mongoerr.Code(50699), "%s requires its input to be a string, got %s", op, typeName(in))
+				}
+				switch op {
+				case "$ltrim":
+					s = strings.TrimLeft(s, chars)
+				case "$rtrim":
+					s = strings.TrimRight(s, chars)
+				default:
+					s = strings.Trim(s, chars)
+				}
+				return strV(s), nil
+			}}, nil
+		})
+	}
+	for _, op := range []string{"$replaceOne", "$replaceAll"} {
+		op := op
+		query.RegisterExpression(op, func(args value, pc *epc) (query.Expression, error) {
+			n, err := parseNamed(op, args, pc, []string{"input", "find", "replacement"}, nil)
+			if err != nil {
+				return nil, err
+			}
+			return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
+				var ss [3]string
+				null := false
+				for i, k := range []string{"input", "find", "replacement"} {
+					v, err := n.eval(k, ec)
+					if err != nil {
+						return missing, err
+					}
+					if isNullish(v) {
+						null = true
+						continue
+					}
+					s, ok := v.StringValueOK()
+					if !ok {
+						return missing, mongoerr.Newf(mongoerr.Code(51746), "%s requires that '%s' be a string, found: %s", op, k, typeName(v))
+					}
+					ss[i] = s
+				}
+				if null {
+					return nullV, nil
+				}
+				if op == "$replaceOne" {
+					return strV(strings.Replace(ss[0], ss[1], ss[2], 1)), nil
+				}
+				return strV(strings.ReplaceAll(ss[0], ss[1], ss[2])), nil
+			}}, nil
+		})
+	}
+	for _, op := range []string{"$regexMatch", "$regexFind", "$regexFindAll"} {
+		op := op
+		query.RegisterExpression(op, func(args value, pc *epc) (query.Expression, error) {
+			n, err := parseNamed(op, args, pc, []string{"input", "regex"}, []string{"options"})
+			if err != nil {
+				return nil, err
+			}
+			return &fnX{fn: func(ec *ectx, _ []value) (value, error) { return evalRegex(op, n, ec) }}, nil
+		})
+	}
+}
+
+// regexCache keeps compiled patterns (the regex is usually a constant); it stops growing at
+// regexCacheMax entries so data-dependent patterns cannot exhaust memory.
+var (
+	regexCache     sync.Map // regexKey → *regexp2.Regexp
+	regexCacheSize atomic.Int64
+)
+
+const regexCacheMax = 1024
+
+type regexKey struct {
+	pattern string
+	opts    regexp2.RegexOptions
+}
+
+func compileRegex(pattern string, ro regexp2.RegexOptions) (*regexp2.Regexp, error) {
+	k := regexKey{pattern, ro}
+	if re, ok := regexCache.Load(k); ok {
+		return re.(*regexp2.Regexp), nil
+	}
+	re, err := regexp2.Compile(pattern, ro)
+	if err != nil {
+		return nil, err
+	}
+	if regexCacheSize.Load() < regexCacheMax {
+		if _, loaded := regexCache.LoadOrStore(k, re); !loaded {
+			regexCacheSize.Add(1)
+		}
+	}
+	return re, nil
+}
+
+func evalRegex(op string, n *named, ec *ectx) (value, error) {
+	in, err := n.eval("input", ec)
+	if err != nil {
+		return missing, err
+	}
+	rv, err := n.eval("regex", ec)
+	if err != nil {
+		return missing, err
+	}
+	ov, err := n.eval("options", ec)
+	if err != nil {
+		return missing, err
+	}
+	var pattern, opts string
+	switch rv.Type {
+	case bsoncore.TypeString:
+		pattern = rv.StringValue()
+	case bsoncore.TypeRegex:
+		pattern, opts = rv.Regex()
+		if ov.Type == bsoncore.TypeString && opts != "" && ov.StringValue() != "" {
+			return missing, mongoerr.Newf(mongoerr.Code(51075), "%s: regex option(s) specified in both 'regex' and 'option' fields", op)
+		}
+	case bsoncore.TypeNull, bsoncore.TypeUndefined, 0:
+	default:
+		return missing, mongoerr.Newf(mongoerr.Code(51105), "%s needs 'regex' to be of type string or regex", op)
+	}
+	if ov.Type == bsoncore.TypeString {
+		opts += ov.StringValue()
+	} else if !isNullish(ov) {
+		return missing, mongoerr.Newf(mongoerr.Code(51106), "%s needs 'options' to be of type string", op)
+	}
+	empty := func() value {
+		switch op {
+		case "$regexMatch":
+			return falseV
+		case "$regexFind":
+			return nullV
+		}
+		return arrV(nil)
+	}
+	if isNullish(in) || isNullish(rv) {
+		return empty(), nil
+	}
+	s, ok := in.StringValueOK()
+	if !ok {
+		return missing, mongoerr.Newf(mongoerr.Code(51104), "%s needs 'input' to be of type string", op)
+	}
+	var ro regexp2.RegexOptions
+	for _, c := range opts {
+		switch c {
+		case 'i':
+			ro |= regexp2.IgnoreCase
+		case 'm':
+			ro |= regexp2.Multiline
+		case 's':
+			ro |= regexp2.Singleline
+		case 'x':
+			ro |= regexp2.IgnorePatternWhitespace
+		case 'u':
+		default:
+			return missing, mongoerr.Newf(mongoerr.Code(51108), "%s invalid flag in regex options: %c", op, c)
+		}
+	}
+	re, err := compileRegex(pattern, ro)
+	if err != nil {
+		return missing, mongoerr.Newf(mongoerr.Code(51111), "Invalid Regex in %s: %v", op, err)
+	}
+	m, err := re.FindStringMatch(s)
+	if err != nil {
+		return missing, mongoerr.Newf(mongoerr.Code(51156), "Error occurred while executing the regular expression in %s: %v", op, err)
+	}
+	if op == "$regexMatch" {
+		return boolV(m != nil), nil
+	}
+	render := func(m *regexp2.Match) value {
+		groups := m.Groups()
+		caps := make([]value, 0, len(groups))
+		for _, g := range groups[1:] {
+			if len(g.Captures) == 0 {
+				caps = append(caps, nullV)
+			} else {
+				caps = append(caps, strV(g.String()))
+			}
+		}
+		return docV(docOf("match", strV(m.String()), "idx", intV(int64(m.Index)), "captures", arrV(caps)))
+	}
+	if op == "$regexFind" {
+		if m == nil {
+			return nullV, nil
+		}
+		return render(m), nil
+	}
+	var all []value
+	for m != nil {
+		all = append(all, render(m))
+		if m.Length == 0 {
+			// Advance past an empty match.
+			if m.Index+1 > len([]rune(s)) {
+				break
+			}
+			m, err = re.FindNextMatch(m)
+		} else {
+			m, err = re.FindNextMatch(m)
+		}
+		if err != nil {
+			return missing, err
+		}
+		if len(all) > 1_000_000 {
+			break
+		}
+	}
+	return arrV(all), nil
+}

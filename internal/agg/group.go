@@ -1,0 +1,303 @@
+package agg
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/index/sorter"
+	"humongo/internal/keystring"
+	"humongo/internal/mongoerr"
+	"humongo/internal/query"
+)
+
+// groupStage is $group. Groups are found by the KeyString of their _id, so values that
+// compare equal (1, 1.0, NumberLong(1)) share a group, and missing and null share one (the
+// _id then being null), as in MongoDB. Groups are emitted in first-seen order.
+type groupStage struct {
+	raw value
+	// _id: either one expression, or an object whose fields are evaluated one by one (so a
+	// missing field becomes null instead of disappearing).
+	idX     expr
+	idNames []string
+	idXs    []expr
+	fields  []string
+	accs    []*accSpec
+}
+
+func parseGroup(spec value, p *pctx) (stage, error) {
+	d, ok := spec.DocumentOK()
+	if !ok {
+		return nil, mongoerr.New(mongoerr.Code(15947), "a group's fields must be specified in an object")
+	}
+	els, err := docElems(d)
+	if err != nil {
+		return nil, err
+	}
+	g := &groupStage{raw: spec}
+	idSeen := false
+	for _, el := range els {
+		k, v := el.Key(), el.Value()
+		if k == "_id" {
+			idSeen = true
+			if sd, isDoc := v.DocumentOK(); isDoc && !isOperatorDoc(v) {
+				sels, err := docElems(sd)
+				if err != nil {
+					return nil, err
+				}
+				if len(sels) > 0 {
+					for _, se := range sels {
+						x, err := p.parseExpr(se.Value())
+						if err != nil {
+							return nil, err
+						}
+						g.idNames = append(g.idNames, se.Key())
+						g.idXs = append(g.idXs, x)
+					}
+					continue
+				}
+			}
+			if g.idX, err = p.parseExpr(v); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if strings.HasPrefix(k, "$") {
+			return nil, mongoerr.Newf(mongoerr.Code(40236), "The field name '%s' cannot be an operator name", k)
+		}
+		if strings.Contains(k, ".") {
+			return nil, mongoerr.Newf(mongoerr.Code(40235), "The field name '%s' cannot contain '.'", k)
+		}
+		ad, isDoc := v.DocumentOK()
+		if !isDoc {
+			return nil, mongoerr.Newf(mongoerr.Code(40234), "The field '%s' must be an accumulator object", k)
+		}
+		aels, err := docElems(ad)
+		if err != nil {
+			return nil, err
+		}
+		if len(aels) != 1 {
+			return nil, mongoerr.Newf(mongoerr.Code(40238), "The field '%s' must specify one accumulator", k)
+		}
+		a, err := parseAccumulator(aels[0].Key(), aels[0].Value(), p)
+		if err != nil {
+			return nil, err
+		}
+		g.fields = append(g.fields, k)
+		g.accs = append(g.accs, a)
+	}
+	if !idSeen {
+		return nil, mongoerr.New(mongoerr.Code(15955), "a group specification must include an _id")
+	}
+	return g, nil
+}
+
+func (g *groupStage) name() string { return "$group" }
+func (g *groupStage) spec() value  { return g.raw }
+
+type groupState struct {
+	id   value
+	accs []accumulator
+}
+
+// grouper accumulates groups; shared by $group and $bucket.
+type grouper struct {
+	accs   []*accSpec
+	index  map[string]int
+	groups []*groupState
+	mem    int64
+	kb     keystring.Builder
+	// Above the memory limit with allowDiskUse, every further document goes to an external
+	// sorter keyed by (group key, arrival order); finish merges the sorted stream into the
+	// in-memory groups and folds the others one group at a time.
+	spill *sorter.Sorter
+	seq   uint64
+}
+
+func newGrouper(accs []*accSpec) *grouper {
+	return &grouper{accs: accs, index: map[string]int{}}
+}
+
+func (gr *grouper) add(id value, ec *query.EvalContext, rc *runCtx, stageName string) error {
+	gr.kb.Reset(keystring.AllAscending)
+	gr.kb.AppendValue(id)
+	if err := gr.kb.Err(); err != nil {
+		return err
+	}
+	k := gr.kb.Bytes()
+	if gr.spill != nil {
+		key := binary.BigEndian.AppendUint64(k, gr.seq)
+		gr.seq++
+		return gr.spill.Add(key, docOf("i", id, "d", docV(ec.Root)))
+	}
+	i, ok := gr.index[string(k)]
+	if !ok {
+		if id.Type == 0 {
+			id = nullV
+		}
+		st := &groupState{id: id, accs: make([]accumulator, len(gr.accs))}
+		for j, a := range gr.accs {
+			st.accs[j] = a.newAcc()
+		}
+		i = len(gr.groups)
+		gr.index[string(k)] = i
+		gr.groups = append(gr.groups, st)
+		gr.mem += int64(2*len(k)) + valueSize(id) + int64(64*(1+len(gr.accs)))
+	}
+	st := gr.groups[i]
+	for _, a := range st.accs {
+		n, err := a.add(ec)
+		if err != nil {
+			return err
+		}
+		gr.mem += n
+	}
+	if gr.mem > rc.maxMem() {
+		if !rc.ac.AllowDiskUse {
+			return errMemory(stageName)
+		}
+		gr.spill = sorter.New(sorter.Options{MaxMemoryBytes: rc.maxMem(), TempDir: rc.tempDir()})
+	}
+	return nil
+}
+
+// close releases the spill file.
+func (gr *grouper) close() {
+	if gr.spill != nil {
+		gr.spill.Close()
+	}
+}
+
+// finish folds the spilled documents (if any) and returns the groups to output: the
+// in-memory ones first, then those only seen after spilling began.
+func (gr *grouper) finish(ec *query.EvalContext) ([]*groupState, error) {
+	if gr.spill == nil {
+		return gr.groups, nil
+	}
+	it, err := gr.spill.Done()
+	if err != nil {
+		return nil, err
+	}
+	groups := gr.groups
+	var cur *groupState
+	var curKey []byte
+	for it.Next() {
+		key := it.Key()
+		gk := key[:len(key)-8]
+		if cur == nil || !bytes.Equal(gk, curKey) {
+			curKey = append(curKey[:0], gk...)
+			if i, ok := gr.index[string(gk)]; ok {
+				cur = gr.groups[i]
+			} else {
+				rec := bsoncore.Document(bytes.Clone(it.Value()))
+				cur = &groupState{id: field(rec, "i"), accs: make([]accumulator, len(gr.accs))}
+				for j, a := range gr.accs {
+					cur.accs[j] = a.newAcc()
+				}
+				groups = append(groups, cur)
+			}
+		}
+		rec := bsoncore.Document(bytes.Clone(it.Value()))
+		d, ok := field(rec, "d").DocumentOK()
+		if !ok {
+			return nil, mongoerr.New(mongoerr.InternalError, "corrupt $group spill record")
+		}
+		ec.Root, ec.Current = d, nil
+		for _, a := range cur.accs {
+			if _, err := a.add(ec); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return groups, it.Err()
+}
+
+func (gr *grouper) output(fields []string, idField string, ec *query.EvalContext) ([]bsoncore.Document, error) {
+	defer gr.close()
+	groups, err := gr.finish(ec)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bsoncore.Document, 0, len(groups))
+	for _, st := range groups {
+		d := newDoc()
+		d.add(idField, st.id)
+		for j, a := range st.accs {
+			v, err := a.result()
+			if err != nil {
+				return nil, err
+			}
+			d.add(fields[j], v)
+		}
+		out = append(out, d.done())
+	}
+	return out, nil
+}
+
+func (g *groupStage) id(ec *query.EvalContext) (value, error) {
+	if g.idX != nil {
+		return g.idX.Eval(ec)
+	}
+	d := newDoc()
+	for i, x := range g.idXs {
+		v, err := x.Eval(ec)
+		if err != nil {
+			return missing, err
+		}
+		if v.Type == 0 {
+			v = nullV
+		}
+		d.add(g.idNames[i], v)
+	}
+	return docV(d.done()), nil
+}
+
+func (g *groupStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
+	return blocking(in, func(ctx context.Context) ([]bsoncore.Document, error) {
+		gr := newGrouper(g.accs)
+		defer gr.close()
+		ec := rc.evalCtx(nil)
+		for {
+			d, ok, err := in.Next(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				break
+			}
+			ec.Root, ec.Current = d, nil
+			id, err := g.id(ec)
+			if err != nil {
+				return nil, err
+			}
+			if err := gr.add(id, ec, rc, "$group"); err != nil {
+				return nil, err
+			}
+		}
+		return gr.output(g.fields, "_id", ec)
+	}), nil
+}
+
+// blocking is a Source that computes all its output on the first Next.
+func blocking(in Source, load func(ctx context.Context) ([]bsoncore.Document, error)) Source {
+	var out []bsoncore.Document
+	loaded := false
+	i := 0
+	return &funcSrc{closeFn: in.Close, next: func(ctx context.Context) (bsoncore.Document, bool, error) {
+		if !loaded {
+			loaded = true
+			var err error
+			if out, err = load(ctx); err != nil {
+				return nil, false, err
+			}
+		}
+		if i >= len(out) {
+			return nil, false, nil
+		}
+		i++
+		return out[i-1], true, nil
+	}}
+}

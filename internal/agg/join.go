@@ -1,0 +1,941 @@
+package agg
+
+import (
+	"context"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/keystring"
+	"humongo/internal/mongoerr"
+	"humongo/internal/query"
+)
+
+// namespace parses a "from"/"coll"/"into" value: a collection name or {db, coll}.
+func namespace(v value, defDB, stageName string) (db, coll string, err error) {
+	switch v.Type {
+	case bsoncore.TypeString:
+		db, coll = defDB, v.StringValue()
+	case bsoncore.TypeEmbeddedDocument:
+		db, coll = defDB, ""
+		els, err := docElems(v.Document())
+		if err != nil {
+			return "", "", err
+		}
+		for _, el := range els {
+			s, ok := el.Value().StringValueOK()
+			if !ok {
+				return "", "", mongoerr.Newf(mongoerr.TypeMismatch, "%s: '%s' must be a string", stageName, el.Key())
+			}
+			switch el.Key() {
+			case "db":
+				db = s
+			case "coll":
+				coll = s
+			default:
+				return "", "", mongoerr.Newf(mongoerr.Code(40415), "BSON field '%s.%s' is an unknown field.", stageName, el.Key())
+			}
+		}
+	default:
+		return "", "", mongoerr.Newf(mongoerr.FailedToParse, "%s: namespace must be a string or an object", stageName)
+	}
+	if coll == "" || strings.ContainsAny(coll, "\x00$") || strings.HasPrefix(coll, ".") || strings.HasSuffix(coll, ".") {
+		return "", "", mongoerr.Newf(mongoerr.InvalidNamespace, "%s: invalid collection name '%s'", stageName, coll)
+	}
+	if db == "" || strings.ContainsAny(db, "/\\. \"$\x00") {
+		return "", "", mongoerr.Newf(mongoerr.InvalidNamespace, "%s: invalid database name '%s'", stageName, db)
+	}
+	return db, coll, nil
+}
+
+func (rc *runCtx) open(ctx context.Context, db, coll string) (Source, error) {
+	if rc.ac.Resolver == nil {
+		return nil, mongoerr.New(mongoerr.IllegalOperation, "this pipeline cannot read other collections here")
+	}
+	return rc.ac.Resolver.Open(ctx, db, coll)
+}
+
+// loadAll reads a whole collection into memory (the foreign side of joins).
+func (rc *runCtx) loadAll(ctx context.Context, db, coll string) ([]bsoncore.Document, error) {
+	src, err := rc.open(ctx, db, coll)
+	if err != nil {
+		return nil, err
+	}
+	return Drain(ctx, src)
+}
+
+// ---- $lookup ----
+
+type lookupStage struct {
+	raw          value
+	db, coll     string
+	localField   []string
+	foreignField []string
+	as           []string
+	letNames     []string
+	letXs        []expr
+	pipeline     []stage
+	hasPipeline  bool
+}
+
+func parseLookup(spec value, p *pctx) (stage, error) {
+	d, ok := spec.DocumentOK()
+	if !ok {
+		return nil, mongoerr.New(mongoerr.Code(40319), "the $lookup stage specification must be an object")
+	}
+	els, err := docElems(d)
+	if err != nil {
+		return nil, err
+	}
+	s := &lookupStage{raw: spec}
+	var fromV, pipeV value
+	var letDoc bsoncore.Document
+	for _, el := range els {
+		v := el.Value()
+		switch el.Key() {
+		case "from":
+			fromV = v
+		case "localField", "foreignField", "as":
+			str, ok := v.StringValueOK()
+			if !ok {
+				return nil, mongoerr.Newf(mongoerr.Code(4570), "$lookup argument '%s: %s' must be a string, is type %s", el.Key(), v, typeName(v))
+			}
+			path, err := splitFieldPath(str)
+			if err != nil {
+				return nil, err
+			}
+			switch el.Key() {
+			case "localField":
+				s.localField = path
+			case "foreignField":
+				s.foreignField = path
+			default:
+				s.as = path
+			}
+		case "let":
+			ld, ok := v.DocumentOK()
+			if !ok {
+				return nil, mongoerr.New(mongoerr.FailedToParse, "$lookup argument 'let' must be an object")
+			}
+			letDoc = ld
+		case "pipeline":
+			if v.Type != bsoncore.TypeArray {
+				return nil, mongoerr.New(mongoerr.FailedToParse, "$lookup argument 'pipeline' must be an array")
+			}
+			pipeV = v
+		default:
+			return nil, mongoerr.Newf(mongoerr.Code(9), "unknown argument to $lookup: %s", el.Key())
+		}
+	}
+	if s.as == nil {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "must specify 'as' field for a $lookup")
+	}
+	if fromV.Type == 0 {
+		if pipeV.Type == 0 {
+			return nil, mongoerr.New(mongoerr.FailedToParse, "must specify 'from' field for a $lookup")
+		}
+	} else if s.db, s.coll, err = namespace(fromV, p.pc.DB, "$lookup"); err != nil {
+		return nil, err
+	}
+	if (s.localField == nil) != (s.foreignField == nil) {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "$lookup requires both or neither of 'localField' and 'foreignField' to be specified")
+	}
+	if pipeV.Type == 0 && s.localField == nil {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified")
+	}
+	if letDoc != nil {
+		lels, err := docElems(letDoc)
+		if err != nil {
+			return nil, err
+		}
+		for _, el := range lels {
+			if err := checkVarName(el.Key()); err != nil {
+				return nil, err
+			}
+			x, err := p.parseExpr(el.Value())
+			if err != nil {
+				return nil, err
+			}
+			s.letNames = append(s.letNames, el.Key())
+			s.letXs = append(s.letXs, x)
+		}
+	}
+	if pipeV.Type != 0 {
+		s.hasPipeline = true
+		sub, err := subPipeline(pipeV, p.withVars(s.letNames...))
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range sub {
+			switch st.name() {
+			case "$out", "$merge":
+				return nil, mongoerr.Newf(mongoerr.Code(51047), "%s is not allowed within a $lookup's sub-pipeline", st.name())
+			}
+		}
+		s.pipeline = optimize(sub)
+	}
+	return s, nil
+}
+
+func subPipeline(v value, p *pctx) ([]stage, error) {
+	vals, err := arrValues(v)
+	if err != nil {
+		return nil, err
+	}
+	docs := make([]bsoncore.Document, len(vals))
+	for i, e := range vals {
+		d, ok := e.DocumentOK()
+		if !ok {
+			return nil, mongoerr.New(mongoerr.TypeMismatch, "each element of a pipeline must be an object")
+		}
+		docs[i] = d
+	}
+	q := *p
+	q.depth++
+	return parseStages(docs, &q)
+}
+
+func (s *lookupStage) name() string { return "$lookup" }
+func (s *lookupStage) spec() value  { return s.raw }
+
+// run loads the foreign collection once: for the equality form it is indexed by the
+// KeyStrings of its foreignField values (each array element too), so each input document
+// costs a hash probe per localField value; the pipeline form reruns the sub-pipeline over
+// the cached foreign documents.
+func (s *lookupStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
+	var foreign []bsoncore.Document
+	var byKey map[string][]int
+	loaded := false
+	var kb keystring.Builder
+	keyOf := func(v value) string {
+		kb.Reset(keystring.AllAscending)
+		if v.Type == 0 {
+			v = nullV
+		}
+		kb.AppendValue(v)
+		return string(kb.Bytes())
+	}
+	ec := rc.evalCtx(nil)
+	return &funcSrc{closeFn: in.Close, next: func(ctx context.Context) (bsoncore.Document, bool, error) {
+		d, ok, err := in.Next(ctx)
+		if !ok || err != nil {
+			return nil, false, err
+		}
+		if !loaded {
+			loaded = true
+			if s.coll != "" {
+				if foreign, err = rc.loadAll(ctx, s.db, s.coll); err != nil {
+					return nil, false, err
+				}
+			}
+			if s.localField != nil {
+				byKey = map[string][]int{}
+				for i, fd := range foreign {
+					seen := map[string]bool{}
+					for _, v := range matchValues(fd, s.foreignField) {
+						k := keyOf(v)
+						if !seen[k] {
+							seen[k] = true
+							byKey[k] = append(byKey[k], i)
+						}
+					}
+				}
+			}
+		}
+		candidates := foreign
+		if s.localField != nil {
+			var idx []int
+			seen := map[int]bool{}
+			for _, v := range matchValues(d, s.localField) {
+				for _, i := range byKey[keyOf(v)] {
+					if !seen[i] {
+						seen[i] = true
+						idx = append(idx, i)
+					}
+				}
+			}
+			sortInts(idx)
+			candidates = make([]bsoncore.Document, len(idx))
+			for j, i := range idx {
+				candidates[j] = foreign[i]
+			}
+		}
+		var matched []value
+		if s.hasPipeline {
+			sub := newRunCtx(rc.ac)
+			sub.now = rc.now
+			for k, v := range rc.vars {
+				sub.vars[k] = v
+			}
+			ec.Root, ec.Current = d, nil
+			for i, x := range s.letXs {
+				v, err := x.Eval(ec)
+				if err != nil {
+					return nil, false, err
+				}
+				sub.vars[s.letNames[i]] = v
+			}
+			out, err := runStages(ctx, s.pipeline, sliceSource(candidates), sub)
+			if err != nil {
+				return nil, false, err
+			}
+			docs, err := Drain(ctx, out)
+			if err != nil {
+				return nil, false, err
+			}
+			for _, fd := range docs {
+				matched = append(matched, docV(fd))
+			}
+		} else {
+			for _, fd := range candidates {
+				matched = append(matched, docV(fd))
+			}
+		}
+		if matched == nil {
+			matched = []value{}
+		}
+		return setPath(d, s.as, arrV(matched)), true, nil
+	}}, nil
+}
+
+// matchValues are the values an equality match on path compares with: each value reached
+// (array elements expanded one level, and the array itself), missing as null.
+func matchValues(d bsoncore.Document, path []string) []value {
+	var out []value
+	var walk func(v value, i int)
+	walk = func(v value, i int) {
+		if i == len(path) {
+			if v.Type == bsoncore.TypeArray {
+				vals, _ := arrValues(v)
+				out = append(out, vals...)
+				if len(vals) == 0 {
+					out = append(out, missing)
+				}
+				return
+			}
+			out = append(out, v)
+			return
+		}
+		switch v.Type {
+		case bsoncore.TypeEmbeddedDocument:
+			walk(field(v.Data, path[i]), i+1)
+		case bsoncore.TypeArray:
+			vals, _ := arrValues(v)
+			for _, e := range vals {
+				if e.Type == bsoncore.TypeEmbeddedDocument {
+					walk(e, i)
+				}
+			}
+		default:
+			out = append(out, missing)
+		}
+	}
+	walk(docV(d), 0)
+	return out
+}
+
+func sortInts(a []int) {
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && a[j] < a[j-1]; j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+}
+
+// ---- $unionWith ----
+
+type unionWithStage struct {
+	raw      value
+	db, coll string
+	pipeline []stage
+}
+
+func parseUnionWith(spec value, p *pctx) (stage, error) {
+	s := &unionWithStage{raw: spec}
+	var err error
+	switch spec.Type {
+	case bsoncore.TypeString:
+		if s.db, s.coll, err = namespace(spec, p.pc.DB, "$unionWith"); err != nil {
+			return nil, err
+		}
+	case bsoncore.TypeEmbeddedDocument:
+		els, err := docElems(spec.Document())
+		if err != nil {
+			return nil, err
+		}
+		for _, el := range els {
+			switch el.Key() {
+			case "coll":
+				if s.db, s.coll, err = namespace(el.Value(), p.pc.DB, "$unionWith"); err != nil {
+					return nil, err
+				}
+			case "pipeline":
+				if s.pipeline, err = subPipeline(el.Value(), p); err != nil {
+					return nil, err
+				}
+			default:
+				return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field '$unionWith.%s' is an unknown field.", el.Key())
+			}
+		}
+		if s.coll == "" && (len(s.pipeline) == 0 || s.pipeline[0].name() != "$documents") {
+			return nil, mongoerr.New(mongoerr.Code(40414), "BSON field '$unionWith.coll' is missing but a required field")
+		}
+	default:
+		return nil, mongoerr.Newf(mongoerr.FailedToParse, "the $unionWith stage specification must be an object or string, but found %s", typeName(spec))
+	}
+	return s, nil
+}
+
+func (s *unionWithStage) name() string { return "$unionWith" }
+func (s *unionWithStage) spec() value  { return s.raw }
+func (s *unionWithStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
+	var second Source
+	firstDone := false
+	return &funcSrc{closeFn: func() {
+		in.Close()
+		if second != nil {
+			second.Close()
+		}
+	}, next: func(ctx context.Context) (bsoncore.Document, bool, error) {
+		if !firstDone {
+			d, ok, err := in.Next(ctx)
+			if err != nil || ok {
+				return d, ok, err
+			}
+			firstDone = true
+			var src Source = sliceSource(nil)
+			if s.coll != "" {
+				if src, err = rc.open(ctx, s.db, s.coll); err != nil {
+					return nil, false, err
+				}
+			}
+			if second, err = runStages(ctx, s.pipeline, src, rc); err != nil {
+				return nil, false, err
+			}
+		}
+		return second.Next(ctx)
+	}}, nil
+}
+
+// ---- $graphLookup ----
+
+type graphLookupStage struct {
+	raw         value
+	db, coll    string
+	startWith   expr
+	connectFrom []string
+	connectTo   []string
+	as          string
+	maxDepth    int64
+	depthField  string
+	restrict    *query.Matcher
+}
+
+func parseGraphLookup(spec value, p *pctx) (stage, error) {
+	d, ok := spec.DocumentOK()
+	if !ok {
+		return nil, mongoerr.New(mongoerr.Code(40327), "the $graphLookup stage specification must be an object")
+	}
+	els, err := docElems(d)
+	if err != nil {
+		return nil, err
+	}
+	s := &graphLookupStage{raw: spec, maxDepth: -1}
+	for _, el := range els {
+		v := el.Value()
+		str, isStr := v.StringValueOK()
+		switch el.Key() {
+		case "from":
+			if s.db, s.coll, err = namespace(v, p.pc.DB, "$graphLookup"); err != nil {
+				return nil, err
+			}
+		case "startWith":
+			if s.startWith, err = p.parseExpr(v); err != nil {
+				return nil, err
+			}
+		case "connectFromField", "connectToField", "as", "depthField":
+			if !isStr {
+				return nil, mongoerr.Newf(mongoerr.Code(40103), "expected string as argument for %s, found: %s", el.Key(), v)
+			}
+			path, err := splitFieldPath(str)
+			if err != nil {
+				return nil, err
+			}
+			switch el.Key() {
+			case "connectFromField":
+				s.connectFrom = path
+			case "connectToField":
+				s.connectTo = path
+			case "as":
+				s.as = str
+			default:
+				s.depthField = str
+			}
+		case "maxDepth":
+			n, ok := v.AsInt64OK()
+			if !ok || n < 0 {
+				return nil, mongoerr.Newf(mongoerr.Code(40101), "maxDepth requires a nonnegative argument, found: %s", v)
+			}
+			s.maxDepth = n
+		case "restrictSearchWithMatch":
+			md, ok := v.DocumentOK()
+			if !ok {
+				return nil, mongoerr.New(mongoerr.Code(40185), "restrictSearchWithMatch must be an object")
+			}
+			if s.restrict, err = query.Parse(md, query.ParseOptions{}); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, mongoerr.Newf(mongoerr.Code(40104), "Unknown argument to $graphLookup: %s", el.Key())
+		}
+	}
+	if s.coll == "" || s.startWith == nil || s.connectFrom == nil || s.connectTo == nil || s.as == "" {
+		return nil, mongoerr.New(mongoerr.Code(40105), "$graphLookup requires 'from', 'startWith', 'connectFromField', 'connectToField' and 'as'")
+	}
+	return s, nil
+}
+
+func (s *graphLookupStage) name() string { return "$graphLookup" }
+func (s *graphLookupStage) spec() value  { return s.raw }
+
+// run does a breadth-first search over the cached foreign collection, indexed by the
+// KeyStrings of connectToField values.
+func (s *graphLookupStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
+	var foreign []bsoncore.Document
+	var byKey map[string][]int
+	loaded := false
+	var kb keystring.Builder
+	keyOf := func(v value) string {
+		kb.Reset(keystring.AllAscending)
+		if v.Type == 0 {
+			v = nullV
+		}
+		kb.AppendValue(v)
+		return string(kb.Bytes())
+	}
+	ec := rc.evalCtx(nil)
+	return &funcSrc{closeFn: in.Close, next: func(ctx context.Context) (bsoncore.Document, bool, error) {
+		d, ok, err := in.Next(ctx)
+		if !ok || err != nil {
+			return nil, false, err
+		}
+		if !loaded {
+			loaded = true
+			if foreign, err = rc.loadAll(ctx, s.db, s.coll); err != nil {
+				return nil, false, err
+			}
+			byKey = map[string][]int{}
+			for i, fd := range foreign {
+				if s.restrict != nil {
+					if m, err := s.restrict.Matches(fd); err != nil || !m {
+						continue
+					}
+				}
+				for _, v := range matchValues(fd, s.connectTo) {
+					byKey[keyOf(v)] = append(byKey[keyOf(v)], i)
+				}
+			}
+		}
+		ec.Root, ec.Current = d, nil
+		start, err := s.startWith.Eval(ec)
+		if err != nil {
+			return nil, false, err
+		}
+		frontier := []value{start}
+		if start.Type == bsoncore.TypeArray {
+			frontier, _ = arrValues(start)
+		}
+		visited := map[int]bool{}
+		var found []value
+		for depth := int64(0); len(frontier) > 0 && (s.maxDepth < 0 || depth <= s.maxDepth); depth++ {
+			if err := ctx.Err(); err != nil {
+				return nil, false, err
+			}
+			var next []value
+			queried := map[string]bool{}
+			for _, v := range frontier {
+				k := keyOf(v)
+				if queried[k] {
+					continue
+				}
+				queried[k] = true
+				for _, i := range byKey[k] {
+					if visited[i] {
+						continue
+					}
+					visited[i] = true
+					fd := foreign[i]
+					out := fd
+					if s.depthField != "" {
+						out = setField(fd, s.depthField, i64V(depth))
+					}
+					found = append(found, docV(out))
+					cv := getPath(fd, s.connectFrom)
+					if cv.Type == bsoncore.TypeArray {
+						vals, _ := arrValues(cv)
+						next = append(next, vals...)
+					} else if cv.Type != 0 {
+						next = append(next, cv)
+					}
+				}
+			}
+			frontier = next
+		}
+		if found == nil {
+			found = []value{}
+		}
+		return setField(d, s.as, arrV(found)), true, nil
+	}}, nil
+}
+
+// ---- $facet ----
+
+type facetStage struct {
+	raw    value
+	names  []string
+	stages [][]stage
+}
+
+func parseFacet(spec value, p *pctx) (stage, error) {
+	d, ok := spec.DocumentOK()
+	if !ok {
+		return nil, mongoerr.New(mongoerr.Code(15947), "the $facet specification must be a non-empty object")
+	}
+	els, err := docElems(d)
+	if err != nil {
+		return nil, err
+	}
+	if len(els) == 0 {
+		return nil, mongoerr.New(mongoerr.Code(40169), "the $facet specification must be a non-empty object")
+	}
+	s := &facetStage{raw: spec}
+	for _, el := range els {
+		if el.Value().Type != bsoncore.TypeArray {
+			return nil, mongoerr.Newf(mongoerr.Code(40170), "arguments to $facet must be arrays, %s is type %s", el.Key(), typeName(el.Value()))
+		}
+		sub, err := subPipeline(el.Value(), p)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range sub {
+			switch st.name() {
+			case "$out", "$merge", "$facet", "$documents", "$unionWith":
+				return nil, mongoerr.Newf(mongoerr.Code(40600), "%s is not allowed to be used within a $facet stage", st.name())
+			}
+		}
+		s.names = append(s.names, el.Key())
+		s.stages = append(s.stages, optimize(sub))
+	}
+	return s, nil
+}
+
+func (s *facetStage) name() string { return "$facet" }
+func (s *facetStage) spec() value  { return s.raw }
+func (s *facetStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
+	return blocking(in, func(ctx context.Context) ([]bsoncore.Document, error) {
+		docs, err := Drain(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		out := newDoc()
+		for i, st := range s.stages {
+			src, err := runStages(ctx, st, sliceSource(docs), rc)
+			if err != nil {
+				return nil, err
+			}
+			res, err := Drain(ctx, src)
+			if err != nil {
+				return nil, err
+			}
+			vals := make([]value, len(res))
+			for j, r := range res {
+				vals[j] = docV(r)
+			}
+			out.add(s.names[i], arrV(vals))
+		}
+		return []bsoncore.Document{out.done()}, nil
+	}), nil
+}
+
+// ---- $out / $merge ----
+
+type outStage struct {
+	raw      value
+	db, coll string
+}
+
+func parseOut(spec value, p *pctx) (stage, error) {
+	s := &outStage{raw: spec}
+	var err error
+	if s.db, s.coll, err = namespace(spec, p.pc.DB, "$out"); err != nil {
+		return nil, err
+	}
+	if strings.HasPrefix(s.coll, "system.") {
+		return nil, mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid $out target namespace, %s.%s", s.db, s.coll)
+	}
+	return s, nil
+}
+
+func (s *outStage) name() string { return "$out" }
+func (s *outStage) spec() value  { return s.raw }
+func (s *outStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
+	return blocking(in, func(ctx context.Context) ([]bsoncore.Document, error) {
+		if rc.ac.Resolver == nil {
+			return nil, mongoerr.New(mongoerr.IllegalOperation, "$out is not supported here")
+		}
+		w, err := rc.ac.Resolver.OpenWriter(ctx, s.db, s.coll, true)
+		if err != nil {
+			return nil, err
+		}
+		for {
+			d, ok, err := in.Next(ctx)
+			if err == nil && ok {
+				err = w.Insert(ctx, d)
+			}
+			if err != nil {
+				w.Abort(ctx)
+				return nil, err
+			}
+			if !ok {
+				break
+			}
+		}
+		return nil, w.Commit(ctx)
+	}), nil
+}
+
+type mergeStage struct {
+	raw            value
+	db, coll       string
+	on             []string
+	whenMatched    string // replace, keepExisting, merge, fail, pipeline
+	matchedPipe    []stage
+	letNames       []string
+	letXs          []expr
+	whenNotMatched string // insert, discard, fail
+}
+
+func parseMerge(spec value, p *pctx) (stage, error) {
+	s := &mergeStage{raw: spec, whenMatched: "merge", whenNotMatched: "insert"}
+	var err error
+	switch spec.Type {
+	case bsoncore.TypeString:
+		if s.db, s.coll, err = namespace(spec, p.pc.DB, "$merge"); err != nil {
+			return nil, err
+		}
+	case bsoncore.TypeEmbeddedDocument:
+		els, err := docElems(spec.Document())
+		if err != nil {
+			return nil, err
+		}
+		var letDoc bsoncore.Document
+		var pipeV value
+		for _, el := range els {
+			v := el.Value()
+			switch el.Key() {
+			case "into":
+				if s.db, s.coll, err = namespace(v, p.pc.DB, "$merge"); err != nil {
+					return nil, err
+				}
+			case "on":
+				switch v.Type {
+				case bsoncore.TypeString:
+					s.on = []string{v.StringValue()}
+				case bsoncore.TypeArray:
+					vals, _ := arrValues(v)
+					for _, e := range vals {
+						str, ok := e.StringValueOK()
+						if !ok {
+							return nil, mongoerr.New(mongoerr.Code(51134), "$merge 'on' array elements must be strings")
+						}
+						s.on = append(s.on, str)
+					}
+					if len(s.on) == 0 {
+						return nil, mongoerr.New(mongoerr.Code(51187), "If explicitly specifying $merge 'on', must include at least one field")
+					}
+				default:
+					return nil, mongoerr.New(mongoerr.Code(51186), "$merge 'on' field must be either a string or an array of strings")
+				}
+			case "whenMatched":
+				if v.Type == bsoncore.TypeArray {
+					s.whenMatched, pipeV = "pipeline", v
+					continue
+				}
+				str, _ := v.StringValueOK()
+				switch str {
+				case "replace", "keepExisting", "merge", "fail":
+					s.whenMatched = str
+				default:
+					return nil, mongoerr.Newf(mongoerr.BadValue, "Enumeration value '%s' for field 'whenMatched' is not a valid value.", str)
+				}
+			case "whenNotMatched":
+				str, _ := v.StringValueOK()
+				switch str {
+				case "insert", "discard", "fail":
+					s.whenNotMatched = str
+				default:
+					return nil, mongoerr.Newf(mongoerr.BadValue, "Enumeration value '%s' for field 'whenNotMatched' is not a valid value.", str)
+				}
+			case "let":
+				if letDoc, _ = v.DocumentOK(); letDoc == nil {
+					return nil, mongoerr.New(mongoerr.TypeMismatch, "$merge 'let' must be an object")
+				}
+			default:
+				return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field '$merge.%s' is an unknown field.", el.Key())
+			}
+		}
+		if s.coll == "" {
+			return nil, mongoerr.New(mongoerr.Code(40414), "BSON field '$merge.into' is missing but a required field")
+		}
+		names := []string{"new"}
+		if letDoc != nil {
+			if s.whenMatched != "pipeline" {
+				return nil, mongoerr.New(mongoerr.Code(51199), "Cannot use 'let' variables with 'whenMatched: "+s.whenMatched+"' mode")
+			}
+			lels, err := docElems(letDoc)
+			if err != nil {
+				return nil, err
+			}
+			names = nil
+			for _, el := range lels {
+				x, err := p.parseExpr(el.Value())
+				if err != nil {
+					return nil, err
+				}
+				s.letNames = append(s.letNames, el.Key())
+				s.letXs = append(s.letXs, x)
+				names = append(names, el.Key())
+			}
+		} else if s.whenMatched == "pipeline" {
+			cur := query.Expression(currentX{})
+			s.letNames, s.letXs = []string{"new"}, []expr{cur}
+		}
+		if pipeV.Type != 0 {
+			if s.matchedPipe, err = subPipeline(pipeV, p.withVars(names...)); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		return nil, mongoerr.New(mongoerr.Code(51182), "$merge requires a string or object argument")
+	}
+	if s.on == nil {
+		s.on = []string{"_id"}
+	}
+	return s, nil
+}
+
+// currentX evaluates to $$CURRENT (the default "new" variable of $merge pipelines).
+type currentX struct{}
+
+func (currentX) Eval(ec *query.EvalContext) (value, error) {
+	if ec.Current != nil {
+		return docV(ec.Current), nil
+	}
+	return docV(ec.Root), nil
+}
+
+func (s *mergeStage) name() string { return "$merge" }
+func (s *mergeStage) spec() value  { return s.raw }
+func (s *mergeStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
+	return blocking(in, func(ctx context.Context) ([]bsoncore.Document, error) {
+		if rc.ac.Resolver == nil {
+			return nil, mongoerr.New(mongoerr.IllegalOperation, "$merge is not supported here")
+		}
+		w, err := rc.ac.Resolver.OpenWriter(ctx, s.db, s.coll, false)
+		if err != nil {
+			return nil, err
+		}
+		ec := rc.evalCtx(nil)
+		for {
+			d, ok, err := in.Next(ctx)
+			if err == nil && ok {
+				err = s.mergeOne(ctx, w, d, ec, rc)
+			}
+			if err != nil {
+				w.Abort(ctx)
+				return nil, err
+			}
+			if !ok {
+				break
+			}
+		}
+		return nil, w.Commit(ctx)
+	}), nil
+}
+
+func (s *mergeStage) mergeOne(ctx context.Context, w Writer, d bsoncore.Document, ec *query.EvalContext, rc *runCtx) error {
+	filter := newDoc()
+	for _, f := range s.on {
+		v := getPath(d, strings.Split(f, "."))
+		if isNullish(v) || v.Type == bsoncore.TypeArray {
+			return mongoerr.Newf(mongoerr.Code(51132), "$merge write error: 'on' field '%s' cannot be missing, null or an array", f)
+		}
+		filter.add(f, v)
+	}
+	fd := filter.done()
+	existing, found, err := w.FindOne(ctx, fd)
+	if err != nil {
+		return err
+	}
+	if !found {
+		switch s.whenNotMatched {
+		case "insert":
+			return w.Insert(ctx, d)
+		case "fail":
+			return mongoerr.New(mongoerr.Code(13113), "$merge could not find a matching document in the target collection for at least one document in the source collection")
+		}
+		return nil
+	}
+	var nd bsoncore.Document
+	switch s.whenMatched {
+	case "keepExisting":
+		return nil
+	case "fail":
+		return mongoerr.Newf(mongoerr.DuplicateKey, "$merge with whenMatched: fail found an existing document with the same values for the 'on' field(s): %s", fd)
+	case "replace":
+		nd = d
+	case "merge":
+		nd = mergeDocs(existing, d)
+	case "pipeline":
+		sub := newRunCtx(rc.ac)
+		sub.now = rc.now
+		for k, v := range rc.vars {
+			sub.vars[k] = v
+		}
+		ec.Root, ec.Current = d, nil
+		for i, x := range s.letXs {
+			v, err := x.Eval(ec)
+			if err != nil {
+				return err
+			}
+			sub.vars[s.letNames[i]] = v
+		}
+		out, err := runStages(ctx, s.matchedPipe, sliceSource([]bsoncore.Document{existing}), sub)
+		if err != nil {
+			return err
+		}
+		docs, err := Drain(ctx, out)
+		if err != nil {
+			return err
+		}
+		if len(docs) != 1 {
+			return mongoerr.New(mongoerr.Code(51151), "$merge pipeline must produce exactly one document")
+		}
+		nd = docs[0]
+	}
+	// The _id of the target document is kept.
+	if id := field(existing, "_id"); id.Type != 0 {
+		if field(nd, "_id").Type != 0 {
+			nd = setField(nd, "_id", id)
+		} else {
+			d := newDoc()
+			d.add("_id", id)
+			els, _ := nd.Elements()
+			for _, el := range els {
+				d.b = append(d.b, el...)
+			}
+			nd = d.done()
+		}
+	}
+	return w.Replace(ctx, fd, nd)
+}

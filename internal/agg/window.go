@@ -1,0 +1,1252 @@
+package agg
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/bsonutil"
+	"humongo/internal/keystring"
+	"humongo/internal/mongoerr"
+	"humongo/internal/query"
+)
+
+// ---- partitioned, sorted input (shared by $setWindowFields, $densify, $fill) ----
+
+type pdoc struct {
+	part []byte // KeyString of the partition key
+	key  []byte // sort key
+	doc  bsoncore.Document
+}
+
+// partitionSort drains in and orders its documents by partition, then sort key (stable).
+func partitionSort(ctx context.Context, in Source, rc *runCtx, partX expr, sortBy *sortKeyGen, stageName string) ([][]pdoc, error) {
+	var all []pdoc
+	var mem int64
+	var kb keystring.Builder
+	ec := rc.evalCtx(nil)
+	for {
+		d, ok, err := in.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		p := pdoc{doc: d}
+		if partX != nil {
+			ec.Root, ec.Current = d, nil
+			v, err := partX.Eval(ec)
+			if err != nil {
+				return nil, err
+			}
+			kb.Reset(keystring.AllAscending)
+			kb.AppendValue(v)
+			p.part = bytes.Clone(kb.Bytes())
+		}
+		if sortBy != nil {
+			p.key = sortBy.key(d)
+		}
+		all = append(all, p)
+		mem += int64(len(d)+len(p.part)+len(p.key)) + 64
+		if mem > rc.maxMem() && !rc.ac.AllowDiskUse {
+			return nil, errMemory(stageName)
+		}
+	}
+	slices.SortStableFunc(all, func(a, b pdoc) int {
+		if c := bytes.Compare(a.part, b.part); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.key, b.key)
+	})
+	var parts [][]pdoc
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && bytes.Equal(all[j].part, all[i].part) {
+			j++
+		}
+		parts = append(parts, all[i:j])
+		i = j
+	}
+	return parts, nil
+}
+
+// ---- $setWindowFields ----
+
+type windowBound struct {
+	kind int // 0 unbounded, 1 current, 2 offset
+	off  value
+}
+
+type windowOut struct {
+	path []string
+	op   string
+	acc  *accSpec // accumulator-based window functions
+	// $shift
+	shiftX   expr
+	shiftBy  int64
+	shiftDef value
+	// window
+	alpha      float64 // $expMovingAvg
+	numUnit    string  // $derivative/$integral time unit
+	covX, covY expr    // $covariancePop/$covarianceSamp
+	hasWindow  bool
+	rangeBased bool
+	unit       string
+	lo, hi     windowBound
+}
+
+type setWindowStage struct {
+	raw     value
+	partX   expr
+	sortPat bsoncore.Document
+	outs    []*windowOut
+}
+
+func parseSetWindowFields(spec value, p *pctx) (stage, error) {
+	d, ok := spec.DocumentOK()
+	if !ok {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "the $setWindowFields stage specification must be an object")
+	}
+	els, err := docElems(d)
+	if err != nil {
+		return nil, err
+	}
+	s := &setWindowStage{raw: spec}
+	for _, el := range els {
+		v := el.Value()
+		switch el.Key() {
+		case "partitionBy":
+			if s.partX, err = p.parseExpr(v); err != nil {
+				return nil, err
+			}
+		case "sortBy":
+			sd, ok := v.DocumentOK()
+			if !ok {
+				return nil, mongoerr.New(mongoerr.TypeMismatch, "sortBy must be an object")
+			}
+			if _, err := newSortKeyGen(sd); err != nil {
+				return nil, err
+			}
+			s.sortPat = sd
+		case "output":
+			od, ok := v.DocumentOK()
+			if !ok {
+				return nil, mongoerr.New(mongoerr.TypeMismatch, "output must be an object")
+			}
+			oels, err := docElems(od)
+			if err != nil {
+				return nil, err
+			}
+			for _, oel := range oels {
+				wo, err := parseWindowOut(oel.Key(), oel.Value(), p, s.sortPat != nil)
+				if err != nil {
+					return nil, err
+				}
+				s.outs = append(s.outs, wo)
+			}
+		default:
+			return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field '$setWindowFields.%s' is an unknown field.", el.Key())
+		}
+	}
+	if s.outs == nil {
+		return nil, mongoerr.New(mongoerr.Code(40414), "BSON field '$setWindowFields.output' is missing but a required field")
+	}
+	for _, wo := range s.outs {
+		switch wo.op {
+		case "$rank", "$denseRank", "$documentNumber", "$shift", "$locf", "$linearFill", "$expMovingAvg", "$derivative", "$integral":
+			if s.sortPat == nil {
+				return nil, mongoerr.Newf(mongoerr.Code(5371602), "%s must be specified with a top level sortBy expression with exactly one element", wo.op)
+			}
+		}
+		if wo.rangeBased {
+			sels, _ := docElems(s.sortPat)
+			if len(sels) != 1 {
+				return nil, mongoerr.New(mongoerr.Code(5339902), "Range-based bounds require sortBy a single field")
+			}
+		}
+	}
+	return s, nil
+}
+
+func parseWindowOut(path string, v value, p *pctx, sorted bool) (*windowOut, error) {
+	parts, err := splitFieldPath(path)
+	if err != nil {
+		return nil, err
+	}
+	d, ok := v.DocumentOK()
+	if !ok {
+		return nil, mongoerr.Newf(mongoerr.FailedToParse, "The field '%s' must be an object", path)
+	}
+	els, err := docElems(d)
+	if err != nil {
+		return nil, err
+	}
+	wo := &windowOut{path: parts}
+	for _, el := range els {
+		k, av := el.Key(), el.Value()
+		if k == "window" {
+			if err := wo.parseWindow(av); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if !strings.HasPrefix(k, "$") || wo.op != "" {
+			return nil, mongoerr.Newf(mongoerr.FailedToParse, "'%s' is not a valid window function; expected exactly one operator", k)
+		}
+		wo.op = k
+		switch k {
+		case "$rank", "$denseRank", "$documentNumber":
+			if ad, ok := av.DocumentOK(); !ok || len(ad) != 5 {
+				return nil, mongoerr.Newf(mongoerr.Code(5371603), "%s must be specified with '{}' as the value", k)
+			}
+		case "$shift":
+			ad, ok := av.DocumentOK()
+			if !ok {
+				return nil, mongoerr.New(mongoerr.FailedToParse, "Argument to $shift must be an object")
+			}
+			sels, err := docElems(ad)
+			if err != nil {
+				return nil, err
+			}
+			wo.shiftDef = nullV
+			hasBy := false
+			for _, se := range sels {
+				switch se.Key() {
+				case "output":
+					if wo.shiftX, err = p.parseExpr(se.Value()); err != nil {
+						return nil, err
+					}
+				case "by":
+					n, ok := bsonutil.ToInt64Exact(se.Value())
+					if !ok || !isNumber(se.Value()) {
+						return nil, mongoerr.New(mongoerr.FailedToParse, "'$shift:by' field must be an integer")
+					}
+					wo.shiftBy, hasBy = n, true
+				case "default":
+					wo.shiftDef = se.Value()
+				default:
+					return nil, mongoerr.Newf(mongoerr.FailedToParse, "Unknown argument in $shift: %s", se.Key())
+				}
+			}
+			if wo.shiftX == nil || !hasBy {
+				return nil, mongoerr.New(mongoerr.FailedToParse, "$shift requires 'output' and 'by'")
+			}
+		case "$locf", "$linearFill":
+			if wo.shiftX, err = p.parseExpr(av); err != nil {
+				return nil, err
+			}
+		case "$expMovingAvg", "$derivative", "$integral":
+			n, err := parseNamed(k, av, p.exprPC(), []string{"input"}, nil, "N", "alpha", "unit")
+			if err != nil {
+				return nil, err
+			}
+			wo.shiftX = n.x["input"]
+			if u, ok := n.raw["unit"]; ok {
+				wo.numUnit, _ = u.StringValueOK()
+				if !validUnit(wo.numUnit) || k == "$expMovingAvg" {
+					return nil, mongoerr.Newf(mongoerr.FailedToParse, "%s: invalid 'unit' %s", k, u)
+				}
+			}
+			if k == "$expMovingAvg" {
+				nv, hasN := n.raw["N"]
+				av2, hasA := n.raw["alpha"]
+				switch {
+				case hasN == hasA:
+					return nil, mongoerr.New(mongoerr.FailedToParse, "$expMovingAvg requires exactly one of 'N' or 'alpha'")
+				case hasN:
+					nn, ok := bsonutil.ToInt64Exact(nv)
+					if !ok || !isNumber(nv) || nn <= 0 {
+						return nil, mongoerr.New(mongoerr.FailedToParse, "'N' field must be a positive integer")
+					}
+					wo.alpha = 2 / float64(nn+1)
+				default:
+					a, ok := bsonutil.ToFloat64(av2)
+					if !ok || !isNumber(av2) || a <= 0 || a >= 1 {
+						return nil, mongoerr.New(mongoerr.FailedToParse, "'alpha' must be a number between 0 and 1 (exclusive)")
+					}
+					wo.alpha = a
+				}
+			} else if n.has("N") || n.has("alpha") {
+				return nil, mongoerr.Newf(mongoerr.FailedToParse, "%s does not accept 'N' or 'alpha'", k)
+			}
+		case "$covariancePop", "$covarianceSamp":
+			xs, err := argList(av, p.exprPC())
+			if err != nil {
+				return nil, err
+			}
+			if av.Type != bsoncore.TypeArray || len(xs) != 2 {
+				return nil, mongoerr.Newf(mongoerr.FailedToParse, "%s requires an array of two expressions", k)
+			}
+			wo.covX, wo.covY = xs[0], xs[1]
+		default:
+			if wo.acc, err = parseAccumulator(k, av, p); err != nil {
+				if mongoerr.CodeOf(err) == mongoerr.Code(15952) {
+					return nil, mongoerr.Newf(mongoerr.FailedToParse, "Unrecognized window function, %s", k)
+				}
+				return nil, err
+			}
+		}
+	}
+	if wo.op == "" {
+		return nil, mongoerr.Newf(mongoerr.FailedToParse, "Expected a window function for output field '%s'", path)
+	}
+	if wo.hasWindow {
+		switch wo.op {
+		case "$rank", "$denseRank", "$documentNumber", "$shift", "$locf", "$linearFill", "$expMovingAvg":
+			return nil, mongoerr.Newf(mongoerr.FailedToParse, "%s does not accept a 'window' field", wo.op)
+		}
+		if !sorted && !(wo.lo.kind == 0 && wo.hi.kind == 0) {
+			return nil, mongoerr.New(mongoerr.Code(5339901), "Document-based bounds require a sortBy")
+		}
+	} else if wo.op == "$derivative" {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "$derivative requires explicit window bounds")
+	}
+	return wo, nil
+}
+
+func (wo *windowOut) parseWindow(v value) error {
+	d, ok := v.DocumentOK()
+	if !ok {
+		return mongoerr.New(mongoerr.FailedToParse, "'window' field must be an object")
+	}
+	els, err := docElems(d)
+	if err != nil {
+		return err
+	}
+	wo.hasWindow = true
+	var bounds value
+	for _, el := range els {
+		switch el.Key() {
+		case "documents":
+			bounds = el.Value()
+		case "range":
+			bounds, wo.rangeBased = el.Value(), true
+		case "unit":
+			wo.unit, _ = el.Value().StringValueOK()
+		default:
+			return mongoerr.Newf(mongoerr.FailedToParse, "'window' has an invalid parameter: %s", el.Key())
+		}
+	}
+	vals, err := arrValues(bounds)
+	if err != nil || bounds.Type != bsoncore.TypeArray || len(vals) != 2 {
+		return mongoerr.New(mongoerr.FailedToParse, "Window bounds must be a 2-element array")
+	}
+	parse := func(b value) (windowBound, error) {
+		if s, ok := b.StringValueOK(); ok {
+			switch s {
+			case "unbounded":
+				return windowBound{kind: 0}, nil
+			case "current":
+				return windowBound{kind: 1}, nil
+			}
+			return windowBound{}, mongoerr.Newf(mongoerr.FailedToParse, "Window bounds must be 'unbounded', 'current' or a number, got %s", s)
+		}
+		if !isNumber(b) {
+			return windowBound{}, mongoerr.New(mongoerr.FailedToParse, "Window bounds must be 'unbounded', 'current' or a number")
+		}
+		if !wo.rangeBased {
+			if _, ok := bsonutil.ToInt64Exact(b); !ok {
+				return windowBound{}, mongoerr.New(mongoerr.FailedToParse, "Numeric document-based bounds must be an integer")
+			}
+		}
+		return windowBound{kind: 2, off: b}, nil
+	}
+	if wo.lo, err = parse(vals[0]); err != nil {
+		return err
+	}
+	if wo.hi, err = parse(vals[1]); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (s *setWindowStage) name() string { return "$setWindowFields" }
+func (s *setWindowStage) spec() value  { return s.raw }
+
+func (s *setWindowStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
+	return blocking(in, func(ctx context.Context) ([]bsoncore.Document, error) {
+		var sortBy *sortKeyGen
+		var sortPath []string
+		if s.sortPat != nil {
+			var err error
+			if sortBy, err = newSortKeyGen(s.sortPat); err != nil {
+				return nil, err
+			}
+			sortPath = sortBy.paths[0]
+		}
+		parts, err := partitionSort(ctx, in, rc, s.partX, sortBy, "$setWindowFields")
+		if err != nil {
+			return nil, err
+		}
+		ec := rc.evalCtx(nil)
+		var out []bsoncore.Document
+		for _, part := range parts {
+			docs := make([]bsoncore.Document, len(part))
+			for i, p := range part {
+				docs[i] = p.doc
+			}
+			results := make([][]value, len(s.outs))
+			for j, wo := range s.outs {
+				if results[j], err = wo.compute(part, docs, ec, sortPath, sortBy); err != nil {
+					return nil, err
+				}
+			}
+			for i, d := range docs {
+				for j, wo := range s.outs {
+					d = setPath(d, wo.path, results[j][i])
+				}
+				out = append(out, d)
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}), nil
+}
+
+// sortKeyPrefix strips the sequence-free sort key for rank comparisons (keys here have none).
+func (wo *windowOut) compute(part []pdoc, docs []bsoncore.Document, ec *query.EvalContext, sortPath []string, sortBy *sortKeyGen) ([]value, error) {
+	n := len(docs)
+	res := make([]value, n)
+	switch wo.op {
+	case "$documentNumber", "$rank", "$denseRank":
+		rank, dense := 0, 0
+		for i := range part {
+			if i == 0 || !bytes.Equal(part[i].key, part[i-1].key) {
+				rank = i + 1
+				dense++
+			}
+			switch wo.op {
+			case "$documentNumber":
+				res[i] = intV(int64(i + 1))
+			case "$rank":
+				res[i] = intV(int64(rank))
+			default:
+				res[i] = intV(int64(dense))
+			}
+		}
+		return res, nil
+	case "$shift":
+		for i := range docs {
+			j := int64(i) + wo.shiftBy
+			if j < 0 || j >= int64(n) {
+				res[i] = wo.shiftDef
+				continue
+			}
+			ec.Root, ec.Current = docs[j], nil
+			v, err := wo.shiftX.Eval(ec)
+			if err != nil {
+				return nil, err
+			}
+			if v.Type == 0 {
+				v = nullV
+			}
+			res[i] = v
+		}
+		return res, nil
+	case "$locf", "$linearFill":
+		vals := make([]value, n)
+		for i, d := range docs {
+			ec.Root, ec.Current = d, nil
+			v, err := wo.shiftX.Eval(ec)
+			if err != nil {
+				return nil, err
+			}
+			vals[i] = v
+		}
+		if wo.op == "$locf" {
+			return locf(vals), nil
+		}
+		xs := make([]value, n)
+		for i, d := range docs {
+			xs[i] = getPath(d, sortPath)
+		}
+		return linearFill(xs, vals), nil
+	case "$expMovingAvg":
+		prev := nullV
+		for i, d := range docs {
+			ec.Root, ec.Current = d, nil
+			v, err := wo.shiftX.Eval(ec)
+			if err != nil {
+				return nil, err
+			}
+			if isNumber(v) {
+				if prev.Type == bsoncore.TypeNull {
+					prev = f64V(toF(v))
+				} else {
+					prev = f64V(wo.alpha*toF(v) + (1-wo.alpha)*toF(prev))
+				}
+			}
+			res[i] = prev
+		}
+		return res, nil
+	}
+	// Accumulator over a window.
+	if wo.acc != nil && (!wo.hasWindow || (wo.lo.kind == 0 && wo.hi.kind == 0)) {
+		acc := wo.acc.newAcc()
+		for _, d := range docs {
+			ec.Root, ec.Current = d, nil
+			if _, err := acc.add(ec); err != nil {
+				return nil, err
+			}
+		}
+		v, err := acc.result()
+		if err != nil {
+			return nil, err
+		}
+		for i := range res {
+			res[i] = v
+		}
+		return res, nil
+	}
+	var sortVals []value
+	if wo.rangeBased || wo.op == "$derivative" || wo.op == "$integral" {
+		sortVals = make([]value, n)
+		for i, d := range docs {
+			sortVals[i] = getPath(d, sortPath)
+		}
+	}
+	switch wo.op {
+	case "$derivative", "$integral", "$covariancePop", "$covarianceSamp":
+		return wo.computeNumeric(docs, ec, sortPath, sortVals)
+	}
+	if wo.lo.kind == 0 {
+		// A window starting at the partition's start only grows (its upper bound is
+		// non-decreasing in sort order), so one accumulator serves every document.
+		acc := wo.acc.newAcc()
+		added := 0
+		for i := range docs {
+			_, hi, err := wo.bounds(i, n, sortVals)
+			if err != nil {
+				return nil, err
+			}
+			for ; added <= hi; added++ {
+				ec.Root, ec.Current = docs[added], nil
+				if _, err := acc.add(ec); err != nil {
+					return nil, err
+				}
+			}
+			if res[i], err = acc.result(); err != nil {
+				return nil, err
+			}
+		}
+		return res, nil
+	}
+	for i := range docs {
+		lo, hi, err := wo.bounds(i, n, sortVals)
+		if err != nil {
+			return nil, err
+		}
+		acc := wo.acc.newAcc()
+		for j := lo; j <= hi; j++ {
+			ec.Root, ec.Current = docs[j], nil
+			if _, err := acc.add(ec); err != nil {
+				return nil, err
+			}
+		}
+		v, err := acc.result()
+		if err != nil {
+			return nil, err
+		}
+		res[i] = v
+	}
+	return res, nil
+}
+
+// bounds returns the inclusive index range of document i's window (lo > hi: empty).
+func (wo *windowOut) bounds(i, n int, sortVals []value) (int, int, error) {
+	if !wo.rangeBased {
+		lo, hi := 0, n-1
+		if wo.lo.kind == 1 {
+			lo = i
+		} else if wo.lo.kind == 2 {
+			off, _ := bsonutil.ToInt64Exact(wo.lo.off)
+			lo = max(0, i+int(off))
+		}
+		if wo.hi.kind == 1 {
+			hi = i
+		} else if wo.hi.kind == 2 {
+			off, _ := bsonutil.ToInt64Exact(wo.hi.off)
+			hi = min(n-1, i+int(off))
+		}
+		return lo, hi, nil
+	}
+	cur := sortVals[i]
+	target := func(b windowBound) (value, error) {
+		if b.kind == 1 {
+			return cur, nil
+		}
+		if cur.Type == bsoncore.TypeDateTime {
+			if wo.unit == "" {
+				return missing, mongoerr.New(mongoerr.Code(5429513), "Invalid range: Expected the sortBy field to be a number, but it was Date")
+			}
+			f, _ := bsonutil.ToFloat64(b.off)
+			return dateV(addUnits(time.UnixMilli(cur.DateTime()).UTC(), wo.unit, int64(f)).UnixMilli()), nil
+		}
+		if !isNumber(cur) {
+			return missing, mongoerr.Newf(mongoerr.Code(5429414), "Invalid range: Expected the sortBy field to be a number, but it was %s", typeName(cur))
+		}
+		return evalArith("$add", cur, b.off)
+	}
+	lo, hi := 0, n-1
+	if wo.lo.kind != 0 {
+		t, err := target(wo.lo)
+		if err != nil {
+			return 0, 0, err
+		}
+		for lo < n && cmpV(sortVals[lo], t) < 0 {
+			lo++
+		}
+	}
+	if wo.hi.kind != 0 {
+		t, err := target(wo.hi)
+		if err != nil {
+			return 0, 0, err
+		}
+		for hi >= 0 && cmpV(sortVals[hi], t) > 0 {
+			hi--
+		}
+	}
+	return lo, hi, nil
+}
+
+func locf(vals []value) []value {
+	out := make([]value, len(vals))
+	last := nullV
+	for i, v := range vals {
+		if !isNullish(v) {
+			last = v
+		}
+		out[i] = last
+	}
+	return out
+}
+
+// linearFill interpolates null values between numeric neighbours by the sort field xs.
+func linearFill(xs, vals []value) []value {
+	out := make([]value, len(vals))
+	prev := -1
+	for i, v := range vals {
+		if isNullish(v) {
+			out[i] = nullV
+			continue
+		}
+		out[i] = v
+		if prev >= 0 && i-prev > 1 {
+			x0, _ := toFloat(xs[prev])
+			x1, _ := toFloat(xs[i])
+			y0, _ := bsonutil.ToFloat64(vals[prev])
+			y1, _ := bsonutil.ToFloat64(v)
+			for k := prev + 1; k < i; k++ {
+				xk, _ := toFloat(xs[k])
+				if x1 == x0 {
+					out[k] = f64V(y0)
+				} else {
+					out[k] = f64V(y0 + (y1-y0)*(xk-x0)/(x1-x0))
+				}
+			}
+		}
+		prev = i
+	}
+	return out
+}
+
+func toFloat(v value) (float64, bool) {
+	if v.Type == bsoncore.TypeDateTime {
+		return float64(v.DateTime()), true
+	}
+	return bsonutil.ToFloat64(v)
+}
+
+// addUnits adds n time units to t (calendar arithmetic for months and years).
+func addUnits(t time.Time, unit string, n int64) time.Time {
+	switch unit {
+	case "year":
+		return t.AddDate(int(n), 0, 0)
+	case "quarter":
+		return t.AddDate(0, 3*int(n), 0)
+	case "month":
+		return t.AddDate(0, int(n), 0)
+	case "week":
+		return t.Add(time.Duration(n) * 7 * 24 * time.Hour)
+	case "day":
+		return t.Add(time.Duration(n) * 24 * time.Hour)
+	case "hour":
+		return t.Add(time.Duration(n) * time.Hour)
+	case "minute":
+		return t.Add(time.Duration(n) * time.Minute)
+	case "second":
+		return t.Add(time.Duration(n) * time.Second)
+	case "millisecond":
+		return t.Add(time.Duration(n) * time.Millisecond)
+	}
+	return t
+}
+
+func validUnit(u string) bool {
+	switch u {
+	case "year", "quarter", "month", "week", "day", "hour", "minute", "second", "millisecond":
+		return true
+	}
+	return false
+}
+
+// ---- $densify ----
+
+type densifyStage struct {
+	raw        value
+	field      []string
+	fieldStr   string
+	partFields []string
+	step       value
+	unit       string
+	bounds     string // "full", "partition" or "" (explicit lo/hi)
+	lo, hi     value
+}
+
+func parseDensify(spec value, p *pctx) (stage, error) {
+	d, ok := spec.DocumentOK()
+	if !ok {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "the $densify stage specification must be an object")
+	}
+	els, err := docElems(d)
+	if err != nil {
+		return nil, err
+	}
+	s := &densifyStage{raw: spec}
+	for _, el := range els {
+		v := el.Value()
+		switch el.Key() {
+		case "field":
+			str, ok := v.StringValueOK()
+			if !ok {
+				return nil, mongoerr.New(mongoerr.TypeMismatch, "$densify 'field' must be a string")
+			}
+			if s.field, err = splitFieldPath(str); err != nil {
+				return nil, err
+			}
+			s.fieldStr = str
+		case "partitionByFields":
+			vals, err := arrValues(v)
+			if err != nil || v.Type != bsoncore.TypeArray {
+				return nil, mongoerr.New(mongoerr.TypeMismatch, "$densify 'partitionByFields' must be an array of strings")
+			}
+			for _, e := range vals {
+				str, ok := e.StringValueOK()
+				if !ok {
+					return nil, mongoerr.New(mongoerr.TypeMismatch, "$densify 'partitionByFields' must be an array of strings")
+				}
+				s.partFields = append(s.partFields, str)
+			}
+		case "range":
+			rd, ok := v.DocumentOK()
+			if !ok {
+				return nil, mongoerr.New(mongoerr.TypeMismatch, "$densify 'range' must be an object")
+			}
+			rels, err := docElems(rd)
+			if err != nil {
+				return nil, err
+			}
+			for _, re := range rels {
+				switch re.Key() {
+				case "step":
+					s.step = re.Value()
+				case "unit":
+					s.unit, _ = re.Value().StringValueOK()
+					if !validUnit(s.unit) {
+						return nil, mongoerr.Newf(mongoerr.FailedToParse, "unknown time unit value: %s", re.Value())
+					}
+				case "bounds":
+					if str, ok := re.Value().StringValueOK(); ok && (str == "full" || str == "partition") {
+						s.bounds = str
+						continue
+					}
+					bv, err := arrValues(re.Value())
+					if err != nil || re.Value().Type != bsoncore.TypeArray || len(bv) != 2 {
+						return nil, mongoerr.New(mongoerr.Code(5733403), "a bounding array in a range statement must have exactly two elements")
+					}
+					s.lo, s.hi = bv[0], bv[1]
+					if cmpV(s.lo, s.hi) > 0 {
+						return nil, mongoerr.New(mongoerr.Code(5733402), "the first element of a bounding array must be less than or equal to the second element")
+					}
+				default:
+					return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field 'range.%s' is an unknown field.", re.Key())
+				}
+			}
+		default:
+			return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field '$densify.%s' is an unknown field.", el.Key())
+		}
+	}
+	if s.field == nil || s.step.Type == 0 || (s.bounds == "" && s.lo.Type == 0) {
+		return nil, mongoerr.New(mongoerr.Code(40414), "$densify requires 'field' and 'range' with 'step' and 'bounds'")
+	}
+	if f, ok := bsonutil.ToFloat64(s.step); !ok || !isNumber(s.step) || f <= 0 {
+		return nil, mongoerr.New(mongoerr.Code(5733401), "the step parameter in a range statement must be a strictly positive numeric value")
+	}
+	if s.unit != "" {
+		if _, ok := bsonutil.ToInt64Exact(s.step); !ok {
+			return nil, mongoerr.New(mongoerr.Code(5733412), "the step parameter must be an integer when a unit is specified")
+		}
+	}
+	return s, nil
+}
+
+func (s *densifyStage) name() string { return "$densify" }
+func (s *densifyStage) spec() value  { return s.raw }
+
+func (s *densifyStage) next(v value) (value, error) {
+	if v.Type == bsoncore.TypeDateTime {
+		if s.unit == "" {
+			return missing, mongoerr.New(mongoerr.Code(5733501), "Densify field of type date requires a unit")
+		}
+		n, _ := bsonutil.ToInt64Exact(s.step)
+		return dateV(addUnits(time.UnixMilli(v.DateTime()).UTC(), s.unit, n).UnixMilli()), nil
+	}
+	if !isNumber(v) {
+		return missing, mongoerr.Newf(mongoerr.Code(5733201), "Densify field type must be numeric or a date, got %s", typeName(v))
+	}
+	if s.unit != "" {
+		return missing, mongoerr.New(mongoerr.Code(6053600), "Densify with a unit requires date values")
+	}
+	return evalArith("$add", v, s.step)
+}
+
+func (s *densifyStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
+	return blocking(in, func(ctx context.Context) ([]bsoncore.Document, error) {
+		var partX expr
+		if len(s.partFields) > 0 {
+			d := newDoc()
+			for _, f := range s.partFields {
+				d.add(f, strV("$"+f))
+			}
+			x, err := query.ParseExpression(value{Type: bsoncore.TypeArray, Data: bsoncore.BuildArray(nil, func() []value {
+				vs := make([]value, len(s.partFields))
+				for i, f := range s.partFields {
+					vs[i] = strV("$" + f)
+				}
+				return vs
+			}()...)}, nil)
+			if err != nil {
+				return nil, err
+			}
+			partX = x
+		}
+		sortBy, err := newSortKeyGen(docOf(s.fieldStr, i32V(1)))
+		if err != nil {
+			return nil, err
+		}
+		parts, err := partitionSort(ctx, in, rc, partX, sortBy, "$densify")
+		if err != nil {
+			return nil, err
+		}
+		// Every value must be of the kind the range steps through (numbers, or dates with a
+		// unit); anything else would never be reached by stepping.
+		for _, part := range parts {
+			for _, p := range part {
+				v := getPath(p.doc, s.field)
+				switch {
+				case isNullish(v):
+				case s.unit == "" && !isNumber(v):
+					return nil, mongoerr.Newf(mongoerr.Code(5733201), "PlanExecutor error during aggregation :: caused by :: Densify field type must be numeric, got %s", typeName(v))
+				case s.unit != "" && v.Type != bsoncore.TypeDateTime:
+					return nil, mongoerr.Newf(mongoerr.Code(6053600), "PlanExecutor error during aggregation :: caused by :: Densify with a unit requires date values, got %s", typeName(v))
+				}
+			}
+		}
+		for _, b := range []value{s.lo, s.hi} {
+			if b.Type != 0 && ((s.unit == "" && !isNumber(b)) || (s.unit != "" && b.Type != bsoncore.TypeDateTime)) {
+				return nil, mongoerr.New(mongoerr.Code(5733403), "$densify bounds must match the field type (numbers, or dates with a unit)")
+			}
+		}
+		lo, hi := s.lo, s.hi
+		if s.bounds == "full" {
+			lo, hi = missing, missing
+			for _, part := range parts {
+				for _, p := range part {
+					v := getPath(p.doc, s.field)
+					if isNullish(v) {
+						continue
+					}
+					if lo.Type == 0 || cmpV(v, lo) < 0 {
+						lo = v
+					}
+					if hi.Type == 0 || cmpV(v, hi) > 0 {
+						hi = v
+					}
+				}
+			}
+		}
+		var out []bsoncore.Document
+		budget := 500_000 // bound generated documents (MongoDB: internalQueryMaxAllowedDensifyDocs)
+		for _, part := range parts {
+			plo, phi := lo, hi
+			var first bsoncore.Document
+			var vals []value
+			for _, p := range part {
+				v := getPath(p.doc, s.field)
+				vals = append(vals, v)
+				if !isNullish(v) && first == nil {
+					first = p.doc
+				}
+			}
+			if first == nil {
+				for _, p := range part {
+					out = append(out, p.doc)
+				}
+				continue
+			}
+			if s.bounds == "partition" {
+				plo, phi = missing, missing
+				for _, v := range vals {
+					if isNullish(v) {
+						continue
+					}
+					if plo.Type == 0 {
+						plo = v
+					}
+					phi = v
+				}
+			}
+			gen := func(v value) bsoncore.Document {
+				d := emptyDoc
+				for _, f := range s.partFields {
+					pv := getPath(first, strings.Split(f, "."))
+					d = setPath(d, strings.Split(f, "."), pv)
+				}
+				return setPath(d, s.field, v)
+			}
+			cur := plo
+			inclusiveHi := s.bounds != ""
+			for i, p := range part {
+				v := vals[i]
+				if isNullish(v) {
+					out = append(out, p.doc)
+					continue
+				}
+				for cur.Type != 0 && cmpV(cur, v) < 0 && (cmpV(cur, phi) < 0 || (inclusiveHi && cmpV(cur, phi) == 0)) {
+					out = append(out, gen(cur))
+					if budget--; budget < 0 {
+						return nil, mongoerr.New(mongoerr.Code(5897900), "Generated documents exceeded the maximum for $densify")
+					}
+					if cur, err = s.next(cur); err != nil {
+						return nil, err
+					}
+				}
+				out = append(out, p.doc)
+				for cur.Type != 0 && cmpV(cur, v) <= 0 {
+					if cur, err = s.next(cur); err != nil {
+						return nil, err
+					}
+				}
+			}
+			for cur.Type != 0 && cmpV(cur, phi) < 0 {
+				out = append(out, gen(cur))
+				if budget--; budget < 0 {
+					return nil, mongoerr.New(mongoerr.Code(5897900), "Generated documents exceeded the maximum for $densify")
+				}
+				if cur, err = s.next(cur); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return out, nil
+	}), nil
+}
+
+// ---- $fill ----
+
+type fillStage struct {
+	raw     value
+	partX   expr
+	sortPat bsoncore.Document
+	paths   [][]string
+	valXs   []expr // value fill (nil: method)
+	methods []string
+}
+
+func parseFill(spec value, p *pctx) (stage, error) {
+	d, ok := spec.DocumentOK()
+	if !ok {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "the $fill stage specification must be an object")
+	}
+	els, err := docElems(d)
+	if err != nil {
+		return nil, err
+	}
+	s := &fillStage{raw: spec}
+	for _, el := range els {
+		v := el.Value()
+		switch el.Key() {
+		case "partitionBy":
+			if s.partX, err = p.parseExpr(v); err != nil {
+				return nil, err
+			}
+		case "partitionByFields":
+			vals, _ := arrValues(v)
+			fs := make([]value, len(vals))
+			for i, e := range vals {
+				str, ok := e.StringValueOK()
+				if !ok {
+					return nil, mongoerr.New(mongoerr.TypeMismatch, "partitionByFields must be strings")
+				}
+				fs[i] = strV("$" + str)
+			}
+			if s.partX, err = p.parseExpr(value{Type: bsoncore.TypeArray, Data: bsoncore.BuildArray(nil, fs...)}); err != nil {
+				return nil, err
+			}
+		case "sortBy":
+			sd, ok := v.DocumentOK()
+			if !ok {
+				return nil, mongoerr.New(mongoerr.TypeMismatch, "sortBy must be an object")
+			}
+			if _, err := newSortKeyGen(sd); err != nil {
+				return nil, err
+			}
+			s.sortPat = sd
+		case "output":
+			od, ok := v.DocumentOK()
+			if !ok {
+				return nil, mongoerr.New(mongoerr.TypeMismatch, "output must be an object")
+			}
+			oels, err := docElems(od)
+			if err != nil {
+				return nil, err
+			}
+			for _, oel := range oels {
+				path, err := splitFieldPath(oel.Key())
+				if err != nil {
+					return nil, err
+				}
+				spec, ok := oel.Value().DocumentOK()
+				if !ok {
+					return nil, mongoerr.New(mongoerr.TypeMismatch, "$fill output fields must be objects")
+				}
+				var x expr
+				method := ""
+				sels, err := docElems(spec)
+				if err != nil || len(sels) != 1 {
+					return nil, mongoerr.New(mongoerr.Code(6050203), "Exactly one of 'value' and 'method' must be specified")
+				}
+				switch sels[0].Key() {
+				case "value":
+					if x, err = p.parseExpr(sels[0].Value()); err != nil {
+						return nil, err
+					}
+				case "method":
+					method, _ = sels[0].Value().StringValueOK()
+					if method != "locf" && method != "linear" {
+						return nil, mongoerr.Newf(mongoerr.Code(6050202), "Method must be either locf or linear")
+					}
+					if s.sortPat == nil {
+						// sortBy may come after output; checked below.
+					}
+				default:
+					return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field '%s' is an unknown field.", sels[0].Key())
+				}
+				s.paths = append(s.paths, path)
+				s.valXs = append(s.valXs, x)
+				s.methods = append(s.methods, method)
+			}
+		default:
+			return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field '$fill.%s' is an unknown field.", el.Key())
+		}
+	}
+	for _, m := range s.methods {
+		if m != "" && s.sortPat == nil {
+			return nil, mongoerr.New(mongoerr.Code(6050204), "Method requires sortBy")
+		}
+	}
+	if s.paths == nil {
+		return nil, mongoerr.New(mongoerr.Code(40414), "BSON field '$fill.output' is missing but a required field")
+	}
+	return s, nil
+}
+
+func (s *fillStage) name() string { return "$fill" }
+func (s *fillStage) spec() value  { return s.raw }
+
+func (s *fillStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
+	return blocking(in, func(ctx context.Context) ([]bsoncore.Document, error) {
+		var sortBy *sortKeyGen
+		if s.sortPat != nil {
+			var err error
+			if sortBy, err = newSortKeyGen(s.sortPat); err != nil {
+				return nil, err
+			}
+		}
+		parts, err := partitionSort(ctx, in, rc, s.partX, sortBy, "$fill")
+		if err != nil {
+			return nil, err
+		}
+		ec := rc.evalCtx(nil)
+		var out []bsoncore.Document
+		for _, part := range parts {
+			docs := make([]bsoncore.Document, len(part))
+			for i, p := range part {
+				docs[i] = p.doc
+			}
+			for j, path := range s.paths {
+				vals := make([]value, len(docs))
+				for i, d := range docs {
+					vals[i] = getPath(d, path)
+				}
+				var filled []value
+				switch s.methods[j] {
+				case "locf":
+					filled = locf(vals)
+				case "linear":
+					xs := make([]value, len(docs))
+					for i, d := range docs {
+						xs[i] = getPath(d, sortBy.paths[0])
+					}
+					filled = linearFill(xs, vals)
+				default:
+					filled = append([]value(nil), vals...)
+					for i, d := range docs {
+						if isNullish(vals[i]) {
+							ec.Root, ec.Current = d, nil
+							v, err := s.valXs[j].Eval(ec)
+							if err != nil {
+								return nil, err
+							}
+							filled[i] = v
+						}
+					}
+				}
+				for i := range docs {
+					if isNullish(vals[i]) || s.methods[j] != "" {
+						if !isNullish(filled[i]) || s.methods[j] == "" {
+							docs[i] = setPath(docs[i], path, filled[i])
+						}
+					}
+				}
+			}
+			out = append(out, docs...)
+		}
+		return out, nil
+	}), nil
+}
+
+// computeNumeric evaluates the window functions that need the window's points rather than an
+// accumulator: $derivative and $integral (over the sortBy values) and the covariances.
+func (wo *windowOut) computeNumeric(docs []bsoncore.Document, ec *query.EvalContext, sortPath []string, sortVals []value) ([]value, error) {
+	n := len(docs)
+	res := make([]value, n)
+	xs := make([]value, n)
+	ys := make([]value, n)
+	for i, d := range docs {
+		ec.Root, ec.Current = d, nil
+		var err error
+		if wo.covX != nil {
+			if xs[i], err = wo.covX.Eval(ec); err != nil {
+				return nil, err
+			}
+			if ys[i], err = wo.covY.Eval(ec); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		xs[i] = sortVals[i]
+		if ys[i], err = wo.shiftX.Eval(ec); err != nil {
+			return nil, err
+		}
+	}
+	unitMs := 1.0
+	switch wo.numUnit {
+	case "week":
+		unitMs = 7 * 86400e3
+	case "day":
+		unitMs = 86400e3
+	case "hour":
+		unitMs = 3600e3
+	case "minute":
+		unitMs = 60e3
+	case "second":
+		unitMs = 1e3
+	}
+	xf := func(v value) (float64, error) {
+		if v.Type == bsoncore.TypeDateTime {
+			if wo.numUnit == "" && wo.covX == nil {
+				return 0, mongoerr.Newf(mongoerr.Code(5624901), "%s where the sortBy is a Date requires a 'unit'", wo.op)
+			}
+			return float64(v.DateTime()) / unitMs, nil
+		}
+		if wo.numUnit != "" && wo.covX == nil {
+			return 0, mongoerr.Newf(mongoerr.Code(5624900), "%s with 'unit' expects the sortBy field to be a Date", wo.op)
+		}
+		return toF(v), nil
+	}
+	for i := range docs {
+		lo, hi := 0, n-1
+		if wo.hasWindow {
+			var err error
+			if lo, hi, err = wo.bounds(i, n, sortVals); err != nil {
+				return nil, err
+			}
+		}
+		res[i] = nullV
+		switch wo.op {
+		case "$derivative":
+			if hi <= lo || !isNumber(ys[lo]) || !isNumber(ys[hi]) {
+				continue
+			}
+			x0, err := xf(xs[lo])
+			if err != nil {
+				return nil, err
+			}
+			x1, err := xf(xs[hi])
+			if err != nil {
+				return nil, err
+			}
+			if x1 == x0 {
+				continue
+			}
+			res[i] = f64V((toF(ys[hi]) - toF(ys[lo])) / (x1 - x0))
+		case "$integral":
+			sum := 0.0
+			for j := lo; j < hi; j++ {
+				if !isNumber(ys[j]) || !isNumber(ys[j+1]) {
+					continue
+				}
+				x0, err := xf(xs[j])
+				if err != nil {
+					return nil, err
+				}
+				x1, err := xf(xs[j+1])
+				if err != nil {
+					return nil, err
+				}
+				sum += (x1 - x0) * (toF(ys[j]) + toF(ys[j+1])) / 2
+			}
+			if hi >= lo {
+				res[i] = f64V(sum)
+			}
+		default: // covariances
+			var cnt, mx, my, c float64
+			for j := lo; j <= hi; j++ {
+				if !isNumber(xs[j]) || !isNumber(ys[j]) {
+					continue
+				}
+				x, y := toF(xs[j]), toF(ys[j])
+				cnt++
+				dx := x - mx
+				mx += dx / cnt
+				my += (y - my) / cnt
+				c += dx * (y - my)
+			}
+			switch {
+			case wo.op == "$covariancePop" && cnt > 0:
+				res[i] = f64V(c / cnt)
+			case wo.op == "$covarianceSamp" && cnt > 1:
+				res[i] = f64V(c / (cnt - 1))
+			}
+		}
+	}
+	return res, nil
+}
