@@ -3,7 +3,6 @@ package agg
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"math"
 	"strings"
 
@@ -95,26 +94,8 @@ func truthy(v value) bool {
 	return true
 }
 
-var typeNames = map[bsoncore.Type]string{
-	bsoncore.TypeDouble: "double", bsoncore.TypeString: "string", bsoncore.TypeEmbeddedDocument: "object",
-	bsoncore.TypeArray: "array", bsoncore.TypeBinary: "binData", bsoncore.TypeUndefined: "undefined",
-	bsoncore.TypeObjectID: "objectId", bsoncore.TypeBoolean: "bool", bsoncore.TypeDateTime: "date",
-	bsoncore.TypeNull: "null", bsoncore.TypeRegex: "regex", bsoncore.TypeDBPointer: "dbPointer",
-	bsoncore.TypeJavaScript: "javascript", bsoncore.TypeSymbol: "symbol",
-	bsoncore.TypeCodeWithScope: "javascriptWithScope", bsoncore.TypeInt32: "int",
-	bsoncore.TypeTimestamp: "timestamp", bsoncore.TypeInt64: "long", bsoncore.TypeDecimal128: "decimal",
-	bsoncore.TypeMinKey: "minKey", bsoncore.TypeMaxKey: "maxKey",
-}
-
-func typeName(v value) string {
-	if v.Type == 0 {
-		return "missing"
-	}
-	if n, ok := typeNames[v.Type]; ok {
-		return n
-	}
-	return fmt.Sprintf("type %d", byte(v.Type))
-}
+// typeName is MongoDB's name for v's type ("missing" for the zero Value).
+func typeName(v value) string { return bsonutil.TypeName(v.Type) }
 
 // arrValues returns an array's elements; malformed bytes are an error, never a panic.
 func arrValues(v value) ([]value, error) {

@@ -340,3 +340,22 @@ func TestToFloat64AndInt64Exact(t *testing.T) {
 		t.Error("IsNumber true for non-number")
 	}
 }
+
+func TestTypeNames(t *testing.T) {
+	for _, c := range []struct {
+		t    bsoncore.Type
+		name string
+	}{{bsoncore.TypeInt32, "int"}, {bsoncore.TypeCodeWithScope, "javascriptWithScope"}, {0, "missing"}, {0x42, "invalid"}} {
+		if got := TypeName(c.t); got != c.name {
+			t.Errorf("TypeName(%d) = %q, want %q", c.t, got, c.name)
+		}
+		if c.t != 0 && c.name != "invalid" {
+			if back, ok := TypeByName(c.name); !ok || back != c.t {
+				t.Errorf("TypeByName(%q) = %v, %v", c.name, back, ok)
+			}
+		}
+	}
+	if _, ok := TypeByName("number"); ok {
+		t.Error(`"number" is not a single type`)
+	}
+}

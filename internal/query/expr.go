@@ -783,15 +783,7 @@ func stringValue(s string) bsoncore.Value {
 }
 
 // typeName is the $type alias of v ("missing" for the zero Value).
-func typeName(v bsoncore.Value) string {
-	if v.Type == 0 {
-		return "missing"
-	}
-	if n, ok := typeNames[v.Type]; ok {
-		return n
-	}
-	return fmt.Sprintf("type %d", byte(v.Type))
-}
+func typeName(v bsoncore.Value) string { return bsonutil.TypeName(v.Type) }
 
 // ---- $expr in a filter ----
 

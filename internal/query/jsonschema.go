@@ -134,7 +134,7 @@ func parseSchema(doc bsoncore.Document, depth int) (*schema, error) {
 					s.number = true
 					return nil
 				}
-				t, ok := typeAliases[name]
+				t, ok := bsonutil.TypeByName(name)
 				if !ok {
 					return mongoerr.Newf(mongoerr.BadValue, "Unknown type name alias: %s", name)
 				}

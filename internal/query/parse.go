@@ -390,27 +390,6 @@ func parseIn(path, op string, val bsoncore.Value) (MatchExpression, error) {
 	return n, nil
 }
 
-// typeAliases are $type's string aliases (BSONType names).
-var typeAliases = map[string]bsoncore.Type{
-	"double": bsoncore.TypeDouble, "string": bsoncore.TypeString, "object": bsoncore.TypeEmbeddedDocument,
-	"array": bsoncore.TypeArray, "binData": bsoncore.TypeBinary, "undefined": bsoncore.TypeUndefined,
-	"objectId": bsoncore.TypeObjectID, "bool": bsoncore.TypeBoolean, "date": bsoncore.TypeDateTime,
-	"null": bsoncore.TypeNull, "regex": bsoncore.TypeRegex, "dbPointer": bsoncore.TypeDBPointer,
-	"javascript": bsoncore.TypeJavaScript, "symbol": bsoncore.TypeSymbol,
-	"javascriptWithScope": bsoncore.TypeCodeWithScope, "int": bsoncore.TypeInt32,
-	"timestamp": bsoncore.TypeTimestamp, "long": bsoncore.TypeInt64, "decimal": bsoncore.TypeDecimal128,
-	"minKey": bsoncore.TypeMinKey, "maxKey": bsoncore.TypeMaxKey,
-}
-
-// typeNames is the inverse of typeAliases (for $type in expressions and messages).
-var typeNames = func() map[bsoncore.Type]string {
-	m := make(map[bsoncore.Type]string, len(typeAliases))
-	for k, v := range typeAliases {
-		m[v] = k
-	}
-	return m
-}()
-
 // parseTypeSet reads one $type operand element into types/number.
 func addTypeSpec(v bsoncore.Value, types *[256]bool, number *bool) error {
 	switch {
@@ -420,7 +399,7 @@ func addTypeSpec(v bsoncore.Value, types *[256]bool, number *bool) error {
 			*number = true
 			return nil
 		}
-		t, ok := typeAliases[s]
+		t, ok := bsonutil.TypeByName(s)
 		if !ok {
 			return mongoerr.Newf(mongoerr.BadValue, "Unknown type name alias: %s", s)
 		}
@@ -433,7 +412,7 @@ func addTypeSpec(v bsoncore.Value, types *[256]bool, number *bool) error {
 			return mongoerr.Newf(mongoerr.BadValue, "Invalid numerical type code: %v", f)
 		}
 		t := bsoncore.Type(byte(code))
-		if _, known := typeNames[t]; !known || (code != -1 && code != int64(byte(code))) {
+		if t == 0 || bsonutil.TypeName(t) == "invalid" || (code != -1 && code != int64(byte(code))) {
 			return mongoerr.Newf(mongoerr.BadValue, "Invalid numerical type code: %d", code)
 		}
 		if code == -1 {

@@ -2,6 +2,7 @@ package update
 
 import (
 	"encoding/hex"
+	"humongo/internal/bsonutil"
 	"math"
 	"strconv"
 	"strings"
@@ -11,55 +12,7 @@ import (
 )
 
 // typeName is MongoDB's typeName(BSONType), the spelling used in error messages and $type.
-func typeName(t bsoncore.Type) string {
-	switch t {
-	case bsoncore.TypeDouble:
-		return "double"
-	case bsoncore.TypeString:
-		return "string"
-	case bsoncore.TypeEmbeddedDocument:
-		return "object"
-	case bsoncore.TypeArray:
-		return "array"
-	case bsoncore.TypeBinary:
-		return "binData"
-	case bsoncore.TypeUndefined:
-		return "undefined"
-	case bsoncore.TypeObjectID:
-		return "objectId"
-	case bsoncore.TypeBoolean:
-		return "bool"
-	case bsoncore.TypeDateTime:
-		return "date"
-	case bsoncore.TypeNull:
-		return "null"
-	case bsoncore.TypeRegex:
-		return "regex"
-	case bsoncore.TypeDBPointer:
-		return "dbPointer"
-	case bsoncore.TypeJavaScript:
-		return "javascript"
-	case bsoncore.TypeSymbol:
-		return "symbol"
-	case bsoncore.TypeCodeWithScope:
-		return "javascriptWithScope"
-	case bsoncore.TypeInt32:
-		return "int"
-	case bsoncore.TypeTimestamp:
-		return "timestamp"
-	case bsoncore.TypeInt64:
-		return "long"
-	case bsoncore.TypeDecimal128:
-		return "decimal"
-	case bsoncore.TypeMinKey:
-		return "minKey"
-	case bsoncore.TypeMaxKey:
-		return "maxKey"
-	case 0:
-		return "missing"
-	}
-	return "unknown type " + strconv.Itoa(int(t))
-}
+func typeName(t bsoncore.Type) string { return bsonutil.TypeName(t) }
 
 // maxFormatLen bounds the text of one formatted value: error messages quote user documents,
 // and a 16 MiB document must not become a 16 MiB error string.
