@@ -873,7 +873,7 @@ func TestOrphanIdentsDroppedAtOpen(t *testing.T) {
 	c := openCatalog(t, e)
 	_ = c.Close()
 	orphan := e.NewIdentName("collection")
-	other := "internal-keepme"
+	other := "other-keepme"
 	for _, n := range []string{orphan, other} {
 		if err := e.CreateIdent(n, storage.IdentOptions{}); err != nil {
 			t.Fatal(err)
@@ -883,6 +883,44 @@ func TestOrphanIdentsDroppedAtOpen(t *testing.T) {
 	defer c.Close()
 	if e.HasIdent(orphan) || !e.HasIdent(other) {
 		t.Fatalf("orphan present=%v other present=%v", e.HasIdent(orphan), e.HasIdent(other))
+	}
+}
+
+// TestIndexBuildTempIdentsDroppedAtOpen: the temporary tables of an index build interrupted by
+// a crash (names as internal/index creates them) are dropped at startup, in a reopened
+// on-disk engine, but not by ReloadAfterRecovery (a build of this process may own them).
+func TestIndexBuildTempIdentsDroppedAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir)
+	c := openCatalog(t, e)
+	var temps []string
+	for _, kind := range []string{"internal-sidewrites", "internal-skipped", "internal-dupkeys"} {
+		n := e.NewIdentName(kind)
+		if err := e.CreateIdent(n, storage.IdentOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		temps = append(temps, n)
+	}
+	if err := c.ReloadAfterRecovery(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range temps {
+		if !e.HasIdent(n) {
+			t.Fatalf("ReloadAfterRecovery dropped %s", n)
+		}
+	}
+	_ = c.Close()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, dir)
+	defer e.Close()
+	c = openCatalog(t, e)
+	defer c.Close()
+	for _, n := range temps {
+		if e.HasIdent(n) {
+			t.Fatalf("temporary ident %s survived a restart", n)
+		}
 	}
 }
 

@@ -59,5 +59,8 @@
 //
 // Startup reconciliation (Open, ReloadAfterRecovery): entries whose tables are missing are an
 // error; unreferenced `collection-*` / `index-*` tables that are not drop pending are orphans
-// and are dropped. Other packages must not name their own tables with those prefixes.
+// and are dropped. Other packages must not name their own tables with those prefixes. At
+// startup (Open, not ReloadAfterRecovery, which may run while builds are in progress) every
+// unreferenced `internal-*` table (TemporaryIdentPrefix: index builds' temporary tables, left
+// behind by a crash mid-build) is dropped too, so no durable state may live under that prefix.
 package catalog

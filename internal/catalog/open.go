@@ -36,7 +36,10 @@ func Open(ctx context.Context, e *storage.Engine) (*Catalog, error) {
 //   - drop-pending records are handed back to the reaper;
 //   - collection-* and index-* idents that no entry references and that are not drop
 //     pending are orphans (a crash between creating a table and committing its entry, or
-//     entries rolled back by recovery) and are dropped.
+//     entries rolled back by recovery) and are dropped;
+//   - internal-* idents (the temporary side-writes, skipped-record and duplicate-key tables
+//     of index builds) are dropped: nothing survives a restart that could use them, since
+//     builds are not resumable and interrupted builds restart from scratch.
 //
 // It then starts the drop-pending reaper, stopped by Close.
 func OpenWithConfig(ctx context.Context, e *storage.Engine, cfg Config) (*Catalog, error) {
@@ -78,7 +81,7 @@ func OpenWithConfig(ctx context.Context, e *storage.Engine, cfg Config) (*Catalo
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := c.reload(); err != nil {
+	if err := c.reload(true); err != nil {
 		return nil, err
 	}
 	c.reaper.start(cfg.ReapInterval)
@@ -162,17 +165,19 @@ func (c *Catalog) scan(ru *storage.RecoveryUnit) ([]*CollectionMeta, error) {
 // after storage RecoverToStable (replication rollback, startup recovery), and reconciles
 // idents as Open does: tables of collections created after the stable timestamp become
 // orphans and are dropped. The caller must exclude all other catalog users (global X lock).
+// Unlike Open it keeps internal-* tables: an index build of this process may still own them.
 func (c *Catalog) ReloadAfterRecovery() error {
 	c.ddlMu.Lock()
 	defer c.ddlMu.Unlock()
 	c.reaper.passMu.Lock()
 	defer c.reaper.passMu.Unlock()
-	return c.reload()
+	return c.reload(false)
 }
 
 // reload loads the catalog from disk, reconciles idents and installs the result. Callers
-// exclude DDL and reaper passes.
-func (c *Catalog) reload() error {
+// exclude DDL and reaper passes. At startup (no index build can be running yet) the
+// temporary tables of builds interrupted by the shutdown are dropped as well.
+func (c *Catalog) reload(startup bool) error {
 	e := c.e
 	ru := e.NewRecoveryUnit()
 	defer ru.Close()
@@ -237,7 +242,7 @@ func (c *Catalog) reload() error {
 
 	var orphans []string
 	for _, ident := range e.ListIdents() {
-		if isCatalogOwnedIdent(ident) && !referenced[ident] {
+		if (isCatalogOwnedIdent(ident) || (startup && isTemporaryIdent(ident))) && !referenced[ident] {
 			if _, ok := pending[ident]; !ok {
 				orphans = append(orphans, ident)
 			}

@@ -304,10 +304,18 @@ func (c *Catalog) DropPending() []DropPendingIdent {
 	return out
 }
 
-// isCatalogOwnedIdent reports whether startup reconciliation may drop ident when no catalog
-// entry references it: only collection and index tables are the catalog's; other idents
-// (the catalog's own tables, storage-internal ones, index-build temporary tables named
-// "internal-…") belong to someone else.
+// isCatalogOwnedIdent reports whether reconciliation may drop ident when no catalog entry
+// references it: only collection and index tables are the catalog's; other idents (the
+// catalog's own tables, storage-internal ones, index-build temporary tables) belong to
+// someone else.
 func isCatalogOwnedIdent(ident string) bool {
 	return strings.HasPrefix(ident, "collection-") || strings.HasPrefix(ident, "index-")
 }
+
+// TemporaryIdentPrefix names tables that live only while the process that created them runs
+// (index builds' side-writes, skipped-record and duplicate-key tables): startup
+// reconciliation drops every one of them. Nothing may keep state that must survive a
+// restart in a table with this prefix.
+const TemporaryIdentPrefix = "internal-"
+
+func isTemporaryIdent(ident string) bool { return strings.HasPrefix(ident, TemporaryIdentPrefix) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -33,7 +34,8 @@ type DB struct {
 }
 
 // OpenDB opens (or creates) the data directory dbpath: the storage engine, the catalog with
-// startup reconciliation, and the collection write paths.
+// startup reconciliation, and the collection write paths; then it restarts the index builds
+// that the last shutdown or crash interrupted (before the server accepts connections).
 func OpenDB(ctx context.Context, dbpath string, filters index.FilterFactory, log *slog.Logger) (*DB, error) {
 	if log == nil {
 		log = slog.Default()
@@ -47,7 +49,7 @@ func OpenDB(ctx context.Context, dbpath string, filters index.FilterFactory, log
 		_ = e.Close()
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
-	return &DB{
+	d := &DB{
 		Engine:  e,
 		Catalog: cat,
 		Colls:   index.NewCollections(e, cat, filters),
@@ -55,7 +57,19 @@ func OpenDB(ctx context.Context, dbpath string, filters index.FilterFactory, log
 		Filters: filters,
 		TempDir: filepath.Join(dbpath, "_tmp"),
 		Log:     log,
-	}, nil
+	}
+	// The external sorter creates its spill files there and does not create the directory.
+	if err := os.MkdirAll(d.TempDir, 0o750); err != nil {
+		_ = d.Close()
+		return nil, fmt.Errorf("create %s: %w", d.TempDir, err)
+	}
+	// Index builds interrupted by a crash or shutdown restart from scratch, synchronously:
+	// nobody can connect yet, so the default write gate excludes all the writers there are.
+	if err := index.RestartUnfinishedBuilds(ctx, d.Colls, index.BuildOptions{TempDir: d.TempDir, Log: log}); err != nil {
+		_ = d.Close()
+		return nil, fmt.Errorf("restart unfinished index builds: %w", err)
+	}
+	return d, nil
 }
 
 // Close stops the catalog's background work and closes the engine cleanly (fast counts are

@@ -39,8 +39,12 @@ type Index struct {
 	ident  string
 	isID   bool
 	unique bool
-	gen    *KeyGenerator
-	ord    keystring.Ordering
+	// prepareUnique (collMod's first step of a conversion to unique, spec: "Convert to
+	// unique"): new keys are checked like a unique index's, but duplicates that already exist
+	// are tolerated, so builds and validation treat the index as non-unique.
+	prepareUnique bool
+	gen           *KeyGenerator
+	ord           keystring.Ordering
 	// keyPattern and fieldNames serve DuplicateKey errors (keyPattern/keyValue).
 	keyPattern bsoncore.Document
 	fieldNames []string
@@ -56,15 +60,33 @@ func NewIndex(ns string, meta *catalog.IndexMeta, filter Filter) (*Index, error)
 	}
 	ix := &Index{
 		ns: ns, name: meta.Name, ident: meta.Ident,
-		isID:       meta.IsIDIndex(),
-		unique:     meta.Unique || meta.IsIDIndex(),
-		gen:        gen,
-		ord:        keystring.Ordering(gen.DescendingMask()),
-		keyPattern: slices.Clone(meta.KeyPattern),
-		fieldNames: gen.Paths(),
-		meta:       *meta,
+		isID:          meta.IsIDIndex(),
+		unique:        meta.Unique || meta.IsIDIndex(),
+		prepareUnique: specTrue(meta.Spec, "prepareUnique"),
+		gen:           gen,
+		ord:           keystring.Ordering(gen.DescendingMask()),
+		keyPattern:    slices.Clone(meta.KeyPattern),
+		fieldNames:    gen.Paths(),
+		meta:          *meta,
 	}
 	return ix, nil
+}
+
+// specTrue reports whether spec's field name is true (booleans; numbers by value, as MongoDB
+// coerces index options). A malformed spec reads as false: the catalog validated it.
+func specTrue(spec bsoncore.Document, name string) bool {
+	v, err := spec.LookupErr(name)
+	if err != nil {
+		return false
+	}
+	switch v.Type {
+	case bsoncore.TypeBoolean:
+		return v.Boolean()
+	case bsoncore.TypeInt32, bsoncore.TypeInt64, bsoncore.TypeDouble:
+		f, ok := v.AsFloat64OK()
+		return ok && f != 0
+	}
+	return false
 }
 
 // Name is the index name; Ident its storage table.
@@ -74,6 +96,10 @@ func (ix *Index) Ident() string { return ix.ident }
 // IsID reports whether this is the _id index; Unique whether keys must be unique.
 func (ix *Index) IsID() bool   { return ix.isID }
 func (ix *Index) Unique() bool { return ix.unique }
+
+// PrepareUnique reports whether the index rejects new duplicate keys while tolerating existing
+// ones (collMod prepareUnique: true on a non-unique index).
+func (ix *Index) PrepareUnique() bool { return ix.prepareUnique }
 
 // Ordering is the KeyString ordering of the key pattern.
 func (ix *Index) Ordering() keystring.Ordering { return ix.ord }
@@ -238,7 +264,9 @@ func (ix *Index) insertKey(ru *storage.RecoveryUnit, s *scratch, prefix, full, t
 		s.val = appendIDValue(s.val[:0], rid, tb)
 		return ru.Put(ix.ident, prefix, s.val)
 	}
-	if ix.unique && !o.dupsAllowed {
+	// prepareUnique gets the same check: only keys being added are checked, so the
+	// duplicates already in the index stay, and an update that keeps its key is not refused.
+	if (ix.unique || ix.prepareUnique) && !o.dupsAllowed {
 		dup, err := ix.hasOtherEntry(ru, prefix, rid)
 		if err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync/atomic"
 
@@ -57,6 +58,8 @@ type BuildOptions struct {
 	// Hook, when set, is called at phase boundaries ("registered", "scanned", "loaded",
 	// "drained", "final") for tests.
 	Hook func(phase string)
+	// Log receives RestartUnfinishedBuilds' messages (slog.Default() when nil).
+	Log *slog.Logger
 }
 
 // BuildStats describe a finished build.
@@ -301,7 +304,10 @@ func (b *builder) register(spec bsoncore.Document) error {
 	}
 	b.ns = meta.NS
 	e := b.coll.e
-	for _, kind := range []string{"internal-sidewrites", "internal-skipped", "internal-dupkeys"} {
+	// Temporary tables carry the catalog's temporary prefix, so the catalog's startup
+	// reconciliation drops those of a build interrupted by a crash.
+	for _, kind := range []string{"sidewrites", "skipped", "dupkeys"} {
+		kind = catalog.TemporaryIdentPrefix + kind
 		name := e.NewIdentName(kind)
 		if err := e.CreateIdent(name, storage.IdentOptions{}); err != nil {
 			b.dropTemps()

@@ -18,6 +18,14 @@
 //     index in the caller's WriteUnitOfWork, routes keys of indexes being built to their
 //     interceptors, and persists multikey state the first time it changes.
 //   - Hybrid index builds (build.go) and the TTL monitor (ttl.go).
+//   - Restart of interrupted builds (restart.go): RestartUnfinishedBuilds, called at startup,
+//     drops every not-ready index and builds it again from scratch with the same spec, as a
+//     standalone MongoDB does. The build's temporary tables (catalog.TemporaryIdentPrefix)
+//     were dropped by the catalog's startup reconciliation.
+//   - prepareUnique (collMod's first step of a conversion to unique): such an index checks
+//     the keys that inserts and updates add exactly as a unique index does (DuplicateKey
+//     11000), while duplicates already present stay; builds and validation still treat it as
+//     non-unique.
 //
 // # Invariants
 //
@@ -36,7 +44,8 @@
 // # Not done
 //
 // Collations (keys are built from raw values), text/2d/2dsphere/wildcard indexes, resumable
-// builds (the temporary tables are not recorded for resumption, and a build interrupted by a
-// crash leaves a not-ready index that nothing rebuilds), two-phase replicated builds (commit
-// quorum) and prepareUnique conversions belong to callers or are future work.
+// builds (interrupted builds restart from scratch), two-phase replicated builds (commit
+// quorum; a secondary must not restart builds on its own) and the unique conversion itself
+// (collMod's scan for violations) belong to callers or are future work. Side writes made
+// while a build with prepareUnique in its spec runs are not checked until the build is ready.
 package index

@@ -107,7 +107,8 @@ var (
 //	// on return and not part of any unit (as in WiredTiger); callers undo a create on rollback.
 //	func (e *Engine) NewIdentName(kind string) string   // "collection-<counter>-<random>", "index-…"
 //	func (e *Engine) CreateIdent(name string, opts IdentOptions) error // ErrIdentExists
-//	func (e *Engine) DropIdent(name string) error       // range deletion of every version; ErrNoSuchIdent
+//	func (e *Engine) DropIdent(name string) error       // range deletion of every version; ErrNoSuchIdent;
+//	                                                    // units with uncommitted writes to it fail to commit (WriteConflict)
 //	func (e *Engine) HasIdent(name string) bool
 //	func (e *Engine) ListIdents() []string              // sorted
 //

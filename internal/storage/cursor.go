@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -36,7 +35,7 @@ type Cursor struct {
 	pbuf   []byte // scratch for seek keys
 	kbuf   []byte // scratch copy of the current key
 
-	// Buffer-side current key (index into buf.keys()).
+	// Buffer-side current key and its entry.
 	bKey   string
 	bValid bool
 	bEntry *bufEntry
@@ -305,56 +304,42 @@ func (c *Cursor) eSettleRev(valid bool) {
 }
 
 // bLocate positions the buffer side at the first buffered key after from (or at it when
-// inclusive) in the cursor's direction; from == nil means the start.
+// inclusive) in the cursor's direction and within the bounds; from == nil means the start.
+// Each call is one O(log n) tree seek.
 func (c *Cursor) bLocate(from []byte, inclusive bool) {
 	c.bValid, c.bEntry = false, nil
 	b := c.ru.bufs[c.ii.id]
-	if b == nil || len(b.m) == 0 {
+	if b == nil || b.tree.n == 0 {
 		return
 	}
-	keys := b.keys()
-	var i int
+	var it ktItem
+	var ok bool
 	if !c.reverse {
 		switch {
+		case c.lower != nil && (from == nil || bytes.Compare(from, c.lower) < 0):
+			it, ok = b.tree.seekGE(string(c.lower), false)
 		case from == nil:
-			i = 0
-		case inclusive:
-			i = sort.SearchStrings(keys, string(from))
+			it, ok = b.tree.first()
 		default:
-			i = sort.Search(len(keys), func(j int) bool { return keys[j] > string(from) })
+			it, ok = b.tree.seekGE(string(from), !inclusive)
 		}
-		for ; i < len(keys); i++ {
-			k := keys[i]
-			if c.lower != nil && k < string(c.lower) {
-				continue
-			}
-			if c.upper != nil && k >= string(c.upper) {
-				return
-			}
-			c.bKey, c.bValid, c.bEntry = k, true, b.m[k]
+		if !ok || (c.upper != nil && it.key >= string(c.upper)) {
 			return
 		}
-		return
-	}
-	switch {
-	case from == nil:
-		i = len(keys) - 1
-	case inclusive:
-		i = sort.Search(len(keys), func(j int) bool { return keys[j] > string(from) }) - 1
-	default:
-		i = sort.SearchStrings(keys, string(from)) - 1
-	}
-	for ; i >= 0; i-- {
-		k := keys[i]
-		if c.upper != nil && k >= string(c.upper) {
-			continue
+	} else {
+		switch {
+		case c.upper != nil && (from == nil || bytes.Compare(from, c.upper) >= 0):
+			it, ok = b.tree.seekLE(string(c.upper), true)
+		case from == nil:
+			it, ok = b.tree.last()
+		default:
+			it, ok = b.tree.seekLE(string(from), !inclusive)
 		}
-		if c.lower != nil && k < string(c.lower) {
+		if !ok || (c.lower != nil && it.key < string(c.lower)) {
 			return
 		}
-		c.bKey, c.bValid, c.bEntry = k, true, b.m[k]
-		return
 	}
+	c.bKey, c.bValid, c.bEntry = it.key, true, it.e
 }
 
 // merge combines the two sides into the current position, skipping buffered tombstones.

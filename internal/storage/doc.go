@@ -48,8 +48,17 @@
 // that iterator with SeekPrefixGE (a fresh iterator per read costs about a third more CPU,
 // see BenchmarkPointGetFreshSnapshot); cursors clone it, so they see exactly the same view. Writes are buffered in the unit (the latest
 // value per key for reads, plus an ordered op log) and applied at commit as one Pebble batch
-// with NoSync. Cursors merge the buffer with the snapshot; the buffer side is re-located by
-// binary search on every move, so writes made while a cursor is open are seen.
+// with NoSync. Cursors merge the buffer with the snapshot; the buffer's keys are also kept in
+// an insert-only B-tree (keytree.go) and the buffer side is re-located by an O(log n) seek on
+// every move, so writes made while a cursor is open are seen, and a unit interleaving writes
+// and cursor opens stays O(n log n) (a key list re-sorted after each write made it quadratic).
+//
+// A commit whose unit wrote to an ident that was dropped after the write fails with
+// WriteConflict and is rolled back: commits check for dropped idents and apply their batch
+// under the read side of a lock whose write side DropIdent takes to mark the ident, so no
+// version lands under a dead prefix after its range deletion (where nothing would reclaim
+// it). WiredTiger instead refuses such a drop (EBUSY) and MongoDB's reaper retries; here the
+// drop wins and the writer retries against the new catalog.
 //
 // Commit timestamps: SetCommitTimestamp (all writes) or SetTimestamp (the writes that
 // follow) are explicit; otherwise commit assigns max(now.secs:1, highest seen + 1). Every

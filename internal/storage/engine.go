@@ -42,6 +42,10 @@ type identInfo struct {
 	dataSize    atomic.Int64
 	countsDirty atomic.Bool
 
+	// dropped is set by DropIdent under Engine.dropMu (write side); commits check it under
+	// the read side, so no commit applies a version after the ident's range deletion.
+	dropped atomic.Bool
+
 	// oplog is non-nil for oplog idents (truncate markers; see oplog.go).
 	oplog *oplogState
 }
@@ -65,6 +69,11 @@ type Engine struct {
 	idents  atomic.Pointer[map[string]*identInfo]
 	identMu sync.Mutex
 	nextID  uint32 // guarded by identMu
+	// dropMu orders commits against ident drops: a commit checks that none of its idents is
+	// dropped and applies its batch under the read lock; DropIdent marks the ident dropped
+	// under the write lock before deleting its range. A unit that wrote to an ident dropped
+	// before its commit therefore fails instead of leaving versions under a dead prefix.
+	dropMu  sync.RWMutex
 	nameSeq atomic.Uint64
 
 	ts timestampState
@@ -465,6 +474,11 @@ func (e *Engine) DropIdent(name string) error {
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrNoSuchIdent, name)
 	}
+	// Commits that passed their dropped check have applied their batches (their versions
+	// get lower sequence numbers than the range deletion below); later ones see the flag.
+	e.dropMu.Lock()
+	ii.dropped.Store(true)
+	e.dropMu.Unlock()
 	b := e.db.NewBatch()
 	defer b.Close()
 	lo, hi := identBounds(ii.id)

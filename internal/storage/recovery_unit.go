@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -44,30 +43,17 @@ type RecoveryUnit struct {
 	closed bool
 }
 
-// identBuf holds a unit's uncommitted writes to one ident: the latest write per key for reads,
-// plus a lazily sorted key list for cursors.
+// identBuf holds a unit's uncommitted writes to one ident: the latest write per key, in a map
+// for point reads and in an ordered tree (the same entries) for cursors.
 type identBuf struct {
-	ii     *identInfo
-	m      map[string]*bufEntry
-	sorted []string
-	dirty  bool
+	ii   *identInfo
+	m    map[string]*bufEntry
+	tree keyTree
 }
 
 type bufEntry struct {
 	val  []byte // header ‖ payload; the payload is val[1:]
 	tomb bool
-}
-
-func (b *identBuf) keys() []string {
-	if b.dirty {
-		b.sorted = b.sorted[:0]
-		for k := range b.m {
-			b.sorted = append(b.sorted, k)
-		}
-		sort.Strings(b.sorted)
-		b.dirty = false
-	}
-	return b.sorted
 }
 
 // pendingOp is one write in commit order. ts is 0 when the commit timestamp applies.
@@ -374,8 +360,9 @@ func (ru *RecoveryUnit) write(ident string, key, val []byte, tomb bool) error {
 	if be, ok := b.m[sk]; ok {
 		be.val, be.tomb = val, tomb
 	} else {
-		b.m[sk] = &bufEntry{val: val, tomb: tomb}
-		b.dirty = true
+		be := &bufEntry{val: val, tomb: tomb}
+		b.m[sk] = be
+		b.tree.insert(sk, be)
 	}
 	ru.ops = append(ru.ops, pendingOp{ii: ii, key: sk, ts: ru.curTs, val: val})
 	return nil
@@ -428,6 +415,23 @@ func (ru *RecoveryUnit) commit() error {
 	}
 
 	if len(ru.ops) > 0 {
+		// Under the read side of dropMu, an ident that is not marked dropped now cannot have
+		// its range deleted before this batch is applied.
+		e.dropMu.RLock()
+		for _, ib := range ru.bufs {
+			if ib.ii.dropped.Load() {
+				e.dropMu.RUnlock()
+				ru.rollback()
+				if !auto.IsNull() {
+					e.finishInflight([]Timestamp{auto}, false)
+				}
+				// WiredTiger refuses to drop a table with uncommitted updates (EBUSY) and
+				// MongoDB's drop-pending reaper retries; here the drop wins and the writer
+				// retries, re-reading the catalog, which no longer has the table.
+				return mongoerr.Newf(mongoerr.WriteConflict,
+					"WriteConflict error: table %s was dropped while this operation was writing to it", ib.ii.name)
+			}
+		}
 		b := e.db.NewBatch()
 		var kb []byte
 		for i := range ru.ops {
@@ -441,6 +445,7 @@ func (ru *RecoveryUnit) commit() error {
 			_ = b.Set(kb, op.val, nil)
 		}
 		err := e.db.Apply(b, pebble.NoSync)
+		e.dropMu.RUnlock()
 		_ = b.Close()
 		if err != nil {
 			ru.rollback()
