@@ -3,8 +3,13 @@
 //
 // Planning. Prepare validates the request (sort pattern, hint, min/max, skip/limit) and
 // enumerates candidate plans: IDHACK for a lone {_id: scalar}; otherwise one IXSCAN plan per
-// ready, non-hidden, non-partial, non-hashed index whose leading field the filter bounds (or
-// that provides the requested sort); a COLLSCAN only when no index applies. Bounds come from
+// ready, non-hidden index whose leading field the filter bounds (or that provides the
+// requested sort), plus an OR plan when every branch of a top-level $or can use an index
+// (or.go); a COLLSCAN only when no index applies. A partial index is a candidate only when
+// the filter implies its partialFilterExpression (partial.go; a hint of one that is not
+// implied is rejected). Hashed fields are bounded only by equalities and $in, as point
+// intervals on the values' hashes (hashed.go); their plans always FETCH and re-filter, since
+// values can share a hash. Bounds come from
 // the top-level conjunction's leaves ($eq, ranges with type bracketing, $in, prefix regexes,
 // $exists, $type, $elemMatch children). On multikey fields, predicates are not intersected
 // (only the first bounds the scan) unless they come from the same $elemMatch, and a field that
@@ -16,9 +21,12 @@
 // Execution. Stages do one unit of work per call (advanced / needTime / EOF): COLLSCAN,
 // IDHACK, IXSCAN (ranges from the bounds: a cartesian product of leading point intervals
 // then the intervals of the next field; remaining fields are checked per key; multikey
-// results de-duplicated), FETCH (+ the whole filter), SORT (blocking, KeyString-encoded sort
-// keys in the external sorter; error 292 past the memory limit unless allowDiskUse, then it
-// spills), SKIP, LIMIT, PROJECTION_SIMPLE/DEFAULT/COVERED and RETURN_KEY. Sort keys follow
+// results de-duplicated), OR (children in turn, RecordIds de-duplicated), FETCH (+ the
+// whole filter), SORT (blocking, KeyString-encoded sort keys in the external sorter; error
+// 292 past the memory limit unless allowDiskUse, then it spills; with a limit, a top-k heap
+// of skip+limit entries, explain's limitAmount, that falls back to the external sorter only
+// when those k documents alone exceed the limit), SKIP, LIMIT,
+// PROJECTION_SIMPLE/DEFAULT/COVERED and RETURN_KEY. Sort keys follow
 // MongoDB: an array contributes its smallest element ascending and its largest descending;
 // missing is null.
 //
@@ -27,9 +35,12 @@
 // Save / Restore; Restore fails with QueryPlanKilled if the collection or scanned index was
 // dropped. Context cancellation (maxTimeMS, killOp) stops Next with the context's cause.
 //
-// Known deviations from MongoDB: no $or index plans (OR/SORT_MERGE), no index intersection,
-// no plan cache; partial and hashed indexes are never chosen; covered plans need top-level
-// non-multikey key fields and simple inclusion projections; parsedQuery echoes the filter
+// Known deviations from MongoDB: $or plans pick one index per branch by a bounds heuristic
+// instead of enumerating and ranking every branch combination, never use SORT_MERGE, and
+// only the first top-level $or is indexed (nested $or inside a branch disables the OR plan);
+// no index intersection, no plan cache; partial filter implication is syntactic (one query
+// predicate must imply each partial predicate); covered plans need top-level non-multikey,
+// non-hashed key fields and simple inclusion projections; parsedQuery echoes the filter
 // instead of MongoDB's normalised form; locks are not released at yields.
 //
 // Spec: none of spec/ covers the planner; behaviour follows MongoDB 7.0 (query_planner.cpp,

@@ -31,29 +31,20 @@ func (b *builder) build(env *execEnv) (stage, string) {
 	case b.idhack:
 		v, _ := idHackValue(p)
 		root = &idHack{env: env, id: v}
+	case len(b.or) > 0:
+		or := &orStage{}
+		for _, c := range b.or {
+			s := newIxScan(env, c, nil, r.ForWrite)
+			s.needVals = s.needVals || r.ReturnKey
+			or.kids = append(or.kids, s)
+		}
+		root = &fetchStage{env: env, child: or, filter: filter, rawFilt: rawIf(filter, p.filterDoc)}
 	case b.cand != nil:
 		c := b.cand
 		ixName = c.ix.Name()
 		covered = c.covered
 		keyNamesOut = c.names
-		im := c.ix.Meta()
-		s := &ixScan{env: env, ix: c.ix, meta: im, names: c.names, bounds: c.bounds, desc: c.desc,
-			reverse: c.reverse, dedup: im.Multikey || r.ForWrite}
-		if b.minMax != nil {
-			s.ranges = []scanRange{*b.minMax}
-			s.minMax = true
-		} else {
-			var k int
-			s.ranges, k = c.ranges()
-			// Fields after the range-defining ones are checked per key.
-			s.check = make([]bool, len(c.names))
-			for i := range c.names {
-				if i > k && !c.bounds[i].isFull() {
-					s.check[i] = true
-					s.needVals = true
-				}
-			}
-		}
+		s := newIxScan(env, c, b.minMax, r.ForWrite)
 		if covered || r.ReturnKey {
 			s.needVals = true
 		}
@@ -118,6 +109,40 @@ func (b *builder) build(env *execEnv) (stage, string) {
 		root = &projStage{child: root, kind: projDefault, showRID: true}
 	}
 	return root, ixName
+}
+
+// newIxScan builds the IXSCAN of candidate c (over minMax when set, else c's bounds).
+func newIxScan(env *execEnv, c *candidate, minMax *scanRange, forWrite bool) *ixScan {
+	im := c.ix.Meta()
+	s := &ixScan{env: env, ix: c.ix, meta: im, names: c.names, bounds: c.bounds, desc: c.desc,
+		reverse: c.reverse, dedup: im.Multikey || forWrite}
+	if minMax != nil {
+		s.ranges = []scanRange{*minMax}
+		s.minMax = true
+		return s
+	}
+	var k int
+	s.ranges, k = c.ranges()
+	// Fields after the range-defining ones are checked per key.
+	s.check = make([]bool, len(c.names))
+	for i := range c.names {
+		if i > k && !c.bounds[i].isFull() {
+			s.check[i] = true
+			s.needVals = true
+		}
+	}
+	return s
+}
+
+// scannedIndexes lists the indexes a plan's IXSCANs read.
+func scannedIndexes(root stage) []string {
+	var out []string
+	walk(root, func(s stage) {
+		if x, ok := s.(*ixScan); ok {
+			out = append(out, x.meta.Name)
+		}
+	})
+	return out
 }
 
 func isEmptyDoc(d bsoncore.Document) bool { return len(d) <= 5 }
@@ -205,11 +230,11 @@ func (ex *Executor) Restore(meta *catalog.CollectionMeta) error {
 		if meta == nil || meta.UUID != ex.meta.UUID {
 			return mongoerr.New(mongoerr.QueryPlanKilled, "collection dropped")
 		}
-		if ex.ixName != "" {
-			im, ok := meta.Index(ex.ixName)
-			old, _ := ex.meta.Index(ex.ixName)
+		for _, name := range scannedIndexes(ex.root) {
+			im, ok := meta.Index(name)
+			old, _ := ex.meta.Index(name)
 			if !ok || old == nil || im.Ident != old.Ident {
-				return mongoerr.Newf(mongoerr.QueryPlanKilled, "index '%s' dropped", ex.ixName)
+				return mongoerr.Newf(mongoerr.QueryPlanKilled, "index '%s' dropped", name)
 			}
 		}
 	}
@@ -331,6 +356,12 @@ func renderPlan(s stage, stats bool) bsoncore.Document {
 	}
 	if ch := s.children(); len(ch) == 1 {
 		b = bsoncore.AppendDocumentElement(b, "inputStage", renderPlan(ch[0], stats))
+	} else if len(ch) > 1 {
+		ai, bb := bsoncore.AppendArrayElementStart(b, "inputStages")
+		for i, c := range ch {
+			bb = bsoncore.AppendDocumentElement(bb, itoa(i), renderPlan(c, stats))
+		}
+		b, _ = bsoncore.AppendArrayEnd(bb, ai)
 	}
 	b, _ = bsoncore.AppendDocumentEnd(b, idx)
 	return b

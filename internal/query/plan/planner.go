@@ -296,6 +296,11 @@ func collectPreds(e query.MatchExpression, out []pred, group *int) []pred {
 		for _, c := range e.Children() {
 			out = collectPreds(c, out, group)
 		}
+	case query.KindOr:
+		// A one-branch $or is its branch (MongoDB simplifies it away).
+		if ch := e.Children(); len(ch) == 1 {
+			out = collectPreds(ch[0], out, group)
+		}
 	case query.KindElemMatchValue:
 		*group++
 		g := *group
@@ -397,6 +402,7 @@ type candidate struct {
 	ix          *index.Index
 	names       []string
 	desc        []bool
+	hashed      []bool // per field: hashed (bounds are in the hash space)
 	bounds      []oil
 	exactPreds  bool
 	bounded     bool // some field has a non-full bound
@@ -406,34 +412,39 @@ type candidate struct {
 	keyPos      map[string]int
 }
 
-func keyNames(kp bsoncore.Document) ([]string, []bool, bool) {
+// keyNames returns the fields of a key pattern, their directions and which one is hashed;
+// ok is false for key patterns the planner does not handle (text, 2dsphere, ...).
+func keyNames(kp bsoncore.Document) (names []string, desc, hashed []bool, ok bool) {
 	elems, err := kp.Elements()
 	if err != nil {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	var names []string
-	var desc []bool
 	for _, e := range elems {
 		v := e.Value()
+		h := false
 		if v.Type == bsoncore.TypeString {
-			return nil, nil, false // hashed, text, 2dsphere...: not planned
+			if v.StringValue() != "hashed" {
+				return nil, nil, nil, false
+			}
+			h = true
 		}
 		f, _ := bsonutil.ToFloat64(v)
 		names = append(names, e.Key())
 		desc = append(desc, f < 0)
+		hashed = append(hashed, h)
 	}
-	return names, desc, true
+	return names, desc, hashed, true
 }
 
 // planIndex computes bounds and properties of using ix for the query; ok false when the index
 // cannot serve it (unless hinted, in which case it scans fully).
 func (p *prepared) planIndex(ix *index.Index, preds []pred, hinted bool) (*candidate, bool) {
 	im := ix.Meta()
-	names, desc, ok := keyNames(im.KeyPattern)
+	names, desc, hashed, ok := keyNames(im.KeyPattern)
 	if !ok {
 		return nil, false
 	}
-	c := &candidate{ix: ix, names: names, desc: desc, keyPos: map[string]int{}}
+	c := &candidate{ix: ix, names: names, desc: desc, hashed: hashed, keyPos: map[string]int{}}
 	c.bounds = make([]oil, len(names))
 	for i, n := range names {
 		c.keyPos[n] = i
@@ -444,7 +455,17 @@ func (p *prepared) planIndex(ix *index.Index, preds []pred, hinted bool) (*candi
 			if pr.path != n {
 				continue
 			}
-			pb, _, _ := leafBounds(pr.e)
+			var pb oil
+			if hashed[i] {
+				// Only equalities translate into the hash space; ranges cannot use it.
+				hb, ok := hashedBounds(pr.e)
+				if !ok {
+					continue
+				}
+				pb = hb
+			} else {
+				pb, _, _ = leafBounds(pr.e)
+			}
 			switch {
 			case b == nil:
 				b, group = pb, pr.group
@@ -479,8 +500,12 @@ func (p *prepared) planIndex(ix *index.Index, preds []pred, hinted bool) (*candi
 		// A sparse index lacks documents without the field: only predicates excluding null
 		// (missing) on some field may use it.
 		excl := false
-		for _, b := range c.bounds {
-			if !b.isFull() && !b.contains(bsoncore.Value{Type: bsoncore.TypeNull}) {
+		for i, b := range c.bounds {
+			null := bsoncore.Value{Type: bsoncore.TypeNull}
+			if hashed[i] {
+				null = hashedNull
+			}
+			if !b.isFull() && !b.contains(null) {
 				excl = true
 			}
 		}
@@ -516,7 +541,7 @@ func (p *prepared) indexSort(c *candidate, im *catalog.IndexMeta) (provides, rev
 	dir := 0
 	for k, sf := range p.sort {
 		i := start + k
-		if c.names[i] != sf.path || multikeyField(im, i) {
+		if c.names[i] != sf.path || multikeyField(im, i) || c.hashed[i] {
 			return false, false
 		}
 		d := 1
@@ -543,8 +568,8 @@ func (p *prepared) isCovered(c *candidate, im *catalog.IndexMeta) bool {
 		return false
 	}
 	names := map[string]bool{}
-	for _, n := range c.names {
-		if strings.Contains(n, ".") {
+	for i, n := range c.names {
+		if strings.Contains(n, ".") || c.hashed[i] {
 			return false
 		}
 		names[n] = true
@@ -753,6 +778,8 @@ type builder struct {
 	reverse bool
 	// minMax bounds for hinted min/max scans
 	minMax *scanRange
+	// or: one index scan per branch of the filter's top-level $or, under an OR stage
+	or []*candidate
 }
 
 func (p *prepared) candidates(coll *index.Collection, meta *catalog.CollectionMeta) ([]*builder, error) {
@@ -769,7 +796,9 @@ func (p *prepared) candidates(coll *index.Collection, meta *catalog.CollectionMe
 		g := 0
 		preds = collectPreds(p.matcher.Expression(), preds, &g)
 		c, _ := p.planIndex(p.hintIx, preds, true)
-		if c == nil {
+		// A partial index the query does not imply would miss documents (MongoDB rejects
+		// the hint the same way).
+		if c == nil || !partialUsable(p.hintIx.Meta(), p.matcher.Expression()) {
 			return nil, errBadHint()
 		}
 		b := &builder{p: p, cand: c}
@@ -800,12 +829,15 @@ func (p *prepared) candidates(coll *index.Collection, meta *catalog.CollectionMe
 	var out []*builder
 	for _, ix := range ixs {
 		im := ix.Meta()
-		if im.Hidden || im.PartialFilterExpression != nil || !im.Ready {
+		if im.Hidden || !im.Ready || !partialUsable(im, p.matcher.Expression()) {
 			continue
 		}
 		if c, ok := p.planIndex(ix, preds, false); ok {
 			out = append(out, &builder{p: p, cand: c})
 		}
+	}
+	if branches := p.orPlan(ixs); branches != nil {
+		out = append(out, &builder{p: p, or: branches})
 	}
 	// The collection scan competes unless an index bounds the query (MongoDB only falls back
 	// to COLLSCAN when no index applies).

@@ -434,8 +434,13 @@ type sortStage struct {
 	memLimit  int64
 	allowDisk bool
 	tempDir   string
-	srt       *sorter.Sorter
+	srt       *sorter.Sorter // nil while a top-k sort fits its heap
 	it        *sorter.Iterator
+	loaded    bool // the child is exhausted; emitting
+	top       topK
+	topPos    int
+	kbuf      []byte
+	ridBuf    []byte
 	seq       uint64
 	dataSize  int64
 	usedMem   int64
@@ -450,18 +455,11 @@ type sortStage struct {
 
 func (s *sortStage) work(ctx context.Context) (*member, workState, error) {
 	s.cs.works++
-	if s.it == nil {
-		if s.srt == nil {
-			mem := s.memLimit
-			if !s.allowDisk {
-				// Never spill: exceeding the limit is an error, detected below.
-				mem = 1 << 62
-			} else if s.tempDir != "" {
-				if err := os.MkdirAll(s.tempDir, 0o755); err != nil {
-					return nil, isEOF, err
-				}
+	if !s.loaded {
+		if s.srt == nil && s.limit <= 0 {
+			if err := s.startSorter(); err != nil {
+				return nil, isEOF, err
 			}
-			s.srt = sorter.New(sorter.Options{MaxMemoryBytes: mem, TempDir: s.tempDir})
 		}
 		m, st, err := s.child.work(ctx)
 		switch {
@@ -477,25 +475,58 @@ func (s *sortStage) work(ctx context.Context) (*member, workState, error) {
 			s.cs.needTime++
 			return nil, needTime, nil
 		}
-		it, err := s.srt.Done()
-		if err != nil {
-			return nil, isEOF, err
+		s.loaded = true
+		if s.srt == nil {
+			// Top-k: everything fit in the bounded heap; emit it in key order.
+			s.top.sortAscending()
+		} else {
+			it, err := s.srt.Done()
+			if err != nil {
+				return nil, isEOF, err
+			}
+			s.spills = s.srt.Stats().Spills
+			s.it = it
 		}
-		s.spills = s.srt.Stats().Spills
-		s.it = it
 	}
-	if !s.it.Next() {
-		if err := s.it.Err(); err != nil {
-			return nil, isEOF, err
+	var v []byte
+	if s.it != nil {
+		if !s.it.Next() {
+			if err := s.it.Err(); err != nil {
+				return nil, isEOF, err
+			}
+			s.cs.eof = true
+			return nil, isEOF, nil
 		}
-		s.cs.eof = true
-		return nil, isEOF, nil
+		v = s.it.Value()
+	} else {
+		if s.topPos >= len(s.top.e) {
+			s.cs.eof = true
+			return nil, isEOF, nil
+		}
+		v = s.top.e[s.topPos].val
+		s.topPos++
 	}
-	if err := s.decode(s.it.Value()); err != nil {
+	if err := s.decode(v); err != nil {
 		return nil, isEOF, err
 	}
 	s.cs.advanced++
 	return &s.out, advanced, nil
+}
+
+// startSorter creates the external sorter (no limit, or a top-k heap that outgrew the
+// memory limit with allowDiskUse).
+func (s *sortStage) startSorter() error {
+	mem := s.memLimit
+	if !s.allowDisk {
+		// Never spill: exceeding the limit is an error, detected in add.
+		mem = 1 << 62
+	} else if s.tempDir != "" {
+		if err := os.MkdirAll(s.tempDir, 0o755); err != nil {
+			return err
+		}
+	}
+	s.srt = sorter.New(sorter.Options{MaxMemoryBytes: mem, TempDir: s.tempDir})
+	return nil
 }
 
 // sortKeyValue computes the sort key component for path in doc: over all values the path
@@ -534,15 +565,23 @@ func (s *sortStage) add(m *member) error {
 		}
 		s.kb.AppendValue(v)
 	}
-	key := s.kb.Bytes()
+	kb := s.kb.Bytes()
 	if err := s.kb.Err(); err != nil {
 		return err
 	}
-	key = binary.BigEndian.AppendUint64(append([]byte(nil), key...), s.seq)
+	key := binary.BigEndian.AppendUint64(append(s.kbuf[:0], kb...), s.seq)
+	s.kbuf = key
 	s.seq++
+	if s.srt == nil && s.top.full(s.limit) && bytes.Compare(key, s.top.e[0].key) >= 0 {
+		// Top-k: not among the k smallest so far; costs no copy. (Later documents with an
+		// equal sort key lose to earlier ones, as the sequence suffix orders them.)
+		s.dataSize += int64(len(key)) + int64(len(m.doc))
+		return nil
+	}
 	// value: uvarint(len(ridKey)) ridKey payload, payload = doc or the key values as an array.
 	v := s.vbuf[:0]
-	rk := m.rid.AppendKey(nil)
+	rk := m.rid.AppendKey(s.ridBuf[:0])
+	s.ridBuf = rk
 	v = binary.AppendUvarint(v, uint64(len(rk)))
 	v = append(v, rk...)
 	if s.covered {
@@ -556,12 +595,37 @@ func (s *sortStage) add(m *member) error {
 	}
 	s.vbuf = v
 	s.dataSize += int64(len(key) + len(v))
+	if s.srt == nil {
+		// Top-k (limit set): keep only the limit smallest keys in a bounded max-heap.
+		s.usedMem += s.top.push(key, v, s.limit)
+		if s.usedMem <= s.memLimit {
+			return nil
+		}
+		if !s.allowDisk {
+			return s.memErr()
+		}
+		// The k documents themselves exceed the limit: continue as an external sort.
+		if err := s.startSorter(); err != nil {
+			return err
+		}
+		for _, e := range s.top.e {
+			if err := s.srt.Add(e.key, e.val); err != nil {
+				return err
+			}
+		}
+		s.top = topK{}
+		return nil
+	}
 	s.usedMem += int64(len(key) + len(v))
 	if !s.allowDisk && s.usedMem > s.memLimit {
-		return mongoerr.Newf(mongoerr.QueryExceededMemoryLimitNoDiskUseAllowed,
-			"Executor error during find command :: caused by :: Sort exceeded memory limit of %d bytes, but did not opt in to external sorting.", s.memLimit)
+		return s.memErr()
 	}
 	return s.srt.Add(key, v)
+}
+
+func (s *sortStage) memErr() error {
+	return mongoerr.Newf(mongoerr.QueryExceededMemoryLimitNoDiskUseAllowed,
+		"Executor error during find command :: caused by :: Sort exceeded memory limit of %d bytes, but did not opt in to external sorting.", s.memLimit)
 }
 
 func (s *sortStage) decode(v []byte) error {
@@ -738,5 +802,3 @@ func itoa(n int) string {
 	}
 	return string(b[i:])
 }
-
-var _ = bytes.Compare
