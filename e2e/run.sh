@@ -2,9 +2,10 @@
 # e2e/run.sh: real-client smoke tests of humongod (ARCHITECTURE.md, testing tier 6).
 #
 # Builds humongod, starts it on a free port with a temporary dbpath, installs the clients it
-# needs (npm: mongosh and the Node driver into e2e/node_modules, pinned by package-lock.json;
-# Debian: python3-pymongo), runs e2e/mongosh_smoke.js, e2e/node_smoke.js and
-# e2e/pymongo_smoke.py, stops the server with SIGTERM, and prints one summary line per client.
+# needs (npm: mongosh, the Node driver and Mongoose into e2e/node_modules, pinned by
+# package-lock.json; Debian: python3-pymongo), runs e2e/mongosh_smoke.js, e2e/node_smoke.js,
+# e2e/pymongo_smoke.py and e2e/mongoose_smoke.js, stops the server with SIGTERM, and prints one
+# summary line per client.
 # Exits non-zero if any client failed or the server did not shut down cleanly. A client is
 # skipped ("SKIP: registry unreachable") only when installing it failed with a network error.
 #
@@ -67,15 +68,16 @@ install_npm() {
 	local stamp="$here/node_modules/.humongo-lock-sha"
 	local want
 	want=$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)
-	if [ -x "$here/node_modules/.bin/mongosh" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+	if [ -x "$here/node_modules/.bin/mongosh" ] && [ -f "$here/node_modules/mongoose/package.json" ] &&
+		[ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 		return 0
 	fi
 	if ! command -v npm >/dev/null 2>&1; then
-		say "npm is not installed (Node.js is required for the mongosh and Node driver clients)"
+		say "npm is not installed (Node.js is required for the mongosh, Node driver and Mongoose clients)"
 		npm_state=fail
 		return 1
 	fi
-	say "installing npm packages (mongosh, mongodb) into e2e/node_modules..."
+	say "installing npm packages (mongosh, mongodb, mongoose) into e2e/node_modules..."
 	local t0=$SECONDS out="$work/npm-install.log"
 	if (cd "$here" && timeout "$install_timeout" npm install --no-audit --no-fund --loglevel=error) >"$out" 2>&1; then
 		# npm may normalise the lock file: stamp what is there now.
@@ -192,6 +194,7 @@ run_client mongosh "$npm_state" env HOME="$work/home" MONGOSH_GLOBAL_CONFIG_FILE
 	--quiet --norc --file "$here/mongosh_smoke.js"
 run_client node "$npm_state" node "$here/node_smoke.js" "$uri/?directConnection=true"
 run_client pymongo "$py_state" "$python" "$here/pymongo_smoke.py" "$uri/?directConnection=true"
+run_client mongoose "$npm_state" node "$here/mongoose_smoke.js" "$uri/?directConnection=true"
 
 # --- stop the server cleanly ----------------------------------------------------------------
 if ! stop_server; then
@@ -200,7 +203,7 @@ if ! stop_server; then
 	failed=$((failed + 1))
 fi
 
-for name in mongosh node pymongo; do
+for name in mongosh node pymongo mongoose; do
 	say "$(printf '%-8s %s' "$name" "${result[$name]}")"
 done
 if [ "$failed" -ne 0 ]; then

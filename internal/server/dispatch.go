@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"humongo/internal/failpoint"
 	"slices"
 	"time"
 
@@ -24,6 +25,10 @@ type result struct {
 
 // runCommand validates, dispatches and times one command, and is the one place where errors
 // become replies.
+// maxTimeAlwaysTimeOut makes every command with a maxTimeMS time out at once (MongoDB's fail
+// point of the same name).
+var maxTimeAlwaysTimeOut = failpoint.Register("maxTimeAlwaysTimeOut")
+
 func (s *Server) runCommand(ctx context.Context, c *commands.Conn, cmd bsoncore.Document, legacy, exhaustAllowed bool) result {
 	start := time.Now()
 	env := &commands.Env{Conn: c, State: s.state, Legacy: legacy, ExhaustAllowed: exhaustAllowed}
@@ -112,6 +117,11 @@ func (s *Server) dispatch(ctx context.Context, env *commands.Env, cmd bsoncore.D
 		return nil, err
 	}
 	if timeout > 0 {
+		if _, on := maxTimeAlwaysTimeOut.Evaluate(nil); on {
+			// MongoDB's fail point for deterministic maxTimeMS tests: the operation starts
+			// with its time limit already spent.
+			timeout = time.Nanosecond
+		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, timeout,
 			mongoerr.New(mongoerr.MaxTimeMSExpired, "operation exceeded time limit"))
