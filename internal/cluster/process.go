@@ -346,8 +346,12 @@ func hello(ctx context.Context, uri string) error {
 	if d, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(d), time.Millisecond)
 	}
+	// The minimum heartbeat bounds Disconnect: the driver's monitor can miss the cancel of its
+	// awaitable hello (maxAwaitTimeMS = heartbeat interval, 10s by default), and Disconnect
+	// waits for it whatever its context says, which made WaitReady take ~10s at random.
 	cl, err := mongo.Connect(options.Client().ApplyURI(uri).
-		SetServerSelectionTimeout(timeout).SetConnectTimeout(timeout))
+		SetServerSelectionTimeout(timeout).SetConnectTimeout(timeout).
+		SetHeartbeatInterval(500 * time.Millisecond))
 	if err != nil {
 		return err
 	}
