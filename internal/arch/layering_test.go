@@ -20,13 +20,13 @@ var rank = map[string]int{
 	"storage":     2,
 	"lock":        2,
 	"catalog":     3,
-	"index":       4,
-	"query":       5,
-	"validate":    5,
-	"agg":         6,
-	"cursor":      6, // cursor manager: below commands, independent of the planner
-	"opobserver":  7,
-	"vclock":      7,
+	"index":       5,
+	"query":       6,
+	"validate":    6,
+	"agg":         7,
+	"cursor":      7, // cursor manager: below commands, independent of the planner
+	"opobserver":  4, // the hook interface sits below the write path; implementations (repl/oplog) sit above
+	"vclock":      8,
 	"repl":        8,
 	"txn":         9,
 	"primaryonly": 9,
@@ -38,10 +38,9 @@ var rank = map[string]int{
 	"server":      14,
 	"cluster":     15, // test harness: may start any binary
 	"crashtest":   15,
-	"integration": 15, // real-process driver tests
+	"integration": 16, // real-process driver tests; may use the cluster harness
 	"bench":       15, // humongo bench engine: a client of any server
 	"arch":        16,
-	"zzwarm":      16,
 }
 
 const module = "humongo/"
