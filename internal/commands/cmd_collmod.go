@@ -88,6 +88,9 @@ func runCollMod(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.
 	if _, err := ddlEnumArg(c, "validationAction", lookup(cmd, "validationAction"), "error", "warn"); err != nil {
 		return nil, err
 	}
+	if err := validValidateOptions(ns, cmd); err != nil {
+		return nil, err
+	}
 	elems, _ := cmd.Elements()
 	for _, e := range elems {
 		switch e.Key() {

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -60,7 +61,7 @@ func countParse(env *Env, cmd bsoncore.Document) (countArgs, error) {
 	if a.req.Skip, _, err = findNonNegative(name, "skip", lookup(cmd, "skip")); err != nil {
 		return a, err
 	}
-	if err := findCheckCollation(name, lookup(cmd, "collation")); err != nil {
+	if err := findParseCollation(name, lookup(cmd, "collation"), &a.req); err != nil {
 		return a, err
 	}
 	a.req.CountOnly = true
@@ -77,6 +78,11 @@ func runCount(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Do
 	a, err := countParse(env, cmd)
 	if err != nil {
 		return nil, err
+	}
+	if _, _, isView, err := viewLookup(ctx, env, a.ns); err != nil {
+		return nil, err
+	} else if isView {
+		return countView(ctx, env, cmd)
 	}
 	op := db.NewOp()
 	defer op.Close()
@@ -111,6 +117,26 @@ func runCount(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Do
 			}
 			n++
 		}
+	}
+	return doc(func(b []byte) []byte {
+		return bsoncore.AppendInt32Element(b, "n", int32(min(n, 1<<31-1)))
+	}), nil
+}
+
+// countView counts through a view: the view's pipeline, the count's $match/$skip/$limit
+// and a final $count.
+func countView(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	r, err := viewReadRequest(env, "count", bytes.Clone(cmd))
+	if err != nil {
+		return nil, err
+	}
+	docs, err := aggDrain(ctx, env, r)
+	if err != nil {
+		return nil, err
+	}
+	var n int64
+	if len(docs) > 0 {
+		n, _ = lookup(docs[0], "count").AsInt64OK()
 	}
 	return doc(func(b []byte) []byte {
 		return bsoncore.AppendInt32Element(b, "n", int32(min(n, 1<<31-1)))

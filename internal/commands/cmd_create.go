@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
+	collpkg "humongo/internal/collation"
 	"humongo/internal/mongoerr"
 )
 
@@ -42,9 +43,20 @@ func runCreate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 	if err := checkStrict(cmd, "create", ddlCreateFields...); err != nil {
 		return nil, err
 	}
+	if lookup(cmd, "viewOn").Type != 0 || lookup(cmd, "pipeline").Type != 0 {
+		return viewCreate(ctx, env, ns, cmd)
+	}
 	opts, err := ddlParseCreateOptions(cmd)
 	if err != nil {
 		return nil, err
+	}
+	if err := validValidateOptions(ns, cmd); err != nil {
+		return nil, err
+	}
+	if _, _, isView, err := viewLookup(ctx, env, ns); err != nil {
+		return nil, err
+	} else if isView {
+		return nil, mongoerr.Newf(mongoerr.NamespaceExists, "Namespace %s already exists", ns)
 	}
 	op := db.NewOp()
 	defer op.Close()
@@ -132,12 +144,6 @@ func ddlParseCreateOptions(cmd bsoncore.Document) (bsoncore.Document, error) {
 		return nil, mongoerr.New(mongoerr.InvalidOptions,
 			"the 'capped' field needs to be true when either the 'size' or 'max' fields are present")
 	}
-	if v := lookup(cmd, "viewOn"); v.Type != 0 {
-		return nil, mongoerr.New(mongoerr.CommandNotSupported, "views are not supported yet")
-	}
-	if v := lookup(cmd, "pipeline"); v.Type != 0 {
-		return nil, mongoerr.New(mongoerr.CommandNotSupported, "views are not supported yet")
-	}
 	if v := lookup(cmd, "timeseries"); v.Type != 0 {
 		return nil, mongoerr.New(mongoerr.NotImplemented, "time-series collections are not supported yet")
 	}
@@ -172,13 +178,15 @@ func ddlParseCreateOptions(cmd bsoncore.Document) (bsoncore.Document, error) {
 		return nil, err
 	}
 	if collation != nil {
-		loc, ok := lookup(collation, "locale").StringValueOK()
-		if !ok {
-			return nil, mongoerr.New(mongoerr.Code(40414),
-				"BSON field 'collation.locale' is missing but a required field")
+		// Stored normalised (every option spelled out), as MongoDB does; the simple
+		// collation is the default and is not stored.
+		c, err := collpkg.Parse(collation)
+		if err != nil {
+			return nil, err
 		}
-		if loc == "simple" {
-			collation = nil // the simple collation is the default: not stored
+		collation = nil
+		if c != nil {
+			collation = c.Spec()
 		}
 	}
 	idIndex, err := docField("idIndex")

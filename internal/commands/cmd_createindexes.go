@@ -10,6 +10,7 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/index"
+	"humongo/internal/collation"
 	"humongo/internal/mongoerr"
 )
 
@@ -124,9 +125,15 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 			}
 		}
 		before = len(ddlIndexSpecs(m))
-		for _, s := range specs {
+		for i, s := range specs {
 			if m.Clustered && ddlIsIDKey(lookup(s, "key")) {
 				continue // the clustered index already covers {_id: 1}
+			}
+			if def := lookup(m.Options, "collation"); def.Type == bsoncore.TypeEmbeddedDocument &&
+				lookup(vals[i].Document(), "collation").Type == 0 {
+				// An index without a collation of its own takes the collection default.
+				s = ddlSetField(s, "collation", def)
+				specs[i] = s
 			}
 			_, err := db.Catalog.AddIndex(op.RU, ns, s, true, nil)
 			if mongoerr.Is(err, mongoerr.IndexAlreadyExists) {
@@ -387,11 +394,16 @@ func ddlValidateIndexSpec(db *DB, spec bsoncore.Document, ignoreUnknown bool) (b
 			return nil, err
 		}
 	}
-	if coll, ok := lookup(spec, "collation").DocumentOK(); ok {
-		if loc, _ := lookup(coll, "locale").StringValueOK(); loc == "simple" {
+	if cd, ok := lookup(spec, "collation").DocumentOK(); ok {
+		c, err := collation.Parse(cd)
+		if err != nil {
+			return nil, err
+		}
+		if c == nil {
 			strip["collation"] = true
-		} else if loc == "" {
-			return nil, mongoerr.New(codeMissingField, "BSON field 'collation.locale' is missing but a required field")
+		} else {
+			// Stored normalised, as listIndexes shows it.
+			spec = ddlSetField(spec, "collation", bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: c.Spec()})
 		}
 	}
 	if len(strip) == 0 {

@@ -139,6 +139,9 @@ func runDelete(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 			return nil, err
 		}
 	}
+	if err := writeRejectView(ctx, env, ns); err != nil {
+		return nil, err
+	}
 
 	op := db.NewOp()
 	defer op.Close()

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"context"
 	"sort"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/bsonutil"
+	"humongo/internal/collation"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query/plan"
 )
@@ -55,7 +57,7 @@ func distinctParse(env *Env, cmd bsoncore.Document) (string, string, plan.Reques
 	if req.Hint, err = findHintArg(name, lookup(cmd, "hint")); err != nil {
 		return "", "", req, err
 	}
-	if err := findCheckCollation(name, lookup(cmd, "collation")); err != nil {
+	if err := findParseCollation(name, lookup(cmd, "collation"), &req); err != nil {
 		return "", "", req, err
 	}
 	req.NS = ns
@@ -72,25 +74,49 @@ func runDistinct(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore
 	if err != nil {
 		return nil, err
 	}
-	op := db.NewOp()
-	defer op.Close()
-	meta, coll, release, err := op.ReadCollection(ctx, ns)
-	if err != nil {
+	var next func() (bsoncore.Document, bool, error)
+	var qcoll *collation.Collator // the query's effective collation: values equal under it are one
+	if _, _, isView, err := viewLookup(ctx, env, ns); err != nil {
 		return nil, err
+	} else if isView {
+		// Through a view: the view's pipeline and the query's $match, then the same
+		// extraction as for a collection.
+		r, err := viewReadRequest(env, "distinct", bytes.Clone(cmd))
+		if err != nil {
+			return nil, err
+		}
+		src, err := aggStart(ctx, env, r)
+		if err != nil {
+			return nil, err
+		}
+		defer src.Close()
+		next = func() (bsoncore.Document, bool, error) { return src.Next(ctx) }
+	} else {
+		op := db.NewOp()
+		defer op.Close()
+		meta, coll, release, err := op.ReadCollection(ctx, ns)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		ex, err := plan.Prepare(ctx, op.RU, meta, coll, req)
+		if err != nil {
+			return nil, err
+		}
+		defer ex.Close()
+		qcoll = ex.Collation()
+		next = func() (bsoncore.Document, bool, error) {
+			_, d, ok, err := ex.Next(ctx)
+			return d, ok, err
+		}
 	}
-	defer release()
-	ex, err := plan.Prepare(ctx, op.RU, meta, coll, req)
-	if err != nil {
-		return nil, err
-	}
-	defer ex.Close()
 	// Values are kept as owned copies and de-duplicated by BSON comparison; the reply lists
 	// them in ascending BSON order, as MongoDB's BSONElementSet does.
 	var vals []bsoncore.Value
 	seen := map[string]int{}
 	size := 0
 	for {
-		_, d, ok, err := ex.Next(ctx)
+		d, ok, err := next()
 		if err != nil {
 			return nil, err
 		}
@@ -119,10 +145,14 @@ func runDistinct(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore
 		}
 	}
 	// Numerically equal values of different types (1, 1.0, NumberLong(1)) are one value.
-	sort.SliceStable(vals, func(i, j int) bool { return bsonutil.Compare(vals[i], vals[j]) < 0 })
+	var cmpColl bsonutil.StringComparer // nil interface when coll is nil
+	if qcoll != nil {
+		cmpColl = qcoll
+	}
+	sort.SliceStable(vals, func(i, j int) bool { return bsonutil.CompareWithCollator(vals[i], vals[j], cmpColl) < 0 })
 	out := vals[:0]
 	for _, v := range vals {
-		if len(out) > 0 && bsonutil.Compare(out[len(out)-1], v) == 0 {
+		if len(out) > 0 && bsonutil.CompareWithCollator(out[len(out)-1], v, cmpColl) == 0 {
 			continue
 		}
 		out = append(out, v)

@@ -35,6 +35,15 @@ func runDrop(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 	if err := ddlCheckDroppable(ns); err != nil {
 		return nil, err
 	}
+	if _, ok := db.Catalog.Latest().ByNS(ns); !ok {
+		// Dropping a view removes its definition from system.views.
+		if found, err := viewDrop(ctx, env, ns); err != nil || found {
+			if err != nil {
+				return nil, err
+			}
+			return doc(func(b []byte) []byte { return bsoncore.AppendStringElement(b, "ns", ns) }), nil
+		}
+	}
 	op := db.NewOp()
 	defer op.Close()
 	nIndexes := -1

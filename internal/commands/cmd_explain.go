@@ -69,7 +69,7 @@ func runExplain(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.
 	}
 	name := first.Key()
 	fn, ok := explainers[name]
-	if !ok {
+	if !ok && name != "aggregate" {
 		if Default.Lookup(name) == nil {
 			return nil, mongoerr.Newf(mongoerr.CommandNotFound, "Explain failed due to unknown command: %s", name)
 		}
@@ -79,6 +79,10 @@ func runExplain(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.
 	innerCmd := inner
 	if _, err := inner.LookupErr("$db"); err != nil {
 		innerCmd = appendField(inner, "$db", env.DB)
+	}
+	// Aggregations, and reads of views (which run as aggregations), have their own shape.
+	if reply, handled, err := aggExplainCommand(ctx, env, name, innerCmd, v); handled {
+		return reply, err
 	}
 	qp, es, err := fn(ctx, env, innerCmd, v)
 	if err != nil {

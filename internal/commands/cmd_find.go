@@ -35,6 +35,16 @@ func runFind(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 	if err != nil {
 		return nil, err
 	}
+	if _, _, isView, err := viewLookup(ctx, env, o.ns); err != nil {
+		return nil, err
+	} else if isView {
+		// A find on a view runs as the view's pipeline plus the find's stages.
+		r, err := viewReadRequest(env, "find", cmd)
+		if err != nil {
+			return nil, err
+		}
+		return aggCursorReply(ctx, env, r)
+	}
 	op := db.NewOp()
 	defer op.Close()
 	meta, coll, release, err := op.ReadCollection(ctx, o.ns)

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -35,6 +36,14 @@ type writeFamRequest struct {
 	arrayFilters        []bsoncore.Document
 	hasArrayFilters     bool
 	hint                bsoncore.Value
+	bypass              bool              // bypassDocumentValidation
+	let                 bsoncore.Document // nil when absent
+}
+
+// updateStmt is the update statement of an update-form findAndModify, with now as $$NOW.
+func (r *writeFamRequest) updateStmt(now time.Time) *writeUpdateStmt {
+	return &writeUpdateStmt{q: r.query, u: r.update, upsert: r.upsert, arrayFilters: r.arrayFilters,
+		hint: r.hint, let: r.let, now: now, bypass: r.bypass}
 }
 
 // writeParseFam parses and validates a findAndModify command (IDL plus validate()).
@@ -58,7 +67,7 @@ func writeParseFam(cmd bsoncore.Document) (*writeFamRequest, error) {
 	for _, f := range []struct {
 		key string
 		dst *bool
-	}{{"remove", &r.remove}, {"new", &r.returnNew}, {"upsert", &r.upsert}, {"bypassDocumentValidation", new(bool)}} {
+	}{{"remove", &r.remove}, {"new", &r.returnNew}, {"upsert", &r.upsert}, {"bypassDocumentValidation", &r.bypass}} {
 		if v := lookup(cmd, f.key); v.Type != 0 {
 			if *f.dst, err = writeSafeBool(name, f.key, v); err != nil {
 				return nil, err
@@ -94,7 +103,7 @@ func writeParseFam(cmd bsoncore.Document) (*writeFamRequest, error) {
 		}
 	}
 	if v := lookup(cmd, "let"); v.Type != 0 {
-		if _, err := writeDocArg(name, "let", v); err != nil {
+		if r.let, err = writeDocArg(name, "let", v); err != nil {
 			return nil, err
 		}
 	}
@@ -139,6 +148,9 @@ func runFindAndModify(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 	if err != nil {
 		return nil, err
 	}
+	if err := writeRejectView(ctx, env, ns); err != nil {
+		return nil, err
+	}
 	var proj *query.Projection
 	var matcher *query.Matcher
 	if len(r.fields) > 5 {
@@ -167,8 +179,7 @@ func runFindAndModify(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 		n, value, wrote = res.n, res.deleted, res.n > 0
 		env.State.Counters.DocsDeleted.Add(int64(res.n))
 	} else {
-		st := &writeUpdateStmt{q: r.query, u: r.update, upsert: r.upsert, arrayFilters: r.arrayFilters, hint: r.hint}
-		res, err := writeExecUpdateSorted(ctx, op, ns, st, r.sort, true)
+		res, err := writeExecUpdateSorted(ctx, op, ns, r.updateStmt(time.Now()), r.sort, true)
 		if err != nil {
 			return nil, err
 		}

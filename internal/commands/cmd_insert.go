@@ -50,8 +50,9 @@ func runInsert(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 			return nil, err
 		}
 	}
+	bypass := false
 	if v := lookup(cmd, "bypassDocumentValidation"); v.Type != 0 {
-		if _, err := writeSafeBool("insert", "bypassDocumentValidation", v); err != nil {
+		if bypass, err = writeSafeBool("insert", "bypassDocumentValidation", v); err != nil {
 			return nil, err
 		}
 	}
@@ -83,10 +84,13 @@ func runInsert(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 		}
 		docs[i] = d
 	}
+	if err := writeRejectView(ctx, env, ns); err != nil {
+		return nil, err
+	}
 
 	op := db.NewOp()
 	defer op.Close()
-	w := &writeInserter{ctx: ctx, op: op, ns: ns, ordered: ordered}
+	w := &writeInserter{ctx: ctx, op: op, ns: ns, ordered: ordered, bypass: bypass}
 	w.run(docs)
 	writeCountOps(env, "insert", w.attempted)
 	env.State.Counters.DocsInserted.Add(int64(w.n))
@@ -111,6 +115,7 @@ type writeInserter struct {
 	op      *OpCtx
 	ns      string
 	ordered bool
+	bypass  bool // bypassDocumentValidation
 
 	n         int // documents inserted
 	attempted int // documents processed (opcounters.insert)
@@ -163,6 +168,11 @@ func (w *writeInserter) run(docs []bsoncore.Document) {
 func (w *writeInserter) insertGroup(start int, docs []bsoncore.Document) bool {
 	if len(docs) > 1 {
 		err := w.op.WriteCollection(w.ctx, w.ns, true, func(coll *index.Collection) error {
+			for _, d := range docs {
+				if err := validCheckDoc(w.op, coll, d, nil, w.bypass); err != nil {
+					return err
+				}
+			}
 			if _, err := coll.InsertDocuments(w.op.RU, docs); err != nil {
 				return err
 			}
@@ -181,6 +191,9 @@ func (w *writeInserter) insertGroup(start int, docs []bsoncore.Document) bool {
 	for i, d := range docs {
 		w.attempted++
 		err := w.op.WriteCollection(w.ctx, w.ns, true, func(coll *index.Collection) error {
+			if err := validCheckDoc(w.op, coll, d, nil, w.bypass); err != nil {
+				return err
+			}
 			if _, err := coll.InsertDocument(w.op.RU, d); err != nil {
 				return err
 			}

@@ -50,12 +50,27 @@ func runListCollections(ctx context.Context, env *Env, cmd bsoncore.Document) (b
 	}
 	colls := db.Catalog.Latest().Collections(env.DB)
 	sort.Slice(colls, func(i, j int) bool { return colls[i].NS < colls[j].NS })
-	var out []bsoncore.Document
+	entries := make([]bsoncore.Document, 0, len(colls))
 	for _, m := range colls {
+		entries = append(entries, ddlCollectionEntry(m, nameOnly))
+	}
+	// Views are listed from <db>.system.views with type "view" (agg_views.go), in name
+	// order with the collections.
+	views, err := viewList(ctx, env, env.DB, nameOnly)
+	if err != nil {
+		return nil, err
+	}
+	if len(views) > 0 {
+		entries = append(entries, views...)
+		sort.SliceStable(entries, func(i, j int) bool {
+			return lookup(entries[i], "name").StringValue() < lookup(entries[j], "name").StringValue()
+		})
+	}
+	var out []bsoncore.Document
+	for _, entry := range entries {
 		if err := ddlCheckCtx(ctx); err != nil {
 			return nil, err
 		}
-		entry := ddlCollectionEntry(m, nameOnly)
 		if matcher != nil {
 			ok, err := matcher.Matches(entry)
 			if err != nil {

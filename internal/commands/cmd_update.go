@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -32,6 +33,12 @@ type writeUpdateStmt struct {
 	upsert       bool
 	arrayFilters []bsoncore.Document
 	hint         bsoncore.Value
+	c            bsoncore.Document // pipeline constants; nil when absent
+
+	// Set from the command, not the statement.
+	let    bsoncore.Document // the command's let; nil when absent
+	now    time.Time         // the command's $$NOW
+	bypass bool              // bypassDocumentValidation
 }
 
 // writeUpdateResult is the outcome of one update statement.
@@ -53,7 +60,7 @@ func writeParseUpdateStmt(cmdName string, v bsoncore.Value, i int) (*writeUpdate
 		return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid update statement: %v", err)
 	}
 	st := &writeUpdateStmt{}
-	haveQ, haveU := false, false
+	haveQ, haveU, haveAF := false, false, false
 	for _, e := range elems {
 		ev := e.Value()
 		switch e.Key() {
@@ -79,6 +86,7 @@ func writeParseUpdateStmt(cmdName string, v bsoncore.Value, i int) (*writeUpdate
 			if st.arrayFilters, err = writeParseArrayFilters(cmdName+".updates", ev); err != nil {
 				return nil, err
 			}
+			haveAF = true
 		case "hint":
 			if err := writeCheckHint(cmdName+".updates", ev); err != nil {
 				return nil, err
@@ -89,7 +97,7 @@ func writeParseUpdateStmt(cmdName string, v bsoncore.Value, i int) (*writeUpdate
 				return nil, err
 			}
 		case "c":
-			if _, err := writeDocArg(cmdName, "updates.c", ev); err != nil {
+			if st.c, err = writeDocArg(cmdName, "updates.c", ev); err != nil {
 				return nil, err
 			}
 		case "upsertSupplied":
@@ -106,6 +114,12 @@ func writeParseUpdateStmt(cmdName string, v bsoncore.Value, i int) (*writeUpdate
 	}
 	if !haveU {
 		return nil, writeMissing(cmdName + ".updates.u")
+	}
+	if st.u.Type == bsoncore.TypeArray && haveAF {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "Cannot specify arrayFilters and a pipeline update")
+	}
+	if st.c != nil && st.u.Type != bsoncore.TypeArray {
+		return nil, mongoerr.New(mongoerr.Code(51198), "Constant values may only be specified for pipeline updates")
 	}
 	if st.hint.Type == bsoncore.TypeString && st.hint.StringValue() == "" {
 		st.hint = bsoncore.Value{}
@@ -136,13 +150,15 @@ func runUpdate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 			return nil, err
 		}
 	}
+	bypass := false
 	if v := lookup(cmd, "bypassDocumentValidation"); v.Type != 0 {
-		if _, err := writeSafeBool("update", "bypassDocumentValidation", v); err != nil {
+		if bypass, err = writeSafeBool("update", "bypassDocumentValidation", v); err != nil {
 			return nil, err
 		}
 	}
+	var let bsoncore.Document
 	if v := lookup(cmd, "let"); v.Type != 0 {
-		if _, err := writeDocArg("update", "let", v); err != nil {
+		if let, err = writeDocArg("update", "let", v); err != nil {
 			return nil, err
 		}
 	}
@@ -167,10 +183,15 @@ func runUpdate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 			"Write batch sizes must be between 1 and %d. Got %d operations.", writeMaxBatch, len(vals))
 	}
 	stmts := make([]*writeUpdateStmt, len(vals))
+	now := time.Now()
 	for i, v := range vals {
 		if stmts[i], err = writeParseUpdateStmt("update", v, i); err != nil {
 			return nil, err
 		}
+		stmts[i].let, stmts[i].now, stmts[i].bypass = let, now, bypass
+	}
+	if err := writeRejectView(ctx, env, ns); err != nil {
+		return nil, err
 	}
 
 	op := db.NewOp()
@@ -248,11 +269,11 @@ func writeExecUpdateSorted(ctx context.Context, op *OpCtx, ns string, st *writeU
 	if err != nil {
 		return res, err
 	}
-	upd, err := writeParseUpdate(st.u, st.arrayFilters)
+	upd, err := writeParseUpdate(st)
 	if err != nil {
 		return res, err
 	}
-	if st.multi && upd.IsReplacement() {
+	if st.multi && upd.isReplacement() {
 		return res, mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
 	}
 	spec := &writeScan{filter: st.q, matcher: matcher, sort: sortSpec, hint: st.hint, limit: 1}
@@ -269,11 +290,11 @@ func writeExecUpdateSorted(ctx context.Context, op *OpCtx, ns string, st *writeU
 			}
 			if len(ts) == 0 {
 				if st.upsert && coll != nil {
-					return writeDoUpsert(op, coll, st.q, upd, &res, keepImages)
+					return writeDoUpsert(ctx, op, coll, st, upd, &res, keepImages)
 				}
 				return nil
 			}
-			return writeApplyOne(op, coll, matcher, upd, ts[0].rid, ts[0].doc, &res, keepImages)
+			return writeApplyOne(ctx, op, coll, matcher, upd, st.bypass, ts[0].rid, ts[0].doc, &res, keepImages)
 		})
 		return res, err
 	}
@@ -293,7 +314,7 @@ func writeExecUpdateSorted(ctx context.Context, op *OpCtx, ns string, st *writeU
 		}
 		err := op.WriteCollection(ctx, ns, true, func(coll *index.Collection) error {
 			res = writeUpdateResult{}
-			return writeDoUpsert(op, coll, st.q, upd, &res, false)
+			return writeDoUpsert(ctx, op, coll, st, upd, &res, false)
 		})
 		return res, err
 	}
@@ -320,7 +341,7 @@ func writeExecUpdateSorted(ctx context.Context, op *OpCtx, ns string, st *writeU
 				if !ok {
 					continue
 				}
-				if err := writeApplyOne(op, coll, matcher, upd, rid, append(bsoncore.Document(nil), cur...), &part, false); err != nil {
+				if err := writeApplyOne(ctx, op, coll, matcher, upd, st.bypass, rid, append(bsoncore.Document(nil), cur...), &part, false); err != nil {
 					return err
 				}
 			}
@@ -339,14 +360,15 @@ func writeExecUpdateSorted(ctx context.Context, op *OpCtx, ns string, st *writeU
 }
 
 // writeApplyOne applies upd to the document rid (cur is a private copy) and stores the result
-// when it differs (no-op updates write nothing and do not count in nModified).
-func writeApplyOne(op *OpCtx, coll *index.Collection, matcher *query.Matcher, upd *update.Update,
-	rid recordid.ID, cur bsoncore.Document, res *writeUpdateResult, keepImages bool) error {
+// when it differs (no-op updates write nothing, are not validated and do not count in
+// nModified). A changed document is checked against the collection's validator unless bypass.
+func writeApplyOne(ctx context.Context, op *OpCtx, coll *index.Collection, matcher *query.Matcher, upd *writeModifier,
+	bypass bool, rid recordid.ID, cur bsoncore.Document, res *writeUpdateResult, keepImages bool) error {
 	var details query.MatchDetails
 	if _, err := matcher.MatchesWithDetails(cur, &details); err != nil {
 		return err
 	}
-	newDoc, changed, err := upd.Apply(cur, update.ApplyContext{MatchedArrayIndex: details.ElemMatchKey, Validate: true})
+	newDoc, changed, err := upd.apply(ctx, cur, details.ElemMatchKey, false)
 	if err != nil {
 		return err
 	}
@@ -361,6 +383,9 @@ func writeApplyOne(op *OpCtx, coll *index.Collection, matcher *query.Matcher, up
 		return mongoerr.Newf(mongoerr.BSONObjectTooLarge,
 			"Resulting document after update is larger than %d", index.MaxDocumentSize)
 	}
+	if err := validCheckDoc(op, coll, newDoc, cur, bypass); err != nil {
+		return err
+	}
 	if err := coll.UpdateDocument(op.RU, rid, cur, newDoc); err != nil {
 		return err
 	}
@@ -369,11 +394,15 @@ func writeApplyOne(op *OpCtx, coll *index.Collection, matcher *query.Matcher, up
 }
 
 // writeDoUpsert inserts the document an upsert creates: the query's equality fields (only
-// _id for a replacement) with the update applied as an insert ($setOnInsert applies).
-func writeDoUpsert(op *OpCtx, coll *index.Collection, q bsoncore.Document, upd *update.Update,
+// _id for a replacement) with the update applied as an insert ($setOnInsert applies). The
+// new document is validated as an insert.
+func writeDoUpsert(ctx context.Context, op *OpCtx, coll *index.Collection, st *writeUpdateStmt, upd *writeModifier,
 	res *writeUpdateResult, keepImages bool) error {
-	newDoc, err := writeUpsertDoc(q, upd)
+	newDoc, err := writeUpsertDoc(ctx, st.q, upd)
 	if err != nil {
+		return err
+	}
+	if err := validCheckDoc(op, coll, newDoc, nil, st.bypass); err != nil {
 		return err
 	}
 	if _, err := coll.InsertDocument(op.RU, newDoc); err != nil {
@@ -389,12 +418,12 @@ func writeDoUpsert(op *OpCtx, coll *index.Collection, q bsoncore.Document, upd *
 }
 
 // writeUpsertDoc builds the document an upsert inserts.
-func writeUpsertDoc(q bsoncore.Document, upd *update.Update) (bsoncore.Document, error) {
+func writeUpsertDoc(ctx context.Context, q bsoncore.Document, upd *writeModifier) (bsoncore.Document, error) {
 	seed, err := update.UpsertSeed(q)
 	if err != nil {
 		return nil, err
 	}
-	if upd.IsReplacement() {
+	if upd.isReplacement() {
 		// Only the query's _id carries over into a replacement.
 		if id, err := seed.LookupErr("_id"); err == nil {
 			seed = bsoncore.NewDocumentBuilder().AppendValue("_id", id).Build()
@@ -402,7 +431,7 @@ func writeUpsertDoc(q bsoncore.Document, upd *update.Update) (bsoncore.Document,
 			seed = bsoncore.Document{5, 0, 0, 0, 0}
 		}
 	}
-	newDoc, _, err := upd.Apply(seed, update.ApplyContext{IsInsert: true, Validate: true})
+	newDoc, _, err := upd.apply(ctx, seed, "", true)
 	if err != nil {
 		return nil, err
 	}

@@ -183,7 +183,7 @@ func TestDDLCreateListDrop(t *testing.T) {
 		{bson.D{{Key: "create", Value: "x"}, {Key: "expireAfterSeconds", Value: 10}}, mongoerr.InvalidOptions},
 		{bson.D{{Key: "create", Value: "x"}, {Key: "clusteredIndex", Value: bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "unique", Value: true}}}}, mongoerr.InvalidIndexSpecificationOption},
 		{bson.D{{Key: "create", Value: "x"}, {Key: "clusteredIndex", Value: bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "unique", Value: false}}}}, mongoerr.Code(5979700)},
-		{bson.D{{Key: "create", Value: "x"}, {Key: "viewOn", Value: "c"}, {Key: "pipeline", Value: bson.A{}}}, mongoerr.CommandNotSupported},
+		{bson.D{{Key: "create", Value: "x"}, {Key: "viewOn", Value: "c"}, {Key: "pipeline", Value: 1}}, mongoerr.TypeMismatch},
 		{bson.D{{Key: "create", Value: "x"}, {Key: "timeseries", Value: bson.D{{Key: "timeField", Value: "t"}}}}, mongoerr.NotImplemented},
 		{bson.D{{Key: "create", Value: "x"}, {Key: "validationLevel", Value: "bogus"}}, mongoerr.BadValue},
 		{bson.D{{Key: "create", Value: "x"}, {Key: "validator", Value: 1}}, mongoerr.TypeMismatch},

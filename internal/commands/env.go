@@ -13,6 +13,7 @@ import (
 
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/repl/coord"
 	"humongo/internal/txn/lsc"
 )
 
@@ -50,6 +51,10 @@ type State struct {
 	// DB is the storage side (engine, catalog, collections, locks); nil in servers started
 	// without storage (some protocol tests).
 	DB *DB
+
+	// Repl is the replication coordinator of a replica-set member (--replSet); nil on a
+	// standalone.
+	Repl *coord.Coordinator
 
 	Params   *Params
 	Log      *logv2.Sink

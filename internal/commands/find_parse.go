@@ -3,6 +3,7 @@ package commands
 import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/collation"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query/plan"
 )
@@ -69,8 +70,22 @@ func findHintArg(cmdName string, v bsoncore.Value) (bsoncore.Value, error) {
 	return bsoncore.Value{}, mongoerr.Newf(mongoerr.FailedToParse, "hint must be a string or an object, not %s", TypeName(v.Type))
 }
 
-// findCheckCollation accepts only the simple collation (no collation support yet).
+// findCheckCollation accepts only the simple collation. Kept for aggregate and views, which
+// do not thread a collation yet: they should move to findParseCollation.
 func findCheckCollation(cmdName string, v bsoncore.Value) error {
+	var req plan.Request
+	if err := findParseCollation(cmdName, v, &req); err != nil {
+		return err
+	}
+	if req.Collation != nil {
+		return mongoerr.New(mongoerr.BadValue, "collation other than {locale: \"simple\"} is not supported by this server")
+	}
+	return nil
+}
+
+// findParseCollation parses a read command's collation into req (find, count, distinct).
+// Absent or {} leaves the collection default to the planner; {locale: "simple"} sets binary.
+func findParseCollation(cmdName string, v bsoncore.Value, req *plan.Request) error {
 	if v.Type == 0 {
 		return nil
 	}
@@ -79,12 +94,14 @@ func findCheckCollation(cmdName string, v bsoncore.Value) error {
 	}
 	d := v.Document()
 	if len(d) <= 5 {
-		return nil
+		return nil // MongoDB treats an empty collation as none
 	}
-	if loc, err := d.LookupErr("locale"); err == nil && loc.Type == bsoncore.TypeString && loc.StringValue() == "simple" {
-		return nil
+	c, err := collation.Parse(d)
+	if err != nil {
+		return err
 	}
-	return mongoerr.New(mongoerr.BadValue, "collation other than {locale: \"simple\"} is not supported by this server")
+	req.Collation, req.CollationSet = c, true
+	return nil
 }
 
 // findOptions are find's fields that are not part of the plan.
@@ -158,7 +175,7 @@ func findParse(env *Env, cmd bsoncore.Document) (plan.Request, findOptions, erro
 			return req, o, err
 		}
 	}
-	if err := findCheckCollation(name, lookup(cmd, "collation")); err != nil {
+	if err := findParseCollation(name, lookup(cmd, "collation"), &req); err != nil {
 		return req, o, err
 	}
 	if o.awaitData && !o.tailable {

@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/commands"
+	"humongo/internal/failpoint"
 	"humongo/internal/index"
 	"humongo/internal/query"
 	"humongo/internal/server"
@@ -478,12 +479,21 @@ func TestFindTailableCursor(t *testing.T) {
 
 func TestFindMaxTimeMS(t *testing.T) {
 	e := findStart(t)
-	docs := make([]bson.D, 20000)
+	docs := make([]bson.D, 200)
 	for i := range docs {
 		docs[i] = bson.D{{Key: "_id", Value: i}, {Key: "x", Value: i}}
 	}
 	e.insert("test.slow", docs...)
-	// $where-free slow filter: a regex over every document with a 1 ms budget.
-	_, err := e.run(bson.D{{Key: "find", Value: "slow"}, {Key: "filter", Value: bson.D{{Key: "x", Value: bson.D{{Key: "$gte", Value: 0}}}, {Key: "y", Value: bson.D{{Key: "$exists", Value: true}}}}}, {Key: "sort", Value: bson.D{{Key: "x", Value: -1}}}, {Key: "maxTimeMS", Value: 1}})
+	// MongoDB's maxTimeAlwaysTimeOut fail point makes the expiry deterministic: no test may
+	// depend on a scan being slower than its time limit.
+	fp := failpoint.Get("maxTimeAlwaysTimeOut")
+	fp.Configure(failpoint.AlwaysOn, 0, 0, nil)
+	defer fp.Disable()
+	find := bson.D{{Key: "find", Value: "slow"}, {Key: "filter", Value: bson.D{{Key: "x", Value: bson.D{{Key: "$gte", Value: 0}}}}}, {Key: "sort", Value: bson.D{{Key: "x", Value: -1}}}, {Key: "maxTimeMS", Value: 1000}}
+	_, err := e.run(find)
 	findCode(t, err, 50)
+	fp.Disable()
+	if _, err := e.run(find); err != nil {
+		t.Fatalf("with the fail point off the same find must succeed: %v", err)
+	}
 }

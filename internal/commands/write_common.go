@@ -320,18 +320,22 @@ func writeMatcherHook(f bsoncore.Document) (update.Filter, error) {
 	return m, nil
 }
 
-// writeParseUpdate parses an update statement's `u` with its arrayFilters. Pipeline-style
-// updates need the aggregation engine (a later issue): a clear NotImplemented error.
-func writeParseUpdate(u bsoncore.Value, arrayFilters []bsoncore.Document) (*update.Update, error) {
-	upd, err := update.ParseValue(u, update.ParseOptions{
-		ArrayFilters:      arrayFilters,
+// writeParseUpdate parses an update statement's `u` with its arrayFilters; a pipeline
+// (an array) is parsed for the aggregation engine with the command's `let`, the statement's
+// `c` and the command's $$NOW (valid_pipeline.go).
+func writeParseUpdate(st *writeUpdateStmt) (*writeModifier, error) {
+	if st.u.Type == bsoncore.TypeArray {
+		return validParsePipelineUpdate(st.u, st.let, st.c, st.now)
+	}
+	upd, err := update.ParseValue(st.u, update.ParseOptions{
+		ArrayFilters:      st.arrayFilters,
 		ArrayFilterParser: writeMatcherHook,
 		ConditionParser:   writeMatcherHook,
 	})
-	if err == update.ErrPipelineUpdate {
-		return nil, mongoerr.New(mongoerr.NotImplemented, "pipeline-style updates are not supported yet")
+	if err != nil {
+		return nil, err
 	}
-	return upd, err
+	return &writeModifier{upd: upd}, nil
 }
 
 // writeParseArrayFilters parses an arrayFilters field.

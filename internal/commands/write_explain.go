@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -67,11 +68,13 @@ func writeExplainUpdate(ctx context.Context, env *Env, cmd bsoncore.Document, v 
 	if err != nil {
 		return nil, nil, err
 	}
-	upd, err := writeParseUpdate(st.u, st.arrayFilters)
+	st.let, _ = lookup(cmd, "let").DocumentOK()
+	st.now = time.Now()
+	upd, err := writeParseUpdate(st)
 	if err != nil {
 		return nil, nil, err
 	}
-	if st.multi && upd.IsReplacement() {
+	if st.multi && upd.isReplacement() {
 		return nil, nil, mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
 	}
 	req := plan.Request{Filter: st.q, Hint: st.hint, ForWrite: true, WriteStage: "UPDATE"}
@@ -118,7 +121,7 @@ func writeExplainFam(ctx context.Context, env *Env, cmd bsoncore.Document, v pla
 	stage := "UPDATE"
 	if r.remove {
 		stage = "DELETE"
-	} else if _, err := writeParseUpdate(r.update, r.arrayFilters); err != nil {
+	} else if _, err := writeParseUpdate(r.updateStmt(time.Now())); err != nil {
 		return nil, nil, err
 	}
 	req := plan.Request{Filter: r.query, Sort: r.sort, Hint: r.hint, Limit: 1, ForWrite: true, WriteStage: stage}

@@ -1,0 +1,470 @@
+package commands
+
+// Aggregation plumbing between internal/agg and storage (issue 6): the planner-backed input
+// of a pipeline, the cursor Source that runs a pipeline across getMores, and the
+// CollectionResolver/Writer that $lookup, $unionWith, $graphLookup, $out and $merge use.
+//
+// Cursor model (the brief's "simplest correct approach"): the pipeline runs lazily in the
+// goroutine of whichever command pulls it (aggregate for the first batch, then each getMore).
+// Only the leaf (aggInput, a plan.Executor over the cursor's own RecoveryUnit) touches
+// storage; it holds the collection's IS lock and snapshot only while a batch is being filled
+// and gives both up in SaveState, like find's cursors. Because agg's contract lets stages keep
+// the documents they received, the leaf copies each document out of the snapshot. The leaf
+// also gives up its lock as soon as the plan reaches EOF, so a blocking $out that replaces the
+// collection it reads from does not wait on its own reader.
+//
+// Foreign collections ($lookup & co.) are read through aggResolver.Open, which materialises
+// them under their own short-lived lock and snapshot (agg caches the foreign side per Run
+// anyway), so no foreign storage state needs saving across getMores.
+
+import (
+	"bytes"
+	"context"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/agg"
+	"humongo/internal/catalog"
+	"humongo/internal/index"
+	"humongo/internal/mongoerr"
+	"humongo/internal/query/plan"
+	"humongo/internal/storage"
+)
+
+// aggInput is the pipeline's leaf: a query plan over the source collection (with the
+// pushed-down $match/$sort/$limit). It is an agg.Source.
+type aggInput struct {
+	db  *DB
+	ns  string
+	ru  *storage.RecoveryUnit // the cursor's own; outlives each command
+	ex  *plan.Executor
+	op  *OpCtx // holds the collection lock while locked; nil otherwise
+	rel func()
+	eof bool
+	// slab is where documents are copied out of the snapshot: one allocation per
+	// aggSlabSize bytes instead of one per document. A document kept by a stage pins its
+	// slab, which bounds the waste to aggSlabSize per kept document.
+	slab []byte
+}
+
+// aggSlabSize is the size of aggInput's copy slabs.
+const aggSlabSize = 64 << 10
+
+// aggOpenInput locks ns, plans req over it and returns the locked leaf.
+func aggOpenInput(ctx context.Context, db *DB, ns string, req plan.Request) (*aggInput, error) {
+	in := &aggInput{db: db, ns: ns}
+	op := db.NewOp()
+	meta, coll, release, err := op.ReadCollection(ctx, ns)
+	if err != nil {
+		op.Close()
+		return nil, err
+	}
+	in.op, in.rel = op, release
+	in.ru = db.Engine.NewRecoveryUnit()
+	in.ex, err = plan.Prepare(ctx, in.ru, meta, coll, req)
+	if err != nil {
+		in.unlockNoSave()
+		in.ru.Close()
+		return nil, err
+	}
+	return in, nil
+}
+
+func (in *aggInput) Next(ctx context.Context) (bsoncore.Document, bool, error) {
+	if in.eof {
+		return nil, false, nil
+	}
+	if in.op == nil {
+		// A Next outside a batch (cannot happen through aggCursor) must not read unlocked.
+		return nil, false, mongoerr.New(mongoerr.InternalError, "aggregation input read without its collection lock")
+	}
+	_, d, ok, err := in.ex.Next(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if !ok {
+		in.eof = true
+		in.unlock()
+		return nil, false, nil
+	}
+	return in.own(d), true, nil
+}
+
+// own copies d into the current slab.
+func (in *aggInput) own(d bsoncore.Document) bsoncore.Document {
+	if cap(in.slab)-len(in.slab) < len(d) {
+		if len(d) > aggSlabSize/4 {
+			return bytes.Clone(d)
+		}
+		in.slab = make([]byte, 0, aggSlabSize)
+	}
+	start := len(in.slab)
+	in.slab = append(in.slab, d...)
+	return in.slab[start:len(in.slab):len(in.slab)]
+}
+
+// lock re-acquires the collection lock and restores the plan (start of a getMore).
+func (in *aggInput) lock(ctx context.Context) error {
+	if in.eof || in.op != nil {
+		return nil
+	}
+	op := in.db.NewOp()
+	meta, _, release, err := op.ReadCollection(ctx, in.ns)
+	if err != nil {
+		op.Close()
+		return err
+	}
+	in.op, in.rel = op, release
+	if err := in.ex.Restore(meta); err != nil {
+		in.unlockNoSave()
+		return err
+	}
+	return nil
+}
+
+// unlock saves the plan, abandons the snapshot and drops the lock (end of a batch).
+func (in *aggInput) unlock() {
+	if in.op == nil {
+		return
+	}
+	in.ex.Save()
+	in.unlockNoSave()
+}
+
+func (in *aggInput) unlockNoSave() {
+	in.ru.AbandonSnapshot()
+	in.rel()
+	in.op.Close()
+	in.op, in.rel = nil, nil
+}
+
+func (in *aggInput) Close() {
+	if in.ex == nil {
+		return
+	}
+	in.unlock()
+	in.ex.Close()
+	in.ru.Close()
+	in.ex = nil
+}
+
+// aggCursor adapts a running pipeline to cursor.Source.
+type aggCursor struct {
+	out agg.Source
+	in  *aggInput // nil for pipelines not reading a collection
+}
+
+func (c *aggCursor) Next(ctx context.Context) (bsoncore.Document, bool, error) {
+	return c.out.Next(ctx)
+}
+
+func (c *aggCursor) SaveState() {
+	if c.in != nil {
+		c.in.unlock()
+	}
+}
+
+func (c *aggCursor) RestoreState(ctx context.Context) error {
+	if c.in != nil {
+		return c.in.lock(ctx)
+	}
+	return nil
+}
+
+func (c *aggCursor) Close() {
+	c.out.Close()
+	if c.in != nil {
+		c.in.Close() // idempotent; out normally closed it already
+	}
+}
+
+// aggScan reads every document of ns matching filter (nil: all) into memory under a
+// short-lived lock and snapshot. A missing collection reads as empty.
+func aggScan(ctx context.Context, db *DB, ns string, filter bsoncore.Document) ([]bsoncore.Document, error) {
+	op := db.NewOp()
+	defer op.Close()
+	return aggScanOp(ctx, op, ns, filter)
+}
+
+// aggScanOp is aggScan under op's Locker (its RecoveryUnit's snapshot is abandoned after).
+func aggScanOp(ctx context.Context, op *OpCtx, ns string, filter bsoncore.Document) ([]bsoncore.Document, error) {
+	meta, coll, release, err := op.ReadCollection(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if meta == nil {
+		return nil, nil
+	}
+	ex, err := plan.Prepare(ctx, op.RU, meta, coll, plan.Request{NS: ns, Filter: filter})
+	if err != nil {
+		return nil, err
+	}
+	defer ex.Close()
+	var out []bsoncore.Document
+	for {
+		_, d, ok, err := ex.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return out, nil
+		}
+		out = append(out, bytes.Clone(d))
+	}
+}
+
+// aggResolver is the agg.CollectionResolver of one aggregate command.
+//
+// Every lock it takes while the pipeline's input holds its collection lock is taken by the
+// input's own Locker (op). A second Locker in the same goroutine could deadlock: its request
+// would queue behind a waiting X request (FIFO) that itself waits for the first Locker's IS.
+// Requests of the Locker that already holds the resource are recursive acquisitions or
+// conversions, which the lock manager grants ahead of its queue.
+type aggResolver struct {
+	env *Env
+	in  *aggInput // the pipeline's input, nil when it reads no collection
+	// bypassValidation is the command's bypassDocumentValidation.
+	bypassValidation bool
+}
+
+// Open materialises db.coll; a view is resolved and its pipeline run over its backing
+// collection.
+func (r *aggResolver) Open(ctx context.Context, db, coll string) (agg.Source, error) {
+	ns := db + "." + coll
+	backing, pipe, isView, err := viewResolve(ctx, r.env, ns)
+	if err != nil {
+		return nil, err
+	}
+	op, done := r.op()
+	docs, err := aggScanOp(ctx, op, backing, nil)
+	done()
+	if err != nil {
+		return nil, err
+	}
+	if !isView || len(pipe) == 0 {
+		return agg.SliceSource(docs), nil
+	}
+	pl, err := agg.Parse(pipe, agg.ParseContext{DB: db})
+	if err != nil {
+		return nil, err
+	}
+	return pl.Run(ctx, agg.SliceSource(docs), &agg.Context{Resolver: r, TempDir: r.env.State.DB.TempDir})
+}
+
+// op returns the OpCtx for one storage access: the input's while it holds its lock, else a
+// fresh one; done releases what op created.
+func (r *aggResolver) op() (op *OpCtx, done func()) {
+	if r.in != nil && r.in.op != nil {
+		return r.in.op, func() {}
+	}
+	op = r.env.State.DB.NewOp()
+	return op, op.Close
+}
+
+// OpenWriter opens the target of $out (replace) or $merge.
+func (r *aggResolver) OpenWriter(ctx context.Context, db, coll string, replace bool) (agg.Writer, error) {
+	ns := db + "." + coll
+	if err := aggCheckOutputNS(ctx, r.env, ns); err != nil {
+		return nil, err
+	}
+	w := &aggWriter{db: r.env.State.DB, env: r.env, r: r, target: ns, writeNS: ns, replace: replace, bypass: r.bypassValidation}
+	if replace {
+		// $out writes a temporary collection and renames it over the target at Commit, so
+		// readers see the old or the new contents, never a mix (MongoDB's semantics).
+		w.writeNS = db + ".tmp.agg_out." + bson.NewObjectID().Hex()
+		op, done := r.op()
+		defer done()
+		var opts bsoncore.Document
+		if m, ok := w.db.Catalog.Latest().ByNS(ns); ok {
+			// The new collection keeps the old one's options (validator, collation...).
+			opts = ddlUserOptions(m)
+			w.indexes = ddlIndexSpecs(m)
+		}
+		if err := op.EnsureCollection(ctx, w.writeNS, opts); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// aggCheckOutputNS rejects $out/$merge targets MongoDB refuses, before anything is written.
+func aggCheckOutputNS(ctx context.Context, env *Env, ns string) error {
+	if err := catalog.ValidateNS(ns); err != nil {
+		return err
+	}
+	_, coll, _ := strings.Cut(ns, ".")
+	if strings.HasPrefix(coll, "system.") {
+		return mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid target namespace, %s", ns)
+	}
+	if _, _, isView, err := viewLookup(ctx, env, ns); err != nil {
+		return err
+	} else if isView {
+		return mongoerr.Newf(mongoerr.CommandNotSupportedOnView, "Namespace %s is a view, not a collection", ns)
+	}
+	return nil
+}
+
+// aggWriteBatch bounds the documents buffered before one WriteUnitOfWork.
+const aggWriteBatch = 500
+
+// aggWriter writes $out/$merge output through the collection write path.
+type aggWriter struct {
+	db      *DB
+	env     *Env
+	r       *aggResolver // hands out the OpCtx (see aggResolver)
+	target  string
+	writeNS string // target, or $out's temporary collection
+	replace bool
+	bypass  bool                // bypassDocumentValidation
+	indexes []bsoncore.Document // $out: the target's index specs to rebuild on the temp
+	buf     []bsoncore.Document
+}
+
+func (w *aggWriter) FindOne(ctx context.Context, filter bsoncore.Document) (bsoncore.Document, bool, error) {
+	if err := w.flush(ctx); err != nil {
+		return nil, false, err
+	}
+	op, done := w.r.op()
+	docs, err := aggScanOp(ctx, op, w.writeNS, filter)
+	done()
+	if err != nil || len(docs) == 0 {
+		return nil, false, err
+	}
+	if len(docs) > 1 {
+		return nil, false, mongoerr.New(mongoerr.Code(51125),
+			"$merge: the 'on' field values match more than one document in the target collection")
+	}
+	return docs[0], true, nil
+}
+
+func (w *aggWriter) Insert(ctx context.Context, d bsoncore.Document) error {
+	fixed, err := writeFixForInsert(d)
+	if err != nil {
+		return err
+	}
+	w.buf = append(w.buf, fixed)
+	if len(w.buf) >= aggWriteBatch {
+		return w.flush(ctx)
+	}
+	return nil
+}
+
+func (w *aggWriter) flush(ctx context.Context) error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	op, done := w.r.op()
+	defer done()
+	err := op.WriteCollection(ctx, w.writeNS, true, func(coll *index.Collection) error {
+		for _, d := range w.buf {
+			if err := validCheckDoc(op, coll, d, nil, w.bypass); err != nil {
+				return err
+			}
+		}
+		_, err := coll.InsertDocuments(op.RU, w.buf)
+		return err
+	})
+	w.buf = w.buf[:0]
+	return err
+}
+
+func (w *aggWriter) Replace(ctx context.Context, filter, d bsoncore.Document) error {
+	if err := w.flush(ctx); err != nil {
+		return err
+	}
+	op, done := w.r.op()
+	defer done()
+	return op.WriteCollection(ctx, w.writeNS, false, func(coll *index.Collection) error {
+		if coll == nil {
+			return nil
+		}
+		meta, _ := w.db.Catalog.Latest().ByNS(w.writeNS)
+		targets, ex, err := plan.Targets(ctx, op.RU, meta, coll, plan.Request{NS: w.writeNS, Filter: filter, Limit: 1})
+		if err != nil {
+			return err
+		}
+		ex.Close()
+		if len(targets) == 0 {
+			return nil
+		}
+		if err := validCheckDoc(op, coll, d, targets[0].Doc, w.bypass); err != nil {
+			return err
+		}
+		return coll.UpdateDocument(op.RU, targets[0].RID, targets[0].Doc, d)
+	})
+}
+
+func (w *aggWriter) Commit(ctx context.Context) error {
+	if err := w.flush(ctx); err != nil {
+		w.Abort(ctx)
+		return err
+	}
+	if !w.replace {
+		return nil
+	}
+	op, done := w.r.op()
+	defer done()
+	for _, spec := range w.indexes {
+		if lookup(spec, "name").StringValue() == catalog.IDIndexName {
+			continue
+		}
+		// Rebuilding the target's secondary indexes on the temporary collection keeps them
+		// across $out, as MongoDB does.
+		if _, err := aggRunCreateIndex(ctx, w.env, w.writeNS, spec); err != nil {
+			w.Abort(ctx)
+			return err
+		}
+	}
+	err := op.DDL(ctx, w.target, func() error {
+		tgt, exists := w.db.Catalog.Latest().ByNS(w.target)
+		if err := w.db.Catalog.RenameCollection(op.RU, w.writeNS, w.target, true); err != nil {
+			return err
+		}
+		if exists {
+			ddlForgetOnCommit(op, tgt.UUID)
+		}
+		return nil
+	})
+	if err != nil {
+		w.Abort(ctx)
+		return err
+	}
+	ddlKillCursors(w.env, w.target)
+	return nil
+}
+
+func (w *aggWriter) Abort(ctx context.Context) {
+	w.buf = nil
+	if !w.replace {
+		return
+	}
+	op, done := w.r.op()
+	defer done()
+	_ = op.DDL(context.WithoutCancel(ctx), w.writeNS, func() error {
+		if _, ok := w.db.Catalog.Latest().ByNS(w.writeNS); !ok {
+			return nil
+		}
+		return w.db.Catalog.DropCollection(op.RU, w.writeNS)
+	})
+}
+
+// aggRunCreateIndex builds one index on ns by running createIndexes, so $out's rebuilt
+// indexes go through the same build path as a client's.
+func aggRunCreateIndex(ctx context.Context, env *Env, ns string, spec bsoncore.Document) (bsoncore.Document, error) {
+	db, coll, _ := strings.Cut(ns, ".")
+	spec = ddlWithout(spec, "ns")
+	cmd := bsoncore.NewDocumentBuilder().
+		AppendString("createIndexes", coll).
+		AppendArray("indexes", bsoncore.NewArrayBuilder().AppendDocument(spec).Build()).
+		AppendString("$db", db).Build()
+	c := Default.Lookup("createIndexes")
+	if c == nil {
+		return nil, mongoerr.New(mongoerr.InternalError, "createIndexes is not registered")
+	}
+	sub := *env
+	sub.DB = db
+	return c.Handler(ctx, &sub, cmd)
+}
