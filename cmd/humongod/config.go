@@ -35,6 +35,11 @@ type Options struct {
 
 	SlowMS int
 
+	// ReplSet is --replSet / replication.replSetName: run as a replica-set member.
+	ReplSet string
+	// OplogSizeMB is --oplogSize / replication.oplogSizeMB (0: the default).
+	OplogSizeMB int
+
 	// SetParameters are name=value pairs from the config file and then the command line (a
 	// later assignment of the same name wins).
 	SetParameters [][2]string
@@ -78,6 +83,10 @@ type configFile struct {
 		Mode              *string `yaml:"mode"`
 	} `yaml:"operationProfiling"`
 	ProcessManagement map[string]any `yaml:"processManagement"`
+	Replication       struct {
+		ReplSetName *string `yaml:"replSetName"`
+		OplogSizeMB *int    `yaml:"oplogSizeMB"`
+	} `yaml:"replication"`
 }
 
 // errBadOptions marks option errors (mongod exits with code 2, EXIT_BADOPTIONS).
@@ -112,6 +121,8 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 		quiet       = fs.Bool("quiet", false, "quieter output")
 		slowMS      = fs.Int("slowms", defaultSlowMS, "slow operation threshold in milliseconds")
 		version     = fs.Bool("version", false, "show version information")
+		replSet     = fs.String("replSet", "", "replica set name: run as a replica-set member")
+		oplogSize   = fs.Int("oplogSize", 0, "size of the oplog in megabytes (0: default)")
 	)
 	fs.StringVar(configPath, "f", "", "alias for --config")
 	var cliParams [][2]string
@@ -164,6 +175,15 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 	}
 	if set["slowms"] {
 		o.SlowMS = *slowMS
+	}
+	if set["replSet"] {
+		o.ReplSet = *replSet
+	}
+	if set["oplogSize"] {
+		o.OplogSizeMB = *oplogSize
+	}
+	if o.OplogSizeMB < 0 {
+		return nil, fmt.Errorf("%w: oplogSize must be positive", errBadOptions)
 	}
 	o.SetParameters = append(o.SetParameters, cliParams...)
 	if o.BindIPAll {
@@ -231,6 +251,12 @@ func (o *Options) applyConfigFile(path string) error {
 	if v := cf.OperationProfiling.SlowOpThresholdMs; v != nil {
 		o.SlowMS = *v
 	}
+	if v := cf.Replication.ReplSetName; v != nil {
+		o.ReplSet = *v
+	}
+	if v := cf.Replication.OplogSizeMB; v != nil {
+		o.OplogSizeMB = *v
+	}
 	names := make([]string, 0, len(cf.SetParameter))
 	for k := range cf.SetParameter {
 		names = append(names, k)
@@ -263,6 +289,13 @@ func (o *Options) parsed() bsoncore.Document {
 	b.AppendDocument("systemLog", sl.Build())
 	b.AppendDocument("operationProfiling", bsoncore.NewDocumentBuilder().
 		AppendInt32("slowOpThresholdMs", int32(o.SlowMS)).Build())
+	if o.ReplSet != "" {
+		rb := bsoncore.NewDocumentBuilder().AppendString("replSetName", o.ReplSet)
+		if o.OplogSizeMB > 0 {
+			rb.AppendInt32("oplogSizeMB", int32(o.OplogSizeMB))
+		}
+		b.AppendDocument("replication", rb.Build())
+	}
 	if len(o.SetParameters) > 0 {
 		sp := bsoncore.NewDocumentBuilder()
 		for _, kv := range o.SetParameters {

@@ -13,10 +13,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -25,6 +27,7 @@ import (
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
+	"humongo/internal/repl/coord"
 	"humongo/internal/server"
 )
 
@@ -134,7 +137,23 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		fatal(log, err)
 		return exitNetError
 	}
-	stopBackground = commands.StartTTLMonitor(context.Background(), s.State())
+	stopTTL := commands.StartTTLMonitor(context.Background(), s.State())
+	stopBackground = stopTTL
+	if opts.ReplSet != "" {
+		// A replica-set member: the coordinator must exist before the first connection.
+		self := net.JoinHostPort(advertisedHost(opts.BindIPs), strconv.Itoa(s.Port()))
+		rc, err := commands.AttachReplication(context.Background(), s.State(), commands.Default, opts.ReplSet, self,
+			coord.Options{Logger: log})
+		if err != nil {
+			fatal(log, err)
+			_ = s.Close()
+			return exitUncaught
+		}
+		stopBackground = func() {
+			rc.Close()
+			stopTTL()
+		}
+	}
 	s.Start()
 
 	sigc := make(chan os.Signal, 1)
@@ -157,6 +176,18 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 	}
 	log.Info("Shutting down", logv2.C(logv2.Control), logv2.ID(23138), "exitCode", code)
 	return code
+}
+
+// advertisedHost is the host this member calls itself in a replica-set config: the first
+// bind address unless it is a wildcard, then the machine's hostname.
+func advertisedHost(bindIPs []string) string {
+	if len(bindIPs) > 0 && bindIPs[0] != "0.0.0.0" && bindIPs[0] != "::" {
+		return bindIPs[0]
+	}
+	if h, err := os.Hostname(); err == nil {
+		return h
+	}
+	return "localhost"
 }
 
 // closerFunc adapts a function to server.Closer.

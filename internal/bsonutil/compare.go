@@ -90,8 +90,28 @@ const (
 // BSON order (BSONElement::woCompare without field names, no collation). It never panics;
 // malformed input is ordered as described in the package comment.
 func Compare(a, b bsoncore.Value) int {
-	r, f := compareValue(a.Type, a.Data, b.Type, b.Data, 0)
+	r, f := compareValue(a.Type, a.Data, b.Type, b.Data, 0, nil)
 	return resolve(r, f, a.Type, a.Data, b.Type, b.Data)
+}
+
+// StringComparer compares strings under a collation (collation.Collator implements it). It
+// must not retain its arguments and must be safe for concurrent use.
+type StringComparer interface {
+	CompareStrings(a, b []byte) int
+}
+
+// CompareWithCollator is Compare where strings and symbols, including those nested in
+// documents and arrays, compare under sc (BSONElement::woCompare with a StringData
+// comparator). A nil sc is the simple (binary) collation.
+func CompareWithCollator(a, b bsoncore.Value, sc StringComparer) int {
+	r, f := compareValue(a.Type, a.Data, b.Type, b.Data, 0, sc)
+	return resolve(r, f, a.Type, a.Data, b.Type, b.Data)
+}
+
+// CompareDocumentsWithCollator is CompareDocuments under sc (nil: binary).
+func CompareDocumentsWithCollator(a, b bsoncore.Document, sc StringComparer) int {
+	r, f := compareDocs(a, b, true, 0, sc)
+	return resolve(r, f, bsoncore.TypeEmbeddedDocument, a, bsoncore.TypeEmbeddedDocument, b)
 }
 
 // Equal reports whether Compare(a, b) == 0: the same canonical type and the same value, so
@@ -103,7 +123,7 @@ func Equal(a, b bsoncore.Value) bool { return Compare(a, b) == 0 }
 // comparison reached a malformed part of either value. A nil error means the result is the
 // canonical order (parts never examined are not validated).
 func CompareErr(a, b bsoncore.Value) (int, error) {
-	r, f := compareValue(a.Type, a.Data, b.Type, b.Data, 0)
+	r, f := compareValue(a.Type, a.Data, b.Type, b.Data, 0, nil)
 	if f != 0 {
 		return resolve(r, f, a.Type, a.Data, b.Type, b.Data), faultErr(f)
 	}
@@ -114,13 +134,13 @@ func CompareErr(a, b bsoncore.Value) (int, error) {
 // (BSONObj::woCompare with an empty ordering): for each position, canonical type, then field
 // name, then value; a document that is a prefix of the other sorts first.
 func CompareDocuments(a, b bsoncore.Document) int {
-	r, f := compareDocs(a, b, true, 0)
+	r, f := compareDocs(a, b, true, 0, nil)
 	return resolve(r, f, bsoncore.TypeEmbeddedDocument, a, bsoncore.TypeEmbeddedDocument, b)
 }
 
 // CompareDocumentsErr is CompareDocuments that reports malformed input like CompareErr.
 func CompareDocumentsErr(a, b bsoncore.Document) (int, error) {
-	r, f := compareDocs(a, b, true, 0)
+	r, f := compareDocs(a, b, true, 0, nil)
 	if f != 0 {
 		return resolve(r, f, bsoncore.TypeEmbeddedDocument, a, bsoncore.TypeEmbeddedDocument, b), faultErr(f)
 	}
@@ -169,7 +189,7 @@ func sideFault(okA, okB bool) fault {
 
 // compareValue compares two values given as type and data. Data may extend past the value (it
 // is bounds-checked, trailing bytes are ignored).
-func compareValue(at bsoncore.Type, ad []byte, bt bsoncore.Type, bd []byte, depth int) (int, fault) {
+func compareValue(at bsoncore.Type, ad []byte, bt bsoncore.Type, bd []byte, depth int, sc StringComparer) (int, fault) {
 	ra, rb := canonicalRank[byte(at)], canonicalRank[byte(bt)]
 	if f := sideFault(ra != RankInvalid, rb != RankInvalid); f != 0 {
 		return 0, f
@@ -191,11 +211,15 @@ func compareValue(at bsoncore.Type, ad []byte, bt bsoncore.Type, bd []byte, dept
 		if f := sideFault(okA, okB); f != 0 {
 			return 0, f
 		}
+		if sc != nil && ra == rankString {
+			// Strings and symbols follow the collation; JavaScript code never does.
+			return sc.CompareStrings(sa, sb), 0
+		}
 		return bytes.Compare(sa, sb), 0
 	case rankObject:
-		return compareDocs(ad, bd, true, depth+1)
+		return compareDocs(ad, bd, true, depth+1, sc)
 	case rankArray:
-		return compareDocs(ad, bd, false, depth+1)
+		return compareDocs(ad, bd, false, depth+1, sc)
 	case rankBinary:
 		// MongoDB: length, then subtype and bytes together in one memcmp.
 		na, nb := valueLen(at, ad), valueLen(bt, bd)
@@ -261,7 +285,7 @@ func compareValue(at bsoncore.Type, ad []byte, bt bsoncore.Type, bd []byte, dept
 		if c := bytes.Compare(ca, cb); c != 0 {
 			return c, 0
 		}
-		return compareDocs(sa, sb, true, depth+1)
+		return compareDocs(sa, sb, true, depth+1, nil)
 	}
 	// Unreachable: every valid rank is handled above.
 	return 0, faultA | faultB
@@ -284,7 +308,7 @@ func splitCodeWScope(d []byte) (code, scope []byte, ok bool) {
 
 // compareDocs compares two raw documents (or arrays when names is false; array field names
 // are positional and carry no order information).
-func compareDocs(ad, bd []byte, names bool, depth int) (int, fault) {
+func compareDocs(ad, bd []byte, names bool, depth int, sc StringComparer) (int, fault) {
 	if depth > MaxDepth {
 		return 0, faultA | faultB
 	}
@@ -314,7 +338,7 @@ func compareDocs(ad, bd []byte, names bool, depth int) (int, fault) {
 				return c, 0
 			}
 		}
-		if c, f := compareValue(ta, va, tb, vb, depth); c != 0 || f != 0 {
+		if c, f := compareValue(ta, va, tb, vb, depth, sc); c != 0 || f != 0 {
 			return c, f
 		}
 	}

@@ -245,7 +245,15 @@ func (c *Catalog) CreateCollection(ru *storage.RecoveryUnit, ns string, options 
 	}
 	if needsIDIndex(ns, options) {
 		ix := IndexMeta{Ready: true}
-		if err := decodeIndexSpec(&ix, idIndexSpec); err != nil {
+		spec := idIndexSpec
+		if coll, err := options.LookupErr("collation"); err == nil && coll.Type == bsoncore.TypeEmbeddedDocument {
+			// The _id index inherits the collection's default collation, as in MongoDB.
+			spec = bsoncore.Document(bsoncore.AppendValueElement(idIndexSpec[:len(idIndexSpec)-1:len(idIndexSpec)-1],
+				"collation", coll))
+			spec = append(spec, 0)
+			spec = bsoncore.UpdateLength(spec, 0, int32(len(spec)))
+		}
+		if err := decodeIndexSpec(&ix, spec); err != nil {
 			return nil, err
 		}
 		ix.MultikeyPaths = emptyMultikeyPaths(ix.KeyPattern)

@@ -140,7 +140,20 @@ func runCollMod(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.
 			}
 			reply = r
 		}
-		return nil
+		if dryRun || (len(changes) == 0 && ixReq == nil) {
+			return nil
+		}
+		// Logged as given: {collMod: coll, <option changes>, index: {...}}.
+		return db.Observer().OnCollMod(op.RU, ns, m.UUID, doc(func(b []byte) []byte {
+			b = bsoncore.AppendStringElement(b, "collMod", m.Coll())
+			for _, e := range changes {
+				b = append(b, e...)
+			}
+			if v := lookup(cmd, "index"); v.Type != 0 {
+				b = bsoncore.AppendValueElement(b, "index", v)
+			}
+			return b
+		}))
 	})
 	if err != nil {
 		return nil, err

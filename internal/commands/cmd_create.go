@@ -92,7 +92,7 @@ func ddlCreateCollection(op *OpCtx, ns string, opts bsoncore.Document) error {
 			return err
 		}
 	}
-	return nil
+	return op.logCreate(m)
 }
 
 // ddlClusteredIDSpec is the internal _id index spec of a clustered collection with options

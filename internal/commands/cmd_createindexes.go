@@ -9,9 +9,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
-	"humongo/internal/index"
 	"humongo/internal/collation"
+	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/opobserver"
 )
 
 func init() {
@@ -111,10 +112,10 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 	// Under the collection X lock: sort specs into existing and new, and add the new ones
 	// ready directly when the collection is empty.
 	var before int
-	var toBuild []bsoncore.Document
+	var toBuild, added []bsoncore.Document
 	addedReady := false
 	err = op.DDL(ctx, ns, func() error {
-		toBuild, addedReady = toBuild[:0], false
+		toBuild, added, addedReady = toBuild[:0], added[:0], false
 		m, ok := db.Catalog.Latest().ByNS(ns)
 		if !ok {
 			return mongoerr.Newf(mongoerr.NamespaceNotFound, "Collection %s was dropped", ns)
@@ -135,7 +136,7 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 				s = ddlSetField(s, "collation", def)
 				specs[i] = s
 			}
-			_, err := db.Catalog.AddIndex(op.RU, ns, s, true, nil)
+			im, err := db.Catalog.AddIndex(op.RU, ns, s, true, nil)
 			if mongoerr.Is(err, mongoerr.IndexAlreadyExists) {
 				continue
 			}
@@ -143,6 +144,7 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 				return err
 			}
 			toBuild = append(toBuild, s)
+			added = append(added, im.Spec)
 		}
 		if len(toBuild) == 0 {
 			return errDDLDryRun
@@ -150,7 +152,10 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 		if n, _ := db.Engine.Counts(m.Ident); n == 0 {
 			if empty, err := ddlCollectionEmpty(op, m); err != nil || empty {
 				addedReady = empty
-				return err
+				if err != nil {
+					return err
+				}
+				return db.Observer().OnCreateIndexes(op.RU, ns, m.UUID, added)
 			}
 		}
 		return errDDLDryRun
@@ -160,6 +165,9 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 	}
 	if len(toBuild) > 0 && !addedReady {
 		if err := ddlBuildIndexes(ctx, db, ns, toBuild); err != nil {
+			return nil, err
+		}
+		if err := ddlLogBuiltIndexes(ctx, op, ns, toBuild); err != nil {
 			return nil, err
 		}
 	}
@@ -178,6 +186,30 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 		}
 		return bsoncore.AppendBooleanElement(b, "createdCollectionAutomatically", created)
 	}), nil
+}
+
+// ddlLogBuiltIndexes writes the createIndexes oplog entries of indexes built on a non-empty
+// collection, in a unit of its own after the build committed them: not atomic with the
+// build (MongoDB replicates such builds as startIndexBuild/commitIndexBuild entries, which
+// Humongo does not have yet), so a crash between the two loses the entry.
+func ddlLogBuiltIndexes(ctx context.Context, op *OpCtx, ns string, specs []bsoncore.Document) error {
+	if _, noop := op.DB.Observer().(opobserver.NoOp); noop {
+		return nil
+	}
+	return op.DDL(ctx, ns, func() error {
+		m, ok := op.DB.Catalog.Latest().ByNS(ns)
+		if !ok {
+			return nil
+		}
+		var built []bsoncore.Document
+		for _, s := range specs {
+			name, _ := lookup(s, "name").StringValueOK()
+			if ix, ok := m.Index(name); ok && ix.Ready {
+				built = append(built, ix.Spec)
+			}
+		}
+		return op.DB.Observer().OnCreateIndexes(op.RU, ns, m.UUID, built)
+	})
 }
 
 // ddlCollectionEmpty checks that the collection has no record visible to op's snapshot.

@@ -190,7 +190,7 @@ type writeDeleteResult struct {
 // a multi-delete collects RecordIds first and deletes them in chunks, re-matching each.
 func writeExecDelete(ctx context.Context, op *OpCtx, ns string, st *writeDeleteStmt, sortSpec bsoncore.Document, keepImage bool) (writeDeleteResult, error) {
 	var res writeDeleteResult
-	matcher, err := writeParseFilter(st.q)
+	matcher, err := writeParseFilterCollated(op, ns, st.q)
 	if err != nil {
 		return res, err
 	}

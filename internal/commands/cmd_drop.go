@@ -59,6 +59,9 @@ func runDrop(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 			}
 		}
 		nIndexes = len(ddlIndexSpecs(m))
+		if err := db.Observer().OnDropCollection(op.RU, ns, m.UUID); err != nil {
+			return err
+		}
 		if err := db.Catalog.DropCollection(op.RU, ns); err != nil {
 			return err
 		}

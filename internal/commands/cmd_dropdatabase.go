@@ -47,13 +47,20 @@ func runDropDatabase(ctx context.Context, env *Env, cmd bsoncore.Document) (bson
 		existed = len(colls) > 0
 		var uuids []catalog.UUID
 		for _, m := range colls {
+			// Each drop's entry before its catalog writes: they carry its timestamp.
+			if err := db.Observer().OnDropCollection(op.RU, m.NS, m.UUID); err != nil {
+				return err
+			}
 			if err := db.Catalog.DropCollection(op.RU, m.NS); err != nil {
 				return err
 			}
 			uuids = append(uuids, m.UUID)
 		}
 		ddlForgetOnCommit(op, uuids...)
-		return nil
+		if !existed {
+			return nil
+		}
+		return db.Observer().OnDropDatabase(op.RU, env.DB)
 	})
 	if err != nil {
 		return nil, err

@@ -62,6 +62,11 @@ func runDropIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bsonc
 			return err
 		}
 		for _, n := range names {
+			if ix, ok := m.Index(n); ok {
+				if err := db.Observer().OnDropIndex(op.RU, ns, m.UUID, n, ix.Spec); err != nil {
+					return err
+				}
+			}
 			if err := db.Catalog.DropIndex(op.RU, ns, n); err != nil {
 				return err
 			}

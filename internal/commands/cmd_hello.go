@@ -28,8 +28,9 @@ const (
 	MaxWireVersion = 21
 )
 
-// TopologyCounter is the topologyVersion counter. A standalone's topology never changes, so it
-// stays 0; replication will own a real counter.
+// TopologyCounter is a standalone's topologyVersion counter: its topology never changes, so it
+// stays 0. A replica-set member's counter is its replication coordinator's
+// (CurrentTopologyVersion).
 const TopologyCounter int64 = 0
 
 // maxClientMetadataSize and maxAppNameSize are MongoDB's limits on hello.client.
@@ -67,13 +68,17 @@ func runHello(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Do
 		b = bsoncore.AppendBooleanElement(b, "helloOk", true)
 	}
 	// The legacy names answer with the legacy field; drivers read whichever matches what they sent.
-	if env.Name == "hello" {
+	switch {
+	case st.Repl != nil:
+		b = appendHelloRepl(b, env, st.Repl)
+	case env.Name == "hello":
 		b = bsoncore.AppendBooleanElement(b, "isWritablePrimary", true)
-	} else {
+	default:
 		b = bsoncore.AppendBooleanElement(b, "ismaster", true)
 	}
+	counter, _ := CurrentTopologyVersion(st)
 	tv := bsoncore.NewDocumentBuilder().AppendObjectID("processId", st.ProcessID).
-		AppendInt64("counter", TopologyCounter).Build()
+		AppendInt64("counter", counter).Build()
 	b = bsoncore.AppendDocumentElement(b, "topologyVersion", tv)
 	b = bsoncore.AppendInt32Element(b, "maxBsonObjectSize", wire.MaxBSONObjectSize)
 	b = bsoncore.AppendInt32Element(b, "maxMessageSizeBytes", wire.MaxMessageSizeBytes)
@@ -220,17 +225,19 @@ func helloAwait(ctx context.Context, env *Env, cmd bsoncore.Document) error {
 		return err
 	}
 	env.Exhaust = env.ExhaustAllowed
-	if pid != env.State.ProcessID || counter < TopologyCounter {
+	current, changed := CurrentTopologyVersion(env.State)
+	if pid != env.State.ProcessID || counter < current {
 		return nil // the client's view is stale: answer at once
 	}
-	if counter > TopologyCounter {
+	if counter > current {
 		return mongoerr.Newf(codeTopologyVersionFromFuture,
-			"Received a topology version with counter: %d which is greater than the server topology version counter: %d", counter, TopologyCounter)
+			"Received a topology version with counter: %d which is greater than the server topology version counter: %d", counter, current)
 	}
 	t := time.NewTimer(time.Duration(maxAwait) * time.Millisecond)
 	defer t.Stop()
 	select {
 	case <-t.C:
+	case <-changed: // a replica-set state change: answer with the new topology now
 	case <-env.State.ShutdownStarted:
 		// Shutting down changes what clients should think of us; answer now and let the
 		// connection close behind the reply.

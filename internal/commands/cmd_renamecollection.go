@@ -10,6 +10,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
+	"humongo/internal/opobserver"
 )
 
 func init() {
@@ -103,6 +104,13 @@ func runRenameCollection(ctx context.Context, env *Env, cmd bsoncore.Document) (
 	toDB, _ := catalog.SplitNS(to)
 	if fromDB == toDB {
 		err = op.inUnit(ctx, func() error {
+			ra := opobserver.RenameArgs{From: from, To: to, UUID: srcMeta.UUID}
+			if tgtExists {
+				ra.DropTarget, ra.HasDropTarget = tgtMeta.UUID, true
+			}
+			if err := db.Observer().OnRenameCollection(op.RU, &ra); err != nil {
+				return err
+			}
 			if err := db.Catalog.RenameCollection(op.RU, from, to, dropTarget); err != nil {
 				return err
 			}
@@ -133,15 +141,26 @@ func ddlRenameAcrossDatabases(ctx context.Context, op *OpCtx, src *catalog.Colle
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := toDB + ".tmp" + hex.EncodeToString(rnd[:]) + ".renameCollection"
+	// The temporary collection's UUID is chosen here so its index entries can name it.
+	tmpUUID := catalog.NewUUID()
+	tmpOpts := doc(func(b []byte) []byte {
+		b = bsoncore.AppendBinaryElement(b, "uuid", 4, tmpUUID[:])
+		u := ddlUserOptions(src)
+		return append(b, u[4:len(u)-1]...)
+	})
 	err = op.inUnit(ctx, func() error {
-		if err := ddlCreateCollection(op, tmp, ddlUserOptions(src)); err != nil {
+		if err := ddlCreateCollection(op, tmp, tmpOpts); err != nil {
 			return err
 		}
 		for _, ix := range src.ReadyIndexes() {
 			if ix.IsIDIndex() {
 				continue
 			}
-			if _, err := db.Catalog.AddIndex(op.RU, tmp, ix.Spec, true, nil); err != nil {
+			im, err := db.Catalog.AddIndex(op.RU, tmp, ix.Spec, true, nil)
+			if err != nil {
+				return err
+			}
+			if err := db.Observer().OnCreateIndexes(op.RU, tmp, tmpUUID, []bsoncore.Document{im.Spec}); err != nil {
 				return err
 			}
 		}
@@ -214,7 +233,18 @@ func ddlRenameAcrossDatabases(ctx context.Context, op *OpCtx, src *catalog.Colle
 		return err
 	}
 	return op.inUnit(ctx, func() error {
+		// Each entry before its catalog writes, so they carry its timestamp.
+		ra := opobserver.RenameArgs{From: tmp, To: to, UUID: tmpUUID}
+		if tgt != nil {
+			ra.DropTarget, ra.HasDropTarget = tgt.UUID, true
+		}
+		if err := db.Observer().OnRenameCollection(op.RU, &ra); err != nil {
+			return err
+		}
 		if err := db.Catalog.RenameCollection(op.RU, tmp, to, tgt != nil); err != nil {
+			return err
+		}
+		if err := db.Observer().OnDropCollection(op.RU, src.NS, src.UUID); err != nil {
 			return err
 		}
 		if err := db.Catalog.DropCollection(op.RU, src.NS); err != nil {

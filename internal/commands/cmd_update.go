@@ -265,7 +265,7 @@ func writeExecUpdate(ctx context.Context, op *OpCtx, ns string, st *writeUpdateS
 
 func writeExecUpdateSorted(ctx context.Context, op *OpCtx, ns string, st *writeUpdateStmt, sortSpec bsoncore.Document, keepImages bool) (writeUpdateResult, error) {
 	var res writeUpdateResult
-	matcher, err := writeParseFilter(st.q)
+	matcher, err := writeParseFilterCollated(op, ns, st.q)
 	if err != nil {
 		return res, err
 	}

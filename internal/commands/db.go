@@ -14,6 +14,7 @@ import (
 	"humongo/internal/index"
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
+	"humongo/internal/opobserver"
 	"humongo/internal/storage"
 )
 
@@ -70,6 +71,24 @@ func OpenDB(ctx context.Context, dbpath string, filters index.FilterFactory, log
 		return nil, fmt.Errorf("restart unfinished index builds: %w", err)
 	}
 	return d, nil
+}
+
+// SetObserver installs the op observer every write calls (standalone: opobserver.NoOp, the
+// default; a replica-set member: the oplog writer, installed after OpenDB and oplog.Open and
+// before the server accepts connections).
+func (d *DB) SetObserver(o opobserver.Observer) { d.Colls.SetObserver(o) }
+
+// Observer returns the installed op observer.
+func (d *DB) Observer() opobserver.Observer { return d.Colls.Observer() }
+
+// logCreate tells the observer about collection m, just created in o's unit: its user
+// options and the _id index spec it got (none for clustered collections and oplogs).
+func (o *OpCtx) logCreate(m *catalog.CollectionMeta) error {
+	var idIndex bsoncore.Document
+	if ix, ok := m.Index(catalog.IDIndexName); ok && !m.Clustered {
+		idIndex = ix.Spec
+	}
+	return o.DB.Observer().OnCreateCollection(o.RU, m.NS, m.UUID, ddlUserOptions(m), idIndex)
 }
 
 // Close stops the catalog's background work and closes the engine cleanly (fast counts are
@@ -174,8 +193,11 @@ func (o *OpCtx) EnsureCollection(ctx context.Context, ns string, options bsoncor
 		if _, ok := o.DB.Catalog.Latest().ByNS(ns); ok {
 			return nil
 		}
-		_, err := o.DB.Catalog.CreateCollection(o.RU, ns, options)
-		return err
+		m, err := o.DB.Catalog.CreateCollection(o.RU, ns, options)
+		if err != nil {
+			return err
+		}
+		return o.logCreate(m)
 	})
 	if mongoerr.Is(err, mongoerr.NamespaceExists) {
 		return nil

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"sort"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -26,13 +27,50 @@ func replCoord(env *Env) (*coord.Coordinator, error) {
 // primary (NotPrimaryNoSecondaryOk 13435). A standalone passes everything.
 func CheckReplState(env *Env, c *Command, cmd bsoncore.Document) error {
 	rc := env.State.Repl
-	if rc == nil || c.SecondaryOk {
+	if rc == nil {
 		return nil
 	}
 	if c.Writes {
 		return rc.CheckCanAcceptWrites(env.DB)
 	}
+	if c.SecondaryOk && !replOptInReads[c.Name] {
+		return nil
+	}
 	return rc.CheckCanServeReads(env.DB, secondaryOkRequested(cmd))
+}
+
+// replOptInReads are MongoDB's AllowedOnSecondary::kOptIn commands: they may read on a
+// secondary only when the client asks for it. The registry's single SecondaryOk flag cannot
+// tell them from kAlways commands (hello, ping), so they are listed here.
+var replOptInReads = map[string]bool{
+	"find": true, "aggregate": true, "count": true, "distinct": true, "listCollections": true,
+	"listIndexes": true, "collStats": true, "dbStats": true, "dataSize": true, "explain": true,
+	"listDatabases": true, "validate": true,
+}
+
+// AttachReplication makes the server a replica-set member of setName: it builds the
+// coordinator (storage in st.DB, step-down kills through st.Clients), publishes it as st.Repl
+// and starts it. self is this node's "host:port". The caller closes the coordinator at
+// shutdown.
+func AttachReplication(ctx context.Context, st *State, reg *Registry, setName, self string, opts coord.Options) (*coord.Coordinator, error) {
+	if st.DB == nil {
+		return nil, mongoerr.New(mongoerr.IllegalOperation, "replication needs storage")
+	}
+	opts.SetName, opts.Self = setName, self
+	opts.Store = ReplStore{DB: st.DB}
+	opts.Engine = st.DB.Engine
+	opts.Locks = st.DB.Locks
+	opts.KillWrites = func(cause error) { KillWritesForStepDown(st, reg, cause) }
+	if opts.Logger == nil {
+		opts.Logger = st.Logger
+	}
+	rc := coord.New(opts)
+	st.Repl = rc
+	if err := rc.Start(ctx); err != nil {
+		st.Repl = nil
+		return nil, err
+	}
+	return rc, nil
 }
 
 // secondaryOkRequested: $readPreference with a mode other than primary, or the legacy
@@ -117,4 +155,80 @@ func (s ReplStore) Save(ctx context.Context, ns string, doc bsoncore.Document, d
 		return err
 	}
 	return s.DB.Engine.WaitUntilDurable(ctx)
+}
+
+// CurrentTopologyVersion is hello's topologyVersion.counter: the replication coordinator's
+// on a replica-set member, TopologyCounter on a standalone. changed (nil on a standalone) is
+// closed when it next moves.
+func CurrentTopologyVersion(st *State) (counter int64, changed <-chan struct{}) {
+	if st.Repl == nil {
+		return TopologyCounter, nil
+	}
+	return st.Repl.TopologyVersion()
+}
+
+// appendHelloRepl appends hello's replica-set fields (MongoDB's
+// ReplicationCoordinator::fillIsMasterForReplSet) and the primary flag.
+func appendHelloRepl(b []byte, env *Env, rc *coord.Coordinator) []byte {
+	h := rc.Hello()
+	primaryField := "ismaster"
+	if env.Name == "hello" {
+		primaryField = "isWritablePrimary"
+	}
+	if !h.Initialized {
+		b = bsoncore.AppendBooleanElement(b, primaryField, false)
+		b = bsoncore.AppendBooleanElement(b, "secondary", false)
+		b = bsoncore.AppendStringElement(b, "info", "Does not have a valid replica set config")
+		b = bsoncore.AppendBooleanElement(b, "isreplicaset", true)
+		return b
+	}
+	b = appendStrings(b, "hosts", h.Hosts)
+	if len(h.Passives) > 0 {
+		b = appendStrings(b, "passives", h.Passives)
+	}
+	if len(h.Arbiters) > 0 {
+		b = appendStrings(b, "arbiters", h.Arbiters)
+	}
+	b = bsoncore.AppendStringElement(b, "setName", h.SetName)
+	b = bsoncore.AppendInt32Element(b, "setVersion", int32(h.SetVersion))
+	b = bsoncore.AppendBooleanElement(b, primaryField, h.IsWritablePrimary)
+	b = bsoncore.AppendBooleanElement(b, "secondary", h.Secondary)
+	if h.Primary != "" {
+		b = bsoncore.AppendStringElement(b, "primary", h.Primary)
+	}
+	if h.ArbiterOnly {
+		b = bsoncore.AppendBooleanElement(b, "arbiterOnly", true)
+	}
+	if h.Hidden {
+		b = bsoncore.AppendBooleanElement(b, "hidden", true)
+	}
+	if len(h.Tags) > 0 {
+		tb := bsoncore.NewDocumentBuilder()
+		for _, k := range sortedKeys(h.Tags) {
+			tb.AppendString(k, h.Tags[k])
+		}
+		b = bsoncore.AppendDocumentElement(b, "tags", tb.Build())
+	}
+	b = bsoncore.AppendStringElement(b, "me", h.Me)
+	if !h.ElectionID.IsZero() {
+		b = bsoncore.AppendObjectIDElement(b, "electionId", h.ElectionID)
+	}
+	opDoc := func(ts [2]uint32, t int64) bsoncore.Document {
+		return bsoncore.NewDocumentBuilder().AppendTimestamp("ts", ts[0], ts[1]).AppendInt64("t", t).Build()
+	}
+	lw := bsoncore.NewDocumentBuilder().
+		AppendDocument("opTime", opDoc([2]uint32{h.LastWrite.TS.Secs, h.LastWrite.TS.Inc}, h.LastWrite.Term)).
+		AppendDateTime("lastWriteDate", int64(h.LastWrite.TS.Secs)*1000).
+		AppendDocument("majorityOpTime", opDoc([2]uint32{h.MajorityOpTime.TS.Secs, h.MajorityOpTime.TS.Inc}, h.MajorityOpTime.Term)).
+		AppendDateTime("majorityWriteDate", int64(h.MajorityOpTime.TS.Secs)*1000).Build()
+	return bsoncore.AppendDocumentElement(b, "lastWrite", lw)
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

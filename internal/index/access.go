@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
+	"humongo/internal/collation"
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
 	"humongo/internal/recordid"
@@ -49,6 +50,10 @@ type Index struct {
 	keyPattern bsoncore.Document
 	fieldNames []string
 	meta       catalog.IndexMeta
+	// coll is the index's collation (nil: simple). Keys then hold the collation keys of
+	// strings, as MongoDB's KeyString holds ICU sort keys: such keys cannot be decoded back to
+	// the strings, so the planner never covers a query with a collated index.
+	coll *collation.Collator
 }
 
 // NewIndex returns the access method for meta, an index of collection ns. filter implements
@@ -58,8 +63,15 @@ func NewIndex(ns string, meta *catalog.IndexMeta, filter Filter) (*Index, error)
 	if err != nil {
 		return nil, err
 	}
+	var coll *collation.Collator
+	if meta.Collation != nil {
+		if coll, err = collation.Parse(meta.Collation); err != nil {
+			return nil, err
+		}
+	}
 	ix := &Index{
-		ns: ns, name: meta.Name, ident: meta.Ident,
+		coll: coll,
+		ns:   ns, name: meta.Name, ident: meta.Ident,
 		isID:          meta.IsIDIndex(),
 		unique:        meta.Unique || meta.IsIDIndex(),
 		prepareUnique: specTrue(meta.Spec, "prepareUnique"),
@@ -107,6 +119,9 @@ func (ix *Index) Ordering() keystring.Ordering { return ix.ord }
 // KeyGenerator returns the index's key generator.
 func (ix *Index) KeyGenerator() *KeyGenerator { return ix.gen }
 
+// Collator returns the index's collation; nil is the simple (binary) collation.
+func (ix *Index) Collator() *collation.Collator { return ix.coll }
+
 // Meta returns the catalog metadata the access method was built from.
 func (ix *Index) Meta() *catalog.IndexMeta { return &ix.meta }
 
@@ -140,6 +155,7 @@ type scratch struct {
 	k     [2]keys // old and new keys for updates
 	val   []byte
 	bound []byte
+	ckey  []byte // collation key of the value being encoded
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -158,6 +174,7 @@ func (ix *Index) genKeys(s *scratch, doc bsoncore.Document, rid recordid.ID, out
 	for i := 0; i < n; i++ {
 		s.b.Reset(ix.ord)
 		for _, v := range s.ks.Key(i) {
+			v, s.ckey = ix.coll.AppendValueKey(s.ckey[:0], v) // nil coll: v unchanged
 			s.b.AppendValue(v)
 		}
 		prefix := s.b.Bytes()

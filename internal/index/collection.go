@@ -11,6 +11,7 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
+	"humongo/internal/opobserver"
 	"humongo/internal/recordid"
 	"humongo/internal/storage"
 )
@@ -38,6 +39,8 @@ type Collection struct {
 	uuid    catalog.UUID
 	rs      *storage.RecordStore
 	filters FilterFactory
+	// owner supplies the op observer (nil for handles opened with OpenCollection: no-op).
+	owner *Collections
 
 	// gate is the default stand-in for the collection lock: writers hold it shared (Write),
 	// index builds take it exclusively to install interceptors and for the final drain.
@@ -231,8 +234,14 @@ func (c *Collection) InsertDocuments(ru *storage.RecoveryUnit, docs []bsoncore.D
 	s := getScratch()
 	defer putScratch(s)
 	rids := make([]recordid.ID, 0, len(docs))
-	for _, doc := range docs {
+	obs := c.observer()
+	for i, doc := range docs {
 		if err := checkSize(doc); err != nil {
+			return nil, err
+		}
+		// One observer call per document, before its writes: each document and its oplog
+		// entry carry their own timestamp (opobserver: "Call order and timestamps").
+		if err := obs.OnInserts(ru, st.meta.NS, c.uuid, docs[i:i+1], false); err != nil {
 			return nil, err
 		}
 		rid, err := c.rs.Insert(ru, doc)
@@ -254,6 +263,9 @@ func (c *Collection) InsertDocument(ru *storage.RecoveryUnit, doc bsoncore.Docum
 		return recordid.ID{}, err
 	}
 	if err := checkSize(doc); err != nil {
+		return recordid.ID{}, err
+	}
+	if err := c.observer().OnInserts(ru, st.meta.NS, c.uuid, []bsoncore.Document{doc}, false); err != nil {
 		return recordid.ID{}, err
 	}
 	s := getScratch()
@@ -337,6 +349,12 @@ func (c *Collection) UpdateDocument(ru *storage.RecoveryUnit, rid recordid.ID, o
 	if err := checkSize(newDoc); err != nil {
 		return err
 	}
+	if obs := c.observer(); !isNoOp(obs) {
+		args := opobserver.OnUpdateArgs{Pre: oldDoc, Post: newDoc, ID: newDoc.Lookup("_id")}
+		if err := obs.OnUpdate(ru, st.meta.NS, c.uuid, &args); err != nil {
+			return err
+		}
+	}
 	if err := c.rs.Update(ru, rid, newDoc); err != nil {
 		return err
 	}
@@ -372,6 +390,11 @@ func (c *Collection) DeleteDocument(ru *storage.RecoveryUnit, rid recordid.ID, d
 	st, err := c.current()
 	if err != nil {
 		return err
+	}
+	if obs := c.observer(); !isNoOp(obs) {
+		if err := obs.OnDelete(ru, st.meta.NS, c.uuid, doc.Lookup("_id"), doc, false); err != nil {
+			return err
+		}
 	}
 	if err := c.rs.Delete(ru, rid); err != nil {
 		return err
@@ -424,7 +447,37 @@ type Collections struct {
 	filters FilterFactory
 	mu      sync.Mutex
 	m       map[catalog.UUID]*Collection
+	obs     atomic.Pointer[observerBox]
 }
+
+type observerBox struct{ o opobserver.Observer }
+
+// SetObserver installs the op observer every handle calls on writes (the oplog writer on a
+// replica-set member; nil restores the standalone no-op). Set it before serving writes.
+func (cs *Collections) SetObserver(o opobserver.Observer) {
+	if o == nil {
+		o = opobserver.NoOp{}
+	}
+	cs.obs.Store(&observerBox{o})
+}
+
+// Observer returns the installed op observer (opobserver.NoOp when none).
+func (cs *Collections) Observer() opobserver.Observer {
+	if b := cs.obs.Load(); b != nil {
+		return b.o
+	}
+	return opobserver.NoOp{}
+}
+
+// observer returns the op observer the write path calls.
+func (c *Collection) observer() opobserver.Observer {
+	if c.owner == nil {
+		return opobserver.NoOp{}
+	}
+	return c.owner.Observer()
+}
+
+func isNoOp(o opobserver.Observer) bool { _, ok := o.(opobserver.NoOp); return ok }
 
 // NewCollections returns an empty handle cache.
 func NewCollections(e *storage.Engine, cat *catalog.Catalog, filters FilterFactory) *Collections {
@@ -451,6 +504,7 @@ func (cs *Collections) ByUUID(uuid catalog.UUID) (*Collection, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.owner = cs
 	cs.m[uuid] = c
 	return c, nil
 }

@@ -51,7 +51,10 @@ type Cursor struct {
 func (ix *Index) boundKey(dst []byte, b *Bound, below bool) ([]byte, error) {
 	var kb keystring.Builder
 	kb.Reset(ix.ord)
+	var ckey []byte
 	for _, v := range b.Values {
+		// Bounds are values; a collated index compares their collation keys.
+		v, ckey = ix.coll.AppendValueKey(ckey[:0], v)
 		kb.AppendValue(v)
 	}
 	switch {
@@ -216,6 +219,7 @@ func (ix *Index) FindRecordID(ru *storage.RecoveryUnit, values []bsoncore.Value)
 	defer putScratch(s)
 	s.b.Reset(ix.ord)
 	for _, v := range values {
+		v, s.ckey = ix.coll.AppendValueKey(s.ckey[:0], v)
 		s.b.AppendValue(v)
 	}
 	prefix := s.b.Bytes()

@@ -17,6 +17,10 @@
 //   - The collection write path (collection.go): Collection writes the record store and every
 //     index in the caller's WriteUnitOfWork, routes keys of indexes being built to their
 //     interceptors, and persists multikey state the first time it changes.
+//   - Collations: an index whose spec has a collation stores the collation keys of strings
+//     (collation.Collator.AppendValueKey) in its KeyStrings, and encodes scan bounds and
+//     FindRecordID lookups the same way, so a strength-2 unique index rejects "abc" after
+//     "ABC". Such keys cannot be decoded back to strings.
 //   - Hybrid index builds (build.go) and the TTL monitor (ttl.go).
 //   - Restart of interrupted builds (restart.go): RestartUnfinishedBuilds, called at startup,
 //     drops every not-ready index and builds it again from scratch with the same spec, as a
@@ -43,7 +47,8 @@
 //
 // # Not done
 //
-// Collations (keys are built from raw values), text/2d/2dsphere/wildcard indexes, resumable
+// Hashed fields of collated indexes hash the raw string (MongoDB hashes the collation key);
+// text/2d/2dsphere/wildcard indexes, resumable
 // builds (interrupted builds restart from scratch), two-phase replicated builds (commit
 // quorum; a secondary must not restart builds on its own) and the unique conversion itself
 // (collMod's scan for violations) belong to callers or are future work. Side writes made

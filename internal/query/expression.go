@@ -114,6 +114,7 @@ type cmpNode struct {
 	rank    int
 	rhsNaN  bool
 	rhsNull bool
+	coll    Collator // nil: binary string comparison
 }
 
 func newCmp(kind Kind, path string, rhs bsoncore.Value) *cmpNode {
@@ -164,7 +165,7 @@ func (n *cmpNode) matchesSingle(v bsoncore.Value, _ *MatchDetails) bool {
 			return both
 		}
 	}
-	c := bsonutil.Compare(v, n.rhs)
+	c := bsonutil.CompareWithCollator(v, n.rhs, n.coll)
 	switch n.kind {
 	case KindEq:
 		return c == 0
@@ -202,6 +203,7 @@ type inNode struct {
 	vals    []bsoncore.Value // sorted by bsonutil.Compare, regexes excluded
 	regexes []*regexNode
 	hasNull bool
+	coll    Collator // nil: binary; vals are sorted under it
 }
 
 func (n *inNode) Kind() Kind             { return KindIn }
@@ -221,7 +223,13 @@ func (n *inNode) matchesSingle(v bsoncore.Value, _ *MatchDetails) bool {
 			return false
 		}
 	}
-	if _, found := slices.BinarySearchFunc(n.vals, v, bsonutil.Compare); found {
+	if n.coll == nil {
+		if _, found := slices.BinarySearchFunc(n.vals, v, bsonutil.Compare); found {
+			return true
+		}
+	} else if _, found := slices.BinarySearchFunc(n.vals, v, func(a, b bsoncore.Value) int {
+		return bsonutil.CompareWithCollator(a, b, n.coll)
+	}); found {
 		return true
 	}
 	for _, re := range n.regexes {

@@ -14,11 +14,10 @@ import (
 	"humongo/internal/mongoerr"
 )
 
-// Collator compares strings under a collation. Reserved: collation-aware matching is not
-// implemented yet, and Parse ignores a nil Collator (binary comparison, MongoDB's default).
-type Collator interface {
-	CompareString(a, b string) int
-}
+// Collator compares strings under a collation (a *collation.Collator). Equality, ranges and
+// $in on strings (also nested in documents and arrays) follow it; $regex, $type, $size and
+// field names do not, as in MongoDB. A nil Collator is binary comparison, MongoDB's default.
+type Collator = bsonutil.StringComparer
 
 // ParseOptions are the context a filter is parsed in: which features the command allows
 // (MongoDB's AllowedFeatureSet) and the inputs of expressions.
@@ -57,6 +56,9 @@ func Parse(filter bsoncore.Document, opts ParseOptions) (*Matcher, error) {
 	root, err := p.parseFilter(filter, true, 0)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Collator != nil {
+		setCollator(root, opts.Collator)
 	}
 	return &Matcher{root: root}, nil
 }
@@ -388,6 +390,21 @@ func parseIn(path, op string, val bsoncore.Value) (MatchExpression, error) {
 	}
 	slices.SortFunc(n.vals, bsonutil.Compare)
 	return n, nil
+}
+
+// setCollator makes the comparison leaves of a parsed tree compare strings under c. It runs
+// once after parsing so the many constructors of leaves stay collation-free.
+func setCollator(e MatchExpression, c Collator) {
+	switch n := e.(type) {
+	case *cmpNode:
+		n.coll = c
+	case *inNode:
+		n.coll = c
+		slices.SortFunc(n.vals, func(a, b bsoncore.Value) int { return bsonutil.CompareWithCollator(a, b, c) })
+	}
+	for _, ch := range e.Children() {
+		setCollator(ch, c)
+	}
 }
 
 // parseTypeSet reads one $type operand element into types/number.

@@ -136,6 +136,10 @@ func (s *Server) dispatch(ctx context.Context, env *commands.Env, cmd bsoncore.D
 	if err != nil {
 		return nil, err
 	}
+	// Replica-set gate: writes need a writable primary, reads secondaryOk on a secondary.
+	if err := commands.CheckReplState(env, c, cmd); err != nil {
+		return nil, err
+	}
 	reply, err := c.Handler(ctx, env, cmd)
 	if err != nil {
 		// A handler that noticed its context end returns the context's error; report why it
@@ -221,8 +225,9 @@ func (s *Server) topologyVersion() bsoncore.Document {
 	if s.isClosing() {
 		return nil
 	}
+	counter, _ := commands.CurrentTopologyVersion(s.state)
 	return bsoncore.NewDocumentBuilder().AppendObjectID("processId", s.state.ProcessID).
-		AppendInt64("counter", commands.TopologyCounter).Build()
+		AppendInt64("counter", counter).Build()
 }
 
 // appendInfo appends an error's extra reply fields: a raw document's elements, or any value

@@ -6,6 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
+	"humongo/internal/collation"
 	"humongo/internal/index"
 	"humongo/internal/query"
 	"humongo/internal/recordid"
@@ -62,6 +63,14 @@ type Request struct {
 	CountOnly bool
 	// YieldEvery is the number of works between yields (0 = 1000; negative disables).
 	YieldEvery int
+	// Collation is the query's collation (the command's, or the collection default); nil is
+	// the simple collation. A Matcher passed in must have been parsed with it. Strings
+	// compare under it in the filter and the sort; an index serves string predicates and
+	// sorts only when its collation is the same.
+	Collation *collation.Collator
+	// CollationSet says the command gave a collation (possibly the simple one, then
+	// Collation is nil); otherwise Prepare applies the collection's default collation.
+	CollationSet bool
 }
 
 // Target is one record an update/delete/findAndModify must act on; Doc is a private copy.

@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
+	"humongo/internal/collation"
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
 	"humongo/internal/recordid"
@@ -76,7 +77,7 @@ func (b *builder) build(env *execEnv) (stage, string) {
 		}
 		root = &sortStage{child: root, pattern: r.Sort, fields: fields, ord: ord, limit: lim,
 			memLimit: r.MaxBlockingSortBytes, allowDisk: r.AllowDiskUse, tempDir: r.TempDir,
-			covered: covered, keyNames: keyNamesOut}
+			covered: covered, keyNames: keyNamesOut, coll: r.Collation}
 	}
 	if r.Skip > 0 {
 		root = &skipStage{child: root, n: r.Skip, left: r.Skip}
@@ -110,6 +111,10 @@ func (b *builder) build(env *execEnv) (stage, string) {
 	}
 	return root, ixName
 }
+
+// Collation is the collation the query ran under (the command's or the collection default;
+// nil is simple), for callers that compare result values themselves (distinct).
+func (ex *Executor) Collation() *collation.Collator { return ex.p.req.Collation }
 
 // newIxScan builds the IXSCAN of candidate c (over minMax when set, else c's bounds).
 func newIxScan(env *execEnv, c *candidate, minMax *scanRange, forWrite bool) *ixScan {

@@ -9,6 +9,7 @@ import (
 
 	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
+	"humongo/internal/collation"
 	"humongo/internal/index"
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
@@ -159,8 +160,14 @@ func (p *prepared) validate(coll *index.Collection, meta *catalog.CollectionMeta
 		p.filterDoc = bsoncore.Document{5, 0, 0, 0, 0}
 	}
 	p.matcher = r.Matcher
-	if p.matcher == nil {
-		m, err := query.Parse(p.filterDoc, query.ParseOptions{AllowExpr: true, AllowJSONSchema: true})
+	if p.matcher == nil || r.Collation != nil {
+		// A matcher parsed by the caller compares strings bytewise: re-parse under the
+		// collation (the collection default may only be known here).
+		po := query.ParseOptions{AllowExpr: true, AllowJSONSchema: true}
+		if r.Collation != nil {
+			po.Collator = r.Collation
+		}
+		m, err := query.Parse(p.filterDoc, po)
 		if err != nil {
 			return err
 		}
@@ -446,6 +453,9 @@ func (p *prepared) planIndex(ix *index.Index, preds []pred, hinted bool) (*candi
 	}
 	c := &candidate{ix: ix, names: names, desc: desc, hashed: hashed, keyPos: map[string]int{}}
 	c.bounds = make([]oil, len(names))
+	// An index compares strings under its own collation: bounds on strings are only right
+	// when the query's collation is the same (hashed fields hash raw strings, so never).
+	sameColl := collation.Equal(p.req.Collation, ix.Collator())
 	for i, n := range names {
 		c.keyPos[n] = i
 		var b oil
@@ -456,6 +466,9 @@ func (p *prepared) planIndex(ix *index.Index, preds []pred, hinted bool) (*candi
 				continue
 			}
 			var pb oil
+			if lb, _, _ := leafBounds(pr.e); touchesStrings(lb) && (!sameColl || (hashed[i] && ix.Collator() != nil)) {
+				continue
+			}
 			if hashed[i] {
 				// Only equalities translate into the hash space; ranges cannot use it.
 				hb, ok := hashedBounds(pr.e)
@@ -514,14 +527,32 @@ func (p *prepared) planIndex(ix *index.Index, preds []pred, hinted bool) (*candi
 		}
 	}
 	c.providesSrt, c.reverse = p.indexSort(c, im)
+	if !sameColl {
+		// The index orders strings differently from the requested sort.
+		c.providesSrt, c.reverse = false, false
+	}
 	if !hinted && c.bounds[0].isFull() && !c.providesSrt {
 		return nil, false
 	}
 	if !hinted && c.bounds[0].isFull() && c.providesSrt && !c.bounded && len(p.sort) == 0 {
 		return nil, false
 	}
-	c.covered = p.isCovered(c, im)
+	// A collated index holds sort keys, not strings: documents must be fetched.
+	c.covered = ix.Collator() == nil && p.isCovered(c, im)
 	return c, true
+}
+
+// touchesStrings reports whether some interval of o can hold a string, or a document or
+// array that may contain one: the values a collation affects.
+func touchesStrings(o oil) bool {
+	str := bsonutil.CanonicalTypeOrder(bsoncore.TypeString)
+	arr := bsonutil.CanonicalTypeOrder(bsoncore.TypeArray)
+	for _, iv := range o {
+		if bsonutil.CanonicalTypeOrder(iv.low.Type) <= arr && bsonutil.CanonicalTypeOrder(iv.high.Type) >= str {
+			return true
+		}
+	}
+	return false
 }
 
 // indexSort reports whether scanning c in some direction returns documents in sort order.
@@ -672,6 +703,15 @@ func Prepare(ctx context.Context, ru *storage.RecoveryUnit, meta *catalog.Collec
 	if req.MaxBlockingSortBytes <= 0 {
 		req.MaxBlockingSortBytes = DefaultMaxBlockingSortBytes
 	}
+	if !req.CollationSet && meta != nil {
+		if v, err := meta.Options.LookupErr("collation"); err == nil && v.Type == bsoncore.TypeEmbeddedDocument {
+			c, err := collation.Parse(v.Document())
+			if err != nil {
+				return nil, err
+			}
+			req.Collation = c
+		}
+	}
 	p := &prepared{req: req}
 	if err := p.validate(coll, meta); err != nil {
 		return nil, err
@@ -814,7 +854,7 @@ func (p *prepared) candidates(coll *index.Collection, meta *catalog.CollectionMe
 		return []*builder{b}, nil
 	}
 	if id, ok := idHackValue(p); ok {
-		if ix, err := coll.IDIndex(); err == nil && ix != nil {
+		if ix, err := coll.IDIndex(); err == nil && ix != nil && collation.Equal(p.req.Collation, ix.Collator()) {
 			_ = id
 			return []*builder{{p: p, idhack: true}}, nil
 		}

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/bsonutil"
+	"humongo/internal/collation"
 	"humongo/internal/index"
 	"humongo/internal/index/sorter"
 	"humongo/internal/keystring"
@@ -451,6 +452,9 @@ type sortStage struct {
 	keyNames  []string
 	covered   bool
 	vbuf      []byte
+	// coll is the query's collation: strings sort by their collation keys (nil: binary).
+	coll *collation.Collator
+	ckey []byte
 }
 
 func (s *sortStage) work(ctx context.Context) (*member, workState, error) {
@@ -532,7 +536,7 @@ func (s *sortStage) startSorter() error {
 // sortKeyValue computes the sort key component for path in doc: over all values the path
 // reaches (arrays expanded), the smallest for ascending and the largest for descending;
 // missing is null, and an empty array (nothing reached, but present) is undefined.
-func sortKeyValue(doc bsoncore.Document, path string, desc bool) bsoncore.Value {
+func sortKeyValue(doc bsoncore.Document, path string, desc bool, coll *collation.Collator) bsoncore.Value {
 	var best bsoncore.Value
 	found := false
 	_ = bsonutil.ExtractElements(doc, path, true, func(v bsoncore.Value) {
@@ -540,7 +544,12 @@ func sortKeyValue(doc bsoncore.Document, path string, desc bool) bsoncore.Value 
 			best, found = v, true
 			return
 		}
-		c := bsonutil.Compare(v, best)
+		var c int
+		if coll != nil {
+			c = bsonutil.CompareWithCollator(v, best, coll)
+		} else {
+			c = bsonutil.Compare(v, best)
+		}
 		if (!desc && c < 0) || (desc && c > 0) {
 			best = v
 		}
@@ -561,8 +570,9 @@ func (s *sortStage) add(m *member) error {
 		if s.covered {
 			v = m.keyVals[f.keyPos]
 		} else {
-			v = sortKeyValue(m.doc, f.path, f.desc)
+			v = sortKeyValue(m.doc, f.path, f.desc, s.coll)
 		}
+		v, s.ckey = s.coll.AppendValueKey(s.ckey[:0], v)
 		s.kb.AppendValue(v)
 	}
 	kb := s.kb.Bytes()

@@ -1,0 +1,29 @@
+package commands
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+func init() {
+	register(&Command{
+		Name:        "replSetGetConfig",
+		Handler:     runReplSetGetConfig,
+		Help:        "Returns the current replica set configuration\n{ replSetGetConfig : 1 }",
+		AdminOnly:   true,
+		SecondaryOk: true,
+	})
+}
+
+func runReplSetGetConfig(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	rc, err := replCoord(env)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := rc.Config()
+	if err != nil {
+		return nil, err
+	}
+	return bsoncore.NewDocumentBuilder().AppendDocument("config", cfg).Build(), nil
+}

@@ -1,0 +1,25 @@
+package commands
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+func init() {
+	register(&Command{
+		Name:        "replSetGetStatus",
+		Handler:     runReplSetGetStatus,
+		Help:        "Report status of a replica set from the POV of this server\n{ replSetGetStatus : 1 }",
+		AdminOnly:   true,
+		SecondaryOk: true,
+	})
+}
+
+func runReplSetGetStatus(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	rc, err := replCoord(env)
+	if err != nil {
+		return nil, err
+	}
+	return rc.Status()
+}

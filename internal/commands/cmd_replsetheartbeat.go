@@ -1,0 +1,30 @@
+package commands
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/repl/coord"
+)
+
+func init() {
+	register(&Command{
+		Name:        "replSetHeartbeat",
+		Handler:     runReplSetHeartbeat,
+		Help:        "Internal: replica-set heartbeat between members.",
+		SecondaryOk: true,
+	})
+}
+
+func runReplSetHeartbeat(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	rc, err := replCoord(env)
+	if err != nil {
+		return nil, err
+	}
+	args, err := coord.ParseHeartbeat(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return rc.ProcessHeartbeat(args)
+}

@@ -1,0 +1,34 @@
+package commands
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/mongoerr"
+)
+
+func init() {
+	register(&Command{
+		Name:        "replSetReconfig",
+		Handler:     runReplSetReconfig,
+		Help:        "Adjust configuration of a replica set\n{ replSetReconfig : config_object, force: <bool> }",
+		AdminOnly:   true,
+		SecondaryOk: true,
+	})
+}
+
+func runReplSetReconfig(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	rc, err := replCoord(env)
+	if err != nil {
+		return nil, err
+	}
+	cfg, ok := lookup(cmd, "replSetReconfig").DocumentOK()
+	if !ok {
+		return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'replSetReconfig' is the wrong type, expected type 'object'")
+	}
+	if err := rc.Reconfig(ctx, cfg, truthy(lookup(cmd, "force"))); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}

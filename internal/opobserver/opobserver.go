@@ -1,0 +1,203 @@
+// Package opobserver is the one hook every write goes through (spec: replication.md "Life as
+// a Primary / Doing a Write": "replica set nodes have an OpObserver that inserts a document to
+// the oplog whenever a write to the database happens"; execution.md "Vectored Inserts").
+//
+// The write path (index.Collection for documents, the DDL commands for catalog changes) calls
+// an Observer inside the caller's WriteUnitOfWork. A standalone node uses NoOp; a replica-set
+// member uses the oplog writer (internal/repl/oplog), which writes the oplog entry in the same
+// storage unit as the write it describes, so both commit or neither does.
+//
+// # Call order and timestamps
+//
+// An observer that assigns timestamps (the oplog writer) reserves one OpTime per entry and
+// makes it the unit's current timestamp with RecoveryUnit.SetTimestamp; the storage engine
+// stamps the writes that follow with it, and writes made before the unit's first
+// SetTimestamp get the unit's last one at commit. So:
+//
+//   - Document writes call the observer BEFORE the document's data and index writes:
+//     OnInserts once per document (Collection.InsertDocuments does this for vectored inserts,
+//     so document i and its entry carry OpTime i and a snapshot between two of them sees a
+//     prefix of the batch), OnUpdate before the record update, OnDelete before the record
+//     delete.
+//   - A DDL unit that logs one entry may call the observer before or after its catalog
+//     writes (they all get the unit's one timestamp). A unit that logs several entries
+//     (dropDatabase) calls it before the catalog writes of each entry.
+//
+// # Writes that are not replicated
+//
+// Writes to the `local` database are never logged (the observer checks). An oplog applier
+// replaying entries it received marks its RecoveryUnit with UnreplicatedWrites so the write
+// path's observer calls do nothing (MongoDB's UnreplicatedWritesBlock); the applier itself
+// writes the entries it received and sets their timestamps.
+//
+// Session information for retryable writes (lsid, txnNumber, stmtId, prevOpTime) is attached
+// to the RecoveryUnit with WithSession for the duration of the operation.
+package opobserver
+
+import (
+	"strings"
+	"sync"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/catalog"
+	"humongo/internal/storage"
+)
+
+// OnUpdateArgs describe one document update.
+type OnUpdateArgs struct {
+	// Pre and Post are the whole document before and after the update. The oplog entry is
+	// the $v:2 diff between them (idempotent: an $inc is logged as its result).
+	Pre, Post bsoncore.Document
+	// ID is the document's _id (the entry's o2).
+	ID bsoncore.Value
+	// FromMigrate marks writes made by chunk migration (fromMigrate: true in the entry).
+	FromMigrate bool
+}
+
+// RenameArgs describe a renameCollection.
+type RenameArgs struct {
+	From, To string
+	UUID     catalog.UUID
+	// DropTarget is the UUID of the target collection the rename dropped, if any.
+	DropTarget    catalog.UUID
+	HasDropTarget bool
+	StayTemp      bool
+}
+
+// Observer is called by the write path inside the caller's WriteUnitOfWork. An error aborts
+// the write (the unit rolls back).
+type Observer interface {
+	// OnInserts is called before the writes of docs (one document per call when each must
+	// carry its own timestamp; see the package comment).
+	OnInserts(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, docs []bsoncore.Document, fromMigrate bool) error
+	// OnUpdate is called before the record update.
+	OnUpdate(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, args *OnUpdateArgs) error
+	// OnDelete is called before the record delete; pre is the deleted document.
+	OnDelete(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, id bsoncore.Value, pre bsoncore.Document, fromMigrate bool) error
+	// OnCreateCollection logs a create; options are the user-visible create options (no uuid)
+	// and idIndex the _id index spec (nil when the collection has none).
+	OnCreateCollection(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, options, idIndex bsoncore.Document) error
+	// OnDropCollection logs a drop.
+	OnDropCollection(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID) error
+	// OnRenameCollection logs a rename within or across databases.
+	OnRenameCollection(ru *storage.RecoveryUnit, args *RenameArgs) error
+	// OnCreateIndexes logs one createIndexes entry per spec (each a complete index spec).
+	OnCreateIndexes(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, specs []bsoncore.Document) error
+	// OnDropIndex logs the drop of the index name whose spec was spec.
+	OnDropIndex(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, name string, spec bsoncore.Document) error
+	// OnCollMod logs a collMod; cmd is the applied modification ({collMod: coll, ...}).
+	OnCollMod(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, cmd bsoncore.Document) error
+	// OnDropDatabase logs a dropDatabase (after the OnDropCollection of each collection).
+	OnDropDatabase(ru *storage.RecoveryUnit, db string) error
+}
+
+// NoOp is the standalone observer: it logs nothing.
+type NoOp struct{}
+
+var _ Observer = NoOp{}
+
+func (NoOp) OnInserts(*storage.RecoveryUnit, string, catalog.UUID, []bsoncore.Document, bool) error {
+	return nil
+}
+func (NoOp) OnUpdate(*storage.RecoveryUnit, string, catalog.UUID, *OnUpdateArgs) error { return nil }
+func (NoOp) OnDelete(*storage.RecoveryUnit, string, catalog.UUID, bsoncore.Value, bsoncore.Document, bool) error {
+	return nil
+}
+func (NoOp) OnCreateCollection(*storage.RecoveryUnit, string, catalog.UUID, bsoncore.Document, bsoncore.Document) error {
+	return nil
+}
+func (NoOp) OnDropCollection(*storage.RecoveryUnit, string, catalog.UUID) error { return nil }
+func (NoOp) OnRenameCollection(*storage.RecoveryUnit, *RenameArgs) error        { return nil }
+func (NoOp) OnCreateIndexes(*storage.RecoveryUnit, string, catalog.UUID, []bsoncore.Document) error {
+	return nil
+}
+func (NoOp) OnDropIndex(*storage.RecoveryUnit, string, catalog.UUID, string, bsoncore.Document) error {
+	return nil
+}
+func (NoOp) OnCollMod(*storage.RecoveryUnit, string, catalog.UUID, bsoncore.Document) error {
+	return nil
+}
+func (NoOp) OnDropDatabase(*storage.RecoveryUnit, string) error { return nil }
+
+// IsReplicatedNS reports whether writes to ns are logged: everything except the `local`
+// database (MongoDB also excludes system.profile and a few internal collections).
+func IsReplicatedNS(ns string) bool {
+	db, coll, _ := strings.Cut(ns, ".")
+	return db != "local" && coll != "system.profile"
+}
+
+// SessionInfo is the retryable-write context of an operation. The oplog writer adds lsid,
+// txnNumber, stmtId and prevOpTime to each entry and advances PrevTS/PrevTerm and StmtID
+// after each entry it writes (vectored inserts get consecutive statement ids).
+type SessionInfo struct {
+	LSID      bsoncore.Document
+	TxnNumber int64
+	// StmtID is the statement id of the next entry.
+	StmtID int32
+	// PrevTS/PrevTerm are the OpTime of the session's previous write in this transaction
+	// number (null timestamp, term -1 for the first).
+	PrevTS   storage.Timestamp
+	PrevTerm int64
+}
+
+// opState is the per-operation (per-RecoveryUnit) replication context.
+type opState struct {
+	unreplicated int
+	session      *SessionInfo
+}
+
+var ops sync.Map // *storage.RecoveryUnit -> *opState; only ru's goroutine touches its state
+
+func stateOf(ru *storage.RecoveryUnit, create bool) *opState {
+	if v, ok := ops.Load(ru); ok {
+		return v.(*opState)
+	}
+	if !create {
+		return nil
+	}
+	st := &opState{}
+	ops.Store(ru, st)
+	return st
+}
+
+func (st *opState) release(ru *storage.RecoveryUnit) {
+	if st.unreplicated == 0 && st.session == nil {
+		ops.Delete(ru)
+	}
+}
+
+// UnreplicatedWrites makes the observer ignore ru's writes until release is called (nests).
+func UnreplicatedWrites(ru *storage.RecoveryUnit) (release func()) {
+	st := stateOf(ru, true)
+	st.unreplicated++
+	return func() {
+		st.unreplicated--
+		st.release(ru)
+	}
+}
+
+// WritesReplicated reports whether ru's writes are to be logged.
+func WritesReplicated(ru *storage.RecoveryUnit) bool {
+	st := stateOf(ru, false)
+	return st == nil || st.unreplicated == 0
+}
+
+// WithSession attaches s to ru until release is called.
+func WithSession(ru *storage.RecoveryUnit, s *SessionInfo) (release func()) {
+	st := stateOf(ru, true)
+	prev := st.session
+	st.session = s
+	return func() {
+		st.session = prev
+		st.release(ru)
+	}
+}
+
+// Session returns the session attached to ru, or nil.
+func Session(ru *storage.RecoveryUnit) *SessionInfo {
+	if st := stateOf(ru, false); st != nil {
+		return st.session
+	}
+	return nil
+}

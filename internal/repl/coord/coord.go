@@ -1,0 +1,494 @@
+package coord
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/lock"
+	"humongo/internal/logv2"
+	"humongo/internal/mongoerr"
+	"humongo/internal/repl/topology"
+	"humongo/internal/storage"
+)
+
+// Local collections holding the coordinator's durable state (spec: "Elections").
+const (
+	ConfigNS   = "local.system.replset"
+	ElectionNS = "local.replset.election"
+)
+
+// Store persists the single document of a local, unreplicated collection.
+type Store interface {
+	// Load returns the document of ns, or nil when there is none.
+	Load(ctx context.Context, ns string) (bsoncore.Document, error)
+	// Save replaces the document of ns; with durable it returns only once the write is
+	// journaled (WaitUntilDurable).
+	Save(ctx context.Context, ns string, doc bsoncore.Document, durable bool) error
+}
+
+// Oplog is what the coordinator needs from the oplog writer (internal/repl/oplog).
+type Oplog interface {
+	// AppendNoop writes a no-op ("n") entry {msg: msg} in the current term and returns its
+	// optime once committed.
+	AppendNoop(ctx context.Context, msg string) (topology.OpTime, error)
+}
+
+// Options configure a Coordinator.
+type Options struct {
+	// SetName is --replSet.
+	SetName string
+	// Self is this node's "host:port" as members list it.
+	Self  string
+	Store Store
+	// Engine receives the stable/oldest timestamps and journal waits; may be nil in
+	// protocol-only tests.
+	Engine *storage.Engine
+	// Locks is the lock manager whose RSTL step-down takes in X; may be nil.
+	Locks *lock.Manager
+	// KillWrites interrupts every in-flight user write with cause (step-down); may be nil.
+	KillWrites func(cause error)
+	// Oplog writes the "new primary" no-op; when nil the coordinator only advances its
+	// optimes (no oplog on this node yet).
+	Oplog  Oplog
+	Logger *slog.Logger
+	// TickInterval is how often Tick runs (default 50 ms).
+	TickInterval time.Duration
+	// Seed seeds the election-timeout randomness (0: random).
+	Seed uint64
+}
+
+// Coordinator is a replica-set member's ReplicationCoordinator.
+type Coordinator struct {
+	opts Options
+	log  *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu             sync.Mutex
+	topo           *topology.TopologyCoordinator // nil until a config is installed
+	durable        topology.DurableState         // as loaded at startup
+	hbBusy         map[string]bool               // heartbeat in flight, by host
+	fetchingConfig bool
+	// change detection for topologyVersion
+	lastSig     string
+	changed     chan struct{} // closed and replaced on every topology change
+	progress    chan struct{} // closed and replaced when optimes or the commit point move
+	upSentAt    time.Time
+	upSentOp    topology.OpTime
+	hbRecv      map[int]time.Time
+	maintenance int
+	electionTS  time.Time // when this node last won an election
+
+	peers *peerPool
+	tv    atomic.Int64
+	rbid  int32
+	start time.Time
+}
+
+// New returns a coordinator; Start loads the persisted state and starts its goroutines.
+func New(opts Options) *Coordinator {
+	if opts.TickInterval <= 0 {
+		opts.TickInterval = 50 * time.Millisecond
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Seed == 0 {
+		opts.Seed = rand.Uint64()
+	}
+	return &Coordinator{
+		opts: opts, log: opts.Logger.With(logv2.C(logv2.Replication)),
+		hbBusy: map[string]bool{}, hbRecv: map[int]time.Time{},
+		changed: make(chan struct{}), progress: make(chan struct{}),
+		peers: newPeerPool(), rbid: int32(rand.Int32N(1 << 30)), start: time.Now(),
+	}
+}
+
+// SetName is --replSet.
+func (c *Coordinator) SetName() string { return c.opts.SetName }
+
+// Self is this node's host:port.
+func (c *Coordinator) Self() string { return c.opts.Self }
+
+// Start reads local.replset.election and local.system.replset and starts the ticker and the
+// journal follower. The goroutines stop when ctx ends or Close is called.
+func (c *Coordinator) Start(ctx context.Context) error {
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	if doc, err := c.opts.Store.Load(ctx, ElectionNS); err != nil {
+		return err
+	} else if doc != nil {
+		if v, err := doc.LookupErr("term"); err == nil {
+			n, _ := num(v)
+			c.durable.Term = int64(n)
+		}
+		if v, err := doc.LookupErr("candidateIndex"); err == nil {
+			n, _ := num(v)
+			c.durable.LastVote.CandidateID = int(n)
+		}
+		if v, err := doc.LookupErr("voteTerm"); err == nil {
+			n, _ := num(v)
+			c.durable.LastVote.Term = int64(n)
+		}
+	}
+	cfgDoc, err := c.opts.Store.Load(ctx, ConfigNS)
+	if err != nil {
+		return err
+	}
+	if cfgDoc != nil {
+		cfg, err := ParseConfig(cfgDoc)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		err = c.installFirstConfigLocked(cfg)
+		c.mu.Unlock()
+		if err != nil {
+			c.log.Warn("Locally stored replica set configuration does not have a valid entry for the current node",
+				logv2.ID(21405), "error", err.Error())
+		}
+	}
+	c.wg.Add(1)
+	go c.run()
+	return nil
+}
+
+// Close stops the goroutines and closes the connections to the other members.
+func (c *Coordinator) Close() {
+	if c.cancel == nil {
+		return
+	}
+	c.cancel()
+	c.wg.Wait()
+	c.peers.close()
+}
+
+func (c *Coordinator) run() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.opts.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+			c.tick()
+		}
+	}
+}
+
+// goAsync runs f on a goroutine the coordinator owns (stopped by Close through ctx).
+func (c *Coordinator) goAsync(f func(ctx context.Context)) {
+	if c.ctx.Err() != nil {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f(c.ctx)
+	}()
+}
+
+func (c *Coordinator) tick() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.topo == nil {
+		return
+	}
+	now := time.Now()
+	c.refreshAppliedLocked(now)
+	c.handleLocked(now, c.topo.Tick(now))
+	c.maybeSendUpdatePositionLocked(now)
+	c.maybeFollowJournalLocked()
+	c.noteChangesLocked()
+}
+
+// refreshAppliedLocked: on a writable primary every committed write is an oplog entry of
+// the current term, so the storage engine's all-durable timestamp (no holes below it) is our
+// lastApplied.
+func (c *Coordinator) refreshAppliedLocked(now time.Time) {
+	if c.opts.Engine == nil || !c.topo.IsWritablePrimary() {
+		return
+	}
+	ts := c.opts.Engine.AllDurableTimestamp()
+	op := topology.OpTime{TS: topology.Timestamp{Secs: ts.Secs(), Inc: ts.Inc()}, Term: c.topo.Term()}
+	if c.topo.LastApplied().Less(op) {
+		c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
+	}
+}
+
+// maybeFollowJournalLocked makes lastDurable follow lastApplied through a journal flush.
+func (c *Coordinator) maybeFollowJournalLocked() {
+	applied := c.topo.LastApplied()
+	if !c.topo.LastDurable().Less(applied) {
+		return
+	}
+	if c.opts.Engine == nil {
+		c.handleLocked(time.Now(), c.topo.UpdateLastDurableOpTime(time.Now(), applied))
+		return
+	}
+	if c.hbBusy["\x00journal"] {
+		return
+	}
+	c.hbBusy["\x00journal"] = true
+	c.goAsync(func(ctx context.Context) {
+		err := c.opts.Engine.WaitUntilDurable(ctx)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.hbBusy, "\x00journal")
+		if err == nil {
+			now := time.Now()
+			c.handleLocked(now, c.topo.UpdateLastDurableOpTime(now, applied))
+			c.noteChangesLocked()
+		}
+	})
+}
+
+// handleLocked carries out the core's actions in order. A failed persist drops the rest of
+// the list: nothing produced by the same call may be sent before the state is durable.
+func (c *Coordinator) handleLocked(now time.Time, acts []topology.Action) {
+	for _, a := range acts {
+		switch a.Kind {
+		case topology.ActPersistDurable:
+			if err := c.persistLocked(a.Durable); err != nil {
+				c.log.Error("Failed to persist the term and last vote", logv2.ID(21436), "error", err.Error())
+				return
+			}
+		case topology.ActSendHeartbeat:
+			c.sendHeartbeatLocked(now, a.Target)
+		case topology.ActStartElection:
+			c.log.Info("Starting an election", logv2.ID(21438), "dryRun", a.DryRun, "reason", a.Reason)
+			more, err := c.topo.StartElection(now, a.DryRun, a.Reason)
+			if err != nil {
+				c.log.Info("Not starting an election", logv2.ID(21439), "error", err.Error())
+				continue
+			}
+			c.handleLocked(now, more)
+		case topology.ActSendVoteRequests:
+			c.sendVoteRequestsLocked(a)
+		case topology.ActStepDown:
+			c.log.Info("Stepping down", logv2.ID(21358), "reason", a.Reason)
+			c.killConflictingLocked()
+			c.wakeLocked()
+		case topology.ActPrimaryElected:
+			c.log.Info("Election succeeded, assuming primary role", logv2.ID(21450), "term", c.topo.Term())
+			c.electionTS = now
+			// There is no oplog fetcher on this node yet, so catch-up cannot make progress:
+			// end it at once (catch-up is best effort in the spec too).
+			c.handleLocked(now, c.topo.EndCatchUp(now, "no oplog fetcher"))
+		case topology.ActEnterDrain:
+			c.drainLocked()
+		case topology.ActBecomePrimary:
+			c.log.Info("Transition to primary complete; database writes are now permitted", logv2.ID(21331), "term", c.topo.Term())
+		case topology.ActReconfig:
+			if err := c.installConfigLocked(now, *a.Config, false); err != nil {
+				c.log.Warn("Cannot install config from heartbeat", logv2.ID(21488), "error", err.Error())
+			}
+		case topology.ActCommitPointAdvanced:
+			c.commitPointAdvancedLocked(a.CommitPoint)
+		case topology.ActChangeSyncSource:
+			c.log.Info("Changing sync source", logv2.ID(21799), "reason", a.Reason)
+		}
+	}
+}
+
+func (c *Coordinator) persistLocked(d topology.DurableState) error {
+	doc := bsoncore.NewDocumentBuilder().AppendString("_id", "election").
+		AppendInt64("term", d.Term).AppendInt64("voteTerm", d.LastVote.Term).
+		AppendInt32("candidateIndex", int32(d.LastVote.CandidateID)).Build()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return c.opts.Store.Save(ctx, ElectionNS, doc, true)
+}
+
+// wakeLocked wakes write-concern waiters so they re-check.
+func (c *Coordinator) wakeLocked() {
+	close(c.progress)
+	c.progress = make(chan struct{})
+}
+
+func (c *Coordinator) commitPointAdvancedLocked(cp topology.OpTime) {
+	c.wakeLocked()
+	if c.opts.Engine == nil {
+		return
+	}
+	// The stable timestamp may not pass our own lastApplied (a secondary can learn a commit
+	// point beyond what it applied).
+	st := topology.MinOpTime(cp, c.topo.LastApplied())
+	if st.IsNull() {
+		return
+	}
+	ts := storage.Timestamp(uint64(st.TS.Secs)<<32 | uint64(st.TS.Inc))
+	c.opts.Engine.SetStableTimestamp(ts)
+	// Keep some history behind stable for snapshot reads that are a little behind.
+	if st.TS.Secs > 5 {
+		c.opts.Engine.SetOldestTimestamp(storage.Timestamp(uint64(st.TS.Secs-5) << 32))
+	}
+}
+
+// killConflictingLocked: spec "Step Down" — take the RSTL in X, which waits out every writer
+// (they hold it in IX), while interrupting them with InterruptedDueToReplStateChange. The core
+// already reports SECONDARY, so no new write passes the dispatcher's gate.
+func (c *Coordinator) killConflictingLocked() {
+	cause := mongoerr.New(mongoerr.InterruptedDueToReplStateChange, "operation was interrupted because a replica set state change occurred (step down)")
+	if c.opts.KillWrites != nil {
+		c.opts.KillWrites(cause)
+	}
+	if c.opts.Locks == nil {
+		return
+	}
+	c.goAsync(func(ctx context.Context) {
+		l := c.opts.Locks.NewLocker()
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := l.Lock(lctx, lock.ResourceRSTL, lock.ModeX); err != nil {
+			c.log.Warn("Could not take the RSTL for step-down", logv2.ID(21340), "error", err.Error())
+			return
+		}
+		// Writers that raced the state change have drained; kill stragglers again.
+		if c.opts.KillWrites != nil {
+			c.opts.KillWrites(cause)
+		}
+		l.UnlockAll()
+	})
+}
+
+// drainLocked: nothing is buffered without an applier, so drain is immediate; write the
+// "new primary" no-op, then become writable if nothing changed meanwhile.
+func (c *Coordinator) drainLocked() {
+	term := c.topo.Term()
+	c.goAsync(func(ctx context.Context) {
+		op, err := c.appendNoop(ctx, term, "new primary")
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if err != nil {
+			c.log.Error("Failed to write the new primary oplog entry", logv2.ID(21473), "error", err.Error())
+			return
+		}
+		if c.topo.Term() != term || c.topo.LeaderMode() != topology.LeaderDraining {
+			return
+		}
+		now := time.Now()
+		c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
+		c.handleLocked(now, c.topo.CompleteDrain(now))
+		c.noteChangesLocked()
+	})
+}
+
+func (c *Coordinator) appendNoop(ctx context.Context, term int64, msg string) (topology.OpTime, error) {
+	if c.opts.Oplog != nil {
+		return c.opts.Oplog.AppendNoop(ctx, msg)
+	}
+	// No oplog yet: invent a fresh optime of this term so the commit point and elections see
+	// this node move forward.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := uint32(time.Now().Unix())
+	last := c.topo.LastApplied().TS
+	ts := topology.Timestamp{Secs: max(now, last.Secs)}
+	if ts.Secs == last.Secs {
+		ts.Inc = last.Inc + 1
+	} else {
+		ts.Inc = 1
+	}
+	return topology.OpTime{TS: ts, Term: term}, nil
+}
+
+// noteChangesLocked bumps topologyVersion.counter when anything hello reports changed and
+// wakes awaitable hellos.
+func (c *Coordinator) noteChangesLocked() {
+	sig := ""
+	if c.topo != nil {
+		cfg := c.topo.Config()
+		sig = c.topo.State().String() + "/" + itoa(int64(c.topo.PrimaryID())) + "/" + itoa(c.topo.Term()) + "/" +
+			itoa(cfg.Version) + "/" + boolStr(c.topo.IsWritablePrimary())
+	}
+	if sig == c.lastSig {
+		return
+	}
+	c.lastSig = sig
+	c.tv.Add(1)
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.wakeLocked()
+}
+
+func boolStr(b bool) string {
+	if b {
+		return "w"
+	}
+	return "r"
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// selfIDIn finds this node in cfg by host (localhost and 127.0.0.1 are the same host).
+func (c *Coordinator) selfIDIn(cfg topology.ReplSetConfig) (int, bool) {
+	for _, m := range cfg.Members {
+		if sameHost(m.Host, c.opts.Self) {
+			return m.ID, true
+		}
+	}
+	return -1, false
+}
+
+func sameHost(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ah, ap, err1 := net.SplitHostPort(a)
+	bh, bp, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || ap != bp {
+		return false
+	}
+	loop := func(h string) bool { return h == "localhost" || h == "127.0.0.1" || h == "::1" }
+	return loop(ah) && loop(bh)
+}
+
+// installFirstConfigLocked creates the TopologyCoordinator for cfg.
+func (c *Coordinator) installFirstConfigLocked(cfg topology.ReplSetConfig) error {
+	id, ok := c.selfIDIn(cfg)
+	if !ok {
+		return mongoerr.Newf(mongoerr.InvalidReplicaSetConfig,
+			"No host described in new configuration with {version: %d, term: %d} for replica set %s maps to this node", cfg.Version, cfg.Term, cfg.SetName)
+	}
+	t, err := topology.New(topology.Options{SelfID: id, Config: &cfg, Durable: c.durable,
+		Rand: rand.New(rand.NewPCG(c.opts.Seed, uint64(id)))})
+	if err != nil {
+		return err
+	}
+	c.topo = t
+	c.noteChangesLocked()
+	return nil
+}
+
+// installConfigLocked installs cfg (reconfig or learned by heartbeat) and persists it.
+func (c *Coordinator) installConfigLocked(now time.Time, cfg topology.ReplSetConfig, first bool) error {
+	if first || c.topo == nil {
+		if err := c.installFirstConfigLocked(cfg); err != nil {
+			return err
+		}
+	} else {
+		acts, err := c.topo.InstallConfig(now, cfg)
+		if err != nil {
+			return err
+		}
+		c.handleLocked(now, acts)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.opts.Store.Save(ctx, ConfigNS, ConfigDocument(cfg), true); err != nil {
+		return err
+	}
+	c.noteChangesLocked()
+	return nil
+}

@@ -1,0 +1,103 @@
+package oplog
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"humongo/internal/storage"
+)
+
+// OpTime identifies an oplog entry: its timestamp and the term of the primary that wrote it.
+type OpTime struct {
+	TS   storage.Timestamp
+	Term int64
+}
+
+// UninitializedTerm is the term of entries written before the first election (and of a null
+// prevOpTime), as MongoDB's OpTime::kUninitializedTerm.
+const UninitializedTerm int64 = -1
+
+func (o OpTime) String() string { return fmt.Sprintf("{ts: %v, t: %d}", o.TS, o.Term) }
+
+// Less orders OpTimes by term, then timestamp (MongoDB's OpTime comparison).
+func (o OpTime) Less(p OpTime) bool {
+	if o.Term != p.Term {
+		return o.Term < p.Term
+	}
+	return o.TS < p.TS
+}
+
+// TermSource returns the current term; the ReplicationCoordinator supplies it.
+type TermSource func() int64
+
+// LocalOplogInfo hands out oplog slots (MongoDB's LocalOplogInfo::getNextOpTimes). The next
+// timestamp is max(wall-clock seconds:1, last+1, all-durable+1): monotonic across calls, and
+// never below a timestamp the engine may already have made visible.
+//
+// A slot is reserved and registered with the storage engine (RecoveryUnit.SetTimestamp marks
+// it in flight) under the same mutex. Otherwise a writer could take T5, be descheduled, and a
+// second writer take T6 and commit while T5 is not yet in flight: the all-durable point would
+// pass T6 and an oplog reader would skip T5 for good (spec: "Oplog Visibility").
+type LocalOplogInfo struct {
+	e    *storage.Engine
+	now  func() time.Time
+	term TermSource
+
+	mu   sync.Mutex
+	last storage.Timestamp // largest timestamp handed out or observed; guarded by mu
+}
+
+// NewLocalOplogInfo returns a slot allocator starting after last.
+func NewLocalOplogInfo(e *storage.Engine, last storage.Timestamp, now func() time.Time, term TermSource) *LocalOplogInfo {
+	if now == nil {
+		now = time.Now
+	}
+	return &LocalOplogInfo{e: e, now: now, term: term, last: last}
+}
+
+func (l *LocalOplogInfo) currentTerm() int64 {
+	if l.term == nil {
+		return UninitializedTerm
+	}
+	return l.term()
+}
+
+// ReserveSlots reserves n consecutive OpTimes for ru, appending them to dst, and registers
+// each in flight. On return ru's current timestamp is the last slot; a caller writing several
+// entries calls ru.SetTimestamp(slot) before each one's writes.
+func (l *LocalOplogInfo) ReserveSlots(ru *storage.RecoveryUnit, n int, dst []OpTime) ([]OpTime, error) {
+	secs := l.now().Unix()
+	secs = max(0, min(secs, 1<<32-1))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	term := l.currentTerm()
+	ts := max(storage.MakeTimestamp(uint32(secs), 1), l.last+1, l.e.AllDurableTimestamp()+1)
+	for i := range n {
+		t := ts + storage.Timestamp(i)
+		if err := ru.SetTimestamp(t); err != nil {
+			// Slots already registered are released when the unit rolls back.
+			return dst, err
+		}
+		dst = append(dst, OpTime{TS: t, Term: term})
+		l.last = t
+	}
+	return dst, nil
+}
+
+// Observe raises the allocator past ts (entries written by a secondary's applier, or found
+// in the oplog at startup), so slots handed out after a step-up follow them.
+func (l *LocalOplogInfo) Observe(ts storage.Timestamp) {
+	l.mu.Lock()
+	if ts > l.last {
+		l.last = ts
+	}
+	l.mu.Unlock()
+}
+
+// Last returns the largest timestamp handed out or observed.
+func (l *LocalOplogInfo) Last() storage.Timestamp {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
+}

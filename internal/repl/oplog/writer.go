@@ -1,0 +1,497 @@
+package oplog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/catalog"
+	"humongo/internal/index"
+	"humongo/internal/opobserver"
+	"humongo/internal/recordid"
+	"humongo/internal/storage"
+)
+
+// NS is the oplog's namespace.
+const NS = "local.oplog.rs"
+
+// Sizes of the oplog cap (mongod's defaults: 5% of the disk, at least 990 MB, at most 50 GB).
+const (
+	MinDefaultMaxSize = 990 << 20
+	MaxDefaultMaxSize = 50 << 30
+)
+
+// DefaultMaxSize is mongod's default oplog size for a data directory on dir's filesystem.
+func DefaultMaxSize(dir string) int64 {
+	var st syscall.Statfs_t
+	if dir == "" || syscall.Statfs(dir, &st) != nil {
+		return MinDefaultMaxSize
+	}
+	size := int64(st.Blocks) * st.Bsize / 20
+	return max(MinDefaultMaxSize, min(size, MaxDefaultMaxSize))
+}
+
+// Config configures Open.
+type Config struct {
+	Engine  *storage.Engine
+	Catalog *catalog.Catalog
+	// Colls is the write path Apply uses.
+	Colls *index.Collections
+	// MaxSizeBytes caps the oplog (--oplogSize in bytes); 0 means MinDefaultMaxSize. An
+	// existing oplog is resized to it.
+	MaxSizeBytes int64
+	// Term is the coordinator's current term (UninitializedTerm when nil).
+	Term TermSource
+	// Now is the wall clock (entries' wall field and slot seconds); default time.Now.
+	Now func() time.Time
+	// TempDir holds index-build spill files for applied createIndexes entries.
+	TempDir string
+	Log     *slog.Logger
+}
+
+// Writer writes `local.oplog.rs` entries; it implements opobserver.Observer.
+type Writer struct {
+	cfg   Config
+	info  *LocalOplogInfo
+	ident string
+	uuid  catalog.UUID
+	// lastWritten is the largest committed OpTime (packed ts; term kept alongside).
+	lastTS   atomic.Uint64
+	lastTerm atomic.Int64
+}
+
+var _ opobserver.Observer = (*Writer)(nil)
+
+// Open creates local.oplog.rs if it is missing (capped, oplog-style table), sets its
+// maximum size on the engine and returns a Writer whose slots follow the newest entry.
+func Open(ctx context.Context, cfg Config) (*Writer, error) {
+	if cfg.Engine == nil || cfg.Catalog == nil {
+		return nil, errors.New("oplog: Open needs an engine and a catalog")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.MaxSizeBytes <= 0 {
+		cfg.MaxSizeBytes = MinDefaultMaxSize
+	}
+	e, cat := cfg.Engine, cfg.Catalog
+	if _, ok := cat.Latest().ByNS(NS); !ok {
+		ru := e.NewRecoveryUnit()
+		err := storage.WriteConflictRetry(ctx, "createOplog", func() error {
+			defer ru.AbandonSnapshot()
+			w := ru.BeginUnitOfWork()
+			defer w.End()
+			if _, ok := cat.Latest().ByNS(NS); ok {
+				return nil
+			}
+			opts := bsoncore.NewDocumentBuilder().
+				AppendBoolean("capped", true).
+				AppendInt64("size", cfg.MaxSizeBytes).Build()
+			if _, err := cat.CreateCollection(ru, NS, opts); err != nil {
+				return err
+			}
+			return w.Commit()
+		})
+		ru.Close()
+		if err != nil {
+			return nil, fmt.Errorf("oplog: create %s: %w", NS, err)
+		}
+		cfg.Log.Info("created oplog", "ns", NS, "maxSizeBytes", cfg.MaxSizeBytes)
+	}
+	meta, ok := cat.Latest().ByNS(NS)
+	if !ok {
+		return nil, fmt.Errorf("oplog: %s missing after creation", NS)
+	}
+	e.SetOplogMaxSize(meta.Ident, cfg.MaxSizeBytes)
+	w := &Writer{cfg: cfg, ident: meta.Ident, uuid: meta.UUID}
+	top, err := w.topTimestamp()
+	if err != nil {
+		return nil, err
+	}
+	w.info = NewLocalOplogInfo(e, top, cfg.Now, cfg.Term)
+	w.lastTS.Store(uint64(top))
+	return w, nil
+}
+
+// topTimestamp reads the newest entry's timestamp (a reverse cursor ignores visibility).
+func (w *Writer) topTimestamp() (storage.Timestamp, error) {
+	ru := w.cfg.Engine.NewRecoveryUnit()
+	defer ru.Close()
+	c, err := ru.NewCursor(w.ident, storage.CursorOptions{Reverse: true})
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if !c.First() {
+		return 0, c.Err()
+	}
+	id, err := recordid.FromKey(c.Key())
+	if err != nil {
+		return 0, fmt.Errorf("oplog: %w", err)
+	}
+	return storage.Timestamp(id.Int64()), nil
+}
+
+// Ident is the oplog's storage table (oplog-style: keys are recordid.Long(ts).Key()).
+func (w *Writer) Ident() string { return w.ident }
+
+// UUID is the oplog collection's UUID.
+func (w *Writer) UUID() catalog.UUID { return w.uuid }
+
+// Info is the slot allocator.
+func (w *Writer) Info() *LocalOplogInfo { return w.info }
+
+// LastWritten is the OpTime of the newest committed entry written through this Writer (or
+// found at Open, with an unknown term of UninitializedTerm).
+func (w *Writer) LastWritten() OpTime {
+	return OpTime{TS: storage.Timestamp(w.lastTS.Load()), Term: w.lastTerm.Load()}
+}
+
+func (w *Writer) noteCommitted(o OpTime) {
+	for {
+		cur := w.lastTS.Load()
+		if uint64(o.TS) <= cur {
+			return
+		}
+		if w.lastTS.CompareAndSwap(cur, uint64(o.TS)) {
+			w.lastTerm.Store(o.Term)
+			return
+		}
+	}
+}
+
+// entry is one oplog entry before its OpTime is known.
+type entry struct {
+	op          string
+	ns          string
+	ui          *catalog.UUID
+	o, o2       bsoncore.Document
+	fromMigrate bool
+}
+
+// logEntries reserves one slot per entry and writes each entry at its slot's timestamp in
+// ru's unit. On return ru's current timestamp is the last entry's.
+func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]OpTime, error) {
+	if !ru.InUnitOfWork() {
+		return nil, storage.ErrNotInUnit
+	}
+	var buf [1]OpTime
+	slots, err := w.info.ReserveSlots(ru, len(es), buf[:0])
+	if err != nil {
+		return nil, err
+	}
+	sess := opobserver.Session(ru)
+	wall := w.cfg.Now().UnixMilli()
+	var doc []byte
+	for i := range es {
+		if len(es) > 1 {
+			// Re-select slot i (already in flight) for this entry's writes.
+			if err := ru.SetTimestamp(slots[i].TS); err != nil {
+				return nil, err
+			}
+		}
+		doc = appendEntry(doc[:0], &es[i], slots[i], wall, sess)
+		if err := w.put(ru, slots[i].TS, doc); err != nil {
+			return nil, err
+		}
+		if sess != nil {
+			sess.PrevTS, sess.PrevTerm = slots[i].TS, slots[i].Term
+			sess.StmtID++
+		}
+	}
+	last := slots[len(slots)-1]
+	ru.OnCommit(func(storage.Timestamp) { w.noteCommitted(last) })
+	return slots, nil
+}
+
+func (w *Writer) put(ru *storage.RecoveryUnit, ts storage.Timestamp, doc []byte) error {
+	if err := ru.Put(w.ident, recordid.Long(int64(ts)).Key(), doc); err != nil {
+		return err
+	}
+	ru.AdjustCounts(w.ident, 1, int64(len(doc)))
+	return nil
+}
+
+// appendEntry builds the entry document, in MongoDB's field order.
+func appendEntry(dst []byte, e *entry, ot OpTime, wall int64, sess *opobserver.SessionInfo) []byte {
+	start, dst := bsoncore.AppendDocumentStart(dst)
+	if sess != nil && len(sess.LSID) > 0 {
+		dst = bsoncore.AppendDocumentElement(dst, "lsid", sess.LSID)
+		dst = bsoncore.AppendInt64Element(dst, "txnNumber", sess.TxnNumber)
+	}
+	dst = bsoncore.AppendStringElement(dst, "op", e.op)
+	dst = bsoncore.AppendStringElement(dst, "ns", e.ns)
+	if e.ui != nil {
+		dst = bsoncore.AppendBinaryElement(dst, "ui", 4, e.ui[:])
+	}
+	dst = bsoncore.AppendDocumentElement(dst, "o", e.o)
+	if e.o2 != nil {
+		dst = bsoncore.AppendDocumentElement(dst, "o2", e.o2)
+	}
+	if e.fromMigrate {
+		dst = bsoncore.AppendBooleanElement(dst, "fromMigrate", true)
+	}
+	if sess != nil && len(sess.LSID) > 0 {
+		dst = bsoncore.AppendInt32Element(dst, "stmtId", sess.StmtID)
+	}
+	dst = bsoncore.AppendTimestampElement(dst, "ts", ot.TS.Secs(), ot.TS.Inc())
+	dst = bsoncore.AppendInt64Element(dst, "t", ot.Term)
+	dst = bsoncore.AppendInt64Element(dst, "v", 2)
+	dst = bsoncore.AppendDateTimeElement(dst, "wall", wall)
+	if sess != nil && len(sess.LSID) > 0 {
+		var idx int32
+		idx, dst = bsoncore.AppendDocumentElementStart(dst, "prevOpTime")
+		dst = bsoncore.AppendTimestampElement(dst, "ts", sess.PrevTS.Secs(), sess.PrevTS.Inc())
+		term := sess.PrevTerm
+		if sess.PrevTS.IsNull() {
+			term = UninitializedTerm
+		}
+		dst = bsoncore.AppendInt64Element(dst, "t", term)
+		dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
+	}
+	dst, _ = bsoncore.AppendDocumentEnd(dst, start)
+	return dst
+}
+
+func logged(ru *storage.RecoveryUnit, ns string) bool {
+	return opobserver.IsReplicatedNS(ns) && opobserver.WritesReplicated(ru)
+}
+
+// idDoc returns {_id: id}.
+func idDoc(id bsoncore.Value) bsoncore.Document {
+	start, d := bsoncore.AppendDocumentStart(make([]byte, 0, 16+len(id.Data)))
+	d = bsoncore.AppendValueElement(d, "_id", id)
+	d, _ = bsoncore.AppendDocumentEnd(d, start)
+	return d
+}
+
+func cmdNS(ns string) string {
+	db, _ := catalog.SplitNS(ns)
+	return db + ".$cmd"
+}
+
+// OnInserts logs one `i` entry per document (o: the document).
+func (w *Writer) OnInserts(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, docs []bsoncore.Document, fromMigrate bool) error {
+	if !logged(ru, ns) || len(docs) == 0 {
+		return nil
+	}
+	var one [1]entry
+	es := one[:0]
+	if len(docs) > 1 {
+		es = make([]entry, 0, len(docs))
+	}
+	for _, d := range docs {
+		es = append(es, entry{op: "i", ns: ns, ui: &uuid, o: d, fromMigrate: fromMigrate})
+	}
+	_, err := w.logEntries(ru, es)
+	return err
+}
+
+// OnUpdate logs a `u` entry: o is the $v:2 diff from the pre to the post image (or the
+// whole post image when the diff would be larger: a replacement), o2 is {_id}.
+func (w *Writer) OnUpdate(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, args *opobserver.OnUpdateArgs) error {
+	if !logged(ru, ns) {
+		return nil
+	}
+	o, err := UpdateO(args.Pre, args.Post)
+	if err != nil {
+		return err
+	}
+	_, err = w.logEntries(ru, []entry{{op: "u", ns: ns, ui: &uuid, o: o, o2: idDoc(args.ID), fromMigrate: args.FromMigrate}})
+	return err
+}
+
+// UpdateO returns an update entry's o for the change pre → post: {$v: 2, diff: ...}, or
+// post itself when the diff is larger than post (MongoDB's differ gives up at the post
+// image's size and logs a replacement).
+func UpdateO(pre, post bsoncore.Document) (bsoncore.Document, error) {
+	diff, err := DiffDocuments(pre, post)
+	if errors.Is(err, errDupField) || (err == nil && len(diff) > len(post)) {
+		return post, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	start, o := bsoncore.AppendDocumentStart(make([]byte, 0, len(diff)+24))
+	o = bsoncore.AppendInt32Element(o, "$v", 2)
+	o = bsoncore.AppendDocumentElement(o, "diff", diff)
+	o, _ = bsoncore.AppendDocumentEnd(o, start)
+	return o, nil
+}
+
+// OnDelete logs a `d` entry with o: {_id}.
+func (w *Writer) OnDelete(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, id bsoncore.Value, _ bsoncore.Document, fromMigrate bool) error {
+	if !logged(ru, ns) {
+		return nil
+	}
+	_, err := w.logEntries(ru, []entry{{op: "d", ns: ns, ui: &uuid, o: idDoc(id), fromMigrate: fromMigrate}})
+	return err
+}
+
+func (w *Writer) logCommand(ru *storage.RecoveryUnit, ns string, uuid *catalog.UUID, o, o2 bsoncore.Document) error {
+	_, err := w.logEntries(ru, []entry{{op: "c", ns: cmdNS(ns), ui: uuid, o: o, o2: o2}})
+	return err
+}
+
+// OnCreateCollection logs {create: coll, ...options, idIndex: spec}.
+func (w *Writer) OnCreateCollection(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, options, idIndex bsoncore.Document) error {
+	if !logged(ru, ns) {
+		return nil
+	}
+	_, coll := catalog.SplitNS(ns)
+	start, o := bsoncore.AppendDocumentStart(nil)
+	o = bsoncore.AppendStringElement(o, "create", coll)
+	if len(options) > 0 {
+		els, err := options.Elements()
+		if err != nil {
+			return err
+		}
+		for _, e := range els {
+			switch e.Key() {
+			case "uuid", "create", "idIndex":
+				continue
+			}
+			o = append(o, e...)
+		}
+	}
+	if idIndex != nil {
+		o = bsoncore.AppendDocumentElement(o, "idIndex", idIndex)
+	}
+	o, _ = bsoncore.AppendDocumentEnd(o, start)
+	return w.logCommand(ru, ns, &uuid, o, nil)
+}
+
+// OnDropCollection logs {drop: coll}.
+func (w *Writer) OnDropCollection(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID) error {
+	if !logged(ru, ns) {
+		return nil
+	}
+	_, coll := catalog.SplitNS(ns)
+	return w.logCommand(ru, ns, &uuid, bsoncore.NewDocumentBuilder().AppendString("drop", coll).Build(), nil)
+}
+
+// OnRenameCollection logs {renameCollection: from, to: to, stayTemp, dropTarget: uuid}.
+// A rename into or out of `local` is logged unless both sides are local.
+func (w *Writer) OnRenameCollection(ru *storage.RecoveryUnit, a *opobserver.RenameArgs) error {
+	if !opobserver.WritesReplicated(ru) || (!opobserver.IsReplicatedNS(a.From) && !opobserver.IsReplicatedNS(a.To)) {
+		return nil
+	}
+	start, o := bsoncore.AppendDocumentStart(nil)
+	o = bsoncore.AppendStringElement(o, "renameCollection", a.From)
+	o = bsoncore.AppendStringElement(o, "to", a.To)
+	o = bsoncore.AppendBooleanElement(o, "stayTemp", a.StayTemp)
+	if a.HasDropTarget {
+		o = bsoncore.AppendBinaryElement(o, "dropTarget", 4, a.DropTarget[:])
+	}
+	o, _ = bsoncore.AppendDocumentEnd(o, start)
+	u := a.UUID
+	return w.logCommand(ru, a.From, &u, o, nil)
+}
+
+// OnCreateIndexes logs {createIndexes: coll, ...spec} per index.
+func (w *Writer) OnCreateIndexes(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, specs []bsoncore.Document) error {
+	if !logged(ru, ns) || len(specs) == 0 {
+		return nil
+	}
+	_, coll := catalog.SplitNS(ns)
+	es := make([]entry, 0, len(specs))
+	for _, s := range specs {
+		start, o := bsoncore.AppendDocumentStart(nil)
+		o = bsoncore.AppendStringElement(o, "createIndexes", coll)
+		els, err := s.Elements()
+		if err != nil {
+			return err
+		}
+		for _, e := range els {
+			if e.Key() == "ns" {
+				continue
+			}
+			o = append(o, e...)
+		}
+		o, _ = bsoncore.AppendDocumentEnd(o, start)
+		es = append(es, entry{op: "c", ns: cmdNS(ns), ui: &uuid, o: o})
+	}
+	_, err := w.logEntries(ru, es)
+	return err
+}
+
+// OnDropIndex logs {dropIndexes: coll, index: name} with the dropped spec in o2.
+func (w *Writer) OnDropIndex(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, name string, spec bsoncore.Document) error {
+	if !logged(ru, ns) {
+		return nil
+	}
+	_, coll := catalog.SplitNS(ns)
+	o := bsoncore.NewDocumentBuilder().AppendString("dropIndexes", coll).AppendString("index", name).Build()
+	return w.logCommand(ru, ns, &uuid, o, spec)
+}
+
+// OnCollMod logs the modification as given ({collMod: coll, ...}).
+func (w *Writer) OnCollMod(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, cmd bsoncore.Document) error {
+	if !logged(ru, ns) {
+		return nil
+	}
+	return w.logCommand(ru, ns, &uuid, cmd, nil)
+}
+
+// OnDropDatabase logs {dropDatabase: 1}.
+func (w *Writer) OnDropDatabase(ru *storage.RecoveryUnit, db string) error {
+	if !logged(ru, db+".$cmd") {
+		return nil
+	}
+	return w.logCommand(ru, db+".$cmd", nil, bsoncore.NewDocumentBuilder().AppendInt32("dropDatabase", 1).Build(), nil)
+}
+
+// LogNoopInUnit writes an `n` entry {op: "n", ns: "", o: msg} in ru's open unit.
+func (w *Writer) LogNoopInUnit(ru *storage.RecoveryUnit, msg bsoncore.Document) (OpTime, error) {
+	slots, err := w.logEntries(ru, []entry{{op: "n", ns: "", o: msg}})
+	if err != nil {
+		return OpTime{}, err
+	}
+	return slots[0], nil
+}
+
+// LogNoop writes and commits an `n` entry (the new primary's {msg: "new primary"}, the
+// linearizable-read and periodic no-ops), retrying on WriteConflict.
+func (w *Writer) LogNoop(ctx context.Context, msg bsoncore.Document) (OpTime, error) {
+	ru := w.cfg.Engine.NewRecoveryUnit()
+	defer ru.Close()
+	var ot OpTime
+	err := storage.WriteConflictRetry(ctx, "noop", func() error {
+		defer ru.AbandonSnapshot()
+		wu := ru.BeginUnitOfWork()
+		defer wu.End()
+		var err error
+		if ot, err = w.LogNoopInUnit(ru, msg); err != nil {
+			return err
+		}
+		return wu.Commit()
+	})
+	return ot, err
+}
+
+// AppendEntry writes an entry received from a sync source at its own timestamp (a
+// secondary's oplog write, made before the entry is applied), in ru's open unit.
+func (w *Writer) AppendEntry(ru *storage.RecoveryUnit, raw bsoncore.Document) (OpTime, error) {
+	ot, err := EntryOpTime(raw)
+	if err != nil {
+		return OpTime{}, err
+	}
+	if err := ru.SetTimestamp(ot.TS); err != nil {
+		return OpTime{}, err
+	}
+	if err := w.put(ru, ot.TS, raw); err != nil {
+		return OpTime{}, err
+	}
+	w.info.Observe(ot.TS)
+	ru.OnCommit(func(storage.Timestamp) { w.noteCommitted(ot) })
+	return ot, nil
+}
