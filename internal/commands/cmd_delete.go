@@ -28,6 +28,7 @@ type writeDeleteStmt struct {
 	q     bsoncore.Document
 	multi bool // limit 0
 	hint  bsoncore.Value
+	coll  writeCollation
 }
 
 func writeParseDeleteStmt(v bsoncore.Value, i int) (*writeDeleteStmt, error) {
@@ -65,7 +66,7 @@ func writeParseDeleteStmt(v bsoncore.Value, i int) (*writeDeleteStmt, error) {
 			}
 			st.hint = ev
 		case "collation":
-			if err := writeCheckCollation("delete.deletes", ev); err != nil {
+			if st.coll, err = writeParseCollation("delete.deletes", ev); err != nil {
 				return nil, err
 			}
 		case "sampleId":
@@ -190,11 +191,11 @@ type writeDeleteResult struct {
 // a multi-delete collects RecordIds first and deletes them in chunks, re-matching each.
 func writeExecDelete(ctx context.Context, op *OpCtx, ns string, st *writeDeleteStmt, sortSpec bsoncore.Document, keepImage bool) (writeDeleteResult, error) {
 	var res writeDeleteResult
-	matcher, err := writeParseFilterCollated(op, ns, st.q)
+	matcher, err := writeParseFilterCollated(op, ns, st.q, st.coll)
 	if err != nil {
 		return res, err
 	}
-	spec := &writeScan{filter: st.q, matcher: matcher, sort: sortSpec, hint: st.hint, limit: 1}
+	spec := &writeScan{filter: st.q, matcher: matcher, sort: sortSpec, hint: st.hint, limit: 1, coll: st.coll}
 	if !st.multi {
 		err := op.WriteCollection(ctx, ns, false, func(coll *index.Collection) error {
 			res = writeDeleteResult{}

@@ -38,12 +38,13 @@ type writeFamRequest struct {
 	hint                bsoncore.Value
 	bypass              bool              // bypassDocumentValidation
 	let                 bsoncore.Document // nil when absent
+	coll                writeCollation
 }
 
 // updateStmt is the update statement of an update-form findAndModify, with now as $$NOW.
 func (r *writeFamRequest) updateStmt(now time.Time) *writeUpdateStmt {
 	return &writeUpdateStmt{q: r.query, u: r.update, upsert: r.upsert, arrayFilters: r.arrayFilters,
-		hint: r.hint, let: r.let, now: now, bypass: r.bypass}
+		hint: r.hint, let: r.let, now: now, bypass: r.bypass, coll: r.coll}
 }
 
 // writeParseFam parses and validates a findAndModify command (IDL plus validate()).
@@ -98,7 +99,7 @@ func writeParseFam(cmd bsoncore.Document) (*writeFamRequest, error) {
 		}
 	}
 	if v := lookup(cmd, "collation"); v.Type != 0 {
-		if err := writeCheckCollation(name, v); err != nil {
+		if r.coll, err = writeParseCollation(name, v); err != nil {
 			return nil, err
 		}
 	}
@@ -172,7 +173,7 @@ func runFindAndModify(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 		wrote    bool
 	)
 	if r.remove {
-		res, err := writeExecDelete(ctx, op, ns, &writeDeleteStmt{q: r.query, hint: r.hint}, r.sort, true)
+		res, err := writeExecDelete(ctx, op, ns, &writeDeleteStmt{q: r.query, hint: r.hint, coll: r.coll}, r.sort, true)
 		if err != nil {
 			return nil, err
 		}

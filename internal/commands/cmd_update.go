@@ -34,6 +34,7 @@ type writeUpdateStmt struct {
 	arrayFilters []bsoncore.Document
 	hint         bsoncore.Value
 	c            bsoncore.Document // pipeline constants; nil when absent
+	coll         writeCollation
 
 	// Set from the command, not the statement.
 	let    bsoncore.Document // the command's let; nil when absent
@@ -93,7 +94,7 @@ func writeParseUpdateStmt(cmdName string, v bsoncore.Value, i int) (*writeUpdate
 			}
 			st.hint = ev
 		case "collation":
-			if err := writeCheckCollation(cmdName+".updates", ev); err != nil {
+			if st.coll, err = writeParseCollation(cmdName+".updates", ev); err != nil {
 				return nil, err
 			}
 		case "c":
@@ -265,7 +266,7 @@ func writeExecUpdate(ctx context.Context, op *OpCtx, ns string, st *writeUpdateS
 
 func writeExecUpdateSorted(ctx context.Context, op *OpCtx, ns string, st *writeUpdateStmt, sortSpec bsoncore.Document, keepImages bool) (writeUpdateResult, error) {
 	var res writeUpdateResult
-	matcher, err := writeParseFilterCollated(op, ns, st.q)
+	matcher, err := writeParseFilterCollated(op, ns, st.q, st.coll)
 	if err != nil {
 		return res, err
 	}
@@ -276,7 +277,7 @@ func writeExecUpdateSorted(ctx context.Context, op *OpCtx, ns string, st *writeU
 	if st.multi && upd.isReplacement() {
 		return res, mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
 	}
-	spec := &writeScan{filter: st.q, matcher: matcher, sort: sortSpec, hint: st.hint, limit: 1}
+	spec := &writeScan{filter: st.q, matcher: matcher, sort: sortSpec, hint: st.hint, limit: 1, coll: st.coll}
 	if st.multi {
 		spec.limit = 0
 	}

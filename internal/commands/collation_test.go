@@ -1,6 +1,7 @@
 package commands_test
 
 import (
+	"humongo/internal/mongoerr"
 	"slices"
 	"strings"
 	"testing"
@@ -149,4 +150,30 @@ func TestCollationCollectionDefault(t *testing.T) {
 	if n := r.Lookup("n").AsInt64(); n != 1 {
 		t.Errorf("delete under default collation removed %d", n)
 	}
+}
+
+// Explicit collations on writes: the statement's collation decides which documents match, both
+// for the planner's targets and for the re-match before each write.
+func TestCollationWrites(t *testing.T) {
+	e := findStart(t)
+	e.insert("test.w", p2d("_id", 1, "s", "apple"), p2d("_id", 2, "s", "APPLE"), p2d("_id", 3, "s", "pear"))
+	r := e.must(p2d("update", "w", "updates", bson.A{p2d("q", p2d("s", "Apple"), "u", p2d("$set", p2d("hit", true)), "multi", true, "collation", collStrength2())}))
+	if n, _ := r.Lookup("nModified").AsInt64OK(); n != 2 {
+		t.Fatalf("collated multi-update modified %d documents, want 2: %v", n, r)
+	}
+	r = e.must(p2d("update", "w", "updates", bson.A{p2d("q", p2d("s", "Apple"), "u", p2d("$set", p2d("miss", true)), "multi", true)}))
+	if n, _ := r.Lookup("n").AsInt64OK(); n != 0 {
+		t.Fatalf("binary comparison matched %d documents, want 0", n)
+	}
+	r = e.must(p2d("findAndModify", "w", "query", p2d("s", "PEAR"), "update", p2d("$set", p2d("f", 1)), "new", true, "collation", collStrength2()))
+	if id, _ := r.Lookup("value", "_id").AsInt64OK(); id != 3 {
+		t.Fatalf("collated findAndModify returned %v", r)
+	}
+	r = e.must(p2d("delete", "w", "deletes", bson.A{p2d("q", p2d("s", "aPPle"), "limit", 0, "collation", collStrength2())}))
+	if n, _ := r.Lookup("n").AsInt64OK(); n != 2 {
+		t.Fatalf("collated delete removed %d documents, want 2: %v", n, r)
+	}
+	_, err := e.run(p2d("delete", "w", "deletes", bson.A{p2d("q", bson.D{}, "limit", 0, "collation", p2d("locale", "en", "strength", 9))}))
+	findCode(t, err, int32(mongoerr.FailedToParse))
+	wantIDs(t, "after delete", e.findIDs(p2d("find", "w", "sort", p2d("_id", 1))), 3)
 }

@@ -7,10 +7,36 @@ import (
 	"humongo/internal/query"
 )
 
-// writeParseFilterCollated parses a write's filter under the collection's default collation
-// (the planner applies the same default when it picks targets, and writes re-match documents
-// with this matcher). Explicit collations on writes are still rejected by writeCheckCollation.
-func writeParseFilterCollated(op *OpCtx, ns string, q bsoncore.Document) (*query.Matcher, error) {
+// writeCollation is a write statement's collation: set says the statement gave one (c is nil
+// for {locale: "simple"}); otherwise the collection's default applies.
+type writeCollation struct {
+	c   *collation.Collator
+	set bool
+}
+
+// writeParseCollation parses a statement's (or findAndModify's) collation argument.
+func writeParseCollation(cmdName string, v bsoncore.Value) (writeCollation, error) {
+	d, ok := v.DocumentOK()
+	if !ok {
+		return writeCollation{}, typeMismatch(cmdName, "collation", v.Type, "object")
+	}
+	c, err := collation.Parse(d)
+	if err != nil {
+		return writeCollation{}, err
+	}
+	return writeCollation{c: c, set: true}, nil
+}
+
+// writeParseFilterCollated parses a write's filter under the statement's collation or, when it
+// gave none, the collection's default (the planner applies the same rule when it picks
+// targets, and writes re-match documents with this matcher).
+func writeParseFilterCollated(op *OpCtx, ns string, q bsoncore.Document, wc writeCollation) (*query.Matcher, error) {
+	if wc.set {
+		if wc.c == nil {
+			return writeParseFilter(q)
+		}
+		return query.Parse(q, query.ParseOptions{AllowExpr: true, AllowJSONSchema: true, Collator: wc.c})
+	}
 	m, ok := op.DB.Catalog.Latest().ByNS(ns)
 	if !ok {
 		return writeParseFilter(q)

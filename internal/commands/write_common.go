@@ -280,23 +280,6 @@ func writeMissing(path string) error {
 	return mongoerr.Newf(codeMissingField, "BSON field '%s' is missing but a required field", path)
 }
 
-// writeCheckCollation accepts only the simple collation: collations are not implemented yet,
-// and silently comparing binary would give wrong answers.
-func writeCheckCollation(cmdName string, v bsoncore.Value) error {
-	d, ok := v.DocumentOK()
-	if !ok {
-		return typeMismatch(cmdName, "collation", v.Type, "object")
-	}
-	loc := lookup(d, "locale")
-	if s, ok := loc.StringValueOK(); ok && s == "simple" {
-		return nil
-	}
-	if loc.Type == 0 {
-		return mongoerr.Newf(mongoerr.FailedToParse, "BSON field '%s.collation.locale' is missing but a required field", cmdName)
-	}
-	return mongoerr.New(mongoerr.NotImplemented, "collation other than {locale: \"simple\"} is not supported yet")
-}
-
 // writeCheckHint validates a hint's type: an index name or a key pattern.
 func writeCheckHint(cmdName string, v bsoncore.Value) error {
 	switch v.Type {

@@ -27,6 +27,7 @@ type writeScan struct {
 	sort    bsoncore.Document // findAndModify only
 	hint    bsoncore.Value    // Type 0 when absent
 	limit   int               // 0: every match; n: at most n (after sorting)
+	coll    writeCollation    // the statement's collation (else the collection default)
 }
 
 // writeFindTargets returns the documents spec targets, read through ru's snapshot (the caller
@@ -63,6 +64,7 @@ func writeFindTargets(ctx context.Context, op *OpCtx, ns string, coll *index.Col
 	ts, ex, err := plan.Targets(ctx, ru, meta, coll, plan.Request{
 		NS: ns, Filter: spec.filter, Matcher: spec.matcher, Sort: spec.sort, Hint: spec.hint,
 		Limit: int64(spec.limit), TempDir: op.DB.TempDir,
+		Collation: spec.coll.c, CollationSet: spec.coll.set,
 	})
 	if err != nil {
 		return nil, err
@@ -89,6 +91,7 @@ func writeFindRIDs(ctx context.Context, op *OpCtx, ns string, coll *index.Collec
 	ex, err := plan.Prepare(ctx, op.RU, meta, coll, plan.Request{
 		NS: ns, Filter: spec.filter, Matcher: spec.matcher, Sort: spec.sort, Hint: spec.hint,
 		Limit: int64(spec.limit), TempDir: op.DB.TempDir, ForWrite: true,
+		Collation: spec.coll.c, CollationSet: spec.coll.set,
 	})
 	if err != nil {
 		return nil, err

@@ -311,7 +311,7 @@ func TestWriteBadInput(t *testing.T) {
 		{bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: 1}}}}}, mongoerr.TypeMismatch},
 		{bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{}}, {Key: "bogus", Value: 1}}}}}, mongoerr.Code(40415)},
 		{bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{}}}, mongoerr.InvalidLength},
-		{bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{}}, {Key: "collation", Value: bson.D{{Key: "locale", Value: "fr"}}}}}}}, mongoerr.NotImplemented},
+		{bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{}}, {Key: "collation", Value: bson.D{{Key: "locale", Value: "xx_NOPE"}}}}}}}, mongoerr.BadValue},
 		{bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 2}}}}}, mongoerr.FailedToParse},
 		{bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}}}}}, mongoerr.Code(40414)},
 		{bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: 5}, {Key: "limit", Value: 1}}}}}, mongoerr.TypeMismatch},
