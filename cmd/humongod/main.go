@@ -143,7 +143,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		// A replica-set member: the coordinator must exist before the first connection.
 		self := net.JoinHostPort(advertisedHost(opts.BindIPs), strconv.Itoa(s.Port()))
 		rc, err := commands.AttachReplication(context.Background(), s.State(), commands.Default, opts.ReplSet, self,
-			coord.Options{Logger: log})
+			int64(opts.OplogSizeMB), coord.Options{Logger: log})
 		if err != nil {
 			fatal(log, err)
 			_ = s.Close()

@@ -9,6 +9,8 @@ import (
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/coord"
+	"humongo/internal/repl/oplog"
+	"humongo/internal/repl/topology"
 )
 
 // replCoord returns the replication coordinator, or NoReplicationEnabled on a standalone
@@ -52,7 +54,7 @@ var replOptInReads = map[string]bool{
 // coordinator (storage in st.DB, step-down kills through st.Clients), publishes it as st.Repl
 // and starts it. self is this node's "host:port". The caller closes the coordinator at
 // shutdown.
-func AttachReplication(ctx context.Context, st *State, reg *Registry, setName, self string, opts coord.Options) (*coord.Coordinator, error) {
+func AttachReplication(ctx context.Context, st *State, reg *Registry, setName, self string, oplogSizeMB int64, opts coord.Options) (*coord.Coordinator, error) {
 	if st.DB == nil {
 		return nil, mongoerr.New(mongoerr.IllegalOperation, "replication needs storage")
 	}
@@ -64,7 +66,17 @@ func AttachReplication(ctx context.Context, st *State, reg *Registry, setName, s
 	if opts.Logger == nil {
 		opts.Logger = st.Logger
 	}
-	rc := coord.New(opts)
+	var rc *coord.Coordinator
+	// Every replicated write now logs its oplog entry in its own storage unit.
+	w, err := oplog.Open(ctx, oplog.Config{Engine: st.DB.Engine, Catalog: st.DB.Catalog, Colls: st.DB.Colls,
+		MaxSizeBytes: oplogSizeMB * (1 << 20), Term: func() int64 { return rc.Term() },
+		TempDir: st.DB.TempDir, Log: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	opts.Oplog = replNoopWriter{w}
+	rc = coord.New(opts)
+	st.DB.SetObserver(w)
 	st.Repl = rc
 	if err := rc.Start(ctx); err != nil {
 		st.Repl = nil
@@ -101,6 +113,17 @@ func KillWritesForStepDown(st *State, reg *Registry, cause error) {
 			op.kill(cause)
 		}
 	}
+}
+
+// replNoopWriter adapts the oplog writer to the coordinator's no-op API.
+type replNoopWriter struct{ w *oplog.Writer }
+
+func (r replNoopWriter) AppendNoop(ctx context.Context, msg string) (topology.OpTime, error) {
+	ot, err := r.w.LogNoop(ctx, bsoncore.NewDocumentBuilder().AppendString("msg", msg).Build())
+	if err != nil {
+		return topology.OpTime{}, err
+	}
+	return topology.OpTime{TS: topology.Timestamp{Secs: ot.TS.Secs(), Inc: ot.TS.Inc()}, Term: ot.Term}, nil
 }
 
 // ReplStore keeps the coordinator's single-document local collections

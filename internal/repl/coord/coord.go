@@ -91,6 +91,7 @@ type Coordinator struct {
 
 	peers *peerPool
 	tv    atomic.Int64
+	term  atomic.Int64 // mirror of the core's term for Term(), readable without c.mu
 	rbid  int32
 	start time.Time
 }
@@ -113,6 +114,10 @@ func New(opts Options) *Coordinator {
 		peers: newPeerPool(), rbid: int32(rand.Int32N(1 << 30)), start: time.Now(),
 	}
 }
+
+// Term is the current term (the oplog writer's TermSource). It never takes c.mu, so writes
+// made while the coordinator holds its mutex may call it.
+func (c *Coordinator) Term() int64 { return c.term.Load() }
 
 // SetName is --replSet.
 func (c *Coordinator) SetName() string { return c.opts.SetName }
@@ -302,6 +307,7 @@ func (c *Coordinator) handleLocked(now time.Time, acts []topology.Action) {
 }
 
 func (c *Coordinator) persistLocked(d topology.DurableState) error {
+	c.term.Store(d.Term)
 	doc := bsoncore.NewDocumentBuilder().AppendString("_id", "election").
 		AppendInt64("term", d.Term).AppendInt64("voteTerm", d.LastVote.Term).
 		AppendInt32("candidateIndex", int32(d.LastVote.CandidateID)).Build()
@@ -467,6 +473,7 @@ func (c *Coordinator) installFirstConfigLocked(cfg topology.ReplSetConfig) error
 		return err
 	}
 	c.topo = t
+	c.term.Store(t.Term())
 	c.noteChangesLocked()
 	return nil
 }

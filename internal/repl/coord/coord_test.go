@@ -44,7 +44,7 @@ func startNode(t *testing.T, setName string) *node {
 	}
 	n := &node{srv: s, host: fmt.Sprintf("127.0.0.1:%d", s.Port())}
 	if setName != "" {
-		n.rc, err = commands.AttachReplication(context.Background(), s.State(), commands.Default, setName, n.host,
+		n.rc, err = commands.AttachReplication(context.Background(), s.State(), commands.Default, setName, n.host, 0,
 			coord.Options{TickInterval: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -376,6 +376,28 @@ func TestSingleNodeInitiate(t *testing.T) {
 	}
 	if _, err := n.client.Database("test").Collection("c").InsertOne(context.Background(), bson.D{{Key: "x", Value: 1}}); err != nil {
 		t.Fatalf("insert on single-node primary: %v", err)
+	}
+	// The oplog holds the "initiating set" and "new primary" no-ops and the insert.
+	var entries []bson.M
+	cur, err := n.client.Database("local").Collection("oplog.rs").Find(context.Background(), bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.All(context.Background(), &entries); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	inserts := 0
+	for _, e := range entries {
+		if e["op"] == "n" {
+			msgs = append(msgs, fmt.Sprint(toM(e["o"])["msg"]))
+		}
+		if e["op"] == "i" && e["ns"] == "test.c" {
+			inserts++
+		}
+	}
+	if len(msgs) < 2 || msgs[0] != "initiating set" || msgs[1] != "new primary" || inserts != 1 {
+		t.Fatalf("oplog no-ops %q, %d inserts: %v", msgs, inserts, entries)
 	}
 	h, _ := n.admin(t, bson.D{{Key: "hello", Value: 1}})
 	if h["isWritablePrimary"] != true || h["setName"] != "solo" {

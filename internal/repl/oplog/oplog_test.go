@@ -370,7 +370,5 @@ func TestConcurrentWritersNoVisibleHole(t *testing.T) {
 			t.Fatalf("scan %d (%d entries) is not a prefix of the final oplog: a hole was visible", si, len(s))
 		}
 	}
-	if len(scans) < 3 {
-		t.Logf("only %d scans ran", len(scans))
-	}
+	t.Logf("%d scans, %d entries", len(scans), len(final))
 }

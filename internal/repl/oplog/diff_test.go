@@ -1,0 +1,82 @@
+package oplog
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+// randDoc builds a small random document with nested objects and arrays; keys are drawn
+// from a tiny alphabet so pre and post images share, reorder, add and drop fields.
+func randDoc(r *rand.Rand, depth int) bsoncore.Document {
+	start, d := bsoncore.AppendDocumentStart(nil)
+	seen := map[string]bool{}
+	for range r.IntN(5) {
+		k := string(rune('a' + r.IntN(5)))
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		d = bsoncore.AppendValueElement(d, k, randValue(r, depth))
+	}
+	d, _ = bsoncore.AppendDocumentEnd(d, start)
+	return d
+}
+
+func randValue(r *rand.Rand, depth int) bsoncore.Value {
+	switch n := r.IntN(6); {
+	case n == 0 && depth < 3:
+		return bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: randDoc(r, depth+1)}
+	case n == 1 && depth < 3:
+		var vs []bsoncore.Value
+		for range r.IntN(5) {
+			vs = append(vs, randValue(r, depth+1))
+		}
+		return bsoncore.Value{Type: bsoncore.TypeArray, Data: bsoncore.BuildArray(nil, vs...)}
+	case n == 2:
+		return bsoncore.Value{Type: bsoncore.TypeString, Data: bsoncore.AppendString(nil, "s"+strconv.Itoa(r.IntN(3)))}
+	default:
+		return bsoncore.Value{Type: bsoncore.TypeInt32, Data: bsoncore.AppendInt32(nil, int32(r.IntN(3)))}
+	}
+}
+
+// TestDiffRoundTripAndIdempotent: apply(pre, diff(pre, post)) == post byte for byte, and
+// applying the diff again to post changes nothing (idempotent entries).
+func TestDiffRoundTripAndIdempotent(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 20000 {
+		pre, post := randDoc(r, 0), randDoc(r, 0)
+		diff, err := DiffDocuments(pre, post)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ApplyDiff(pre, diff)
+		if err != nil {
+			t.Fatalf("case %d: apply: %v (pre %v post %v diff %v)", i, err, pre, post, diff)
+		}
+		if !bytes.Equal(got, post) {
+			t.Fatalf("case %d: apply(pre, diff) = %v, want %v (pre %v, diff %v)", i, got, post, pre, diff)
+		}
+		again, err := ApplyDiff(post, diff)
+		if err != nil || !bytes.Equal(again, post) {
+			t.Fatalf("case %d: apply(post, diff) = %v, %v; want %v (diff %v)", i, again, err, post, diff)
+		}
+	}
+}
+
+func TestApplyDiffBadInput(t *testing.T) {
+	doc := bsoncore.NewDocumentBuilder().AppendInt32("a", 1).Build()
+	for _, diff := range []bsoncore.Document{
+		bsoncore.NewDocumentBuilder().AppendInt32("u", 1).Build(),
+		bsoncore.NewDocumentBuilder().AppendDocument("sa", bsoncore.NewDocumentBuilder().Build()).Build(),
+		bsoncore.NewDocumentBuilder().AppendInt32("zz", 1).Build(),
+		bsoncore.Document{1, 2, 3},
+	} {
+		if _, err := ApplyDiff(doc, diff); err == nil {
+			t.Errorf("ApplyDiff(%v, %v) succeeded", doc, diff)
+		}
+	}
+}
