@@ -77,6 +77,9 @@ type helloReply struct {
 	SetName           string `bson:"setName" json:"setName,omitempty"`
 	Msg               string `bson:"msg" json:"msg,omitempty"`
 	MaxWireVersion    int32  `bson:"maxWireVersion" json:"maxWireVersion"`
+	// StateStr is the member's own state from replSetGetStatus (PRIMARY, SECONDARY,
+	// STARTUP2, RECOVERING, ...), for replica-set members only.
+	StateStr string `bson:"-" json:"stateStr,omitempty"`
 }
 
 // role names the node's role as hello reports it.
@@ -114,6 +117,24 @@ func hello(ctx context.Context, addr string) (*helloReply, error) {
 	if err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&h); err != nil {
 		return nil, err
 	}
+	if h.SetName != "" {
+		// hello has no state name for members that are neither primary nor secondary
+		// (STARTUP2, RECOVERING, ROLLBACK); replSetGetStatus does. A failure leaves it empty:
+		// hello alone still says what the node is.
+		var st struct {
+			Members []struct {
+				StateStr string `bson:"stateStr"`
+				Self     bool   `bson:"self"`
+			} `bson:"members"`
+		}
+		if client.Database("admin").RunCommand(ctx, bson.D{{Key: "replSetGetStatus", Value: 1}}).Decode(&st) == nil {
+			for _, m := range st.Members {
+				if m.Self {
+					h.StateStr = m.StateStr
+				}
+			}
+		}
+	}
 	return &h, nil
 }
 
@@ -136,8 +157,10 @@ type procStatus struct {
 
 // statusReport is `humongo status --json`.
 type statusReport struct {
-	Dir       string       `json:"dir"`
-	Topology  string       `json:"topology"`
+	Dir      string `json:"dir"`
+	Topology string `json:"topology"`
+	// URI is the replica-set connection string of a replset deployment.
+	URI       string       `json:"uri,omitempty"`
 	Processes []procStatus `json:"processes"`
 }
 
@@ -161,6 +184,9 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	rep := statusReport{Dir: st.Dir, Topology: st.Topology, Processes: make([]procStatus, len(st.Processes))}
+	if st.Topology == "replset" && len(st.Processes) > 0 {
+		rep.URI = replicaSetURI(st.Processes)
+	}
 	var wg sync.WaitGroup
 	for i := range st.Processes {
 		wg.Add(1)
@@ -176,17 +202,26 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return enc.Encode(rep)
 	}
 	fmt.Fprintf(stdout, "%s deployment in %s\n", rep.Topology, rep.Dir)
+	if rep.URI != "" {
+		fmt.Fprintf(stdout, "connection string: %s\n", rep.URI)
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tROLE\tPORT\tPID\tSTATE\tHELLO")
+	fmt.Fprintln(tw, "NAME\tROLE\tPORT\tPID\tSTATE\tHELLO\tREPLSET")
 	for _, p := range rep.Processes {
-		pid, h := "-", p.HelloRole
+		pid, h, rs := "-", p.HelloRole, "-"
 		if p.Pid > 0 {
 			pid = fmt.Sprint(p.Pid)
 		}
 		if h == "" {
 			h = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", p.Name, p.Role, p.Port, pid, p.State, h)
+		if p.ReplSet != "" {
+			rs = p.ReplSet
+			if p.Hello != nil && p.Hello.StateStr != "" {
+				rs += "/" + p.Hello.StateStr
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Name, p.Role, p.Port, pid, p.State, h, rs)
 	}
 	return tw.Flush()
 }

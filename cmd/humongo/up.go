@@ -52,7 +52,7 @@ func parseUpFlags(args []string, stderr io.Writer) (*upOptions, error) {
 	o := &upOptions{}
 	fs := newFlagSet("up", stderr)
 	fs.BoolVar(&o.standalone, "standalone", false, "start one standalone humongod (the default)")
-	fs.IntVar(&o.replset, "replset", 0, "start replica sets of `N` members (not implemented yet; issue #5)")
+	fs.IntVar(&o.replset, "replset", 0, "start a replica set of `N` members (with --shards: N members per shard, not implemented yet)")
 	fs.IntVar(&o.shards, "shards", 0, "start a sharded cluster of `S` shards (not implemented yet)")
 	fs.IntVar(&o.routers, "routers", 1, "routers (humongos) of a sharded cluster")
 	fs.StringVar(&o.name, "name", "rs", "replica-set name prefix: sets are named <name>0, <name>1, ...")
@@ -159,8 +159,6 @@ func plan(o *upOptions, dir string) []Process {
 // notImplemented says which issue a topology waits for.
 func notImplemented(topology string) error {
 	switch topology {
-	case "replset":
-		return usagef("replica sets are not implemented yet; see issue #5 (use --standalone for now)")
 	case "sharded":
 		return usagef("sharded clusters are not implemented yet: they need replica sets (issue #5) and sharding (use --standalone for now)")
 	}
@@ -248,8 +246,16 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		prog.end(fmt.Sprintf("ready (%.1fs)", time.Since(start).Seconds()))
 	}
 	prog.finish()
-	fmt.Fprintf(stdout, "%s deployment is up: mongodb://%s/\nstate file %s; stop it with `humongo down --dir %s`\n",
-		st.Topology, procs[0].addr(), statePath(dir), o.dir)
+	uri := "mongodb://" + procs[0].addr() + "/"
+	if st.Topology == "replset" {
+		if uri, err = initiateReplicaSet(ctx, procs, stdout, o.timeout); err != nil {
+			stopAll(st, stdout, 10*time.Second)
+			_ = writeState(st)
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "%s deployment is up: %s\nstate file %s; stop it with `humongo down --dir %s`\n",
+		st.Topology, uri, statePath(dir), o.dir)
 	return nil
 }
 

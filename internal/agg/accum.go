@@ -223,7 +223,7 @@ func (a *minMaxAcc) add(ec *query.EvalContext) (int64, error) {
 	if err != nil || isNullish(v) {
 		return 0, err
 	}
-	if a.cur.Type == 0 || cmpV(v, a.cur)*a.sign > 0 {
+	if a.cur.Type == 0 || cmpC(v, a.cur, ec.Collator)*a.sign > 0 {
 		a.cur = v
 		return valueSize(v), nil
 	}
@@ -281,7 +281,7 @@ func (a *pushAcc) add(ec *query.EvalContext) (int64, error) {
 	}
 	if a.set != nil {
 		a.kb.Reset(keystring.AllAscending)
-		a.kb.AppendValue(v)
+		a.kb.AppendValue(collKey(ecColl(ec), v))
 		k := a.kb.Bytes()
 		if a.set[string(k)] {
 			return 0, nil
@@ -464,7 +464,7 @@ func (a *topBottomAcc) add(ec *query.EvalContext) (int64, error) {
 	if doc == nil {
 		doc = ec.Root
 	}
-	k := a.sortBy.key(doc)
+	k := a.sortBy.key(doc, ecColl(ec))
 	v, err := a.output.Eval(ec)
 	if err != nil {
 		return 0, err
@@ -521,6 +521,7 @@ type nAcc struct {
 	nX    expr
 	n     int64
 	vals  []value
+	coll  query.Collator // the evaluation's collation, for $minN/$maxN ordering
 }
 
 func parseNAcc(op string, arg value, p *pctx) (*accSpec, error) {
@@ -556,6 +557,7 @@ func parseNAcc(op string, arg value, p *pctx) (*accSpec, error) {
 }
 
 func (a *nAcc) add(ec *query.EvalContext) (int64, error) {
+	a.coll = ec.Collator
 	if a.n < 0 {
 		n, err := evalN(a.nX, ec, a.op)
 		if err != nil {
@@ -599,7 +601,7 @@ func (a *nAcc) trim() {
 	if a.op == "$maxN" {
 		sign = -1
 	}
-	slices.SortStableFunc(a.vals, func(x, y value) int { return sign * cmpV(x, y) })
+	slices.SortStableFunc(a.vals, func(x, y value) int { return sign * cmpC(x, y, a.coll) })
 	if int64(len(a.vals)) > a.n {
 		a.vals = a.vals[:a.n]
 	}

@@ -143,7 +143,7 @@ func (s *bucketStage) run(ctx context.Context, in Source, rc *runCtx) (Source, e
 			i := -1
 			if bsonutil.CanonicalTypeOrder(v.Type) == bsonutil.CanonicalTypeOrder(s.boundaries[0].Type) || v.Type == 0 {
 				i, _ = slices.BinarySearchFunc(s.boundaries, v, func(b, v value) int {
-					if cmpV(b, v) <= 0 {
+					if cmpC(b, v, collOf(rc.coll)) <= 0 {
 						return -1
 					}
 					return 1
@@ -169,14 +169,14 @@ func (s *bucketStage) run(ctx context.Context, in Source, rc *runCtx) (Source, e
 		// Buckets come out in boundary order, the default bucket last.
 		slices.SortStableFunc(docs, func(a, b bsoncore.Document) int {
 			ia, ib := field(a, "_id"), field(b, "_id")
-			da, db := s.def.Type != 0 && cmpV(ia, s.def) == 0, s.def.Type != 0 && cmpV(ib, s.def) == 0
+			da, db := s.def.Type != 0 && cmpC(ia, s.def, collOf(rc.coll)) == 0, s.def.Type != 0 && cmpC(ib, s.def, collOf(rc.coll)) == 0
 			switch {
 			case da && !db:
 				return 1
 			case db && !da:
 				return -1
 			}
-			return cmpV(ia, ib)
+			return cmpC(ia, ib, collOf(rc.coll))
 		})
 		return docs, nil
 	}), nil
@@ -271,7 +271,7 @@ func (s *bucketAutoStage) run(ctx context.Context, in Source, rc *runCtx) (Sourc
 				return nil, errMemory("$bucketAuto")
 			}
 		}
-		slices.SortStableFunc(items, func(a, b item) int { return cmpV(a.k, b.k) })
+		slices.SortStableFunc(items, func(a, b item) int { return cmpC(a.k, b.k, collOf(rc.coll)) })
 		var out []bsoncore.Document
 		approx := int(math.Round(float64(len(items)) / float64(s.n)))
 		if approx < 1 {
@@ -284,7 +284,7 @@ func (s *bucketAutoStage) run(ctx context.Context, in Source, rc *runCtx) (Sourc
 			if b == s.n-1 || end > len(items) {
 				end = len(items)
 			}
-			for end < len(items) && cmpV(items[end].k, items[end-1].k) == 0 {
+			for end < len(items) && cmpC(items[end].k, items[end-1].k, collOf(rc.coll)) == 0 {
 				end++
 			}
 			accs := make([]accumulator, len(s.accs))

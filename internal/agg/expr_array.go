@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/bsonutil"
+	"humongo/internal/collation"
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
@@ -168,7 +169,7 @@ func init() {
 		}
 		return arrV(out), nil
 	})
-	register("$indexOfArray", 2, 4, func(vs []value) (value, error) {
+	registerCtx("$indexOfArray", 2, 4, func(ec *ectx, vs []value) (value, error) {
 		if isNullish(vs[0]) {
 			return nullV, nil
 		}
@@ -195,7 +196,7 @@ func init() {
 			end = min(end, int64(len(arr)))
 		}
 		for i := start; i < end; i++ {
-			if cmpV(arr[i], vs[1]) == 0 {
+			if cmpC(arr[i], vs[1], ec.Collator) == 0 {
 				return intV(i), nil
 			}
 		}
@@ -445,7 +446,7 @@ func init() {
 				return missing, err
 			}
 			if gen == nil {
-				slices.SortStableFunc(arr, func(a, b value) int { return dir * cmpV(a, b) })
+				slices.SortStableFunc(arr, func(a, b value) int { return dir * cmpC(a, b, ec.Collator) })
 				return arrV(arr), nil
 			}
 			keys := make([][]byte, len(arr))
@@ -454,7 +455,7 @@ func init() {
 				if !ok {
 					d = emptyDoc
 				}
-				keys[i] = gen.key(d)
+				keys[i] = gen.key(d, ecColl(ec))
 			}
 			idx := make([]int, len(arr))
 			for i := range idx {
@@ -504,14 +505,14 @@ func init() {
 				if op == "$maxN" {
 					sign = -1
 				}
-				slices.SortStableFunc(vals, func(a, b value) int { return sign * cmpV(a, b) })
+				slices.SortStableFunc(vals, func(a, b value) int { return sign * cmpC(a, b, ec.Collator) })
 				return arrV(vals[:min(int64(len(vals)), cnt)]), nil
 			}}, nil
 		})
 	}
 
 	// ---- sets ----
-	register("$setUnion", 0, -1, func(vs []value) (value, error) {
+	registerCtx("$setUnion", 0, -1, func(ec *ectx, vs []value) (value, error) {
 		var all []value
 		for _, v := range vs {
 			if isNullish(v) {
@@ -523,9 +524,9 @@ func init() {
 			}
 			all = append(all, arr...)
 		}
-		return arrV(dedupe(all)), nil
+		return arrV(dedupe(all, ecColl(ec))), nil
 	})
-	register("$setIntersection", 0, -1, func(vs []value) (value, error) {
+	registerCtx("$setIntersection", 0, -1, func(ec *ectx, vs []value) (value, error) {
 		var cur []value
 		for i, v := range vs {
 			if isNullish(v) {
@@ -536,13 +537,13 @@ func init() {
 				return missing, err
 			}
 			if i == 0 {
-				cur = dedupe(arr)
+				cur = dedupe(arr, ecColl(ec))
 				continue
 			}
-			set := keySet(arr)
+			set := keySet(arr, ecColl(ec))
 			var next []value
 			for _, e := range cur {
-				if set[valueKey(e)] {
+				if set[valueKey(e, ecColl(ec))] {
 					next = append(next, e)
 				}
 			}
@@ -550,7 +551,7 @@ func init() {
 		}
 		return arrV(cur), nil
 	})
-	register("$setDifference", 2, 2, func(vs []value) (value, error) {
+	registerCtx("$setDifference", 2, 2, func(ec *ectx, vs []value) (value, error) {
 		if isNullish(vs[0]) || isNullish(vs[1]) {
 			return nullV, nil
 		}
@@ -562,23 +563,23 @@ func init() {
 		if err != nil {
 			return missing, err
 		}
-		set := keySet(b)
+		set := keySet(b, ecColl(ec))
 		var out []value
-		for _, e := range dedupe(a) {
-			if !set[valueKey(e)] {
+		for _, e := range dedupe(a, ecColl(ec)) {
+			if !set[valueKey(e, ecColl(ec))] {
 				out = append(out, e)
 			}
 		}
 		return arrV(out), nil
 	})
-	register("$setEquals", 2, -1, func(vs []value) (value, error) {
+	registerCtx("$setEquals", 2, -1, func(ec *ectx, vs []value) (value, error) {
 		var first map[string]bool
 		for i, v := range vs {
 			arr, err := arrayArg("$setEquals", v, 17044)
 			if err != nil {
 				return missing, err
 			}
-			s := keySet(arr)
+			s := keySet(arr, ecColl(ec))
 			if i == 0 {
 				first = s
 				continue
@@ -594,7 +595,7 @@ func init() {
 		}
 		return trueV, nil
 	})
-	register("$setIsSubset", 2, 2, func(vs []value) (value, error) {
+	registerCtx("$setIsSubset", 2, 2, func(ec *ectx, vs []value) (value, error) {
 		a, err := arrayArg("$setIsSubset", vs[0], 17046)
 		if err != nil {
 			return missing, err
@@ -603,9 +604,9 @@ func init() {
 		if err != nil {
 			return missing, err
 		}
-		set := keySet(b)
+		set := keySet(b, ecColl(ec))
 		for _, e := range a {
-			if !set[valueKey(e)] {
+			if !set[valueKey(e, ecColl(ec))] {
 				return falseV, nil
 			}
 		}
@@ -629,25 +630,27 @@ func init() {
 	register("$allElementsTrue", 1, 1, anyAll("$allElementsTrue", true))
 }
 
-func valueKey(v value) string {
+// valueKey is the KeyString of v under c (nil: binary): values equal under the collation
+// get the same key, so sets deduplicate as MongoDB's collation-aware ValueSet does.
+func valueKey(v value, c *collation.Collator) string {
 	var kb keystring.Builder
-	kb.AppendValue(v)
+	kb.AppendValue(collKey(c, v))
 	return string(kb.Bytes())
 }
 
-func keySet(vs []value) map[string]bool {
+func keySet(vs []value, c *collation.Collator) map[string]bool {
 	m := make(map[string]bool, len(vs))
 	for _, v := range vs {
-		m[valueKey(v)] = true
+		m[valueKey(v, c)] = true
 	}
 	return m
 }
 
-func dedupe(vs []value) []value {
+func dedupe(vs []value, c *collation.Collator) []value {
 	seen := map[string]bool{}
 	out := []value{}
 	for _, v := range vs {
-		k := valueKey(v)
+		k := valueKey(v, c)
 		if !seen[k] {
 			seen[k] = true
 			out = append(out, v)

@@ -123,7 +123,9 @@ func newGrouper(accs []*accSpec) *grouper {
 
 func (gr *grouper) add(id value, ec *query.EvalContext, rc *runCtx, stageName string) error {
 	gr.kb.Reset(keystring.AllAscending)
-	gr.kb.AppendValue(id)
+	// Under a collation, ids that collate equal ("a", "A" at strength 2) share a group,
+	// which keeps the first-seen id.
+	gr.kb.AppendValue(collKey(rc.coll, id))
 	if err := gr.kb.Err(); err != nil {
 		return err
 	}

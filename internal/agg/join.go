@@ -172,7 +172,7 @@ func parseLookup(spec value, p *pctx) (stage, error) {
 				return nil, mongoerr.Newf(mongoerr.Code(51047), "%s is not allowed within a $lookup's sub-pipeline", st.name())
 			}
 		}
-		s.pipeline = optimize(sub)
+		s.pipeline = optimize(sub, p.pc.Collator)
 	}
 	return s, nil
 }
@@ -212,7 +212,8 @@ func (s *lookupStage) run(ctx context.Context, in Source, rc *runCtx) (Source, e
 		if v.Type == 0 {
 			v = nullV
 		}
-		kb.AppendValue(v)
+		// Under a collation, strings equal under it share a key.
+		kb.AppendValue(collKey(rc.coll, v))
 		return string(kb.Bytes())
 	}
 	ec := rc.evalCtx(nil)
@@ -263,6 +264,7 @@ func (s *lookupStage) run(ctx context.Context, in Source, rc *runCtx) (Source, e
 		var matched []value
 		if s.hasPipeline {
 			sub := newRunCtx(rc.ac)
+			sub.coll = rc.coll
 			sub.now = rc.now
 			for k, v := range rc.vars {
 				sub.vars[k] = v
@@ -482,7 +484,7 @@ func parseGraphLookup(spec value, p *pctx) (stage, error) {
 			if !ok {
 				return nil, mongoerr.New(mongoerr.Code(40185), "restrictSearchWithMatch must be an object")
 			}
-			if s.restrict, err = query.Parse(md, query.ParseOptions{}); err != nil {
+			if s.restrict, err = query.Parse(md, matchOpts(query.ParseOptions{}, p.pc.Collator)); err != nil {
 				return nil, err
 			}
 		default:
@@ -510,7 +512,8 @@ func (s *graphLookupStage) run(ctx context.Context, in Source, rc *runCtx) (Sour
 		if v.Type == 0 {
 			v = nullV
 		}
-		kb.AppendValue(v)
+		// Under a collation, strings equal under it share a key.
+		kb.AppendValue(collKey(rc.coll, v))
 		return string(kb.Bytes())
 	}
 	ec := rc.evalCtx(nil)
@@ -624,7 +627,7 @@ func parseFacet(spec value, p *pctx) (stage, error) {
 			}
 		}
 		s.names = append(s.names, el.Key())
-		s.stages = append(s.stages, optimize(sub))
+		s.stages = append(s.stages, optimize(sub, p.pc.Collator))
 	}
 	return s, nil
 }
@@ -636,6 +639,14 @@ func (s *facetStage) run(ctx context.Context, in Source, rc *runCtx) (Source, er
 		docs, err := Drain(ctx, in)
 		if err != nil {
 			return nil, err
+		}
+		// $facet holds its whole input: account it like the other blocking stages.
+		var mem int64
+		for _, d := range docs {
+			mem += int64(len(d)) + 64
+		}
+		if mem > rc.maxMem() && !rc.ac.AllowDiskUse {
+			return nil, errMemory("$facet")
 		}
 		out := newDoc()
 		for i, st := range s.stages {
@@ -652,6 +663,10 @@ func (s *facetStage) run(ctx context.Context, in Source, rc *runCtx) (Source, er
 				vals[j] = docV(r)
 			}
 			out.add(s.names[i], arrV(vals))
+			if len(out.b) > maxFacetOutputBytes {
+				return nil, mongoerr.Newf(mongoerr.Code(4031700),
+					"document constructed by $facet is %d bytes, which exceeds the limit of %d bytes", len(out.b), maxFacetOutputBytes)
+			}
 		}
 		return []bsoncore.Document{out.done()}, nil
 	}), nil
@@ -898,6 +913,7 @@ func (s *mergeStage) mergeOne(ctx context.Context, w Writer, d bsoncore.Document
 		nd = mergeDocs(existing, d)
 	case "pipeline":
 		sub := newRunCtx(rc.ac)
+		sub.coll = rc.coll
 		sub.now = rc.now
 		for k, v := range rc.vars {
 			sub.vars[k] = v

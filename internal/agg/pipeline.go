@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/collation"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
 )
@@ -55,6 +56,10 @@ type Context struct {
 	Resolver       CollectionResolver
 	// Rand supplies $rand and $sample (nil: math/rand/v2's global source).
 	Rand func() float64
+	// Collator overrides, for run-time comparisons, the collation the pipeline was parsed
+	// with (ParseContext.Collator); nil keeps it. $match filters are built at Parse, so the
+	// two should agree: callers normally set only ParseContext.Collator.
+	Collator *collation.Collator
 }
 
 // ParseContext is what parsing a pipeline needs.
@@ -65,10 +70,29 @@ type ParseContext struct {
 	// Collectionless is set for "aggregate: 1" (a pipeline that must start with $documents
 	// or another source stage).
 	Collectionless bool
+	// Collator is the operation's collation (nil: simple, binary comparison). It applies to
+	// every string comparison in the pipeline: $match, $sort, group keys, $addToSet and set
+	// operators, joins, window partitions and the comparison expressions; sub-pipelines
+	// ($lookup, $facet, $unionWith) inherit it, as in MongoDB.
+	Collator *collation.Collator
 }
 
-// maxStages bounds a pipeline (MongoDB's internalPipelineLengthLimit).
-const maxStages = 1000
+// Bounds on hostile pipelines ("Bad input: deep or huge pipelines bounded", issue 6).
+const (
+	// maxStages bounds a pipeline's length (MongoDB's internalPipelineLengthLimit default;
+	// error 7749501 as in 7.0). It applies to each (sub-)pipeline.
+	maxStages = 1000
+	// maxSubPipelineDepth bounds nesting through $lookup/$facet/$unionWith sub-pipelines
+	// (MongoDB's internalMaxSubPipelineViewDepth default; MaxSubPipelineDepthExceeded).
+	maxSubPipelineDepth = 20
+	// maxStageDepth bounds the BSON nesting of one stage specification, so parsing deeply
+	// nested expressions (whose parser recurses per operator) stays shallow. The wire layer
+	// admits 220 levels; MongoDB's own limit on user nesting is 200.
+	maxStageDepth = 200
+	// maxFacetOutputBytes bounds the document $facet builds (MongoDB's
+	// internalQueryFacetMaxOutputDocSizeBytes default, error 4031700).
+	maxFacetOutputBytes = 100 << 20
+)
 
 // Pipeline is a parsed, optimised pipeline. It is immutable and may be Run many times.
 type Pipeline struct {
@@ -90,10 +114,17 @@ type runCtx struct {
 	ac   *Context
 	vars map[string]value
 	now  time.Time
+	coll *collation.Collator // nil: binary comparison
 }
 
 func (rc *runCtx) evalCtx(doc bsoncore.Document) *query.EvalContext {
-	return &query.EvalContext{Root: doc, Now: rc.now, Vars: rc.vars}
+	ec := &query.EvalContext{Root: doc, Now: rc.now, Vars: rc.vars}
+	if rc.coll != nil {
+		// Only a non-nil collator goes into the interface, so ec.Collator == nil keeps
+		// meaning binary comparison.
+		ec.Collator = rc.coll
+	}
+	return ec
 }
 
 func (rc *runCtx) maxMem() int64 {
@@ -162,20 +193,25 @@ func Parse(pipeline []bsoncore.Document, pc ParseContext) (*Pipeline, error) {
 			return nil, mongoerr.Newf(mongoerr.InvalidNamespace, "{aggregate: 1} is not valid for %s; a collection is required.", name)
 		}
 	}
-	return &Pipeline{stages: optimize(stages), pc: pc}, nil
+	return &Pipeline{stages: optimize(stages, pc.Collator), pc: pc}, nil
 }
 
 func parseStages(pipeline []bsoncore.Document, p *pctx) ([]stage, error) {
 	if len(pipeline) > maxStages {
 		return nil, mongoerr.Newf(mongoerr.Code(7749501), "Pipeline length must be no longer than %d stages", maxStages)
 	}
-	if p.depth > 20 {
-		return nil, mongoerr.New(mongoerr.Code(5749501), "pipeline nesting is too deep")
+	if p.depth > maxSubPipelineDepth {
+		return nil, mongoerr.Newf(mongoerr.MaxSubPipelineDepthExceeded,
+			"Maximum number of nested sub-pipelines exceeded. Limit is %d", maxSubPipelineDepth)
 	}
 	var out []stage
 	for i, d := range pipeline {
 		if err := d.Validate(); err != nil {
 			return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid pipeline stage: %v", err)
+		}
+		if nestingDepth(d, 0) > maxStageDepth {
+			return nil, mongoerr.Newf(mongoerr.Overflow,
+				"pipeline stage %d exceeds the maximum nesting depth of %d", i, maxStageDepth)
 		}
 		els, _ := d.Elements()
 		if len(els) != 1 {
@@ -249,6 +285,9 @@ func (pl *Pipeline) Run(ctx context.Context, input Source, ac *Context) (Source,
 		ac = &Context{}
 	}
 	rc := newRunCtx(ac)
+	if rc.coll == nil {
+		rc.coll = pl.pc.Collator
+	}
 	if input == nil {
 		input = sliceSource(nil)
 	}
@@ -256,7 +295,7 @@ func (pl *Pipeline) Run(ctx context.Context, input Source, ac *Context) (Source,
 }
 
 func newRunCtx(ac *Context) *runCtx {
-	rc := &runCtx{ac: ac, now: ac.Now}
+	rc := &runCtx{ac: ac, now: ac.Now, coll: ac.Collator}
 	if rc.now.IsZero() {
 		rc.now = time.Now()
 	}
@@ -521,4 +560,30 @@ func (pl *Pipeline) ForeignNamespaces() []string {
 	}
 	walk(pl.stages)
 	return out
+}
+
+// nestingDepth is the document/array nesting of d (1 for a flat document), counting no
+// further than maxStageDepth+1 so the recursion itself stays bounded.
+func nestingDepth(d []byte, depth int) int {
+	depth++
+	if depth > maxStageDepth {
+		return depth
+	}
+	deepest := depth
+	els, err := bsoncore.Document(d).Elements()
+	if err != nil {
+		return depth
+	}
+	for _, e := range els {
+		v := e.Value()
+		if v.Type == bsoncore.TypeEmbeddedDocument || v.Type == bsoncore.TypeArray {
+			if n := nestingDepth(v.Data, depth); n > deepest {
+				deepest = n
+				if deepest > maxStageDepth {
+					return deepest
+				}
+			}
+		}
+	}
+	return deepest
 }

@@ -9,6 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/collation"
 	"humongo/internal/index/sorter"
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
@@ -65,17 +66,18 @@ func newSortKeyGen(pattern bsoncore.Document) (*sortKeyGen, error) {
 	return g, nil
 }
 
-// key returns a freshly allocated key.
-func (g *sortKeyGen) key(doc bsoncore.Document) []byte {
+// key returns a freshly allocated key; strings order under c (nil: binary), by their
+// collation sort keys, as a collated index orders them.
+func (g *sortKeyGen) key(doc bsoncore.Document, c *collation.Collator) []byte {
 	var kb keystring.Builder
 	kb.Reset(g.ord)
 	for i, p := range g.paths {
-		kb.AppendValue(sortValue(getPath(doc, p), g.desc[i]))
+		kb.AppendValue(collKey(c, sortValue(getPath(doc, p), g.desc[i], c)))
 	}
 	return kb.Bytes()
 }
 
-func sortValue(v value, desc bool) value {
+func sortValue(v value, desc bool, c *collation.Collator) value {
 	if v.Type == 0 {
 		return nullV
 	}
@@ -101,7 +103,7 @@ func sortValue(v value, desc bool) value {
 	}
 	best := flat[0]
 	for _, e := range flat[1:] {
-		if c := cmpV(e, best); (c < 0 && !desc) || (c > 0 && desc) {
+		if c := cmpC(e, best, collOf(c)); (c < 0 && !desc) || (c > 0 && desc) {
 			best = e
 		}
 	}
@@ -180,7 +182,7 @@ func (s *sortStage) load(ctx context.Context, in Source, g *sortKeyGen, rc *runC
 		if !ok {
 			break
 		}
-		k := binary.BigEndian.AppendUint64(g.key(d), seq)
+		k := binary.BigEndian.AppendUint64(g.key(d, rc.coll), seq)
 		seq++
 		if s.limit > 0 {
 			// Top-k keeps only the k best entries in a max-heap.

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/bsonutil"
+	"humongo/internal/collation"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
 )
@@ -31,7 +32,7 @@ func parseMatch(spec value, p *pctx) (stage, error) {
 }
 
 func newMatch(d bsoncore.Document, p *pctx) (*matchStage, error) {
-	opts := query.ParseOptions{AllowExpr: true, AllowJSONSchema: true}
+	opts := matchOpts(query.ParseOptions{AllowExpr: true, AllowJSONSchema: true}, p.pc.Collator)
 	m, err := query.Parse(d, opts)
 	if err == nil {
 		return &matchStage{filter: d, m: m}, nil
@@ -707,7 +708,7 @@ func (s *redactStage) redact(d bsoncore.Document, ec *query.EvalContext, depth i
 // optimize applies MongoDB's pipeline rewrites that matter here: adjacent $match stages are
 // merged, $match moves ahead of $sort and of projections that leave its fields unchanged,
 // and $sort followed by $limit becomes a top-k sort.
-func optimize(stages []stage) []stage {
+func optimize(stages []stage, coll *collation.Collator) []stage {
 	changed := true
 	for changed {
 		changed = false
@@ -718,7 +719,7 @@ func optimize(stages []stage) []stage {
 			case *matchStage:
 				if isMatch && !x.usesVars && !m.usesVars {
 					merged := docOf("$and", arrV([]value{docV(x.filter), docV(m.filter)}))
-					if nm, err := query.Parse(merged, query.ParseOptions{AllowExpr: true, AllowJSONSchema: true}); err == nil {
+					if nm, err := query.Parse(merged, matchOpts(query.ParseOptions{AllowExpr: true, AllowJSONSchema: true}, coll)); err == nil {
 						stages[i] = &matchStage{filter: merged, m: nm}
 						stages = append(stages[:i+1], stages[i+2:]...)
 						changed = true

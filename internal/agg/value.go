@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/bsonutil"
+	"humongo/internal/collation"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
 )
@@ -73,6 +74,46 @@ func cmpV(a, b value) int {
 		b = value{Type: bsoncore.TypeUndefined}
 	}
 	return bsonutil.Compare(a, b)
+}
+
+// cmpC is cmpV under the collation sc (nil: binary), for run-time comparisons that see an
+// EvalContext (ec.Collator) or a runCtx.
+func cmpC(a, b value, sc query.Collator) int { return query.CompareAgg(a, b, sc) }
+
+// ecColl is the collator of an evaluation (nil: binary).
+func ecColl(ec *query.EvalContext) *collation.Collator {
+	if ec == nil {
+		return nil
+	}
+	c, _ := ec.Collator.(*collation.Collator)
+	return c
+}
+
+// collKey is v with every string replaced by its collation sort key, for building the
+// KeyStrings that group, deduplicate, join and partition by value: two values get the same
+// key exactly when they compare equal under c. Without a collator it is v.
+func collKey(c *collation.Collator, v value) value {
+	if c == nil {
+		return v
+	}
+	k, _ := c.AppendValueKey(nil, v)
+	return k
+}
+
+// collOf turns a runCtx collator into a query.Collator without wrapping a nil pointer.
+func collOf(c *collation.Collator) query.Collator {
+	if c == nil {
+		return nil
+	}
+	return c
+}
+
+// matchOpts sets the collation of a matcher's options.
+func matchOpts(o query.ParseOptions, c *collation.Collator) query.ParseOptions {
+	if c != nil {
+		o.Collator = c
+	}
+	return o
 }
 
 // truthy is coerceToBool.

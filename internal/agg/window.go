@@ -45,11 +45,11 @@ func partitionSort(ctx context.Context, in Source, rc *runCtx, partX expr, sortB
 				return nil, err
 			}
 			kb.Reset(keystring.AllAscending)
-			kb.AppendValue(v)
+			kb.AppendValue(collKey(rc.coll, v))
 			p.part = bytes.Clone(kb.Bytes())
 		}
 		if sortBy != nil {
-			p.key = sortBy.key(d)
+			p.key = sortBy.key(d, rc.coll)
 		}
 		all = append(all, p)
 		mem += int64(len(d)+len(p.part)+len(p.key)) + 64

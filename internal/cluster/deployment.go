@@ -3,9 +3,11 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"humongo/internal/cluster/proxy"
@@ -17,7 +19,8 @@ type Kind int
 const (
 	// Standalone is one humongod.
 	Standalone Kind = iota
-	// ReplicaSet is Members humongods with --replSet Name (not yet supported by humongod).
+	// ReplicaSet is Members humongods with --replSet Name, initiated with all of them as
+	// voting members at default priority.
 	ReplicaSet
 	// Sharded is a config server replica set, Shards shard replica sets and Routers
 	// humongos routers (not yet supported).
@@ -61,7 +64,8 @@ func (t Topology) String() string {
 
 // Options configure a deployment.
 type Options struct {
-	// BinDir holds prebuilt binaries; empty builds them with MustBuild.
+	// BinDir holds prebuilt binaries; empty uses $HUMONGO_BIN_DIR, else builds them with
+	// MustBuild.
 	BinDir string
 	// Args are extra flags for every humongod.
 	Args []string
@@ -70,6 +74,22 @@ type Options struct {
 	Proxy bool
 	// StartTimeout bounds each process start (default 30s).
 	StartTimeout time.Duration
+	// ReplSetSettings is the settings document of a replica set's initiate config, e.g.
+	// ShortElections; nil keeps MongoDB's defaults (electionTimeoutMillis 10000,
+	// heartbeatIntervalMillis 2000).
+	ReplSetSettings bson.D
+}
+
+// ShortElections are replica-set settings for failover tests: a 2 s election timeout and
+// 500 ms heartbeats, so a killed primary is replaced in about 2–3 s instead of 10–12.
+// heartbeatTimeoutSecs is 2 as well because humongod (internal/repl/topology, Tick) only
+// marks an unreachable member DOWN once heartbeatTimeoutSecs has passed since its last
+// answer, even when the connection is refused (MongoDB marks it down after its heartbeat
+// retries fail), and a member it still believes a healthy primary blocks the election.
+var ShortElections = bson.D{
+	{Key: "electionTimeoutMillis", Value: 2000},
+	{Key: "heartbeatIntervalMillis", Value: 500},
+	{Key: "heartbeatTimeoutSecs", Value: 2},
 }
 
 // Deployment is a running set of processes and a client connected to it, torn down when the
@@ -85,6 +105,8 @@ type Deployment struct {
 	Client *mongo.Client
 
 	proxies map[*Process]*proxy.Proxy
+	// direct holds a directConnection client per replica-set member.
+	direct map[*Process]*mongo.Client
 }
 
 // ClientProxy is the proxy on the link from the test's client to node (nil without
@@ -95,6 +117,10 @@ func (d *Deployment) ClientProxy(node *Process) *proxy.Proxy { return d.proxies[
 // stopped when the test ends.
 func Start(t testing.TB, topo Topology, opts Options) *Deployment {
 	t.Helper()
+	if opts.BinDir == "" {
+		// HUMONGO_BIN_DIR pins prebuilt binaries, e.g. while the shared tree does not build.
+		opts.BinDir = os.Getenv("HUMONGO_BIN_DIR")
+	}
 	if opts.BinDir == "" {
 		opts.BinDir = MustBuild(t, "humongod")
 	}
@@ -116,10 +142,14 @@ func Start(t testing.TB, topo Topology, opts Options) *Deployment {
 			addr = pr.Addr()
 		}
 		d.URI = "mongodb://" + addr + "/?directConnection=true"
+	case ReplicaSet:
+		d.startReplicaSet(t, opts)
+		d.Client = ConnectReplicaSet(t, d.URI)
+		return d
 	default:
-		// Replica sets need `--replSet` and replSetInitiate; sharded clusters need humongos.
-		// Their layout is: nodes n0..n{k-1} (per shard: s<i>n<j>, config: cfg<j>), each
-		// node-to-node link through its own proxy, client links as for Standalone.
+		// Sharded clusters need humongos. Their layout is: per shard s<i>n<j>, config
+		// cfg<j>, each node-to-node link through its own proxy, client links as for
+		// Standalone.
 		t.Fatalf("cluster: %v is not supported yet", topo)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)

@@ -14,5 +14,8 @@
 //
 // A Deployment is described by a Topology so replica sets and sharded clusters fit the same
 // shape later: Start(t, topology, opts) starts the processes, connects a client, and tears
-// everything down at test end. Only Standalone exists until replication lands.
+// everything down at test end. Standalone and ReplicaSet exist; for a replica set (replset.go)
+// Start also initiates the set, waits for a primary and connects with the replica-set URI,
+// and the Deployment gives Primary, WaitForPrimary, WaitForState, StepDown and per-member
+// direct clients.
 package cluster

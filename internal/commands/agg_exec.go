@@ -27,6 +27,7 @@ import (
 
 	"humongo/internal/agg"
 	"humongo/internal/catalog"
+	"humongo/internal/collation"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query/plan"
@@ -63,6 +64,11 @@ func aggOpenInput(ctx context.Context, db *DB, ns string, req plan.Request) (*ag
 	}
 	in.op, in.rel = op, release
 	in.ru = db.Engine.NewRecoveryUnit()
+	if err := rcApplyRU(ctx, in.ru); err != nil { // readConcern (rc_concern.go)
+		in.unlockNoSave()
+		in.ru.Close()
+		return nil, err
+	}
 	in.ex, err = plan.Prepare(ctx, in.ru, meta, coll, req)
 	if err != nil {
 		in.unlockNoSave()
@@ -152,9 +158,13 @@ func (in *aggInput) Close() {
 
 // aggCursor adapts a running pipeline to cursor.Source.
 type aggCursor struct {
-	out agg.Source
-	in  *aggInput // nil for pipelines not reading a collection
+	out  agg.Source
+	in   *aggInput           // nil for pipelines not reading a collection
+	coll *collation.Collator // the operation's collation (distinct on a view dedupes under it)
 }
+
+// collation is the collation the pipeline runs under (nil: simple).
+func (c *aggCursor) collation() *collation.Collator { return c.coll }
 
 func (c *aggCursor) Next(ctx context.Context) (bsoncore.Document, bool, error) {
 	return c.out.Next(ctx)
@@ -228,6 +238,8 @@ type aggResolver struct {
 	in  *aggInput // the pipeline's input, nil when it reads no collection
 	// bypassValidation is the command's bypassDocumentValidation.
 	bypassValidation bool
+	// coll is the operation's collation: a foreign view's pipeline runs under it.
+	coll *collation.Collator
 }
 
 // Open materialises db.coll; a view is resolved and its pipeline run over its backing
@@ -247,7 +259,7 @@ func (r *aggResolver) Open(ctx context.Context, db, coll string) (agg.Source, er
 	if !isView || len(pipe) == 0 {
 		return agg.SliceSource(docs), nil
 	}
-	pl, err := agg.Parse(pipe, agg.ParseContext{DB: db})
+	pl, err := agg.Parse(pipe, agg.ParseContext{DB: db, Collator: r.coll})
 	if err != nil {
 		return nil, err
 	}

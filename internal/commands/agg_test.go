@@ -647,7 +647,7 @@ func TestAggErrors(t *testing.T) {
 		{D("aggregate", true, "pipeline", bson.A{}, "cursor", bson.D{}), 9},
 		{D("aggregate", 1, "pipeline", bson.A{D("$match", bson.D{})}, "cursor", bson.D{}), 73},
 		{D("aggregate", "c", "pipeline", bson.A{}, "cursor", 1), 14},
-		{D("aggregate", "c", "pipeline", bson.A{}, "cursor", bson.D{}, "collation", D("locale", "fr")), 2},
+		{D("aggregate", "c", "pipeline", bson.A{}, "cursor", bson.D{}, "collation", D("locale", "xx_nope")), 2}, // unknown locale: BadValue
 		{D("aggregate", "c", "pipeline", bson.A{D("$out", "x"), D("$match", bson.D{})}, "cursor", bson.D{}), 40601},
 	}
 	for _, tc := range cases {

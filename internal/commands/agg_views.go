@@ -16,9 +16,11 @@ import (
 
 	"humongo/internal/agg"
 	"humongo/internal/catalog"
+	"humongo/internal/collation"
 	"humongo/internal/index"
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
+	"humongo/internal/query/plan"
 )
 
 // viewsColl is the per-database collection that stores view definitions.
@@ -86,6 +88,46 @@ func viewParseDef(ns string, doc bsoncore.Document) (string, []bsoncore.Document
 		}
 	}
 	return on.StringValue(), pipe, true, nil
+}
+
+// viewResolveColl is viewResolve plus the view's default collation (nil: simple, and for
+// a namespace that is not a view). A view's collation is its own (create's "collation"
+// option), not inherited from the collection it is defined on, as in MongoDB.
+func viewResolveColl(ctx context.Context, env *Env, ns string) (backing string, pipeline []bsoncore.Document, isView bool, coll *collation.Collator, err error) {
+	backing, pipeline, isView, err = viewResolve(ctx, env, ns)
+	if err != nil || !isView {
+		return backing, pipeline, isView, nil, err
+	}
+	coll, err = viewCollation(ctx, env, ns)
+	return backing, pipeline, isView, coll, err
+}
+
+// viewCollation reads the default collation of view ns from its definition.
+func viewCollation(ctx context.Context, env *Env, ns string) (*collation.Collator, error) {
+	dbName, _, _ := strings.Cut(ns, ".")
+	op := env.State.DB.NewOp()
+	defer op.Close()
+	_, vc, release, err := op.ReadCollection(ctx, dbName+"."+viewsColl)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if vc == nil {
+		return nil, nil
+	}
+	_, d, found, err := vc.FindByID(op.RU, bsoncore.Value{Type: bsoncore.TypeString, Data: bsoncore.AppendString(nil, ns)})
+	if err != nil || !found {
+		return nil, err
+	}
+	v := lookup(d, "collation")
+	if v.Type != bsoncore.TypeEmbeddedDocument {
+		return nil, nil
+	}
+	c, err := collation.Parse(bytes.Clone(v.Document()))
+	if err != nil {
+		return nil, mongoerr.Newf(mongoerr.InvalidViewDefinition, "invalid view definition for %s: %v", ns, err)
+	}
+	return c, nil
 }
 
 // viewResolve follows ns's viewOn chain. It returns the collection that backs ns (ns itself
@@ -210,10 +252,26 @@ func viewCreate(ctx context.Context, env *Env, ns string, cmd bsoncore.Document)
 	default:
 		return nil, typeMismatch(c, "pipeline", pv.Type, "array")
 	}
-	if err := findCheckCollation(c, lookup(cmd, "collation")); err != nil {
+	// The view's default collation (stored normalised; simple is not stored). A view on a
+	// view must have the same collation, as in MongoDB.
+	var creq plan.Request
+	if err := findParseCollation(c, lookup(cmd, "collation"), &creq); err != nil {
 		return nil, err
 	}
-	pl, err := agg.Parse(pipe, agg.ParseContext{DB: dbName})
+	vcoll := creq.Collation
+	if _, _, onView, err := viewLookup(ctx, env, dbName+"."+viewOn); err != nil {
+		return nil, err
+	} else if onView {
+		other, err := viewCollation(ctx, env, dbName+"."+viewOn)
+		if err != nil {
+			return nil, err
+		}
+		if !collation.Equal(vcoll, other) {
+			return nil, mongoerr.Newf(mongoerr.OptionNotSupportedOnView,
+				"View %s has conflicting collation with view %s.%s", ns, dbName, viewOn)
+		}
+	}
+	pl, err := agg.Parse(pipe, agg.ParseContext{DB: dbName, Collator: vcoll})
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +296,9 @@ func viewCreate(ctx context.Context, env *Env, ns string, cmd bsoncore.Document)
 			b = bsoncore.AppendDocumentElement(b, itoa(int64(i)), st)
 		}
 		b, _ = bsoncore.AppendArrayEnd(b, ai)
+		if vcoll != nil {
+			b = bsoncore.AppendDocumentElement(b, "collation", vcoll.Spec())
+		}
 		return b
 	})
 	op := db.NewOp()
@@ -261,7 +322,7 @@ func viewCreate(ctx context.Context, env *Env, ns string, cmd bsoncore.Document)
 			return err
 		}
 		if found {
-			if bytes.Equal(ddlWithout(old, "collation"), def) {
+			if bytes.Equal(old, def) {
 				return nil
 			}
 			return mongoerr.Newf(mongoerr.NamespaceExists, "Namespace %s already exists", ns)
@@ -371,12 +432,14 @@ func viewReadRequest(env *Env, name string, cmd bsoncore.Document) (*aggRequest,
 			r.batchSize = req.Limit
 		}
 		r.singleBatch, r.limit = o.singleBatch, req.Limit
+		r.coll, r.collSet = req.Collation, req.CollationSet
 	case "count":
 		a, err := countParse(env, cmd)
 		if err != nil {
 			return nil, err
 		}
 		r.ns, r.hint = a.ns, a.req.Hint
+		r.coll, r.collSet = a.req.Collation, a.req.CollationSet
 		if len(a.req.Filter) > 5 {
 			stage("$match", docV(a.req.Filter))
 		}
@@ -393,6 +456,7 @@ func viewReadRequest(env *Env, name string, cmd bsoncore.Document) (*aggRequest,
 			return nil, err
 		}
 		r.ns, r.hint = ns, req.Hint
+		r.coll, r.collSet = req.Collation, req.CollationSet
 		if len(req.Filter) > 5 {
 			stage("$match", docV(req.Filter))
 		}

@@ -9,6 +9,7 @@ import (
 
 	"humongo/internal/agg"
 	"humongo/internal/catalog"
+	"humongo/internal/collation"
 	"humongo/internal/cursor"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query/plan"
@@ -41,6 +42,10 @@ type aggRequest struct {
 	bypass         bool
 	hint           bsoncore.Value
 	let            bsoncore.Document
+	// coll is the command's collation (nil: simple or none); collSet says the command gave
+	// one (possibly simple). Without one, the collection's or the view's default applies.
+	coll    *collation.Collator
+	collSet bool
 	// cmd is the originating command (owned copy), for the cursor and explain.
 	cmd bsoncore.Document
 }
@@ -136,9 +141,11 @@ func aggParse(env *Env, cmd bsoncore.Document) (*aggRequest, error) {
 	if r.let, err = findDocArg(name, "let", lookup(cmd, "let")); err != nil {
 		return nil, err
 	}
-	if err := findCheckCollation(name, lookup(cmd, "collation")); err != nil {
+	var creq plan.Request
+	if err := findParseCollation(name, lookup(cmd, "collation"), &creq); err != nil {
 		return nil, err
 	}
+	r.coll, r.collSet = creq.Collation, creq.CollationSet
 	return r, nil
 }
 
@@ -170,6 +177,21 @@ type aggPrepared struct {
 	leading  string // a server source stage handled here ($collStats...), or ""
 	leadSpec bsoncore.Document
 	ac       *agg.Context
+	coll     *collation.Collator // the operation's effective collation (nil: simple)
+}
+
+// aggCollectionCollation is the default collation of collection ns (nil: simple or no such
+// collection).
+func aggCollectionCollation(env *Env, ns string) (*collation.Collator, error) {
+	meta, ok := env.State.DB.Catalog.Latest().ByNS(ns)
+	if !ok || meta == nil {
+		return nil, nil
+	}
+	v, err := meta.Options.LookupErr("collation")
+	if err != nil || v.Type != bsoncore.TypeEmbeddedDocument {
+		return nil, nil
+	}
+	return collation.Parse(v.Document())
 }
 
 // aggPrepare resolves views, handles server source stages and pushes the leading
@@ -186,16 +208,30 @@ func aggPrepare(ctx context.Context, env *Env, r *aggRequest) (*aggPrepared, err
 	}
 	p := &aggPrepared{}
 	pipeline := r.pipeline
+	// The collation of the whole operation: the command's, else the view's default (a
+	// view's, even simple, is fixed: MongoDB 7.0 refuses a different explicit one), else the
+	// collection's default. It also governs the pushed-down query.
+	coll := r.coll
 	if !r.collectionless {
-		backing, viewPipe, isView, err := viewResolve(ctx, env, r.ns)
+		backing, viewPipe, isView, viewColl, err := viewResolveColl(ctx, env, r.ns)
 		if err != nil {
 			return nil, err
 		}
 		p.backing = backing
-		if isView {
+		switch {
+		case isView:
+			if r.collSet && !collation.Equal(r.coll, viewColl) {
+				return nil, mongoerr.New(mongoerr.OptionNotSupportedOnView, "Cannot override a view's default collation")
+			}
+			coll = viewColl
 			pipeline = append(append([]bsoncore.Document(nil), viewPipe...), r.pipeline...)
+		case !r.collSet:
+			if coll, err = aggCollectionCollation(env, backing); err != nil {
+				return nil, err
+			}
 		}
 	}
+	p.coll = coll
 	collectionless := r.collectionless
 	for i := 1; i < len(pipeline); i++ {
 		if n, _, ok := aggServerStage(pipeline[i]); ok {
@@ -213,7 +249,7 @@ func aggPrepare(ctx context.Context, env *Env, r *aggRequest) (*aggPrepared, err
 			collectionless = false
 		}
 	}
-	full, err := agg.Parse(pipeline, agg.ParseContext{DB: r.db, Vars: names, Collectionless: collectionless})
+	full, err := agg.Parse(pipeline, agg.ParseContext{DB: r.db, Vars: names, Collectionless: collectionless, Collator: coll})
 	if err != nil {
 		return nil, err
 	}
@@ -229,13 +265,14 @@ func aggPrepare(ctx context.Context, env *Env, r *aggRequest) (*aggPrepared, err
 	}
 	p.full, p.pl = full, full
 	p.ac = &agg.Context{Now: now, Vars: vars, AllowDiskUse: r.allowDiskUse, TempDir: env.State.DB.TempDir,
-		Resolver: &aggResolver{env: env, bypassValidation: r.bypass}}
+		Resolver: &aggResolver{env: env, bypassValidation: r.bypass, coll: coll}}
 	if p.leading != "" || collectionless {
 		p.backing = ""
 		return p, nil
 	}
 	filter, sort, limit := full.LeadingMatch()
-	req := plan.Request{NS: p.backing, Filter: filter, Sort: sort, Hint: r.hint, AllowDiskUse: r.allowDiskUse}
+	req := plan.Request{NS: p.backing, Filter: filter, Sort: sort, Hint: r.hint, AllowDiskUse: r.allowDiskUse,
+		Collation: coll, CollationSet: true}
 	if limit > 0 {
 		req.Limit = limit
 	}
@@ -270,7 +307,7 @@ func aggStart(ctx context.Context, env *Env, r *aggRequest) (*aggCursor, error) 
 		// Run closed input on failure.
 		return nil, err
 	}
-	c.out = out
+	c.out, c.coll = out, p.coll
 	return c, nil
 }
 

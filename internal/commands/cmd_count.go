@@ -86,6 +86,9 @@ func runCount(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Do
 	}
 	op := db.NewOp()
 	defer op.Close()
+	if err := rcApplyRU(ctx, op.RU); err != nil { // readConcern (rc_concern.go)
+		return nil, err
+	}
 	meta, coll, release, err := op.ReadCollection(ctx, a.ns)
 	if err != nil {
 		return nil, err

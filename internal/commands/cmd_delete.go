@@ -29,6 +29,7 @@ type writeDeleteStmt struct {
 	multi bool // limit 0
 	hint  bsoncore.Value
 	coll  writeCollation
+	retry *retryStmt // the retryable write's statement; nil when not one
 }
 
 func writeParseDeleteStmt(v bsoncore.Value, i int) (*writeDeleteStmt, error) {
@@ -114,7 +115,7 @@ func runDelete(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 			return nil, err
 		}
 	}
-	wc, err := writeParseConcern(cmd)
+	wc, err := writeParseConcern(env, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -144,13 +145,23 @@ func runDelete(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 		return nil, err
 	}
 
+	rc, err := retryBegin(ctx, env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.end()
+
 	op := db.NewOp()
 	defer op.Close()
 	n, deleted, attempted := 0, 0, 0
 	var errs []writeStmtError
 	for i, st := range stmts {
 		attempted++
-		res, err := writeExecDelete(ctx, op, ns, st, nil, false)
+		st.retry = rc.stmt(i, st.multi)
+		res, retried, err := st.retry.replayDelete(ctx)
+		if !retried && err == nil {
+			res, err = writeExecDelete(ctx, op, ns, st, nil, false)
+		}
 		// A failed statement's partial deletes stay done but are not reported in n, as in
 		// MongoDB's performDeletes.
 		deleted += res.n
@@ -170,15 +181,11 @@ func runDelete(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 	}
 	writeCountOps(env, "delete", attempted)
 	env.State.Counters.DocsDeleted.Add(int64(deleted))
-	if deleted > 0 {
-		if err := writeWaitConcern(ctx, db, wc); err != nil {
-			return nil, err
-		}
-	}
-	return doc(func(b []byte) []byte {
+	// The write concern waits for the client's last op even when nothing was written.
+	return writeFinish(ctx, env, wc, doc(func(b []byte) []byte {
 		b = bsoncore.AppendInt32Element(b, "n", int32(n))
 		return writeAppendErrors(b, errs)
-	}), nil
+	}))
 }
 
 // writeDeleteResult is the outcome of one delete statement.
@@ -197,7 +204,7 @@ func writeExecDelete(ctx context.Context, op *OpCtx, ns string, st *writeDeleteS
 	}
 	spec := &writeScan{filter: st.q, matcher: matcher, sort: sortSpec, hint: st.hint, limit: 1, coll: st.coll}
 	if !st.multi {
-		err := op.WriteCollection(ctx, ns, false, func(coll *index.Collection) error {
+		err := op.WriteCollection(ctx, ns, false, st.retry.wrap(op, func(coll *index.Collection) error {
 			res = writeDeleteResult{}
 			ts, err := writeFindTargets(ctx, op, ns, coll, spec)
 			if err != nil || len(ts) == 0 {
@@ -211,7 +218,7 @@ func writeExecDelete(ctx context.Context, op *OpCtx, ns string, st *writeDeleteS
 				res.deleted = ts[0].doc
 			}
 			return nil
-		})
+		}, func() (bsoncore.Document, bsoncore.Document) { return res.deleted, nil }))
 		return res, err
 	}
 	spec.limit = 0

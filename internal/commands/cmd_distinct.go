@@ -94,6 +94,9 @@ func runDistinct(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore
 	} else {
 		op := db.NewOp()
 		defer op.Close()
+		if err := rcApplyRU(ctx, op.RU); err != nil { // readConcern (rc_concern.go)
+			return nil, err
+		}
 		meta, coll, release, err := op.ReadCollection(ctx, ns)
 		if err != nil {
 			return nil, err

@@ -57,6 +57,12 @@ func runFind(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 	}
 	// The cursor's own RecoveryUnit outlives this command; op's holds only the locks.
 	ru := db.Engine.NewRecoveryUnit()
+	// readConcern's timestamp (rc_concern.go); getMores keep reading at it.
+	if err := rcApplyRU(ctx, ru); err != nil {
+		release()
+		ru.Close()
+		return nil, err
+	}
 	ex, err := plan.Prepare(ctx, ru, meta, coll, req)
 	if err != nil {
 		release()

@@ -145,7 +145,7 @@ func runFindAndModify(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 	if err != nil {
 		return nil, err
 	}
-	wc, err := writeParseConcern(cmd)
+	wc, err := writeParseConcern(env, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -163,6 +163,20 @@ func runFindAndModify(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 		}
 	}
 
+	rc, err := retryBegin(ctx, env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.end()
+	rs := rc.stmt(0, false)
+	if rs != nil {
+		rs.imageKind = retryFamImageKind(r.remove, r.returnNew)
+	}
+	replay, err := rs.replayFam(ctx, r.remove, r.returnNew)
+	if err != nil {
+		return nil, err
+	}
+
 	op := db.NewOp()
 	defer op.Close()
 	var (
@@ -172,15 +186,20 @@ func runFindAndModify(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 		upserted bsoncore.Value
 		wrote    bool
 	)
-	if r.remove {
-		res, err := writeExecDelete(ctx, op, ns, &writeDeleteStmt{q: r.query, hint: r.hint, coll: r.coll}, r.sort, true)
+	if replay != nil {
+		// A retry of a findAndModify that already ran returns what the first one did.
+		n, value, existed, upserted, wrote = replay.n, replay.value, replay.existed, replay.upserted, true
+	} else if r.remove {
+		res, err := writeExecDelete(ctx, op, ns, &writeDeleteStmt{q: r.query, hint: r.hint, coll: r.coll, retry: rs}, r.sort, true)
 		if err != nil {
 			return nil, err
 		}
 		n, value, wrote = res.n, res.deleted, res.n > 0
 		env.State.Counters.DocsDeleted.Add(int64(res.n))
 	} else {
-		res, err := writeExecUpdateSorted(ctx, op, ns, r.updateStmt(time.Now()), r.sort, true)
+		st := r.updateStmt(time.Now())
+		st.retry = rs
+		res, err := writeExecUpdateSorted(ctx, op, ns, st, r.sort, true)
 		if err != nil {
 			return nil, err
 		}
@@ -207,12 +226,9 @@ func runFindAndModify(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 			return nil, err
 		}
 	}
-	if wrote {
-		if err := writeWaitConcern(ctx, db, wc); err != nil {
-			return nil, err
-		}
-	}
-	return doc(func(b []byte) []byte {
+	// The write concern waits for the client's last op even when nothing was written.
+	_ = wrote
+	return writeFinish(ctx, env, wc, doc(func(b []byte) []byte {
 		li, b2 := bsoncore.AppendDocumentElementStart(b, "lastErrorObject")
 		b2 = bsoncore.AppendInt32Element(b2, "n", int32(n))
 		if !r.remove {
@@ -226,5 +242,5 @@ func runFindAndModify(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 			return bsoncore.AppendNullElement(b, "value")
 		}
 		return bsoncore.AppendDocumentElement(b, "value", value)
-	}), nil
+	}))
 }

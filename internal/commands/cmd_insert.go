@@ -56,7 +56,7 @@ func runInsert(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 			return nil, err
 		}
 	}
-	wc, err := writeParseConcern(cmd)
+	wc, err := writeParseConcern(env, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -88,9 +88,15 @@ func runInsert(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 		return nil, err
 	}
 
+	rc, err := retryBegin(ctx, env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.end()
+
 	op := db.NewOp()
 	defer op.Close()
-	w := &writeInserter{ctx: ctx, op: op, ns: ns, ordered: ordered, bypass: bypass}
+	w := &writeInserter{ctx: ctx, op: op, ns: ns, ordered: ordered, bypass: bypass, retry: rc}
 	w.run(docs)
 	writeCountOps(env, "insert", w.attempted)
 	env.State.Counters.DocsInserted.Add(int64(w.n))
@@ -98,15 +104,11 @@ func runInsert(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 		// Interruptions fail the whole command, as in MongoDB's handleError.
 		return nil, w.fatal
 	}
-	if w.n > 0 {
-		if err := writeWaitConcern(ctx, db, wc); err != nil {
-			return nil, err
-		}
-	}
-	return doc(func(b []byte) []byte {
+	// The write concern waits for the client's last op even when nothing was written.
+	return writeFinish(ctx, env, wc, doc(func(b []byte) []byte {
 		b = bsoncore.AppendInt32Element(b, "n", int32(w.n))
 		return writeAppendErrors(b, w.errs)
-	}), nil
+	}))
 }
 
 // writeInserter runs one insert command's batch.
@@ -115,7 +117,8 @@ type writeInserter struct {
 	op      *OpCtx
 	ns      string
 	ordered bool
-	bypass  bool // bypassDocumentValidation
+	bypass  bool      // bypassDocumentValidation
+	retry   *retryCtx // the retryable write's session; nil when not one
 
 	n         int // documents inserted
 	attempted int // documents processed (opcounters.insert)
@@ -136,6 +139,20 @@ func (w *writeInserter) run(docs []bsoncore.Document) {
 		return ok
 	}
 	for i, d := range docs {
+		// A statement a retried command already ran counts as inserted and is skipped
+		// (flushing keeps each group's statement ids consecutive).
+		if done, err := w.retry.executed(i); done || err != nil {
+			if !flush() {
+				return
+			}
+			if err != nil {
+				w.fatal = err
+				return
+			}
+			w.n++
+			w.attempted++
+			continue
+		}
 		fixed, err := writeFixForInsert(d)
 		if err != nil {
 			if !flush() {
@@ -167,7 +184,7 @@ func (w *writeInserter) run(docs []bsoncore.Document) {
 // when the batch must stop (ordered failure or fatal error).
 func (w *writeInserter) insertGroup(start int, docs []bsoncore.Document) bool {
 	if len(docs) > 1 {
-		err := w.op.WriteCollection(w.ctx, w.ns, true, func(coll *index.Collection) error {
+		err := w.op.WriteCollection(w.ctx, w.ns, true, w.retry.stmt(start, false).wrap(w.op, func(coll *index.Collection) error {
 			for _, d := range docs {
 				if err := validCheckDoc(w.op, coll, d, nil, w.bypass); err != nil {
 					return err
@@ -177,7 +194,7 @@ func (w *writeInserter) insertGroup(start int, docs []bsoncore.Document) bool {
 				return err
 			}
 			return writeCappedTrim(w.op, coll, int64(len(docs)), writeDocsBytes(docs))
-		})
+		}, nil))
 		if err == nil {
 			w.n += len(docs)
 			w.attempted += len(docs)
@@ -190,7 +207,7 @@ func (w *writeInserter) insertGroup(start int, docs []bsoncore.Document) bool {
 	}
 	for i, d := range docs {
 		w.attempted++
-		err := w.op.WriteCollection(w.ctx, w.ns, true, func(coll *index.Collection) error {
+		err := w.op.WriteCollection(w.ctx, w.ns, true, w.retry.stmt(start+i, false).wrap(w.op, func(coll *index.Collection) error {
 			if err := validCheckDoc(w.op, coll, d, nil, w.bypass); err != nil {
 				return err
 			}
@@ -198,7 +215,7 @@ func (w *writeInserter) insertGroup(start int, docs []bsoncore.Document) bool {
 				return err
 			}
 			return writeCappedTrim(w.op, coll, 1, int64(len(d)))
-		})
+		}, nil))
 		if err == nil {
 			w.n++
 			continue

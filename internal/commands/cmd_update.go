@@ -40,6 +40,7 @@ type writeUpdateStmt struct {
 	let    bsoncore.Document // the command's let; nil when absent
 	now    time.Time         // the command's $$NOW
 	bypass bool              // bypassDocumentValidation
+	retry  *retryStmt        // the retryable write's statement; nil when not one
 }
 
 // writeUpdateResult is the outcome of one update statement.
@@ -163,7 +164,7 @@ func runUpdate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 			return nil, err
 		}
 	}
-	wc, err := writeParseConcern(cmd)
+	wc, err := writeParseConcern(env, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -195,6 +196,12 @@ func runUpdate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 		return nil, err
 	}
 
+	rc, err := retryBegin(ctx, env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.end()
+
 	op := db.NewOp()
 	defer op.Close()
 	var (
@@ -205,7 +212,11 @@ func runUpdate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 	)
 	for i, st := range stmts {
 		attempted++
-		res, err := writeExecUpdate(ctx, op, ns, st, false)
+		st.retry = rc.stmt(i, st.multi)
+		res, retried, err := st.retry.replayUpdate(ctx)
+		if !retried && err == nil {
+			res, err = writeExecUpdate(ctx, op, ns, st, false)
+		}
 		if err != nil {
 			if writeIsFatal(ctx, err) {
 				writeCountOps(env, "update", attempted)
@@ -229,12 +240,8 @@ func runUpdate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 	writeCountOps(env, "update", attempted)
 	env.State.Counters.DocsUpdated.Add(int64(nModified))
 	env.State.Counters.DocsInserted.Add(int64(len(upserted)))
-	if wrote > 0 {
-		if err := writeWaitConcern(ctx, db, wc); err != nil {
-			return nil, err
-		}
-	}
-	return doc(func(b []byte) []byte {
+	// The write concern waits for the client's last op even when nothing was written.
+	return writeFinish(ctx, env, wc, doc(func(b []byte) []byte {
 		b = bsoncore.AppendInt32Element(b, "n", int32(n))
 		b = writeAppendErrors(b, errs)
 		if len(upserted) > 0 {
@@ -248,7 +255,7 @@ func runUpdate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 			b, _ = bsoncore.AppendArrayEnd(b2, ai)
 		}
 		return bsoncore.AppendInt32Element(b, "nModified", int32(nModified))
-	}), nil
+	}))
 }
 
 // writeUpdateChunk is how many documents of a multi-update share one WriteUnitOfWork.
@@ -283,7 +290,13 @@ func writeExecUpdateSorted(ctx context.Context, op *OpCtx, ns string, st *writeU
 	}
 
 	if !st.multi {
-		err := op.WriteCollection(ctx, ns, st.upsert, func(coll *index.Collection) error {
+		images := func() (bsoncore.Document, bsoncore.Document) {
+			if res.upserted.Type != 0 {
+				return nil, nil // a retried upsert rebuilds its document from the insert entry
+			}
+			return res.before, res.after
+		}
+		err := op.WriteCollection(ctx, ns, st.upsert, st.retry.wrap(op, func(coll *index.Collection) error {
 			res = writeUpdateResult{}
 			ts, err := writeFindTargets(ctx, op, ns, coll, spec)
 			if err != nil {
@@ -296,7 +309,7 @@ func writeExecUpdateSorted(ctx context.Context, op *OpCtx, ns string, st *writeU
 				return nil
 			}
 			return writeApplyOne(ctx, op, coll, matcher, upd, st.bypass, ts[0].rid, ts[0].doc, &res, keepImages)
-		})
+		}, images))
 		return res, err
 	}
 

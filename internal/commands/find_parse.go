@@ -70,19 +70,6 @@ func findHintArg(cmdName string, v bsoncore.Value) (bsoncore.Value, error) {
 	return bsoncore.Value{}, mongoerr.Newf(mongoerr.FailedToParse, "hint must be a string or an object, not %s", TypeName(v.Type))
 }
 
-// findCheckCollation accepts only the simple collation. Kept for aggregate and views, which
-// do not thread a collation yet: they should move to findParseCollation.
-func findCheckCollation(cmdName string, v bsoncore.Value) error {
-	var req plan.Request
-	if err := findParseCollation(cmdName, v, &req); err != nil {
-		return err
-	}
-	if req.Collation != nil {
-		return mongoerr.New(mongoerr.BadValue, "collation other than {locale: \"simple\"} is not supported by this server")
-	}
-	return nil
-}
-
 // findParseCollation parses a read command's collation into req (find, count, distinct).
 // Absent or {} leaves the collection default to the planner; {locale: "simple"} sets binary.
 func findParseCollation(cmdName string, v bsoncore.Value, req *plan.Request) error {

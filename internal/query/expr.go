@@ -35,6 +35,9 @@ type EvalContext struct {
 	Now     time.Time         // $$NOW
 	// Vars are user variables ($let, $map, ...), by name without "$$".
 	Vars map[string]bsoncore.Value
+	// Collator is the operation's collation for string comparisons ($eq ... $cmp, $in and
+	// the aggregation operators that compare); nil is binary comparison.
+	Collator Collator
 }
 
 // ExprParseContext is what parsing an expression needs. Vars lists the user variables in
@@ -105,7 +108,7 @@ func init() {
 	RegisterExpression("$type", parseFixed("$type", 1, func(vs []bsoncore.Value) (bsoncore.Value, error) {
 		return stringValue(typeName(vs[0])), nil
 	}))
-	RegisterExpression("$in", parseFixed("$in", 2, func(vs []bsoncore.Value) (bsoncore.Value, error) {
+	RegisterExpression("$in", parseFixedCtx("$in", 2, func(ctx *EvalContext, vs []bsoncore.Value) (bsoncore.Value, error) {
 		arr, ok := vs[1].ArrayOK()
 		if !ok {
 			return bsoncore.Value{}, mongoerr.Newf(mongoerr.Code(40081),
@@ -113,7 +116,7 @@ func init() {
 		}
 		vals, _ := arr.Values()
 		for _, v := range vals {
-			if compareAgg(vs[0], v) == 0 {
+			if CompareAgg(vs[0], v, ctx.Collator) == 0 {
 				return boolValue(true), nil
 			}
 		}
@@ -245,6 +248,34 @@ func (f funcExpr) Eval(ctx *EvalContext) (bsoncore.Value, error) {
 		return bsoncore.Value{}, err
 	}
 	return f.fn(vs)
+}
+
+// funcCtxExpr is funcExpr for operators that need the context (the collation).
+type funcCtxExpr struct {
+	args []Expression
+	fn   func(*EvalContext, []bsoncore.Value) (bsoncore.Value, error)
+}
+
+func (f funcCtxExpr) Eval(ctx *EvalContext) (bsoncore.Value, error) {
+	vs, err := evalArgs(f.args, ctx)
+	if err != nil {
+		return bsoncore.Value{}, err
+	}
+	return f.fn(ctx, vs)
+}
+
+// parseFixedCtx is parseFixed for a context-aware fn.
+func parseFixedCtx(name string, n int, fn func(*EvalContext, []bsoncore.Value) (bsoncore.Value, error)) ExprParser {
+	return func(args bsoncore.Value, pc *ExprParseContext) (Expression, error) {
+		xs, err := argExprs(args, pc)
+		if err != nil {
+			return nil, err
+		}
+		if len(xs) != n {
+			return nil, mongoerr.Newf(mongoerr.Code(16020), "Expression %s takes exactly %d arguments. %d were passed in.", name, n, len(xs))
+		}
+		return funcCtxExpr{args: xs, fn: fn}, nil
+	}
 }
 
 // parseFixed is an operator taking exactly n arguments.
@@ -453,9 +484,23 @@ func compareAgg(a, b bsoncore.Value) int {
 	return bsonutil.Compare(a, b)
 }
 
+// CompareAgg is compareAgg with strings compared under sc (nil: binary).
+func CompareAgg(a, b bsoncore.Value, sc Collator) int {
+	if sc == nil {
+		return compareAgg(a, b)
+	}
+	if a.Type == 0 {
+		a = bsoncore.Value{Type: bsoncore.TypeUndefined}
+	}
+	if b.Type == 0 {
+		b = bsoncore.Value{Type: bsoncore.TypeUndefined}
+	}
+	return bsonutil.CompareWithCollator(a, b, sc)
+}
+
 func parseCompareExpr(op string) ExprParser {
-	return parseFixed(op, 2, func(vs []bsoncore.Value) (bsoncore.Value, error) {
-		c := compareAgg(vs[0], vs[1])
+	return parseFixedCtx(op, 2, func(ctx *EvalContext, vs []bsoncore.Value) (bsoncore.Value, error) {
+		c := CompareAgg(vs[0], vs[1], ctx.Collator)
 		switch op {
 		case "$eq":
 			return boolValue(c == 0), nil
@@ -791,6 +836,7 @@ type exprNode struct {
 	operand bsoncore.Value
 	x       Expression
 	now     func() time.Time
+	coll    Collator // the query's collation (setCollator)
 }
 
 func (n *exprNode) Kind() Kind                  { return KindExpr }
@@ -803,7 +849,7 @@ func (n *exprNode) String() string              { return fmt.Sprintf("$expr %s",
 func (n *exprNode) Expr() Expression { return n.x }
 
 func (n *exprNode) match(doc []byte, _ *MatchDetails) (bool, error) {
-	ctx := EvalContext{Root: doc, Now: n.now()}
+	ctx := EvalContext{Root: doc, Now: n.now(), Collator: n.coll}
 	v, err := n.x.Eval(&ctx)
 	if err != nil {
 		return false, err

@@ -398,6 +398,8 @@ func setCollator(e MatchExpression, c Collator) {
 	switch n := e.(type) {
 	case *cmpNode:
 		n.coll = c
+	case *exprNode:
+		n.coll = c
 	case *inNode:
 		n.coll = c
 		slices.SortFunc(n.vals, func(a, b bsoncore.Value) int { return bsonutil.CompareWithCollator(a, b, c) })

@@ -29,10 +29,17 @@ type result struct {
 // point of the same name).
 var maxTimeAlwaysTimeOut = failpoint.Register("maxTimeAlwaysTimeOut")
 
+// closeConnectionAfterCommand (test-only, Humongo's own) runs a command named in its data's
+// failCommands and then closes the connection instead of replying: the write is applied but
+// the client never learns it, which is what a retryable write's retry must cope with.
+// failCommand's closeConnection fails before the command runs.
+var closeConnectionAfterCommand = failpoint.Register("closeConnectionAfterCommand")
+
 func (s *Server) runCommand(ctx context.Context, c *commands.Conn, cmd bsoncore.Document, legacy, exhaustAllowed bool) result {
 	start := time.Now()
 	env := &commands.Env{Conn: c, State: s.state, Legacy: legacy, ExhaustAllowed: exhaustAllowed}
-	reply, err := s.dispatch(ctx, env, cmd)
+	var ops *commands.OpState
+	reply, err := s.dispatch(ctx, env, cmd, &ops)
 	if errors.Is(err, commands.ErrCloseConnection) {
 		return result{closeConn: true}
 	}
@@ -42,6 +49,8 @@ func (s *Server) runCommand(ctx context.Context, c *commands.Conn, cmd bsoncore.
 	} else {
 		res = result{reply: reply, exhaust: env.Exhaust}
 	}
+	// Replica-set members put $clusterTime and operationTime on every reply.
+	res.reply = commands.AppendClusterTime(env, ops, res.reply)
 	if d := time.Since(start); d >= s.state.SlowOpThreshold && !awaitable(cmd) {
 		s.log.Info("Slow query", logv2.C(logv2.Command), logv2.ID(51803), logv2.Ctx(c.Desc()),
 			"type", "command", "ns", env.DB+".$cmd", "appName", c.AppName(), "command", logv2.BSON(cmd),
@@ -66,7 +75,9 @@ func protocolName(legacy bool) string {
 
 // dispatch runs the checks every command goes through, then the handler. On success it
 // returns the reply with `ok: 1` appended (and a failCommand writeConcernError, if any).
-func (s *Server) dispatch(ctx context.Context, env *commands.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+//
+// opsOut receives the command's read/write concern state (for operationTime).
+func (s *Server) dispatch(ctx context.Context, env *commands.Env, cmd bsoncore.Document, opsOut **commands.OpState) (bsoncore.Document, error) {
 	first, err := cmd.IndexErr(0)
 	if err != nil {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "Empty command document")
@@ -140,7 +151,27 @@ func (s *Server) dispatch(ctx context.Context, env *commands.Env, cmd bsoncore.D
 	if err := commands.CheckReplState(env, c, cmd); err != nil {
 		return nil, err
 	}
+	// $clusterTime gossip, readConcern waits and the read timestamp (commands/rc_concern.go).
+	ctx, ops, err := commands.BeginOperation(ctx, env, c, cmd)
+	*opsOut = ops
+	if err != nil {
+		return nil, err
+	}
 	reply, err := c.Handler(ctx, env, cmd)
+	if err == nil {
+		reply, err = commands.FinishOperation(ctx, env, ops, reply)
+	}
+	if wcr, ok := errors.AsType[*commands.WriteConcernReply](err); ok {
+		// The writes succeeded, their write concern did not: ok: 1 with writeConcernError.
+		reply, wce, err = wcr.Reply, wcr.WCE, nil
+	}
+	if closeConnectionAfterCommand.Enabled() && c.Name != "configureFailPoint" {
+		if _, on := closeConnectionAfterCommand.Evaluate(func(data bsoncore.Document) bool {
+			return failCommandApplies(data, env, c, name)
+		}); on {
+			return nil, commands.ErrCloseConnection
+		}
+	}
 	if err != nil {
 		// A handler that noticed its context end returns the context's error; report why it
 		// ended (killOp, maxTimeMS, shutdown) instead.

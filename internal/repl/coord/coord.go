@@ -15,6 +15,7 @@ import (
 	"humongo/internal/lock"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/repl/initialsync"
 	"humongo/internal/repl/topology"
 	"humongo/internal/storage"
 )
@@ -94,6 +95,9 @@ type Coordinator struct {
 	term  atomic.Int64 // mirror of the core's term for Term(), readable without c.mu
 	rbid  int32
 	start time.Time
+
+	// dataSyncer is the initial syncer, once one ran (secondary.go; guarded by mu).
+	dataSyncer *initialsync.Syncer
 }
 
 // New returns a coordinator; Start loads the persisted state and starts its goroutines.

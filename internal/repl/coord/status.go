@@ -102,6 +102,9 @@ func (c *Coordinator) Status() (bsoncore.Document, error) {
 		b, _ = bsoncore.AppendDocumentEnd(b2, mi)
 	}
 	b, _ = bsoncore.AppendArrayEnd(b, ai)
+	if is := c.initialSyncStatusLocked(); is != nil { // secondary.go
+		b = bsoncore.AppendDocumentElement(b, "initialSyncStatus", is)
+	}
 	b, _ = bsoncore.AppendDocumentEnd(b, idx)
 	return b, nil
 }

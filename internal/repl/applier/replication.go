@@ -1,0 +1,123 @@
+package applier
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"humongo/internal/catalog"
+	"humongo/internal/index"
+	"humongo/internal/logv2"
+	"humongo/internal/repl/fetcher"
+	"humongo/internal/repl/oplog"
+	"humongo/internal/storage"
+)
+
+// Deps is what steady-state replication needs from the node (the coordinator supplies
+// Chooser and OnApplied).
+type Deps struct {
+	Engine  *storage.Engine
+	Catalog *catalog.Catalog
+	Colls   *index.Collections
+	Writer  *oplog.Writer
+	Chooser fetcher.SyncSourceChooser
+	// OnApplied receives lastApplied after each batch (may be nil).
+	OnApplied func(oplog.OpTime)
+	// AwaitTime is the fetcher's getMore maxTimeMS (default 2 s: the heartbeat interval).
+	AwaitTime time.Duration
+	// BufferBytes bounds the oplog buffer (default 256 MiB).
+	BufferBytes int
+	Writers     int
+	// Clients overrides the fetcher's driver clients (may be nil).
+	Clients func(host string) (*mongo.Client, error)
+	// OnRollbackRequired is called when our oplog diverged from the sync source's.
+	OnRollbackRequired func(host string, lastFetched oplog.OpTime)
+	Fatal              func(error)
+	Log                *slog.Logger
+}
+
+// Replication is a running BackgroundSync (fetcher) + OplogApplier pair: a SECONDARY's
+// steady-state replication. Start it on entering SECONDARY, Stop it on leaving.
+type Replication struct {
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	fetcher *fetcher.Fetcher
+	applier *Applier
+	buf     *fetcher.Buffer
+}
+
+// Start repairs an interrupted batch (oplogTruncateAfterPoint set: truncate the oplog after
+// it), reads the top of our oplog as lastFetched = lastApplied, and starts the fetcher and
+// the applier goroutines, which run until Stop or ctx's end.
+func Start(ctx context.Context, d Deps) (*Replication, error) {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	top, err := RecoverTruncatePoint(ctx, d.Engine, d.Catalog, d.Colls, d.Writer)
+	if err != nil {
+		return nil, err
+	}
+	buf := fetcher.NewBuffer(d.BufferBytes)
+	f := fetcher.New(fetcher.Config{Chooser: d.Chooser, Buffer: buf, LastFetched: top, AwaitTime: d.AwaitTime,
+		Clients: d.Clients, OnRollbackRequired: d.OnRollbackRequired, Log: d.Log})
+	a := New(Config{Engine: d.Engine, Catalog: d.Catalog, Colls: d.Colls, Writer: d.Writer, Writers: d.Writers,
+		Mode: oplog.ModeSecondary, LastApplied: top, OnApplied: d.OnApplied, Fatal: d.Fatal, Log: d.Log}).
+		WithApplier(d.Writer.Applier())
+	ctx, cancel := context.WithCancel(ctx)
+	r := &Replication{cancel: cancel, fetcher: f, applier: a, buf: buf}
+	r.wg.Add(2)
+	go func() {
+		defer r.wg.Done()
+		_ = f.Run(ctx)
+	}()
+	go func() {
+		defer r.wg.Done()
+		_ = a.Run(ctx, buf)
+	}()
+	d.Log.Info("Started steady-state replication", logv2.C(logv2.Replication), "lastApplied", top.String())
+	return r, nil
+}
+
+// Stop stops fetching, lets the batch in progress finish, and waits for both goroutines.
+// Buffered entries that were not applied are dropped; the next Start refetches them.
+func (r *Replication) Stop() {
+	r.cancel()
+	r.wg.Wait()
+	r.buf.Clear()
+}
+
+// LastApplied is the newest applied optime (reads on a secondary use its timestamp).
+func (r *Replication) LastApplied() oplog.OpTime { return r.applier.LastApplied() }
+
+// LastFetched is the newest fetched optime.
+func (r *Replication) LastFetched() oplog.OpTime { return r.fetcher.LastFetched() }
+
+// SyncSource is the host being fetched from ("" when none).
+func (r *Replication) SyncSource() string { return r.fetcher.Source() }
+
+// Applier is the batch applier (tests wait on it).
+func (r *Replication) Applier() *Applier { return r.applier }
+
+// RecoverTruncatePoint: if a batch was interrupted (the truncate point is set), remove the
+// oplog entries after the point so lastApplied is the last complete batch (the data writes of
+// the interrupted batch are re-applied idempotently when refetched); then clear it. It
+// returns the top of the oplog.
+func RecoverTruncatePoint(ctx context.Context, e *storage.Engine, cat *catalog.Catalog, colls *index.Collections, w *oplog.Writer) (oplog.OpTime, error) {
+	tp, err := OplogTruncateAfterPoint(e, cat, colls)
+	if err != nil {
+		return oplog.OpTime{}, err
+	}
+	if !tp.IsNull() {
+		if err := e.TruncateOplogAfter(w.Ident(), tp); err != nil {
+			return oplog.OpTime{}, fmt.Errorf("truncate oplog after %v: %w", tp, err)
+		}
+		if err := (localDoc{e: e, cat: cat, colls: colls, ns: TruncateAfterPointNS}).Save(ctx, truncatePointDoc(0)); err != nil {
+			return oplog.OpTime{}, err
+		}
+	}
+	return TopOfOplog(e, w.Ident())
+}

@@ -1,0 +1,409 @@
+// Package fetcher is a secondary's OplogFetcher and OplogBuffer (spec/replication.md:
+// "Life as a Secondary", "Oplog Fetching", "Sync Source Selection"; BackgroundSync's loop).
+//
+// Fetcher.Run is the BackgroundSync loop: ask the coordinator for a sync source, open a
+// tailable awaitData `find` on the source's local.oplog.rs with {ts: {$gte: lastFetched.ts}}
+// through the Go driver, check the first batch, then long-poll with getMore (maxTimeMS ≈ the
+// heartbeat interval) and push every batch into the Buffer for the applier. Errors restart
+// the find from lastFetched up to Retries times (a batch that arrives resets the count);
+// then the source is denylisted and another is chosen.
+//
+// First-batch checks (spec: "Oplog Fetching"): the find must return our last fetched entry
+// first. An empty first batch means the source is behind us (InvalidSyncSource); a first
+// entry other than ours means either the source no longer has our entry because its oplog
+// rolled over (TooStaleToSyncFromSource: its oldest entry is newer than our newest) or our
+// oplog diverged from it (OplogStartMissing: rollback required). In both cases the source is
+// denylisted; rollback itself is left to the owner (OnRollbackRequired).
+//
+// Invariants: entries are pushed in strictly increasing ts order, each batch continues the
+// previous one (the first entry of every find is the last entry already pushed and is
+// dropped), and lastFetched only moves forward after a successful push.
+package fetcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/logv2"
+	"humongo/internal/mongoerr"
+	"humongo/internal/repl/oplog"
+)
+
+// SyncSourceChooser is what the fetcher needs from the ReplicationCoordinator (topology's
+// ChooseSyncSource and BlacklistSyncSource behind the coordinator's mutex).
+type SyncSourceChooser interface {
+	// ChooseSyncSource returns the host to fetch from given our newest fetched optime, or
+	// "" when no member qualifies.
+	ChooseSyncSource(lastFetched oplog.OpTime) string
+	// BlacklistSyncSource keeps host from being chosen until `until`.
+	BlacklistSyncSource(host string, until time.Time)
+}
+
+// SyncSourceChecker is optionally implemented by a chooser: after every batch the fetcher
+// asks whether to abandon the current source (spec: metadata checks before each getMore).
+type SyncSourceChecker interface {
+	ShouldChangeSyncSource(host string) string
+}
+
+// FixedSource always chooses Host (tests, initial sync from a given member).
+type FixedSource struct{ Host string }
+
+// ChooseSyncSource returns s.Host.
+func (s FixedSource) ChooseSyncSource(oplog.OpTime) string { return s.Host }
+
+// BlacklistSyncSource does nothing: there is no other choice.
+func (FixedSource) BlacklistSyncSource(string, time.Time) {}
+
+// Config configures a Fetcher.
+type Config struct {
+	Chooser SyncSourceChooser
+	Buffer  *Buffer
+	// LastFetched is the newest entry already in our oplog (or buffered): the first
+	// find starts there and checks that the source has it.
+	LastFetched oplog.OpTime
+	// AwaitTime is the getMore maxTimeMS (default 2 s, the heartbeat interval).
+	AwaitTime time.Duration
+	// Retries is how many times a failed fetch restarts against the same source (default 3).
+	Retries int
+	// BlacklistFor is how long a failing source is denylisted (default 10 s).
+	BlacklistFor time.Duration
+	// NoSourceWait is the wait before choosing again when no source qualifies (default 1 s).
+	NoSourceWait time.Duration
+	// Clients returns the driver client for host; default: a directConnection client per
+	// host owned by the fetcher (closed by Run's return).
+	Clients func(host string) (*mongo.Client, error)
+	// OnRollbackRequired is called when our oplog diverged from the source's (may be nil).
+	OnRollbackRequired func(host string, lastFetched oplog.OpTime)
+	// StopAt, when non-zero, makes Run return nil once an entry at or after it was pushed
+	// (initial sync's stop timestamp).
+	StopAt oplog.OpTime
+	Log    *slog.Logger
+}
+
+// Fetcher pulls the sync source's oplog into a Buffer.
+type Fetcher struct {
+	cfg Config
+	log *slog.Logger
+
+	mu          sync.Mutex
+	lastFetched oplog.OpTime // guarded by mu
+	source      string       // guarded by mu; current sync source host ("" when none)
+	clients     map[string]*mongo.Client
+}
+
+// New returns a fetcher; Run starts it.
+func New(cfg Config) *Fetcher {
+	if cfg.AwaitTime <= 0 {
+		cfg.AwaitTime = 2 * time.Second
+	}
+	if cfg.Retries <= 0 {
+		cfg.Retries = 3
+	}
+	if cfg.BlacklistFor <= 0 {
+		cfg.BlacklistFor = 10 * time.Second
+	}
+	if cfg.NoSourceWait <= 0 {
+		cfg.NoSourceWait = time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Fetcher{cfg: cfg, log: cfg.Log.With(logv2.C(logv2.Replication)), lastFetched: cfg.LastFetched,
+		clients: map[string]*mongo.Client{}}
+}
+
+// LastFetched is the optime of the newest entry pushed into the buffer.
+func (f *Fetcher) LastFetched() oplog.OpTime {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastFetched
+}
+
+// Source is the current sync source ("" when none).
+func (f *Fetcher) Source() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.source
+}
+
+// Errors that end one source's fetching (the loop chooses another).
+var (
+	errStopReached = errors.New("fetcher: stop optime reached")
+)
+
+// Run is the BackgroundSync loop; it returns when ctx ends (with ctx's cause), or nil once
+// Config.StopAt was fetched.
+func (f *Fetcher) Run(ctx context.Context) error {
+	defer f.closeClients()
+	for {
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+		host := f.cfg.Chooser.ChooseSyncSource(f.LastFetched())
+		if host == "" {
+			if err := sleepCtx(ctx, f.cfg.NoSourceWait); err != nil {
+				return err
+			}
+			continue
+		}
+		f.setSource(host)
+		err := f.fetchFrom(ctx, host)
+		f.setSource("")
+		switch {
+		case errors.Is(err, errStopReached):
+			return nil
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
+		case mongoerr.Is(err, mongoerr.OplogStartMissing):
+			f.log.Warn("Our oplog diverged from the sync source's; rollback required", logv2.ID(21098),
+				"syncSource", host, "lastFetched", f.LastFetched().String(), "error", err.Error())
+			if f.cfg.OnRollbackRequired != nil {
+				f.cfg.OnRollbackRequired(host, f.LastFetched())
+			}
+		default:
+			f.log.Info("Oplog fetcher stopped fetching from sync source", logv2.ID(21085),
+				"syncSource", host, "error", errString(err))
+		}
+		f.cfg.Chooser.BlacklistSyncSource(host, time.Now().Add(f.cfg.BlacklistFor))
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func (f *Fetcher) setSource(h string) {
+	f.mu.Lock()
+	f.source = h
+	f.mu.Unlock()
+}
+
+// fetchFrom fetches from host until a fatal condition or Retries consecutive failures.
+func (f *Fetcher) fetchFrom(ctx context.Context, host string) error {
+	failures := 0
+	for {
+		progressed, err := f.fetchOnce(ctx, host)
+		if err == nil || errors.Is(err, errStopReached) || ctx.Err() != nil {
+			return err
+		}
+		switch {
+		case mongoerr.Is(err, mongoerr.OplogStartMissing), mongoerr.Is(err, mongoerr.TooStaleToSyncFromSource),
+			mongoerr.Is(err, mongoerr.InvalidSyncSource), mongoerr.Is(err, mongoerr.OplogOutOfOrder):
+			return err // retrying the same source cannot help
+		}
+		if progressed {
+			failures = 0
+		}
+		if hasCode(err, mongoerr.MaxTimeMSExpired) {
+			// An awaitData getMore whose wait ran out is an empty batch, not a failure
+			// (some servers report it as an error); start a new find from lastFetched.
+			continue
+		}
+		failures++
+		if failures > f.cfg.Retries {
+			return fmt.Errorf("fetcher: %d consecutive failures: %w", failures, err)
+		}
+		f.log.Info("Restarting oplog fetcher", logv2.ID(23437), "syncSource", host, "attempt", failures, "error", err.Error())
+	}
+}
+
+// hasCode reports whether err carries code, as a local error or a remote command error.
+func hasCode(err error, code mongoerr.Code) bool {
+	if mongoerr.Is(err, code) {
+		return true
+	}
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(int(code))
+}
+
+func tsValue(o oplog.OpTime) bson.Timestamp {
+	return bson.Timestamp{T: o.TS.Secs(), I: o.TS.Inc()}
+}
+
+// fetchOnce runs one find and its getMores. progressed reports whether any batch was pushed.
+func (f *Fetcher) fetchOnce(ctx context.Context, host string) (progressed bool, err error) {
+	cl, err := f.client(host)
+	if err != nil {
+		return false, err
+	}
+	last := f.LastFetched()
+	coll := cl.Database("local").Collection("oplog.rs")
+	opts := options.Find().SetCursorType(options.TailableAwait).SetMaxAwaitTime(f.cfg.AwaitTime)
+	cur, err := coll.Find(ctx, bson.D{{Key: "ts", Value: bson.D{{Key: "$gte", Value: tsValue(last)}}}}, opts)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		_ = cur.Close(cctx)
+		cancel()
+	}()
+	first := true
+	var batch []bsoncore.Document
+	for {
+		if !cur.TryNext(ctx) {
+			if err := cur.Err(); err != nil {
+				return progressed, err
+			}
+			if first {
+				return false, mongoerr.Newf(mongoerr.InvalidSyncSource,
+					"sync source %s's oplog has no entry at or after our last fetched %v: it is behind us", host, last)
+			}
+			if cur.ID() == 0 {
+				return progressed, mongoerr.Newf(mongoerr.CursorNotFound, "oplog cursor on %s was closed", host)
+			}
+			if r := f.shouldChange(host); r != "" {
+				return progressed, mongoerr.Newf(mongoerr.InvalidSyncSource, "changing sync source: %s", r)
+			}
+			continue // an empty awaitData batch: ask again
+		}
+		// Copy the batch: the cursor's documents are only valid until the next call.
+		batch = batch[:0]
+		batch = append(batch, bsoncore.Document(append([]byte(nil), cur.Current...)))
+		for cur.RemainingBatchLength() > 0 && cur.TryNext(ctx) {
+			batch = append(batch, bsoncore.Document(append([]byte(nil), cur.Current...)))
+		}
+		if err := cur.Err(); err != nil {
+			return progressed, err
+		}
+		if first {
+			first = false
+			if batch, err = f.checkFirstBatch(ctx, coll, host, last, batch); err != nil {
+				return false, err
+			}
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		if err := f.push(ctx, batch); err != nil {
+			return progressed, err
+		}
+		progressed = true
+		if !f.cfg.StopAt.TS.IsNull() && f.LastFetched().TS >= f.cfg.StopAt.TS {
+			return true, errStopReached
+		}
+		if r := f.shouldChange(host); r != "" {
+			return progressed, mongoerr.Newf(mongoerr.InvalidSyncSource, "changing sync source: %s", r)
+		}
+		batch = make([]bsoncore.Document, 0, len(batch)) // the buffer owns the old slice
+	}
+}
+
+func (f *Fetcher) shouldChange(host string) string {
+	if c, ok := f.cfg.Chooser.(SyncSourceChecker); ok {
+		return c.ShouldChangeSyncSource(host)
+	}
+	return ""
+}
+
+// checkFirstBatch verifies that the find's first entry is our last fetched entry and drops
+// it (we already have it). With a null last fetched optime (an empty oplog, initial sync
+// from the very beginning) any first entry is accepted.
+func (f *Fetcher) checkFirstBatch(ctx context.Context, coll *mongo.Collection, host string, last oplog.OpTime, batch []bsoncore.Document) ([]bsoncore.Document, error) {
+	if last.TS.IsNull() {
+		return batch, nil
+	}
+	ot, err := oplog.EntryOpTime(batch[0])
+	if err != nil {
+		return nil, err
+	}
+	if ot.TS == last.TS && (ot.Term == last.Term || last.Term == oplog.UninitializedTerm) {
+		return batch[1:], nil
+	}
+	// Our entry is missing on the source: too stale (its oplog starts after our last
+	// entry), or diverged (it has entries around ours but not ours).
+	var oldest bson.Raw
+	err = coll.FindOne(ctx, bson.D{}, options.FindOne().SetSort(bson.D{{Key: "$natural", Value: 1}})).Decode(&oldest)
+	if err == nil {
+		if o, err := oplog.EntryOpTime(bsoncore.Document(oldest)); err == nil && o.TS > last.TS {
+			return nil, mongoerr.Newf(mongoerr.TooStaleToSyncFromSource,
+				"our last fetched optime %v is older than the oldest entry %v in the oplog of sync source %s", last, o, host)
+		}
+	}
+	return nil, mongoerr.Newf(mongoerr.OplogStartMissing,
+		"our last fetched optime %v is not in sync source %s's oplog (its first entry at or after it is %v): our oplog diverged",
+		last, host, ot)
+}
+
+// push validates order and hands the batch to the buffer.
+func (f *Fetcher) push(ctx context.Context, batch []bsoncore.Document) error {
+	prev := f.LastFetched()
+	lastOT := prev
+	for _, d := range batch {
+		ot, err := oplog.EntryOpTime(d)
+		if err != nil {
+			return err
+		}
+		if ot.TS <= lastOT.TS {
+			return mongoerr.Newf(mongoerr.OplogOutOfOrder, "out of order oplog entry %v after %v", ot, lastOT)
+		}
+		lastOT = ot
+	}
+	if err := f.cfg.Buffer.Push(ctx, batch); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.lastFetched = lastOT
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *Fetcher) client(host string) (*mongo.Client, error) {
+	if f.cfg.Clients != nil {
+		return f.cfg.Clients(host)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cl := f.clients[host]; cl != nil {
+		return cl, nil
+	}
+	cl, err := Connect(host)
+	if err != nil {
+		return nil, err
+	}
+	f.clients[host] = cl
+	return cl, nil
+}
+
+// Connect returns a directConnection client for a member (the internal client).
+func Connect(host string) (*mongo.Client, error) {
+	return mongo.Connect(options.Client().ApplyURI("mongodb://" + host + "/?directConnection=true").
+		SetAppName("humongod-fetcher").SetConnectTimeout(5 * time.Second).
+		SetServerSelectionTimeout(10 * time.Second).SetRetryReads(false).SetRetryWrites(false))
+}
+
+func (f *Fetcher) closeClients() {
+	f.mu.Lock()
+	cls := f.clients
+	f.clients = map[string]*mongo.Client{}
+	f.mu.Unlock()
+	for _, cl := range cls {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = cl.Disconnect(ctx)
+		cancel()
+	}
+}
+
+// sleepCtx waits d or until ctx ends (the spec's "wait 1 second and choose again").
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}

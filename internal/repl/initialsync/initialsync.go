@@ -1,0 +1,335 @@
+// Package initialsync copies a sync source's data to a new, empty member (spec/replication.md:
+// "Initial Sync", "Data clone phase", "Oplog application phase", "Idempotency concerns",
+// "Finishing initial sync"). The node is in STARTUP2 while it runs (the caller's state).
+//
+// One attempt:
+//
+//  1. drop every non-local collection (leftovers of a failed attempt) and record the source's
+//     rollback id (replSetGetRBID);
+//  2. beginFetching = the source's newest oplog entry; write that entry into our oplog, so the
+//     steady-state fetcher's first-batch check later finds it here;
+//  3. clone: listDatabases, listCollections (with the source's UUIDs, which oplog entries
+//     name), listIndexes → the indexes are created on the empty collection, then `find` all
+//     documents. Every clone write is timestamped beginFetching: the oplog entries applied
+//     next are newer, so they are never shadowed by a clone version (MVCC keeps the newest
+//     timestamp, not the latest commit);
+//  4. stop = the source's newest entry now; fetch [beginFetching, stop] with the oplog fetcher
+//     and apply it with the batch applier in ModeInitialSync (DuplicateKey, missing documents
+//     and collections tolerated: the clone may already reflect an entry or a later one fixes
+//     it);
+//  5. check the source's rollback id again (a rollback on the source during the copy means our
+//     copy may hold rolled-back writes: retry).
+//
+// Simplifications (known, documented in the report): the oplog is fetched after the clone,
+// not buffered while cloning, so a source oplog smaller than the clone's duration fails the
+// attempt (TooStaleToSyncFromSource) instead of succeeding; no transaction table handling
+// (no prepared transactions yet); views are cloned as system.views documents only if the
+// source lists system.views as a collection.
+package initialsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/catalog"
+	"humongo/internal/index"
+	"humongo/internal/logv2"
+	"humongo/internal/mongoerr"
+	"humongo/internal/repl/applier"
+	"humongo/internal/repl/fetcher"
+	"humongo/internal/repl/oplog"
+	"humongo/internal/storage"
+)
+
+// Config configures a Syncer.
+type Config struct {
+	Engine  *storage.Engine
+	Catalog *catalog.Catalog
+	Colls   *index.Collections
+	Writer  *oplog.Writer
+	// Chooser picks the sync source (the coordinator, or fetcher.FixedSource).
+	Chooser fetcher.SyncSourceChooser
+	// MaxAttempts bounds failed attempts (MongoDB's numInitialSyncAttempts, default 10).
+	MaxAttempts int
+	// AwaitTime is the fetcher's getMore maxTimeMS.
+	AwaitTime time.Duration
+	// CloneBatch is how many cloned documents are inserted per storage unit (default 500).
+	CloneBatch int
+	Log        *slog.Logger
+}
+
+// Syncer runs initial sync and reports its progress (replSetGetStatus.initialSyncStatus).
+type Syncer struct {
+	cfg Config
+	log *slog.Logger
+
+	mu sync.Mutex // guards the progress fields below
+	st progress
+}
+
+type progress struct {
+	start, attemptStart, end time.Time
+	failedAttempts           int
+	attempts                 []attempt
+	source                   string
+	beginFetching, stop      oplog.OpTime
+	dbsCloned, dbsTotal      int
+	collsCloned, docsCloned  int64
+	appliedOps               int64
+}
+
+type attempt struct {
+	dur    time.Duration
+	status string
+	source string
+}
+
+// New returns a Syncer.
+func New(cfg Config) *Syncer {
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 10
+	}
+	if cfg.CloneBatch <= 0 {
+		cfg.CloneBatch = 500
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Syncer{cfg: cfg, log: cfg.Log.With(logv2.C("INITSYNC"))}
+}
+
+// Run performs initial sync, retrying failed attempts, and returns the optime the node's data
+// is consistent at (its lastApplied); the caller then clears STARTUP2 and starts steady-state
+// replication.
+func (s *Syncer) Run(ctx context.Context) (oplog.OpTime, error) {
+	s.mu.Lock()
+	s.st = progress{start: time.Now()}
+	s.mu.Unlock()
+	var last error
+	for n := 0; n < s.cfg.MaxAttempts; n++ {
+		s.mu.Lock()
+		s.st.attemptStart = time.Now()
+		s.mu.Unlock()
+		op, err := s.attempt(ctx)
+		s.mu.Lock()
+		a := attempt{dur: time.Since(s.st.attemptStart), status: "OK", source: s.st.source}
+		if err != nil {
+			a.status = err.Error()
+			s.st.failedAttempts++
+		}
+		s.st.attempts = append(s.st.attempts, a)
+		if err == nil {
+			s.st.end = time.Now()
+		}
+		s.mu.Unlock()
+		if err == nil {
+			s.log.Info("Initial sync done", logv2.ID(21192), "lastApplied", op.String(), "attempts", n+1)
+			return op, nil
+		}
+		if ctx.Err() != nil {
+			return oplog.OpTime{}, context.Cause(ctx)
+		}
+		last = err
+		s.log.Warn("Initial sync attempt failed", logv2.ID(21200), "attempt", n+1, "error", err.Error())
+		if src := s.source(); src != "" {
+			s.cfg.Chooser.BlacklistSyncSource(src, time.Now().Add(10*time.Second))
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return oplog.OpTime{}, context.Cause(ctx)
+		}
+	}
+	return oplog.OpTime{}, mongoerr.Newf(mongoerr.InitialSyncFailure, "initial sync failed after %d attempts: %v", s.cfg.MaxAttempts, last)
+}
+
+func (s *Syncer) source() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.source
+}
+
+func (s *Syncer) attempt(ctx context.Context) (oplog.OpTime, error) {
+	host := ""
+	for host == "" {
+		host = s.cfg.Chooser.ChooseSyncSource(oplog.OpTime{})
+		if host != "" {
+			break
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return oplog.OpTime{}, context.Cause(ctx)
+		}
+	}
+	s.mu.Lock()
+	s.st.source, s.st.dbsCloned, s.st.collsCloned, s.st.docsCloned, s.st.appliedOps = host, 0, 0, 0, 0
+	s.mu.Unlock()
+	cl, err := fetcher.Connect(host)
+	if err != nil {
+		return oplog.OpTime{}, err
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = cl.Disconnect(dctx)
+		cancel()
+	}()
+	if err := s.dropUserData(ctx); err != nil {
+		return oplog.OpTime{}, fmt.Errorf("drop existing data: %w", err)
+	}
+	rbid, err := getRBID(ctx, cl)
+	if err != nil {
+		return oplog.OpTime{}, err
+	}
+	beginRaw, begin, err := newestEntry(ctx, cl)
+	if err != nil {
+		return oplog.OpTime{}, err
+	}
+	s.mu.Lock()
+	s.st.beginFetching = begin
+	s.mu.Unlock()
+	if err := s.seedOplog(ctx, beginRaw); err != nil {
+		return oplog.OpTime{}, fmt.Errorf("seed oplog: %w", err)
+	}
+	if err := s.cloneAll(ctx, cl, begin.TS); err != nil {
+		return oplog.OpTime{}, fmt.Errorf("clone: %w", err)
+	}
+	_, stop, err := newestEntry(ctx, cl)
+	if err != nil {
+		return oplog.OpTime{}, err
+	}
+	s.mu.Lock()
+	s.st.stop = stop
+	s.mu.Unlock()
+	last := begin
+	if stop.TS > begin.TS {
+		if last, err = s.applyOplog(ctx, host, begin, stop); err != nil {
+			return oplog.OpTime{}, fmt.Errorf("oplog application: %w", err)
+		}
+	}
+	if after, err := getRBID(ctx, cl); err != nil {
+		return oplog.OpTime{}, err
+	} else if after != rbid {
+		return oplog.OpTime{}, mongoerr.Newf(mongoerr.InitialSyncFailure, "sync source %s rolled back during initial sync (rbid %d → %d)", host, rbid, after)
+	}
+	// Our data is consistent at last: make it the stable point recovery starts from.
+	s.cfg.Engine.SetStableTimestamp(last.TS)
+	return last, nil
+}
+
+// applyOplog fetches (begin, stop] and applies it in initial-sync mode.
+func (s *Syncer) applyOplog(ctx context.Context, host string, begin, stop oplog.OpTime) (oplog.OpTime, error) {
+	buf := fetcher.NewBuffer(0)
+	f := fetcher.New(fetcher.Config{Chooser: fetcher.FixedSource{Host: host}, Buffer: buf, LastFetched: begin,
+		AwaitTime: s.cfg.AwaitTime, StopAt: stop, Log: s.cfg.Log})
+	a := applier.New(applier.Config{Engine: s.cfg.Engine, Catalog: s.cfg.Catalog, Colls: s.cfg.Colls,
+		Writer: s.cfg.Writer, Mode: oplog.ModeInitialSync, LastApplied: begin, Log: s.cfg.Log}).
+		WithApplier(s.cfg.Writer.Applier())
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ferr := make(chan error, 1)
+	go func() { ferr <- f.Run(fctx) }()
+	for a.LastApplied().TS < stop.TS {
+		batch, err := buf.Next(ctx, applier.DefaultMaxOps, applier.DefaultMaxBytes, func(d bsoncore.Document) bool {
+			op, _ := d.Lookup("op").StringValueOK()
+			return op == "c"
+		})
+		if err != nil {
+			cancel()
+			<-ferr
+			return oplog.OpTime{}, err
+		}
+		if _, err := a.ApplyBatch(ctx, batch); err != nil {
+			cancel()
+			<-ferr
+			return oplog.OpTime{}, err
+		}
+		s.mu.Lock()
+		s.st.appliedOps += int64(len(batch))
+		s.mu.Unlock()
+	}
+	cancel()
+	if err := <-ferr; err != nil && !errors.Is(err, context.Canceled) {
+		s.log.Debug("fetcher ended", "error", err.Error())
+	}
+	return a.LastApplied(), nil
+}
+
+// seedOplog writes the source's beginFetching entry into our oplog.
+func (s *Syncer) seedOplog(ctx context.Context, raw bsoncore.Document) error {
+	ru := s.cfg.Engine.NewRecoveryUnit()
+	defer ru.Close()
+	return storage.WriteConflictRetry(ctx, "seedOplog", func() error {
+		defer ru.AbandonSnapshot()
+		w := ru.BeginUnitOfWork()
+		defer w.End()
+		if _, err := s.cfg.Writer.AppendEntry(ru, raw); err != nil {
+			return err
+		}
+		return w.Commit()
+	})
+}
+
+// dropUserData drops every collection outside `local`.
+func (s *Syncer) dropUserData(ctx context.Context) error {
+	ru := s.cfg.Engine.NewRecoveryUnit()
+	defer ru.Close()
+	for _, m := range s.cfg.Catalog.Latest().All() {
+		if m.DB() == "local" {
+			continue
+		}
+		ns, u := m.NS, m.UUID
+		err := storage.WriteConflictRetry(ctx, "initialSyncDrop", func() error {
+			defer ru.AbandonSnapshot()
+			w := ru.BeginUnitOfWork()
+			defer w.End()
+			if err := s.cfg.Catalog.DropCollection(ru, ns); err != nil {
+				return err
+			}
+			ru.OnCommit(func(storage.Timestamp) { s.cfg.Colls.Forget(u) })
+			return w.Commit()
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func getRBID(ctx context.Context, cl *mongo.Client) (int64, error) {
+	var r bson.Raw
+	if err := cl.Database("admin").RunCommand(ctx, bson.D{{Key: "replSetGetRBID", Value: 1}}).Decode(&r); err != nil {
+		return 0, fmt.Errorf("replSetGetRBID: %w", err)
+	}
+	v, ok := r.Lookup("rbid").AsInt64OK()
+	if !ok {
+		return 0, mongoerr.New(mongoerr.BadValue, "replSetGetRBID reply has no rbid")
+	}
+	return v, nil
+}
+
+// newestEntry reads the source's newest oplog entry.
+func newestEntry(ctx context.Context, cl *mongo.Client) (bsoncore.Document, oplog.OpTime, error) {
+	var r bson.Raw
+	err := cl.Database("local").Collection("oplog.rs").FindOne(ctx, bson.D{},
+		options.FindOne().SetSort(bson.D{{Key: "$natural", Value: -1}})).Decode(&r)
+	if err != nil {
+		return nil, oplog.OpTime{}, fmt.Errorf("read the sync source's newest oplog entry: %w", err)
+	}
+	raw := bsoncore.Document(append([]byte(nil), r...))
+	ot, err := oplog.EntryOpTime(raw)
+	return raw, ot, err
+}
