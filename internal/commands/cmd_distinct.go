@@ -90,6 +90,7 @@ func runDistinct(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore
 			return nil, err
 		}
 		defer src.Close()
+		qcoll = src.collation()
 		next = func() (bsoncore.Document, bool, error) { return src.Next(ctx) }
 	} else {
 		op := db.NewOp()
