@@ -32,7 +32,7 @@ type accSpec struct {
 func parseAccumulator(op string, arg value, p *pctx) (*accSpec, error) {
 	simple := func(mk func(x expr) accumulator) (*accSpec, error) {
 		if arg.Type == bsoncore.TypeArray && op != "$push" && op != "$addToSet" {
-			return nil, mongoerr.Newf(mongoerr.Code(40237), "The %s accumulator is a unary operator", op)
+			return nil, mongoerr.Newf(mongoerr.Location40237, "The %s accumulator is a unary operator", op)
 		}
 		x, err := p.parseExpr(arg)
 		if err != nil {
@@ -66,7 +66,7 @@ func parseAccumulator(op string, arg value, p *pctx) (*accSpec, error) {
 	case "$count":
 		d, ok := arg.DocumentOK()
 		if !ok || len(d) != 5 {
-			return nil, mongoerr.New(mongoerr.Code(40237), "$count takes no arguments, i.e. $count:{}")
+			return nil, mongoerr.New(mongoerr.Location40237, "$count takes no arguments, i.e. $count:{}")
 		}
 		one := query.Expression(constX{i32V(1)})
 		return &accSpec{op: op, raw: arg, newAcc: func() accumulator { return &sumAcc{x: one} }}, nil
@@ -77,7 +77,7 @@ func parseAccumulator(op string, arg value, p *pctx) (*accSpec, error) {
 	case "$median", "$percentile":
 		return parsePercentile(op, arg, p)
 	}
-	return nil, mongoerr.Newf(mongoerr.Code(15952), "unknown group operator '%s'", op)
+	return nil, mongoerr.Newf(mongoerr.Location15952, "unknown group operator '%s'", op)
 }
 
 // constX is a constant expression built by this package.
@@ -340,7 +340,7 @@ func (a *mergeAcc) add(ec *query.EvalContext) (int64, error) {
 	}
 	d, ok := v.DocumentOK()
 	if !ok {
-		return 0, mongoerr.Newf(mongoerr.Code(40400), "$mergeObjects requires object inputs, but input %s is of type %s", v, typeName(v))
+		return 0, mongoerr.Newf(mongoerr.Location40400, "$mergeObjects requires object inputs, but input %s is of type %s", v, typeName(v))
 	}
 	if a.cur == nil {
 		a.cur = emptyDoc
@@ -385,7 +385,7 @@ type sortedItem struct {
 func parseTopBottom(op string, arg value, p *pctx) (*accSpec, error) {
 	d, ok := arg.DocumentOK()
 	if !ok {
-		return nil, mongoerr.Newf(mongoerr.Code(5788001), "specification must be an object; found %s", typeName(arg))
+		return nil, mongoerr.Newf(mongoerr.Location5788001, "specification must be an object; found %s", typeName(arg))
 	}
 	els, err := docElems(d)
 	if err != nil {
@@ -399,7 +399,7 @@ func parseTopBottom(op string, arg value, p *pctx) (*accSpec, error) {
 		case "sortBy":
 			sd, ok := el.Value().DocumentOK()
 			if !ok {
-				return nil, mongoerr.New(mongoerr.Code(5788604), "expected an object for sortBy")
+				return nil, mongoerr.New(mongoerr.Location5788604, "expected an object for sortBy")
 			}
 			if sortBy, err = newSortKeyGen(sd); err != nil {
 				return nil, err
@@ -410,23 +410,23 @@ func parseTopBottom(op string, arg value, p *pctx) (*accSpec, error) {
 			}
 		case "n":
 			if single {
-				return nil, mongoerr.Newf(mongoerr.Code(5788002), "'n' is not a valid field for %s", op)
+				return nil, mongoerr.Newf(mongoerr.Location5788002, "'n' is not a valid field for %s", op)
 			}
 			if nX, err = p.parseExpr(el.Value()); err != nil {
 				return nil, err
 			}
 		default:
-			return nil, mongoerr.Newf(mongoerr.Code(5788002), "Unknown argument for %s: %s", op, el.Key())
+			return nil, mongoerr.Newf(mongoerr.Location5788002, "Unknown argument for %s: %s", op, el.Key())
 		}
 	}
 	if sortBy == nil {
-		return nil, mongoerr.Newf(mongoerr.Code(5788005), "Missing value for 'sortBy'")
+		return nil, mongoerr.Newf(mongoerr.Location5788005, "Missing value for 'sortBy'")
 	}
 	if output == nil {
-		return nil, mongoerr.Newf(mongoerr.Code(5788004), "Missing value for 'output'")
+		return nil, mongoerr.Newf(mongoerr.Location5788004, "Missing value for 'output'")
 	}
 	if !single && nX == nil {
-		return nil, mongoerr.Newf(mongoerr.Code(5787906), "Missing value for 'n'")
+		return nil, mongoerr.Newf(mongoerr.Location5787906, "Missing value for 'n'")
 	}
 	return &accSpec{op: op, raw: arg, newAcc: func() accumulator {
 		return &topBottomAcc{sortBy: sortBy, output: output, nX: nX, bottom: op == "$bottom" || op == "$bottomN", single: single, n: -1}
@@ -440,10 +440,10 @@ func evalN(x expr, ec *query.EvalContext, op string) (int64, error) {
 	}
 	n, ok := bsonutil.ToInt64Exact(v)
 	if !ok || !isNumber(v) {
-		return 0, mongoerr.Newf(mongoerr.Code(5787902), "Value for 'n' must be of integral type, but found %s", v)
+		return 0, mongoerr.Newf(mongoerr.Location5787902, "Value for 'n' must be of integral type, but found %s", v)
 	}
 	if n <= 0 {
-		return 0, mongoerr.Newf(mongoerr.Code(5787908), "'n' must be greater than 0, found %d", n)
+		return 0, mongoerr.Newf(mongoerr.Location5787908, "'n' must be greater than 0, found %d", n)
 	}
 	return n, nil
 }
@@ -527,7 +527,7 @@ type nAcc struct {
 func parseNAcc(op string, arg value, p *pctx) (*accSpec, error) {
 	d, ok := arg.DocumentOK()
 	if !ok {
-		return nil, mongoerr.Newf(mongoerr.Code(5787801), "specification must be an object; found %s", typeName(arg))
+		return nil, mongoerr.Newf(mongoerr.Location5787801, "specification must be an object; found %s", typeName(arg))
 	}
 	els, err := docElems(d)
 	if err != nil {
@@ -541,17 +541,17 @@ func parseNAcc(op string, arg value, p *pctx) (*accSpec, error) {
 		case "n":
 			nX, err = p.parseExpr(el.Value())
 		default:
-			return nil, mongoerr.Newf(mongoerr.Code(5787901), "Unknown argument for %s: %s", op, el.Key())
+			return nil, mongoerr.Newf(mongoerr.Location5787901, "Unknown argument for %s: %s", op, el.Key())
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
 	if input == nil {
-		return nil, mongoerr.Newf(mongoerr.Code(5787907), "Missing value for 'input'")
+		return nil, mongoerr.Newf(mongoerr.Location5787907, "Missing value for 'input'")
 	}
 	if nX == nil {
-		return nil, mongoerr.Newf(mongoerr.Code(5787906), "Missing value for 'n'")
+		return nil, mongoerr.Newf(mongoerr.Location5787906, "Missing value for 'n'")
 	}
 	return &accSpec{op: op, raw: arg, newAcc: func() accumulator { return &nAcc{op: op, input: input, nX: nX, n: -1} }}, nil
 }
@@ -626,7 +626,7 @@ type pctAcc struct {
 func parsePercentile(op string, arg value, p *pctx) (*accSpec, error) {
 	d, ok := arg.DocumentOK()
 	if !ok {
-		return nil, mongoerr.Newf(mongoerr.Code(7436100), "specification must be an object; found %s", typeName(arg))
+		return nil, mongoerr.Newf(mongoerr.Location7436100, "specification must be an object; found %s", typeName(arg))
 	}
 	els, err := docElems(d)
 	if err != nil {
@@ -643,16 +643,16 @@ func parsePercentile(op string, arg value, p *pctx) (*accSpec, error) {
 			}
 		case "p":
 			if op == "$median" {
-				return nil, mongoerr.New(mongoerr.Code(40415), "BSON field '$median.p' is an unknown field.")
+				return nil, mongoerr.New(mongoerr.Location40415, "BSON field '$median.p' is an unknown field.")
 			}
 			vals, err := arrValues(el.Value())
 			if err != nil || el.Value().Type != bsoncore.TypeArray || len(vals) == 0 {
-				return nil, mongoerr.New(mongoerr.Code(7750301), "The $percentile 'p' field must be an array of numbers")
+				return nil, mongoerr.New(mongoerr.Location7750301, "The $percentile 'p' field must be an array of numbers")
 			}
 			for _, v := range vals {
 				f, ok := bsonutil.ToFloat64(v)
 				if !ok || !isNumber(v) || f < 0 || f > 1 {
-					return nil, mongoerr.Newf(mongoerr.Code(7750301), "The $percentile 'p' field must be an array of numbers from [0.0, 1.0], but found: %s", v)
+					return nil, mongoerr.Newf(mongoerr.Location7750301, "The $percentile 'p' field must be an array of numbers from [0.0, 1.0], but found: %s", v)
 				}
 				ps = append(ps, f)
 			}
@@ -662,11 +662,11 @@ func parsePercentile(op string, arg value, p *pctx) (*accSpec, error) {
 				return nil, mongoerr.Newf(mongoerr.BadValue, "Currently only 'approximate' can be used as percentile 'method'")
 			}
 		default:
-			return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field '%s.%s' is an unknown field.", op, el.Key())
+			return nil, mongoerr.Newf(mongoerr.Location40415, "BSON field '%s.%s' is an unknown field.", op, el.Key())
 		}
 	}
 	if input == nil || method == "" || (op == "$percentile" && ps == nil) {
-		return nil, mongoerr.Newf(mongoerr.Code(40414), "%s requires 'input', 'method'%s", op, map[bool]string{true: " and 'p'"}[op == "$percentile"])
+		return nil, mongoerr.Newf(mongoerr.Location40414, "%s requires 'input', 'method'%s", op, map[bool]string{true: " and 'p'"}[op == "$percentile"])
 	}
 	if op == "$median" {
 		ps = []float64{0.5}

@@ -20,7 +20,7 @@ func parseOutputAccs(v value, p *pctx, stageName string) ([]string, []*accSpec, 
 	}
 	d, ok := v.DocumentOK()
 	if !ok {
-		return nil, nil, mongoerr.Newf(mongoerr.Code(40196), "The %s 'output' field must be an object", stageName)
+		return nil, nil, mongoerr.Newf(mongoerr.Location40196, "The %s 'output' field must be an object", stageName)
 	}
 	els, err := docElems(d)
 	if err != nil {
@@ -31,11 +31,11 @@ func parseOutputAccs(v value, p *pctx, stageName string) ([]string, []*accSpec, 
 	for _, el := range els {
 		ad, ok := el.Value().DocumentOK()
 		if !ok {
-			return nil, nil, mongoerr.Newf(mongoerr.Code(40234), "The field '%s' must be an accumulator object", el.Key())
+			return nil, nil, mongoerr.Newf(mongoerr.Location40234, "The field '%s' must be an accumulator object", el.Key())
 		}
 		aels, err := docElems(ad)
 		if err != nil || len(aels) != 1 {
-			return nil, nil, mongoerr.Newf(mongoerr.Code(40238), "The field '%s' must specify one accumulator", el.Key())
+			return nil, nil, mongoerr.Newf(mongoerr.Location40238, "The field '%s' must specify one accumulator", el.Key())
 		}
 		a, err := parseAccumulator(aels[0].Key(), aels[0].Value(), p)
 		if err != nil {
@@ -59,7 +59,7 @@ type bucketStage struct {
 func parseBucket(spec value, p *pctx) (stage, error) {
 	d, ok := spec.DocumentOK()
 	if !ok {
-		return nil, mongoerr.New(mongoerr.Code(40201), "Argument to $bucket stage must be an object")
+		return nil, mongoerr.New(mongoerr.Location40201, "Argument to $bucket stage must be an object")
 	}
 	els, err := docElems(d)
 	if err != nil {
@@ -72,14 +72,14 @@ func parseBucket(spec value, p *pctx) (stage, error) {
 		switch el.Key() {
 		case "groupBy":
 			if v.Type != bsoncore.TypeString && !isOperatorDoc(v) {
-				return nil, mongoerr.New(mongoerr.Code(40202), "The $bucket 'groupBy' field must be defined as a $-prefixed path or an expression")
+				return nil, mongoerr.New(mongoerr.Location40202, "The $bucket 'groupBy' field must be defined as a $-prefixed path or an expression")
 			}
 			if s.groupBy, err = p.parseExpr(v); err != nil {
 				return nil, err
 			}
 		case "boundaries":
 			if v.Type != bsoncore.TypeArray {
-				return nil, mongoerr.New(mongoerr.Code(40200), "The $bucket 'boundaries' field must be an array")
+				return nil, mongoerr.New(mongoerr.Location40200, "The $bucket 'boundaries' field must be an array")
 			}
 			if s.boundaries, err = arrValues(v); err != nil {
 				return nil, err
@@ -89,28 +89,28 @@ func parseBucket(spec value, p *pctx) (stage, error) {
 		case "output":
 			outV = v
 		default:
-			return nil, mongoerr.Newf(mongoerr.Code(40197), "Unrecognized option to $bucket: %s.", el.Key())
+			return nil, mongoerr.Newf(mongoerr.Location40197, "Unrecognized option to $bucket: %s.", el.Key())
 		}
 	}
 	if s.groupBy == nil || s.boundaries == nil {
-		return nil, mongoerr.New(mongoerr.Code(40198), "$bucket requires 'groupBy' and 'boundaries' to be specified.")
+		return nil, mongoerr.New(mongoerr.Location40198, "$bucket requires 'groupBy' and 'boundaries' to be specified.")
 	}
 	if len(s.boundaries) < 2 {
-		return nil, mongoerr.New(mongoerr.Code(40192), "The $bucket 'boundaries' field must have at least 2 values")
+		return nil, mongoerr.New(mongoerr.Location40192, "The $bucket 'boundaries' field must have at least 2 values")
 	}
 	for i := 1; i < len(s.boundaries); i++ {
 		a, b := s.boundaries[i-1], s.boundaries[i]
 		if bsonutil.CanonicalTypeOrder(a.Type) != bsonutil.CanonicalTypeOrder(b.Type) {
-			return nil, mongoerr.New(mongoerr.Code(40193), "All values in the 'boundaries' option to $bucket must have the same type.")
+			return nil, mongoerr.New(mongoerr.Location40193, "All values in the 'boundaries' option to $bucket must have the same type.")
 		}
 		if cmpV(a, b) >= 0 {
-			return nil, mongoerr.New(mongoerr.Code(40194), "The 'boundaries' option to $bucket must be sorted in ascending order")
+			return nil, mongoerr.New(mongoerr.Location40194, "The 'boundaries' option to $bucket must be sorted in ascending order")
 		}
 	}
 	if s.def.Type != 0 {
 		lo, hi := s.boundaries[0], s.boundaries[len(s.boundaries)-1]
 		if bsonutil.CanonicalTypeOrder(s.def.Type) == bsonutil.CanonicalTypeOrder(lo.Type) && cmpV(s.def, lo) >= 0 && cmpV(s.def, hi) < 0 {
-			return nil, mongoerr.New(mongoerr.Code(40199), "The $bucket 'default' field must be less than the lowest boundary or greater than or equal to the highest boundary.")
+			return nil, mongoerr.New(mongoerr.Location40199, "The $bucket 'default' field must be less than the lowest boundary or greater than or equal to the highest boundary.")
 		}
 	}
 	if s.fields, s.accs, err = parseOutputAccs(outV, p, "$bucket"); err != nil {
@@ -154,7 +154,7 @@ func (s *bucketStage) run(ctx context.Context, in Source, rc *runCtx) (Source, e
 				id = s.boundaries[i]
 			} else {
 				if s.def.Type == 0 {
-					return nil, mongoerr.Newf(mongoerr.Code(40066), "$switch could not find a matching branch for an input, and no default was specified.")
+					return nil, mongoerr.Newf(mongoerr.Location40066, "$switch could not find a matching branch for an input, and no default was specified.")
 				}
 				id = s.def
 			}
@@ -194,7 +194,7 @@ type bucketAutoStage struct {
 func parseBucketAuto(spec value, p *pctx) (stage, error) {
 	d, ok := spec.DocumentOK()
 	if !ok {
-		return nil, mongoerr.New(mongoerr.Code(40240), "The argument to $bucketAuto must be an object")
+		return nil, mongoerr.New(mongoerr.Location40240, "The argument to $bucketAuto must be an object")
 	}
 	els, err := docElems(d)
 	if err != nil {
@@ -207,7 +207,7 @@ func parseBucketAuto(spec value, p *pctx) (stage, error) {
 		switch el.Key() {
 		case "groupBy":
 			if v.Type != bsoncore.TypeString && !isOperatorDoc(v) {
-				return nil, mongoerr.New(mongoerr.Code(40239), "The $bucketAuto 'groupBy' field must be defined as a $-prefixed path or an expression object")
+				return nil, mongoerr.New(mongoerr.Location40239, "The $bucketAuto 'groupBy' field must be defined as a $-prefixed path or an expression object")
 			}
 			if s.groupBy, err = p.parseExpr(v); err != nil {
 				return nil, err
@@ -215,7 +215,7 @@ func parseBucketAuto(spec value, p *pctx) (stage, error) {
 		case "buckets":
 			n, ok := bsonutil.ToInt64Exact(v)
 			if !ok || !isNumber(v) || n <= 0 || n > math.MaxInt32 {
-				return nil, mongoerr.New(mongoerr.Code(40243), "The $bucketAuto 'buckets' field must be greater than 0")
+				return nil, mongoerr.New(mongoerr.Location40243, "The $bucketAuto 'buckets' field must be greater than 0")
 			}
 			s.n = int(n)
 		case "output":
@@ -223,14 +223,14 @@ func parseBucketAuto(spec value, p *pctx) (stage, error) {
 		case "granularity":
 			s.gran, _ = v.StringValueOK()
 			if s.gran != "" {
-				return nil, mongoerr.Newf(mongoerr.Code(40257), "Rounding granularity '%s' is not supported", s.gran)
+				return nil, mongoerr.Newf(mongoerr.Location40257, "Rounding granularity '%s' is not supported", s.gran)
 			}
 		default:
-			return nil, mongoerr.Newf(mongoerr.Code(40245), "Unrecognized option to $bucketAuto: %s.", el.Key())
+			return nil, mongoerr.Newf(mongoerr.Location40245, "Unrecognized option to $bucketAuto: %s.", el.Key())
 		}
 	}
 	if s.groupBy == nil || s.n == 0 {
-		return nil, mongoerr.New(mongoerr.Code(40246), "$bucketAuto requires 'groupBy' and 'buckets' to be specified")
+		return nil, mongoerr.New(mongoerr.Location40246, "$bucketAuto requires 'groupBy' and 'buckets' to be specified")
 	}
 	if s.fields, s.accs, err = parseOutputAccs(outV, p, "$bucketAuto"); err != nil {
 		return nil, err

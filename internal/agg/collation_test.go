@@ -201,7 +201,7 @@ func TestFacetMemoryBounded(t *testing.T) {
 		if err == nil {
 			_, err = Drain(context.Background(), out)
 		}
-		want := mongoerr.Code(0)
+		want := mongoerr.OK
 		if !allow {
 			want = mongoerr.QueryExceededMemoryLimitNoDiskUseAllowed
 		}

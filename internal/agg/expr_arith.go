@@ -65,7 +65,7 @@ func identityInt(i int64, t bsoncore.Type) (value, error) { return intOfType(i, 
 func init() {
 	unaryMath("$abs", 28765, func(i int64, t bsoncore.Type) (value, error) {
 		if i == math.MinInt64 {
-			return missing, mongoerr.New(mongoerr.Code(28680), "can't take $abs of long long min")
+			return missing, mongoerr.New(mongoerr.Location28680, "can't take $abs of long long min")
 		}
 		if i < 0 {
 			i = -i
@@ -80,12 +80,12 @@ func init() {
 	unaryMath("$exp", 28765, nil, func(f float64) (value, error) { return f64V(math.Exp(f)), nil }, dec1(decCtx.Exp))
 	unaryMath("$sqrt", 28765, nil, func(f float64) (value, error) {
 		if f < 0 {
-			return missing, mongoerr.New(mongoerr.Code(28714), "$sqrt's argument must be greater than or equal to 0")
+			return missing, mongoerr.New(mongoerr.Location28714, "$sqrt's argument must be greater than or equal to 0")
 		}
 		return f64V(math.Sqrt(f)), nil
 	}, func(x *apd.Decimal) (*apd.Decimal, error) {
 		if x.Negative && !x.IsZero() {
-			return nil, mongoerr.New(mongoerr.Code(28714), "$sqrt's argument must be greater than or equal to 0")
+			return nil, mongoerr.New(mongoerr.Location28714, "$sqrt's argument must be greater than or equal to 0")
 		}
 		z, err := dec1(decCtx.Sqrt)(x)
 		if err == nil {
@@ -95,23 +95,23 @@ func init() {
 	})
 	unaryMath("$ln", 28765, nil, func(f float64) (value, error) {
 		if f <= 0 {
-			return missing, mongoerr.Newf(mongoerr.Code(28766), "$ln's argument must be a positive number, but is %v", f)
+			return missing, mongoerr.Newf(mongoerr.Location28766, "$ln's argument must be a positive number, but is %v", f)
 		}
 		return f64V(math.Log(f)), nil
 	}, func(x *apd.Decimal) (*apd.Decimal, error) {
 		if x.Sign() <= 0 {
-			return nil, mongoerr.New(mongoerr.Code(28766), "$ln's argument must be a positive number")
+			return nil, mongoerr.New(mongoerr.Location28766, "$ln's argument must be a positive number")
 		}
 		return dec1(decCtx.Ln)(x)
 	})
 	unaryMath("$log10", 28765, nil, func(f float64) (value, error) {
 		if f <= 0 {
-			return missing, mongoerr.Newf(mongoerr.Code(28761), "$log10's argument must be a positive number, but is %v", f)
+			return missing, mongoerr.Newf(mongoerr.Location28761, "$log10's argument must be a positive number, but is %v", f)
 		}
 		return f64V(math.Log10(f)), nil
 	}, func(x *apd.Decimal) (*apd.Decimal, error) {
 		if x.Sign() <= 0 {
-			return nil, mongoerr.New(mongoerr.Code(28761), "$log10's argument must be a positive number")
+			return nil, mongoerr.New(mongoerr.Location28761, "$log10's argument must be a positive number")
 		}
 		return dec1(decCtx.Log10)(x)
 	})
@@ -121,10 +121,10 @@ func init() {
 			return nullV, nil
 		}
 		if !isNumber(a) {
-			return missing, mongoerr.Newf(mongoerr.Code(28756), "$log's argument must be numeric, not %s", typeName(a))
+			return missing, mongoerr.Newf(mongoerr.Location28756, "$log's argument must be numeric, not %s", typeName(a))
 		}
 		if !isNumber(b) {
-			return missing, mongoerr.Newf(mongoerr.Code(28757), "$log's base must be numeric, not %s", typeName(b))
+			return missing, mongoerr.Newf(mongoerr.Location28757, "$log's base must be numeric, not %s", typeName(b))
 		}
 		if a.Type == bsoncore.TypeDecimal128 || b.Type == bsoncore.TypeDecimal128 {
 			x, err := toDec(a)
@@ -136,7 +136,7 @@ func init() {
 				return missing, err
 			}
 			if x.Sign() <= 0 {
-				return missing, mongoerr.New(mongoerr.Code(28758), "$log's argument must be a positive number")
+				return missing, mongoerr.New(mongoerr.Location28758, "$log's argument must be a positive number")
 			}
 			lx, ly := new(apd.Decimal), new(apd.Decimal)
 			decCtx.Ln(lx, x)
@@ -147,10 +147,10 @@ func init() {
 		}
 		x, y := toF(a), toF(b)
 		if x <= 0 {
-			return missing, mongoerr.Newf(mongoerr.Code(28758), "$log's argument must be a positive number, but is %v", x)
+			return missing, mongoerr.Newf(mongoerr.Location28758, "$log's argument must be a positive number, but is %v", x)
 		}
 		if y <= 0 || y == 1 {
-			return missing, mongoerr.Newf(mongoerr.Code(28759), "$log's base must be a positive number not equal to 1, but is %v", y)
+			return missing, mongoerr.Newf(mongoerr.Location28759, "$log's base must be a positive number not equal to 1, but is %v", y)
 		}
 		return f64V(math.Log(x) / math.Log(y)), nil
 	})
@@ -166,13 +166,13 @@ func evalPow(vs []value) (value, error) {
 		return nullV, nil
 	}
 	if !isNumber(a) {
-		return missing, mongoerr.Newf(mongoerr.Code(28762), "$pow's base must be numeric, not %s", typeName(a))
+		return missing, mongoerr.Newf(mongoerr.Location28762, "$pow's base must be numeric, not %s", typeName(a))
 	}
 	if !isNumber(b) {
-		return missing, mongoerr.Newf(mongoerr.Code(28763), "$pow's exponent must be numeric, not %s", typeName(b))
+		return missing, mongoerr.Newf(mongoerr.Location28763, "$pow's exponent must be numeric, not %s", typeName(b))
 	}
 	if toF(a) == 0 && toF(b) < 0 {
-		return missing, mongoerr.New(mongoerr.Code(28764), "$pow cannot take a base of 0 and a negative exponent")
+		return missing, mongoerr.New(mongoerr.Location28764, "$pow cannot take a base of 0 and a negative exponent")
 	}
 	if a.Type == bsoncore.TypeDecimal128 || b.Type == bsoncore.TypeDecimal128 {
 		x, err := toDec(a)
@@ -234,10 +234,10 @@ func evalMod(vs []value) (value, error) {
 		return nullV, nil
 	}
 	if !isNumber(a) || !isNumber(b) {
-		return missing, mongoerr.Newf(mongoerr.Code(16611), "$mod only supports numeric types, not %s and %s", typeName(a), typeName(b))
+		return missing, mongoerr.Newf(mongoerr.Location16611, "$mod only supports numeric types, not %s and %s", typeName(a), typeName(b))
 	}
 	if toF(b) == 0 && b.Type != bsoncore.TypeDecimal128 {
-		return missing, mongoerr.New(mongoerr.Code(16610), "can't $mod by zero")
+		return missing, mongoerr.New(mongoerr.Location16610, "can't $mod by zero")
 	}
 	if a.Type == bsoncore.TypeDecimal128 || b.Type == bsoncore.TypeDecimal128 {
 		x, err := toDec(a)
@@ -249,7 +249,7 @@ func evalMod(vs []value) (value, error) {
 			return missing, err
 		}
 		if y.IsZero() {
-			return missing, mongoerr.New(mongoerr.Code(16610), "can't $mod by zero")
+			return missing, mongoerr.New(mongoerr.Location16610, "can't $mod by zero")
 		}
 		z := new(apd.Decimal)
 		decCtx.Rem(z, x, y)
@@ -284,10 +284,10 @@ func roundTrunc(op string, vs []value, round bool) (value, error) {
 		}
 		p, ok := bsonutil.ToInt64Exact(vs[1])
 		if !ok || !isNumber(vs[1]) {
-			return missing, mongoerr.Newf(mongoerr.Code(51081), "%s requires \"place\" argument to be an integer", op)
+			return missing, mongoerr.Newf(mongoerr.Location51081, "%s requires \"place\" argument to be an integer", op)
 		}
 		if p < -20 || p >= 100 {
-			return missing, mongoerr.Newf(mongoerr.Code(51083), "cannot apply %s with precision value %d value must be in [-20, 100]", op, p)
+			return missing, mongoerr.Newf(mongoerr.Location51083, "cannot apply %s with precision value %d value must be in [-20, 100]", op, p)
 		}
 		place = p
 	}
@@ -295,7 +295,7 @@ func roundTrunc(op string, vs []value, round bool) (value, error) {
 		return nullV, nil
 	}
 	if !isNumber(v) {
-		return missing, mongoerr.Newf(mongoerr.Code(51081), "%s only supports numeric types, not %s", op, typeName(v))
+		return missing, mongoerr.Newf(mongoerr.Location51081, "%s only supports numeric types, not %s", op, typeName(v))
 	}
 	rounder := apd.RoundHalfEven
 	if !round {

@@ -49,7 +49,7 @@ func init() {
 		}
 		i, ok := bsonutil.ToInt64Exact(vs[1])
 		if !ok || !isNumber(vs[1]) {
-			return missing, mongoerr.Newf(mongoerr.Code(28690), "$arrayElemAt's second argument must be a numeric value, but is %s", typeName(vs[1]))
+			return missing, mongoerr.Newf(mongoerr.Location28690, "$arrayElemAt's second argument must be a numeric value, but is %s", typeName(vs[1]))
 		}
 		if i < 0 {
 			i += int64(len(arr))
@@ -118,7 +118,7 @@ func init() {
 		n := int64(len(arr))
 		a, ok := bsonutil.ToInt64Exact(vs[1])
 		if !ok || !isNumber(vs[1]) {
-			return missing, mongoerr.Newf(mongoerr.Code(28725), "Second argument to $slice must be a numeric value, but is of type: %s", typeName(vs[1]))
+			return missing, mongoerr.Newf(mongoerr.Location28725, "Second argument to $slice must be a numeric value, but is of type: %s", typeName(vs[1]))
 		}
 		if len(vs) == 2 {
 			if a >= 0 {
@@ -128,10 +128,10 @@ func init() {
 		}
 		cnt, ok := bsonutil.ToInt64Exact(vs[2])
 		if !ok || !isNumber(vs[2]) {
-			return missing, mongoerr.Newf(mongoerr.Code(28727), "Third argument to $slice must be numeric, but is of type: %s", typeName(vs[2]))
+			return missing, mongoerr.Newf(mongoerr.Location28727, "Third argument to $slice must be numeric, but is of type: %s", typeName(vs[2]))
 		}
 		if cnt <= 0 {
-			return missing, mongoerr.Newf(mongoerr.Code(28729), "Third argument to $slice must be positive: %d", cnt)
+			return missing, mongoerr.Newf(mongoerr.Location28729, "Third argument to $slice must be positive: %d", cnt)
 		}
 		start := a
 		if start < 0 {
@@ -144,19 +144,19 @@ func init() {
 		start, ok1 := bsonutil.ToInt64Exact(vs[0])
 		end, ok2 := bsonutil.ToInt64Exact(vs[1])
 		if !ok1 || !isNumber(vs[0]) || start > math.MaxInt32 || start < math.MinInt32 {
-			return missing, mongoerr.Newf(mongoerr.Code(34443), "$range requires a starting value that can be represented as a 32-bit integer, found value: %s", vs[0])
+			return missing, mongoerr.Newf(mongoerr.Location34443, "$range requires a starting value that can be represented as a 32-bit integer, found value: %s", vs[0])
 		}
 		if !ok2 || !isNumber(vs[1]) || end > math.MaxInt32 || end < math.MinInt32 {
-			return missing, mongoerr.Newf(mongoerr.Code(34445), "$range requires an ending value that can be represented as a 32-bit integer, found value: %s", vs[1])
+			return missing, mongoerr.Newf(mongoerr.Location34445, "$range requires an ending value that can be represented as a 32-bit integer, found value: %s", vs[1])
 		}
 		step := int64(1)
 		if len(vs) == 3 {
 			s, ok := bsonutil.ToInt64Exact(vs[2])
 			if !ok || !isNumber(vs[2]) {
-				return missing, mongoerr.Newf(mongoerr.Code(34447), "$range requires a step value that can be represented as a 32-bit integer, found value: %s", vs[2])
+				return missing, mongoerr.Newf(mongoerr.Location34447, "$range requires a step value that can be represented as a 32-bit integer, found value: %s", vs[2])
 			}
 			if s == 0 {
-				return missing, mongoerr.New(mongoerr.Code(34449), "$range requires a non-zero step value")
+				return missing, mongoerr.New(mongoerr.Location34449, "$range requires a non-zero step value")
 			}
 			step = s
 		}
@@ -183,7 +183,7 @@ func init() {
 				return missing, err
 			}
 			if start < 0 {
-				return missing, mongoerr.New(mongoerr.Code(40097), "$indexOfArray requires a nonnegative starting index")
+				return missing, mongoerr.New(mongoerr.Location40097, "$indexOfArray requires a nonnegative starting index")
 			}
 		}
 		if len(vs) > 3 {
@@ -191,7 +191,7 @@ func init() {
 				return missing, err
 			}
 			if end < 0 {
-				return missing, mongoerr.New(mongoerr.Code(40097), "$indexOfArray requires a nonnegative ending index")
+				return missing, mongoerr.New(mongoerr.Location40097, "$indexOfArray requires a nonnegative ending index")
 			}
 			end = min(end, int64(len(arr)))
 		}
@@ -209,7 +209,7 @@ func init() {
 		}
 		d, ok := vs[0].DocumentOK()
 		if !ok {
-			return missing, mongoerr.Newf(mongoerr.Code(40390), "$objectToArray requires a document input, found: %s", typeName(vs[0]))
+			return missing, mongoerr.Newf(mongoerr.Location40390, "$objectToArray requires a document input, found: %s", typeName(vs[0]))
 		}
 		els, err := docElems(d)
 		if err != nil {
@@ -233,7 +233,7 @@ func init() {
 			return nil, err
 		}
 		if !n.has("in") {
-			return nil, mongoerr.New(mongoerr.Code(16882), "Missing 'in' parameter to $map")
+			return nil, mongoerr.New(mongoerr.Location16882, "Missing 'in' parameter to $map")
 		}
 		inX, err := parseOne(n.raw["in"], scope(pc, as))
 		if err != nil {
@@ -267,7 +267,7 @@ func init() {
 			return nil, err
 		}
 		if !n.has("cond") {
-			return nil, mongoerr.New(mongoerr.Code(28648), "Missing 'cond' parameter to $filter")
+			return nil, mongoerr.New(mongoerr.Location28648, "Missing 'cond' parameter to $filter")
 		}
 		condX, err := parseOne(n.raw["cond"], scope(pc, as))
 		if err != nil {
@@ -291,7 +291,7 @@ func init() {
 				if !isNullish(lv) {
 					l, ok := bsonutil.ToInt64Exact(lv)
 					if !ok || !isNumber(lv) || l < 1 {
-						return missing, mongoerr.Newf(mongoerr.Code(327391), "$filter: limit must be greater than 0: %s", lv)
+						return missing, mongoerr.Newf(mongoerr.Location327391, "$filter: limit must be greater than 0: %s", lv)
 					}
 					limit = l
 				}
@@ -318,7 +318,7 @@ func init() {
 			return nil, err
 		}
 		if !n.has("in") {
-			return nil, mongoerr.New(mongoerr.Code(40079), "Missing 'in' parameter to $reduce")
+			return nil, mongoerr.New(mongoerr.Location40079, "Missing 'in' parameter to $reduce")
 		}
 		inX, err := parseOne(n.raw["in"], scope(pc, "this", "value"))
 		if err != nil {
@@ -356,7 +356,7 @@ func init() {
 				return missing, err
 			}
 			if iv.Type != bsoncore.TypeArray {
-				return missing, mongoerr.Newf(mongoerr.Code(34461), "inputs must be an array of expressions, found %s", typeName(iv))
+				return missing, mongoerr.Newf(mongoerr.Location34461, "inputs must be an array of expressions, found %s", typeName(iv))
 			}
 			inputs, _ := arrValues(iv)
 			longest := false
@@ -364,22 +364,22 @@ func init() {
 				lv, _ := n.eval("useLongestLength", ec)
 				b, ok := lv.BooleanOK()
 				if !ok {
-					return missing, mongoerr.New(mongoerr.Code(34463), "useLongestLength must be a bool")
+					return missing, mongoerr.New(mongoerr.Location34463, "useLongestLength must be a bool")
 				}
 				longest = b
 			}
 			var defaults []value
 			if n.has("defaults") {
 				if !longest {
-					return missing, mongoerr.New(mongoerr.Code(34466), "cannot specify defaults unless useLongestLength is true")
+					return missing, mongoerr.New(mongoerr.Location34466, "cannot specify defaults unless useLongestLength is true")
 				}
 				dv, _ := n.eval("defaults", ec)
 				if dv.Type != bsoncore.TypeArray {
-					return missing, mongoerr.New(mongoerr.Code(34462), "defaults must be an array")
+					return missing, mongoerr.New(mongoerr.Location34462, "defaults must be an array")
 				}
 				defaults, _ = arrValues(dv)
 				if len(defaults) != len(inputs) {
-					return missing, mongoerr.New(mongoerr.Code(34467), "defaults and inputs must have the same length")
+					return missing, mongoerr.New(mongoerr.Location34467, "defaults and inputs must have the same length")
 				}
 			}
 			arrs := make([][]value, len(inputs))
@@ -389,7 +389,7 @@ func init() {
 					return nullV, nil
 				}
 				if in.Type != bsoncore.TypeArray {
-					return missing, mongoerr.Newf(mongoerr.Code(34468), "$zip found a non-array expression in input: %s", in)
+					return missing, mongoerr.Newf(mongoerr.Location34468, "$zip found a non-array expression in input: %s", in)
 				}
 				arrs[i], _ = arrValues(in)
 				switch {
@@ -434,7 +434,7 @@ func init() {
 		} else if i, ok := bsonutil.ToInt64Exact(sb); ok && isNumber(sb) && (i == 1 || i == -1) {
 			dir = int(i)
 		} else {
-			return nil, mongoerr.New(mongoerr.Code(2942505), "$sortArray sortBy must be 1, -1 or a sort specification object")
+			return nil, mongoerr.New(mongoerr.Location2942505, "$sortArray sortBy must be 1, -1 or a sort specification object")
 		}
 		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
 			in, err := n.eval("input", ec)
@@ -486,7 +486,7 @@ func init() {
 					return missing, err
 				}
 				if in.Type != bsoncore.TypeArray {
-					return missing, mongoerr.Newf(mongoerr.Code(5154700), "Input to %s must be an array, found %s", op, typeName(in))
+					return missing, mongoerr.Newf(mongoerr.Location5154700, "Input to %s must be an array, found %s", op, typeName(in))
 				}
 				arr, _ := arrValues(in)
 				switch op {
@@ -675,30 +675,30 @@ func evalArrayToObject(vs []value) (value, error) {
 		case bsoncore.TypeArray:
 			pair, _ := arrValues(e)
 			if len(pair) != 2 {
-				return missing, mongoerr.New(mongoerr.Code(40397), "$arrayToObject requires an array of size 2 arrays")
+				return missing, mongoerr.New(mongoerr.Location40397, "$arrayToObject requires an array of size 2 arrays")
 			}
 			s, ok := pair[0].StringValueOK()
 			if !ok {
-				return missing, mongoerr.Newf(mongoerr.Code(40395), "$arrayToObject requires an array of key-value pairs, where the key must be of type string. Found key type: %s", typeName(pair[0]))
+				return missing, mongoerr.Newf(mongoerr.Location40395, "$arrayToObject requires an array of key-value pairs, where the key must be of type string. Found key type: %s", typeName(pair[0]))
 			}
 			k, v = s, pair[1]
 		case bsoncore.TypeEmbeddedDocument:
 			kv, ok := e.DocumentOK()
 			els, _ := kv.Elements()
 			if !ok || len(els) != 2 {
-				return missing, mongoerr.New(mongoerr.Code(40392), "$arrayToObject requires an object keys of 'k' and 'v'. Found incorrect number of keys")
+				return missing, mongoerr.New(mongoerr.Location40392, "$arrayToObject requires an object keys of 'k' and 'v'. Found incorrect number of keys")
 			}
 			kk, vv := field(kv, "k"), field(kv, "v")
 			s, ok := kk.StringValueOK()
 			if !ok || vv.Type == 0 {
-				return missing, mongoerr.New(mongoerr.Code(40393), "$arrayToObject requires an object with keys 'k' and 'v', where the value of 'k' must be of type string")
+				return missing, mongoerr.New(mongoerr.Location40393, "$arrayToObject requires an object with keys 'k' and 'v', where the value of 'k' must be of type string")
 			}
 			k, v = s, vv
 		default:
-			return missing, mongoerr.Newf(mongoerr.Code(40398), "Unrecognised input type format for $arrayToObject: %s", typeName(e))
+			return missing, mongoerr.Newf(mongoerr.Location40398, "Unrecognised input type format for $arrayToObject: %s", typeName(e))
 		}
 		if len(k) > 0 && k[0] == '$' {
-			return missing, mongoerr.Newf(mongoerr.Code(4940400), "Key field cannot contain an embedded null byte or start with '$': %s", k)
+			return missing, mongoerr.Newf(mongoerr.Location4940400, "Key field cannot contain an embedded null byte or start with '$': %s", k)
 		}
 		d = setField(d, k, v)
 	}

@@ -26,7 +26,7 @@ func parseTZ(v value) (*time.Location, error) {
 	}
 	s, ok := v.StringValueOK()
 	if !ok {
-		return nil, mongoerr.Newf(mongoerr.Code(40517), "timezone must evaluate to a string, found %s", typeName(v))
+		return nil, mongoerr.Newf(mongoerr.Location40517, "timezone must evaluate to a string, found %s", typeName(v))
 	}
 	if l, ok := tzCache.Load(s); ok {
 		return l.(*time.Location), nil
@@ -48,7 +48,7 @@ func parseTZ(v value) (*time.Location, error) {
 			err = fmt.Errorf("bad offset")
 		}
 		if err != nil {
-			return nil, mongoerr.Newf(mongoerr.Code(40485), "unrecognized time zone identifier: \"%s\"", s)
+			return nil, mongoerr.Newf(mongoerr.Location40485, "unrecognized time zone identifier: \"%s\"", s)
 		}
 		off := h*3600 + m*60
 		if s[0] == '-' {
@@ -58,7 +58,7 @@ func parseTZ(v value) (*time.Location, error) {
 	} else {
 		l, err := time.LoadLocation(s)
 		if err != nil || s == "" || s == "Local" {
-			return nil, mongoerr.Newf(mongoerr.Code(40485), "unrecognized time zone identifier: \"%s\"", s)
+			return nil, mongoerr.Newf(mongoerr.Location40485, "unrecognized time zone identifier: \"%s\"", s)
 		}
 		loc = l
 	}
@@ -78,7 +78,7 @@ func dateArg(op string, v value) (time.Time, error) {
 		oid := v.ObjectID()
 		return time.Unix(int64(uint32(oid[0])<<24|uint32(oid[1])<<16|uint32(oid[2])<<8|uint32(oid[3])), 0).UTC(), nil
 	}
-	return time.Time{}, mongoerr.Newf(mongoerr.Code(16006), "can't convert from BSON type %s to Date", typeName(v))
+	return time.Time{}, mongoerr.Newf(mongoerr.Location16006, "can't convert from BSON type %s to Date", typeName(v))
 }
 
 // usWeek is %U: the week of the year with weeks starting on Sunday (days before the first
@@ -146,7 +146,7 @@ func init() {
 					return nil, err
 				}
 				if len(xs) != 1 {
-					return nil, mongoerr.Newf(mongoerr.Code(40536), "%s accepts exactly one argument if given an array, but was given %d", op, len(xs))
+					return nil, mongoerr.Newf(mongoerr.Location40536, "%s accepts exactly one argument if given an array, but was given %d", op, len(xs))
 				}
 				dateX = xs[0]
 			}
@@ -201,7 +201,7 @@ func init() {
 				}
 				s, ok := fv.StringValueOK()
 				if !ok {
-					return missing, mongoerr.Newf(mongoerr.Code(18533), "$dateToString requires that 'format' be a string, found: %s", typeName(fv))
+					return missing, mongoerr.Newf(mongoerr.Location18533, "$dateToString requires that 'format' be a string, found: %s", typeName(fv))
 				}
 				format = s
 			}
@@ -332,10 +332,10 @@ func init() {
 		}
 		iso := n.has("isoWeekYear")
 		if iso && (n.has("year") || n.has("month") || n.has("day")) {
-			return nil, mongoerr.New(mongoerr.Code(40489), "$dateFromParts does not allow mixing natural dates with ISO dates")
+			return nil, mongoerr.New(mongoerr.Location40489, "$dateFromParts does not allow mixing natural dates with ISO dates")
 		}
 		if !iso && !n.has("year") {
-			return nil, mongoerr.New(mongoerr.Code(40516), "$dateFromParts requires either 'year' or 'isoWeekYear' to be present")
+			return nil, mongoerr.New(mongoerr.Location40516, "$dateFromParts requires either 'year' or 'isoWeekYear' to be present")
 		}
 		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
 			get := func(k string, def int64) (int64, bool, error) {
@@ -351,7 +351,7 @@ func init() {
 				}
 				i, ok := bsonutil.ToInt64Exact(v)
 				if !ok || !isNumber(v) {
-					return 0, false, mongoerr.Newf(mongoerr.Code(40515), "'%s' must evaluate to an integer, found %s with value %s", k, typeName(v), v)
+					return 0, false, mongoerr.Newf(mongoerr.Location40515, "'%s' must evaluate to an integer, found %s with value %s", k, typeName(v), v)
 				}
 				return i, false, nil
 			}
@@ -372,7 +372,7 @@ func init() {
 				p[i] = v
 			}
 			if p[0] < 1 || p[0] > 9999 {
-				return missing, mongoerr.Newf(mongoerr.Code(40523), "'%s' must evaluate to an integer in the range 1 to 9999, found %d", keys[0], p[0])
+				return missing, mongoerr.Newf(mongoerr.Location40523, "'%s' must evaluate to an integer in the range 1 to 9999, found %d", keys[0], p[0])
 			}
 			tv, err := n.eval("timezone", ec)
 			if err != nil {
@@ -423,7 +423,7 @@ func init() {
 			if bv, ok := vals["binSize"]; ok {
 				b, ok := bsonutil.ToInt64Exact(bv)
 				if !ok || !isNumber(bv) || b <= 0 {
-					return missing, mongoerr.Newf(mongoerr.Code(5439017), "$dateTrunc requires 'binSize' to be a 64-bit integer greater than 0, but got value %s", bv)
+					return missing, mongoerr.Newf(mongoerr.Location5439017, "$dateTrunc requires 'binSize' to be a 64-bit integer greater than 0, but got value %s", bv)
 				}
 				bin = b
 			}
@@ -436,7 +436,7 @@ func init() {
 				s, _ := sv.StringValueOK()
 				d, ok := weekdays[strings.ToLower(s)]
 				if !ok {
-					return missing, mongoerr.Newf(mongoerr.Code(5439015), "$dateTrunc parameter 'startOfWeek' value cannot be recognized as a day of a week: %s", sv)
+					return missing, mongoerr.Newf(mongoerr.Location5439015, "$dateTrunc parameter 'startOfWeek' value cannot be recognized as a day of a week: %s", sv)
 				}
 				sow = d
 			}
@@ -464,7 +464,7 @@ func init() {
 				}
 				t, err := dateArg(op, vals["startDate"])
 				if err != nil {
-					return missing, mongoerr.Newf(mongoerr.Code(5166403), "%s requires startDate to be convertible to a date", op)
+					return missing, mongoerr.Newf(mongoerr.Location5166403, "%s requires startDate to be convertible to a date", op)
 				}
 				unit, _ := vals["unit"].StringValueOK()
 				if !validUnit(unit) {
@@ -472,7 +472,7 @@ func init() {
 				}
 				amt, ok := bsonutil.ToInt64Exact(vals["amount"])
 				if !ok || !isNumber(vals["amount"]) {
-					return missing, mongoerr.Newf(mongoerr.Code(5166405), "%s expects integer amount of time units", op)
+					return missing, mongoerr.Newf(mongoerr.Location5166405, "%s expects integer amount of time units", op)
 				}
 				if op == "$dateSubtract" {
 					amt = -amt
@@ -661,7 +661,7 @@ func formatDate(format string, t time.Time) (string, error) {
 			continue
 		}
 		if i+1 >= len(format) {
-			return "", mongoerr.New(mongoerr.Code(18535), "Unmatched '%' at end of format string")
+			return "", mongoerr.New(mongoerr.Location18535, "Unmatched '%' at end of format string")
 		}
 		i++
 		switch format[i] {
@@ -710,7 +710,7 @@ func formatDate(format string, t time.Time) (string, error) {
 		case '%':
 			b.WriteByte('%')
 		default:
-			return "", mongoerr.Newf(mongoerr.Code(18536), "Invalid format character '%%%c' in format string", format[i])
+			return "", mongoerr.Newf(mongoerr.Location18536, "Invalid format character '%%%c' in format string", format[i])
 		}
 	}
 	return b.String(), nil
@@ -750,7 +750,7 @@ func goLayout(format string) (string, error) {
 			continue
 		}
 		if i+1 >= len(format) {
-			return "", mongoerr.New(mongoerr.Code(18535), "Unmatched '%' at end of format string")
+			return "", mongoerr.New(mongoerr.Location18535, "Unmatched '%' at end of format string")
 		}
 		i++
 		switch format[i] {
@@ -781,7 +781,7 @@ func goLayout(format string) (string, error) {
 		case '%':
 			b.WriteByte('%')
 		default:
-			return "", mongoerr.Newf(mongoerr.Code(18536), "Invalid format character '%%%c' in format string", format[i])
+			return "", mongoerr.Newf(mongoerr.Location18536, "Invalid format character '%%%c' in format string", format[i])
 		}
 	}
 	return b.String(), nil

@@ -24,15 +24,15 @@ func init() {
 	query.RegisterExpression("$let", func(args value, pc *epc) (query.Expression, error) {
 		d, ok := args.DocumentOK()
 		if !ok {
-			return nil, mongoerr.New(mongoerr.Code(16874), "$let only supports an object as its argument")
+			return nil, mongoerr.New(mongoerr.Location16874, "$let only supports an object as its argument")
 		}
 		vd, inV := field(d, "vars"), field(d, "in")
 		if els, _ := d.Elements(); len(els) != 2 || vd.Type == 0 || inV.Type == 0 {
-			return nil, mongoerr.New(mongoerr.Code(16876), "Missing 'vars' or 'in' parameter to $let")
+			return nil, mongoerr.New(mongoerr.Location16876, "Missing 'vars' or 'in' parameter to $let")
 		}
 		vdoc, ok := vd.DocumentOK()
 		if !ok {
-			return nil, mongoerr.New(mongoerr.Code(10065), "invalid parameter: expected an object (vars)")
+			return nil, mongoerr.New(mongoerr.Location10065, "invalid parameter: expected an object (vars)")
 		}
 		els, err := docElems(vdoc)
 		if err != nil {
@@ -70,7 +70,7 @@ func init() {
 	query.RegisterExpression("$switch", func(args value, pc *epc) (query.Expression, error) {
 		d, ok := args.DocumentOK()
 		if !ok {
-			return nil, mongoerr.New(mongoerr.Code(40060), "$switch requires an object as an argument")
+			return nil, mongoerr.New(mongoerr.Location40060, "$switch requires an object as an argument")
 		}
 		els, err := docElems(d)
 		if err != nil {
@@ -82,20 +82,20 @@ func init() {
 			switch el.Key() {
 			case "branches":
 				if el.Value().Type != bsoncore.TypeArray {
-					return nil, mongoerr.New(mongoerr.Code(40061), "$switch expected an array for 'branches'")
+					return nil, mongoerr.New(mongoerr.Location40061, "$switch expected an array for 'branches'")
 				}
 				bs, _ := arrValues(el.Value())
 				for _, b := range bs {
 					bd, ok := b.DocumentOK()
 					if !ok {
-						return nil, mongoerr.New(mongoerr.Code(40062), "$switch expected each branch to be an object")
+						return nil, mongoerr.New(mongoerr.Location40062, "$switch expected each branch to be an object")
 					}
 					c, t := field(bd, "case"), field(bd, "then")
 					if c.Type == 0 {
-						return nil, mongoerr.New(mongoerr.Code(40064), "$switch requires each branch have a 'case' expression")
+						return nil, mongoerr.New(mongoerr.Location40064, "$switch requires each branch have a 'case' expression")
 					}
 					if t.Type == 0 {
-						return nil, mongoerr.New(mongoerr.Code(40065), "$switch requires each branch have a 'then' expression.")
+						return nil, mongoerr.New(mongoerr.Location40065, "$switch requires each branch have a 'then' expression.")
 					}
 					cx, err := parseOne(c, pc)
 					if err != nil {
@@ -112,11 +112,11 @@ func init() {
 					return nil, err
 				}
 			default:
-				return nil, mongoerr.Newf(mongoerr.Code(40067), "$switch found an unknown argument: %s", el.Key())
+				return nil, mongoerr.Newf(mongoerr.Location40067, "$switch found an unknown argument: %s", el.Key())
 			}
 		}
 		if len(cases) == 0 {
-			return nil, mongoerr.New(mongoerr.Code(40068), "$switch requires at least one branch.")
+			return nil, mongoerr.New(mongoerr.Location40068, "$switch requires at least one branch.")
 		}
 		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
 			for i, c := range cases {
@@ -129,14 +129,14 @@ func init() {
 				}
 			}
 			if def == nil {
-				return missing, mongoerr.New(mongoerr.Code(40066), "$switch could not find a matching branch for an input, and no default was specified.")
+				return missing, mongoerr.New(mongoerr.Location40066, "$switch could not find a matching branch for an input, and no default was specified.")
 			}
 			return def.Eval(ec)
 		}}, nil
 	})
 	query.RegisterExpression("$rand", func(args value, pc *epc) (query.Expression, error) {
 		if d, ok := args.DocumentOK(); !ok || len(d) != 5 {
-			return nil, mongoerr.New(mongoerr.Code(3040501), "$rand not allowed with arguments")
+			return nil, mongoerr.New(mongoerr.Location3040501, "$rand not allowed with arguments")
 		}
 		return &fnX{fn: func(*ectx, []value) (value, error) { return f64V(rand.Float64()), nil }}, nil
 	})
@@ -175,7 +175,7 @@ func init() {
 			}
 			o, ok := v.DocumentOK()
 			if !ok {
-				return missing, mongoerr.Newf(mongoerr.Code(40400), "$mergeObjects requires object inputs, but input %s is of type %s", v, typeName(v))
+				return missing, mongoerr.Newf(mongoerr.Location40400, "$mergeObjects requires object inputs, but input %s is of type %s", v, typeName(v))
 			}
 			d = mergeDocs(d, o)
 		}
@@ -193,7 +193,7 @@ func init() {
 				return lit.StringValue(), nil
 			}
 		}
-		return "", mongoerr.Newf(mongoerr.Code(3041704), "%s requires 'field' to evaluate to a constant string", op)
+		return "", mongoerr.Newf(mongoerr.Location3041704, "%s requires 'field' to evaluate to a constant string", op)
 	}
 	query.RegisterExpression("$getField", func(args value, pc *epc) (query.Expression, error) {
 		var n *named
@@ -253,7 +253,7 @@ func init() {
 				}
 				d, ok := in.DocumentOK()
 				if !ok {
-					return missing, mongoerr.Newf(mongoerr.Code(4161105), "%s requires 'input' to evaluate to type Object", op)
+					return missing, mongoerr.Newf(mongoerr.Location4161105, "%s requires 'input' to evaluate to type Object", op)
 				}
 				v := missing
 				if op == "$setField" {

@@ -39,7 +39,7 @@ func coerceToString(op string, v value) (string, error) {
 		}
 		return r.StringValue(), nil
 	}
-	return "", mongoerr.Newf(mongoerr.Code(16007), "can't convert from BSON type %s to String", typeName(v))
+	return "", mongoerr.Newf(mongoerr.Location16007, "can't convert from BSON type %s to String", typeName(v))
 }
 
 func intArg(op string, v value, code int, what string) (int64, error) {
@@ -62,7 +62,7 @@ func init() {
 			}
 			s, ok := v.StringValueOK()
 			if !ok {
-				return missing, mongoerr.Newf(mongoerr.Code(16702), "$concat only supports strings, not %s", typeName(v))
+				return missing, mongoerr.Newf(mongoerr.Location16702, "$concat only supports strings, not %s", typeName(v))
 			}
 			b.WriteString(s)
 		}
@@ -75,10 +75,10 @@ func init() {
 				return missing, err
 			}
 			if !isNumber(vs[1]) {
-				return missing, mongoerr.Newf(mongoerr.Code(16034), "%s: starting index must be a numeric type (is BSON type %s)", op, typeName(vs[1]))
+				return missing, mongoerr.Newf(mongoerr.Location16034, "%s: starting index must be a numeric type (is BSON type %s)", op, typeName(vs[1]))
 			}
 			if !isNumber(vs[2]) {
-				return missing, mongoerr.Newf(mongoerr.Code(16035), "%s: length must be a numeric type (is BSON type %s)", op, typeName(vs[2]))
+				return missing, mongoerr.Newf(mongoerr.Location16035, "%s: length must be a numeric type (is BSON type %s)", op, typeName(vs[2]))
 			}
 			start, _ := bsonutil.ToInt64Exact(vs[1])
 			if f := toF(vs[1]); f < 0 {
@@ -92,11 +92,11 @@ func init() {
 				return strV(""), nil
 			}
 			if start > 0 && !utf8.RuneStart(s[start]) {
-				return missing, mongoerr.Newf(mongoerr.Code(28656), "%s: Invalid range, starting index is a UTF-8 continuation byte.", op)
+				return missing, mongoerr.Newf(mongoerr.Location28656, "%s: Invalid range, starting index is a UTF-8 continuation byte.", op)
 			}
 			end := min(int64(len(s)), start+n)
 			if end < int64(len(s)) && !utf8.RuneStart(s[end]) {
-				return missing, mongoerr.Newf(mongoerr.Code(28657), "%s: Invalid range, ending index is in the middle of a UTF-8 character.", op)
+				return missing, mongoerr.Newf(mongoerr.Location28657, "%s: Invalid range, ending index is in the middle of a UTF-8 character.", op)
 			}
 			return strV(s[start:end]), nil
 		}
@@ -117,10 +117,10 @@ func init() {
 			return missing, err
 		}
 		if start < 0 {
-			return missing, mongoerr.Newf(mongoerr.Code(34455), "$substrCP: the starting index must be nonnegative integer.")
+			return missing, mongoerr.Newf(mongoerr.Location34455, "$substrCP: the starting index must be nonnegative integer.")
 		}
 		if n < 0 {
-			return missing, mongoerr.Newf(mongoerr.Code(34456), "$substrCP: length must be a nonnegative integer.")
+			return missing, mongoerr.Newf(mongoerr.Location34456, "$substrCP: length must be a nonnegative integer.")
 		}
 		r := []rune(s)
 		if start >= int64(len(r)) {
@@ -131,14 +131,14 @@ func init() {
 	register("$strLenBytes", 1, 1, func(vs []value) (value, error) {
 		s, ok := vs[0].StringValueOK()
 		if !ok {
-			return missing, mongoerr.Newf(mongoerr.Code(34473), "$strLenBytes requires a string argument, found: %s", typeName(vs[0]))
+			return missing, mongoerr.Newf(mongoerr.Location34473, "$strLenBytes requires a string argument, found: %s", typeName(vs[0]))
 		}
 		return intV(int64(len(s))), nil
 	})
 	register("$strLenCP", 1, 1, func(vs []value) (value, error) {
 		s, ok := vs[0].StringValueOK()
 		if !ok {
-			return missing, mongoerr.Newf(mongoerr.Code(34471), "$strLenCP requires a string argument, found: %s", typeName(vs[0]))
+			return missing, mongoerr.Newf(mongoerr.Location34471, "$strLenCP requires a string argument, found: %s", typeName(vs[0]))
 		}
 		return intV(int64(utf8.RuneCountInString(s))), nil
 	})
@@ -179,14 +179,14 @@ func init() {
 		}
 		s, ok := vs[0].StringValueOK()
 		if !ok {
-			return missing, mongoerr.Newf(mongoerr.Code(40085), "$split requires an expression that evaluates to a string as a first argument, found: %s", typeName(vs[0]))
+			return missing, mongoerr.Newf(mongoerr.Location40085, "$split requires an expression that evaluates to a string as a first argument, found: %s", typeName(vs[0]))
 		}
 		sep, ok := vs[1].StringValueOK()
 		if !ok {
-			return missing, mongoerr.Newf(mongoerr.Code(40086), "$split requires an expression that evaluates to a string as a second argument, found: %s", typeName(vs[1]))
+			return missing, mongoerr.Newf(mongoerr.Location40086, "$split requires an expression that evaluates to a string as a second argument, found: %s", typeName(vs[1]))
 		}
 		if sep == "" {
-			return missing, mongoerr.New(mongoerr.Code(40087), "$split requires a non-empty separator")
+			return missing, mongoerr.New(mongoerr.Location40087, "$split requires a non-empty separator")
 		}
 		parts := strings.Split(s, sep)
 		out := make([]value, len(parts))
@@ -202,11 +202,11 @@ func init() {
 			}
 			s, ok := vs[0].StringValueOK()
 			if !ok {
-				return missing, mongoerr.Newf(mongoerr.Code(40091), "%s requires a string as the first argument, found: %s", op, typeName(vs[0]))
+				return missing, mongoerr.Newf(mongoerr.Location40091, "%s requires a string as the first argument, found: %s", op, typeName(vs[0]))
 			}
 			sub, ok := vs[1].StringValueOK()
 			if !ok {
-				return missing, mongoerr.Newf(mongoerr.Code(40092), "%s requires a string as the second argument, found: %s", op, typeName(vs[1]))
+				return missing, mongoerr.Newf(mongoerr.Location40092, "%s requires a string as the second argument, found: %s", op, typeName(vs[1]))
 			}
 			var units []string
 			if cp {
@@ -225,7 +225,7 @@ func init() {
 					return missing, err
 				}
 				if start < 0 {
-					return missing, mongoerr.Newf(mongoerr.Code(40097), "%s requires a nonnegative start index, found: %d", op, start)
+					return missing, mongoerr.Newf(mongoerr.Location40097, "%s requires a nonnegative start index, found: %d", op, start)
 				}
 			}
 			if len(vs) > 3 {
@@ -234,7 +234,7 @@ func init() {
 					return missing, err
 				}
 				if end < 0 {
-					return missing, mongoerr.Newf(mongoerr.Code(40097), "%s requires a nonnegative end index, found: %d", op, end)
+					return missing, mongoerr.Newf(mongoerr.Location40097, "%s requires a nonnegative end index, found: %d", op, end)
 				}
 				end = min(end, length)
 			}
@@ -283,7 +283,7 @@ func init() {
 					}
 					c, ok := cv.StringValueOK()
 					if !ok {
-						return missing, mongoerr.Newf(mongoerr.Code(50700), "%s requires 'chars' to be a string, found: %s", op, typeName(cv))
+						return missing, mongoerr.Newf(mongoerr.Location50700, "%s requires 'chars' to be a string, found: %s", op, typeName(cv))
 					}
 					chars = c
 				}
@@ -292,7 +292,7 @@ func init() {
 				}
 				s, ok := in.StringValueOK()
 				if !ok {
-					return missing, mongoerr.Newf(mongoerr.Code(50699), "%s requires its input to be a string, got %s", op, typeName(in))
+					return missing, mongoerr.Newf(mongoerr.Location50699, "%s requires its input to be a string, got %s", op, typeName(in))
 				}
 				switch op {
 				case "$ltrim":
@@ -327,7 +327,7 @@ func init() {
 					}
 					s, ok := v.StringValueOK()
 					if !ok {
-						return missing, mongoerr.Newf(mongoerr.Code(51746), "%s requires that '%s' be a string, found: %s", op, k, typeName(v))
+						return missing, mongoerr.Newf(mongoerr.Location51746, "%s requires that '%s' be a string, found: %s", op, k, typeName(v))
 					}
 					ss[i] = s
 				}
@@ -404,16 +404,16 @@ func evalRegex(op string, n *named, ec *ectx) (value, error) {
 	case bsoncore.TypeRegex:
 		pattern, opts = rv.Regex()
 		if ov.Type == bsoncore.TypeString && opts != "" && ov.StringValue() != "" {
-			return missing, mongoerr.Newf(mongoerr.Code(51075), "%s: regex option(s) specified in both 'regex' and 'option' fields", op)
+			return missing, mongoerr.Newf(mongoerr.Location51075, "%s: regex option(s) specified in both 'regex' and 'option' fields", op)
 		}
 	case bsoncore.TypeNull, bsoncore.TypeUndefined, 0:
 	default:
-		return missing, mongoerr.Newf(mongoerr.Code(51105), "%s needs 'regex' to be of type string or regex", op)
+		return missing, mongoerr.Newf(mongoerr.Location51105, "%s needs 'regex' to be of type string or regex", op)
 	}
 	if ov.Type == bsoncore.TypeString {
 		opts += ov.StringValue()
 	} else if !isNullish(ov) {
-		return missing, mongoerr.Newf(mongoerr.Code(51106), "%s needs 'options' to be of type string", op)
+		return missing, mongoerr.Newf(mongoerr.Location51106, "%s needs 'options' to be of type string", op)
 	}
 	empty := func() value {
 		switch op {
@@ -429,7 +429,7 @@ func evalRegex(op string, n *named, ec *ectx) (value, error) {
 	}
 	s, ok := in.StringValueOK()
 	if !ok {
-		return missing, mongoerr.Newf(mongoerr.Code(51104), "%s needs 'input' to be of type string", op)
+		return missing, mongoerr.Newf(mongoerr.Location51104, "%s needs 'input' to be of type string", op)
 	}
 	var ro regexp2.RegexOptions
 	for _, c := range opts {
@@ -444,16 +444,16 @@ func evalRegex(op string, n *named, ec *ectx) (value, error) {
 			ro |= regexp2.IgnorePatternWhitespace
 		case 'u':
 		default:
-			return missing, mongoerr.Newf(mongoerr.Code(51108), "%s invalid flag in regex options: %c", op, c)
+			return missing, mongoerr.Newf(mongoerr.Location51108, "%s invalid flag in regex options: %c", op, c)
 		}
 	}
 	re, err := compileRegex(pattern, ro)
 	if err != nil {
-		return missing, mongoerr.Newf(mongoerr.Code(51111), "Invalid Regex in %s: %v", op, err)
+		return missing, mongoerr.Newf(mongoerr.Location51111, "Invalid Regex in %s: %v", op, err)
 	}
 	m, err := re.FindStringMatch(s)
 	if err != nil {
-		return missing, mongoerr.Newf(mongoerr.Code(51156), "Error occurred while executing the regular expression in %s: %v", op, err)
+		return missing, mongoerr.Newf(mongoerr.Location51156, "Error occurred while executing the regular expression in %s: %v", op, err)
 	}
 	if op == "$regexMatch" {
 		return boolV(m != nil), nil

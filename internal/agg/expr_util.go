@@ -76,11 +76,11 @@ func registerCtx(name string, min, max int, fn func(ec *ectx, vs []value) (value
 		if len(xs) < min || (max >= 0 && len(xs) > max) {
 			switch {
 			case min == max:
-				return nil, mongoerr.Newf(mongoerr.Code(16020), "Expression %s takes exactly %d arguments. %d were passed in.", name, min, len(xs))
+				return nil, mongoerr.Newf(mongoerr.Location16020, "Expression %s takes exactly %d arguments. %d were passed in.", name, min, len(xs))
 			case len(xs) < min:
-				return nil, mongoerr.Newf(mongoerr.Code(16020), "Expression %s takes at least %d arguments, and at most %d, but %d were passed in.", name, min, max, len(xs))
+				return nil, mongoerr.Newf(mongoerr.Location16020, "Expression %s takes at least %d arguments, and at most %d, but %d were passed in.", name, min, max, len(xs))
 			}
-			return nil, mongoerr.Newf(mongoerr.Code(16020), "Expression %s takes at most %d arguments, but %d were passed in.", name, max, len(xs))
+			return nil, mongoerr.Newf(mongoerr.Location16020, "Expression %s takes at most %d arguments, but %d were passed in.", name, max, len(xs))
 		}
 		return &fnX{args: xs, fn: fn}, nil
 	})
@@ -97,7 +97,7 @@ type named struct {
 func parseNamed(op string, args value, pc *epc, required, optional []string, literal ...string) (*named, error) {
 	d, ok := args.DocumentOK()
 	if !ok {
-		return nil, mongoerr.Newf(mongoerr.Code(40523), "%s only supports an object as its argument", op)
+		return nil, mongoerr.Newf(mongoerr.Location40523, "%s only supports an object as its argument", op)
 	}
 	els, err := docElems(d)
 	if err != nil {
@@ -119,7 +119,7 @@ func parseNamed(op string, args value, pc *epc, required, optional []string, lit
 	for _, el := range els {
 		k := el.Key()
 		if !allowed[k] {
-			return nil, mongoerr.Newf(mongoerr.Code(40525), "Unrecognized parameter to %s: %s", op, k)
+			return nil, mongoerr.Newf(mongoerr.Location40525, "Unrecognized parameter to %s: %s", op, k)
 		}
 		n.raw[k] = el.Value()
 		if lit[k] {
@@ -131,7 +131,7 @@ func parseNamed(op string, args value, pc *epc, required, optional []string, lit
 	}
 	for _, r := range required {
 		if _, ok := n.raw[r]; !ok {
-			return nil, mongoerr.Newf(mongoerr.Code(40524), "Missing '%s' parameter to %s", r, op)
+			return nil, mongoerr.Newf(mongoerr.Location40524, "Missing '%s' parameter to %s", r, op)
 		}
 	}
 	return n, nil

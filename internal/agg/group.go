@@ -31,7 +31,7 @@ type groupStage struct {
 func parseGroup(spec value, p *pctx) (stage, error) {
 	d, ok := spec.DocumentOK()
 	if !ok {
-		return nil, mongoerr.New(mongoerr.Code(15947), "a group's fields must be specified in an object")
+		return nil, mongoerr.New(mongoerr.Location15947, "a group's fields must be specified in an object")
 	}
 	els, err := docElems(d)
 	if err != nil {
@@ -66,21 +66,21 @@ func parseGroup(spec value, p *pctx) (stage, error) {
 			continue
 		}
 		if strings.HasPrefix(k, "$") {
-			return nil, mongoerr.Newf(mongoerr.Code(40236), "The field name '%s' cannot be an operator name", k)
+			return nil, mongoerr.Newf(mongoerr.Location40236, "The field name '%s' cannot be an operator name", k)
 		}
 		if strings.Contains(k, ".") {
-			return nil, mongoerr.Newf(mongoerr.Code(40235), "The field name '%s' cannot contain '.'", k)
+			return nil, mongoerr.Newf(mongoerr.Location40235, "The field name '%s' cannot contain '.'", k)
 		}
 		ad, isDoc := v.DocumentOK()
 		if !isDoc {
-			return nil, mongoerr.Newf(mongoerr.Code(40234), "The field '%s' must be an accumulator object", k)
+			return nil, mongoerr.Newf(mongoerr.Location40234, "The field '%s' must be an accumulator object", k)
 		}
 		aels, err := docElems(ad)
 		if err != nil {
 			return nil, err
 		}
 		if len(aels) != 1 {
-			return nil, mongoerr.Newf(mongoerr.Code(40238), "The field '%s' must specify one accumulator", k)
+			return nil, mongoerr.Newf(mongoerr.Location40238, "The field '%s' must specify one accumulator", k)
 		}
 		a, err := parseAccumulator(aels[0].Key(), aels[0].Value(), p)
 		if err != nil {
@@ -90,7 +90,7 @@ func parseGroup(spec value, p *pctx) (stage, error) {
 		g.accs = append(g.accs, a)
 	}
 	if !idSeen {
-		return nil, mongoerr.New(mongoerr.Code(15955), "a group specification must include an _id")
+		return nil, mongoerr.New(mongoerr.Location15955, "a group specification must include an _id")
 	}
 	return g, nil
 }

@@ -33,7 +33,7 @@ func namespace(v value, defDB, stageName string) (db, coll string, err error) {
 			case "coll":
 				coll = s
 			default:
-				return "", "", mongoerr.Newf(mongoerr.Code(40415), "BSON field '%s.%s' is an unknown field.", stageName, el.Key())
+				return "", "", mongoerr.Newf(mongoerr.Location40415, "BSON field '%s.%s' is an unknown field.", stageName, el.Key())
 			}
 		}
 	default:
@@ -81,7 +81,7 @@ type lookupStage struct {
 func parseLookup(spec value, p *pctx) (stage, error) {
 	d, ok := spec.DocumentOK()
 	if !ok {
-		return nil, mongoerr.New(mongoerr.Code(40319), "the $lookup stage specification must be an object")
+		return nil, mongoerr.New(mongoerr.Location40319, "the $lookup stage specification must be an object")
 	}
 	els, err := docElems(d)
 	if err != nil {
@@ -98,7 +98,7 @@ func parseLookup(spec value, p *pctx) (stage, error) {
 		case "localField", "foreignField", "as":
 			str, ok := v.StringValueOK()
 			if !ok {
-				return nil, mongoerr.Newf(mongoerr.Code(4570), "$lookup argument '%s: %s' must be a string, is type %s", el.Key(), v, typeName(v))
+				return nil, mongoerr.Newf(mongoerr.Location4570, "$lookup argument '%s: %s' must be a string, is type %s", el.Key(), v, typeName(v))
 			}
 			path, err := splitFieldPath(str)
 			if err != nil {
@@ -124,7 +124,7 @@ func parseLookup(spec value, p *pctx) (stage, error) {
 			}
 			pipeV = v
 		default:
-			return nil, mongoerr.Newf(mongoerr.Code(9), "unknown argument to $lookup: %s", el.Key())
+			return nil, mongoerr.Newf(mongoerr.FailedToParse, "unknown argument to $lookup: %s", el.Key())
 		}
 	}
 	if s.as == nil {
@@ -169,7 +169,7 @@ func parseLookup(spec value, p *pctx) (stage, error) {
 		for _, st := range sub {
 			switch st.name() {
 			case "$out", "$merge":
-				return nil, mongoerr.Newf(mongoerr.Code(51047), "%s is not allowed within a $lookup's sub-pipeline", st.name())
+				return nil, mongoerr.Newf(mongoerr.Location51047, "%s is not allowed within a $lookup's sub-pipeline", st.name())
 			}
 		}
 		s.pipeline = optimize(sub, p.pc.Collator)
@@ -376,11 +376,11 @@ func parseUnionWith(spec value, p *pctx) (stage, error) {
 					return nil, err
 				}
 			default:
-				return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field '$unionWith.%s' is an unknown field.", el.Key())
+				return nil, mongoerr.Newf(mongoerr.Location40415, "BSON field '$unionWith.%s' is an unknown field.", el.Key())
 			}
 		}
 		if s.coll == "" && (len(s.pipeline) == 0 || s.pipeline[0].name() != "$documents") {
-			return nil, mongoerr.New(mongoerr.Code(40414), "BSON field '$unionWith.coll' is missing but a required field")
+			return nil, mongoerr.New(mongoerr.Location40414, "BSON field '$unionWith.coll' is missing but a required field")
 		}
 	default:
 		return nil, mongoerr.Newf(mongoerr.FailedToParse, "the $unionWith stage specification must be an object or string, but found %s", typeName(spec))
@@ -436,7 +436,7 @@ type graphLookupStage struct {
 func parseGraphLookup(spec value, p *pctx) (stage, error) {
 	d, ok := spec.DocumentOK()
 	if !ok {
-		return nil, mongoerr.New(mongoerr.Code(40327), "the $graphLookup stage specification must be an object")
+		return nil, mongoerr.New(mongoerr.Location40327, "the $graphLookup stage specification must be an object")
 	}
 	els, err := docElems(d)
 	if err != nil {
@@ -457,7 +457,7 @@ func parseGraphLookup(spec value, p *pctx) (stage, error) {
 			}
 		case "connectFromField", "connectToField", "as", "depthField":
 			if !isStr {
-				return nil, mongoerr.Newf(mongoerr.Code(40103), "expected string as argument for %s, found: %s", el.Key(), v)
+				return nil, mongoerr.Newf(mongoerr.Location40103, "expected string as argument for %s, found: %s", el.Key(), v)
 			}
 			path, err := splitFieldPath(str)
 			if err != nil {
@@ -476,23 +476,23 @@ func parseGraphLookup(spec value, p *pctx) (stage, error) {
 		case "maxDepth":
 			n, ok := v.AsInt64OK()
 			if !ok || n < 0 {
-				return nil, mongoerr.Newf(mongoerr.Code(40101), "maxDepth requires a nonnegative argument, found: %s", v)
+				return nil, mongoerr.Newf(mongoerr.Location40101, "maxDepth requires a nonnegative argument, found: %s", v)
 			}
 			s.maxDepth = n
 		case "restrictSearchWithMatch":
 			md, ok := v.DocumentOK()
 			if !ok {
-				return nil, mongoerr.New(mongoerr.Code(40185), "restrictSearchWithMatch must be an object")
+				return nil, mongoerr.New(mongoerr.Location40185, "restrictSearchWithMatch must be an object")
 			}
 			if s.restrict, err = query.Parse(md, matchOpts(query.ParseOptions{}, p.pc.Collator)); err != nil {
 				return nil, err
 			}
 		default:
-			return nil, mongoerr.Newf(mongoerr.Code(40104), "Unknown argument to $graphLookup: %s", el.Key())
+			return nil, mongoerr.Newf(mongoerr.Location40104, "Unknown argument to $graphLookup: %s", el.Key())
 		}
 	}
 	if s.coll == "" || s.startWith == nil || s.connectFrom == nil || s.connectTo == nil || s.as == "" {
-		return nil, mongoerr.New(mongoerr.Code(40105), "$graphLookup requires 'from', 'startWith', 'connectFromField', 'connectToField' and 'as'")
+		return nil, mongoerr.New(mongoerr.Location40105, "$graphLookup requires 'from', 'startWith', 'connectFromField', 'connectToField' and 'as'")
 	}
 	return s, nil
 }
@@ -602,19 +602,19 @@ type facetStage struct {
 func parseFacet(spec value, p *pctx) (stage, error) {
 	d, ok := spec.DocumentOK()
 	if !ok {
-		return nil, mongoerr.New(mongoerr.Code(15947), "the $facet specification must be a non-empty object")
+		return nil, mongoerr.New(mongoerr.Location15947, "the $facet specification must be a non-empty object")
 	}
 	els, err := docElems(d)
 	if err != nil {
 		return nil, err
 	}
 	if len(els) == 0 {
-		return nil, mongoerr.New(mongoerr.Code(40169), "the $facet specification must be a non-empty object")
+		return nil, mongoerr.New(mongoerr.Location40169, "the $facet specification must be a non-empty object")
 	}
 	s := &facetStage{raw: spec}
 	for _, el := range els {
 		if el.Value().Type != bsoncore.TypeArray {
-			return nil, mongoerr.Newf(mongoerr.Code(40170), "arguments to $facet must be arrays, %s is type %s", el.Key(), typeName(el.Value()))
+			return nil, mongoerr.Newf(mongoerr.Location40170, "arguments to $facet must be arrays, %s is type %s", el.Key(), typeName(el.Value()))
 		}
 		sub, err := subPipeline(el.Value(), p)
 		if err != nil {
@@ -623,7 +623,7 @@ func parseFacet(spec value, p *pctx) (stage, error) {
 		for _, st := range sub {
 			switch st.name() {
 			case "$out", "$merge", "$facet", "$documents", "$unionWith":
-				return nil, mongoerr.Newf(mongoerr.Code(40600), "%s is not allowed to be used within a $facet stage", st.name())
+				return nil, mongoerr.Newf(mongoerr.Location40600, "%s is not allowed to be used within a $facet stage", st.name())
 			}
 		}
 		s.names = append(s.names, el.Key())
@@ -664,7 +664,7 @@ func (s *facetStage) run(ctx context.Context, in Source, rc *runCtx) (Source, er
 			}
 			out.add(s.names[i], arrV(vals))
 			if len(out.b) > maxFacetOutputBytes {
-				return nil, mongoerr.Newf(mongoerr.Code(4031700),
+				return nil, mongoerr.Newf(mongoerr.Location4031700,
 					"document constructed by $facet is %d bytes, which exceeds the limit of %d bytes", len(out.b), maxFacetOutputBytes)
 			}
 		}
@@ -761,15 +761,15 @@ func parseMerge(spec value, p *pctx) (stage, error) {
 					for _, e := range vals {
 						str, ok := e.StringValueOK()
 						if !ok {
-							return nil, mongoerr.New(mongoerr.Code(51134), "$merge 'on' array elements must be strings")
+							return nil, mongoerr.New(mongoerr.Location51134, "$merge 'on' array elements must be strings")
 						}
 						s.on = append(s.on, str)
 					}
 					if len(s.on) == 0 {
-						return nil, mongoerr.New(mongoerr.Code(51187), "If explicitly specifying $merge 'on', must include at least one field")
+						return nil, mongoerr.New(mongoerr.Location51187, "If explicitly specifying $merge 'on', must include at least one field")
 					}
 				default:
-					return nil, mongoerr.New(mongoerr.Code(51186), "$merge 'on' field must be either a string or an array of strings")
+					return nil, mongoerr.New(mongoerr.Location51186, "$merge 'on' field must be either a string or an array of strings")
 				}
 			case "whenMatched":
 				if v.Type == bsoncore.TypeArray {
@@ -796,16 +796,16 @@ func parseMerge(spec value, p *pctx) (stage, error) {
 					return nil, mongoerr.New(mongoerr.TypeMismatch, "$merge 'let' must be an object")
 				}
 			default:
-				return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field '$merge.%s' is an unknown field.", el.Key())
+				return nil, mongoerr.Newf(mongoerr.Location40415, "BSON field '$merge.%s' is an unknown field.", el.Key())
 			}
 		}
 		if s.coll == "" {
-			return nil, mongoerr.New(mongoerr.Code(40414), "BSON field '$merge.into' is missing but a required field")
+			return nil, mongoerr.New(mongoerr.Location40414, "BSON field '$merge.into' is missing but a required field")
 		}
 		names := []string{"new"}
 		if letDoc != nil {
 			if s.whenMatched != "pipeline" {
-				return nil, mongoerr.New(mongoerr.Code(51199), "Cannot use 'let' variables with 'whenMatched: "+s.whenMatched+"' mode")
+				return nil, mongoerr.New(mongoerr.Location51199, "Cannot use 'let' variables with 'whenMatched: "+s.whenMatched+"' mode")
 			}
 			lels, err := docElems(letDoc)
 			if err != nil {
@@ -831,7 +831,7 @@ func parseMerge(spec value, p *pctx) (stage, error) {
 			}
 		}
 	default:
-		return nil, mongoerr.New(mongoerr.Code(51182), "$merge requires a string or object argument")
+		return nil, mongoerr.New(mongoerr.Location51182, "$merge requires a string or object argument")
 	}
 	if s.on == nil {
 		s.on = []string{"_id"}
@@ -883,7 +883,7 @@ func (s *mergeStage) mergeOne(ctx context.Context, w Writer, d bsoncore.Document
 	for _, f := range s.on {
 		v := getPath(d, strings.Split(f, "."))
 		if isNullish(v) || v.Type == bsoncore.TypeArray {
-			return mongoerr.Newf(mongoerr.Code(51132), "$merge write error: 'on' field '%s' cannot be missing, null or an array", f)
+			return mongoerr.Newf(mongoerr.Location51132, "$merge write error: 'on' field '%s' cannot be missing, null or an array", f)
 		}
 		filter.add(f, v)
 	}
@@ -897,7 +897,7 @@ func (s *mergeStage) mergeOne(ctx context.Context, w Writer, d bsoncore.Document
 		case "insert":
 			return w.Insert(ctx, d)
 		case "fail":
-			return mongoerr.New(mongoerr.Code(13113), "$merge could not find a matching document in the target collection for at least one document in the source collection")
+			return mongoerr.New(mongoerr.Location13113, "$merge could not find a matching document in the target collection for at least one document in the source collection")
 		}
 		return nil
 	}
@@ -935,7 +935,7 @@ func (s *mergeStage) mergeOne(ctx context.Context, w Writer, d bsoncore.Document
 			return err
 		}
 		if len(docs) != 1 {
-			return mongoerr.New(mongoerr.Code(51151), "$merge pipeline must produce exactly one document")
+			return mongoerr.New(mongoerr.Location51151, "$merge pipeline must produce exactly one document")
 		}
 		nd = docs[0]
 	}

@@ -198,7 +198,7 @@ func Parse(pipeline []bsoncore.Document, pc ParseContext) (*Pipeline, error) {
 
 func parseStages(pipeline []bsoncore.Document, p *pctx) ([]stage, error) {
 	if len(pipeline) > maxStages {
-		return nil, mongoerr.Newf(mongoerr.Code(7749501), "Pipeline length must be no longer than %d stages", maxStages)
+		return nil, mongoerr.Newf(mongoerr.Location7749501, "Pipeline length must be no longer than %d stages", maxStages)
 	}
 	if p.depth > maxSubPipelineDepth {
 		return nil, mongoerr.Newf(mongoerr.MaxSubPipelineDepthExceeded,
@@ -215,7 +215,7 @@ func parseStages(pipeline []bsoncore.Document, p *pctx) ([]stage, error) {
 		}
 		els, _ := d.Elements()
 		if len(els) != 1 {
-			return nil, mongoerr.Newf(mongoerr.Code(40323), "A pipeline stage specification object must contain exactly one field.")
+			return nil, mongoerr.Newf(mongoerr.Location40323, "A pipeline stage specification object must contain exactly one field.")
 		}
 		name := els[0].Key()
 		parser, ok := stageParsers[name]
@@ -229,11 +229,11 @@ func parseStages(pipeline []bsoncore.Document, p *pctx) ([]stage, error) {
 		switch name {
 		case "$out", "$merge":
 			if i != len(pipeline)-1 {
-				return nil, mongoerr.Newf(mongoerr.Code(40601), "%s can only be the final stage in the pipeline", name)
+				return nil, mongoerr.Newf(mongoerr.Location40601, "%s can only be the final stage in the pipeline", name)
 			}
 		case "$documents":
 			if i != 0 {
-				return nil, mongoerr.New(mongoerr.Code(40602), "$documents is only valid as the first stage in a pipeline")
+				return nil, mongoerr.New(mongoerr.Location40602, "$documents is only valid as the first stage in a pipeline")
 			}
 		}
 		out = append(out, s)

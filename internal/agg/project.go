@@ -56,7 +56,7 @@ func (n *pnode) get(name string, create bool) *pfield {
 func parseProjection(spec value, p *pctx, stageName string, isProject bool) (*projection, error) {
 	d, ok := spec.DocumentOK()
 	if !ok {
-		return nil, mongoerr.Newf(mongoerr.Code(40272), "%s specification must be an object", stageName)
+		return nil, mongoerr.Newf(mongoerr.Location40272, "%s specification must be an object", stageName)
 	}
 	pr := &projection{root: &pnode{}, raw: spec, mode: pmAddFields}
 	if isProject {
@@ -69,7 +69,7 @@ func parseProjection(spec value, p *pctx, stageName string, isProject bool) (*pr
 	if isProject {
 		els, _ := d.Elements()
 		if len(els) == 0 {
-			return nil, mongoerr.New(mongoerr.Code(51272), "Invalid $project :: caused by :: projection specification must have at least one field")
+			return nil, mongoerr.New(mongoerr.Location51272, "Invalid $project :: caused by :: projection specification must have at least one field")
 		}
 		if pr.mode == -1 {
 			// Only _id (and it included or excluded): {_id: 0} is an exclusion.
@@ -96,7 +96,7 @@ func (pr *projection) parseLevel(d bsoncore.Document, n *pnode, prefix string, p
 	for _, el := range els {
 		key := el.Key()
 		if strings.HasPrefix(key, "$") {
-			return mongoerr.Newf(mongoerr.Code(16410), "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
+			return mongoerr.Newf(mongoerr.Location16410, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
 		}
 		path, err := splitFieldPath(key)
 		if err != nil {
@@ -112,7 +112,7 @@ func (pr *projection) parseLevel(d bsoncore.Document, n *pnode, prefix string, p
 			f := cur.get(c, true)
 			if f.sub == nil {
 				if f.include || f.exclude || f.x != nil {
-					return mongoerr.Newf(mongoerr.Code(31250), "Path collision at %s", full)
+					return mongoerr.Newf(mongoerr.Location31250, "Path collision at %s", full)
 				}
 				f.sub = &pnode{}
 			}
@@ -120,7 +120,7 @@ func (pr *projection) parseLevel(d bsoncore.Document, n *pnode, prefix string, p
 		}
 		leaf := path[len(path)-1]
 		if cur.get(leaf, false) != nil && (el.Value().Type != bsoncore.TypeEmbeddedDocument || isOperatorDoc(el.Value())) {
-			return mongoerr.Newf(mongoerr.Code(31250), "Path collision at %s", full)
+			return mongoerr.Newf(mongoerr.Location31250, "Path collision at %s", full)
 		}
 		f := cur.get(leaf, true)
 		v := el.Value()
@@ -144,7 +144,7 @@ func (pr *projection) parseLevel(d bsoncore.Document, n *pnode, prefix string, p
 			case v.Type == bsoncore.TypeEmbeddedDocument && !isOperatorDoc(v):
 				sd := v.Document()
 				if e, _ := sd.Elements(); len(e) == 0 {
-					return mongoerr.Newf(mongoerr.Code(51270), "An empty sub-projection is not a valid value. Found empty object at path %s", full)
+					return mongoerr.Newf(mongoerr.Location51270, "An empty sub-projection is not a valid value. Found empty object at path %s", full)
 				}
 				if f.sub == nil {
 					f.sub = &pnode{}
@@ -185,9 +185,9 @@ func (pr *projection) setMode(m projMode, path string) error {
 	}
 	if pr.mode != m {
 		if m == pmExclusion {
-			return mongoerr.Newf(mongoerr.Code(31254), "Invalid $project :: caused by :: Cannot do exclusion on field %s in inclusion projection", path)
+			return mongoerr.Newf(mongoerr.Location31254, "Invalid $project :: caused by :: Cannot do exclusion on field %s in inclusion projection", path)
 		}
-		return mongoerr.Newf(mongoerr.Code(31253), "Invalid $project :: caused by :: Cannot do inclusion on field %s in exclusion projection", path)
+		return mongoerr.Newf(mongoerr.Location31253, "Invalid $project :: caused by :: Cannot do inclusion on field %s in exclusion projection", path)
 	}
 	return nil
 }
@@ -457,16 +457,16 @@ func parseUnset(spec value, p *pctx) (stage, error) {
 		}
 		names = vals
 	default:
-		return nil, mongoerr.New(mongoerr.Code(31002), "$unset specification must be a string or an array")
+		return nil, mongoerr.New(mongoerr.Location31002, "$unset specification must be a string or an array")
 	}
 	if len(names) == 0 {
-		return nil, mongoerr.New(mongoerr.Code(31119), "$unset specification must be a string or an array with at least one field")
+		return nil, mongoerr.New(mongoerr.Location31119, "$unset specification must be a string or an array with at least one field")
 	}
 	d := newDoc()
 	for _, n := range names {
 		s, ok := n.StringValueOK()
 		if !ok {
-			return nil, mongoerr.New(mongoerr.Code(31120), "$unset specification must be a string or an array containing only string values")
+			return nil, mongoerr.New(mongoerr.Location31120, "$unset specification must be a string or an array containing only string values")
 		}
 		d.add(s, i32V(0))
 	}

@@ -33,7 +33,7 @@ func newSortKeyGen(pattern bsoncore.Document) (*sortKeyGen, error) {
 		return nil, err
 	}
 	if len(els) == 0 {
-		return nil, mongoerr.New(mongoerr.Code(15976), "$sort stage must have at least one sort key")
+		return nil, mongoerr.New(mongoerr.Location15976, "$sort stage must have at least one sort key")
 	}
 	if len(els) > 32 {
 		return nil, mongoerr.New(mongoerr.BadValue, "too many compound keys")
@@ -49,9 +49,9 @@ func newSortKeyGen(pattern bsoncore.Document) (*sortKeyGen, error) {
 		}
 		if !ok || (n != 1 && n != -1) {
 			if isOperatorDoc(v) {
-				return nil, mongoerr.Newf(mongoerr.Code(17312), "$meta sort keys are not supported: %s", el.Key())
+				return nil, mongoerr.Newf(mongoerr.Location17312, "$meta sort keys are not supported: %s", el.Key())
 			}
-			return nil, mongoerr.Newf(mongoerr.Code(15975), "$sort key ordering must be 1 (for ascending) or -1 (for descending)")
+			return nil, mongoerr.Newf(mongoerr.Location15975, "$sort key ordering must be 1 (for ascending) or -1 (for descending)")
 		}
 		path, err := splitFieldPath(el.Key())
 		if err != nil {
@@ -122,7 +122,7 @@ type sortStage struct {
 func parseSort(spec value, _ *pctx) (stage, error) {
 	d, ok := spec.DocumentOK()
 	if !ok {
-		return nil, mongoerr.New(mongoerr.Code(15973), "the $sort key specification must be an object")
+		return nil, mongoerr.New(mongoerr.Location15973, "the $sort key specification must be an object")
 	}
 	if _, err := newSortKeyGen(d); err != nil {
 		return nil, err

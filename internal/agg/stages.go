@@ -26,7 +26,7 @@ type matchStage struct {
 func parseMatch(spec value, p *pctx) (stage, error) {
 	d, ok := spec.DocumentOK()
 	if !ok {
-		return nil, mongoerr.New(mongoerr.Code(15959), "the match filter must be an expression in an object")
+		return nil, mongoerr.New(mongoerr.Location15959, "the match filter must be an expression in an object")
 	}
 	return newMatch(d, p)
 }
@@ -37,7 +37,7 @@ func newMatch(d bsoncore.Document, p *pctx) (*matchStage, error) {
 	if err == nil {
 		return &matchStage{filter: d, m: m}, nil
 	}
-	if mongoerr.CodeOf(err) != mongoerr.Code(17276) {
+	if mongoerr.CodeOf(err) != mongoerr.Location17276 {
 		return nil, err
 	}
 	// query's $expr parser does not know the pipeline's variables ($lookup let, command
@@ -147,10 +147,10 @@ type limitStage struct{ n int64 }
 func positiveInt(spec value, stageName string, allowZero bool) (int64, error) {
 	n, ok := bsonutil.ToInt64Exact(spec)
 	if !ok || !isNumber(spec) {
-		return 0, mongoerr.Newf(mongoerr.Code(15957), "the %s must be specified as a number", strings.TrimPrefix(stageName, "$"))
+		return 0, mongoerr.Newf(mongoerr.Location15957, "the %s must be specified as a number", strings.TrimPrefix(stageName, "$"))
 	}
 	if n < 0 || (n == 0 && !allowZero) {
-		return 0, mongoerr.Newf(mongoerr.Code(15958), "the %s must be positive", strings.TrimPrefix(stageName, "$"))
+		return 0, mongoerr.Newf(mongoerr.Location15958, "the %s must be positive", strings.TrimPrefix(stageName, "$"))
 	}
 	return n, nil
 }
@@ -210,15 +210,15 @@ type countStage struct{ field string }
 func parseCount(spec value, _ *pctx) (stage, error) {
 	s, ok := spec.StringValueOK()
 	if !ok {
-		return nil, mongoerr.New(mongoerr.Code(40156), "the count field must be a non-empty string")
+		return nil, mongoerr.New(mongoerr.Location40156, "the count field must be a non-empty string")
 	}
 	switch {
 	case s == "":
-		return nil, mongoerr.New(mongoerr.Code(40157), "the count field must be a non-empty string")
+		return nil, mongoerr.New(mongoerr.Location40157, "the count field must be a non-empty string")
 	case strings.HasPrefix(s, "$"):
-		return nil, mongoerr.New(mongoerr.Code(40158), "the count field cannot be a $-prefixed path")
+		return nil, mongoerr.New(mongoerr.Location40158, "the count field cannot be a $-prefixed path")
 	case strings.Contains(s, "."):
-		return nil, mongoerr.New(mongoerr.Code(40160), "the count field cannot contain '.'")
+		return nil, mongoerr.New(mongoerr.Location40160, "the count field cannot contain '.'")
 	}
 	return &countStage{field: s}, nil
 }
@@ -276,33 +276,33 @@ func parseUnwind(spec value, _ *pctx) (stage, error) {
 			case "path":
 				p, ok := v.StringValueOK()
 				if !ok {
-					return nil, mongoerr.Newf(mongoerr.Code(28808), "expected a string as the path for $unwind stage, got %s", typeName(v))
+					return nil, mongoerr.Newf(mongoerr.Location28808, "expected a string as the path for $unwind stage, got %s", typeName(v))
 				}
 				path = p
 			case "preserveNullAndEmptyArrays":
 				b, ok := v.BooleanOK()
 				if !ok {
-					return nil, mongoerr.Newf(mongoerr.Code(28809), "expected a boolean for the preserveNullAndEmptyArrays option to $unwind stage, got %s", typeName(v))
+					return nil, mongoerr.Newf(mongoerr.Location28809, "expected a boolean for the preserveNullAndEmptyArrays option to $unwind stage, got %s", typeName(v))
 				}
 				s.preserve = b
 			case "includeArrayIndex":
 				p, ok := v.StringValueOK()
 				if !ok || p == "" || strings.HasPrefix(p, "$") {
-					return nil, mongoerr.Newf(mongoerr.Code(28810), "expected a non-empty string for the includeArrayIndex option to $unwind stage")
+					return nil, mongoerr.Newf(mongoerr.Location28810, "expected a non-empty string for the includeArrayIndex option to $unwind stage")
 				}
 				s.includeIdx = p
 			default:
-				return nil, mongoerr.Newf(mongoerr.Code(28811), "unrecognized option to $unwind stage: %s", el.Key())
+				return nil, mongoerr.Newf(mongoerr.Location28811, "unrecognized option to $unwind stage: %s", el.Key())
 			}
 		}
 		if path == "" {
-			return nil, mongoerr.New(mongoerr.Code(28812), "no path specified to $unwind stage")
+			return nil, mongoerr.New(mongoerr.Location28812, "no path specified to $unwind stage")
 		}
 	default:
-		return nil, mongoerr.Newf(mongoerr.Code(15981), "expected either a string or an object as specification for $unwind stage, got %s", typeName(spec))
+		return nil, mongoerr.Newf(mongoerr.Location15981, "expected either a string or an object as specification for $unwind stage, got %s", typeName(spec))
 	}
 	if !strings.HasPrefix(path, "$") {
-		return nil, mongoerr.Newf(mongoerr.Code(28818), "path option to $unwind stage should be prefixed with a '$': %s", path)
+		return nil, mongoerr.Newf(mongoerr.Location28818, "path option to $unwind stage should be prefixed with a '$': %s", path)
 	}
 	parts, err := splitFieldPath(path[1:])
 	if err != nil {
@@ -410,7 +410,7 @@ func parseReplaceRoot(name string) stageParser {
 		if name == "$replaceRoot" {
 			d, ok := spec.DocumentOK()
 			if !ok {
-				return nil, mongoerr.New(mongoerr.Code(40228), "expected an object as specification for $replaceRoot stage")
+				return nil, mongoerr.New(mongoerr.Location40228, "expected an object as specification for $replaceRoot stage")
 			}
 			els, err := docElems(d)
 			if err != nil {
@@ -419,12 +419,12 @@ func parseReplaceRoot(name string) stageParser {
 			newRoot = missing
 			for _, el := range els {
 				if el.Key() != "newRoot" {
-					return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field '$replaceRoot.%s' is an unknown field.", el.Key())
+					return nil, mongoerr.Newf(mongoerr.Location40415, "BSON field '$replaceRoot.%s' is an unknown field.", el.Key())
 				}
 				newRoot = el.Value()
 			}
 			if newRoot.Type == 0 {
-				return nil, mongoerr.New(mongoerr.Code(40414), "BSON field '$replaceRoot.newRoot' is missing but a required field")
+				return nil, mongoerr.New(mongoerr.Location40414, "BSON field '$replaceRoot.newRoot' is missing but a required field")
 			}
 		}
 		x, err := p.parseExpr(newRoot)
@@ -451,7 +451,7 @@ func (s *replaceRootStage) run(ctx context.Context, in Source, rc *runCtx) (Sour
 		}
 		nd, isDoc := v.DocumentOK()
 		if !isDoc {
-			return nil, false, mongoerr.Newf(mongoerr.Code(40228),
+			return nil, false, mongoerr.Newf(mongoerr.Location40228,
 				"'newRoot' expression must evaluate to an object, but resulting value was: %s. Type of resulting value: '%s'. Input document: %s",
 				v, typeName(v), d)
 		}
@@ -464,7 +464,7 @@ func (s *replaceRootStage) run(ctx context.Context, in Source, rc *runCtx) (Sour
 func parseSortByCount(spec value, p *pctx) (stage, error) {
 	if s, ok := spec.StringValueOK(); !ok || !strings.HasPrefix(s, "$") {
 		if !isOperatorDoc(spec) {
-			return nil, mongoerr.New(mongoerr.Code(40148), "the sortByCount field must be defined as a $-prefixed path or an expression")
+			return nil, mongoerr.New(mongoerr.Location40148, "the sortByCount field must be defined as a $-prefixed path or an expression")
 		}
 	}
 	g, err := parseGroup(docV(docOf("_id", spec, "count", docV(docOf("$sum", i32V(1))))), p)
@@ -515,7 +515,7 @@ func (s *documentsStage) run(ctx context.Context, in Source, rc *runCtx) (Source
 		return nil, err
 	}
 	if v.Type != bsoncore.TypeArray {
-		return nil, mongoerr.Newf(mongoerr.Code(5858203), "error during $documents evaluation: an array is expected, got %s", typeName(v))
+		return nil, mongoerr.Newf(mongoerr.Location5858203, "error during $documents evaluation: an array is expected, got %s", typeName(v))
 	}
 	vals, err := arrValues(v)
 	if err != nil {
@@ -525,7 +525,7 @@ func (s *documentsStage) run(ctx context.Context, in Source, rc *runCtx) (Source
 	for i, e := range vals {
 		d, ok := e.DocumentOK()
 		if !ok {
-			return nil, mongoerr.Newf(mongoerr.Code(5858202), "error during $documents evaluation: expected an array of objects, found %s", typeName(e))
+			return nil, mongoerr.Newf(mongoerr.Location5858202, "error during $documents evaluation: expected an array of objects, found %s", typeName(e))
 		}
 		docs[i] = d
 	}
@@ -539,7 +539,7 @@ type sampleStage struct{ size int64 }
 func parseSample(spec value, _ *pctx) (stage, error) {
 	d, ok := spec.DocumentOK()
 	if !ok {
-		return nil, mongoerr.New(mongoerr.Code(28745), "the $sample stage specification must be an object")
+		return nil, mongoerr.New(mongoerr.Location28745, "the $sample stage specification must be an object")
 	}
 	els, err := docElems(d)
 	if err != nil {
@@ -548,19 +548,19 @@ func parseSample(spec value, _ *pctx) (stage, error) {
 	s := &sampleStage{size: -1}
 	for _, el := range els {
 		if el.Key() != "size" {
-			return nil, mongoerr.Newf(mongoerr.Code(28748), "unrecognized option to $sample: %s", el.Key())
+			return nil, mongoerr.Newf(mongoerr.Location28748, "unrecognized option to $sample: %s", el.Key())
 		}
 		n, ok := bsonutil.ToInt64Exact(el.Value())
 		if !ok || !isNumber(el.Value()) {
-			return nil, mongoerr.New(mongoerr.Code(28746), "size argument to $sample must be a number")
+			return nil, mongoerr.New(mongoerr.Location28746, "size argument to $sample must be a number")
 		}
 		if n < 0 {
-			return nil, mongoerr.New(mongoerr.Code(28747), "size argument to $sample must not be negative")
+			return nil, mongoerr.New(mongoerr.Location28747, "size argument to $sample must not be negative")
 		}
 		s.size = n
 	}
 	if s.size < 0 {
-		return nil, mongoerr.New(mongoerr.Code(28749), "$sample stage must specify a size")
+		return nil, mongoerr.New(mongoerr.Location28749, "$sample stage must specify a size")
 	}
 	return s, nil
 }
@@ -664,7 +664,7 @@ func (s *redactStage) redact(d bsoncore.Document, ec *query.EvalContext, depth i
 		return d, true, nil
 	case "descend":
 	default:
-		return nil, false, mongoerr.Newf(mongoerr.Code(17053), "$redact's expression should not return anything aside from the variables $$KEEP, $$DESCEND, and $$PRUNE, but returned %s", v)
+		return nil, false, mongoerr.Newf(mongoerr.Location17053, "$redact's expression should not return anything aside from the variables $$KEEP, $$DESCEND, and $$PRUNE, but returned %s", v)
 	}
 	out := newDoc()
 	els, _ := d.Elements()

@@ -316,7 +316,7 @@ func splitFieldPath(p string) ([]string, error) {
 	}
 	for _, c := range parts {
 		if strings.HasPrefix(c, "$") {
-			return nil, mongoerr.Newf(mongoerr.Code(16410), "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
+			return nil, mongoerr.Newf(mongoerr.Location16410, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
 		}
 	}
 	return parts, nil

@@ -150,23 +150,23 @@ func parseSetWindowFields(spec value, p *pctx) (stage, error) {
 				s.outs = append(s.outs, wo)
 			}
 		default:
-			return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field '$setWindowFields.%s' is an unknown field.", el.Key())
+			return nil, mongoerr.Newf(mongoerr.Location40415, "BSON field '$setWindowFields.%s' is an unknown field.", el.Key())
 		}
 	}
 	if s.outs == nil {
-		return nil, mongoerr.New(mongoerr.Code(40414), "BSON field '$setWindowFields.output' is missing but a required field")
+		return nil, mongoerr.New(mongoerr.Location40414, "BSON field '$setWindowFields.output' is missing but a required field")
 	}
 	for _, wo := range s.outs {
 		switch wo.op {
 		case "$rank", "$denseRank", "$documentNumber", "$shift", "$locf", "$linearFill", "$expMovingAvg", "$derivative", "$integral":
 			if s.sortPat == nil {
-				return nil, mongoerr.Newf(mongoerr.Code(5371602), "%s must be specified with a top level sortBy expression with exactly one element", wo.op)
+				return nil, mongoerr.Newf(mongoerr.Location5371602, "%s must be specified with a top level sortBy expression with exactly one element", wo.op)
 			}
 		}
 		if wo.rangeBased {
 			sels, _ := docElems(s.sortPat)
 			if len(sels) != 1 {
-				return nil, mongoerr.New(mongoerr.Code(5339902), "Range-based bounds require sortBy a single field")
+				return nil, mongoerr.New(mongoerr.Location5339902, "Range-based bounds require sortBy a single field")
 			}
 		}
 	}
@@ -202,7 +202,7 @@ func parseWindowOut(path string, v value, p *pctx, sorted bool) (*windowOut, err
 		switch k {
 		case "$rank", "$denseRank", "$documentNumber":
 			if ad, ok := av.DocumentOK(); !ok || len(ad) != 5 {
-				return nil, mongoerr.Newf(mongoerr.Code(5371603), "%s must be specified with '{}' as the value", k)
+				return nil, mongoerr.Newf(mongoerr.Location5371603, "%s must be specified with '{}' as the value", k)
 			}
 		case "$shift":
 			ad, ok := av.DocumentOK()
@@ -285,7 +285,7 @@ func parseWindowOut(path string, v value, p *pctx, sorted bool) (*windowOut, err
 			wo.covX, wo.covY = xs[0], xs[1]
 		default:
 			if wo.acc, err = parseAccumulator(k, av, p); err != nil {
-				if mongoerr.CodeOf(err) == mongoerr.Code(15952) {
+				if mongoerr.CodeOf(err) == mongoerr.Location15952 {
 					return nil, mongoerr.Newf(mongoerr.FailedToParse, "Unrecognized window function, %s", k)
 				}
 				return nil, err
@@ -301,7 +301,7 @@ func parseWindowOut(path string, v value, p *pctx, sorted bool) (*windowOut, err
 			return nil, mongoerr.Newf(mongoerr.FailedToParse, "%s does not accept a 'window' field", wo.op)
 		}
 		if !sorted && !(wo.lo.kind == 0 && wo.hi.kind == 0) {
-			return nil, mongoerr.New(mongoerr.Code(5339901), "Document-based bounds require a sortBy")
+			return nil, mongoerr.New(mongoerr.Location5339901, "Document-based bounds require a sortBy")
 		}
 	} else if wo.op == "$derivative" {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "$derivative requires explicit window bounds")
@@ -584,13 +584,13 @@ func (wo *windowOut) bounds(i, n int, sortVals []value) (int, int, error) {
 		}
 		if cur.Type == bsoncore.TypeDateTime {
 			if wo.unit == "" {
-				return missing, mongoerr.New(mongoerr.Code(5429513), "Invalid range: Expected the sortBy field to be a number, but it was Date")
+				return missing, mongoerr.New(mongoerr.Location5429513, "Invalid range: Expected the sortBy field to be a number, but it was Date")
 			}
 			f, _ := bsonutil.ToFloat64(b.off)
 			return dateV(addUnits(time.UnixMilli(cur.DateTime()).UTC(), wo.unit, int64(f)).UnixMilli()), nil
 		}
 		if !isNumber(cur) {
-			return missing, mongoerr.Newf(mongoerr.Code(5429414), "Invalid range: Expected the sortBy field to be a number, but it was %s", typeName(cur))
+			return missing, mongoerr.Newf(mongoerr.Location5429414, "Invalid range: Expected the sortBy field to be a number, but it was %s", typeName(cur))
 		}
 		return evalArith("$add", cur, b.off)
 	}
@@ -769,29 +769,29 @@ func parseDensify(spec value, p *pctx) (stage, error) {
 					}
 					bv, err := arrValues(re.Value())
 					if err != nil || re.Value().Type != bsoncore.TypeArray || len(bv) != 2 {
-						return nil, mongoerr.New(mongoerr.Code(5733403), "a bounding array in a range statement must have exactly two elements")
+						return nil, mongoerr.New(mongoerr.Location5733403, "a bounding array in a range statement must have exactly two elements")
 					}
 					s.lo, s.hi = bv[0], bv[1]
 					if cmpV(s.lo, s.hi) > 0 {
-						return nil, mongoerr.New(mongoerr.Code(5733402), "the first element of a bounding array must be less than or equal to the second element")
+						return nil, mongoerr.New(mongoerr.Location5733402, "the first element of a bounding array must be less than or equal to the second element")
 					}
 				default:
-					return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field 'range.%s' is an unknown field.", re.Key())
+					return nil, mongoerr.Newf(mongoerr.Location40415, "BSON field 'range.%s' is an unknown field.", re.Key())
 				}
 			}
 		default:
-			return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field '$densify.%s' is an unknown field.", el.Key())
+			return nil, mongoerr.Newf(mongoerr.Location40415, "BSON field '$densify.%s' is an unknown field.", el.Key())
 		}
 	}
 	if s.field == nil || s.step.Type == 0 || (s.bounds == "" && s.lo.Type == 0) {
-		return nil, mongoerr.New(mongoerr.Code(40414), "$densify requires 'field' and 'range' with 'step' and 'bounds'")
+		return nil, mongoerr.New(mongoerr.Location40414, "$densify requires 'field' and 'range' with 'step' and 'bounds'")
 	}
 	if f, ok := bsonutil.ToFloat64(s.step); !ok || !isNumber(s.step) || f <= 0 {
-		return nil, mongoerr.New(mongoerr.Code(5733401), "the step parameter in a range statement must be a strictly positive numeric value")
+		return nil, mongoerr.New(mongoerr.Location5733401, "the step parameter in a range statement must be a strictly positive numeric value")
 	}
 	if s.unit != "" {
 		if _, ok := bsonutil.ToInt64Exact(s.step); !ok {
-			return nil, mongoerr.New(mongoerr.Code(5733412), "the step parameter must be an integer when a unit is specified")
+			return nil, mongoerr.New(mongoerr.Location5733412, "the step parameter must be an integer when a unit is specified")
 		}
 	}
 	return s, nil
@@ -803,16 +803,16 @@ func (s *densifyStage) spec() value  { return s.raw }
 func (s *densifyStage) next(v value) (value, error) {
 	if v.Type == bsoncore.TypeDateTime {
 		if s.unit == "" {
-			return missing, mongoerr.New(mongoerr.Code(5733501), "Densify field of type date requires a unit")
+			return missing, mongoerr.New(mongoerr.Location5733501, "Densify field of type date requires a unit")
 		}
 		n, _ := bsonutil.ToInt64Exact(s.step)
 		return dateV(addUnits(time.UnixMilli(v.DateTime()).UTC(), s.unit, n).UnixMilli()), nil
 	}
 	if !isNumber(v) {
-		return missing, mongoerr.Newf(mongoerr.Code(5733201), "Densify field type must be numeric or a date, got %s", typeName(v))
+		return missing, mongoerr.Newf(mongoerr.Location5733201, "Densify field type must be numeric or a date, got %s", typeName(v))
 	}
 	if s.unit != "" {
-		return missing, mongoerr.New(mongoerr.Code(6053600), "Densify with a unit requires date values")
+		return missing, mongoerr.New(mongoerr.Location6053600, "Densify with a unit requires date values")
 	}
 	return evalArith("$add", v, s.step)
 }
@@ -853,15 +853,15 @@ func (s *densifyStage) run(ctx context.Context, in Source, rc *runCtx) (Source, 
 				switch {
 				case isNullish(v):
 				case s.unit == "" && !isNumber(v):
-					return nil, mongoerr.Newf(mongoerr.Code(5733201), "PlanExecutor error during aggregation :: caused by :: Densify field type must be numeric, got %s", typeName(v))
+					return nil, mongoerr.Newf(mongoerr.Location5733201, "PlanExecutor error during aggregation :: caused by :: Densify field type must be numeric, got %s", typeName(v))
 				case s.unit != "" && v.Type != bsoncore.TypeDateTime:
-					return nil, mongoerr.Newf(mongoerr.Code(6053600), "PlanExecutor error during aggregation :: caused by :: Densify with a unit requires date values, got %s", typeName(v))
+					return nil, mongoerr.Newf(mongoerr.Location6053600, "PlanExecutor error during aggregation :: caused by :: Densify with a unit requires date values, got %s", typeName(v))
 				}
 			}
 		}
 		for _, b := range []value{s.lo, s.hi} {
 			if b.Type != 0 && ((s.unit == "" && !isNumber(b)) || (s.unit != "" && b.Type != bsoncore.TypeDateTime)) {
-				return nil, mongoerr.New(mongoerr.Code(5733403), "$densify bounds must match the field type (numbers, or dates with a unit)")
+				return nil, mongoerr.New(mongoerr.Location5733403, "$densify bounds must match the field type (numbers, or dates with a unit)")
 			}
 		}
 		lo, hi := s.lo, s.hi
@@ -932,7 +932,7 @@ func (s *densifyStage) run(ctx context.Context, in Source, rc *runCtx) (Source, 
 				for cur.Type != 0 && cmpV(cur, v) < 0 && (cmpV(cur, phi) < 0 || (inclusiveHi && cmpV(cur, phi) == 0)) {
 					out = append(out, gen(cur))
 					if budget--; budget < 0 {
-						return nil, mongoerr.New(mongoerr.Code(5897900), "Generated documents exceeded the maximum for $densify")
+						return nil, mongoerr.New(mongoerr.Location5897900, "Generated documents exceeded the maximum for $densify")
 					}
 					if cur, err = s.next(cur); err != nil {
 						return nil, err
@@ -948,7 +948,7 @@ func (s *densifyStage) run(ctx context.Context, in Source, rc *runCtx) (Source, 
 			for cur.Type != 0 && cmpV(cur, phi) < 0 {
 				out = append(out, gen(cur))
 				if budget--; budget < 0 {
-					return nil, mongoerr.New(mongoerr.Code(5897900), "Generated documents exceeded the maximum for $densify")
+					return nil, mongoerr.New(mongoerr.Location5897900, "Generated documents exceeded the maximum for $densify")
 				}
 				if cur, err = s.next(cur); err != nil {
 					return nil, err
@@ -1031,7 +1031,7 @@ func parseFill(spec value, p *pctx) (stage, error) {
 				method := ""
 				sels, err := docElems(spec)
 				if err != nil || len(sels) != 1 {
-					return nil, mongoerr.New(mongoerr.Code(6050203), "Exactly one of 'value' and 'method' must be specified")
+					return nil, mongoerr.New(mongoerr.Location6050203, "Exactly one of 'value' and 'method' must be specified")
 				}
 				switch sels[0].Key() {
 				case "value":
@@ -1041,29 +1041,29 @@ func parseFill(spec value, p *pctx) (stage, error) {
 				case "method":
 					method, _ = sels[0].Value().StringValueOK()
 					if method != "locf" && method != "linear" {
-						return nil, mongoerr.Newf(mongoerr.Code(6050202), "Method must be either locf or linear")
+						return nil, mongoerr.Newf(mongoerr.Location6050202, "Method must be either locf or linear")
 					}
 					if s.sortPat == nil {
 						// sortBy may come after output; checked below.
 					}
 				default:
-					return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field '%s' is an unknown field.", sels[0].Key())
+					return nil, mongoerr.Newf(mongoerr.Location40415, "BSON field '%s' is an unknown field.", sels[0].Key())
 				}
 				s.paths = append(s.paths, path)
 				s.valXs = append(s.valXs, x)
 				s.methods = append(s.methods, method)
 			}
 		default:
-			return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field '$fill.%s' is an unknown field.", el.Key())
+			return nil, mongoerr.Newf(mongoerr.Location40415, "BSON field '$fill.%s' is an unknown field.", el.Key())
 		}
 	}
 	for _, m := range s.methods {
 		if m != "" && s.sortPat == nil {
-			return nil, mongoerr.New(mongoerr.Code(6050204), "Method requires sortBy")
+			return nil, mongoerr.New(mongoerr.Location6050204, "Method requires sortBy")
 		}
 	}
 	if s.paths == nil {
-		return nil, mongoerr.New(mongoerr.Code(40414), "BSON field '$fill.output' is missing but a required field")
+		return nil, mongoerr.New(mongoerr.Location40414, "BSON field '$fill.output' is missing but a required field")
 	}
 	return s, nil
 }
@@ -1173,12 +1173,12 @@ func (wo *windowOut) computeNumeric(docs []bsoncore.Document, ec *query.EvalCont
 	xf := func(v value) (float64, error) {
 		if v.Type == bsoncore.TypeDateTime {
 			if wo.numUnit == "" && wo.covX == nil {
-				return 0, mongoerr.Newf(mongoerr.Code(5624901), "%s where the sortBy is a Date requires a 'unit'", wo.op)
+				return 0, mongoerr.Newf(mongoerr.Location5624901, "%s where the sortBy is a Date requires a 'unit'", wo.op)
 			}
 			return float64(v.DateTime()) / unitMs, nil
 		}
 		if wo.numUnit != "" && wo.covX == nil {
-			return 0, mongoerr.Newf(mongoerr.Code(5624900), "%s with 'unit' expects the sortBy field to be a Date", wo.op)
+			return 0, mongoerr.Newf(mongoerr.Location5624900, "%s with 'unit' expects the sortBy field to be a Date", wo.op)
 		}
 		return toF(v), nil
 	}

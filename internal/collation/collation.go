@@ -97,7 +97,7 @@ func parse(spec bsoncore.Document) (*Collator, error) {
 	for _, e := range elems {
 		k, v := e.Key(), e.Value()
 		if !knownFields[k] {
-			return nil, mongoerr.Newf(mongoerr.Code(40415), "BSON field 'collation.%s' is an unknown field.", k)
+			return nil, mongoerr.Newf(mongoerr.Location40415, "BSON field 'collation.%s' is an unknown field.", k)
 		}
 		switch k {
 		case "locale", "caseFirst", "alternate", "maxVariable", "version":
@@ -161,7 +161,7 @@ func parse(spec bsoncore.Document) (*Collator, error) {
 		}
 	}
 	if !hasLocale {
-		return nil, mongoerr.New(mongoerr.Code(40414), "BSON field 'collation.locale' is missing but a required field")
+		return nil, mongoerr.New(mongoerr.Location40414, "BSON field 'collation.locale' is missing but a required field")
 	}
 	if s.locale == "simple" {
 		if len(elems) > 1 {

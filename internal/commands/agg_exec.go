@@ -346,7 +346,7 @@ func (w *aggWriter) FindOne(ctx context.Context, filter bsoncore.Document) (bson
 		return nil, false, err
 	}
 	if len(docs) > 1 {
-		return nil, false, mongoerr.New(mongoerr.Code(51125),
+		return nil, false, mongoerr.New(mongoerr.Location51125,
 			"$merge: the 'on' field values match more than one document in the target collection")
 	}
 	return docs[0], true, nil

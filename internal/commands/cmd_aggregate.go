@@ -127,7 +127,7 @@ func aggParse(env *Env, cmd bsoncore.Document) (*aggRequest, error) {
 				return nil, err
 			}
 			if n < 0 {
-				return nil, mongoerr.Newf(mongoerr.Code(51024),
+				return nil, mongoerr.Newf(mongoerr.Location51024,
 					"BSON field 'batchSize' value must be >= 0, actual value '%d'", n)
 			}
 			r.batchSize = n
@@ -235,7 +235,7 @@ func aggPrepare(ctx context.Context, env *Env, r *aggRequest) (*aggPrepared, err
 	collectionless := r.collectionless
 	for i := 1; i < len(pipeline); i++ {
 		if n, _, ok := aggServerStage(pipeline[i]); ok {
-			return nil, mongoerr.Newf(mongoerr.Code(40602), "%s is only valid as the first stage in a pipeline", n)
+			return nil, mongoerr.Newf(mongoerr.Location40602, "%s is only valid as the first stage in a pipeline", n)
 		}
 	}
 	if len(pipeline) > 0 {

@@ -347,7 +347,7 @@ func ddlCollModApplyIndex(op *OpCtx, m *catalog.CollectionMeta, r *ddlCollModInd
 			return nil, mongoerr.Newf(mongoerr.IndexNotFound, "cannot find index %s for ns %s", r.keyPattern, m.NS)
 		}
 		if len(found) > 1 {
-			return nil, mongoerr.Newf(mongoerr.Code(356), "%d indexes found for key: %s, identify by name instead.", len(found), r.keyPattern)
+			return nil, mongoerr.Newf(mongoerr.AmbiguousIndexKeyPattern, "%d indexes found for key: %s, identify by name instead.", len(found), r.keyPattern)
 		}
 		ix = found[0]
 	} else {

@@ -217,7 +217,7 @@ func ddlParseCreateOptions(cmd bsoncore.Document) (bsoncore.Document, error) {
 		ci, ok := v.DocumentOK()
 		if !ok {
 			if v.Type == bsoncore.TypeBoolean {
-				return nil, mongoerr.New(mongoerr.Code(5979703),
+				return nil, mongoerr.New(mongoerr.Location5979703,
 					"The 'clusteredIndex' legacy format {clusteredIndex: <bool>} is only supported for specific internal collections and vice versa")
 			}
 			return nil, typeMismatch(c, "clusteredIndex", v.Type, "bool", "object")
@@ -233,7 +233,7 @@ func ddlParseCreateOptions(cmd bsoncore.Document) (bsoncore.Document, error) {
 				"The 'clusteredIndex' option is not supported with the 'idIndex' option")
 		}
 		if autoIndexID.Type != 0 && !truthy(autoIndexID) {
-			return nil, mongoerr.New(mongoerr.Code(6026501),
+			return nil, mongoerr.New(mongoerr.Location6026501,
 				"The 'clusteredIndex' option does not support {autoIndexId: false}")
 		}
 	}
@@ -332,7 +332,7 @@ func ddlParseClusteredIndex(ci bsoncore.Document) (bsoncore.Document, error) {
 				return nil, err
 			}
 			if n != 2 {
-				return nil, mongoerr.Newf(mongoerr.Code(5979704),
+				return nil, mongoerr.Newf(mongoerr.Location5979704,
 					"Invalid clusteredIndex specification %s; cannot create a clusteredIndex with v=%d", ci, n)
 			}
 		default:
@@ -346,7 +346,7 @@ func ddlParseClusteredIndex(ci bsoncore.Document) (bsoncore.Document, error) {
 		return nil, mongoerr.New(codeMissingField, "BSON field 'clusteredIndex.unique' is missing but a required field")
 	}
 	if !unique {
-		return nil, mongoerr.New(mongoerr.Code(5979700), "The clusteredIndex option requires unique: true to be specified")
+		return nil, mongoerr.New(mongoerr.Location5979700, "The clusteredIndex option requires unique: true to be specified")
 	}
 	kelems, _ := key.Elements()
 	if len(kelems) != 1 || kelems[0].Key() != "_id" {

@@ -416,7 +416,7 @@ func ddlValidateIndexSpec(db *DB, spec bsoncore.Document, ignoreUnknown bool) (b
 		return nil, err
 	}
 	if gen.IsHashed() && unique {
-		return nil, mongoerr.New(mongoerr.Code(16764), "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.")
+		return nil, mongoerr.New(mongoerr.Location16764, "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.")
 	}
 	if hasPartial {
 		if db.Filters == nil {

@@ -94,7 +94,7 @@ func ddlScaleArg(cmdName string, cmd bsoncore.Document) (int64, error) {
 		return 0, err
 	}
 	if n < 1 {
-		return 0, mongoerr.Newf(mongoerr.Code(51024), "BSON field 'scale' value must be >= 1, actual value '%d'", n)
+		return 0, mongoerr.Newf(mongoerr.Location51024, "BSON field 'scale' value must be >= 1, actual value '%d'", n)
 	}
 	return n, nil
 }

@@ -49,7 +49,7 @@ func distinctParse(env *Env, cmd bsoncore.Document) (string, string, plan.Reques
 		return "", "", req, mongoerr.New(mongoerr.Location40352, "FieldPath cannot be constructed with empty string")
 	}
 	if strings.HasPrefix(key, "$") {
-		return "", "", req, mongoerr.Newf(mongoerr.Code(16410), "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
+		return "", "", req, mongoerr.Newf(mongoerr.Location16410, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
 	}
 	if req.Filter, err = findDocArg(name, "query", lookup(cmd, "query")); err != nil {
 		return "", "", req, err
@@ -138,7 +138,7 @@ func runDistinct(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore
 			}
 			size += len(v.Data) + 8
 			if size > distinctMaxBytes {
-				ferr = mongoerr.New(mongoerr.Code(17217), "distinct too big, 16mb cap")
+				ferr = mongoerr.New(mongoerr.Location17217, "distinct too big, 16mb cap")
 				return
 			}
 			seen[k] = len(vals)

@@ -102,7 +102,7 @@ func ddlCheckCollectionUUID(v bsoncore.Value, m *catalog.CollectionMeta) error {
 		return mongoerr.New(mongoerr.InvalidUUID, "collectionUUID must be a UUID")
 	}
 	if string(data) != string(m.UUID[:]) {
-		return mongoerr.Newf(mongoerr.Code(361), "Collection UUID does not match that specified")
+		return mongoerr.Newf(mongoerr.CollectionUUIDMismatch, "Collection UUID does not match that specified")
 	}
 	return nil
 }

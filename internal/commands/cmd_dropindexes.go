@@ -125,7 +125,7 @@ func ddlIndexesToDrop(m *catalog.CollectionMeta, iv bsoncore.Value) ([]string, e
 		case 1:
 			return found, nil
 		}
-		return nil, mongoerr.Newf(mongoerr.Code(356),
+		return nil, mongoerr.Newf(mongoerr.AmbiguousIndexKeyPattern,
 			"%d indexes found for key: %s, identify by name instead. Conflicting indexes: %v", len(found), kp, found)
 	default:
 		vals, err := iv.Array().Values()

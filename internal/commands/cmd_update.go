@@ -121,7 +121,7 @@ func writeParseUpdateStmt(cmdName string, v bsoncore.Value, i int) (*writeUpdate
 		return nil, mongoerr.New(mongoerr.FailedToParse, "Cannot specify arrayFilters and a pipeline update")
 	}
 	if st.c != nil && st.u.Type != bsoncore.TypeArray {
-		return nil, mongoerr.New(mongoerr.Code(51198), "Constant values may only be specified for pipeline updates")
+		return nil, mongoerr.New(mongoerr.Location51198, "Constant values may only be specified for pipeline updates")
 	}
 	if st.hint.Type == bsoncore.TypeString && st.hint.StringValue() == "" {
 		st.hint = bsoncore.Value{}

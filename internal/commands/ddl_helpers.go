@@ -22,7 +22,7 @@ import (
 
 // Location codes without a named constant in mongoerr yet (the lead moves them there).
 const (
-	ddlCodeCannotConvertIndexToUnique mongoerr.Code = 359 // collMod unique conversion with duplicates
+	ddlCodeCannotConvertIndexToUnique = mongoerr.CannotConvertIndexToUnique // collMod unique conversion with duplicates
 )
 
 // ddlStorage returns the server's storage or an error for servers started without one.
@@ -81,7 +81,7 @@ func ddlParseCursorOption(cmdName string, cmd bsoncore.Document) (int64, error) 
 				return 0, err
 			}
 			if n < 0 {
-				return 0, mongoerr.Newf(mongoerr.Code(51024),
+				return 0, mongoerr.Newf(mongoerr.Location51024,
 					"BSON field 'batchSize' value must be >= 0, actual value '%d'", n)
 			}
 			bs = n

@@ -177,12 +177,12 @@ func TestDDLCreateListDrop(t *testing.T) {
 	}{
 		{bson.D{{Key: "create", Value: 1}}, mongoerr.InvalidNamespace},
 		{bson.D{{Key: "create", Value: ""}}, mongoerr.InvalidNamespace},
-		{bson.D{{Key: "create", Value: "x"}, {Key: "foo", Value: 1}}, mongoerr.Code(40415)},
+		{bson.D{{Key: "create", Value: "x"}, {Key: "foo", Value: 1}}, mongoerr.Location40415},
 		{bson.D{{Key: "create", Value: "x"}, {Key: "capped", Value: true}}, mongoerr.InvalidOptions},
 		{bson.D{{Key: "create", Value: "x"}, {Key: "size", Value: 100}}, mongoerr.InvalidOptions},
 		{bson.D{{Key: "create", Value: "x"}, {Key: "expireAfterSeconds", Value: 10}}, mongoerr.InvalidOptions},
 		{bson.D{{Key: "create", Value: "x"}, {Key: "clusteredIndex", Value: bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "unique", Value: true}}}}, mongoerr.InvalidIndexSpecificationOption},
-		{bson.D{{Key: "create", Value: "x"}, {Key: "clusteredIndex", Value: bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "unique", Value: false}}}}, mongoerr.Code(5979700)},
+		{bson.D{{Key: "create", Value: "x"}, {Key: "clusteredIndex", Value: bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "unique", Value: false}}}}, mongoerr.Location5979700},
 		{bson.D{{Key: "create", Value: "x"}, {Key: "viewOn", Value: "c"}, {Key: "pipeline", Value: 1}}, mongoerr.TypeMismatch},
 		{bson.D{{Key: "create", Value: "x"}, {Key: "timeseries", Value: bson.D{{Key: "timeField", Value: "t"}}}}, mongoerr.NotImplemented},
 		{bson.D{{Key: "create", Value: "x"}, {Key: "validationLevel", Value: "bogus"}}, mongoerr.BadValue},
@@ -324,7 +324,7 @@ func TestDDLIndexes(t *testing.T) {
 		{idx(spec("x", bson.D{{Key: "x", Value: 1}, {Key: "y", Value: 1}}, bson.E{Key: "expireAfterSeconds", Value: 10})), mongoerr.CannotCreateIndex},
 		{idx(spec("x", bson.D{{Key: "x", Value: 1}}, bson.E{Key: "sparse", Value: true}, bson.E{Key: "partialFilterExpression", Value: bson.D{{Key: "x", Value: 1}}})), mongoerr.CannotCreateIndex},
 		{bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{}}}, mongoerr.BadValue},
-		{bson.D{{Key: "createIndexes", Value: "c"}}, mongoerr.Code(40414)},
+		{bson.D{{Key: "createIndexes", Value: "c"}}, mongoerr.Location40414},
 	} {
 		e.fail("test", tc.cmd, tc.code)
 	}
@@ -406,7 +406,7 @@ func TestDDLCollMod(t *testing.T) {
 	e.must("test", bson.D{{Key: "collMod", Value: "c"}, {Key: "index", Value: bson.D{{Key: "name", Value: "a_1"}, {Key: "prepareUnique", Value: true}}}})
 	for _, dry := range []bool{true, false} {
 		ce := e.fail("test", bson.D{{Key: "collMod", Value: "c"}, {Key: "index", Value: bson.D{{Key: "name", Value: "a_1"}, {Key: "unique", Value: true}}}, {Key: "dryRun", Value: dry}},
-			mongoerr.Code(359))
+			mongoerr.CannotConvertIndexToUnique)
 		v := bson.Raw(ce.Raw).Lookup("violations")
 		if got := v.String(); got != `[{"ids": [{"$numberInt":"1"},{"$numberInt":"2"}]}]` {
 			t.Errorf("violations: %s (%v)", got, ce.Raw)
@@ -416,7 +416,7 @@ func TestDDLCollMod(t *testing.T) {
 	e.fail("test", bson.D{{Key: "collMod", Value: "c"}, {Key: "index", Value: bson.D{{Key: "name", Value: "a_1"}}}}, mongoerr.InvalidOptions)
 	e.fail("test", bson.D{{Key: "collMod", Value: "c"}, {Key: "index", Value: bson.D{{Key: "name", Value: "_id_"}, {Key: "hidden", Value: true}}}}, mongoerr.BadValue)
 	e.fail("test", bson.D{{Key: "collMod", Value: "nope"}, {Key: "validationLevel", Value: "off"}}, mongoerr.NamespaceNotFound)
-	e.fail("test", bson.D{{Key: "collMod", Value: "c"}, {Key: "foo", Value: 1}}, mongoerr.Code(40415))
+	e.fail("test", bson.D{{Key: "collMod", Value: "c"}, {Key: "foo", Value: 1}}, mongoerr.Location40415)
 
 	// Resolve the duplicate, then convert.
 	op := e.db.NewOp()
@@ -508,7 +508,7 @@ func TestDDLStats(t *testing.T) {
 		r.Lookup("indexes").AsInt64() != 2 || r.Lookup("fsTotalSize").Double() <= 0 {
 		t.Errorf("dbStats: %v", r)
 	}
-	e.fail("s", bson.D{{Key: "dbStats", Value: 1}, {Key: "scale", Value: 0}}, mongoerr.Code(51024))
+	e.fail("s", bson.D{{Key: "dbStats", Value: 1}, {Key: "scale", Value: 0}}, mongoerr.Location51024)
 
 	r = e.must("s", bson.D{{Key: "collStats", Value: "c"}, {Key: "scale", Value: 1}})
 	if r.Lookup("ns").StringValue() != "s.c" || r.Lookup("count").Int32() != 3 || r.Lookup("nindexes").Int32() != 1 ||
@@ -665,8 +665,8 @@ func TestDDLListCursors(t *testing.T) {
 	if err := cur.All(ctx, &specs); err != nil || len(specs) != 5 {
 		t.Fatalf("listIndexes through getMore: %v %v", specs, err)
 	}
-	e.fail("lc", bson.D{{Key: "listIndexes", Value: "c0"}, {Key: "cursor", Value: bson.D{{Key: "batchSize", Value: -1}}}}, mongoerr.Code(51024))
-	e.fail("lc", bson.D{{Key: "listIndexes", Value: "c0"}, {Key: "cursor", Value: bson.D{{Key: "foo", Value: 1}}}}, mongoerr.Code(40415))
+	e.fail("lc", bson.D{{Key: "listIndexes", Value: "c0"}, {Key: "cursor", Value: bson.D{{Key: "batchSize", Value: -1}}}}, mongoerr.Location51024)
+	e.fail("lc", bson.D{{Key: "listIndexes", Value: "c0"}, {Key: "cursor", Value: bson.D{{Key: "foo", Value: 1}}}}, mongoerr.Location40415)
 }
 
 // TestDDLBuildWithConcurrentWrites builds indexes on a non-empty collection while writers

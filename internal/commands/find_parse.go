@@ -56,7 +56,7 @@ func findNonNegative(cmdName, field string, v bsoncore.Value) (int64, bool, erro
 		return 0, false, err
 	}
 	if n < 0 {
-		return 0, false, mongoerr.Newf(mongoerr.Code(51024), "BSON field '%s' value must be >= 0, actual value '%d'", field, n)
+		return 0, false, mongoerr.Newf(mongoerr.Location51024, "BSON field '%s' value must be >= 0, actual value '%d'", field, n)
 	}
 	return n, true, nil
 }

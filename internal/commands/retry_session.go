@@ -371,9 +371,9 @@ func (s *retryStmt) replayFam(ctx context.Context, remove, returnNew bool) (*ret
 
 func retryMismatch(s *retryStmt, what string) error {
 	// MongoDB's codes: 40606 for findAndModify, 40670 for the other write commands.
-	code := mongoerr.Code(40670)
+	code := mongoerr.Location40670
 	if what == "findAndModify" {
-		code = mongoerr.Code(40606)
+		code = mongoerr.Location40606
 	}
 	return mongoerr.Newf(code, "%s retry request is not compatible with previous write in the transaction (statement %d of txnNumber %d)",
 		what, s.id, s.rc.txn)

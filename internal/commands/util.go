@@ -11,13 +11,13 @@ import (
 // Location codes used by these commands that mongoerr does not name yet. They are kept in this
 // one block so moving them into mongoerr is a one-line change each (reported to the lead).
 const (
-	codeTopologyVersionWithoutAwait mongoerr.Code = 31368 // topologyVersion without maxAwaitTimeMS
-	codeAwaitWithoutTopologyVersion mongoerr.Code = 31372 // maxAwaitTimeMS without topologyVersion
-	codeBadMaxAwaitTimeMS           mongoerr.Code = 51760 // maxAwaitTimeMS negative
-	codeTopologyVersionFromFuture   mongoerr.Code = 31382 // counter greater than the server's
-	codeMissingDB                   mongoerr.Code = 40571 // OP_MSG without $db
-	codeUnknownField                mongoerr.Code = 40415 // IDL: unknown field
-	codeMissingField                mongoerr.Code = 40414 // IDL: required field missing
+	codeTopologyVersionWithoutAwait = mongoerr.Location31368 // topologyVersion without maxAwaitTimeMS
+	codeAwaitWithoutTopologyVersion = mongoerr.Location31372 // maxAwaitTimeMS without topologyVersion
+	codeBadMaxAwaitTimeMS           = mongoerr.Location51760 // maxAwaitTimeMS negative
+	codeTopologyVersionFromFuture   = mongoerr.Location31382 // counter greater than the server's
+	codeMissingDB                   = mongoerr.Location40571 // OP_MSG without $db
+	codeUnknownField                = mongoerr.Location40415 // IDL: unknown field
+	codeMissingField                = mongoerr.Location40414 // IDL: required field missing
 )
 
 // CodeMissingDB is the code for an OP_MSG request without `$db` (Location40571).

@@ -93,7 +93,7 @@ func validParsePipelineUpdate(u bsoncore.Value, let, c bsoncore.Document, now ti
 		// Malformed or unknown stages get the aggregation parser's error (40323, 40324);
 		// known stages that cannot run in an update are InvalidOptions.
 		if _, err := agg.Parse([]bsoncore.Document{s}, pc); err != nil {
-			if c := mongoerr.CodeOf(err); c == mongoerr.Location40324 || c == mongoerr.Code(40323) || c == mongoerr.InvalidBSON {
+			if c := mongoerr.CodeOf(err); c == mongoerr.Location40324 || c == mongoerr.Location40323 || c == mongoerr.InvalidBSON {
 				return nil, err
 			}
 		}

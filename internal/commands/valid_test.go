@@ -297,7 +297,7 @@ func TestWritePipelineUpdate(t *testing.T) {
 	_, err := validCmd(t, cl, `{"update": "c", "updates": [{"q": {"_id": 1}, "u": [{"$set": {"a": 1}}], "arrayFilters": []}]}`)
 	writeWantCode(t, err, mongoerr.FailedToParse)
 	_, err = validCmd(t, cl, `{"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$set": {"a": 1}}, "c": {"x": 1}}]}`)
-	writeWantCode(t, err, mongoerr.Code(51198))
+	writeWantCode(t, err, mongoerr.Location51198)
 	if got := validFind(t, cl, "c"); !strings.HasPrefix(got, `{"_id":1,"a":2,"b":3,"sum":5}`) {
 		t.Errorf("errors changed the document: %s", got)
 	}

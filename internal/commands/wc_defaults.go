@@ -36,7 +36,7 @@ func init() {
 
 // codeRWCStandalone is Location51300 ("'<cmd>' is not supported on standalone nodes."); it
 // belongs in mongoerr (reported to the lead).
-const codeRWCStandalone mongoerr.Code = 51300
+const codeRWCStandalone = mongoerr.Location51300
 
 const (
 	rwcSettingsNS = "config.settings"

@@ -297,13 +297,13 @@ func TestReadWriteConcernStandalone(t *testing.T) {
 		{bson.D{{Key: "afterClusterTime", Value: bson.Timestamp{T: 1, I: 1}}}, mongoerr.IllegalOperation},
 		{bson.D{{Key: "level", Value: "local"}, {Key: "atClusterTime", Value: bson.Timestamp{T: 1, I: 1}}}, mongoerr.InvalidOptions},
 		{bson.D{{Key: "afterClusterTime", Value: bson.Timestamp{}}}, mongoerr.InvalidOptions},
-		{bson.D{{Key: "nope", Value: 1}}, mongoerr.Code(40415)},
+		{bson.D{{Key: "nope", Value: 1}}, mongoerr.Location40415},
 	} {
 		err := db.RunCommand(ctx, bson.D{{Key: "find", Value: "c"}, {Key: "readConcern", Value: c.rc}}).Err()
 		writeWantCode(t, err, c.code)
 	}
 	err = cl.Database("admin").RunCommand(ctx, bson.D{{Key: "getDefaultRWConcern", Value: 1}}).Err()
-	writeWantCode(t, err, mongoerr.Code(51300))
+	writeWantCode(t, err, mongoerr.Location51300)
 	for _, c := range []struct {
 		wc   bson.D
 		code mongoerr.Code

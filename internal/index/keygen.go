@@ -15,8 +15,8 @@ import (
 // MongoDB location codes that internal/mongoerr does not list yet (reported to its owner);
 // they should move there as Location16766 / Location16746.
 const (
-	codeHashedArray         = mongoerr.Code(16766) // array value in a hashed index
-	codeAmbiguousPositional = mongoerr.Code(16746) // numeric field name both in array and element
+	codeHashedArray         = mongoerr.Location16766 // array value in a hashed index
+	codeAmbiguousPositional = mongoerr.Location16746 // numeric field name both in array and element
 )
 
 // MaxKeyFields is the server's limit on fields in a compound key pattern.

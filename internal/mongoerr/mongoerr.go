@@ -370,6 +370,8 @@ const (
 	Location40353                                               Code = 40353
 	IndexKeyTooLong                                             Code = 17280
 	UnsupportedOpQueryCommand                                   Code = 352
+	CannotConvertIndexToUnique                                  Code = 359
+	CollectionUUIDMismatch                                      Code = 361
 )
 
 // codeNames maps each code to its MongoDB codeName. Location codes are named "Location<N>".

@@ -352,5 +352,7 @@ var codeTable = []codeEntry{
 	{ShardKeyTooBig, "ShardKeyTooBig"},
 	{IndexKeyTooLong, "IndexKeyTooLong"},
 	{UnsupportedOpQueryCommand, "UnsupportedOpQueryCommand"},
+	{CannotConvertIndexToUnique, "CannotConvertIndexToUnique"},
+	{CollectionUUIDMismatch, "CollectionUUIDMismatch"},
 	{SocketException, "SocketException"},
 }

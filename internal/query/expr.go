@@ -96,7 +96,7 @@ func init() {
 	RegisterExpression("$size", parseFixed("$size", 1, func(vs []bsoncore.Value) (bsoncore.Value, error) {
 		arr, ok := vs[0].ArrayOK()
 		if !ok {
-			return bsoncore.Value{}, mongoerr.Newf(mongoerr.Code(17124),
+			return bsoncore.Value{}, mongoerr.Newf(mongoerr.Location17124,
 				"The argument to $size must be an array. Type of argument is: %s", typeName(vs[0]))
 		}
 		vals, err := arr.Values()
@@ -111,7 +111,7 @@ func init() {
 	RegisterExpression("$in", parseFixedCtx("$in", 2, func(ctx *EvalContext, vs []bsoncore.Value) (bsoncore.Value, error) {
 		arr, ok := vs[1].ArrayOK()
 		if !ok {
-			return bsoncore.Value{}, mongoerr.Newf(mongoerr.Code(40081),
+			return bsoncore.Value{}, mongoerr.Newf(mongoerr.Location40081,
 				"$in requires an array as a second argument, found: %s", typeName(vs[1]))
 		}
 		vals, _ := arr.Values()
@@ -174,7 +174,7 @@ func parseObjectExpr(d bsoncore.Document, pc *ExprParseContext, depth int) (Expr
 	}
 	if len(elems) > 0 && strings.HasPrefix(elems[0].Key(), "$") {
 		if len(elems) != 1 {
-			return nil, mongoerr.Newf(mongoerr.Code(15983),
+			return nil, mongoerr.Newf(mongoerr.Location15983,
 				"an expression specification must contain exactly one field, the name of the expression. Found %d fields in %s",
 				len(elems), d)
 		}
@@ -191,10 +191,10 @@ func parseObjectExpr(d bsoncore.Document, pc *ExprParseContext, depth int) (Expr
 	for _, el := range elems {
 		k := el.Key()
 		if strings.HasPrefix(k, "$") {
-			return nil, mongoerr.Newf(mongoerr.Code(16410), "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
+			return nil, mongoerr.Newf(mongoerr.Location16410, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
 		}
 		if k == "" || strings.Contains(k, ".") {
-			return nil, mongoerr.Newf(mongoerr.Code(16412), "FieldPath field names may not contain '.'. Consider using $getField or $setField.")
+			return nil, mongoerr.Newf(mongoerr.Location16412, "FieldPath field names may not contain '.'. Consider using $getField or $setField.")
 		}
 		x, err := parseExpr(el.Value(), pc, depth+1)
 		if err != nil {
@@ -272,7 +272,7 @@ func parseFixedCtx(name string, n int, fn func(*EvalContext, []bsoncore.Value) (
 			return nil, err
 		}
 		if len(xs) != n {
-			return nil, mongoerr.Newf(mongoerr.Code(16020), "Expression %s takes exactly %d arguments. %d were passed in.", name, n, len(xs))
+			return nil, mongoerr.Newf(mongoerr.Location16020, "Expression %s takes exactly %d arguments. %d were passed in.", name, n, len(xs))
 		}
 		return funcCtxExpr{args: xs, fn: fn}, nil
 	}
@@ -286,7 +286,7 @@ func parseFixed(name string, n int, fn func([]bsoncore.Value) (bsoncore.Value, e
 			return nil, err
 		}
 		if len(xs) != n {
-			return nil, mongoerr.Newf(mongoerr.Code(16020), "Expression %s takes exactly %d arguments. %d were passed in.", name, n, len(xs))
+			return nil, mongoerr.Newf(mongoerr.Location16020, "Expression %s takes exactly %d arguments. %d were passed in.", name, n, len(xs))
 		}
 		return funcExpr{args: xs, fn: fn}, nil
 	}
@@ -301,7 +301,7 @@ func parseVariadic(name string, min int, fn func([]bsoncore.Value) (bsoncore.Val
 			return nil, err
 		}
 		if len(xs) < min {
-			return nil, mongoerr.Newf(mongoerr.Code(16020), "Expression %s takes at least %d arguments. %d were passed in.", name, min, len(xs))
+			return nil, mongoerr.Newf(mongoerr.Location16020, "Expression %s takes at least %d arguments. %d were passed in.", name, min, len(xs))
 		}
 		if shortCircuit {
 			return shortCircuitExpr{and: name == "$and", args: xs}, nil
@@ -382,13 +382,13 @@ func parseFieldPathExpr(s string, pc *ExprParseContext) (Expression, error) {
 	if strings.HasPrefix(s, "$$") {
 		name, tail, _ := strings.Cut(s[2:], ".")
 		if name == "" {
-			return nil, mongoerr.New(mongoerr.Code(16869), "empty variable name")
+			return nil, mongoerr.New(mongoerr.Location16869, "empty variable name")
 		}
 		switch name {
 		case "ROOT", "CURRENT", "NOW", "REMOVE":
 		default:
 			if pc == nil || !pc.Vars[name] {
-				return nil, mongoerr.Newf(mongoerr.Code(17276), "Use of undefined variable: %s", name)
+				return nil, mongoerr.Newf(mongoerr.Location17276, "Use of undefined variable: %s", name)
 			}
 		}
 		variable, rest = name, tail
@@ -397,15 +397,15 @@ func parseFieldPathExpr(s string, pc *ExprParseContext) (Expression, error) {
 		}
 	}
 	if rest == "" {
-		return nil, mongoerr.New(mongoerr.Code(16872), "'$' by itself is not a valid FieldPath")
+		return nil, mongoerr.New(mongoerr.Location16872, "'$' by itself is not a valid FieldPath")
 	}
 	parts := strings.Split(rest, ".")
 	for _, p := range parts {
 		if p == "" {
-			return nil, mongoerr.New(mongoerr.Code(15998), "FieldPath field names may not be empty strings.")
+			return nil, mongoerr.New(mongoerr.Location15998, "FieldPath field names may not be empty strings.")
 		}
 		if strings.HasPrefix(p, "$") {
-			return nil, mongoerr.Newf(mongoerr.Code(16410), "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
+			return nil, mongoerr.Newf(mongoerr.Location16410, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
 		}
 	}
 	return fieldPathExpr{variable: variable, path: parts}, nil
@@ -557,7 +557,7 @@ func parseCond(args bsoncore.Value, pc *ExprParseContext) (Expression, error) {
 			case "else":
 				c.elseX = x
 			default:
-				return nil, mongoerr.Newf(mongoerr.Code(17083), "Unrecognized parameter to $cond: %s", el.Key())
+				return nil, mongoerr.Newf(mongoerr.Location17083, "Unrecognized parameter to $cond: %s", el.Key())
 			}
 		}
 		for _, m := range []struct {
@@ -576,7 +576,7 @@ func parseCond(args bsoncore.Value, pc *ExprParseContext) (Expression, error) {
 		return nil, err
 	}
 	if len(xs) != 3 {
-		return nil, mongoerr.Newf(mongoerr.Code(16020), "Expression $cond takes exactly 3 arguments. %d were passed in.", len(xs))
+		return nil, mongoerr.Newf(mongoerr.Location16020, "Expression $cond takes exactly 3 arguments. %d were passed in.", len(xs))
 	}
 	return condExpr{xs[0], xs[1], xs[2]}, nil
 }
@@ -602,7 +602,7 @@ func parseIfNull(args bsoncore.Value, pc *ExprParseContext) (Expression, error) 
 		return nil, err
 	}
 	if len(xs) < 2 {
-		return nil, mongoerr.Newf(mongoerr.Code(1257300), "$ifNull needs at least two arguments, had: %d", len(xs))
+		return nil, mongoerr.Newf(mongoerr.Location1257300, "$ifNull needs at least two arguments, had: %d", len(xs))
 	}
 	return ifNullExpr(xs), nil
 }
@@ -741,7 +741,7 @@ func evalAdd(vs []bsoncore.Value) (bsoncore.Value, error) {
 			return bsoncore.Value{Type: bsoncore.TypeNull}, nil
 		case v.Type == bsoncore.TypeDateTime:
 			if date != nil {
-				return bsoncore.Value{}, mongoerr.New(mongoerr.Code(16612), "only one date allowed in an $add expression")
+				return bsoncore.Value{}, mongoerr.New(mongoerr.Location16612, "only one date allowed in an $add expression")
 			}
 			ms := v.DateTime()
 			date = &ms
@@ -751,7 +751,7 @@ func evalAdd(vs []bsoncore.Value) (bsoncore.Value, error) {
 				return bsoncore.Value{}, err
 			}
 		default:
-			return bsoncore.Value{}, mongoerr.Newf(mongoerr.Code(16554), "$add only supports numeric or date types, not %s", typeName(v))
+			return bsoncore.Value{}, mongoerr.Newf(mongoerr.Location16554, "$add only supports numeric or date types, not %s", typeName(v))
 		}
 	}
 	if date != nil {
@@ -773,7 +773,7 @@ func evalMultiply(vs []bsoncore.Value) (bsoncore.Value, error) {
 				return bsoncore.Value{}, err
 			}
 		default:
-			return bsoncore.Value{}, mongoerr.Newf(mongoerr.Code(16555), "$multiply only supports numeric types, not %s", typeName(v))
+			return bsoncore.Value{}, mongoerr.Newf(mongoerr.Location16555, "$multiply only supports numeric types, not %s", typeName(v))
 		}
 	}
 	return acc, nil
@@ -792,7 +792,7 @@ func evalSubtract(vs []bsoncore.Value) (bsoncore.Value, error) {
 		f, _ := bsonutil.ToFloat64(b)
 		return bsoncore.Value{Type: bsoncore.TypeDateTime, Data: bsoncore.AppendDateTime(nil, a.DateTime()-int64(math.Round(f)))}, nil
 	}
-	return bsoncore.Value{}, mongoerr.Newf(mongoerr.Code(16556), "can't $subtract %s from %s", typeName(b), typeName(a))
+	return bsoncore.Value{}, mongoerr.Newf(mongoerr.Location16556, "can't $subtract %s from %s", typeName(b), typeName(a))
 }
 
 func evalDivide(vs []bsoncore.Value) (bsoncore.Value, error) {
@@ -801,10 +801,10 @@ func evalDivide(vs []bsoncore.Value) (bsoncore.Value, error) {
 	case isNullOrMissing(a) || isNullOrMissing(b):
 		return bsoncore.Value{Type: bsoncore.TypeNull}, nil
 	case !bsonutil.IsNumber(a.Type) || !bsonutil.IsNumber(b.Type):
-		return bsoncore.Value{}, mongoerr.Newf(mongoerr.Code(16609), "$divide only supports numeric types, not %s and %s", typeName(a), typeName(b))
+		return bsoncore.Value{}, mongoerr.Newf(mongoerr.Location16609, "$divide only supports numeric types, not %s and %s", typeName(a), typeName(b))
 	}
 	if f, _ := bsonutil.ToFloat64(b); f == 0 {
-		return bsoncore.Value{}, mongoerr.New(mongoerr.Code(16608), "can't $divide by zero")
+		return bsoncore.Value{}, mongoerr.New(mongoerr.Location16608, "can't $divide by zero")
 	}
 	return arith('/', a, b)
 }

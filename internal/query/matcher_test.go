@@ -378,8 +378,8 @@ func TestParseErrors(t *testing.T) {
 		{`{"$where": "this.a == 1"}`, mongoerr.BadValue},
 		{`{"a": {"$where": "x"}}`, mongoerr.BadValue},
 		{`{"$text": {"$search": "x"}}`, mongoerr.IndexNotFound},
-		{`{"a": {"$regex": "("}}`, mongoerr.Code(51091)},
-		{`{"a": {"$regex": "a", "$options": "z"}}`, mongoerr.Code(51108)},
+		{`{"a": {"$regex": "("}}`, mongoerr.Location51091},
+		{`{"a": {"$regex": "a", "$options": "z"}}`, mongoerr.Location51108},
 		{`{"a": {"$options": "i"}}`, mongoerr.BadValue},
 		{`{"a": {"$regex": ` + re("a", "i") + `, "$options": "m"}}`, mongoerr.BadValue},
 		{`{"a": {"$regex": 5}}`, mongoerr.BadValue},
@@ -410,9 +410,9 @@ func TestParseErrors(t *testing.T) {
 		{`{"a": {"$bitsAllSet": [-1]}}`, mongoerr.BadValue},
 		{`{"a": {"$bitsAllSet": "x"}}`, mongoerr.BadValue},
 		{`{"$expr": {"$foo": 1}}`, mongoerr.InvalidPipelineOperator},
-		{`{"$expr": {"$eq": [1]}}`, mongoerr.Code(16020)},
-		{`{"$expr": {"$eq": [1, 2], "$ne": [1, 2]}}`, mongoerr.Code(15983)},
-		{`{"$expr": "$$nope"}`, mongoerr.Code(17276)},
+		{`{"$expr": {"$eq": [1]}}`, mongoerr.Location16020},
+		{`{"$expr": {"$eq": [1, 2], "$ne": [1, 2]}}`, mongoerr.Location15983},
+		{`{"$expr": "$$nope"}`, mongoerr.Location17276},
 		{`{"$jsonSchema": {"foo": 1}}`, mongoerr.FailedToParse},
 		{`{"$jsonSchema": {"type": "integer"}}`, mongoerr.FailedToParse},
 		{`{"$jsonSchema": {"type": "string", "bsonType": "string"}}`, mongoerr.FailedToParse},
@@ -442,10 +442,10 @@ func TestExprRuntimeErrors(t *testing.T) {
 		filter, doc string
 		code        mongoerr.Code
 	}{
-		{`{"$expr": {"$add": ["$a", 1]}}`, `{"a": "x"}`, mongoerr.Code(16554)},
-		{`{"$expr": {"$divide": [1, "$a"]}}`, `{"a": 0}`, mongoerr.Code(16608)},
-		{`{"$expr": {"$size": "$a"}}`, `{"a": 1}`, mongoerr.Code(17124)},
-		{`{"$expr": {"$in": [1, "$a"]}}`, `{}`, mongoerr.Code(40081)},
+		{`{"$expr": {"$add": ["$a", 1]}}`, `{"a": "x"}`, mongoerr.Location16554},
+		{`{"$expr": {"$divide": [1, "$a"]}}`, `{"a": 0}`, mongoerr.Location16608},
+		{`{"$expr": {"$size": "$a"}}`, `{"a": 1}`, mongoerr.Location17124},
+		{`{"$expr": {"$in": [1, "$a"]}}`, `{}`, mongoerr.Location40081},
 	}
 	for _, c := range cases {
 		m, err := Parse(ej(t, c.filter), ParseOptions{AllowExpr: true})

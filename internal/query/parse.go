@@ -706,10 +706,10 @@ func newRegexFromOperators(path string, regex, options *bsoncore.Value) (*regexN
 // on here). regexp2 gives PCRE-like syntax (lookaround, backreferences) that RE2 lacks.
 func newRegex(path, pattern, flags string) (*regexNode, error) {
 	if strings.IndexByte(pattern, 0) >= 0 {
-		return nil, mongoerr.New(mongoerr.Code(51109), "Regular expression cannot contain an embedded null byte")
+		return nil, mongoerr.New(mongoerr.Location51109, "Regular expression cannot contain an embedded null byte")
 	}
 	if strings.IndexByte(flags, 0) >= 0 {
-		return nil, mongoerr.New(mongoerr.Code(51110), "Regular expression options string cannot contain an embedded null byte")
+		return nil, mongoerr.New(mongoerr.Location51110, "Regular expression options string cannot contain an embedded null byte")
 	}
 	re, err := compileRegex(pattern, flags)
 	if err != nil {
@@ -733,12 +733,12 @@ func compileRegex(pattern, flags string) (*regexp2.Regexp, error) {
 			opts |= regexp2.IgnorePatternWhitespace
 		case 'u':
 		default:
-			return nil, mongoerr.Newf(mongoerr.Code(51108), "invalid flag in regex options: %c", f)
+			return nil, mongoerr.Newf(mongoerr.Location51108, "invalid flag in regex options: %c", f)
 		}
 	}
 	re, err := regexp2.Compile(pattern, opts)
 	if err != nil {
-		return nil, mongoerr.Newf(mongoerr.Code(51091), "Regular expression is invalid: %v", err)
+		return nil, mongoerr.Newf(mongoerr.Location51091, "Regular expression is invalid: %v", err)
 	}
 	return re, nil
 }

@@ -139,7 +139,7 @@ type projBuilder struct {
 }
 
 func errPositionalAndElemMatch() error {
-	return mongoerr.New(mongoerr.Code(31255), "Cannot specify positional operator and $elemMatch.")
+	return mongoerr.New(mongoerr.Location31255, "Cannot specify positional operator and $elemMatch.")
 }
 
 // hasPositionalMatch is MongoDB's hasPositionalOperatorMatch: some leaf of the query (under
@@ -192,11 +192,11 @@ func (b *projBuilder) setMode(path string, m projMode, isExpr bool) error {
 	case b.mode == modeNone:
 		b.mode = m
 	case b.mode != m && m == modeExclusion:
-		return mongoerr.Newf(mongoerr.Code(31254), "Cannot do exclusion on field %s in inclusion projection", path)
+		return mongoerr.Newf(mongoerr.Location31254, "Cannot do exclusion on field %s in inclusion projection", path)
 	case b.mode != m && isExpr:
-		return mongoerr.New(mongoerr.Code(31252), "Cannot use expression other than $meta in exclusion projection")
+		return mongoerr.New(mongoerr.Location31252, "Cannot use expression other than $meta in exclusion projection")
 	case b.mode != m:
-		return mongoerr.Newf(mongoerr.Code(31253), "Cannot do inclusion on field %s in exclusion projection", path)
+		return mongoerr.Newf(mongoerr.Location31253, "Cannot do inclusion on field %s in exclusion projection", path)
 	}
 	return nil
 }
@@ -214,10 +214,10 @@ func (b *projBuilder) parseField(path string, v bsoncore.Value, depth int) error
 			return errPositionalMiddle()
 		}
 		if !trueValue(v) || v.Type == bsoncore.TypeEmbeddedDocument {
-			return mongoerr.New(mongoerr.Code(31308), "positional projection cannot be used with a literal")
+			return mongoerr.New(mongoerr.Location31308, "positional projection cannot be used with a literal")
 		}
 		if b.positionals++; b.positionals > 1 {
-			return mongoerr.New(mongoerr.Code(31276), "Cannot specify more than one positional projection per query.")
+			return mongoerr.New(mongoerr.Location31276, "Cannot specify more than one positional projection per query.")
 		}
 		if b.hasElemMatch {
 			return errPositionalAndElemMatch()
@@ -226,7 +226,7 @@ func (b *projBuilder) parseField(path string, v bsoncore.Value, depth int) error
 		// elemMatchKey to apply.
 		first, _, _ := strings.Cut(base, ".")
 		if b.matcher == nil || !hasPositionalMatch(b.matcher.root, first) {
-			return mongoerr.Newf(mongoerr.Code(51050), "Positional projection '%s' does not match the query document.", path)
+			return mongoerr.Newf(mongoerr.Location51050, "Positional projection '%s' does not match the query document.", path)
 		}
 		if err := b.setMode(path, modeInclusion, false); err != nil {
 			return err
@@ -238,7 +238,7 @@ func (b *projBuilder) parseField(path string, v bsoncore.Value, depth int) error
 			return errPositionalMiddle()
 		}
 		if strings.HasPrefix(part, "$") {
-			return mongoerr.Newf(mongoerr.Code(16410), "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
+			return mongoerr.Newf(mongoerr.Location16410, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
 		}
 	}
 
@@ -261,7 +261,7 @@ func (b *projBuilder) parseField(path string, v bsoncore.Value, depth int) error
 		d := v.Document()
 		first, err := d.IndexErr(0)
 		if err != nil {
-			return mongoerr.Newf(mongoerr.Code(51270), "An empty sub-projection is not a valid value. Found empty object at path %s", path)
+			return mongoerr.Newf(mongoerr.Location51270, "An empty sub-projection is not a valid value. Found empty object at path %s", path)
 		}
 		switch first.Key() {
 		case "$slice":
@@ -282,7 +282,7 @@ func (b *projBuilder) parseField(path string, v bsoncore.Value, depth int) error
 }
 
 func errPositionalMiddle() error {
-	return mongoerr.New(mongoerr.Code(31394), "As of 4.4, it's illegal to specify positional operator in the middle of a path.Positional projection may only be used at the end, for example: a.b.$. If the query previously used a form like a.b.$.d, remove the parts following the '$' and the results will be equivalent.")
+	return mongoerr.New(mongoerr.Location31394, "As of 4.4, it's illegal to specify positional operator in the middle of a path.Positional projection may only be used at the end, for example: a.b.$. If the query previously used a form like a.b.$.d, remove the parts following the '$' and the results will be equivalent.")
 }
 
 func (b *projBuilder) parseExprField(path string, v bsoncore.Value) error {
@@ -302,22 +302,22 @@ func (b *projBuilder) parseSlice(path string, v bsoncore.Value) error {
 	case bsonutil.IsNumber(v.Type):
 		n, ok := truncInt64(v)
 		if !ok {
-			return mongoerr.New(mongoerr.Code(28667), "$slice only supports numbers and [skip, limit] arrays")
+			return mongoerr.New(mongoerr.Location28667, "$slice only supports numbers and [skip, limit] arrays")
 		}
 		f.limit = clampInt(n)
 	case v.Type == bsoncore.TypeArray:
 		vals, err := v.Array().Values()
 		if err != nil || len(vals) != 2 || !bsonutil.IsNumber(vals[0].Type) || !bsonutil.IsNumber(vals[1].Type) {
-			return mongoerr.New(mongoerr.Code(28667), "$slice only supports numbers and [skip, limit] arrays")
+			return mongoerr.New(mongoerr.Location28667, "$slice only supports numbers and [skip, limit] arrays")
 		}
 		skip, _ := truncInt64(vals[0])
 		limit, _ := truncInt64(vals[1])
 		if limit <= 0 {
-			return mongoerr.New(mongoerr.Code(28724), "$slice limit must be positive")
+			return mongoerr.New(mongoerr.Location28724, "$slice limit must be positive")
 		}
 		f.skip, f.limit, f.hasSkip = clampInt(skip), clampInt(limit), true
 	default:
-		return mongoerr.New(mongoerr.Code(28667), "$slice only supports numbers and [skip, limit] arrays")
+		return mongoerr.New(mongoerr.Location28667, "$slice only supports numbers and [skip, limit] arrays")
 	}
 	return b.insert(path, f, false)
 }
@@ -329,10 +329,10 @@ func clampInt(n int64) int {
 
 func (b *projBuilder) parseElemMatchProj(path string, v bsoncore.Value) error {
 	if strings.Contains(path, ".") {
-		return mongoerr.New(mongoerr.Code(31275), "Cannot use $elemMatch projection on a nested field.")
+		return mongoerr.New(mongoerr.Location31275, "Cannot use $elemMatch projection on a nested field.")
 	}
 	if v.Type != bsoncore.TypeEmbeddedDocument {
-		return mongoerr.New(mongoerr.Code(31274), "elemMatch: Invalid argument, object required.")
+		return mongoerr.New(mongoerr.Location31274, "elemMatch: Invalid argument, object required.")
 	}
 	if b.positionals > 0 {
 		return errPositionalAndElemMatch()
@@ -352,16 +352,16 @@ func (b *projBuilder) parseElemMatchProj(path string, v bsoncore.Value) error {
 func (b *projBuilder) parseMeta(path string, v bsoncore.Value) error {
 	name, ok := v.StringValueOK()
 	if !ok {
-		return mongoerr.New(mongoerr.Code(17307), "$meta only supports string arguments")
+		return mongoerr.New(mongoerr.Location17307, "$meta only supports string arguments")
 	}
 	switch name {
 	case "textScore":
 		// There is never text score metadata: $text is not supported.
-		return mongoerr.New(mongoerr.Code(40218), "query requires text score metadata, but it is not available")
+		return mongoerr.New(mongoerr.Location40218, "query requires text score metadata, but it is not available")
 	case "indexKey", "recordId", "sortKey", "searchScore", "searchHighlights", "searchScoreDetails",
 		"geoNearDistance", "geoNearPoint", "randVal":
 	default:
-		return mongoerr.Newf(mongoerr.Code(17308), "Unsupported argument to $meta: %s", name)
+		return mongoerr.Newf(mongoerr.Location17308, "Unsupported argument to $meta: %s", name)
 	}
 	return b.insert(path, &projField{kind: projMeta, meta: name}, false)
 }
@@ -380,7 +380,7 @@ func (b *projBuilder) insert(path string, f *projField, positional bool) error {
 			existing = &projField{name: part, kind: projSub, sub: &projNode{}}
 			n.fields = append(n.fields, existing)
 		case existing.kind != projSub:
-			return mongoerr.Newf(mongoerr.Code(31250), "Path collision at %s remaining portion %s",
+			return mongoerr.Newf(mongoerr.Location31250, "Path collision at %s remaining portion %s",
 				path, strings.Join(parts[i+1:], "."))
 		}
 		n = existing.sub
@@ -390,7 +390,7 @@ func (b *projBuilder) insert(path string, f *projField, positional bool) error {
 	}
 	last := parts[len(parts)-1]
 	if n.find(last) != nil {
-		return mongoerr.Newf(mongoerr.Code(31250), "Path collision at %s", path)
+		return mongoerr.Newf(mongoerr.Location31250, "Path collision at %s", path)
 	}
 	f.name = last
 	n.fields = append(n.fields, f)
@@ -593,7 +593,7 @@ func (a *applier) positionalElem(arr bsoncore.Value) (bsoncore.Value, error) {
 			return e, nil
 		}
 	}
-	return bsoncore.Value{}, mongoerr.New(mongoerr.Code(51246),
+	return bsoncore.Value{}, mongoerr.New(mongoerr.Location51246,
 		"Executor error during find command :: caused by :: positional operator '.$' couldn't find a matching element in the array")
 }
 

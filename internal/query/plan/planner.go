@@ -61,19 +61,19 @@ func parseSort(spec bsoncore.Document) ([]sortField, int, error) {
 		if v.Type == bsoncore.TypeEmbeddedDocument {
 			meta, err := v.Document().LookupErr("$meta")
 			if err != nil {
-				return nil, 0, mongoerr.New(mongoerr.Code(17312), "$meta is the only expression supported by $sort right now")
+				return nil, 0, mongoerr.New(mongoerr.Location17312, "$meta is the only expression supported by $sort right now")
 			}
 			if meta.Type == bsoncore.TypeString && meta.StringValue() == "textScore" {
-				return nil, 0, mongoerr.New(mongoerr.Code(40218), "query requires text score metadata, but it is not available")
+				return nil, 0, mongoerr.New(mongoerr.Location40218, "query requires text score metadata, but it is not available")
 			}
-			return nil, 0, mongoerr.Newf(mongoerr.Code(31138), "Illegal $meta sort: %s", v)
+			return nil, 0, mongoerr.Newf(mongoerr.Location31138, "Illegal $meta sort: %s", v)
 		}
 		if !bsonutil.IsNumber(v.Type) {
-			return nil, 0, mongoerr.Newf(mongoerr.Code(15974), "Illegal key in $sort specification: %s: %s", k, v)
+			return nil, 0, mongoerr.Newf(mongoerr.Location15974, "Illegal key in $sort specification: %s: %s", k, v)
 		}
 		f, _ := bsonutil.ToFloat64(v)
 		if f != 1 && f != -1 {
-			return nil, 0, mongoerr.New(mongoerr.Code(15975), "$sort key ordering must be 1 (for ascending) or -1 (for descending)")
+			return nil, 0, mongoerr.New(mongoerr.Location15975, "$sort key ordering must be 1 (for ascending) or -1 (for descending)")
 		}
 		if k == "$natural" {
 			natural = int(f)
@@ -83,7 +83,7 @@ func parseSort(spec bsoncore.Document) ([]sortField, int, error) {
 			return nil, 0, mongoerr.New(mongoerr.Location40352, "FieldPath cannot be constructed with empty string")
 		}
 		if strings.HasPrefix(k, "$") {
-			return nil, 0, mongoerr.Newf(mongoerr.Code(16410), "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
+			return nil, 0, mongoerr.Newf(mongoerr.Location16410, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
 		}
 		if err := bsonutil.ValidatePath(k); err != nil {
 			return nil, 0, mongoerr.Newf(mongoerr.Location40353, "FieldPath must not end with a '.'.")
@@ -150,10 +150,10 @@ func isSimpleProjection(spec bsoncore.Document) bool {
 func (p *prepared) validate(coll *index.Collection, meta *catalog.CollectionMeta) error {
 	r := &p.req
 	if r.Skip < 0 {
-		return mongoerr.New(mongoerr.Code(51024), "BSON field 'skip' value must be >= 0, actual value '"+i64(r.Skip)+"'")
+		return mongoerr.New(mongoerr.Location51024, "BSON field 'skip' value must be >= 0, actual value '"+i64(r.Skip)+"'")
 	}
 	if r.Limit < 0 {
-		return mongoerr.New(mongoerr.Code(51024), "BSON field 'limit' value must be >= 0, actual value '"+i64(r.Limit)+"'")
+		return mongoerr.New(mongoerr.Location51024, "BSON field 'limit' value must be >= 0, actual value '"+i64(r.Limit)+"'")
 	}
 	p.filterDoc = r.Filter
 	if p.filterDoc == nil {
@@ -190,7 +190,7 @@ func (p *prepared) validate(coll *index.Collection, meta *catalog.CollectionMeta
 		p.projFields, p.projID, _ = simpleInclusion(r.Projection)
 	}
 	if (r.Min != nil || r.Max != nil) && r.Hint.Type == 0 {
-		return mongoerr.New(mongoerr.Code(51173), "When using min()/max() a hint of which index to use must be provided")
+		return mongoerr.New(mongoerr.Location51173, "When using min()/max() a hint of which index to use must be provided")
 	}
 	if r.Hint.Type != 0 {
 		if err := p.resolveHint(coll, meta); err != nil {
@@ -198,7 +198,7 @@ func (p *prepared) validate(coll *index.Collection, meta *catalog.CollectionMeta
 		}
 	}
 	if (r.Min != nil || r.Max != nil) && p.hintNat != 0 {
-		return mongoerr.New(mongoerr.Code(51175), "When using min()/max() the hint must not be $natural")
+		return mongoerr.New(mongoerr.Location51175, "When using min()/max() the hint must not be $natural")
 	}
 	return nil
 }
@@ -924,12 +924,12 @@ func minMaxRange(c *candidate, minDoc, maxDoc bsoncore.Document) (*scanRange, er
 			return nil, err
 		}
 		if len(elems) != len(c.names) {
-			return nil, mongoerr.New(mongoerr.Code(51176), "min and max must have the same field names as the index key pattern")
+			return nil, mongoerr.New(mongoerr.Location51176, "min and max must have the same field names as the index key pattern")
 		}
 		var vals []bsoncore.Value
 		for i, e := range elems {
 			if e.Key() != c.names[i] {
-				return nil, mongoerr.New(mongoerr.Code(51174), "The index chosen is not consistent with min/max")
+				return nil, mongoerr.New(mongoerr.Location51174, "The index chosen is not consistent with min/max")
 			}
 			vals = append(vals, e.Value())
 		}
@@ -955,7 +955,7 @@ func minMaxRange(c *candidate, minDoc, maxDoc bsoncore.Document) (*scanRange, er
 		a, _ := keystring.Encode(lo, ord, nilRID)
 		b, _ := keystring.Encode(hi, ord, nilRID)
 		if keystring.Compare(a, b) > 0 {
-			return nil, mongoerr.New(mongoerr.Code(51175), "min() must be less than max()")
+			return nil, mongoerr.New(mongoerr.Location51175, "min() must be less than max()")
 		}
 	}
 	return r, nil
