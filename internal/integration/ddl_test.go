@@ -27,7 +27,7 @@ func TestIntegrationCreateDrop(t *testing.T) {
 		if ce0.Message != "collection name has invalid type int" {
 			t.Errorf("errmsg %q", ce0.Message)
 		}
-		ce := runErr(t, db, d("create", "x", "foo", 1), mongoerr.Code(40415))
+		ce := runErr(t, db, d("create", "x", "foo", 1), mongoerr.Location40415)
 		if ce.Message != "BSON field 'create.foo' is an unknown field." {
 			t.Errorf("errmsg %q", ce.Message)
 		}
@@ -234,11 +234,11 @@ func TestIntegrationIndexes(t *testing.T) {
 			t.Errorf("errmsg %q", ce.Message)
 		}
 		runErr(t, db, d("createIndexes", "c", "indexes", a()), mongoerr.BadValue)
-		ce = runErr(t, db, d("createIndexes", "c"), mongoerr.Code(40414))
+		ce = runErr(t, db, d("createIndexes", "c"), mongoerr.Location40414)
 		if ce.Message != "BSON field 'createIndexes.indexes' is missing but a required field" {
 			t.Errorf("errmsg %q", ce.Message)
 		}
-		runErr(t, db, d("createIndexes", "c", "indexes", a(d("key", d("z", 1), "name", "z_1")), "bogus", 1), mongoerr.Code(40415))
+		runErr(t, db, d("createIndexes", "c", "indexes", a(d("key", d("z", 1), "name", "z_1")), "bogus", 1), mongoerr.Location40415)
 		// Nothing of the failed requests exists.
 		r := run(t, db, d("listIndexes", "c"))
 		if n := len(array(t, lookup(t, r, "cursor.firstBatch"))); n != 4 {

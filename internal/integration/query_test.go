@@ -126,7 +126,7 @@ func TestIntegrationFindGetMore(t *testing.T) {
 		if n := len(array(t, lookup(t, r, "cursor.firstBatch"))); n != 50 {
 			t.Errorf("min a:2 max a:4 returned %d documents, want 50", n)
 		}
-		runErr(t, db, d("find", "c", "min", d("a", 2)), mongoerr.Code(51173))
+		runErr(t, db, d("find", "c", "min", d("a", 2)), mongoerr.Location51173)
 		runErr(t, db, d("find", "c", "hint", d("nope", 1)), mongoerr.BadValue)
 		runErr(t, db, d("find", "c", "hint", "nope_1"), mongoerr.BadValue)
 	})
@@ -140,16 +140,16 @@ func TestIntegrationFindGetMore(t *testing.T) {
 		if ce.Message != "BSON field 'find.filter' is the wrong type 'int', expected type 'object'" {
 			t.Errorf("errmsg %q", ce.Message)
 		}
-		ce = runErr(t, db, d("find", "c", "foo", 1), mongoerr.Code(40415))
+		ce = runErr(t, db, d("find", "c", "foo", 1), mongoerr.Location40415)
 		if ce.Message != "BSON field 'find.foo' is an unknown field." {
 			t.Errorf("errmsg %q", ce.Message)
 		}
-		runErr(t, db, d("find", "c", "limit", -1), mongoerr.Code(51024))
-		runErr(t, db, d("find", "c", "skip", -1), mongoerr.Code(51024))
-		runErr(t, db, d("find", "c", "batchSize", -1), mongoerr.Code(51024))
-		runErr(t, db, d("find", "c", "sort", d("a", 2)), mongoerr.Code(15975))
-		runErr(t, db, d("find", "c", "projection", d("a", 1, "b", 0)), mongoerr.Code(31254))
-		runErr(t, db, d("find", "c", "filter", d("$where", "true")), mongoerr.Code(2))
+		runErr(t, db, d("find", "c", "limit", -1), mongoerr.Location51024)
+		runErr(t, db, d("find", "c", "skip", -1), mongoerr.Location51024)
+		runErr(t, db, d("find", "c", "batchSize", -1), mongoerr.Location51024)
+		runErr(t, db, d("find", "c", "sort", d("a", 2)), mongoerr.Location15975)
+		runErr(t, db, d("find", "c", "projection", d("a", 1, "b", 0)), mongoerr.Location31254)
+		runErr(t, db, d("find", "c", "filter", d("$where", "true")), mongoerr.BadValue)
 		// Generic arguments are accepted.
 		run(t, db, d("find", "c", "limit", 1, "comment", "hi", "maxTimeMS", 5000, "readConcern", d("level", "local")))
 	})
@@ -160,7 +160,7 @@ func TestIntegrationFindGetMore(t *testing.T) {
 		runErr(t, db, d("getMore", id, "collection", "other"), mongoerr.Unauthorized)
 		runErr(t, db, d("getMore", int32(id), "collection", "c"), mongoerr.TypeMismatch)
 		runErr(t, db, d("getMore", int64(123456789), "collection", "c"), mongoerr.CursorNotFound)
-		runErr(t, db, d("getMore", id), mongoerr.Code(40414))
+		runErr(t, db, d("getMore", id), mongoerr.Location40414)
 		// The cursor survived the bad requests.
 		r = run(t, db, d("getMore", id, "collection", "c", "batchSize", 1))
 		if n := len(array(t, lookup(t, r, "cursor.nextBatch"))); n != 1 {
@@ -186,7 +186,7 @@ func TestIntegrationKillCursors(t *testing.T) {
 	wantDocs(t, "killCursors reply", []bson.Raw{r},
 		`{"cursorsKilled":[{"$numberLong":"`+itoa(id)+`"}],"cursorsNotFound":[{"$numberLong":"12345"}],"cursorsAlive":[],"cursorsUnknown":[],"ok":1.0}`)
 	runErr(t, db, d("getMore", id, "collection", "c"), mongoerr.CursorNotFound)
-	runErr(t, db, d("killCursors", "c"), mongoerr.Code(40414))
+	runErr(t, db, d("killCursors", "c"), mongoerr.Location40414)
 	runErr(t, db, d("killCursors", "c", "cursors", a("x")), mongoerr.TypeMismatch)
 
 	// The driver kills a cursor it closes early.
@@ -229,7 +229,7 @@ func TestIntegrationCountDistinct(t *testing.T) {
 		t.Errorf("EstimatedDocumentCount = %d, %v", n, err)
 	}
 	runErr(t, db, d("count", "c", "query", 1), mongoerr.TypeMismatch)
-	runErr(t, db, d("count", "c", "bogus", 1), mongoerr.Code(40415))
+	runErr(t, db, d("count", "c", "bogus", 1), mongoerr.Location40415)
 
 	r = run(t, db, d("distinct", "c", "key", "a", "query", d("a", d("$lt", 3))))
 	wantKeys(t, r, "values", "ok")
@@ -253,7 +253,7 @@ func TestIntegrationCountDistinct(t *testing.T) {
 	if n := len(array0(t, lookup(t, r, "values"))); n != 0 {
 		t.Errorf("distinct on missing collection: %s", r)
 	}
-	ce := runErr(t, db, d("distinct", "c"), mongoerr.Code(40414))
+	ce := runErr(t, db, d("distinct", "c"), mongoerr.Location40414)
 	if ce.Message != "BSON field 'distinct.key' is missing but a required field" {
 		t.Errorf("errmsg %q", ce.Message)
 	}

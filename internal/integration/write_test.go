@@ -92,14 +92,14 @@ func TestIntegrationInsert(t *testing.T) {
 		if msg := lookup(t, we[0], "errmsg").StringValue(); msg != "can't use an array for _id" {
 			t.Errorf("errmsg %q", msg)
 		}
-		ce := runErr(t, db, d("insert", "c"), mongoerr.Code(40414))
+		ce := runErr(t, db, d("insert", "c"), mongoerr.Location40414)
 		if ce.Message != "BSON field 'insert.documents' is missing but a required field" {
 			t.Errorf("errmsg %q", ce.Message)
 		}
 		runErr(t, db, d("insert", "c", "documents", 1), mongoerr.TypeMismatch)
 		runErr(t, db, d("insert", "c", "documents", a()), mongoerr.InvalidLength)
 		runErr(t, db, d("insert", "", "documents", a(d("x", 1))), mongoerr.InvalidNamespace)
-		runErr(t, db, d("insert", "c", "documents", a(d("x", 1)), "bogus", 1), mongoerr.Code(40415))
+		runErr(t, db, d("insert", "c", "documents", a(d("x", 1)), "bogus", 1), mongoerr.Location40415)
 		if n, _ := countDocs(t, coll, bson.D{}); n != 8 {
 			t.Errorf("count %d after bad inserts, want 8", n)
 		}
@@ -258,9 +258,9 @@ func TestIntegrationUpdate(t *testing.T) {
 		// Ordered: the second statement does not run after the first fails.
 		r := run(t, db, upd(d("q", d("_id", 1), "u", d("$inc", d("s", 1))), d("q", d("_id", 4), "u", d("$set", d("never", 1)))))
 		wantWriteErrors(t, r, [2]int32{0, int32(mongoerr.TypeMismatch)})
-		runErr(t, db, d("update", "c"), mongoerr.Code(40414))
-		runErr(t, db, d("update", "c", "updates", a(d("q", bson.D{}))), mongoerr.Code(40414))
-		runErr(t, db, d("update", "c", "updates", a(d("q", bson.D{}, "u", bson.D{}, "bogus", 1))), mongoerr.Code(40415))
+		runErr(t, db, d("update", "c"), mongoerr.Location40414)
+		runErr(t, db, d("update", "c", "updates", a(d("q", bson.D{}))), mongoerr.Location40414)
+		runErr(t, db, d("update", "c", "updates", a(d("q", bson.D{}, "u", bson.D{}, "bogus", 1))), mongoerr.Location40415)
 		after := findAll(t, coll, bson.D{}, optsSortID())
 		wantDocs(t, "documents after failed updates", after, canonAll(t, before)...)
 	})
@@ -295,8 +295,8 @@ func TestIntegrationDelete(t *testing.T) {
 		t.Errorf("driver DeleteOne: %+v %v", res, err)
 	}
 	runErr(t, db, d("delete", "c", "deletes", a(d("q", bson.D{}, "limit", 2))), mongoerr.FailedToParse)
-	runErr(t, db, d("delete", "c", "deletes", a(d("limit", 0))), mongoerr.Code(40414))
-	runErr(t, db, d("delete", "c"), mongoerr.Code(40414))
+	runErr(t, db, d("delete", "c", "deletes", a(d("limit", 0))), mongoerr.Location40414)
+	runErr(t, db, d("delete", "c"), mongoerr.Location40414)
 	r = run(t, db, d("delete", "c", "deletes", a(d("q", d("a", d("$foo", 1)), "limit", 0))))
 	wantWriteErrors(t, r, [2]int32{0, int32(mongoerr.BadValue)})
 	if n, _ := countDocs(t, coll, bson.D{}); n != 8 {
@@ -379,7 +379,7 @@ func TestIntegrationFindAndModify(t *testing.T) {
 	runErr(t, db, fam("query", d("_id", 2), "update", d("$set", d("_id", 5))), mongoerr.ImmutableField)
 	runErr(t, db, fam("query", d("_id", 2), "update", d("$inc", d("a", "x"))), mongoerr.TypeMismatch)
 	runErr(t, db, fam("query", 1, "remove", true), mongoerr.TypeMismatch)
-	runErr(t, db, fam("query", d("_id", 2), "remove", true, "bogus", 1), mongoerr.Code(40415))
+	runErr(t, db, fam("query", d("_id", 2), "remove", true, "bogus", 1), mongoerr.Location40415)
 	run(t, db, d("createIndexes", "c", "indexes", a(d("key", d("v", 1), "name", "v_1", "unique", true, "sparse", true))))
 	runErr(t, db, fam("query", d("_id", "u2"), "update", d("$set", d("v", 1))), mongoerr.DuplicateKey)
 	wantDocs(t, "documents after failed findAndModify", findAll(t, coll, bson.D{}, optsSortID()), canonAll(t, before)...)
