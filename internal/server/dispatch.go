@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/commands"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
@@ -94,6 +95,11 @@ func (s *Server) dispatch(ctx context.Context, env *commands.Env, cmd bsoncore.D
 		return nil, unsupportedOpQuery(name)
 	}
 	s.state.Counters.OpCounter(c.Counter).Add(1)
+	// Framing validated the structure; strings must also be UTF-8, or documents could be
+	// stored that no driver can read back.
+	if err := bsonutil.ValidateUTF8(cmd); err != nil {
+		return nil, err
+	}
 
 	dbv, err := cmd.LookupErr("$db")
 	if err != nil {
