@@ -24,11 +24,16 @@ func utf8Doc(doc bsoncore.Document, depth int) (string, bool) {
 	if depth > MaxDepth {
 		return "", true // Validate bounds depth; nothing more to check here
 	}
-	elems, err := doc.Elements()
-	if err != nil {
+	if len(doc) < 5 {
 		return "", true
 	}
-	for _, e := range elems {
+	// Iterate in place: this runs on every command, so no per-level slices.
+	for it := doc[4 : len(doc)-1]; len(it) > 0; {
+		e, rest, ok := bsoncore.ReadElement(it)
+		if !ok {
+			return "", true // structure is Validate's business
+		}
+		it = rest
 		k := e.Key()
 		if !utf8.ValidString(k) {
 			return "<field name>", false
