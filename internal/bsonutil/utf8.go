@@ -29,8 +29,8 @@ func utf8Doc(doc bsoncore.Document, depth int) (string, bool) {
 	}
 	// Iterate in place: this runs on every command, so no per-level slices.
 	for it := doc[4 : len(doc)-1]; len(it) > 0; {
-		e, rest, ok := bsoncore.ReadElement(it)
-		if !ok {
+		e, rest, read := bsoncore.ReadElement(it)
+		if !read {
 			return "", true // structure is Validate's business
 		}
 		it = rest
