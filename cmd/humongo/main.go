@@ -1,6 +1,7 @@
-// Command humongo is Humongo's operator tool (issue 4; ARCHITECTURE.md "Processes and
+// Command humongo is Humongo's operator tool (issues 4 and 5; ARCHITECTURE.md "Processes and
 // binaries"): `up` starts a local deployment of humongod processes in one command (as mlaunch
-// does for mongod), `status` and `down` inspect and stop it through the state file `up` writes,
+// does for mongod) — a standalone, or with --replset N a replica set it initiates and waits
+// on for a primary — `status` and `down` inspect and stop it through the state file `up` writes,
 // and `bench` runs YCSB-style workloads against any MongoDB-compatible URI (engine:
 // internal/bench; this package only parses flags and prints).
 //
@@ -35,7 +36,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 const usage = `usage: humongo <command> [flags]
 
 commands:
-  up       start a local deployment (standalone now; replica sets and sharded clusters later)
+  up       start a local deployment: a standalone or a replica set (sharded clusters later)
   status   show the processes of a deployment
   down     stop the processes of a deployment
   bench    run a YCSB-style benchmark against a MongoDB URI

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,11 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
+
+// codeAlreadyInitialized is MongoDB's AlreadyInitialized (replSetInitiate on a member that has
+// a config). humongo talks to servers only through the driver, so it names the one code it
+// acts on here rather than importing the server's error package.
+const codeAlreadyInitialized = 23
 
 // memberHost is the name a member calls itself in the replica-set config, which replSetInitiate
 // must use: humongod advertises its first bind address, or the machine's hostname when that
@@ -59,11 +65,19 @@ func initiateReplicaSet(ctx context.Context, procs []Process, out io.Writer, tim
 	}
 	defer func() { _ = client.Disconnect(context.WithoutCancel(ctx)) }()
 	cfg := bson.D{{Key: "_id", Value: set}, {Key: "members", Value: members}}
-	if err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "replSetInitiate", Value: cfg}}).Err(); err != nil {
+	err = client.Database("admin").RunCommand(ctx, bson.D{{Key: "replSetInitiate", Value: cfg}}).Err()
+	var ce mongo.CommandError
+	switch {
+	case err == nil:
+		fmt.Fprintf(out, "ok (%.1fs)\n", time.Since(start).Seconds())
+	case errors.As(err, &ce) && ce.Code == codeAlreadyInitialized:
+		// `up` again on the directory of a stopped set: the members kept their config.
+		fmt.Fprintln(out, "already initiated")
+	default:
 		fmt.Fprintln(out, "failed")
 		return "", fmt.Errorf("replSetInitiate on %s: %w", procs[0].Name, err)
 	}
-	fmt.Fprintf(out, "ok (%.1fs)\nwaiting for a primary ... ", time.Since(start).Seconds())
+	fmt.Fprint(out, "waiting for a primary ... ")
 	start = time.Now()
 	// Left alone, the set elects a primary once electionTimeoutMillis (10 s) passes; asking
 	// the initiating member to stand at once (replSetStepUp) makes `up` take a second
