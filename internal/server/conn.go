@@ -174,10 +174,36 @@ func (s *Server) handleMsg(ctx context.Context, c *conn, m *wire.Message) bool {
 		if !streaming {
 			return false
 		}
-		// Exhaust: answer again, unprompted, naming the previous reply as responseTo.
+		// Exhaust: answer again, unprompted, naming the previous reply as responseTo. An
+		// awaitable hello must wait for a change past the topologyVersion it just reported,
+		// not the one in the original request (else it answers at once, forever).
 		responseTo = id
+		cmd = withReplyTopologyVersion(cmd, res.reply)
 		res = s.runCommand(ctx, c.info, cmd, false, true)
 	}
+}
+
+// withReplyTopologyVersion returns cmd with its topologyVersion replaced by reply's, when both
+// carry one; otherwise cmd unchanged.
+func withReplyTopologyVersion(cmd, reply bsoncore.Document) bsoncore.Document {
+	tv, ok := reply.Lookup("topologyVersion").DocumentOK()
+	if !ok || cmd.Lookup("topologyVersion").Type == 0 {
+		return cmd
+	}
+	elems, err := cmd.Elements()
+	if err != nil {
+		return cmd
+	}
+	idx, out := bsoncore.AppendDocumentStart(make([]byte, 0, len(cmd)+len(tv)))
+	for _, e := range elems {
+		if e.Key() == "topologyVersion" {
+			out = bsoncore.AppendDocumentElement(out, "topologyVersion", tv)
+			continue
+		}
+		out = append(out, e...)
+	}
+	out, _ = bsoncore.AppendDocumentEnd(out, idx)
+	return out
 }
 
 // handleQuery runs a legacy OP_QUERY command (the handshake) and answers with OP_REPLY.
