@@ -82,6 +82,9 @@ func AttachReplication(ctx context.Context, st *State, reg *Registry, setName, s
 		st.Repl = nil
 		return nil, err
 	}
+	// Secondaries copy data: initial sync when empty, then the oplog fetcher and applier.
+	rc.StartDataReplication(coord.DataReplication{Engine: st.DB.Engine, Catalog: st.DB.Catalog,
+		Colls: st.DB.Colls, Writer: w})
 	return rc, nil
 }
 

@@ -88,6 +88,7 @@ type Applier struct {
 	applied oplog.OpTime  // guarded by mu
 	moved   chan struct{} // guarded by mu; closed and replaced when applied moves
 	batches int64         // guarded by mu
+	retries int64         // guarded by mu; writer groups re-applied serially
 }
 
 // New returns an applier.
@@ -140,6 +141,13 @@ func (a *Applier) Batches() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.batches
+}
+
+// SerialRetries is how many parallel writer groups failed and were re-applied serially.
+func (a *Applier) SerialRetries() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.retries
 }
 
 // WaitApplied waits until lastApplied reaches op's timestamp.
@@ -317,6 +325,9 @@ func (a *Applier) applyGroups(ctx context.Context, groups [][]*oplog.Entry) erro
 		}
 		a.log.Debug("Parallel writer failed; re-applying its entries serially", "error", err.Error())
 		retry = append(retry, groups[i]...)
+		a.mu.Lock()
+		a.retries++
+		a.mu.Unlock()
 	}
 	if len(retry) > 0 {
 		sortByTS(retry)

@@ -124,6 +124,11 @@ func OplogTruncateAfterPoint(e *storage.Engine, cat *catalog.Catalog, colls *ind
 	return storage.MakeTimestamp(s, i), nil
 }
 
+// SetOplogTruncateAfterPoint persists the point (null clears it).
+func SetOplogTruncateAfterPoint(ctx context.Context, e *storage.Engine, cat *catalog.Catalog, colls *index.Collections, ts storage.Timestamp) error {
+	return localDoc{e: e, cat: cat, colls: colls, ns: TruncateAfterPointNS}.Save(ctx, truncatePointDoc(ts))
+}
+
 // TopOfOplog reads the newest entry of the oplog (ident) with its term; null when empty.
 // A reverse cursor ignores oplog visibility, so this is the newest written entry.
 func TopOfOplog(e *storage.Engine, ident string) (oplog.OpTime, error) {

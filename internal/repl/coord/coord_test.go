@@ -1,7 +1,6 @@
 package coord_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
-	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
@@ -227,9 +225,15 @@ func TestReplicaSetElectionsAndCommands(t *testing.T) {
 	if hs, _ := h["hosts"].(bson.A); len(hs) != 3 {
 		t.Errorf("hello hosts: %v", h["hosts"])
 	}
-	h, err = ns[sec].admin(t, bson.D{{Key: "hello", Value: 1}})
-	if err != nil {
-		t.Fatal(err)
+	// A secondary learns who the primary is from heartbeats (every 200 ms here): wait for it.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if h, err = ns[sec].admin(t, bson.D{{Key: "hello", Value: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if h["primary"] == ns[primary].host || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if h["secondary"] != true || h["isWritablePrimary"] != false || h["primary"] != ns[primary].host {
 		t.Errorf("secondary hello: %v", h)
@@ -255,15 +259,15 @@ func TestReplicaSetElectionsAndCommands(t *testing.T) {
 		t.Errorf("insert on primary: %v", err)
 	}
 
-	// Nothing replicates yet (no oplog fetcher), so a majority wait for the primary's last
-	// write times out with WriteConcernFailed {wtimeout: true}.
+	// Secondaries replicate (AttachReplication starts the fetcher and applier), so a majority
+	// wait for the primary's last write is satisfied; the wtimeout reply shape is pinned by
+	// TestWriteConcernTimeoutShape in internal/commands.
 	{
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := ns[primary].rc.WaitForWriteConcern(ctx, ns[primary].rc.LastApplied(), coord.WriteConcern{Majority: true, WTimeout: 300 * time.Millisecond})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := ns[primary].rc.WaitForWriteConcern(ctx, ns[primary].rc.LastApplied(), coord.WriteConcern{Majority: true, WTimeout: 15 * time.Second})
 		cancel()
-		me, ok := mongoerr.As(err)
-		if !ok || me.Code != mongoerr.WriteConcernFailed || !bytes.Contains(me.Info.(bsoncore.Document), []byte("wtimeout")) {
-			t.Errorf("w:majority without replication: want 64 with wtimeout, got %v", err)
+		if err != nil {
+			t.Errorf("w:majority with replication running: %v", err)
 		}
 	}
 

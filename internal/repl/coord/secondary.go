@@ -43,12 +43,11 @@ type DataReplication struct {
 	Fatal func(error)
 }
 
-// dataRepl is the watcher's state; only the watcher goroutine touches running and syncer is
-// read under c.mu by Status.
+// dataRepl is the watcher's state; only the watcher goroutine touches it. The initial
+// syncer is published in c.dataSyncer (under c.mu) for replSetGetStatus.
 type dataRepl struct {
 	d       DataReplication
 	running *applier.Replication
-	syncer  *initialsync.Syncer // guarded by c.mu once published
 }
 
 // StartDataReplication starts the watcher that runs initial sync and steady-state
@@ -69,11 +68,15 @@ func (c *Coordinator) StartDataReplication(d DataReplication) {
 				st = c.topo.State()
 			}
 			c.mu.Unlock()
-			if have {
-				c.followStateDataRepl(ctx, dr, st)
+			var retry <-chan time.Time
+			if have && c.followStateDataRepl(ctx, dr, st) {
+				t := time.NewTimer(time.Second)
+				retry = t.C
+				defer t.Stop()
 			}
 			select {
 			case <-ch:
+			case <-retry:
 			case <-ctx.Done():
 				return
 			}
@@ -81,24 +84,35 @@ func (c *Coordinator) StartDataReplication(d DataReplication) {
 	})
 }
 
-func (c *Coordinator) followStateDataRepl(ctx context.Context, dr *dataRepl, st topology.MemberState) {
+// followStateDataRepl starts or stops replication for state st; it returns true when it
+// should be called again in a second even if nothing changes.
+func (c *Coordinator) followStateDataRepl(ctx context.Context, dr *dataRepl, st topology.MemberState) (retry bool) {
 	switch {
 	case st == topology.StateSecondary && dr.running == nil:
 		top, err := applier.TopOfOplog(dr.d.Engine, dr.d.Writer.Ident())
 		if err != nil {
 			c.log.Error("Cannot read the top of the oplog", logv2.ID(21800), "error", err.Error())
-			return
+			return true
 		}
 		if top.TS.IsNull() {
+			// An empty member needs initial sync, but only from a member that is ahead of
+			// it: the node that ran replSetInitiate is SECONDARY for a moment before it
+			// writes its first entry, and must not wait for a copy of nothing.
+			if (syncSourceChooser{c}).ChooseSyncSource(oplog.OpTime{}) == "" {
+				return true
+			}
+			if top, err = applier.TopOfOplog(dr.d.Engine, dr.d.Writer.Ident()); err != nil || !top.TS.IsNull() {
+				return true // it wrote its first entry meanwhile: start steady state next time
+			}
 			c.runInitialSync(ctx, dr)
-			return // the return to SECONDARY wakes the watcher again
+			return false // the return to SECONDARY wakes the watcher again
 		}
 		r, err := applier.Start(ctx, applier.Deps{Engine: dr.d.Engine, Catalog: dr.d.Catalog, Colls: dr.d.Colls,
 			Writer: dr.d.Writer, Chooser: syncSourceChooser{c}, OnApplied: c.SetMyLastAppliedOpTime,
 			AwaitTime: c.fetcherAwaitTime(dr), Fatal: dr.d.Fatal, Log: c.opts.Logger})
 		if err != nil {
 			c.log.Error("Cannot start replication", logv2.ID(21801), "error", err.Error())
-			return
+			return true
 		}
 		dr.running = r
 		c.SetMyLastAppliedOpTime(r.LastApplied())
@@ -107,6 +121,7 @@ func (c *Coordinator) followStateDataRepl(ctx context.Context, dr *dataRepl, st 
 		dr.running.Stop()
 		dr.running = nil
 	}
+	return false
 }
 
 func (c *Coordinator) fetcherAwaitTime(dr *dataRepl) time.Duration {
@@ -124,7 +139,6 @@ func (c *Coordinator) runInitialSync(ctx context.Context, dr *dataRepl) {
 	s := initialsync.New(initialsync.Config{Engine: dr.d.Engine, Catalog: dr.d.Catalog, Colls: dr.d.Colls,
 		Writer: dr.d.Writer, Chooser: syncSourceChooser{c}, AwaitTime: c.fetcherAwaitTime(dr), Log: c.opts.Logger})
 	c.mu.Lock()
-	dr.syncer = s
 	c.dataSyncer = s
 	err := c.topo.SetFollowerMode(time.Now(), topology.StateStartup2)
 	c.noteChangesLocked()

@@ -97,6 +97,7 @@ type Fetcher struct {
 	mu          sync.Mutex
 	lastFetched oplog.OpTime // guarded by mu
 	source      string       // guarded by mu; current sync source host ("" when none)
+	lastErr     error        // guarded by mu; why fetching from the last source ended
 	clients     map[string]*mongo.Client
 }
 
@@ -135,6 +136,13 @@ func (f *Fetcher) Source() string {
 	return f.source
 }
 
+// LastError is the error that ended fetching from the previous sync source (nil if none).
+func (f *Fetcher) LastError() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastErr
+}
+
 // Errors that end one source's fetching (the loop chooses another).
 var (
 	errStopReached = errors.New("fetcher: stop optime reached")
@@ -157,7 +165,9 @@ func (f *Fetcher) Run(ctx context.Context) error {
 		}
 		f.setSource(host)
 		err := f.fetchFrom(ctx, host)
-		f.setSource("")
+		f.mu.Lock()
+		f.source, f.lastErr = "", err
+		f.mu.Unlock()
 		switch {
 		case errors.Is(err, errStopReached):
 			return nil
@@ -377,10 +387,13 @@ func (f *Fetcher) client(host string) (*mongo.Client, error) {
 	return cl, nil
 }
 
-// Connect returns a directConnection client for a member (the internal client).
+// Connect returns a directConnection client for a member (the internal client). Server
+// monitoring polls instead of streaming: a direct connection to one member gains nothing from
+// streamed topology changes, and it keeps a monitor stream off the member's exhaust path.
 func Connect(host string) (*mongo.Client, error) {
 	return mongo.Connect(options.Client().ApplyURI("mongodb://" + host + "/?directConnection=true").
 		SetAppName("humongod-fetcher").SetConnectTimeout(5 * time.Second).
+		SetServerMonitoringMode(options.ServerMonitoringModePoll).
 		SetServerSelectionTimeout(10 * time.Second).SetRetryReads(false).SetRetryWrites(false))
 }
 

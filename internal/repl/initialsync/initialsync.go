@@ -4,8 +4,8 @@
 //
 // One attempt:
 //
-//  1. drop every non-local collection (leftovers of a failed attempt) and record the source's
-//     rollback id (replSetGetRBID);
+//  1. drop every non-local collection and empty our oplog (leftovers of a failed attempt), and
+//     record the source's rollback id (replSetGetRBID);
 //  2. beginFetching = the source's newest oplog entry; write that entry into our oplog, so the
 //     steady-state fetcher's first-batch check later finds it here;
 //  3. clone: listDatabases, listCollections (with the source's UUIDs, which oplog entries
@@ -189,6 +189,10 @@ func (s *Syncer) attempt(ctx context.Context) (oplog.OpTime, error) {
 	}()
 	if err := s.dropUserData(ctx); err != nil {
 		return oplog.OpTime{}, fmt.Errorf("drop existing data: %w", err)
+	}
+	// A failed attempt may have left entries in our oplog: start it afresh.
+	if err := s.cfg.Engine.TruncateOplogAfter(s.cfg.Writer.Ident(), 0); err != nil {
+		return oplog.OpTime{}, fmt.Errorf("empty the oplog: %w", err)
 	}
 	rbid, err := getRBID(ctx, cl)
 	if err != nil {

@@ -59,16 +59,18 @@ func TestReplicaSetReplicatesData(t *testing.T) {
 	})
 	t.Logf("primary %d after %v", primary, time.Since(start))
 	p := ns[primary]
-	for round := range 3 {
-		if err := repltest.Workload(ctx, p.Client, round, 60); err != nil {
+	for round := range 2 {
+		if err := repltest.Workload(ctx, p.Client, round, 40); err != nil {
 			t.Fatal(err)
 		}
 	}
+	t.Logf("workload done after %v", time.Since(start))
 	// w:"majority" needs a secondary to report its progress.
 	wc := options.Collection().SetWriteConcern(writeconcern.Majority())
 	if _, err := p.Client.Database("app").Collection("wmaj", wc).InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
 		t.Fatalf("w:majority insert: %v", err)
 	}
+	t.Logf("w:majority insert acknowledged after %v", time.Since(start))
 	top := repltest.TopOfOplog(t, p)
 	for i, n := range ns {
 		if i == primary {
@@ -80,6 +82,16 @@ func TestReplicaSetReplicatesData(t *testing.T) {
 		})
 		repltest.Compare(t, p, n)
 	}
+	t.Logf("secondaries caught up and compared after %v", time.Since(start))
+	// Steady-state w:"majority" latency (one secondary must fetch, apply, journal and report).
+	const n = 20
+	t0 := time.Now()
+	for i := range n {
+		if _, err := p.Client.Database("app").Collection("wmaj", wc).InsertOne(ctx, bson.D{{Key: "_id", Value: 10 + i}}); err != nil {
+			t.Fatalf("w:majority insert: %v", err)
+		}
+	}
+	t.Logf("w:majority insert latency: %v average over %d", time.Since(t0)/n, n)
 	// The members that initial-synced report it in replSetGetStatus.
 	synced := 0
 	for i, n := range ns {

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/commands"
@@ -54,8 +55,10 @@ func (n *Node) connect(t testing.TB) {
 	t.Helper()
 	n.Srv.Start()
 	var err error
+	// Polling server monitoring: see fetcher.Connect.
 	n.Client, err = mongo.Connect(options.Client().ApplyURI("mongodb://" + n.Host + "/?directConnection=true").
-		SetServerSelectionTimeout(5 * time.Second))
+		SetServerSelectionTimeout(5 * time.Second).SetServerMonitoringMode(options.ServerMonitoringModePoll).
+		SetWriteConcern(writeconcern.W1())) // tests ask for w:"majority" where they mean it
 	if err != nil {
 		t.Fatal(err)
 	}
