@@ -45,6 +45,16 @@ type schema struct {
 	anyOf      []*schema
 	oneOf      []*schema
 	not        *schema
+	deps       []schemaDep
+}
+
+// schemaDep is one entry of `dependencies`: when prop is present, either every name in
+// required must be present too (property dependency), or the whole object must satisfy s
+// (schema dependency).
+type schemaDep struct {
+	prop     string
+	required []string
+	s        *schema
 }
 
 type schemaProp struct {
@@ -201,6 +211,40 @@ func parseSchema(doc bsoncore.Document, depth int) (*schema, error) {
 					return nil, err
 				}
 				s.patProps = append(s.patProps, schemaPattern{re, sub})
+			}
+		case "dependencies":
+			d, ok := v.DocumentOK()
+			if !ok {
+				return nil, mongoerr.New(mongoerr.TypeMismatch, "$jsonSchema keyword 'dependencies' must be an object")
+			}
+			des, err := d.Elements()
+			if err != nil {
+				return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid dependencies: %v", err)
+			}
+			for _, de := range des {
+				dep := schemaDep{prop: de.Key()}
+				switch dv := de.Value(); dv.Type {
+				case bsoncore.TypeEmbeddedDocument:
+					if dep.s, err = subSchema(kw, dv, depth); err != nil {
+						return nil, err
+					}
+				case bsoncore.TypeArray:
+					vals, err := dv.Array().Values()
+					if err != nil || len(vals) == 0 {
+						return nil, schemaErr("property '%s' in $jsonSchema keyword 'dependencies' must be a non-empty array of strings", dep.prop)
+					}
+					for _, e := range vals {
+						name, ok := e.StringValueOK()
+						if !ok {
+							return nil, schemaErr("property '%s' in $jsonSchema keyword 'dependencies' must be a non-empty array of strings", dep.prop)
+						}
+						dep.required = append(dep.required, name)
+					}
+				default:
+					return nil, mongoerr.Newf(mongoerr.TypeMismatch,
+						"property '%s' in $jsonSchema keyword 'dependencies' must be either an object or an array", dep.prop)
+				}
+				s.deps = append(s.deps, dep)
 			}
 		case "additionalProperties":
 			switch v.Type {
@@ -414,6 +458,19 @@ func (s *schema) valid(v bsoncore.Value) bool {
 func (s *schema) validObject(doc []byte) bool {
 	for _, r := range s.required {
 		if _, ok := getField(doc, r); !ok {
+			return false
+		}
+	}
+	for _, d := range s.deps {
+		if _, present := getField(doc, d.prop); !present {
+			continue
+		}
+		for _, r := range d.required {
+			if _, ok := getField(doc, r); !ok {
+				return false
+			}
+		}
+		if d.s != nil && !d.s.valid(bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: doc}) {
 			return false
 		}
 	}

@@ -349,6 +349,12 @@ func TestJSONSchema(t *testing.T) {
 		{schema, `{"name": "bob", "n": {"$numberLong": "5"}}`, true},
 		{`{"$jsonSchema": {"properties": {"a": {"minimum": 5}}}}`, `{"a": "x"}`, true}, // minimum ignores strings
 		{`{"$jsonSchema": {"additionalProperties": false, "properties": {"_id": {}, "a": {}}}}`, `{"_id": 1, "a": 2}`, true},
+		{`{"$jsonSchema": {"dependencies": {"card": ["billing"]}}}`, `{"card": 1, "billing": 2}`, true},
+		{`{"$jsonSchema": {"dependencies": {"card": ["billing"]}}}`, `{"card": 1}`, false},
+		{`{"$jsonSchema": {"dependencies": {"card": ["billing"]}}}`, `{"billing": 2}`, true},
+		{`{"$jsonSchema": {"dependencies": {"card": {"required": ["zip"], "properties": {"zip": {"bsonType": "string"}}}}}}`, `{"card": 1, "zip": "x"}`, true},
+		{`{"$jsonSchema": {"dependencies": {"card": {"required": ["zip"]}}}}`, `{"card": 1}`, false},
+		{`{"$jsonSchema": {"dependencies": {"card": {"properties": {"zip": {"bsonType": "string"}}}}}}`, `{"card": 1, "zip": 5}`, false},
 		{`{"$jsonSchema": {"additionalProperties": false, "properties": {"a": {}}}}`, `{"a": 2, "b": 1}`, false},
 		{`{"$jsonSchema": {"additionalProperties": {"bsonType": "int"}}}`, `{"a": 2, "b": "x"}`, false},
 		{`{"$jsonSchema": {"properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}}`, `{"a": null}`, true},
