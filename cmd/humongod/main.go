@@ -137,7 +137,12 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		fatal(log, err)
 		return exitNetError
 	}
-	stopTTL := commands.StartTTLMonitor(context.Background(), s.State())
+	ttl := commands.StartTTLMonitor(context.Background(), s.State())
+	reaper := commands.StartCursorReaper(context.Background(), s.State())
+	stopTTL := func() {
+		reaper()
+		ttl()
+	}
 	stopBackground = stopTTL
 	if opts.ReplSet != "" {
 		// A replica-set member: the coordinator must exist before the first connection.
