@@ -7,45 +7,16 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"humongo/internal/commands"
-	"humongo/internal/query"
-	"humongo/internal/server"
 )
 
 // aggServer starts an in-process server with storage and returns a database handle.
 func aggServer(t testing.TB) *mongo.Database {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), query.FilterFactory, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	params := commands.NewParams(commands.DefaultParamSpecs())
-	s, err := server.New(server.Config{Port: 0, Params: params, DB: db, Closers: []server.Closer{db}})
-	if err != nil {
-		_ = db.Close()
-		t.Fatal(err)
-	}
-	s.Start()
-	o := options.Client().ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", s.Port())).
-		SetServerSelectionTimeout(5 * time.Second).SetRetryReads(false).SetRetryWrites(false)
-	cl, err := mongo.Connect(o)
-	if err != nil {
-		_ = s.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cl.Disconnect(context.Background())
-		if err := s.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return cl.Database("aggtest")
+	return startTestServer(t).cl.Database("aggtest")
 }
 
 func aggInsert(t *testing.T, c *mongo.Collection, docs ...bson.D) {

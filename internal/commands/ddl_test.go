@@ -15,7 +15,6 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
-	"humongo/internal/query"
 	"humongo/internal/server"
 )
 
@@ -30,25 +29,8 @@ type ddlEnv struct {
 
 func ddlStart(t *testing.T, dir string) *ddlEnv {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), dir, query.FilterFactory, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	params := commands.NewParams(commands.DefaultParamSpecs())
-	s, err := server.New(server.Config{Port: 0, Params: params, DB: db, Closers: []server.Closer{db}})
-	if err != nil {
-		_ = db.Close()
-		t.Fatal(err)
-	}
-	s.Start()
-	o := options.Client().ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", s.Port())).
-		SetServerSelectionTimeout(5 * time.Second).SetRetryReads(false).SetRetryWrites(false)
-	cl, err := mongo.Connect(o)
-	if err != nil {
-		_ = s.Close()
-		t.Fatal(err)
-	}
-	e := &ddlEnv{t: t, dir: dir, srv: s, db: db, cl: cl}
+	ts := startServer(t, dir)
+	e := &ddlEnv{t: t, dir: dir, srv: ts.srv, db: ts.db, cl: ts.cl}
 	t.Cleanup(e.stop)
 	return e
 }

@@ -15,8 +15,6 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/failpoint"
 	"humongo/internal/index"
-	"humongo/internal/query"
-	"humongo/internal/server"
 )
 
 // findEnv is an in-process server with storage and a driver client.
@@ -29,31 +27,8 @@ type findEnv struct {
 
 func findStart(t *testing.T) *findEnv {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), query.FilterFactory, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	params := commands.NewParams(commands.DefaultParamSpecs())
-	s, err := server.New(server.Config{Port: 0, Params: params, DB: db, Closers: []server.Closer{db}})
-	if err != nil {
-		_ = db.Close()
-		t.Fatal(err)
-	}
-	s.Start()
-	o := options.Client().ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", s.Port())).
-		SetServerSelectionTimeout(5 * time.Second).SetRetryReads(false).SetRetryWrites(false)
-	cl, err := mongo.Connect(o)
-	if err != nil {
-		_ = s.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cl.Disconnect(context.Background())
-		if err := s.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return &findEnv{t: t, db: db, params: params, cl: cl}
+	ts := startTestServer(t)
+	return &findEnv{t: t, db: ts.db, params: ts.params, cl: ts.cl}
 }
 
 // insert writes docs straight through the collection write path (not the insert command, so
