@@ -81,34 +81,16 @@ func writeParseDeleteStmt(v bsoncore.Value, i int) (*writeDeleteStmt, error) {
 	if !haveLimit {
 		return nil, writeMissing("delete.deletes.limit")
 	}
-	if st.hint.Type == bsoncore.TypeString && st.hint.StringValue() == "" {
-		st.hint = bsoncore.Value{}
-	}
-	if d, ok := st.hint.DocumentOK(); ok && len(d) <= 5 {
-		st.hint = bsoncore.Value{}
-	}
+	st.hint = writeNormalizeHint(st.hint)
 	return st, nil
 }
 
 // runDelete is the delete command: {delete: coll, deletes: [{q, limit}], ordered} →
 // {n, writeErrors?}.
 func runDelete(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	db, err := writeRequireDB(env)
+	db, ns, ordered, err := writeCommandPrologue(env, cmd, "delete", writeDeleteFields)
 	if err != nil {
 		return nil, err
-	}
-	ns, err := writeNamespace(env, cmd)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkStrict(cmd, "delete", writeDeleteFields...); err != nil {
-		return nil, err
-	}
-	ordered := true
-	if v := lookup(cmd, "ordered"); v.Type != 0 {
-		if ordered, err = writeBoolArg("delete", "ordered", v); err != nil {
-			return nil, err
-		}
 	}
 	if v := lookup(cmd, "let"); v.Type != 0 {
 		if _, err := writeDocArg("delete", "let", v); err != nil {

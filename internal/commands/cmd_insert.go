@@ -33,22 +33,9 @@ var writeInsertFields = []string{"documents", "ordered", "bypassDocumentValidati
 // runInsert is the insert command: {insert: coll, documents: [...], ordered, ...} →
 // {n, writeErrors?}.
 func runInsert(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	db, err := writeRequireDB(env)
+	db, ns, ordered, err := writeCommandPrologue(env, cmd, "insert", writeInsertFields)
 	if err != nil {
 		return nil, err
-	}
-	ns, err := writeNamespace(env, cmd)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkStrict(cmd, "insert", writeInsertFields...); err != nil {
-		return nil, err
-	}
-	ordered := true
-	if v := lookup(cmd, "ordered"); v.Type != 0 {
-		if ordered, err = writeBoolArg("insert", "ordered", v); err != nil {
-			return nil, err
-		}
 	}
 	bypass := false
 	if v := lookup(cmd, "bypassDocumentValidation"); v.Type != 0 {

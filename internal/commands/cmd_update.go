@@ -123,34 +123,16 @@ func writeParseUpdateStmt(cmdName string, v bsoncore.Value, i int) (*writeUpdate
 	if st.c != nil && st.u.Type != bsoncore.TypeArray {
 		return nil, mongoerr.New(mongoerr.Location51198, "Constant values may only be specified for pipeline updates")
 	}
-	if st.hint.Type == bsoncore.TypeString && st.hint.StringValue() == "" {
-		st.hint = bsoncore.Value{}
-	}
-	if d, ok := st.hint.DocumentOK(); ok && len(d) <= 5 {
-		st.hint = bsoncore.Value{}
-	}
+	st.hint = writeNormalizeHint(st.hint)
 	return st, nil
 }
 
 // runUpdate is the update command: {update: coll, updates: [{q, u, ...}], ordered} →
 // {n, writeErrors?, upserted?, nModified}.
 func runUpdate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	db, err := writeRequireDB(env)
+	db, ns, ordered, err := writeCommandPrologue(env, cmd, "update", writeUpdateFields)
 	if err != nil {
 		return nil, err
-	}
-	ns, err := writeNamespace(env, cmd)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkStrict(cmd, "update", writeUpdateFields...); err != nil {
-		return nil, err
-	}
-	ordered := true
-	if v := lookup(cmd, "ordered"); v.Type != 0 {
-		if ordered, err = writeBoolArg("update", "ordered", v); err != nil {
-			return nil, err
-		}
 	}
 	bypass := false
 	if v := lookup(cmd, "bypassDocumentValidation"); v.Type != 0 {

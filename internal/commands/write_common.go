@@ -411,3 +411,37 @@ func writeRequireDB(env *Env) (*DB, error) {
 	}
 	return env.State.DB, nil
 }
+
+// writeCommandPrologue does what every write command does first: require storage, resolve
+// the namespace, reject unknown fields and read `ordered` (default true).
+func writeCommandPrologue(env *Env, cmd bsoncore.Document, name string, fields []string) (*DB, string, bool, error) {
+	db, err := writeRequireDB(env)
+	if err != nil {
+		return nil, "", false, err
+	}
+	ns, err := writeNamespace(env, cmd)
+	if err != nil {
+		return nil, "", false, err
+	}
+	if err := checkStrict(cmd, name, fields...); err != nil {
+		return nil, "", false, err
+	}
+	ordered := true
+	if v := lookup(cmd, "ordered"); v.Type != 0 {
+		if ordered, err = writeBoolArg(name, "ordered", v); err != nil {
+			return nil, "", false, err
+		}
+	}
+	return db, ns, ordered, nil
+}
+
+// writeNormalizeHint drops a hint that names no index: "" or {} mean no hint, as in MongoDB.
+func writeNormalizeHint(h bsoncore.Value) bsoncore.Value {
+	if s, ok := h.StringValueOK(); ok && s == "" {
+		return bsoncore.Value{}
+	}
+	if d, ok := h.DocumentOK(); ok && len(d) <= 5 {
+		return bsoncore.Value{}
+	}
+	return h
+}
