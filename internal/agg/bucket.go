@@ -3,7 +3,11 @@ package agg
 import (
 	"context"
 	"math"
+	"math/bits"
 	"slices"
+	"strconv"
+
+	"github.com/cockroachdb/apd/v3"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -189,6 +193,7 @@ type bucketAutoStage struct {
 	fields  []string
 	accs    []*accSpec
 	gran    string
+	rounder rounder // nil without a granularity
 }
 
 func parseBucketAuto(spec value, p *pctx) (stage, error) {
@@ -221,10 +226,14 @@ func parseBucketAuto(spec value, p *pctx) (stage, error) {
 		case "output":
 			outV = v
 		case "granularity":
-			s.gran, _ = v.StringValueOK()
-			if s.gran != "" {
-				return nil, mongoerr.Newf(mongoerr.Location40257, "Rounding granularity '%s' is not supported", s.gran)
+			g, ok := v.StringValueOK()
+			if !ok {
+				return nil, mongoerr.Newf(mongoerr.Location40261, "The $bucketAuto 'granularity' field must be a string, but found type: %s", typeName(v))
 			}
+			if s.rounder = granularityRounders[g]; s.rounder == nil {
+				return nil, mongoerr.Newf(mongoerr.Location40257, "Rounding granularity '%s' is not supported", g)
+			}
+			s.gran = g
 		default:
 			return nil, mongoerr.Newf(mongoerr.Location40245, "Unrecognized option to $bucketAuto: %s.", el.Key())
 		}
@@ -262,6 +271,11 @@ func (s *bucketAutoStage) run(ctx context.Context, in Source, rc *runCtx) (Sourc
 			if err != nil {
 				return nil, err
 			}
+			if s.rounder != nil {
+				if err := checkGranularityKey(v); err != nil {
+					return nil, err
+				}
+			}
 			if v.Type == 0 {
 				v = nullV
 			}
@@ -278,14 +292,55 @@ func (s *bucketAutoStage) run(ctx context.Context, in Source, rc *runCtx) (Sourc
 			approx = 1
 		}
 		i := 0
+		var prevMax value
 		for b := 0; i < len(items) && b < s.n; b++ {
 			start := i
 			end := i + approx
 			if b == s.n-1 || end > len(items) {
 				end = len(items)
 			}
-			for end < len(items) && cmpC(items[end].k, items[end-1].k, collOf(rc.coll)) == 0 {
-				end++
+			var maxV value
+			if s.rounder == nil {
+				for end < len(items) && cmpC(items[end].k, items[end-1].k, collOf(rc.coll)) == 0 {
+					end++
+				}
+				maxV = items[end-1].k
+				if end < len(items) {
+					maxV = items[end].k
+				}
+			} else {
+				// The rounded-up boundary is exclusive, so every following value below it
+				// belongs in this bucket too; this is how buckets whose rounded boundaries
+				// would collide get merged.
+				bound, err := s.rounder.roundUp(items[end-1].k)
+				if err != nil {
+					return nil, err
+				}
+				for end < len(items) && cmpV(bound, items[end].k) > 0 {
+					end++
+				}
+				maxV = bound
+				// A bucket holding only zeros rounds up to 0 (0 is in no series). MongoDB then
+				// uses the next bucket's rounded-down min, keeping max exclusive / min inclusive.
+				if toF(bound) == 0 && end < len(items) {
+					if maxV, err = s.rounder.roundDown(items[end].k); err != nil {
+						return nil, err
+					}
+				}
+			}
+			minV := items[start].k
+			if s.rounder != nil {
+				// The first bucket's min is rounded down; every later one starts at the
+				// previous bucket's max, so the boundaries tile the value range.
+				if b == 0 {
+					var err error
+					if minV, err = s.rounder.roundDown(minV); err != nil {
+						return nil, err
+					}
+				} else {
+					minV = prevMax
+				}
+				prevMax = maxV
 			}
 			accs := make([]accumulator, len(s.accs))
 			for j, a := range s.accs {
@@ -299,12 +354,8 @@ func (s *bucketAutoStage) run(ctx context.Context, in Source, rc *runCtx) (Sourc
 					}
 				}
 			}
-			maxV := items[end-1].k
-			if end < len(items) {
-				maxV = items[end].k
-			}
 			doc := newDoc()
-			doc.add("_id", docV(docOf("min", items[start].k, "max", maxV)))
+			doc.add("_id", docV(docOf("min", minV, "max", maxV)))
 			for j, a := range accs {
 				v, err := a.result()
 				if err != nil {
@@ -320,3 +371,226 @@ func (s *bucketAutoStage) run(ctx context.Context, in Source, rc *runCtx) (Sourc
 }
 
 var _ = query.Expression(nil)
+
+// ---- $bucketAuto granularity (preferred number series) ----
+
+// rounder rounds non-negative numbers onto a preferred number series. Both directions are
+// strict (the result is never equal to a non-zero input) and 0 rounds to itself, because 0
+// belongs to no series; this mirrors MongoDB's GranularityRounder.
+type rounder interface {
+	roundUp(v value) (value, error)
+	roundDown(v value) (value, error)
+}
+
+// checkGranularityKey rejects groupBy values that cannot be rounded onto a series.
+func checkGranularityKey(v value) error {
+	if !isNumber(v) {
+		return mongoerr.Newf(mongoerr.Location40258, "$bucketAuto can specify a 'granularity' with numeric boundaries only, but found a value with type: %s", typeName(v))
+	}
+	if f := toF(v); !(f >= 0) { // NaN fails too, as in MongoDB
+		return mongoerr.Newf(mongoerr.Location40260, "$bucketAuto can specify a 'granularity' with numeric boundaries only, but found a negative value: %s", strconv.FormatFloat(f, 'g', -1, 64))
+	}
+	return nil
+}
+
+// granularityRounders maps each supported granularity name to its rounder. The series
+// are one decade of MongoDB's tables, scaled to integers (e.g. R5 1.6 is stored as 16) so
+// that scaling by powers of ten multiplies exact integers; values in other decades are
+// reached by multiplying or dividing by 10, exactly as MongoDB does.
+var granularityRounders = map[string]rounder{
+	"R5":  seriesRounder{10, 16, 25, 40, 63},
+	"R10": seriesRounder{100, 125, 160, 200, 250, 315, 400, 500, 630, 800},
+	"R20": seriesRounder{100, 112, 125, 140, 160, 180, 200, 224, 250, 280,
+		315, 355, 400, 450, 500, 560, 630, 710, 800, 900},
+	// R40 and R80 are MongoDB's tables verbatim, not the ISO 3 ones: MongoDB's R40 lacks
+	// 335 and its R80 holds only the 40 values R80 adds to R40, and results must match it.
+	"R40": seriesRounder{100, 106, 112, 118, 125, 132, 140, 150, 160, 170, 180, 190, 200,
+		212, 224, 236, 250, 265, 280, 300, 315, 355, 375, 400, 425, 450,
+		475, 500, 530, 560, 600, 630, 670, 710, 750, 800, 850, 900, 950},
+	"R80": seriesRounder{103, 109, 115, 122, 128, 136, 145, 155, 165, 175, 185, 195, 206, 218,
+		230, 243, 258, 272, 290, 307, 325, 345, 365, 387, 412, 437, 462, 487,
+		515, 545, 575, 615, 650, 690, 730, 775, 825, 875, 925, 975},
+	"1-2-5": seriesRounder{10, 20, 50},
+	"E6":    seriesRounder{10, 15, 22, 33, 47, 68},
+	"E12":   seriesRounder{10, 12, 15, 18, 22, 27, 33, 39, 47, 56, 68, 82},
+	"E24": seriesRounder{10, 11, 12, 13, 15, 16, 18, 20, 22, 24, 27, 30,
+		33, 36, 39, 43, 47, 51, 56, 62, 68, 75, 82, 91},
+	"E48": seriesRounder{100, 105, 110, 115, 121, 127, 133, 140, 147, 154, 162, 169,
+		178, 187, 196, 205, 215, 226, 237, 249, 261, 274, 287, 301,
+		316, 332, 348, 365, 383, 402, 422, 442, 464, 487, 511, 536,
+		562, 590, 619, 649, 681, 715, 750, 787, 825, 866, 909, 953},
+	"E96": seriesRounder{100, 102, 105, 107, 110, 113, 115, 118, 121, 124, 127, 130, 133, 137,
+		140, 143, 147, 150, 154, 158, 162, 165, 169, 174, 178, 182, 187, 191,
+		196, 200, 205, 210, 215, 221, 226, 232, 237, 243, 249, 255, 261, 267,
+		274, 280, 287, 294, 301, 309, 316, 324, 332, 340, 348, 357, 365, 374,
+		383, 392, 402, 412, 422, 432, 442, 453, 464, 475, 487, 499, 511, 523,
+		536, 549, 562, 576, 590, 604, 619, 634, 649, 665, 681, 698, 715, 732,
+		750, 768, 787, 806, 825, 845, 866, 887, 909, 931, 953, 976},
+	"E192": seriesRounder{100, 101, 102, 104, 105, 106, 107, 109, 110, 111, 113, 114, 115, 117,
+		118, 120, 121, 123, 124, 126, 127, 129, 130, 132, 133, 135, 137, 138, 140, 142, 143,
+		145, 147, 149, 150, 152, 154, 156, 158, 160, 162, 164, 165, 167, 169, 172, 174, 176,
+		178, 180, 182, 184, 187, 189, 191, 193, 196, 198, 200, 203, 205, 208, 210, 213, 215,
+		218, 221, 223, 226, 229, 232, 234, 237, 240, 243, 246, 249, 252, 255, 258, 261, 264,
+		267, 271, 274, 277, 280, 284, 287, 291, 294, 298, 301, 305, 309, 312, 316, 320, 324,
+		328, 332, 336, 340, 344, 348, 352, 357, 361, 365, 370, 374, 379, 383, 388, 392, 397,
+		402, 407, 412, 417, 422, 427, 432, 437, 442, 448, 453, 459, 464, 470, 475, 481, 487,
+		493, 499, 505, 511, 517, 523, 530, 536, 542, 549, 556, 562, 569, 576, 583, 590, 597,
+		604, 612, 619, 626, 634, 642, 649, 657, 665, 673, 681, 690, 698, 706, 715, 723, 732,
+		741, 750, 759, 768, 777, 787, 796, 806, 816, 825, 835, 845, 856, 866, 876, 887, 898,
+		909, 920, 931, 942, 953, 965, 976, 988},
+	"POWERSOF2": powersOf2Rounder{},
+}
+
+// seriesRounder rounds onto one decade of a preferred number series repeated over all
+// powers of ten. Non-decimal inputs give doubles; decimals give decimals.
+type seriesRounder []int64
+
+func (r seriesRounder) roundUp(v value) (value, error) {
+	if err := checkGranularityKey(v); err != nil {
+		return missing, err
+	}
+	if toF(v) == 0 {
+		return v, nil
+	}
+	if v.Type == bsoncore.TypeDecimal128 { // exact, even beyond the double range
+		return r.decRound(v, true)
+	}
+	if math.IsInf(toF(v), 1) {
+		return v, nil
+	}
+	x := toF(v)
+	first, last := float64(r[0]), float64(r[len(r)-1])
+	m := 1.0
+	for x >= last*m {
+		m *= 10
+	}
+	for x < first*m {
+		prev := first * m
+		m /= 10
+		if m == 0 {
+			break
+		}
+		if x >= last*m { // between this decade's top and the next decade's first value
+			return f64V(prev), nil
+		}
+	}
+	for _, s := range r {
+		if x < float64(s)*m {
+			return f64V(float64(s) * m), nil
+		}
+	}
+	return f64V(first * m * 10), nil
+}
+
+func (r seriesRounder) roundDown(v value) (value, error) {
+	if err := checkGranularityKey(v); err != nil {
+		return missing, err
+	}
+	if toF(v) == 0 {
+		return v, nil
+	}
+	if v.Type == bsoncore.TypeDecimal128 { // exact, even beyond the double range
+		return r.decRound(v, false)
+	}
+	if math.IsInf(toF(v), 1) {
+		return v, nil
+	}
+	x := toF(v)
+	first, last := float64(r[0]), float64(r[len(r)-1])
+	m := 1.0
+	for x <= first*m && m > 0 {
+		m /= 10
+	}
+	for x > last*m {
+		prev := last * m
+		m *= 10
+		if x <= first*m { // between the previous decade's top and this decade's first value
+			return f64V(prev), nil
+		}
+	}
+	for i := len(r) - 1; i >= 0; i-- {
+		if float64(r[i])*m < x {
+			return f64V(float64(r[i]) * m), nil
+		}
+	}
+	return f64V(0), nil // only reached for inputs below the smallest double step
+}
+
+// decRound rounds a positive finite decimal exactly. With x in [10^d, 10^(d+1)) the answer
+// is r[i]×10^k for k one decade below, at, or above x's own, so those candidates (ascending,
+// as the decades do not overlap) always contain it.
+func (r seriesRounder) decRound(v value, up bool) (value, error) {
+	x, err := toDec(v)
+	if err != nil {
+		return missing, err
+	}
+	if x.Form != apd.Finite {
+		return v, nil
+	}
+	d := x.Exponent + int32(x.NumDigits()) - 1
+	k := d - int32(len(strconv.FormatInt(r[0], 10))) + 1
+	if up {
+		for kk := k - 1; kk <= k+1; kk++ {
+			for _, s := range r {
+				if c := apd.New(s, kk); c.Cmp(x) > 0 {
+					return fromDec(c)
+				}
+			}
+		}
+		return fromDec(apd.New(r[0], k+2))
+	}
+	for kk := k + 1; kk >= k-1; kk-- {
+		for i := len(r) - 1; i >= 0; i-- {
+			if c := apd.New(r[i], kk); c.Cmp(x) < 0 {
+				return fromDec(c)
+			}
+		}
+	}
+	return fromDec(apd.New(r[len(r)-1], k-2))
+}
+
+// powersOf2Rounder rounds to powers of two via $pow(2, exp), so the result type follows
+// $pow's rules as in MongoDB (an int for whole powers, a double below 1, a decimal for decimals).
+type powersOf2Rounder struct{}
+
+func (powersOf2Rounder) roundUp(v value) (value, error) { return powersOf2(v, true) }
+
+func (powersOf2Rounder) roundDown(v value) (value, error) { return powersOf2(v, false) }
+
+func powersOf2(v value, up bool) (value, error) {
+	if err := checkGranularityKey(v); err != nil {
+		return missing, err
+	}
+	x := toF(v)
+	if x == 0 || math.IsInf(x, 1) {
+		return v, nil
+	}
+	var exp int64
+	switch v.Type {
+	case bsoncore.TypeInt32, bsoncore.TypeInt64:
+		n, _ := bsonutil.ToInt64Exact(v)
+		l := int64(bits.Len64(uint64(n)))
+		switch {
+		case up:
+			exp = l
+		case n&(n-1) == 0: // a power of two rounds down to the one below
+			exp = l - 2
+		default:
+			exp = l - 1
+		}
+		return evalPow([]value{i32V(2), i32V(int32(exp))})
+	}
+	if up {
+		exp = int64(math.Floor(math.Log2(x)) + 1)
+	} else {
+		exp = int64(math.Ceil(math.Log2(x)) - 1)
+	}
+	if v.Type == bsoncore.TypeDecimal128 {
+		e, err := fromDec(apd.New(exp, 0))
+		if err != nil {
+			return missing, err
+		}
+		return evalPow([]value{i32V(2), e})
+	}
+	return evalPow([]value{i32V(2), i32V(int32(exp))})
+}

@@ -167,6 +167,9 @@ const (
 	Location40245   Code = 40245
 	Location40246   Code = 40246
 	Location40257   Code = 40257
+	Location40258   Code = 40258
+	Location40260   Code = 40260
+	Location40261   Code = 40261
 	Location40272   Code = 40272
 	Location40319   Code = 40319
 	Location40323   Code = 40323
