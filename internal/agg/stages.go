@@ -219,6 +219,8 @@ func parseCount(spec value, _ *pctx) (stage, error) {
 		return nil, mongoerr.New(mongoerr.Location40158, "the count field cannot be a $-prefixed path")
 	case strings.Contains(s, "."):
 		return nil, mongoerr.New(mongoerr.Location40160, "the count field cannot contain '.'")
+	case strings.IndexByte(s, 0) >= 0:
+		return nil, mongoerr.New(mongoerr.Location16411, "FieldPath field names may not contain '\\0'.")
 	}
 	return &countStage{field: s}, nil
 }
@@ -289,6 +291,9 @@ func parseUnwind(spec value, _ *pctx) (stage, error) {
 				p, ok := v.StringValueOK()
 				if !ok || p == "" || strings.HasPrefix(p, "$") {
 					return nil, mongoerr.Newf(mongoerr.Location28810, "expected a non-empty string for the includeArrayIndex option to $unwind stage")
+				}
+				if _, err := splitFieldPath(p); err != nil {
+					return nil, err
 				}
 				s.includeIdx = p
 			default:

@@ -217,6 +217,11 @@ func (d *docBuilder) add(k string, v value) {
 	if v.Type == 0 {
 		return
 	}
+	if i := strings.IndexByte(k, 0); i >= 0 {
+		// Field names come from validated specs (splitFieldPath rejects NUL); a NUL here is a
+		// missed check, and bsoncore would panic on it. Keep the name's valid prefix instead.
+		k = k[:i]
+	}
 	d.b = bsoncore.AppendValueElement(d.b, k, v)
 }
 

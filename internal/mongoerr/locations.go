@@ -25,6 +25,7 @@ const (
 	Location16034   Code = 16034
 	Location16035   Code = 16035
 	Location16410   Code = 16410
+	Location16411   Code = 16411
 	Location16412   Code = 16412
 	Location16554   Code = 16554
 	Location16555   Code = 16555

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"humongo/internal/failpoint"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -40,7 +42,7 @@ func (s *Server) runCommand(ctx context.Context, c *commands.Conn, cmd bsoncore.
 	start := time.Now()
 	env := &commands.Env{Conn: c, State: s.state, Legacy: legacy, ExhaustAllowed: exhaustAllowed}
 	var ops *commands.OpState
-	reply, err := s.dispatch(ctx, env, cmd, &ops)
+	reply, err := s.dispatchRecovered(ctx, env, cmd, &ops)
 	if errors.Is(err, commands.ErrCloseConnection) {
 		return result{closeConn: true}
 	}
@@ -59,6 +61,20 @@ func (s *Server) runCommand(ctx context.Context, c *commands.Conn, cmd bsoncore.
 			"durationMillis", d)
 	}
 	return res
+}
+
+// dispatchRecovered is dispatch with a last line of defence: a handler that panics on some
+// input must not take the server down with every other client's operation. The panic becomes
+// an InternalError reply and a logged stack trace (a bug to fix, found without an outage).
+func (s *Server) dispatchRecovered(ctx context.Context, env *commands.Env, cmd bsoncore.Document, ops **commands.OpState) (reply bsoncore.Document, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("Command panicked", logv2.C(logv2.Command), logv2.ID(23074), logv2.Ctx(env.Conn.Desc()),
+				"command", env.Name, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			reply, err = nil, mongoerr.Newf(mongoerr.InternalError, "internal error in command %s: %v", env.Name, p)
+		}
+	}()
+	return s.dispatch(ctx, env, cmd, ops)
 }
 
 // awaitable reports hellos that wait by design (maxAwaitTimeMS), which are never slow.
