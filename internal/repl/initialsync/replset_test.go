@@ -76,7 +76,7 @@ func TestReplicaSetReplicatesData(t *testing.T) {
 		if i == primary {
 			continue
 		}
-		waitFor(t, 20*time.Second, "secondary caught up", func() bool {
+		waitFor(t, 60*time.Second, "secondary caught up", func() bool {
 			a := n.RC.LastApplied()
 			return a.TS.Secs > top.T || (a.TS.Secs == top.T && a.TS.Inc >= top.I)
 		})
