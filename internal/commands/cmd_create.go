@@ -150,30 +150,19 @@ func ddlParseCreateOptions(cmd bsoncore.Document) (bsoncore.Document, error) {
 	if v := lookup(cmd, "encryptedFields"); v.Type != 0 {
 		return nil, mongoerr.New(mongoerr.NotImplemented, "queryable encryption is not supported")
 	}
-	docField := func(name string) (bsoncore.Document, error) {
-		v := lookup(cmd, name)
-		if v.Type == 0 {
-			return nil, nil
-		}
-		d, ok := v.DocumentOK()
-		if !ok {
-			return nil, typeMismatch(c, name, v.Type, "object")
-		}
-		return d, nil
-	}
-	storageEngine, err := docField("storageEngine")
+	storageEngine, err := findDocArg(c, "storageEngine", lookup(cmd, "storageEngine"))
 	if err != nil {
 		return nil, err
 	}
-	indexOptionDefaults, err := docField("indexOptionDefaults")
+	indexOptionDefaults, err := findDocArg(c, "indexOptionDefaults", lookup(cmd, "indexOptionDefaults"))
 	if err != nil {
 		return nil, err
 	}
-	validator, err := docField("validator")
+	validator, err := findDocArg(c, "validator", lookup(cmd, "validator"))
 	if err != nil {
 		return nil, err
 	}
-	collation, err := docField("collation")
+	collation, err := findDocArg(c, "collation", lookup(cmd, "collation"))
 	if err != nil {
 		return nil, err
 	}
@@ -189,11 +178,11 @@ func ddlParseCreateOptions(cmd bsoncore.Document) (bsoncore.Document, error) {
 			collation = c.Spec()
 		}
 	}
-	idIndex, err := docField("idIndex")
+	idIndex, err := findDocArg(c, "idIndex", lookup(cmd, "idIndex"))
 	if err != nil {
 		return nil, err
 	}
-	changeStream, err := docField("changeStreamPreAndPostImages")
+	changeStream, err := findDocArg(c, "changeStreamPreAndPostImages", lookup(cmd, "changeStreamPreAndPostImages"))
 	if err != nil {
 		return nil, err
 	}

@@ -42,26 +42,15 @@ func runDataSize(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore
 	if err := catalog.ValidateNS(ns); err != nil {
 		return nil, err
 	}
-	docArg := func(name string) (bsoncore.Document, error) {
-		v := lookup(cmd, name)
-		if v.Type == 0 {
-			return nil, nil
-		}
-		d, ok := v.DocumentOK()
-		if !ok {
-			return nil, typeMismatch(c, name, v.Type, "object")
-		}
-		return d, nil
-	}
-	keyPattern, err := docArg("keyPattern")
+	keyPattern, err := findDocArg(c, "keyPattern", lookup(cmd, "keyPattern"))
 	if err != nil {
 		return nil, err
 	}
-	minKey, err := docArg("min")
+	minKey, err := findDocArg(c, "min", lookup(cmd, "min"))
 	if err != nil {
 		return nil, err
 	}
-	maxKey, err := docArg("max")
+	maxKey, err := findDocArg(c, "max", lookup(cmd, "max"))
 	if err != nil {
 		return nil, err
 	}
