@@ -142,7 +142,10 @@ func parseExpr(v bsoncore.Value, pc *ExprParseContext, depth int) (Expression, e
 	}
 	switch v.Type {
 	case bsoncore.TypeString:
-		s := v.StringValue()
+		s, ok := v.StringValueOK()
+		if !ok {
+			return nil, mongoerr.New(mongoerr.InvalidBSON, "invalid string in expression")
+		}
 		if strings.HasPrefix(s, "$") {
 			return parseFieldPathExpr(s, pc)
 		}
