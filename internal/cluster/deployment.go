@@ -82,10 +82,10 @@ type Options struct {
 
 // ShortElections are replica-set settings for failover tests: a 2 s election timeout and
 // 500 ms heartbeats, so a killed primary is replaced in about 2–3 s instead of 10–12.
-// heartbeatTimeoutSecs is 2 as well because humongod (internal/repl/topology, Tick) only
-// marks an unreachable member DOWN once heartbeatTimeoutSecs has passed since its last
-// answer, even when the connection is refused (MongoDB marks it down after its heartbeat
-// retries fail), and a member it still believes a healthy primary blocks the election.
+// A refused heartbeat marks the member DOWN after its retries (internal/repl/topology), but
+// an unanswered one (a partition) only once heartbeatTimeoutSecs has passed since the last
+// answer, so that is 2 s as well: a member still believed a healthy primary blocks the
+// election.
 var ShortElections = bson.D{
 	{Key: "electionTimeoutMillis", Value: 2000},
 	{Key: "heartbeatIntervalMillis", Value: 500},

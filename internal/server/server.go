@@ -372,6 +372,7 @@ func (s *Server) shutdown(drain time.Duration) {
 		<-allDone
 	}
 	s.rootCancel(mongoerr.New(mongoerr.InterruptedAtShutdown, "interrupted at shutdown"))
+	commands.CloseCursors(s.state)
 
 	var errs []error
 	for i := len(s.cfg.Closers) - 1; i >= 0; i-- {

@@ -18,7 +18,9 @@ import (
 // whose tombstones hide engine keys). The buffer side is re-located by binary search on
 // every move, so writes made while the cursor is open are seen.
 type Cursor struct {
-	ru      *RecoveryUnit
+	ru *RecoveryUnit
+	// slot is the cursor's index in ru.cursors, -1 once closed.
+	slot    int
 	ii      *identInfo
 	reverse bool
 	lower   []byte // user-key bounds, nil = open
@@ -68,6 +70,8 @@ func (ru *RecoveryUnit) NewCursor(ident string, opts CursorOptions) (*Cursor, er
 	if err := c.open(); err != nil {
 		return nil, err
 	}
+	c.slot = len(ru.cursors)
+	ru.cursors = append(ru.cursors, c)
 	return c, nil
 }
 
@@ -443,5 +447,11 @@ func (c *Cursor) Close() {
 		_ = c.it.Close()
 		c.it = nil
 	}
+	if cs := c.ru.cursors; c.slot >= 0 && c.slot < len(cs) && cs[c.slot] == c {
+		last := cs[len(cs)-1]
+		cs[c.slot], last.slot = last, c.slot
+		c.ru.cursors = cs[:len(cs)-1]
+	}
+	c.slot = -1
 	c.valid = false
 }

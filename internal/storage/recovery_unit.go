@@ -40,6 +40,10 @@ type RecoveryUnit struct {
 	onCommit   []func(Timestamp)
 	onRollback []func()
 
+	// cursors are the unit's cursors not closed yet; Close closes them, so a caller that
+	// forgets one cannot leave a Pebble iterator open under a closing engine.
+	cursors []*Cursor
+
 	closed bool
 }
 
@@ -164,6 +168,9 @@ func (ru *RecoveryUnit) Close() {
 	}
 	ru.e.finishInflight(ru.inflight, false)
 	ru.inflight = nil
+	for len(ru.cursors) > 0 {
+		ru.cursors[len(ru.cursors)-1].Close()
+	}
 	ru.releaseSnapshot()
 	ru.closed = true
 }

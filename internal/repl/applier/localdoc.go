@@ -67,6 +67,7 @@ func (l localDoc) Save(ctx context.Context, doc bsoncore.Document) error {
 		if err != nil {
 			return err
 		}
+		defer cur.Close()
 		rid, old, found := cur.Next()
 		if err := cur.Err(); err != nil {
 			return err

@@ -21,6 +21,9 @@ const (
 	// (MongoDB's electionTimeoutOffsetLimitFraction), which desynchronises
 	// candidates so split votes are rare.
 	electionOffsetFraction = 0.15
+	// maxHeartbeatRetries is how many failed heartbeats in a row are retried
+	// at once before the member is marked down (MongoDB's kMaxHeartbeatRetries).
+	maxHeartbeatRetries = 2
 )
 
 // MemberConfig is one entry of ReplSetConfig.members.

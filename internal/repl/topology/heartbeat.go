@@ -26,14 +26,7 @@ func (t *TopologyCoordinator) Tick(now time.Time) []Action {
 			acts = append(acts, Action{Kind: ActSendHeartbeat, Target: m.id})
 		}
 		if m.up && now.Sub(m.lastHeartbeatRecv) > hbTimeout {
-			m.up = false
-			m.state = StateDown
-			if t.primaryID == m.id {
-				t.primaryID = -1
-			}
-			if t.syncSource == m.id {
-				acts = append(acts, Action{Kind: ActChangeSyncSource, Reason: "sync source is down"})
-			}
+			acts = append(acts, t.markDownLocked(m)...)
 		}
 	}
 	acts = append(acts, t.CheckLiveness(now)...)
@@ -46,6 +39,20 @@ func (t *TopologyCoordinator) Tick(now time.Time) []Action {
 	acts = append(acts, t.CheckElectionTimeout(now)...)
 	acts = append(acts, t.checkTakeoversLocked(now)...)
 	return acts
+}
+
+// markDownLocked records that member m stopped answering heartbeats: it is
+// DOWN, no longer our primary, and no longer a usable sync source.
+func (t *TopologyCoordinator) markDownLocked(m *memberData) []Action {
+	m.up = false
+	m.state = StateDown
+	if t.primaryID == m.id {
+		t.primaryID = -1
+	}
+	if t.syncSource == m.id {
+		return []Action{{Kind: ActChangeSyncSource, Reason: "sync source is down"}}
+	}
+	return nil
 }
 
 // CheckLiveness steps a primary down when fewer than a majority of voters
@@ -145,8 +152,19 @@ func (t *TopologyCoordinator) ProcessHeartbeatResponse(now time.Time, from int, 
 	var acts []Action
 	acts = append(acts, t.updateTermLocked(now, resp.Term)...)
 	if resp.Err != nil {
+		// MongoDB retries a failed heartbeat at once, up to maxHeartbeatRetries
+		// times, and then marks the member down without waiting out
+		// heartbeatTimeoutSecs: a refused connection (a killed process) is
+		// news now, and waiting would delay the election behind it.
+		m.hbFailures++
+		if m.hbFailures <= maxHeartbeatRetries {
+			m.nextHeartbeat = now
+		} else if m.up {
+			acts = append(acts, t.markDownLocked(m)...)
+		}
 		return acts
 	}
+	m.hbFailures = 0
 	if resp.ConfigVersion > t.cfg.Version && resp.Config != nil {
 		return append(acts, Action{Kind: ActReconfig, Config: resp.Config})
 	}

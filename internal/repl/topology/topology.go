@@ -77,7 +77,10 @@ type memberData struct {
 	lastUpdate    time.Time
 	hbSentAt      time.Time
 	nextHeartbeat time.Time
-	ping          time.Duration
+	// hbFailures counts heartbeats in a row that failed; past
+	// maxHeartbeatRetries the member is marked down.
+	hbFailures int
+	ping       time.Duration
 }
 
 type electionState struct {
