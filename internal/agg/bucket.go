@@ -1,7 +1,9 @@
 package agg
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"math"
 	"math/bits"
 	"slices"
@@ -12,6 +14,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/bsonutil"
+	"humongo/internal/index/sorter"
+	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
 )
@@ -249,124 +253,272 @@ func parseBucketAuto(spec value, p *pctx) (stage, error) {
 
 func (s *bucketAutoStage) name() string { return "$bucketAuto" }
 func (s *bucketAutoStage) spec() value  { return s.raw }
-func (s *bucketAutoStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
-	type item struct {
-		k value
-		d bsoncore.Document
+
+// bucketItem is one input document of $bucketAuto with its groupBy value.
+type bucketItem struct {
+	k value
+	d bsoncore.Document
+}
+
+// bucketInput is $bucketAuto's input sorted by groupBy value: in memory, or, above the memory
+// limit with allowDiskUse, streamed back from the external sorter keyed by (KeyString of the
+// collation key of the value, arrival order). Either way the buckets are then cut in one
+// pass with one item of lookahead, so a spilled input is never held in memory.
+type bucketInput struct {
+	n     int64 // number of items
+	items []bucketItem
+	pos   int
+	ext   *sorter.Sorter
+	it    *sorter.Iterator
+	peekd *bucketItem
+}
+
+func (s *bucketAutoStage) load(ctx context.Context, in Source, rc *runCtx, ec *query.EvalContext) (bi *bucketInput, err error) {
+	bi = &bucketInput{}
+	owned := bi // a failing return sets bi to nil before the deferred cleanup runs
+	defer func() {
+		if err != nil {
+			owned.close()
+		}
+	}()
+	var mem int64
+	var kb keystring.Builder
+	add := func(it bucketItem) error {
+		kb.Reset(keystring.AllAscending)
+		kb.AppendValue(collKey(rc.coll, it.k))
+		if err := kb.Err(); err != nil {
+			return err
+		}
+		key := binary.BigEndian.AppendUint64(bytes.Clone(kb.Bytes()), uint64(bi.n))
+		return bi.ext.Add(key, docOf("k", it.k, "d", docV(it.d)))
 	}
-	return blocking(in, func(ctx context.Context) ([]bsoncore.Document, error) {
-		var items []item
-		var mem int64
-		ec := rc.evalCtx(nil)
-		for {
-			d, ok, err := in.Next(ctx)
-			if err != nil {
+	for {
+		d, ok, err := in.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		ec.Root, ec.Current = d, nil
+		v, err := s.groupBy.Eval(ec)
+		if err != nil {
+			return nil, err
+		}
+		if s.rounder != nil {
+			if err := checkGranularityKey(v); err != nil {
 				return nil, err
+			}
+		}
+		if v.Type == 0 {
+			v = nullV
+		}
+		it := bucketItem{v, d}
+		if bi.ext != nil {
+			if err := add(it); err != nil {
+				return nil, err
+			}
+			bi.n++
+			continue
+		}
+		bi.items = append(bi.items, it)
+		bi.n++
+		mem += int64(len(d)) + valueSize(v)
+		if mem > rc.maxMem() {
+			if !rc.ac.AllowDiskUse {
+				return nil, errMemory("$bucketAuto")
+			}
+			bi.ext = sorter.New(sorter.Options{MaxMemoryBytes: rc.maxMem(), TempDir: rc.tempDir()})
+			items := bi.items
+			bi.items, bi.n = nil, 0
+			for _, it := range items {
+				if err := add(it); err != nil {
+					return nil, err
+				}
+				bi.n++
+			}
+		}
+	}
+	if bi.ext != nil {
+		if bi.it, err = bi.ext.Done(); err != nil {
+			return nil, err
+		}
+		return bi, nil
+	}
+	slices.SortStableFunc(bi.items, func(a, b bucketItem) int { return cmpC(a.k, b.k, collOf(rc.coll)) })
+	return bi, nil
+}
+
+// peek returns the next item without consuming it.
+func (bi *bucketInput) peek() (bucketItem, bool, error) {
+	if bi.ext == nil {
+		if bi.pos >= len(bi.items) {
+			return bucketItem{}, false, nil
+		}
+		return bi.items[bi.pos], true, nil
+	}
+	if bi.peekd == nil {
+		if !bi.it.Next() {
+			return bucketItem{}, false, bi.it.Err()
+		}
+		rec := bsoncore.Document(bytes.Clone(bi.it.Value()))
+		d, ok := field(rec, "d").DocumentOK()
+		if !ok {
+			return bucketItem{}, false, mongoerr.New(mongoerr.InternalError, "corrupt $bucketAuto spill record")
+		}
+		bi.peekd = &bucketItem{k: field(rec, "k"), d: d}
+	}
+	return *bi.peekd, true, nil
+}
+
+// take consumes the item peek returned.
+func (bi *bucketInput) take() {
+	if bi.ext == nil {
+		bi.pos++
+		return
+	}
+	bi.peekd = nil
+}
+
+func (bi *bucketInput) close() {
+	if bi.ext != nil {
+		bi.ext.Close()
+		bi.ext, bi.it = nil, nil
+	}
+	bi.items = nil
+}
+
+func (s *bucketAutoStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
+	// Buckets stream out as they are cut, so a spilled input is read from the sorter while
+	// the output is consumed.
+	return genSource(in, func(g *gen, emit func(bsoncore.Document) bool) error {
+		ec := rc.evalCtx(nil)
+		bi, err := s.load(g.ctx, in, rc, ec)
+		if err != nil {
+			return err
+		}
+		defer bi.close()
+		approx := int64(math.Round(float64(bi.n) / float64(s.n)))
+		if approx < 1 {
+			approx = 1
+		}
+		var prevMax value
+		for b := 0; b < s.n; b++ {
+			first, ok, err := bi.peek()
+			if err != nil {
+				return err
 			}
 			if !ok {
 				break
 			}
-			ec.Root, ec.Current = d, nil
-			v, err := s.groupBy.Eval(ec)
-			if err != nil {
-				return nil, err
+			accs := make([]accumulator, len(s.accs))
+			for j, a := range s.accs {
+				accs[j] = a.newAcc()
 			}
-			if s.rounder != nil {
-				if err := checkGranularityKey(v); err != nil {
-					return nil, err
+			var last value
+			take := func(it bucketItem) error {
+				bi.take()
+				last = it.k
+				ec.Root, ec.Current = it.d, nil
+				for _, a := range accs {
+					if _, err := a.add(ec); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			// The first approx items (all the rest in the last bucket), then every item that
+			// belongs with them.
+			var next bucketItem
+			more := true
+			for cnt := int64(0); more && (b == s.n-1 || cnt < approx); cnt++ {
+				if cnt > 0 {
+					if next, more, err = bi.peek(); err != nil {
+						return err
+					}
+					if !more {
+						break
+					}
+				} else {
+					next = first
+				}
+				if err := take(next); err != nil {
+					return err
 				}
 			}
-			if v.Type == 0 {
-				v = nullV
-			}
-			items = append(items, item{v, d})
-			mem += int64(len(d)) + valueSize(v)
-			if mem > rc.maxMem() && !rc.ac.AllowDiskUse {
-				return nil, errMemory("$bucketAuto")
-			}
-		}
-		slices.SortStableFunc(items, func(a, b item) int { return cmpC(a.k, b.k, collOf(rc.coll)) })
-		var out []bsoncore.Document
-		approx := int(math.Round(float64(len(items)) / float64(s.n)))
-		if approx < 1 {
-			approx = 1
-		}
-		i := 0
-		var prevMax value
-		for b := 0; i < len(items) && b < s.n; b++ {
-			start := i
-			end := i + approx
-			if b == s.n-1 || end > len(items) {
-				end = len(items)
+			if next, more, err = bi.peek(); err != nil {
+				return err
 			}
 			var maxV value
 			if s.rounder == nil {
-				for end < len(items) && cmpC(items[end].k, items[end-1].k, collOf(rc.coll)) == 0 {
-					end++
+				// Equal values never straddle two buckets.
+				for more && cmpC(next.k, last, collOf(rc.coll)) == 0 {
+					if err := take(next); err != nil {
+						return err
+					}
+					if next, more, err = bi.peek(); err != nil {
+						return err
+					}
 				}
-				maxV = items[end-1].k
-				if end < len(items) {
-					maxV = items[end].k
+				maxV = last
+				if more {
+					maxV = next.k
 				}
 			} else {
 				// The rounded-up boundary is exclusive, so every following value below it
 				// belongs in this bucket too; this is how buckets whose rounded boundaries
 				// would collide get merged.
-				bound, err := s.rounder.roundUp(items[end-1].k)
+				bound, err := s.rounder.roundUp(last)
 				if err != nil {
-					return nil, err
+					return err
 				}
-				for end < len(items) && cmpV(bound, items[end].k) > 0 {
-					end++
+				for more && cmpV(bound, next.k) > 0 {
+					if err := take(next); err != nil {
+						return err
+					}
+					if next, more, err = bi.peek(); err != nil {
+						return err
+					}
 				}
 				maxV = bound
 				// A bucket holding only zeros rounds up to 0 (0 is in no series). MongoDB then
 				// uses the next bucket's rounded-down min, keeping max exclusive / min inclusive.
-				if toF(bound) == 0 && end < len(items) {
-					if maxV, err = s.rounder.roundDown(items[end].k); err != nil {
-						return nil, err
+				if toF(bound) == 0 && more {
+					if maxV, err = s.rounder.roundDown(next.k); err != nil {
+						return err
 					}
 				}
 			}
-			minV := items[start].k
+			minV := first.k
 			if s.rounder != nil {
 				// The first bucket's min is rounded down; every later one starts at the
 				// previous bucket's max, so the boundaries tile the value range.
 				if b == 0 {
-					var err error
 					if minV, err = s.rounder.roundDown(minV); err != nil {
-						return nil, err
+						return err
 					}
 				} else {
 					minV = prevMax
 				}
 				prevMax = maxV
 			}
-			accs := make([]accumulator, len(s.accs))
-			for j, a := range s.accs {
-				accs[j] = a.newAcc()
-			}
-			for _, it := range items[start:end] {
-				ec.Root, ec.Current = it.d, nil
-				for _, a := range accs {
-					if _, err := a.add(ec); err != nil {
-						return nil, err
-					}
-				}
-			}
 			doc := newDoc()
 			doc.add("_id", docV(docOf("min", minV, "max", maxV)))
 			for j, a := range accs {
 				v, err := a.result()
 				if err != nil {
-					return nil, err
+					return err
 				}
 				doc.add(s.fields[j], v)
 			}
-			out = append(out, doc.done())
-			i = end
+			if !emit(doc.done()) {
+				return nil
+			}
+			if err := g.ctx.Err(); err != nil {
+				return err
+			}
 		}
-		return out, nil
+		return nil
 	}), nil
 }
 

@@ -18,7 +18,11 @@
 // above Context.MaxMemoryBytes unless AllowDiskUse is set. With it, $sort spills sorted runs
 // through internal/index/sorter, and $group/$bucket spill further input documents keyed by
 // (group key, arrival order) to the same sorter and fold them group by group at the end, so
-// $first/$last/$push keep arrival order. The window stages keep working in memory.
+// $first/$last/$push keep arrival order. $setWindowFields, $fill and $densify spill their
+// input to the same sorter keyed by (partition, sort key, arrival order) and read it back one
+// partition at a time; a partition that alone exceeds the limit goes to a file read back by
+// position (spill.go). $bucketAuto spills its input keyed by (groupBy value, arrival order)
+// and cuts the buckets in one streaming pass. These stages stream their output.
 //
 // Joins ($lookup, $graphLookup) read the foreign collection once per Run through
 // Context.Resolver and index it by the KeyString of the joined field, so the equality form
@@ -28,5 +32,5 @@
 // Files: pipeline.go (Parse/Run/Explain/LeadingMatch, sources), stages.go (simple stages
 // and the optimiser), project.go, group.go, accum.go, sort.go, bucket.go, join.go ($lookup,
 // $graphLookup, $unionWith, $facet, $out, $merge), window.go ($setWindowFields, $densify,
-// $fill), expr_*.go (operators).
+// $fill), spill.go (their partitioned, spillable input), expr_*.go (operators).
 package agg

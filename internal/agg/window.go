@@ -3,77 +3,15 @@ package agg
 import (
 	"bytes"
 	"context"
-	"slices"
 	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/bsonutil"
-	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
 )
-
-// ---- partitioned, sorted input (shared by $setWindowFields, $densify, $fill) ----
-
-type pdoc struct {
-	part []byte // KeyString of the partition key
-	key  []byte // sort key
-	doc  bsoncore.Document
-}
-
-// partitionSort drains in and orders its documents by partition, then sort key (stable).
-func partitionSort(ctx context.Context, in Source, rc *runCtx, partX expr, sortBy *sortKeyGen, stageName string) ([][]pdoc, error) {
-	var all []pdoc
-	var mem int64
-	var kb keystring.Builder
-	ec := rc.evalCtx(nil)
-	for {
-		d, ok, err := in.Next(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
-		p := pdoc{doc: d}
-		if partX != nil {
-			ec.Root, ec.Current = d, nil
-			v, err := partX.Eval(ec)
-			if err != nil {
-				return nil, err
-			}
-			kb.Reset(keystring.AllAscending)
-			kb.AppendValue(collKey(rc.coll, v))
-			p.part = bytes.Clone(kb.Bytes())
-		}
-		if sortBy != nil {
-			p.key = sortBy.key(d, rc.coll)
-		}
-		all = append(all, p)
-		mem += int64(len(d)+len(p.part)+len(p.key)) + 64
-		if mem > rc.maxMem() && !rc.ac.AllowDiskUse {
-			return nil, errMemory(stageName)
-		}
-	}
-	slices.SortStableFunc(all, func(a, b pdoc) int {
-		if c := bytes.Compare(a.part, b.part); c != 0 {
-			return c
-		}
-		return bytes.Compare(a.key, b.key)
-	})
-	var parts [][]pdoc
-	for i := 0; i < len(all); {
-		j := i + 1
-		for j < len(all) && bytes.Equal(all[j].part, all[i].part) {
-			j++
-		}
-		parts = append(parts, all[i:j])
-		i = j
-	}
-	return parts, nil
-}
 
 // ---- $setWindowFields ----
 
@@ -369,59 +307,87 @@ func (s *setWindowStage) name() string { return "$setWindowFields" }
 func (s *setWindowStage) spec() value  { return s.raw }
 
 func (s *setWindowStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
-	return blocking(in, func(ctx context.Context) ([]bsoncore.Document, error) {
-		var sortBy *sortKeyGen
-		var sortPath []string
-		if s.sortPat != nil {
-			var err error
-			if sortBy, err = newSortKeyGen(s.sortPat); err != nil {
-				return nil, err
-			}
-			sortPath = sortBy.paths[0]
-		}
-		parts, err := partitionSort(ctx, in, rc, s.partX, sortBy, "$setWindowFields")
-		if err != nil {
+	var sortBy *sortKeyGen
+	var sortPath []string
+	if s.sortPat != nil {
+		var err error
+		if sortBy, err = newSortKeyGen(s.sortPat); err != nil {
 			return nil, err
 		}
+		sortPath = sortBy.paths[0]
+	}
+	return genSource(in, func(g *gen, emit func(bsoncore.Document) bool) error {
+		r, err := loadPartitions(g.ctx, in, rc, s.partX, sortBy, "$setWindowFields", nil)
+		if err != nil {
+			return err
+		}
+		defer r.close()
 		ec := rc.evalCtx(nil)
-		var out []bsoncore.Document
-		for _, part := range parts {
-			docs := make([]bsoncore.Document, len(part))
-			for i, p := range part {
-				docs[i] = p.doc
+		for {
+			part, ok, err := r.next(g.ctx)
+			if err != nil || !ok {
+				return err
 			}
 			results := make([][]value, len(s.outs))
 			for j, wo := range s.outs {
-				if results[j], err = wo.compute(part, docs, ec, sortPath, sortBy); err != nil {
-					return nil, err
+				if results[j], err = wo.compute(part, ec, sortPath); err != nil {
+					return err
 				}
 			}
-			for i, d := range docs {
+			for i := range part.Len() {
+				p, err := part.At(i)
+				if err != nil {
+					return err
+				}
+				d := p.doc
 				for j, wo := range s.outs {
 					d = setPath(d, wo.path, results[j][i])
 				}
-				out = append(out, d)
+				if !emit(d) {
+					return nil
+				}
 			}
-			if err := ctx.Err(); err != nil {
-				return nil, err
+			if err := g.ctx.Err(); err != nil {
+				return err
 			}
 		}
-		return out, nil
 	}), nil
 }
 
-// sortKeyPrefix strips the sequence-free sort key for rank comparisons (keys here have none).
-func (wo *windowOut) compute(part []pdoc, docs []bsoncore.Document, ec *query.EvalContext, sortPath []string, sortBy *sortKeyGen) ([]value, error) {
-	n := len(docs)
+// compute evaluates one window function for every document of a partition. Values kept for
+// the whole partition are copied out of the documents of a spilled partition (ownValue), so
+// only the documents of the current window are in memory at once.
+func (wo *windowOut) compute(part partition, ec *query.EvalContext, sortPath []string) ([]value, error) {
+	n := part.Len()
+	own := onDisk(part)
 	res := make([]value, n)
+	doc := func(i int) (bsoncore.Document, error) {
+		p, err := part.At(i)
+		return p.doc, err
+	}
+	eval := func(x expr, i int) (value, error) {
+		d, err := doc(i)
+		if err != nil {
+			return missing, err
+		}
+		ec.Root, ec.Current = d, nil
+		v, err := x.Eval(ec)
+		return ownValue(v, own), err
+	}
 	switch wo.op {
 	case "$documentNumber", "$rank", "$denseRank":
 		rank, dense := 0, 0
-		for i := range part {
-			if i == 0 || !bytes.Equal(part[i].key, part[i-1].key) {
+		var prev []byte
+		for i := range n {
+			p, err := part.At(i)
+			if err != nil {
+				return nil, err
+			}
+			if i == 0 || !bytes.Equal(p.key, prev) {
 				rank = i + 1
 				dense++
 			}
+			prev = p.key
 			switch wo.op {
 			case "$documentNumber":
 				res[i] = intV(int64(i + 1))
@@ -433,14 +399,13 @@ func (wo *windowOut) compute(part []pdoc, docs []bsoncore.Document, ec *query.Ev
 		}
 		return res, nil
 	case "$shift":
-		for i := range docs {
+		for i := range n {
 			j := int64(i) + wo.shiftBy
 			if j < 0 || j >= int64(n) {
 				res[i] = wo.shiftDef
 				continue
 			}
-			ec.Root, ec.Current = docs[j], nil
-			v, err := wo.shiftX.Eval(ec)
+			v, err := eval(wo.shiftX, int(j))
 			if err != nil {
 				return nil, err
 			}
@@ -452,9 +417,8 @@ func (wo *windowOut) compute(part []pdoc, docs []bsoncore.Document, ec *query.Ev
 		return res, nil
 	case "$locf", "$linearFill":
 		vals := make([]value, n)
-		for i, d := range docs {
-			ec.Root, ec.Current = d, nil
-			v, err := wo.shiftX.Eval(ec)
+		for i := range n {
+			v, err := eval(wo.shiftX, i)
 			if err != nil {
 				return nil, err
 			}
@@ -464,15 +428,18 @@ func (wo *windowOut) compute(part []pdoc, docs []bsoncore.Document, ec *query.Ev
 			return locf(vals), nil
 		}
 		xs := make([]value, n)
-		for i, d := range docs {
-			xs[i] = getPath(d, sortPath)
+		for i := range n {
+			d, err := doc(i)
+			if err != nil {
+				return nil, err
+			}
+			xs[i] = ownValue(getPath(d, sortPath), own)
 		}
 		return linearFill(xs, vals), nil
 	case "$expMovingAvg":
 		prev := nullV
-		for i, d := range docs {
-			ec.Root, ec.Current = d, nil
-			v, err := wo.shiftX.Eval(ec)
+		for i := range n {
+			v, err := eval(wo.shiftX, i)
 			if err != nil {
 				return nil, err
 			}
@@ -487,16 +454,29 @@ func (wo *windowOut) compute(part []pdoc, docs []bsoncore.Document, ec *query.Ev
 		}
 		return res, nil
 	}
+	// addTo adds document j to an accumulator.
+	addTo := func(acc accumulator, j int) error {
+		d, err := doc(j)
+		if err != nil {
+			return err
+		}
+		ec.Root, ec.Current = d, nil
+		_, err = acc.add(ec)
+		return err
+	}
+	result := func(acc accumulator) (value, error) {
+		v, err := acc.result()
+		return ownValue(v, own), err
+	}
 	// Accumulator over a window.
 	if wo.acc != nil && (!wo.hasWindow || (wo.lo.kind == 0 && wo.hi.kind == 0)) {
 		acc := wo.acc.newAcc()
-		for _, d := range docs {
-			ec.Root, ec.Current = d, nil
-			if _, err := acc.add(ec); err != nil {
+		for j := range n {
+			if err := addTo(acc, j); err != nil {
 				return nil, err
 			}
 		}
-		v, err := acc.result()
+		v, err := result(acc)
 		if err != nil {
 			return nil, err
 		}
@@ -508,53 +488,53 @@ func (wo *windowOut) compute(part []pdoc, docs []bsoncore.Document, ec *query.Ev
 	var sortVals []value
 	if wo.rangeBased || wo.op == "$derivative" || wo.op == "$integral" {
 		sortVals = make([]value, n)
-		for i, d := range docs {
-			sortVals[i] = getPath(d, sortPath)
+		for i := range n {
+			d, err := doc(i)
+			if err != nil {
+				return nil, err
+			}
+			sortVals[i] = ownValue(getPath(d, sortPath), own)
 		}
 	}
 	switch wo.op {
 	case "$derivative", "$integral", "$covariancePop", "$covarianceSamp":
-		return wo.computeNumeric(docs, ec, sortPath, sortVals)
+		return wo.computeNumeric(n, eval, sortVals)
 	}
 	if wo.lo.kind == 0 {
 		// A window starting at the partition's start only grows (its upper bound is
 		// non-decreasing in sort order), so one accumulator serves every document.
 		acc := wo.acc.newAcc()
 		added := 0
-		for i := range docs {
+		for i := range n {
 			_, hi, err := wo.bounds(i, n, sortVals)
 			if err != nil {
 				return nil, err
 			}
 			for ; added <= hi; added++ {
-				ec.Root, ec.Current = docs[added], nil
-				if _, err := acc.add(ec); err != nil {
+				if err := addTo(acc, added); err != nil {
 					return nil, err
 				}
 			}
-			if res[i], err = acc.result(); err != nil {
+			if res[i], err = result(acc); err != nil {
 				return nil, err
 			}
 		}
 		return res, nil
 	}
-	for i := range docs {
+	for i := range n {
 		lo, hi, err := wo.bounds(i, n, sortVals)
 		if err != nil {
 			return nil, err
 		}
 		acc := wo.acc.newAcc()
 		for j := lo; j <= hi; j++ {
-			ec.Root, ec.Current = docs[j], nil
-			if _, err := acc.add(ec); err != nil {
+			if err := addTo(acc, j); err != nil {
 				return nil, err
 			}
 		}
-		v, err := acc.result()
-		if err != nil {
+		if res[i], err = result(acc); err != nil {
 			return nil, err
 		}
-		res[i] = v
 	}
 	return res, nil
 }
@@ -818,145 +798,151 @@ func (s *densifyStage) next(v value) (value, error) {
 }
 
 func (s *densifyStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
-	return blocking(in, func(ctx context.Context) ([]bsoncore.Document, error) {
-		var partX expr
-		if len(s.partFields) > 0 {
-			d := newDoc()
-			for _, f := range s.partFields {
-				d.add(f, strV("$"+f))
-			}
-			x, err := query.ParseExpression(value{Type: bsoncore.TypeArray, Data: bsoncore.BuildArray(nil, func() []value {
-				vs := make([]value, len(s.partFields))
-				for i, f := range s.partFields {
-					vs[i] = strV("$" + f)
-				}
-				return vs
-			}()...)}, nil)
-			if err != nil {
-				return nil, err
-			}
-			partX = x
+	var partX expr
+	if len(s.partFields) > 0 {
+		vs := make([]value, len(s.partFields))
+		for i, f := range s.partFields {
+			vs[i] = strV("$" + f)
 		}
-		sortBy, err := newSortKeyGen(docOf(s.fieldStr, i32V(1)))
+		x, err := query.ParseExpression(value{Type: bsoncore.TypeArray, Data: bsoncore.BuildArray(nil, vs...)}, nil)
 		if err != nil {
 			return nil, err
 		}
-		parts, err := partitionSort(ctx, in, rc, partX, sortBy, "$densify")
-		if err != nil {
-			return nil, err
-		}
+		partX = x
+	}
+	sortBy, err := newSortKeyGen(docOf(s.fieldStr, i32V(1)))
+	if err != nil {
+		return nil, err
+	}
+	return genSource(in, func(g *gen, emit func(bsoncore.Document) bool) error {
 		// Every value must be of the kind the range steps through (numbers, or dates with a
-		// unit); anything else would never be reached by stepping.
-		for _, part := range parts {
-			for _, p := range part {
-				v := getPath(p.doc, s.field)
-				switch {
-				case isNullish(v):
-				case s.unit == "" && !isNumber(v):
-					return nil, mongoerr.Newf(mongoerr.Location5733201, "PlanExecutor error during aggregation :: caused by :: Densify field type must be numeric, got %s", typeName(v))
-				case s.unit != "" && v.Type != bsoncore.TypeDateTime:
-					return nil, mongoerr.Newf(mongoerr.Location6053600, "PlanExecutor error during aggregation :: caused by :: Densify with a unit requires date values, got %s", typeName(v))
-				}
-			}
-		}
-		for _, b := range []value{s.lo, s.hi} {
-			if b.Type != 0 && ((s.unit == "" && !isNumber(b)) || (s.unit != "" && b.Type != bsoncore.TypeDateTime)) {
-				return nil, mongoerr.New(mongoerr.Location5733403, "$densify bounds must match the field type (numbers, or dates with a unit)")
-			}
-		}
+		// unit); anything else would never be reached by stepping. The range of "full"
+		// bounds is the input's, found on the way in.
 		lo, hi := s.lo, s.hi
 		if s.bounds == "full" {
 			lo, hi = missing, missing
-			for _, part := range parts {
-				for _, p := range part {
-					v := getPath(p.doc, s.field)
-					if isNullish(v) {
-						continue
-					}
-					if lo.Type == 0 || cmpV(v, lo) < 0 {
-						lo = v
-					}
-					if hi.Type == 0 || cmpV(v, hi) > 0 {
-						hi = v
-					}
+		}
+		visit := func(d bsoncore.Document) error {
+			v := getPath(d, s.field)
+			switch {
+			case isNullish(v):
+				return nil
+			case s.unit == "" && !isNumber(v):
+				return mongoerr.Newf(mongoerr.Location5733201, "PlanExecutor error during aggregation :: caused by :: Densify field type must be numeric, got %s", typeName(v))
+			case s.unit != "" && v.Type != bsoncore.TypeDateTime:
+				return mongoerr.Newf(mongoerr.Location6053600, "PlanExecutor error during aggregation :: caused by :: Densify with a unit requires date values, got %s", typeName(v))
+			}
+			if s.bounds == "full" {
+				if lo.Type == 0 || cmpV(v, lo) < 0 {
+					lo = ownValue(v, true)
+				}
+				if hi.Type == 0 || cmpV(v, hi) > 0 {
+					hi = ownValue(v, true)
 				}
 			}
+			return nil
 		}
-		var out []bsoncore.Document
+		r, err := loadPartitions(g.ctx, in, rc, partX, sortBy, "$densify", visit)
+		if err != nil {
+			return err
+		}
+		defer r.close()
+		for _, b := range []value{s.lo, s.hi} {
+			if b.Type != 0 && ((s.unit == "" && !isNumber(b)) || (s.unit != "" && b.Type != bsoncore.TypeDateTime)) {
+				return mongoerr.New(mongoerr.Location5733403, "$densify bounds must match the field type (numbers, or dates with a unit)")
+			}
+		}
 		budget := 500_000 // bound generated documents (MongoDB: internalQueryMaxAllowedDensifyDocs)
-		for _, part := range parts {
-			plo, phi := lo, hi
-			var first bsoncore.Document
-			var vals []value
-			for _, p := range part {
-				v := getPath(p.doc, s.field)
-				vals = append(vals, v)
-				if !isNullish(v) && first == nil {
-					first = p.doc
-				}
+		for {
+			part, ok, err := r.next(g.ctx)
+			if err != nil || !ok {
+				return err
 			}
-			if first == nil {
-				for _, p := range part {
-					out = append(out, p.doc)
-				}
-				continue
-			}
-			if s.bounds == "partition" {
-				plo, phi = missing, missing
-				for _, v := range vals {
-					if isNullish(v) {
-						continue
-					}
-					if plo.Type == 0 {
-						plo = v
-					}
-					phi = v
-				}
-			}
-			gen := func(v value) bsoncore.Document {
-				d := emptyDoc
-				for _, f := range s.partFields {
-					pv := getPath(first, strings.Split(f, "."))
-					d = setPath(d, strings.Split(f, "."), pv)
-				}
-				return setPath(d, s.field, v)
-			}
-			cur := plo
-			inclusiveHi := s.bounds != ""
-			for i, p := range part {
-				v := vals[i]
-				if isNullish(v) {
-					out = append(out, p.doc)
-					continue
-				}
-				for cur.Type != 0 && cmpV(cur, v) < 0 && (cmpV(cur, phi) < 0 || (inclusiveHi && cmpV(cur, phi) == 0)) {
-					out = append(out, gen(cur))
-					if budget--; budget < 0 {
-						return nil, mongoerr.New(mongoerr.Location5897900, "Generated documents exceeded the maximum for $densify")
-					}
-					if cur, err = s.next(cur); err != nil {
-						return nil, err
-					}
-				}
-				out = append(out, p.doc)
-				for cur.Type != 0 && cmpV(cur, v) <= 0 {
-					if cur, err = s.next(cur); err != nil {
-						return nil, err
-					}
-				}
-			}
-			for cur.Type != 0 && cmpV(cur, phi) < 0 {
-				out = append(out, gen(cur))
-				if budget--; budget < 0 {
-					return nil, mongoerr.New(mongoerr.Location5897900, "Generated documents exceeded the maximum for $densify")
-				}
-				if cur, err = s.next(cur); err != nil {
-					return nil, err
-				}
+			if stop, err := s.densifyPartition(part, lo, hi, &budget, emit); err != nil || stop {
+				return err
 			}
 		}
-		return out, nil
 	}), nil
+}
+
+// densifyPartition emits one partition (sorted by the field, nulls first) with the missing
+// steps generated, in one pass. lo and hi are the full or explicit bounds. With "partition"
+// bounds the range is the partition's own: it starts at its first non-null value and its end
+// (the last value) only matters after the last document, since every value seen before it is
+// below it. stop reports that the consumer has gone.
+func (s *densifyStage) densifyPartition(part partition, lo, hi value, budget *int, emit func(bsoncore.Document) bool) (stop bool, err error) {
+	inclusiveHi := s.bounds != ""
+	var first bsoncore.Document // the first document with a value: its partition fields are copied
+	var cur, last value
+	gen := func(v value) bsoncore.Document {
+		d := emptyDoc
+		for _, f := range s.partFields {
+			pv := getPath(first, strings.Split(f, "."))
+			d = setPath(d, strings.Split(f, "."), pv)
+		}
+		return setPath(d, s.field, v)
+	}
+	below := func() bool { // cur is inside the range's upper end
+		return s.bounds == "partition" || cmpV(cur, hi) < 0 || (inclusiveHi && cmpV(cur, hi) == 0)
+	}
+	for i := range part.Len() {
+		p, err := part.At(i)
+		if err != nil {
+			return false, err
+		}
+		v := getPath(p.doc, s.field)
+		if isNullish(v) {
+			if !emit(p.doc) {
+				return true, nil
+			}
+			continue
+		}
+		if first == nil {
+			first, cur = p.doc, lo
+			if s.bounds == "partition" {
+				cur = v
+			}
+		}
+		last = v
+		for cur.Type != 0 && cmpV(cur, v) < 0 && below() {
+			if !emit(gen(cur)) {
+				return true, nil
+			}
+			if *budget--; *budget < 0 {
+				return false, mongoerr.New(mongoerr.Location5897900, "Generated documents exceeded the maximum for $densify")
+			}
+			if cur, err = s.next(cur); err != nil {
+				return false, err
+			}
+		}
+		if !emit(p.doc) {
+			return true, nil
+		}
+		for cur.Type != 0 && cmpV(cur, v) <= 0 {
+			if cur, err = s.next(cur); err != nil {
+				return false, err
+			}
+		}
+	}
+	if first == nil {
+		return false, nil
+	}
+	end := hi
+	if s.bounds == "partition" {
+		end = last
+	}
+	for cur.Type != 0 && cmpV(cur, end) < 0 {
+		if !emit(gen(cur)) {
+			return true, nil
+		}
+		if *budget--; *budget < 0 {
+			return false, mongoerr.New(mongoerr.Location5897900, "Generated documents exceeded the maximum for $densify")
+		}
+		if cur, err = s.next(cur); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
 }
 
 // ---- $fill ----
@@ -1072,88 +1058,104 @@ func (s *fillStage) name() string { return "$fill" }
 func (s *fillStage) spec() value  { return s.raw }
 
 func (s *fillStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
-	return blocking(in, func(ctx context.Context) ([]bsoncore.Document, error) {
-		var sortBy *sortKeyGen
-		if s.sortPat != nil {
-			var err error
-			if sortBy, err = newSortKeyGen(s.sortPat); err != nil {
-				return nil, err
-			}
-		}
-		parts, err := partitionSort(ctx, in, rc, s.partX, sortBy, "$fill")
-		if err != nil {
+	var sortBy *sortKeyGen
+	if s.sortPat != nil {
+		var err error
+		if sortBy, err = newSortKeyGen(s.sortPat); err != nil {
 			return nil, err
 		}
-		ec := rc.evalCtx(nil)
-		var out []bsoncore.Document
-		for _, part := range parts {
-			docs := make([]bsoncore.Document, len(part))
-			for i, p := range part {
-				docs[i] = p.doc
-			}
-			for j, path := range s.paths {
-				vals := make([]value, len(docs))
-				for i, d := range docs {
-					vals[i] = getPath(d, path)
-				}
-				var filled []value
-				switch s.methods[j] {
-				case "locf":
-					filled = locf(vals)
-				case "linear":
-					xs := make([]value, len(docs))
-					for i, d := range docs {
-						xs[i] = getPath(d, sortBy.paths[0])
-					}
-					filled = linearFill(xs, vals)
-				default:
-					filled = append([]value(nil), vals...)
-					for i, d := range docs {
-						if isNullish(vals[i]) {
-							ec.Root, ec.Current = d, nil
-							v, err := s.valXs[j].Eval(ec)
-							if err != nil {
-								return nil, err
-							}
-							filled[i] = v
-						}
-					}
-				}
-				for i := range docs {
-					if isNullish(vals[i]) || s.methods[j] != "" {
-						if !isNullish(filled[i]) || s.methods[j] == "" {
-							docs[i] = setPath(docs[i], path, filled[i])
-						}
-					}
-				}
-			}
-			out = append(out, docs...)
+	}
+	return genSource(in, func(g *gen, emit func(bsoncore.Document) bool) error {
+		r, err := loadPartitions(g.ctx, in, rc, s.partX, sortBy, "$fill", nil)
+		if err != nil {
+			return err
 		}
-		return out, nil
+		defer r.close()
+		ec := rc.evalCtx(nil)
+		for {
+			part, ok, err := r.next(g.ctx)
+			if err != nil || !ok {
+				return err
+			}
+			n, own := part.Len(), onDisk(part)
+			// The locf and linear outputs need the partition's column of values; a value
+			// output only looks at its own document.
+			filled := make([][]value, len(s.paths))
+			for j, path := range s.paths {
+				if s.methods[j] == "" {
+					continue
+				}
+				vals := make([]value, n)
+				var xs []value
+				if s.methods[j] == "linear" {
+					xs = make([]value, n)
+				}
+				for i := range n {
+					p, err := part.At(i)
+					if err != nil {
+						return err
+					}
+					vals[i] = ownValue(getPath(p.doc, path), own)
+					if xs != nil {
+						xs[i] = ownValue(getPath(p.doc, sortBy.paths[0]), own)
+					}
+				}
+				if xs != nil {
+					filled[j] = linearFill(xs, vals)
+				} else {
+					filled[j] = locf(vals)
+				}
+			}
+			for i := range n {
+				p, err := part.At(i)
+				if err != nil {
+					return err
+				}
+				d := p.doc
+				for j, path := range s.paths {
+					if s.methods[j] != "" {
+						if !isNullish(filled[j][i]) {
+							d = setPath(d, path, filled[j][i])
+						}
+						continue
+					}
+					if isNullish(getPath(d, path)) {
+						ec.Root, ec.Current = d, nil
+						v, err := s.valXs[j].Eval(ec)
+						if err != nil {
+							return err
+						}
+						d = setPath(d, path, v)
+					}
+				}
+				if !emit(d) {
+					return nil
+				}
+			}
+		}
 	}), nil
 }
 
 // computeNumeric evaluates the window functions that need the window's points rather than an
-// accumulator: $derivative and $integral (over the sortBy values) and the covariances.
-func (wo *windowOut) computeNumeric(docs []bsoncore.Document, ec *query.EvalContext, sortPath []string, sortVals []value) ([]value, error) {
-	n := len(docs)
+// accumulator: $derivative and $integral (over the sortBy values) and the covariances. eval
+// evaluates an expression on document i.
+func (wo *windowOut) computeNumeric(n int, eval func(x expr, i int) (value, error), sortVals []value) ([]value, error) {
 	res := make([]value, n)
 	xs := make([]value, n)
 	ys := make([]value, n)
-	for i, d := range docs {
-		ec.Root, ec.Current = d, nil
+	for i := range n {
 		var err error
 		if wo.covX != nil {
-			if xs[i], err = wo.covX.Eval(ec); err != nil {
+			if xs[i], err = eval(wo.covX, i); err != nil {
 				return nil, err
 			}
-			if ys[i], err = wo.covY.Eval(ec); err != nil {
+			if ys[i], err = eval(wo.covY, i); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		xs[i] = sortVals[i]
-		if ys[i], err = wo.shiftX.Eval(ec); err != nil {
+		if ys[i], err = eval(wo.shiftX, i); err != nil {
 			return nil, err
 		}
 	}
@@ -1182,7 +1184,7 @@ func (wo *windowOut) computeNumeric(docs []bsoncore.Document, ec *query.EvalCont
 		}
 		return toF(v), nil
 	}
-	for i := range docs {
+	for i := range n {
 		lo, hi := 0, n-1
 		if wo.hasWindow {
 			var err error

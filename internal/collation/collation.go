@@ -11,9 +11,23 @@
 // Only strings (and symbols) are affected by a collation; numbers, dates, ObjectIds etc.
 // compare as usual, and $regex ignores collation, as in MongoDB.
 //
-// Not done: caseFirst and maxVariable are validated and echoed but x/text has no switch for
-// them (caseFirst "upper" orders like "off"; maxVariable is always "punct"); normalization is
-// always on (x/text always normalises to NFD, which only matters for non-normalised input).
+// x/text has no switch for caseFirst or maxVariable; keys.go adds them on top of its keys:
+//
+//   - caseFirst "upper"/"lower" rewrites the tertiary weights of the key (present at strength
+//     3 and above, or with caseLevel): every weight of an uppercase collation element (the
+//     DUCET's uppercase tertiary variants) sorts before, or after, every other one, ties kept
+//     in x/text's order. So with "upper", "A" < "a" < "b" at strength 3, and "Ａ" (wide) < "a".
+//   - alternate "shifted" is x/text's own ka-shifted, whose variable range is ICU's default
+//     maxVariable "punct" (spaces and punctuation, not symbols or currency). With
+//     maxVariable "space" the key is the non-ignorable key of the string without its White_Space
+//     characters, so only whitespace is ignored at levels 1-3; at strength 4 a quaternary level
+//     like ICU's follows (each space's primary weight, 0xFF per other primary weight).
+//
+// Remaining differences from ICU: with maxVariable "space", a combining mark right after a
+// space is not ignored with it, and contractions spanning a space are not formed; caseLevel
+// (x/text) at strength 1-2 compares the whole tertiary level, so width and other tertiary
+// variants count too, not only case; normalization is always on (x/text always normalises
+// to NFD, which only matters for non-normalised input).
 package collation
 
 import (
@@ -39,13 +53,20 @@ type Collator struct {
 	spec      bsoncore.Document // normalised, as echoed by listIndexes/listCollections
 	strength  int
 	identical bool
+	// caseFirst is 'u' (upper first), 'l' (lower first) or 0 (off: x/text's order).
+	caseFirst byte
+	// tertiary: x/text's keys have a tertiary level (strength >= 3 or caseLevel).
+	tertiary bool
+	// spaceOnly: alternate "shifted" with maxVariable "space" (keys.go).
+	spaceOnly bool
 	pool      sync.Pool // of *worker
 }
 
-// worker is one x/text collator with its key buffer.
+// worker is one x/text collator with its key buffers.
 type worker struct {
-	c   *collate.Collator
-	buf collate.Buffer
+	c      *collate.Collator
+	buf    collate.Buffer
+	ka, kb []byte // CompareStrings' keys
 }
 
 // settings are the parsed options of a spec.
@@ -284,7 +305,15 @@ func localeTag(id string) (bcp string, ukw []string, ok bool) {
 }
 
 func newCollator(s settings, bcp string, ukw []string) *Collator {
-	c := &Collator{strength: s.strength, identical: s.strength == 5}
+	c := &Collator{strength: s.strength, identical: s.strength == 5,
+		tertiary:  s.strength >= 3 || s.caseLevel,
+		spaceOnly: s.alternate == "shifted" && s.maxVariable == "space"}
+	switch s.caseFirst {
+	case "upper":
+		c.caseFirst = 'u'
+	case "lower":
+		c.caseFirst = 'l'
+	}
 	// Options travel as BCP 47 -u- keywords, the only way x/text exposes strength, caseLevel,
 	// backwards and alternate handling.
 	kw := append([]string(nil), ukw...)
@@ -298,7 +327,9 @@ func newCollator(s settings, bcp string, ukw []string) *Collator {
 	if s.numericOrdering {
 		kw = append(kw, "kn-true")
 	}
-	if s.alternate == "shifted" {
+	if s.alternate == "shifted" && !c.spaceOnly {
+		// x/text's variable range is ICU's "punct"; "space" is done in keys.go over a
+		// non-ignorable collator.
 		kw = append(kw, "ka-shifted")
 	}
 	tag, err := language.Parse(bcp + "-u-" + strings.Join(kw, "-"))
@@ -344,9 +375,7 @@ func Equal(a, b *Collator) bool {
 // their keys compare with bytes.Compare.
 func (c *Collator) AppendKey(dst []byte, s []byte) []byte {
 	w := c.pool.Get().(*worker)
-	k := w.c.Key(&w.buf, s)
-	dst = append(dst, k...)
-	w.buf.Reset()
+	dst = c.appendKey(w, dst, s)
 	c.pool.Put(w)
 	if c.identical {
 		// Identical strength breaks remaining ties by the code points; the separator sorts
@@ -375,10 +404,9 @@ func (c *Collator) CompareStrings(a, b []byte) int {
 		return 0
 	}
 	w := c.pool.Get().(*worker)
-	ka := w.c.Key(&w.buf, a)
-	kb := w.c.Key(&w.buf, b)
-	r := bytes.Compare(ka, kb)
-	w.buf.Reset()
+	w.ka = c.appendKey(w, w.ka[:0], a)
+	w.kb = c.appendKey(w, w.kb[:0], b)
+	r := bytes.Compare(w.ka, w.kb)
 	c.pool.Put(w)
 	if r == 0 && c.identical {
 		r = bytes.Compare(a, b)

@@ -30,6 +30,7 @@ import (
 	"humongo/internal/collation"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/opobserver"
 	"humongo/internal/query/plan"
 	"humongo/internal/storage"
 )
@@ -431,7 +432,21 @@ func (w *aggWriter) Commit(ctx context.Context) error {
 		}
 	}
 	err := op.DDL(ctx, w.target, func() error {
-		tgt, exists := w.db.Catalog.Latest().ByNS(w.target)
+		snap := w.db.Catalog.Latest()
+		tmp, ok := snap.ByNS(w.writeNS)
+		if !ok {
+			return mongoerr.Newf(mongoerr.NamespaceNotFound, "$out's temporary collection %s disappeared", w.writeNS)
+		}
+		tgt, exists := snap.ByNS(w.target)
+		// Logged like renameCollection {dropTarget: true} (MongoDB's $out does exactly
+		// that), so secondaries swap the collections at the same point in the oplog.
+		ra := opobserver.RenameArgs{From: w.writeNS, To: w.target, UUID: tmp.UUID}
+		if exists {
+			ra.DropTarget, ra.HasDropTarget = tgt.UUID, true
+		}
+		if err := w.db.Observer().OnRenameCollection(op.RU, &ra); err != nil {
+			return err
+		}
 		if err := w.db.Catalog.RenameCollection(op.RU, w.writeNS, w.target, true); err != nil {
 			return err
 		}
@@ -456,10 +471,19 @@ func (w *aggWriter) Abort(ctx context.Context) {
 	op, done := w.r.op()
 	defer done()
 	_ = op.DDL(context.WithoutCancel(ctx), w.writeNS, func() error {
-		if _, ok := w.db.Catalog.Latest().ByNS(w.writeNS); !ok {
+		m, ok := w.db.Catalog.Latest().ByNS(w.writeNS)
+		if !ok {
 			return nil
 		}
-		return w.db.Catalog.DropCollection(op.RU, w.writeNS)
+		// The temporary collection's create was replicated, so its drop is too.
+		if err := w.db.Observer().OnDropCollection(op.RU, w.writeNS, m.UUID); err != nil {
+			return err
+		}
+		if err := w.db.Catalog.DropCollection(op.RU, w.writeNS); err != nil {
+			return err
+		}
+		ddlForgetOnCommit(op, m.UUID)
+		return nil
 	})
 }
 

@@ -173,25 +173,33 @@ func aggCollStats(env *Env, ns string, m *catalog.CollectionMeta, spec bsoncore.
 	return []bsoncore.Document{d}, nil
 }
 
-// aggIndexStats is $indexStats: one document per index. Accesses are not tracked yet, so
-// ops is 0 and since is the server's start time.
+// aggIndexStats is $indexStats: one document per index. accesses counts the executions of
+// query plans that read the index since its in-memory access method was created (process
+// start, or the index's creation or rebuild): plan.Executor counts them (index/usage.go).
+// An index still building has no access method yet: ops 0 since now.
 func aggIndexStats(env *Env, m *catalog.CollectionMeta) []bsoncore.Document {
 	if m == nil {
 		return nil
 	}
 	var out []bsoncore.Document
-	since := env.State.StartTime
-	if since.IsZero() {
-		since = time.Now()
-	}
+	coll, _ := env.State.DB.Colls.ByUUID(m.UUID)
 	for i := range m.Indexes {
 		im := &m.Indexes[i]
+		var ops int64
+		since := time.Now()
+		if coll != nil && im.Ready {
+			if ix, ok, _ := coll.Index(im.Name); ok {
+				if n, t := ix.Accesses(); !t.IsZero() {
+					ops, since = n, t
+				}
+			}
+		}
 		out = append(out, doc(func(b []byte) []byte {
 			b = bsoncore.AppendStringElement(b, "name", im.Name)
 			b = bsoncore.AppendDocumentElement(b, "key", im.KeyPattern)
 			b = bsoncore.AppendStringElement(b, "host", aggHost(env))
 			ai, bb := bsoncore.AppendDocumentElementStart(b, "accesses")
-			bb = bsoncore.AppendInt64Element(bb, "ops", 0)
+			bb = bsoncore.AppendInt64Element(bb, "ops", ops)
 			bb = bsoncore.AppendDateTimeElement(bb, "since", since.UnixMilli())
 			b, _ = bsoncore.AppendDocumentEnd(bb, ai)
 			b = bsoncore.AppendDocumentElement(b, "spec", im.Spec)

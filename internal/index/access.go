@@ -54,6 +54,9 @@ type Index struct {
 	// strings, as MongoDB's KeyString holds ICU sort keys: such keys cannot be decoded back to
 	// the strings, so the planner never covers a query with a collated index.
 	coll *collation.Collator
+	// usage is shared by the copies current() makes on rename or multikey changes, so the
+	// count survives them (usage.go).
+	usage *Usage
 }
 
 // NewIndex returns the access method for meta, an index of collection ns. filter implements
@@ -80,6 +83,7 @@ func NewIndex(ns string, meta *catalog.IndexMeta, filter Filter) (*Index, error)
 		keyPattern:    slices.Clone(meta.KeyPattern),
 		fieldNames:    gen.Paths(),
 		meta:          *meta,
+		usage:         newUsage(),
 	}
 	return ix, nil
 }

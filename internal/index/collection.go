@@ -123,8 +123,12 @@ func (c *Collection) current() (*collState, error) {
 		ix := byIdent[im.Ident]
 		if ix == nil || !sameSpec(&ix.meta, im) {
 			var err error
+			prev := ix
 			if ix, err = c.newIndex(meta.NS, im); err != nil {
 				return nil, err
+			}
+			if prev != nil {
+				ix.usage = prev.usage // same ident, options changed (collMod): keep counting
 			}
 		} else if ix.ns != meta.NS || ix.meta.Multikey != im.Multikey {
 			// Renamed, or multikey state changed: refresh the metadata copy.

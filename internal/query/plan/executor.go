@@ -2,12 +2,14 @@ package plan
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
 	"humongo/internal/collation"
+	"humongo/internal/index"
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
 	"humongo/internal/recordid"
@@ -173,6 +175,9 @@ type Executor struct {
 	elapsed     time.Duration
 	sinceYield  int
 	done        bool
+	// accessed: the indexes of the plan have been counted for $indexStats (once per
+	// execution, at the first Next, so explain's queryPlanner mode counts nothing).
+	accessed bool
 }
 
 // Next returns the next result. doc is valid until the next call.
@@ -182,6 +187,10 @@ func (ex *Executor) Next(ctx context.Context) (recordid.ID, bsoncore.Document, b
 	}
 	start := time.Now()
 	defer func() { ex.elapsed += time.Since(start) }()
+	if !ex.accessed {
+		ex.accessed = true
+		ex.recordIndexAccesses()
+	}
 	yieldEvery := ex.p.req.YieldEvery
 	if yieldEvery == 0 {
 		yieldEvery = 1000
@@ -216,6 +225,26 @@ func (ex *Executor) Next(ctx context.Context) (recordid.ID, bsoncore.Document, b
 			}
 		}
 	}
+}
+
+// recordIndexAccesses counts one use of each index the plan reads ($indexStats accesses).
+func (ex *Executor) recordIndexAccesses() {
+	var seen []*index.Index
+	walk(ex.root, func(s stage) {
+		var ix *index.Index
+		switch x := s.(type) {
+		case *ixScan:
+			ix = x.ix
+		case *idHack:
+			if x.env != nil && x.env.coll != nil {
+				ix, _ = x.env.coll.IDIndex()
+			}
+		}
+		if ix != nil && !slices.Contains(seen, ix) {
+			seen = append(seen, ix)
+			ix.RecordAccess()
+		}
+	})
 }
 
 // IsEOF reports whether Next returned the end (tailable executors never end).
