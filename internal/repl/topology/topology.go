@@ -159,7 +159,7 @@ func New(opts Options) (*TopologyCoordinator, error) {
 		if err := opts.Config.Validate(); err != nil {
 			return nil, err
 		}
-		t.installConfig(*opts.Config)
+		t.installConfig(time.Time{}, *opts.Config)
 	}
 	return t, nil
 }
@@ -178,7 +178,7 @@ func (t *TopologyCoordinator) InstallConfig(now time.Time, cfg ReplSetConfig) ([
 		return nil, mongoerr.Newf(mongoerr.NewReplicaSetConfigurationIncompatible, "new config version %d is not newer than %d", cfg.Version, t.cfg.Version)
 	}
 	wasPrimary := t.state == StatePrimary
-	t.installConfig(cfg)
+	t.installConfig(now, cfg)
 	var acts []Action
 	if self := cfg.Member(t.selfID); wasPrimary && (self == nil || !self.electable()) {
 		acts = append(acts, t.stepDownLocked(now, "removed or made unelectable by reconfig")...)
@@ -189,7 +189,11 @@ func (t *TopologyCoordinator) InstallConfig(now time.Time, cfg ReplSetConfig) ([
 	return acts, nil
 }
 
-func (t *TopologyCoordinator) installConfig(cfg ReplSetConfig) {
+// A member new to the config counts as heard from at now: a primary's
+// liveness check must give it a full election timeout to start answering,
+// or adding a voter a majority needs would step the primary down at once
+// (MongoDB resets member timeouts when it installs a config).
+func (t *TopologyCoordinator) installConfig(now time.Time, cfg ReplSetConfig) {
 	old := map[int]*memberData{}
 	for _, m := range t.members {
 		old[m.id] = m
@@ -207,7 +211,7 @@ func (t *TopologyCoordinator) installConfig(cfg ReplSetConfig) {
 		}
 		md := old[id]
 		if md == nil {
-			md = &memberData{id: id, state: StateUnknown, syncSource: -1}
+			md = &memberData{id: id, state: StateUnknown, syncSource: -1, lastUpdate: now}
 		}
 		md.cfg = &t.cfg.Members[i]
 		t.members = append(t.members, md)

@@ -176,3 +176,30 @@ func TestInstallConfig(t *testing.T) {
 		t.Fatalf("set name change: %v", err)
 	}
 }
+
+// A voter added by reconfig gets a full election timeout to start answering before the
+// primary's liveness check counts it as unreachable: adding the second member of a one-node
+// set must not step the primary down at once.
+func TestReconfigAddedVoterGetsElectionTimeout(t *testing.T) {
+	now := time.Unix(100, 0)
+	tc := newTC(t, 0, NewDefaultConfig("rs0", "a"))
+	if _, err := tc.StartElection(now, false, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if tc.State() != StatePrimary {
+		t.Fatalf("state %v, want PRIMARY", tc.State())
+	}
+	next := NewDefaultConfig("rs0", "a", "b")
+	next.Version = 2
+	if _, err := tc.InstallConfig(now, next); err != nil {
+		t.Fatal(err)
+	}
+	if acts := tc.CheckLiveness(now.Add(time.Second)); len(acts) != 0 || tc.State() != StatePrimary {
+		t.Fatalf("stepped down right after adding a voter: %v", acts)
+	}
+	// Never heard from within the election timeout: now it counts as down.
+	later := now.Add(next.electionTimeout() + time.Second)
+	if acts := tc.CheckLiveness(later); len(acts) == 0 || tc.State() == StatePrimary {
+		t.Fatalf("still primary with the only other voter silent for an election timeout: %v", acts)
+	}
+}
