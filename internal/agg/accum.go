@@ -230,12 +230,7 @@ func (a *minMaxAcc) add(ec *query.EvalContext) (int64, error) {
 	return 0, nil
 }
 
-func (a *minMaxAcc) result() (value, error) {
-	if a.cur.Type == 0 {
-		return nullV, nil
-	}
-	return a.cur, nil
-}
+func (a *minMaxAcc) result() (value, error) { return orNull(a.cur), nil }
 
 // ---- $first / $last ----
 
@@ -258,12 +253,7 @@ func (a *firstLastAcc) add(ec *query.EvalContext) (int64, error) {
 	return valueSize(v), nil
 }
 
-func (a *firstLastAcc) result() (value, error) {
-	if a.cur.Type == 0 {
-		return nullV, nil
-	}
-	return a.cur, nil
-}
+func (a *firstLastAcc) result() (value, error) { return orNull(a.cur), nil }
 
 // ---- $push / $addToSet ----
 

@@ -55,6 +55,15 @@ func parseOutputAccs(v value, p *pctx, stageName string) ([]string, []*accSpec, 
 	return names, accs, nil
 }
 
+// parseGroupBy parses the groupBy of $bucket and $bucketAuto: a path or an operator
+// expression (code and msg are the error for anything else).
+func parseGroupBy(v value, p *pctx, code mongoerr.Code, msg string) (expr, error) {
+	if v.Type != bsoncore.TypeString && !isOperatorDoc(v) {
+		return nil, mongoerr.New(code, msg)
+	}
+	return p.parseExpr(v)
+}
+
 type bucketStage struct {
 	raw        value
 	groupBy    expr
@@ -65,11 +74,7 @@ type bucketStage struct {
 }
 
 func parseBucket(spec value, p *pctx) (stage, error) {
-	d, ok := spec.DocumentOK()
-	if !ok {
-		return nil, mongoerr.New(mongoerr.Location40201, "Argument to $bucket stage must be an object")
-	}
-	els, err := docElems(d)
+	els, err := objectElems(spec, mongoerr.Location40201, "Argument to $bucket stage must be an object")
 	if err != nil {
 		return nil, err
 	}
@@ -79,10 +84,7 @@ func parseBucket(spec value, p *pctx) (stage, error) {
 		v := el.Value()
 		switch el.Key() {
 		case "groupBy":
-			if v.Type != bsoncore.TypeString && !isOperatorDoc(v) {
-				return nil, mongoerr.New(mongoerr.Location40202, "The $bucket 'groupBy' field must be defined as a $-prefixed path or an expression")
-			}
-			if s.groupBy, err = p.parseExpr(v); err != nil {
+			if s.groupBy, err = parseGroupBy(v, p, mongoerr.Location40202, "The $bucket 'groupBy' field must be defined as a $-prefixed path or an expression"); err != nil {
 				return nil, err
 			}
 		case "boundaries":
@@ -130,47 +132,32 @@ func parseBucket(spec value, p *pctx) (stage, error) {
 func (s *bucketStage) name() string { return "$bucket" }
 func (s *bucketStage) spec() value  { return s.raw }
 func (s *bucketStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
-	return blocking(in, func(ctx context.Context) ([]bsoncore.Document, error) {
-		gr := newGrouper(s.accs)
-		defer gr.close()
-		ec := rc.evalCtx(nil)
-		for {
-			d, ok, err := in.Next(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				break
-			}
-			ec.Root, ec.Current = d, nil
-			v, err := s.groupBy.Eval(ec)
-			if err != nil {
-				return nil, err
-			}
-			var id value
-			i := -1
-			if bsonutil.CanonicalTypeOrder(v.Type) == bsonutil.CanonicalTypeOrder(s.boundaries[0].Type) || v.Type == 0 {
-				i, _ = slices.BinarySearchFunc(s.boundaries, v, func(b, v value) int {
-					if cmpC(b, v, collOf(rc.coll)) <= 0 {
-						return -1
-					}
-					return 1
-				})
-				i-- // the last boundary <= v
-			}
-			if v.Type != 0 && i >= 0 && i < len(s.boundaries)-1 {
-				id = s.boundaries[i]
-			} else {
-				if s.def.Type == 0 {
-					return nil, mongoerr.Newf(mongoerr.Location40066, "$switch could not find a matching branch for an input, and no default was specified.")
-				}
-				id = s.def
-			}
-			if err := gr.add(id, ec, rc, "$bucket"); err != nil {
-				return nil, err
-			}
+	// bucketOf is the _id of a document's bucket: the boundary starting it, or the default.
+	bucketOf := func(ec *query.EvalContext) (value, error) {
+		v, err := s.groupBy.Eval(ec)
+		if err != nil {
+			return missing, err
 		}
-		docs, err := gr.output(s.fields, "_id", ec)
+		i := -1
+		if bsonutil.CanonicalTypeOrder(v.Type) == bsonutil.CanonicalTypeOrder(s.boundaries[0].Type) || v.Type == 0 {
+			i, _ = slices.BinarySearchFunc(s.boundaries, v, func(b, v value) int {
+				if cmpC(b, v, collOf(rc.coll)) <= 0 {
+					return -1
+				}
+				return 1
+			})
+			i-- // the last boundary <= v
+		}
+		if v.Type != 0 && i >= 0 && i < len(s.boundaries)-1 {
+			return s.boundaries[i], nil
+		}
+		if s.def.Type == 0 {
+			return missing, mongoerr.Newf(mongoerr.Location40066, "$switch could not find a matching branch for an input, and no default was specified.")
+		}
+		return s.def, nil
+	}
+	return blocking(in, func(ctx context.Context) ([]bsoncore.Document, error) {
+		docs, err := groupAll(ctx, in, rc, "$bucket", s.accs, s.fields, bucketOf)
 		if err != nil {
 			return nil, err
 		}
@@ -201,11 +188,7 @@ type bucketAutoStage struct {
 }
 
 func parseBucketAuto(spec value, p *pctx) (stage, error) {
-	d, ok := spec.DocumentOK()
-	if !ok {
-		return nil, mongoerr.New(mongoerr.Location40240, "The argument to $bucketAuto must be an object")
-	}
-	els, err := docElems(d)
+	els, err := objectElems(spec, mongoerr.Location40240, "The argument to $bucketAuto must be an object")
 	if err != nil {
 		return nil, err
 	}
@@ -215,10 +198,7 @@ func parseBucketAuto(spec value, p *pctx) (stage, error) {
 		v := el.Value()
 		switch el.Key() {
 		case "groupBy":
-			if v.Type != bsoncore.TypeString && !isOperatorDoc(v) {
-				return nil, mongoerr.New(mongoerr.Location40239, "The $bucketAuto 'groupBy' field must be defined as a $-prefixed path or an expression object")
-			}
-			if s.groupBy, err = p.parseExpr(v); err != nil {
+			if s.groupBy, err = parseGroupBy(v, p, mongoerr.Location40239, "The $bucketAuto 'groupBy' field must be defined as a $-prefixed path or an expression object"); err != nil {
 				return nil, err
 			}
 		case "buckets":
@@ -292,52 +272,46 @@ func (s *bucketAutoStage) load(ctx context.Context, in Source, rc *runCtx, ec *q
 		key := binary.BigEndian.AppendUint64(bytes.Clone(kb.Bytes()), uint64(bi.n))
 		return bi.ext.Add(key, docOf("k", it.k, "d", docV(it.d)))
 	}
-	for {
-		d, ok, err := in.Next(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
+	err = forEach(ctx, in, func(d bsoncore.Document) error {
 		ec.Root, ec.Current = d, nil
 		v, err := s.groupBy.Eval(ec)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if s.rounder != nil {
 			if err := checkGranularityKey(v); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		if v.Type == 0 {
-			v = nullV
-		}
-		it := bucketItem{v, d}
+		it := bucketItem{orNull(v), d}
 		if bi.ext != nil {
 			if err := add(it); err != nil {
-				return nil, err
+				return err
 			}
 			bi.n++
-			continue
+			return nil
 		}
 		bi.items = append(bi.items, it)
 		bi.n++
-		mem += int64(len(d)) + valueSize(v)
-		if mem > rc.maxMem() {
-			if !rc.ac.AllowDiskUse {
-				return nil, errMemory("$bucketAuto")
-			}
-			bi.ext = sorter.New(sorter.Options{MaxMemoryBytes: rc.maxMem(), TempDir: rc.tempDir()})
-			items := bi.items
-			bi.items, bi.n = nil, 0
-			for _, it := range items {
-				if err := add(it); err != nil {
-					return nil, err
-				}
-				bi.n++
-			}
+		mem += int64(len(d)) + valueSize(it.k)
+		if mem <= rc.maxMem() {
+			return nil
 		}
+		if bi.ext, err = rc.spillSorter("$bucketAuto", nil); err != nil {
+			return err
+		}
+		items := bi.items
+		bi.items, bi.n = nil, 0
+		for _, it := range items {
+			if err := add(it); err != nil {
+				return err
+			}
+			bi.n++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if bi.ext != nil {
 		if bi.it, err = bi.ext.Done(); err != nil {

@@ -93,28 +93,28 @@ func init() {
 		}
 		return z, err
 	})
-	unaryMath("$ln", 28765, nil, func(f float64) (value, error) {
-		if f <= 0 {
-			return missing, mongoerr.Newf(mongoerr.Location28766, "$ln's argument must be a positive number, but is %v", f)
-		}
-		return f64V(math.Log(f)), nil
-	}, func(x *apd.Decimal) (*apd.Decimal, error) {
-		if x.Sign() <= 0 {
-			return nil, mongoerr.New(mongoerr.Location28766, "$ln's argument must be a positive number")
-		}
-		return dec1(decCtx.Ln)(x)
-	})
-	unaryMath("$log10", 28765, nil, func(f float64) (value, error) {
-		if f <= 0 {
-			return missing, mongoerr.Newf(mongoerr.Location28761, "$log10's argument must be a positive number, but is %v", f)
-		}
-		return f64V(math.Log10(f)), nil
-	}, func(x *apd.Decimal) (*apd.Decimal, error) {
-		if x.Sign() <= 0 {
-			return nil, mongoerr.New(mongoerr.Location28761, "$log10's argument must be a positive number")
-		}
-		return dec1(decCtx.Log10)(x)
-	})
+	// Logarithms of one argument, which must be positive.
+	for _, l := range []struct {
+		op   string
+		code mongoerr.Code
+		ff   func(float64) float64
+		fd   func(z, x *apd.Decimal) (apd.Condition, error)
+	}{
+		{"$ln", mongoerr.Location28766, math.Log, decCtx.Ln},
+		{"$log10", mongoerr.Location28761, math.Log10, decCtx.Log10},
+	} {
+		unaryMath(l.op, 28765, nil, func(f float64) (value, error) {
+			if f <= 0 {
+				return missing, mongoerr.Newf(l.code, "%s's argument must be a positive number, but is %v", l.op, f)
+			}
+			return f64V(l.ff(f)), nil
+		}, func(x *apd.Decimal) (*apd.Decimal, error) {
+			if x.Sign() <= 0 {
+				return nil, mongoerr.Newf(l.code, "%s's argument must be a positive number", l.op)
+			}
+			return dec1(l.fd)(x)
+		})
+	}
 	register("$log", 2, 2, func(vs []value) (value, error) {
 		a, b := vs[0], vs[1]
 		if isNullish(a) || isNullish(b) {
@@ -127,11 +127,7 @@ func init() {
 			return missing, mongoerr.Newf(mongoerr.Location28757, "$log's base must be numeric, not %s", typeName(b))
 		}
 		if a.Type == bsoncore.TypeDecimal128 || b.Type == bsoncore.TypeDecimal128 {
-			x, err := toDec(a)
-			if err != nil {
-				return missing, err
-			}
-			y, err := toDec(b)
+			x, y, err := toDecs(a, b)
 			if err != nil {
 				return missing, err
 			}
@@ -175,11 +171,7 @@ func evalPow(vs []value) (value, error) {
 		return missing, mongoerr.New(mongoerr.Location28764, "$pow cannot take a base of 0 and a negative exponent")
 	}
 	if a.Type == bsoncore.TypeDecimal128 || b.Type == bsoncore.TypeDecimal128 {
-		x, err := toDec(a)
-		if err != nil {
-			return missing, err
-		}
-		y, err := toDec(b)
+		x, y, err := toDecs(a, b)
 		if err != nil {
 			return missing, err
 		}
@@ -240,11 +232,7 @@ func evalMod(vs []value) (value, error) {
 		return missing, mongoerr.New(mongoerr.Location16610, "can't $mod by zero")
 	}
 	if a.Type == bsoncore.TypeDecimal128 || b.Type == bsoncore.TypeDecimal128 {
-		x, err := toDec(a)
-		if err != nil {
-			return missing, err
-		}
-		y, err := toDec(b)
+		x, y, err := toDecs(a, b)
 		if err != nil {
 			return missing, err
 		}

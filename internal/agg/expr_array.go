@@ -22,6 +22,43 @@ func arrayArg(op string, v value, code int) ([]value, error) {
 	return arrValues(v)
 }
 
+// arrayArgs checks that every argument of a variadic array operator is an array; null
+// reports a null or missing one (the result is then null), which wins over later errors.
+func arrayArgs(op string, vs []value, code int) (arrs [][]value, null bool, err error) {
+	arrs = make([][]value, len(vs))
+	for i, v := range vs {
+		if isNullish(v) {
+			return nil, true, nil
+		}
+		if arrs[i], err = arrayArg(op, v, code); err != nil {
+			return nil, false, err
+		}
+	}
+	return arrs, false, nil
+}
+
+// inputArray evaluates the "input" parameter of an array-iterating operator; ok false with
+// a nil error means the input is null or missing (the result is then null).
+func inputArray(n *named, ec *ectx, code int) (arr []value, ok bool, err error) {
+	in, err := n.eval("input", ec)
+	if err != nil || isNullish(in) {
+		return nil, false, err
+	}
+	if arr, err = arrayArg(n.op, in, code); err != nil {
+		return nil, false, err
+	}
+	return arr, true, nil
+}
+
+// parseBody parses the expression parameter k of an array-iterating operator in a scope
+// with its variables; code is the error when it is absent.
+func parseBody(n *named, pc *epc, k string, code mongoerr.Code, vars ...string) (expr, error) {
+	if !n.has(k) {
+		return nil, mongoerr.Newf(code, "Missing '%s' parameter to %s", k, n.op)
+	}
+	return parseOne(n.raw[k], scope(pc, vars...))
+}
+
 // varName reads an "as" parameter.
 func varName(n *named, k, def string) (string, error) {
 	v, ok := n.raw[k]
@@ -80,18 +117,11 @@ func init() {
 	register("$first", 1, 1, firstLast("$first", true))
 	register("$last", 1, 1, firstLast("$last", false))
 	register("$concatArrays", 0, -1, func(vs []value) (value, error) {
-		var out []value
-		for _, v := range vs {
-			if isNullish(v) {
-				return nullV, nil
-			}
-			arr, err := arrayArg("$concatArrays", v, 28664)
-			if err != nil {
-				return missing, err
-			}
-			out = append(out, arr...)
+		arrs, null, err := arrayArgs("$concatArrays", vs, 28664)
+		if err != nil || null {
+			return nullOr(err)
 		}
-		return arrV(out), nil
+		return arrV(slices.Concat(arrs...)), nil
 	})
 	register("$isArray", 1, 1, func(vs []value) (value, error) { return boolV(vs[0].Type == bsoncore.TypeArray), nil })
 	register("$reverseArray", 1, 1, func(vs []value) (value, error) {
@@ -232,21 +262,14 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		if !n.has("in") {
-			return nil, mongoerr.New(mongoerr.Location16882, "Missing 'in' parameter to $map")
-		}
-		inX, err := parseOne(n.raw["in"], scope(pc, as))
+		inX, err := parseBody(n, pc, "in", mongoerr.Location16882, as)
 		if err != nil {
 			return nil, err
 		}
 		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
-			in, err := n.eval("input", ec)
-			if err != nil || isNullish(in) {
-				return nullV, err
-			}
-			arr, err := arrayArg("$map", in, 16883)
-			if err != nil {
-				return missing, err
+			arr, ok, err := inputArray(n, ec, 16883)
+			if !ok {
+				return nullOr(err)
 			}
 			out := make([]value, len(arr))
 			for i, e := range arr {
@@ -266,21 +289,14 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		if !n.has("cond") {
-			return nil, mongoerr.New(mongoerr.Location28648, "Missing 'cond' parameter to $filter")
-		}
-		condX, err := parseOne(n.raw["cond"], scope(pc, as))
+		condX, err := parseBody(n, pc, "cond", mongoerr.Location28648, as)
 		if err != nil {
 			return nil, err
 		}
 		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
-			in, err := n.eval("input", ec)
-			if err != nil || isNullish(in) {
-				return nullV, err
-			}
-			arr, err := arrayArg("$filter", in, 28651)
-			if err != nil {
-				return missing, err
+			arr, ok, err := inputArray(n, ec, 28651)
+			if !ok {
+				return nullOr(err)
 			}
 			limit := int64(-1)
 			if n.has("limit") {
@@ -317,21 +333,14 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		if !n.has("in") {
-			return nil, mongoerr.New(mongoerr.Location40079, "Missing 'in' parameter to $reduce")
-		}
-		inX, err := parseOne(n.raw["in"], scope(pc, "this", "value"))
+		inX, err := parseBody(n, pc, "in", mongoerr.Location40079, "this", "value")
 		if err != nil {
 			return nil, err
 		}
 		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
-			in, err := n.eval("input", ec)
-			if err != nil || isNullish(in) {
-				return nullV, err
-			}
-			arr, err := arrayArg("$reduce", in, 40080)
-			if err != nil {
-				return missing, err
+			arr, ok, err := inputArray(n, ec, 40080)
+			if !ok {
+				return nullOr(err)
 			}
 			acc, err := n.eval("initialValue", ec)
 			if err != nil {
@@ -345,79 +354,73 @@ func init() {
 			return acc, nil
 		}}, nil
 	})
-	query.RegisterExpression("$zip", func(args value, pc *epc) (query.Expression, error) {
-		n, err := parseNamed("$zip", args, pc, []string{"inputs"}, []string{"useLongestLength", "defaults"})
+	registerNamed("$zip", []string{"inputs"}, []string{"useLongestLength", "defaults"}, func(n *named, ec *ectx) (value, error) {
+		iv, err := n.eval("inputs", ec)
 		if err != nil {
-			return nil, err
+			return missing, err
 		}
-		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
-			iv, err := n.eval("inputs", ec)
-			if err != nil {
-				return missing, err
+		if iv.Type != bsoncore.TypeArray {
+			return missing, mongoerr.Newf(mongoerr.Location34461, "inputs must be an array of expressions, found %s", typeName(iv))
+		}
+		inputs, _ := arrValues(iv)
+		longest := false
+		if n.has("useLongestLength") {
+			lv, _ := n.eval("useLongestLength", ec)
+			b, ok := lv.BooleanOK()
+			if !ok {
+				return missing, mongoerr.New(mongoerr.Location34463, "useLongestLength must be a bool")
 			}
-			if iv.Type != bsoncore.TypeArray {
-				return missing, mongoerr.Newf(mongoerr.Location34461, "inputs must be an array of expressions, found %s", typeName(iv))
+			longest = b
+		}
+		var defaults []value
+		if n.has("defaults") {
+			if !longest {
+				return missing, mongoerr.New(mongoerr.Location34466, "cannot specify defaults unless useLongestLength is true")
 			}
-			inputs, _ := arrValues(iv)
-			longest := false
-			if n.has("useLongestLength") {
-				lv, _ := n.eval("useLongestLength", ec)
-				b, ok := lv.BooleanOK()
-				if !ok {
-					return missing, mongoerr.New(mongoerr.Location34463, "useLongestLength must be a bool")
-				}
-				longest = b
+			dv, _ := n.eval("defaults", ec)
+			if dv.Type != bsoncore.TypeArray {
+				return missing, mongoerr.New(mongoerr.Location34462, "defaults must be an array")
 			}
-			var defaults []value
-			if n.has("defaults") {
-				if !longest {
-					return missing, mongoerr.New(mongoerr.Location34466, "cannot specify defaults unless useLongestLength is true")
-				}
-				dv, _ := n.eval("defaults", ec)
-				if dv.Type != bsoncore.TypeArray {
-					return missing, mongoerr.New(mongoerr.Location34462, "defaults must be an array")
-				}
-				defaults, _ = arrValues(dv)
-				if len(defaults) != len(inputs) {
-					return missing, mongoerr.New(mongoerr.Location34467, "defaults and inputs must have the same length")
-				}
+			defaults, _ = arrValues(dv)
+			if len(defaults) != len(inputs) {
+				return missing, mongoerr.New(mongoerr.Location34467, "defaults and inputs must have the same length")
 			}
-			arrs := make([][]value, len(inputs))
-			length := -1
-			for i, in := range inputs {
-				if isNullish(in) {
-					return nullV, nil
-				}
-				if in.Type != bsoncore.TypeArray {
-					return missing, mongoerr.Newf(mongoerr.Location34468, "$zip found a non-array expression in input: %s", in)
-				}
-				arrs[i], _ = arrValues(in)
+		}
+		arrs := make([][]value, len(inputs))
+		length := -1
+		for i, in := range inputs {
+			if isNullish(in) {
+				return nullV, nil
+			}
+			if in.Type != bsoncore.TypeArray {
+				return missing, mongoerr.Newf(mongoerr.Location34468, "$zip found a non-array expression in input: %s", in)
+			}
+			arrs[i], _ = arrValues(in)
+			switch {
+			case length < 0:
+				length = len(arrs[i])
+			case longest:
+				length = max(length, len(arrs[i]))
+			default:
+				length = min(length, len(arrs[i]))
+			}
+		}
+		out := make([]value, max(length, 0))
+		for j := range out {
+			row := make([]value, len(arrs))
+			for i, a := range arrs {
 				switch {
-				case length < 0:
-					length = len(arrs[i])
-				case longest:
-					length = max(length, len(arrs[i]))
+				case j < len(a):
+					row[i] = a[j]
+				case defaults != nil:
+					row[i] = defaults[i]
 				default:
-					length = min(length, len(arrs[i]))
+					row[i] = nullV
 				}
 			}
-			out := make([]value, max(length, 0))
-			for j := range out {
-				row := make([]value, len(arrs))
-				for i, a := range arrs {
-					switch {
-					case j < len(a):
-						row[i] = a[j]
-					case defaults != nil:
-						row[i] = defaults[i]
-					default:
-						row[i] = nullV
-					}
-				}
-				out[j] = arrV(row)
-			}
-			return arrV(out), nil
-		}}, nil
+			out[j] = arrV(row)
+		}
+		return arrV(out), nil
 	})
 	query.RegisterExpression("$sortArray", func(args value, pc *epc) (query.Expression, error) {
 		n, err := parseNamed("$sortArray", args, pc, []string{"input", "sortBy"}, nil, "sortBy")
@@ -437,13 +440,9 @@ func init() {
 			return nil, mongoerr.New(mongoerr.Location2942505, "$sortArray sortBy must be 1, -1 or a sort specification object")
 		}
 		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
-			in, err := n.eval("input", ec)
-			if err != nil || isNullish(in) {
-				return nullV, err
-			}
-			arr, err := arrayArg("$sortArray", in, 2942504)
-			if err != nil {
-				return missing, err
+			arr, ok, err := inputArray(n, ec, 2942504)
+			if !ok {
+				return nullOr(err)
 			}
 			if gen == nil {
 				slices.SortStableFunc(arr, func(a, b value) int { return dir * cmpC(a, b, ec.Collator) })
@@ -471,71 +470,55 @@ func init() {
 	})
 	for _, op := range []string{"$firstN", "$lastN", "$maxN", "$minN"} {
 		op := op
-		query.RegisterExpression(op, func(args value, pc *epc) (query.Expression, error) {
-			n, err := parseNamed(op, args, pc, []string{"n", "input"}, nil)
+		registerNamed(op, []string{"n", "input"}, nil, func(n *named, ec *ectx) (value, error) {
+			cnt, err := evalN(n.x["n"], ec, op)
 			if err != nil {
-				return nil, err
+				return missing, err
 			}
-			return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
-				cnt, err := evalN(n.x["n"], ec, op)
-				if err != nil {
-					return missing, err
+			in, err := n.eval("input", ec)
+			if err != nil {
+				return missing, err
+			}
+			if in.Type != bsoncore.TypeArray {
+				return missing, mongoerr.Newf(mongoerr.Location5154700, "Input to %s must be an array, found %s", op, typeName(in))
+			}
+			arr, _ := arrValues(in)
+			switch op {
+			case "$firstN":
+				return arrV(arr[:min(int64(len(arr)), cnt)]), nil
+			case "$lastN":
+				return arrV(arr[max(0, int64(len(arr))-cnt):]), nil
+			}
+			var vals []value
+			for _, v := range arr {
+				if !isNullish(v) {
+					vals = append(vals, v)
 				}
-				in, err := n.eval("input", ec)
-				if err != nil {
-					return missing, err
-				}
-				if in.Type != bsoncore.TypeArray {
-					return missing, mongoerr.Newf(mongoerr.Location5154700, "Input to %s must be an array, found %s", op, typeName(in))
-				}
-				arr, _ := arrValues(in)
-				switch op {
-				case "$firstN":
-					return arrV(arr[:min(int64(len(arr)), cnt)]), nil
-				case "$lastN":
-					return arrV(arr[max(0, int64(len(arr))-cnt):]), nil
-				}
-				var vals []value
-				for _, v := range arr {
-					if !isNullish(v) {
-						vals = append(vals, v)
-					}
-				}
-				sign := 1
-				if op == "$maxN" {
-					sign = -1
-				}
-				slices.SortStableFunc(vals, func(a, b value) int { return sign * cmpC(a, b, ec.Collator) })
-				return arrV(vals[:min(int64(len(vals)), cnt)]), nil
-			}}, nil
+			}
+			sign := 1
+			if op == "$maxN" {
+				sign = -1
+			}
+			slices.SortStableFunc(vals, func(a, b value) int { return sign * cmpC(a, b, ec.Collator) })
+			return arrV(vals[:min(int64(len(vals)), cnt)]), nil
 		})
 	}
 
 	// ---- sets ----
 	registerCtx("$setUnion", 0, -1, func(ec *ectx, vs []value) (value, error) {
-		var all []value
-		for _, v := range vs {
-			if isNullish(v) {
-				return nullV, nil
-			}
-			arr, err := arrayArg("$setUnion", v, 17043)
-			if err != nil {
-				return missing, err
-			}
-			all = append(all, arr...)
+		arrs, null, err := arrayArgs("$setUnion", vs, 17043)
+		if err != nil || null {
+			return nullOr(err)
 		}
-		return arrV(dedupe(all, ecColl(ec))), nil
+		return arrV(dedupe(slices.Concat(arrs...), ecColl(ec))), nil
 	})
 	registerCtx("$setIntersection", 0, -1, func(ec *ectx, vs []value) (value, error) {
+		arrs, null, err := arrayArgs("$setIntersection", vs, 17047)
+		if err != nil || null {
+			return nullOr(err)
+		}
 		var cur []value
-		for i, v := range vs {
-			if isNullish(v) {
-				return nullV, nil
-			}
-			arr, err := arrayArg("$setIntersection", v, 17047)
-			if err != nil {
-				return missing, err
-			}
+		for i, arr := range arrs {
 			if i == 0 {
 				cur = dedupe(arr, ecColl(ec))
 				continue

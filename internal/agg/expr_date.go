@@ -93,45 +93,109 @@ func isoDayOfWeek(t time.Time) int {
 	return d
 }
 
-// datePart extracts a component.
+// dateComponents extracts the parts of a local time, by the names $dateToParts gives them;
+// the single-part operators ($year, $hour, ...) read the same table.
+var dateComponents = map[string]func(t time.Time) int{
+	"year":         func(t time.Time) int { return t.Year() },
+	"month":        func(t time.Time) int { return int(t.Month()) },
+	"day":          func(t time.Time) int { return t.Day() },
+	"hour":         func(t time.Time) int { return t.Hour() },
+	"minute":       func(t time.Time) int { return t.Minute() },
+	"second":       func(t time.Time) int { return t.Second() },
+	"millisecond":  func(t time.Time) int { return t.Nanosecond() / 1e6 },
+	"dayOfWeek":    func(t time.Time) int { return int(t.Weekday()) + 1 },
+	"dayOfYear":    func(t time.Time) int { return t.YearDay() },
+	"week":         usWeek,
+	"isoWeek":      func(t time.Time) int { _, w := t.ISOWeek(); return w },
+	"isoWeekYear":  func(t time.Time) int { y, _ := t.ISOWeek(); return y },
+	"isoDayOfWeek": isoDayOfWeek,
+}
+
+// datePartOps maps each single-part operator to its component.
+var datePartOps = map[string]string{
+	"$year": "year", "$month": "month", "$dayOfMonth": "day", "$hour": "hour", "$minute": "minute",
+	"$second": "second", "$millisecond": "millisecond", "$dayOfWeek": "dayOfWeek", "$dayOfYear": "dayOfYear",
+	"$week": "week", "$isoWeek": "isoWeek", "$isoWeekYear": "isoWeekYear", "$isoDayOfWeek": "isoDayOfWeek",
+}
+
+// The fields of $dateToParts' result, natural and with iso8601.
+var (
+	naturalDateParts = []string{"year", "month", "day", "hour", "minute", "second", "millisecond"}
+	isoDateParts     = []string{"isoWeekYear", "isoWeek", "isoDayOfWeek", "hour", "minute", "second", "millisecond"}
+)
+
+// datePart extracts a component for a single-part operator. $isoWeekYear is a long in
+// MongoDB; every other part is an int.
 func datePart(op string, t time.Time) value {
-	switch op {
-	case "$year":
-		return i32V(int32(t.Year()))
-	case "$month":
-		return i32V(int32(t.Month()))
-	case "$dayOfMonth":
-		return i32V(int32(t.Day()))
-	case "$hour":
-		return i32V(int32(t.Hour()))
-	case "$minute":
-		return i32V(int32(t.Minute()))
-	case "$second":
-		return i32V(int32(t.Second()))
-	case "$millisecond":
-		return i32V(int32(t.Nanosecond() / 1e6))
-	case "$dayOfWeek":
-		return i32V(int32(t.Weekday()) + 1)
-	case "$dayOfYear":
-		return i32V(int32(t.YearDay()))
-	case "$week":
-		return i32V(int32(usWeek(t)))
-	case "$isoWeek":
-		_, w := t.ISOWeek()
-		return i32V(int32(w))
-	case "$isoWeekYear":
-		y, _ := t.ISOWeek()
-		return i64V(int64(y))
-	case "$isoDayOfWeek":
-		return i32V(int32(isoDayOfWeek(t)))
+	n := dateComponents[datePartOps[op]](t)
+	if op == "$isoWeekYear" {
+		return i64V(int64(n))
 	}
-	return missing
+	return i32V(int32(n))
+}
+
+// evalTZ evaluates the optional "timezone" parameter (absent or null: UTC).
+func evalTZ(n *named, ec *ectx) (*time.Location, error) {
+	tv, err := n.eval("timezone", ec)
+	if err != nil {
+		return nil, err
+	}
+	return parseTZ(tv)
+}
+
+// evalAllNonNull evaluates every parameter given; null reports that one of them is null or
+// missing, which makes the operator's result null.
+func evalAllNonNull(n *named, ec *ectx) (vals map[string]value, null bool, err error) {
+	vals = map[string]value{}
+	for k := range n.raw {
+		v, err := n.eval(k, ec)
+		if err != nil {
+			return nil, false, err
+		}
+		if isNullish(v) {
+			return nil, true, nil
+		}
+		vals[k] = v
+	}
+	return vals, false, nil
+}
+
+// unitParam reads a "unit" parameter of op.
+func unitParam(op string, v value) (string, error) {
+	unit, _ := v.StringValueOK()
+	if !validUnit(unit) {
+		return "", mongoerr.Newf(mongoerr.FailedToParse, "%s parameter 'unit' value cannot be recognized as a time unit: %s", op, v)
+	}
+	return unit, nil
+}
+
+// weekdayParam reads a "startOfWeek" parameter (full or three-letter day name, any case).
+func weekdayParam(v value) (time.Weekday, bool) {
+	s, _ := v.StringValueOK()
+	d, ok := weekdays[strings.ToLower(s)]
+	return d, ok
+}
+
+// unitMillis is the length of a fixed-length time unit in milliseconds (1 for
+// "millisecond" and for the calendar units, which callers handle before).
+func unitMillis(unit string) int64 {
+	switch unit {
+	case "week":
+		return 7 * 86400_000
+	case "day":
+		return 86400_000
+	case "hour":
+		return 3600_000
+	case "minute":
+		return 60_000
+	case "second":
+		return 1000
+	}
+	return 1
 }
 
 func init() {
-	for _, op := range []string{"$year", "$month", "$dayOfMonth", "$hour", "$minute", "$second", "$millisecond",
-		"$dayOfWeek", "$dayOfYear", "$week", "$isoWeek", "$isoWeekYear", "$isoDayOfWeek"} {
-		op := op
+	for op := range datePartOps {
 		query.RegisterExpression(op, func(args value, pc *epc) (query.Expression, error) {
 			var dateX, tzX expr
 			if d, ok := args.DocumentOK(); ok && !isOperatorDoc(args) && field(d, "date").Type != 0 {
@@ -180,149 +244,104 @@ func init() {
 		})
 	}
 
-	query.RegisterExpression("$dateToString", func(args value, pc *epc) (query.Expression, error) {
-		n, err := parseNamed("$dateToString", args, pc, []string{"date"}, []string{"format", "timezone", "onNull"})
+	registerNamed("$dateToString", []string{"date"}, []string{"format", "timezone", "onNull"}, func(n *named, ec *ectx) (value, error) {
+		dv, err := n.eval("date", ec)
 		if err != nil {
-			return nil, err
+			return missing, err
 		}
-		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
-			dv, err := n.eval("date", ec)
-			if err != nil {
-				return missing, err
-			}
-			format := "%Y-%m-%dT%H:%M:%S.%LZ"
-			if n.has("format") {
-				fv, err := n.eval("format", ec)
-				if err != nil {
-					return missing, err
-				}
-				if isNullish(fv) {
-					return nullV, nil
-				}
-				s, ok := fv.StringValueOK()
-				if !ok {
-					return missing, mongoerr.Newf(mongoerr.Location18533, "$dateToString requires that 'format' be a string, found: %s", typeName(fv))
-				}
-				format = s
-			}
-			tv, err := n.eval("timezone", ec)
-			if err != nil {
-				return missing, err
-			}
-			if n.has("timezone") && isNullish(tv) {
-				return nullV, nil
-			}
-			loc, err := parseTZ(tv)
-			if err != nil {
-				return missing, err
-			}
-			if isNullish(dv) {
-				if n.has("onNull") {
-					return n.eval("onNull", ec)
-				}
-				return nullV, nil
-			}
-			t, err := dateArg("$dateToString", dv)
-			if err != nil {
-				return missing, err
-			}
-			s, err := formatDate(format, t.In(loc))
-			if err != nil {
-				return missing, err
-			}
-			return strV(s), nil
-		}}, nil
-	})
-	query.RegisterExpression("$dateFromString", func(args value, pc *epc) (query.Expression, error) {
-		n, err := parseNamed("$dateFromString", args, pc, []string{"dateString"}, []string{"format", "timezone", "onError", "onNull"})
-		if err != nil {
-			return nil, err
+		format := "%Y-%m-%dT%H:%M:%S.%LZ"
+		fv, null, err := n.evalParam("format", ec)
+		if err != nil || null {
+			return nullOr(err)
 		}
-		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
-			sv, err := n.eval("dateString", ec)
-			if err != nil {
-				return missing, err
-			}
-			tv, err := n.eval("timezone", ec)
-			if err != nil {
-				return missing, err
-			}
-			loc, err := parseTZ(tv)
-			if err != nil {
-				return missing, err
-			}
-			format := ""
-			if n.has("format") {
-				fv, err := n.eval("format", ec)
-				if err != nil {
-					return missing, err
-				}
-				if isNullish(fv) {
-					return nullV, nil
-				}
-				format, _ = fv.StringValueOK()
-			}
-			if isNullish(sv) {
-				if n.has("onNull") {
-					return n.eval("onNull", ec)
-				}
-				return nullV, nil
-			}
-			s, ok := sv.StringValueOK()
+		if fv.Type != 0 {
+			s, ok := fv.StringValueOK()
 			if !ok {
-				if n.has("onError") {
-					return n.eval("onError", ec)
-				}
-				return missing, mongoerr.Newf(mongoerr.ConversionFailure, "$dateFromString requires that 'dateString' be a string, found: %s with value %s", typeName(sv), sv)
+				return missing, mongoerr.Newf(mongoerr.Location18533, "$dateToString requires that 'format' be a string, found: %s", typeName(fv))
 			}
-			t, err := parseDateString(s, format, loc)
-			if err != nil {
-				if n.has("onError") {
-					return n.eval("onError", ec)
-				}
-				return missing, mongoerr.Newf(mongoerr.ConversionFailure, "Error parsing date string '%s'; %v", s, err)
-			}
-			return dateV(t.UnixMilli()), nil
-		}}, nil
-	})
-	query.RegisterExpression("$dateToParts", func(args value, pc *epc) (query.Expression, error) {
-		n, err := parseNamed("$dateToParts", args, pc, []string{"date"}, []string{"timezone", "iso8601"})
-		if err != nil {
-			return nil, err
+			format = s
 		}
-		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
-			dv, err := n.eval("date", ec)
-			if err != nil {
-				return missing, err
-			}
-			tv, err := n.eval("timezone", ec)
-			if err != nil {
-				return missing, err
-			}
-			loc, err := parseTZ(tv)
-			if err != nil {
-				return missing, err
-			}
-			iv, err := n.eval("iso8601", ec)
-			if err != nil {
-				return missing, err
-			}
-			if isNullish(dv) {
-				return nullV, nil
-			}
-			t, err := dateArg("$dateToParts", dv)
-			if err != nil {
-				return missing, err
-			}
-			t = t.In(loc)
-			if truthy(iv) {
-				y, w := t.ISOWeek()
-				return docV(docOf("isoWeekYear", i32V(int32(y)), "isoWeek", i32V(int32(w)), "isoDayOfWeek", i32V(int32(isoDayOfWeek(t))),
-					"hour", i32V(int32(t.Hour())), "minute", i32V(int32(t.Minute())), "second", i32V(int32(t.Second())), "millisecond", i32V(int32(t.Nanosecond()/1e6)))), nil
-			}
-			return docV(docOf("year", i32V(int32(t.Year())), "month", i32V(int32(t.Month())), "day", i32V(int32(t.Day())),
-				"hour", i32V(int32(t.Hour())), "minute", i32V(int32(t.Minute())), "second", i32V(int32(t.Second())), "millisecond", i32V(int32(t.Nanosecond()/1e6)))), nil
-		}}, nil
+		tv, err := n.eval("timezone", ec)
+		if err != nil {
+			return missing, err
+		}
+		if n.has("timezone") && isNullish(tv) {
+			return nullV, nil
+		}
+		loc, err := parseTZ(tv)
+		if err != nil {
+			return missing, err
+		}
+		if isNullish(dv) {
+			return n.onNull(ec)
+		}
+		t, err := dateArg("$dateToString", dv)
+		if err != nil {
+			return missing, err
+		}
+		s, err := formatDate(format, t.In(loc))
+		if err != nil {
+			return missing, err
+		}
+		return strV(s), nil
+	})
+	registerNamed("$dateFromString", []string{"dateString"}, []string{"format", "timezone", "onError", "onNull"}, func(n *named, ec *ectx) (value, error) {
+		sv, err := n.eval("dateString", ec)
+		if err != nil {
+			return missing, err
+		}
+		loc, err := evalTZ(n, ec)
+		if err != nil {
+			return missing, err
+		}
+		fv, null, err := n.evalParam("format", ec)
+		if err != nil || null {
+			return nullOr(err)
+		}
+		format, _ := fv.StringValueOK()
+		if isNullish(sv) {
+			return n.onNull(ec)
+		}
+		s, ok := sv.StringValueOK()
+		if !ok {
+			return n.onError(ec, mongoerr.Newf(mongoerr.ConversionFailure, "$dateFromString requires that 'dateString' be a string, found: %s with value %s", typeName(sv), sv))
+		}
+		t, err := parseDateString(s, format, loc)
+		if err != nil {
+			return n.onError(ec, mongoerr.Newf(mongoerr.ConversionFailure, "Error parsing date string '%s'; %v", s, err))
+		}
+		return dateV(t.UnixMilli()), nil
+	})
+	registerNamed("$dateToParts", []string{"date"}, []string{"timezone", "iso8601"}, func(n *named, ec *ectx) (value, error) {
+		dv, err := n.eval("date", ec)
+		if err != nil {
+			return missing, err
+		}
+		loc, err := evalTZ(n, ec)
+		if err != nil {
+			return missing, err
+		}
+		iv, err := n.eval("iso8601", ec)
+		if err != nil {
+			return missing, err
+		}
+		if isNullish(dv) {
+			return nullV, nil
+		}
+		t, err := dateArg("$dateToParts", dv)
+		if err != nil {
+			return missing, err
+		}
+		t = t.In(loc)
+		parts := naturalDateParts
+		if truthy(iv) {
+			parts = isoDateParts
+		}
+		out := newDoc()
+		for _, k := range parts {
+			out.add(k, i32V(int32(dateComponents[k](t))))
+		}
+		return docV(out.done()), nil
 	})
 	query.RegisterExpression("$dateFromParts", func(args value, pc *epc) (query.Expression, error) {
 		n, err := parseNamed("$dateFromParts", args, pc, nil, []string{"year", "month", "day", "hour", "minute", "second", "millisecond",
@@ -355,10 +374,10 @@ func init() {
 				}
 				return i, false, nil
 			}
-			keys := []string{"year", "month", "day", "hour", "minute", "second", "millisecond"}
+			keys := naturalDateParts
 			defs := []int64{1970, 1, 1, 0, 0, 0, 0}
 			if iso {
-				keys = []string{"isoWeekYear", "isoWeek", "isoDayOfWeek", "hour", "minute", "second", "millisecond"}
+				keys = isoDateParts
 			}
 			var p [7]int64
 			for i, k := range keys {
@@ -374,11 +393,7 @@ func init() {
 			if p[0] < 1 || p[0] > 9999 {
 				return missing, mongoerr.Newf(mongoerr.Location40523, "'%s' must evaluate to an integer in the range 1 to 9999, found %d", keys[0], p[0])
 			}
-			tv, err := n.eval("timezone", ec)
-			if err != nil {
-				return missing, err
-			}
-			loc, err := parseTZ(tv)
+			loc, err := evalTZ(n, ec)
 			if err != nil {
 				return missing, err
 			}
@@ -394,191 +409,139 @@ func init() {
 			return dateV(t.UnixMilli()), nil
 		}}, nil
 	})
-	query.RegisterExpression("$dateTrunc", func(args value, pc *epc) (query.Expression, error) {
-		n, err := parseNamed("$dateTrunc", args, pc, []string{"date", "unit"}, []string{"binSize", "timezone", "startOfWeek"})
+	registerNonNullNamed("$dateTrunc", []string{"date", "unit"}, []string{"binSize", "timezone", "startOfWeek"}, func(vals map[string]value) (value, error) {
+		t, err := dateArg("$dateTrunc", vals["date"])
 		if err != nil {
-			return nil, err
+			return missing, err
 		}
-		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
-			vals := map[string]value{}
-			for k := range n.raw {
-				v, err := n.eval(k, ec)
-				if err != nil {
-					return missing, err
-				}
-				if isNullish(v) {
-					return nullV, nil
-				}
-				vals[k] = v
+		unit, err := unitParam("$dateTrunc", vals["unit"])
+		if err != nil {
+			return missing, err
+		}
+		bin := int64(1)
+		if bv, ok := vals["binSize"]; ok {
+			b, ok := bsonutil.ToInt64Exact(bv)
+			if !ok || !isNumber(bv) || b <= 0 {
+				return missing, mongoerr.Newf(mongoerr.Location5439017, "$dateTrunc requires 'binSize' to be a 64-bit integer greater than 0, but got value %s", bv)
 			}
-			t, err := dateArg("$dateTrunc", vals["date"])
-			if err != nil {
-				return missing, err
+			bin = b
+		}
+		loc, err := parseTZ(vals["timezone"])
+		if err != nil {
+			return missing, err
+		}
+		sow := time.Sunday
+		if sv, ok := vals["startOfWeek"]; ok {
+			d, ok := weekdayParam(sv)
+			if !ok {
+				return missing, mongoerr.Newf(mongoerr.Location5439015, "$dateTrunc parameter 'startOfWeek' value cannot be recognized as a day of a week: %s", sv)
 			}
-			unit, _ := vals["unit"].StringValueOK()
-			if !validUnit(unit) {
-				return missing, mongoerr.Newf(mongoerr.FailedToParse, "$dateTrunc parameter 'unit' value cannot be recognized as a time unit: %s", vals["unit"])
-			}
-			bin := int64(1)
-			if bv, ok := vals["binSize"]; ok {
-				b, ok := bsonutil.ToInt64Exact(bv)
-				if !ok || !isNumber(bv) || b <= 0 {
-					return missing, mongoerr.Newf(mongoerr.Location5439017, "$dateTrunc requires 'binSize' to be a 64-bit integer greater than 0, but got value %s", bv)
-				}
-				bin = b
-			}
-			loc, err := parseTZ(vals["timezone"])
-			if err != nil {
-				return missing, err
-			}
-			sow := time.Sunday
-			if sv, ok := vals["startOfWeek"]; ok {
-				s, _ := sv.StringValueOK()
-				d, ok := weekdays[strings.ToLower(s)]
-				if !ok {
-					return missing, mongoerr.Newf(mongoerr.Location5439015, "$dateTrunc parameter 'startOfWeek' value cannot be recognized as a day of a week: %s", sv)
-				}
-				sow = d
-			}
-			return dateV(truncDate(t.In(loc), unit, bin, sow).UnixMilli()), nil
-		}}, nil
+			sow = d
+		}
+		return dateV(truncDate(t.In(loc), unit, bin, sow).UnixMilli()), nil
 	})
 	for _, op := range []string{"$dateAdd", "$dateSubtract"} {
-		op := op
-		query.RegisterExpression(op, func(args value, pc *epc) (query.Expression, error) {
-			n, err := parseNamed(op, args, pc, []string{"startDate", "unit", "amount"}, []string{"timezone"})
+		registerNonNullNamed(op, []string{"startDate", "unit", "amount"}, []string{"timezone"}, func(vals map[string]value) (value, error) {
+			t, err := dateArg(op, vals["startDate"])
 			if err != nil {
-				return nil, err
+				return missing, mongoerr.Newf(mongoerr.Location5166403, "%s requires startDate to be convertible to a date", op)
 			}
-			return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
-				vals := map[string]value{}
-				for k := range n.raw {
-					v, err := n.eval(k, ec)
-					if err != nil {
-						return missing, err
-					}
-					if isNullish(v) {
-						return nullV, nil
-					}
-					vals[k] = v
-				}
-				t, err := dateArg(op, vals["startDate"])
-				if err != nil {
-					return missing, mongoerr.Newf(mongoerr.Location5166403, "%s requires startDate to be convertible to a date", op)
-				}
-				unit, _ := vals["unit"].StringValueOK()
-				if !validUnit(unit) {
-					return missing, mongoerr.Newf(mongoerr.FailedToParse, "%s parameter 'unit' value cannot be recognized as a time unit: %s", op, vals["unit"])
-				}
-				amt, ok := bsonutil.ToInt64Exact(vals["amount"])
-				if !ok || !isNumber(vals["amount"]) {
-					return missing, mongoerr.Newf(mongoerr.Location5166405, "%s expects integer amount of time units", op)
-				}
-				if op == "$dateSubtract" {
-					amt = -amt
-				}
-				loc, err := parseTZ(vals["timezone"])
-				if err != nil {
-					return missing, err
-				}
-				r := addUnits(t.In(loc), unit, amt)
-				// Calendar units clamp to the last day of the month (Jan 31 + 1 month = Feb 28/29).
-				if unit == "month" || unit == "quarter" || unit == "year" {
-					months := amt
-					switch unit {
-					case "quarter":
-						months *= 3
-					case "year":
-						months *= 12
-					}
-					lt := t.In(loc)
-					y, m := lt.Year(), int(lt.Month())-1+int(months)
-					y += m / 12
-					m %= 12
-					if m < 0 {
-						m += 12
-						y--
-					}
-					last := time.Date(y, time.Month(m+2), 0, 0, 0, 0, 0, loc).Day()
-					r = time.Date(y, time.Month(m+1), min(lt.Day(), last), lt.Hour(), lt.Minute(), lt.Second(), lt.Nanosecond(), loc)
-				}
-				return dateV(r.UnixMilli()), nil
-			}}, nil
-		})
-	}
-	query.RegisterExpression("$dateDiff", func(args value, pc *epc) (query.Expression, error) {
-		n, err := parseNamed("$dateDiff", args, pc, []string{"startDate", "endDate", "unit"}, []string{"timezone", "startOfWeek"})
-		if err != nil {
-			return nil, err
-		}
-		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
-			vals := map[string]value{}
-			for k := range n.raw {
-				v, err := n.eval(k, ec)
-				if err != nil {
-					return missing, err
-				}
-				if isNullish(v) {
-					return nullV, nil
-				}
-				vals[k] = v
-			}
-			a, err := dateArg("$dateDiff", vals["startDate"])
+			unit, err := unitParam(op, vals["unit"])
 			if err != nil {
 				return missing, err
 			}
-			b, err := dateArg("$dateDiff", vals["endDate"])
-			if err != nil {
-				return missing, err
+			amt, ok := bsonutil.ToInt64Exact(vals["amount"])
+			if !ok || !isNumber(vals["amount"]) {
+				return missing, mongoerr.Newf(mongoerr.Location5166405, "%s expects integer amount of time units", op)
 			}
-			unit, _ := vals["unit"].StringValueOK()
-			if !validUnit(unit) {
-				return missing, mongoerr.Newf(mongoerr.FailedToParse, "$dateDiff parameter 'unit' value cannot be recognized as a time unit: %s", vals["unit"])
+			if op == "$dateSubtract" {
+				amt = -amt
 			}
 			loc, err := parseTZ(vals["timezone"])
 			if err != nil {
 				return missing, err
 			}
-			sow := time.Sunday
-			if sv, ok := vals["startOfWeek"]; ok {
-				s, _ := sv.StringValueOK()
-				if d, ok := weekdays[strings.ToLower(s)]; ok {
-					sow = d
-				}
-			}
-			a, b = a.In(loc), b.In(loc)
-			var d int64
-			switch unit {
-			case "year":
-				d = int64(b.Year() - a.Year())
-			case "quarter":
-				d = int64((b.Year()*4 + (int(b.Month())-1)/3) - (a.Year()*4 + (int(a.Month())-1)/3))
-			case "month":
-				d = int64((b.Year()*12 + int(b.Month())) - (a.Year()*12 + int(a.Month())))
-			case "week":
-				ta, tb := truncDate(a, "week", 1, sow), truncDate(b, "week", 1, sow)
-				d = int64(math.Round(float64(civilDays(tb)-civilDays(ta)) / 7))
-			case "day":
-				d = civilDays(b) - civilDays(a)
-			default:
-				var unitMs int64
+			r := addUnits(t.In(loc), unit, amt)
+			// Calendar units clamp to the last day of the month (Jan 31 + 1 month = Feb 28/29).
+			if unit == "month" || unit == "quarter" || unit == "year" {
+				months := amt
 				switch unit {
-				case "hour":
-					unitMs = 3600_000
-				case "minute":
-					unitMs = 60_000
-				case "second":
-					unitMs = 1000
-				default:
-					unitMs = 1
+				case "quarter":
+					months *= 3
+				case "year":
+					months *= 12
 				}
-				_, oa := a.Zone()
-				_, ob := b.Zone()
-				la, lb := a.UnixMilli()+int64(oa)*1000, b.UnixMilli()+int64(ob)*1000
-				d = floorDiv(lb, unitMs) - floorDiv(la, unitMs)
+				lt := t.In(loc)
+				y, m := lt.Year(), int(lt.Month())-1+int(months)
+				y += m / 12
+				m %= 12
+				if m < 0 {
+					m += 12
+					y--
+				}
+				last := time.Date(y, time.Month(m+2), 0, 0, 0, 0, 0, loc).Day()
+				r = time.Date(y, time.Month(m+1), min(lt.Day(), last), lt.Hour(), lt.Minute(), lt.Second(), lt.Nanosecond(), loc)
 			}
-			return i64V(d), nil
-		}}, nil
+			return dateV(r.UnixMilli()), nil
+		})
+	}
+	registerNonNullNamed("$dateDiff", []string{"startDate", "endDate", "unit"}, []string{"timezone", "startOfWeek"}, func(vals map[string]value) (value, error) {
+		a, err := dateArg("$dateDiff", vals["startDate"])
+		if err != nil {
+			return missing, err
+		}
+		b, err := dateArg("$dateDiff", vals["endDate"])
+		if err != nil {
+			return missing, err
+		}
+		unit, err := unitParam("$dateDiff", vals["unit"])
+		if err != nil {
+			return missing, err
+		}
+		loc, err := parseTZ(vals["timezone"])
+		if err != nil {
+			return missing, err
+		}
+		sow := time.Sunday
+		if sv, ok := vals["startOfWeek"]; ok {
+			if d, ok := weekdayParam(sv); ok {
+				sow = d
+			}
+		}
+		a, b = a.In(loc), b.In(loc)
+		var d int64
+		switch unit {
+		case "year":
+			d = int64(b.Year() - a.Year())
+		case "quarter":
+			d = int64((b.Year()*4 + (int(b.Month())-1)/3) - (a.Year()*4 + (int(a.Month())-1)/3))
+		case "month":
+			d = int64((b.Year()*12 + int(b.Month())) - (a.Year()*12 + int(a.Month())))
+		case "week":
+			ta, tb := truncDate(a, "week", 1, sow), truncDate(b, "week", 1, sow)
+			d = int64(math.Round(float64(civilDays(tb)-civilDays(ta)) / 7))
+		case "day":
+			d = civilDays(b) - civilDays(a)
+		default:
+			unitMs := unitMillis(unit)
+			_, oa := a.Zone()
+			_, ob := b.Zone()
+			la, lb := a.UnixMilli()+int64(oa)*1000, b.UnixMilli()+int64(ob)*1000
+			d = floorDiv(lb, unitMs) - floorDiv(la, unitMs)
+		}
+		return i64V(d), nil
+	})
+}
+
+// registerNonNullNamed registers an operator of named parameters whose result is null when
+// any parameter given is null or missing; fn gets the values of the others.
+func registerNonNullNamed(op string, required, optional []string, fn func(vals map[string]value) (value, error)) {
+	registerNamed(op, required, optional, func(n *named, ec *ectx) (value, error) {
+		vals, null, err := evalAllNonNull(n, ec)
+		if err != nil || null {
+			return nullOr(err)
+		}
+		return fn(vals)
 	})
 }
 
@@ -632,17 +595,7 @@ func truncDate(t time.Time, unit string, bin int64, sow time.Weekday) time.Time 
 		d := floorDiv(days, per) * per
 		return time.Date(2000, 1, 1+int(d), 0, 0, 0, 0, loc)
 	}
-	var unitMs int64
-	switch unit {
-	case "hour":
-		unitMs = 3600_000
-	case "minute":
-		unitMs = 60_000
-	case "second":
-		unitMs = 1000
-	default:
-		unitMs = 1
-	}
+	unitMs := unitMillis(unit)
 	_, off := t.Zone()
 	local := t.UnixMilli() + int64(off)*1000
 	ref := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
@@ -651,9 +604,9 @@ func truncDate(t time.Time, unit string, bin int64, sow time.Weekday) time.Time 
 	return time.UnixMilli(r).In(loc)
 }
 
-// formatDate renders MongoDB's $dateToString format specifiers.
-func formatDate(format string, t time.Time) (string, error) {
-	var b strings.Builder
+// scanFormat walks a MongoDB date format string into b: plain bytes and "%%" are copied,
+// and spec writes each other specifier, reporting whether it knows it.
+func scanFormat(format string, b *strings.Builder, spec func(c byte) bool) (string, error) {
 	for i := 0; i < len(format); i++ {
 		c := format[i]
 		if c != '%' {
@@ -664,7 +617,20 @@ func formatDate(format string, t time.Time) (string, error) {
 			return "", mongoerr.New(mongoerr.Location18535, "Unmatched '%' at end of format string")
 		}
 		i++
-		switch format[i] {
+		if format[i] == '%' {
+			b.WriteByte('%')
+		} else if !spec(format[i]) {
+			return "", mongoerr.Newf(mongoerr.Location18536, "Invalid format character '%%%c' in format string", format[i])
+		}
+	}
+	return b.String(), nil
+}
+
+// formatDate renders MongoDB's $dateToString format specifiers.
+func formatDate(format string, t time.Time) (string, error) {
+	var b strings.Builder
+	return scanFormat(format, &b, func(c byte) bool {
+		switch c {
 		case 'Y':
 			fmt.Fprintf(&b, "%04d", t.Year())
 		case 'm':
@@ -707,13 +673,11 @@ func formatDate(format string, t time.Time) (string, error) {
 			b.WriteString(t.Month().String()[:3])
 		case 'B':
 			b.WriteString(t.Month().String())
-		case '%':
-			b.WriteByte('%')
 		default:
-			return "", mongoerr.Newf(mongoerr.Location18536, "Invalid format character '%%%c' in format string", format[i])
+			return false
 		}
-	}
-	return b.String(), nil
+		return true
+	})
 }
 
 // parseDateString parses $dateFromString input: with a MongoDB format, or the ISO-8601
@@ -741,48 +705,17 @@ func parseDateString(s, format string, loc *time.Location) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("an incomplete date/time string has been found, with elements missing: \"%s\"", s)
 }
 
+// goLayouts are the Go time layouts of the format specifiers $dateFromString accepts.
+var goLayouts = map[byte]string{
+	'Y': "2006", 'm': "01", 'd': "02", 'H': "15", 'M': "04", 'S': "05", 'L': "000", 'j': "002",
+	'z': "-0700", 'Z': "-0700", 'b': "Jan", 'B': "January",
+}
+
 func goLayout(format string) (string, error) {
 	var b strings.Builder
-	for i := 0; i < len(format); i++ {
-		c := format[i]
-		if c != '%' {
-			b.WriteByte(c)
-			continue
-		}
-		if i+1 >= len(format) {
-			return "", mongoerr.New(mongoerr.Location18535, "Unmatched '%' at end of format string")
-		}
-		i++
-		switch format[i] {
-		case 'Y':
-			b.WriteString("2006")
-		case 'm':
-			b.WriteString("01")
-		case 'd':
-			b.WriteString("02")
-		case 'H':
-			b.WriteString("15")
-		case 'M':
-			b.WriteString("04")
-		case 'S':
-			b.WriteString("05")
-		case 'L':
-			b.WriteString("000")
-		case 'j':
-			b.WriteString("002")
-		case 'z':
-			b.WriteString("-0700")
-		case 'Z':
-			b.WriteString("-0700")
-		case 'b':
-			b.WriteString("Jan")
-		case 'B':
-			b.WriteString("January")
-		case '%':
-			b.WriteByte('%')
-		default:
-			return "", mongoerr.Newf(mongoerr.Location18536, "Invalid format character '%%%c' in format string", format[i])
-		}
-	}
-	return b.String(), nil
+	return scanFormat(format, &b, func(c byte) bool {
+		l, ok := goLayouts[c]
+		b.WriteString(l)
+		return ok
+	})
 }

@@ -278,39 +278,30 @@ func init() {
 			return convertTo(vs[0], to)
 		})
 	}
-	query.RegisterExpression("$convert", func(args value, pc *epc) (query.Expression, error) {
-		n, err := parseNamed("$convert", args, pc, []string{"input", "to"}, []string{"onError", "onNull"})
+	registerNamed("$convert", []string{"input", "to"}, []string{"onError", "onNull"}, func(n *named, ec *ectx) (value, error) {
+		in, err := n.eval("input", ec)
 		if err != nil {
-			return nil, err
+			return missing, err
 		}
-		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
-			in, err := n.eval("input", ec)
-			if err != nil {
-				return missing, err
-			}
-			tv, err := n.eval("to", ec)
-			if err != nil {
-				return missing, err
-			}
-			if isNullish(tv) {
-				return nullV, nil
-			}
-			to, err := targetType(tv)
-			if err != nil {
-				return missing, err
-			}
-			if isNullish(in) {
-				if n.has("onNull") {
-					return n.eval("onNull", ec)
-				}
-				return nullV, nil
-			}
-			out, err := convertTo(in, to)
-			if err != nil && n.has("onError") {
-				return n.eval("onError", ec)
-			}
-			return out, err
-		}}, nil
+		tv, err := n.eval("to", ec)
+		if err != nil {
+			return missing, err
+		}
+		if isNullish(tv) {
+			return nullV, nil
+		}
+		to, err := targetType(tv)
+		if err != nil {
+			return missing, err
+		}
+		if isNullish(in) {
+			return n.onNull(ec)
+		}
+		out, err := convertTo(in, to)
+		if err != nil {
+			return n.onError(ec, err)
+		}
+		return out, nil
 	})
 }
 

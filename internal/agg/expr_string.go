@@ -262,83 +262,68 @@ func init() {
 
 	for _, op := range []string{"$trim", "$ltrim", "$rtrim"} {
 		op := op
-		query.RegisterExpression(op, func(args value, pc *epc) (query.Expression, error) {
-			n, err := parseNamed(op, args, pc, []string{"input"}, []string{"chars"})
+		registerNamed(op, []string{"input"}, []string{"chars"}, func(n *named, ec *ectx) (value, error) {
+			in, err := n.eval("input", ec)
 			if err != nil {
-				return nil, err
+				return missing, err
 			}
-			return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
-				in, err := n.eval("input", ec)
-				if err != nil {
-					return missing, err
-				}
-				chars := defaultTrimChars
-				if n.has("chars") {
-					cv, err := n.eval("chars", ec)
-					if err != nil {
-						return missing, err
-					}
-					if isNullish(cv) {
-						return nullV, nil
-					}
-					c, ok := cv.StringValueOK()
-					if !ok {
-						return missing, mongoerr.Newf(mongoerr.Location50700, "%s requires 'chars' to be a string, found: %s", op, typeName(cv))
-					}
-					chars = c
-				}
-				if isNullish(in) {
-					return nullV, nil
-				}
-				s, ok := in.StringValueOK()
+			chars := defaultTrimChars
+			cv, null, err := n.evalParam("chars", ec)
+			if err != nil || null {
+				return nullOr(err)
+			}
+			if cv.Type != 0 {
+				c, ok := cv.StringValueOK()
 				if !ok {
-					return missing, mongoerr.Newf(mongoerr.Location50699, "%s requires its input to be a string, got %s", op, typeName(in))
+					return missing, mongoerr.Newf(mongoerr.Location50700, "%s requires 'chars' to be a string, found: %s", op, typeName(cv))
 				}
-				switch op {
-				case "$ltrim":
-					s = strings.TrimLeft(s, chars)
-				case "$rtrim":
-					s = strings.TrimRight(s, chars)
-				default:
-					s = strings.Trim(s, chars)
-				}
-				return strV(s), nil
-			}}, nil
+				chars = c
+			}
+			if isNullish(in) {
+				return nullV, nil
+			}
+			s, ok := in.StringValueOK()
+			if !ok {
+				return missing, mongoerr.Newf(mongoerr.Location50699, "%s requires its input to be a string, got %s", op, typeName(in))
+			}
+			switch op {
+			case "$ltrim":
+				s = strings.TrimLeft(s, chars)
+			case "$rtrim":
+				s = strings.TrimRight(s, chars)
+			default:
+				s = strings.Trim(s, chars)
+			}
+			return strV(s), nil
 		})
 	}
 	for _, op := range []string{"$replaceOne", "$replaceAll"} {
 		op := op
-		query.RegisterExpression(op, func(args value, pc *epc) (query.Expression, error) {
-			n, err := parseNamed(op, args, pc, []string{"input", "find", "replacement"}, nil)
-			if err != nil {
-				return nil, err
+		registerNamed(op, []string{"input", "find", "replacement"}, nil, func(n *named, ec *ectx) (value, error) {
+			var ss [3]string
+			null := false
+			for i, k := range []string{"input", "find", "replacement"} {
+				v, err := n.eval(k, ec)
+				if err != nil {
+					return missing, err
+				}
+				if isNullish(v) {
+					null = true
+					continue
+				}
+				s, ok := v.StringValueOK()
+				if !ok {
+					return missing, mongoerr.Newf(mongoerr.Location51746, "%s requires that '%s' be a string, found: %s", op, k, typeName(v))
+				}
+				ss[i] = s
 			}
-			return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
-				var ss [3]string
-				null := false
-				for i, k := range []string{"input", "find", "replacement"} {
-					v, err := n.eval(k, ec)
-					if err != nil {
-						return missing, err
-					}
-					if isNullish(v) {
-						null = true
-						continue
-					}
-					s, ok := v.StringValueOK()
-					if !ok {
-						return missing, mongoerr.Newf(mongoerr.Location51746, "%s requires that '%s' be a string, found: %s", op, k, typeName(v))
-					}
-					ss[i] = s
-				}
-				if null {
-					return nullV, nil
-				}
-				if op == "$replaceOne" {
-					return strV(strings.Replace(ss[0], ss[1], ss[2], 1)), nil
-				}
-				return strV(strings.ReplaceAll(ss[0], ss[1], ss[2])), nil
-			}}, nil
+			if null {
+				return nullV, nil
+			}
+			if op == "$replaceOne" {
+				return strV(strings.Replace(ss[0], ss[1], ss[2], 1)), nil
+			}
+			return strV(strings.ReplaceAll(ss[0], ss[1], ss[2])), nil
 		})
 	}
 	for _, op := range []string{"$regexMatch", "$regexFind", "$regexFindAll"} {

@@ -86,6 +86,18 @@ func registerCtx(name string, min, max int, fn func(ec *ectx, vs []value) (value
 	})
 }
 
+// registerNamed adds an operator whose argument is an object of named parameters, all of
+// them expressions; fn evaluates it.
+func registerNamed(op string, required, optional []string, fn func(n *named, ec *ectx) (value, error)) {
+	query.RegisterExpression(op, func(args value, pc *epc) (query.Expression, error) {
+		n, err := parseNamed(op, args, pc, required, optional)
+		if err != nil {
+			return nil, err
+		}
+		return &fnX{fn: func(ec *ectx, _ []value) (value, error) { return fn(n, ec) }}, nil
+	})
+}
+
 // named parses an operator whose argument is an object of named parameters.
 type named struct {
 	op string
@@ -147,6 +159,45 @@ func (n *named) eval(k string, ec *ectx) (value, error) {
 }
 
 func (n *named) has(k string) bool { _, ok := n.raw[k]; return ok }
+
+// evalParam evaluates parameter k when it is given; null reports that it is given but null
+// or missing, which makes most operators' result null. An absent k gives missing.
+func (n *named) evalParam(k string, ec *ectx) (v value, null bool, err error) {
+	if !n.has(k) {
+		return missing, false, nil
+	}
+	if v, err = n.eval(k, ec); err != nil {
+		return missing, false, err
+	}
+	return v, isNullish(v), nil
+}
+
+// onNull is the result for a null or missing input: the "onNull" parameter when given, else
+// null.
+func (n *named) onNull(ec *ectx) (value, error) {
+	if n.has("onNull") {
+		return n.eval("onNull", ec)
+	}
+	return nullV, nil
+}
+
+// onError is the result for a failed conversion: the "onError" parameter when given, else
+// err.
+func (n *named) onError(ec *ectx, err error) (value, error) {
+	if n.has("onError") {
+		return n.eval("onError", ec)
+	}
+	return missing, err
+}
+
+// nullOr is the result of an operator that stops early: the error when there is one, else
+// null (an argument was null or missing).
+func nullOr(err error) (value, error) {
+	if err != nil {
+		return missing, err
+	}
+	return nullV, nil
+}
 
 // withVars evaluates x with extra variables bound, restoring the previous bindings after.
 func withVars(ec *ectx, names []string, vals []value, x expr) (value, error) {
@@ -225,6 +276,17 @@ func toDec(v value) (*apd.Decimal, error) {
 		return nil, mongoerr.Newf(mongoerr.BadValue, "cannot convert %v to decimal", f)
 	}
 	return d, nil
+}
+
+// toDecs converts both operands of a binary operator to decimals.
+func toDecs(a, b value) (x, y *apd.Decimal, err error) {
+	if x, err = toDec(a); err != nil {
+		return nil, nil, err
+	}
+	if y, err = toDec(b); err != nil {
+		return nil, nil, err
+	}
+	return x, y, nil
 }
 
 func fromDec(d *apd.Decimal) (value, error) {

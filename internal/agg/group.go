@@ -29,11 +29,7 @@ type groupStage struct {
 }
 
 func parseGroup(spec value, p *pctx) (stage, error) {
-	d, ok := spec.DocumentOK()
-	if !ok {
-		return nil, mongoerr.New(mongoerr.Location15947, "a group's fields must be specified in an object")
-	}
-	els, err := docElems(d)
+	els, err := objectElems(spec, mongoerr.Location15947, "a group's fields must be specified in an object")
 	if err != nil {
 		return nil, err
 	}
@@ -158,10 +154,9 @@ func (gr *grouper) add(id value, ec *query.EvalContext, rc *runCtx, stageName st
 		gr.mem += n
 	}
 	if gr.mem > rc.maxMem() {
-		if !rc.ac.AllowDiskUse {
-			return errMemory(stageName)
-		}
-		gr.spill = sorter.New(sorter.Options{MaxMemoryBytes: rc.maxMem(), TempDir: rc.tempDir()})
+		var err error
+		gr.spill, err = rc.spillSorter(stageName, nil)
+		return err
 	}
 	return nil
 }
@@ -259,28 +254,43 @@ func (g *groupStage) id(ec *query.EvalContext) (value, error) {
 
 func (g *groupStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
 	return blocking(in, func(ctx context.Context) ([]bsoncore.Document, error) {
-		gr := newGrouper(g.accs)
-		defer gr.close()
-		ec := rc.evalCtx(nil)
-		for {
-			d, ok, err := in.Next(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				break
-			}
-			ec.Root, ec.Current = d, nil
-			id, err := g.id(ec)
-			if err != nil {
-				return nil, err
-			}
-			if err := gr.add(id, ec, rc, "$group"); err != nil {
-				return nil, err
-			}
-		}
-		return gr.output(g.fields, "_id", ec)
+		return groupAll(ctx, in, rc, "$group", g.accs, g.fields, g.id)
 	}), nil
+}
+
+// groupAll folds the whole input into groups ($group, $bucket): idOf computes a document's
+// group _id (the document is in ec), and the result is one document per group with the
+// accumulators' results under fields.
+func groupAll(ctx context.Context, in Source, rc *runCtx, stageName string, accs []*accSpec, fields []string,
+	idOf func(ec *query.EvalContext) (value, error)) ([]bsoncore.Document, error) {
+	gr := newGrouper(accs)
+	defer gr.close()
+	ec := rc.evalCtx(nil)
+	err := forEach(ctx, in, func(d bsoncore.Document) error {
+		ec.Root, ec.Current = d, nil
+		id, err := idOf(ec)
+		if err != nil {
+			return err
+		}
+		return gr.add(id, ec, rc, stageName)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return gr.output(fields, "_id", ec)
+}
+
+// forEach calls fn with each document of in, stopping at the end or the first error.
+func forEach(ctx context.Context, in Source, fn func(d bsoncore.Document) error) error {
+	for {
+		d, ok, err := in.Next(ctx)
+		if err != nil || !ok {
+			return err
+		}
+		if err := fn(d); err != nil {
+			return err
+		}
+	}
 }
 
 // blocking is a Source that computes all its output on the first Next.

@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/collation"
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
@@ -79,11 +80,7 @@ type lookupStage struct {
 }
 
 func parseLookup(spec value, p *pctx) (stage, error) {
-	d, ok := spec.DocumentOK()
-	if !ok {
-		return nil, mongoerr.New(mongoerr.Location40319, "the $lookup stage specification must be an object")
-	}
-	els, err := docElems(d)
+	els, err := objectElems(spec, mongoerr.Location40319, "the $lookup stage specification must be an object")
 	if err != nil {
 		return nil, err
 	}
@@ -178,17 +175,11 @@ func parseLookup(spec value, p *pctx) (stage, error) {
 }
 
 func subPipeline(v value, p *pctx) ([]stage, error) {
-	vals, err := arrValues(v)
+	docs, err := docArray(v, func(value) error {
+		return mongoerr.New(mongoerr.TypeMismatch, "each element of a pipeline must be an object")
+	})
 	if err != nil {
 		return nil, err
-	}
-	docs := make([]bsoncore.Document, len(vals))
-	for i, e := range vals {
-		d, ok := e.DocumentOK()
-		if !ok {
-			return nil, mongoerr.New(mongoerr.TypeMismatch, "each element of a pipeline must be an object")
-		}
-		docs[i] = d
 	}
 	q := *p
 	q.depth++
@@ -203,52 +194,22 @@ func (s *lookupStage) spec() value  { return s.raw }
 // costs a hash probe per localField value; the pipeline form reruns the sub-pipeline over
 // the cached foreign documents.
 func (s *lookupStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
-	var foreign []bsoncore.Document
-	var byKey map[string][]int
-	loaded := false
-	var kb keystring.Builder
-	keyOf := func(v value) string {
-		kb.Reset(keystring.AllAscending)
-		if v.Type == 0 {
-			v = nullV
-		}
-		// Under a collation, strings equal under it share a key.
-		kb.AppendValue(collKey(rc.coll, v))
-		return string(kb.Bytes())
-	}
+	fi := &foreignIndex{coll: rc.coll}
 	ec := rc.evalCtx(nil)
-	return &funcSrc{closeFn: in.Close, next: func(ctx context.Context) (bsoncore.Document, bool, error) {
-		d, ok, err := in.Next(ctx)
-		if !ok || err != nil {
-			return nil, false, err
-		}
-		if !loaded {
-			loaded = true
-			if s.coll != "" {
-				if foreign, err = rc.loadAll(ctx, s.db, s.coll); err != nil {
-					return nil, false, err
-				}
-			}
-			if s.localField != nil {
-				byKey = map[string][]int{}
-				for i, fd := range foreign {
-					seen := map[string]bool{}
-					for _, v := range matchValues(fd, s.foreignField) {
-						k := keyOf(v)
-						if !seen[k] {
-							seen[k] = true
-							byKey[k] = append(byKey[k], i)
-						}
-					}
-				}
+	return eachDoc(in, func(ctx context.Context, d bsoncore.Document) (bsoncore.Document, bool, error) {
+		if !fi.loaded {
+			// Without "from" the sub-pipeline starts from nothing; without localField (and
+			// so foreignField) there is no index.
+			if err := fi.load(ctx, rc, s.db, s.coll, s.foreignField, nil); err != nil {
+				return nil, false, err
 			}
 		}
-		candidates := foreign
+		candidates := fi.docs
 		if s.localField != nil {
 			var idx []int
 			seen := map[int]bool{}
 			for _, v := range matchValues(d, s.localField) {
-				for _, i := range byKey[keyOf(v)] {
+				for _, i := range fi.byKey[fi.key(v)] {
 					if !seen[i] {
 						seen[i] = true
 						idx = append(idx, i)
@@ -258,46 +219,102 @@ func (s *lookupStage) run(ctx context.Context, in Source, rc *runCtx) (Source, e
 			sortInts(idx)
 			candidates = make([]bsoncore.Document, len(idx))
 			for j, i := range idx {
-				candidates[j] = foreign[i]
+				candidates[j] = fi.docs[i]
 			}
 		}
 		var matched []value
 		if s.hasPipeline {
-			sub := newRunCtx(rc.ac)
-			sub.coll = rc.coll
-			sub.now = rc.now
-			for k, v := range rc.vars {
-				sub.vars[k] = v
-			}
-			ec.Root, ec.Current = d, nil
-			for i, x := range s.letXs {
-				v, err := x.Eval(ec)
-				if err != nil {
-					return nil, false, err
-				}
-				sub.vars[s.letNames[i]] = v
+			sub, err := rc.withLet(ec, d, s.letNames, s.letXs)
+			if err != nil {
+				return nil, false, err
 			}
 			out, err := runStages(ctx, s.pipeline, sliceSource(candidates), sub)
 			if err != nil {
 				return nil, false, err
 			}
-			docs, err := Drain(ctx, out)
-			if err != nil {
+			if candidates, err = Drain(ctx, out); err != nil {
 				return nil, false, err
 			}
-			for _, fd := range docs {
-				matched = append(matched, docV(fd))
-			}
-		} else {
-			for _, fd := range candidates {
-				matched = append(matched, docV(fd))
-			}
+		}
+		for _, fd := range candidates {
+			matched = append(matched, docV(fd))
 		}
 		if matched == nil {
 			matched = []value{}
 		}
 		return setPath(d, s.as, arrV(matched)), true, nil
-	}}, nil
+	}), nil
+}
+
+// foreignIndex is the foreign side of $lookup and $graphLookup: the foreign collection,
+// read once on first use, indexed by the KeyStrings of the values of one field.
+type foreignIndex struct {
+	coll   *collation.Collator
+	loaded bool
+	docs   []bsoncore.Document
+	byKey  map[string][]int // KeyString → positions in docs, ascending
+	kb     keystring.Builder
+}
+
+// key is the KeyString of v (missing as null). Under a collation, strings equal under it
+// share a key.
+func (fi *foreignIndex) key(v value) string {
+	fi.kb.Reset(keystring.AllAscending)
+	if v.Type == 0 {
+		v = nullV
+	}
+	fi.kb.AppendValue(collKey(fi.coll, v))
+	return string(fi.kb.Bytes())
+}
+
+// load reads db.coll (nothing when coll is empty) and, when path is set, indexes the
+// documents keep accepts (nil: all) by the values matchValues finds at path.
+func (fi *foreignIndex) load(ctx context.Context, rc *runCtx, db, coll string, path []string, keep func(bsoncore.Document) bool) error {
+	fi.loaded = true
+	if coll != "" {
+		var err error
+		if fi.docs, err = rc.loadAll(ctx, db, coll); err != nil {
+			return err
+		}
+	}
+	if path == nil {
+		return nil
+	}
+	fi.byKey = map[string][]int{}
+	for i, fd := range fi.docs {
+		if keep != nil && !keep(fd) {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, v := range matchValues(fd, path) {
+			k := fi.key(v)
+			if !seen[k] {
+				seen[k] = true
+				fi.byKey[k] = append(fi.byKey[k], i)
+			}
+		}
+	}
+	return nil
+}
+
+// withLet is the run context of a sub-pipeline ($lookup's, $merge's whenMatched): rc's
+// variables and those of "let", evaluated on d.
+func (rc *runCtx) withLet(ec *query.EvalContext, d bsoncore.Document, names []string, xs []expr) (*runCtx, error) {
+	sub := newRunCtx(rc.ac)
+	sub.coll = rc.coll
+	sub.now = rc.now
+	for k, v := range rc.vars {
+		sub.vars[k] = v
+	}
+	ec.Root, ec.Current = d, nil
+	for i, x := range xs {
+		v, err := x.Eval(ec)
+		if err != nil {
+			return nil, err
+		}
+		sub.vars[names[i]] = v
+	}
+	return sub, nil
 }
 
 // matchValues are the values an equality match on path compares with: each value reached
@@ -434,11 +451,7 @@ type graphLookupStage struct {
 }
 
 func parseGraphLookup(spec value, p *pctx) (stage, error) {
-	d, ok := spec.DocumentOK()
-	if !ok {
-		return nil, mongoerr.New(mongoerr.Location40327, "the $graphLookup stage specification must be an object")
-	}
-	els, err := docElems(d)
+	els, err := objectElems(spec, mongoerr.Location40327, "the $graphLookup stage specification must be an object")
 	if err != nil {
 		return nil, err
 	}
@@ -503,40 +516,19 @@ func (s *graphLookupStage) spec() value  { return s.raw }
 // run does a breadth-first search over the cached foreign collection, indexed by the
 // KeyStrings of connectToField values.
 func (s *graphLookupStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
-	var foreign []bsoncore.Document
-	var byKey map[string][]int
-	loaded := false
-	var kb keystring.Builder
-	keyOf := func(v value) string {
-		kb.Reset(keystring.AllAscending)
-		if v.Type == 0 {
-			v = nullV
+	fi := &foreignIndex{coll: rc.coll}
+	var keep func(bsoncore.Document) bool
+	if s.restrict != nil {
+		keep = func(fd bsoncore.Document) bool {
+			m, err := s.restrict.Matches(fd)
+			return err == nil && m
 		}
-		// Under a collation, strings equal under it share a key.
-		kb.AppendValue(collKey(rc.coll, v))
-		return string(kb.Bytes())
 	}
 	ec := rc.evalCtx(nil)
-	return &funcSrc{closeFn: in.Close, next: func(ctx context.Context) (bsoncore.Document, bool, error) {
-		d, ok, err := in.Next(ctx)
-		if !ok || err != nil {
-			return nil, false, err
-		}
-		if !loaded {
-			loaded = true
-			if foreign, err = rc.loadAll(ctx, s.db, s.coll); err != nil {
+	return eachDoc(in, func(ctx context.Context, d bsoncore.Document) (bsoncore.Document, bool, error) {
+		if !fi.loaded {
+			if err := fi.load(ctx, rc, s.db, s.coll, s.connectTo, keep); err != nil {
 				return nil, false, err
-			}
-			byKey = map[string][]int{}
-			for i, fd := range foreign {
-				if s.restrict != nil {
-					if m, err := s.restrict.Matches(fd); err != nil || !m {
-						continue
-					}
-				}
-				for _, v := range matchValues(fd, s.connectTo) {
-					byKey[keyOf(v)] = append(byKey[keyOf(v)], i)
-				}
 			}
 		}
 		ec.Root, ec.Current = d, nil
@@ -557,17 +549,17 @@ func (s *graphLookupStage) run(ctx context.Context, in Source, rc *runCtx) (Sour
 			var next []value
 			queried := map[string]bool{}
 			for _, v := range frontier {
-				k := keyOf(v)
+				k := fi.key(v)
 				if queried[k] {
 					continue
 				}
 				queried[k] = true
-				for _, i := range byKey[k] {
+				for _, i := range fi.byKey[k] {
 					if visited[i] {
 						continue
 					}
 					visited[i] = true
-					fd := foreign[i]
+					fd := fi.docs[i]
 					out := fd
 					if s.depthField != "" {
 						out = setField(fd, s.depthField, i64V(depth))
@@ -588,7 +580,7 @@ func (s *graphLookupStage) run(ctx context.Context, in Source, rc *runCtx) (Sour
 			found = []value{}
 		}
 		return setField(d, s.as, arrV(found)), true, nil
-	}}, nil
+	}), nil
 }
 
 // ---- $facet ----
@@ -600,11 +592,7 @@ type facetStage struct {
 }
 
 func parseFacet(spec value, p *pctx) (stage, error) {
-	d, ok := spec.DocumentOK()
-	if !ok {
-		return nil, mongoerr.New(mongoerr.Location15947, "the $facet specification must be a non-empty object")
-	}
-	els, err := docElems(d)
+	els, err := objectElems(spec, mongoerr.Location15947, "the $facet specification must be a non-empty object")
 	if err != nil {
 		return nil, err
 	}
@@ -912,19 +900,9 @@ func (s *mergeStage) mergeOne(ctx context.Context, w Writer, d bsoncore.Document
 	case "merge":
 		nd = mergeDocs(existing, d)
 	case "pipeline":
-		sub := newRunCtx(rc.ac)
-		sub.coll = rc.coll
-		sub.now = rc.now
-		for k, v := range rc.vars {
-			sub.vars[k] = v
-		}
-		ec.Root, ec.Current = d, nil
-		for i, x := range s.letXs {
-			v, err := x.Eval(ec)
-			if err != nil {
-				return err
-			}
-			sub.vars[s.letNames[i]] = v
+		sub, err := rc.withLet(ec, d, s.letNames, s.letXs)
+		if err != nil {
+			return err
 		}
 		out, err := runStages(ctx, s.matchedPipe, sliceSource([]bsoncore.Document{existing}), sub)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/collation"
+	"humongo/internal/index/sorter"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
 )
@@ -144,6 +145,16 @@ func (rc *runCtx) tempDir() string {
 func errMemory(stage string) error {
 	return mongoerr.Newf(mongoerr.QueryExceededMemoryLimitNoDiskUseAllowed,
 		"Exceeded memory limit for %s, but didn't allow external spilling; pass allowDiskUse:true to opt in", stage)
+}
+
+// spillSorter is what a blocking stage does once its memory passes the limit: without
+// allowDiskUse it fails (292); with it, it goes on in an external sorter ordering keys by
+// compare (nil: bytewise).
+func (rc *runCtx) spillSorter(stageName string, compare func(a, b []byte) int) (*sorter.Sorter, error) {
+	if !rc.ac.AllowDiskUse {
+		return nil, errMemory(stageName)
+	}
+	return sorter.New(sorter.Options{MaxMemoryBytes: rc.maxMem(), TempDir: rc.tempDir(), Compare: compare}), nil
 }
 
 // pctx is the parse-time state: the variables in scope.
@@ -479,6 +490,26 @@ func (f *funcSrc) Close() {
 		f.closeFn()
 		f.closeFn = nil
 	}
+}
+
+// eachDoc is a Source that passes each input document through fn: its output, or nothing
+// when keep is false (the next input document is then tried).
+func eachDoc(in Source, fn func(ctx context.Context, d bsoncore.Document) (out bsoncore.Document, keep bool, err error)) Source {
+	return &funcSrc{closeFn: in.Close, next: func(ctx context.Context) (bsoncore.Document, bool, error) {
+		for {
+			d, ok, err := in.Next(ctx)
+			if !ok || err != nil {
+				return nil, false, err
+			}
+			out, keep, err := fn(ctx, d)
+			if err != nil {
+				return nil, false, err
+			}
+			if keep {
+				return out, true, nil
+			}
+		}
+	}}
 }
 
 // Drain reads a source to the end and closes it.

@@ -413,18 +413,11 @@ func (s *projectStage) spec() value {
 
 func (s *projectStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
 	ec := rc.evalCtx(nil)
-	return &funcSrc{closeFn: in.Close, next: func(ctx context.Context) (bsoncore.Document, bool, error) {
-		d, ok, err := in.Next(ctx)
-		if !ok || err != nil {
-			return nil, false, err
-		}
+	return eachDoc(in, func(_ context.Context, d bsoncore.Document) (bsoncore.Document, bool, error) {
 		ec.Root, ec.Current = d, nil
 		out, err := s.pr.apply(d, ec)
-		if err != nil {
-			return nil, false, err
-		}
-		return out, true, nil
-	}}, nil
+		return out, err == nil, err
+	}), nil
 }
 
 func parseProject(spec value, p *pctx) (stage, error) {

@@ -171,46 +171,39 @@ func (s *sortStage) load(ctx context.Context, in Source, g *sortKeyGen, rc *runC
 	var seq uint64
 	var ext *sorter.Sorter
 	top := &topK{k: int(s.limit)}
-	for {
-		d, ok, err := in.Next(ctx)
-		if err != nil {
-			if ext != nil {
-				ext.Close()
-			}
-			return nil, err
-		}
-		if !ok {
-			break
-		}
+	err := forEach(ctx, in, func(d bsoncore.Document) error {
 		k := binary.BigEndian.AppendUint64(g.key(d, rc.coll), seq)
 		seq++
 		if s.limit > 0 {
 			// Top-k keeps only the k best entries in a max-heap.
 			top.push(sortEntry{key: k, doc: d})
-			continue
+			return nil
 		}
 		if ext != nil {
-			if err := ext.Add(k, d); err != nil {
-				ext.Close()
-				return nil, err
-			}
-			continue
+			return ext.Add(k, d)
 		}
 		entries = append(entries, sortEntry{key: k, doc: d})
 		mem += int64(len(k) + len(d) + 48)
-		if mem > rc.maxMem() {
-			if !rc.ac.AllowDiskUse {
-				return nil, errMemory("$sort")
-			}
-			ext = sorter.New(sorter.Options{MaxMemoryBytes: rc.maxMem(), TempDir: rc.tempDir()})
-			for _, e := range entries {
-				if err := ext.Add(e.key, e.doc); err != nil {
-					ext.Close()
-					return nil, err
-				}
-			}
-			entries = nil
+		if mem <= rc.maxMem() {
+			return nil
 		}
+		var err error
+		if ext, err = rc.spillSorter("$sort", nil); err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := ext.Add(e.key, e.doc); err != nil {
+				return err
+			}
+		}
+		entries = nil
+		return nil
+	})
+	if err != nil {
+		if ext != nil {
+			ext.Close()
+		}
+		return nil, err
 	}
 	if ext != nil {
 		it, err := ext.Done()

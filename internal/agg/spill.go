@@ -214,17 +214,10 @@ func loadPartitions(ctx context.Context, in Source, rc *runCtx, partX expr, sort
 	var seq uint64
 	var kb keystring.Builder
 	ec := rc.evalCtx(nil)
-	for {
-		d, ok, err := in.Next(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
+	err = forEach(ctx, in, func(d bsoncore.Document) error {
 		if visit != nil {
 			if err := visit(d); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		p := pdoc{doc: d}
@@ -232,12 +225,12 @@ func loadPartitions(ctx context.Context, in Source, rc *runCtx, partX expr, sort
 			ec.Root, ec.Current = d, nil
 			v, err := partX.Eval(ec)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			kb.Reset(keystring.AllAscending)
 			kb.AppendValue(collKey(rc.coll, v))
 			if err := kb.Err(); err != nil {
-				return nil, err
+				return err
 			}
 			p.part = bytes.Clone(kb.Bytes())
 		}
@@ -246,26 +239,31 @@ func loadPartitions(ctx context.Context, in Source, rc *runCtx, partX expr, sort
 		}
 		if r.ext != nil {
 			if err := r.ext.Add(spillKey(p, seq), d); err != nil {
-				return nil, err
+				return err
 			}
 			seq++
-			continue
+			return nil
 		}
 		r.all = append(r.all, p)
 		mem += int64(len(d)+len(p.part)+len(p.key)) + 64
-		if mem > r.maxMem {
-			if !rc.ac.AllowDiskUse {
-				return nil, errMemory(stageName)
-			}
-			r.ext = sorter.New(sorter.Options{MaxMemoryBytes: r.maxMem, TempDir: r.tempDir, Compare: compareSpillKeys})
-			for _, q := range r.all {
-				if err := r.ext.Add(spillKey(q, seq), q.doc); err != nil {
-					return nil, err
-				}
-				seq++
-			}
-			r.all = nil
+		if mem <= r.maxMem {
+			return nil
 		}
+		var err error
+		if r.ext, err = rc.spillSorter(stageName, compareSpillKeys); err != nil {
+			return err
+		}
+		for _, q := range r.all {
+			if err := r.ext.Add(spillKey(q, seq), q.doc); err != nil {
+				return err
+			}
+			seq++
+		}
+		r.all = nil
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if r.ext != nil {
 		if r.it, err = r.ext.Done(); err != nil {

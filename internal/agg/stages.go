@@ -85,21 +85,10 @@ func (s *matchStage) matches(d bsoncore.Document, ec *query.EvalContext) (bool, 
 
 func (s *matchStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
 	ec := rc.evalCtx(nil)
-	return &funcSrc{closeFn: in.Close, next: func(ctx context.Context) (bsoncore.Document, bool, error) {
-		for {
-			d, ok, err := in.Next(ctx)
-			if !ok || err != nil {
-				return nil, false, err
-			}
-			m, err := s.matches(d, ec)
-			if err != nil {
-				return nil, false, err
-			}
-			if m {
-				return d, true, nil
-			}
-		}
-	}}, nil
+	return eachDoc(in, func(_ context.Context, d bsoncore.Document) (bsoncore.Document, bool, error) {
+		m, err := s.matches(d, ec)
+		return d, m, err
+	}), nil
 }
 
 // topFields lists the first components of the paths the filter reads; ok is false when the
@@ -413,11 +402,7 @@ func parseReplaceRoot(name string) stageParser {
 	return func(spec value, p *pctx) (stage, error) {
 		newRoot := spec
 		if name == "$replaceRoot" {
-			d, ok := spec.DocumentOK()
-			if !ok {
-				return nil, mongoerr.New(mongoerr.Location40228, "expected an object as specification for $replaceRoot stage")
-			}
-			els, err := docElems(d)
+			els, err := objectElems(spec, mongoerr.Location40228, "expected an object as specification for $replaceRoot stage")
 			if err != nil {
 				return nil, err
 			}
@@ -444,11 +429,7 @@ func (s *replaceRootStage) name() string { return s.stageName }
 func (s *replaceRootStage) spec() value  { return s.raw }
 func (s *replaceRootStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
 	ec := rc.evalCtx(nil)
-	return &funcSrc{closeFn: in.Close, next: func(ctx context.Context) (bsoncore.Document, bool, error) {
-		d, ok, err := in.Next(ctx)
-		if !ok || err != nil {
-			return nil, false, err
-		}
+	return eachDoc(in, func(_ context.Context, d bsoncore.Document) (bsoncore.Document, bool, error) {
 		ec.Root, ec.Current = d, nil
 		v, err := s.x.Eval(ec)
 		if err != nil {
@@ -461,7 +442,7 @@ func (s *replaceRootStage) run(ctx context.Context, in Source, rc *runCtx) (Sour
 				v, typeName(v), d)
 		}
 		return nd, true, nil
-	}}, nil
+	}), nil
 }
 
 // ---- $sortByCount ----
@@ -498,21 +479,30 @@ func (s *seqStage) run(ctx context.Context, in Source, rc *runCtx) (Source, erro
 
 // ---- $documents ----
 
-type documentsStage struct {
+// exprSpec is the specification of a stage that is one expression ($documents, $redact).
+type exprSpec struct {
 	raw value
 	x   expr
 }
 
-func parseDocuments(spec value, p *pctx) (stage, error) {
+func parseExprSpec(spec value, p *pctx) (exprSpec, error) {
 	x, err := p.parseExpr(spec)
+	return exprSpec{raw: spec, x: x}, err
+}
+
+func (s *exprSpec) spec() value { return s.raw }
+
+type documentsStage struct{ exprSpec }
+
+func parseDocuments(spec value, p *pctx) (stage, error) {
+	e, err := parseExprSpec(spec, p)
 	if err != nil {
 		return nil, err
 	}
-	return &documentsStage{raw: spec, x: x}, nil
+	return &documentsStage{e}, nil
 }
 
 func (s *documentsStage) name() string { return "$documents" }
-func (s *documentsStage) spec() value  { return s.raw }
 func (s *documentsStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
 	in.Close()
 	v, err := s.x.Eval(rc.evalCtx(emptyDoc))
@@ -522,17 +512,11 @@ func (s *documentsStage) run(ctx context.Context, in Source, rc *runCtx) (Source
 	if v.Type != bsoncore.TypeArray {
 		return nil, mongoerr.Newf(mongoerr.Location5858203, "error during $documents evaluation: an array is expected, got %s", typeName(v))
 	}
-	vals, err := arrValues(v)
+	docs, err := docArray(v, func(e value) error {
+		return mongoerr.Newf(mongoerr.Location5858202, "error during $documents evaluation: expected an array of objects, found %s", typeName(e))
+	})
 	if err != nil {
 		return nil, err
-	}
-	docs := make([]bsoncore.Document, len(vals))
-	for i, e := range vals {
-		d, ok := e.DocumentOK()
-		if !ok {
-			return nil, mongoerr.Newf(mongoerr.Location5858202, "error during $documents evaluation: expected an array of objects, found %s", typeName(e))
-		}
-		docs[i] = d
 	}
 	return sliceSource(docs), nil
 }
@@ -542,11 +526,7 @@ func (s *documentsStage) run(ctx context.Context, in Source, rc *runCtx) (Source
 type sampleStage struct{ size int64 }
 
 func parseSample(spec value, _ *pctx) (stage, error) {
-	d, ok := spec.DocumentOK()
-	if !ok {
-		return nil, mongoerr.New(mongoerr.Location28745, "the $sample stage specification must be an object")
-	}
-	els, err := docElems(d)
+	els, err := objectElems(spec, mongoerr.Location28745, "the $sample stage specification must be an object")
 	if err != nil {
 		return nil, err
 	}
@@ -616,40 +596,24 @@ func (s *sampleStage) run(ctx context.Context, in Source, rc *runCtx) (Source, e
 
 // ---- $redact ----
 
-type redactStage struct {
-	raw value
-	x   expr
-}
+type redactStage struct{ exprSpec }
 
 func parseRedact(spec value, p *pctx) (stage, error) {
-	x, err := p.parseExpr(spec)
+	e, err := parseExprSpec(spec, p)
 	if err != nil {
 		return nil, err
 	}
-	return &redactStage{raw: spec, x: x}, nil
+	return &redactStage{e}, nil
 }
 
 func (s *redactStage) name() string { return "$redact" }
-func (s *redactStage) spec() value  { return s.raw }
 
 func (s *redactStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
 	ec := rc.evalCtx(nil)
-	return &funcSrc{closeFn: in.Close, next: func(ctx context.Context) (bsoncore.Document, bool, error) {
-		for {
-			d, ok, err := in.Next(ctx)
-			if !ok || err != nil {
-				return nil, false, err
-			}
-			ec.Root = d
-			out, keep, err := s.redact(d, ec, 0)
-			if err != nil {
-				return nil, false, err
-			}
-			if keep {
-				return out, true, nil
-			}
-		}
-	}}, nil
+	return eachDoc(in, func(_ context.Context, d bsoncore.Document) (bsoncore.Document, bool, error) {
+		ec.Root = d
+		return s.redact(d, ec, 0)
+	}), nil
 }
 
 func (s *redactStage) redact(d bsoncore.Document, ec *query.EvalContext, depth int) (bsoncore.Document, bool, error) {

@@ -59,6 +59,14 @@ func intV(i int64) value {
 	return i64V(i)
 }
 
+// orNull is v, with missing as null.
+func orNull(v value) value {
+	if v.Type == 0 {
+		return nullV
+	}
+	return v
+}
+
 func isNullish(v value) bool {
 	return v.Type == 0 || v.Type == bsoncore.TypeNull || v.Type == bsoncore.TypeUndefined
 }
@@ -334,3 +342,31 @@ func valueSize(v value) int64 { return int64(len(v.Data)) + 16 }
 func sameBytes(a, b []byte) bool { return bytes.Equal(a, b) }
 
 var _ = binary.LittleEndian
+
+// docArray returns the elements of an array of documents; notDoc makes the error for an
+// element that is not one.
+func docArray(v value, notDoc func(e value) error) ([]bsoncore.Document, error) {
+	vals, err := arrValues(v)
+	if err != nil {
+		return nil, err
+	}
+	docs := make([]bsoncore.Document, len(vals))
+	for i, e := range vals {
+		d, ok := e.DocumentOK()
+		if !ok {
+			return nil, notDoc(e)
+		}
+		docs[i] = d
+	}
+	return docs, nil
+}
+
+// objectElems returns the fields of an object specification; code and msg are the error for
+// anything else.
+func objectElems(v value, code mongoerr.Code, msg string) ([]bsoncore.Element, error) {
+	d, ok := v.DocumentOK()
+	if !ok {
+		return nil, mongoerr.New(code, msg)
+	}
+	return docElems(d)
+}

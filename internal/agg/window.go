@@ -46,11 +46,7 @@ type setWindowStage struct {
 }
 
 func parseSetWindowFields(spec value, p *pctx) (stage, error) {
-	d, ok := spec.DocumentOK()
-	if !ok {
-		return nil, mongoerr.New(mongoerr.FailedToParse, "the $setWindowFields stage specification must be an object")
-	}
-	els, err := docElems(d)
+	els, err := objectElems(spec, mongoerr.FailedToParse, "the $setWindowFields stage specification must be an object")
 	if err != nil {
 		return nil, err
 	}
@@ -63,20 +59,11 @@ func parseSetWindowFields(spec value, p *pctx) (stage, error) {
 				return nil, err
 			}
 		case "sortBy":
-			sd, ok := v.DocumentOK()
-			if !ok {
-				return nil, mongoerr.New(mongoerr.TypeMismatch, "sortBy must be an object")
-			}
-			if _, err := newSortKeyGen(sd); err != nil {
+			if s.sortPat, err = parseSortBy(v); err != nil {
 				return nil, err
 			}
-			s.sortPat = sd
 		case "output":
-			od, ok := v.DocumentOK()
-			if !ok {
-				return nil, mongoerr.New(mongoerr.TypeMismatch, "output must be an object")
-			}
-			oels, err := docElems(od)
+			oels, err := outputElems(v)
 			if err != nil {
 				return nil, err
 			}
@@ -306,51 +293,88 @@ func (wo *windowOut) parseWindow(v value) error {
 func (s *setWindowStage) name() string { return "$setWindowFields" }
 func (s *setWindowStage) spec() value  { return s.raw }
 
-func (s *setWindowStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
-	var sortBy *sortKeyGen
-	var sortPath []string
-	if s.sortPat != nil {
-		var err error
-		if sortBy, err = newSortKeyGen(s.sortPat); err != nil {
-			return nil, err
+// parseSortBy parses the sortBy of $setWindowFields and $fill.
+func parseSortBy(v value) (bsoncore.Document, error) {
+	sd, ok := v.DocumentOK()
+	if !ok {
+		return nil, mongoerr.New(mongoerr.TypeMismatch, "sortBy must be an object")
+	}
+	if _, err := newSortKeyGen(sd); err != nil {
+		return nil, err
+	}
+	return sd, nil
+}
+
+// outputElems returns the fields of the output of $setWindowFields and $fill.
+func outputElems(v value) ([]bsoncore.Element, error) {
+	od, ok := v.DocumentOK()
+	if !ok {
+		return nil, mongoerr.New(mongoerr.TypeMismatch, "output must be an object")
+	}
+	return docElems(od)
+}
+
+// sortGen is the key generator of an optional sortBy (nil without one).
+func sortGen(pat bsoncore.Document) (*sortKeyGen, error) {
+	if pat == nil {
+		return nil, nil
+	}
+	return newSortKeyGen(pat)
+}
+
+// eachPartition loads a partitioned stage's input (see loadPartitions) and hands fn its
+// partitions in order; fn reports stop when the consumer has gone.
+func eachPartition(g *gen, in Source, rc *runCtx, partX expr, sortBy *sortKeyGen, stageName string, fn func(part partition) (stop bool, err error)) error {
+	r, err := loadPartitions(g.ctx, in, rc, partX, sortBy, stageName, nil)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	for {
+		part, ok, err := r.next(g.ctx)
+		if err != nil || !ok {
+			return err
 		}
+		if stop, err := fn(part); err != nil || stop {
+			return err
+		}
+	}
+}
+
+func (s *setWindowStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
+	sortBy, err := sortGen(s.sortPat)
+	if err != nil {
+		return nil, err
+	}
+	var sortPath []string
+	if sortBy != nil {
 		sortPath = sortBy.paths[0]
 	}
 	return genSource(in, func(g *gen, emit func(bsoncore.Document) bool) error {
-		r, err := loadPartitions(g.ctx, in, rc, s.partX, sortBy, "$setWindowFields", nil)
-		if err != nil {
-			return err
-		}
-		defer r.close()
 		ec := rc.evalCtx(nil)
-		for {
-			part, ok, err := r.next(g.ctx)
-			if err != nil || !ok {
-				return err
-			}
+		return eachPartition(g, in, rc, s.partX, sortBy, "$setWindowFields", func(part partition) (bool, error) {
 			results := make([][]value, len(s.outs))
 			for j, wo := range s.outs {
+				var err error
 				if results[j], err = wo.compute(part, ec, sortPath); err != nil {
-					return err
+					return false, err
 				}
 			}
 			for i := range part.Len() {
 				p, err := part.At(i)
 				if err != nil {
-					return err
+					return false, err
 				}
 				d := p.doc
 				for j, wo := range s.outs {
 					d = setPath(d, wo.path, results[j][i])
 				}
 				if !emit(d) {
-					return nil
+					return true, nil
 				}
 			}
-			if err := g.ctx.Err(); err != nil {
-				return err
-			}
-		}
+			return false, g.ctx.Err()
+		})
 	}), nil
 }
 
@@ -427,13 +451,9 @@ func (wo *windowOut) compute(part partition, ec *query.EvalContext, sortPath []s
 		if wo.op == "$locf" {
 			return locf(vals), nil
 		}
-		xs := make([]value, n)
-		for i := range n {
-			d, err := doc(i)
-			if err != nil {
-				return nil, err
-			}
-			xs[i] = ownValue(getPath(d, sortPath), own)
+		xs, err := column(part, sortPath)
+		if err != nil {
+			return nil, err
 		}
 		return linearFill(xs, vals), nil
 	case "$expMovingAvg":
@@ -454,15 +474,19 @@ func (wo *windowOut) compute(part partition, ec *query.EvalContext, sortPath []s
 		}
 		return res, nil
 	}
-	// addTo adds document j to an accumulator.
-	addTo := func(acc accumulator, j int) error {
-		d, err := doc(j)
-		if err != nil {
-			return err
+	// addRange adds documents from..to (inclusive) to an accumulator.
+	addRange := func(acc accumulator, from, to int) error {
+		for j := from; j <= to; j++ {
+			d, err := doc(j)
+			if err != nil {
+				return err
+			}
+			ec.Root, ec.Current = d, nil
+			if _, err = acc.add(ec); err != nil {
+				return err
+			}
 		}
-		ec.Root, ec.Current = d, nil
-		_, err = acc.add(ec)
-		return err
+		return nil
 	}
 	result := func(acc accumulator) (value, error) {
 		v, err := acc.result()
@@ -471,10 +495,8 @@ func (wo *windowOut) compute(part partition, ec *query.EvalContext, sortPath []s
 	// Accumulator over a window.
 	if wo.acc != nil && (!wo.hasWindow || (wo.lo.kind == 0 && wo.hi.kind == 0)) {
 		acc := wo.acc.newAcc()
-		for j := range n {
-			if err := addTo(acc, j); err != nil {
-				return nil, err
-			}
+		if err := addRange(acc, 0, n-1); err != nil {
+			return nil, err
 		}
 		v, err := result(acc)
 		if err != nil {
@@ -487,13 +509,9 @@ func (wo *windowOut) compute(part partition, ec *query.EvalContext, sortPath []s
 	}
 	var sortVals []value
 	if wo.rangeBased || wo.op == "$derivative" || wo.op == "$integral" {
-		sortVals = make([]value, n)
-		for i := range n {
-			d, err := doc(i)
-			if err != nil {
-				return nil, err
-			}
-			sortVals[i] = ownValue(getPath(d, sortPath), own)
+		var err error
+		if sortVals, err = column(part, sortPath); err != nil {
+			return nil, err
 		}
 	}
 	switch wo.op {
@@ -504,17 +522,16 @@ func (wo *windowOut) compute(part partition, ec *query.EvalContext, sortPath []s
 		// A window starting at the partition's start only grows (its upper bound is
 		// non-decreasing in sort order), so one accumulator serves every document.
 		acc := wo.acc.newAcc()
-		added := 0
+		added := 0 // documents 0..added-1 are in acc
 		for i := range n {
 			_, hi, err := wo.bounds(i, n, sortVals)
 			if err != nil {
 				return nil, err
 			}
-			for ; added <= hi; added++ {
-				if err := addTo(acc, added); err != nil {
-					return nil, err
-				}
+			if err := addRange(acc, added, hi); err != nil {
+				return nil, err
 			}
+			added = max(added, hi+1)
 			if res[i], err = result(acc); err != nil {
 				return nil, err
 			}
@@ -527,16 +544,28 @@ func (wo *windowOut) compute(part partition, ec *query.EvalContext, sortPath []s
 			return nil, err
 		}
 		acc := wo.acc.newAcc()
-		for j := lo; j <= hi; j++ {
-			if err := addTo(acc, j); err != nil {
-				return nil, err
-			}
+		if err := addRange(acc, lo, hi); err != nil {
+			return nil, err
 		}
 		if res[i], err = result(acc); err != nil {
 			return nil, err
 		}
 	}
 	return res, nil
+}
+
+// column is the value of path in each document of part, copied out of a spilled one.
+func column(part partition, path []string) ([]value, error) {
+	own := onDisk(part)
+	out := make([]value, part.Len())
+	for i := range out {
+		p, err := part.At(i)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = ownValue(getPath(p.doc, path), own)
+	}
+	return out, nil
 }
 
 // bounds returns the inclusive index range of document i's window (lo > hi: empty).
@@ -691,11 +720,7 @@ type densifyStage struct {
 }
 
 func parseDensify(spec value, p *pctx) (stage, error) {
-	d, ok := spec.DocumentOK()
-	if !ok {
-		return nil, mongoerr.New(mongoerr.FailedToParse, "the $densify stage specification must be an object")
-	}
-	els, err := docElems(d)
+	els, err := objectElems(spec, mongoerr.FailedToParse, "the $densify stage specification must be an object")
 	if err != nil {
 		return nil, err
 	}
@@ -957,11 +982,7 @@ type fillStage struct {
 }
 
 func parseFill(spec value, p *pctx) (stage, error) {
-	d, ok := spec.DocumentOK()
-	if !ok {
-		return nil, mongoerr.New(mongoerr.FailedToParse, "the $fill stage specification must be an object")
-	}
-	els, err := docElems(d)
+	els, err := objectElems(spec, mongoerr.FailedToParse, "the $fill stage specification must be an object")
 	if err != nil {
 		return nil, err
 	}
@@ -987,20 +1008,11 @@ func parseFill(spec value, p *pctx) (stage, error) {
 				return nil, err
 			}
 		case "sortBy":
-			sd, ok := v.DocumentOK()
-			if !ok {
-				return nil, mongoerr.New(mongoerr.TypeMismatch, "sortBy must be an object")
-			}
-			if _, err := newSortKeyGen(sd); err != nil {
+			if s.sortPat, err = parseSortBy(v); err != nil {
 				return nil, err
 			}
-			s.sortPat = sd
 		case "output":
-			od, ok := v.DocumentOK()
-			if !ok {
-				return nil, mongoerr.New(mongoerr.TypeMismatch, "output must be an object")
-			}
-			oels, err := docElems(od)
+			oels, err := outputElems(v)
 			if err != nil {
 				return nil, err
 			}
@@ -1058,26 +1070,13 @@ func (s *fillStage) name() string { return "$fill" }
 func (s *fillStage) spec() value  { return s.raw }
 
 func (s *fillStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
-	var sortBy *sortKeyGen
-	if s.sortPat != nil {
-		var err error
-		if sortBy, err = newSortKeyGen(s.sortPat); err != nil {
-			return nil, err
-		}
+	sortBy, err := sortGen(s.sortPat)
+	if err != nil {
+		return nil, err
 	}
 	return genSource(in, func(g *gen, emit func(bsoncore.Document) bool) error {
-		r, err := loadPartitions(g.ctx, in, rc, s.partX, sortBy, "$fill", nil)
-		if err != nil {
-			return err
-		}
-		defer r.close()
 		ec := rc.evalCtx(nil)
-		for {
-			part, ok, err := r.next(g.ctx)
-			if err != nil || !ok {
-				return err
-			}
-			n, own := part.Len(), onDisk(part)
+		return eachPartition(g, in, rc, s.partX, sortBy, "$fill", func(part partition) (bool, error) {
 			// The locf and linear outputs need the partition's column of values; a value
 			// output only looks at its own document.
 			filled := make([][]value, len(s.paths))
@@ -1085,31 +1084,24 @@ func (s *fillStage) run(ctx context.Context, in Source, rc *runCtx) (Source, err
 				if s.methods[j] == "" {
 					continue
 				}
-				vals := make([]value, n)
-				var xs []value
-				if s.methods[j] == "linear" {
-					xs = make([]value, n)
+				vals, err := column(part, path)
+				if err != nil {
+					return false, err
 				}
-				for i := range n {
-					p, err := part.At(i)
-					if err != nil {
-						return err
-					}
-					vals[i] = ownValue(getPath(p.doc, path), own)
-					if xs != nil {
-						xs[i] = ownValue(getPath(p.doc, sortBy.paths[0]), own)
-					}
-				}
-				if xs != nil {
-					filled[j] = linearFill(xs, vals)
-				} else {
+				if s.methods[j] != "linear" {
 					filled[j] = locf(vals)
+					continue
 				}
+				xs, err := column(part, sortBy.paths[0])
+				if err != nil {
+					return false, err
+				}
+				filled[j] = linearFill(xs, vals)
 			}
-			for i := range n {
+			for i := range part.Len() {
 				p, err := part.At(i)
 				if err != nil {
-					return err
+					return false, err
 				}
 				d := p.doc
 				for j, path := range s.paths {
@@ -1123,16 +1115,17 @@ func (s *fillStage) run(ctx context.Context, in Source, rc *runCtx) (Source, err
 						ec.Root, ec.Current = d, nil
 						v, err := s.valXs[j].Eval(ec)
 						if err != nil {
-							return err
+							return false, err
 						}
 						d = setPath(d, path, v)
 					}
 				}
 				if !emit(d) {
-					return nil
+					return true, nil
 				}
 			}
-		}
+			return false, nil
+		})
 	}), nil
 }
 
@@ -1159,19 +1152,7 @@ func (wo *windowOut) computeNumeric(n int, eval func(x expr, i int) (value, erro
 			return nil, err
 		}
 	}
-	unitMs := 1.0
-	switch wo.numUnit {
-	case "week":
-		unitMs = 7 * 86400e3
-	case "day":
-		unitMs = 86400e3
-	case "hour":
-		unitMs = 3600e3
-	case "minute":
-		unitMs = 60e3
-	case "second":
-		unitMs = 1e3
-	}
+	unitMs := float64(unitMillis(wo.numUnit))
 	xf := func(v value) (float64, error) {
 		if v.Type == bsoncore.TypeDateTime {
 			if wo.numUnit == "" && wo.covX == nil {

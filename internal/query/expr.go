@@ -267,15 +267,24 @@ func (f funcCtxExpr) Eval(ctx *EvalContext) (bsoncore.Value, error) {
 	return f.fn(ctx, vs)
 }
 
+// fixedArgs parses the arguments of an operator taking exactly n.
+func fixedArgs(name string, n int, args bsoncore.Value, pc *ExprParseContext) ([]Expression, error) {
+	xs, err := argExprs(args, pc)
+	if err != nil {
+		return nil, err
+	}
+	if len(xs) != n {
+		return nil, mongoerr.Newf(mongoerr.Location16020, "Expression %s takes exactly %d arguments. %d were passed in.", name, n, len(xs))
+	}
+	return xs, nil
+}
+
 // parseFixedCtx is parseFixed for a context-aware fn.
 func parseFixedCtx(name string, n int, fn func(*EvalContext, []bsoncore.Value) (bsoncore.Value, error)) ExprParser {
 	return func(args bsoncore.Value, pc *ExprParseContext) (Expression, error) {
-		xs, err := argExprs(args, pc)
+		xs, err := fixedArgs(name, n, args, pc)
 		if err != nil {
 			return nil, err
-		}
-		if len(xs) != n {
-			return nil, mongoerr.Newf(mongoerr.Location16020, "Expression %s takes exactly %d arguments. %d were passed in.", name, n, len(xs))
 		}
 		return funcCtxExpr{args: xs, fn: fn}, nil
 	}
@@ -284,12 +293,9 @@ func parseFixedCtx(name string, n int, fn func(*EvalContext, []bsoncore.Value) (
 // parseFixed is an operator taking exactly n arguments.
 func parseFixed(name string, n int, fn func([]bsoncore.Value) (bsoncore.Value, error)) ExprParser {
 	return func(args bsoncore.Value, pc *ExprParseContext) (Expression, error) {
-		xs, err := argExprs(args, pc)
+		xs, err := fixedArgs(name, n, args, pc)
 		if err != nil {
 			return nil, err
-		}
-		if len(xs) != n {
-			return nil, mongoerr.Newf(mongoerr.Location16020, "Expression %s takes exactly %d arguments. %d were passed in.", name, n, len(xs))
 		}
 		return funcExpr{args: xs, fn: fn}, nil
 	}
@@ -574,12 +580,9 @@ func parseCond(args bsoncore.Value, pc *ExprParseContext) (Expression, error) {
 		}
 		return c, nil
 	}
-	xs, err := argExprs(args, pc)
+	xs, err := fixedArgs("$cond", 3, args, pc)
 	if err != nil {
 		return nil, err
-	}
-	if len(xs) != 3 {
-		return nil, mongoerr.Newf(mongoerr.Location16020, "Expression $cond takes exactly 3 arguments. %d were passed in.", len(xs))
 	}
 	return condExpr{xs[0], xs[1], xs[2]}, nil
 }

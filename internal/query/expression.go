@@ -477,6 +477,18 @@ func (n *elemMatchObjectNode) match(doc []byte, d *MatchDetails) (bool, error) {
 	return matchPath(doc, n.path, n, d), nil
 }
 func (n *elemMatchObjectNode) matchesSingle(v bsoncore.Value, d *MatchDetails) bool {
+	return anyElem(v, d, func(e bsoncore.Value) bool {
+		if !isArrayOrDoc(e) {
+			return false
+		}
+		m, err := n.sub.match(e.Data, nil)
+		return err == nil && m
+	})
+}
+
+// anyElem reports whether v is an array with an element for which elemOK holds, recording
+// the first such element's position as the match's elemMatchKey.
+func anyElem(v bsoncore.Value, d *MatchDetails, elemOK func(e bsoncore.Value) bool) bool {
 	if v.Type != bsoncore.TypeArray {
 		return false
 	}
@@ -486,10 +498,7 @@ func (n *elemMatchObjectNode) matchesSingle(v bsoncore.Value, d *MatchDetails) b
 		if !ok {
 			return false
 		}
-		if !isArrayOrDoc(e) {
-			continue
-		}
-		if m, err := n.sub.match(e.Data, nil); err == nil && m {
+		if elemOK(e) {
 			d.record(key)
 			return true
 		}
@@ -517,27 +526,14 @@ func (n *elemMatchValueNode) match(doc []byte, d *MatchDetails) (bool, error) {
 	return matchPath(doc, n.path, n, d), nil
 }
 func (n *elemMatchValueNode) matchesSingle(v bsoncore.Value, d *MatchDetails) bool {
-	if v.Type != bsoncore.TypeArray {
-		return false
-	}
-	it := newElemIter(v.Data)
-	for {
-		key, e, ok := it.next()
-		if !ok {
-			return false
-		}
-		all := true
+	return anyElem(v, d, func(e bsoncore.Value) bool {
 		for _, c := range n.children {
 			if !c.(leaf).matchesSingle(e, nil) {
-				all = false
-				break
+				return false
 			}
 		}
-		if all {
-			d.record(key)
-			return true
-		}
-	}
+		return true
+	})
 }
 
 // ---- logical ----

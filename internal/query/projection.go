@@ -552,6 +552,28 @@ func (a *applier) includeField(n *projNode, f *projField, name string, v bsoncor
 // includeArray applies a sub-projection to each element: documents are projected, nested
 // arrays recursed into, and scalars dropped (an inclusion of "a.b" keeps no scalars of a).
 func (a *applier) includeArray(n *projNode, arr []byte, posDone bool) ([]byte, error) {
+	return mapArray(arr, func(out []byte, key string, e bsoncore.Value) ([]byte, bool, error) {
+		switch e.Type {
+		case bsoncore.TypeEmbeddedDocument:
+			out = appendElemHeader(out, bsoncore.TypeEmbeddedDocument, key)
+			out, err := a.include(n, e.Data, out, posDone)
+			return out, true, err
+		case bsoncore.TypeArray:
+			sub, err := a.includeArray(n, e.Data, posDone)
+			return bsoncore.AppendArrayElement(out, key, sub), true, err
+		}
+		if !hasComputed(n) {
+			return out, false, nil
+		}
+		out = appendElemHeader(out, bsoncore.TypeEmbeddedDocument, key)
+		out, err := a.include(n, emptyDoc, out, posDone)
+		return out, true, err
+	})
+}
+
+// mapArray builds an array from the elements of arr: elem appends each one's projection to
+// out under key, its position in the result, or reports that it is dropped.
+func mapArray(arr []byte, elem func(out []byte, key string, e bsoncore.Value) ([]byte, bool, error)) ([]byte, error) {
 	idx, out := bsoncore.AppendArrayStart(nil)
 	i := 0
 	it := newElemIter(arr)
@@ -560,28 +582,14 @@ func (a *applier) includeArray(n *projNode, arr []byte, posDone bool) ([]byte, e
 		if !ok {
 			break
 		}
-		key := itoa(i)
+		var kept bool
 		var err error
-		switch e.Type {
-		case bsoncore.TypeEmbeddedDocument:
-			out = appendElemHeader(out, bsoncore.TypeEmbeddedDocument, key)
-			out, err = a.include(n, e.Data, out, posDone)
-		case bsoncore.TypeArray:
-			var sub []byte
-			sub, err = a.includeArray(n, e.Data, posDone)
-			out = bsoncore.AppendArrayElement(out, key, sub)
-		default:
-			if hasComputed(n) {
-				out = appendElemHeader(out, bsoncore.TypeEmbeddedDocument, key)
-				out, err = a.include(n, emptyDoc, out, posDone)
-			} else {
-				continue
-			}
-		}
-		if err != nil {
+		if out, kept, err = elem(out, itoa(i), e); err != nil {
 			return nil, err
 		}
-		i++
+		if kept {
+			i++
+		}
 	}
 	out, _ = bsoncore.AppendArrayEnd(out, idx)
 	return out, nil
@@ -647,35 +655,21 @@ func (a *applier) exclude(n *projNode, doc []byte, dst []byte) ([]byte, error) {
 }
 
 func (a *applier) excludeArray(n *projNode, arr []byte) ([]byte, error) {
-	idx, out := bsoncore.AppendArrayStart(nil)
-	i := 0
-	it := newElemIter(arr)
-	for {
-		_, e, ok := it.next()
-		if !ok {
-			break
-		}
-		key := itoa(i)
+	return mapArray(arr, func(out []byte, key string, e bsoncore.Value) ([]byte, bool, error) {
 		switch e.Type {
 		case bsoncore.TypeEmbeddedDocument:
 			out = appendElemHeader(out, bsoncore.TypeEmbeddedDocument, key)
-			var err error
-			if out, err = a.exclude(n, e.Data, out); err != nil {
-				return nil, err
-			}
+			out, err := a.exclude(n, e.Data, out)
+			return out, true, err
 		case bsoncore.TypeArray:
 			sub, err := a.excludeArray(n, e.Data)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
-			out = bsoncore.AppendArrayElement(out, key, sub)
-		default:
-			out = bsoncore.AppendValueElement(out, key, e)
+			return bsoncore.AppendArrayElement(out, key, sub), true, nil
 		}
-		i++
-	}
-	out, _ = bsoncore.AppendArrayEnd(out, idx)
-	return out, nil
+		return bsoncore.AppendValueElement(out, key, e), true, nil
+	})
 }
 
 // sliceValue applies $slice; non-arrays are returned unchanged.

@@ -41,7 +41,7 @@ func (b *builder) build(env *execEnv) (stage, string) {
 			s.needVals = s.needVals || r.ReturnKey
 			or.kids = append(or.kids, s)
 		}
-		root = &fetchStage{env: env, child: or, filter: filter, rawFilt: rawIf(filter, p.filterDoc)}
+		root = &fetchStage{env: env, oneChild: oneChild{child: or}, filter: filter, rawFilt: rawIf(filter, p.filterDoc)}
 	case b.cand != nil:
 		c := b.cand
 		ixName = c.ix.Name()
@@ -57,7 +57,7 @@ func (b *builder) build(env *execEnv) (stage, string) {
 			}
 			root = s
 		} else {
-			root = &fetchStage{env: env, child: s, filter: filter, rawFilt: rawIf(filter, p.filterDoc)}
+			root = &fetchStage{env: env, oneChild: oneChild{child: s}, filter: filter, rawFilt: rawIf(filter, p.filterDoc)}
 		}
 	default:
 		root = &collScan{env: env, reverse: b.reverse, filter: filter, rawFilt: rawIf(filter, p.filterDoc), tailable: r.Tailable}
@@ -77,22 +77,22 @@ func (b *builder) build(env *execEnv) (stage, string) {
 		if r.Limit > 0 {
 			lim = r.Limit + r.Skip
 		}
-		root = &sortStage{child: root, pattern: r.Sort, fields: fields, ord: ord, limit: lim,
+		root = &sortStage{oneChild: oneChild{child: root}, pattern: r.Sort, fields: fields, ord: ord, limit: lim,
 			memLimit: r.MaxBlockingSortBytes, allowDisk: r.AllowDiskUse, tempDir: r.TempDir,
 			covered: covered, keyNames: keyNamesOut, coll: r.Collation}
 	}
 	if r.Skip > 0 {
-		root = &skipStage{child: root, n: r.Skip, left: r.Skip}
+		root = &skipStage{oneChild: oneChild{child: root}, n: r.Skip, left: r.Skip}
 	}
 	if r.Limit > 0 {
-		root = &limitStage{child: root, n: r.Limit}
+		root = &limitStage{oneChild: oneChild{child: root}, n: r.Limit}
 	}
 	switch {
 	case r.ForWrite || r.CountOnly:
 	case r.ReturnKey:
-		root = &projStage{child: root, kind: projReturnKey, showRID: r.ShowRecordID}
+		root = &projStage{oneChild: oneChild{child: root}, kind: projReturnKey, showRID: r.ShowRecordID}
 	case covered:
-		ps := &projStage{child: root, kind: projCovered, spec: r.Projection}
+		ps := &projStage{oneChild: oneChild{child: root}, kind: projCovered, spec: r.Projection}
 		if p.projID {
 			ps.fields = append(ps.fields, "_id")
 			ps.keyPos = append(ps.keyPos, b.cand.keyPos["_id"])
@@ -107,9 +107,9 @@ func (b *builder) build(env *execEnv) (stage, string) {
 		if p.projSimple {
 			kind = projSimple
 		}
-		root = &projStage{child: root, kind: kind, proj: p.proj, spec: r.Projection, showRID: r.ShowRecordID}
+		root = &projStage{oneChild: oneChild{child: root}, kind: kind, proj: p.proj, spec: r.Projection, showRID: r.ShowRecordID}
 	case r.ShowRecordID:
-		root = &projStage{child: root, kind: projDefault, showRID: true}
+		root = &projStage{oneChild: oneChild{child: root}, kind: projDefault, showRID: true}
 	}
 	return root, ixName
 }

@@ -106,8 +106,7 @@ func (s *ixScan) work(ctx context.Context) (*member, workState, error) {
 			s.c = nil
 			s.ri++
 			// Moving to the next range costs a work, as a seek does in MongoDB.
-			s.cs.needTime++
-			return nil, needTime, nil
+			return s.cs.noResult()
 		}
 		return s.current()
 	}
@@ -149,8 +148,7 @@ func (s *ixScan) current() (*member, workState, error) {
 		}
 		for i, v := range vals {
 			if i < len(s.check) && s.check[i] && !s.bounds[i].contains(v) {
-				s.cs.needTime++
-				return nil, needTime, nil
+				return s.cs.noResult()
 			}
 		}
 		s.m.keyVals = vals
@@ -161,8 +159,7 @@ func (s *ixScan) current() (*member, workState, error) {
 				return nil, isEOF, err
 			}
 			if !ok {
-				s.cs.needTime++
-				return nil, needTime, nil
+				return s.cs.noResult()
 			}
 		}
 	}
@@ -171,16 +168,14 @@ func (s *ixScan) current() (*member, workState, error) {
 		k := string(s.m.rid.AppendKey(nil))
 		if _, dup := s.seen[k]; dup {
 			s.dupsDrop++
-			s.cs.needTime++
-			return nil, needTime, nil
+			return s.cs.noResult()
 		}
 		if s.seen == nil {
 			s.seen = map[string]struct{}{}
 		}
 		s.seen[k] = struct{}{}
 	}
-	s.cs.advanced++
-	return &s.m, advanced, nil
+	return s.cs.advance(&s.m)
 }
 
 func (s *ixScan) save() {

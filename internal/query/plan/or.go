@@ -120,25 +120,21 @@ func (s *orStage) work(ctx context.Context) (*member, workState, error) {
 			s.cs.eof = true
 			return nil, isEOF, nil
 		}
-		s.cs.needTime++
-		return nil, needTime, nil
+		return s.cs.noResult()
 	case needTime:
-		s.cs.needTime++
-		return nil, needTime, nil
+		return s.cs.noResult()
 	}
 	s.dupsTested++
 	s.kbuf = m.rid.AppendKey(s.kbuf[:0])
 	if _, dup := s.seen[string(s.kbuf)]; dup {
 		s.dupsDrop++
-		s.cs.needTime++
-		return nil, needTime, nil
+		return s.cs.noResult()
 	}
 	if s.seen == nil {
 		s.seen = map[string]struct{}{}
 	}
 	s.seen[string(s.kbuf)] = struct{}{}
-	s.cs.advanced++
-	return m, advanced, nil
+	return s.cs.advance(m)
 }
 
 func (s *orStage) save() {

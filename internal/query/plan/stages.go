@@ -64,6 +64,41 @@ type stage interface {
 	stats(b []byte) []byte
 }
 
+// passOn records a child's work that did not advance (EOF or needTime) and returns it as
+// the parent's own.
+func (cs *commonStats) passOn(st workState, err error) (*member, workState, error) {
+	if st == isEOF {
+		cs.eof = true
+	} else {
+		cs.needTime++
+	}
+	return nil, st, err
+}
+
+// advance counts an advanced work returning m.
+func (cs *commonStats) advance(m *member) (*member, workState, error) {
+	cs.advanced++
+	return m, advanced, nil
+}
+
+// noResult counts a work that produced nothing this time (needTime): the caller works again.
+func (cs *commonStats) noResult() (*member, workState, error) {
+	cs.needTime++
+	return nil, needTime, nil
+}
+
+// oneChild is the part of a stage over one child that passes the state changes down.
+type oneChild struct {
+	cs    commonStats
+	child stage
+}
+
+func (s *oneChild) save()                      { s.cs.saveState++; s.child.save() }
+func (s *oneChild) restore(env *execEnv) error { s.cs.restoreState++; return s.child.restore(env) }
+func (s *oneChild) close()                     { s.child.close() }
+func (s *oneChild) common() *commonStats       { return &s.cs }
+func (s *oneChild) children() []stage          { return []stage{s.child} }
+
 // execEnv is what stages share: the RecoveryUnit, the collection and the running totals.
 type execEnv struct {
 	ru    *storage.RecoveryUnit
@@ -160,12 +195,10 @@ func (s *collScan) emit(rid recordid.ID, doc []byte) (*member, workState, error)
 			return nil, isEOF, err
 		}
 		if !m {
-			s.cs.needTime++
-			return nil, needTime, nil
+			return s.cs.noResult()
 		}
 	}
-	s.cs.advanced++
-	return &s.m, advanced, nil
+	return s.cs.advance(&s.m)
 }
 
 func (s *collScan) save() {
@@ -258,9 +291,8 @@ func (s *idHack) stats(b []byte) []byte {
 // ---- FETCH ----
 
 type fetchStage struct {
-	cs      commonStats
+	oneChild
 	env     *execEnv
-	child   stage
 	filter  *query.Matcher
 	rawFilt bsoncore.Document
 	docs    int64
@@ -270,12 +302,7 @@ func (s *fetchStage) work(ctx context.Context) (*member, workState, error) {
 	s.cs.works++
 	m, st, err := s.child.work(ctx)
 	if err != nil || st != advanced {
-		if st == isEOF {
-			s.cs.eof = true
-		} else {
-			s.cs.needTime++
-		}
-		return nil, st, err
+		return s.cs.passOn(st, err)
 	}
 	doc, found, err := s.env.rs.Get(s.env.ru, m.rid)
 	if err != nil {
@@ -285,8 +312,7 @@ func (s *fetchStage) work(ctx context.Context) (*member, workState, error) {
 	s.env.docs++
 	if !found {
 		// Deleted since the key was read (a yield in between): skip it.
-		s.cs.needTime++
-		return nil, needTime, nil
+		return s.cs.noResult()
 	}
 	m.doc = doc
 	if s.filter != nil {
@@ -295,22 +321,15 @@ func (s *fetchStage) work(ctx context.Context) (*member, workState, error) {
 			return nil, isEOF, err
 		}
 		if !ok {
-			s.cs.needTime++
-			return nil, needTime, nil
+			return s.cs.noResult()
 		}
 	}
-	s.cs.advanced++
-	return m, advanced, nil
+	return s.cs.advance(m)
 }
-func (s *fetchStage) save() { s.cs.saveState++; s.child.save() }
 func (s *fetchStage) restore(env *execEnv) error {
-	s.cs.restoreState++
 	s.env = env
-	return s.child.restore(env)
+	return s.oneChild.restore(env)
 }
-func (s *fetchStage) close()               { s.child.close() }
-func (s *fetchStage) common() *commonStats { return &s.cs }
-func (s *fetchStage) children() []stage    { return []stage{s.child} }
 func (s *fetchStage) describe(b []byte) []byte {
 	b = bsoncore.AppendStringElement(b, "stage", "FETCH")
 	if len(s.rawFilt) > 5 {
@@ -339,36 +358,23 @@ func appendKeyDoc(dst []byte, names []string, vals []bsoncore.Value) []byte {
 // ---- SKIP / LIMIT ----
 
 type skipStage struct {
-	cs    commonStats
-	child stage
-	n     int64
-	left  int64
+	oneChild
+	n    int64
+	left int64
 }
 
 func (s *skipStage) work(ctx context.Context) (*member, workState, error) {
 	s.cs.works++
 	m, st, err := s.child.work(ctx)
 	if err != nil || st != advanced {
-		if st == isEOF {
-			s.cs.eof = true
-		} else {
-			s.cs.needTime++
-		}
-		return nil, st, err
+		return s.cs.passOn(st, err)
 	}
 	if s.left > 0 {
 		s.left--
-		s.cs.needTime++
-		return nil, needTime, nil
+		return s.cs.noResult()
 	}
-	s.cs.advanced++
-	return m, advanced, nil
+	return s.cs.advance(m)
 }
-func (s *skipStage) save()                      { s.cs.saveState++; s.child.save() }
-func (s *skipStage) restore(env *execEnv) error { s.cs.restoreState++; return s.child.restore(env) }
-func (s *skipStage) close()                     { s.child.close() }
-func (s *skipStage) common() *commonStats       { return &s.cs }
-func (s *skipStage) children() []stage          { return []stage{s.child} }
 func (s *skipStage) describe(b []byte) []byte {
 	b = bsoncore.AppendStringElement(b, "stage", "SKIP")
 	return bsoncore.AppendInt64Element(b, "skipAmount", s.n)
@@ -376,10 +382,9 @@ func (s *skipStage) describe(b []byte) []byte {
 func (s *skipStage) stats(b []byte) []byte { return b }
 
 type limitStage struct {
-	cs    commonStats
-	child stage
-	n     int64
-	out   int64
+	oneChild
+	n   int64
+	out int64
 }
 
 func (s *limitStage) work(ctx context.Context) (*member, workState, error) {
@@ -390,22 +395,11 @@ func (s *limitStage) work(ctx context.Context) (*member, workState, error) {
 	}
 	m, st, err := s.child.work(ctx)
 	if err != nil || st != advanced {
-		if st == isEOF {
-			s.cs.eof = true
-		} else {
-			s.cs.needTime++
-		}
-		return nil, st, err
+		return s.cs.passOn(st, err)
 	}
 	s.out++
-	s.cs.advanced++
-	return m, advanced, nil
+	return s.cs.advance(m)
 }
-func (s *limitStage) save()                      { s.cs.saveState++; s.child.save() }
-func (s *limitStage) restore(env *execEnv) error { s.cs.restoreState++; return s.child.restore(env) }
-func (s *limitStage) close()                     { s.child.close() }
-func (s *limitStage) common() *commonStats       { return &s.cs }
-func (s *limitStage) children() []stage          { return []stage{s.child} }
 func (s *limitStage) describe(b []byte) []byte {
 	b = bsoncore.AppendStringElement(b, "stage", "LIMIT")
 	return bsoncore.AppendInt64Element(b, "limitAmount", s.n)
@@ -426,8 +420,7 @@ type sortField struct {
 // key values under the sort's ordering followed by an insertion counter, so the external
 // sorter's bytes.Compare orders them as MongoDB does and equal keys keep scan order.
 type sortStage struct {
-	cs        commonStats
-	child     stage
+	oneChild
 	pattern   bsoncore.Document
 	fields    []sortField
 	ord       keystring.Ordering
@@ -470,14 +463,12 @@ func (s *sortStage) work(ctx context.Context) (*member, workState, error) {
 		case err != nil:
 			return nil, isEOF, err
 		case st == needTime:
-			s.cs.needTime++
-			return nil, needTime, nil
+			return s.cs.noResult()
 		case st == advanced:
 			if err := s.add(m); err != nil {
 				return nil, isEOF, err
 			}
-			s.cs.needTime++
-			return nil, needTime, nil
+			return s.cs.noResult()
 		}
 		s.loaded = true
 		if s.srt == nil {
@@ -513,8 +504,7 @@ func (s *sortStage) work(ctx context.Context) (*member, workState, error) {
 	if err := s.decode(v); err != nil {
 		return nil, isEOF, err
 	}
-	s.cs.advanced++
-	return &s.out, advanced, nil
+	return s.cs.advance(&s.out)
 }
 
 // startSorter creates the external sorter (no limit, or a top-k heap that outgrew the
@@ -662,16 +652,12 @@ func (s *sortStage) decode(v []byte) error {
 	return nil
 }
 
-func (s *sortStage) save()                      { s.cs.saveState++; s.child.save() }
-func (s *sortStage) restore(env *execEnv) error { s.cs.restoreState++; return s.child.restore(env) }
 func (s *sortStage) close() {
 	s.child.close()
 	if s.srt != nil {
 		_ = s.srt.Close()
 	}
 }
-func (s *sortStage) common() *commonStats { return &s.cs }
-func (s *sortStage) children() []stage    { return []stage{s.child} }
 func (s *sortStage) describe(b []byte) []byte {
 	b = bsoncore.AppendStringElement(b, "stage", "SORT")
 	b = bsoncore.AppendDocumentElement(b, "sortPattern", s.pattern)
@@ -700,8 +686,7 @@ const (
 )
 
 type projStage struct {
-	cs      commonStats
-	child   stage
+	oneChild
 	kind    projKind
 	proj    *query.Projection // projSimple/projDefault
 	spec    bsoncore.Document
@@ -716,12 +701,7 @@ func (s *projStage) work(ctx context.Context) (*member, workState, error) {
 	s.cs.works++
 	m, st, err := s.child.work(ctx)
 	if err != nil || st != advanced {
-		if st == isEOF {
-			s.cs.eof = true
-		} else {
-			s.cs.needTime++
-		}
-		return nil, st, err
+		return s.cs.passOn(st, err)
 	}
 	b := s.buf[:0]
 	switch s.kind {
@@ -765,8 +745,7 @@ func (s *projStage) work(ctx context.Context) (*member, workState, error) {
 	}
 	s.buf = b
 	s.out = member{rid: m.rid, doc: b}
-	s.cs.advanced++
-	return &s.out, advanced, nil
+	return s.cs.advance(&s.out)
 }
 
 func appendRID(b []byte, rid recordid.ID) []byte {
@@ -776,11 +755,6 @@ func appendRID(b []byte, rid recordid.ID) []byte {
 	return bsoncore.AppendBinaryElement(b, "$recordId", 0, rid.Bytes())
 }
 
-func (s *projStage) save()                      { s.cs.saveState++; s.child.save() }
-func (s *projStage) restore(env *execEnv) error { s.cs.restoreState++; return s.child.restore(env) }
-func (s *projStage) close()                     { s.child.close() }
-func (s *projStage) common() *commonStats       { return &s.cs }
-func (s *projStage) children() []stage          { return []stage{s.child} }
 func (s *projStage) describe(b []byte) []byte {
 	switch s.kind {
 	case projReturnKey:

@@ -3,6 +3,7 @@ package update
 import (
 	"bytes"
 	"encoding/binary"
+	"iter"
 	"slices"
 	"time"
 
@@ -85,15 +86,7 @@ func (u *Update) Apply(doc bsoncore.Document, ctx ApplyContext) (newDoc bsoncore
 	if ctx.IsInsert && hasID {
 		dst = idFirst(dst)
 	}
-	if ctx.Validate {
-		if err := validateStorage(dst); err != nil {
-			return nil, false, err
-		}
-	}
-	if bytes.Equal(dst, doc) {
-		return doc, false, nil
-	}
-	return dst, true, nil
+	return finish(doc, dst, ctx.Validate)
 }
 
 func (u *Update) applyReplacement(doc bsoncore.Document, ctx *ApplyContext) (bsoncore.Document, bool, error) {
@@ -113,13 +106,7 @@ func (u *Update) applyReplacement(doc bsoncore.Document, ctx *ApplyContext) (bso
 	} else if hadID {
 		dst = appendElem(dst, "_id", oldID)
 	}
-	it := u.replacement[4 : len(u.replacement)-1]
-	for len(it) > 0 {
-		e, rest, ok := bsoncore.ReadElement(it)
-		if !ok {
-			break // unreachable for validated input; never loop forever
-		}
-		it = rest
+	for e := range elems(u.replacement) {
 		if string(e.KeyBytes()) == "_id" {
 			continue
 		}
@@ -127,7 +114,13 @@ func (u *Update) applyReplacement(doc bsoncore.Document, ctx *ApplyContext) (bso
 	}
 	dst = append(dst, 0)
 	binary.LittleEndian.PutUint32(dst, uint32(len(dst)))
-	if ctx.Validate {
+	return finish(doc, dst, ctx.Validate)
+}
+
+// finish is the result of an update of doc that produced dst: dst checked for storage when
+// validate is set, and doc itself when nothing changed.
+func finish(doc, dst bsoncore.Document, validate bool) (bsoncore.Document, bool, error) {
+	if validate {
 		if err := validateStorage(dst); err != nil {
 			return nil, false, err
 		}
@@ -138,15 +131,24 @@ func (u *Update) applyReplacement(doc bsoncore.Document, ctx *ApplyContext) (bso
 	return dst, true, nil
 }
 
+// elems iterates over the elements of a valid document or array (it stops at malformed
+// bytes, which validated input never has, rather than loop forever).
+func elems(doc []byte) iter.Seq[bsoncore.Element] {
+	return func(yield func(bsoncore.Element) bool) {
+		it := doc[4 : len(doc)-1]
+		for len(it) > 0 {
+			e, rest, ok := bsoncore.ReadElement(it)
+			if !ok || !yield(e) {
+				return
+			}
+			it = rest
+		}
+	}
+}
+
 // topLevelField returns the first top-level field named name of a valid document.
 func topLevelField(doc []byte, name string) (bsoncore.Value, bool) {
-	it := doc[4 : len(doc)-1]
-	for len(it) > 0 {
-		e, rest, ok := bsoncore.ReadElement(it)
-		if !ok {
-			break
-		}
-		it = rest
+	for e := range elems(doc) {
 		if string(e.KeyBytes()) == name {
 			return e.Value(), true
 		}
@@ -162,13 +164,7 @@ func idFirst(doc []byte) []byte {
 	}
 	out := make([]byte, 4, len(doc))
 	var others []byte
-	it := doc[4 : len(doc)-1]
-	for len(it) > 0 {
-		e, rest, ok := bsoncore.ReadElement(it)
-		if !ok {
-			break // unreachable for validated input; never loop forever
-		}
-		it = rest
+	for e := range elems(doc) {
 		if string(e.KeyBytes()) == "_id" {
 			out = append(out, e...)
 		} else {
@@ -201,13 +197,7 @@ func depthExceeds(doc []byte, depth int) bool {
 	if depth > MaxNestingDepth {
 		return true
 	}
-	it := doc[4 : len(doc)-1]
-	for len(it) > 0 {
-		e, rest, ok := bsoncore.ReadElement(it)
-		if !ok {
-			break // unreachable for validated input; never loop forever
-		}
-		it = rest
+	for e := range elems(doc) {
 		if t := bsoncore.Type(e[0]); t == bsoncore.TypeEmbeddedDocument || t == bsoncore.TypeArray {
 			if depthExceeds(e.Value().Data, depth+1) {
 				return true
@@ -331,14 +321,8 @@ func (s *applyState) applyDoc(dst []byte, n *node, doc []byte) ([]byte, error) {
 		seenBig = make([]bool, len(n.fields))
 	}
 	posSeen := false
-	it := doc[4 : len(doc)-1]
 	var err error
-	for len(it) > 0 {
-		e, rest, ok := bsoncore.ReadElement(it)
-		if !ok {
-			break // unreachable for validated input; never loop forever
-		}
-		it = rest
+	for e := range elems(doc) {
 		key := e.KeyBytes()
 		ci := -1
 		for i, c := range n.fields {
@@ -790,13 +774,7 @@ func debugNumber(v bsoncore.Value) string {
 // arrayValues returns the elements of a valid array.
 func arrayValues(arr []byte) []bsoncore.Value {
 	var out []bsoncore.Value
-	it := arr[4 : len(arr)-1]
-	for len(it) > 0 {
-		e, rest, ok := bsoncore.ReadElement(it)
-		if !ok {
-			break // unreachable for validated input; never loop forever
-		}
-		it = rest
+	for e := range elems(arr) {
 		out = append(out, e.Value())
 	}
 	return out
