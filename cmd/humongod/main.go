@@ -28,6 +28,7 @@ import (
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
 	"humongo/internal/repl/coord"
+	"humongo/internal/repl/recovery"
 	"humongo/internal/server"
 )
 
@@ -102,6 +103,16 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		_ = lock.Close()
 		fatal(log, err)
 		return exitUncaught
+	}
+	if opts.ReplSet != "" {
+		// Startup recovery runs before anything else can read or write (spec "Startup
+		// Recovery"): the server, the TTL monitor and the coordinator start after it.
+		if err := recoverReplicaSetMember(db, log); err != nil {
+			_ = db.Close()
+			_ = lock.Close()
+			fatal(log, err)
+			return exitUncaught
+		}
 	}
 	// Closed in reverse order: storage first (background work that writes through it, such as
 	// the TTL monitor, stops before the engine closes), then the lock file.
@@ -181,6 +192,25 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 	}
 	log.Info("Shutting down", logv2.C(logv2.Control), logv2.ID(23138), "exitCode", code)
 	return code
+}
+
+// recoverReplicaSetMember runs startup recovery on a replica-set member's data (truncate
+// the oplog after oplogTruncateAfterPoint, recover to the stable timestamp, replay the oplog
+// to its top); see internal/repl/recovery. What follows is the coordinator's, which reads the
+// same consistency markers when it installs the stored config: a member whose initial-sync
+// flag is set starts in STARTUP2 and redoes initial sync, one whose data has not reached
+// minValid is RECOVERING (no reads) while it replicates, until it has applied up to minValid.
+func recoverReplicaSetMember(db *commands.DB, log *slog.Logger) error {
+	res, err := recovery.Recover(context.Background(), recovery.Config{Engine: db.Engine, Catalog: db.Catalog,
+		Colls: db.Colls, TempDir: db.TempDir, Log: log})
+	if err != nil {
+		return fmt.Errorf("startup recovery: %w", err)
+	}
+	if !res.Skipped && !res.Consistent {
+		log.Warn("Data is not consistent: the top of the oplog is behind minValid; the member stays RECOVERING until it has applied up to minValid",
+			logv2.C(logv2.Replication), logv2.ID(21557), "topOfOplog", res.Top.String(), "minValid", res.MinValid.String())
+	}
+	return nil
 }
 
 // advertisedHost is the host this member calls itself in a replica-set config: the first

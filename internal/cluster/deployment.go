@@ -78,6 +78,10 @@ type Options struct {
 	// ShortElections; nil keeps MongoDB's defaults (electionTimeoutMillis 10000,
 	// heartbeatIntervalMillis 2000).
 	ReplSetSettings bson.D
+	// Partitionable routes every member-to-member link of a replica set through its own
+	// proxy, so the test can cut links between members (Deployment.Partition, Isolate,
+	// HealNetwork in partition.go). It enables test commands on every member.
+	Partitionable bool
 }
 
 // ShortElections are replica-set settings for failover tests: a 2 s election timeout and
@@ -107,6 +111,8 @@ type Deployment struct {
 	proxies map[*Process]*proxy.Proxy
 	// direct holds a directConnection client per replica-set member.
 	direct map[*Process]*mongo.Client
+	// links are the member-to-member proxies (nil without Options.Partitionable).
+	links *memberLinks
 }
 
 // ClientProxy is the proxy on the link from the test's client to node (nil without

@@ -79,7 +79,7 @@ func (d *Deployment) startReplicaSet(t testing.TB, opts Options) {
 		// client-side proxy would be bypassed; member links need proxies inside the config.
 		t.Fatalf("cluster: Options.Proxy is not supported for replica sets yet")
 	}
-	args := append([]string{"--replSet", d.Topology.Name}, opts.Args...)
+	args := append(append([]string{"--replSet", d.Topology.Name}, opts.Args...), partitionArgs(opts)...)
 	dir := t.TempDir()
 	d.Nodes = make([]*Process, d.Topology.Members)
 	// Members start concurrently: each start waits for its own "Waiting for connections".
@@ -124,6 +124,9 @@ func (d *Deployment) startReplicaSet(t testing.TB, opts Options) {
 		if err := n.WaitReady(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if opts.Partitionable {
+		d.startMemberLinks(t, ctx)
 	}
 	if err := d.initiate(ctx, opts.ReplSetSettings); err != nil {
 		t.Fatal(err)

@@ -45,6 +45,11 @@ type aggInput struct {
 	op  *OpCtx // holds the collection lock while locked; nil otherwise
 	rel func()
 	eof bool
+	// rs is the read concern's read source and st the server: each later batch (getMore)
+	// re-resolves the timestamp before the new snapshot opens, as find cursors do: a
+	// secondary's current lastApplied, the current committed snapshot for majority.
+	rs rcReadSource
+	st *State
 	// slab is where documents are copied out of the snapshot: one allocation per
 	// aggSlabSize bytes instead of one per document. A document kept by a stage pins its
 	// slab, which bounds the waste to aggSlabSize per kept document.
@@ -55,8 +60,9 @@ type aggInput struct {
 const aggSlabSize = 64 << 10
 
 // aggOpenInput locks ns, plans req over it and returns the locked leaf.
-func aggOpenInput(ctx context.Context, db *DB, ns string, req plan.Request) (*aggInput, error) {
-	in := &aggInput{db: db, ns: ns}
+func aggOpenInput(ctx context.Context, st *State, ns string, req plan.Request) (*aggInput, error) {
+	db := st.DB
+	in := &aggInput{db: db, ns: ns, st: st, rs: findReadSource(ctx, ns)}
 	op := db.NewOp()
 	meta, coll, release, err := op.ReadCollection(ctx, ns)
 	if err != nil {
@@ -65,7 +71,7 @@ func aggOpenInput(ctx context.Context, db *DB, ns string, req plan.Request) (*ag
 	}
 	in.op, in.rel = op, release
 	in.ru = db.Engine.NewRecoveryUnit()
-	if err := rcApplyRU(ctx, in.ru); err != nil { // readConcern (rc_concern.go)
+	if err := in.rs.apply(in.ru); err != nil { // readConcern (rc_concern.go)
 		in.unlockNoSave()
 		in.ru.Close()
 		return nil, err
@@ -124,6 +130,12 @@ func (in *aggInput) lock(ctx context.Context) error {
 		return err
 	}
 	in.op, in.rel = op, release
+	// aggOpenInput took the first snapshot; this is a later one (a getMore's, or after a
+	// yield), at the read source's current timestamp.
+	if err := in.rs.reapply(&Env{State: in.st}, in.ru); err != nil {
+		in.unlockNoSave()
+		return err
+	}
 	if err := in.ex.Restore(meta); err != nil {
 		in.unlockNoSave()
 		return err

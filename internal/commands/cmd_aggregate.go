@@ -293,7 +293,7 @@ func aggStart(ctx context.Context, env *Env, r *aggRequest) (*aggCursor, error) 
 	var input agg.Source
 	switch {
 	case p.req != nil:
-		in, err := aggOpenInput(ctx, env.State.DB, p.backing, *p.req)
+		in, err := aggOpenInput(ctx, env.State, p.backing, *p.req)
 		if err != nil {
 			return nil, err
 		}

@@ -11,11 +11,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "buildInfo",
-		Aliases:     []string{"buildinfo"},
-		Handler:     runBuildInfo,
-		Help:        "get version #, etc.\n{ buildinfo:1 }",
-		SecondaryOk: true,
+		Name:      "buildInfo",
+		Aliases:   []string{"buildinfo"},
+		Handler:   runBuildInfo,
+		Help:      "get version #, etc.\n{ buildinfo:1 }",
+		Secondary: SecondaryAlways,
 	})
 }
 

@@ -10,11 +10,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "collStats",
-		Aliases:     []string{"collstats"},
-		Handler:     runCollStats,
-		Help:        "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024\n    avgObjSize - in bytes",
-		SecondaryOk: true,
+		Name:      "collStats",
+		Aliases:   []string{"collstats"},
+		Handler:   runCollStats,
+		Help:      "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024\n    avgObjSize - in bytes",
+		Secondary: SecondaryAlways,
 	})
 }
 

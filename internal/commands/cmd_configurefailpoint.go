@@ -15,7 +15,7 @@ func init() {
 		Handler:      runConfigureFailPoint,
 		Help:         "modifies the settings of a fail point\n{configureFailPoint: <name>, mode: 'alwaysOn'|'off'|{times: n}|{skip: n}|{activationProbability: p}, data: {...}}",
 		AdminOnly:    true,
-		SecondaryOk:  true,
+		Secondary:    SecondaryAlways,
 		RequiresAuth: true,
 		TestOnly:     true,
 	})

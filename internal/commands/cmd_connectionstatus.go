@@ -8,10 +8,10 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "connectionStatus",
-		Handler:     runConnectionStatus,
-		Help:        "Returns connection-specific information such as logged-in users and their roles",
-		SecondaryOk: true,
+		Name:      "connectionStatus",
+		Handler:   runConnectionStatus,
+		Help:      "Returns connection-specific information such as logged-in users and their roles",
+		Secondary: SecondaryAlways,
 	})
 }
 

@@ -12,10 +12,10 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "count",
-		Handler:     runCount,
-		Help:        "count objects in collection",
-		SecondaryOk: true,
+		Name:      "count",
+		Handler:   runCount,
+		Help:      "count objects in collection",
+		Secondary: SecondaryOptIn,
 	})
 	registerExplain("count", countExplain)
 }

@@ -12,7 +12,6 @@ import (
 	"humongo/internal/collation"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
-	"humongo/internal/opobserver"
 )
 
 func init() {
@@ -42,8 +41,10 @@ var errDDLDryRun = errors.New("ddl: dry run")
 // runCreateIndexes creates indexes, creating the collection first when it does not exist.
 // On an empty collection the indexes are added ready in one unit; otherwise each is built with
 // index.Build (hybrid build: writers are blocked only while the build registers and commits,
-// through the collection X lock). Specs identical to existing indexes are skipped; when
-// nothing is new the reply carries note: "all indexes already exist".
+// through the collection X lock) or, on a node that logs its writes, as one two-phase build
+// (startIndexBuild / commitIndexBuild after the commitQuorum's votes; indexbuild_create.go).
+// Specs identical to existing indexes are skipped; when nothing is new the reply carries
+// note: "all indexes already exist".
 func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
@@ -61,6 +62,26 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 	ignoreUnknown, err := ddlBoolArg(c, "ignoreUnknownIndexOptions", lookup(cmd, "ignoreUnknownIndexOptions"))
 	if err != nil {
 		return nil, err
+	}
+	// A replica-set member builds on non-empty collections with the two-phase protocol
+	// (indexbuild_coord.go); a standalone builds alone and accepts no commitQuorum.
+	logger, replicated := replicatedIndexBuilds(db)
+	quorum := defaultCommitQuorum
+	if v := lookup(cmd, "commitQuorum"); v.Type != 0 {
+		if !replicated {
+			return nil, mongoerr.New(mongoerr.BadValue, "Standalones can't specify commitQuorum")
+		}
+		if quorum, err = parseCommitQuorum(v); err != nil {
+			return nil, err
+		}
+	}
+	var builds *indexBuildsCoord
+	if replicated {
+		builds = indexBuildsOf(db)
+		builds.attachState(env.State)
+		if err := quorum.check(builds.members()); err != nil {
+			return nil, err
+		}
 	}
 	iv := lookup(cmd, "indexes")
 	if iv.Type == 0 {
@@ -113,9 +134,10 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 	// ready directly when the collection is empty.
 	var before int
 	var toBuild, added []bsoncore.Document
+	var inProgress []string // requested indexes that another build is still building
 	addedReady := false
 	err = op.DDL(ctx, ns, func() error {
-		toBuild, added, addedReady = toBuild[:0], added[:0], false
+		toBuild, added, addedReady, inProgress = toBuild[:0], added[:0], false, inProgress[:0]
 		m, ok := db.Catalog.Latest().ByNS(ns)
 		if !ok {
 			return mongoerr.Newf(mongoerr.NamespaceNotFound, "Collection %s was dropped", ns)
@@ -138,6 +160,10 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 			}
 			im, err := db.Catalog.AddIndex(op.RU, ns, s, true, nil)
 			if mongoerr.Is(err, mongoerr.IndexAlreadyExists) {
+				name, _ := lookup(s, "name").StringValueOK()
+				if ix, ok := m.Index(name); ok && !ix.Ready {
+					inProgress = append(inProgress, name)
+				}
 				continue
 			}
 			if err != nil {
@@ -163,11 +189,21 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 	if err != nil && !errors.Is(err, errDDLDryRun) {
 		return nil, err
 	}
-	if len(toBuild) > 0 && !addedReady {
+	twoPhase := false
+	switch {
+	case len(toBuild) > 0 && !addedReady && replicated:
+		twoPhase = true
+		if err := ddlTwoPhaseBuild(ctx, builds, logger, ns, toBuild, quorum); err != nil {
+			return nil, err
+		}
+	case len(toBuild) > 0 && !addedReady:
 		if err := ddlBuildIndexes(ctx, db, ns, toBuild); err != nil {
 			return nil, err
 		}
-		if err := ddlLogBuiltIndexes(ctx, op, ns, toBuild); err != nil {
+	}
+	if len(inProgress) > 0 && replicated {
+		// MongoDB waits for a running build of the same indexes and reports its outcome.
+		if err := ddlWaitForBuilds(ctx, db, ns, inProgress); err != nil {
 			return nil, err
 		}
 	}
@@ -184,32 +220,12 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 			}
 			return bsoncore.AppendStringElement(b, "note", "all indexes already exist")
 		}
-		return bsoncore.AppendBooleanElement(b, "createdCollectionAutomatically", created)
+		b = bsoncore.AppendBooleanElement(b, "createdCollectionAutomatically", created)
+		if twoPhase {
+			b = quorum.append(b, "commitQuorum")
+		}
+		return b
 	}), nil
-}
-
-// ddlLogBuiltIndexes writes the createIndexes oplog entries of indexes built on a non-empty
-// collection, in a unit of its own after the build committed them: not atomic with the
-// build (MongoDB replicates such builds as startIndexBuild/commitIndexBuild entries, which
-// Humongo does not have yet), so a crash between the two loses the entry.
-func ddlLogBuiltIndexes(ctx context.Context, op *OpCtx, ns string, specs []bsoncore.Document) error {
-	if _, noop := op.DB.Observer().(opobserver.NoOp); noop {
-		return nil
-	}
-	return op.DDL(ctx, ns, func() error {
-		m, ok := op.DB.Catalog.Latest().ByNS(ns)
-		if !ok {
-			return nil
-		}
-		var built []bsoncore.Document
-		for _, s := range specs {
-			name, _ := lookup(s, "name").StringValueOK()
-			if ix, ok := m.Index(name); ok && ix.Ready {
-				built = append(built, ix.Spec)
-			}
-		}
-		return op.DB.Observer().OnCreateIndexes(op.RU, ns, m.UUID, built)
-	})
 }
 
 // ddlCollectionEmpty checks that the collection has no record visible to op's snapshot.
@@ -238,27 +254,7 @@ func ddlBuildIndexes(ctx context.Context, db *DB, ns string, specs []bsoncore.Do
 	if err != nil {
 		return err
 	}
-	opts := index.BuildOptions{
-		TempDir: db.TempDir,
-		// Writers hold the collection IX lock for their whole unit, so the S lock waits for
-		// in-progress writes and holds new ones back (readers continue); the TTL monitor
-		// writes through Collection.Write, so the collection's own gate is taken too.
-		BlockWrites: func() (func(), error) {
-			unlock, err := index.LockManagerBlockWrites(db.Locks, ns)()
-			if err != nil {
-				return nil, err
-			}
-			ungate, err := coll.BlockWrites()
-			if err != nil {
-				unlock()
-				return nil, err
-			}
-			return func() {
-				ungate()
-				unlock()
-			}, nil
-		},
-	}
+	opts := index.BuildOptions{TempDir: db.TempDir, BlockWrites: ddlBlockWrites(db, ns, coll)}
 	var built []string
 	for _, s := range specs {
 		im, _, err := index.Build(ctx, coll, s, opts)
@@ -274,6 +270,28 @@ func ddlBuildIndexes(ctx context.Context, db *DB, ns string, specs []bsoncore.Do
 		}
 	}
 	return nil
+}
+
+// ddlBlockWrites is how an index build on ns excludes writers on this node. Writers hold
+// the collection IX lock for their whole unit, so the S lock waits for in-progress writes
+// and holds new ones back (readers continue); the TTL monitor writes through
+// Collection.Write, so the collection's own gate is taken too.
+func ddlBlockWrites(db *DB, ns string, coll *index.Collection) func() (func(), error) {
+	return func() (func(), error) {
+		unlock, err := index.LockManagerBlockWrites(db.Locks, ns)()
+		if err != nil {
+			return nil, err
+		}
+		ungate, err := coll.BlockWrites()
+		if err != nil {
+			unlock()
+			return nil, err
+		}
+		return func() {
+			ungate()
+			unlock()
+		}, nil
+	}
 }
 
 func ddlDropBuilt(ctx context.Context, db *DB, ns string, names []string) {

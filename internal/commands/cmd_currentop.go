@@ -18,7 +18,7 @@ func init() {
 		Handler:      runCurrentOp,
 		Help:         "{currentOp: 1, $all: <bool>, <filter>...} lists operations in progress",
 		AdminOnly:    true,
-		SecondaryOk:  true,
+		Secondary:    SecondaryAlways,
 		RequiresAuth: true,
 	})
 }

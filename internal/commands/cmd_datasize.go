@@ -13,11 +13,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "dataSize",
-		Aliases:     []string{"datasize"},
-		Handler:     runDataSize,
-		Help:        "determine data size for a set of data in a certain range\nexample: { dataSize:\"blog.posts\", keyPattern:{x:1}, min:{x:10}, max:{x:55} }",
-		SecondaryOk: true,
+		Name:      "dataSize",
+		Aliases:   []string{"datasize"},
+		Handler:   runDataSize,
+		Help:      "determine data size for a set of data in a certain range\nexample: { dataSize:\"blog.posts\", keyPattern:{x:1}, min:{x:10}, max:{x:55} }",
+		Secondary: SecondaryAlways,
 	})
 }
 

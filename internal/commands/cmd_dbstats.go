@@ -12,11 +12,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "dbStats",
-		Aliases:     []string{"dbstats"},
-		Handler:     runDBStats,
-		Help:        "Get stats on a database. Not instantaneous. Slower for databases with large .ns files.\nExample: { dbStats:1, scale:1 }",
-		SecondaryOk: true,
+		Name:      "dbStats",
+		Aliases:   []string{"dbstats"},
+		Handler:   runDBStats,
+		Help:      "Get stats on a database. Not instantaneous. Slower for databases with large .ns files.\nExample: { dbStats:1, scale:1 }",
+		Secondary: SecondaryAlways,
 	})
 }
 

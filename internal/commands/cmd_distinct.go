@@ -16,10 +16,10 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "distinct",
-		Handler:     runDistinct,
-		Help:        "{ distinct : 'collection name' , key : 'a.b' , query : {} }",
-		SecondaryOk: true,
+		Name:      "distinct",
+		Handler:   runDistinct,
+		Help:      "{ distinct : 'collection name' , key : 'a.b' , query : {} }",
+		Secondary: SecondaryOptIn,
 	})
 	registerExplain("distinct", distinctExplain)
 }

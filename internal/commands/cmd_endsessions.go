@@ -8,10 +8,10 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "endSessions",
-		Handler:     runEndSessions,
-		Help:        "end a set of logical sessions",
-		SecondaryOk: true,
+		Name:      "endSessions",
+		Handler:   runEndSessions,
+		Help:      "end a set of logical sessions",
+		Secondary: SecondaryAlways,
 	})
 }
 

@@ -34,10 +34,10 @@ func registerExplain(name string, fn explainFunc) { explainers[name] = fn }
 
 func init() {
 	register(&Command{
-		Name:        "explain",
-		Handler:     runExplain,
-		Help:        "explain the query plan and execution of find, count, distinct, update, delete and findAndModify",
-		SecondaryOk: true,
+		Name:      "explain",
+		Handler:   runExplain,
+		Help:      "explain the query plan and execution of find, count, distinct, update, delete and findAndModify",
+		Secondary: SecondaryOptIn,
 	})
 }
 

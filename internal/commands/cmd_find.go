@@ -57,8 +57,9 @@ func runFind(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 	}
 	// The cursor's own RecoveryUnit outlives this command; op's holds only the locks.
 	ru := db.Engine.NewRecoveryUnit()
-	// readConcern's timestamp (rc_concern.go); getMores keep reading at it.
-	if err := rcApplyRU(ctx, ru); err != nil {
+	// readConcern's read source (rc_concern.go); every getMore re-resolves its timestamp.
+	rs := findReadSource(ctx, o.ns)
+	if err := rs.apply(ru); err != nil {
 		release()
 		ru.Close()
 		return nil, err
@@ -69,7 +70,7 @@ func runFind(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 		ru.Close()
 		return nil, err
 	}
-	src := &findSource{db: db, ns: o.ns, ru: ru, ex: ex, meta: meta}
+	src := &findSource{db: db, ns: o.ns, ru: ru, ex: ex, meta: meta, rs: rs}
 	c := &cursor.Cursor{NS: o.ns, Source: src, Tailable: o.tailable, AwaitData: o.awaitData,
 		NoTimeout: o.noCursorTimeout, Command: append(bsoncore.Document(nil), cmd...)}
 	n := int64(cursor.DefaultFirstBatch)

@@ -8,11 +8,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "getCmdLineOpts",
-		Handler:     runGetCmdLineOpts,
-		Help:        "get argv",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "getCmdLineOpts",
+		Handler:   runGetCmdLineOpts,
+		Help:      "get argv",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 }
 

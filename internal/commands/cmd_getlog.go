@@ -10,11 +10,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "getLog",
-		Handler:     runGetLog,
-		Help:        "{ getLog : '*' }  OR { getLog : 'global' }",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "getLog",
+		Handler:   runGetLog,
+		Help:      "{ getLog : '*' }  OR { getLog : 'global' }",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 }
 

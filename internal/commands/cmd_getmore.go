@@ -82,9 +82,10 @@ func runGetMore(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.
 	return cursor.AppendReply(b, outID, c.NS, cursor.ReplyOptions{BatchBeforeID: true}), nil
 }
 
-// getMoreBatch re-locks the cursor's collection (for query cursors), restores the plan, fills
-// one batch and saves the plan again. An awaitData cursor with nothing new waits for an insert
-// (or until shortly before its maxTimeMS) and tries once more.
+// getMoreBatch re-locks the cursor's collection (for query cursors), re-resolves its read
+// source, restores the plan, fills one batch and saves the plan again. An awaitData cursor
+// with nothing new waits for a change to its collection (findWaitChan) and tries again,
+// until shortly before its maxTimeMS (1 s without one) runs out.
 func getMoreBatch(ctx context.Context, env *Env, c *cursor.Cursor, count int64) (*cursor.Batch, bool, error) {
 	fill := func() (*cursor.Batch, bool, error) {
 		src, ok := c.Source.(*findSource)
@@ -104,6 +105,11 @@ func getMoreBatch(ctx context.Context, env *Env, c *cursor.Cursor, count int64) 
 		}
 		defer release()
 		src.meta = meta
+		// The snapshot was abandoned by SaveState: the next one opens at the source's
+		// current timestamp (a secondary's new lastApplied, the new committed snapshot).
+		if err := src.rs.reapply(env, src.ru); err != nil {
+			return nil, false, err
+		}
 		if err := src.RestoreState(ctx); err != nil {
 			return nil, false, err
 		}
@@ -111,8 +117,14 @@ func getMoreBatch(ctx context.Context, env *Env, c *cursor.Cursor, count int64) 
 		src.SaveState()
 		return b, ex, err
 	}
+	if !c.AwaitData {
+		return fill()
+	}
+	// Subscribe before reading: a change that lands between the read and the wait then
+	// still wakes us.
+	wake := findWaitChan(env.State, c.NS)
 	b, exhausted, err := fill()
-	if err != nil || b.Len() > 0 || !c.AwaitData {
+	if err != nil || b.Len() > 0 {
 		return b, exhausted, err
 	}
 	wait := getMoreAwaitDefault
@@ -123,12 +135,27 @@ func getMoreBatch(ctx context.Context, env *Env, c *cursor.Cursor, count int64) 
 	if wait <= 0 {
 		return b, exhausted, nil
 	}
-	findAwait(ctx, env.State, c.NS, wait)
-	if ctx.Err() != nil {
-		if _, ok := ctx.Deadline(); ok && context.Cause(ctx) != nil && !mongoerr.Is(context.Cause(ctx), mongoerr.MaxTimeMSExpired) {
-			return nil, false, context.Cause(ctx)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	stats := AwaitStats(env.State)
+	for {
+		select {
+		case <-wake:
+			stats.Notified.Add(1)
+		case <-t.C:
+			stats.Expired.Add(1)
+			return b, exhausted, nil
+		case <-ctx.Done():
+			if _, ok := ctx.Deadline(); ok && context.Cause(ctx) != nil && !mongoerr.Is(context.Cause(ctx), mongoerr.MaxTimeMSExpired) {
+				return nil, false, context.Cause(ctx)
+			}
+			return b, exhausted, nil
 		}
-		return b, exhausted, nil
+		// A wake-up is a hint, not a promise: an oplog entry committed behind a hole is not
+		// visible yet, and the commit that fills the hole wakes us again.
+		wake = findWaitChan(env.State, c.NS)
+		if b, exhausted, err = fill(); err != nil || b.Len() > 0 {
+			return b, exhausted, err
+		}
 	}
-	return fill()
 }

@@ -10,11 +10,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "getParameter",
-		Handler:     runGetParameter,
-		Help:        "get administrative option(s)\nexample:\n{ getParameter:1, notablescan:1 }\n{ getParameter:'*' } or { getParameter:{allParameters:true} }\n{ getParameter:{showDetails:true}, logLevel:1 }",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "getParameter",
+		Handler:   runGetParameter,
+		Help:      "get administrative option(s)\nexample:\n{ getParameter:1, notablescan:1 }\n{ getParameter:'*' } or { getParameter:{allParameters:true} }\n{ getParameter:{showDetails:true}, logLevel:1 }",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 }
 

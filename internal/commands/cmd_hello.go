@@ -17,7 +17,7 @@ func init() {
 		Aliases:          []string{"isMaster", "ismaster"},
 		Handler:          runHello,
 		Help:             "Check if this server is primary for a replica set\n{ hello : 1 }",
-		SecondaryOk:      true,
+		Secondary:        SecondaryAlways,
 		AllowedOnOpQuery: true,
 	})
 }

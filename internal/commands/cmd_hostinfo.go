@@ -12,10 +12,10 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "hostInfo",
-		Handler:     runHostInfo,
-		Help:        "returns information about the daemon's host",
-		SecondaryOk: true,
+		Name:      "hostInfo",
+		Handler:   runHostInfo,
+		Help:      "returns information about the daemon's host",
+		Secondary: SecondaryAlways,
 	})
 }
 

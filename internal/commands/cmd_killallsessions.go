@@ -14,14 +14,14 @@ func init() {
 		Name:         "killAllSessions",
 		Handler:      runKillAllSessions,
 		Help:         "kill all logical sessions, for a user, and their operations",
-		SecondaryOk:  true,
+		Secondary:    SecondaryAlways,
 		RequiresAuth: true,
 	})
 	register(&Command{
 		Name:         "killAllSessionsByPattern",
 		Handler:      runKillAllSessionsByPattern,
 		Help:         "kill logical sessions by pattern",
-		SecondaryOk:  true,
+		Secondary:    SecondaryAlways,
 		RequiresAuth: true,
 	})
 }

@@ -10,10 +10,10 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "killCursors",
-		Handler:     runKillCursors,
-		Help:        "kill a list of cursors",
-		SecondaryOk: true,
+		Name:      "killCursors",
+		Handler:   runKillCursors,
+		Help:      "kill a list of cursors",
+		Secondary: SecondaryAlways,
 	})
 }
 

@@ -14,7 +14,7 @@ func init() {
 		Handler:      runKillOp,
 		Help:         "Kill an operation: { killOp: 1, op: <opid> }",
 		AdminOnly:    true,
-		SecondaryOk:  true,
+		Secondary:    SecondaryAlways,
 		RequiresAuth: true,
 	})
 }

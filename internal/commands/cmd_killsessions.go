@@ -10,10 +10,10 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "killSessions",
-		Handler:     runKillSessions,
-		Help:        "kill a logical session and its operations",
-		SecondaryOk: true,
+		Name:      "killSessions",
+		Handler:   runKillSessions,
+		Help:      "kill a logical session and its operations",
+		Secondary: SecondaryAlways,
 	})
 }
 

@@ -13,10 +13,10 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "listCollections",
-		Handler:     runListCollections,
-		Help:        "list collections for this db",
-		SecondaryOk: true,
+		Name:      "listCollections",
+		Handler:   runListCollections,
+		Help:      "list collections for this db",
+		Secondary: SecondaryOptIn,
 	})
 }
 

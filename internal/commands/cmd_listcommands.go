@@ -8,10 +8,10 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "listCommands",
-		Handler:     runListCommands,
-		Help:        "get a list of all db commands",
-		SecondaryOk: true,
+		Name:      "listCommands",
+		Handler:   runListCommands,
+		Help:      "get a list of all db commands",
+		Secondary: SecondaryAlways,
 	})
 }
 

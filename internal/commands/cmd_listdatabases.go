@@ -8,11 +8,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "listDatabases",
-		Handler:     runListDatabases,
-		Help:        "{ listDatabases:1, [filter: <filterObject>] [, nameOnly: true ] }\nlist databases on this server",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "listDatabases",
+		Handler:   runListDatabases,
+		Help:      "{ listDatabases:1, [filter: <filterObject>] [, nameOnly: true ] }\nlist databases on this server",
+		AdminOnly: true,
+		Secondary: SecondaryOptIn,
 	})
 }
 

@@ -12,10 +12,10 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "listIndexes",
-		Handler:     runListIndexes,
-		Help:        "list indexes for a collection",
-		SecondaryOk: true,
+		Name:      "listIndexes",
+		Handler:   runListIndexes,
+		Help:      "list indexes for a collection",
+		Secondary: SecondaryOptIn,
 	})
 }
 

@@ -8,10 +8,10 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "ping",
-		Handler:     runPing,
-		Help:        "a way to check that the server is alive. responds immediately even if server is in a db lock.",
-		SecondaryOk: true,
+		Name:      "ping",
+		Handler:   runPing,
+		Help:      "a way to check that the server is alive. responds immediately even if server is in a db lock.",
+		Secondary: SecondaryAlways,
 	})
 }
 

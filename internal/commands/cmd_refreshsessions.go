@@ -8,10 +8,10 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "refreshSessions",
-		Handler:     runRefreshSessions,
-		Help:        "renew a set of logical sessions",
-		SecondaryOk: true,
+		Name:      "refreshSessions",
+		Handler:   runRefreshSessions,
+		Help:      "renew a set of logical sessions",
+		Secondary: SecondaryAlways,
 	})
 }
 

@@ -9,11 +9,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "replSetFreeze",
-		Handler:     runReplSetFreeze,
-		Help:        "Don't stand for election for <seconds> (0 unfreezes).\n{ replSetFreeze : <seconds> }",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "replSetFreeze",
+		Handler:   runReplSetFreeze,
+		Help:      "Don't stand for election for <seconds> (0 unfreezes).\n{ replSetFreeze : <seconds> }",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 }
 

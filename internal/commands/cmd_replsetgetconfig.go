@@ -8,11 +8,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "replSetGetConfig",
-		Handler:     runReplSetGetConfig,
-		Help:        "Returns the current replica set configuration\n{ replSetGetConfig : 1 }",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "replSetGetConfig",
+		Handler:   runReplSetGetConfig,
+		Help:      "Returns the current replica set configuration\n{ replSetGetConfig : 1 }",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 }
 

@@ -8,11 +8,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "replSetGetRBID",
-		Handler:     runReplSetGetRBID,
-		Help:        "Internal: the rollback id, which changes on every rollback.",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "replSetGetRBID",
+		Handler:   runReplSetGetRBID,
+		Help:      "Internal: the rollback id, which changes on every rollback.",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 }
 

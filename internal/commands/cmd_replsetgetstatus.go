@@ -8,11 +8,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "replSetGetStatus",
-		Handler:     runReplSetGetStatus,
-		Help:        "Report status of a replica set from the POV of this server\n{ replSetGetStatus : 1 }",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "replSetGetStatus",
+		Handler:   runReplSetGetStatus,
+		Help:      "Report status of a replica set from the POV of this server\n{ replSetGetStatus : 1 }",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 }
 

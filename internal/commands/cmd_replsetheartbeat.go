@@ -10,10 +10,10 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "replSetHeartbeat",
-		Handler:     runReplSetHeartbeat,
-		Help:        "Internal: replica-set heartbeat between members.",
-		SecondaryOk: true,
+		Name:      "replSetHeartbeat",
+		Handler:   runReplSetHeartbeat,
+		Help:      "Internal: replica-set heartbeat between members.",
+		Secondary: SecondaryAlways,
 	})
 }
 

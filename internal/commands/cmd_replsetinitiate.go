@@ -8,11 +8,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "replSetInitiate",
-		Handler:     runReplSetInitiate,
-		Help:        "Initiate/christen a replica set.\n{ replSetInitiate : <config> } (default: a one-member set of this node)",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "replSetInitiate",
+		Handler:   runReplSetInitiate,
+		Help:      "Initiate/christen a replica set.\n{ replSetInitiate : <config> } (default: a one-member set of this node)",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 }
 

@@ -8,11 +8,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "replSetMaintenance",
-		Handler:     runReplSetMaintenance,
-		Help:        "Enter/leave maintenance mode (RECOVERING).\n{ replSetMaintenance : <bool> }",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "replSetMaintenance",
+		Handler:   runReplSetMaintenance,
+		Help:      "Enter/leave maintenance mode (RECOVERING).\n{ replSetMaintenance : <bool> }",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 }
 

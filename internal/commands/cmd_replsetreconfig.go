@@ -10,11 +10,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "replSetReconfig",
-		Handler:     runReplSetReconfig,
-		Help:        "Adjust configuration of a replica set\n{ replSetReconfig : config_object, force: <bool> }",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "replSetReconfig",
+		Handler:   runReplSetReconfig,
+		Help:      "Adjust configuration of a replica set\n{ replSetReconfig : config_object, force: <bool> }",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 }
 

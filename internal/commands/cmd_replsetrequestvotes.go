@@ -8,11 +8,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "replSetRequestVotes",
-		Handler:     runReplSetRequestVotes,
-		Help:        "Internal: a candidate asks for this member's vote.",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "replSetRequestVotes",
+		Handler:   runReplSetRequestVotes,
+		Help:      "Internal: a candidate asks for this member's vote.",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 }
 

@@ -12,11 +12,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "replSetStepDown",
-		Handler:     runReplSetStepDown,
-		Help:        "Step down as primary.\n{ replSetStepDown : <seconds>, secondaryCatchUpPeriodSecs: <seconds>, force: <bool> }",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "replSetStepDown",
+		Handler:   runReplSetStepDown,
+		Help:      "Step down as primary.\n{ replSetStepDown : <seconds>, secondaryCatchUpPeriodSecs: <seconds>, force: <bool> }",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 }
 

@@ -8,11 +8,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "replSetStepUp",
-		Handler:     runReplSetStepUp,
-		Help:        "Step up as primary (election handoff).\n{ replSetStepUp : 1 }",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "replSetStepUp",
+		Handler:   runReplSetStepUp,
+		Help:      "Step up as primary (election handoff).\n{ replSetStepUp : 1 }",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 }
 

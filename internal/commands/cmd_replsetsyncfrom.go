@@ -8,11 +8,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "replSetSyncFrom",
-		Handler:     runReplSetSyncFrom,
-		Help:        "Sync from the given member.\n{ replSetSyncFrom : \"host:port\" }",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "replSetSyncFrom",
+		Handler:   runReplSetSyncFrom,
+		Help:      "Sync from the given member.\n{ replSetSyncFrom : \"host:port\" }",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 }
 

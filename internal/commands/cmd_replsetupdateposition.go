@@ -8,11 +8,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "replSetUpdatePosition",
-		Handler:     runReplSetUpdatePosition,
-		Help:        "Internal: a member reports its (and relayed) applied/durable optimes.",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "replSetUpdatePosition",
+		Handler:   runReplSetUpdatePosition,
+		Help:      "Internal: a member reports its (and relayed) applied/durable optimes.",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 }
 

@@ -14,7 +14,7 @@ func init() {
 		Name:         "serverStatus",
 		Handler:      runServerStatus,
 		Help:         "returns lots of administrative server statistics",
-		SecondaryOk:  true,
+		Secondary:    SecondaryAlways,
 		RequiresAuth: true,
 	})
 }

@@ -10,11 +10,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "setParameter",
-		Handler:     runSetParameter,
-		Help:        "set administrative option(s)\n{ setParameter:1, <param>:<value> }\nsupported:\n",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "setParameter",
+		Handler:   runSetParameter,
+		Help:      "set administrative option(s)\n{ setParameter:1, <param>:<value> }\nsupported:\n",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 }
 

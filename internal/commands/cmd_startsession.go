@@ -8,10 +8,10 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "startSession",
-		Handler:     runStartSession,
-		Help:        "start a logical session",
-		SecondaryOk: true,
+		Name:      "startSession",
+		Handler:   runStartSession,
+		Help:      "start a logical session",
+		Secondary: SecondaryAlways,
 	})
 }
 

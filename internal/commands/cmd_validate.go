@@ -12,10 +12,10 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "validate",
-		Handler:     runValidate,
-		Help:        "Validate contents of a namespace by scanning its data structures for correctness.\nThis is a slow operation.\n\tAdd {full: true} option to do a more thorough check.",
-		SecondaryOk: true,
+		Name:      "validate",
+		Handler:   runValidate,
+		Help:      "Validate contents of a namespace by scanning its data structures for correctness.\nThis is a slow operation.\n\tAdd {full: true} option to do a more thorough check.",
+		Secondary: SecondaryOptIn,
 	})
 }
 

@@ -15,7 +15,7 @@ func init() {
 		Handler:      runWaitForFailPoint,
 		Help:         "wait for a fail point to be entered a certain number of times\n{waitForFailPoint: <name>, timesEntered: n, maxTimeMS: ms}",
 		AdminOnly:    true,
-		SecondaryOk:  true,
+		Secondary:    SecondaryAlways,
 		RequiresAuth: true,
 		TestOnly:     true,
 	})

@@ -8,10 +8,10 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "whatsmyuri",
-		Handler:     runWhatsMyURI,
-		Help:        "{whatsmyuri:1}",
-		SecondaryOk: true,
+		Name:      "whatsmyuri",
+		Handler:   runWhatsMyURI,
+		Help:      "{whatsmyuri:1}",
+		Secondary: SecondaryAlways,
 	})
 }
 

@@ -94,6 +94,7 @@ func (o *OpCtx) logCreate(m *catalog.CollectionMeta) error {
 // Close stops the catalog's background work and closes the engine cleanly (fast counts are
 // persisted and the WAL synced, so the next start needs no recovery).
 func (d *DB) Close() error {
+	stopIndexBuilds(d) // running index builds stop before the engine closes under them
 	return errors.Join(d.Catalog.Close(), d.Engine.Close())
 }
 

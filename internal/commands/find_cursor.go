@@ -2,12 +2,15 @@ package commands
 
 // Cursor plumbing shared by the cursor-returning commands (QUERY engineer): the per-server
 // cursor manager, the Source that runs a query plan across getMores, the first-batch helper
-// for other cursor commands (listCollections, listIndexes), and the capped-collection insert
-// notifier awaitData getMores wait on.
+// for other cursor commands (listCollections, listIndexes), and what awaitData getMores wait
+// on: the capped-collection insert notifier, or on a replica-set member the oplog writer's
+// visibility signal (spec/replication.md "Oplog Fetching": the fetcher's long poll must end
+// as soon as an entry can be read, not at maxTimeMS).
 
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -15,7 +18,9 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/cursor"
 	"humongo/internal/mongoerr"
+	"humongo/internal/opobserver"
 	"humongo/internal/query/plan"
+	"humongo/internal/repl/oplog"
 	"humongo/internal/storage"
 )
 
@@ -92,6 +97,28 @@ type findSource struct {
 	limit  int64 // remaining documents for a negative-limit/ntoreturn style cap (0 = none)
 	meta   *catalog.CollectionMeta
 	counts *Counters
+	// rs is the read concern's read source; each getMore re-resolves its timestamp
+	// (rc_concern.go) before RestoreState opens a new snapshot.
+	rs rcReadSource
+}
+
+// findReadSource is the read source of a find on ns: the read concern's, except that on a
+// secondary, collections the applier does not write in batches (unreplicated ones other than
+// the oplog) are read without a timestamp, as MongoDB's shouldReadAtLastApplied decides.
+func findReadSource(ctx context.Context, ns string) rcReadSource {
+	rs := rcReadSourceOf(ctx)
+	if rs.kind == rcSrcLastApplied && !opobserver.IsReplicatedNS(ns) && ns != oplog.NS {
+		return rcReadSource{}
+	}
+	return rs
+}
+
+// apply points the cursor's unit at its read source's timestamp (before its first read).
+func (r rcReadSource) apply(ru *storage.RecoveryUnit) error {
+	if r.ts == 0 {
+		return nil
+	}
+	return ru.SetReadSource(storage.ReadProvided, storage.Timestamp(r.ts))
 }
 
 func (s *findSource) Next(ctx context.Context) (bsoncore.Document, bool, error) {
@@ -115,7 +142,8 @@ func (s *findSource) Close() {
 }
 
 // findNotifier wakes awaitData getMores when documents are inserted into a capped
-// collection. The write path calls findNotifyInsert after an insert commits.
+// collection. The write path calls findNotifyInsert after an insert commits. The oplog has its
+// own signal (findWaitChan).
 type findNotifier struct {
 	mu sync.Mutex
 	ch map[string]chan struct{}
@@ -152,18 +180,42 @@ func findNotifyInsert(st *State, ns string) {
 	n.mu.Unlock()
 }
 
-// findAwait blocks until an insert into ns, the await deadline or ctx's end.
-func findAwait(ctx context.Context, st *State, ns string, d time.Duration) {
-	if d <= 0 {
-		return
+// oplogVisibility is the oplog writer's wake-up for readers (oplog.Writer.VisibilityChanged):
+// closed once new entries may be readable, which on a primary is when the all-durable point
+// passes them (no holes) and on a secondary when lastApplied moves.
+type oplogVisibility interface {
+	VisibilityChanged() <-chan struct{}
+}
+
+// findWaitChan returns a channel closed at the next change an awaitData cursor on ns waits
+// for. Take it before reading, so a change between the read and the wait is not missed. On a
+// replica-set member every write to a replicated collection is also an oplog entry, made
+// readable (on a secondary: at lastApplied) no later than the oplog writer's signal, so
+// tailable cursors on those collections wait on the oplog's signal too.
+func findWaitChan(st *State, ns string) <-chan struct{} {
+	if st.DB != nil && (ns == oplog.NS || opobserver.IsReplicatedNS(ns)) {
+		if v, ok := st.DB.Observer().(oplogVisibility); ok {
+			return v.VisibilityChanged()
+		}
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-findNotifierFor(st).wait(ns):
-	case <-t.C:
-	case <-ctx.Done():
-	}
+	return findNotifierFor(st).wait(ns)
+}
+
+// AwaitDataStats counts how awaitData getMores that found nothing ended their waits.
+type AwaitDataStats struct {
+	// Notified: woken by an insert (capped collections) or new visible oplog entries.
+	Notified atomic.Int64
+	// Expired: the await time (maxTimeMS, or 1 s) ran out first.
+	Expired atomic.Int64
+}
+
+var awaitStats sync.Map // *State → *AwaitDataStats
+
+// AwaitStats is st's awaitData wait counters (tests assert on them: a replicated write
+// must reach the fetcher through a notification, not through the end of a long poll).
+func AwaitStats(st *State) *AwaitDataStats {
+	v, _ := awaitStats.LoadOrStore(st, &AwaitDataStats{})
+	return v.(*AwaitDataStats)
 }
 
 // findCursorNotFound is getMore's error for an unknown id.

@@ -1,7 +1,7 @@
 package commands
 
-// Read concern of find, aggregate, count and distinct (getMore inherits its cursor's
-// snapshot), and the cluster time every replica-set reply carries (spec/replication.md
+// Read concern of find, aggregate, count and distinct (getMore inherits its cursor's read
+// source), and the cluster time every replica-set reply carries (spec/replication.md
 // "Read Concern"; MongoDB 7.0's read_concern_mongod.cpp and VectorClock gossip).
 //
 // The dispatcher calls BeginOperation before a command (it gossips the incoming $clusterTime
@@ -11,15 +11,27 @@ package commands
 // write confirmed by a majority, snapshot's atClusterTime in the cursor reply), and
 // AppendClusterTime on every reply of a replica-set member.
 //
-// Read timestamps (storage ReadProvided):
+// Read timestamps (storage ReadProvided), MongoDB's RecoveryUnit::ReadSource:
 //
 //	local/available  primary: newest data (no timestamp); secondary: lastApplied, so a read
-//	                 never sees half an applier batch
+//	                 never sees half an applier batch (kLastApplied)
 //	majority         the committed snapshot: the storage stable timestamp, which the
-//	                 coordinator sets to min(commit point, lastApplied)
+//	                 coordinator sets to min(commit point, lastApplied) (kMajorityCommitted)
 //	snapshot         atClusterTime, or the all-durable point when absent (returned as
-//	                 cursor.atClusterTime)
+//	                 cursor.atClusterTime) (kProvided)
 //	linearizable     newest data on a writable primary, then a majority-confirmed no-op
+//
+// A cursor keeps its read source, not its first timestamp: every getMore picks the source's
+// timestamp again (rcReadSource.reapply), as MongoDB's getMore does (applyCursorReadConcern
+// sets kMajorityCommitted again; AutoGetCollectionForRead picks kLastApplied again). So a
+// majority cursor's later batches come from the newest committed snapshot (never from
+// uncommitted data), a secondary's cursor follows lastApplied (a tailable oplog cursor of a
+// chained secondary sees new entries), and neither pins history until the oldest timestamp
+// passes it (SnapshotTooOld). Only snapshot reads stay at one timestamp. (Find cursors do
+// this; aggregation cursors still keep their first timestamp.)
+//
+// A count without a predicate answers from the collection's record count, which is not
+// versioned (as MongoDB's fast count): on a secondary it may include a batch in progress.
 //
 // On a standalone (as MongoDB 7.0 on a standalone): local, available and majority read the
 // newest data; snapshot and linearizable fail with NotAReplicaSet, afterClusterTime with
@@ -123,9 +135,26 @@ func rcParse(d bsoncore.Document) (readConcern, error) {
 // rcCommands are the commands whose readConcern this file honours (getMore inherits).
 var rcCommands = map[string]bool{"find": true, "aggregate": true, "count": true, "distinct": true}
 
+// rcSourceKind is how a read picks its timestamp.
+type rcSourceKind uint8
+
+const (
+	rcSrcNewest      rcSourceKind = iota // newest data, no timestamp
+	rcSrcLastApplied                     // a non-writable member's lastApplied
+	rcSrcMajority                        // the committed snapshot (stable timestamp)
+	rcSrcProvided                        // a fixed timestamp (snapshot reads)
+)
+
+// rcReadSource is a read's source and the timestamp it resolved to (0: newest data).
+type rcReadSource struct {
+	kind rcSourceKind
+	ts   uint64
+}
+
 // OpState is one command's read/write concern state, carried in its context.
 type OpState struct {
 	readTS  uint64 // storage read timestamp for ReadProvided; 0: newest data
+	src     rcSourceKind
 	opTime  atomic.Uint64
 	rc      readConcern
 	retAtCT bool // snapshot without atClusterTime: report the chosen one
@@ -161,6 +190,55 @@ func rcApplyRU(ctx context.Context, ru *storage.RecoveryUnit) error {
 		return nil
 	}
 	return ru.SetReadSource(storage.ReadProvided, storage.Timestamp(s.readTS))
+}
+
+// rcReadSourceOf is the command's read source, for a cursor to keep (the zero value, newest
+// data, without read-concern state).
+func rcReadSourceOf(ctx context.Context) rcReadSource {
+	s := rcStateOf(ctx)
+	if s == nil {
+		return rcReadSource{}
+	}
+	return rcReadSource{kind: s.src, ts: s.readTS}
+}
+
+// rcLastAppliedTS is the timestamp reads on a member that cannot accept writes use: its
+// lastApplied, which moves only at applier batch boundaries (0: newest data, on a writable
+// primary or before anything was applied).
+func rcLastAppliedTS(env *Env) uint64 {
+	rc := env.State.Repl
+	if rc == nil || rc.IsWritablePrimary() {
+		return 0
+	}
+	if ts, ok := rc.SecondaryReadTimestamp(); ok {
+		return uint64(ts)
+	}
+	// A primary that is not writable yet (catch-up, drain) reads at its lastApplied too.
+	if la := rc.LastApplied(); !la.IsNull() {
+		return uint64(la.TS.Secs)<<32 | uint64(la.TS.Inc)
+	}
+	return 0
+}
+
+// reapply points ru (between snapshots: after SaveState, before RestoreState) at the read
+// source's current timestamp: a getMore's. lastApplied and majority move on; a provided
+// timestamp stays. The committed snapshot never moves back, so a majority cursor never
+// returns to older data.
+func (r *rcReadSource) reapply(env *Env, ru *storage.RecoveryUnit) error {
+	switch r.kind {
+	case rcSrcLastApplied:
+		r.ts = rcLastAppliedTS(env)
+	case rcSrcMajority:
+		if st := uint64(env.State.DB.Engine.StableTimestamp()); st > r.ts {
+			r.ts = st
+		}
+	case rcSrcNewest, rcSrcProvided:
+		return nil
+	}
+	if r.ts == 0 {
+		return ru.SetReadSource(storage.ReadNoTimestamp, 0)
+	}
+	return ru.SetReadSource(storage.ReadProvided, storage.Timestamp(r.ts))
 }
 
 // BeginOperation gossips cmd's $clusterTime in and, for the read commands, applies their
@@ -265,21 +343,19 @@ func rcPrepare(ctx context.Context, env *Env, s *OpState) error {
 			return mongoerr.New(mongoerr.ReadConcernMajorityNotAvailableYet,
 				"Read concern majority reads are currently not possible.")
 		}
-		s.readTS = st
+		s.src, s.readTS = rcSrcMajority, st
 	case rcSnapshot:
+		s.src = rcSrcProvided
 		if r.atClusterTime != 0 {
 			s.readTS = r.atClusterTime
 		} else {
 			s.readTS = uint64(eng.AllDurableTimestamp())
 			s.retAtCT = true
 		}
+	case rcLinearizable:
 	default:
-		if !rc.IsWritablePrimary() {
-			// A secondary reads at lastApplied: never half an applier batch.
-			if la := rc.LastApplied(); !la.IsNull() {
-				s.readTS = uint64(la.TS.Secs)<<32 | uint64(la.TS.Inc)
-			}
-		}
+		// A secondary reads at lastApplied: never half an applier batch.
+		s.src, s.readTS = rcSrcLastApplied, rcLastAppliedTS(env)
 	}
 	if s.readTS != 0 {
 		rcNoteOperationTime(ctx, topology.Timestamp{Secs: uint32(s.readTS >> 32), Inc: uint32(s.readTS)})

@@ -38,7 +38,14 @@ type Command struct {
 	Help string
 	// AdminOnly commands run only against the admin database (Unauthorized otherwise).
 	AdminOnly bool
-	// SecondaryOk commands may run on a secondary without secondaryOk read preference.
+	// Secondary says where in the replica set the command may run (MongoDB's
+	// secondaryAllowed); CheckReplState enforces it. Left unset, Register resolves it from
+	// secondaryByName, else from the legacy SecondaryOk flag (SecondaryAlways), else
+	// SecondaryNever.
+	Secondary SecondaryAllowed
+	// SecondaryOk is what listCommands reports as secondaryOk: Register sets it to
+	// Secondary != SecondaryNever. A registration may still set it instead of Secondary (it
+	// then means SecondaryAlways unless secondaryByName says otherwise).
 	SecondaryOk bool
 	// Writes marks commands that modify data (blocked on secondaries, counted as writes).
 	Writes bool
@@ -57,6 +64,61 @@ type Command struct {
 	Counter string
 }
 
+// SecondaryAllowed is MongoDB's Command::AllowedOnSecondary: whether a replica-set member
+// that is not a writable primary may run the command.
+type SecondaryAllowed int8
+
+const (
+	// secondaryUnset: Register resolves the value (see Command.Secondary).
+	secondaryUnset SecondaryAllowed = iota
+	// SecondaryNever commands need a writable primary (NotWritablePrimary 10107): writes and
+	// DDL.
+	SecondaryNever
+	// SecondaryOptIn commands (user reads) run on a secondary only when the client opts in
+	// with a non-primary read preference or $secondaryOk (else NotPrimaryNoSecondaryOk 13435).
+	SecondaryOptIn
+	// SecondaryAlways commands run in any member state: handshake, diagnostics, the
+	// replication protocol's own commands, getMore of a cursor a read already opened.
+	SecondaryAlways
+)
+
+func (s SecondaryAllowed) String() string {
+	switch s {
+	case SecondaryNever:
+		return "never"
+	case SecondaryOptIn:
+		return "optIn"
+	case SecondaryAlways:
+		return "always"
+	}
+	return "unset"
+}
+
+// secondaryByName classifies commands whose registration lives in a file this table's owner
+// does not edit (or that does not exist yet) and corrects legacy SecondaryOk registrations.
+// Values are MongoDB 7.0's secondaryAllowed for the command.
+var secondaryByName = map[string]SecondaryAllowed{
+	"find":      SecondaryOptIn,
+	"aggregate": SecondaryOptIn,
+	"getMore":   SecondaryAlways,
+	"dbHash":    SecondaryAlways,
+}
+
+// resolveSecondary fills c.Secondary (see its comment) and derives c.SecondaryOk from it.
+func resolveSecondary(c *Command) {
+	if c.Secondary == secondaryUnset {
+		switch s, ok := secondaryByName[c.Name]; {
+		case ok:
+			c.Secondary = s
+		case c.SecondaryOk && !c.Writes:
+			c.Secondary = SecondaryAlways
+		default:
+			c.Secondary = SecondaryNever
+		}
+	}
+	c.SecondaryOk = c.Secondary != SecondaryNever
+}
+
 // Registry maps exact command names and aliases to commands.
 type Registry struct {
 	byName map[string]*Command
@@ -69,6 +131,7 @@ func NewRegistry() *Registry { return &Registry{byName: map[string]*Command{}} }
 // Register adds c under its name and aliases. Registering a name twice is a programming error
 // and panics at init, never on client input.
 func (r *Registry) Register(c *Command) {
+	resolveSecondary(c)
 	for _, n := range append([]string{c.Name}, c.Aliases...) {
 		if _, dup := r.byName[n]; dup {
 			panic(fmt.Sprintf("commands: %q registered twice", n))

@@ -2,12 +2,15 @@ package commands
 
 import (
 	"context"
+	"path/filepath"
 	"sort"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/cursor"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/repl/applier"
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/topology"
@@ -23,10 +26,12 @@ func replCoord(env *Env) (*coord.Coordinator, error) {
 }
 
 // CheckReplState is the dispatcher's replication gate (MongoDB's
-// checkCanServeReadsFor / canAcceptWritesFor): on a replica-set member, commands that write
-// need a writable primary (NotWritablePrimary 10107), and reads that are not secondary-ok by
-// nature need the client's secondaryOk (a non-primary read preference) unless this node is
-// primary (NotPrimaryNoSecondaryOk 13435). A standalone passes everything.
+// checkCanServeReadsFor / canAcceptWritesFor), driven by each command's registered
+// Secondary class: on a replica-set member, commands that write (or are SecondaryNever) need
+// a writable primary (NotWritablePrimary 10107); SecondaryOptIn reads need the client's
+// secondaryOk (a non-primary read preference) unless this node is primary
+// (NotPrimaryNoSecondaryOk 13435); SecondaryAlways commands run in any state. A standalone
+// passes everything.
 func CheckReplState(env *Env, c *Command, cmd bsoncore.Document) error {
 	rc := env.State.Repl
 	if rc == nil {
@@ -35,19 +40,13 @@ func CheckReplState(env *Env, c *Command, cmd bsoncore.Document) error {
 	if c.Writes {
 		return rc.CheckCanAcceptWrites(env.DB)
 	}
-	if c.SecondaryOk && !replOptInReads[c.Name] {
+	switch c.Secondary {
+	case SecondaryAlways:
 		return nil
+	case SecondaryOptIn:
+		return rc.CheckCanServeReads(env.DB, secondaryOkRequested(cmd))
 	}
-	return rc.CheckCanServeReads(env.DB, secondaryOkRequested(cmd))
-}
-
-// replOptInReads are MongoDB's AllowedOnSecondary::kOptIn commands: they may read on a
-// secondary only when the client asks for it. The registry's single SecondaryOk flag cannot
-// tell them from kAlways commands (hello, ping), so they are listed here.
-var replOptInReads = map[string]bool{
-	"find": true, "aggregate": true, "count": true, "distinct": true, "listCollections": true,
-	"listIndexes": true, "collStats": true, "dbStats": true, "dataSize": true, "explain": true,
-	"listDatabases": true, "validate": true,
+	return rc.CheckCanAcceptWrites(env.DB)
 }
 
 // AttachReplication makes the server a replica-set member of setName: it builds the
@@ -69,22 +68,33 @@ func AttachReplication(ctx context.Context, st *State, reg *Registry, setName, s
 	var rc *coord.Coordinator
 	// Every replicated write now logs its oplog entry in its own storage unit.
 	w, err := oplog.Open(ctx, oplog.Config{Engine: st.DB.Engine, Catalog: st.DB.Catalog, Colls: st.DB.Colls,
-		MaxSizeBytes: oplogSizeMB * (1 << 20), Term: func() int64 { return rc.Term() },
+		MaxSizeBytes: oplogSizeAtStartup(st.DB, oplogSizeMB*(1<<20)), Term: func() int64 { return rc.Term() },
 		TempDir: st.DB.TempDir, Log: opts.Logger})
 	if err != nil {
 		return nil, err
 	}
 	opts.Oplog = replNoopWriter{w}
+	opts.TopOfOplog = func() (oplog.OpTime, error) { return applier.TopOfOplog(st.DB.Engine, w.Ident()) }
 	rc = coord.New(opts)
 	st.DB.SetObserver(w)
 	st.Repl = rc
+	AttachIndexBuilds(st) // two-phase index builds vote and commit through rc
 	if err := rc.Start(ctx); err != nil {
 		st.Repl = nil
 		return nil, err
 	}
 	// Secondaries copy data: initial sync when empty, then the oplog fetcher and applier.
+	// Rollback writes its data files to <dbpath>/rollback (OpenDB puts TempDir in the dbpath),
+	// kills every cursor (a tailing member must not read across the truncation of our oplog,
+	// and user cursors would read data that changed under them) and drops the cached
+	// retryable-write sessions, whose records it may have rolled back.
+	rollbackDir := ""
+	if st.DB.TempDir != "" {
+		rollbackDir = filepath.Join(filepath.Dir(st.DB.TempDir), "rollback")
+	}
 	rc.StartDataReplication(coord.DataReplication{Engine: st.DB.Engine, Catalog: st.DB.Catalog,
-		Colls: st.DB.Colls, Writer: w})
+		Colls: st.DB.Colls, Writer: w, RollbackDir: rollbackDir, OnRollback: RetrySessions(st.DB).Invalidate,
+		KillCursors: func() { cursorManager(st).KillIf(func(*cursor.Cursor) bool { return true }) }})
 	return rc, nil
 }
 

@@ -19,11 +19,11 @@ import (
 
 func init() {
 	register(&Command{
-		Name:        "getDefaultRWConcern",
-		Handler:     runGetDefaultRWConcern,
-		Help:        "Get the current read and write concern defaults being applied by this server.",
-		AdminOnly:   true,
-		SecondaryOk: true,
+		Name:      "getDefaultRWConcern",
+		Handler:   runGetDefaultRWConcern,
+		Help:      "Get the current read and write concern defaults being applied by this server.",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
 	})
 	register(&Command{
 		Name:      "setDefaultRWConcern",

@@ -60,6 +60,13 @@ type BuildOptions struct {
 	Hook func(phase string)
 	// Log receives RestartUnfinishedBuilds' messages (slog.Default() when nil).
 	Log *slog.Logger
+	// IndexWriteTimestamp, when set, stamps the build's writes to the index tables (bulk
+	// load, drains, skipped records) instead of engine-assigned timestamps. A secondary
+	// sets it to its startIndexBuild entry's timestamp: the oplog entries it applies after
+	// the commit may carry timestamps older than its clock, and a key they delete must not
+	// be hidden behind a newer version the build wrote (MongoDB's builds write such keys
+	// untimestamped).
+	IndexWriteTimestamp storage.Timestamp
 }
 
 // BuildStats describe a finished build.
@@ -210,7 +217,8 @@ type builder struct {
 	mk      []uint64 // union of multikey components seen by the build itself
 	mkAny   bool
 	s       *scratch
-	created []string // temporary idents to drop at the end
+	created []string          // temporary idents to drop at the end
+	spec    bsoncore.Document // the index spec as the catalog stored it
 }
 
 // Build builds the index described by spec ({key, name, unique, sparse, ...}) on coll with
@@ -230,6 +238,37 @@ type builder struct {
 // from the catalog and drop every table the build created. The _id index cannot be built
 // this way (the catalog creates it with the collection).
 func Build(ctx context.Context, coll *Collection, spec bsoncore.Document, opts BuildOptions) (meta *catalog.IndexMeta, stats BuildStats, err error) {
+	opts = opts.withDefaults(coll)
+	b := newBuilder(ctx, coll, opts)
+	defer b.close()
+
+	if err := b.register(spec); err != nil {
+		return nil, b.stats, err
+	}
+	b.hook("registered")
+	err = b.run()
+	if err == nil {
+		err = b.commit()
+	}
+	if err != nil {
+		if aerr := b.abort(); aerr != nil {
+			err = fmt.Errorf("%w (and cleanup failed: %v)", err, aerr)
+		}
+		return nil, b.stats, err
+	}
+	b.dropTemps()
+	m, _ := coll.cat.Latest().ByUUID(coll.uuid)
+	if m != nil {
+		if im, ok := m.Index(b.name); ok {
+			cp := *im
+			meta = &cp
+		}
+	}
+	return meta, b.stats, nil
+}
+
+// withDefaults fills in the zero fields of opts.
+func (opts BuildOptions) withDefaults(coll *Collection) BuildOptions {
 	if opts.BlockWrites == nil {
 		opts.BlockWrites = coll.BlockWrites
 	}
@@ -246,30 +285,17 @@ func Build(ctx context.Context, coll *Collection, spec bsoncore.Document, opts B
 		u := catalog.NewUUID()
 		opts.BuildUUID = &u
 	}
-	b := &builder{ctx: ctx, coll: coll, opts: opts, wru: coll.e.NewRecoveryUnit(), s: getScratch()}
-	defer b.wru.Close()
-	defer putScratch(b.s)
+	return opts
+}
 
-	if err := b.register(spec); err != nil {
-		return nil, b.stats, err
-	}
-	b.hook("registered")
-	err = b.run()
-	if err != nil {
-		if aerr := b.abort(); aerr != nil {
-			err = fmt.Errorf("%w (and cleanup failed: %v)", err, aerr)
-		}
-		return nil, b.stats, err
-	}
-	b.dropTemps()
-	m, _ := coll.cat.Latest().ByUUID(coll.uuid)
-	if m != nil {
-		if im, ok := m.Index(b.name); ok {
-			cp := *im
-			meta = &cp
-		}
-	}
-	return meta, b.stats, nil
+func newBuilder(ctx context.Context, coll *Collection, opts BuildOptions) *builder {
+	return &builder{ctx: ctx, coll: coll, opts: opts, wru: coll.e.NewRecoveryUnit(), s: getScratch()}
+}
+
+// close releases the builder's recovery unit and scratch space.
+func (b *builder) close() {
+	b.wru.Close()
+	putScratch(b.s)
 }
 
 func (b *builder) hook(phase string) {
@@ -291,13 +317,42 @@ func (b *builder) unit(f func(ru *storage.RecoveryUnit) error) error {
 	})
 }
 
-// register is phase 1.
+// indexUnit is unit for the writes to the index table: stamped with
+// BuildOptions.IndexWriteTimestamp when it is set.
+func (b *builder) indexUnit(f func(ru *storage.RecoveryUnit) error) error {
+	ts := b.opts.IndexWriteTimestamp
+	if ts.IsNull() {
+		return b.unit(f)
+	}
+	return b.unit(func(ru *storage.RecoveryUnit) error {
+		if err := ru.SetTimestamp(ts); err != nil {
+			return err
+		}
+		return f(ru)
+	})
+}
+
+// register is phase 1 of a single-index build: with writes blocked, add the index not ready
+// and install its interceptor in one unit.
 func (b *builder) register(spec bsoncore.Document) error {
 	unblock, err := b.opts.BlockWrites()
 	if err != nil {
 		return err
 	}
 	defer unblock()
+	if err := b.prepare(); err != nil {
+		return err
+	}
+	err = b.unit(func(ru *storage.RecoveryUnit) error { return b.registerIn(ru, spec) })
+	if err != nil {
+		b.cancelRegistration()
+		return err
+	}
+	return nil
+}
+
+// prepare creates the build's temporary tables. Writes must be blocked.
+func (b *builder) prepare() error {
 	meta, ok := b.coll.cat.Latest().ByUUID(b.coll.uuid)
 	if !ok {
 		return mongoerr.Newf(mongoerr.NamespaceNotFound, "collection %s was dropped", b.coll.uuid)
@@ -317,42 +372,46 @@ func (b *builder) register(spec bsoncore.Document) error {
 	}
 	b.it = &interceptor{side: b.created[0], skipped: b.created[1]}
 	b.dups = b.created[2]
-	var im *catalog.IndexMeta
-	err = b.unit(func(ru *storage.RecoveryUnit) error {
-		if b.ix != nil {
-			// A retried attempt: the previous one's catalog change rolled back.
-			b.unregister()
-			b.ix = nil
-		}
-		var err error
-		im, err = b.coll.cat.AddIndex(ru, b.ns, spec, false, b.opts.BuildUUID)
-		if err != nil {
-			return err
-		}
-		if im.IsIDIndex() {
-			return mongoerr.New(mongoerr.CannotCreateIndex, "the _id index is created with its collection")
-		}
-		ix, err := b.coll.newIndex(b.ns, im)
-		if err != nil {
-			return err
-		}
-		b.ix, b.it.ix, b.name = ix, ix, im.Name
-		// Installed before the catalog change commits: any writer that can see the new index
-		// also sees its interceptor.
-		b.coll.mu.Lock()
-		b.coll.builds[im.Ident] = b.it
-		b.coll.mu.Unlock()
-		buildGen.Add(1)
-		return nil
-	})
+	return nil
+}
+
+// registerIn adds the index (not ready, with the build's UUID) to the catalog in ru's unit
+// and installs its interceptor. It may run again after a WriteConflict.
+func (b *builder) registerIn(ru *storage.RecoveryUnit, spec bsoncore.Document) error {
+	if b.ix != nil {
+		// A retried attempt: the previous one's catalog change rolled back.
+		b.unregister()
+		b.ix = nil
+	}
+	im, err := b.coll.cat.AddIndex(ru, b.ns, spec, false, b.opts.BuildUUID)
 	if err != nil {
-		if b.ix != nil {
-			b.unregister()
-		}
-		b.dropTemps()
 		return err
 	}
+	if im.IsIDIndex() {
+		return mongoerr.New(mongoerr.CannotCreateIndex, "the _id index is created with its collection")
+	}
+	ix, err := b.coll.newIndex(b.ns, im)
+	if err != nil {
+		return err
+	}
+	b.ix, b.it.ix, b.name = ix, ix, im.Name
+	b.spec = im.Spec
+	// Installed before the catalog change commits: any writer that can see the new index
+	// also sees its interceptor.
+	b.coll.mu.Lock()
+	b.coll.builds[im.Ident] = b.it
+	b.coll.mu.Unlock()
+	buildGen.Add(1)
 	return nil
+}
+
+// cancelRegistration undoes prepare and a registerIn whose unit did not commit.
+func (b *builder) cancelRegistration() {
+	if b.ix != nil {
+		b.unregister()
+		b.ix = nil
+	}
+	b.dropTemps()
 }
 
 func (b *builder) unregister() {
@@ -420,7 +479,7 @@ func (b *builder) run() error {
 		}
 	}
 	b.hook("drained")
-	return b.commit()
+	return nil
 }
 
 func tempDir(d string) string {
@@ -540,7 +599,7 @@ func (b *builder) bulkLoad(srt *sorter.Sorter) error {
 		if err := it.Err(); err != nil {
 			return err
 		}
-		err := b.unit(func(ru *storage.RecoveryUnit) error {
+		err := b.indexUnit(func(ru *storage.RecoveryUnit) error {
 			start := 0
 			for _, e := range batch {
 				key := arena[start:e.k]
@@ -583,8 +642,9 @@ func (b *builder) drain() (int64, error) {
 	type rec struct{ key, val []byte }
 	var recs []rec
 	var cands [][]byte // KeyString prefixes inserted into a unique index
+	split := !b.opts.IndexWriteTimestamp.IsNull()
 	for {
-		err := b.unit(func(ru *storage.RecoveryUnit) error {
+		err := b.indexUnit(func(ru *storage.RecoveryUnit) error {
 			recs = recs[:0]
 			c, err := ru.NewCursor(b.it.side, storage.CursorOptions{Lower: from, Upper: upper[:]})
 			if err != nil {
@@ -608,12 +668,28 @@ func (b *builder) drain() (int64, error) {
 				if prefix != nil {
 					cands = append(cands, prefix)
 				}
+				if split {
+					continue
+				}
 				if err := ru.Delete(b.it.side, r.key); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
+		if err == nil && split {
+			// The side records carry the writers' (newer) timestamps: a delete at the
+			// index write timestamp would be hidden behind them, so they go in a unit
+			// of their own at an engine-assigned timestamp.
+			err = b.unit(func(ru *storage.RecoveryUnit) error {
+				for _, r := range recs {
+					if err := ru.Delete(b.it.side, r.key); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
 		if err != nil {
 			return total, err
 		}
@@ -698,7 +774,7 @@ func (b *builder) recordIfDup(ru *storage.RecoveryUnit, prefix []byte) error {
 	return ru.Put(b.dups, prefix, nil)
 }
 
-// commit is phase 5, with writers blocked.
+// commit is phase 5 of a single-index build, with writers blocked.
 func (b *builder) commit() error {
 	unblock, err := b.opts.BlockWrites()
 	if err != nil {
@@ -706,24 +782,10 @@ func (b *builder) commit() error {
 	}
 	defer unblock()
 	b.hook("final")
-	if _, err := b.drain(); err != nil {
+	if err := b.finish(true); err != nil {
 		return err
 	}
-	if err := b.recheckSkipped(); err != nil {
-		return err
-	}
-	if err := b.recheckDups(); err != nil {
-		return err
-	}
-	err = b.unit(func(ru *storage.RecoveryUnit) error {
-		if b.mkAny {
-			if err := b.coll.cat.SetMultikey(ru, b.ns, b.name, b.ix.MultikeyPathsBool(b.mk)); err != nil {
-				return err
-			}
-		}
-		return b.coll.cat.SetIndexReady(ru, b.ns, b.name)
-	})
-	if err != nil {
+	if err := b.unit(b.readyIn); err != nil {
 		return err
 	}
 	// Still under the write block: the next writer sees the ready index and no interceptor.
@@ -731,10 +793,38 @@ func (b *builder) commit() error {
 	return nil
 }
 
+// finish drains the side table to the end and, when checkConstraints is set, re-checks the
+// skipped records and recorded duplicates (a primary's commit). Without it (a secondary
+// committing on its primary's decision) skipped records are indexed where their keys can be
+// generated now and duplicates are kept. Writes must be blocked.
+func (b *builder) finish(checkConstraints bool) error {
+	if _, err := b.drain(); err != nil {
+		return err
+	}
+	if err := b.recheckSkipped(checkConstraints); err != nil {
+		return err
+	}
+	if !checkConstraints {
+		return nil
+	}
+	return b.recheckDups()
+}
+
+// readyIn persists the multikey state the build saw and marks the index ready in ru's unit.
+func (b *builder) readyIn(ru *storage.RecoveryUnit) error {
+	if b.mkAny {
+		if err := b.coll.cat.SetMultikey(ru, b.ns, b.name, b.ix.MultikeyPathsBool(b.mk)); err != nil {
+			return err
+		}
+	}
+	return b.coll.cat.SetIndexReady(ru, b.ns, b.name)
+}
+
 // recheckSkipped regenerates the keys of records whose key generation failed: records since
-// deleted or fixed pass, the others fail the build with their error.
-func (b *builder) recheckSkipped() error {
-	return b.unit(func(ru *storage.RecoveryUnit) error {
+// deleted or fixed pass, the others fail the build with their error (or, without
+// checkConstraints, stay unindexed: the primary decided the build is valid).
+func (b *builder) recheckSkipped(checkConstraints bool) error {
+	return b.indexUnit(func(ru *storage.RecoveryUnit) error {
 		c, err := ru.NewCursor(b.it.skipped, storage.CursorOptions{})
 		if err != nil {
 			return err
@@ -763,11 +853,17 @@ func (b *builder) recheckSkipped() error {
 				continue
 			}
 			if err := b.ix.genKeys(b.s, doc, rid, k); err != nil {
+				if !checkConstraints && isKeyGenError(err) {
+					continue
+				}
 				return err
 			}
 			for _, e := range k.list {
 				if err := ru.Put(b.ix.ident, k.full(e), k.typeBits(e)); err != nil {
 					return err
+				}
+				if !checkConstraints {
+					continue
 				}
 				if err := b.recordIfDup(ru, k.prefix(e)); err != nil {
 					return err

@@ -452,6 +452,9 @@ type Collections struct {
 	mu      sync.Mutex
 	m       map[catalog.UUID]*Collection
 	obs     atomic.Pointer[observerBox]
+	// builds is the registry of running two-phase index builds (twophase.go).
+	buildsOnce sync.Once
+	builds     *IndexBuilds
 }
 
 type observerBox struct{ o opobserver.Observer }

@@ -22,6 +22,11 @@
 //     FindRecordID lookups the same way, so a strength-2 unique index rejects "abc" after
 //     "ABC". Such keys cannot be decoded back to strings.
 //   - Hybrid index builds (build.go) and the TTL monitor (ttl.go).
+//   - Two-phase (replicated) builds (twophase.go): TwoPhaseBuild separates registration,
+//     the background scan and commit/abort so replication can log startIndexBuild,
+//     commitIndexBuild and abortIndexBuild in the right units; Collections.IndexBuilds is
+//     the node's registry of running builds. The commit quorum is decided by the commands
+//     layer, secondary application by internal/repl/oplog.
 //   - Restart of interrupted builds (restart.go): RestartUnfinishedBuilds, called at startup,
 //     drops every not-ready index and builds it again from scratch with the same spec, as a
 //     standalone MongoDB does. The build's temporary tables (catalog.TemporaryIdentPrefix)
@@ -49,8 +54,9 @@
 //
 // Hashed fields of collated indexes hash the raw string (MongoDB hashes the collation key);
 // text/2d/2dsphere/wildcard indexes, resumable
-// builds (interrupted builds restart from scratch), two-phase replicated builds (commit
-// quorum; a secondary must not restart builds on its own) and the unique conversion itself
+// builds (interrupted builds restart from scratch; RestartUnfinishedBuilds rebuilds an
+// unfinished two-phase build to ready on its own instead of waiting for its commit entry,
+// except one a startup recovery replay restarted) and the unique conversion itself
 // (collMod's scan for violations) belong to callers or are future work. Side writes made
 // while a build with prepareUnique in its spec runs are not checked until the build is ready.
 package index

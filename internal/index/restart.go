@@ -38,11 +38,19 @@ func RestartUnfinishedBuilds(ctx context.Context, cs *Collections, opts BuildOpt
 		bid  *catalog.UUID
 	}
 	var todo []unfinished
+	reg := cs.IndexBuilds()
 	for _, m := range cs.cat.Latest().All() {
 		for i := range m.Indexes {
 			im := &m.Indexes[i]
 			if im.Ready {
 				continue
+			}
+			if im.BuildUUID != nil {
+				if _, running := reg.Get(*im.BuildUUID); running {
+					// A two-phase build this node is running (started by startup
+					// recovery's replay of startIndexBuild): it waits for its commit.
+					continue
+				}
 			}
 			u := unfinished{uuid: m.UUID, ns: m.NS, name: im.Name, spec: slices.Clone(im.Spec)}
 			if im.BuildUUID != nil {

@@ -202,11 +202,35 @@ func (s *Server) dispatch(ctx context.Context, env *commands.Env, cmd bsoncore.D
 		}
 		return nil, err
 	}
-	return finishReply(reply, wce), nil
+	return finishReply(reply, wce, wceLabels(cmd, wce)), nil
 }
 
-// finishReply appends `ok: 1.0` (and a writeConcernError) to a handler's reply.
-func finishReply(reply, wce bsoncore.Document) bsoncore.Document {
+// wceLabels are the top-level errorLabels of a reply carrying writeConcernError wce: a
+// retryable write whose write concern failed with a retriable code (the primary stepped down
+// while it waited, 11602) is labelled RetryableWriteError, as mongod's getErrorLabels does.
+// Drivers on wire version ≥ 9 retry on the label alone, so without it such a write fails to
+// the application although a retry would succeed. A writeConcernError that already carries
+// its own labels (failCommand) keeps them there.
+func wceLabels(cmd, wce bsoncore.Document) []string {
+	if wce == nil {
+		return nil
+	}
+	if _, err := wce.LookupErr("errorLabels"); err == nil {
+		return nil
+	}
+	code, ok := wce.Lookup("code").AsInt64OK()
+	if !ok {
+		return nil
+	}
+	if slices.Contains(errorLabelsFor(cmd, mongoerr.Code(code)), mongoerr.LabelRetryableWrite) {
+		return []string{mongoerr.LabelRetryableWrite}
+	}
+	return nil
+}
+
+// finishReply appends `ok: 1.0` (and a writeConcernError with its errorLabels) to a
+// handler's reply.
+func finishReply(reply, wce bsoncore.Document, labels []string) bsoncore.Document {
 	if len(reply) < 5 {
 		reply = bsoncore.Document{5, 0, 0, 0, 0}
 	}
@@ -215,6 +239,13 @@ func finishReply(reply, wce bsoncore.Document) bsoncore.Document {
 	out = append(out, reply[4:len(reply)-1]...)
 	if wce != nil {
 		out = bsoncore.AppendDocumentElement(out, "writeConcernError", wce)
+	}
+	if len(labels) > 0 {
+		ai, b := bsoncore.AppendArrayElementStart(out, "errorLabels")
+		for i, l := range labels {
+			b = bsoncore.AppendStringElement(b, itoa(i), l)
+		}
+		out, _ = bsoncore.AppendArrayEnd(b, ai)
 	}
 	out = bsoncore.AppendDoubleElement(out, "ok", 1)
 	out, _ = bsoncore.AppendDocumentEnd(out, idx)

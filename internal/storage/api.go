@@ -86,6 +86,9 @@ var (
 	ErrClosed         = errors.New("storage: engine is closed")
 	ErrCorrupt        = errors.New("storage: corrupt data")
 	ErrSnapshotActive = errors.New("storage: cannot change read source with an open snapshot")
+	// ErrSnapshotsOpen: RecoverToStable was called while some RecoveryUnit had an open
+	// snapshot (a live caller excludes users first and may retry once they are gone).
+	ErrSnapshotsOpen = errors.New("storage: open snapshots")
 )
 
 // IsWriteConflict reports whether err is a WriteConflict (mongoerr code 112).

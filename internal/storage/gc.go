@@ -136,7 +136,7 @@ func (e *Engine) RecoverToStable() (Timestamp, error) {
 	open := len(e.snaps.open)
 	e.snaps.mu.Unlock()
 	if open > 0 {
-		return 0, fmt.Errorf("storage: RecoverToStable with %d open snapshots", open)
+		return 0, fmt.Errorf("%w: RecoverToStable with %d open snapshots", ErrSnapshotsOpen, open)
 	}
 	for _, ii := range *e.idents.Load() {
 		if ii.untimestamped() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -13,8 +14,9 @@ import (
 // Oplog truncate markers (spec: "Oplog Truncation"). The oplog is divided into segments of
 // about a tenth of its maximum size; each records its entry count, payload bytes and
 // timestamp range. When the total exceeds the maximum, whole oldest segments are removed by
-// one range deletion each, never one containing an entry at or above the pinned timestamp
-// or above the stable timestamp.
+// one range deletion each, never one containing an entry at or above the pinned timestamp,
+// above the stable timestamp, or younger than the minimum retention period
+// (replSetResizeOplog's minRetentionHours: an entry's timestamp seconds are its wall time).
 
 const (
 	defaultOplogSegmentBytes = 1 << 20
@@ -28,8 +30,10 @@ type oplogState struct {
 	mu       sync.Mutex
 	maxSize  int64
 	segBytes int64
-	segs     []oplogSegment // oldest first; the last one is still being filled
-	total    int64
+	// minRetention keeps segments whose newest entry is younger than this (0: none).
+	minRetention time.Duration
+	segs         []oplogSegment // oldest first; the last one is still being filled
+	total        int64
 }
 
 type oplogSegment struct {
@@ -135,6 +139,31 @@ func (e *Engine) SetOplogMaxSize(ident string, bytes int64) {
 	e.kickOplogTruncation()
 }
 
+// OplogMaxSize is an oplog ident's cap in bytes of entry payload (0 when unknown or uncapped).
+func (e *Engine) OplogMaxSize(ident string) int64 {
+	ii, err := e.lookupIdent(ident)
+	if err != nil || ii.oplog == nil {
+		return 0
+	}
+	ii.oplog.mu.Lock()
+	defer ii.oplog.mu.Unlock()
+	return ii.oplog.maxSize
+}
+
+// SetOplogMinRetention keeps an oplog ident's entries for at least d after their timestamp
+// (wall-clock seconds) even when the oplog is over its maximum size; 0 turns it off.
+// Lowering it may let truncation proceed, so truncation is kicked.
+func (e *Engine) SetOplogMinRetention(ident string, d time.Duration) {
+	ii, err := e.lookupIdent(ident)
+	if err != nil || ii.oplog == nil {
+		return
+	}
+	ii.oplog.mu.Lock()
+	ii.oplog.minRetention = max(d, 0)
+	ii.oplog.mu.Unlock()
+	e.kickOplogTruncation()
+}
+
 // SetPinnedOplogTimestamp keeps oplog entries at or after ts from truncation.
 func (e *Engine) SetPinnedOplogTimestamp(ts Timestamp) {
 	e.pinned.Store(uint64(ts))
@@ -180,6 +209,10 @@ func (e *Engine) truncateOplog(ii *identInfo) error {
 		}
 		seg := s.segs[0]
 		if (!pinned.IsNull() && seg.last >= pinned) || (!stable.IsNull() && seg.last > stable) {
+			s.mu.Unlock()
+			return nil
+		}
+		if s.minRetention > 0 && time.Since(time.Unix(int64(seg.last.Secs()), 0)) < s.minRetention {
 			s.mu.Unlock()
 			return nil
 		}

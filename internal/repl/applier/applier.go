@@ -16,7 +16,13 @@
 //     history, so reads at a timestamp see what the primary had then); commands run alone;
 //  4. clear the truncate point and move lastApplied to the batch's last entry; after a journal
 //     flush OnApplied tells the coordinator, which records it as applied and durable and reports
-//     both to the sync source with replSetUpdatePosition.
+//     both to the sync source with replSetUpdatePosition, and the oplog writer wakes the
+//     awaitData getMores of members chaining from us (they read our oplog at lastApplied).
+//
+// Run journals in the background (MongoDB's oplog writer and applier do the same): while one
+// journal flush makes batch N durable, batch N+1 is applied, and the next flush covers every
+// batch finished meanwhile (group commit), so the fsync is off the apply path and a busy
+// primary's w:"majority" writes share flushes instead of queueing behind one per batch.
 //
 // Invariant: lastApplied only moves at batch boundaries, after every write of the batch has
 // committed. Secondary reads use ReadProvided at LastApplied (MongoDB's kLastApplied read
@@ -36,6 +42,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -173,8 +180,17 @@ func isCommand(d bsoncore.Document) bool {
 	return op == "c"
 }
 
-// Run applies batches from buf until ctx ends (returning its cause) or a fatal error.
+// Run applies batches from buf until ctx ends (returning its cause) or a fatal error. Applied
+// batches are journaled and reported by a goroutine Run owns (durableReporter); Run returns
+// after it has reported the last batch.
 func (a *Applier) Run(ctx context.Context, buf *fetcher.Buffer) error {
+	rep := newDurableReporter(a)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rep.run(ctx)
+	}()
+	defer func() { <-done }()
 	for {
 		batch, err := buf.Next(ctx, a.cfg.MaxOps, a.cfg.MaxBytes, isCommand)
 		if err != nil {
@@ -182,22 +198,126 @@ func (a *Applier) Run(ctx context.Context, buf *fetcher.Buffer) error {
 		}
 		// A batch is finished even when the owner stops us meanwhile: a half-applied batch
 		// would leave the truncate point set for the next start to repair.
-		if _, err := a.ApplyBatch(context.WithoutCancel(ctx), batch); err != nil {
+		last, moved, err := a.applyBatch(context.WithoutCancel(ctx), batch)
+		if err != nil {
 			a.cfg.Fatal(err)
 			return err
+		}
+		if moved {
+			rep.note(last)
 		}
 	}
 }
 
-// ApplyBatch writes batch to our oplog and applies it; it returns the new lastApplied.
-// Entries at or before lastApplied are skipped (a restarted fetcher may resend them).
+// ApplyBatch writes batch to our oplog and applies it; it returns the new lastApplied. It
+// journals the batch and reports it (OnApplied) before returning. Entries at or before
+// lastApplied are skipped (a restarted fetcher may resend them).
 func (a *Applier) ApplyBatch(ctx context.Context, batch []bsoncore.Document) (oplog.OpTime, error) {
+	last, moved, err := a.applyBatch(ctx, batch)
+	if err != nil || !moved {
+		return last, err
+	}
+	if err := a.reportDurable(ctx, last); err != nil {
+		return last, err
+	}
+	return last, nil
+}
+
+// reportDurable waits until everything applied so far is journaled, then reports last (the
+// coordinator moves lastApplied and lastDurable together, so one replSetUpdatePosition
+// carries both; w:"majority" waits for durable optimes) and wakes oplog readers.
+func (a *Applier) reportDurable(ctx context.Context, last oplog.OpTime) error {
+	if a.cfg.OnApplied != nil {
+		// The journal flush is group-committed with every other waiter's.
+		if err := a.cfg.Engine.WaitUntilDurable(ctx); err != nil {
+			return fmt.Errorf("wait for the batch to be durable: %w", err)
+		}
+		a.cfg.OnApplied(last)
+	}
+	if a.cfg.Writer != nil {
+		a.cfg.Writer.NotifyVisible()
+	}
+	return nil
+}
+
+// durableReporter journals and reports applied batches in the background: note hands it the
+// newest applied optime and returns at once; run reports the newest one noted, after a
+// flush that covers it, as often as flushes complete.
+type durableReporter struct {
+	a    *Applier
+	kick chan struct{} // capacity 1: "something was noted"
+
+	mu      sync.Mutex
+	pending oplog.OpTime // guarded by mu; newest applied optime not reported yet
+	has     bool         // guarded by mu
+}
+
+func newDurableReporter(a *Applier) *durableReporter {
+	return &durableReporter{a: a, kick: make(chan struct{}, 1)}
+}
+
+func (r *durableReporter) note(last oplog.OpTime) {
+	r.mu.Lock()
+	r.pending, r.has = last, true
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (r *durableReporter) take() (oplog.OpTime, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last, ok := r.pending, r.has
+	r.has = false
+	return last, ok
+}
+
+// run reports until ctx ends; then it reports what is still pending (the owner stopping
+// replication waits for it, so a member that steps up has reported every applied batch).
+func (r *durableReporter) run(ctx context.Context) {
+	for {
+		select {
+		case <-r.kick:
+		case <-ctx.Done():
+			r.finish(ctx)
+			return
+		}
+		last, ok := r.take()
+		if !ok {
+			continue
+		}
+		if err := r.a.reportDurable(ctx, last); err != nil {
+			if ctx.Err() != nil {
+				r.note(last)
+				r.finish(ctx)
+				return
+			}
+			r.a.cfg.Fatal(err)
+			return
+		}
+	}
+}
+
+// finish reports the batch still pending when the owner stops replication.
+func (r *durableReporter) finish(ctx context.Context) {
+	if last, ok := r.take(); ok {
+		if err := r.a.reportDurable(context.WithoutCancel(ctx), last); err != nil {
+			r.a.log.Warn("Could not journal the last applied batch while stopping", "error", err.Error())
+		}
+	}
+}
+
+// applyBatch writes batch to our oplog and applies it; moved reports whether lastApplied
+// moved (false when every entry was already applied).
+func (a *Applier) applyBatch(ctx context.Context, batch []bsoncore.Document) (last oplog.OpTime, moved bool, err error) {
 	prev := a.LastApplied()
 	entries := make([]*oplog.Entry, 0, len(batch))
 	for _, raw := range batch {
 		e, err := oplog.ParseEntry(raw)
 		if err != nil {
-			return prev, err
+			return prev, false, err
 		}
 		if e.OpTime.TS <= prev.TS {
 			continue
@@ -205,42 +325,45 @@ func (a *Applier) ApplyBatch(ctx context.Context, batch []bsoncore.Document) (op
 		entries = append(entries, e)
 	}
 	if len(entries) == 0 {
-		return prev, nil
+		return prev, false, nil
 	}
-	last := entries[len(entries)-1].OpTime
+	last = entries[len(entries)-1].OpTime
 	start := time.Now()
 	if err := a.tp.Save(ctx, truncatePointDoc(prev.TS)); err != nil {
-		return prev, fmt.Errorf("set oplogTruncateAfterPoint: %w", err)
+		return prev, false, fmt.Errorf("set oplogTruncateAfterPoint: %w", err)
 	}
 	if err := a.writeOplog(ctx, entries); err != nil {
-		return prev, fmt.Errorf("write oplog entries: %w", err)
+		return prev, false, fmt.Errorf("write oplog entries: %w", err)
 	}
 	if err := a.applyEntries(ctx, entries); err != nil {
-		return prev, err
+		return prev, false, err
 	}
 	if err := a.tp.Save(ctx, truncatePointDoc(0)); err != nil {
-		return prev, fmt.Errorf("clear oplogTruncateAfterPoint: %w", err)
+		return prev, false, fmt.Errorf("clear oplogTruncateAfterPoint: %w", err)
 	}
+	a.beforeBatchCompletes(entries)
 	a.mu.Lock()
 	a.applied = last
 	a.batches++
 	close(a.moved)
 	a.moved = make(chan struct{})
 	a.mu.Unlock()
-	if a.cfg.OnApplied != nil {
-		// Report only a journaled batch, so the coordinator can move lastApplied and
-		// lastDurable together and one replSetUpdatePosition carries both (w:majority
-		// waits for durable optimes). The journal flush is group-committed.
-		if err := a.cfg.Engine.WaitUntilDurable(ctx); err != nil {
-			return last, fmt.Errorf("wait for the batch to be durable: %w", err)
-		}
-		a.cfg.OnApplied(last)
-	}
 	if d := time.Since(start); d > time.Second {
 		a.log.Info("Slow oplog batch", logv2.ID(21230), "entries", len(entries), "durationMillis", d.Milliseconds(),
 			"first", entries[0].Op+" "+entries[0].NS+" "+entries[0].O.String())
 	}
-	return last, nil
+	return last, true, nil
+}
+
+// beforeBatchCompletes is a test hook (export_test.go): it runs when every write of a batch
+// has committed and before lastApplied moves, the window in which secondary reads must not
+// see the batch (MongoDB's pauseBatchApplicationBeforeCompletion fail point).
+var beforeBatchCompletes atomic.Pointer[func(e *storage.Engine, entries []*oplog.Entry)]
+
+func (a *Applier) beforeBatchCompletes(entries []*oplog.Entry) {
+	if f := beforeBatchCompletes.Load(); f != nil {
+		(*f)(a.cfg.Engine, entries)
+	}
 }
 
 // writeOplog inserts the entries into our oplog, each at its own timestamp, in one unit.

@@ -3,6 +3,9 @@ package coord
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -31,7 +34,7 @@ func (c *Coordinator) Initiate(ctx context.Context, cfgDoc bsoncore.Document) er
 		return mongoerr.Newf(mongoerr.InvalidReplicaSetConfig,
 			"Attempting to initiate a replica set with name %s, but command line reports %s; rejecting", cfg.SetName, c.opts.SetName)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := ValidateConfig(cfg); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -54,6 +57,16 @@ func (c *Coordinator) Initiate(ctx context.Context, cfgDoc bsoncore.Document) er
 	defer c.mu.Unlock()
 	now := time.Now()
 	c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
+	// The initiator of a multi-member set waits in STARTUP2 (its oplog was empty when the
+	// config arrived, like a new member's); the entry it just wrote is the set's first data,
+	// so it has no initial sync to do and is a SECONDARY now, as in MongoDB's
+	// _finishReplSetInitiate. Leaving that to the data-replication watcher would make the
+	// single-voter election below fail for a state that is about to change.
+	if c.topo.State() == topology.StateStartup2 {
+		if err := c.topo.SetFollowerMode(now, topology.StateSecondary); err != nil {
+			return err
+		}
+	}
 	// A set whose only voter is this node elects it at once instead of waiting out the
 	// election timeout, as MongoDB does after initiating a one-node set.
 	if self := cfg.Member(c.topo.SelfID()); self != nil && self.Votes > 0 && cfg.TotalVotes() == 1 {
@@ -79,7 +92,38 @@ func notInitialized() error {
 	return mongoerr.New(mongoerr.NotYetInitialized, "no replset config has been received")
 }
 
-// Reconfig is replSetReconfig.
+// reconfigState is the safe-reconfig bookkeeping of replSetReconfig (spec "Safe
+// Reconfig"; MongoDB's config and oplog commitment). Guarded by Coordinator.mu.
+type reconfigState struct {
+	// busy: a replSetReconfig is between its first check and its "Reconfig set" no-op; a
+	// second one fails with ConfigurationInProgress.
+	busy bool
+	// commitOp is the optime of the "Reconfig set" no-op written right after this node
+	// installed config version commitVersion by a non-force reconfig, in term commitOp.Term.
+	// The commit point counts only members that report the current config version, so once
+	// it reaches commitOp a majority has the config (config commitment) and every entry
+	// committed under the previous config (all older than the no-op) is committed under this
+	// one (oplog commitment).
+	commitOp      topology.OpTime
+	commitVersion int64
+	// forcedVersion is the version of the last config this node installed with force; a safe
+	// reconfig from a forced config skips the commitment check, as in MongoDB.
+	forcedVersion int64
+}
+
+// reconfigCommitWait bounds how long a safe reconfig waits for the current config to be
+// committed when the command has no maxTimeMS. MongoDB fails at once; waiting a little lets
+// back-to-back reconfigs (rs.add twice) succeed on a healthy set, and a set that cannot
+// commit still gets CurrentConfigNotCommittedYet.
+const reconfigCommitWait = 10 * time.Second
+
+// Reconfig is replSetReconfig. Without force (spec "Safe Reconfig", MongoDB 4.4+): only a
+// writable primary reconfigures; the current config must be committed first (see
+// reconfigState; CurrentConfigNotCommittedYet otherwise); the new config gets the current
+// term, must have a greater version and may add or remove at most one voter (CheckReconfig);
+// this node must be electable in it. After installing it the primary writes a "Reconfig set"
+// no-op, whose majority commit commits the new config. With force any member installs the
+// config at once with its version raised by a random large amount.
 func (c *Coordinator) Reconfig(ctx context.Context, doc bsoncore.Document, force bool) error {
 	cfg, err := ParseConfig(doc)
 	if err != nil {
@@ -90,66 +134,147 @@ func (c *Coordinator) Reconfig(ctx context.Context, doc bsoncore.Document, force
 	if c.topo == nil {
 		return notInitialized()
 	}
-	old := c.topo.Config()
-	if !force && !c.topo.IsWritablePrimary() {
-		return mongoerr.Newf(mongoerr.NotWritablePrimary,
-			"replSetReconfig should only be run on a writable PRIMARY. Current state %v;", c.topo.State())
-	}
-	if cfg.SetName != old.SetName {
-		return mongoerr.Newf(mongoerr.NewReplicaSetConfigurationIncompatible,
-			"New and old configurations differ in replica set name; old was %s, and new is %s", old.SetName, cfg.SetName)
-	}
-	if err := cfg.Validate(); err != nil {
-		return err
+	if c.rcfg.busy {
+		return mongoerr.New(mongoerr.ConfigurationInProgress,
+			"Cannot run replSetReconfig because the node is currently updating its configuration")
 	}
 	if force {
-		// MongoDB bumps a forced config's version by a random amount so two forced reconfigs
-		// on different nodes are unlikely to collide; the term is -1 (unset).
-		cfg.Version = max(cfg.Version, old.Version) + 10000 + rand.Int64N(90000)
-		cfg.Term = old.Term
-	} else {
-		if cfg.Version <= old.Version {
-			return mongoerr.Newf(mongoerr.NewReplicaSetConfigurationIncompatible,
-				"New replica set configuration version must be greater than old, but %d is not greater than %d for replica set %s", cfg.Version, old.Version, cfg.SetName)
-		}
-		if changes := votingChanges(old, cfg); changes > 1 {
-			return mongoerr.New(mongoerr.NewReplicaSetConfigurationIncompatible,
-				"Non-force replica set reconfig can only add or remove at most 1 voting member.")
-		}
-		cfg.Term = c.topo.Term()
+		return c.forceReconfigLocked(cfg)
+	}
+	if err := c.checkReconfigPrimaryLocked(); err != nil {
+		return err
+	}
+	c.rcfg.busy = true
+	defer func() { c.rcfg.busy = false }()
+	if err := c.waitConfigCommittedLocked(ctx); err != nil {
+		return err
+	}
+	if err := c.checkReconfigPrimaryLocked(); err != nil {
+		return err
+	}
+	old := c.topo.Config()
+	term := c.topo.Term()
+	cfg.Term = term
+	if err := CheckReconfig(old, cfg, false); err != nil {
+		return err
+	}
+	id, ok := c.selfIDIn(cfg)
+	if !ok {
+		return mongoerr.Newf(mongoerr.NodeNotFound,
+			"No host described in new configuration with {version: %d, term: %d} for replica set %s maps to this node", cfg.Version, cfg.Term, cfg.SetName)
+	}
+	if m := cfg.Member(id); m.Priority <= 0 || m.Votes == 0 || m.ArbiterOnly {
+		return mongoerr.Newf(mongoerr.NodeNotElectable,
+			"This node, %s, with _id %d is not electable under the new configuration with {version: %d, term: %d} for replica set %s",
+			m.Host, m.ID, cfg.Version, cfg.Term, cfg.SetName)
+	}
+	c.log.Info("replSetReconfig", logv2.ID(21352), "force", false, "newVersion", cfg.Version, "term", term)
+	if err := c.installConfigLocked(time.Now(), cfg, false); err != nil {
+		return err
+	}
+	// Until the no-op is written the new config cannot be proven committed: an unreachable
+	// commitment optime of this term blocks the next safe reconfig rather than let it pass
+	// on a commit point that predates the config.
+	c.rcfg.commitVersion = cfg.Version
+	c.rcfg.commitOp = topology.OpTime{TS: topology.Timestamp{Secs: math.MaxUint32, Inc: math.MaxUint32}, Term: term}
+	c.mu.Unlock()
+	op, err := c.appendNoop(ctx, term, "Reconfig set")
+	c.mu.Lock()
+	if err != nil {
+		return fmt.Errorf("write the reconfig no-op: %w", err)
+	}
+	now := time.Now()
+	c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
+	if c.rcfg.commitVersion == cfg.Version {
+		c.rcfg.commitOp = op
+	}
+	c.noteChangesLocked()
+	return nil
+}
+
+// forceReconfigLocked installs cfg on any member (replSetReconfig with force: true).
+func (c *Coordinator) forceReconfigLocked(cfg topology.ReplSetConfig) error {
+	old := c.topo.Config()
+	// MongoDB bumps a forced config's version by a random amount so two forced reconfigs on
+	// different nodes are unlikely to collide. The term stays the old config's: heartbeats
+	// and votes compare config terms, and every member must adopt this config.
+	cfg.Version = max(cfg.Version, old.Version) + 10000 + rand.Int64N(90000)
+	cfg.Term = old.Term
+	if err := CheckReconfig(old, cfg, true); err != nil {
+		return err
 	}
 	if _, ok := c.selfIDIn(cfg); !ok {
 		return mongoerr.Newf(mongoerr.NodeNotFound,
 			"No host described in new configuration with {version: %d, term: %d} for replica set %s maps to this node", cfg.Version, cfg.Term, cfg.SetName)
 	}
-	c.log.Info("replSetReconfig", logv2.ID(21352), "force", force, "newVersion", cfg.Version)
-	return c.installConfigLocked(time.Now(), cfg, false)
+	c.log.Info("replSetReconfig", logv2.ID(21352), "force", true, "newVersion", cfg.Version)
+	if err := c.installConfigLocked(time.Now(), cfg, false); err != nil {
+		return err
+	}
+	c.rcfg.forcedVersion = cfg.Version
+	return nil
 }
 
-// votingChanges counts voters added or removed between two configs (by host).
-func votingChanges(a, b topology.ReplSetConfig) int {
-	voters := func(c topology.ReplSetConfig) map[string]bool {
-		m := map[string]bool{}
-		for _, x := range c.Members {
-			if x.Votes > 0 {
-				m[x.Host] = true
-			}
-		}
-		return m
+func (c *Coordinator) checkReconfigPrimaryLocked() error {
+	if !c.topo.IsWritablePrimary() {
+		return mongoerr.Newf(mongoerr.NotWritablePrimary,
+			"replSetReconfig should only be run on a writable PRIMARY. Current state %v;", c.topo.State())
 	}
-	va, vb := voters(a), voters(b)
-	n := 0
-	for h := range va {
-		if !vb[h] {
-			n++
+	return nil
+}
+
+// configCommittedLocked reports whether the current config is committed (nil) or why not.
+func (c *Coordinator) configCommittedLocked() error {
+	cfg := c.topo.Config()
+	if c.rcfg.forcedVersion == cfg.Version {
+		return nil
+	}
+	term, lc := c.topo.Term(), c.topo.LastCommitted()
+	// A primary whose commit point is in its own term has had its "new primary" no-op
+	// committed by a majority of the current config: the config and every entry committed
+	// before it are majority committed under it.
+	if lc.Term != term {
+		return mongoerr.New(mongoerr.CurrentConfigNotCommittedYet,
+			"Last committed OpTime in previous config is not committed in current config")
+	}
+	if c.rcfg.commitVersion == cfg.Version && c.rcfg.commitOp.Term == term && lc.Less(c.rcfg.commitOp) {
+		return mongoerr.Newf(mongoerr.CurrentConfigNotCommittedYet,
+			"Cannot run replSetReconfig because the current config: {version: %d, term: %d} is not majority committed.", cfg.Version, cfg.Term)
+	}
+	return nil
+}
+
+// waitConfigCommittedLocked waits (releasing c.mu) until the current config is committed,
+// until ctx's deadline, or reconfigCommitWait when ctx has none.
+func (c *Coordinator) waitConfigCommittedLocked(ctx context.Context) error {
+	deadline := time.Now().Add(reconfigCommitWait)
+	if d, ok := ctx.Deadline(); ok {
+		deadline = d
+	}
+	for {
+		c.refreshAppliedLocked(time.Now())
+		err := c.configCommittedLocked()
+		if err == nil || !time.Now().Before(deadline) {
+			return err
+		}
+		c.maybeFollowJournalLocked()
+		ch := c.progress
+		c.mu.Unlock()
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		c.mu.Lock()
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return context.Cause(ctx)
+		}
+		if c.topo == nil {
+			return notInitialized()
 		}
 	}
-	for h := range vb {
-		if !va[h] {
-			n++
-		}
-	}
-	return n
 }
 
 // StepDownArgs are replSetStepDown's arguments.
@@ -311,7 +436,7 @@ func (c *Coordinator) SyncFrom(host string) (prev string, err error) {
 }
 
 // RBID is the rollback id (replSetGetRBID).
-func (c *Coordinator) RBID() int32 { return c.rbid }
+func (c *Coordinator) RBID() int32 { return c.rbid.Load() }
 
 // TopologyVersion is hello's topologyVersion.counter; Changed is closed when it next moves.
 func (c *Coordinator) TopologyVersion() (counter int64, changed <-chan struct{}) {

@@ -109,7 +109,7 @@ func parseMember(i int, md bsoncore.Document) (topology.MemberConfig, error) {
 	if err != nil {
 		return bad("%v", err)
 	}
-	prioritySet := false
+	prioritySet, buildIndexes := false, true
 	for _, e := range elems {
 		v := e.Value()
 		switch e.Key() {
@@ -162,6 +162,7 @@ func parseMember(i int, md bsoncore.Document) (topology.MemberConfig, error) {
 				m.Tags[te.Key()] = s
 			}
 		case "buildIndexes":
+			buildIndexes = truthy(v)
 		default:
 			return m, mongoerr.Newf(mongoerr.BadValue, "Unexpected field %s in replica set member configuration", e.Key())
 		}
@@ -172,12 +173,49 @@ func parseMember(i int, md bsoncore.Document) (topology.MemberConfig, error) {
 	if m.Host == "" {
 		return bad("Missing expected field \"host\"")
 	}
-	// Arbiters, non-voters and (by MongoDB's rules, when unset) hidden/delayed members get
-	// priority 0 by default only for arbiters; others must say so explicitly.
-	if m.ArbiterOnly && !prioritySet {
+	// Only arbiters get priority 0 by default; hidden, delayed and non-voting members must
+	// say so explicitly. An arbiter's explicit priority 1 also becomes 0 (MongoDB's
+	// MemberConfig does this because old shells' rs.addArb sent priority 1); any other
+	// non-zero arbiter priority is rejected by ValidateConfig.
+	if m.ArbiterOnly && (!prioritySet || m.Priority == 1) {
 		m.Priority = 0
 	}
+	if !buildIndexes && m.Priority != 0 {
+		return bad("priority must be 0 when buildIndexes=false")
+	}
 	return m, nil
+}
+
+// maxSecondaryDelaySecs is MongoDB's kMaxSecondaryDelay (366 days).
+const maxSecondaryDelaySecs = 3600 * 24 * 366
+
+// ValidateConfig checks cfg as replSetInitiate and replSetReconfig do: MongoDB's member
+// rules that the core's Validate does not spell with MongoDB's messages (arbiters must vote,
+// have priority 0 and no tags; secondaryDelaySecs in range), then the core's Validate
+// (ids, hosts, votes, priorities of non-voting, hidden and delayed members, voter counts).
+// Errors are InvalidReplicaSetConfig; replSetReconfig reports them as
+// NewReplicaSetConfigurationIncompatible, as MongoDB does.
+func ValidateConfig(cfg topology.ReplSetConfig) error {
+	for i := range cfg.Members {
+		m := &cfg.Members[i]
+		if m.SecondaryDelaySecs < 0 || m.SecondaryDelaySecs > maxSecondaryDelaySecs {
+			return mongoerr.Newf(mongoerr.InvalidReplicaSetConfig, "secondaryDelaySecs field value of %d is out of range", m.SecondaryDelaySecs)
+		}
+		if !m.ArbiterOnly {
+			continue
+		}
+		if m.Votes == 0 {
+			return mongoerr.New(mongoerr.InvalidReplicaSetConfig, "Arbiter must vote (cannot have 0 votes)")
+		}
+		if len(m.Tags) > 0 {
+			return mongoerr.New(mongoerr.InvalidReplicaSetConfig, "Cannot set tags on arbiters.")
+		}
+		if m.Priority != 0 {
+			return mongoerr.Newf(mongoerr.InvalidReplicaSetConfig,
+				"Member %s is an arbiter but has priority %v. Arbiter priority must be 0.", m.Host, m.Priority)
+		}
+	}
+	return cfg.Validate()
 }
 
 func parseSettings(sd bsoncore.Document, s *topology.Settings) error {
@@ -349,4 +387,113 @@ func parseOpTime(v bsoncore.Value) topology.OpTime {
 		}
 	}
 	return op
+}
+
+// CheckReconfig is MongoDB's validateConfigForReconfig: whether cfg may replace old. cfg is
+// validated (ValidateConfig) and must keep the set name, each host's member _id and each
+// member's arbiterOnly flag; without force its version must be greater than old's, at most
+// one voting member may be added or removed (by member _id: a quorum of the new config then
+// overlaps every quorum of the old one), and a PSA config whose secondary is electable may
+// not follow a config with a single writable voter (a stale secondary could then be elected
+// with the arbiter's vote). Every failure is NewReplicaSetConfigurationIncompatible.
+func CheckReconfig(old, cfg topology.ReplSetConfig, force bool) error {
+	incompatible := func(format string, args ...any) error {
+		return mongoerr.Newf(mongoerr.NewReplicaSetConfigurationIncompatible, format, args...)
+	}
+	if err := ValidateConfig(cfg); err != nil {
+		if me, ok := mongoerr.As(err); ok {
+			return incompatible("%s", me.Msg)
+		}
+		return err
+	}
+	if !force && cfg.Version <= old.Version {
+		return incompatible("New replica set configuration version and term must be greater than old, but "+
+			"{version: %d, term: %d} is not greater than {version: %d, term: %d} for replica set %s",
+			cfg.Version, cfg.Term, old.Version, old.Term, cfg.SetName)
+	}
+	if cfg.SetName != old.SetName {
+		return incompatible("New and old configurations differ in replica set name; old was %s, and new is %s", old.SetName, cfg.SetName)
+	}
+	for _, n := range cfg.Members {
+		for _, o := range old.Members {
+			sameID, sameHost := n.ID == o.ID, n.Host == o.Host
+			switch {
+			case !sameID && !sameHost:
+				continue
+			case sameHost && !sameID:
+				return incompatible("New and old configurations both have members with host of %s but in the new configuration the _id field is %d and in the old configuration it is %d for replica set %s",
+					o.Host, n.ID, o.ID, cfg.SetName)
+			case n.ArbiterOnly != o.ArbiterOnly:
+				return incompatible("New and old configurations differ in the setting of the arbiterOnly field for member %s; to make this change, remove then re-add the member", o.Host)
+			}
+		}
+	}
+	if !force {
+		if d := votingIDChanges(old, cfg); d > 1 {
+			return incompatible("Non force replica set reconfig can only add or remove at most 1 voting member.")
+		}
+	}
+	voters, arbiters := 0, 0
+	for _, m := range old.Members {
+		if m.Votes > 0 {
+			voters++
+		}
+		if m.ArbiterOnly {
+			arbiters++
+		}
+	}
+	overlap := voters/2+1 <= voters-arbiters
+	electable := 0
+	for _, m := range cfg.Members {
+		if m.Priority > 0 {
+			electable++
+		}
+	}
+	if !overlap && isPSA(cfg) && electable > 1 {
+		return incompatible("Rejecting reconfig where the new config has a PSA topology and the secondary is electable, " +
+			"but the old config contains only one writable node. Refer to " +
+			"https://docs.mongodb.com/manual/reference/method/rs.reconfigForPSASet/ for next steps on reconfiguring a PSA set.")
+	}
+	return nil
+}
+
+// isPSA: three voting members, one of them an arbiter (MongoDB's ReplSetConfig::isPSASet).
+func isPSA(cfg topology.ReplSetConfig) bool {
+	voters, arbiters := 0, 0
+	for _, m := range cfg.Members {
+		if m.Votes > 0 {
+			voters++
+			if m.ArbiterOnly {
+				arbiters++
+			}
+		}
+	}
+	return len(cfg.Members) == 3 && voters == 3 && arbiters == 1
+}
+
+// votingIDChanges is the size of the symmetric difference of the two configs' voting member
+// _ids (MongoDB's validateSingleNodeChange identifies a node by its _id, not its host).
+func votingIDChanges(a, b topology.ReplSetConfig) int {
+	voters := func(c topology.ReplSetConfig) map[int]bool {
+		m := map[int]bool{}
+		for _, x := range c.Members {
+			if x.Votes > 0 {
+				m[x.ID] = true
+			}
+		}
+		return m
+	}
+	va, vb := voters(a), voters(b)
+	n := 0
+	for id := range va {
+		if !vb[id] {
+			n++
+		}
+	}
+	for id := range vb {
+		if !va[id] {
+			n++
+		}
+	}
+	return n
 }

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/initialsync"
+	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/topology"
 	"humongo/internal/storage"
 )
@@ -64,6 +66,11 @@ type Options struct {
 	TickInterval time.Duration
 	// Seed seeds the election-timeout randomness (0: random).
 	Seed uint64
+	// TopOfOplog reads this node's newest oplog entry (null when the oplog is empty); may be
+	// nil (no oplog). A config installed at startup starts lastApplied and lastDurable from
+	// it: a restarted member that judged vote requests against an empty log would vote for a
+	// candidate missing majority-committed writes, and that candidate would lose them.
+	TopOfOplog func() (oplog.OpTime, error)
 }
 
 // Coordinator is a replica-set member's ReplicationCoordinator.
@@ -84,16 +91,19 @@ type Coordinator struct {
 	lastSig     string
 	changed     chan struct{} // closed and replaced on every topology change
 	progress    chan struct{} // closed and replaced when optimes or the commit point move
+	feedback    chan struct{} // capacity 1; wakes syncSourceFeedback (an update position ended)
 	upSentAt    time.Time
 	upSentOp    topology.OpTime
 	hbRecv      map[int]time.Time
 	maintenance int
 	electionTS  time.Time // when this node last won an election
 
+	rcfg reconfigState // replSetReconfig's commitment state (api.go)
+
 	peers *peerPool
 	tv    atomic.Int64
 	term  atomic.Int64 // mirror of the core's term for Term(), readable without c.mu
-	rbid  int32
+	rbid  atomic.Int32 // replSetGetRBID; persisted in local.system.rollback.id (secondary.go)
 	start time.Time
 
 	// dataSyncer is the initial syncer, once one ran (secondary.go; guarded by mu).
@@ -111,12 +121,14 @@ func New(opts Options) *Coordinator {
 	if opts.Seed == 0 {
 		opts.Seed = rand.Uint64()
 	}
-	return &Coordinator{
+	c := &Coordinator{
 		opts: opts, log: opts.Logger.With(logv2.C(logv2.Replication)),
 		hbBusy: map[string]bool{}, hbRecv: map[int]time.Time{},
-		changed: make(chan struct{}), progress: make(chan struct{}),
-		peers: newPeerPool(), rbid: int32(rand.Int32N(1 << 30)), start: time.Now(),
+		changed: make(chan struct{}), progress: make(chan struct{}), feedback: make(chan struct{}, 1),
+		peers: newPeerPool(), start: time.Now(),
 	}
+	c.rbid.Store(rand.Int32N(1 << 30))
+	return c
 }
 
 // Term is the current term (the oplog writer's TermSource). It never takes c.mu, so writes
@@ -166,9 +178,41 @@ func (c *Coordinator) Start(ctx context.Context) error {
 				logv2.ID(21405), "error", err.Error())
 		}
 	}
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go c.run()
+	go c.syncSourceFeedback()
 	return nil
+}
+
+// syncSourceFeedback is MongoDB's SyncSourceFeedback loop (spec "Update Position Commands"):
+// it waits until this node or a member relaying through it made progress and sends
+// replSetUpdatePosition at once. Waiting for the next tick instead would add up to a tick to
+// every w:"majority" write. The tick still sends the keep-alives.
+func (c *Coordinator) syncSourceFeedback() {
+	defer c.wg.Done()
+	for {
+		c.mu.Lock()
+		ch := c.progress
+		if c.topo != nil {
+			c.maybeSendUpdatePositionLocked(time.Now())
+		}
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-c.feedback:
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+// kickFeedback makes syncSourceFeedback look again (a replSetUpdatePosition finished: the
+// progress made while it was in flight has not been sent).
+func (c *Coordinator) kickFeedback() {
+	select {
+	case c.feedback <- struct{}{}:
+	default:
+	}
 }
 
 // Close stops the goroutines and closes the connections to the other members.
@@ -258,6 +302,10 @@ func (c *Coordinator) maybeFollowJournalLocked() {
 			now := time.Now()
 			c.handleLocked(now, c.topo.UpdateLastDurableOpTime(now, applied))
 			c.noteChangesLocked()
+			// Write-concern waiters (j, and w:"majority", which counts our durable optime)
+			// re-check now, and start the next flush for writes made during this one, rather
+			// than at the next tick.
+			c.wakeLocked()
 		}
 	})
 }
@@ -471,7 +519,28 @@ func (c *Coordinator) installFirstConfigLocked(cfg topology.ReplSetConfig) error
 		return mongoerr.Newf(mongoerr.InvalidReplicaSetConfig,
 			"No host described in new configuration with {version: %d, term: %d} for replica set %s maps to this node", cfg.Version, cfg.Term, cfg.SetName)
 	}
+	var top, minValid topology.OpTime
+	needsInitialSync := false
+	if c.opts.TopOfOplog != nil {
+		o, err := c.opts.TopOfOplog()
+		if err != nil {
+			return fmt.Errorf("reading the top of the oplog: %w", err)
+		}
+		top = toTopologyOpTime(o)
+		// An empty oplog, or an unfinished initial sync's partial copy, means initial sync
+		// (STARTUP2); data behind minValid means RECOVERING (secondary.go).
+		m, err := c.loadConsistencyMarkers()
+		if err != nil {
+			return err
+		}
+		minValid = toTopologyOpTime(m.MinValid)
+		needsInitialSync = top.IsNull() || m.InitialSyncFlag
+		if m.InitialSyncFlag {
+			top = topology.OpTime{}
+		}
+	}
 	t, err := topology.New(topology.Options{SelfID: id, Config: &cfg, Durable: c.durable,
+		LastApplied: top, LastDurable: top, NeedsInitialSync: needsInitialSync, MinValid: minValid,
 		Rand: rand.New(rand.NewPCG(c.opts.Seed, uint64(id)))})
 	if err != nil {
 		return err

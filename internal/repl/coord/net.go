@@ -13,6 +13,7 @@ import (
 
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/repl/dialer"
 	"humongo/internal/repl/topology"
 )
 
@@ -36,7 +37,8 @@ func (p *peerPool) get(host string) (*mongo.Client, error) {
 	}
 	cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + host + "/?directConnection=true").
 		SetAppName("humongod-repl").SetConnectTimeout(5 * time.Second).
-		SetServerSelectionTimeout(10 * time.Second).SetRetryReads(false).SetRetryWrites(false))
+		SetServerSelectionTimeout(10 * time.Second).SetRetryReads(false).SetRetryWrites(false).
+		SetDialer(dialer.Default))
 	if err != nil {
 		return nil, err
 	}
@@ -408,6 +410,8 @@ func (c *Coordinator) maybeSendUpdatePositionLocked(now time.Time) {
 		delete(c.hbBusy, "\x00up")
 		if err != nil {
 			c.upSentOp = topology.OpTime{} // resend on the next tick
+		} else {
+			c.kickFeedback() // progress made while this one was in flight goes out now
 		}
 		c.mu.Unlock()
 	})

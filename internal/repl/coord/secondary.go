@@ -1,35 +1,73 @@
 package coord
 
 // Integration of data replication (internal/repl/fetcher, applier, initialsync) with the
-// coordinator's lifecycle (spec: "Life as a Secondary", "Initial Sync"). Owned by the
-// replication-data engineer; kept in this one file so the coordinator's own files stay
-// untouched except for the initialSyncStatus line in Status.
+// coordinator's lifecycle (spec: "Life as a Secondary", "Initial Sync", "Startup Recovery",
+// "Rollback"). Owned by the replication-data engineer; kept in this one file so the
+// coordinator's own files stay untouched except for the initialSyncStatus line in Status and
+// the consistency markers (loadConsistencyMarkers) that installFirstConfigLocked hands to the
+// TopologyCoordinator.
 //
 // A watcher goroutine follows the member state (it wakes on every topology change):
-//   - a member whose oplog is empty when it first becomes SECONDARY goes to STARTUP2, runs
-//     initial sync from a sync source the TopologyCoordinator chooses, then returns to
-//     SECONDARY;
-//   - a SECONDARY runs steady-state replication (fetcher + applier); leaving SECONDARY
-//     (elected, ROLLBACK, RECOVERING, removed) stops it.
+//   - a member that needs initial sync (an empty oplog, or the durable initial-sync flag of
+//     an initial sync a restart interrupted) is put in STARTUP2 by the TopologyCoordinator
+//     when its first config is installed (installFirstConfigLocked), so it is never a
+//     SECONDARY without the set's data; the watcher runs initial sync from a sync source the
+//     TopologyCoordinator chooses and completes it (SECONDARY). A member in STARTUP2 that
+//     finds data of its own and no flag (the initiator of a multi-member set, which writes
+//     "initiating set" right after installing its config) leaves STARTUP2 at once;
+//   - a SECONDARY runs steady-state replication (fetcher + applier), and so does a member
+//     RECOVERING because its data is behind minValid (after rollback, or at startup when a
+//     rollback or batch was interrupted): the TopologyCoordinator makes it SECONDARY once
+//     lastApplied reaches minValid. Any other state (elected, ROLLBACK, maintenance mode,
+//     removed) stops it.
 // The applier reports each batch once it is journaled (SetMyLastAppliedOpTime moves
 // lastApplied and lastDurable together), and replSetUpdatePosition carries both to the sync
 // source.
+//
+// Rollback (spec: "Rollback", internal/repl/rollback): when the fetcher finds that our oplog
+// diverged from the sync source's, it reports it (OnRollbackRequired) and stops; the watcher
+// stops steady-state replication, moves the member to ROLLBACK (reads now fail with
+// NotPrimaryOrSecondary, writes with NotWritablePrimary; running writes and all cursors are
+// killed, so members tailing our oplog refetch and see the divergence too), runs rollback.Run
+// against that source, resets lastApplied and lastDurable to the common point and returns to
+// SECONDARY — RECOVERING until it has applied up to minValid, the source's top when rollback
+// read it — which restarts steady-state replication from the common point, from that source
+// first. The rollback id is persisted in local.system.rollback.id (loaded when data
+// replication starts) and incremented by every rollback before it modifies data.
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
+	"humongo/internal/failpoint"
 	"humongo/internal/index"
 	"humongo/internal/logv2"
+	"humongo/internal/mongoerr"
 	"humongo/internal/repl/applier"
+	"humongo/internal/repl/fetcher"
 	"humongo/internal/repl/initialsync"
 	"humongo/internal/repl/oplog"
+	"humongo/internal/repl/recovery"
+	"humongo/internal/repl/rollback"
 	"humongo/internal/repl/topology"
 	"humongo/internal/storage"
 )
+
+// RollbackIDNS holds the rollback id document {_id: "rollbackId", rollbackId: n}.
+const RollbackIDNS = "local.system.rollback.id"
+
+// rollbackRetryDelay is how long the sync source of a rollback attempt that failed (without
+// modifying data) is not chosen again.
+const rollbackRetryDelay = time.Second
+
+// rollbackHangAfterTransitionToRollback keeps a member in ROLLBACK before it modifies anything.
+var rollbackHangAfterTransitionToRollback = failpoint.Register("rollbackHangAfterTransitionToRollback")
 
 // DataReplication is what the fetcher, applier and initial sync need from the node.
 type DataReplication struct {
@@ -39,8 +77,20 @@ type DataReplication struct {
 	Writer  *oplog.Writer
 	// AwaitTime overrides the fetcher's getMore maxTimeMS (default: heartbeatIntervalMillis).
 	AwaitTime time.Duration
-	// Fatal handles an oplog entry that cannot be applied (default: log and exit).
+	// Fatal handles an oplog entry that cannot be applied and an unrecoverable rollback
+	// (default: log and exit).
 	Fatal func(error)
+	// RollbackDir is where rollback data files go (<dbpath>/rollback); "" writes none.
+	RollbackDir string
+	// OnRollback is called after a rollback changed the data, before the member returns to
+	// SECONDARY (in-memory state derived from data, e.g. the retryable-write session cache,
+	// must be dropped). May be nil.
+	OnRollback func()
+	// KillCursors kills every open cursor; rollback calls it on entering ROLLBACK and again
+	// before leaving it, so no member tailing our oplog reads across its truncation (its
+	// getMore fails, and its next find sees the divergence) and no reader sees data change
+	// under its cursor. May be nil.
+	KillCursors func()
 }
 
 // dataRepl is the watcher's state; only the watcher goroutine touches it. The initial
@@ -48,12 +98,21 @@ type DataReplication struct {
 type dataRepl struct {
 	d       DataReplication
 	running *applier.Replication
+	// initialSyncFailed: initial sync gave up after its attempts; the member stays in
+	// STARTUP2 until it is restarted (MongoDB shuts down).
+	initialSyncFailed bool
+	// rollback receives the sync source whose oplog ours diverged from (the fetcher's
+	// OnRollbackRequired, which must not block: Stop waits for the fetcher).
+	rollback chan string
 }
 
 // StartDataReplication starts the watcher that runs initial sync and steady-state
 // replication according to the member state. Call it once, after Start; it stops with Close.
 func (c *Coordinator) StartDataReplication(d DataReplication) {
-	dr := &dataRepl{d: d}
+	dr := &dataRepl{d: d, rollback: make(chan string, 1)}
+	if err := c.loadRBID(c.ctx); err != nil {
+		c.log.Error("Cannot load or persist the rollback id", logv2.ID(21810), "error", err.Error())
+	}
 	c.goAsync(func(ctx context.Context) {
 		defer func() {
 			if dr.running != nil {
@@ -62,66 +121,128 @@ func (c *Coordinator) StartDataReplication(d DataReplication) {
 		}()
 		for {
 			c.mu.Lock()
-			ch := c.changed
+			ch, progress := c.changed, c.progress
 			st, have := topology.StateStartup, c.topo != nil
 			if have {
 				st = c.topo.State()
 			}
+			// RECOVERING replicates unless it is maintenance mode: it is then waiting for
+			// lastApplied to reach minValid.
+			replicate := st == topology.StateSecondary || (st == topology.StateRecovering && c.maintenance == 0)
 			c.mu.Unlock()
 			var retry <-chan time.Time
-			if have && c.followStateDataRepl(ctx, dr, st) {
-				t := time.NewTimer(time.Second)
+			var t *time.Timer
+			if have && c.followStateDataRepl(ctx, dr, st, replicate) {
+				t = time.NewTimer(time.Second)
 				retry = t.C
-				defer t.Stop()
+			}
+			// In STARTUP2 progress matters too: the initiator's first entry (its optimes
+			// move) ends STARTUP2 without waiting for the retry.
+			var moved <-chan struct{}
+			if st == topology.StateStartup2 {
+				moved = progress
 			}
 			select {
 			case <-ch:
+			case <-moved:
 			case <-retry:
+			case host := <-dr.rollback:
+				c.runRollback(ctx, dr, host)
 			case <-ctx.Done():
+			}
+			if t != nil {
+				t.Stop()
+			}
+			if ctx.Err() != nil {
 				return
 			}
 		}
 	})
 }
 
-// followStateDataRepl starts or stops replication for state st; it returns true when it
-// should be called again in a second even if nothing changes.
-func (c *Coordinator) followStateDataRepl(ctx context.Context, dr *dataRepl, st topology.MemberState) (retry bool) {
+// followStateDataRepl starts or stops replication for state st (replicate: steady-state
+// replication should run); it returns true when it should be called again in a second even if
+// nothing changes.
+func (c *Coordinator) followStateDataRepl(ctx context.Context, dr *dataRepl, st topology.MemberState, replicate bool) (retry bool) {
 	switch {
-	case st == topology.StateSecondary && dr.running == nil:
-		top, err := applier.TopOfOplog(dr.d.Engine, dr.d.Writer.Ident())
-		if err != nil {
-			c.log.Error("Cannot read the top of the oplog", logv2.ID(21800), "error", err.Error())
-			return true
+	case st == topology.StateStartup2:
+		if dr.running != nil {
+			dr.running.Stop()
+			dr.running = nil
 		}
-		if top.TS.IsNull() {
-			// An empty member needs initial sync, but only from a member that is ahead of
-			// it: the node that ran replSetInitiate is SECONDARY for a moment before it
-			// writes its first entry, and must not wait for a copy of nothing.
-			if (syncSourceChooser{c}).ChooseSyncSource(oplog.OpTime{}) == "" {
-				return true
-			}
-			if top, err = applier.TopOfOplog(dr.d.Engine, dr.d.Writer.Ident()); err != nil || !top.TS.IsNull() {
-				return true // it wrote its first entry meanwhile: start steady state next time
-			}
-			c.runInitialSync(ctx, dr)
-			return false // the return to SECONDARY wakes the watcher again
-		}
+		return c.followStartup2(ctx, dr)
+	case replicate && dr.running == nil:
 		r, err := applier.Start(ctx, applier.Deps{Engine: dr.d.Engine, Catalog: dr.d.Catalog, Colls: dr.d.Colls,
 			Writer: dr.d.Writer, Chooser: syncSourceChooser{c}, OnApplied: c.SetMyLastAppliedOpTime,
-			AwaitTime: c.fetcherAwaitTime(dr), Fatal: dr.d.Fatal, Log: c.opts.Logger})
+			AwaitTime: c.fetcherAwaitTime(dr), Fatal: dr.d.Fatal, Log: c.opts.Logger,
+			OnRollbackRequired: func(host string, _ oplog.OpTime) {
+				select {
+				case dr.rollback <- host:
+				default: // one request is enough: the fetcher has stopped
+				}
+			}})
 		if err != nil {
 			c.log.Error("Cannot start replication", logv2.ID(21801), "error", err.Error())
 			return true
 		}
 		dr.running = r
 		c.SetMyLastAppliedOpTime(r.LastApplied())
-	case st != topology.StateSecondary && dr.running != nil:
+	case !replicate && dr.running != nil:
 		// Stop lets the batch in progress finish, so a new primary's data is whole batches.
 		dr.running.Stop()
 		dr.running = nil
 	}
 	return false
+}
+
+// followStartup2: a member in STARTUP2 runs initial sync if it has no data of its own (an
+// empty oplog) or only an unfinished initial sync's copy (the flag); a member with an oplog
+// and no flag has data (the initiator of a multi-member set) and leaves STARTUP2.
+func (c *Coordinator) followStartup2(ctx context.Context, dr *dataRepl) (retry bool) {
+	if dr.initialSyncFailed {
+		return false
+	}
+	m, err := recovery.LoadMarkers(dr.d.Engine, dr.d.Catalog, dr.d.Colls)
+	if err != nil {
+		c.log.Error("Cannot read the consistency markers", logv2.ID(21800), "error", err.Error())
+		return true
+	}
+	top, err := applier.TopOfOplog(dr.d.Engine, dr.d.Writer.Ident())
+	if err != nil {
+		c.log.Error("Cannot read the top of the oplog", logv2.ID(21800), "error", err.Error())
+		return true
+	}
+	if !m.InitialSyncFlag && !top.TS.IsNull() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.topo.State() != topology.StateStartup2 {
+			return false
+		}
+		now := time.Now()
+		c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, toTopologyOpTime(top)))
+		if err := c.topo.SetFollowerMode(now, topology.StateSecondary); err != nil {
+			c.log.Error("Cannot leave STARTUP2", logv2.ID(21803), "error", err.Error())
+			return true
+		}
+		c.log.Info("The member has data of its own; no initial sync needed", logv2.ID(21804),
+			"topOfOplog", top.String(), "state", c.topo.State().String())
+		c.noteChangesLocked()
+		return false
+	}
+	if !m.InitialSyncFlag {
+		// An empty member needs initial sync, but only from a member that is ahead of it: the
+		// initiator of a multi-member set is in STARTUP2 with an empty oplog until it writes
+		// its first entry, and must not wait for a copy of nothing (it has no source: nobody
+		// else has data yet).
+		if (syncSourceChooser{c}).ChooseSyncSource(oplog.OpTime{}) == "" {
+			return true
+		}
+		if top, err = applier.TopOfOplog(dr.d.Engine, dr.d.Writer.Ident()); err != nil || !top.TS.IsNull() {
+			return true // it wrote its first entry meanwhile: leave STARTUP2 next time
+		}
+	}
+	c.runInitialSync(ctx, dr)
+	return false // the return to SECONDARY wakes the watcher again
 }
 
 func (c *Coordinator) fetcherAwaitTime(dr *dataRepl) time.Duration {
@@ -134,7 +255,8 @@ func (c *Coordinator) fetcherAwaitTime(dr *dataRepl) time.Duration {
 	return cfg.HeartbeatInterval()
 }
 
-// runInitialSync: STARTUP2 → initial sync → SECONDARY (spec: "Initial Sync").
+// runInitialSync: STARTUP2 → initial sync → SECONDARY (spec: "Initial Sync"). The syncer sets
+// the durable initial-sync flag before it drops anything and clears it when it succeeded.
 func (c *Coordinator) runInitialSync(ctx context.Context, dr *dataRepl) {
 	s := initialsync.New(initialsync.Config{Engine: dr.d.Engine, Catalog: dr.d.Catalog, Colls: dr.d.Colls,
 		Writer: dr.d.Writer, Chooser: syncSourceChooser{c}, AwaitTime: c.fetcherAwaitTime(dr), Log: c.opts.Logger})
@@ -151,15 +273,196 @@ func (c *Coordinator) runInitialSync(ctx context.Context, dr *dataRepl) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
+		if ctx.Err() == nil {
+			dr.initialSyncFailed = true
+		}
 		c.log.Error("Initial sync failed", logv2.ID(21202), "error", err.Error())
 		return // stays in STARTUP2; the operator restarts the node (MongoDB shuts down)
 	}
 	now := time.Now()
-	c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, toTopologyOpTime(op)))
-	if err := c.topo.SetFollowerMode(now, topology.StateSecondary); err != nil {
+	acts, err := c.topo.CompleteInitialSync(now, toTopologyOpTime(op))
+	if err != nil {
 		c.log.Error("Cannot leave STARTUP2 after initial sync", logv2.ID(21803), "error", err.Error())
 	}
+	c.handleLocked(now, acts)
 	c.noteChangesLocked()
+	c.wakeLocked()
+}
+
+// runRollback: SECONDARY → ROLLBACK → rollback.Run → SECONDARY (spec: "Rollback"). An
+// unrecoverable failure (no common point, one before the stable timestamp or the commit point,
+// a failure while modifying data) ends the process, as MongoDB's fassert does; any other
+// failure left the data untouched, and the member returns to SECONDARY, whose fetcher finds
+// the divergence again and asks for another attempt.
+func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string) {
+	if dr.running != nil {
+		dr.running.Stop()
+		dr.running = nil
+	}
+	c.mu.Lock()
+	// A member RECOVERING towards minValid replicates, so its fetcher can find a divergence
+	// too (its source rolled back, or was replaced by one on another branch).
+	if c.topo == nil || !(c.topo.State() == topology.StateSecondary ||
+		(c.topo.State() == topology.StateRecovering && c.maintenance == 0)) {
+		c.mu.Unlock()
+		return
+	}
+	if err := c.topo.SetFollowerMode(time.Now(), topology.StateRollback); err != nil {
+		c.mu.Unlock()
+		c.log.Warn("Cannot transition to ROLLBACK", logv2.ID(21811), "error", err.Error())
+		return
+	}
+	commit := c.topo.LastCommitted()
+	c.noteChangesLocked()
+	c.mu.Unlock()
+	c.log.Info("Transition to ROLLBACK", logv2.ID(21593), "syncSource", host)
+	if c.opts.KillWrites != nil {
+		c.opts.KillWrites(mongoerr.New(mongoerr.InterruptedDueToReplStateChange,
+			"operation was interrupted because a replica set state change occurred (rollback)"))
+	}
+	if dr.d.KillCursors != nil {
+		dr.d.KillCursors()
+	}
+	// Tests hold the member in ROLLBACK here to observe it (MongoDB's fail point of the same
+	// name). The fail point has no "turned off" signal, so this polls while it is on.
+	for {
+		if _, on := rollbackHangAfterTransitionToRollback.Evaluate(nil); !on {
+			break
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+
+	res, err := c.rollbackFrom(ctx, dr, host, commit)
+	switch {
+	case err == nil:
+		c.log.Info("Rollback complete", logv2.ID(21606), "commonPoint", res.CommonPoint.String(), "rbid", res.RBID)
+		if dr.d.OnRollback != nil {
+			dr.d.OnRollback()
+		}
+	case rollback.IsUnrecoverable(err) && ctx.Err() == nil:
+		c.fatal(dr, err)
+		return
+	default:
+		c.log.Warn("Rollback failed; it will be attempted again", logv2.ID(21594), "syncSource", host, "error", err.Error())
+	}
+	if dr.d.KillCursors != nil {
+		dr.d.KillCursors() // cursors opened while we were in ROLLBACK (the local database is readable)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cfg := c.topo.Config()
+	for _, m := range cfg.Members {
+		switch {
+		case !sameHost(m.Host, host):
+		case err == nil:
+			// Fetch next from the member we rolled back against: its oplog is known to
+			// continue ours from the common point. Another member may still be on the branch
+			// we left (it chained from us before we rolled back), and syncing from it would
+			// fetch that branch again.
+			_ = c.topo.SetForcedSyncSource(m.ID)
+		default:
+			// Not straight back to the source that just failed us: the next attempt comes
+			// after a pause, or from another member.
+			c.topo.BlacklistSyncSource(m.ID, time.Now().Add(rollbackRetryDelay))
+		}
+	}
+	if err == nil {
+		c.topo.ResetOpTimesAfterRollback(toTopologyOpTime(res.CommonPoint))
+		if !res.MinValid.TS.IsNull() {
+			// Persisted by rollback.Run; the member is RECOVERING until it applied that far.
+			c.topo.SetMinValid(toTopologyOpTime(res.MinValid))
+		}
+	}
+	if err := c.topo.SetFollowerMode(time.Now(), topology.StateSecondary); err != nil {
+		c.log.Error("Cannot leave ROLLBACK", logv2.ID(21812), "error", err.Error())
+	} else if st := c.topo.State(); st != topology.StateSecondary {
+		c.log.Info("Data is behind minValid after rollback; staying RECOVERING until it is applied",
+			logv2.ID(21605), "state", st.String(), "minValid", res.MinValid.String(), "lastApplied", res.CommonPoint.String())
+	}
+	c.noteChangesLocked()
+	c.wakeLocked()
+}
+
+// rollbackFrom runs rollback.Run against host with the internal client.
+func (c *Coordinator) rollbackFrom(ctx context.Context, dr *dataRepl, host string, commit topology.OpTime) (rollback.Result, error) {
+	cl, err := fetcher.Connect(host)
+	if err != nil {
+		return rollback.Result{}, err
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		_ = cl.Disconnect(dctx)
+		cancel()
+	}()
+	return rollback.Run(ctx, rollback.Config{
+		Local: &rollback.Node{Engine: dr.d.Engine, Catalog: dr.d.Catalog, Colls: dr.d.Colls, Writer: dr.d.Writer,
+			Locks: c.opts.Locks, Log: c.opts.Logger},
+		Remote:        rollback.ClientRemote{Client: cl},
+		CommitPoint:   fromTopologyOpTime(commit),
+		IncrementRBID: c.incrementRBID,
+		Dir:           dr.d.RollbackDir,
+		Log:           c.opts.Logger,
+	})
+}
+
+// fatal ends the process on a failure that leaves this member unable to continue safely.
+func (c *Coordinator) fatal(dr *dataRepl, err error) {
+	if dr.d.Fatal != nil {
+		dr.d.Fatal(err)
+		return
+	}
+	c.log.Error("Unrecoverable rollback error; shutting down", logv2.ID(40507), "error", err.Error())
+	os.Exit(14)
+}
+
+// loadRBID reads the persisted rollback id, or persists the current one when there is none
+// (the first start of this data directory), so replSetGetRBID only changes by a rollback.
+func (c *Coordinator) loadRBID(ctx context.Context) error {
+	doc, err := c.opts.Store.Load(ctx, RollbackIDNS)
+	if err != nil {
+		return err
+	}
+	if doc != nil {
+		v, err := doc.LookupErr("rollbackId")
+		if err != nil {
+			return mongoerr.Newf(mongoerr.NoSuchKey, "%s has no rollbackId: %v", RollbackIDNS, doc)
+		}
+		n, ok := v.AsInt64OK()
+		if !ok {
+			return mongoerr.Newf(mongoerr.TypeMismatch, "%s: rollbackId is not a number: %v", RollbackIDNS, doc)
+		}
+		c.rbid.Store(int32(n))
+		return nil
+	}
+	return c.saveRBID(ctx, c.rbid.Load())
+}
+
+// incrementRBID persists rbid+1 durably, then publishes it.
+func (c *Coordinator) incrementRBID(ctx context.Context) (int32, error) {
+	n := c.rbid.Load() + 1
+	if err := c.saveRBID(ctx, n); err != nil {
+		return 0, err
+	}
+	c.rbid.Store(n)
+	return n, nil
+}
+
+func (c *Coordinator) saveRBID(ctx context.Context, n int32) error {
+	if c.opts.Store == nil {
+		return errors.New("no store for the rollback id")
+	}
+	doc := bsoncore.NewDocumentBuilder().AppendString("_id", "rollbackId").AppendInt32("rollbackId", n).Build()
+	return c.opts.Store.Save(ctx, RollbackIDNS, doc, true)
+}
+
+func fromTopologyOpTime(o topology.OpTime) oplog.OpTime {
+	return oplog.OpTime{TS: storage.MakeTimestamp(o.TS.Secs, o.TS.Inc), Term: o.Term}
 }
 
 func toTopologyOpTime(o oplog.OpTime) topology.OpTime {
@@ -179,7 +482,24 @@ func (c *Coordinator) SetMyLastAppliedOpTime(o oplog.OpTime) {
 	op := toTopologyOpTime(o)
 	c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
 	c.handleLocked(now, c.topo.UpdateLastDurableOpTime(now, op))
+	// Reaching minValid ends RECOVERING: hello and topologyVersion must say so.
+	c.noteChangesLocked()
 	c.wakeLocked()
+}
+
+// loadConsistencyMarkers reads minValid and the initial-sync flag through the Store (the
+// config is installed at startup before data replication has its storage handles).
+func (c *Coordinator) loadConsistencyMarkers() (recovery.Markers, error) {
+	if c.opts.Store == nil {
+		return recovery.Markers{}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	doc, err := c.opts.Store.Load(ctx, recovery.MinValidNS)
+	if err != nil {
+		return recovery.Markers{}, fmt.Errorf("read %s: %w", recovery.MinValidNS, err)
+	}
+	return recovery.ParseMarkers(doc)
 }
 
 // SecondaryReadTimestamp is the timestamp reads on a non-primary should use

@@ -13,7 +13,18 @@
 // entry other than ours means either the source no longer has our entry because its oplog
 // rolled over (TooStaleToSyncFromSource: its oldest entry is newer than our newest) or our
 // oplog diverged from it (OplogStartMissing: rollback required). In both cases the source is
-// denylisted; rollback itself is left to the owner (OnRollbackRequired).
+// denylisted; rollback itself is left to the owner (OnRollbackRequired), and when the owner
+// set that hook Run returns after calling it instead: the owner rolls back and starts a new
+// fetcher, which may then sync from the same source again. An empty first batch is normally
+// a source that is behind us, except when the source's newest entry is in a newer term than
+// ours: then our newer entries are on a branch the set abandoned (spec, Rollback: "last
+// fetched OpTime greater than the sync source's last applied, but in a lower term"), which is
+// OplogStartMissing as well.
+//
+// The fail point stopReplProducer (MongoDB's) parks the fetcher while it is on: a batch that
+// arrives is dropped before it reaches the buffer and no new find is sent, so a test can keep
+// a secondary from replicating while heartbeats go on (how rollback tests make a primary's
+// w:1 writes diverge).
 //
 // Invariants: entries are pushed in strictly increasing ts order, each batch continues the
 // previous one (the first entry of every find is the last entry already pushed and is
@@ -33,8 +44,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/failpoint"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/repl/dialer"
 	"humongo/internal/repl/oplog"
 )
 
@@ -81,12 +94,17 @@ type Config struct {
 	// Clients returns the driver client for host; default: a directConnection client per
 	// host owned by the fetcher (closed by Run's return).
 	Clients func(host string) (*mongo.Client, error)
-	// OnRollbackRequired is called when our oplog diverged from the source's (may be nil).
+	// OnRollbackRequired is called when our oplog diverged from the source's (may be nil);
+	// when set, Run returns right after calling it (the owner rolls back and starts a new
+	// fetcher) instead of denylisting the source and choosing another.
 	OnRollbackRequired func(host string, lastFetched oplog.OpTime)
 	// StopAt, when non-zero, makes Run return nil once an entry at or after it was pushed
 	// (initial sync's stop timestamp).
 	StopAt oplog.OpTime
-	Log    *slog.Logger
+	// RBID reads host's rollback id; default: replSetGetRBID through Clients. Each find reads
+	// it before it starts and again after its first batch passed the checks.
+	RBID func(ctx context.Context, host string) (int64, error)
+	Log  *slog.Logger
 }
 
 // Fetcher pulls the sync source's oplog into a Buffer.
@@ -146,15 +164,43 @@ func (f *Fetcher) LastError() error {
 // Errors that end one source's fetching (the loop chooses another).
 var (
 	errStopReached = errors.New("fetcher: stop optime reached")
+	// errProducerStopped: the stopReplProducer fail point is on; the batch was dropped.
+	errProducerStopped = errors.New("fetcher: stopReplProducer fail point is on")
 )
 
-// Run is the BackgroundSync loop; it returns when ctx ends (with ctx's cause), or nil once
-// Config.StopAt was fetched.
+// stopReplProducer is MongoDB's fail point of that name (see the package comment).
+var stopReplProducer = failpoint.Register("stopReplProducer")
+
+// producerStopped evaluates stopReplProducer (each evaluation that fires counts for
+// waitForFailPoint).
+func producerStopped() bool {
+	_, on := stopReplProducer.Evaluate(nil)
+	return on
+}
+
+// waitWhileProducerStopped parks the fetcher while stopReplProducer is on. The fail point
+// has no "turned off" signal, so this polls, like MongoDB's pauseWhileSet; it only runs
+// while a test has the fail point on.
+func waitWhileProducerStopped(ctx context.Context) error {
+	for producerStopped() {
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Run is the BackgroundSync loop; it returns when ctx ends (with ctx's cause), nil once
+// Config.StopAt was fetched, or the OplogStartMissing error after calling
+// Config.OnRollbackRequired.
 func (f *Fetcher) Run(ctx context.Context) error {
 	defer f.closeClients()
 	for {
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
+		}
+		if err := waitWhileProducerStopped(ctx); err != nil {
+			return err
 		}
 		host := f.cfg.Chooser.ChooseSyncSource(f.LastFetched())
 		if host == "" {
@@ -173,11 +219,14 @@ func (f *Fetcher) Run(ctx context.Context) error {
 			return nil
 		case ctx.Err() != nil:
 			return context.Cause(ctx)
+		case errors.Is(err, errProducerStopped):
+			continue // not the source's fault: no denylisting
 		case mongoerr.Is(err, mongoerr.OplogStartMissing):
 			f.log.Warn("Our oplog diverged from the sync source's; rollback required", logv2.ID(21098),
 				"syncSource", host, "lastFetched", f.LastFetched().String(), "error", err.Error())
 			if f.cfg.OnRollbackRequired != nil {
 				f.cfg.OnRollbackRequired(host, f.LastFetched())
+				return err
 			}
 		default:
 			f.log.Info("Oplog fetcher stopped fetching from sync source", logv2.ID(21085),
@@ -205,7 +254,7 @@ func (f *Fetcher) fetchFrom(ctx context.Context, host string) error {
 	failures := 0
 	for {
 		progressed, err := f.fetchOnce(ctx, host)
-		if err == nil || errors.Is(err, errStopReached) || ctx.Err() != nil {
+		if err == nil || errors.Is(err, errStopReached) || errors.Is(err, errProducerStopped) || ctx.Err() != nil {
 			return err
 		}
 		switch {
@@ -224,6 +273,12 @@ func (f *Fetcher) fetchFrom(ctx context.Context, host string) error {
 		failures++
 		if failures > f.cfg.Retries {
 			return fmt.Errorf("fetcher: %d consecutive failures: %w", failures, err)
+		}
+		// A source the topology has given up on (it stopped answering heartbeats: a killed
+		// old primary) is not worth the retries: until this node syncs from the new primary,
+		// that primary cannot commit w:"majority" writes.
+		if r := f.shouldChange(host); r != "" {
+			return mongoerr.Newf(mongoerr.InvalidSyncSource, "changing sync source after %v: %s", err, r)
 		}
 		f.log.Info("Restarting oplog fetcher", logv2.ID(23437), "syncSource", host, "attempt", failures, "error", err.Error())
 	}
@@ -248,6 +303,13 @@ func (f *Fetcher) fetchOnce(ctx context.Context, host string) (progressed bool, 
 	if err != nil {
 		return false, err
 	}
+	// The source's rollback id before the find: if it changed by the time the first batch
+	// was checked, the source rolled back in between and the check proved nothing (spec:
+	// metadata checks).
+	rbid, err := f.rbid(ctx, host)
+	if err != nil {
+		return false, err
+	}
 	last := f.LastFetched()
 	coll := cl.Database("local").Collection("oplog.rs")
 	opts := options.Find().SetCursorType(options.TailableAwait).SetMaxAwaitTime(f.cfg.AwaitTime)
@@ -263,13 +325,16 @@ func (f *Fetcher) fetchOnce(ctx context.Context, host string) (progressed bool, 
 	first := true
 	var batch []bsoncore.Document
 	for {
-		if !cur.TryNext(ctx) {
+		more := cur.TryNext(ctx)
+		if producerStopped() {
+			return progressed, errProducerStopped
+		}
+		if !more {
 			if err := cur.Err(); err != nil {
 				return progressed, err
 			}
 			if first {
-				return false, mongoerr.Newf(mongoerr.InvalidSyncSource,
-					"sync source %s's oplog has no entry at or after our last fetched %v: it is behind us", host, last)
+				return false, f.emptyFirstBatch(ctx, coll, host, last)
 			}
 			if cur.ID() == 0 {
 				return progressed, mongoerr.Newf(mongoerr.CursorNotFound, "oplog cursor on %s was closed", host)
@@ -293,6 +358,14 @@ func (f *Fetcher) fetchOnce(ctx context.Context, host string) (progressed bool, 
 			if batch, err = f.checkFirstBatch(ctx, coll, host, last, batch); err != nil {
 				return false, err
 			}
+			after, err := f.rbid(ctx, host)
+			if err != nil {
+				return false, err
+			}
+			if after != rbid {
+				return false, mongoerr.Newf(mongoerr.InvalidSyncSource,
+					"sync source %s rolled back while we checked its oplog (rollback id %d → %d)", host, rbid, after)
+			}
 		}
 		if len(batch) == 0 {
 			continue
@@ -309,6 +382,26 @@ func (f *Fetcher) fetchOnce(ctx context.Context, host string) (progressed bool, 
 		}
 		batch = make([]bsoncore.Document, 0, len(batch)) // the buffer owns the old slice
 	}
+}
+
+// rbid reads host's rollback id (Config.RBID, or replSetGetRBID).
+func (f *Fetcher) rbid(ctx context.Context, host string) (int64, error) {
+	if f.cfg.RBID != nil {
+		return f.cfg.RBID(ctx, host)
+	}
+	cl, err := f.client(host)
+	if err != nil {
+		return 0, err
+	}
+	var r bson.Raw
+	if err := cl.Database("admin").RunCommand(ctx, bson.D{{Key: "replSetGetRBID", Value: 1}}).Decode(&r); err != nil {
+		return 0, fmt.Errorf("replSetGetRBID on %s: %w", host, err)
+	}
+	n, ok := r.Lookup("rbid").AsInt64OK()
+	if !ok {
+		return 0, mongoerr.Newf(mongoerr.BadValue, "replSetGetRBID reply from %s has no rbid", host)
+	}
+	return n, nil
 }
 
 func (f *Fetcher) shouldChange(host string) string {
@@ -345,6 +438,24 @@ func (f *Fetcher) checkFirstBatch(ctx context.Context, coll *mongo.Collection, h
 	return nil, mongoerr.Newf(mongoerr.OplogStartMissing,
 		"our last fetched optime %v is not in sync source %s's oplog (its first entry at or after it is %v): our oplog diverged",
 		last, host, ot)
+}
+
+// emptyFirstBatch explains a find that returned nothing at or after our last fetched entry:
+// normally the source is behind us (InvalidSyncSource); but if its newest entry is in a newer
+// term than ours, our newer entries are on a branch the set abandoned and we must roll back
+// (OplogStartMissing).
+func (f *Fetcher) emptyFirstBatch(ctx context.Context, coll *mongo.Collection, host string, last oplog.OpTime) error {
+	var newest bson.Raw
+	err := coll.FindOne(ctx, bson.D{}, options.FindOne().SetSort(bson.D{{Key: "$natural", Value: -1}})).Decode(&newest)
+	if err == nil && last.Term != oplog.UninitializedTerm {
+		if o, err := oplog.EntryOpTime(bsoncore.Document(newest)); err == nil && o.Term > last.Term {
+			return mongoerr.Newf(mongoerr.OplogStartMissing,
+				"our last fetched optime %v is newer than sync source %s's newest entry %v, which is in a newer term: our oplog diverged",
+				last, host, o)
+		}
+	}
+	return mongoerr.Newf(mongoerr.InvalidSyncSource,
+		"sync source %s's oplog has no entry at or after our last fetched %v: it is behind us", host, last)
 }
 
 // push validates order and hands the batch to the buffer.
@@ -394,7 +505,10 @@ func Connect(host string) (*mongo.Client, error) {
 	return mongo.Connect(options.Client().ApplyURI("mongodb://" + host + "/?directConnection=true").
 		SetAppName("humongod-fetcher").SetConnectTimeout(5 * time.Second).
 		SetServerMonitoringMode(options.ServerMonitoringModePoll).
-		SetServerSelectionTimeout(10 * time.Second).SetRetryReads(false).SetRetryWrites(false))
+		// Server selection on a dead member only waits out this timeout: keep it short so a
+		// fetcher notices a lost source within a few seconds (a live one is selected at once).
+		SetServerSelectionTimeout(3 * time.Second).SetRetryReads(false).SetRetryWrites(false).
+		SetDialer(dialer.Default))
 }
 
 func (f *Fetcher) closeClients() {

@@ -3,6 +3,7 @@ package fetcher_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,15 +64,17 @@ func opTimeOf(t *testing.T, raw bson.Raw) oplog.OpTime {
 	return ot
 }
 
-// runUntilBlacklisted runs a fetcher from last against p until it gives up on p.
-func runUntilBlacklisted(t *testing.T, p *repltest.Node, last oplog.OpTime) (*fetcher.Fetcher, *fetcher.Buffer, bool) {
+// runUntilGivenUp runs a fetcher from last against p until it gives up on p: it denylists
+// it, or (rollback required) its Run returns after calling OnRollbackRequired.
+func runUntilGivenUp(t *testing.T, p *repltest.Node, last oplog.OpTime) (*fetcher.Fetcher, *fetcher.Buffer, bool) {
 	t.Helper()
 	ch := &onceChooser{host: p.Host, blacklisted: make(chan string, 1)}
-	rollback := false
+	var rollback atomic.Bool
 	buf := fetcher.NewBuffer(0)
 	f := fetcher.New(fetcher.Config{Chooser: ch, Buffer: buf, LastFetched: last, AwaitTime: 50 * time.Millisecond,
-		NoSourceWait: 10 * time.Millisecond, OnRollbackRequired: func(string, oplog.OpTime) { rollback = true }})
+		NoSourceWait: 10 * time.Millisecond, OnRollbackRequired: func(string, oplog.OpTime) { rollback.Store(true) }})
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
 	select {
@@ -79,12 +82,17 @@ func runUntilBlacklisted(t *testing.T, p *repltest.Node, last oplog.OpTime) (*fe
 		if h != p.Host {
 			t.Errorf("blacklisted %q, want %q", h, p.Host)
 		}
+		cancel()
+		<-done
+	case err := <-done:
+		// Only a required rollback ends Run by itself; the source is not denylisted then.
+		if !mongoerr.Is(err, mongoerr.OplogStartMissing) {
+			t.Errorf("Run returned %v before giving up on its source", err)
+		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("fetcher never gave up on its source")
 	}
-	cancel()
-	<-done
-	return f, buf, rollback
+	return f, buf, rollback.Load()
 }
 
 // TestFirstBatchChecks: the find must return our last fetched entry first; otherwise the
@@ -113,13 +121,16 @@ func TestFirstBatchChecks(t *testing.T) {
 		{"ts missing inside the source's oplog: diverged", oplog.OpTime{TS: mid.TS - 1, Term: mid.Term}, mongoerr.OplogStartMissing, true},
 		{"before the source's oldest entry: too stale", oplog.OpTime{TS: storage.MakeTimestamp(1, 1), Term: 1}, mongoerr.TooStaleToSyncFromSource, false},
 		{"ahead of the source: source behind", oplog.OpTime{TS: top.TS + storage.MakeTimestamp(100, 0), Term: top.Term}, mongoerr.InvalidSyncSource, false},
+		// The spec's rollback trigger: our last entry is newer than anything the source has,
+		// but the source's newest entry is in a newer term (we were an old primary).
+		{"ahead of the source in an older term: diverged", oplog.OpTime{TS: top.TS + storage.MakeTimestamp(100, 0), Term: top.Term - 1}, mongoerr.OplogStartMissing, true},
 	}
 	if mid.TS-1 == opTimeOf(t, es[len(es)/2-1]).TS {
 		cases = append(cases[:1], cases[2:]...) // no gap below mid to probe
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f, buf, rollback := runUntilBlacklisted(t, p, c.last)
+			f, buf, rollback := runUntilGivenUp(t, p, c.last)
 			if !mongoerr.Is(f.LastError(), c.code) {
 				t.Fatalf("error %v, want code %d", f.LastError(), c.code)
 			}
@@ -170,5 +181,48 @@ func TestFirstBatchChecks(t *testing.T) {
 	}
 	if f.LastFetched() != top {
 		t.Fatalf("lastFetched %v, want %v", f.LastFetched(), top)
+	}
+}
+
+// TestSourceRolledBackDuringFirstBatchCheck: a source whose rollback id changed between the
+// find and the check of its first batch may have rolled back in between, so the check proved
+// nothing: the fetcher gives up on it (InvalidSyncSource, denylisted) and buffers nothing.
+func TestSourceRolledBackDuringFirstBatchCheck(t *testing.T) {
+	p := repltest.StartPrimary(t)
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := p.Client.Database("app").Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	es := oplogEntries(t, p)
+	first := opTimeOf(t, es[0])
+	var calls atomic.Int64
+	ch := &onceChooser{host: p.Host, blacklisted: make(chan string, 1)}
+	buf := fetcher.NewBuffer(0)
+	f := fetcher.New(fetcher.Config{Chooser: ch, Buffer: buf, LastFetched: first, AwaitTime: 50 * time.Millisecond,
+		NoSourceWait: 10 * time.Millisecond,
+		RBID:         func(context.Context, string) (int64, error) { return calls.Add(1), nil }})
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f.Run(rctx) }()
+	select {
+	case <-ch.blacklisted:
+	case err := <-done:
+		t.Fatalf("Run returned %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("fetcher never gave up on a source that rolled back")
+	}
+	cancel()
+	<-done
+	if !mongoerr.Is(f.LastError(), mongoerr.InvalidSyncSource) {
+		t.Fatalf("error %v, want InvalidSyncSource", f.LastError())
+	}
+	if n, _ := buf.Len(); n != 0 {
+		t.Fatalf("%d entries buffered from a source that rolled back", n)
+	}
+	if calls.Load() != 2 {
+		t.Fatalf("rollback id read %d times, want 2 (before the find, after the first batch)", calls.Load())
 	}
 }

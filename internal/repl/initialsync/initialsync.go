@@ -2,6 +2,12 @@
 // "Initial Sync", "Data clone phase", "Oplog application phase", "Idempotency concerns",
 // "Finishing initial sync"). The node is in STARTUP2 while it runs (the caller's state).
 //
+// Before the first attempt the durable initial-sync flag is set (recovery.SetInitialSyncFlag,
+// in local.replset.minvalid): a node that restarts while it is set has a partial copy, skips
+// startup recovery and runs initial sync again (the coordinator enters STARTUP2 for it). The
+// flag is cleared, with minValid = the optime the copy is consistent at, only after the last
+// attempt succeeded and its data is journaled.
+//
 // One attempt:
 //
 //  1. drop every non-local collection and empty our oplog (leftovers of a failed attempt), and
@@ -41,14 +47,25 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
+	"humongo/internal/failpoint"
 	"humongo/internal/index"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/fetcher"
 	"humongo/internal/repl/oplog"
+	"humongo/internal/repl/recovery"
 	"humongo/internal/storage"
 )
+
+// hangBeforeCopyingDatabases holds an attempt after it chose its source, dropped our data and
+// recorded beginFetching, before it clones anything (MongoDB's
+// initialSyncHangBeforeCopyingDatabases): tests kill or restart a member mid-initial-sync.
+var hangBeforeCopyingDatabases = failpoint.Register("initialSyncHangBeforeCopyingDatabases")
+
+// failPointPoll is how often a held attempt looks whether its fail point was turned off (fail
+// points have no "turned off" notification).
+const failPointPoll = 50 * time.Millisecond
 
 // Config configures a Syncer.
 type Config struct {
@@ -114,12 +131,20 @@ func (s *Syncer) Run(ctx context.Context) (oplog.OpTime, error) {
 	s.mu.Lock()
 	s.st = progress{start: time.Now()}
 	s.mu.Unlock()
+	// Durable before any data is dropped: from here until the flag is cleared our data is
+	// not a consistent copy of anything.
+	if err := recovery.SetInitialSyncFlag(ctx, s.cfg.Engine, s.cfg.Catalog, s.cfg.Colls); err != nil {
+		return oplog.OpTime{}, err
+	}
 	var last error
 	for n := 0; n < s.cfg.MaxAttempts; n++ {
 		s.mu.Lock()
 		s.st.attemptStart = time.Now()
 		s.mu.Unlock()
 		op, err := s.attempt(ctx)
+		if err == nil {
+			err = s.finish(ctx, op)
+		}
 		s.mu.Lock()
 		a := attempt{dur: time.Since(s.st.attemptStart), status: "OK", source: s.st.source}
 		if err != nil {
@@ -152,6 +177,33 @@ func (s *Syncer) Run(ctx context.Context) (oplog.OpTime, error) {
 		}
 	}
 	return oplog.OpTime{}, mongoerr.Newf(mongoerr.InitialSyncFailure, "initial sync failed after %d attempts: %v", s.cfg.MaxAttempts, last)
+}
+
+// finish makes the copy durable, then clears the initial-sync flag with minValid = op (the
+// copy is consistent at op).
+func (s *Syncer) finish(ctx context.Context, op oplog.OpTime) error {
+	if err := s.cfg.Engine.WaitUntilDurable(ctx); err != nil {
+		return err
+	}
+	return recovery.ClearInitialSyncFlag(ctx, s.cfg.Engine, s.cfg.Catalog, s.cfg.Colls, op)
+}
+
+// hangWhileOn holds the attempt while fp is enabled (tests turn it off, or kill the node).
+func (s *Syncer) hangWhileOn(ctx context.Context, fp *failpoint.FailPoint) error {
+	if _, on := fp.Evaluate(nil); !on {
+		return nil
+	}
+	s.log.Info("Fail point enabled; blocking until it is disabled", logv2.ID(21179), "failPoint", fp.Name())
+	for fp.Enabled() {
+		t := time.NewTimer(failPointPoll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		}
+	}
+	return nil
 }
 
 func (s *Syncer) source() string {
@@ -194,6 +246,7 @@ func (s *Syncer) attempt(ctx context.Context) (oplog.OpTime, error) {
 	if err := s.cfg.Engine.TruncateOplogAfter(s.cfg.Writer.Ident(), 0); err != nil {
 		return oplog.OpTime{}, fmt.Errorf("empty the oplog: %w", err)
 	}
+	s.cfg.Writer.ResetLastWritten(oplog.OpTime{})
 	rbid, err := getRBID(ctx, cl)
 	if err != nil {
 		return oplog.OpTime{}, err
@@ -207,6 +260,9 @@ func (s *Syncer) attempt(ctx context.Context) (oplog.OpTime, error) {
 	s.mu.Unlock()
 	if err := s.seedOplog(ctx, beginRaw); err != nil {
 		return oplog.OpTime{}, fmt.Errorf("seed oplog: %w", err)
+	}
+	if err := s.hangWhileOn(ctx, hangBeforeCopyingDatabases); err != nil {
+		return oplog.OpTime{}, err
 	}
 	if err := s.cloneAll(ctx, cl, begin.TS); err != nil {
 		return oplog.OpTime{}, fmt.Errorf("clone: %w", err)

@@ -381,13 +381,20 @@ func (a *Applier) applyCommand(ctx context.Context, ru *storage.RecoveryUnit, e 
 			return mongoerr.New(mongoerr.IllegalOperation, "applying createIndexes on a non-empty collection needs its own unit (index build)")
 		}
 		// A non-empty collection needs a real build, which commits in its own units at
-		// engine-assigned timestamps (MongoDB replicates builds as startIndexBuild /
-		// commitIndexBuild instead; not yet here).
+		// engine-assigned timestamps. Primaries replicate such builds as startIndexBuild /
+		// commitIndexBuild (indexbuild_apply.go); a createIndexes entry on a non-empty
+		// collection comes from an older node or an internal single-phase creation.
 		_, _, err = index.Build(ctx, build, spec, index.BuildOptions{TempDir: a.tempDir})
 		if mongoerr.Is(err, mongoerr.IndexAlreadyExists) {
 			return nil
 		}
 		return err
+	case "startIndexBuild":
+		return a.applyStartIndexBuild(ctx, ru, e, mode)
+	case "commitIndexBuild":
+		return a.applyCommitIndexBuild(ctx, ru, e, mode)
+	case "abortIndexBuild":
+		return a.applyAbortIndexBuild(ctx, ru, e)
 	case "dropIndexes":
 		iname, _ := e.O.Lookup("index").StringValueOK()
 		return a.inUnit(ctx, ru, ts, func() error {

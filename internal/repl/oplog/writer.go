@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -64,6 +65,12 @@ type Writer struct {
 	// lastWritten is the largest committed OpTime (packed ts; term kept alongside).
 	lastTS   atomic.Uint64
 	lastTerm atomic.Int64
+
+	// visCh is closed when oplog entries may have become visible to readers (awaitData
+	// getMores of oplog fetchers wait on it); nil while nobody waits, so a write with no
+	// waiter pays one uncontended lock.
+	visMu sync.Mutex
+	visCh chan struct{} // guarded by visMu
 }
 
 var _ opobserver.Observer = (*Writer)(nil)
@@ -169,6 +176,41 @@ func (w *Writer) noteCommitted(o OpTime) {
 	}
 }
 
+// ResetLastWritten moves LastWritten back to o, the new top of the oplog after rollback
+// truncated it (noteCommitted only moves it forward, so it would keep reporting the
+// rolled-back top as operationTime and as the optime writes wait for). Rollback calls it
+// while it holds the global lock in X, so no write commits concurrently.
+func (w *Writer) ResetLastWritten(o OpTime) {
+	w.lastTS.Store(uint64(o.TS))
+	w.lastTerm.Store(o.Term)
+}
+
+// VisibilityChanged returns a channel closed at the next NotifyVisible. Readers take it
+// before they read the oplog and wait on it when they found nothing new.
+func (w *Writer) VisibilityChanged() <-chan struct{} {
+	w.visMu.Lock()
+	defer w.visMu.Unlock()
+	if w.visCh == nil {
+		w.visCh = make(chan struct{})
+	}
+	return w.visCh
+}
+
+// NotifyVisible wakes the readers waiting in VisibilityChanged. Entries become visible on a
+// primary when the all-durable point passes them: every commit or rollback of a unit holding
+// oplog slots calls it after the engine released the unit's slots (OnCommit and OnRollback
+// hooks run after that), so the commit that fills the last hole below an entry is the one
+// whose notification finds it readable. On a secondary, readers read at lastApplied: the
+// applier calls it once a batch is reported applied.
+func (w *Writer) NotifyVisible() {
+	w.visMu.Lock()
+	if w.visCh != nil {
+		close(w.visCh)
+		w.visCh = nil
+	}
+	w.visMu.Unlock()
+}
+
 // entry is one oplog entry before its OpTime is known.
 type entry struct {
 	op          string
@@ -185,6 +227,9 @@ func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]OpTime, err
 		return nil, storage.ErrNotInUnit
 	}
 	var buf [1]OpTime
+	// Registered before the slots: a rollback releases every slot already reserved, which
+	// can make later entries of other writers visible.
+	ru.OnRollback(w.NotifyVisible)
 	slots, err := w.info.ReserveSlots(ru, len(es), buf[:0])
 	if err != nil {
 		return nil, err
@@ -209,7 +254,10 @@ func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]OpTime, err
 		}
 	}
 	last := slots[len(slots)-1]
-	ru.OnCommit(func(storage.Timestamp) { w.noteCommitted(last) })
+	ru.OnCommit(func(storage.Timestamp) {
+		w.noteCommitted(last)
+		w.NotifyVisible()
+	})
 	return slots, nil
 }
 

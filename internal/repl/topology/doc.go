@@ -1,9 +1,11 @@
 // Package topology is the pure decision core of replica-set replication: one
 // TopologyCoordinator per node decides elections, heartbeats, step-downs, the
-// majority commit point and sync-source selection
-// (spec/replication.md: "Replication and Topology Coordinators", "Heartbeats",
-// "Commit Point Propagation", "Update Position Commands", "Sync Source
-// Selection", "Elections"; checklist-replication.md §4 and §8).
+// majority commit point, sync-source selection and the member state before
+// steady state: STARTUP2 for a node that needs initial sync, RECOVERING while
+// its data is behind minValid (spec/replication.md: "Replication and Topology
+// Coordinators", "Heartbeats", "Commit Point Propagation", "Update Position
+// Commands", "Sync Source Selection", "Elections", "Initial Sync", "Startup
+// Recovery", "Rollback"; checklist-replication.md §4, §8, §10 and §11).
 //
 // The coordinator follows MongoDB's TopologyCoordinator and etcd-io/raft: it
 // never does IO, starts goroutines, reads the clock or sleeps. Every input is a

@@ -47,6 +47,20 @@ type Options struct {
 	Durable DurableState
 	// Applied/Durable optimes recovered from the oplog at startup.
 	LastApplied, LastDurable OpTime
+	// NeedsInitialSync says the node has no data of its own to vouch for: an
+	// empty oplog, or the durable initial-sync flag of an initial sync that
+	// never finished (spec "Startup Recovery"). With its first config it
+	// enters STARTUP2 rather than SECONDARY, and only CompleteInitialSync or
+	// SetFollowerMode(SECONDARY) moves it on, so it is never seen as a
+	// readable, electable SECONDARY before it has the set's data. A config
+	// that names no other data-bearing member leaves nobody to copy from (the
+	// node initiating a one-member set, which writes the first oplog entry
+	// itself): the node then starts as SECONDARY.
+	NeedsInitialSync bool
+	// MinValid is the persisted minValid (local.replset.minvalid): the data
+	// is consistent only once lastApplied reaches it. Until then the node is
+	// RECOVERING, not SECONDARY (see SetMinValid).
+	MinValid OpTime
 	// Rand supplies the election-timeout offsets; required, and the only
 	// source of randomness.
 	Rand  *rand.Rand
@@ -131,6 +145,19 @@ type TopologyCoordinator struct {
 	catchUpTarget   OpTime
 	catchUpDeadline time.Time
 	electionTime    time.Time
+
+	// needsInitialSync: see Options.NeedsInitialSync; cleared when the node
+	// leaves STARTUP2 (or gets a config with nobody to copy from).
+	needsInitialSync bool
+	// minValid is the optime the data must reach before the node may be
+	// SECONDARY (rollback sets it to the sync source's top; an interrupted
+	// batch or rollback leaves it persisted across a restart).
+	minValid OpTime
+	// awaitingMinValid: the node is RECOVERING only because applied <
+	// minValid, so reaching minValid makes it SECONDARY. A RECOVERING asked
+	// for by the caller (maintenance mode) clears it: only the caller ends
+	// that one.
+	awaitingMinValid bool
 }
 
 // New returns a coordinator for node opts.SelfID.
@@ -151,6 +178,9 @@ func New(opts Options) (*TopologyCoordinator, error) {
 		syncSource:   -1,
 		forcedSource: -1,
 		blacklist:    map[int]time.Time{},
+
+		needsInitialSync: opts.NeedsInitialSync,
+		minValid:         opts.MinValid,
 	}
 	// The term can be behind the newest oplog entry's term if the node
 	// observed a term it never persisted; the oplog is authoritative too.
@@ -223,9 +253,15 @@ func (t *TopologyCoordinator) installConfig(now time.Time, cfg ReplSetConfig) {
 	case self.ArbiterOnly:
 		t.state = StateArbiter
 	case t.state == StateStartup || t.state == StateRemoved:
-		// Nodes start with data (no initial sync in this core), so they
-		// go straight to SECONDARY once they have a config.
-		t.state = StateSecondary
+		// A node with data goes straight to SECONDARY (RECOVERING while
+		// behind minValid); one that needs initial sync to STARTUP2 (spec
+		// "Initial Sync": STARTUP is only the time before a config).
+		if t.needsInitialSync && hasOtherDataBearingMember(cfg, t.selfID) {
+			t.state = StateStartup2
+		} else {
+			t.needsInitialSync = false
+			t.becomeFollowerLocked()
+		}
 	}
 	if t.primaryID >= 0 && cfg.Member(t.primaryID) == nil {
 		t.primaryID = -1
@@ -233,6 +269,32 @@ func (t *TopologyCoordinator) installConfig(now time.Time, cfg ReplSetConfig) {
 	if t.syncSource >= 0 && cfg.Member(t.syncSource) == nil {
 		t.syncSource = -1
 	}
+}
+
+// hasOtherDataBearingMember reports whether cfg names a member other than
+// self that holds data (an initial sync source candidate).
+func hasOtherDataBearingMember(cfg ReplSetConfig, self int) bool {
+	for _, m := range cfg.Members {
+		if m.ID != self && !m.ArbiterOnly {
+			return true
+		}
+	}
+	return false
+}
+
+// becomeFollowerLocked makes the node SECONDARY, or RECOVERING while its
+// applied optime is behind minValid (MongoDB's tryToGoLiveAsASecondary
+// refuses SECONDARY until lastApplied >= minValid).
+func (t *TopologyCoordinator) becomeFollowerLocked() {
+	// A null minValid is no constraint (entries written before the first
+	// election have term -1, below it).
+	if !t.minValid.IsNull() && t.applied.Less(t.minValid) {
+		t.state = StateRecovering
+		t.awaitingMinValid = true
+		return
+	}
+	t.state = StateSecondary
+	t.awaitingMinValid = false
 }
 
 func (t *TopologyCoordinator) member(id int) *memberData {
@@ -367,8 +429,12 @@ func (t *TopologyCoordinator) clearTakeoversLocked() {
 	t.catchUpTakeoverAt = time.Time{}
 }
 
-// SetFollowerMode moves a non-primary between SECONDARY, RECOVERING and
-// ROLLBACK (the caller's rollback and maintenance mode).
+// SetFollowerMode moves a non-primary between SECONDARY, RECOVERING,
+// ROLLBACK and STARTUP2 (the caller's rollback, maintenance mode and initial
+// sync). SECONDARY is granted only to consistent data: a node whose applied
+// optime is behind minValid becomes RECOVERING instead, and SECONDARY as soon
+// as UpdateLastAppliedOpTime reaches minValid. Leaving STARTUP2 ends the need
+// for initial sync (the caller found data, or finished copying it).
 func (t *TopologyCoordinator) SetFollowerMode(now time.Time, s MemberState) error {
 	if t.state == StatePrimary || t.state == StateArbiter || t.state == StateRemoved {
 		return mongoerr.Newf(mongoerr.NotSecondary, "cannot change follower mode to %v in state %v", s, t.state)
@@ -381,9 +447,54 @@ func (t *TopologyCoordinator) SetFollowerMode(now time.Time, s MemberState) erro
 	if s != StateSecondary {
 		t.election = nil
 	}
+	if s != StateStartup2 {
+		t.needsInitialSync = false
+	}
+	if s == StateSecondary {
+		t.becomeFollowerLocked()
+		if t.state != StateSecondary {
+			t.election = nil
+		}
+		return nil
+	}
 	t.state = s
+	t.awaitingMinValid = false
 	return nil
 }
+
+// CompleteInitialSync ends STARTUP2 after a successful initial sync: the
+// copied data is applied and journaled up to op, which becomes lastApplied
+// and lastDurable (whatever the node had before was dropped), and the node
+// becomes SECONDARY (RECOVERING if op is behind minValid).
+func (t *TopologyCoordinator) CompleteInitialSync(now time.Time, op OpTime) ([]Action, error) {
+	if t.state != StateStartup2 {
+		return nil, mongoerr.Newf(mongoerr.NotSecondary, "cannot complete initial sync in state %v", t.state)
+	}
+	t.applied, t.durable = op, op
+	t.needsInitialSync = false
+	t.becomeFollowerLocked()
+	return t.updateCommitPointLocked(), nil
+}
+
+// NeedsInitialSync reports whether the node is waiting in STARTUP2 for an
+// initial sync (Options.NeedsInitialSync, until it leaves STARTUP2).
+func (t *TopologyCoordinator) NeedsInitialSync() bool { return t.needsInitialSync }
+
+// SetMinValid records minValid (rollback: the sync source's top of oplog,
+// which our data must reach before it is consistent again). A SECONDARY
+// behind it becomes RECOVERING.
+func (t *TopologyCoordinator) SetMinValid(op OpTime) {
+	t.minValid = op
+	if t.state == StateSecondary {
+		t.becomeFollowerLocked()
+		if t.state != StateSecondary {
+			t.election = nil
+		}
+	}
+}
+
+// MinValid is the recorded minValid.
+func (t *TopologyCoordinator) MinValid() OpTime { return t.minValid }
 
 // Freeze prevents this node from standing for election until now+d
 // (replSetFreeze); d == 0 unfreezes.
@@ -405,6 +516,11 @@ func (t *TopologyCoordinator) UpdateLastAppliedOpTime(now time.Time, op OpTime) 
 		return nil
 	}
 	t.applied = op
+	if t.awaitingMinValid && t.state == StateRecovering && !t.applied.Less(t.minValid) {
+		// Consistent again: MongoDB's tryToGoLiveAsASecondary.
+		t.state = StateSecondary
+		t.awaitingMinValid = false
+	}
 	var acts []Action
 	if t.state == StatePrimary && t.leaderMode == LeaderCatchingUp && !t.applied.Less(t.catchUpTarget) {
 		acts = append(acts, t.endCatchUpLocked("caught up")...)

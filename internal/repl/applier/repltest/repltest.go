@@ -19,6 +19,7 @@ import (
 
 	"humongo/internal/commands"
 	"humongo/internal/query"
+	"humongo/internal/repl/applier"
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/topology"
@@ -303,8 +304,21 @@ func (r noopWriter) AppendNoop(ctx context.Context, msg string) (topology.OpTime
 
 // StartReplSetMember starts a replica-set member of setName with data replication (initial
 // sync, fetcher, applier) wired to its coordinator: commands.AttachReplication plus
-// Coordinator.StartDataReplication.
+// Coordinator.StartDataReplication. Its fetcher long-polls for 100 ms.
 func StartReplSetMember(t testing.TB, setName string) *Node {
+	t.Helper()
+	return StartReplSetMemberWith(t, setName, MemberOptions{AwaitTime: 100 * time.Millisecond})
+}
+
+// MemberOptions tune StartReplSetMemberWith.
+type MemberOptions struct {
+	// AwaitTime is the fetcher's getMore maxTimeMS (0: the config's heartbeat interval, as
+	// in humongod).
+	AwaitTime time.Duration
+}
+
+// StartReplSetMemberWith is StartReplSetMember with options.
+func StartReplSetMemberWith(t testing.TB, setName string, o MemberOptions) *Node {
 	t.Helper()
 	n := start(t)
 	st := n.Srv.State()
@@ -317,15 +331,74 @@ func StartReplSetMember(t testing.TB, setName string) *Node {
 	}
 	rc = coord.New(coord.Options{SetName: setName, Self: n.Host, Store: commands.ReplStore{DB: n.DB},
 		Engine: n.DB.Engine, Locks: n.DB.Locks, Oplog: noopWriter{w}, TickInterval: 20 * time.Millisecond,
+		TopOfOplog: func() (oplog.OpTime, error) { return applier.TopOfOplog(n.DB.Engine, w.Ident()) },
 		KillWrites: func(cause error) { commands.KillWritesForStepDown(st, commands.Default, cause) }})
 	n.DB.SetObserver(w)
 	st.Repl = rc
+	commands.AttachIndexBuilds(st) // as commands.AttachReplication: two-phase index builds vote
 	if err := rc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	rc.StartDataReplication(coord.DataReplication{Engine: n.DB.Engine, Catalog: n.DB.Catalog, Colls: n.DB.Colls,
-		Writer: w, AwaitTime: 100 * time.Millisecond, Fatal: func(err error) { t.Errorf("%s: fatal apply error: %v", n.Host, err) }})
+		Writer: w, AwaitTime: o.AwaitTime, Fatal: func(err error) { t.Errorf("%s: fatal apply error: %v", n.Host, err) }})
 	n.RC, n.Writer = rc, w
 	n.connect(t)
 	return n
+}
+
+// ReplSetOptions configure StartReplSet.
+type ReplSetOptions struct {
+	// Members is the number of members (default 3). Member 0 is the only electable one
+	// (the others have priority 0), so it becomes primary and stays primary.
+	Members int
+	Member  MemberOptions
+	// ElectionTimeout and HeartbeatInterval are the config's settings (defaults 2 s, 500 ms).
+	ElectionTimeout, HeartbeatInterval time.Duration
+}
+
+// StartReplSet starts a replica set of empty members, initiates it and waits until member 0
+// is a writable primary and every other member is SECONDARY. It returns the members, the
+// primary first.
+func StartReplSet(t testing.TB, o ReplSetOptions) []*Node {
+	t.Helper()
+	if o.Members <= 0 {
+		o.Members = 3
+	}
+	if o.ElectionTimeout <= 0 {
+		o.ElectionTimeout = 2 * time.Second
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = 500 * time.Millisecond
+	}
+	ns := make([]*Node, o.Members)
+	members := bson.A{}
+	for i := range ns {
+		ns[i] = StartReplSetMemberWith(t, "rs0", o.Member)
+		m := bson.D{{Key: "_id", Value: i}, {Key: "host", Value: ns[i].Host}}
+		if i > 0 {
+			m = append(m, bson.E{Key: "priority", Value: 0})
+		}
+		members = append(members, m)
+	}
+	cfg := bson.D{{Key: "_id", Value: "rs0"}, {Key: "members", Value: members},
+		{Key: "settings", Value: bson.D{{Key: "electionTimeoutMillis", Value: o.ElectionTimeout.Milliseconds()},
+			{Key: "heartbeatIntervalMillis", Value: o.HeartbeatInterval.Milliseconds()}}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := ns[0].Client.Database("admin").RunCommand(ctx, bson.D{{Key: "replSetInitiate", Value: cfg}}).Err(); err != nil {
+		t.Fatalf("replSetInitiate: %v", err)
+	}
+	for {
+		ready := ns[0].RC.IsWritablePrimary()
+		for _, n := range ns[1:] {
+			ready = ready && n.RC.Hello().Secondary
+		}
+		if ready {
+			return ns
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the replica set did not get a writable primary and secondaries in time")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

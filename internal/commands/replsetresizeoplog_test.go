@@ -1,0 +1,179 @@
+package commands_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"humongo/internal/commands"
+	"humongo/internal/mongoerr"
+	"humongo/internal/query"
+	"humongo/internal/repl/coord"
+	"humongo/internal/repl/oplog"
+	"humongo/internal/server"
+)
+
+// startMember starts a testServer in dir as a replica-set member of "rs0" (the coordinator
+// attached before the server accepts connections, as humongod does), initiated as a
+// single-node set, and waits until it is a writable primary.
+func startMember(t *testing.T, dir string, oplogSizeMB int64) (*testServer, *coord.Coordinator) {
+	t.Helper()
+	db, err := commands.OpenDB(context.Background(), dir, query.FilterFactory, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := commands.NewParams(commands.DefaultParamSpecs())
+	s, err := server.New(server.Config{Port: 0, Params: params, DB: db, Closers: []server.Closer{db}})
+	if err != nil {
+		_ = db.Close()
+		t.Fatal(err)
+	}
+	self := fmt.Sprintf("127.0.0.1:%d", s.Port())
+	rc, err := commands.AttachReplication(context.Background(), s.State(), commands.Default, "rs0", self, oplogSizeMB,
+		coord.Options{TickInterval: 20 * time.Millisecond})
+	if err != nil {
+		_ = s.Close()
+		t.Fatal(err)
+	}
+	s.Start()
+	cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + self + "/?directConnection=true").
+		SetServerSelectionTimeout(5 * time.Second).SetRetryReads(false).SetRetryWrites(false))
+	if err != nil {
+		rc.Close()
+		_ = s.Close()
+		t.Fatal(err)
+	}
+	ts := &testServer{srv: s, db: db, params: params, cl: cl}
+	if _, err := rc.Config(); err != nil {
+		if err := rc.Initiate(context.Background(), nil); err != nil {
+			rc.Close()
+			ts.close(t)
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for !rc.IsWritablePrimary() {
+		if time.Now().After(deadline) {
+			t.Fatal("single-node set never became writable")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return ts, rc
+}
+
+func adminCmd(ts *testServer, cmd bson.D) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return ts.cl.Database("admin").RunCommand(ctx, cmd).Err()
+}
+
+func wantServerCode(t *testing.T, what string, err error, code mongoerr.Code) {
+	t.Helper()
+	var ce interface{ HasErrorCode(int) bool }
+	if !errors.As(err, &ce) || !ce.HasErrorCode(int(code)) {
+		t.Fatalf("%s: got %v, want %v (%d)", what, err, code, code)
+	}
+}
+
+func oplogMaxSize(t *testing.T, db *commands.DB) int64 {
+	t.Helper()
+	m, ok := db.Catalog.Latest().ByNS(oplog.NS)
+	if !ok {
+		t.Fatal("no oplog")
+	}
+	return db.Engine.OplogMaxSize(m.Ident)
+}
+
+// TestReplSetResizeOplog: errors (standalone 76, size below 990 MB or missing arguments 72),
+// a resize that takes effect at once and survives a restart, where it wins over --oplogSize
+// as mongod's persisted oplog size does.
+func TestReplSetResizeOplog(t *testing.T) {
+	standalone := startTestServer(t)
+	wantServerCode(t, "standalone", adminCmd(standalone, bson.D{{Key: "replSetResizeOplog", Value: 1}, {Key: "size", Value: 2000.0}}),
+		mongoerr.NoReplicationEnabled)
+
+	dir := t.TempDir()
+	ts, rc := startMember(t, dir, 0)
+	if got := oplogMaxSize(t, ts.db); got != oplog.MinDefaultMaxSize {
+		t.Fatalf("initial cap %d, want the default %d", got, oplog.MinDefaultMaxSize)
+	}
+	for _, tc := range []struct {
+		what string
+		cmd  bson.D
+		code mongoerr.Code
+	}{
+		{"too small", bson.D{{Key: "size", Value: 100.0}}, mongoerr.InvalidOptions},
+		{"too large", bson.D{{Key: "size", Value: 2e9}}, mongoerr.InvalidOptions},
+		{"neither size nor retention", nil, mongoerr.InvalidOptions},
+		{"negative retention", bson.D{{Key: "minRetentionHours", Value: -1.0}}, mongoerr.InvalidOptions},
+		{"size not a number", bson.D{{Key: "size", Value: "big"}}, mongoerr.TypeMismatch},
+	} {
+		wantServerCode(t, tc.what, adminCmd(ts, append(bson.D{{Key: "replSetResizeOplog", Value: 1}}, tc.cmd...)), tc.code)
+	}
+	if err := adminCmd(ts, bson.D{{Key: "replSetResizeOplog", Value: 1}, {Key: "size", Value: 2000.5},
+		{Key: "minRetentionHours", Value: 1.5}}); err != nil {
+		t.Fatalf("replSetResizeOplog: %v", err)
+	}
+	want := int64(2000.5 * (1 << 20))
+	if got := oplogMaxSize(t, ts.db); got != want {
+		t.Fatalf("cap after resize %d, want %d", got, want)
+	}
+	rc.Close()
+	ts.close(t)
+
+	// Restart asking for another --oplogSize: the persisted size wins.
+	ts, rc = startMember(t, dir, 5000)
+	defer func() {
+		rc.Close()
+		ts.close(t)
+	}()
+	if got := oplogMaxSize(t, ts.db); got != want {
+		t.Fatalf("cap after restart %d, want the resized %d", got, want)
+	}
+	var stats bson.M
+	if err := ts.cl.Database("local").RunCommand(context.Background(), bson.D{{Key: "collStats", Value: "oplog.rs"}}).Decode(&stats); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("collStats local.oplog.rs: capped=%v maxSize=%v", stats["capped"], stats["maxSize"])
+}
+
+// TestSecondaryClassification pins the registry's MongoDB secondaryAllowed classes that
+// CheckReplState enforces.
+func TestSecondaryClassification(t *testing.T) {
+	for name, want := range map[string]commands.SecondaryAllowed{
+		"find": commands.SecondaryOptIn, "aggregate": commands.SecondaryOptIn, "count": commands.SecondaryOptIn,
+		"distinct": commands.SecondaryOptIn, "listCollections": commands.SecondaryOptIn, "listIndexes": commands.SecondaryOptIn,
+		"listDatabases": commands.SecondaryOptIn, "explain": commands.SecondaryOptIn,
+		"getMore": commands.SecondaryAlways, "hello": commands.SecondaryAlways, "ping": commands.SecondaryAlways,
+		"collStats": commands.SecondaryAlways, "dbStats": commands.SecondaryAlways, "dataSize": commands.SecondaryAlways,
+		"replSetGetStatus": commands.SecondaryAlways, "replSetResizeOplog": commands.SecondaryAlways,
+		"insert": commands.SecondaryNever, "update": commands.SecondaryNever, "delete": commands.SecondaryNever,
+		"findAndModify": commands.SecondaryNever, "create": commands.SecondaryNever, "setDefaultRWConcern": commands.SecondaryNever,
+	} {
+		c := commands.Default.Lookup(name)
+		if c == nil {
+			t.Errorf("%s is not registered", name)
+			continue
+		}
+		if c.Secondary != want {
+			t.Errorf("%s: Secondary = %v, want %v", name, c.Secondary, want)
+		}
+		if c.SecondaryOk != (want != commands.SecondaryNever) {
+			t.Errorf("%s: SecondaryOk = %v with Secondary %v", name, c.SecondaryOk, c.Secondary)
+		}
+	}
+	for _, c := range commands.Default.All() {
+		if c.Secondary < commands.SecondaryNever || c.Secondary > commands.SecondaryAlways {
+			t.Errorf("%s: unresolved Secondary %v", c.Name, c.Secondary)
+		}
+		if c.Writes && c.Secondary != commands.SecondaryNever {
+			t.Errorf("%s writes but is %v on secondaries", c.Name, c.Secondary)
+		}
+	}
+}
