@@ -19,10 +19,30 @@ bash e2e/run.sh
 # access; the wire framing gets the same. The rest get a shorter run (FUZZTIME_SHORT) to keep
 # the suite inside its time budget. `go test -fuzz` takes one target per run.
 short=${FUZZTIME_SHORT:-20s}
+# Go 1.26's fuzz coordinator can report "context deadline exceeded" as a failure when the
+# -fuzztime deadline races a worker's last input (golang/go#75804, fixed in Go 1.27): a loaded
+# machine makes it likelier. Such a run wrote no reproducer, so it is not a finding: it is
+# reported and the target passes. A failure that leaves a new file under testdata/fuzz/<target>
+# (a crasher, which go test always writes) or any other error fails the suite.
 fuzz() {
 	local pkg=$1 target=$2 time=$3
+	local corpus="$pkg/testdata/fuzz/$target" out before after
 	echo "== fuzz $target ($pkg, $time)"
-	go test -run='^$' -fuzz="^${target}\$" -fuzztime="$time" "$pkg"
+	before=$(ls "$corpus" 2>/dev/null | sort || true)
+	out=$(mktemp)
+	if go test -run='^$' -fuzz="^${target}\$" -fuzztime="$time" "$pkg" 2>&1 | tee "$out"; then
+		rm -f "$out"
+		return 0
+	fi
+	after=$(ls "$corpus" 2>/dev/null | sort || true)
+	if [ "$before" = "$after" ] && grep -q '^    context deadline exceeded$' "$out" &&
+		[ "$(grep -c -- '--- FAIL' "$out")" = 1 ]; then
+		echo "fuzz $target: ended with Go's fuzztime deadline race (golang/go#75804), no reproducer written: not a failure"
+		rm -f "$out"
+		return 0
+	fi
+	rm -f "$out"
+	return 1
 }
 fuzz ./internal/keystring FuzzDecode "$fuzztime"
 fuzz ./internal/bsonutil FuzzCompareRaw "$fuzztime"
