@@ -910,6 +910,22 @@ func (s *densifyStage) densifyPartition(part partition, lo, hi value, budget *in
 	below := func() bool { // cur is inside the range's upper end
 		return s.bounds == "partition" || cmpV(cur, hi) < 0 || (inclusiveHi && cmpV(cur, hi) == 0)
 	}
+	// generateWhile emits a generated document at cur and steps cur on while more holds (and
+	// cur has a next step), counting each against the budget.
+	generateWhile := func(more func() bool) (stop bool, err error) {
+		for cur.Type != 0 && more() {
+			if !emit(gen(cur)) {
+				return true, nil
+			}
+			if *budget--; *budget < 0 {
+				return false, mongoerr.New(mongoerr.Location5897900, "Generated documents exceeded the maximum for $densify")
+			}
+			if cur, err = s.next(cur); err != nil {
+				return false, err
+			}
+		}
+		return false, nil
+	}
 	for i := range part.Len() {
 		p, err := part.At(i)
 		if err != nil {
@@ -929,16 +945,8 @@ func (s *densifyStage) densifyPartition(part partition, lo, hi value, budget *in
 			}
 		}
 		last = v
-		for cur.Type != 0 && cmpV(cur, v) < 0 && below() {
-			if !emit(gen(cur)) {
-				return true, nil
-			}
-			if *budget--; *budget < 0 {
-				return false, mongoerr.New(mongoerr.Location5897900, "Generated documents exceeded the maximum for $densify")
-			}
-			if cur, err = s.next(cur); err != nil {
-				return false, err
-			}
+		if stop, err := generateWhile(func() bool { return cmpV(cur, v) < 0 && below() }); stop || err != nil {
+			return stop, err
 		}
 		if !emit(p.doc) {
 			return true, nil
@@ -956,18 +964,7 @@ func (s *densifyStage) densifyPartition(part partition, lo, hi value, budget *in
 	if s.bounds == "partition" {
 		end = last
 	}
-	for cur.Type != 0 && cmpV(cur, end) < 0 {
-		if !emit(gen(cur)) {
-			return true, nil
-		}
-		if *budget--; *budget < 0 {
-			return false, mongoerr.New(mongoerr.Location5897900, "Generated documents exceeded the maximum for $densify")
-		}
-		if cur, err = s.next(cur); err != nil {
-			return false, err
-		}
-	}
-	return false, nil
+	return generateWhile(func() bool { return cmpV(cur, end) < 0 })
 }
 
 // ---- $fill ----

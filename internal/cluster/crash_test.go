@@ -22,8 +22,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
-
-	"humongo/internal/cluster/checker"
 )
 
 const (
@@ -37,25 +35,10 @@ const (
 	crashOpTimeout = 5 * time.Second
 )
 
-// crashWorkload is the writers' shared model of what they were told. Every document has an
-// int64 field "v", its version for checker.LostWrites:
-//   - "i-<writer>-<seq>": inserted once with v 1;
-//   - "c<k>": a counter, v is the number of $inc applied; an acknowledged $inc raises the lower
-//     bound, and every attempt (acknowledged or not) raises the upper bound, because a write
-//     whose reply was lost in the kill may or may not have been applied;
-//   - "w<writer>": replaced by its writer only, with v = the writer's next sequence number, so
-//     its versions only grow; the final v must lie between the last acknowledged and the last
-//     attempted replacement.
+// crashWorkload is the writers' shared model of what they were told (versionedDocs) and of
+// how their writes failed.
 type crashWorkload struct {
-	lost *checker.LostWrites
-
-	counterAcked    [crashCounters]atomic.Int64
-	counterAttempts [crashCounters]atomic.Int64
-
-	// Per writer, written only by that writer's goroutine while it runs and read by the test
-	// after every writer stopped (the WaitGroup orders the two).
-	insertSeq  [crashWriters]int64 // ids i-w-1 .. i-w-insertSeq were attempted
-	replaceSeq [crashWriters]int64 // the last replacement attempted had v = replaceSeq
+	versionedDocs
 
 	mu        sync.Mutex
 	serverErr []string // errors carrying a server error code: never expected here
@@ -80,51 +63,16 @@ func (w *crashWorkload) run(ctx context.Context, coll *mongo.Collection, writer 
 	pad := strings.Repeat("x", 64+rng.IntN(192))
 	for ctx.Err() == nil {
 		opCtx, cancel := context.WithTimeout(ctx, crashOpTimeout)
-		switch r := rng.IntN(4); {
-		case r < 2:
-			w.insertSeq[writer]++
-			id := fmt.Sprintf("i-%d-%d", writer, w.insertSeq[writer])
-			_, err := coll.InsertOne(opCtx, bson.D{{Key: "_id", Value: id}, {Key: "v", Value: int64(1)}, {Key: "pad", Value: pad}})
-			if err != nil {
-				w.noteError("insert "+id, err)
-			} else {
-				w.lost.Ack(id, 1)
-				acked++
-			}
-		case r == 2:
-			k := rng.IntN(crashCounters)
-			id := "c" + strconv.Itoa(k)
-			w.counterAttempts[k].Add(1)
-			res, err := coll.UpdateOne(opCtx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: int64(1)}}}})
-			if err == nil && (res.MatchedCount != 1 || res.ModifiedCount != 1) {
-				err = fmt.Errorf("$inc %s matched %d modified %d", id, res.MatchedCount, res.ModifiedCount)
-				w.recordBug(err)
-			}
-			if err != nil {
-				w.noteError("$inc "+id, err)
-			} else {
-				// The acknowledged count is a lower bound on the counter; Ack keeps the maximum,
-				// so concurrent acknowledgements may record out of order.
-				w.lost.Ack(id, w.counterAcked[k].Add(1))
-				acked++
-			}
-		default:
-			w.replaceSeq[writer]++
-			v := w.replaceSeq[writer]
-			id := "w" + strconv.Itoa(writer)
-			res, err := coll.ReplaceOne(opCtx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "v", Value: v}, {Key: "pad", Value: pad}})
-			if err == nil && (res.MatchedCount != 1 || res.ModifiedCount != 1) {
-				err = fmt.Errorf("replace %s matched %d modified %d", id, res.MatchedCount, res.ModifiedCount)
-				w.recordBug(err)
-			}
-			if err != nil {
-				w.noteError("replace "+id, err)
-			} else {
-				w.lost.Ack(id, v)
-				acked++
-			}
-		}
+		op, err := w.write(opCtx, coll, writer, rng, pad)
 		cancel()
+		if errors.Is(err, errBadWriteResult) {
+			w.recordBug(err)
+		}
+		if err != nil {
+			w.noteError(op, err)
+		} else {
+			acked++
+		}
 	}
 	return acked
 }
@@ -135,47 +83,6 @@ func (w *crashWorkload) recordBug(err error) {
 	if len(w.serverErr) < 20 {
 		w.serverErr = append(w.serverErr, err.Error())
 	}
-}
-
-// phantoms reports documents the workload never attempted to write, or at a version beyond
-// every attempt: the kill may lose unacknowledged writes, but must never invent or repeat one.
-func (w *crashWorkload) phantoms(final map[string]int64) []string {
-	var out []string
-	bad := func(format string, a ...any) {
-		if len(out) < 20 {
-			out = append(out, fmt.Sprintf(format, a...))
-		}
-	}
-	for id, v := range final {
-		var writer, seq int
-		switch {
-		case strings.HasPrefix(id, "i-"):
-			if _, err := fmt.Sscanf(id, "i-%d-%d", &writer, &seq); err != nil || writer < 0 || writer >= crashWriters {
-				bad("%s: unknown document", id)
-			} else if seq < 1 || int64(seq) > w.insertSeq[writer] {
-				bad("%s: never inserted (writer %d attempted %d inserts)", id, writer, w.insertSeq[writer])
-			} else if v != 1 {
-				bad("%s: v=%d, inserted with 1", id, v)
-			}
-		case strings.HasPrefix(id, "c"):
-			k, err := strconv.Atoi(id[1:])
-			if err != nil || k < 0 || k >= crashCounters {
-				bad("%s: unknown document", id)
-			} else if most := w.counterAttempts[k].Load(); v > most {
-				bad("%s: v=%d but only %d $inc were attempted", id, v, most)
-			}
-		case strings.HasPrefix(id, "w"):
-			k, err := strconv.Atoi(id[1:])
-			if err != nil || k < 0 || k >= crashWriters {
-				bad("%s: unknown document", id)
-			} else if v > w.replaceSeq[k] {
-				bad("%s: v=%d but the last replacement attempted had v=%d", id, v, w.replaceSeq[k])
-			}
-		default:
-			bad("%s: unknown document", id)
-		}
-	}
-	return out
 }
 
 // crashConnect is a client for one incarnation of the server. Retryable writes are off so
@@ -240,22 +147,9 @@ func TestKillNineUnderLoad(t *testing.T) {
 	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "v", Value: 1}}}); err != nil {
 		t.Fatalf("createIndex: %v", err)
 	}
-	w := &crashWorkload{lost: checker.NewLostWrites()}
-	var seedDocs []any
-	for k := range crashCounters {
-		seedDocs = append(seedDocs, bson.D{{Key: "_id", Value: "c" + strconv.Itoa(k)}, {Key: "v", Value: int64(0)}})
-	}
-	for k := range crashWriters {
-		seedDocs = append(seedDocs, bson.D{{Key: "_id", Value: "w" + strconv.Itoa(k)}, {Key: "v", Value: int64(0)}})
-	}
-	if _, err := coll.InsertMany(ctx, seedDocs); err != nil {
-		t.Fatalf("insert counters: %v", err)
-	}
-	for k := range crashCounters {
-		w.lost.Ack("c"+strconv.Itoa(k), 0)
-	}
-	for k := range crashWriters {
-		w.lost.Ack("w"+strconv.Itoa(k), 0)
+	w := &crashWorkload{versionedDocs: newVersionedDocs(crashWriters, crashCounters)}
+	if err := w.seed(ctx, coll); err != nil {
+		t.Fatal(err)
 	}
 
 	for it := range iterations {
@@ -305,7 +199,7 @@ func TestKillNineUnderLoad(t *testing.T) {
 		cl = crashConnect(t, n.URI())
 		coll = crashCollection(cl)
 
-		final, err := crashReadAll(ctx, coll)
+		final, err := readVersions(ctx, coll)
 		if err != nil {
 			t.Fatalf("iteration %d: read back: %v", it, err)
 		}
@@ -337,31 +231,6 @@ func TestKillNineUnderLoad(t *testing.T) {
 			return
 		}
 	}
-}
-
-// crashReadAll reads the whole collection as id -> v.
-func crashReadAll(ctx context.Context, coll *mongo.Collection) (map[string]int64, error) {
-	cur, err := coll.Find(ctx, bson.D{})
-	if err != nil {
-		return nil, err
-	}
-	defer cur.Close(context.Background())
-	final := make(map[string]int64)
-	for cur.Next(ctx) {
-		id, ok := cur.Current.Lookup("_id").StringValueOK()
-		if !ok {
-			return nil, fmt.Errorf("document with a non-string _id: %v", cur.Current)
-		}
-		v, ok := cur.Current.Lookup("v").AsInt64OK()
-		if !ok {
-			return nil, fmt.Errorf("document without a numeric v: %v", cur.Current)
-		}
-		if _, dup := final[id]; dup {
-			return nil, fmt.Errorf("_id %q returned twice", id)
-		}
-		final[id] = v
-	}
-	return final, cur.Err()
 }
 
 // crashValidate runs validate {full: true} and checks it is valid and counts the documents

@@ -20,14 +20,30 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
+// ibStart starts a replica set of 3 and fills ib.<coll> with n documents doc(0..n-1) on every
+// member; it returns the set, a context bounding the test (cancelled at cleanup) and the
+// collection, whose writes wait for all 3 members.
+func ibStart(t *testing.T, coll string, n int, doc func(i int) bson.D) (*Deployment, context.Context, *mongo.Collection) {
+	t.Helper()
+	d := startSet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	all := options.Collection().SetWriteConcern(&writeconcern.WriteConcern{W: 3})
+	c := d.Client.Database("ib").Collection(coll, all)
+	docs := make([]any, n)
+	for i := range n {
+		docs[i] = doc(i)
+	}
+	if _, err := c.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	return d, ctx, c
+}
+
 // memberIndexes lists the index names of db.coll on node through its direct client.
 func memberIndexes(ctx context.Context, d *Deployment, n *Process, db, coll string) ([]string, error) {
-	cur, err := d.DirectClient(n).Database(db).Collection(coll).Indexes().List(ctx)
+	specs, err := memberIndexSpecs(ctx, d, n, db, coll)
 	if err != nil {
-		return nil, err
-	}
-	var specs []bson.M
-	if err := cur.All(ctx, &specs); err != nil {
 		return nil, err
 	}
 	names := make([]string, 0, len(specs))
@@ -84,19 +100,10 @@ func validateMembers(t *testing.T, ctx context.Context, d *Deployment, db, coll 
 }
 
 func TestReplicatedIndexBuild(t *testing.T) {
-	d := startSet(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	all := options.Collection().SetWriteConcern(&writeconcern.WriteConcern{W: 3})
-	coll := d.Client.Database("ib").Collection("docs", all)
-	var docs []any
-	for i := range 5000 {
-		docs = append(docs, bson.D{{Key: "_id", Value: i}, {Key: "a", Value: i % 101}, {Key: "u", Value: i},
-			{Key: "tags", Value: bson.A{i % 3, i % 5}}})
-	}
-	if _, err := coll.InsertMany(ctx, docs); err != nil {
-		t.Fatal(err)
-	}
+	d, ctx, coll := ibStart(t, "docs", 5000, func(i int) bson.D {
+		return bson.D{{Key: "_id", Value: i}, {Key: "a", Value: i % 101}, {Key: "u", Value: i},
+			{Key: "tags", Value: bson.A{i % 3, i % 5}}}
+	})
 
 	// Writers run during the build: their changes reach the builds' side tables on every
 	// member.
@@ -167,18 +174,9 @@ func TestReplicatedIndexBuild(t *testing.T) {
 // commitQuorum "votingMembers" does not commit; setIndexCommitQuorum "majority" lets the
 // primary commit with the votes it has; the paused member commits when it resumes.
 func TestIndexBuildCommitQuorum(t *testing.T) {
-	d := startSet(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	all := options.Collection().SetWriteConcern(&writeconcern.WriteConcern{W: 3})
-	coll := d.Client.Database("ib").Collection("q", all)
-	var docs []any
-	for i := range 2000 {
-		docs = append(docs, bson.D{{Key: "_id", Value: i}, {Key: "v", Value: i % 7}})
-	}
-	if _, err := coll.InsertMany(ctx, docs); err != nil {
-		t.Fatal(err)
-	}
+	d, ctx, coll := ibStart(t, "q", 2000, func(i int) bson.D {
+		return bson.D{{Key: "_id", Value: i}, {Key: "v", Value: i % 7}}
+	})
 	primary, err := d.Primary(ctx)
 	if err != nil {
 		t.Fatal(err)

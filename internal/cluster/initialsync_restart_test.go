@@ -8,7 +8,6 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -143,21 +142,4 @@ func TestInitialSyncRestartsAfterKill(t *testing.T) {
 	if got, want := indexNames(t, ctx, d, n2, "isyncrestart"), indexNames(t, ctx, d, primary, "isyncrestart"); got != want {
 		t.Errorf("indexes of docs: %s on %s, %s on the primary", got, n2.Name(), want)
 	}
-}
-
-func indexNames(t *testing.T, ctx context.Context, d *Deployment, n *Process, db string) string {
-	t.Helper()
-	cur, err := d.DirectClient(n).Database(db).Collection("docs").Indexes().List(ctx)
-	if err != nil {
-		t.Fatalf("listIndexes on %s: %v", n.Name(), err)
-	}
-	var specs []bson.M
-	if err := cur.All(ctx, &specs); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, s := range specs {
-		names = append(names, fmt.Sprint(s["name"]))
-	}
-	return strings.Join(names, ",")
 }

@@ -207,27 +207,10 @@ func TestInitialSyncWhileWriting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := isyncIndexNames(t, ctx, d, primary)
-	if got := isyncIndexNames(t, ctx, d, n2); got != want {
+	want := indexNames(t, ctx, d, primary, isyncDB)
+	if got := indexNames(t, ctx, d, n2, isyncDB); got != want {
 		t.Errorf("indexes of docs: %s on %s, %s on the primary %s", got, n2.Name(), want, primary.Name())
 	}
-}
-
-func isyncIndexNames(t *testing.T, ctx context.Context, d *Deployment, n *Process) string {
-	t.Helper()
-	cur, err := d.DirectClient(n).Database(isyncDB).Collection("docs").Indexes().List(ctx)
-	if err != nil {
-		t.Fatalf("listIndexes on %s: %v", n.Name(), err)
-	}
-	var specs []bson.M
-	if err := cur.All(ctx, &specs); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, s := range specs {
-		names = append(names, fmt.Sprint(s["name"], s["key"]))
-	}
-	return strings.Join(names, ",")
 }
 
 // waitFor polls cond until it holds, failing the test when ctx ends first. The harness can

@@ -101,17 +101,8 @@ func linClient(ctx context.Context, coll, rcoll *mongo.Collection, h *checker.Re
 }
 
 func TestLinearizableRegisters(t *testing.T) {
-	cycles := envCount(t, "HUMONGO_LIN_CYCLES", 4)
-	seed := envSeed(t)
-	t.Logf("seed %d, %d fault cycles (HUMONGO_SEED, HUMONGO_LIN_CYCLES)", seed, cycles)
-	rng := rand.New(rand.NewPCG(seed, 1))
-	start := time.Now()
-	d := Start(t, Topology{Kind: ReplicaSet, Name: "rs0", Members: 3},
-		Options{ReplSetSettings: ShortElections, Partitionable: true})
-	d.LogReplOnFailure(t, 60)
-	t.Logf("replica set of 3 up in %v", time.Since(start).Round(time.Millisecond))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cycles)*40*time.Second+90*time.Second)
-	defer cancel()
+	ft, ctx := startFaultTest(t, "HUMONGO_LIN_CYCLES", 4, 1, 90*time.Second)
+	d, seed, rng, cycles, start := ft.d, ft.seed, ft.rng, ft.cycles, ft.start
 
 	db := d.Client.Database(linDB)
 	coll := db.Collection(linColl, options.Collection().SetWriteConcern(writeconcern.Majority()))

@@ -11,15 +11,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
@@ -43,46 +40,10 @@ const (
 	majRejoin = 30 * time.Second
 )
 
-// envCount reads a positive count from the environment (def when unset).
-func envCount(t *testing.T, name string, def int) int {
-	s := os.Getenv(name)
-	if s == "" {
-		return def
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil || v < 1 {
-		t.Fatalf("%s=%q: want a positive integer", name, s)
-	}
-	return v
-}
-
-// envSeed reads HUMONGO_SEED, defaulting to the clock.
-func envSeed(t *testing.T) uint64 {
-	if s := os.Getenv("HUMONGO_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("HUMONGO_SEED=%q: %v", s, err)
-		}
-		return v
-	}
-	return uint64(time.Now().UnixNano())
-}
-
-// majWorkload is the writers' model of what they were told. Every document has an int64
-// field "v", its version for checker.LostWrites:
-//   - "i-<writer>-<seq>": inserted once with v 1;
-//   - "c<k>": a counter; each acknowledged $inc raises the acknowledged lower bound, each
-//     logical $inc (acknowledged or not) the upper bound: the driver's retries must apply a
-//     logical write at most once;
-//   - "w<writer>": replaced by its own writer only, with v = the writer's sequence number.
+// majWorkload is the writers' model of what they were told (versionedDocs; the driver's
+// retries must apply a logical write at most once) and of how many writes succeeded.
 type majWorkload struct {
-	lost *checker.LostWrites
-
-	counterAcked    [majCounters]atomic.Int64
-	counterAttempts [majCounters]atomic.Int64
-	// Per writer, written by that writer while it runs, read after all writers stopped.
-	insertSeq  [majWriters]int64
-	replaceSeq [majWriters]int64
+	versionedDocs
 
 	acks, failures atomic.Int64
 	mu             sync.Mutex
@@ -101,111 +62,22 @@ func (w *majWorkload) fail(op string, err error) {
 func (w *majWorkload) run(ctx context.Context, coll *mongo.Collection, writer int, rng *rand.Rand) {
 	for ctx.Err() == nil {
 		opCtx, cancel := context.WithTimeout(ctx, majOpTimeout)
-		switch r := rng.IntN(4); {
-		case r < 2:
-			w.insertSeq[writer]++
-			id := fmt.Sprintf("i-%d-%d", writer, w.insertSeq[writer])
-			if _, err := coll.InsertOne(opCtx, bson.D{{Key: "_id", Value: id}, {Key: "v", Value: int64(1)}}); err != nil {
-				w.fail("insert "+id, err)
-			} else {
-				w.lost.Ack(id, 1)
-				w.acks.Add(1)
-			}
-		case r == 2:
-			k := rng.IntN(majCounters)
-			id := "c" + strconv.Itoa(k)
-			w.counterAttempts[k].Add(1)
-			res, err := coll.UpdateOne(opCtx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: int64(1)}}}})
-			if err == nil && res.ModifiedCount != 1 {
-				err = fmt.Errorf("matched %d modified %d", res.MatchedCount, res.ModifiedCount)
-			}
-			if err != nil {
-				w.fail("$inc "+id, err)
-			} else {
-				w.lost.Ack(id, w.counterAcked[k].Add(1))
-				w.acks.Add(1)
-			}
-		default:
-			w.replaceSeq[writer]++
-			v := w.replaceSeq[writer]
-			id := "w" + strconv.Itoa(writer)
-			res, err := coll.ReplaceOne(opCtx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "v", Value: v}})
-			if err == nil && res.MatchedCount != 1 {
-				err = fmt.Errorf("matched %d", res.MatchedCount)
-			}
-			if err != nil {
-				w.fail("replace "+id, err)
-			} else {
-				w.lost.Ack(id, v)
-				w.acks.Add(1)
-			}
+		if op, err := w.write(opCtx, coll, writer, rng, ""); err != nil {
+			w.fail(op, err)
+		} else {
+			w.acks.Add(1)
 		}
 		cancel()
 	}
-}
-
-// phantoms reports documents or versions no writer attempted: a fault may lose
-// unacknowledged writes, never invent one or apply one twice.
-func (w *majWorkload) phantoms(final map[string]int64) []string {
-	var out []string
-	bad := func(format string, a ...any) {
-		if len(out) < 20 {
-			out = append(out, fmt.Sprintf(format, a...))
-		}
-	}
-	for id, v := range final {
-		var writer, seq int
-		switch {
-		case strings.HasPrefix(id, "i-"):
-			if _, err := fmt.Sscanf(id, "i-%d-%d", &writer, &seq); err != nil || writer < 0 || writer >= majWriters {
-				bad("%s: unknown document", id)
-			} else if seq < 1 || int64(seq) > w.insertSeq[writer] || v != 1 {
-				bad("%s: v=%d, never inserted so (writer %d attempted %d inserts)", id, v, writer, w.insertSeq[writer])
-			}
-		case strings.HasPrefix(id, "c"):
-			k, err := strconv.Atoi(id[1:])
-			if err != nil || k < 0 || k >= majCounters {
-				bad("%s: unknown document", id)
-			} else if most := w.counterAttempts[k].Load(); v > most {
-				bad("%s: v=%d but only %d $inc were attempted: a retried write was applied twice", id, v, most)
-			}
-		case strings.HasPrefix(id, "w"):
-			k, err := strconv.Atoi(id[1:])
-			if err != nil || k < 0 || k >= majWriters {
-				bad("%s: unknown document", id)
-			} else if v > w.replaceSeq[k] {
-				bad("%s: v=%d but the last replacement attempted had v=%d", id, v, w.replaceSeq[k])
-			}
-		default:
-			bad("%s: unknown document", id)
-		}
-	}
-	return out
 }
 
 // readAllVersions reads the collection on node (readConcern local, through its direct
 // client, so secondaries answer too) as id -> v.
 func readAllVersions(ctx context.Context, d *Deployment, node *Process, db, coll string) (map[string]int64, error) {
 	c := d.DirectClient(node).Database(db).Collection(coll, options.Collection().SetReadConcern(readconcern.Local()))
-	cur, err := c.Find(ctx, bson.D{})
+	final, err := readVersions(ctx, c)
 	if err != nil {
-		return nil, fmt.Errorf("find on %s: %w", node.Name(), err)
-	}
-	defer cur.Close(context.Background())
-	final := map[string]int64{}
-	for cur.Next(ctx) {
-		id, ok := cur.Current.Lookup("_id").StringValueOK()
-		v, ok2 := cur.Current.Lookup("v").AsInt64OK()
-		if !ok || !ok2 {
-			return nil, fmt.Errorf("unexpected document on %s: %v", node.Name(), cur.Current)
-		}
-		if _, dup := final[id]; dup {
-			return nil, fmt.Errorf("_id %q returned twice by %s", id, node.Name())
-		}
-		final[id] = v
-	}
-	if err := cur.Err(); err != nil {
-		return nil, fmt.Errorf("find on %s: %w", node.Name(), err)
+		return nil, fmt.Errorf("read on %s: %w", node.Name(), err)
 	}
 	return final, nil
 }
@@ -222,35 +94,13 @@ func faultSchedule(rng *rand.Rand, cycles int) []FaultKind {
 }
 
 func TestMajorityWritesSurviveFailovers(t *testing.T) {
-	cycles := envCount(t, "HUMONGO_MAJORITY_CYCLES", 5)
-	seed := envSeed(t)
-	t.Logf("seed %d, %d fault cycles (HUMONGO_SEED, HUMONGO_MAJORITY_CYCLES)", seed, cycles)
-	rng := rand.New(rand.NewPCG(seed, 0))
-	start := time.Now()
-	d := Start(t, Topology{Kind: ReplicaSet, Name: "rs0", Members: 3},
-		Options{ReplSetSettings: ShortElections, Partitionable: true})
-	t.Logf("replica set of 3 up in %v", time.Since(start).Round(time.Millisecond))
-	d.LogReplOnFailure(t, 60)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cycles)*40*time.Second+60*time.Second)
-	defer cancel()
+	ft, ctx := startFaultTest(t, "HUMONGO_MAJORITY_CYCLES", 5, 0, 60*time.Second)
+	d, seed, rng, cycles, start := ft.d, ft.seed, ft.rng, ft.cycles, ft.start
 
 	coll := d.Client.Database(majDB).Collection(majColl, options.Collection().SetWriteConcern(writeconcern.Majority()))
-	w := &majWorkload{lost: checker.NewLostWrites()}
-	var seedDocs []any
-	for k := range majCounters {
-		seedDocs = append(seedDocs, bson.D{{Key: "_id", Value: "c" + strconv.Itoa(k)}, {Key: "v", Value: int64(0)}})
-	}
-	for k := range majWriters {
-		seedDocs = append(seedDocs, bson.D{{Key: "_id", Value: "w" + strconv.Itoa(k)}, {Key: "v", Value: int64(0)}})
-	}
-	if _, err := coll.InsertMany(ctx, seedDocs); err != nil {
-		t.Fatalf("insert the counters: %v", err)
-	}
-	for k := range majCounters {
-		w.lost.Ack("c"+strconv.Itoa(k), 0)
-	}
-	for k := range majWriters {
-		w.lost.Ack("w"+strconv.Itoa(k), 0)
+	w := &majWorkload{versionedDocs: newVersionedDocs(majWriters, majCounters)}
+	if err := w.seed(ctx, coll); err != nil {
+		t.Fatal(err)
 	}
 
 	var faults []*Fault

@@ -14,7 +14,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,9 +25,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/cluster/proxy"
-	"humongo/internal/repl/rollback"
 )
 
 // partitionBudget bounds the whole test; every wait inside is a liveness guard.
@@ -46,16 +45,7 @@ func TestPartitionIsolatedPrimaryStepsDownAndRollsBack(t *testing.T) {
 	t.Logf("partitionable replica set of 3 up in %v", time.Since(start).Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), partitionBudget)
 	defer cancel()
-	old, err := d.WaitForPrimary(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var secondaries []*Process
-	for _, n := range d.Nodes {
-		if n != old {
-			secondaries = append(secondaries, n)
-		}
-	}
+	old, secondaries := waitPrimaryAndSecondaries(t, ctx, d)
 	// Every member-to-member connection goes through the proxies: each link into the
 	// primary carries a secondary's heartbeats and oplog fetching.
 	for _, s := range secondaries {
@@ -66,15 +56,7 @@ func TestPartitionIsolatedPrimaryStepsDownAndRollsBack(t *testing.T) {
 
 	majority := options.Collection().SetWriteConcern(writeconcern.Majority())
 	w1 := options.Collection().SetWriteConcern(&writeconcern.WriteConcern{W: 1, Journal: boolPtr(true)})
-	base := d.DirectClient(old).Database("app").Collection("c", majority)
-	for i := range 10 {
-		if _, err := base.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "v", Value: "base"}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, s := range secondaries {
-		rbWaitDocs(t, ctx, d, s, "c", 10)
-	}
+	rbInsertBase(t, ctx, d, old, secondaries)
 
 	// w:1 writes nobody fetches, whatever the timing: the secondaries' fetchers are parked
 	// (stopReplProducer) while the primary takes them, and the links are cut before the
@@ -124,7 +106,7 @@ func TestPartitionIsolatedPrimaryStepsDownAndRollsBack(t *testing.T) {
 		isolatedAcked++
 	}
 	stepCtx, stepCancel := context.WithTimeout(ctx, 30*time.Second)
-	err = waitSteppedDown(stepCtx, isoCl, old)
+	err := waitSteppedDown(stepCtx, isoCl, old)
 	stepCancel()
 	if err != nil {
 		t.Fatalf("the isolated primary did not step down: %v", err)
@@ -167,47 +149,21 @@ func TestPartitionIsolatedPrimaryStepsDownAndRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldCl := rbConnect(t, old)
-	var rbidAfter int32
-	for {
-		if rbidAfter = rbTryRBID(ctx, oldCl); rbidAfter != rbidBefore && rbidAfter != 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s never rolled back after the heal (rbid still %d)", old.Name(), rbidBefore)
-		case <-time.After(pollInterval):
-		}
-	}
-	if rbidAfter != rbidBefore+1 {
-		t.Fatalf("rbid went from %d to %d, want +1", rbidBefore, rbidAfter)
-	}
-	if err := d.WaitForState(ctx, old, "SECONDARY"); err != nil {
-		t.Fatal(err)
-	}
+	rbWaitRolledBack(t, ctx, d, oldCl, old, rbidBefore)
 	t.Logf("%s rolled back and is SECONDARY %v after the heal", old.Name(), time.Since(healed).Round(time.Millisecond))
 	rbRequireNoOldBranch(t, "the old primary after the rollback", rbWaitFind(t, ctx, oldCl, old, want))
 
 	// Every w:1 write the old primary acknowledged is in its rollback files, and nothing that
 	// was never attempted.
-	files, err := filepath.Glob(filepath.Join(old.DBPath(), "rollback", "*", "removed.*.bson"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	saved := map[int]bool{}
-	for _, f := range files {
-		docs, err := rollback.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+	files := rbReadFiles(t, old, func(f string, doc bsoncore.Document) {
+		id, ok := doc.Lookup("_id").AsInt64OK()
+		v, _ := doc.Lookup("v").StringValueOK()
+		if !ok || v != "old-branch" || !attempted[int(id)] {
+			t.Fatalf("rollback file %s holds %s, which no write of the old branch attempted", f, rbDesc(doc))
 		}
-		for _, doc := range docs {
-			id, ok := doc.Lookup("_id").AsInt64OK()
-			v, _ := doc.Lookup("v").StringValueOK()
-			if !ok || v != "old-branch" || !attempted[int(id)] {
-				t.Fatalf("rollback file %s holds %s, which no write of the old branch attempted", f, rbDesc(doc))
-			}
-			saved[int(id)] = true
-		}
-	}
+		saved[int(id)] = true
+	})
 	for _, id := range acked {
 		if !saved[id] {
 			t.Errorf("acknowledged w:1 write %d of the old primary is not in its rollback files %v", id, files)

@@ -44,6 +44,22 @@ func startInc(ctx context.Context, d *Deployment, id int, wc *writeconcern.Write
 	return out, func() { cancel(); wg.Wait() }
 }
 
+// retryStart starts a replica set of 3 with opts, seeds document id (retrySeed) and returns
+// the set, a context bounding the test (cancelled at cleanup) and the primary.
+func retryStart(t *testing.T, opts Options, id int) (*Deployment, context.Context, *Process) {
+	t.Helper()
+	d := Start(t, Topology{Kind: ReplicaSet, Name: "rs0", Members: 3}, opts)
+	d.LogReplOnFailure(t, 40)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	retrySeed(t, ctx, d, id)
+	primary, err := d.WaitForPrimary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, ctx, primary
+}
+
 // retrySeed inserts {_id: id, n: 0} on every member.
 func retrySeed(t *testing.T, ctx context.Context, d *Deployment, id int) {
 	t.Helper()
@@ -105,15 +121,7 @@ func retryCheckExactlyOnce(t *testing.T, ctx context.Context, d *Deployment, id 
 // a majority); the driver's retry, sent there, must find the write in the replicated
 // config.transactions and return its result without applying it again.
 func TestRetryableWriteAcrossKill(t *testing.T) {
-	d := Start(t, Topology{Kind: ReplicaSet, Name: "rs0", Members: 3}, Options{ReplSetSettings: ShortElections})
-	d.LogReplOnFailure(t, 40)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	retrySeed(t, ctx, d, 1)
-	old, err := d.WaitForPrimary(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, ctx, old := retryStart(t, Options{ReplSetSettings: ShortElections}, 1)
 	var has, paused *Process
 	for _, n := range d.Nodes {
 		switch {
@@ -153,12 +161,7 @@ func TestRetryableWriteAcrossKill(t *testing.T) {
 	if err := paused.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	ectx, ecancel := context.WithTimeout(ctx, majElect)
-	p, err := d.WaitForPrimary(ectx, old)
-	ecancel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := waitNewPrimary(t, ctx, d, old, majElect)
 	t.Logf("killed primary %s with the $inc applied on it and on %s (%s paused); %s primary after %v",
 		old.Name(), has.Name(), paused.Name(), p.Name(), time.Since(killedAt).Round(time.Millisecond))
 	// w:3 needs the killed member back.
@@ -208,16 +211,8 @@ func retryOplogTS(ctx context.Context, d *Deployment, node *Process, id int) (bs
 // holds it (blockConnection) until the primary steps down; the retry then goes to the new
 // primary, which must answer from config.transactions.
 func TestRetryableWriteAcrossStepDown(t *testing.T) {
-	d := Start(t, Topology{Kind: ReplicaSet, Name: "rs0", Members: 3},
-		Options{ReplSetSettings: ShortElections, Args: []string{"--setParameter", "enableTestCommands=1"}})
-	d.LogReplOnFailure(t, 40)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	retrySeed(t, ctx, d, 2)
-	old, err := d.WaitForPrimary(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, ctx, old := retryStart(t, Options{ReplSetSettings: ShortElections,
+		Args: []string{"--setParameter", "enableTestCommands=1"}}, 2)
 	admin := d.DirectClient(old).Database("admin")
 	configure := func(name string, mode any, data bson.D) int64 {
 		t.Helper()
@@ -261,12 +256,7 @@ func TestRetryableWriteAcrossStepDown(t *testing.T) {
 	if _, err := d.StepDown(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	ectx, ecancel := context.WithTimeout(ctx, majElect)
-	p, err := d.WaitForPrimary(ectx, old)
-	ecancel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := waitNewPrimary(t, ctx, d, old, majElect)
 	t.Logf("%s stepped down with the retry held; %s primary after %v", old.Name(), p.Name(), time.Since(stepStart).Round(time.Millisecond))
 	r := <-res
 	if r.err != nil {

@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -29,8 +28,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
-
-	"humongo/internal/repl/rollback"
 )
 
 // rollbackBudget bounds the whole test; every wait inside is a liveness guard.
@@ -42,30 +39,13 @@ func TestRollbackOfDivergedPrimary(t *testing.T) {
 		Options{ReplSetSettings: ShortElections, Args: []string{"--setParameter", "enableTestCommands=1"}})
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackBudget)
 	defer cancel()
-	old, err := d.WaitForPrimary(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var secondaries []*Process
-	for _, n := range d.Nodes {
-		if n != old {
-			secondaries = append(secondaries, n)
-		}
-	}
+	old, secondaries := waitPrimaryAndSecondaries(t, ctx, d)
 	majority := options.Collection().SetWriteConcern(writeconcern.Majority())
 	local := options.Collection().SetWriteConcern(&writeconcern.WriteConcern{W: 1, Journal: boolPtr(true)})
 	oldC := d.DirectClient(old).Database("app").Collection("c", local)
 
 	// Majority-committed data every member has.
-	base := d.DirectClient(old).Database("app").Collection("c", majority)
-	for i := range 10 {
-		if _, err := base.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "v", Value: "base"}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, s := range secondaries {
-		rbWaitDocs(t, ctx, d, s, "c", 10)
-	}
+	rbInsertBase(t, ctx, d, old, secondaries)
 	rbidBefore := rbGetRBID(t, ctx, d.DirectClient(old), old)
 	t.Logf("%v: set up, base data on every member", time.Since(start).Round(time.Millisecond))
 
@@ -164,23 +144,7 @@ func TestRollbackOfDivergedPrimary(t *testing.T) {
 		t.Fatalf("rbid %d before the rollback modified anything, want %d", r, rbidBefore)
 	}
 	rbFailPoint(t, ctx, oldCl, old, "rollbackHangAfterTransitionToRollback", false)
-	var rbidAfter int32
-	for {
-		if rbidAfter = rbTryRBID(ctx, oldCl); rbidAfter != rbidBefore && rbidAfter != 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s never rolled back (rbid still %d)", old.Name(), rbidBefore)
-		case <-time.After(pollInterval):
-		}
-	}
-	if rbidAfter != rbidBefore+1 {
-		t.Fatalf("rbid went from %d to %d, want +1", rbidBefore, rbidAfter)
-	}
-	if err := d.WaitForState(ctx, old, "SECONDARY"); err != nil {
-		t.Fatal(err)
-	}
+	rbidAfter := rbWaitRolledBack(t, ctx, d, oldCl, old, rbidBefore)
 	t.Logf("%s rolled back and is SECONDARY %v after it was resumed", old.Name(), time.Since(healed).Round(time.Millisecond))
 
 	// It has the new branch's data and none of its own.
@@ -193,20 +157,8 @@ func TestRollbackOfDivergedPrimary(t *testing.T) {
 
 	// The rolled-back documents are in the rollback files (not the deleted one: recovery
 	// brought back its old version).
-	files, err := filepath.Glob(filepath.Join(old.DBPath(), "rollback", "*", "removed.*.bson"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var saved []string
-	for _, f := range files {
-		docs, err := rollback.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, doc := range docs {
-			saved = append(saved, rbDesc(doc))
-		}
-	}
+	files := rbReadFiles(t, old, func(_ string, doc bsoncore.Document) { saved = append(saved, rbDesc(doc)) })
 	slices.Sort(saved)
 	wantSaved := []string{"1:", "1:old-branch", "100:old-branch", "101:old-branch", "102:old-branch", "103:old-branch", "104:old-branch"}
 	slices.Sort(wantSaved)

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
@@ -158,7 +156,7 @@ type indexBuildsCoord struct {
 	mu      sync.Mutex
 	st      *State                        // guarded by mu; nil until a State attaches
 	drivers map[catalog.UUID]*buildDriver // guarded by mu
-	peers   map[string]*mongo.Client      // guarded by mu; vote connections by host
+	peers   *dialer.Pool                  // vote connections by host; closed once the drivers stopped
 	stopped bool                          // guarded by mu
 }
 
@@ -211,7 +209,7 @@ func indexBuildsOf(db *DB) *indexBuildsCoord {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &indexBuildsCoord{db: db, ctx: ctx, cancel: cancel, drivers: map[catalog.UUID]*buildDriver{},
-		peers: map[string]*mongo.Client{}}
+		peers: dialer.NewPool(dialer.ClientOptions{AppName: "humongod-indexbuilds"})}
 	if prev, loaded := indexBuildCoords.LoadOrStore(db, c); loaded {
 		cancel()
 		return prev.(*indexBuildsCoord)
@@ -251,16 +249,10 @@ func stopIndexBuilds(db *DB) {
 		c := v.(*indexBuildsCoord)
 		c.mu.Lock()
 		c.stopped = true
-		peers := c.peers
-		c.peers = nil
 		c.mu.Unlock()
 		c.cancel()
 		c.wg.Wait()
-		for _, cl := range peers {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = cl.Disconnect(ctx)
-			cancel()
-		}
+		c.peers.Close()
 	}
 	db.Colls.IndexBuilds().Shutdown()
 }
@@ -536,7 +528,7 @@ func (c *indexBuildsCoord) setBlockWrites(b *index.TwoPhaseBuild) {
 
 // sendVote sends voteCommitIndexBuild for b to primary.
 func (c *indexBuildsCoord) sendVote(b *index.TwoPhaseBuild, primary, me string) error {
-	cl, err := c.peer(primary)
+	cl, err := c.peers.Get(primary)
 	if err != nil {
 		return err
 	}
@@ -549,24 +541,4 @@ func (c *indexBuildsCoord) sendVote(b *index.TwoPhaseBuild, primary, me string) 
 		{Key: "writeConcern", Value: bson.D{{Key: "w", Value: "majority"}}},
 	}
 	return cl.Database("admin").RunCommand(ctx, cmd).Err()
-}
-
-func (c *indexBuildsCoord) peer(host string) (*mongo.Client, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped {
-		return nil, mongoerr.New(mongoerr.ShutdownInProgress, "shutting down")
-	}
-	if cl := c.peers[host]; cl != nil {
-		return cl, nil
-	}
-	cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + host + "/?directConnection=true").
-		SetAppName("humongod-indexbuilds").SetConnectTimeout(5 * time.Second).
-		SetServerSelectionTimeout(10 * time.Second).SetRetryReads(false).SetRetryWrites(false).
-		SetDialer(dialer.Default))
-	if err != nil {
-		return nil, err
-	}
-	c.peers[host] = cl
-	return cl, nil
 }

@@ -101,6 +101,24 @@ func applyAll(t *testing.T, b *outReplNode, entries []bson.Raw) {
 	}
 }
 
+// replayedSecondary opens a new node and applies a's whole oplog to it, as a secondary would.
+func replayedSecondary(t *testing.T, a *outReplNode) *outReplNode {
+	t.Helper()
+	b := openOutReplNode(t, true)
+	applyAll(t, b, a.entries(t))
+	return b
+}
+
+// checkSecondaryBuildsDone checks that the oplog left no index build running on b and that ns
+// validates there.
+func checkSecondaryBuildsDone(t *testing.T, b *outReplNode, ns string) {
+	t.Helper()
+	if n := len(b.db.Colls.IndexBuilds().List()); n != 0 {
+		t.Errorf("%d builds still running on the secondary", n)
+	}
+	validateNS(t, b, ns)
+}
+
 func validateNS(t *testing.T, n *outReplNode, ns string) {
 	t.Helper()
 	res, err := validate.Validate(context.Background(), n.db.Engine, n.db.Catalog, ns, true)
@@ -232,8 +250,7 @@ func TestTwoPhaseIndexBuildOplog(t *testing.T) {
 
 	// A secondary applying the oplog: startIndexBuild starts a background build, the
 	// writes after it go through its side table, commitIndexBuild commits it.
-	b := openOutReplNode(t, true)
-	applyAll(t, b, a.entries(t))
+	b := replayedSecondary(t, a)
 	m, ok := b.db.Catalog.Latest().ByNS("test.c")
 	if !ok {
 		t.Fatal("secondary has no test.c")
@@ -247,10 +264,7 @@ func TestTwoPhaseIndexBuildOplog(t *testing.T) {
 	if ix, _ := m.Index("arr_a"); !ix.Multikey {
 		t.Error("secondary arr_a not multikey")
 	}
-	if n := len(b.db.Colls.IndexBuilds().List()); n != 0 {
-		t.Errorf("%d builds still running on the secondary", n)
-	}
-	validateNS(t, b, "test.c")
+	checkSecondaryBuildsDone(t, b, "test.c")
 }
 
 // TestTwoPhaseIndexBuildAbort: a unique index over duplicates fails with DuplicateKey after
@@ -295,16 +309,12 @@ func TestTwoPhaseIndexBuildAbort(t *testing.T) {
 	}
 	validateNS(t, a, "test.d")
 
-	b := openOutReplNode(t, true)
-	applyAll(t, b, a.entries(t))
+	b := replayedSecondary(t, a)
 	m, _ := b.db.Catalog.Latest().ByNS("test.d")
 	if _, ok := m.Index("u_1"); ok {
 		t.Error("secondary kept u_1")
 	}
-	if n := len(b.db.Colls.IndexBuilds().List()); n != 0 {
-		t.Errorf("%d builds still running on the secondary", n)
-	}
-	validateNS(t, b, "test.d")
+	checkSecondaryBuildsDone(t, b, "test.d")
 }
 
 // TestCommitQuorumArgument: commitQuorum values a one-member node can and cannot satisfy,

@@ -11,9 +11,13 @@ package commands
 //     entries carry lsid/txnNumber/stmtId/prevOpTime, and the same WriteUnitOfWork upserts the
 //     session's config.transactions document {_id: lsid, txnNum, lastWriteOpTime, lastWriteDate}.
 //
-// config.transactions and config.image_collection are ordinary replicated collections here
-// (MongoDB derives them on secondaries from the oplog instead): both reach every member
-// through the oplog, so a new primary after a failover rebuilds the session from them.
+// As in MongoDB, the config.transactions upsert is not logged (an unreplicated write at the
+// statement's last entry's timestamp): every member applying the oplog derives the record
+// from the entries' lsid/txnNumber (internal/repl/oplog/sessions.go), so a retryable write
+// costs one oplog entry, not two, and a new primary after a failover still rebuilds the
+// session from its own config.transactions. The findAndModify images in
+// config.image_collection are still replicated as entries of their own (MongoDB 5.1+ marks
+// the statement's entry with needsRetryImage and lets secondaries write the image).
 // Statements that wrote nothing (no match) are not recorded and simply run again on retry,
 // as in MongoDB.
 
@@ -29,13 +33,14 @@ import (
 	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
 	"humongo/internal/recordid"
+	"humongo/internal/repl/oplog"
 	"humongo/internal/storage"
 	"humongo/internal/txn/lsc"
 	"humongo/internal/txn/session"
 )
 
 const (
-	retryTxnsNS   = "config.transactions"
+	retryTxnsNS   = oplog.TransactionsNS
 	retryImagesNS = "config.image_collection"
 	retryOplogNS  = "local.oplog.rs"
 )
@@ -202,14 +207,12 @@ func (s *retryStmt) record(op *OpCtx, pre, post bsoncore.Document) error {
 	// The bookkeeping writes are not statements of the session themselves.
 	release := opobserver.WithSession(op.RU, nil)
 	defer release()
-	now := time.Now()
-	rec := bsoncore.NewDocumentBuilder().
-		AppendDocument("_id", s.rc.lsid).
-		AppendInt64("txnNum", s.rc.txn).
-		AppendDocument("lastWriteOpTime", bsoncore.NewDocumentBuilder().
-			AppendTimestamp("ts", last.TS.Secs(), last.TS.Inc()).AppendInt64("t", last.Term).Build()).
-		AppendDateTime("lastWriteDate", now.UnixMilli()).Build()
-	if err := retryUpsert(op, retryTxnsNS, rec); err != nil {
+	rec := oplog.SessionRecord(s.rc.lsid, s.rc.txn, oplog.OpTime{TS: last.TS, Term: last.Term}, retryEntryWall(op, last.TS))
+	// Unlogged: members applying the oplog derive the record from the entries (see above).
+	unlogged := opobserver.UnreplicatedWrites(op.RU)
+	err := retryUpsert(op, retryTxnsNS, rec)
+	unlogged()
+	if err != nil {
 		return err
 	}
 	var image bsoncore.Document
@@ -239,6 +242,20 @@ func (s *retryStmt) record(op *OpCtx, pre, post bsoncore.Document) error {
 	sess, txn, first := s.rc.s, s.rc.txn, s.id
 	op.RU.OnCommit(func(storage.Timestamp) { sess.NoteCommitted(txn, first, ots) })
 	return nil
+}
+
+// retryEntryWall returns the wall clock (ms) of the oplog entry at ts that op's unit just
+// wrote: the session record's lastWriteDate, which members applying the oplog take from the
+// same entry, so every member holds the same record.
+func retryEntryWall(op *OpCtx, ts storage.Timestamp) int64 {
+	if coll, err := retryColl(op.DB, retryOplogNS); err == nil {
+		if d, found, err := coll.RecordStore().Get(op.RU, recordid.Long(int64(ts))); err == nil && found {
+			if wall, ok := bsoncore.Document(d).Lookup("wall").DateTimeOK(); ok {
+				return wall
+			}
+		}
+	}
+	return time.Now().UnixMilli()
 }
 
 // retryUpsert replaces or inserts doc (by its _id) in ns inside op's unit. The session

@@ -47,7 +47,7 @@ const (
 // (validateWriteConcern): w may be 0, 1 or "majority" (which a standalone satisfies on its
 // own); w > 1 and custom modes are BadValue. On a replica-set member any w up to 50 and any
 // mode name parse (an unknown mode fails after the write, as UnknownReplWriteConcern in
-// writeConcernError), and a command without w takes the cluster-wide default w ("majority"
+// writeConcernError; a known one waits for members whose tags satisfy it), and a command without w takes the cluster-wide default w ("majority"
 // unless setDefaultRWConcern changed it).
 func writeParseConcern(env *Env, cmd bsoncore.Document) (writeConcern, error) {
 	wc := writeConcern{wNum: 1, provenance: wcProvenanceClient}
@@ -207,16 +207,14 @@ func writeFinish(ctx context.Context, env *Env, wc writeConcern, reply bsoncore.
 	if wc.w0 {
 		return reply, nil
 	}
-	var err error
-	if wc.wMode != "" && wc.wMode != "majority" {
-		// Custom modes come from settings.getLastErrorModes, which this server's replica
-		// set configs do not carry yet: every mode name is unknown.
-		err = mongoerr.Newf(mongoerr.UnknownReplWriteConcern,
-			"No write concern mode named '%s' found in replica set configuration", wc.wMode)
-	} else {
-		err = rc.WaitForWriteConcern(ctx, last, coord.WriteConcern{
-			W: wc.wNum, Majority: wc.wMode == "majority", J: wc.journal, WTimeout: wc.wTimeout})
+	// A custom mode (settings.getLastErrorModes) is looked up by the coordinator in the
+	// config current at the time of the wait: an unknown one fails after the write, as
+	// UnknownReplWriteConcern in writeConcernError, as in MongoDB.
+	cw := coord.WriteConcern{W: wc.wNum, Majority: wc.wMode == "majority", J: wc.journal, WTimeout: wc.wTimeout}
+	if wc.wMode != "majority" {
+		cw.Mode = wc.wMode
 	}
+	err := rc.WaitForWriteConcern(ctx, last, cw)
 	if err == nil {
 		return reply, nil
 	}

@@ -201,6 +201,7 @@ const (
 	Location40670   Code = 40670
 	Location50699   Code = 50699
 	Location50700   Code = 50700
+	Location51001   Code = 51001
 	Location51024   Code = 51024
 	Location51047   Code = 51047
 	Location51050   Code = 51050

@@ -461,6 +461,7 @@ func (ru *RecoveryUnit) commit() error {
 			}
 			return fmt.Errorf("storage: commit: %w", err)
 		}
+		e.noteGCWrites(ru.ops) // history GC visits these keys once oldest passes them
 	}
 	for ii, c := range ru.counts {
 		ii.records.Add(c[0])

@@ -122,7 +122,7 @@ func New(cfg Config) *Applier {
 	}
 	return &Applier{
 		cfg: cfg, log: log,
-		apply:   oplog.NewApplier(oplog.Config{Engine: cfg.Engine, Catalog: cfg.Catalog, Colls: cfg.Colls}),
+		apply:   oplog.NewApplier(oplog.Config{Engine: cfg.Engine, Catalog: cfg.Catalog, Colls: cfg.Colls}).WithBatchSessionUpdates(),
 		tp:      localDoc{e: cfg.Engine, cat: cfg.Catalog, colls: cfg.Colls, ns: TruncateAfterPointNS},
 		applied: cfg.LastApplied, moved: make(chan struct{}),
 	}
@@ -131,7 +131,7 @@ func New(cfg Config) *Applier {
 // WithApplier replaces the single-entry applier (it carries the writer's temp dir for index
 // builds); New builds one from the catalog and collections.
 func (a *Applier) WithApplier(x *oplog.Applier) *Applier {
-	a.apply = x
+	a.apply = x.WithBatchSessionUpdates() // session records are written per batch (sessions.go)
 	return a
 }
 
@@ -337,6 +337,9 @@ func (a *Applier) applyBatch(ctx context.Context, batch []bsoncore.Document) (la
 	}
 	if err := a.applyEntries(ctx, entries); err != nil {
 		return prev, false, err
+	}
+	if err := a.applySessions(ctx, entries); err != nil {
+		return prev, false, fmt.Errorf("update config.transactions: %w", err)
 	}
 	if err := a.tp.Save(ctx, truncatePointDoc(0)); err != nil {
 		return prev, false, fmt.Errorf("clear oplogTruncateAfterPoint: %w", err)

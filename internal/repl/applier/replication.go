@@ -38,6 +38,9 @@ type Deps struct {
 	OnRollbackRequired func(host string, lastFetched oplog.OpTime)
 	Fatal              func(error)
 	Log                *slog.Logger
+	// SecondaryDelay is this member's secondaryDelaySecs (nil: none): the buffer holds each
+	// entry back until its wall time is that far in the past (fetcher.Buffer.SetDelay).
+	SecondaryDelay fetcher.DelaySource
 }
 
 // Replication is a running BackgroundSync (fetcher) + OplogApplier pair: a SECONDARY's
@@ -62,6 +65,9 @@ func Start(ctx context.Context, d Deps) (*Replication, error) {
 		return nil, err
 	}
 	buf := fetcher.NewBuffer(d.BufferBytes)
+	if d.SecondaryDelay != nil {
+		buf.SetDelay(d.SecondaryDelay, nil)
+	}
 	f := fetcher.New(fetcher.Config{Chooser: d.Chooser, Buffer: buf, LastFetched: top, AwaitTime: d.AwaitTime,
 		Clients: d.Clients, OnRollbackRequired: d.OnRollbackRequired, Log: d.Log})
 	a := New(Config{Engine: d.Engine, Catalog: d.Catalog, Colls: d.Colls, Writer: d.Writer, Writers: d.Writers,

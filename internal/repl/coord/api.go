@@ -260,13 +260,7 @@ func (c *Coordinator) waitConfigCommittedLocked(ctx context.Context) error {
 		c.maybeFollowJournalLocked()
 		ch := c.progress
 		c.mu.Unlock()
-		t := time.NewTimer(time.Until(deadline))
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
+		waitSignal(ctx, ch, deadline)
 		c.mu.Lock()
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return context.Cause(ctx)
@@ -275,6 +269,21 @@ func (c *Coordinator) waitConfigCommittedLocked(ctx context.Context) error {
 			return notInitialized()
 		}
 	}
+}
+
+// waitSignal blocks until ch is closed, deadline passes or ctx ends, and reports whether it
+// was ctx that ended the wait. Callers hold no lock: ch is a coordinator broadcast channel
+// (c.progress, c.changed) read under c.mu before releasing it, so no signal is missed.
+func waitSignal(ctx context.Context, ch <-chan struct{}, deadline time.Time) (ctxDone bool) {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+		return true
+	}
+	return false
 }
 
 // StepDownArgs are replSetStepDown's arguments.
@@ -320,15 +329,9 @@ func (c *Coordinator) StepDown(ctx context.Context, a StepDownArgs) error {
 		}
 		ch := c.progress
 		c.mu.Unlock()
-		t := time.NewTimer(time.Until(deadline))
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if waitSignal(ctx, ch, deadline) {
 			return context.Cause(ctx)
 		}
-		t.Stop()
 	}
 }
 
@@ -362,15 +365,9 @@ func (c *Coordinator) StepUp(ctx context.Context) error {
 		}
 		ch := c.changed
 		c.mu.Unlock()
-		t := time.NewTimer(time.Until(deadline))
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if waitSignal(ctx, ch, deadline) {
 			return context.Cause(ctx)
 		}
-		t.Stop()
 		c.mu.Lock()
 	}
 }
@@ -547,12 +544,14 @@ func electionID(term int64) bson.ObjectID {
 
 // WriteConcern is a parsed writeConcern for WaitForWriteConcern.
 type WriteConcern struct {
-	// W is the number of members; Majority overrides it.
+	// W is the number of members; Majority or Mode overrides it.
 	W        int
 	Majority bool
 	J        bool
 	// WTimeout bounds the wait (0: forever, bounded by ctx).
 	WTimeout time.Duration
+	// Mode is a custom mode of settings.getLastErrorModes (wcmodes.go).
+	Mode string
 }
 
 // LastApplied is this node's applied optime (a client's last write on a primary is at or
@@ -568,11 +567,13 @@ func (c *Coordinator) LastApplied() topology.OpTime {
 }
 
 // WaitForWriteConcern waits until op satisfies wc: w:N members have applied (durable with
-// j) it, or w:"majority" and the commit point reached it. On wtimeout it returns
+// j) it, or w:"majority" and the commit point reached it, or the members that applied it
+// satisfy custom mode wc.Mode (unknown: UnknownReplWriteConcern; unsatisfiable even by all
+// members: UnsatisfiableWriteConcern, both before waiting). On wtimeout it returns
 // WriteConcernFailed with errInfo {wtimeout: true}; a step-down while waiting returns
 // PrimarySteppedDown.
 func (c *Coordinator) WaitForWriteConcern(ctx context.Context, op topology.OpTime, wc WriteConcern) error {
-	if !wc.Majority && wc.W <= 1 {
+	if !wc.Majority && !wc.customMode() && wc.W <= 1 {
 		if wc.J && c.opts.Engine != nil {
 			return c.opts.Engine.WaitUntilDurable(ctx)
 		}
@@ -585,9 +586,9 @@ func (c *Coordinator) WaitForWriteConcern(ctx context.Context, op topology.OpTim
 		timer = t.C
 	}
 	c.mu.Lock()
-	if c.topo != nil && !wc.Majority && wc.W > len(c.topo.Config().Members) {
+	if err := c.checkSatisfiableLocked(wc); err != nil {
 		c.mu.Unlock()
-		return mongoerr.New(mongoerr.UnsatisfiableWriteConcern, "Not enough data-bearing nodes")
+		return err
 	}
 	startTerm := int64(-1)
 	if c.topo != nil {
@@ -606,9 +607,9 @@ func (c *Coordinator) WaitForWriteConcern(ctx context.Context, op topology.OpTim
 			c.mu.Unlock()
 			return mongoerr.New(mongoerr.PrimarySteppedDown, "Primary stepped down while waiting for replication")
 		}
-		if c.satisfiedLocked(now, op, wc) {
+		if ok, err := c.satisfiedLocked(now, op, wc); ok || err != nil {
 			c.mu.Unlock()
-			return nil
+			return err
 		}
 		ch := c.progress
 		c.maybeFollowJournalLocked()
@@ -626,19 +627,12 @@ func (c *Coordinator) WaitForWriteConcern(ctx context.Context, op topology.OpTim
 	}
 }
 
-func (c *Coordinator) satisfiedLocked(now time.Time, op topology.OpTime, wc WriteConcern) bool {
-	if wc.Majority {
-		return !c.topo.LastCommitted().Less(op)
+func (c *Coordinator) satisfiedLocked(now time.Time, op topology.OpTime, wc WriteConcern) (bool, error) {
+	switch {
+	case wc.Majority:
+		return !c.topo.LastCommitted().Less(op), nil
+	case wc.customMode():
+		return c.modeSatisfiedLocked(now, op, wc)
 	}
-	n := 0
-	for _, m := range c.topo.Status(now).Members {
-		have := m.Applied
-		if wc.J {
-			have = m.Durable
-		}
-		if (m.Self || m.Up) && !have.Less(op) {
-			n++
-		}
-	}
-	return n >= wc.W
+	return len(c.holdingLocked(now, op, wc.J)) >= wc.W, nil
 }

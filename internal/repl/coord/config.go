@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/topology"
 )
@@ -96,6 +97,10 @@ func ParseConfig(doc bsoncore.Document) (topology.ReplSetConfig, error) {
 	}
 	if !haveMembers {
 		return bad("Missing expected field \"members\"")
+	}
+	// Modes may come before members in the document, so their tag keys are checked last.
+	if err := cfg.CheckWriteConcernModeTags(); err != nil {
+		return topology.ReplSetConfig{}, err
 	}
 	return cfg, nil
 }
@@ -254,7 +259,9 @@ func parseSettings(sd bsoncore.Document, s *topology.Settings) error {
 			if s.CatchUpTakeoverDelay < 0 {
 				s.CatchUpTakeoverDelay = -1
 			}
-		case "getLastErrorModes", "getLastErrorDefaults", "replicaSetId":
+		case "getLastErrorModes":
+			s.GetLastErrorModes, err = parseWriteConcernModes(v)
+		case "getLastErrorDefaults", "replicaSetId":
 		default:
 			return mongoerr.Newf(mongoerr.BadValue, "Unexpected field %s in replica set settings", e.Key())
 		}
@@ -305,9 +312,85 @@ func ConfigDocument(cfg topology.ReplSetConfig) bsoncore.Document {
 		AppendInt32("electionTimeoutMillis", int32(cfg.ElectionTimeout().Milliseconds())).
 		AppendInt32("catchUpTimeoutMillis", int32(cu)).
 		AppendInt32("catchUpTakeoverDelayMillis", int32(cut)).
-		AppendDocument("getLastErrorModes", bsoncore.NewDocumentBuilder().Build()).
+		AppendDocument("getLastErrorModes", writeConcernModesDoc(cfg.Settings.GetLastErrorModes)).
 		AppendDocument("getLastErrorDefaults", bsoncore.NewDocumentBuilder().AppendInt32("w", 1).AppendInt32("wtimeout", 0).Build())
 	b.AppendDocument("settings", sb.Build())
+	return b.Build()
+}
+
+// parseWriteConcernModes reads settings.getLastErrorModes {mode: {tagKey: minCount, ...}}
+// with MongoDB's checks and messages (ReplSetWriteConcernModeDefinitions::parseFromBSON):
+// objects all the way down, numeric counts truncated to integers and positive, no mode
+// named twice. Whether the tag keys exist is checked once the members are known.
+func parseWriteConcernModes(v bsoncore.Value) ([]topology.WriteConcernMode, error) {
+	const field = "getLastErrorModes"
+	d, ok := v.DocumentOK()
+	if !ok {
+		return nil, mongoerr.Newf(mongoerr.TypeMismatch, "Expected %s to be an Object, it actually had type %s", field, bsonutil.TypeName(v.Type))
+	}
+	elems, err := d.Elements()
+	if err != nil {
+		return nil, mongoerr.Newf(mongoerr.InvalidReplicaSetConfig, "settings.%s: %v", field, err)
+	}
+	var modes []topology.WriteConcernMode
+	seen := map[string]bool{}
+	for _, e := range elems {
+		name := e.Key()
+		if seen[name] {
+			return nil, mongoerr.Newf(mongoerr.Location51001, "%s contains multiple fields named %s", field, name)
+		}
+		seen[name] = true
+		md, ok := e.Value().DocumentOK()
+		if !ok {
+			return nil, mongoerr.Newf(mongoerr.TypeMismatch, "Expected %s.%s to be an Object, not %s", field, name, bsonutil.TypeName(e.Value().Type))
+		}
+		ces, err := md.Elements()
+		if err != nil {
+			return nil, mongoerr.Newf(mongoerr.InvalidReplicaSetConfig, "settings.%s.%s: %v", field, name, err)
+		}
+		mode := topology.WriteConcernMode{Name: name}
+		for _, ce := range ces {
+			n, ok := num(ce.Value())
+			if !ok {
+				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "Expected %s.%s.%s to be a number, not %s",
+					field, name, ce.Key(), bsonutil.TypeName(ce.Value().Type))
+			}
+			minCount := numberInt(n)
+			if minCount <= 0 {
+				return nil, mongoerr.Newf(mongoerr.BadValue, "Value of %s.%s.%s must be positive, but found %d",
+					field, name, ce.Key(), minCount)
+			}
+			mode.Constraints = append(mode.Constraints, topology.TagConstraint{Key: ce.Key(), MinCount: minCount})
+		}
+		modes = append(modes, mode)
+	}
+	return modes, nil
+}
+
+// numberInt is BSONElement::numberInt for a number: truncation toward zero, NaN as 0 and
+// out-of-range values clamped to the int32 range.
+func numberInt(f float64) int {
+	switch {
+	case math.IsNaN(f):
+		return 0
+	case f >= math.MaxInt32:
+		return math.MaxInt32
+	case f <= math.MinInt32:
+		return math.MinInt32
+	}
+	return int(f)
+}
+
+// writeConcernModesDoc is getLastErrorModes as replSetGetConfig shows it.
+func writeConcernModesDoc(modes []topology.WriteConcernMode) bsoncore.Document {
+	b := bsoncore.NewDocumentBuilder()
+	for _, m := range modes {
+		md := bsoncore.NewDocumentBuilder()
+		for _, c := range m.Constraints {
+			md.AppendInt32(c.Key, int32(c.MinCount))
+		}
+		b.AppendDocument(m.Name, md.Build())
+	}
 	return b.Build()
 }
 

@@ -16,6 +16,7 @@ import (
 	"humongo/internal/lock"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/repl/dialer"
 	"humongo/internal/repl/initialsync"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/topology"
@@ -100,7 +101,7 @@ type Coordinator struct {
 
 	rcfg reconfigState // replSetReconfig's commitment state (api.go)
 
-	peers *peerPool
+	peers *dialer.Pool // connections to the other members, for heartbeats, votes and updatePosition
 	tv    atomic.Int64
 	term  atomic.Int64 // mirror of the core's term for Term(), readable without c.mu
 	rbid  atomic.Int32 // replSetGetRBID; persisted in local.system.rollback.id (secondary.go)
@@ -125,7 +126,7 @@ func New(opts Options) *Coordinator {
 		opts: opts, log: opts.Logger.With(logv2.C(logv2.Replication)),
 		hbBusy: map[string]bool{}, hbRecv: map[int]time.Time{},
 		changed: make(chan struct{}), progress: make(chan struct{}), feedback: make(chan struct{}, 1),
-		peers: newPeerPool(), start: time.Now(),
+		peers: dialer.NewPool(dialer.ClientOptions{AppName: "humongod-repl"}), start: time.Now(),
 	}
 	c.rbid.Store(rand.Int32N(1 << 30))
 	return c
@@ -222,7 +223,7 @@ func (c *Coordinator) Close() {
 	}
 	c.cancel()
 	c.wg.Wait()
-	c.peers.close()
+	c.peers.Close()
 }
 
 func (c *Coordinator) run() {

@@ -3,65 +3,21 @@ package coord
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
-	"humongo/internal/repl/dialer"
 	"humongo/internal/repl/topology"
 )
-
-// peerPool holds one directConnection client per member host.
-type peerPool struct {
-	mu      sync.Mutex
-	clients map[string]*mongo.Client
-	closed  bool
-}
-
-func newPeerPool() *peerPool { return &peerPool{clients: map[string]*mongo.Client{}} }
-
-func (p *peerPool) get(host string) (*mongo.Client, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, mongoerr.New(mongoerr.ShutdownInProgress, "replication coordinator is shutting down")
-	}
-	if cl := p.clients[host]; cl != nil {
-		return cl, nil
-	}
-	cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + host + "/?directConnection=true").
-		SetAppName("humongod-repl").SetConnectTimeout(5 * time.Second).
-		SetServerSelectionTimeout(10 * time.Second).SetRetryReads(false).SetRetryWrites(false).
-		SetDialer(dialer.Default))
-	if err != nil {
-		return nil, err
-	}
-	p.clients[host] = cl
-	return cl, nil
-}
-
-func (p *peerPool) close() {
-	p.mu.Lock()
-	cls := p.clients
-	p.clients, p.closed = nil, true
-	p.mu.Unlock()
-	for _, cl := range cls {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = cl.Disconnect(ctx)
-		cancel()
-	}
-}
 
 // call sends cmd to host's admin database. A command error comes back as a *mongoerr.Error
 // with the remote code.
 func (c *Coordinator) call(ctx context.Context, host string, cmd bsoncore.Document, timeout time.Duration) (bsoncore.Document, error) {
-	cl, err := c.peers.get(host)
+	cl, err := c.peers.Get(host)
 	if err != nil {
 		return nil, err
 	}

@@ -175,6 +175,7 @@ func (c *Coordinator) followStateDataRepl(ctx context.Context, dr *dataRepl, st 
 		r, err := applier.Start(ctx, applier.Deps{Engine: dr.d.Engine, Catalog: dr.d.Catalog, Colls: dr.d.Colls,
 			Writer: dr.d.Writer, Chooser: syncSourceChooser{c}, OnApplied: c.SetMyLastAppliedOpTime,
 			AwaitTime: c.fetcherAwaitTime(dr), Fatal: dr.d.Fatal, Log: c.opts.Logger,
+			SecondaryDelay: c.secondaryDelay, // delay.go
 			OnRollbackRequired: func(host string, _ oplog.OpTime) {
 				select {
 				case dr.rollback <- host:

@@ -5,12 +5,13 @@
 // spec/replication.md, "Elections" and "Rollback", whose liveness and rollback rules only show
 // when a primary is cut off from a majority while clients can still reach it).
 //
-// Every internal client is built with SetDialer(dialer.Default). A Rewriter maps a member's
-// host string, as the replica-set config spells it, to the address actually dialed; with no
-// rewrites (production) it dials the host itself. The map is replaced as a whole by the
-// test-only command testingReplicaSetHostRewrites (internal/commands), and a change closes
-// every open connection whose target it moved, so that the driver reconnects through the new
-// target at once instead of keeping pooled connections to the old one.
+// Every internal client is built by Connect (client.go; a Pool holds one per member), which
+// dials through Default. A Rewriter maps a member's host string, as the replica-set config
+// spells it, to the address actually dialed; with no rewrites (production) it dials the host
+// itself. The map is replaced as a whole by the test-only command
+// testingReplicaSetHostRewrites (internal/commands), and a change closes every open connection
+// whose target it moved, so that the driver reconnects through the new target at once instead
+// of keeping pooled connections to the old one.
 //
 // Invariants: the map is immutable once published (an atomic pointer, so a dial costs one
 // load and one map lookup); every connection a Rewriter returns is tracked until it is closed,

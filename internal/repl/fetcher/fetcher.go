@@ -116,7 +116,7 @@ type Fetcher struct {
 	lastFetched oplog.OpTime // guarded by mu
 	source      string       // guarded by mu; current sync source host ("" when none)
 	lastErr     error        // guarded by mu; why fetching from the last source ended
-	clients     map[string]*mongo.Client
+	clients     *dialer.Pool // closed when Run returns
 }
 
 // New returns a fetcher; Run starts it.
@@ -137,7 +137,7 @@ func New(cfg Config) *Fetcher {
 		cfg.Log = slog.Default()
 	}
 	return &Fetcher{cfg: cfg, log: cfg.Log.With(logv2.C(logv2.Replication)), lastFetched: cfg.LastFetched,
-		clients: map[string]*mongo.Client{}}
+		clients: dialer.NewPool(clientOptions)}
 }
 
 // LastFetched is the optime of the newest entry pushed into the buffer.
@@ -194,7 +194,7 @@ func waitWhileProducerStopped(ctx context.Context) error {
 // Config.StopAt was fetched, or the OplogStartMissing error after calling
 // Config.OnRollbackRequired.
 func (f *Fetcher) Run(ctx context.Context) error {
-	defer f.closeClients()
+	defer f.clients.Close()
 	for {
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
@@ -485,43 +485,20 @@ func (f *Fetcher) client(host string) (*mongo.Client, error) {
 	if f.cfg.Clients != nil {
 		return f.cfg.Clients(host)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if cl := f.clients[host]; cl != nil {
-		return cl, nil
-	}
-	cl, err := Connect(host)
-	if err != nil {
-		return nil, err
-	}
-	f.clients[host] = cl
-	return cl, nil
+	return f.clients.Get(host)
 }
 
-// Connect returns a directConnection client for a member (the internal client). Server
-// monitoring polls instead of streaming: a direct connection to one member gains nothing from
-// streamed topology changes, and it keeps a monitor stream off the member's exhaust path.
-func Connect(host string) (*mongo.Client, error) {
-	return mongo.Connect(options.Client().ApplyURI("mongodb://" + host + "/?directConnection=true").
-		SetAppName("humongod-fetcher").SetConnectTimeout(5 * time.Second).
-		SetServerMonitoringMode(options.ServerMonitoringModePoll).
-		// Server selection on a dead member only waits out this timeout: keep it short so a
-		// fetcher notices a lost source within a few seconds (a live one is selected at once).
-		SetServerSelectionTimeout(3 * time.Second).SetRetryReads(false).SetRetryWrites(false).
-		SetDialer(dialer.Default))
-}
+// clientOptions are the fetcher's internal client's. Server monitoring polls instead of
+// streaming: a direct connection to one member gains nothing from streamed topology changes,
+// and it keeps a monitor stream off the member's exhaust path. Server selection on a dead
+// member only waits out its timeout: it is short so a fetcher notices a lost source within a
+// few seconds (a live one is selected at once).
+var clientOptions = dialer.ClientOptions{AppName: "humongod-fetcher", ServerSelectionTimeout: 3 * time.Second,
+	PollMonitoring: true}
 
-func (f *Fetcher) closeClients() {
-	f.mu.Lock()
-	cls := f.clients
-	f.clients = map[string]*mongo.Client{}
-	f.mu.Unlock()
-	for _, cl := range cls {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = cl.Disconnect(ctx)
-		cancel()
-	}
-}
+// Connect returns a directConnection client for a member (the internal client), with the
+// fetcher's options.
+func Connect(host string) (*mongo.Client, error) { return dialer.Connect(host, clientOptions) }
 
 // sleepCtx waits d or until ctx ends (the spec's "wait 1 second and choose again").
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -108,6 +108,19 @@ type Applier struct {
 	cat     *catalog.Catalog
 	colls   *index.Collections
 	tempDir string
+	// batchSessions: the caller derives session records per batch (ApplySessionUpdates),
+	// so Apply does not write one per entry (sessions.go).
+	batchSessions bool
+}
+
+// WithBatchSessionUpdates returns a copy of a whose Apply leaves session records to the
+// caller, which collects them per batch (SessionTracker) and writes them with
+// ApplySessionUpdates: parallel writers updating one session's record per entry would
+// conflict with each other and write it many times.
+func (a *Applier) WithBatchSessionUpdates() *Applier {
+	c := *a
+	c.batchSessions = true
+	return &c
 }
 
 // NewApplier returns an applier over cfg's catalog and collections.
@@ -125,6 +138,8 @@ func (w *Writer) Applier() *Applier { return NewApplier(w.cfg) }
 // stable timestamp first): a write at the entry's timestamp under a newer version of the
 // same key would be shadowed by it. The writes
 // produce no oplog entries (the caller writes the received entry itself, AppendEntry).
+// A retryable write's entry also updates its session's config.transactions record in the
+// same unit (sessions.go), unless the applier was made WithBatchSessionUpdates.
 func (a *Applier) Apply(ctx context.Context, ru *storage.RecoveryUnit, raw bsoncore.Document, mode Mode) error {
 	e, err := ParseEntry(raw)
 	if err != nil {
@@ -138,7 +153,15 @@ func (a *Applier) Apply(ctx context.Context, ru *storage.RecoveryUnit, raw bsonc
 	case "c":
 		return a.applyCommand(ctx, ru, e, mode)
 	}
-	return a.inUnit(ctx, ru, e.OpTime.TS, func() error { return a.applyCRUD(ru, e, mode) })
+	return a.inUnit(ctx, ru, e.OpTime.TS, func() error {
+		if err := a.applyCRUD(ru, e, mode); err != nil {
+			return err
+		}
+		if a.batchSessions {
+			return nil
+		}
+		return a.applyEntrySession(ru, e)
+	})
 }
 
 func (a *Applier) inUnit(ctx context.Context, ru *storage.RecoveryUnit, ts storage.Timestamp, f func() error) error {

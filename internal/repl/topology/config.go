@@ -61,6 +61,9 @@ type Settings struct {
 	// WriteConcernMajorityJournalDefault: the commit point follows durable
 	// optimes when true (default), applied optimes when false.
 	WriteConcernMajorityJournalDefault bool
+	// GetLastErrorModes are the custom write concern modes (w: "<name>"),
+	// evaluated by WriteConcernMode.SatisfiedBy (wcmodes.go).
+	GetLastErrorModes []WriteConcernMode
 }
 
 // ReplSetConfig is the replica-set configuration (local.system.replset).

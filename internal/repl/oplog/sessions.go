@@ -1,0 +1,195 @@
+package oplog
+
+// Session records of retryable writes on the members that apply the oplog (MongoDB's
+// SessionUpdateTracker; spec: replication.md, retryable writes).
+//
+// A primary writes a session's config.transactions record {_id: lsid, txnNum,
+// lastWriteOpTime, lastWriteDate} in the same storage unit as the statement it records,
+// but does not log it: the statement's own entries carry lsid, txnNumber and stmtId, which
+// is everything the record holds. Members applying the oplog derive the record from those
+// entries instead of applying a second entry per write, which halved the entries a
+// secondary applies under retryable inserts:
+//
+//   - batch application (internal/repl/applier, steady state and initial sync) collects,
+//     per lsid, the batch's newest entry (SessionTracker) and upserts each session's record
+//     once per batch, at that entry's timestamp, after the batch's data writes and before
+//     lastApplied moves; reads at lastApplied see records and data together;
+//   - single-entry application (Applier.Apply: startup recovery and rollback replay) upserts
+//     the record in the entry's own unit.
+//
+// An upsert never moves a record backwards (a lower txnNum, or an older lastWriteOpTime for
+// the same txnNum): replayed entries and records cloned by initial sync may already be newer.
+// A member without config.transactions (no retryable write was ever made on the set; the
+// primary creates it, replicated, before the first one) has nothing to update.
+
+import (
+	"bytes"
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/index"
+	"humongo/internal/opobserver"
+	"humongo/internal/storage"
+)
+
+// TransactionsNS is the namespace of session records.
+const TransactionsNS = "config.transactions"
+
+// SessionRecord builds a config.transactions document: {_id: lsid, txnNum,
+// lastWriteOpTime: {ts, t}, lastWriteDate}.
+func SessionRecord(lsid bsoncore.Document, txnNum int64, last OpTime, wallMillis int64) bsoncore.Document {
+	return bsoncore.NewDocumentBuilder().
+		AppendDocument("_id", lsid).
+		AppendInt64("txnNum", txnNum).
+		AppendDocument("lastWriteOpTime", bsoncore.NewDocumentBuilder().
+			AppendTimestamp("ts", last.TS.Secs(), last.TS.Inc()).AppendInt64("t", last.Term).Build()).
+		AppendDateTime("lastWriteDate", wallMillis).Build()
+}
+
+// SessionUpdate is a session's newest write among some entries.
+type SessionUpdate struct {
+	LSID      bsoncore.Document
+	TxnNumber int64
+	OpTime    OpTime
+	// Wall is the entry's wall clock in milliseconds (the record's lastWriteDate).
+	Wall int64
+}
+
+// sessionOf returns the session write an entry records: a CRUD entry with lsid and
+// txnNumber (a retryable write's statement).
+func sessionOf(e *Entry) (SessionUpdate, bool) {
+	switch e.Op {
+	case "i", "u", "d":
+	default:
+		return SessionUpdate{}, false
+	}
+	lsid, ok := e.Raw.Lookup("lsid").DocumentOK()
+	if !ok {
+		return SessionUpdate{}, false
+	}
+	txn, ok := e.Raw.Lookup("txnNumber").AsInt64OK()
+	if !ok {
+		return SessionUpdate{}, false
+	}
+	u := SessionUpdate{LSID: lsid, TxnNumber: txn, OpTime: e.OpTime}
+	u.Wall, _ = e.Raw.Lookup("wall").DateTimeOK()
+	return u, true
+}
+
+// newerThan orders a session's writes: by txnNumber, then by timestamp.
+func (u SessionUpdate) newerThan(txn int64, ts storage.Timestamp) bool {
+	if u.TxnNumber != txn {
+		return u.TxnNumber > txn
+	}
+	return u.OpTime.TS > ts
+}
+
+// SessionTracker collects the newest write per session from a batch of entries.
+type SessionTracker struct {
+	idx     map[string]int // lsid bytes -> index in updates
+	updates []SessionUpdate
+}
+
+// Note records e if it is a retryable write's statement.
+func (t *SessionTracker) Note(e *Entry) {
+	u, ok := sessionOf(e)
+	if !ok {
+		return
+	}
+	if t.idx == nil {
+		t.idx = make(map[string]int)
+	}
+	if i, seen := t.idx[string(u.LSID)]; seen {
+		if u.newerThan(t.updates[i].TxnNumber, t.updates[i].OpTime.TS) {
+			t.updates[i] = u
+		}
+		return
+	}
+	t.idx[string(u.LSID)] = len(t.updates)
+	t.updates = append(t.updates, u)
+}
+
+// Updates returns one update per session noted, in the order sessions were first seen.
+func (t *SessionTracker) Updates() []SessionUpdate { return t.updates }
+
+// ApplySessionUpdates upserts the session records of updates, each at its entry's
+// timestamp, in one unit of ru (retrying WriteConflicts when ru is not in a unit already).
+func (a *Applier) ApplySessionUpdates(ctx context.Context, ru *storage.RecoveryUnit, updates []SessionUpdate) error {
+	if len(updates) == 0 {
+		return nil
+	}
+	coll, err := a.sessionsColl()
+	if err != nil || coll == nil {
+		return err
+	}
+	// Applied writes log nothing (the record is derived on every member).
+	release := opobserver.UnreplicatedWrites(ru)
+	defer release()
+	once := func() error {
+		w := ru.BeginUnitOfWork()
+		defer w.End()
+		for _, u := range updates {
+			if err := ru.SetTimestamp(u.OpTime.TS); err != nil {
+				return err
+			}
+			if err := upsertSession(ru, coll, u); err != nil {
+				return err
+			}
+		}
+		return w.Commit()
+	}
+	if ru.InUnitOfWork() {
+		return once()
+	}
+	return storage.WriteConflictRetry(ctx, "applySessionUpdates", func() error {
+		defer ru.AbandonSnapshot()
+		return once()
+	})
+}
+
+// sessionsColl returns config.transactions, nil when it does not exist.
+func (a *Applier) sessionsColl() (*index.Collection, error) {
+	meta, ok := a.cat.Latest().ByNS(TransactionsNS)
+	if !ok {
+		return nil, nil
+	}
+	return a.colls.ByUUID(meta.UUID)
+}
+
+// applyEntrySession upserts the session record of a single applied entry in ru's unit, at
+// the unit's current timestamp (the entry's); Apply has marked ru's writes unreplicated.
+func (a *Applier) applyEntrySession(ru *storage.RecoveryUnit, e *Entry) error {
+	u, ok := sessionOf(e)
+	if !ok {
+		return nil
+	}
+	coll, err := a.sessionsColl()
+	if err != nil || coll == nil {
+		return err
+	}
+	return upsertSession(ru, coll, u)
+}
+
+// upsertSession writes u's record unless the stored one is as new or newer.
+func upsertSession(ru *storage.RecoveryUnit, coll *index.Collection, u SessionUpdate) error {
+	rec := SessionRecord(u.LSID, u.TxnNumber, u.OpTime, u.Wall)
+	rid, cur, found, err := coll.FindByID(ru, bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: u.LSID})
+	if err != nil {
+		return err
+	}
+	if !found {
+		_, err := coll.InsertDocument(ru, rec)
+		return err
+	}
+	txn, _ := cur.Lookup("txnNum").AsInt64OK()
+	var ts storage.Timestamp
+	if ot, ok := cur.Lookup("lastWriteOpTime").DocumentOK(); ok {
+		s, i, _ := ot.Lookup("ts").TimestampOK()
+		ts = storage.MakeTimestamp(s, i)
+	}
+	if !u.newerThan(txn, ts) || bytes.Equal(cur, rec) {
+		return nil
+	}
+	return coll.UpdateDocument(ru, rid, append(bsoncore.Document(nil), cur...), rec)
+}
