@@ -360,18 +360,15 @@ func (d *Deployment) StepDown(ctx context.Context, force bool) (*Process, error)
 // ends, with retryable writes as drivers default them and the short heartbeat of Connect so
 // that it notices a failover quickly.
 //
-// It monitors by polling hello rather than streaming (the driver's default) because of a
-// server bug: humongod's exhaust loop (internal/server/conn.go handleMsg) re-runs the first
-// request, whose topologyVersion goes stale at the first state change, so from then on every
-// reply is sent at once, in a tight loop; the socket fills with old replies and the driver
-// went on seeing a new primary as SECONDARY for 10+ s (TestReplicaSetStepDown under -race).
-// Switch back to streaming once each streamed reply waits on the previous reply's
-// topologyVersion, as mongod does.
+// It monitors with the driver's default streaming (awaitable, exhaust) hello, as
+// applications do: humongod's exhaust loop waits on the topologyVersion of the reply it last
+// streamed (internal/server/conn.go handleMsg), so a state change is pushed at once and
+// nothing spins.
 func ConnectReplicaSet(t testing.TB, uri string) *mongo.Client {
 	t.Helper()
 	cl, err := mongo.Connect(options.Client().ApplyURI(uri).
 		SetServerSelectionTimeout(10 * time.Second).SetConnectTimeout(5 * time.Second).
-		SetHeartbeatInterval(500 * time.Millisecond).SetServerMonitoringMode(options.ServerMonitoringModePoll))
+		SetHeartbeatInterval(500 * time.Millisecond))
 	if err != nil {
 		t.Fatalf("connect %s: %v", uri, err)
 	}
