@@ -22,6 +22,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 )
 
 const (
@@ -48,7 +49,11 @@ type crashWorkload struct {
 func (w *crashWorkload) noteError(op string, err error) {
 	w.unknown.Add(1)
 	var se mongo.ServerError
-	if errors.As(err, &se) && !mongo.IsNetworkError(err) && !mongo.IsTimeout(err) && !errors.Is(err, context.Canceled) {
+	// A cleared connection pool ("another operation failed with: <network error>") is the
+	// driver's echo of the kill on another connection, not an answer from the server.
+	var pool driver.RetryablePoolError
+	if errors.As(err, &se) && !mongo.IsNetworkError(err) && !mongo.IsTimeout(err) && !errors.Is(err, context.Canceled) &&
+		!errors.As(err, &pool) {
 		w.mu.Lock()
 		if len(w.serverErr) < 20 {
 			w.serverErr = append(w.serverErr, fmt.Sprintf("%s: %v", op, err))
