@@ -2,18 +2,14 @@ package commands_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
-	"humongo/internal/query"
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/server"
@@ -24,32 +20,13 @@ import (
 // single-node set, and waits until it is a writable primary.
 func startMember(t *testing.T, dir string, oplogSizeMB int64) (*testServer, *coord.Coordinator) {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), dir, query.FilterFactory, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	params := commands.NewParams(commands.DefaultParamSpecs())
-	s, err := server.New(server.Config{Port: 0, Params: params, DB: db, Closers: []server.Closer{db}})
-	if err != nil {
-		_ = db.Close()
-		t.Fatal(err)
-	}
-	self := fmt.Sprintf("127.0.0.1:%d", s.Port())
-	rc, err := commands.AttachReplication(context.Background(), s.State(), commands.Default, "rs0", self, oplogSizeMB,
-		coord.Options{TickInterval: 20 * time.Millisecond})
-	if err != nil {
-		_ = s.Close()
-		t.Fatal(err)
-	}
-	s.Start()
-	cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + self + "/?directConnection=true").
-		SetServerSelectionTimeout(5 * time.Second).SetRetryReads(false).SetRetryWrites(false))
-	if err != nil {
-		rc.Close()
-		_ = s.Close()
-		t.Fatal(err)
-	}
-	ts := &testServer{srv: s, db: db, params: params, cl: cl}
+	var rc *coord.Coordinator
+	ts := startServerWith(t, dir, func(s *server.Server) error {
+		var err error
+		rc, err = commands.AttachReplication(context.Background(), s.State(), commands.Default, "rs0",
+			fmt.Sprintf("127.0.0.1:%d", s.Port()), oplogSizeMB, coord.Options{TickInterval: 20 * time.Millisecond})
+		return err
+	})
 	if _, err := rc.Config(); err != nil {
 		if err := rc.Initiate(context.Background(), nil); err != nil {
 			rc.Close()
@@ -73,14 +50,6 @@ func adminCmd(ts *testServer, cmd bson.D) error {
 	return ts.cl.Database("admin").RunCommand(ctx, cmd).Err()
 }
 
-func wantServerCode(t *testing.T, what string, err error, code mongoerr.Code) {
-	t.Helper()
-	var ce interface{ HasErrorCode(int) bool }
-	if !errors.As(err, &ce) || !ce.HasErrorCode(int(code)) {
-		t.Fatalf("%s: got %v, want %v (%d)", what, err, code, code)
-	}
-}
-
 func oplogMaxSize(t *testing.T, db *commands.DB) int64 {
 	t.Helper()
 	m, ok := db.Catalog.Latest().ByNS(oplog.NS)
@@ -95,7 +64,7 @@ func oplogMaxSize(t *testing.T, db *commands.DB) int64 {
 // as mongod's persisted oplog size does.
 func TestReplSetResizeOplog(t *testing.T) {
 	standalone := startTestServer(t)
-	wantServerCode(t, "standalone", adminCmd(standalone, bson.D{{Key: "replSetResizeOplog", Value: 1}, {Key: "size", Value: 2000.0}}),
+	writeWantCode(t, adminCmd(standalone, bson.D{{Key: "replSetResizeOplog", Value: 1}, {Key: "size", Value: 2000.0}}),
 		mongoerr.NoReplicationEnabled)
 
 	dir := t.TempDir()
@@ -114,7 +83,7 @@ func TestReplSetResizeOplog(t *testing.T) {
 		{"negative retention", bson.D{{Key: "minRetentionHours", Value: -1.0}}, mongoerr.InvalidOptions},
 		{"size not a number", bson.D{{Key: "size", Value: "big"}}, mongoerr.TypeMismatch},
 	} {
-		wantServerCode(t, tc.what, adminCmd(ts, append(bson.D{{Key: "replSetResizeOplog", Value: 1}}, tc.cmd...)), tc.code)
+		writeWantCode(t, adminCmd(ts, append(bson.D{{Key: "replSetResizeOplog", Value: 1}}, tc.cmd...)), tc.code)
 	}
 	if err := adminCmd(ts, bson.D{{Key: "replSetResizeOplog", Value: 1}, {Key: "size", Value: 2000.5},
 		{Key: "minRetentionHours", Value: 1.5}}); err != nil {

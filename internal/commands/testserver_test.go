@@ -26,6 +26,13 @@ type testServer struct {
 // startServer starts a testServer on an ephemeral port; the caller stops it (close).
 func startServer(t testing.TB, dir string) *testServer {
 	t.Helper()
+	return startServerWith(t, dir, nil)
+}
+
+// startServerWith is startServer with beforeStart run on the server before it accepts
+// connections (e.g. attaching replication, as humongod does); an error from it fails t.
+func startServerWith(t testing.TB, dir string, beforeStart func(*server.Server) error) *testServer {
+	t.Helper()
 	db, err := commands.OpenDB(context.Background(), dir, query.FilterFactory, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +42,12 @@ func startServer(t testing.TB, dir string) *testServer {
 	if err != nil {
 		_ = db.Close()
 		t.Fatal(err)
+	}
+	if beforeStart != nil {
+		if err := beforeStart(s); err != nil {
+			_ = s.Close()
+			t.Fatal(err)
+		}
 	}
 	s.Start()
 	o := options.Client().ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", s.Port())).
