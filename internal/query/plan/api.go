@@ -71,6 +71,19 @@ type Request struct {
 	// CollationSet says the command gave a collation (possibly the simple one, then
 	// Collation is nil); otherwise Prepare applies the collection's default collation.
 	CollationSet bool
+	// Ownership, when set, hides the documents this node does not own (orphans of a sharded
+	// collection): a SHARDING_FILTER stage drops them. nil is an unsharded read, no stage.
+	Ownership OwnershipFilter
+}
+
+// OwnershipFilter is a predicate on the shard key: KeyBelongs reports whether the document
+// whose shard key doc carries belongs to this node (MongoDB's ScopedCollectionFilter). It reads
+// only the shard key fields of doc, which is a whole document: SHARDING_FILTER sits above the
+// FETCH, so plans under an ownership filter are never covered (MongoDB evaluates the filter on
+// the index key when the index holds the whole shard key; that is left for later).
+// Implementations must be safe to call from the one goroutine running the plan.
+type OwnershipFilter interface {
+	KeyBelongs(doc bsoncore.Document) bool
 }
 
 // Target is one record an update/delete/findAndModify must act on; Doc is a private copy.
@@ -125,6 +138,46 @@ func Targets(ctx context.Context, ru *storage.RecoveryUnit, meta *catalog.Collec
 		}
 		out = append(out, Target{RID: rid, Doc: append(bsoncore.Document(nil), doc...)})
 	}
+}
+
+// Count counts the documents req matches (CountOnly is forced), after Skip and Limit. With
+// no filter and no hint it answers from the record store's counts without reading (MongoDB's
+// fast count); never under an ownership filter, where those counts would include orphans.
+func Count(ctx context.Context, ru *storage.RecoveryUnit, meta *catalog.CollectionMeta,
+	coll *index.Collection, req Request) (int64, error) {
+	req.CountOnly = true
+	if meta == nil || coll == nil {
+		return 0, nil
+	}
+	if fastCountable(req) {
+		n, _ := coll.RecordStore().Counts()
+		n = max(n-req.Skip, 0)
+		if req.Limit > 0 {
+			n = min(n, req.Limit)
+		}
+		return n, nil
+	}
+	ex, err := Prepare(ctx, ru, meta, coll, req)
+	if err != nil {
+		return 0, err
+	}
+	defer ex.Close()
+	var n int64
+	for {
+		_, _, ok, err := ex.Next(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			return n, nil
+		}
+		n++
+	}
+}
+
+// fastCountable: the count is the collection's record count (adjusted by skip and limit).
+func fastCountable(req Request) bool {
+	return isEmptyDoc(req.Filter) && req.Matcher == nil && req.Hint.Type == 0 && req.Ownership == nil
 }
 
 // Stats are an executor's running totals.

@@ -30,6 +30,12 @@
 // MongoDB: an array contributes its smallest element ascending and its largest descending;
 // missing is null.
 //
+// Ownership: a Request's OwnershipFilter (a predicate on the shard key; nil on unsharded
+// data) adds a SHARDING_FILTER stage right above the access path (above FETCH, COLLSCAN or
+// IDHACK, below SORT/SKIP/LIMIT and projection), which drops the documents this node does not
+// own and counts them as chunkSkips. Plans under it are never covered, and Count does not use
+// the record store's fast count, which includes orphans.
+//
 // Yielding: every YieldEvery works the executor saves its stages, abandons the storage
 // snapshot and restores (locks stay held). Between getMores the caller does the same with
 // Save / Restore; Restore fails with QueryPlanKilled if the collection or scanned index was
@@ -41,7 +47,9 @@
 // no index intersection, no plan cache; partial filter implication is syntactic (one query
 // predicate must imply each partial predicate); covered plans need top-level non-multikey,
 // non-hashed key fields and simple inclusion projections; parsedQuery echoes the filter
-// instead of MongoDB's normalised form; locks are not released at yields.
+// instead of MongoDB's normalised form; locks are not released at yields; SHARDING_FILTER
+// always works on fetched documents (MongoDB evaluates it on the index key when the index
+// holds the whole shard key, keeping such plans covered).
 //
 // Spec: none of spec/ covers the planner; behaviour follows MongoDB 7.0 (query_planner.cpp,
 // index_bounds_builder.cpp, plan_ranker.cpp, explain output of the classic engine).

@@ -62,6 +62,12 @@ func (b *builder) build(env *execEnv) (stage, string) {
 	default:
 		root = &collScan{env: env, reverse: b.reverse, filter: filter, rawFilt: rawIf(filter, p.filterDoc), tailable: r.Tailable}
 	}
+	if r.Ownership != nil {
+		// Right above the access path, below SORT/SKIP/LIMIT, as MongoDB places it: orphans
+		// must not count towards skip or limit. Every access path here yields whole documents
+		// (isCovered refuses covered plans under an ownership filter).
+		root = &shardFilterStage{oneChild: oneChild{child: root}, owner: r.Ownership}
+	}
 	if len(p.sort) > 0 && !(b.cand != nil && b.cand.providesSrt) && !b.idhack {
 		fields := append([]sortField(nil), p.sort...)
 		ord := keystring.Ordering(0)

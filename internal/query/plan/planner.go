@@ -595,7 +595,9 @@ func (p *prepared) indexSort(c *candidate, im *catalog.IndexMeta) (provides, rev
 }
 
 func (p *prepared) isCovered(c *candidate, im *catalog.IndexMeta) bool {
-	if p.req.ForWrite || p.req.ReturnKey || p.req.ShowRecordID || p.projFields == nil || im.Multikey {
+	// Under an ownership filter the SHARDING_FILTER needs the document (see OwnershipFilter).
+	if p.req.ForWrite || p.req.ReturnKey || p.req.ShowRecordID || p.projFields == nil || im.Multikey ||
+		p.req.Ownership != nil {
 		return false
 	}
 	names := map[string]bool{}

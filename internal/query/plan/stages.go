@@ -342,6 +342,35 @@ func (s *fetchStage) stats(b []byte) []byte {
 	return bsoncore.AppendInt64Element(b, "alreadyHasObj", 0)
 }
 
+// ---- SHARDING_FILTER ----
+
+// shardFilterStage drops the documents its ownership filter says this node does not own
+// (MongoDB's ShardFilterStage; explain's chunkSkips counts them).
+type shardFilterStage struct {
+	oneChild
+	owner      OwnershipFilter
+	chunkSkips int64
+}
+
+func (s *shardFilterStage) work(ctx context.Context) (*member, workState, error) {
+	s.cs.works++
+	m, st, err := s.child.work(ctx)
+	if err != nil || st != advanced {
+		return s.cs.passOn(st, err)
+	}
+	if !s.owner.KeyBelongs(m.doc) {
+		s.chunkSkips++
+		return s.cs.noResult()
+	}
+	return s.cs.advance(m)
+}
+func (s *shardFilterStage) describe(b []byte) []byte {
+	return bsoncore.AppendStringElement(b, "stage", "SHARDING_FILTER")
+}
+func (s *shardFilterStage) stats(b []byte) []byte {
+	return bsoncore.AppendInt64Element(b, "chunkSkips", s.chunkSkips)
+}
+
 // appendKeyDoc builds {name: value, ...} from index key values (top-level names only: plans
 // are covered only over non-dotted fields).
 func appendKeyDoc(dst []byte, names []string, vals []bsoncore.Value) []byte {
