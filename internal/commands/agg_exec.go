@@ -64,7 +64,7 @@ func aggOpenInput(ctx context.Context, st *State, ns string, req plan.Request) (
 	db := st.DB
 	in := &aggInput{db: db, ns: ns, st: st, rs: findReadSource(ctx, ns)}
 	op := db.NewOp()
-	meta, coll, release, err := op.ReadCollection(ctx, ns)
+	rd, release, err := openRead(ctx, op, ns, readOwned) // the read seam (read_seam.go)
 	if err != nil {
 		op.Close()
 		return nil, err
@@ -76,7 +76,7 @@ func aggOpenInput(ctx context.Context, st *State, ns string, req plan.Request) (
 		in.ru.Close()
 		return nil, err
 	}
-	in.ex, err = plan.Prepare(ctx, in.ru, meta, coll, req)
+	in.ex, err = rd.plan(ctx, in.ru, req)
 	if err != nil {
 		in.unlockNoSave()
 		in.ru.Close()
@@ -213,15 +213,15 @@ func aggScan(ctx context.Context, db *DB, ns string, filter bsoncore.Document) (
 
 // aggScanOp is aggScan under op's Locker (its RecoveryUnit's snapshot is abandoned after).
 func aggScanOp(ctx context.Context, op *OpCtx, ns string, filter bsoncore.Document) ([]bsoncore.Document, error) {
-	meta, coll, release, err := op.ReadCollection(ctx, ns)
+	rd, release, err := openRead(ctx, op, ns, readOwned) // the read seam (read_seam.go)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	if meta == nil {
+	if rd.meta == nil {
 		return nil, nil
 	}
-	ex, err := plan.Prepare(ctx, op.RU, meta, coll, plan.Request{NS: ns, Filter: filter})
+	ex, err := rd.plan(ctx, op.RU, plan.Request{NS: ns, Filter: filter})
 	if err != nil {
 		return nil, err
 	}
@@ -407,7 +407,11 @@ func (w *aggWriter) Replace(ctx context.Context, filter, d bsoncore.Document) er
 			return nil
 		}
 		meta, _ := w.db.Catalog.Latest().ByNS(w.writeNS)
-		targets, ex, err := plan.Targets(ctx, op.RU, meta, coll, plan.Request{NS: w.writeNS, Filter: filter, Limit: 1})
+		rd, err := readLocked(op, w.writeNS, meta, coll, readOwned) // the read seam (read_seam.go)
+		if err != nil {
+			return err
+		}
+		targets, ex, err := rd.targets(ctx, op.RU, plan.Request{NS: w.writeNS, Filter: filter, Limit: 1})
 		if err != nil {
 			return err
 		}

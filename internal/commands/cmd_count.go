@@ -21,9 +21,8 @@ func init() {
 }
 
 type countArgs struct {
-	ns   string
-	req  plan.Request
-	fast bool
+	ns  string
+	req plan.Request
 }
 
 func countParse(env *Env, cmd bsoncore.Document) (countArgs, error) {
@@ -65,7 +64,6 @@ func countParse(env *Env, cmd bsoncore.Document) (countArgs, error) {
 		return a, err
 	}
 	a.req.CountOnly = true
-	a.fast = len(a.req.Filter) <= 5 && a.req.Hint.Type == 0
 	findFillRequestDefaults(env, &a.req)
 	return a, nil
 }
@@ -89,37 +87,16 @@ func runCount(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Do
 	if err := rcApplyRU(ctx, op.RU); err != nil { // readConcern (rc_concern.go)
 		return nil, err
 	}
-	meta, coll, release, err := op.ReadCollection(ctx, a.ns)
+	rd, release, err := openRead(ctx, op, a.ns, readOwned) // the read seam (read_seam.go)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	var n int64
-	switch {
-	case meta == nil:
-	case a.fast:
-		// Fast count from the record store's counts (MongoDB's COUNT stage over no filter).
-		n, _ = coll.RecordStore().Counts()
-		n = max(n-a.req.Skip, 0)
-		if a.req.Limit > 0 {
-			n = min(n, a.req.Limit)
-		}
-	default:
-		ex, err := plan.Prepare(ctx, op.RU, meta, coll, a.req)
-		if err != nil {
-			return nil, err
-		}
-		defer ex.Close()
-		for {
-			_, _, ok, err := ex.Next(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				break
-			}
-			n++
-		}
+	// Without a query this is the record store's fast count (plan.Count), unless an
+	// ownership filter must hide orphans.
+	n, err := rd.count(ctx, op.RU, a.req)
+	if err != nil {
+		return nil, err
 	}
 	return doc(func(b []byte) []byte {
 		return bsoncore.AppendInt32Element(b, "n", int32(min(n, 1<<31-1)))

@@ -229,12 +229,15 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 }
 
 // ddlCollectionEmpty checks that the collection has no record visible to op's snapshot.
+// Index builds see every record, orphans included (MongoDB indexes orphans: a migration back or
+// the range deleter finds them through the indexes), so this is a readAllRecords scan and
+// index.Build reads the record store unfiltered.
 func ddlCollectionEmpty(op *OpCtx, m *catalog.CollectionMeta) (bool, error) {
-	coll, err := op.DB.Colls.ByUUID(m.UUID)
+	rd, err := readLocked(op, m.NS, m, nil, readAllRecords) // the read seam (read_seam.go)
 	if err != nil {
 		return false, err
 	}
-	cur, err := coll.RecordStore().NewCursor(op.RU, false)
+	cur, err := rd.records(op.RU)
 	if err != nil {
 		return false, err
 	}

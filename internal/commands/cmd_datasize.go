@@ -60,11 +60,14 @@ func runDataSize(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore
 	}
 	op := db.NewOp()
 	defer op.Close()
-	m, coll, release, err := op.ReadCollection(ctx, ns)
+	// Orphans count: mongod's dataSize scans without a shard filter (the splitter and the
+	// balancer size the data physically in a range).
+	rd, release, err := openRead(ctx, op, ns, readAllRecords) // the read seam (read_seam.go)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
+	m := rd.meta
 	var size, n int64
 	switch {
 	case m == nil:
@@ -72,7 +75,7 @@ func runDataSize(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore
 		n, size = db.Engine.Counts(m.Ident)
 	default:
 		fields, _ := keyPattern.Elements()
-		cur, err := coll.RecordStore().NewCursor(op.RU, false)
+		cur, err := rd.records(op.RU)
 		if err != nil {
 			return nil, err
 		}

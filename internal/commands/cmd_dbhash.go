@@ -193,11 +193,14 @@ func dbHashReplicated(m *catalog.CollectionMeta) bool {
 // an _id index scan (clustered collections have one too: their record store is keyed by
 // RecordId, see ddlCreateCollection), or, for a capped collection without an _id index, the
 // record store's insertion order, as mongod's collection scan.
+//
+// Orphans are hashed too: mongod's dbHash scans without a shard filter (readAllRecords).
 func dbHashCollection(ctx context.Context, op *OpCtx, m *catalog.CollectionMeta) (string, error) {
-	coll, err := op.DB.Colls.ByUUID(m.UUID)
+	rd, err := readLocked(op, m.NS, m, nil, readAllRecords) // the read seam (read_seam.go)
 	if err != nil {
 		return "", err
 	}
+	coll := rd.coll
 	h := md5.New()
 	if idMeta, ok := m.Index(catalog.IDIndexName); ok && idMeta.Ready {
 		// The index access method is built from the snapshot's metadata, not the newest
@@ -238,7 +241,7 @@ func dbHashCollection(ctx context.Context, op *OpCtx, m *catalog.CollectionMeta)
 	if !m.Capped {
 		return dbHashNoIDIndex, nil
 	}
-	cur, err := coll.RecordStore().NewCursor(op.RU, false)
+	cur, err := rd.records(op.RU)
 	if err != nil {
 		return "", err
 	}

@@ -98,12 +98,12 @@ func runDistinct(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore
 		if err := rcApplyRU(ctx, op.RU); err != nil { // readConcern (rc_concern.go)
 			return nil, err
 		}
-		meta, coll, release, err := op.ReadCollection(ctx, ns)
+		rd, release, err := openRead(ctx, op, ns, readOwned) // the read seam (read_seam.go)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
-		ex, err := plan.Prepare(ctx, op.RU, meta, coll, req)
+		ex, err := rd.plan(ctx, op.RU, req)
 		if err != nil {
 			return nil, err
 		}

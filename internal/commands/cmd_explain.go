@@ -149,12 +149,12 @@ func explainPlan(ctx context.Context, env *Env, ns string, req plan.Request, v p
 	findFillRequestDefaults(env, &req)
 	op := db.NewOp()
 	defer op.Close()
-	meta, coll, release, err := op.ReadCollection(ctx, ns)
+	rd, release, err := openRead(ctx, op, ns, readOwned) // the read seam (read_seam.go)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer release()
-	ex, err := plan.Prepare(ctx, op.RU, meta, coll, req)
+	ex, err := rd.plan(ctx, op.RU, req)
 	if err != nil {
 		return nil, nil, err
 	}

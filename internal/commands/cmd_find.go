@@ -47,10 +47,11 @@ func runFind(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 	}
 	op := db.NewOp()
 	defer op.Close()
-	meta, coll, release, err := op.ReadCollection(ctx, o.ns)
+	rd, release, err := openRead(ctx, op, o.ns, readOwned) // the read seam (read_seam.go)
 	if err != nil {
 		return nil, err
 	}
+	meta := rd.meta
 	if o.tailable && meta != nil && !meta.Capped {
 		release()
 		return nil, mongoerr.Newf(mongoerr.BadValue, "error processing query: ns=%s tailable cursor requested on non capped collection", o.ns)
@@ -64,7 +65,7 @@ func runFind(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 		ru.Close()
 		return nil, err
 	}
-	ex, err := plan.Prepare(ctx, ru, meta, coll, req)
+	ex, err := rd.plan(ctx, ru, req)
 	if err != nil {
 		release()
 		ru.Close()

@@ -15,6 +15,7 @@ import (
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
+	"humongo/internal/query/plan"
 	"humongo/internal/storage"
 )
 
@@ -32,6 +33,8 @@ type DB struct {
 	// TempDir holds external-sorter spill files (index builds, blocking sorts).
 	TempDir string
 	Log     *slog.Logger
+
+	OwnershipFilterFor func(ns string) plan.OwnershipFilter // read seam (read_seam.go): the ownership filter of ns; nil in production (no sharding yet), set by tests before Start
 }
 
 // OpenDB opens (or creates) the data directory dbpath: the storage engine, the catalog with

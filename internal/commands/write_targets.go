@@ -37,13 +37,21 @@ type writeScan struct {
 // An `_id` equality without sort or hint is a point lookup through the _id index (MongoDB's
 // IDHACK); anything else goes through the planner (index selection, hint, sort), in write
 // mode so that each RecordId is returned once even if the write moves it in the scanned index.
+// Both go through the read seam, so documents this node does not own are never targeted.
 func writeFindTargets(ctx context.Context, op *OpCtx, ns string, coll *index.Collection, spec *writeScan) ([]writeTarget, error) {
 	if coll == nil {
 		return nil, nil
 	}
 	ru := op.RU
+	rd, err := readLocked(op, ns, nil, coll, readOwned) // the read seam (read_seam.go)
+	if err != nil {
+		return nil, err
+	}
+	if rd.coll == nil {
+		return nil, nil
+	}
 	if id, ok := writeIDEquality(spec.filter); ok && spec.hint.Type == 0 && len(spec.sort) <= 5 {
-		rid, doc, found, err := coll.FindByID(ru, id)
+		rid, doc, found, err := rd.findByID(ru, id)
 		switch {
 		case err == nil && !found:
 			return nil, nil
@@ -57,11 +65,7 @@ func writeFindTargets(ctx context.Context, op *OpCtx, ns string, coll *index.Col
 			return nil, err
 		}
 	}
-	meta, ok := op.DB.Catalog.Latest().ByUUID(coll.UUID())
-	if !ok {
-		return nil, nil
-	}
-	ts, ex, err := plan.Targets(ctx, ru, meta, coll, plan.Request{
+	ts, ex, err := rd.targets(ctx, ru, plan.Request{
 		NS: ns, Filter: spec.filter, Matcher: spec.matcher, Sort: spec.sort, Hint: spec.hint,
 		Limit: int64(spec.limit), TempDir: op.DB.TempDir,
 		Collation: spec.coll.c, CollationSet: spec.coll.set,
@@ -84,11 +88,11 @@ func writeFindRIDs(ctx context.Context, op *OpCtx, ns string, coll *index.Collec
 	if coll == nil {
 		return nil, nil
 	}
-	meta, ok := op.DB.Catalog.Latest().ByUUID(coll.UUID())
-	if !ok {
-		return nil, nil
+	rd, err := readLocked(op, ns, nil, coll, readOwned) // the read seam (read_seam.go)
+	if err != nil || rd.coll == nil {
+		return nil, err
 	}
-	ex, err := plan.Prepare(ctx, op.RU, meta, coll, plan.Request{
+	ex, err := rd.plan(ctx, op.RU, plan.Request{
 		NS: ns, Filter: spec.filter, Matcher: spec.matcher, Sort: spec.sort, Hint: spec.hint,
 		Limit: int64(spec.limit), TempDir: op.DB.TempDir, ForWrite: true,
 		Collation: spec.coll.c, CollationSet: spec.coll.set,
