@@ -2,7 +2,10 @@ package commands_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -274,4 +277,27 @@ func TestReadSeamOwnershipFilter(t *testing.T) {
 			t.Errorf("count after deleteMany: %d, want 2", n)
 		}
 	})
+}
+
+// Plans over user data are built only in the read seam: a plan.Prepare/Targets/Count call
+// elsewhere in the package would read without the ownership filter.
+func TestReadSeamIsTheOnlyPlanner(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") || f == "read_seam.go" {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, call := range []string{"plan.Prepare(", "plan.Targets(", "plan.Count("} {
+			if strings.Contains(string(src), call) {
+				t.Errorf("%s calls %s outside the read seam (read_seam.go)", f, call)
+			}
+		}
+	}
 }
