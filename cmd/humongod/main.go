@@ -26,7 +26,6 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
-	"humongo/internal/query"
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/recovery"
 	"humongo/internal/server"
@@ -43,7 +42,7 @@ const (
 // openDB opens the data directory; the server closes it last at shutdown, after every command
 // has finished.
 func openDB(dbpath string, log *slog.Logger) (*commands.DB, error) {
-	return commands.OpenDB(context.Background(), dbpath, query.FilterFactory, log.With(logv2.C(logv2.Storage)))
+	return commands.OpenDB(context.Background(), dbpath, log.With(logv2.C(logv2.Storage)))
 }
 
 func main() {

@@ -22,7 +22,8 @@ var rank = map[string]int{
 	"lock":                  2,
 	"catalog":               3,
 	"index":                 5,
-	"query":                 6,
+	"query":                 4, // match expressions, projection, update: pure BSON; index compiles partial filters with them
+	"query/plan":            6, // the planner and plan stages read indexes
 	"validate":              6,
 	"agg":                   7,
 	"cursor":                7, // cursor manager: below commands, independent of the planner

@@ -14,7 +14,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/commands"
-	"humongo/internal/query"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/server"
 	"humongo/internal/storage"
@@ -29,7 +28,7 @@ type outReplNode struct {
 
 func openOutReplNode(t *testing.T, withOplog bool) *outReplNode {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), query.FilterFactory, nil)
+	db, err := commands.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

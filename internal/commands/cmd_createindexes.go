@@ -12,6 +12,7 @@ import (
 	"humongo/internal/collation"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/query"
 )
 
 func init() {
@@ -440,10 +441,7 @@ func ddlValidateIndexSpec(db *DB, spec bsoncore.Document, ignoreUnknown bool) (b
 		return nil, mongoerr.New(mongoerr.Location16764, "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.")
 	}
 	if hasPartial {
-		if db.Filters == nil {
-			return nil, mongoerr.New(mongoerr.CannotCreateIndex, "partial indexes are not supported by this server")
-		}
-		if _, err := db.Filters(partial); err != nil {
+		if _, err := query.ParsePartialFilter(partial); err != nil {
 			return nil, err
 		}
 	}

@@ -80,7 +80,7 @@ func runValidate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore
 		}
 	}
 	res, err := validate.ValidateWithOptions(ctx, db.Engine, db.Catalog, ns, validate.Options{
-		Full: full || checkBSON, Filters: db.Filters, Logger: db.Log,
+		Full: full || checkBSON, Logger: db.Log,
 	})
 	if err != nil {
 		return nil, err

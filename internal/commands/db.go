@@ -27,9 +27,6 @@ type DB struct {
 	Catalog *catalog.Catalog
 	Colls   *index.Collections
 	Locks   *lock.Manager
-	// Filters compiles partialFilterExpression documents; the query layer installs it
-	// (nil means partial indexes are rejected by the write path).
-	Filters index.FilterFactory
 	// TempDir holds external-sorter spill files (index builds, blocking sorts).
 	TempDir string
 	Log     *slog.Logger
@@ -40,7 +37,7 @@ type DB struct {
 // OpenDB opens (or creates) the data directory dbpath: the storage engine, the catalog with
 // startup reconciliation, and the collection write paths; then it restarts the index builds
 // that the last shutdown or crash interrupted (before the server accepts connections).
-func OpenDB(ctx context.Context, dbpath string, filters index.FilterFactory, log *slog.Logger) (*DB, error) {
+func OpenDB(ctx context.Context, dbpath string, log *slog.Logger) (*DB, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -56,9 +53,8 @@ func OpenDB(ctx context.Context, dbpath string, filters index.FilterFactory, log
 	d := &DB{
 		Engine:  e,
 		Catalog: cat,
-		Colls:   index.NewCollections(e, cat, filters),
+		Colls:   index.NewCollections(e, cat),
 		Locks:   lock.NewManager(),
-		Filters: filters,
 		TempDir: filepath.Join(dbpath, "_tmp"),
 		Log:     log,
 	}

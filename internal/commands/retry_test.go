@@ -16,7 +16,6 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/failpoint"
 	"humongo/internal/mongoerr"
-	"humongo/internal/query"
 	"humongo/internal/repl/coord"
 	"humongo/internal/server"
 	"humongo/internal/txn/lsc"
@@ -33,7 +32,7 @@ type retryRS struct {
 
 func startRetryRS(t *testing.T) *retryRS {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), query.FilterFactory, nil)
+	db, err := commands.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"humongo/internal/commands"
-	"humongo/internal/query"
 	"humongo/internal/server"
 )
 
@@ -33,7 +32,7 @@ func startServer(t testing.TB, dir string) *testServer {
 // connections (e.g. attaching replication, as humongod does); an error from it fails t.
 func startServerWith(t testing.TB, dir string, beforeStart func(*server.Server) error) *testServer {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), dir, query.FilterFactory, nil)
+	db, err := commands.OpenDB(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

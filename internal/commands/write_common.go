@@ -215,15 +215,6 @@ func writeParseFilter(q bsoncore.Document) (*query.Matcher, error) {
 	return query.Parse(q, query.ParseOptions{AllowExpr: true, AllowJSONSchema: true})
 }
 
-// writeMatcherHook adapts the matcher to the update language's arrayFilters/$pull hook.
-func writeMatcherHook(f bsoncore.Document) (update.Filter, error) {
-	m, err := query.Parse(f, query.ParseOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
 // writeParseUpdate parses an update statement's `u` with its arrayFilters; a pipeline
 // (an array) is parsed for the aggregation engine with the command's `let`, the statement's
 // `c` and the command's $$NOW (valid_pipeline.go).
@@ -231,11 +222,7 @@ func writeParseUpdate(st *writeUpdateStmt) (*writeModifier, error) {
 	if st.u.Type == bsoncore.TypeArray {
 		return validParsePipelineUpdate(st.u, st.let, st.c, st.now)
 	}
-	upd, err := update.ParseValue(st.u, update.ParseOptions{
-		ArrayFilters:      st.arrayFilters,
-		ArrayFilterParser: writeMatcherHook,
-		ConditionParser:   writeMatcherHook,
-	})
+	upd, err := update.ParseValue(st.u, update.ParseOptions{ArrayFilters: st.arrayFilters})
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,6 @@ import (
 
 	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
-	"humongo/internal/query"
 	"humongo/internal/server"
 )
 
@@ -23,7 +22,7 @@ import (
 // driver client.
 func writeTestServer(t testing.TB) (*server.Server, *mongo.Client) {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), query.FilterFactory, nil)
+	db, err := commands.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func openStack(ctx context.Context, dir string) (*storage.Engine, *catalog.Catal
 			return nil, nil, nil, fmt.Errorf("create collection: %w", err)
 		}
 	}
-	colls := index.NewCollections(e, cat, nil)
+	colls := index.NewCollections(e, cat)
 	coll, err := colls.Get(ns)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("open collection: %w", err)

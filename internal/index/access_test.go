@@ -283,3 +283,22 @@ func TestCursorYield(t *testing.T) {
 		}
 	}
 }
+
+// TestPartialIndex: the write path compiles partialFilterExpression itself, so a partial index
+// holds exactly the matching documents, from its build and from later writes.
+func TestPartialIndex(t *testing.T) {
+	v := newEnv(t)
+	if _, err := v.insert(doc(t, d{{"_id", 1}, {"a", 1}}), doc(t, d{{"_id", 2}, {"a", 10}})); err != nil {
+		t.Fatal(err)
+	}
+	spec := d{{"key", d{{"a", 1}}}, {"name", "a_1"}, {"partialFilterExpression", d{{"a", d{{"$gt", 5}}}}}}
+	if _, _, err := v.build(spec, BuildOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.insert(doc(t, d{{"_id", 3}, {"a", 2}}), doc(t, d{{"_id", 4}, {"a", 20}})); err != nil {
+		t.Fatal(err)
+	}
+	if n := v.checkIndexExact("a_1"); n != 2 {
+		t.Fatalf("partial index has %d keys, want 2 (a: 10 and a: 20)", n)
+	}
+}

@@ -12,17 +12,13 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
+	"humongo/internal/query"
 	"humongo/internal/recordid"
 	"humongo/internal/storage"
 )
 
 // MaxDocumentSize is BSONObjMaxUserSize: documents larger than 16 MiB are rejected.
 const MaxDocumentSize = 16 * 1024 * 1024
-
-// FilterFactory compiles a partialFilterExpression into a Filter. The query layer provides
-// one; without it, partial indexes are rejected (CannotCreateIndex) rather than silently
-// indexing every document.
-type FilterFactory func(expr bsoncore.Document) (Filter, error)
 
 // Collection is the write path of one collection (spec: "Collection and Index Writes"): it
 // writes the record store and every index in the caller's WriteUnitOfWork, and routes the keys
@@ -34,11 +30,10 @@ type FilterFactory func(expr bsoncore.Document) (Filter, error)
 // default gate, see Write) from before a write starts until its unit ends: index builds rely
 // on that to know which writes may have missed their side table.
 type Collection struct {
-	e       *storage.Engine
-	cat     *catalog.Catalog
-	uuid    catalog.UUID
-	rs      *storage.RecordStore
-	filters FilterFactory
+	e    *storage.Engine
+	cat  *catalog.Catalog
+	uuid catalog.UUID
+	rs   *storage.RecordStore
 	// owner supplies the op observer (nil for handles opened with OpenCollection: no-op).
 	owner *Collections
 
@@ -64,7 +59,7 @@ var buildGen atomic.Uint64
 
 // OpenCollection returns the write path for the collection with the given UUID. Prefer
 // Collections.Get, which keeps one handle per collection.
-func OpenCollection(e *storage.Engine, cat *catalog.Catalog, uuid catalog.UUID, filters FilterFactory) (*Collection, error) {
+func OpenCollection(e *storage.Engine, cat *catalog.Catalog, uuid catalog.UUID) (*Collection, error) {
 	meta, ok := cat.Latest().ByUUID(uuid)
 	if !ok {
 		return nil, mongoerr.Newf(mongoerr.NamespaceNotFound, "collection %s not found", uuid)
@@ -73,7 +68,7 @@ func OpenCollection(e *storage.Engine, cat *catalog.Catalog, uuid catalog.UUID, 
 	if err != nil {
 		return nil, err
 	}
-	return &Collection{e: e, cat: cat, uuid: uuid, rs: rs, filters: filters, builds: map[string]*interceptor{}}, nil
+	return &Collection{e: e, cat: cat, uuid: uuid, rs: rs, builds: map[string]*interceptor{}}, nil
 }
 
 // RecordStore returns the collection's record store.
@@ -152,14 +147,11 @@ func sameSpec(a, b *catalog.IndexMeta) bool {
 func (c *Collection) newIndex(ns string, im *catalog.IndexMeta) (*Index, error) {
 	var f Filter
 	if len(im.PartialFilterExpression) > 0 {
-		if c.filters == nil {
-			return nil, mongoerr.New(mongoerr.CannotCreateIndex,
-				"partial indexes need a filter implementation (query layer) that is not configured")
-		}
-		var err error
-		if f, err = c.filters(im.PartialFilterExpression); err != nil {
+		m, err := query.ParsePartialFilter(im.PartialFilterExpression)
+		if err != nil {
 			return nil, err
 		}
+		f = m
 	}
 	return NewIndex(ns, im, f)
 }
@@ -446,12 +438,11 @@ func (c *Collection) FindByID(ru *storage.RecoveryUnit, id bsoncore.Value) (reco
 
 // Collections keeps one Collection per collection UUID.
 type Collections struct {
-	e       *storage.Engine
-	cat     *catalog.Catalog
-	filters FilterFactory
-	mu      sync.Mutex
-	m       map[catalog.UUID]*Collection
-	obs     atomic.Pointer[observerBox]
+	e   *storage.Engine
+	cat *catalog.Catalog
+	mu  sync.Mutex
+	m   map[catalog.UUID]*Collection
+	obs atomic.Pointer[observerBox]
 	// builds is the registry of running two-phase index builds (twophase.go).
 	buildsOnce sync.Once
 	builds     *IndexBuilds
@@ -487,8 +478,8 @@ func (c *Collection) observer() opobserver.Observer {
 func isNoOp(o opobserver.Observer) bool { _, ok := o.(opobserver.NoOp); return ok }
 
 // NewCollections returns an empty handle cache.
-func NewCollections(e *storage.Engine, cat *catalog.Catalog, filters FilterFactory) *Collections {
-	return &Collections{e: e, cat: cat, filters: filters, m: map[catalog.UUID]*Collection{}}
+func NewCollections(e *storage.Engine, cat *catalog.Catalog) *Collections {
+	return &Collections{e: e, cat: cat, m: map[catalog.UUID]*Collection{}}
 }
 
 // Get returns the handle of the collection named ns in the latest catalog.
@@ -507,7 +498,7 @@ func (cs *Collections) ByUUID(uuid catalog.UUID) (*Collection, error) {
 	if c, ok := cs.m[uuid]; ok {
 		return c, nil
 	}
-	c, err := OpenCollection(cs.e, cs.cat, uuid, cs.filters)
+	c, err := OpenCollection(cs.e, cs.cat, uuid)
 	if err != nil {
 		return nil, err
 	}

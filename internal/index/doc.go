@@ -9,8 +9,9 @@
 //     compound keys (at most 32 fields), arrays fanning out into one key per element with
 //     MongoDB's multikey path tracking, positional paths ("a.1.b"), the parallel-arrays rule
 //     (CannotIndexParallelArrays 171), null for missing fields, undefined for empty arrays,
-//     sparse and partial (Filter) indexes — and getHashKeys for hashed fields, with Hash64
-//     bit-compatible with BSONElementHasher::hash64 (pinned by MongoDB's known answers).
+//     sparse and partial indexes (filters from query.ParsePartialFilter) — and getHashKeys
+//     for hashed fields, with Hash64 bit-compatible with BSONElementHasher::hash64 (pinned by
+//     MongoDB's known answers).
 //   - Access methods (access.go, cursor.go): Index stores KeyStrings in an ident, in the
 //     formats documented on Index, enforces uniqueness (DuplicateKey 11000 with keyPattern
 //     and keyValue) and scans with bounds (Cursor) for the planner and covered reads.

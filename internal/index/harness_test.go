@@ -46,7 +46,7 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	w.End()
-	v.cs = NewCollections(e, cat, nil)
+	v.cs = NewCollections(e, cat)
 	if v.coll, err = v.cs.Get(v.ns); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/query"
 )
 
 // MongoDB location codes that internal/mongoerr does not list yet (reported to its owner);
@@ -25,10 +26,13 @@ const MaxKeyFields = 32
 // maxPathParts bounds the components of one indexed path so multikey components fit a uint64.
 const maxPathParts = 64
 
-// Filter is a partial index's filter (partialFilterExpression); the query layer implements it.
+// Filter is a partial index's filter (partialFilterExpression): a *query.Matcher from
+// query.ParsePartialFilter, or a stub in key generation tests.
 type Filter interface {
 	Matches(doc bsoncore.Document) (bool, error)
 }
+
+var _ Filter = (*query.Matcher)(nil)
 
 // keyField is one field of a key pattern.
 type keyField struct {

@@ -34,7 +34,7 @@ func TestRestartUnfinishedBuild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return e, cat, index.NewCollections(e, cat, nil)
+		return e, cat, index.NewCollections(e, cat)
 	}
 	insert := func(e *storage.Engine, coll *index.Collection, from, to int) {
 		t.Helper()

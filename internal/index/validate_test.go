@@ -47,7 +47,7 @@ func TestBuildThenValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.End()
-	cs := index.NewCollections(e, cat, nil)
+	cs := index.NewCollections(e, cat)
 	coll, err := cs.Get("db.v")
 	if err != nil {
 		t.Fatal(err)

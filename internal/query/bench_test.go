@@ -68,7 +68,7 @@ func FuzzParseMatch(f *testing.F) {
 		}
 		var d MatchDetails
 		_, _ = m.MatchesWithDetails(doc, &d)
-		_, _ = FilterFactory(filter)
+		_, _ = ParsePartialFilter(filter)
 	})
 }
 

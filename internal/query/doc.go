@@ -1,5 +1,7 @@
 // Package query owns the query language: the matcher (filters), projection, and the
 // aggregation-expression core that $expr uses. Update operators live in query/update.
+// Both rank below internal/index (they need only BSON), so the index layer compiles partial
+// filters with ParsePartialFilter; the planner, query/plan, ranks above index.
 //
 // Spec: none of spec/ covers query semantics; this package follows MongoDB 7.0's documented
 // behaviour and its matcher sources (src/mongo/db/matcher: expression_parser.cpp,

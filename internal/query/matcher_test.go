@@ -518,11 +518,11 @@ func TestExpressionTree(t *testing.T) {
 	}
 }
 
-func TestFilterFactory(t *testing.T) {
+func TestParsePartialFilter(t *testing.T) {
 	ok := []string{`{"a": 1}`, `{"a": {"$gt": 1}, "b": {"$exists": true}}`, `{"a": {"$type": "string"}}`,
 		`{"$and": [{"a": 1}, {"b": {"$lte": 2}}]}`, `{"$or": [{"a": 1}, {"b": 2}]}`, `{"a": {"$in": [1, 2]}}`}
 	for _, f := range ok {
-		flt, err := FilterFactory(ej(t, f))
+		flt, err := ParsePartialFilter(ej(t, f))
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
@@ -534,11 +534,11 @@ func TestFilterFactory(t *testing.T) {
 	bad := []string{`{"a": {"$ne": 1}}`, `{"a": {"$exists": false}}`, `{"a": {"$regex": "x"}}`,
 		`{"$nor": [{"a": 1}]}`, `{"a": {"$elemMatch": {"b": 1}}}`, `{"a": {"$size": 1}}`, `{"a": {"$not": {"$gt": 1}}}`}
 	for _, f := range bad {
-		if _, err := FilterFactory(ej(t, f)); mongoerr.CodeOf(err) != mongoerr.CannotCreateIndex {
+		if _, err := ParsePartialFilter(ej(t, f)); mongoerr.CodeOf(err) != mongoerr.CannotCreateIndex {
 			t.Errorf("%s: got %v, want CannotCreateIndex", f, err)
 		}
 	}
-	if _, err := FilterFactory(ej(t, `{"$expr": true}`)); mongoerr.CodeOf(err) != mongoerr.QueryFeatureNotAllowed {
+	if _, err := ParsePartialFilter(ej(t, `{"$expr": true}`)); mongoerr.CodeOf(err) != mongoerr.QueryFeatureNotAllowed {
 		t.Errorf("$expr in partial filter: %v", err)
 	}
 }

@@ -3,17 +3,13 @@ package query
 import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"humongo/internal/index"
 	"humongo/internal/mongoerr"
 )
 
-// Matcher satisfies index.Filter, so a partial index filters documents with it.
-var _ index.Filter = (*Matcher)(nil)
-
-// FilterFactory compiles a partialFilterExpression (index.FilterFactory). It accepts what
+// ParsePartialFilter parses a partial index's partialFilterExpression. It accepts what
 // MongoDB 7.0 accepts there: equality, {$exists: true}, $gt/$gte/$lt/$lte, $type, $in, and
 // $and/$or combining those; anything else fails with CannotCreateIndex.
-func FilterFactory(expr bsoncore.Document) (index.Filter, error) {
+func ParsePartialFilter(expr bsoncore.Document) (*Matcher, error) {
 	m, err := Parse(expr, ParseOptions{})
 	if err != nil {
 		return nil, err
@@ -23,8 +19,6 @@ func FilterFactory(expr bsoncore.Document) (index.Filter, error) {
 	}
 	return m, nil
 }
-
-var _ index.FilterFactory = FilterFactory
 
 // unsupportedInPartial returns the first node a partial filter may not contain, or nil.
 func unsupportedInPartial(e MatchExpression) MatchExpression {

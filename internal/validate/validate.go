@@ -31,6 +31,7 @@ import (
 	"humongo/internal/index"
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
+	"humongo/internal/query"
 	"humongo/internal/recordid"
 	"humongo/internal/storage"
 )
@@ -50,9 +51,6 @@ type Options struct {
 	// Full runs the expensive checks (BSON conformance: duplicate field names, invalid UTF-8)
 	// and corrects a wrong fast count.
 	Full bool
-	// Filters compiles partial indexes' filters (the query layer's matcher). Without it
-	// partial indexes are skipped with a warning: their key sets cannot be computed.
-	Filters index.FilterFactory
 	// Logger receives details of every inconsistency (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -249,17 +247,11 @@ func (v *validator) setupIndexes() error {
 		v.res.order = append(v.res.order, m.Name)
 		var filter index.Filter
 		if m.PartialFilterExpression != nil {
-			if v.opts.Filters == nil {
-				s.skip = true
-				s.detail.Warnings = append(s.detail.Warnings,
-					"partial index key consistency not checked: no filter implementation available")
-			} else {
-				f, err := v.opts.Filters(m.PartialFilterExpression)
-				if err != nil {
-					return fmt.Errorf("validate: index %s: %w", m.Name, err)
-				}
-				filter = f
+			f, err := query.ParsePartialFilter(m.PartialFilterExpression)
+			if err != nil {
+				return fmt.Errorf("validate: index %s: %w", m.Name, err)
 			}
+			filter = f
 		}
 		gen, err := index.NewKeyGenerator(m.KeyPattern, index.KeyGenOptions{Sparse: m.Sparse, Filter: filter})
 		if err != nil {

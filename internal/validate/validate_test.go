@@ -71,6 +71,7 @@ func newEnv(t *testing.T, ndocs int) *env {
 			D("key", D("b.c", -1, "a", 1), "name", "bc_a"),
 			D("key", D("h", "hashed"), "name", "h_hashed"),
 			D("key", D("s", 1), "name", "s_1", "sparse", true),
+			D("key", D("u", -1), "name", "u_partial", "partialFilterExpression", D("u", D("$gte", 150))),
 		} {
 			if _, err := cat.AddIndex(ru, ns, marshal(t, spec), true, nil); err != nil {
 				return err
@@ -78,7 +79,7 @@ func newEnv(t *testing.T, ndocs int) *env {
 		}
 		return nil
 	})
-	v.coll, err = index.NewCollections(e, cat, nil).Get(ns)
+	v.coll, err = index.NewCollections(e, cat).Get(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,12 +165,14 @@ func TestValidCollection(t *testing.T) {
 	if !r.Valid || len(r.Errors) != 0 || len(r.Warnings) != 0 {
 		t.Fatalf("valid collection reported invalid: %+v", r)
 	}
-	if r.NRecords != 200 || r.NIndexes != 6 || r.NInvalidDocuments != 0 {
+	if r.NRecords != 200 || r.NIndexes != 7 || r.NInvalidDocuments != 0 {
 		t.Fatalf("counters %+v", r)
 	}
 	// Every document has one _id, u, bc_a and h key; a has 3 keys for every 4th document
-	// (the array [i, i+1, 1.5]) and 1 otherwise; s only every 5th (sparse).
-	want := map[string]int64{"_id_": 200, "u_1": 200, "bc_a": 200 + 50*2, "h_hashed": 200, "s_1": 40, "a_1": 150 + 50*3}
+	// (the array [i, i+1, 1.5]) and 1 otherwise; s only every 5th (sparse); u_partial only
+	// u >= 150 (partial).
+	want := map[string]int64{"_id_": 200, "u_1": 200, "bc_a": 200 + 50*2, "h_hashed": 200, "s_1": 40, "a_1": 150 + 50*3,
+		"u_partial": 50}
 	for k, n := range want {
 		if r.KeysPerIndex[k] != n {
 			t.Errorf("keysPerIndex[%s] = %d, want %d", k, r.KeysPerIndex[k], n)

@@ -9,7 +9,6 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/index"
-	"humongo/internal/query"
 	"humongo/internal/storage"
 )
 
@@ -34,7 +33,7 @@ func newPlanFixture(tb testing.TB, n int) *planFixture {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = cat.Close(); _ = e.Close() })
-	colls := index.NewCollections(e, cat, query.FilterFactory)
+	colls := index.NewCollections(e, cat)
 	ru := e.NewRecoveryUnit()
 	defer ru.Close()
 	w := ru.BeginUnitOfWork()

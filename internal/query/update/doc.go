@@ -46,12 +46,15 @@
 //     exceeds maximum nesting depth of 100". Size (16 MiB, BSONObjectTooLarge) is left to
 //     the caller, who knows the namespace: len(newDoc) is the size.
 //
-// # The matcher hook
+// # Array filters and $pull conditions
 //
-// Array filters and $pull conditions need the query matcher, which lives above this package
-// (internal/query imports update, not the other way round). ParseOptions.ArrayFilterParser
-// and ConditionParser plug it in. An array element is matched as {"<id>": element} for
-// arrayFilters and as {"v": element} for $pull conditions that start with an operator
-// ({$gte: 6}); a $pull document without operators ({a: 1}) is a query on document elements.
-// Without a parser only plain equalities work; anything else is NotImplemented at parse time.
+// Both are parsed by the query matcher (internal/query, which does not import this package).
+// An array element is matched as {"<id>": element} for arrayFilters and as {"v": element} for
+// $pull conditions that start with an operator ({$gte: 6}); a $pull document without
+// operators ({a: 1}) is a query on document elements.
+//
+// # Known deviations
+//
+//   - The command's collation is not applied: array filters, $pull, $pullAll, $addToSet,
+//     $min/$max and $push's $sort compare strings binarily, where MongoDB uses the collator.
 package update

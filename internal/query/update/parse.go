@@ -12,32 +12,18 @@ import (
 
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
+	"humongo/internal/query"
 )
 
 // ErrPipelineUpdate is returned by ParseValue for an update given as an array (a pipeline-style
 // update). The command layer routes those to the aggregation engine.
 var ErrPipelineUpdate = errors.New("update: pipeline-style update must be evaluated by the aggregation engine")
 
-// Filter is a parsed query predicate evaluated against a document. The matcher
-// (internal/query) provides the implementation through ParseOptions.
-type Filter interface {
-	Matches(doc bsoncore.Document) (bool, error)
-}
-
-// FilterParser turns a query document into a Filter (query.Parse, adapted by the caller).
-type FilterParser func(filter bsoncore.Document) (Filter, error)
-
 // ParseOptions carries what an update needs beyond its own document.
 type ParseOptions struct {
 	// ArrayFilters are the update command's arrayFilters, each a query whose top-level field
 	// names all start with the same identifier ("x" in {"x.a": 1} or {x: {$gt: 5}}).
 	ArrayFilters []bsoncore.Document
-	// ArrayFilterParser parses one array filter. An array element is matched by wrapping it
-	// as {"<id>": element}. Nil means only plain equality filters are supported.
-	ArrayFilterParser FilterParser
-	// ConditionParser parses $pull's query conditions. Nil falls back to ArrayFilterParser,
-	// and if that is nil too only equality conditions are supported.
-	ConditionParser FilterParser
 	// Now is the clock for $currentDate; nil means time.Now.
 	Now func() time.Time
 }
@@ -134,7 +120,7 @@ type child struct {
 
 type filteredChild struct {
 	id string
-	f  Filter
+	f  *query.Matcher
 	n  *node
 }
 
@@ -208,7 +194,7 @@ type parser struct {
 }
 
 type arrayFilter struct {
-	f    Filter
+	f    *query.Matcher
 	used bool
 }
 
@@ -306,12 +292,7 @@ func (p *parser) parseArrayFilters() error {
 			return mongoerr.Newf(mongoerr.FailedToParse,
 				"Found multiple array filters with the same top-level field name %s", id)
 		}
-		var f Filter
-		if p.opts.ArrayFilterParser != nil {
-			f, err = p.opts.ArrayFilterParser(fd)
-		} else {
-			f, err = newEqualityFilter(fd)
-		}
+		f, err := parseFilter(fd)
 		if err != nil {
 			return mongoerr.Newf(mongoerr.CodeOf(err), "Error parsing array filter :: caused by :: %s", errMsg(err))
 		}
@@ -844,7 +825,7 @@ func parseBit(l *leaf, arg bsoncore.Value) error {
 // elemMatch decides whether $pull removes an array element.
 type elemMatch struct {
 	eq      bsoncore.Value // equality form (EqualityMatcher)
-	filter  Filter
+	filter  *query.Matcher
 	wrapped bool // filter expects {"v": element} (WrapperMatcher); otherwise element docs only (ObjectMatcher)
 }
 
@@ -886,39 +867,32 @@ func isQueryOperator(name string) bool {
 }
 
 func (p *parser) parsePull(arg bsoncore.Value) (elemMatch, error) {
-	parse := p.opts.ConditionParser
-	if parse == nil {
-		parse = p.opts.ArrayFilterParser
-	}
 	switch arg.Type {
 	case bsoncore.TypeEmbeddedDocument:
 		doc := arg.Document()
 		first, err := doc.IndexErr(0)
 		if err == nil && isQueryOperator(first.Key()) {
-			return p.wrappedPull(parse, arg)
+			return wrappedPull(arg)
 		}
-		var f Filter
-		if parse != nil {
-			f, err = parse(doc)
-		} else {
-			f, err = newEqualityFilter(doc)
-		}
+		f, err := parseFilter(doc)
 		if err != nil {
 			return elemMatch{}, err
 		}
 		return elemMatch{filter: f}, nil
 	case bsoncore.TypeRegex:
-		return p.wrappedPull(parse, arg)
+		return wrappedPull(arg)
 	}
 	return elemMatch{eq: arg}, nil
 }
 
-func (p *parser) wrappedPull(parse FilterParser, arg bsoncore.Value) (elemMatch, error) {
-	if parse == nil {
-		return elemMatch{}, mongoerr.Newf(mongoerr.NotImplemented,
-			"$pull with the query condition %s needs a ConditionParser (only equality is built in)", formatValue(arg))
-	}
-	f, err := parse(wrapValue(nil, pullWrapField, arg))
+// parseFilter parses an array filter or a $pull condition with the query matcher: neither
+// accepts $expr or $jsonSchema. Comparisons are binary (see "Known deviations" in doc.go).
+func parseFilter(q bsoncore.Document) (*query.Matcher, error) {
+	return query.Parse(q, query.ParseOptions{})
+}
+
+func wrappedPull(arg bsoncore.Value) (elemMatch, error) {
+	f, err := parseFilter(wrapValue(nil, pullWrapField, arg))
 	if err != nil {
 		return elemMatch{}, err
 	}

@@ -229,8 +229,7 @@ func TestArrayOperators(t *testing.T) {
 		{name: "pop non-array", doc: `{"_id":1,"a":1}`, update: `{"$pop":{"a":1}}`, code: mongoerr.TypeMismatch},
 		{name: "pull value", doc: `{"_id":1,"a":[1,2,1,3]}`, update: `{"$pull":{"a":1}}`, want: `{"_id":1,"a":[2,3]}`},
 		{name: "pull none no-op", doc: `{"_id":1,"a":[1]}`, update: `{"$pull":{"a":5}}`, want: `{"_id":1,"a":[1]}`, same: true},
-		{name: "pull doc query equality fallback", doc: `{"_id":1,"a":[{"x":1,"y":2},{"x":2},5]}`, update: `{"$pull":{"a":{"x":1}}}`, want: `{"_id":1,"a":[{"x":2},5]}`},
-		{name: "pull operator without parser", doc: `{}`, update: `{"$pull":{"a":{"$gt":1}}}`, code: mongoerr.NotImplemented},
+		{name: "pull doc query", doc: `{"_id":1,"a":[{"x":1,"y":2},{"x":2},5]}`, update: `{"$pull":{"a":{"x":1}}}`, want: `{"_id":1,"a":[{"x":2},5]}`},
 		{name: "pull non-array", doc: `{"_id":1,"a":1}`, update: `{"$pull":{"a":1}}`, code: mongoerr.BadValue},
 		{name: "pullAll", doc: `{"_id":1,"a":[1,2,3,1]}`, update: `{"$pullAll":{"a":[1,3]}}`, want: `{"_id":1,"a":[2]}`},
 		{name: "pullAll non-array arg", doc: `{}`, update: `{"$pullAll":{"a":1}}`, code: mongoerr.BadValue, msg: "$pullAll requires an array argument"},
@@ -369,43 +368,28 @@ func TestUpsertSeed(t *testing.T) {
 	}
 }
 
-// fnFilter adapts a function to Filter, standing in for the matcher's parse hook so the
-// hook's contract (what document the filter sees) is tested without the matcher.
-type fnFilter func(bsoncore.Document) (bool, error)
-
-func (f fnFilter) Matches(d bsoncore.Document) (bool, error) { return f(d) }
-
-func TestFilterHooks(t *testing.T) {
-	var seen []string
-	parser := func(q bsoncore.Document) (Filter, error) {
-		seen = append(seen, show(q))
-		// {v: {$gte: N}} or {x: {$gte: N}}: match when the wrapped value is >= N.
-		e, _ := q.IndexErr(0)
-		key := e.Key()
-		n := e.Value().Document().Lookup("$gte").Int32()
-		return fnFilter(func(d bsoncore.Document) (bool, error) {
-			v, err := d.LookupErr(key)
-			if err != nil {
-				return false, nil
-			}
-			i, ok := v.Int32OK()
-			return ok && i >= n, nil
-		}), nil
-	}
-	u, err := Parse(J(t, `{"$pull":{"a":{"$gte":3}},"$set":{"b.$[x]":0}}`), ParseOptions{
-		ArrayFilters:      []bsoncore.Document{J(t, `{"x":{"$gte":2}}`)},
-		ArrayFilterParser: parser,
+// TestWithMatcher covers what the query matcher sees: array filters match elements wrapped
+// as {"<id>": element}, operator $pull conditions match them wrapped as {"v": element}, and
+// operator-free $pull documents match document elements.
+func TestWithMatcher(t *testing.T) {
+	runCases(t, []tc{
+		{name: "pull condition", doc: `{"_id":1,"a":[1,5,7,2]}`, update: `{"$pull":{"a":{"$gte":5}}}`, want: `{"_id":1,"a":[1,2]}`},
+		{name: "pull in", doc: `{"_id":1,"a":["x","y","z"]}`, update: `{"$pull":{"a":{"$in":["x","z"]}}}`, want: `{"_id":1,"a":["y"]}`},
+		{name: "pull doc query", doc: `{"_id":1,"a":[{"s":1,"t":"x"},{"s":5,"t":"x"},3]}`, update: `{"$pull":{"a":{"s":{"$gt":2},"t":"x"}}}`, want: `{"_id":1,"a":[{"s":1,"t":"x"},3]}`},
+		{name: "pull elemMatch style", doc: `{"_id":1,"a":[{"r":[1,2]},{"r":[3]}]}`, update: `{"$pull":{"a":{"r":3}}}`, want: `{"_id":1,"a":[{"r":[1,2]}]}`},
+		{name: "pull regex", doc: `{"_id":1,"a":["apple","banana"]}`, update: `{"$pull":{"a":{"$regularExpression":{"pattern":"^a","options":""}}}}`, want: `{"_id":1,"a":["banana"]}`},
+		{name: "pull unknown operator", doc: `{"_id":1,"a":[1]}`, update: `{"$pull":{"a":{"$foo":1}}}`, code: mongoerr.BadValue},
+		{name: "array filter scalar", doc: `{"_id":1,"a":[1,6,3,9]}`, update: `{"$set":{"a.$[x]":0}}`, filters: []string{`{"x":{"$gt":5}}`}, want: `{"_id":1,"a":[1,0,3,0]}`},
+		{name: "array filter doc fields", doc: `{"_id":1,"g":[{"k":"a","n":1},{"k":"b","n":2}]}`, update: `{"$inc":{"g.$[e].n":10}}`, filters: []string{`{"e.k":"b","e.n":{"$lt":5}}`}, want: `{"_id":1,"g":[{"k":"a","n":1},{"k":"b","n":12}]}`},
+		{name: "nested filters", doc: `{"_id":1,"a":[{"t":1,"b":[{"v":1},{"v":2}]},{"t":2,"b":[{"v":2}]}]}`, update: `{"$set":{"a.$[i].b.$[j].v":0}}`,
+			filters: []string{`{"i.t":2}`, `{"j.v":{"$gte":2}}`}, want: `{"_id":1,"a":[{"t":1,"b":[{"v":1},{"v":2}]},{"t":2,"b":[{"v":0}]}]}`},
+		{name: "filter with or", doc: `{"_id":1,"a":[1,2,3]}`, update: `{"$set":{"a.$[x]":0}}`, filters: []string{`{"$or":[{"x":1},{"x":3}]}`}, want: `{"_id":1,"a":[0,2,0]}`},
+		{name: "filter with pull in one update", doc: `{"_id":1,"a":[1,3,5,2],"b":[1,2,3]}`, update: `{"$pull":{"a":{"$gte":3}},"$set":{"b.$[x]":0}}`,
+			filters: []string{`{"x":{"$gte":2}}`}, want: `{"_id":1,"a":[1,2],"b":[1,0,0]}`},
+		{name: "pull expr rejected", doc: `{"_id":1,"a":[{"x":1}]}`, update: `{"$pull":{"a":{"$expr":{"$eq":["$x",1]}}}}`, code: mongoerr.QueryFeatureNotAllowed},
+		{name: "filter operator error", doc: `{"_id":1,"a":[1]}`, update: `{"$set":{"a.$[x]":0}}`, filters: []string{`{"x":{"$foo":1}}`},
+			code: mongoerr.BadValue, msg: "Error parsing array filter :: caused by :: unknown operator"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, changed, err := u.Apply(J(t, `{"_id":1,"a":[1,3,5,2],"b":[1,2,3]}`), ApplyContext{})
-	if err != nil || !changed {
-		t.Fatal(err, changed)
-	}
-	if want := J(t, `{"_id":1,"a":[1,2],"b":[1,0,0]}`); !bytes.Equal(got, want) {
-		t.Fatalf("got %s want %s (parser saw %v)", show(got), show(want), seen)
-	}
 }
 
 // TestConcurrentApply pins that a parsed Update is immutable: many goroutines apply it at

@@ -16,7 +16,6 @@ import (
 
 	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
-	"humongo/internal/query"
 	"humongo/internal/repl/coord"
 	"humongo/internal/server"
 )
@@ -31,7 +30,7 @@ type node struct {
 
 func startNode(t *testing.T, setName string) *node {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), query.FilterFactory, nil)
+	db, err := commands.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"humongo/internal/commands"
-	"humongo/internal/query"
 	"humongo/internal/repl/dialer"
 	"humongo/internal/server"
 )
@@ -20,7 +19,7 @@ import (
 // so a client can tell which server it reached, and returns its address.
 func startMarked(t *testing.T, name string) string {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), query.FilterFactory, nil)
+	db, err := commands.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"humongo/internal/commands"
 	"humongo/internal/index"
-	"humongo/internal/query"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/storage"
 )
@@ -28,7 +27,7 @@ type node struct {
 
 func openNode(t *testing.T, replSet bool) *node {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), query.FilterFactory, nil)
+	db, err := commands.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 
 	"humongo/internal/commands"
 	"humongo/internal/opobserver"
-	"humongo/internal/query"
 	"humongo/internal/recordid"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/coord"
@@ -103,7 +102,7 @@ func writeHistory(t *testing.T) *history {
 	t.Helper()
 	h := &history{dir: t.TempDir()}
 	ctx := context.Background()
-	db, err := commands.OpenDB(ctx, h.dir, query.FilterFactory, nil)
+	db, err := commands.OpenDB(ctx, h.dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +184,7 @@ func countEntries(t *testing.T, db *commands.DB, after storage.Timestamp) int {
 // the crash lost from the oplog) is added after it, which recovery must roll back.
 func reopen(t *testing.T, h *history, stable storage.Timestamp) *commands.DB {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), h.dir, query.FilterFactory, nil)
+	db, err := commands.OpenDB(context.Background(), h.dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +300,7 @@ func TestMinValid(t *testing.T) {
 
 // TestRecoverSkipsWithoutOplog: a data directory that never was a replica-set member.
 func TestRecoverSkipsWithoutOplog(t *testing.T) {
-	db, err := commands.OpenDB(context.Background(), filepath.Join(t.TempDir(), "db"), query.FilterFactory, nil)
+	db, err := commands.OpenDB(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/commands"
-	"humongo/internal/query"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/recovery"
@@ -35,7 +34,7 @@ type dataNode struct {
 func startDataNode(t *testing.T, term int64) *dataNode {
 	t.Helper()
 	ctx := context.Background()
-	db, err := commands.OpenDB(ctx, t.TempDir(), query.FilterFactory, nil)
+	db, err := commands.OpenDB(ctx, t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/commands"
-	"humongo/internal/query"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/oplog"
@@ -40,7 +39,7 @@ type Node struct {
 
 func start(t testing.TB) *Node {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), query.FilterFactory, nil)
+	db, err := commands.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
