@@ -15,6 +15,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/optime"
 	"humongo/internal/storage"
 )
 
@@ -118,7 +119,7 @@ type CollectionMeta struct {
 	// MinValidSnapshot is the commit timestamp of the last DDL that changed this collection's
 	// metadata (0 for metadata loaded from disk at startup). A read at an older timestamp must
 	// not use this instance: use Catalog.At instead.
-	MinValidSnapshot storage.Timestamp
+	MinValidSnapshot optime.Timestamp
 
 	// Decoded from Options for convenience.
 	Capped    bool
@@ -161,7 +162,7 @@ type Snapshot struct {
 	byDB   map[string][]*CollectionMeta // sorted by UUID
 	// ddlTs is the largest DDL commit timestamp this instance reflects; reads at timestamps
 	// >= ddlTs may use it (see Catalog.At).
-	ddlTs storage.Timestamp
+	ddlTs optime.Timestamp
 }
 
 // ByNS looks a collection up by namespace.
@@ -203,7 +204,7 @@ func (s *Snapshot) Len() int { return len(s.byNS) }
 
 // DDLTimestamp is the largest DDL commit timestamp reflected in s (its minimum valid
 // snapshot as a whole).
-func (s *Snapshot) DDLTimestamp() storage.Timestamp { return s.ddlTs }
+func (s *Snapshot) DDLTimestamp() optime.Timestamp { return s.ddlTs }
 
 // Config tunes a Catalog. The zero value is the production default.
 type Config struct {
