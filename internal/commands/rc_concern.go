@@ -62,7 +62,7 @@ const (
 // readConcern is a parsed readConcern document.
 type readConcern struct {
 	level            string // "" when absent (local)
-	afterClusterTime uint64 // storage.Timestamp encoding; 0 when absent
+	afterClusterTime uint64 // optime.Timestamp encoding; 0 when absent
 	atClusterTime    uint64
 	afterOpTimeSet   bool
 	afterOpTime      optime.OpTime

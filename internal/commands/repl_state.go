@@ -249,13 +249,10 @@ func appendHelloRepl(b []byte, env *Env, rc *coord.Coordinator) []byte {
 	if !h.ElectionID.IsZero() {
 		b = bsoncore.AppendObjectIDElement(b, "electionId", h.ElectionID)
 	}
-	opDoc := func(ts [2]uint32, t int64) bsoncore.Document {
-		return bsoncore.NewDocumentBuilder().AppendTimestamp("ts", ts[0], ts[1]).AppendInt64("t", t).Build()
-	}
 	lw := bsoncore.NewDocumentBuilder().
-		AppendDocument("opTime", opDoc([2]uint32{h.LastWrite.TS.Secs(), h.LastWrite.TS.Inc()}, h.LastWrite.Term)).
+		AppendDocument("opTime", h.LastWrite.Document()).
 		AppendDateTime("lastWriteDate", int64(h.LastWrite.TS.Secs())*1000).
-		AppendDocument("majorityOpTime", opDoc([2]uint32{h.MajorityOpTime.TS.Secs(), h.MajorityOpTime.TS.Inc()}, h.MajorityOpTime.Term)).
+		AppendDocument("majorityOpTime", h.MajorityOpTime.Document()).
 		AppendDateTime("majorityWriteDate", int64(h.MajorityOpTime.TS.Secs())*1000).Build()
 	return bsoncore.AppendDocumentElement(b, "lastWrite", lw)
 }

@@ -2,6 +2,8 @@ package storage
 
 // This file is the storage engine's public contract: the types and signatures the catalog,
 // index and replication layers program against. Keep signatures stable; add, don't change.
+// Timestamps are optime.Timestamp (MongoDB's BSON timestamp as a uint64, seconds high), the one
+// type replication and the oplog use too; in the signature summary below, Timestamp means it.
 
 import (
 	"context"
