@@ -20,7 +20,9 @@ import (
 )
 
 // UUID is a collection's (or index build's) identity: stable for the collection's lifetime,
-// across renames, and equal on every node. Stored as BSON binary subtype 4.
+// across renames, and equal on every node. Stored as BSON binary subtype 4. It is the server's
+// one UUID type: logical session ids (txn/lsc) use it too, catalog being the lowest layer that
+// needs one.
 type UUID [16]byte
 
 // NewUUID returns a random (version 4, RFC 4122 variant) UUID.
