@@ -84,7 +84,7 @@ func TestStartupStateFromMarkers(t *testing.T) {
 			if got, _ := status.Lookup("myState").AsInt64OK(); topology.MemberState(got) != c.state {
 				t.Fatalf("state %v, want %v", topology.MemberState(got), c.state)
 			}
-			if got, want := rc.LastApplied(), (c.applied); got != want {
+			if got, want := rc.LastApplied(), c.applied; got != want {
 				t.Fatalf("lastApplied %v, want %v", got, want)
 			}
 			if c.state == topology.StateSecondary {
