@@ -14,6 +14,7 @@ var rank = map[string]int{
 	"recordid":              0,
 	"failpoint":             1,
 	"bsonutil":              1,
+	"optime":                1, // Timestamp and OpTime: plain values shared by storage, repl (incl. the pure topology core) and txn
 	"collation":             1, // collations on x/text: sort keys for strings; bsonutil takes it as a StringComparer
 	"logv2":                 1,
 	"wire":                  2,

@@ -15,11 +15,14 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/optime"
 	"humongo/internal/storage"
 )
 
 // UUID is a collection's (or index build's) identity: stable for the collection's lifetime,
-// across renames, and equal on every node. Stored as BSON binary subtype 4.
+// across renames, and equal on every node. Stored as BSON binary subtype 4. It is the server's
+// one UUID type: logical session ids (txn/lsc) use it too, catalog being the lowest layer that
+// needs one.
 type UUID [16]byte
 
 // NewUUID returns a random (version 4, RFC 4122 variant) UUID.
@@ -118,7 +121,7 @@ type CollectionMeta struct {
 	// MinValidSnapshot is the commit timestamp of the last DDL that changed this collection's
 	// metadata (0 for metadata loaded from disk at startup). A read at an older timestamp must
 	// not use this instance: use Catalog.At instead.
-	MinValidSnapshot storage.Timestamp
+	MinValidSnapshot optime.Timestamp
 
 	// Decoded from Options for convenience.
 	Capped    bool
@@ -161,7 +164,7 @@ type Snapshot struct {
 	byDB   map[string][]*CollectionMeta // sorted by UUID
 	// ddlTs is the largest DDL commit timestamp this instance reflects; reads at timestamps
 	// >= ddlTs may use it (see Catalog.At).
-	ddlTs storage.Timestamp
+	ddlTs optime.Timestamp
 }
 
 // ByNS looks a collection up by namespace.
@@ -203,7 +206,7 @@ func (s *Snapshot) Len() int { return len(s.byNS) }
 
 // DDLTimestamp is the largest DDL commit timestamp reflected in s (its minimum valid
 // snapshot as a whole).
-func (s *Snapshot) DDLTimestamp() storage.Timestamp { return s.ddlTs }
+func (s *Snapshot) DDLTimestamp() optime.Timestamp { return s.ddlTs }
 
 // Config tunes a Catalog. The zero value is the production default.
 type Config struct {

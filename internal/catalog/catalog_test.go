@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/recordid"
 	"humongo/internal/storage"
 )
@@ -53,7 +54,7 @@ func setup(t *testing.T) (*storage.Engine, *Catalog) {
 }
 
 // inUnit runs f in a committed unit (at ts when non-zero) and returns the commit timestamp.
-func inUnit(t *testing.T, e *storage.Engine, ts storage.Timestamp, f func(ru *storage.RecoveryUnit) error) (storage.Timestamp, error) {
+func inUnit(t *testing.T, e *storage.Engine, ts optime.Timestamp, f func(ru *storage.RecoveryUnit) error) (optime.Timestamp, error) {
 	t.Helper()
 	ru := e.NewRecoveryUnit()
 	defer ru.Close()
@@ -64,8 +65,8 @@ func inUnit(t *testing.T, e *storage.Engine, ts storage.Timestamp, f func(ru *st
 			t.Fatalf("SetCommitTimestamp: %v", err)
 		}
 	}
-	var commitTs storage.Timestamp
-	ru.OnCommit(func(c storage.Timestamp) { commitTs = c })
+	var commitTs optime.Timestamp
+	ru.OnCommit(func(c optime.Timestamp) { commitTs = c })
 	if err := f(ru); err != nil {
 		return 0, err
 	}
@@ -75,7 +76,7 @@ func inUnit(t *testing.T, e *storage.Engine, ts storage.Timestamp, f func(ru *st
 	return commitTs, nil
 }
 
-func mustUnit(t *testing.T, e *storage.Engine, ts storage.Timestamp, f func(ru *storage.RecoveryUnit) error) storage.Timestamp {
+func mustUnit(t *testing.T, e *storage.Engine, ts optime.Timestamp, f func(ru *storage.RecoveryUnit) error) optime.Timestamp {
 	t.Helper()
 	c, err := inUnit(t, e, ts, f)
 	if err != nil {
@@ -102,7 +103,7 @@ func D(kv ...any) bson.D {
 	return out
 }
 
-func ts(n uint32) storage.Timestamp { return storage.MakeTimestamp(100, n) }
+func ts(n uint32) optime.Timestamp { return optime.MakeTimestamp(100, n) }
 
 func wantCode(t *testing.T, err error, code mongoerr.Code) {
 	t.Helper()
@@ -112,7 +113,7 @@ func wantCode(t *testing.T, err error, code mongoerr.Code) {
 }
 
 // readerAt returns a recovery unit reading at ts.
-func readerAt(t *testing.T, e *storage.Engine, at storage.Timestamp) *storage.RecoveryUnit {
+func readerAt(t *testing.T, e *storage.Engine, at optime.Timestamp) *storage.RecoveryUnit {
 	t.Helper()
 	ru := e.NewRecoveryUnit()
 	if err := ru.SetReadSource(storage.ReadProvided, at); err != nil {
@@ -339,7 +340,7 @@ func TestPointInTimeLookup(t *testing.T) {
 		t.Fatalf("DDL timestamp %v", c.Latest().DDLTimestamp())
 	}
 	cases := []struct {
-		at      storage.Timestamp
+		at      optime.Timestamp
 		exists  bool
 		indexes int
 	}{{ts(5), false, 0}, {ts(10), true, 1}, {ts(15), true, 1}, {ts(20), true, 2}, {ts(29), true, 2}, {ts(30), false, 0}, {ts(40), false, 0}}
@@ -404,7 +405,7 @@ func TestTwoPhaseDropKeepsOldReadsWorking(t *testing.T) {
 	if n := c.ReapNow(); n != 0 {
 		t.Fatalf("reaped %d before oldest passed the drop", n)
 	}
-	read := func(at storage.Timestamp) {
+	read := func(at optime.Timestamp) {
 		t.Helper()
 		ru := readerAt(t, e, at)
 		s, err := c.At(ru)

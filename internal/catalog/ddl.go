@@ -6,6 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/recordid"
 	"humongo/internal/storage"
 )
@@ -48,7 +49,7 @@ func (c *Catalog) unit(ru *storage.RecoveryUnit) (*unitState, error) {
 	c.mu.Lock()
 	c.units[ru] = st
 	c.mu.Unlock()
-	ru.OnCommit(func(ts storage.Timestamp) { c.commitUnit(st, ts) })
+	ru.OnCommit(func(ts optime.Timestamp) { c.commitUnit(st, ts) })
 	ru.OnRollback(func() { c.rollbackUnit(st) })
 	return st, nil
 }
@@ -86,7 +87,7 @@ func (st *unitState) record(ch change) {
 	st.view = nil
 }
 
-func (c *Catalog) commitUnit(st *unitState, ts storage.Timestamp) {
+func (c *Catalog) commitUnit(st *unitState, ts optime.Timestamp) {
 	c.mu.Lock()
 	if len(st.changes) > 0 {
 		c.latest.Store(c.latest.Load().with(st.changes, ts))

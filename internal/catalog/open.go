@@ -11,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/optime"
 	"humongo/internal/storage"
 )
 
@@ -121,7 +122,7 @@ func (c *Catalog) At(ru *storage.RecoveryUnit) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	var snapTs storage.Timestamp
+	var snapTs optime.Timestamp
 	if src == storage.ReadProvided {
 		snapTs = ts
 	}

@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/optime"
 	"humongo/internal/storage"
 )
 
@@ -36,12 +37,12 @@ type DropPendingIdent struct {
 	Index string // empty for a collection's record store
 	// DropTimestamp is the drop's commit timestamp (for idents found at startup or after
 	// recovery: an upper bound of it, see doc.go).
-	DropTimestamp storage.Timestamp
+	DropTimestamp optime.Timestamp
 }
 
 type dropPending struct {
 	pendingIdent
-	dropTs storage.Timestamp
+	dropTs optime.Timestamp
 }
 
 // reaper is phase two of the two-phase drop (the spec's KVDropPendingIdentReaper together
@@ -117,7 +118,7 @@ func (r *reaper) hasPending() bool {
 }
 
 // add registers idents dropped by a unit that committed at ts.
-func (r *reaper) add(idents []pendingIdent, ts storage.Timestamp) {
+func (r *reaper) add(idents []pendingIdent, ts optime.Timestamp) {
 	r.mu.Lock()
 	for _, p := range idents {
 		r.pending[p.ident] = dropPending{pendingIdent: p, dropTs: ts}
@@ -137,7 +138,7 @@ func (r *reaper) add(idents []pendingIdent, ts storage.Timestamp) {
 //     MarkIdentInUse;
 //   - otherwise: dropTs < oldest (no supported read can see it) and, when a stable timestamp
 //     is set, dropTs < stable (recovery to stable never resurrects the entry).
-func reapable(p dropPending, oldest, stable storage.Timestamp) bool {
+func reapable(p dropPending, oldest, stable optime.Timestamp) bool {
 	switch {
 	case p.untimestamped:
 		return true

@@ -3,7 +3,7 @@ package catalog
 import (
 	"sort"
 
-	"humongo/internal/storage"
+	"humongo/internal/optime"
 )
 
 // change is one pending modification of a unit, applied to the Latest instance at commit
@@ -19,7 +19,7 @@ type change struct {
 	multikeyOnly bool
 }
 
-func newSnapshot(metas []*CollectionMeta, ddlTs storage.Timestamp) *Snapshot {
+func newSnapshot(metas []*CollectionMeta, ddlTs optime.Timestamp) *Snapshot {
 	s := &Snapshot{
 		byNS:   make(map[string]*CollectionMeta, len(metas)),
 		byUUID: make(map[UUID]*CollectionMeta, len(metas)),
@@ -46,7 +46,7 @@ func sortByUUID(l []*CollectionMeta) {
 
 // with returns a copy of s with changes applied. When commitTs is non-zero the changes are
 // being installed: full changes are stamped with it as their minimum valid snapshot.
-func (s *Snapshot) with(changes []change, commitTs storage.Timestamp) *Snapshot {
+func (s *Snapshot) with(changes []change, commitTs optime.Timestamp) *Snapshot {
 	if len(changes) == 0 {
 		return s
 	}

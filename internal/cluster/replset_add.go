@@ -17,7 +17,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// OpTime is a replication optime as replSetGetStatus reports it.
+// OpTime is a replication optime as replSetGetStatus reports it, decoded by the driver (the
+// server's own type is optime.OpTime; this one carries the driver's bson tags and types).
 type OpTime struct {
 	TS bson.Timestamp `bson:"ts"`
 	T  int64          `bson:"t"`

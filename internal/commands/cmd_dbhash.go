@@ -63,8 +63,7 @@ func runDBHash(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 	mode := lock.ModeS
 	if rc := env.State.Repl; rc != nil && !rc.IsWritablePrimary() {
 		if la := rc.LastApplied(); !la.IsNull() {
-			ts := storage.Timestamp(uint64(la.TS.Secs)<<32 | uint64(la.TS.Inc))
-			if err := op.RU.SetReadSource(storage.ReadProvided, ts); err != nil {
+			if err := op.RU.SetReadSource(storage.ReadProvided, la.TS); err != nil {
 				return nil, err
 			}
 			mode = lock.ModeIS

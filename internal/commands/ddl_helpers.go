@@ -17,7 +17,7 @@ import (
 	"humongo/internal/cursor"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
-	"humongo/internal/storage"
+	"humongo/internal/optime"
 )
 
 // Location codes without a named constant in mongoerr yet (the lead moves them there).
@@ -183,7 +183,7 @@ func ddlDBPath(db *DB) string { return filepath.Dir(db.TempDir) }
 
 // ddlForgetOnCommit drops the cached write path of a dropped collection once the drop commits.
 func ddlForgetOnCommit(o *OpCtx, uuids ...catalog.UUID) {
-	o.RU.OnCommit(func(storage.Timestamp) {
+	o.RU.OnCommit(func(optime.Timestamp) {
 		for _, u := range uuids {
 			o.DB.Colls.Forget(u)
 		}

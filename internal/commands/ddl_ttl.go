@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/index"
+	"humongo/internal/optime"
 	"humongo/internal/recordid"
 	"humongo/internal/storage"
 )
@@ -44,7 +45,7 @@ func StartTTLMonitor(ctx context.Context, st *State) (stop func()) {
 			if err := coll.DeleteDocument(ru, rid, doc); err != nil {
 				return err
 			}
-			ru.OnCommit(func(storage.Timestamp) { st.Counters.DocsDeleted.Add(1) })
+			ru.OnCommit(func(optime.Timestamp) { st.Counters.DocsDeleted.Add(1) })
 			return nil
 		},
 		Logf: func(format string, args ...any) {

@@ -19,6 +19,7 @@ import (
 	"humongo/internal/cursor"
 	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
+	"humongo/internal/optime"
 	"humongo/internal/query/plan"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/storage"
@@ -118,7 +119,7 @@ func (r rcReadSource) apply(ru *storage.RecoveryUnit) error {
 	if r.ts == 0 {
 		return nil
 	}
-	return ru.SetReadSource(storage.ReadProvided, storage.Timestamp(r.ts))
+	return ru.SetReadSource(storage.ReadProvided, optime.Timestamp(r.ts))
 }
 
 func (s *findSource) Next(ctx context.Context) (bsoncore.Document, bool, error) {

@@ -45,9 +45,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/coord"
-	"humongo/internal/repl/oplog"
-	"humongo/internal/repl/topology"
 	"humongo/internal/storage"
 )
 
@@ -63,10 +62,10 @@ const (
 // readConcern is a parsed readConcern document.
 type readConcern struct {
 	level            string // "" when absent (local)
-	afterClusterTime uint64 // storage.Timestamp encoding; 0 when absent
+	afterClusterTime uint64 // optime.Timestamp encoding; 0 when absent
 	atClusterTime    uint64
 	afterOpTimeSet   bool
-	afterOpTime      topology.OpTime
+	afterOpTime      optime.OpTime
 }
 
 // rcParse parses a readConcern document (ReadConcernArgs::parse).
@@ -112,7 +111,7 @@ func rcParse(d bsoncore.Document) (readConcern, error) {
 			t, i, _ := lookup(od, "ts").TimestampOK()
 			term, _ := AsFloat(lookup(od, "t"))
 			rc.afterOpTimeSet = true
-			rc.afterOpTime = topology.OpTime{TS: topology.Timestamp{Secs: t, Inc: i}, Term: int64(term)}
+			rc.afterOpTime = optime.OpTime{TS: optime.MakeTimestamp(t, i), Term: int64(term)}
 		case "provenance", "allowTransactionTableSnapshot", "waitLastStableRecoveryTimestamp":
 		default:
 			return rc, mongoerr.Newf(codeUnknownField, "BSON field 'readConcern.%s' is an unknown field.", e.Key())
@@ -168,12 +167,12 @@ func rcStateOf(ctx context.Context) *OpState {
 }
 
 // rcNoteOperationTime records ts as the command's operationTime (the newest wins).
-func rcNoteOperationTime(ctx context.Context, ts topology.Timestamp) {
+func rcNoteOperationTime(ctx context.Context, ts optime.Timestamp) {
 	s := rcStateOf(ctx)
 	if s == nil {
 		return
 	}
-	v := uint64(ts.Secs)<<32 | uint64(ts.Inc)
+	v := uint64(ts)
 	for {
 		cur := s.opTime.Load()
 		if v <= cur || s.opTime.CompareAndSwap(cur, v) {
@@ -189,7 +188,7 @@ func rcApplyRU(ctx context.Context, ru *storage.RecoveryUnit) error {
 	if s == nil || s.readTS == 0 {
 		return nil
 	}
-	return ru.SetReadSource(storage.ReadProvided, storage.Timestamp(s.readTS))
+	return ru.SetReadSource(storage.ReadProvided, optime.Timestamp(s.readTS))
 }
 
 // rcReadSourceOf is the command's read source, for a cursor to keep (the zero value, newest
@@ -215,7 +214,7 @@ func rcLastAppliedTS(env *Env) uint64 {
 	}
 	// A primary that is not writable yet (catch-up, drain) reads at its lastApplied too.
 	if la := rc.LastApplied(); !la.IsNull() {
-		return uint64(la.TS.Secs)<<32 | uint64(la.TS.Inc)
+		return uint64(la.TS)
 	}
 	return 0
 }
@@ -238,7 +237,7 @@ func (r *rcReadSource) reapply(env *Env, ru *storage.RecoveryUnit) error {
 	if r.ts == 0 {
 		return ru.SetReadSource(storage.ReadNoTimestamp, 0)
 	}
-	return ru.SetReadSource(storage.ReadProvided, storage.Timestamp(r.ts))
+	return ru.SetReadSource(storage.ReadProvided, optime.Timestamp(r.ts))
 }
 
 // BeginOperation gossips cmd's $clusterTime in and, for the read commands, applies their
@@ -310,7 +309,7 @@ func rcPrepare(ctx context.Context, env *Env, s *OpState) error {
 		after = r.atClusterTime
 	}
 	if r.afterOpTimeSet {
-		after = uint64(r.afterOpTime.TS.Secs)<<32 | uint64(r.afterOpTime.TS.Inc)
+		after = uint64(r.afterOpTime.TS)
 	}
 	if after != 0 {
 		if ct := clusterTimeNow(env); after > ct && r.atClusterTime == 0 {
@@ -322,7 +321,7 @@ func rcPrepare(ctx context.Context, env *Env, s *OpState) error {
 			return mongoerr.Newf(mongoerr.SnapshotTooOld,
 				"Read timestamp %s is older than the oldest available timestamp.", tsString(r.atClusterTime))
 		}
-		ts := topology.Timestamp{Secs: uint32(after >> 32), Inc: uint32(after)}
+		ts := optime.Timestamp(after)
 		// A primary that has written nothing up to the requested time writes a no-op so its
 		// lastApplied gets there (makeNoopWriteIfNeeded).
 		if rc.IsWritablePrimary() && uint64(wcLastOpTS(env)) < after {
@@ -358,14 +357,14 @@ func rcPrepare(ctx context.Context, env *Env, s *OpState) error {
 		s.src, s.readTS = rcSrcLastApplied, rcLastAppliedTS(env)
 	}
 	if s.readTS != 0 {
-		rcNoteOperationTime(ctx, topology.Timestamp{Secs: uint32(s.readTS >> 32), Inc: uint32(s.readTS)})
+		rcNoteOperationTime(ctx, optime.Timestamp(s.readTS))
 	}
 	return nil
 }
 
 // rcNoopWriter is the oplog writer's no-op API.
 type rcNoopWriter interface {
-	LogNoop(ctx context.Context, msg bsoncore.Document) (oplog.OpTime, error)
+	LogNoop(ctx context.Context, msg bsoncore.Document) (optime.OpTime, error)
 }
 
 // FinishOperation completes the read concern after a successful handler: linearizable reads
@@ -385,7 +384,7 @@ func FinishOperation(ctx context.Context, env *Env, s *OpState, reply bsoncore.D
 		if err != nil {
 			return nil, err
 		}
-		op := topology.OpTime{TS: topology.Timestamp{Secs: ot.TS.Secs(), Inc: ot.TS.Inc()}, Term: ot.Term}
+		op := ot
 		rcNoteOperationTime(ctx, op.TS)
 		if err := rc.WaitForWriteConcern(ctx, op, coordMajority()); err != nil {
 			if mongoerr.Is(err, mongoerr.PrimarySteppedDown) {
@@ -454,7 +453,7 @@ func clusterTimeNow(env *Env) uint64 {
 
 // wcLastOpTS is the timestamp of the node's newest oplog entry without taking the
 // coordinator's mutex.
-func wcLastOpTS(env *Env) storage.Timestamp {
+func wcLastOpTS(env *Env) optime.Timestamp {
 	if env.State.DB != nil {
 		if lw, ok := env.State.DB.Observer().(wcLastWritten); ok {
 			return lw.LastWritten().TS

@@ -10,10 +10,10 @@ import (
 	"humongo/internal/cursor"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/oplog"
-	"humongo/internal/repl/topology"
 )
 
 // replCoord returns the replication coordinator, or NoReplicationEnabled on a standalone
@@ -74,7 +74,7 @@ func AttachReplication(ctx context.Context, st *State, reg *Registry, setName, s
 		return nil, err
 	}
 	opts.Oplog = replNoopWriter{w}
-	opts.TopOfOplog = func() (oplog.OpTime, error) { return applier.TopOfOplog(st.DB.Engine, w.Ident()) }
+	opts.TopOfOplog = func() (optime.OpTime, error) { return applier.TopOfOplog(st.DB.Engine, w.Ident()) }
 	rc = coord.New(opts)
 	st.DB.SetObserver(w)
 	st.Repl = rc
@@ -131,12 +131,12 @@ func KillWritesForStepDown(st *State, reg *Registry, cause error) {
 // replNoopWriter adapts the oplog writer to the coordinator's no-op API.
 type replNoopWriter struct{ w *oplog.Writer }
 
-func (r replNoopWriter) AppendNoop(ctx context.Context, msg string) (topology.OpTime, error) {
+func (r replNoopWriter) AppendNoop(ctx context.Context, msg string) (optime.OpTime, error) {
 	ot, err := r.w.LogNoop(ctx, bsoncore.NewDocumentBuilder().AppendString("msg", msg).Build())
 	if err != nil {
-		return topology.OpTime{}, err
+		return optime.OpTime{}, err
 	}
-	return topology.OpTime{TS: topology.Timestamp{Secs: ot.TS.Secs(), Inc: ot.TS.Inc()}, Term: ot.Term}, nil
+	return ot, nil
 }
 
 // ReplStore keeps the coordinator's single-document local collections
@@ -249,14 +249,11 @@ func appendHelloRepl(b []byte, env *Env, rc *coord.Coordinator) []byte {
 	if !h.ElectionID.IsZero() {
 		b = bsoncore.AppendObjectIDElement(b, "electionId", h.ElectionID)
 	}
-	opDoc := func(ts [2]uint32, t int64) bsoncore.Document {
-		return bsoncore.NewDocumentBuilder().AppendTimestamp("ts", ts[0], ts[1]).AppendInt64("t", t).Build()
-	}
 	lw := bsoncore.NewDocumentBuilder().
-		AppendDocument("opTime", opDoc([2]uint32{h.LastWrite.TS.Secs, h.LastWrite.TS.Inc}, h.LastWrite.Term)).
-		AppendDateTime("lastWriteDate", int64(h.LastWrite.TS.Secs)*1000).
-		AppendDocument("majorityOpTime", opDoc([2]uint32{h.MajorityOpTime.TS.Secs, h.MajorityOpTime.TS.Inc}, h.MajorityOpTime.Term)).
-		AppendDateTime("majorityWriteDate", int64(h.MajorityOpTime.TS.Secs)*1000).Build()
+		AppendDocument("opTime", h.LastWrite.Document()).
+		AppendDateTime("lastWriteDate", int64(h.LastWrite.TS.Secs())*1000).
+		AppendDocument("majorityOpTime", h.MajorityOpTime.Document()).
+		AppendDateTime("majorityWriteDate", int64(h.MajorityOpTime.TS.Secs())*1000).Build()
 	return bsoncore.AppendDocumentElement(b, "lastWrite", lw)
 }
 

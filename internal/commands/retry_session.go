@@ -32,9 +32,9 @@ import (
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
+	"humongo/internal/optime"
 	"humongo/internal/recordid"
 	"humongo/internal/repl/oplog"
-	"humongo/internal/storage"
 	"humongo/internal/txn/lsc"
 	"humongo/internal/txn/session"
 )
@@ -203,11 +203,11 @@ func (s *retryStmt) record(op *OpCtx, pre, post bsoncore.Document) error {
 	if n <= 0 {
 		return nil // nothing written: nothing to remember
 	}
-	last := session.OpTime{TS: s.sess.PrevTS, Term: s.sess.PrevTerm}
+	last := optime.OpTime{TS: s.sess.PrevTS, Term: s.sess.PrevTerm}
 	// The bookkeeping writes are not statements of the session themselves.
 	release := opobserver.WithSession(op.RU, nil)
 	defer release()
-	rec := oplog.SessionRecord(s.rc.lsid, s.rc.txn, oplog.OpTime{TS: last.TS, Term: last.Term}, retryEntryWall(op, last.TS))
+	rec := oplog.SessionRecord(s.rc.lsid, s.rc.txn, last, retryEntryWall(op, last.TS))
 	// Unlogged: members applying the oplog derive the record from the entries (see above).
 	unlogged := opobserver.UnreplicatedWrites(op.RU)
 	err := retryUpsert(op, retryTxnsNS, rec)
@@ -235,19 +235,19 @@ func (s *retryStmt) record(op *OpCtx, pre, post bsoncore.Document) error {
 	}
 	// Vectored inserts log n entries; only the last OpTime is known here. Retried inserts
 	// need only the fact that they ran, and a reload from the oplog has exact OpTimes.
-	ots := make([]session.OpTime, n)
+	ots := make([]optime.OpTime, n)
 	for i := range ots {
 		ots[i] = last
 	}
 	sess, txn, first := s.rc.s, s.rc.txn, s.id
-	op.RU.OnCommit(func(storage.Timestamp) { sess.NoteCommitted(txn, first, ots) })
+	op.RU.OnCommit(func(optime.Timestamp) { sess.NoteCommitted(txn, first, ots) })
 	return nil
 }
 
 // retryEntryWall returns the wall clock (ms) of the oplog entry at ts that op's unit just
 // wrote: the session record's lastWriteDate, which members applying the oplog take from the
 // same entry, so every member holds the same record.
-func retryEntryWall(op *OpCtx, ts storage.Timestamp) int64 {
+func retryEntryWall(op *OpCtx, ts optime.Timestamp) int64 {
 	if coll, err := retryColl(op.DB, retryOplogNS); err == nil {
 		if d, found, err := coll.RecordStore().Get(op.RU, recordid.Long(int64(ts))); err == nil && found {
 			if wall, ok := bsoncore.Document(d).Lookup("wall").DateTimeOK(); ok {
@@ -437,11 +437,11 @@ func (r retryStore) byID(ctx context.Context, ns string, lsid bsoncore.Document)
 }
 
 // OplogEntry returns the oplog entry at ts.
-func (r retryStore) OplogEntry(ctx context.Context, ts storage.Timestamp) (bsoncore.Document, error) {
+func (r retryStore) OplogEntry(ctx context.Context, ts optime.Timestamp) (bsoncore.Document, error) {
 	return r.oplogEntry(ctx, r.db, ts)
 }
 
-func (retryStore) oplogEntry(ctx context.Context, db *DB, ts storage.Timestamp) (bsoncore.Document, error) {
+func (retryStore) oplogEntry(ctx context.Context, db *DB, ts optime.Timestamp) (bsoncore.Document, error) {
 	op := db.NewOp()
 	defer op.Close()
 	meta, coll, release, err := op.ReadCollection(ctx, retryOplogNS)

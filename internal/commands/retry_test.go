@@ -13,12 +13,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"humongo/internal/catalog"
 	"humongo/internal/commands"
 	"humongo/internal/failpoint"
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/coord"
 	"humongo/internal/server"
-	"humongo/internal/txn/lsc"
 )
 
 // retryRS is an in-process single-node replica set (primary) with a raw wire connection, so
@@ -142,7 +142,7 @@ func cut(ns string) (string, string, bool) {
 }
 
 func newLsid() bson.D {
-	id := lsc.NewUUID()
+	id := catalog.NewUUID()
 	return bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: id[:]}}}
 }
 

@@ -3,6 +3,7 @@ package commands
 import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
 	"humongo/internal/txn/lsc"
 )
@@ -69,7 +70,7 @@ func parseLsidArray(cmdName string, v bsoncore.Value) ([]lsc.Key, error) {
 const maxSessionsPerCommand = 10000
 
 // appendLsid appends {id: UUID} under key.
-func appendLsid(b []byte, key string, id lsc.UUID) []byte {
+func appendLsid(b []byte, key string, id catalog.UUID) []byte {
 	return bsoncore.AppendDocumentElement(b, key,
 		bsoncore.NewDocumentBuilder().AppendBinary("id", 4, id[:]).Build())
 }

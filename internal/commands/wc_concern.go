@@ -15,9 +15,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/coord"
-	"humongo/internal/repl/oplog"
-	"humongo/internal/repl/topology"
 )
 
 // writeConcern is a command's parsed (or defaulted) writeConcern.
@@ -247,15 +246,15 @@ func wcErrorDoc(me *mongoerr.Error, wc writeConcern) bsoncore.Document {
 }
 
 // wcLastWritten is the oplog writer's view of its newest committed entry.
-type wcLastWritten interface{ LastWritten() oplog.OpTime }
+type wcLastWritten interface{ LastWritten() optime.OpTime }
 
 // wcLastOp is the OpTime a write command waits for: the oplog writer's last written entry,
 // or the coordinator's lastApplied when the observer is not the writer.
-func wcLastOp(env *Env) topology.OpTime {
+func wcLastOp(env *Env) optime.OpTime {
 	if env.State.DB != nil {
 		if lw, ok := env.State.DB.Observer().(wcLastWritten); ok {
 			if o := lw.LastWritten(); o.TS != 0 {
-				return topology.OpTime{TS: topology.Timestamp{Secs: o.TS.Secs(), Inc: o.TS.Inc()}, Term: o.Term}
+				return o
 			}
 		}
 	}

@@ -217,7 +217,7 @@ func runSetDefaultRWConcern(ctx context.Context, env *Env, cmd bsoncore.Document
 	}
 	now := time.Now()
 	last := wcLastOp(env)
-	next.updateTS = [2]uint32{last.TS.Secs, last.TS.Inc}
+	next.updateTS = [2]uint32{last.TS.Secs(), last.TS.Inc()}
 	next.updateWall, next.localWall = now, now
 	stored := bsoncore.NewDocumentBuilder().AppendString("_id", rwcSettingsID)
 	if next.wcSet {

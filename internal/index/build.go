@@ -14,6 +14,7 @@ import (
 	"humongo/internal/index/sorter"
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/recordid"
 	"humongo/internal/storage"
 )
@@ -66,7 +67,7 @@ type BuildOptions struct {
 	// the commit may carry timestamps older than its clock, and a key they delete must not
 	// be hidden behind a newer version the build wrote (MongoDB's builds write such keys
 	// untimestamped).
-	IndexWriteTimestamp storage.Timestamp
+	IndexWriteTimestamp optime.Timestamp
 }
 
 // BuildStats describe a finished build.

@@ -41,6 +41,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
+	"humongo/internal/optime"
 	"humongo/internal/storage"
 )
 
@@ -137,7 +138,7 @@ type SessionInfo struct {
 	StmtID int32
 	// PrevTS/PrevTerm are the OpTime of the session's previous write in this transaction
 	// number (null timestamp, term -1 for the first).
-	PrevTS   storage.Timestamp
+	PrevTS   optime.Timestamp
 	PrevTerm int64
 }
 

@@ -2,37 +2,17 @@ package storage
 
 // This file is the storage engine's public contract: the types and signatures the catalog,
 // index and replication layers program against. Keep signatures stable; add, don't change.
+// Timestamps are optime.Timestamp (MongoDB's BSON timestamp as a uint64, seconds high), the one
+// type replication and the oplog use too; in the signature summary below, Timestamp means it.
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"humongo/internal/recordid"
 )
-
-// Timestamp is a MongoDB Timestamp: seconds in the high 32 bits, an increment in the low 32.
-// Zero is the null timestamp ("none").
-type Timestamp uint64
-
-// MakeTimestamp builds a Timestamp from its two halves.
-func MakeTimestamp(secs, inc uint32) Timestamp { return Timestamp(uint64(secs)<<32 | uint64(inc)) }
-
-// Secs returns the seconds half of t.
-func (t Timestamp) Secs() uint32 { return uint32(t >> 32) }
-
-// Inc returns the increment half of t.
-func (t Timestamp) Inc() uint32 { return uint32(t) }
-
-// IsNull reports whether t is the null timestamp.
-func (t Timestamp) IsNull() bool { return t == 0 }
-
-func (t Timestamp) String() string { return fmt.Sprintf("Timestamp(%d, %d)", t.Secs(), t.Inc()) }
-
-// MaxTimestamp is larger than every timestamp a commit can carry.
-const MaxTimestamp = Timestamp(^uint64(0))
 
 // Options configure Open.
 type Options struct {

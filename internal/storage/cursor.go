@@ -7,6 +7,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"humongo/internal/optime"
 	"humongo/internal/recordid"
 )
 
@@ -29,7 +30,7 @@ type Cursor struct {
 	userUpper []byte
 
 	it     *pebble.Iterator
-	readTs Timestamp
+	readTs optime.Timestamp
 	// Engine-side current key (user key, aliases the iterator) and payload.
 	eValid bool
 	eKey   []byte
@@ -88,7 +89,7 @@ func (c *Cursor) open() error {
 	// so a reader never skips over a hole that a slower commit fills later.
 	if c.ii.isOplog() && !c.reverse && ru.src == ReadNoTimestamp {
 		capKey := recordid.Long(int64(ru.oplogVis) + 1).Key()
-		if ru.oplogVis == MaxTimestamp || int64(ru.oplogVis)+1 < 0 {
+		if ru.oplogVis == optime.MaxTimestamp || int64(ru.oplogVis)+1 < 0 {
 			capKey = nil
 		}
 		if capKey != nil && (upper == nil || bytes.Compare(capKey, upper) < 0) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"humongo/internal/optime"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -242,12 +243,12 @@ func (e *Engine) loadMetadata() error {
 		// high-water mark there keeps engine-assigned timestamps monotonic across restarts
 		// even if the wall clock went backwards.
 		e.ts.leaseSecs = uint32(n)
-		e.ts.hwm = MakeTimestamp(uint32(n), 0)
+		e.ts.hwm = optime.MakeTimestamp(uint32(n), 0)
 	}
 	// Nothing is in flight at open; the data is as of stable (or newer, untimestamped).
-	e.ts.maxCommitted = Timestamp(e.stable.Load())
-	if Timestamp(e.stable.Load()) > e.ts.hwm {
-		e.ts.hwm = Timestamp(e.stable.Load())
+	e.ts.maxCommitted = optime.Timestamp(e.stable.Load())
+	if optime.Timestamp(e.stable.Load()) > e.ts.hwm {
+		e.ts.hwm = optime.Timestamp(e.stable.Load())
 	}
 
 	_, clean, err := e.getMeta(metaCleanKey)
@@ -522,24 +523,24 @@ func (e *Engine) ListIdents() []string {
 type timestampState struct {
 	mu sync.Mutex
 	// hwm is the largest timestamp seen (assigned, set explicitly, or stable).
-	hwm Timestamp
+	hwm optime.Timestamp
 	// leaseSecs bounds every timestamp ever seen: all are < MakeTimestamp(leaseSecs, 0). It is
 	// persisted (metaLeaseKey) before any timestamp reaching it is used.
 	leaseSecs uint32
 	// inflight is a sorted multiset of timestamps of uncommitted units.
-	inflight []Timestamp
+	inflight []optime.Timestamp
 	// maxCommitted is the largest timestamp of a finished commit.
-	maxCommitted Timestamp
+	maxCommitted optime.Timestamp
 }
 
 // observeLocked raises the high-water mark to ts, extending the persisted lease if needed.
 // The lease write is applied (to the WAL) before the caller's commit batch, so a commit that
 // survives a crash always has its lease.
-func (e *Engine) observeLocked(ts Timestamp) {
+func (e *Engine) observeLocked(ts optime.Timestamp) {
 	if ts > e.ts.hwm {
 		e.ts.hwm = ts
 	}
-	if ts >= MakeTimestamp(e.ts.leaseSecs, 0) {
+	if ts >= optime.MakeTimestamp(e.ts.leaseSecs, 0) {
 		secs := uint64(ts.Secs()) + leaseStepSecs
 		if secs > 1<<32-1 {
 			secs = 1<<32 - 1
@@ -554,7 +555,7 @@ func (e *Engine) observeLocked(ts Timestamp) {
 
 // assignCommitTimestamp returns a new timestamp greater than every one seen, registered in
 // flight.
-func (e *Engine) assignCommitTimestamp() Timestamp {
+func (e *Engine) assignCommitTimestamp() optime.Timestamp {
 	secs := e.now().Unix()
 	if secs < 0 {
 		secs = 0
@@ -564,7 +565,7 @@ func (e *Engine) assignCommitTimestamp() Timestamp {
 	}
 	e.ts.mu.Lock()
 	defer e.ts.mu.Unlock()
-	ts := MakeTimestamp(uint32(secs), 1)
+	ts := optime.MakeTimestamp(uint32(secs), 1)
 	if ts <= e.ts.hwm {
 		ts = e.ts.hwm + 1
 	}
@@ -574,20 +575,20 @@ func (e *Engine) assignCommitTimestamp() Timestamp {
 }
 
 // registerInflight marks an explicitly set timestamp as in flight.
-func (e *Engine) registerInflight(ts Timestamp) {
+func (e *Engine) registerInflight(ts optime.Timestamp) {
 	e.ts.mu.Lock()
 	defer e.ts.mu.Unlock()
 	e.observeLocked(ts)
 	e.addInflightLocked(ts)
 }
 
-func (e *Engine) addInflightLocked(ts Timestamp) {
+func (e *Engine) addInflightLocked(ts optime.Timestamp) {
 	i, _ := slices.BinarySearch(e.ts.inflight, ts)
 	e.ts.inflight = slices.Insert(e.ts.inflight, i, ts)
 }
 
 // finishInflight removes tss from the in-flight set; if committed, they count as committed.
-func (e *Engine) finishInflight(tss []Timestamp, committed bool) {
+func (e *Engine) finishInflight(tss []optime.Timestamp, committed bool) {
 	if len(tss) == 0 {
 		return
 	}
@@ -605,7 +606,7 @@ func (e *Engine) finishInflight(tss []Timestamp, committed bool) {
 
 // AllDurableTimestamp is the largest T such that every commit with a timestamp <= T has
 // finished: one below the oldest in-flight timestamp, or the largest committed timestamp.
-func (e *Engine) AllDurableTimestamp() Timestamp {
+func (e *Engine) AllDurableTimestamp() optime.Timestamp {
 	e.ts.mu.Lock()
 	defer e.ts.mu.Unlock()
 	if len(e.ts.inflight) > 0 {
@@ -615,18 +616,18 @@ func (e *Engine) AllDurableTimestamp() Timestamp {
 }
 
 // OplogVisibleTimestamp is the oplog visibility point (= AllDurableTimestamp).
-func (e *Engine) OplogVisibleTimestamp() Timestamp { return e.AllDurableTimestamp() }
+func (e *Engine) OplogVisibleTimestamp() optime.Timestamp { return e.AllDurableTimestamp() }
 
 // SetStableTimestamp sets and persists the stable timestamp; it never moves backwards.
-func (e *Engine) SetStableTimestamp(ts Timestamp) { e.setStable(ts, false) }
+func (e *Engine) SetStableTimestamp(ts optime.Timestamp) { e.setStable(ts, false) }
 
 // ForceStableTimestamp sets the stable timestamp even if it moves backwards (rollback).
-func (e *Engine) ForceStableTimestamp(ts Timestamp) { e.setStable(ts, true) }
+func (e *Engine) ForceStableTimestamp(ts optime.Timestamp) { e.setStable(ts, true) }
 
-func (e *Engine) setStable(ts Timestamp, force bool) {
+func (e *Engine) setStable(ts optime.Timestamp, force bool) {
 	e.stableMu.Lock()
 	defer e.stableMu.Unlock()
-	if !force && ts <= Timestamp(e.stable.Load()) {
+	if !force && ts <= optime.Timestamp(e.stable.Load()) {
 		return
 	}
 	e.stable.Store(uint64(ts))
@@ -642,10 +643,10 @@ func (e *Engine) setStable(ts Timestamp, force bool) {
 }
 
 // StableTimestamp returns the stable timestamp.
-func (e *Engine) StableTimestamp() Timestamp { return Timestamp(e.stable.Load()) }
+func (e *Engine) StableTimestamp() optime.Timestamp { return optime.Timestamp(e.stable.Load()) }
 
 // SetOldestTimestamp lets history below ts be garbage collected; it never moves backwards.
-func (e *Engine) SetOldestTimestamp(ts Timestamp) {
+func (e *Engine) SetOldestTimestamp(ts optime.Timestamp) {
 	for {
 		cur := e.oldest.Load()
 		if uint64(ts) <= cur {
@@ -666,7 +667,7 @@ func (e *Engine) SetOldestTimestamp(ts Timestamp) {
 }
 
 // OldestTimestamp returns the oldest timestamp.
-func (e *Engine) OldestTimestamp() Timestamp { return Timestamp(e.oldest.Load()) }
+func (e *Engine) OldestTimestamp() optime.Timestamp { return optime.Timestamp(e.oldest.Load()) }
 
 // ---- counts ----
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"humongo/internal/optime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,7 +93,7 @@ func (e *Engine) gcStep(ctx context.Context) error {
 // startSweep reports whether a sweep is to run now: one is unfinished, or tracking is off
 // and may restart (the queue turns tracking on before the sweep's first iterator exists, so
 // every write is either queued or seen by the sweep).
-func (e *Engine) startSweep(oldest Timestamp) bool {
+func (e *Engine) startSweep(oldest optime.Timestamp) bool {
 	e.gc.mu.Lock()
 	defer e.gc.mu.Unlock()
 	if e.gc.sweeping {
@@ -157,9 +158,9 @@ func (e *Engine) gcPassLocked(limit int) (done bool, err error) {
 	var (
 		prefix       []byte
 		passedOldest bool
-		above        []Timestamp // the current key's versions above oldest
-		newestTomb   bool        // the current key's newest version is a tombstone
-		kept         int         // versions of the current key not deleted
+		above        []optime.Timestamp // the current key's versions above oldest
+		newestTomb   bool               // the current key's newest version is a tombstone
+		kept         int                // versions of the current key not deleted
 		examined     int
 	)
 	// endKey queues the key just finished, once per version above oldest, if garbage can
@@ -287,7 +288,7 @@ func (d *gcDeleter) close() { _ = d.b.Close() }
 // RecoverToStable rolls every timestamped ident back to the stable timestamp by deleting each
 // version newer than it; untimestamped idents keep all their writes. No RecoveryUnit may have
 // an open snapshot. It returns the stable timestamp.
-func (e *Engine) RecoverToStable() (Timestamp, error) {
+func (e *Engine) RecoverToStable() (optime.Timestamp, error) {
 	if e.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -331,7 +332,7 @@ func (e *Engine) RecoverToStable() (Timestamp, error) {
 }
 
 // removeVersionsAfter deletes every version of ii with a timestamp > ts.
-func (e *Engine) removeVersionsAfter(ii *identInfo, ts Timestamp) (int, error) {
+func (e *Engine) removeVersionsAfter(ii *identInfo, ts optime.Timestamp) (int, error) {
 	lo, hi := identBounds(ii.id)
 	it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
@@ -372,7 +373,7 @@ func (e *Engine) removeVersionsAfter(ii *identInfo, ts Timestamp) (int, error) {
 // rawVersion is one stored version, for tests that inspect the key space.
 type rawVersion struct {
 	key  string
-	ts   Timestamp
+	ts   optime.Timestamp
 	tomb bool
 	val  string
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"humongo/internal/optime"
 	"slices"
 	"sync"
 
@@ -47,7 +48,7 @@ const gcIterKeys = 4096
 type gcNote struct {
 	ii  *identInfo
 	key string
-	ts  Timestamp
+	ts  optime.Timestamp
 }
 
 // gcQueue is the commit side of the queue.
@@ -60,7 +61,7 @@ type gcQueue struct {
 	spare    []gcNote // the previous log's buffer, reused
 	// overflowAt is the oldest timestamp when the queue overflowed; tracking restarts only
 	// once oldest has moved past it (so a stuck oldest does not cause sweep after sweep).
-	overflowAt Timestamp
+	overflowAt optime.Timestamp
 	// limit overrides gcQueueMax when non-zero (tests).
 	limit int
 }
@@ -95,7 +96,7 @@ func (e *Engine) noteGCWrites(ops []pendingOp) {
 }
 
 // overflowLocked drops the log and turns tracking off until a sweep restarts it.
-func (q *gcQueue) overflowLocked(oldest Timestamp) {
+func (q *gcQueue) overflowLocked(oldest optime.Timestamp) {
 	q.tracking = false
 	q.log, q.spare = nil, nil
 	q.overflowAt = max(q.overflowAt, oldest)
@@ -103,7 +104,7 @@ func (q *gcQueue) overflowLocked(oldest Timestamp) {
 
 // startTracking turns tracking on if it is off and oldest has moved past the last overflow;
 // it reports whether it did (the caller must then sweep).
-func (q *gcQueue) startTracking(oldest Timestamp) bool {
+func (q *gcQueue) startTracking(oldest optime.Timestamp) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.tracking || oldest <= q.overflowAt {
@@ -188,7 +189,7 @@ func (e *Engine) gcQueuePass(ctx context.Context) error {
 
 // gcVisitKeys applies the per-key rule to each key (sorted, distinct): keep every version
 // above oldest and the newest at or below it unless that is a tombstone; delete the rest.
-func (e *Engine) gcVisitKeys(ctx context.Context, keys []gcNote, oldest Timestamp) error {
+func (e *Engine) gcVisitKeys(ctx context.Context, keys []gcNote, oldest optime.Timestamp) error {
 	d := newGCDeleter(e)
 	defer d.close()
 	var it *pebble.Iterator

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"humongo/internal/optime"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -111,7 +112,7 @@ func rawKey(t testing.TB, e *Engine, ident, key string) []string {
 
 // modelVersion is one write of the GC model.
 type modelVersion struct {
-	ts  Timestamp
+	ts  optime.Timestamp
 	val string
 	del bool
 }
@@ -151,7 +152,7 @@ func gcModelRun(t *testing.T, seed uint64) {
 	var now uint32 = 1
 	var oldest uint32
 
-	readModel := func(k string, at Timestamp) (string, bool) {
+	readModel := func(k string, at optime.Timestamp) (string, bool) {
 		vs := model[k]
 		for i := len(vs) - 1; i >= 0; i-- {
 			if vs[i].ts <= at {
@@ -298,7 +299,7 @@ func benchGC(b *testing.B, size int, sweep bool) {
 		w := ru.BeginUnitOfWork()
 		defer w.End()
 		at++
-		must(b, ru.SetCommitTimestamp(MakeTimestamp(100, at)))
+		must(b, ru.SetCommitTimestamp(optime.MakeTimestamp(100, at)))
 		for i := range keys {
 			must(b, ru.Put("b", benchKey(i), val))
 		}
@@ -314,7 +315,7 @@ func benchGC(b *testing.B, size int, sweep bool) {
 	lo, hi := identBounds(firstIdentPrefixID)
 	must(b, e.db.Compact(context.Background(), lo, hi, true))
 	// Start tracking (the one sweep) before measuring.
-	e.SetOldestTimestamp(MakeTimestamp(100, at))
+	e.SetOldestTimestamp(optime.MakeTimestamp(100, at))
 	must(b, e.gcStep(ctx))
 	rng := rand.New(rand.NewPCG(1, 2))
 	c0 := gcCountersOf(e)
@@ -330,7 +331,7 @@ func benchGC(b *testing.B, size int, sweep bool) {
 			}
 		})
 		// Not SetOldestTimestamp: its kick would let the background loop do the work.
-		e.oldest.Store(uint64(MakeTimestamp(100, at)))
+		e.oldest.Store(uint64(optime.MakeTimestamp(100, at)))
 		b.StartTimer()
 		if sweep {
 			for done := false; !done; {

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"humongo/internal/optime"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -65,12 +66,12 @@ func appendBareKey(dst []byte, id uint32, key []byte) []byte {
 }
 
 // appendVersionedKey appends prefix ‖ key ‖ 0x00 ‖ ts(8, big-endian) ‖ 0x09.
-func appendVersionedKey(dst []byte, id uint32, key []byte, ts Timestamp) []byte {
+func appendVersionedKey(dst []byte, id uint32, key []byte, ts optime.Timestamp) []byte {
 	dst = appendBareKey(dst, id, key)
 	return appendVersionSuffix(dst, ts)
 }
 
-func appendVersionSuffix(dst []byte, ts Timestamp) []byte {
+func appendVersionSuffix(dst []byte, ts optime.Timestamp) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
 	return append(dst, versionSuffixLen)
 }
@@ -167,7 +168,7 @@ func (k keyFormatter) Format(s fmt.State, _ rune) {
 }
 
 // decodeEngineKey splits an engine key into its parts. userKey aliases k.
-func decodeEngineKey(k []byte) (id uint32, userKey []byte, ts Timestamp, versioned bool, err error) {
+func decodeEngineKey(k []byte) (id uint32, userKey []byte, ts optime.Timestamp, versioned bool, err error) {
 	p := splitKey(k)
 	if p < prefixLen+1 || k[p-1] != 0 {
 		return 0, nil, 0, false, fmt.Errorf("%w: malformed engine key %x", ErrCorrupt, k)
@@ -177,13 +178,13 @@ func decodeEngineKey(k []byte) (id uint32, userKey []byte, ts Timestamp, version
 	if p == len(k) {
 		return id, userKey, 0, false, nil
 	}
-	ts = Timestamp(binary.BigEndian.Uint64(k[p:]))
+	ts = optime.Timestamp(binary.BigEndian.Uint64(k[p:]))
 	return id, userKey, ts, true, nil
 }
 
 // versionTs returns the timestamp of a versioned key whose prefix length is p.
-func versionTs(k []byte, p int) Timestamp {
-	return Timestamp(binary.BigEndian.Uint64(k[p:]))
+func versionTs(k []byte, p int) optime.Timestamp {
+	return optime.Timestamp(binary.BigEndian.Uint64(k[p:]))
 }
 
 // decodeValue strips the header of a versioned value. tombstone is true for deletions.

@@ -17,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/recordid"
 )
 
@@ -80,7 +81,7 @@ func TestOplogVisibilityNoHoles(t *testing.T) {
 	}
 	var (
 		reserveMu sync.Mutex
-		next      Timestamp = ts(1)
+		next      optime.Timestamp = ts(1)
 		writersWG sync.WaitGroup
 		done      atomic.Bool
 	)
@@ -140,7 +141,7 @@ func TestOplogVisibilityNoHoles(t *testing.T) {
 						errc <- err
 						return
 					}
-					if got := Timestamp(id.Int64()); got != want {
+					if got := optime.Timestamp(id.Int64()); got != want {
 						errc <- fmt.Errorf("hole: saw %v, expected %v", got, want)
 						c.Close()
 						return
@@ -227,11 +228,11 @@ func TestGCBelowOldest(t *testing.T) {
 	put(t, e, "t", "d", "d50", ts(50))
 
 	type read struct {
-		at  Timestamp
+		at  optime.Timestamp
 		key string
 	}
 	reads := []read{}
-	for _, at := range []Timestamp{ts(25), ts(30), ts(45), ts(60), 0} {
+	for _, at := range []optime.Timestamp{ts(25), ts(30), ts(45), ts(60), 0} {
 		for _, k := range []string{"a", "b", "c", "d"} {
 			reads = append(reads, read{at, k})
 		}
@@ -390,19 +391,19 @@ func TestReopenKeepsIdentsAndTimestamps(t *testing.T) {
 	must(t, err)
 	mustCreate(t, e, "t", IdentOptions{})
 	mustCreate(t, e, "u", IdentOptions{Untimestamped: true, Oplog: true})
-	var last Timestamp
+	var last optime.Timestamp
 	ru := e.NewRecoveryUnit()
 	w := ru.BeginUnitOfWork()
 	must(t, ru.Put("t", []byte("k"), []byte("v")))
-	ru.OnCommit(func(ts Timestamp) { last = ts })
+	ru.OnCommit(func(ts optime.Timestamp) { last = ts })
 	must(t, w.Commit())
 	w.End()
 	ru.Close()
 	if last.Secs() != 1000 {
 		t.Fatalf("assigned %v", last)
 	}
-	e.SetStableTimestamp(MakeTimestamp(900, 1))
-	e.SetStableTimestamp(MakeTimestamp(800, 1)) // ignored: never backwards
+	e.SetStableTimestamp(optime.MakeTimestamp(900, 1))
+	e.SetStableTimestamp(optime.MakeTimestamp(800, 1)) // ignored: never backwards
 	must(t, e.Close())
 
 	clock = time.Unix(500, 0) // the wall clock went backwards
@@ -412,15 +413,15 @@ func TestReopenKeepsIdentsAndTimestamps(t *testing.T) {
 	if !slices.Equal(e.ListIdents(), []string{"t", "u"}) {
 		t.Fatal(e.ListIdents())
 	}
-	if e.StableTimestamp() != MakeTimestamp(900, 1) {
+	if e.StableTimestamp() != optime.MakeTimestamp(900, 1) {
 		t.Fatalf("stable %v", e.StableTimestamp())
 	}
 	ru = e.NewRecoveryUnit()
 	defer ru.Close()
 	w = ru.BeginUnitOfWork()
 	must(t, ru.Put("t", []byte("k"), []byte("v2")))
-	var next Timestamp
-	ru.OnCommit(func(ts Timestamp) { next = ts })
+	var next optime.Timestamp
+	ru.OnCommit(func(ts optime.Timestamp) { next = ts })
 	must(t, w.Commit())
 	w.End()
 	if next <= last {
@@ -604,14 +605,14 @@ func TestOplogTruncation(t *testing.T) {
 	insert := func(from, to int) {
 		for i := from; i <= to; i++ {
 			w := ru.BeginUnitOfWork()
-			must(t, ru.SetCommitTimestamp(Timestamp(i)))
+			must(t, ru.SetCommitTimestamp(optime.Timestamp(i)))
 			must(t, rs.InsertWithID(ru, recordid.Long(int64(i)), payload))
 			must(t, w.Commit())
 			w.End()
 		}
 	}
 	insert(1, 100)
-	e.SetPinnedOplogTimestamp(Timestamp(30))
+	e.SetPinnedOplogTimestamp(optime.Timestamp(30))
 	e.SetOplogMaxSize("oplog", 10_000)
 	must(t, e.truncateOplogs())
 	entries := func() []int64 {
@@ -640,7 +641,7 @@ func TestOplogTruncation(t *testing.T) {
 	if r, _ := rs.Counts(); r != int64(len(got)) {
 		t.Fatalf("counts %d, entries %d", r, len(got))
 	}
-	must(t, e.TruncateOplogAfter("oplog", Timestamp(95)))
+	must(t, e.TruncateOplogAfter("oplog", optime.Timestamp(95)))
 	if got = entries(); got[len(got)-1] != 95 {
 		t.Fatalf("TruncateOplogAfter: last %d", got[len(got)-1])
 	}
@@ -652,14 +653,14 @@ func TestModelRandom(t *testing.T) {
 	e := openMem(t)
 	mustCreate(t, e, "t", IdentOptions{})
 	type version struct {
-		ts   Timestamp
+		ts   optime.Timestamp
 		val  string
 		tomb bool
 	}
 	model := map[string][]version{} // newest last
 	rng := rand.New(rand.NewPCG(42, 7))
 	keyOf := func() string { return fmt.Sprintf("k%02d", rng.IntN(40)) }
-	visible := func(key string, at Timestamp, own map[string]*string) (string, bool) {
+	visible := func(key string, at optime.Timestamp, own map[string]*string) (string, bool) {
 		if v, ok := own[key]; ok {
 			if v == nil {
 				return "", false
@@ -678,10 +679,10 @@ func TestModelRandom(t *testing.T) {
 	if testing.Short() {
 		rounds = 20
 	}
-	var now Timestamp = 1
+	var now optime.Timestamp = 1
 	for round := range rounds {
 		// Commit a batch of writes at a new timestamp.
-		now += Timestamp(1 + rng.IntN(3))
+		now += optime.Timestamp(1 + rng.IntN(3))
 		ru := e.NewRecoveryUnit()
 		w := ru.BeginUnitOfWork()
 		must(t, ru.SetCommitTimestamp(now))
@@ -705,7 +706,7 @@ func TestModelRandom(t *testing.T) {
 		}
 
 		// Read at a random timestamp with random own writes on top.
-		at := Timestamp(1 + rng.IntN(int(now)+1))
+		at := optime.Timestamp(1 + rng.IntN(int(now)+1))
 		ru = e.NewRecoveryUnit()
 		must(t, ru.SetReadSource(ReadProvided, at))
 		own := map[string]*string{}
@@ -799,7 +800,7 @@ func TestTailableRestore(t *testing.T) {
 		ru := e.NewRecoveryUnit()
 		defer ru.Close()
 		w := ru.BeginUnitOfWork()
-		must(t, ru.SetCommitTimestamp(Timestamp(n)))
+		must(t, ru.SetCommitTimestamp(optime.Timestamp(n)))
 		must(t, rs.InsertWithID(ru, recordid.Long(n), []byte("e")))
 		must(t, w.Commit())
 		w.End()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"humongo/internal/optime"
 	"humongo/internal/recordid"
 )
 
@@ -39,8 +40,8 @@ type oplogState struct {
 type oplogSegment struct {
 	records int64
 	bytes   int64
-	first   Timestamp
-	last    Timestamp
+	first   optime.Timestamp
+	last    optime.Timestamp
 }
 
 func (s *oplogState) segmentTarget() int64 {
@@ -51,7 +52,7 @@ func (s *oplogState) segmentTarget() int64 {
 }
 
 // addLocked accounts an entry of n payload bytes at ts.
-func (s *oplogState) addLocked(n int64, ts Timestamp) {
+func (s *oplogState) addLocked(n int64, ts optime.Timestamp) {
 	if len(s.segs) == 0 || s.segs[len(s.segs)-1].bytes >= s.segmentTarget() {
 		s.segs = append(s.segs, oplogSegment{first: ts, last: ts})
 	}
@@ -64,7 +65,7 @@ func (s *oplogState) addLocked(n int64, ts Timestamp) {
 }
 
 // noteOplogWrite accounts a committed write to an oplog ident.
-func (e *Engine) noteOplogWrite(ii *identInfo, valLen int, ts Timestamp) {
+func (e *Engine) noteOplogWrite(ii *identInfo, valLen int, ts optime.Timestamp) {
 	s := ii.oplog
 	s.mu.Lock()
 	s.addLocked(int64(valLen-1), ts)
@@ -116,7 +117,7 @@ func (e *Engine) initOplogMarkers(ii *identInfo) error {
 		if err != nil || !id.IsLong() {
 			return fmt.Errorf("%w: oplog key %x", ErrCorrupt, uk)
 		}
-		s.addLocked(int64(len(payload)), Timestamp(id.Int64()))
+		s.addLocked(int64(len(payload)), optime.Timestamp(id.Int64()))
 	}
 	return it.Error()
 }
@@ -165,7 +166,7 @@ func (e *Engine) SetOplogMinRetention(ident string, d time.Duration) {
 }
 
 // SetPinnedOplogTimestamp keeps oplog entries at or after ts from truncation.
-func (e *Engine) SetPinnedOplogTimestamp(ts Timestamp) {
+func (e *Engine) SetPinnedOplogTimestamp(ts optime.Timestamp) {
 	e.pinned.Store(uint64(ts))
 	e.kickOplogTruncation()
 }
@@ -200,7 +201,7 @@ func (e *Engine) truncateOplog(ii *identInfo) error {
 	s := ii.oplog
 	s.truncMu.Lock()
 	defer s.truncMu.Unlock()
-	pinned, stable := Timestamp(e.pinned.Load()), e.StableTimestamp()
+	pinned, stable := optime.Timestamp(e.pinned.Load()), e.StableTimestamp()
 	for {
 		s.mu.Lock()
 		if s.maxSize <= 0 || s.total <= s.maxSize || len(s.segs) < 2 {
@@ -234,7 +235,7 @@ func (e *Engine) truncateOplog(ii *identInfo) error {
 }
 
 // TruncateOplogAfter removes oplog entries with timestamps > ts (startup recovery, rollback).
-func (e *Engine) TruncateOplogAfter(ident string, ts Timestamp) error {
+func (e *Engine) TruncateOplogAfter(ident string, ts optime.Timestamp) error {
 	ii, err := e.lookupIdent(ident)
 	if err != nil {
 		return err

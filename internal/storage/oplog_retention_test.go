@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"humongo/internal/optime"
 	"humongo/internal/recordid"
 )
 
@@ -22,7 +23,7 @@ func TestOplogMinRetention(t *testing.T) {
 	now := uint32(time.Now().Unix())
 	for i := uint32(1); i <= 60; i++ {
 		w := ru.BeginUnitOfWork()
-		ts := MakeTimestamp(now, i)
+		ts := optime.MakeTimestamp(now, i)
 		must(t, ru.SetCommitTimestamp(ts))
 		must(t, rs.InsertWithID(ru, recordid.Long(int64(ts)), payload))
 		must(t, w.Commit())

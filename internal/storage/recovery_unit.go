@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 )
 
 // RecoveryUnit is one operation's storage transaction: a lazily opened snapshot plus a buffer
@@ -17,14 +18,14 @@ type RecoveryUnit struct {
 	e *Engine
 
 	src      ReadSource
-	provided Timestamp
+	provided optime.Timestamp
 
 	// Snapshot state, valid while snapOpen.
 	snapOpen bool
 	iter     *pebble.Iterator // root view; point reads seek it, cursors clone it
 	snapSeq  uint64           // commit sequence when the snapshot opened (write conflicts)
-	readTs   Timestamp        // newest version timestamp visible
-	oplogVis Timestamp        // oplog visibility point captured at open (ReadNoTimestamp)
+	readTs   optime.Timestamp // newest version timestamp visible
+	oplogVis optime.Timestamp // oplog visibility point captured at open (ReadNoTimestamp)
 	seekBuf  []byte
 
 	// Unit-of-work state.
@@ -34,10 +35,10 @@ type RecoveryUnit struct {
 	ops        []pendingOp
 	owned      []string // conflict-table keys owned by this unit
 	counts     map[*identInfo]*[2]int64
-	commitTs   Timestamp
-	curTs      Timestamp
-	inflight   []Timestamp // explicit timestamps registered in flight
-	onCommit   []func(Timestamp)
+	commitTs   optime.Timestamp
+	curTs      optime.Timestamp
+	inflight   []optime.Timestamp // explicit timestamps registered in flight
+	onCommit   []func(optime.Timestamp)
 	onRollback []func()
 
 	// cursors are the unit's cursors not closed yet; Close closes them, so a caller that
@@ -64,7 +65,7 @@ type bufEntry struct {
 type pendingOp struct {
 	ii  *identInfo
 	key string
-	ts  Timestamp
+	ts  optime.Timestamp
 	val []byte // header ‖ payload
 }
 
@@ -74,7 +75,7 @@ func (e *Engine) NewRecoveryUnit() *RecoveryUnit {
 }
 
 // SetReadSource chooses the snapshot; ErrSnapshotActive if one is open.
-func (ru *RecoveryUnit) SetReadSource(src ReadSource, ts Timestamp) error {
+func (ru *RecoveryUnit) SetReadSource(src ReadSource, ts optime.Timestamp) error {
 	if ru.snapOpen {
 		return ErrSnapshotActive
 	}
@@ -84,7 +85,7 @@ func (ru *RecoveryUnit) SetReadSource(src ReadSource, ts Timestamp) error {
 
 // ReadSource returns the read source and its timestamp (the all-durable point captured at
 // snapshot open for ReadAllDurable).
-func (ru *RecoveryUnit) ReadSource() (ReadSource, Timestamp) {
+func (ru *RecoveryUnit) ReadSource() (ReadSource, optime.Timestamp) {
 	switch ru.src {
 	case ReadProvided:
 		return ru.src, ru.provided
@@ -114,7 +115,7 @@ func (ru *RecoveryUnit) ensureSnapshot() error {
 	// has finished applying, so the view contains it (no holes).
 	switch ru.src {
 	case ReadNoTimestamp:
-		ru.readTs = MaxTimestamp
+		ru.readTs = optime.MaxTimestamp
 		ru.oplogVis = e.OplogVisibleTimestamp()
 	case ReadProvided:
 		if ru.provided < e.OldestTimestamp() {
@@ -233,7 +234,7 @@ func (w *WriteUnitOfWork) End() {
 }
 
 // SetCommitTimestamp sets the timestamp of every write in the unit and marks it in flight.
-func (ru *RecoveryUnit) SetCommitTimestamp(ts Timestamp) error {
+func (ru *RecoveryUnit) SetCommitTimestamp(ts optime.Timestamp) error {
 	if ts.IsNull() {
 		return errors.New("storage: null commit timestamp")
 	}
@@ -250,7 +251,7 @@ func (ru *RecoveryUnit) SetCommitTimestamp(ts Timestamp) error {
 }
 
 // SetTimestamp sets the timestamp of the writes that follow and marks it in flight.
-func (ru *RecoveryUnit) SetTimestamp(ts Timestamp) error {
+func (ru *RecoveryUnit) SetTimestamp(ts optime.Timestamp) error {
 	if ts.IsNull() {
 		return errors.New("storage: null timestamp")
 	}
@@ -264,7 +265,9 @@ func (ru *RecoveryUnit) SetTimestamp(ts Timestamp) error {
 }
 
 // OnCommit registers f to run after commit, in registration order.
-func (ru *RecoveryUnit) OnCommit(f func(commitTs Timestamp)) { ru.onCommit = append(ru.onCommit, f) }
+func (ru *RecoveryUnit) OnCommit(f func(commitTs optime.Timestamp)) {
+	ru.onCommit = append(ru.onCommit, f)
+}
 
 // OnRollback registers f to run on rollback, in reverse registration order.
 func (ru *RecoveryUnit) OnRollback(f func()) { ru.onRollback = append(ru.onRollback, f) }
@@ -408,7 +411,7 @@ func (ru *RecoveryUnit) commit() error {
 		return ErrClosed
 	}
 	ts := ru.commitTs
-	var auto Timestamp
+	var auto optime.Timestamp
 	if ts.IsNull() {
 		ts = ru.curTs
 		if ts.IsNull() {
@@ -430,7 +433,7 @@ func (ru *RecoveryUnit) commit() error {
 				e.dropMu.RUnlock()
 				ru.rollback()
 				if !auto.IsNull() {
-					e.finishInflight([]Timestamp{auto}, false)
+					e.finishInflight([]optime.Timestamp{auto}, false)
 				}
 				// WiredTiger refuses to drop a table with uncommitted updates (EBUSY) and
 				// MongoDB's drop-pending reaper retries; here the drop wins and the writer
@@ -457,7 +460,7 @@ func (ru *RecoveryUnit) commit() error {
 		if err != nil {
 			ru.rollback()
 			if !auto.IsNull() {
-				e.finishInflight([]Timestamp{auto}, false)
+				e.finishInflight([]optime.Timestamp{auto}, false)
 			}
 			return fmt.Errorf("storage: commit: %w", err)
 		}

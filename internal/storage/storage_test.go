@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -42,17 +43,17 @@ func mustCreate(t testing.TB, e *Engine, name string, opts IdentOptions) {
 }
 
 // put commits key=val in ident in its own unit at ts (0 = engine-assigned).
-func put(t testing.TB, e *Engine, ident, key, val string, ts Timestamp) {
+func put(t testing.TB, e *Engine, ident, key, val string, ts optime.Timestamp) {
 	t.Helper()
 	write(t, e, ident, key, &val, ts)
 }
 
-func del(t testing.TB, e *Engine, ident, key string, ts Timestamp) {
+func del(t testing.TB, e *Engine, ident, key string, ts optime.Timestamp) {
 	t.Helper()
 	write(t, e, ident, key, nil, ts)
 }
 
-func write(t testing.TB, e *Engine, ident, key string, val *string, ts Timestamp) {
+func write(t testing.TB, e *Engine, ident, key string, val *string, ts optime.Timestamp) {
 	t.Helper()
 	ru := e.NewRecoveryUnit()
 	defer ru.Close()
@@ -78,7 +79,7 @@ func write(t testing.TB, e *Engine, ident, key string, val *string, ts Timestamp
 }
 
 // getAt reads key at ts (0 = ReadNoTimestamp) in a fresh unit.
-func getAt(t testing.TB, e *Engine, ident, key string, ts Timestamp) (string, bool) {
+func getAt(t testing.TB, e *Engine, ident, key string, ts optime.Timestamp) (string, bool) {
 	t.Helper()
 	ru := e.NewRecoveryUnit()
 	defer ru.Close()
@@ -112,7 +113,7 @@ func scan(t testing.TB, ru *RecoveryUnit, ident string, opts CursorOptions) []st
 	return out
 }
 
-func ts(n uint32) Timestamp { return MakeTimestamp(100, n) }
+func ts(n uint32) optime.Timestamp { return optime.MakeTimestamp(100, n) }
 
 func TestReadsAtOlderTimestamp(t *testing.T) {
 	e := openMem(t)
@@ -123,7 +124,7 @@ func TestReadsAtOlderTimestamp(t *testing.T) {
 	del(t, e, "t", "a", ts(30))       // deleted later
 
 	cases := []struct {
-		at       Timestamp
+		at       optime.Timestamp
 		a, b     string
 		aOK, bOK bool
 	}{
@@ -371,19 +372,19 @@ func TestNestedUnitsAndHooks(t *testing.T) {
 
 	var events []string
 	outer := ru.BeginUnitOfWork()
-	ru.OnCommit(func(Timestamp) { events = append(events, "c1") })
+	ru.OnCommit(func(optime.Timestamp) { events = append(events, "c1") })
 	ru.OnRollback(func() { events = append(events, "r1") })
 	inner := ru.BeginUnitOfWork()
 	must(t, ru.Put("t", []byte("k"), []byte("v")))
-	ru.OnCommit(func(Timestamp) { events = append(events, "c2") })
+	ru.OnCommit(func(optime.Timestamp) { events = append(events, "c2") })
 	ru.OnRollback(func() { events = append(events, "r2") })
 	must(t, inner.Commit())
 	inner.End()
 	if _, ok := getAt(t, e, "t", "k", 0); ok {
 		t.Fatal("inner commit must not commit")
 	}
-	var commitTs Timestamp
-	ru.OnCommit(func(ts Timestamp) { commitTs = ts })
+	var commitTs optime.Timestamp
+	ru.OnCommit(func(ts optime.Timestamp) { commitTs = ts })
 	must(t, ru.SetCommitTimestamp(ts(7)))
 	must(t, outer.Commit())
 	outer.End()
@@ -399,7 +400,7 @@ func TestNestedUnitsAndHooks(t *testing.T) {
 	outer = ru.BeginUnitOfWork()
 	ru.OnRollback(func() { events = append(events, "r1") })
 	ru.OnRollback(func() { events = append(events, "r2") })
-	ru.OnCommit(func(Timestamp) { events = append(events, "c") })
+	ru.OnCommit(func(optime.Timestamp) { events = append(events, "c") })
 	inner = ru.BeginUnitOfWork()
 	must(t, ru.Put("t", []byte("k2"), []byte("v")))
 	inner.End()

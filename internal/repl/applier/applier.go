@@ -50,6 +50,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/logv2"
+	"humongo/internal/optime"
 	"humongo/internal/repl/fetcher"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/storage"
@@ -75,10 +76,10 @@ type Config struct {
 	// Mode is ModeSecondary in steady state, ModeInitialSync during initial sync.
 	Mode oplog.Mode
 	// LastApplied is the optime of the newest entry already applied (top of our oplog).
-	LastApplied oplog.OpTime
+	LastApplied optime.OpTime
 	// OnApplied is called after each batch, once it is journaled, with the new lastApplied
 	// (which is then also the last durable optime). May be nil.
-	OnApplied func(oplog.OpTime)
+	OnApplied func(optime.OpTime)
 	// Fatal handles an entry that cannot be applied (default: log and exit the process).
 	Fatal func(error)
 	Log   *slog.Logger
@@ -92,7 +93,7 @@ type Applier struct {
 	tp    localDoc
 
 	mu      sync.Mutex
-	applied oplog.OpTime  // guarded by mu
+	applied optime.OpTime // guarded by mu
 	moved   chan struct{} // guarded by mu; closed and replaced when applied moves
 	batches int64         // guarded by mu
 	retries int64         // guarded by mu; writer groups re-applied serially
@@ -137,7 +138,7 @@ func (a *Applier) WithApplier(x *oplog.Applier) *Applier {
 
 // LastApplied is the optime of the newest applied entry: a read at its timestamp sees whole
 // batches only.
-func (a *Applier) LastApplied() oplog.OpTime {
+func (a *Applier) LastApplied() optime.OpTime {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.applied
@@ -158,7 +159,7 @@ func (a *Applier) SerialRetries() int64 {
 }
 
 // WaitApplied waits until lastApplied reaches op's timestamp.
-func (a *Applier) WaitApplied(ctx context.Context, ts storage.Timestamp) error {
+func (a *Applier) WaitApplied(ctx context.Context, ts optime.Timestamp) error {
 	for {
 		a.mu.Lock()
 		done, ch := a.applied.TS >= ts, a.moved
@@ -212,7 +213,7 @@ func (a *Applier) Run(ctx context.Context, buf *fetcher.Buffer) error {
 // ApplyBatch writes batch to our oplog and applies it; it returns the new lastApplied. It
 // journals the batch and reports it (OnApplied) before returning. Entries at or before
 // lastApplied are skipped (a restarted fetcher may resend them).
-func (a *Applier) ApplyBatch(ctx context.Context, batch []bsoncore.Document) (oplog.OpTime, error) {
+func (a *Applier) ApplyBatch(ctx context.Context, batch []bsoncore.Document) (optime.OpTime, error) {
 	last, moved, err := a.applyBatch(ctx, batch)
 	if err != nil || !moved {
 		return last, err
@@ -226,7 +227,7 @@ func (a *Applier) ApplyBatch(ctx context.Context, batch []bsoncore.Document) (op
 // reportDurable waits until everything applied so far is journaled, then reports last (the
 // coordinator moves lastApplied and lastDurable together, so one replSetUpdatePosition
 // carries both; w:"majority" waits for durable optimes) and wakes oplog readers.
-func (a *Applier) reportDurable(ctx context.Context, last oplog.OpTime) error {
+func (a *Applier) reportDurable(ctx context.Context, last optime.OpTime) error {
 	if a.cfg.OnApplied != nil {
 		// The journal flush is group-committed with every other waiter's.
 		if err := a.cfg.Engine.WaitUntilDurable(ctx); err != nil {
@@ -248,15 +249,15 @@ type durableReporter struct {
 	kick chan struct{} // capacity 1: "something was noted"
 
 	mu      sync.Mutex
-	pending oplog.OpTime // guarded by mu; newest applied optime not reported yet
-	has     bool         // guarded by mu
+	pending optime.OpTime // guarded by mu; newest applied optime not reported yet
+	has     bool          // guarded by mu
 }
 
 func newDurableReporter(a *Applier) *durableReporter {
 	return &durableReporter{a: a, kick: make(chan struct{}, 1)}
 }
 
-func (r *durableReporter) note(last oplog.OpTime) {
+func (r *durableReporter) note(last optime.OpTime) {
 	r.mu.Lock()
 	r.pending, r.has = last, true
 	r.mu.Unlock()
@@ -266,7 +267,7 @@ func (r *durableReporter) note(last oplog.OpTime) {
 	}
 }
 
-func (r *durableReporter) take() (oplog.OpTime, bool) {
+func (r *durableReporter) take() (optime.OpTime, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	last, ok := r.pending, r.has
@@ -311,7 +312,7 @@ func (r *durableReporter) finish(ctx context.Context) {
 
 // applyBatch writes batch to our oplog and applies it; moved reports whether lastApplied
 // moved (false when every entry was already applied).
-func (a *Applier) applyBatch(ctx context.Context, batch []bsoncore.Document) (last oplog.OpTime, moved bool, err error) {
+func (a *Applier) applyBatch(ctx context.Context, batch []bsoncore.Document) (last optime.OpTime, moved bool, err error) {
 	prev := a.LastApplied()
 	entries := make([]*oplog.Entry, 0, len(batch))
 	for _, raw := range batch {

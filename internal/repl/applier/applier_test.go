@@ -6,14 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"humongo/internal/optime"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/applier/repltest"
 	"humongo/internal/repl/fetcher"
-	"humongo/internal/repl/oplog"
-	"humongo/internal/storage"
 )
 
-func startReplication(t *testing.T, m *repltest.Node, source string, onApplied func(oplog.OpTime)) *applier.Replication {
+func startReplication(t *testing.T, m *repltest.Node, source string, onApplied func(optime.OpTime)) *applier.Replication {
 	t.Helper()
 	r, err := applier.Start(context.Background(), applier.Deps{Engine: m.DB.Engine, Catalog: m.DB.Catalog, Colls: m.DB.Colls,
 		Writer: m.Writer, Chooser: fetcher.FixedSource{Host: source}, AwaitTime: 100 * time.Millisecond,
@@ -31,7 +30,7 @@ func waitCaughtUp(t *testing.T, p *repltest.Node, r *applier.Replication) {
 	top := repltest.TopOfOplog(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := r.Applier().WaitApplied(ctx, storage.MakeTimestamp(top.T, top.I)); err != nil {
+	if err := r.Applier().WaitApplied(ctx, optime.MakeTimestamp(top.T, top.I)); err != nil {
 		t.Fatalf("secondary did not apply up to %v (lastApplied %v, lastFetched %v): %v", top, r.LastApplied(), r.LastFetched(), err)
 	}
 }
@@ -43,8 +42,8 @@ func TestSteadyStateReplication(t *testing.T) {
 	p := repltest.StartPrimary(t)
 	m := repltest.StartMember(t)
 	var mu sync.Mutex
-	var applied []oplog.OpTime
-	r := startReplication(t, m, p.Host, func(o oplog.OpTime) { mu.Lock(); applied = append(applied, o); mu.Unlock() })
+	var applied []optime.OpTime
+	r := startReplication(t, m, p.Host, func(o optime.OpTime) { mu.Lock(); applied = append(applied, o); mu.Unlock() })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	start := time.Now()

@@ -8,6 +8,7 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/index"
+	"humongo/internal/optime"
 	"humongo/internal/recordid"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/storage"
@@ -107,13 +108,13 @@ func (l localDoc) Load() (bsoncore.Document, error) {
 	return append(bsoncore.Document(nil), doc...), nil
 }
 
-func truncatePointDoc(ts storage.Timestamp) bsoncore.Document {
+func truncatePointDoc(ts optime.Timestamp) bsoncore.Document {
 	return bsoncore.NewDocumentBuilder().AppendString("_id", "oplogTruncateAfterPoint").
 		AppendTimestamp("oplogTruncateAfterPoint", ts.Secs(), ts.Inc()).Build()
 }
 
 // OplogTruncateAfterPoint reads the persisted point (null when none is set).
-func OplogTruncateAfterPoint(e *storage.Engine, cat *catalog.Catalog, colls *index.Collections) (storage.Timestamp, error) {
+func OplogTruncateAfterPoint(e *storage.Engine, cat *catalog.Catalog, colls *index.Collections) (optime.Timestamp, error) {
 	doc, err := localDoc{e: e, cat: cat, colls: colls, ns: TruncateAfterPointNS}.Load()
 	if err != nil || doc == nil {
 		return 0, err
@@ -122,29 +123,29 @@ func OplogTruncateAfterPoint(e *storage.Engine, cat *catalog.Catalog, colls *ind
 	if !ok {
 		return 0, fmt.Errorf("%s: oplogTruncateAfterPoint is not a timestamp", TruncateAfterPointNS)
 	}
-	return storage.MakeTimestamp(s, i), nil
+	return optime.MakeTimestamp(s, i), nil
 }
 
 // SetOplogTruncateAfterPoint persists the point (null clears it).
-func SetOplogTruncateAfterPoint(ctx context.Context, e *storage.Engine, cat *catalog.Catalog, colls *index.Collections, ts storage.Timestamp) error {
+func SetOplogTruncateAfterPoint(ctx context.Context, e *storage.Engine, cat *catalog.Catalog, colls *index.Collections, ts optime.Timestamp) error {
 	return localDoc{e: e, cat: cat, colls: colls, ns: TruncateAfterPointNS}.Save(ctx, truncatePointDoc(ts))
 }
 
 // TopOfOplog reads the newest entry of the oplog (ident) with its term; null when empty.
 // A reverse cursor ignores oplog visibility, so this is the newest written entry.
-func TopOfOplog(e *storage.Engine, ident string) (oplog.OpTime, error) {
+func TopOfOplog(e *storage.Engine, ident string) (optime.OpTime, error) {
 	ru := e.NewRecoveryUnit()
 	defer ru.Close()
 	c, err := ru.NewCursor(ident, storage.CursorOptions{Reverse: true})
 	if err != nil {
-		return oplog.OpTime{}, err
+		return optime.OpTime{}, err
 	}
 	defer c.Close()
 	if !c.First() {
-		return oplog.OpTime{}, c.Err()
+		return optime.OpTime{}, c.Err()
 	}
 	if _, err := recordid.FromKey(c.Key()); err != nil {
-		return oplog.OpTime{}, fmt.Errorf("oplog key: %w", err)
+		return optime.OpTime{}, fmt.Errorf("oplog key: %w", err)
 	}
 	return oplog.EntryOpTime(bsoncore.Document(c.Value()))
 }

@@ -296,7 +296,7 @@ func waitLastApplied(t *testing.T, n *repltest.Node, top bson.Timestamp) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		a := n.RC.LastApplied()
-		if a.TS.Secs > top.T || (a.TS.Secs == top.T && a.TS.Inc >= top.I) {
+		if a.TS.Secs() > top.T || (a.TS.Secs() == top.T && a.TS.Inc() >= top.I) {
 			return
 		}
 		if time.Now().After(deadline) {

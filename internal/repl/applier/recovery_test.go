@@ -9,10 +9,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"humongo/internal/optime"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/applier/repltest"
 	"humongo/internal/repl/fetcher"
-	"humongo/internal/storage"
 )
 
 func start(t *testing.T, m *repltest.Node, source string, writers int) *applier.Replication {
@@ -31,7 +31,7 @@ func caughtUp(t *testing.T, p *repltest.Node, r *applier.Replication) {
 	top := repltest.TopOfOplog(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := r.Applier().WaitApplied(ctx, storage.MakeTimestamp(top.T, top.I)); err != nil {
+	if err := r.Applier().WaitApplied(ctx, optime.MakeTimestamp(top.T, top.I)); err != nil {
 		t.Fatalf("not caught up to %v: %v (lastApplied %v)", top, err, r.LastApplied())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/logv2"
+	"humongo/internal/optime"
 	"humongo/internal/repl/fetcher"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/storage"
@@ -26,7 +27,7 @@ type Deps struct {
 	Writer  *oplog.Writer
 	Chooser fetcher.SyncSourceChooser
 	// OnApplied receives lastApplied after each batch (may be nil).
-	OnApplied func(oplog.OpTime)
+	OnApplied func(optime.OpTime)
 	// AwaitTime is the fetcher's getMore maxTimeMS (default 2 s: the heartbeat interval).
 	AwaitTime time.Duration
 	// BufferBytes bounds the oplog buffer (default 256 MiB).
@@ -35,7 +36,7 @@ type Deps struct {
 	// Clients overrides the fetcher's driver clients (may be nil).
 	Clients func(host string) (*mongo.Client, error)
 	// OnRollbackRequired is called when our oplog diverged from the sync source's.
-	OnRollbackRequired func(host string, lastFetched oplog.OpTime)
+	OnRollbackRequired func(host string, lastFetched optime.OpTime)
 	Fatal              func(error)
 	Log                *slog.Logger
 	// SecondaryDelay is this member's secondaryDelaySecs (nil: none): the buffer holds each
@@ -97,10 +98,10 @@ func (r *Replication) Stop() {
 }
 
 // LastApplied is the newest applied optime (reads on a secondary use its timestamp).
-func (r *Replication) LastApplied() oplog.OpTime { return r.applier.LastApplied() }
+func (r *Replication) LastApplied() optime.OpTime { return r.applier.LastApplied() }
 
 // LastFetched is the newest fetched optime.
-func (r *Replication) LastFetched() oplog.OpTime { return r.fetcher.LastFetched() }
+func (r *Replication) LastFetched() optime.OpTime { return r.fetcher.LastFetched() }
 
 // SyncSource is the host being fetched from ("" when none).
 func (r *Replication) SyncSource() string { return r.fetcher.Source() }
@@ -112,17 +113,17 @@ func (r *Replication) Applier() *Applier { return r.applier }
 // oplog entries after the point so lastApplied is the last complete batch (the data writes of
 // the interrupted batch are re-applied idempotently when refetched); then clear it. It
 // returns the top of the oplog.
-func RecoverTruncatePoint(ctx context.Context, e *storage.Engine, cat *catalog.Catalog, colls *index.Collections, w *oplog.Writer) (oplog.OpTime, error) {
+func RecoverTruncatePoint(ctx context.Context, e *storage.Engine, cat *catalog.Catalog, colls *index.Collections, w *oplog.Writer) (optime.OpTime, error) {
 	tp, err := OplogTruncateAfterPoint(e, cat, colls)
 	if err != nil {
-		return oplog.OpTime{}, err
+		return optime.OpTime{}, err
 	}
 	if !tp.IsNull() {
 		if err := e.TruncateOplogAfter(w.Ident(), tp); err != nil {
-			return oplog.OpTime{}, fmt.Errorf("truncate oplog after %v: %w", tp, err)
+			return optime.OpTime{}, fmt.Errorf("truncate oplog after %v: %w", tp, err)
 		}
 		if err := (localDoc{e: e, cat: cat, colls: colls, ns: TruncateAfterPointNS}).Save(ctx, truncatePointDoc(0)); err != nil {
-			return oplog.OpTime{}, err
+			return optime.OpTime{}, err
 		}
 	}
 	return TopOfOplog(e, w.Ident())

@@ -14,6 +14,7 @@ import (
 
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/topology"
 )
 
@@ -104,7 +105,7 @@ type reconfigState struct {
 	// it reaches commitOp a majority has the config (config commitment) and every entry
 	// committed under the previous config (all older than the no-op) is committed under this
 	// one (oplog commitment).
-	commitOp      topology.OpTime
+	commitOp      optime.OpTime
 	commitVersion int64
 	// forcedVersion is the version of the last config this node installed with force; a safe
 	// reconfig from a forced config skips the commitment check, as in MongoDB.
@@ -176,7 +177,7 @@ func (c *Coordinator) Reconfig(ctx context.Context, doc bsoncore.Document, force
 	// commitment optime of this term blocks the next safe reconfig rather than let it pass
 	// on a commit point that predates the config.
 	c.rcfg.commitVersion = cfg.Version
-	c.rcfg.commitOp = topology.OpTime{TS: topology.Timestamp{Secs: math.MaxUint32, Inc: math.MaxUint32}, Term: term}
+	c.rcfg.commitOp = optime.OpTime{TS: optime.MakeTimestamp(math.MaxUint32, math.MaxUint32), Term: term}
 	c.mu.Unlock()
 	op, err := c.appendNoop(ctx, term, "Reconfig set")
 	c.mu.Lock()
@@ -493,7 +494,7 @@ type HelloInfo struct {
 	ArbiterOnly, Hidden       bool
 	Tags                      map[string]string
 	ElectionID                bson.ObjectID
-	LastWrite, MajorityOpTime topology.OpTime
+	LastWrite, MajorityOpTime optime.OpTime
 	TopologyVersion           int64
 }
 
@@ -556,11 +557,11 @@ type WriteConcern struct {
 
 // LastApplied is this node's applied optime (a client's last write on a primary is at or
 // before it).
-func (c *Coordinator) LastApplied() topology.OpTime {
+func (c *Coordinator) LastApplied() optime.OpTime {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.topo == nil {
-		return topology.OpTime{}
+		return optime.OpTime{}
 	}
 	c.refreshAppliedLocked(time.Now())
 	return c.topo.LastApplied()
@@ -572,7 +573,7 @@ func (c *Coordinator) LastApplied() topology.OpTime {
 // members: UnsatisfiableWriteConcern, both before waiting). On wtimeout it returns
 // WriteConcernFailed with errInfo {wtimeout: true}; a step-down while waiting returns
 // PrimarySteppedDown.
-func (c *Coordinator) WaitForWriteConcern(ctx context.Context, op topology.OpTime, wc WriteConcern) error {
+func (c *Coordinator) WaitForWriteConcern(ctx context.Context, op optime.OpTime, wc WriteConcern) error {
 	if !wc.Majority && !wc.customMode() && wc.W <= 1 {
 		if wc.J && c.opts.Engine != nil {
 			return c.opts.Engine.WaitUntilDurable(ctx)
@@ -627,7 +628,7 @@ func (c *Coordinator) WaitForWriteConcern(ctx context.Context, op topology.OpTim
 	}
 }
 
-func (c *Coordinator) satisfiedLocked(now time.Time, op topology.OpTime, wc WriteConcern) (bool, error) {
+func (c *Coordinator) satisfiedLocked(now time.Time, op optime.OpTime, wc WriteConcern) (bool, error) {
 	switch {
 	case wc.Majority:
 		return !c.topo.LastCommitted().Less(op), nil

@@ -11,6 +11,7 @@ import (
 
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/topology"
 )
 
@@ -444,24 +445,20 @@ func truthy(v bsoncore.Value) bool {
 }
 
 // appendOpTime appends {ts, t} as MongoDB's OpTime BSON.
-func appendOpTime(b []byte, key string, op topology.OpTime) []byte {
-	idx, b := bsoncore.AppendDocumentElementStart(b, key)
-	b = bsoncore.AppendTimestampElement(b, "ts", op.TS.Secs, op.TS.Inc)
-	b = bsoncore.AppendInt64Element(b, "t", op.Term)
-	b, _ = bsoncore.AppendDocumentEnd(b, idx)
-	return b
+func appendOpTime(b []byte, key string, op optime.OpTime) []byte {
+	return op.AppendElement(b, key)
 }
 
 // parseOpTime reads {ts, t}; a missing or malformed value is the null OpTime.
-func parseOpTime(v bsoncore.Value) topology.OpTime {
+func parseOpTime(v bsoncore.Value) optime.OpTime {
 	d, ok := v.DocumentOK()
 	if !ok {
-		return topology.OpTime{}
+		return optime.OpTime{}
 	}
-	var op topology.OpTime
+	var op optime.OpTime
 	if ts, err := d.LookupErr("ts"); err == nil {
 		if t, i, ok := ts.TimestampOK(); ok {
-			op.TS = topology.Timestamp{Secs: t, Inc: i}
+			op.TS = optime.MakeTimestamp(t, i)
 		}
 	}
 	if t, err := d.LookupErr("t"); err == nil {

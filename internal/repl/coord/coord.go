@@ -16,9 +16,9 @@ import (
 	"humongo/internal/lock"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/dialer"
 	"humongo/internal/repl/initialsync"
-	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/topology"
 	"humongo/internal/storage"
 )
@@ -42,7 +42,7 @@ type Store interface {
 type Oplog interface {
 	// AppendNoop writes a no-op ("n") entry {msg: msg} in the current term and returns its
 	// optime once committed.
-	AppendNoop(ctx context.Context, msg string) (topology.OpTime, error)
+	AppendNoop(ctx context.Context, msg string) (optime.OpTime, error)
 }
 
 // Options configure a Coordinator.
@@ -71,7 +71,7 @@ type Options struct {
 	// nil (no oplog). A config installed at startup starts lastApplied and lastDurable from
 	// it: a restarted member that judged vote requests against an empty log would vote for a
 	// candidate missing majority-committed writes, and that candidate would lose them.
-	TopOfOplog func() (oplog.OpTime, error)
+	TopOfOplog func() (optime.OpTime, error)
 }
 
 // Coordinator is a replica-set member's ReplicationCoordinator.
@@ -94,7 +94,7 @@ type Coordinator struct {
 	progress    chan struct{} // closed and replaced when optimes or the commit point move
 	feedback    chan struct{} // capacity 1; wakes syncSourceFeedback (an update position ended)
 	upSentAt    time.Time
-	upSentOp    topology.OpTime
+	upSentOp    optime.OpTime
 	hbRecv      map[int]time.Time
 	maintenance int
 	electionTS  time.Time // when this node last won an election
@@ -274,7 +274,7 @@ func (c *Coordinator) refreshAppliedLocked(now time.Time) {
 		return
 	}
 	ts := c.opts.Engine.AllDurableTimestamp()
-	op := topology.OpTime{TS: topology.Timestamp{Secs: ts.Secs(), Inc: ts.Inc()}, Term: c.topo.Term()}
+	op := optime.OpTime{TS: ts, Term: c.topo.Term()}
 	if c.topo.LastApplied().Less(op) {
 		c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
 	}
@@ -375,22 +375,21 @@ func (c *Coordinator) wakeLocked() {
 	c.progress = make(chan struct{})
 }
 
-func (c *Coordinator) commitPointAdvancedLocked(cp topology.OpTime) {
+func (c *Coordinator) commitPointAdvancedLocked(cp optime.OpTime) {
 	c.wakeLocked()
 	if c.opts.Engine == nil {
 		return
 	}
 	// The stable timestamp may not pass our own lastApplied (a secondary can learn a commit
 	// point beyond what it applied).
-	st := topology.MinOpTime(cp, c.topo.LastApplied())
+	st := optime.Min(cp, c.topo.LastApplied())
 	if st.IsNull() {
 		return
 	}
-	ts := storage.Timestamp(uint64(st.TS.Secs)<<32 | uint64(st.TS.Inc))
-	c.opts.Engine.SetStableTimestamp(ts)
+	c.opts.Engine.SetStableTimestamp(st.TS)
 	// Keep some history behind stable for snapshot reads that are a little behind.
-	if st.TS.Secs > 5 {
-		c.opts.Engine.SetOldestTimestamp(storage.Timestamp(uint64(st.TS.Secs-5) << 32))
+	if st.TS.Secs() > 5 {
+		c.opts.Engine.SetOldestTimestamp(optime.MakeTimestamp(st.TS.Secs()-5, 0))
 	}
 }
 
@@ -443,7 +442,7 @@ func (c *Coordinator) drainLocked() {
 	})
 }
 
-func (c *Coordinator) appendNoop(ctx context.Context, term int64, msg string) (topology.OpTime, error) {
+func (c *Coordinator) appendNoop(ctx context.Context, term int64, msg string) (optime.OpTime, error) {
 	if c.opts.Oplog != nil {
 		return c.opts.Oplog.AppendNoop(ctx, msg)
 	}
@@ -453,13 +452,11 @@ func (c *Coordinator) appendNoop(ctx context.Context, term int64, msg string) (t
 	defer c.mu.Unlock()
 	now := uint32(time.Now().Unix())
 	last := c.topo.LastApplied().TS
-	ts := topology.Timestamp{Secs: max(now, last.Secs)}
-	if ts.Secs == last.Secs {
-		ts.Inc = last.Inc + 1
-	} else {
-		ts.Inc = 1
+	secs, inc := max(now, last.Secs()), uint32(1)
+	if secs == last.Secs() {
+		inc = last.Inc() + 1
 	}
-	return topology.OpTime{TS: ts, Term: term}, nil
+	return optime.OpTime{TS: optime.MakeTimestamp(secs, inc), Term: term}, nil
 }
 
 // noteChangesLocked bumps topologyVersion.counter when anything hello reports changed and
@@ -520,24 +517,24 @@ func (c *Coordinator) installFirstConfigLocked(cfg topology.ReplSetConfig) error
 		return mongoerr.Newf(mongoerr.InvalidReplicaSetConfig,
 			"No host described in new configuration with {version: %d, term: %d} for replica set %s maps to this node", cfg.Version, cfg.Term, cfg.SetName)
 	}
-	var top, minValid topology.OpTime
+	var top, minValid optime.OpTime
 	needsInitialSync := false
 	if c.opts.TopOfOplog != nil {
 		o, err := c.opts.TopOfOplog()
 		if err != nil {
 			return fmt.Errorf("reading the top of the oplog: %w", err)
 		}
-		top = toTopologyOpTime(o)
+		top = o
 		// An empty oplog, or an unfinished initial sync's partial copy, means initial sync
 		// (STARTUP2); data behind minValid means RECOVERING (secondary.go).
 		m, err := c.loadConsistencyMarkers()
 		if err != nil {
 			return err
 		}
-		minValid = toTopologyOpTime(m.MinValid)
+		minValid = m.MinValid
 		needsInitialSync = top.IsNull() || m.InitialSyncFlag
 		if m.InitialSyncFlag {
-			top = topology.OpTime{}
+			top = optime.OpTime{}
 		}
 	}
 	t, err := topology.New(topology.Options{SelfID: id, Config: &cfg, Durable: c.durable,

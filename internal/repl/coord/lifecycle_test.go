@@ -8,11 +8,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/coord"
-	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/recovery"
 	"humongo/internal/repl/topology"
-	"humongo/internal/storage"
 )
 
 // memStore is a Store in memory.
@@ -34,7 +33,7 @@ func (s *memStore) Save(_ context.Context, ns string, doc bsoncore.Document, _ b
 	return nil
 }
 
-func ts(secs uint32) storage.Timestamp { return storage.MakeTimestamp(secs, 1) }
+func ts(secs uint32) optime.Timestamp { return optime.MakeTimestamp(secs, 1) }
 
 // TestStartupStateFromMarkers: a restarted member's state once it loaded its stored config
 // follows its oplog and its consistency markers (local.replset.minvalid): an empty oplog or
@@ -44,7 +43,7 @@ func ts(secs uint32) storage.Timestamp { return storage.MakeTimestamp(secs, 1) }
 func TestStartupStateFromMarkers(t *testing.T) {
 	self := "127.0.0.1:1"
 	cfg := topology.NewDefaultConfig("rs0", self, "127.0.0.1:2", "127.0.0.1:3")
-	markers := func(mv oplog.OpTime, flag bool) bsoncore.Document {
+	markers := func(mv optime.OpTime, flag bool) bsoncore.Document {
 		b := bsoncore.NewDocumentBuilder().AppendString("_id", "minvalid").
 			AppendTimestamp("ts", mv.TS.Secs(), mv.TS.Inc()).AppendInt64("t", mv.Term)
 		if flag {
@@ -52,19 +51,19 @@ func TestStartupStateFromMarkers(t *testing.T) {
 		}
 		return b.Build()
 	}
-	top := oplog.OpTime{TS: ts(100), Term: 1}
+	top := optime.OpTime{TS: ts(100), Term: 1}
 	cases := []struct {
 		name    string
-		top     oplog.OpTime
+		top     optime.OpTime
 		markers bsoncore.Document
 		state   topology.MemberState
-		applied oplog.OpTime
+		applied optime.OpTime
 	}{
-		{"empty oplog", oplog.OpTime{}, nil, topology.StateStartup2, oplog.OpTime{}},
+		{"empty oplog", optime.OpTime{}, nil, topology.StateStartup2, optime.OpTime{}},
 		{"data", top, nil, topology.StateSecondary, top},
 		{"data, minValid reached", top, markers(top, false), topology.StateSecondary, top},
-		{"data behind minValid", top, markers(oplog.OpTime{TS: ts(200), Term: 1}, false), topology.StateRecovering, top},
-		{"initial sync flag", top, markers(oplog.OpTime{}, true), topology.StateStartup2, oplog.OpTime{}},
+		{"data behind minValid", top, markers(optime.OpTime{TS: ts(200), Term: 1}, false), topology.StateRecovering, top},
+		{"initial sync flag", top, markers(optime.OpTime{}, true), topology.StateStartup2, optime.OpTime{}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -73,7 +72,7 @@ func TestStartupStateFromMarkers(t *testing.T) {
 				st.docs[recovery.MinValidNS] = c.markers
 			}
 			rc := coord.New(coord.Options{SetName: "rs0", Self: self, Store: st,
-				TopOfOplog: func() (oplog.OpTime, error) { return c.top, nil }})
+				TopOfOplog: func() (optime.OpTime, error) { return c.top, nil }})
 			if err := rc.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +84,7 @@ func TestStartupStateFromMarkers(t *testing.T) {
 			if got, _ := status.Lookup("myState").AsInt64OK(); topology.MemberState(got) != c.state {
 				t.Fatalf("state %v, want %v", topology.MemberState(got), c.state)
 			}
-			if got, want := rc.LastApplied(), (topology.OpTime{TS: topology.Timestamp{Secs: c.applied.TS.Secs(), Inc: c.applied.TS.Inc()}, Term: c.applied.Term}); got != want {
+			if got, want := rc.LastApplied(), c.applied; got != want {
 				t.Fatalf("lastApplied %v, want %v", got, want)
 			}
 			if c.state == topology.StateSecondary {
@@ -101,11 +100,11 @@ func TestStartupStateFromMarkers(t *testing.T) {
 				return
 			}
 			// Applying up to minValid makes it a SECONDARY (the applier reports batches).
-			rc.SetMyLastAppliedOpTime(oplog.OpTime{TS: ts(150), Term: 1})
+			rc.SetMyLastAppliedOpTime(optime.OpTime{TS: ts(150), Term: 1})
 			if h := rc.Hello(); h.Secondary {
 				t.Fatal("SECONDARY before minValid")
 			}
-			rc.SetMyLastAppliedOpTime(oplog.OpTime{TS: ts(200), Term: 1})
+			rc.SetMyLastAppliedOpTime(optime.OpTime{TS: ts(200), Term: 1})
 			if !rc.Hello().Secondary || rc.CheckCanServeReads("app", true) != nil {
 				t.Fatal("not a readable SECONDARY at minValid")
 			}

@@ -11,6 +11,7 @@ import (
 
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/topology"
 )
 
@@ -89,7 +90,7 @@ func decodeHeartbeatResponse(reply bsoncore.Document, err error) topology.Heartb
 	r.CatchingUp = truthy(lookup(reply, "catchingUp"))
 	if v := lookup(reply, "electionTime"); v.Type == bsoncore.TypeTimestamp {
 		t, i := v.Timestamp()
-		r.ElectionTime = topology.Timestamp{Secs: t, Inc: i}
+		r.ElectionTime = optime.MakeTimestamp(t, i)
 	}
 	if rd, ok := lookup(reply, "$replData").DocumentOK(); ok {
 		r.LastCommitted = parseOpTime(lookup(rd, "lastOpCommitted"))
@@ -173,7 +174,7 @@ func (c *Coordinator) ProcessHeartbeat(args HeartbeatArgs) (bsoncore.Document, e
 	b = appendOpTime(b, "durableOpTime", resp.Durable)
 	b = bsoncore.AppendDateTimeElement(b, "durableWallTime", now.UnixMilli())
 	if resp.State == topology.StatePrimary {
-		b = bsoncore.AppendTimestampElement(b, "electionTime", resp.ElectionTime.Secs, resp.ElectionTime.Inc)
+		b = bsoncore.AppendTimestampElement(b, "electionTime", resp.ElectionTime.Secs(), resp.ElectionTime.Inc())
 		b = bsoncore.AppendBooleanElement(b, "catchingUp", resp.CatchingUp)
 	}
 	if m := cfg.Member(resp.SyncSourceID); m != nil {
@@ -331,7 +332,7 @@ func (c *Coordinator) maybeSendUpdatePositionLocked(now time.Time) {
 	if m == nil {
 		return
 	}
-	mine := topology.MaxOpTime(c.topo.LastApplied(), c.topo.LastDurable())
+	mine := optime.Max(c.topo.LastApplied(), c.topo.LastDurable())
 	if mine == c.upSentOp && now.Sub(c.upSentAt) < cfg.KeepAliveInterval() {
 		return
 	}
@@ -365,7 +366,7 @@ func (c *Coordinator) maybeSendUpdatePositionLocked(now time.Time) {
 		c.mu.Lock()
 		delete(c.hbBusy, "\x00up")
 		if err != nil {
-			c.upSentOp = topology.OpTime{} // resend on the next tick
+			c.upSentOp = optime.OpTime{} // resend on the next tick
 		} else {
 			c.kickFeedback() // progress made while this one was in flight goes out now
 		}
@@ -428,6 +429,6 @@ func getIntDefault(d bsoncore.Document, key string, def int64) int64 {
 	return def
 }
 
-func opTimeDoc(op topology.OpTime) bsoncore.Document {
-	return bsoncore.NewDocumentBuilder().AppendTimestamp("ts", op.TS.Secs, op.TS.Inc).AppendInt64("t", op.Term).Build()
+func opTimeDoc(op optime.OpTime) bsoncore.Document {
+	return op.Document()
 }

@@ -4,18 +4,18 @@ import (
 	"context"
 	"time"
 
-	"humongo/internal/repl/topology"
+	"humongo/internal/optime"
 )
 
 // Read-concern support (spec/replication.md "Read Concern"): the committed snapshot and the
 // wait of afterClusterTime / atClusterTime reads.
 
 // MajorityCommitted is the commit point (lastCommittedOpTime); null before the first one.
-func (c *Coordinator) MajorityCommitted() topology.OpTime {
+func (c *Coordinator) MajorityCommitted() optime.OpTime {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.topo == nil {
-		return topology.OpTime{}
+		return optime.OpTime{}
 	}
 	return c.topo.LastCommitted()
 }
@@ -24,7 +24,7 @@ func (c *Coordinator) MajorityCommitted() topology.OpTime {
 // reaches ts, or ctx ends (maxTimeMS). It wakes on every optime or commit-point change the
 // coordinator signals and re-checks at least once per tick, because a primary's lastApplied
 // follows the storage engine's all-durable point, which the coordinator samples on its tick.
-func (c *Coordinator) WaitUntilTimestamp(ctx context.Context, ts topology.Timestamp, majority bool) error {
+func (c *Coordinator) WaitUntilTimestamp(ctx context.Context, ts optime.Timestamp, majority bool) error {
 	t := time.NewTicker(c.opts.TickInterval)
 	defer t.Stop()
 	for {
@@ -36,7 +36,7 @@ func (c *Coordinator) WaitUntilTimestamp(ctx context.Context, ts topology.Timest
 		c.refreshAppliedLocked(time.Now())
 		have := c.topo.LastApplied()
 		if majority {
-			have = topology.MinOpTime(c.topo.LastCommitted(), have)
+			have = optime.Min(c.topo.LastCommitted(), have)
 		}
 		if have.TS.Compare(ts) >= 0 {
 			c.mu.Unlock()

@@ -49,6 +49,7 @@ import (
 	"humongo/internal/index"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/fetcher"
 	"humongo/internal/repl/initialsync"
@@ -176,7 +177,7 @@ func (c *Coordinator) followStateDataRepl(ctx context.Context, dr *dataRepl, st 
 			Writer: dr.d.Writer, Chooser: syncSourceChooser{c}, OnApplied: c.SetMyLastAppliedOpTime,
 			AwaitTime: c.fetcherAwaitTime(dr), Fatal: dr.d.Fatal, Log: c.opts.Logger,
 			SecondaryDelay: c.secondaryDelay, // delay.go
-			OnRollbackRequired: func(host string, _ oplog.OpTime) {
+			OnRollbackRequired: func(host string, _ optime.OpTime) {
 				select {
 				case dr.rollback <- host:
 				default: // one request is enough: the fetcher has stopped
@@ -220,7 +221,7 @@ func (c *Coordinator) followStartup2(ctx context.Context, dr *dataRepl) (retry b
 			return false
 		}
 		now := time.Now()
-		c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, toTopologyOpTime(top)))
+		c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, top))
 		if err := c.topo.SetFollowerMode(now, topology.StateSecondary); err != nil {
 			c.log.Error("Cannot leave STARTUP2", logv2.ID(21803), "error", err.Error())
 			return true
@@ -235,7 +236,7 @@ func (c *Coordinator) followStartup2(ctx context.Context, dr *dataRepl) (retry b
 		// initiator of a multi-member set is in STARTUP2 with an empty oplog until it writes
 		// its first entry, and must not wait for a copy of nothing (it has no source: nobody
 		// else has data yet).
-		if (syncSourceChooser{c}).ChooseSyncSource(oplog.OpTime{}) == "" {
+		if (syncSourceChooser{c}).ChooseSyncSource(optime.OpTime{}) == "" {
 			return true
 		}
 		if top, err = applier.TopOfOplog(dr.d.Engine, dr.d.Writer.Ident()); err != nil || !top.TS.IsNull() {
@@ -281,7 +282,7 @@ func (c *Coordinator) runInitialSync(ctx context.Context, dr *dataRepl) {
 		return // stays in STARTUP2; the operator restarts the node (MongoDB shuts down)
 	}
 	now := time.Now()
-	acts, err := c.topo.CompleteInitialSync(now, toTopologyOpTime(op))
+	acts, err := c.topo.CompleteInitialSync(now, op)
 	if err != nil {
 		c.log.Error("Cannot leave STARTUP2 after initial sync", logv2.ID(21803), "error", err.Error())
 	}
@@ -374,10 +375,10 @@ func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string
 		}
 	}
 	if err == nil {
-		c.topo.ResetOpTimesAfterRollback(toTopologyOpTime(res.CommonPoint))
+		c.topo.ResetOpTimesAfterRollback(res.CommonPoint)
 		if !res.MinValid.TS.IsNull() {
 			// Persisted by rollback.Run; the member is RECOVERING until it applied that far.
-			c.topo.SetMinValid(toTopologyOpTime(res.MinValid))
+			c.topo.SetMinValid(res.MinValid)
 		}
 	}
 	if err := c.topo.SetFollowerMode(time.Now(), topology.StateSecondary); err != nil {
@@ -391,7 +392,7 @@ func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string
 }
 
 // rollbackFrom runs rollback.Run against host with the internal client.
-func (c *Coordinator) rollbackFrom(ctx context.Context, dr *dataRepl, host string, commit topology.OpTime) (rollback.Result, error) {
+func (c *Coordinator) rollbackFrom(ctx context.Context, dr *dataRepl, host string, commit optime.OpTime) (rollback.Result, error) {
 	cl, err := fetcher.Connect(host)
 	if err != nil {
 		return rollback.Result{}, err
@@ -405,7 +406,7 @@ func (c *Coordinator) rollbackFrom(ctx context.Context, dr *dataRepl, host strin
 		Local: &rollback.Node{Engine: dr.d.Engine, Catalog: dr.d.Catalog, Colls: dr.d.Colls, Writer: dr.d.Writer,
 			Locks: c.opts.Locks, Log: c.opts.Logger},
 		Remote:        rollback.ClientRemote{Client: cl},
-		CommitPoint:   fromTopologyOpTime(commit),
+		CommitPoint:   commit,
 		IncrementRBID: c.incrementRBID,
 		Dir:           dr.d.RollbackDir,
 		Log:           c.opts.Logger,
@@ -462,25 +463,17 @@ func (c *Coordinator) saveRBID(ctx context.Context, n int32) error {
 	return c.opts.Store.Save(ctx, RollbackIDNS, doc, true)
 }
 
-func fromTopologyOpTime(o topology.OpTime) oplog.OpTime {
-	return oplog.OpTime{TS: storage.MakeTimestamp(o.TS.Secs, o.TS.Inc), Term: o.Term}
-}
-
-func toTopologyOpTime(o oplog.OpTime) topology.OpTime {
-	return topology.OpTime{TS: topology.Timestamp{Secs: o.TS.Secs(), Inc: o.TS.Inc()}, Term: o.Term}
-}
-
 // SetMyLastAppliedOpTime records an applied and journaled batch (the applier's OnApplied
 // reports only durable batches): lastApplied and lastDurable move together, so the next
 // replSetUpdatePosition carries both.
-func (c *Coordinator) SetMyLastAppliedOpTime(o oplog.OpTime) {
+func (c *Coordinator) SetMyLastAppliedOpTime(o optime.OpTime) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.topo == nil || c.topo.State() == topology.StatePrimary {
 		return
 	}
 	now := time.Now()
-	op := toTopologyOpTime(o)
+	op := o
 	c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
 	c.handleLocked(now, c.topo.UpdateLastDurableOpTime(now, op))
 	// Reaching minValid ends RECOVERING: hello and topologyVersion must say so.
@@ -506,7 +499,7 @@ func (c *Coordinator) loadConsistencyMarkers() (recovery.Markers, error) {
 // SecondaryReadTimestamp is the timestamp reads on a non-primary should use
 // (storage.ReadProvided): lastApplied, so they never see half of an applied batch. ok is
 // false on a primary or when nothing was applied.
-func (c *Coordinator) SecondaryReadTimestamp() (ts storage.Timestamp, ok bool) {
+func (c *Coordinator) SecondaryReadTimestamp() (ts optime.Timestamp, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.topo == nil || c.topo.State() == topology.StatePrimary {
@@ -516,7 +509,7 @@ func (c *Coordinator) SecondaryReadTimestamp() (ts storage.Timestamp, ok bool) {
 	if a.IsNull() {
 		return 0, false
 	}
-	return storage.MakeTimestamp(a.TS.Secs, a.TS.Inc), true
+	return a.TS, true
 }
 
 // initialSyncStatusLocked is replSetGetStatus's initialSyncStatus (nil when this node never
@@ -531,14 +524,14 @@ func (c *Coordinator) initialSyncStatusLocked() bsoncore.Document {
 // syncSourceChooser adapts the TopologyCoordinator's sync source choice to the fetcher.
 type syncSourceChooser struct{ c *Coordinator }
 
-func (s syncSourceChooser) ChooseSyncSource(lastFetched oplog.OpTime) string {
+func (s syncSourceChooser) ChooseSyncSource(lastFetched optime.OpTime) string {
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.topo == nil {
 		return ""
 	}
-	id := c.topo.ChooseSyncSource(time.Now(), toTopologyOpTime(lastFetched))
+	id := c.topo.ChooseSyncSource(time.Now(), lastFetched)
 	cfg := c.topo.Config()
 	if m := cfg.Member(id); m != nil {
 		c.log.Info("Chose sync source", logv2.ID(21799), "syncSource", m.Host)

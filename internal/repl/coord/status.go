@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/optime"
 	"humongo/internal/repl/topology"
 )
 
@@ -109,7 +110,7 @@ func (c *Coordinator) Status() (bsoncore.Document, error) {
 	return b, nil
 }
 
-func wallOf(op topology.OpTime) int64 { return int64(op.TS.Secs) * 1000 }
+func wallOf(op optime.OpTime) int64 { return int64(op.TS.Secs()) * 1000 }
 
 func stateStr(s topology.MemberState) string {
 	if s == topology.StateUnknown {

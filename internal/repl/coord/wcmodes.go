@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/topology"
 )
 
@@ -51,7 +52,7 @@ func findMode(cfg *topology.ReplSetConfig, name string) (topology.WriteConcernMo
 // modeSatisfiedLocked: the members that have applied op (made it durable, with j) satisfy
 // the custom mode of wc in the current config. A reconfig while waiting may remove the mode:
 // the wait then ends with UnknownReplWriteConcern.
-func (c *Coordinator) modeSatisfiedLocked(now time.Time, op topology.OpTime, wc WriteConcern) (bool, error) {
+func (c *Coordinator) modeSatisfiedLocked(now time.Time, op optime.OpTime, wc WriteConcern) (bool, error) {
 	cfg := c.topo.Config()
 	mode, err := findMode(&cfg, wc.Mode)
 	if err != nil {
@@ -70,7 +71,7 @@ func (c *Coordinator) modeSatisfiedLocked(now time.Time, op topology.OpTime, wc 
 // applied op, or made it durable when durable is set. A delayed member holds op only once
 // its applier released it (secondaryDelaySecs after op's wall time); like MongoDB, it still
 // counts toward w:N, tag modes and the commit point once it does.
-func (c *Coordinator) holdingLocked(now time.Time, op topology.OpTime, durable bool) []int {
+func (c *Coordinator) holdingLocked(now time.Time, op optime.OpTime, durable bool) []int {
 	var ids []int
 	for _, m := range c.topo.Status(now).Members {
 		have := m.Applied

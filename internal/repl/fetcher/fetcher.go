@@ -47,6 +47,7 @@ import (
 	"humongo/internal/failpoint"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/dialer"
 	"humongo/internal/repl/oplog"
 )
@@ -56,7 +57,7 @@ import (
 type SyncSourceChooser interface {
 	// ChooseSyncSource returns the host to fetch from given our newest fetched optime, or
 	// "" when no member qualifies.
-	ChooseSyncSource(lastFetched oplog.OpTime) string
+	ChooseSyncSource(lastFetched optime.OpTime) string
 	// BlacklistSyncSource keeps host from being chosen until `until`.
 	BlacklistSyncSource(host string, until time.Time)
 }
@@ -71,7 +72,7 @@ type SyncSourceChecker interface {
 type FixedSource struct{ Host string }
 
 // ChooseSyncSource returns s.Host.
-func (s FixedSource) ChooseSyncSource(oplog.OpTime) string { return s.Host }
+func (s FixedSource) ChooseSyncSource(optime.OpTime) string { return s.Host }
 
 // BlacklistSyncSource does nothing: there is no other choice.
 func (FixedSource) BlacklistSyncSource(string, time.Time) {}
@@ -82,7 +83,7 @@ type Config struct {
 	Buffer  *Buffer
 	// LastFetched is the newest entry already in our oplog (or buffered): the first
 	// find starts there and checks that the source has it.
-	LastFetched oplog.OpTime
+	LastFetched optime.OpTime
 	// AwaitTime is the getMore maxTimeMS (default 2 s, the heartbeat interval).
 	AwaitTime time.Duration
 	// Retries is how many times a failed fetch restarts against the same source (default 3).
@@ -97,10 +98,10 @@ type Config struct {
 	// OnRollbackRequired is called when our oplog diverged from the source's (may be nil);
 	// when set, Run returns right after calling it (the owner rolls back and starts a new
 	// fetcher) instead of denylisting the source and choosing another.
-	OnRollbackRequired func(host string, lastFetched oplog.OpTime)
+	OnRollbackRequired func(host string, lastFetched optime.OpTime)
 	// StopAt, when non-zero, makes Run return nil once an entry at or after it was pushed
 	// (initial sync's stop timestamp).
-	StopAt oplog.OpTime
+	StopAt optime.OpTime
 	// RBID reads host's rollback id; default: replSetGetRBID through Clients. Each find reads
 	// it before it starts and again after its first batch passed the checks.
 	RBID func(ctx context.Context, host string) (int64, error)
@@ -113,10 +114,10 @@ type Fetcher struct {
 	log *slog.Logger
 
 	mu          sync.Mutex
-	lastFetched oplog.OpTime // guarded by mu
-	source      string       // guarded by mu; current sync source host ("" when none)
-	lastErr     error        // guarded by mu; why fetching from the last source ended
-	clients     *dialer.Pool // closed when Run returns
+	lastFetched optime.OpTime // guarded by mu
+	source      string        // guarded by mu; current sync source host ("" when none)
+	lastErr     error         // guarded by mu; why fetching from the last source ended
+	clients     *dialer.Pool  // closed when Run returns
 }
 
 // New returns a fetcher; Run starts it.
@@ -141,7 +142,7 @@ func New(cfg Config) *Fetcher {
 }
 
 // LastFetched is the optime of the newest entry pushed into the buffer.
-func (f *Fetcher) LastFetched() oplog.OpTime {
+func (f *Fetcher) LastFetched() optime.OpTime {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.lastFetched
@@ -293,7 +294,7 @@ func hasCode(err error, code mongoerr.Code) bool {
 	return errors.As(err, &se) && se.HasErrorCode(int(code))
 }
 
-func tsValue(o oplog.OpTime) bson.Timestamp {
+func tsValue(o optime.OpTime) bson.Timestamp {
 	return bson.Timestamp{T: o.TS.Secs(), I: o.TS.Inc()}
 }
 
@@ -414,7 +415,7 @@ func (f *Fetcher) shouldChange(host string) string {
 // checkFirstBatch verifies that the find's first entry is our last fetched entry and drops
 // it (we already have it). With a null last fetched optime (an empty oplog, initial sync
 // from the very beginning) any first entry is accepted.
-func (f *Fetcher) checkFirstBatch(ctx context.Context, coll *mongo.Collection, host string, last oplog.OpTime, batch []bsoncore.Document) ([]bsoncore.Document, error) {
+func (f *Fetcher) checkFirstBatch(ctx context.Context, coll *mongo.Collection, host string, last optime.OpTime, batch []bsoncore.Document) ([]bsoncore.Document, error) {
 	if last.TS.IsNull() {
 		return batch, nil
 	}
@@ -422,7 +423,7 @@ func (f *Fetcher) checkFirstBatch(ctx context.Context, coll *mongo.Collection, h
 	if err != nil {
 		return nil, err
 	}
-	if ot.TS == last.TS && (ot.Term == last.Term || last.Term == oplog.UninitializedTerm) {
+	if ot.TS == last.TS && (ot.Term == last.Term || last.Term == optime.UninitializedTerm) {
 		return batch[1:], nil
 	}
 	// Our entry is missing on the source: too stale (its oplog starts after our last
@@ -444,10 +445,10 @@ func (f *Fetcher) checkFirstBatch(ctx context.Context, coll *mongo.Collection, h
 // normally the source is behind us (InvalidSyncSource); but if its newest entry is in a newer
 // term than ours, our newer entries are on a branch the set abandoned and we must roll back
 // (OplogStartMissing).
-func (f *Fetcher) emptyFirstBatch(ctx context.Context, coll *mongo.Collection, host string, last oplog.OpTime) error {
+func (f *Fetcher) emptyFirstBatch(ctx context.Context, coll *mongo.Collection, host string, last optime.OpTime) error {
 	var newest bson.Raw
 	err := coll.FindOne(ctx, bson.D{}, options.FindOne().SetSort(bson.D{{Key: "$natural", Value: -1}})).Decode(&newest)
-	if err == nil && last.Term != oplog.UninitializedTerm {
+	if err == nil && last.Term != optime.UninitializedTerm {
 		if o, err := oplog.EntryOpTime(bsoncore.Document(newest)); err == nil && o.Term > last.Term {
 			return mongoerr.Newf(mongoerr.OplogStartMissing,
 				"our last fetched optime %v is newer than sync source %s's newest entry %v, which is in a newer term: our oplog diverged",

@@ -12,10 +12,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/applier/repltest"
 	"humongo/internal/repl/fetcher"
 	"humongo/internal/repl/oplog"
-	"humongo/internal/storage"
 )
 
 // onceChooser offers host once, then nothing; it records denylisted hosts.
@@ -27,7 +27,7 @@ type onceChooser struct {
 	blacklisted chan string
 }
 
-func (c *onceChooser) ChooseSyncSource(oplog.OpTime) string {
+func (c *onceChooser) ChooseSyncSource(optime.OpTime) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.offered {
@@ -55,7 +55,7 @@ func oplogEntries(t *testing.T, n *repltest.Node) []bson.Raw {
 	return out
 }
 
-func opTimeOf(t *testing.T, raw bson.Raw) oplog.OpTime {
+func opTimeOf(t *testing.T, raw bson.Raw) optime.OpTime {
 	t.Helper()
 	ot, err := oplog.EntryOpTime(bsoncore.Document(raw))
 	if err != nil {
@@ -66,13 +66,13 @@ func opTimeOf(t *testing.T, raw bson.Raw) oplog.OpTime {
 
 // runUntilGivenUp runs a fetcher from last against p until it gives up on p: it denylists
 // it, or (rollback required) its Run returns after calling OnRollbackRequired.
-func runUntilGivenUp(t *testing.T, p *repltest.Node, last oplog.OpTime) (*fetcher.Fetcher, *fetcher.Buffer, bool) {
+func runUntilGivenUp(t *testing.T, p *repltest.Node, last optime.OpTime) (*fetcher.Fetcher, *fetcher.Buffer, bool) {
 	t.Helper()
 	ch := &onceChooser{host: p.Host, blacklisted: make(chan string, 1)}
 	var rollback atomic.Bool
 	buf := fetcher.NewBuffer(0)
 	f := fetcher.New(fetcher.Config{Chooser: ch, Buffer: buf, LastFetched: last, AwaitTime: 50 * time.Millisecond,
-		NoSourceWait: 10 * time.Millisecond, OnRollbackRequired: func(string, oplog.OpTime) { rollback.Store(true) }})
+		NoSourceWait: 10 * time.Millisecond, OnRollbackRequired: func(string, optime.OpTime) { rollback.Store(true) }})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -113,17 +113,17 @@ func TestFirstBatchChecks(t *testing.T) {
 	top := opTimeOf(t, es[len(es)-1])
 	cases := []struct {
 		name     string
-		last     oplog.OpTime
+		last     optime.OpTime
 		code     mongoerr.Code
 		rollback bool
 	}{
-		{"same ts, other term: diverged", oplog.OpTime{TS: mid.TS, Term: mid.Term + 7}, mongoerr.OplogStartMissing, true},
-		{"ts missing inside the source's oplog: diverged", oplog.OpTime{TS: mid.TS - 1, Term: mid.Term}, mongoerr.OplogStartMissing, true},
-		{"before the source's oldest entry: too stale", oplog.OpTime{TS: storage.MakeTimestamp(1, 1), Term: 1}, mongoerr.TooStaleToSyncFromSource, false},
-		{"ahead of the source: source behind", oplog.OpTime{TS: top.TS + storage.MakeTimestamp(100, 0), Term: top.Term}, mongoerr.InvalidSyncSource, false},
+		{"same ts, other term: diverged", optime.OpTime{TS: mid.TS, Term: mid.Term + 7}, mongoerr.OplogStartMissing, true},
+		{"ts missing inside the source's oplog: diverged", optime.OpTime{TS: mid.TS - 1, Term: mid.Term}, mongoerr.OplogStartMissing, true},
+		{"before the source's oldest entry: too stale", optime.OpTime{TS: optime.MakeTimestamp(1, 1), Term: 1}, mongoerr.TooStaleToSyncFromSource, false},
+		{"ahead of the source: source behind", optime.OpTime{TS: top.TS + optime.MakeTimestamp(100, 0), Term: top.Term}, mongoerr.InvalidSyncSource, false},
 		// The spec's rollback trigger: our last entry is newer than anything the source has,
 		// but the source's newest entry is in a newer term (we were an old primary).
-		{"ahead of the source in an older term: diverged", oplog.OpTime{TS: top.TS + storage.MakeTimestamp(100, 0), Term: top.Term - 1}, mongoerr.OplogStartMissing, true},
+		{"ahead of the source in an older term: diverged", optime.OpTime{TS: top.TS + optime.MakeTimestamp(100, 0), Term: top.Term - 1}, mongoerr.OplogStartMissing, true},
 	}
 	if mid.TS-1 == opTimeOf(t, es[len(es)/2-1]).TS {
 		cases = append(cases[:1], cases[2:]...) // no gap below mid to probe
@@ -152,7 +152,7 @@ func TestFirstBatchChecks(t *testing.T) {
 	if err := f.Run(rctx); err != nil {
 		t.Fatal(err)
 	}
-	var got []oplog.OpTime
+	var got []optime.OpTime
 	for {
 		if n, _ := buf.Len(); n == 0 {
 			break
@@ -165,7 +165,7 @@ func TestFirstBatchChecks(t *testing.T) {
 			got = append(got, opTimeOf(t, bson.Raw(d)))
 		}
 	}
-	var want []oplog.OpTime
+	var want []optime.OpTime
 	for _, e := range es {
 		if ot := opTimeOf(t, e); mid.TS < ot.TS {
 			want = append(want, ot)

@@ -12,11 +12,12 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
+	"humongo/internal/optime"
 	"humongo/internal/storage"
 )
 
 // cloneAll is the DatabasesCloner: every database but local, every collection of it.
-func (s *Syncer) cloneAll(ctx context.Context, cl *mongo.Client, ts storage.Timestamp) error {
+func (s *Syncer) cloneAll(ctx context.Context, cl *mongo.Client, ts optime.Timestamp) error {
 	dbs, err := cl.ListDatabaseNames(ctx, bson.D{})
 	if err != nil {
 		return fmt.Errorf("listDatabases: %w", err)
@@ -42,7 +43,7 @@ func (s *Syncer) cloneAll(ctx context.Context, cl *mongo.Client, ts storage.Time
 }
 
 // cloneDatabase is the DatabaseCloner.
-func (s *Syncer) cloneDatabase(ctx context.Context, db *mongo.Database, ts storage.Timestamp) error {
+func (s *Syncer) cloneDatabase(ctx context.Context, db *mongo.Database, ts optime.Timestamp) error {
 	cur, err := db.ListCollections(ctx, bson.D{{Key: "type", Value: "collection"}})
 	if err != nil {
 		return fmt.Errorf("listCollections %s: %w", db.Name(), err)
@@ -73,7 +74,7 @@ func (s *Syncer) cloneDatabase(ctx context.Context, db *mongo.Database, ts stora
 
 // unitAt runs f in a unit whose writes are timestamped ts, retrying WriteConflicts. The
 // writes log no oplog entries (the clone copies data, the oplog comes from the source).
-func (s *Syncer) unitAt(ctx context.Context, ru *storage.RecoveryUnit, ts storage.Timestamp, f func() error) error {
+func (s *Syncer) unitAt(ctx context.Context, ru *storage.RecoveryUnit, ts optime.Timestamp, f func() error) error {
 	release := opobserver.UnreplicatedWrites(ru)
 	defer release()
 	return storage.WriteConflictRetry(ctx, "initialSyncClone", func() error {
@@ -92,7 +93,7 @@ func (s *Syncer) unitAt(ctx context.Context, ru *storage.RecoveryUnit, ts storag
 
 // cloneCollection is the CollectionCloner: create the collection with the source's UUID and
 // options, its indexes (on the empty collection), then copy the documents.
-func (s *Syncer) cloneCollection(ctx context.Context, coll *mongo.Collection, ns string, info bsoncore.Document, ts storage.Timestamp) error {
+func (s *Syncer) cloneCollection(ctx context.Context, coll *mongo.Collection, ns string, info bsoncore.Document, ts optime.Timestamp) error {
 	opts, _ := info.Lookup("options").DocumentOK()
 	b := bsoncore.NewDocumentBuilder()
 	if u, ok := info.Lookup("info").DocumentOK(); ok {

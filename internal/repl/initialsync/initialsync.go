@@ -51,6 +51,7 @@ import (
 	"humongo/internal/index"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/fetcher"
 	"humongo/internal/repl/oplog"
@@ -98,7 +99,7 @@ type progress struct {
 	failedAttempts           int
 	attempts                 []attempt
 	source                   string
-	beginFetching, stop      oplog.OpTime
+	beginFetching, stop      optime.OpTime
 	dbsCloned, dbsTotal      int
 	collsCloned, docsCloned  int64
 	appliedOps               int64
@@ -127,14 +128,14 @@ func New(cfg Config) *Syncer {
 // Run performs initial sync, retrying failed attempts, and returns the optime the node's data
 // is consistent at (its lastApplied); the caller then clears STARTUP2 and starts steady-state
 // replication.
-func (s *Syncer) Run(ctx context.Context) (oplog.OpTime, error) {
+func (s *Syncer) Run(ctx context.Context) (optime.OpTime, error) {
 	s.mu.Lock()
 	s.st = progress{start: time.Now()}
 	s.mu.Unlock()
 	// Durable before any data is dropped: from here until the flag is cleared our data is
 	// not a consistent copy of anything.
 	if err := recovery.SetInitialSyncFlag(ctx, s.cfg.Engine, s.cfg.Catalog, s.cfg.Colls); err != nil {
-		return oplog.OpTime{}, err
+		return optime.OpTime{}, err
 	}
 	var last error
 	for n := 0; n < s.cfg.MaxAttempts; n++ {
@@ -161,7 +162,7 @@ func (s *Syncer) Run(ctx context.Context) (oplog.OpTime, error) {
 			return op, nil
 		}
 		if ctx.Err() != nil {
-			return oplog.OpTime{}, context.Cause(ctx)
+			return optime.OpTime{}, context.Cause(ctx)
 		}
 		last = err
 		s.log.Warn("Initial sync attempt failed", logv2.ID(21200), "attempt", n+1, "error", err.Error())
@@ -173,15 +174,15 @@ func (s *Syncer) Run(ctx context.Context) (oplog.OpTime, error) {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return oplog.OpTime{}, context.Cause(ctx)
+			return optime.OpTime{}, context.Cause(ctx)
 		}
 	}
-	return oplog.OpTime{}, mongoerr.Newf(mongoerr.InitialSyncFailure, "initial sync failed after %d attempts: %v", s.cfg.MaxAttempts, last)
+	return optime.OpTime{}, mongoerr.Newf(mongoerr.InitialSyncFailure, "initial sync failed after %d attempts: %v", s.cfg.MaxAttempts, last)
 }
 
 // finish makes the copy durable, then clears the initial-sync flag with minValid = op (the
 // copy is consistent at op).
-func (s *Syncer) finish(ctx context.Context, op oplog.OpTime) error {
+func (s *Syncer) finish(ctx context.Context, op optime.OpTime) error {
 	if err := s.cfg.Engine.WaitUntilDurable(ctx); err != nil {
 		return err
 	}
@@ -212,10 +213,10 @@ func (s *Syncer) source() string {
 	return s.st.source
 }
 
-func (s *Syncer) attempt(ctx context.Context) (oplog.OpTime, error) {
+func (s *Syncer) attempt(ctx context.Context) (optime.OpTime, error) {
 	host := ""
 	for host == "" {
-		host = s.cfg.Chooser.ChooseSyncSource(oplog.OpTime{})
+		host = s.cfg.Chooser.ChooseSyncSource(optime.OpTime{})
 		if host != "" {
 			break
 		}
@@ -224,7 +225,7 @@ func (s *Syncer) attempt(ctx context.Context) (oplog.OpTime, error) {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return oplog.OpTime{}, context.Cause(ctx)
+			return optime.OpTime{}, context.Cause(ctx)
 		}
 	}
 	s.mu.Lock()
@@ -232,7 +233,7 @@ func (s *Syncer) attempt(ctx context.Context) (oplog.OpTime, error) {
 	s.mu.Unlock()
 	cl, err := fetcher.Connect(host)
 	if err != nil {
-		return oplog.OpTime{}, err
+		return optime.OpTime{}, err
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -240,36 +241,36 @@ func (s *Syncer) attempt(ctx context.Context) (oplog.OpTime, error) {
 		cancel()
 	}()
 	if err := s.dropUserData(ctx); err != nil {
-		return oplog.OpTime{}, fmt.Errorf("drop existing data: %w", err)
+		return optime.OpTime{}, fmt.Errorf("drop existing data: %w", err)
 	}
 	// A failed attempt may have left entries in our oplog: start it afresh.
 	if err := s.cfg.Engine.TruncateOplogAfter(s.cfg.Writer.Ident(), 0); err != nil {
-		return oplog.OpTime{}, fmt.Errorf("empty the oplog: %w", err)
+		return optime.OpTime{}, fmt.Errorf("empty the oplog: %w", err)
 	}
-	s.cfg.Writer.ResetLastWritten(oplog.OpTime{})
+	s.cfg.Writer.ResetLastWritten(optime.OpTime{})
 	rbid, err := getRBID(ctx, cl)
 	if err != nil {
-		return oplog.OpTime{}, err
+		return optime.OpTime{}, err
 	}
 	beginRaw, begin, err := newestEntry(ctx, cl)
 	if err != nil {
-		return oplog.OpTime{}, err
+		return optime.OpTime{}, err
 	}
 	s.mu.Lock()
 	s.st.beginFetching = begin
 	s.mu.Unlock()
 	if err := s.seedOplog(ctx, beginRaw); err != nil {
-		return oplog.OpTime{}, fmt.Errorf("seed oplog: %w", err)
+		return optime.OpTime{}, fmt.Errorf("seed oplog: %w", err)
 	}
 	if err := s.hangWhileOn(ctx, hangBeforeCopyingDatabases); err != nil {
-		return oplog.OpTime{}, err
+		return optime.OpTime{}, err
 	}
 	if err := s.cloneAll(ctx, cl, begin.TS); err != nil {
-		return oplog.OpTime{}, fmt.Errorf("clone: %w", err)
+		return optime.OpTime{}, fmt.Errorf("clone: %w", err)
 	}
 	_, stop, err := newestEntry(ctx, cl)
 	if err != nil {
-		return oplog.OpTime{}, err
+		return optime.OpTime{}, err
 	}
 	s.mu.Lock()
 	s.st.stop = stop
@@ -277,13 +278,13 @@ func (s *Syncer) attempt(ctx context.Context) (oplog.OpTime, error) {
 	last := begin
 	if stop.TS > begin.TS {
 		if last, err = s.applyOplog(ctx, host, begin, stop); err != nil {
-			return oplog.OpTime{}, fmt.Errorf("oplog application: %w", err)
+			return optime.OpTime{}, fmt.Errorf("oplog application: %w", err)
 		}
 	}
 	if after, err := getRBID(ctx, cl); err != nil {
-		return oplog.OpTime{}, err
+		return optime.OpTime{}, err
 	} else if after != rbid {
-		return oplog.OpTime{}, mongoerr.Newf(mongoerr.InitialSyncFailure, "sync source %s rolled back during initial sync (rbid %d → %d)", host, rbid, after)
+		return optime.OpTime{}, mongoerr.Newf(mongoerr.InitialSyncFailure, "sync source %s rolled back during initial sync (rbid %d → %d)", host, rbid, after)
 	}
 	// Our data is consistent at last: make it the stable point recovery starts from.
 	s.cfg.Engine.SetStableTimestamp(last.TS)
@@ -291,7 +292,7 @@ func (s *Syncer) attempt(ctx context.Context) (oplog.OpTime, error) {
 }
 
 // applyOplog fetches (begin, stop] and applies it in initial-sync mode.
-func (s *Syncer) applyOplog(ctx context.Context, host string, begin, stop oplog.OpTime) (oplog.OpTime, error) {
+func (s *Syncer) applyOplog(ctx context.Context, host string, begin, stop optime.OpTime) (optime.OpTime, error) {
 	buf := fetcher.NewBuffer(0)
 	f := fetcher.New(fetcher.Config{Chooser: fetcher.FixedSource{Host: host}, Buffer: buf, LastFetched: begin,
 		AwaitTime: s.cfg.AwaitTime, StopAt: stop, Log: s.cfg.Log})
@@ -310,12 +311,12 @@ func (s *Syncer) applyOplog(ctx context.Context, host string, begin, stop oplog.
 		if err != nil {
 			cancel()
 			<-ferr
-			return oplog.OpTime{}, err
+			return optime.OpTime{}, err
 		}
 		if _, err := a.ApplyBatch(ctx, batch); err != nil {
 			cancel()
 			<-ferr
-			return oplog.OpTime{}, err
+			return optime.OpTime{}, err
 		}
 		s.mu.Lock()
 		s.st.appliedOps += int64(len(batch))
@@ -359,7 +360,7 @@ func (s *Syncer) dropUserData(ctx context.Context) error {
 			if err := s.cfg.Catalog.DropCollection(ru, ns); err != nil {
 				return err
 			}
-			ru.OnCommit(func(storage.Timestamp) { s.cfg.Colls.Forget(u) })
+			ru.OnCommit(func(optime.Timestamp) { s.cfg.Colls.Forget(u) })
 			return w.Commit()
 		})
 		if err != nil {
@@ -382,12 +383,12 @@ func getRBID(ctx context.Context, cl *mongo.Client) (int64, error) {
 }
 
 // newestEntry reads the source's newest oplog entry.
-func newestEntry(ctx context.Context, cl *mongo.Client) (bsoncore.Document, oplog.OpTime, error) {
+func newestEntry(ctx context.Context, cl *mongo.Client) (bsoncore.Document, optime.OpTime, error) {
 	var r bson.Raw
 	err := cl.Database("local").Collection("oplog.rs").FindOne(ctx, bson.D{},
 		options.FindOne().SetSort(bson.D{{Key: "$natural", Value: -1}})).Decode(&r)
 	if err != nil {
-		return nil, oplog.OpTime{}, fmt.Errorf("read the sync source's newest oplog entry: %w", err)
+		return nil, optime.OpTime{}, fmt.Errorf("read the sync source's newest oplog entry: %w", err)
 	}
 	raw := bsoncore.Document(append([]byte(nil), r...))
 	ot, err := oplog.EntryOpTime(raw)

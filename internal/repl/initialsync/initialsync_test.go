@@ -9,11 +9,11 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"humongo/internal/optime"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/applier/repltest"
 	"humongo/internal/repl/fetcher"
 	"humongo/internal/repl/initialsync"
-	"humongo/internal/storage"
 )
 
 func startReplication(t *testing.T, m *repltest.Node, source string) *applier.Replication {
@@ -33,7 +33,7 @@ func waitCaughtUp(t *testing.T, p *repltest.Node, r *applier.Replication) {
 	top := repltest.TopOfOplog(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := r.Applier().WaitApplied(ctx, storage.MakeTimestamp(top.T, top.I)); err != nil {
+	if err := r.Applier().WaitApplied(ctx, optime.MakeTimestamp(top.T, top.I)); err != nil {
 		t.Fatalf("member did not apply up to %v (lastApplied %v): %v", top, r.LastApplied(), err)
 	}
 }

@@ -78,7 +78,7 @@ func TestReplicaSetReplicatesData(t *testing.T) {
 		}
 		waitFor(t, 60*time.Second, "secondary caught up", func() bool {
 			a := n.RC.LastApplied()
-			return a.TS.Secs > top.T || (a.TS.Secs == top.T && a.TS.Inc >= top.I)
+			return a.TS.Secs() > top.T || (a.TS.Secs() == top.T && a.TS.Inc() >= top.I)
 		})
 		repltest.Compare(t, p, n)
 	}

@@ -12,12 +12,13 @@ import (
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
+	"humongo/internal/optime"
 	"humongo/internal/storage"
 )
 
 // Entry is a parsed oplog entry; its documents alias the raw entry.
 type Entry struct {
-	OpTime OpTime
+	OpTime optime.OpTime
 	Op     string
 	NS     string
 	UI     catalog.UUID
@@ -27,16 +28,16 @@ type Entry struct {
 }
 
 // EntryOpTime reads an entry's ts and t.
-func EntryOpTime(raw bsoncore.Document) (OpTime, error) {
+func EntryOpTime(raw bsoncore.Document) (optime.OpTime, error) {
 	v, err := raw.LookupErr("ts")
 	if err != nil {
-		return OpTime{}, mongoerr.New(mongoerr.BadValue, "oplog entry has no ts")
+		return optime.OpTime{}, mongoerr.New(mongoerr.BadValue, "oplog entry has no ts")
 	}
 	s, i, ok := v.TimestampOK()
 	if !ok || (s == 0 && i == 0) {
-		return OpTime{}, mongoerr.New(mongoerr.BadValue, "oplog entry ts is not a non-null timestamp")
+		return optime.OpTime{}, mongoerr.New(mongoerr.BadValue, "oplog entry ts is not a non-null timestamp")
 	}
-	ot := OpTime{TS: storage.MakeTimestamp(s, i), Term: UninitializedTerm}
+	ot := optime.OpTime{TS: optime.MakeTimestamp(s, i), Term: optime.UninitializedTerm}
 	if tv, err := raw.LookupErr("t"); err == nil {
 		if t, ok := tv.AsInt64OK(); ok {
 			ot.Term = t
@@ -164,7 +165,7 @@ func (a *Applier) Apply(ctx context.Context, ru *storage.RecoveryUnit, raw bsonc
 	})
 }
 
-func (a *Applier) inUnit(ctx context.Context, ru *storage.RecoveryUnit, ts storage.Timestamp, f func() error) error {
+func (a *Applier) inUnit(ctx context.Context, ru *storage.RecoveryUnit, ts optime.Timestamp, f func() error) error {
 	once := func() error {
 		w := ru.BeginUnitOfWork()
 		defer w.End()
@@ -294,7 +295,7 @@ outer:
 }
 
 func (a *Applier) forgetOnCommit(ru *storage.RecoveryUnit, uuids ...catalog.UUID) {
-	ru.OnCommit(func(storage.Timestamp) {
+	ru.OnCommit(func(optime.Timestamp) {
 		for _, u := range uuids {
 			a.colls.Forget(u)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"humongo/internal/commands"
 	"humongo/internal/index"
+	"humongo/internal/optime"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/storage"
 )
@@ -103,16 +104,16 @@ func readEntries(t testing.TB, ru *storage.RecoveryUnit, ident string) []bson.Ra
 	return out
 }
 
-func entryTS(t testing.TB, e bson.Raw) storage.Timestamp {
+func entryTS(t testing.TB, e bson.Raw) optime.Timestamp {
 	s, i, ok := e.Lookup("ts").TimestampOK()
 	if !ok {
 		t.Fatalf("entry without ts: %v", e)
 	}
-	return storage.MakeTimestamp(s, i)
+	return optime.MakeTimestamp(s, i)
 }
 
 // docsAt returns ns's documents (as extended JSON strings) read at ts (0: latest).
-func (n *node) docsAt(ns string, ts storage.Timestamp) []string {
+func (n *node) docsAt(ns string, ts optime.Timestamp) []string {
 	n.t.Helper()
 	m, ok := n.db.Catalog.Latest().ByNS(ns)
 	if !ok {
@@ -193,7 +194,7 @@ func TestCRUDEntries(t *testing.T) {
 		t.Fatalf("got %d entries, want %d: %v", len(es), len(want), es)
 	}
 	m, _ := n.db.Catalog.Latest().ByNS("test.c")
-	var prev storage.Timestamp
+	var prev optime.Timestamp
 	for i, e := range es {
 		if got := strip(t, e); got != want[i] {
 			t.Errorf("entry %d:\n got %s\nwant %s", i, got, want[i])
@@ -314,7 +315,7 @@ func TestConcurrentWritersNoVisibleHole(t *testing.T) {
 	const writers, perWriter = 8, 60
 	var wg sync.WaitGroup
 	done := make(chan struct{})
-	var scans [][]storage.Timestamp
+	var scans [][]optime.Timestamp
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
@@ -325,7 +326,7 @@ func TestConcurrentWritersNoVisibleHole(t *testing.T) {
 			default:
 			}
 			ru := n.db.Engine.NewRecoveryUnit()
-			var tss []storage.Timestamp
+			var tss []optime.Timestamp
 			for _, e := range readEntries(t, ru, n.w.Ident()) {
 				tss = append(tss, entryTS(t, e))
 			}
@@ -356,7 +357,7 @@ func TestConcurrentWritersNoVisibleHole(t *testing.T) {
 	wg.Wait()
 	close(done)
 	<-readerDone
-	var final []storage.Timestamp
+	var final []optime.Timestamp
 	for _, e := range n.oplogEntries() {
 		final = append(final, entryTS(t, e))
 	}

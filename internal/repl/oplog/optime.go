@@ -1,32 +1,12 @@
 package oplog
 
 import (
-	"fmt"
 	"sync"
 	"time"
 
+	"humongo/internal/optime"
 	"humongo/internal/storage"
 )
-
-// OpTime identifies an oplog entry: its timestamp and the term of the primary that wrote it.
-type OpTime struct {
-	TS   storage.Timestamp
-	Term int64
-}
-
-// UninitializedTerm is the term of entries written before the first election (and of a null
-// prevOpTime), as MongoDB's OpTime::kUninitializedTerm.
-const UninitializedTerm int64 = -1
-
-func (o OpTime) String() string { return fmt.Sprintf("{ts: %v, t: %d}", o.TS, o.Term) }
-
-// Less orders OpTimes by term, then timestamp (MongoDB's OpTime comparison).
-func (o OpTime) Less(p OpTime) bool {
-	if o.Term != p.Term {
-		return o.Term < p.Term
-	}
-	return o.TS < p.TS
-}
 
 // TermSource returns the current term; the ReplicationCoordinator supplies it.
 type TermSource func() int64
@@ -45,11 +25,11 @@ type LocalOplogInfo struct {
 	term TermSource
 
 	mu   sync.Mutex
-	last storage.Timestamp // largest timestamp handed out or observed; guarded by mu
+	last optime.Timestamp // largest timestamp handed out or observed; guarded by mu
 }
 
 // NewLocalOplogInfo returns a slot allocator starting after last.
-func NewLocalOplogInfo(e *storage.Engine, last storage.Timestamp, now func() time.Time, term TermSource) *LocalOplogInfo {
+func NewLocalOplogInfo(e *storage.Engine, last optime.Timestamp, now func() time.Time, term TermSource) *LocalOplogInfo {
 	if now == nil {
 		now = time.Now
 	}
@@ -58,7 +38,7 @@ func NewLocalOplogInfo(e *storage.Engine, last storage.Timestamp, now func() tim
 
 func (l *LocalOplogInfo) currentTerm() int64 {
 	if l.term == nil {
-		return UninitializedTerm
+		return optime.UninitializedTerm
 	}
 	return l.term()
 }
@@ -66,20 +46,20 @@ func (l *LocalOplogInfo) currentTerm() int64 {
 // ReserveSlots reserves n consecutive OpTimes for ru, appending them to dst, and registers
 // each in flight. On return ru's current timestamp is the last slot; a caller writing several
 // entries calls ru.SetTimestamp(slot) before each one's writes.
-func (l *LocalOplogInfo) ReserveSlots(ru *storage.RecoveryUnit, n int, dst []OpTime) ([]OpTime, error) {
+func (l *LocalOplogInfo) ReserveSlots(ru *storage.RecoveryUnit, n int, dst []optime.OpTime) ([]optime.OpTime, error) {
 	secs := l.now().Unix()
 	secs = max(0, min(secs, 1<<32-1))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	term := l.currentTerm()
-	ts := max(storage.MakeTimestamp(uint32(secs), 1), l.last+1, l.e.AllDurableTimestamp()+1)
+	ts := max(optime.MakeTimestamp(uint32(secs), 1), l.last+1, l.e.AllDurableTimestamp()+1)
 	for i := range n {
-		t := ts + storage.Timestamp(i)
+		t := ts + optime.Timestamp(i)
 		if err := ru.SetTimestamp(t); err != nil {
 			// Slots already registered are released when the unit rolls back.
 			return dst, err
 		}
-		dst = append(dst, OpTime{TS: t, Term: term})
+		dst = append(dst, optime.OpTime{TS: t, Term: term})
 		l.last = t
 	}
 	return dst, nil
@@ -87,7 +67,7 @@ func (l *LocalOplogInfo) ReserveSlots(ru *storage.RecoveryUnit, n int, dst []OpT
 
 // Observe raises the allocator past ts (entries written by a secondary's applier, or found
 // in the oplog at startup), so slots handed out after a step-up follow them.
-func (l *LocalOplogInfo) Observe(ts storage.Timestamp) {
+func (l *LocalOplogInfo) Observe(ts optime.Timestamp) {
 	l.mu.Lock()
 	if ts > l.last {
 		l.last = ts
@@ -96,7 +76,7 @@ func (l *LocalOplogInfo) Observe(ts storage.Timestamp) {
 }
 
 // Last returns the largest timestamp handed out or observed.
-func (l *LocalOplogInfo) Last() storage.Timestamp {
+func (l *LocalOplogInfo) Last() optime.Timestamp {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.last

@@ -30,6 +30,7 @@ import (
 
 	"humongo/internal/index"
 	"humongo/internal/opobserver"
+	"humongo/internal/optime"
 	"humongo/internal/storage"
 )
 
@@ -38,12 +39,11 @@ const TransactionsNS = "config.transactions"
 
 // SessionRecord builds a config.transactions document: {_id: lsid, txnNum,
 // lastWriteOpTime: {ts, t}, lastWriteDate}.
-func SessionRecord(lsid bsoncore.Document, txnNum int64, last OpTime, wallMillis int64) bsoncore.Document {
+func SessionRecord(lsid bsoncore.Document, txnNum int64, last optime.OpTime, wallMillis int64) bsoncore.Document {
 	return bsoncore.NewDocumentBuilder().
 		AppendDocument("_id", lsid).
 		AppendInt64("txnNum", txnNum).
-		AppendDocument("lastWriteOpTime", bsoncore.NewDocumentBuilder().
-			AppendTimestamp("ts", last.TS.Secs(), last.TS.Inc()).AppendInt64("t", last.Term).Build()).
+		AppendDocument("lastWriteOpTime", last.Document()).
 		AppendDateTime("lastWriteDate", wallMillis).Build()
 }
 
@@ -51,7 +51,7 @@ func SessionRecord(lsid bsoncore.Document, txnNum int64, last OpTime, wallMillis
 type SessionUpdate struct {
 	LSID      bsoncore.Document
 	TxnNumber int64
-	OpTime    OpTime
+	OpTime    optime.OpTime
 	// Wall is the entry's wall clock in milliseconds (the record's lastWriteDate).
 	Wall int64
 }
@@ -78,7 +78,7 @@ func sessionOf(e *Entry) (SessionUpdate, bool) {
 }
 
 // newerThan orders a session's writes: by txnNumber, then by timestamp.
-func (u SessionUpdate) newerThan(txn int64, ts storage.Timestamp) bool {
+func (u SessionUpdate) newerThan(txn int64, ts optime.Timestamp) bool {
 	if u.TxnNumber != txn {
 		return u.TxnNumber > txn
 	}
@@ -183,10 +183,10 @@ func upsertSession(ru *storage.RecoveryUnit, coll *index.Collection, u SessionUp
 		return err
 	}
 	txn, _ := cur.Lookup("txnNum").AsInt64OK()
-	var ts storage.Timestamp
+	var ts optime.Timestamp
 	if ot, ok := cur.Lookup("lastWriteOpTime").DocumentOK(); ok {
 		s, i, _ := ot.Lookup("ts").TimestampOK()
-		ts = storage.MakeTimestamp(s, i)
+		ts = optime.MakeTimestamp(s, i)
 	}
 	if !u.newerThan(txn, ts) || bytes.Equal(cur, rec) {
 		return nil

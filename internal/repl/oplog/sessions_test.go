@@ -8,12 +8,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/index"
+	"humongo/internal/optime"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/storage"
 )
 
 // sessionEntry builds a retryable write's insert entry as a primary logs it.
-func sessionEntry(t *testing.T, lsid bson.D, txn int64, stmt int32, ts storage.Timestamp, id int, wall int64) bsoncore.Document {
+func sessionEntry(t *testing.T, lsid bson.D, txn int64, stmt int32, ts optime.Timestamp, id int, wall int64) bsoncore.Document {
 	t.Helper()
 	return mustDoc(t, bson.D{
 		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: txn},
@@ -29,7 +30,7 @@ func sessionLsid(b byte) bson.D {
 
 // record reads lsid's config.transactions document at ts (0: latest) as
 // "txnNum/lastWriteOpTime.ts.I/lastWriteDate", or "" when there is none.
-func (n *node) record(lsid bson.D, ts storage.Timestamp) string {
+func (n *node) record(lsid bson.D, ts optime.Timestamp) string {
 	n.t.Helper()
 	ru := n.db.Engine.NewRecoveryUnit()
 	defer ru.Close()
@@ -85,7 +86,7 @@ func TestApplyDerivesSessionRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	at := func(i uint32) storage.Timestamp { return storage.MakeTimestamp(5000, i) }
+	at := func(i uint32) optime.Timestamp { return optime.MakeTimestamp(5000, i) }
 	lsA, lsB := sessionLsid(1), sessionLsid(2)
 
 	e1 := sessionEntry(t, lsA, 1, 0, at(10), 1, 111)
@@ -161,7 +162,7 @@ func TestApplySessionWithoutTransactionsCollection(t *testing.T) {
 	a := oplog.NewApplier(oplog.Config{Catalog: n.db.Catalog, Colls: n.db.Colls})
 	ru := n.db.Engine.NewRecoveryUnit()
 	defer ru.Close()
-	if err := a.Apply(context.Background(), ru, sessionEntry(t, sessionLsid(1), 1, 0, storage.MakeTimestamp(5000, 1), 1, 1), oplog.ModeSecondary); err != nil {
+	if err := a.Apply(context.Background(), ru, sessionEntry(t, sessionLsid(1), 1, 0, optime.MakeTimestamp(5000, 1), 1, 1), oplog.ModeSecondary); err != nil {
 		t.Fatal(err)
 	}
 	if got := n.docsAt("test.c", 0); len(got) != 1 {

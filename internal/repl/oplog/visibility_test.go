@@ -5,7 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"humongo/internal/repl/oplog"
+	"humongo/internal/optime"
 	"humongo/internal/storage"
 )
 
@@ -27,7 +27,7 @@ func TestVisibilityWakesAfterTheHoleCloses(t *testing.T) {
 	n := openNode(t, true)
 	e := n.db.Engine
 	msg := bsoncore.NewDocumentBuilder().AppendString("msg", "x").Build()
-	begin := func() (*storage.RecoveryUnit, *storage.WriteUnitOfWork, oplog.OpTime) {
+	begin := func() (*storage.RecoveryUnit, *storage.WriteUnitOfWork, optime.OpTime) {
 		ru := e.NewRecoveryUnit()
 		wu := ru.BeginUnitOfWork()
 		ot, err := n.w.LogNoopInUnit(ru, msg)

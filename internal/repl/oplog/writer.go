@@ -15,6 +15,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/opobserver"
+	"humongo/internal/optime"
 	"humongo/internal/recordid"
 	"humongo/internal/storage"
 )
@@ -130,7 +131,7 @@ func Open(ctx context.Context, cfg Config) (*Writer, error) {
 }
 
 // topTimestamp reads the newest entry's timestamp (a reverse cursor ignores visibility).
-func (w *Writer) topTimestamp() (storage.Timestamp, error) {
+func (w *Writer) topTimestamp() (optime.Timestamp, error) {
 	ru := w.cfg.Engine.NewRecoveryUnit()
 	defer ru.Close()
 	c, err := ru.NewCursor(w.ident, storage.CursorOptions{Reverse: true})
@@ -145,7 +146,7 @@ func (w *Writer) topTimestamp() (storage.Timestamp, error) {
 	if err != nil {
 		return 0, fmt.Errorf("oplog: %w", err)
 	}
-	return storage.Timestamp(id.Int64()), nil
+	return optime.Timestamp(id.Int64()), nil
 }
 
 // Ident is the oplog's storage table (oplog-style: keys are recordid.Long(ts).Key()).
@@ -159,11 +160,11 @@ func (w *Writer) Info() *LocalOplogInfo { return w.info }
 
 // LastWritten is the OpTime of the newest committed entry written through this Writer (or
 // found at Open, with an unknown term of UninitializedTerm).
-func (w *Writer) LastWritten() OpTime {
-	return OpTime{TS: storage.Timestamp(w.lastTS.Load()), Term: w.lastTerm.Load()}
+func (w *Writer) LastWritten() optime.OpTime {
+	return optime.OpTime{TS: optime.Timestamp(w.lastTS.Load()), Term: w.lastTerm.Load()}
 }
 
-func (w *Writer) noteCommitted(o OpTime) {
+func (w *Writer) noteCommitted(o optime.OpTime) {
 	for {
 		cur := w.lastTS.Load()
 		if uint64(o.TS) <= cur {
@@ -180,7 +181,7 @@ func (w *Writer) noteCommitted(o OpTime) {
 // truncated it (noteCommitted only moves it forward, so it would keep reporting the
 // rolled-back top as operationTime and as the optime writes wait for). Rollback calls it
 // while it holds the global lock in X, so no write commits concurrently.
-func (w *Writer) ResetLastWritten(o OpTime) {
+func (w *Writer) ResetLastWritten(o optime.OpTime) {
 	w.lastTS.Store(uint64(o.TS))
 	w.lastTerm.Store(o.Term)
 }
@@ -222,11 +223,11 @@ type entry struct {
 
 // logEntries reserves one slot per entry and writes each entry at its slot's timestamp in
 // ru's unit. On return ru's current timestamp is the last entry's.
-func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]OpTime, error) {
+func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]optime.OpTime, error) {
 	if !ru.InUnitOfWork() {
 		return nil, storage.ErrNotInUnit
 	}
-	var buf [1]OpTime
+	var buf [1]optime.OpTime
 	// Registered before the slots: a rollback releases every slot already reserved, which
 	// can make later entries of other writers visible.
 	ru.OnRollback(w.NotifyVisible)
@@ -254,14 +255,14 @@ func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]OpTime, err
 		}
 	}
 	last := slots[len(slots)-1]
-	ru.OnCommit(func(storage.Timestamp) {
+	ru.OnCommit(func(optime.Timestamp) {
 		w.noteCommitted(last)
 		w.NotifyVisible()
 	})
 	return slots, nil
 }
 
-func (w *Writer) put(ru *storage.RecoveryUnit, ts storage.Timestamp, doc []byte) error {
+func (w *Writer) put(ru *storage.RecoveryUnit, ts optime.Timestamp, doc []byte) error {
 	if err := ru.Put(w.ident, recordid.Long(int64(ts)).Key(), doc); err != nil {
 		return err
 	}
@@ -270,7 +271,7 @@ func (w *Writer) put(ru *storage.RecoveryUnit, ts storage.Timestamp, doc []byte)
 }
 
 // appendEntry builds the entry document, in MongoDB's field order.
-func appendEntry(dst []byte, e *entry, ot OpTime, wall int64, sess *opobserver.SessionInfo) []byte {
+func appendEntry(dst []byte, e *entry, ot optime.OpTime, wall int64, sess *opobserver.SessionInfo) []byte {
 	start, dst := bsoncore.AppendDocumentStart(dst)
 	if sess != nil && len(sess.LSID) > 0 {
 		dst = bsoncore.AppendDocumentElement(dst, "lsid", sess.LSID)
@@ -296,15 +297,11 @@ func appendEntry(dst []byte, e *entry, ot OpTime, wall int64, sess *opobserver.S
 	dst = bsoncore.AppendInt64Element(dst, "v", 2)
 	dst = bsoncore.AppendDateTimeElement(dst, "wall", wall)
 	if sess != nil && len(sess.LSID) > 0 {
-		var idx int32
-		idx, dst = bsoncore.AppendDocumentElementStart(dst, "prevOpTime")
-		dst = bsoncore.AppendTimestampElement(dst, "ts", sess.PrevTS.Secs(), sess.PrevTS.Inc())
-		term := sess.PrevTerm
-		if sess.PrevTS.IsNull() {
-			term = UninitializedTerm
+		prev := optime.OpTime{TS: sess.PrevTS, Term: sess.PrevTerm}
+		if prev.IsNull() {
+			prev.Term = optime.UninitializedTerm
 		}
-		dst = bsoncore.AppendInt64Element(dst, "t", term)
-		dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
+		dst = prev.AppendElement(dst, "prevOpTime")
 	}
 	dst, _ = bsoncore.AppendDocumentEnd(dst, start)
 	return dst
@@ -499,20 +496,20 @@ func (w *Writer) OnDropDatabase(ru *storage.RecoveryUnit, db string) error {
 }
 
 // LogNoopInUnit writes an `n` entry {op: "n", ns: "", o: msg} in ru's open unit.
-func (w *Writer) LogNoopInUnit(ru *storage.RecoveryUnit, msg bsoncore.Document) (OpTime, error) {
+func (w *Writer) LogNoopInUnit(ru *storage.RecoveryUnit, msg bsoncore.Document) (optime.OpTime, error) {
 	slots, err := w.logEntries(ru, []entry{{op: "n", ns: "", o: msg}})
 	if err != nil {
-		return OpTime{}, err
+		return optime.OpTime{}, err
 	}
 	return slots[0], nil
 }
 
 // LogNoop writes and commits an `n` entry (the new primary's {msg: "new primary"}, the
 // linearizable-read and periodic no-ops), retrying on WriteConflict.
-func (w *Writer) LogNoop(ctx context.Context, msg bsoncore.Document) (OpTime, error) {
+func (w *Writer) LogNoop(ctx context.Context, msg bsoncore.Document) (optime.OpTime, error) {
 	ru := w.cfg.Engine.NewRecoveryUnit()
 	defer ru.Close()
-	var ot OpTime
+	var ot optime.OpTime
 	err := storage.WriteConflictRetry(ctx, "noop", func() error {
 		defer ru.AbandonSnapshot()
 		wu := ru.BeginUnitOfWork()
@@ -528,18 +525,18 @@ func (w *Writer) LogNoop(ctx context.Context, msg bsoncore.Document) (OpTime, er
 
 // AppendEntry writes an entry received from a sync source at its own timestamp (a
 // secondary's oplog write, made before the entry is applied), in ru's open unit.
-func (w *Writer) AppendEntry(ru *storage.RecoveryUnit, raw bsoncore.Document) (OpTime, error) {
+func (w *Writer) AppendEntry(ru *storage.RecoveryUnit, raw bsoncore.Document) (optime.OpTime, error) {
 	ot, err := EntryOpTime(raw)
 	if err != nil {
-		return OpTime{}, err
+		return optime.OpTime{}, err
 	}
 	if err := ru.SetTimestamp(ot.TS); err != nil {
-		return OpTime{}, err
+		return optime.OpTime{}, err
 	}
 	if err := w.put(ru, ot.TS, raw); err != nil {
-		return OpTime{}, err
+		return optime.OpTime{}, err
 	}
 	w.info.Observe(ot.TS)
-	ru.OnCommit(func(storage.Timestamp) { w.noteCommitted(ot) })
+	ru.OnCommit(func(optime.Timestamp) { w.noteCommitted(ot) })
 	return ot, nil
 }

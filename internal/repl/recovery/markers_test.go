@@ -6,8 +6,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/optime"
 	"humongo/internal/repl/applier"
-	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/recovery"
 )
 
@@ -53,7 +53,7 @@ func TestMarkers(t *testing.T) {
 	if m := load(); m != (recovery.Markers{}) {
 		t.Fatalf("fresh member: %+v", m)
 	}
-	mv := oplog.OpTime{TS: h.late, Term: 1}
+	mv := optime.OpTime{TS: h.late, Term: 1}
 	if err := recovery.SetMinValid(ctx, db.Engine, db.Catalog, db.Colls, mv); err != nil {
 		t.Fatal(err)
 	}
@@ -63,14 +63,14 @@ func TestMarkers(t *testing.T) {
 	if m := load(); m.MinValid != mv || !m.InitialSyncFlag {
 		t.Fatalf("after setting the flag: %+v", m)
 	}
-	mv2 := oplog.OpTime{TS: h.top, Term: 1}
+	mv2 := optime.OpTime{TS: h.top, Term: 1}
 	if err := recovery.SetMinValid(ctx, db.Engine, db.Catalog, db.Colls, mv2); err != nil {
 		t.Fatal(err)
 	}
 	if m := load(); m.MinValid != mv2 || !m.InitialSyncFlag {
 		t.Fatalf("SetMinValid lost the flag: %+v", m)
 	}
-	end := oplog.OpTime{TS: h.top + 5, Term: 2}
+	end := optime.OpTime{TS: h.top + 5, Term: 2}
 	if err := recovery.ClearInitialSyncFlag(ctx, db.Engine, db.Catalog, db.Colls, end); err != nil {
 		t.Fatal(err)
 	}
@@ -79,10 +79,10 @@ func TestMarkers(t *testing.T) {
 	}
 
 	// Consistency: a null minValid never holds a member back, even with term -1 entries.
-	if !(recovery.Markers{}).Consistent(oplog.OpTime{TS: 5, Term: oplog.UninitializedTerm}) {
+	if !(recovery.Markers{}).Consistent(optime.OpTime{TS: 5, Term: optime.UninitializedTerm}) {
 		t.Fatal("null minValid is a constraint")
 	}
-	if (recovery.Markers{MinValid: end}).Consistent(oplog.OpTime{TS: end.TS + 1, Term: 1}) {
+	if (recovery.Markers{MinValid: end}).Consistent(optime.OpTime{TS: end.TS + 1, Term: 1}) {
 		t.Fatal("an older term's entry reached minValid")
 	}
 	if !(recovery.Markers{MinValid: end}).Consistent(end) {

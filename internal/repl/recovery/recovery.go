@@ -49,6 +49,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/logv2"
+	"humongo/internal/optime"
 	"humongo/internal/recordid"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/oplog"
@@ -77,15 +78,15 @@ type Result struct {
 	InitialSyncFlag bool
 	// TruncatedAfter is the oplogTruncateAfterPoint the oplog was truncated after (null if
 	// none was set).
-	TruncatedAfter storage.Timestamp
+	TruncatedAfter optime.Timestamp
 	// Stable is the recovery timestamp (null: no stable timestamp, no rollback or replay).
-	Stable storage.Timestamp
+	Stable optime.Timestamp
 	// Replayed is the number of oplog entries applied after the stable timestamp.
 	Replayed int
 	// Top is the top of the oplog after truncation: the member's lastApplied.
-	Top oplog.OpTime
+	Top optime.OpTime
 	// MinValid is the persisted minValid optime (null when none).
-	MinValid oplog.OpTime
+	MinValid optime.OpTime
 	// Consistent: Top has reached MinValid.
 	Consistent bool
 }
@@ -198,7 +199,7 @@ const replayChunk = 1000
 //
 // The entries are read at `to`, in chunks: a forward oplog cursor without a read timestamp
 // stops at the oplog visibility point, which recovery moved back to the stable timestamp.
-func ReplayOplog(ctx context.Context, e *storage.Engine, a *oplog.Applier, ident string, from, to storage.Timestamp) (int, error) {
+func ReplayOplog(ctx context.Context, e *storage.Engine, a *oplog.Applier, ident string, from, to optime.Timestamp) (int, error) {
 	applied := 0
 	for next := from + 1; next <= to; {
 		chunk, err := readOplog(e, ident, next, to)
@@ -231,7 +232,7 @@ func ReplayOplog(ctx context.Context, e *storage.Engine, a *oplog.Applier, ident
 }
 
 // readOplog returns up to replayChunk entries with from <= ts <= to.
-func readOplog(e *storage.Engine, ident string, from, to storage.Timestamp) ([]bsoncore.Document, error) {
+func readOplog(e *storage.Engine, ident string, from, to optime.Timestamp) ([]bsoncore.Document, error) {
 	ru := e.NewRecoveryUnit()
 	defer ru.Close()
 	if err := ru.SetReadSource(storage.ReadProvided, to); err != nil {
@@ -253,7 +254,7 @@ func readOplog(e *storage.Engine, ident string, from, to storage.Timestamp) ([]b
 // Markers are the consistency markers of the local.replset.minvalid document.
 type Markers struct {
 	// MinValid is the optime the data must reach to be consistent (null: none).
-	MinValid oplog.OpTime
+	MinValid optime.OpTime
 	// InitialSyncFlag: an initial sync started and has not finished.
 	InitialSyncFlag bool
 }
@@ -270,7 +271,7 @@ func ParseMarkers(doc bsoncore.Document) (Markers, error) {
 			return m, fmt.Errorf("%s: ts is not a timestamp: %w", MinValidNS, storage.ErrCorrupt)
 		}
 		t, _ := doc.Lookup("t").AsInt64OK()
-		m.MinValid = oplog.OpTime{TS: storage.MakeTimestamp(s, i), Term: t}
+		m.MinValid = optime.OpTime{TS: optime.MakeTimestamp(s, i), Term: t}
 	}
 	m.InitialSyncFlag, _ = doc.Lookup("doingInitialSync").BooleanOK()
 	return m, nil
@@ -279,13 +280,12 @@ func ParseMarkers(doc bsoncore.Document) (Markers, error) {
 // Consistent reports whether data whose oplog ends at top has reached minValid (a null
 // minValid always has: entries written before the first election have term -1, which
 // compares below it).
-func (m Markers) Consistent(top oplog.OpTime) bool {
-	return m.MinValid == (oplog.OpTime{}) || !top.Less(m.MinValid)
+func (m Markers) Consistent(top optime.OpTime) bool {
+	return m.MinValid == (optime.OpTime{}) || !top.Less(m.MinValid)
 }
 
 func (m Markers) document() bsoncore.Document {
-	b := bsoncore.NewDocumentBuilder().AppendString("_id", "minvalid").
-		AppendTimestamp("ts", m.MinValid.TS.Secs(), m.MinValid.TS.Inc()).AppendInt64("t", m.MinValid.Term)
+	b := m.MinValid.Append(bsoncore.NewDocumentBuilder().AppendString("_id", "minvalid"))
 	if m.InitialSyncFlag {
 		b.AppendBoolean("doingInitialSync", true)
 	}
@@ -311,7 +311,7 @@ func saveMarkers(ctx context.Context, e *storage.Engine, cat *catalog.Catalog, c
 }
 
 // MinValid reads the persisted minValid optime (null when none was set).
-func MinValid(e *storage.Engine, cat *catalog.Catalog, colls *index.Collections) (oplog.OpTime, error) {
+func MinValid(e *storage.Engine, cat *catalog.Catalog, colls *index.Collections) (optime.OpTime, error) {
 	m, err := LoadMarkers(e, cat, colls)
 	return m.MinValid, err
 }
@@ -319,7 +319,7 @@ func MinValid(e *storage.Engine, cat *catalog.Catalog, colls *index.Collections)
 // SetMinValid persists minValid = op (keeping the initial-sync flag) and waits until it is
 // journaled: the member is not consistent until its lastApplied reaches op, even after a
 // crash.
-func SetMinValid(ctx context.Context, e *storage.Engine, cat *catalog.Catalog, colls *index.Collections, op oplog.OpTime) error {
+func SetMinValid(ctx context.Context, e *storage.Engine, cat *catalog.Catalog, colls *index.Collections, op optime.OpTime) error {
 	m, err := LoadMarkers(e, cat, colls)
 	if err != nil {
 		return err
@@ -348,7 +348,7 @@ func SetInitialSyncFlag(ctx context.Context, e *storage.Engine, cat *catalog.Cat
 // ClearInitialSyncFlag durably ends an initial sync whose data is consistent at op: minValid
 // becomes op and the flag is cleared in one write. The caller has made the copied data
 // durable first (the journal is flushed again before this returns).
-func ClearInitialSyncFlag(ctx context.Context, e *storage.Engine, cat *catalog.Catalog, colls *index.Collections, op oplog.OpTime) error {
+func ClearInitialSyncFlag(ctx context.Context, e *storage.Engine, cat *catalog.Catalog, colls *index.Collections, op optime.OpTime) error {
 	if err := saveMarkers(ctx, e, cat, colls, Markers{MinValid: op}); err != nil {
 		return fmt.Errorf("clear the initial sync flag: %w", err)
 	}

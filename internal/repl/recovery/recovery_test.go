@@ -16,6 +16,7 @@ import (
 
 	"humongo/internal/commands"
 	"humongo/internal/opobserver"
+	"humongo/internal/optime"
 	"humongo/internal/recordid"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/coord"
@@ -29,7 +30,7 @@ var namespaces = []string{"app.a", "app.b"}
 
 // dump returns ns's documents (as extended JSON, keyed by _id) read at ts (latest when ts is
 // null), and its ready index names.
-func dump(t *testing.T, db *commands.DB, ns string, ts storage.Timestamp) (map[string]string, []string) {
+func dump(t *testing.T, db *commands.DB, ns string, ts optime.Timestamp) (map[string]string, []string) {
 	t.Helper()
 	docs := map[string]string{}
 	m, ok := db.Catalog.Latest().ByNS(ns)
@@ -69,7 +70,7 @@ func dump(t *testing.T, db *commands.DB, ns string, ts storage.Timestamp) (map[s
 
 type snapshot map[string]map[string]string
 
-func dumpAll(t *testing.T, db *commands.DB, ts storage.Timestamp) (snapshot, []string) {
+func dumpAll(t *testing.T, db *commands.DB, ts optime.Timestamp) (snapshot, []string) {
 	t.Helper()
 	s := snapshot{}
 	var ixs []string
@@ -88,7 +89,7 @@ type history struct {
 	dir string
 	// mid is the top of the oplog after the first half of the workload (the stable
 	// timestamp recovery is forced back to); late is a point in the second half.
-	mid, late, top storage.Timestamp
+	mid, late, top optime.Timestamp
 	// atLate and final are the data at late and at the top; indexes likewise.
 	atLate, final         snapshot
 	ixAtLate, ixFinal     []string
@@ -151,7 +152,7 @@ func writeHistory(t *testing.T) *history {
 	return h
 }
 
-func topTS(t *testing.T, db *commands.DB) storage.Timestamp {
+func topTS(t *testing.T, db *commands.DB) optime.Timestamp {
 	t.Helper()
 	m, _ := db.Catalog.Latest().ByNS(oplog.NS)
 	top, err := applier.TopOfOplog(db.Engine, m.Ident)
@@ -162,7 +163,7 @@ func topTS(t *testing.T, db *commands.DB) storage.Timestamp {
 }
 
 // countEntries counts the oplog entries after ts.
-func countEntries(t *testing.T, db *commands.DB, after storage.Timestamp) int {
+func countEntries(t *testing.T, db *commands.DB, after optime.Timestamp) int {
 	t.Helper()
 	m, _ := db.Catalog.Latest().ByNS(oplog.NS)
 	ru := db.Engine.NewRecoveryUnit()
@@ -182,7 +183,7 @@ func countEntries(t *testing.T, db *commands.DB, after storage.Timestamp) int {
 // reopen opens h's directory as after a crash whose last stable checkpoint was at stable:
 // the stable timestamp is forced back, and a timestamped write with no oplog entry (a write
 // the crash lost from the oplog) is added after it, which recovery must roll back.
-func reopen(t *testing.T, h *history, stable storage.Timestamp) *commands.DB {
+func reopen(t *testing.T, h *history, stable optime.Timestamp) *commands.DB {
 	t.Helper()
 	db, err := commands.OpenDB(context.Background(), h.dir, nil)
 	if err != nil {
@@ -279,7 +280,7 @@ func TestMinValid(t *testing.T) {
 	h := writeHistory(t)
 	db := reopen(t, h, h.top)
 	ctx := context.Background()
-	beyond := oplog.OpTime{TS: h.top + 10, Term: 1}
+	beyond := optime.OpTime{TS: h.top + 10, Term: 1}
 	if err := recovery.SetMinValid(ctx, db.Engine, db.Catalog, db.Colls, beyond); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +291,7 @@ func TestMinValid(t *testing.T) {
 	if docs, _ := dump(t, db, "app.a", 0); docs[`"ghost"`] != "" {
 		t.Fatal("the unlogged write after stable survived recovery")
 	}
-	if err := recovery.SetMinValid(ctx, db.Engine, db.Catalog, db.Colls, oplog.OpTime{TS: h.mid, Term: 1}); err != nil {
+	if err := recovery.SetMinValid(ctx, db.Engine, db.Catalog, db.Colls, optime.OpTime{TS: h.mid, Term: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if res := recoverDB(t, db); !res.Consistent {

@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/oplog"
 )
 
@@ -21,7 +22,7 @@ type Iterator interface {
 // CommonPoint is where our oplog and the sync source's stop differing.
 type CommonPoint struct {
 	// OpTime is the newest entry both oplogs have, with the same ts and term.
-	OpTime oplog.OpTime
+	OpTime optime.OpTime
 	// RolledBack are our entries after OpTime, newest first.
 	RolledBack []*oplog.Entry
 	// RemoteScanned counts the source's entries read, the common point included.
@@ -36,17 +37,17 @@ type CommonPoint struct {
 // node cannot get back onto the source's history (the caller treats it as unrecoverable).
 func FindCommonPoint(ctx context.Context, local, remote Iterator) (CommonPoint, error) {
 	var cp CommonPoint
-	next := func(it Iterator, whose string) (bsoncore.Document, oplog.OpTime, bool, error) {
+	next := func(it Iterator, whose string) (bsoncore.Document, optime.OpTime, bool, error) {
 		d, ok, err := it.Next(ctx)
 		if err != nil || !ok {
 			if err != nil {
 				err = fmt.Errorf("reading %s oplog: %w", whose, err)
 			}
-			return nil, oplog.OpTime{}, false, err
+			return nil, optime.OpTime{}, false, err
 		}
 		ot, err := oplog.EntryOpTime(d)
 		if err != nil {
-			return nil, oplog.OpTime{}, false, fmt.Errorf("%s oplog: %w", whose, err)
+			return nil, optime.OpTime{}, false, fmt.Errorf("%s oplog: %w", whose, err)
 		}
 		return d, ot, true, nil
 	}

@@ -18,6 +18,7 @@ import (
 	"humongo/internal/lock"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/recordid"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/oplog"
@@ -81,7 +82,7 @@ func (it *cursorIterator) Close() {
 }
 
 // StableTimestamp is the engine's stable timestamp.
-func (n *Node) StableTimestamp() storage.Timestamp { return n.Engine.StableTimestamp() }
+func (n *Node) StableTimestamp() optime.Timestamp { return n.Engine.StableTimestamp() }
 
 // CurrentDocument reads the newest version of the document: through the _id index, or by a
 // scan of a collection that has none.
@@ -141,7 +142,7 @@ func (n *Node) LockForRecovery(ctx context.Context) (func(), error) {
 }
 
 // SetOplogTruncateAfterPoint persists the point in local.replset.oplogTruncateAfterPoint.
-func (n *Node) SetOplogTruncateAfterPoint(ctx context.Context, ts storage.Timestamp) error {
+func (n *Node) SetOplogTruncateAfterPoint(ctx context.Context, ts optime.Timestamp) error {
 	return applier.SetOplogTruncateAfterPoint(ctx, n.Engine, n.Catalog, n.Colls, ts)
 }
 
@@ -157,9 +158,9 @@ const (
 // recovered durable catalog (tables of collections created after stable are dropped, dropped
 // ones come back) and forgets every collection handle, whose record store and index views
 // may name tables that no longer exist.
-func (n *Node) RecoverToStable(ctx context.Context) (storage.Timestamp, error) {
+func (n *Node) RecoverToStable(ctx context.Context) (optime.Timestamp, error) {
 	before := n.Catalog.Latest().All()
-	var stable storage.Timestamp
+	var stable optime.Timestamp
 	var err error
 	for attempt := 0; ; attempt++ {
 		stable, err = n.Engine.RecoverToStable()
@@ -194,23 +195,23 @@ func (n *Node) RecoverToStable(ctx context.Context) (storage.Timestamp, error) {
 }
 
 // TruncateOplogAfter removes our oplog entries after ts.
-func (n *Node) TruncateOplogAfter(_ context.Context, ts storage.Timestamp) error {
+func (n *Node) TruncateOplogAfter(_ context.Context, ts optime.Timestamp) error {
 	return n.Engine.TruncateOplogAfter(n.Writer.Ident(), ts)
 }
 
 // ReplayOplog applies our oplog entries in (from, to] again (recovery.ReplayOplog, the
 // replay of startup recovery).
-func (n *Node) ReplayOplog(ctx context.Context, from, to storage.Timestamp) (int, error) {
+func (n *Node) ReplayOplog(ctx context.Context, from, to optime.Timestamp) (int, error) {
 	return recovery.ReplayOplog(ctx, n.Engine, n.Writer.Applier(), n.Writer.Ident(), from, to)
 }
 
 // SetMinValid persists minValid (recovery.SetMinValid) and waits for the journal.
-func (n *Node) SetMinValid(ctx context.Context, op oplog.OpTime) error {
+func (n *Node) SetMinValid(ctx context.Context, op optime.OpTime) error {
 	return recovery.SetMinValid(ctx, n.Engine, n.Catalog, n.Colls, op)
 }
 
 // ResetOplogTop makes the oplog writer's LastWritten the new top of our oplog.
-func (n *Node) ResetOplogTop(op oplog.OpTime) { n.Writer.ResetLastWritten(op) }
+func (n *Node) ResetOplogTop(op optime.OpTime) { n.Writer.ResetLastWritten(op) }
 
 // ClientRemote is the sync source's oplog read through the Go driver (the internal client the
 // oplog fetcher uses, fetcher.Connect).

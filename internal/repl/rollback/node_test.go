@@ -15,12 +15,12 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/commands"
+	"humongo/internal/optime"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/recovery"
 	"humongo/internal/repl/rollback"
 	"humongo/internal/server"
-	"humongo/internal/storage"
 )
 
 // dataNode is an in-process server whose writes are logged to its oplog in a fixed term, as on
@@ -92,7 +92,7 @@ func (n *dataNode) oplogEntries(t *testing.T) []bsoncore.Document {
 	return out
 }
 
-func (n *dataNode) apply(t *testing.T, after oplog.OpTime, entries []bsoncore.Document) {
+func (n *dataNode) apply(t *testing.T, after optime.OpTime, entries []bsoncore.Document) {
 	t.Helper()
 	a := applier.New(applier.Config{Engine: n.db.Engine, Catalog: n.db.Catalog, Colls: n.db.Colls, Writer: n.w,
 		Mode: oplog.ModeSecondary, LastApplied: after, Fatal: func(err error) { t.Errorf("apply: %v", err) }}).
@@ -139,7 +139,7 @@ func must[T any](t *testing.T) func(T, error) T {
 	}
 }
 
-func opTime(t *testing.T, d bsoncore.Document) oplog.OpTime {
+func opTime(t *testing.T, d bsoncore.Document) optime.OpTime {
 	t.Helper()
 	ot, err := oplog.EntryOpTime(d)
 	if err != nil {
@@ -162,12 +162,12 @@ func TestRollbackOnStorage(t *testing.T) {
 
 	// The source has our history so far (as a secondary that applied it).
 	shared := us.oplogEntries(t)
-	src.apply(t, oplog.OpTime{}, shared)
+	src.apply(t, optime.OpTime{}, shared)
 	common := opTime(t, shared[len(shared)-1])
 	atCommon := us.dump(t)
 	// Stable is behind the common point: the inserts of 4..6 and all of app.keep (its
 	// creation included) are after it and must be replayed.
-	var stable storage.Timestamp
+	var stable optime.Timestamp
 	for _, e := range shared {
 		if o, _ := e.Lookup("o").DocumentOK(); e.Lookup("op").StringValue() == "i" && o.Lookup("_id").Int32() == 3 {
 			stable = opTime(t, e).TS
@@ -215,7 +215,7 @@ func TestRollbackOnStorage(t *testing.T) {
 		t.Fatalf("common point %v (want %v), rolled back %d (want %d), stable %v (want %v), rbid %d",
 			res.CommonPoint, common, res.RolledBack, ours, res.Stable, stable, res.RBID)
 	}
-	if top := must[oplog.OpTime](t)(applier.TopOfOplog(us.db.Engine, us.w.Ident())); top != common {
+	if top := must[optime.OpTime](t)(applier.TopOfOplog(us.db.Engine, us.w.Ident())); top != common {
 		t.Fatalf("top of oplog %v, want the common point %v", top, common)
 	}
 	// The writer no longer reports our branch's top (operationTime, write-concern optimes).
@@ -228,7 +228,7 @@ func TestRollbackOnStorage(t *testing.T) {
 	if res.MinValid != srcTop {
 		t.Fatalf("result minValid %v, want the source's top %v", res.MinValid, srcTop)
 	}
-	if mv := must[oplog.OpTime](t)(recovery.MinValid(us.db.Engine, us.db.Catalog, us.db.Colls)); mv != srcTop {
+	if mv := must[optime.OpTime](t)(recovery.MinValid(us.db.Engine, us.db.Catalog, us.db.Colls)); mv != srcTop {
 		t.Fatalf("persisted minValid %v, want %v", mv, srcTop)
 	}
 	replayed := 0

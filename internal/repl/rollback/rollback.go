@@ -10,8 +10,8 @@ import (
 
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/oplog"
-	"humongo/internal/storage"
 )
 
 // Remote is the sync source's side of rollback.
@@ -27,25 +27,25 @@ type Local interface {
 	// closed before RecoverToStable (it holds a storage snapshot).
 	OplogNewestFirst(ctx context.Context) (Iterator, error)
 	// StableTimestamp is the timestamp RecoverToStable recovers to.
-	StableTimestamp() storage.Timestamp
+	StableTimestamp() optime.Timestamp
 	// LockForRecovery excludes every other user of the data (the global lock in X) until
 	// unlock is called.
 	LockForRecovery(ctx context.Context) (unlock func(), err error)
 	// SetOplogTruncateAfterPoint persists oplogTruncateAfterPoint (null clears it).
-	SetOplogTruncateAfterPoint(ctx context.Context, ts storage.Timestamp) error
+	SetOplogTruncateAfterPoint(ctx context.Context, ts optime.Timestamp) error
 	// RecoverToStable rolls the data back to the stable timestamp and reloads what is kept
 	// in memory about it (catalog, collection handles); it returns the stable timestamp.
-	RecoverToStable(ctx context.Context) (storage.Timestamp, error)
+	RecoverToStable(ctx context.Context) (optime.Timestamp, error)
 	// TruncateOplogAfter removes our oplog entries with a timestamp after ts.
-	TruncateOplogAfter(ctx context.Context, ts storage.Timestamp) error
+	TruncateOplogAfter(ctx context.Context, ts optime.Timestamp) error
 	// ReplayOplog applies our oplog entries with from < ts <= to again, in order, and
 	// returns how many it applied.
-	ReplayOplog(ctx context.Context, from, to storage.Timestamp) (int, error)
+	ReplayOplog(ctx context.Context, from, to optime.Timestamp) (int, error)
 	// SetMinValid durably records the optime our data must reach before it is consistent.
-	SetMinValid(ctx context.Context, op oplog.OpTime) error
+	SetMinValid(ctx context.Context, op optime.OpTime) error
 	// ResetOplogTop tells the oplog writer that op is the top of our oplog again (its
 	// LastWritten only moves forward by itself).
-	ResetOplogTop(op oplog.OpTime)
+	ResetOplogTop(op optime.OpTime)
 }
 
 // Config configures Run.
@@ -54,7 +54,7 @@ type Config struct {
 	Remote Remote
 	// CommitPoint is this node's majority commit point: the common point may not be before
 	// it (that would roll back majority-committed writes).
-	CommitPoint oplog.OpTime
+	CommitPoint optime.OpTime
 	// IncrementRBID persists and publishes the next rollback id and returns it.
 	IncrementRBID func(ctx context.Context) (int32, error)
 	// Dir is <dbpath>/rollback, where the rollback data files go; "" writes none
@@ -67,12 +67,12 @@ type Config struct {
 
 // Result describes a finished rollback.
 type Result struct {
-	CommonPoint oplog.OpTime
+	CommonPoint optime.OpTime
 	// MinValid is the sync source's newest entry when rollback read its oplog: our data is
 	// not consistent until we have applied that far (persisted as minValid).
-	MinValid oplog.OpTime
+	MinValid optime.OpTime
 	// Stable is the timestamp the data was recovered to.
-	Stable storage.Timestamp
+	Stable optime.Timestamp
 	// RolledBack is the number of our oplog entries removed.
 	RolledBack int
 	// Replayed is the number of our entries in (Stable, CommonPoint] applied again.
@@ -189,7 +189,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // commonPoint is FindCommonPoint's result plus the source's top of oplog.
 type commonPoint struct {
 	CommonPoint
-	remoteTop oplog.OpTime
+	remoteTop optime.OpTime
 }
 
 // findCommonPoint opens both iterators and closes them before returning: ours holds a storage
@@ -214,7 +214,7 @@ func findCommonPoint(ctx context.Context, cfg Config) (commonPoint, error) {
 // topRecorder remembers the optime of the first entry its iterator returns.
 type topRecorder struct {
 	Iterator
-	top  oplog.OpTime
+	top  optime.OpTime
 	seen bool
 }
 

@@ -15,9 +15,9 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/rollback"
-	"humongo/internal/storage"
 )
 
 var (
@@ -34,8 +34,8 @@ type op struct {
 	ns         string // default app.c
 }
 
-func (o op) optime() oplog.OpTime {
-	return oplog.OpTime{TS: storage.MakeTimestamp(uint32(o.secs), 1), Term: int64(o.term)}
+func (o op) optime() optime.OpTime {
+	return optime.OpTime{TS: optime.MakeTimestamp(uint32(o.secs), 1), Term: int64(o.term)}
 }
 
 func (o op) raw() bsoncore.Document {
@@ -78,7 +78,7 @@ func TestFindCommonPoint(t *testing.T) {
 	cases := []struct {
 		name           string
 		local, remote  []op
-		want           oplog.OpTime
+		want           optime.OpTime
 		wantRolledBack []int // secs of the rolled-back entries, newest first
 	}{
 		{"our newer entries diverge", append(base[:3:3], ins(4, 1, 4), ins(5, 1, 5)),
@@ -153,7 +153,7 @@ func (f *failingIterator) Next(ctx context.Context) (bsoncore.Document, bool, er
 // fakeLocal records the calls Run makes, in order.
 type fakeLocal struct {
 	oplog   []bsoncore.Document
-	stable  storage.Timestamp
+	stable  optime.Timestamp
 	docs    map[string]bsoncore.Document // by collection UUID + _id
 	calls   []string
 	failAt  string
@@ -181,7 +181,7 @@ func (f *fakeLocal) OplogNewestFirst(context.Context) (rollback.Iterator, error)
 	f.openIts++
 	return closeCounter{rollback.NewSliceIterator(f.oplog), f}, nil
 }
-func (f *fakeLocal) StableTimestamp() storage.Timestamp { return f.stable }
+func (f *fakeLocal) StableTimestamp() optime.Timestamp { return f.stable }
 func (f *fakeLocal) CurrentDocument(_ context.Context, u catalog.UUID, id bsoncore.Value) (bsoncore.Document, bool, error) {
 	d, ok := f.docs[docKey(u, id)]
 	return d, ok, nil
@@ -195,22 +195,22 @@ func (f *fakeLocal) LockForRecovery(context.Context) (func(), error) {
 	}
 	return func() { f.calls = append(f.calls, "unlock") }, nil
 }
-func (f *fakeLocal) SetOplogTruncateAfterPoint(_ context.Context, ts storage.Timestamp) error {
+func (f *fakeLocal) SetOplogTruncateAfterPoint(_ context.Context, ts optime.Timestamp) error {
 	return f.note(fmt.Sprintf("truncatePoint(%d)", ts.Secs()))
 }
-func (f *fakeLocal) RecoverToStable(context.Context) (storage.Timestamp, error) {
+func (f *fakeLocal) RecoverToStable(context.Context) (optime.Timestamp, error) {
 	return f.stable, f.note("recover")
 }
-func (f *fakeLocal) TruncateOplogAfter(_ context.Context, ts storage.Timestamp) error {
+func (f *fakeLocal) TruncateOplogAfter(_ context.Context, ts optime.Timestamp) error {
 	return f.note(fmt.Sprintf("truncateOplog(%d)", ts.Secs()))
 }
-func (f *fakeLocal) ReplayOplog(_ context.Context, from, to storage.Timestamp) (int, error) {
+func (f *fakeLocal) ReplayOplog(_ context.Context, from, to optime.Timestamp) (int, error) {
 	return 1, f.note(fmt.Sprintf("replay(%d,%d)", from.Secs(), to.Secs()))
 }
-func (f *fakeLocal) SetMinValid(_ context.Context, op oplog.OpTime) error {
+func (f *fakeLocal) SetMinValid(_ context.Context, op optime.OpTime) error {
 	return f.note(fmt.Sprintf("minValid(%d,t%d)", op.TS.Secs(), op.Term))
 }
-func (f *fakeLocal) ResetOplogTop(op oplog.OpTime) {
+func (f *fakeLocal) ResetOplogTop(op optime.OpTime) {
 	f.calls = append(f.calls, fmt.Sprintf("resetTop(%d)", op.TS.Secs()))
 }
 
@@ -234,21 +234,21 @@ func idValue(id int32) bsoncore.Value {
 func TestRunSafetyChecks(t *testing.T) {
 	local := []op{ins(1, 1, 1), ins(2, 1, 2), ins(3, 1, 3), ins(4, 1, 4), ins(5, 1, 5)}
 	remote := []op{ins(1, 1, 1), ins(2, 1, 2), ins(3, 1, 3), ins(6, 2, 6)}
-	ts := func(secs int) storage.Timestamp { return storage.MakeTimestamp(uint32(secs), 1) }
+	ts := func(secs int) optime.Timestamp { return optime.MakeTimestamp(uint32(secs), 1) }
 	cases := []struct {
 		name          string
-		stable        storage.Timestamp
-		commit        oplog.OpTime
+		stable        optime.Timestamp
+		commit        optime.OpTime
 		remote        []op
 		remoteFailAt  int
 		unrecoverable bool
 		code          mongoerr.Code
 	}{
-		{"common point before the stable timestamp", ts(4), oplog.OpTime{}, remote, -1, true, mongoerr.UnrecoverableRollbackError},
-		{"common point before the commit point", ts(2), oplog.OpTime{TS: ts(4), Term: 1}, remote, -1, true, mongoerr.UnrecoverableRollbackError},
-		{"no stable timestamp", 0, oplog.OpTime{}, remote, -1, true, mongoerr.UnrecoverableRollbackError},
-		{"no common point", ts(1), oplog.OpTime{}, []op{ins(6, 2, 6)}, -1, true, mongoerr.UnrecoverableRollbackError},
-		{"the source fails while we search", ts(2), oplog.OpTime{}, remote, 1, false, mongoerr.InternalError},
+		{"common point before the stable timestamp", ts(4), optime.OpTime{}, remote, -1, true, mongoerr.UnrecoverableRollbackError},
+		{"common point before the commit point", ts(2), optime.OpTime{TS: ts(4), Term: 1}, remote, -1, true, mongoerr.UnrecoverableRollbackError},
+		{"no stable timestamp", 0, optime.OpTime{}, remote, -1, true, mongoerr.UnrecoverableRollbackError},
+		{"no common point", ts(1), optime.OpTime{}, []op{ins(6, 2, 6)}, -1, true, mongoerr.UnrecoverableRollbackError},
+		{"the source fails while we search", ts(2), optime.OpTime{}, remote, 1, false, mongoerr.InternalError},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -278,13 +278,13 @@ func TestRunSafetyChecks(t *testing.T) {
 func TestRunOrder(t *testing.T) {
 	local := []op{ins(1, 1, 1), ins(2, 1, 2), ins(3, 1, 3), ins(4, 1, 4), {secs: 5, term: 1, kind: "u", coll: collA, id: 2}}
 	remote := []op{ins(1, 1, 1), ins(2, 1, 2), ins(3, 1, 3), ins(6, 2, 6)}
-	f := &fakeLocal{oplog: raws(local...), stable: storage.MakeTimestamp(2, 1), docs: map[string]bsoncore.Document{
+	f := &fakeLocal{oplog: raws(local...), stable: optime.MakeTimestamp(2, 1), docs: map[string]bsoncore.Document{
 		docKey(collA, idValue(2)): bsoncore.NewDocumentBuilder().AppendInt32("_id", 2).AppendInt32("x", 1).Build(),
 		docKey(collA, idValue(4)): bsoncore.NewDocumentBuilder().AppendInt32("_id", 4).Build(),
 	}}
 	dir := t.TempDir()
 	res, err := rollback.Run(context.Background(), rollback.Config{Local: f, Remote: sliceRemote{raws(remote...), -1},
-		CommitPoint: oplog.OpTime{TS: storage.MakeTimestamp(3, 1), Term: 1}, Dir: dir,
+		CommitPoint: optime.OpTime{TS: optime.MakeTimestamp(3, 1), Term: 1}, Dir: dir,
 		IncrementRBID: func(context.Context) (int32, error) {
 			f.calls = append(f.calls, "rbid")
 			return 8, nil
@@ -304,7 +304,7 @@ func TestRunOrder(t *testing.T) {
 	}
 
 	// Nothing after the common point: nothing is touched, not even the rollback id.
-	f = &fakeLocal{oplog: raws(local[:3]...), stable: storage.MakeTimestamp(2, 1)}
+	f = &fakeLocal{oplog: raws(local[:3]...), stable: optime.MakeTimestamp(2, 1)}
 	res, err = rollback.Run(context.Background(), rollback.Config{Local: f, Remote: sliceRemote{raws(remote...), -1},
 		IncrementRBID: func(context.Context) (int32, error) { f.calls = append(f.calls, "rbid"); return 9, nil }})
 	if err != nil || res.CommonPoint != local[2].optime() || res.RolledBack != 0 || len(f.calls) != 0 {
@@ -313,7 +313,7 @@ func TestRunOrder(t *testing.T) {
 
 	// A failure while modifying data is unrecoverable, and the lock is still released.
 	for _, failAt := range []string{"minValid", "truncatePoint", "recover", "truncateOplog", "replay"} {
-		f := &fakeLocal{oplog: raws(local...), stable: storage.MakeTimestamp(2, 1), failAt: failAt}
+		f := &fakeLocal{oplog: raws(local...), stable: optime.MakeTimestamp(2, 1), failAt: failAt}
 		_, err := rollback.Run(context.Background(), rollback.Config{Local: f, Remote: sliceRemote{raws(remote...), -1}})
 		if !rollback.IsUnrecoverable(err) {
 			t.Fatalf("failure in %s: %v is not unrecoverable", failAt, err)

@@ -3,6 +3,7 @@ package sim
 import (
 	"time"
 
+	"humongo/internal/optime"
 	"humongo/internal/repl/topology"
 )
 
@@ -134,12 +135,12 @@ func (s *Sim) serveFetch(n *node, m *message) {
 	switch {
 	case r.LastIdx == 0 || (r.LastIdx <= len(n.log) && n.log[r.LastIdx-1] == r.Last):
 		end := min(len(n.log), r.LastIdx+fetchBatch)
-		resp.Entries = append([]topology.OpTime(nil), n.log[r.LastIdx:end]...)
+		resp.Entries = append([]optime.OpTime(nil), n.log[r.LastIdx:end]...)
 	case !r.Last.Less(n.last()):
 		resp.Behind = true
 	default:
 		resp.Diverged = true
-		resp.SourceLog = append([]topology.OpTime(nil), n.log...)
+		resp.SourceLog = append([]optime.OpTime(nil), n.log...)
 	}
 	s.send(message{from: n.id, to: m.from, kind: pFetchResp, fetchResp: resp})
 }
@@ -187,7 +188,7 @@ func (s *Sim) onFetchResp(n *node, m *message) {
 
 // rollback truncates n's log to the common point with the sync source's log
 // (recover-to-stable + truncate after the common point, in miniature).
-func (s *Sim) rollback(n *node, from int, src []topology.OpTime) {
+func (s *Sim) rollback(n *node, from int, src []optime.OpTime) {
 	t := n.topo
 	if err := t.SetFollowerMode(s.at(), topology.StateRollback); err != nil {
 		return
@@ -232,9 +233,9 @@ func (s *Sim) rollback(n *node, from int, src []topology.OpTime) {
 	n.nextFetch = s.now
 }
 
-func opAt(log []topology.OpTime, n int) topology.OpTime {
+func opAt(log []optime.OpTime, n int) optime.OpTime {
 	if n == 0 {
-		return topology.OpTime{}
+		return optime.OpTime{}
 	}
 	return log[n-1]
 }
@@ -347,7 +348,7 @@ func (s *Sim) onElected(n *node) {
 // onPrimaryCommit extends the committed history with the primary's log up
 // to its commit point, checking that it agrees with what was committed
 // before.
-func (s *Sim) onPrimaryCommit(n *node, cp topology.OpTime) {
+func (s *Sim) onPrimaryCommit(n *node, cp optime.OpTime) {
 	k := 0
 	for k < len(n.log) && !cp.Less(n.log[k]) {
 		k++
@@ -444,7 +445,7 @@ func (s *Sim) checkLiveness() {
 		s.fail("liveness: no writable primary in the highest term %v after healing", s.opts.HealPhase+livenessGrace)
 		return
 	}
-	in := map[topology.OpTime]bool{}
+	in := map[optime.OpTime]bool{}
 	for _, op := range prim.log {
 		in[op] = true
 	}

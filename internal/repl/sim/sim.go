@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"humongo/internal/optime"
 	"humongo/internal/repl/topology"
 )
 
@@ -60,16 +61,16 @@ const (
 
 type fetchReq struct {
 	LastIdx int
-	Last    topology.OpTime
+	Last    optime.OpTime
 }
 
 type fetchResp struct {
 	ReqLastIdx int
-	ReqLast    topology.OpTime
-	Entries    []topology.OpTime
+	ReqLast    optime.OpTime
+	Entries    []optime.OpTime
 	Behind     bool
 	Diverged   bool
-	SourceLog  []topology.OpTime // only when Diverged
+	SourceLog  []optime.OpTime // only when Diverged
 	Meta       topology.SyncSourceMetadata
 }
 
@@ -111,7 +112,7 @@ type node struct {
 	up   bool
 	topo *topology.TopologyCoordinator
 	// log is the oplog; entry i has OpTime log[i] (index i+1).
-	log        []topology.OpTime
+	log        []optime.OpTime
 	durableLen int
 	// durable is the persisted local.replset.election state.
 	durable topology.DurableState
@@ -123,14 +124,14 @@ type node struct {
 	posDirty         bool
 	lastPosSent      time.Duration
 	// commitSeen is the highest commit point observed this incarnation.
-	commitSeen  topology.OpTime
+	commitSeen  optime.OpTime
 	rbid        int
 	incarnation int
 }
 
-func (n *node) last() topology.OpTime {
+func (n *node) last() optime.OpTime {
 	if len(n.log) == 0 {
-		return topology.OpTime{}
+		return optime.OpTime{}
 	}
 	return n.log[len(n.log)-1]
 }
@@ -139,7 +140,7 @@ type pendingWrite struct {
 	node  int
 	term  int64
 	index int
-	op    topology.OpTime
+	op    optime.OpTime
 }
 
 // Sim is one simulated replica set.
@@ -157,11 +158,11 @@ type Sim struct {
 	loss  float64
 
 	// Checker state.
-	committed     []topology.OpTime // the majority-committed history
+	committed     []optime.OpTime // the majority-committed history
 	primaryOfTerm map[int64]int
 	votes         map[[2]int64]int // (node, term) -> candidate
 	pending       []pendingWrite
-	acked         []topology.OpTime
+	acked         []optime.OpTime
 	err           error
 	trace         []string
 	traceAll      []string
@@ -230,7 +231,7 @@ func (s *Sim) start(n *node) {
 	n.up = true
 	n.fetchOutstanding = false
 	n.nextFetch = s.now
-	n.commitSeen = topology.OpTime{}
+	n.commitSeen = optime.OpTime{}
 }
 
 func (s *Sim) fail(format string, args ...any) {
@@ -445,12 +446,12 @@ func (s *Sim) clientWrite() {
 }
 
 // appendLocal writes one entry on a primary.
-func (s *Sim) appendLocal(n *node) topology.OpTime {
-	ts := topology.Timestamp{Secs: uint32(s.now/time.Second) + 1}
+func (s *Sim) appendLocal(n *node) optime.OpTime {
+	ts := optime.MakeTimestamp(uint32(s.now/time.Second)+1, 0)
 	if l := n.last(); ts.Compare(l.TS) <= 0 {
-		ts = topology.Timestamp{Secs: l.TS.Secs, Inc: l.TS.Inc + 1}
+		ts = optime.MakeTimestamp(l.TS.Secs(), l.TS.Inc()+1)
 	}
-	op := topology.OpTime{TS: ts, Term: n.topo.Term()}
+	op := optime.OpTime{TS: ts, Term: n.topo.Term()}
 	n.log = append(n.log, op)
 	s.handle(n, n.topo.UpdateLastAppliedOpTime(s.at(), op))
 	return op
@@ -458,7 +459,7 @@ func (s *Sim) appendLocal(n *node) topology.OpTime {
 
 // ackWrites acknowledges pending writes of primary n covered by its commit
 // point (w:"majority" satisfied).
-func (s *Sim) ackWrites(n *node, cp topology.OpTime) {
+func (s *Sim) ackWrites(n *node, cp optime.OpTime) {
 	keep := s.pending[:0]
 	for _, w := range s.pending {
 		switch {

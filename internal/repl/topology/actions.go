@@ -3,6 +3,8 @@ package topology
 import (
 	"fmt"
 	"time"
+
+	"humongo/internal/optime"
 )
 
 // ActionKind names what the caller must do.
@@ -66,12 +68,12 @@ type Action struct {
 	Targets     []int
 	// CatchUpTarget for ActPrimaryElected; CatchUpDeadline is zero if
 	// unbounded.
-	CatchUpTarget   OpTime
+	CatchUpTarget   optime.OpTime
 	CatchUpDeadline time.Time
 	// Config for ActReconfig.
 	Config *ReplSetConfig
 	// CommitPoint for ActCommitPointAdvanced.
-	CommitPoint OpTime
+	CommitPoint optime.OpTime
 }
 
 func (a Action) String() string {

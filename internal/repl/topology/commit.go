@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 )
 
 // updateCommitPointLocked recomputes the commit point on a primary (spec
@@ -19,13 +20,13 @@ func (t *TopologyCoordinator) updateCommitPointLocked() []Action {
 		return nil
 	}
 	journal := t.cfg.Settings.WriteConcernMajorityJournalDefault
-	pick := func(applied, durable OpTime) OpTime {
+	pick := func(applied, durable optime.OpTime) optime.OpTime {
 		if journal {
 			return durable
 		}
 		return applied
 	}
-	var ops []OpTime
+	var ops []optime.OpTime
 	if s := t.self(); s != nil && s.Votes > 0 && !s.ArbiterOnly {
 		ops = append(ops, pick(t.applied, t.durable))
 	}
@@ -40,7 +41,7 @@ func (t *TopologyCoordinator) updateCommitPointLocked() []Action {
 	if len(ops) < need {
 		return nil
 	}
-	slices.SortFunc(ops, func(a, b OpTime) int { return b.Compare(a) })
+	slices.SortFunc(ops, func(a, b optime.OpTime) int { return b.Compare(a) })
 	cand := ops[need-1]
 	if cand.Term != t.term && !t.knobs.CommitPreviousTermEntries {
 		return nil
@@ -57,12 +58,12 @@ func (t *TopologyCoordinator) updateCommitPointLocked() []Action {
 // lastApplied (then our log is a prefix of that term's primary's log, so we
 // are on the commit point's branch). From the sync source, our log is a
 // prefix of the source's, so min(commit point, lastApplied) is safe.
-func (t *TopologyCoordinator) advanceCommitPointLocked(c OpTime, fromSyncSource bool) []Action {
+func (t *TopologyCoordinator) advanceCommitPointLocked(c optime.OpTime, fromSyncSource bool) []Action {
 	if t.state == StatePrimary || t.state == StateRollback || t.state == StateArbiter {
 		return nil
 	}
 	if fromSyncSource {
-		c = MinOpTime(c, t.applied)
+		c = optime.Min(c, t.applied)
 	} else if c.Term != t.applied.Term {
 		return nil
 	}
@@ -96,8 +97,8 @@ func (t *TopologyCoordinator) ProcessUpdatePosition(now time.Time, up UpdatePosi
 		}
 		m.lastUpdate = now
 		m.configVersion = p.ConfigVersion
-		m.applied = MaxOpTime(m.applied, p.Applied)
-		m.durable = MaxOpTime(m.durable, p.Durable)
+		m.applied = optime.Max(m.applied, p.Applied)
+		m.durable = optime.Max(m.durable, p.Durable)
 	}
 	return append(acts, t.updateCommitPointLocked()...), nil
 }
@@ -131,7 +132,7 @@ func (t *TopologyCoordinator) ProcessSyncSourceMetadata(now time.Time, md SyncSo
 	}
 	if m := t.member(md.SourceID); m != nil {
 		m.lastUpdate = now
-		m.applied = MaxOpTime(m.applied, md.Applied)
+		m.applied = optime.Max(m.applied, md.Applied)
 	}
 	if md.PrimaryID >= 0 && md.Term == t.term && t.state != StatePrimary {
 		if t.primaryID < 0 && md.PrimaryID != t.selfID {

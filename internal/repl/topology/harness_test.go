@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"humongo/internal/optime"
 )
 
 // harness is the datadriven test world: coordinators with ids 1..N, a
@@ -32,7 +34,7 @@ type hnode struct {
 	up      bool
 	t       *TopologyCoordinator
 	durable DurableState
-	applied OpTime
+	applied optime.OpTime
 	inc     uint32
 }
 
@@ -261,20 +263,20 @@ func (h *harness) run(t *testing.T, c ddCase) string {
 }
 
 // parseOp parses "secs:tTERM" or "secs.inc:tTERM".
-func parseOp(t *testing.T, s string) OpTime {
+func parseOp(t *testing.T, s string) optime.OpTime {
 	if s == "" {
-		return OpTime{}
+		return optime.OpTime{}
 	}
 	ts, term, ok := strings.Cut(s, ":t")
 	if !ok {
 		t.Fatalf("bad optime %q", s)
 	}
 	secs, inc, _ := strings.Cut(ts, ".")
-	o := OpTime{Term: int64(atoi(t, term)), TS: Timestamp{Secs: uint32(atoi(t, secs))}}
+	var i uint32
 	if inc != "" {
-		o.TS.Inc = uint32(atoi(t, inc))
+		i = uint32(atoi(t, inc))
 	}
-	return o
+	return optime.OpTime{Term: int64(atoi(t, term)), TS: optime.MakeTimestamp(uint32(atoi(t, secs)), i)}
 }
 
 func (h *harness) errOr(err error) {
@@ -335,11 +337,11 @@ func (h *harness) start(t *testing.T, nd *hnode) {
 }
 
 func (h *harness) appendOp(nd *hnode) {
-	ts := Timestamp{Secs: uint32(h.now / time.Second)}
+	ts := optime.MakeTimestamp(uint32(h.now/time.Second), 0)
 	if l := nd.t.LastApplied(); ts.Compare(l.TS) <= 0 {
-		ts = Timestamp{Secs: l.TS.Secs, Inc: l.TS.Inc + 1}
+		ts = optime.MakeTimestamp(l.TS.Secs(), l.TS.Inc()+1)
 	}
-	nd.applied = OpTime{TS: ts, Term: nd.t.Term()}
+	nd.applied = optime.OpTime{TS: ts, Term: nd.t.Term()}
 	h.handle(nd, nd.t.UpdateLastAppliedOpTime(h.at(), nd.applied))
 	h.handle(nd, nd.t.UpdateLastDurableOpTime(h.at(), nd.applied))
 }

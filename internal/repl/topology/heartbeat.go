@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 )
 
 // Tick advances the coordinator's timers: heartbeats due, members whose
@@ -132,7 +133,7 @@ func (t *TopologyCoordinator) heartbeatResponseLocked() HeartbeatResponse {
 		// The new primary has not written in its term until the "new
 		// primary" no-op: catch-up takeover looks at this.
 		r.CatchingUp = t.leaderMode == LeaderCatchingUp || t.leaderMode == LeaderDraining
-		r.ElectionTime = Timestamp{Secs: uint32(t.electionTime.Unix())}
+		r.ElectionTime = optime.MakeTimestamp(uint32(t.electionTime.Unix()), 0)
 	}
 	return r
 }
@@ -223,7 +224,7 @@ func (t *TopologyCoordinator) freshForPriorityTakeover(primary *memberData) bool
 	newest := primary.applied
 	for _, m := range t.members {
 		if m.up {
-			newest = MaxOpTime(newest, m.applied)
+			newest = optime.Max(newest, m.applied)
 		}
 	}
 	return t.applied.Term >= newest.Term && lagSecs(t.applied, newest) <= priorityTakeoverFreshness

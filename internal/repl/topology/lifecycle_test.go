@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 )
 
 // Member lifecycle before steady state (spec "Initial Sync", "Startup Recovery", "Rollback";
@@ -22,7 +23,9 @@ func newLifecycleTC(t *testing.T, self int, cfg *ReplSetConfig, o Options) *Topo
 	return tc
 }
 
-func op(secs uint32, term int64) OpTime { return OpTime{TS: Timestamp{Secs: secs}, Term: term} }
+func op(secs uint32, term int64) optime.OpTime {
+	return optime.OpTime{TS: optime.MakeTimestamp(secs, 0), Term: term}
+}
 
 // A member that needs initial sync goes from STARTUP to STARTUP2 with its first config,
 // whether it gets it at construction or later by InstallConfig: it is never a SECONDARY (a

@@ -1,6 +1,10 @@
 package topology
 
-import "time"
+import (
+	"time"
+
+	"humongo/internal/optime"
+)
 
 // LastVote is the durable record of the last real-election vote
 // (local.replset.election): this node voted for CandidateID in Term.
@@ -37,10 +41,10 @@ type HeartbeatResponse struct {
 	// Config is attached when the requester's config is older, so the
 	// requester can install it (heartbeat reconfig).
 	Config        *ReplSetConfig
-	Applied       OpTime
-	Durable       OpTime
-	LastCommitted OpTime
-	ElectionTime  Timestamp
+	Applied       optime.OpTime
+	Durable       optime.OpTime
+	LastCommitted optime.OpTime
+	ElectionTime  optime.Timestamp
 	PrimaryID     int // -1 if unknown
 	SyncSourceID  int // -1 if none
 	// CatchingUp is true while the responder is a primary that has not yet
@@ -56,7 +60,7 @@ type VoteRequest struct {
 	CandidateID   int
 	ConfigVersion int64
 	ConfigTerm    int64
-	LastApplied   OpTime
+	LastApplied   optime.OpTime
 }
 
 // VoteResponse is the reply to replSetRequestVotes.
@@ -72,8 +76,8 @@ type VoteResponse struct {
 type MemberPosition struct {
 	MemberID      int
 	ConfigVersion int64
-	Applied       OpTime
-	Durable       OpTime
+	Applied       optime.OpTime
+	Durable       optime.OpTime
 }
 
 // UpdatePosition is replSetUpdatePosition with its ReplSetMetadata.
@@ -89,8 +93,8 @@ type SyncSourceMetadata struct {
 	SourceID      int
 	Term          int64
 	ConfigVersion int64
-	LastCommitted OpTime
-	Applied       OpTime
+	LastCommitted optime.OpTime
+	Applied       optime.OpTime
 	PrimaryID     int
 }
 
@@ -101,8 +105,8 @@ type MemberStatus struct {
 	Up            bool
 	State         MemberState
 	Term          int64
-	Applied       OpTime
-	Durable       OpTime
+	Applied       optime.OpTime
+	Durable       optime.OpTime
 	LastHeartbeat time.Time
 	Ping          time.Duration
 	SyncSourceID  int
@@ -116,9 +120,9 @@ type Status struct {
 	LastVote      LastVote
 	PrimaryID     int
 	SyncSourceID  int
-	Applied       OpTime
-	Durable       OpTime
-	LastCommitted OpTime
+	Applied       optime.OpTime
+	Durable       optime.OpTime
+	LastCommitted optime.OpTime
 	Writable      bool
 	LeaderMode    LeaderMode
 	Members       []MemberStatus

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 )
 
 // ChooseSyncSource picks the member to fetch from (spec "Choosing a sync
@@ -13,7 +14,7 @@ import (
 // lastFetched and not more than maxSyncSourceLagSecs behind the primary (or
 // the newest member). A first pass skips delayed and hidden members. Returns
 // -1 when no member qualifies (the caller retries after 1 s).
-func (t *TopologyCoordinator) ChooseSyncSource(now time.Time, lastFetched OpTime) int {
+func (t *TopologyCoordinator) ChooseSyncSource(now time.Time, lastFetched optime.OpTime) int {
 	t.syncSource = -1
 	if !t.haveConfig || t.state == StateArbiter || t.state == StateRemoved ||
 		(t.state == StatePrimary && t.leaderMode != LeaderCatchingUp) {
@@ -28,18 +29,18 @@ func (t *TopologyCoordinator) ChooseSyncSource(now time.Time, lastFetched OpTime
 	}
 	catchingUp := t.state == StatePrimary
 	if !t.cfg.Settings.ChainingAllowed && !catchingUp {
-		if p := t.member(t.primaryID); p != nil && t.eligibleLocked(now, p, lastFetched, OpTime{}) {
+		if p := t.member(t.primaryID); p != nil && t.eligibleLocked(now, p, lastFetched, optime.OpTime{}) {
 			t.syncSource = p.id
 		}
 		return t.syncSource
 	}
-	newest := OpTime{}
+	newest := optime.OpTime{}
 	if p := t.member(t.primaryID); p != nil && p.up {
 		newest = p.applied
 	} else {
 		for _, m := range t.members {
 			if m.up && m.state.readable() {
-				newest = MaxOpTime(newest, m.applied)
+				newest = optime.Max(newest, m.applied)
 			}
 		}
 	}
@@ -64,7 +65,7 @@ func (t *TopologyCoordinator) ChooseSyncSource(now time.Time, lastFetched OpTime
 	return t.syncSource
 }
 
-func (t *TopologyCoordinator) eligibleLocked(now time.Time, m *memberData, lastFetched, newest OpTime) bool {
+func (t *TopologyCoordinator) eligibleLocked(now time.Time, m *memberData, lastFetched, newest optime.OpTime) bool {
 	mc := m.cfg
 	if mc == nil || mc.ArbiterOnly || !m.up || !m.state.readable() || m.configVersion != t.cfg.Version {
 		return false

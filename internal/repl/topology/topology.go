@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 )
 
 // LeaderMode is the sub-state of a PRIMARY (MongoDB's _leaderMode).
@@ -46,7 +47,7 @@ type Options struct {
 	// Durable is what was read back from local.replset.election at startup.
 	Durable DurableState
 	// Applied/Durable optimes recovered from the oplog at startup.
-	LastApplied, LastDurable OpTime
+	LastApplied, LastDurable optime.OpTime
 	// NeedsInitialSync says the node has no data of its own to vouch for: an
 	// empty oplog, or the durable initial-sync flag of an initial sync that
 	// never finished (spec "Startup Recovery"). With its first config it
@@ -60,7 +61,7 @@ type Options struct {
 	// MinValid is the persisted minValid (local.replset.minvalid): the data
 	// is consistent only once lastApplied reaches it. Until then the node is
 	// RECOVERING, not SECONDARY (see SetMinValid).
-	MinValid OpTime
+	MinValid optime.OpTime
 	// Rand supplies the election-timeout offsets; required, and the only
 	// source of randomness.
 	Rand  *rand.Rand
@@ -78,8 +79,8 @@ type memberData struct {
 	state         MemberState
 	term          int64
 	configVersion int64
-	applied       OpTime
-	durable       OpTime
+	applied       optime.OpTime
+	durable       optime.OpTime
 	syncSource    int
 	catchingUp    bool
 	// lastHeartbeatRecv is when the last heartbeat response arrived; it
@@ -123,10 +124,10 @@ type TopologyCoordinator struct {
 	term     int64
 	lastVote LastVote
 
-	applied OpTime
-	durable OpTime
+	applied optime.OpTime
+	durable optime.OpTime
 	// lastCommitted is the majority commit point as known here; monotonic.
-	lastCommitted OpTime
+	lastCommitted optime.OpTime
 
 	members []*memberData // config order, excluding self
 
@@ -142,7 +143,7 @@ type TopologyCoordinator struct {
 	// frozenUntil: no elections before this (replSetFreeze, post step-down).
 	frozenUntil time.Time
 
-	catchUpTarget   OpTime
+	catchUpTarget   optime.OpTime
 	catchUpDeadline time.Time
 	electionTime    time.Time
 
@@ -152,7 +153,7 @@ type TopologyCoordinator struct {
 	// minValid is the optime the data must reach before the node may be
 	// SECONDARY (rollback sets it to the sync source's top; an interrupted
 	// batch or rollback leaves it persisted across a restart).
-	minValid OpTime
+	minValid optime.OpTime
 	// awaitingMinValid: the node is RECOVERING only because applied <
 	// minValid, so reaching minValid makes it SECONDARY. A RECOVERING asked
 	// for by the caller (maintenance mode) clears it: only the caller ends
@@ -337,13 +338,13 @@ func (t *TopologyCoordinator) IsWritablePrimary() bool {
 }
 
 // LastCommitted is the commit point.
-func (t *TopologyCoordinator) LastCommitted() OpTime { return t.lastCommitted }
+func (t *TopologyCoordinator) LastCommitted() optime.OpTime { return t.lastCommitted }
 
 // LastApplied is this node's applied optime.
-func (t *TopologyCoordinator) LastApplied() OpTime { return t.applied }
+func (t *TopologyCoordinator) LastApplied() optime.OpTime { return t.applied }
 
 // LastDurable is this node's durable optime.
-func (t *TopologyCoordinator) LastDurable() OpTime { return t.durable }
+func (t *TopologyCoordinator) LastDurable() optime.OpTime { return t.durable }
 
 // SyncSource is the current sync source id or -1.
 func (t *TopologyCoordinator) SyncSource() int { return t.syncSource }
@@ -403,7 +404,7 @@ func (t *TopologyCoordinator) stepDownLocked(now time.Time, reason string) []Act
 	if t.primaryID == t.selfID {
 		t.primaryID = -1
 	}
-	t.catchUpTarget = OpTime{}
+	t.catchUpTarget = optime.OpTime{}
 	t.clearTakeoversLocked()
 	t.resetElectionTimerLocked(now)
 	return []Action{{Kind: ActStepDown, Reason: reason}}
@@ -466,7 +467,7 @@ func (t *TopologyCoordinator) SetFollowerMode(now time.Time, s MemberState) erro
 // copied data is applied and journaled up to op, which becomes lastApplied
 // and lastDurable (whatever the node had before was dropped), and the node
 // becomes SECONDARY (RECOVERING if op is behind minValid).
-func (t *TopologyCoordinator) CompleteInitialSync(now time.Time, op OpTime) ([]Action, error) {
+func (t *TopologyCoordinator) CompleteInitialSync(now time.Time, op optime.OpTime) ([]Action, error) {
 	if t.state != StateStartup2 {
 		return nil, mongoerr.Newf(mongoerr.NotSecondary, "cannot complete initial sync in state %v", t.state)
 	}
@@ -483,7 +484,7 @@ func (t *TopologyCoordinator) NeedsInitialSync() bool { return t.needsInitialSyn
 // SetMinValid records minValid (rollback: the sync source's top of oplog,
 // which our data must reach before it is consistent again). A SECONDARY
 // behind it becomes RECOVERING.
-func (t *TopologyCoordinator) SetMinValid(op OpTime) {
+func (t *TopologyCoordinator) SetMinValid(op optime.OpTime) {
 	t.minValid = op
 	if t.state == StateSecondary {
 		t.becomeFollowerLocked()
@@ -494,7 +495,7 @@ func (t *TopologyCoordinator) SetMinValid(op OpTime) {
 }
 
 // MinValid is the recorded minValid.
-func (t *TopologyCoordinator) MinValid() OpTime { return t.minValid }
+func (t *TopologyCoordinator) MinValid() optime.OpTime { return t.minValid }
 
 // Freeze prevents this node from standing for election until now+d
 // (replSetFreeze); d == 0 unfreezes.
@@ -511,7 +512,7 @@ func (t *TopologyCoordinator) Freeze(now time.Time, d time.Duration) error {
 // UpdateLastAppliedOpTime records this node's applied optime. On a
 // primary-elect it may end catch-up; with writeConcernMajorityJournalDefault
 // false it may advance the commit point.
-func (t *TopologyCoordinator) UpdateLastAppliedOpTime(now time.Time, op OpTime) []Action {
+func (t *TopologyCoordinator) UpdateLastAppliedOpTime(now time.Time, op optime.OpTime) []Action {
 	if op.Less(t.applied) {
 		return nil
 	}
@@ -529,7 +530,7 @@ func (t *TopologyCoordinator) UpdateLastAppliedOpTime(now time.Time, op OpTime) 
 }
 
 // UpdateLastDurableOpTime records this node's durable (journaled) optime.
-func (t *TopologyCoordinator) UpdateLastDurableOpTime(now time.Time, op OpTime) []Action {
+func (t *TopologyCoordinator) UpdateLastDurableOpTime(now time.Time, op optime.OpTime) []Action {
 	if op.Less(t.durable) {
 		return nil
 	}
@@ -539,6 +540,6 @@ func (t *TopologyCoordinator) UpdateLastDurableOpTime(now time.Time, op OpTime) 
 
 // ResetOpTimesAfterRollback sets applied and durable to the common point
 // (they move backwards; the commit point does not).
-func (t *TopologyCoordinator) ResetOpTimesAfterRollback(op OpTime) {
+func (t *TopologyCoordinator) ResetOpTimesAfterRollback(op optime.OpTime) {
 	t.applied, t.durable = op, op
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 )
 
 func codeOf(err error) mongoerr.Code {
@@ -109,7 +110,7 @@ func TestHeartbeatRequestErrors(t *testing.T) {
 func TestUpdatePositionErrorsAndCurrentTermRule(t *testing.T) {
 	now := time.Unix(100, 0)
 	tc := newTC(t, 0, NewDefaultConfig("rs0", "a", "b", "c"))
-	tc.applied = OpTime{TS: Timestamp{Secs: 10}, Term: 1}
+	tc.applied = optime.OpTime{TS: optime.MakeTimestamp(10, 0), Term: 1}
 	tc.durable = tc.applied
 	tc.term = 2
 	acts, err := tc.StartElection(now, false, "test")
@@ -122,7 +123,7 @@ func TestUpdatePositionErrorsAndCurrentTermRule(t *testing.T) {
 	}
 	// A majority holds an entry of term 1: the current-term rule forbids
 	// committing it.
-	old := OpTime{TS: Timestamp{Secs: 10}, Term: 1}
+	old := optime.OpTime{TS: optime.MakeTimestamp(10, 0), Term: 1}
 	if _, err := tc.ProcessUpdatePosition(now, UpdatePosition{SenderID: 1, Term: 3, Positions: []MemberPosition{{MemberID: 1, ConfigVersion: 1, Applied: old, Durable: old}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestUpdatePositionErrorsAndCurrentTermRule(t *testing.T) {
 	// Once a current-term entry is durable on a majority, it and everything
 	// before it is committed.
 	tc.CompleteDrain(now)
-	noop := OpTime{TS: Timestamp{Secs: 11}, Term: 3}
+	noop := optime.OpTime{TS: optime.MakeTimestamp(11, 0), Term: 3}
 	tc.UpdateLastAppliedOpTime(now, noop)
 	tc.UpdateLastDurableOpTime(now, noop)
 	acts, _ = tc.ProcessUpdatePosition(now, UpdatePosition{SenderID: 1, Term: 3, Positions: []MemberPosition{{MemberID: 1, ConfigVersion: 1, Applied: noop, Durable: noop}}})

@@ -13,20 +13,17 @@
 package lsc
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"sync"
 	"time"
 
+	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
 )
 
-// UUID is a session id (BSON binary subtype 4).
-type UUID [16]byte
-
 // Key identifies a session.
 type Key struct {
-	ID  UUID
+	ID  catalog.UUID
 	UID [32]byte
 }
 
@@ -65,18 +62,9 @@ func New(timeout time.Duration, max int, now func() time.Time) *Cache {
 // Timeout returns the session timeout.
 func (c *Cache) Timeout() time.Duration { return c.timeout }
 
-// NewUUID returns a random (version 4) UUID.
-func NewUUID() UUID {
-	var u UUID
-	_, _ = rand.Read(u[:]) // crypto/rand.Read never fails (Go 1.24+)
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	return u
-}
-
 // Start creates a new session for user.
 func (c *Cache) Start(user string) (Record, error) {
-	k := Key{ID: NewUUID(), UID: uidOf(user)}
+	k := Key{ID: catalog.NewUUID(), UID: uidOf(user)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.vivifyLocked(k, user); err != nil {

@@ -36,28 +36,16 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
-	"humongo/internal/storage"
+	"humongo/internal/optime"
 	"humongo/internal/txn/lsc"
 )
-
-// OpTime is an oplog entry's position: its timestamp and the term it was written in.
-type OpTime struct {
-	TS   storage.Timestamp
-	Term int64
-}
-
-// IsNull reports the null OpTime (no entry).
-func (o OpTime) IsNull() bool { return o.TS.IsNull() }
-
-// UninitializedTerm is the term of the null prevOpTime of a chain's first entry.
-const UninitializedTerm = -1
 
 // Store reads what a record is rebuilt from.
 type Store interface {
 	// LoadRecord returns the session's config.transactions document, nil when it has none.
 	LoadRecord(ctx context.Context, lsid bsoncore.Document) (bsoncore.Document, error)
 	// OplogEntry returns the oplog entry at ts, nil when the oplog no longer holds it.
-	OplogEntry(ctx context.Context, ts storage.Timestamp) (bsoncore.Document, error)
+	OplogEntry(ctx context.Context, ts optime.Timestamp) (bsoncore.Document, error)
 }
 
 // Catalog holds session records. Safe for concurrent use.
@@ -91,10 +79,10 @@ type Session struct {
 	loaded bool
 	term   int64 // the term the record was loaded in
 
-	txn        int64            // active txnNumber; -1 before the first
-	stmts      map[int32]OpTime // executed statements of txn
-	last       OpTime           // OpTime of txn's newest entry (the chain's head)
-	incomplete bool             // part of txn's chain was truncated from the oplog
+	txn        int64                   // active txnNumber; -1 before the first
+	stmts      map[int32]optime.OpTime // executed statements of txn
+	last       optime.OpTime           // OpTime of txn's newest entry (the chain's head)
+	incomplete bool                    // part of txn's chain was truncated from the oplog
 }
 
 // CheckOut waits for exclusive use of the session key (creating its record) or for ctx.
@@ -159,7 +147,7 @@ func (c *Catalog) Refresh(ctx context.Context, s *Session, lsid bsoncore.Documen
 	if s.loaded && s.term == term {
 		return nil
 	}
-	s.txn, s.stmts, s.last, s.incomplete = -1, nil, OpTime{}, false
+	s.txn, s.stmts, s.last, s.incomplete = -1, nil, optime.OpTime{}, false
 	rec, err := c.store.LoadRecord(ctx, lsid)
 	if err != nil {
 		return err
@@ -183,7 +171,7 @@ func (c *Catalog) loadChain(ctx context.Context, s *Session, rec bsoncore.Docume
 	if !ok {
 		return fmt.Errorf("session: config.transactions record without lastWriteOpTime: %v", rec)
 	}
-	s.txn, s.last, s.stmts = txn, last, map[int32]OpTime{}
+	s.txn, s.last, s.stmts = txn, last, map[int32]optime.OpTime{}
 	for at := last; !at.IsNull(); {
 		e, err := c.store.OplogEntry(ctx, at.TS)
 		if err != nil {
@@ -220,7 +208,7 @@ func (s *Session) Begin(txn int64, lsidDesc string) error {
 			"Retryable write with txnNumber %d is prohibited on session %s because a newer retryable write with txnNumber %d has already started on this session.",
 			txn, lsidDesc, s.txn)
 	case txn > s.txn:
-		s.txn, s.stmts, s.last, s.incomplete = txn, nil, OpTime{}, false
+		s.txn, s.stmts, s.last, s.incomplete = txn, nil, optime.OpTime{}, false
 	}
 	return nil
 }
@@ -230,30 +218,30 @@ func (s *Session) TxnNumber() int64 { return s.txn }
 
 // LastWrite is the OpTime of the active transaction number's newest entry (null when none):
 // the next entry's prevOpTime.
-func (s *Session) LastWrite() OpTime { return s.last }
+func (s *Session) LastWrite() optime.OpTime { return s.last }
 
 // Executed reports whether stmt already ran in the active transaction number and the OpTime
 // of its entry. When the chain was truncated and stmt is not in what remains, it is
 // IncompleteTransactionHistory: the statement may have run, so it must not run again.
-func (s *Session) Executed(stmt int32) (OpTime, bool, error) {
+func (s *Session) Executed(stmt int32) (optime.OpTime, bool, error) {
 	if ot, ok := s.stmts[stmt]; ok {
 		return ot, true, nil
 	}
 	if s.incomplete {
-		return OpTime{}, false, mongoerr.Newf(mongoerr.IncompleteTransactionHistory,
+		return optime.OpTime{}, false, mongoerr.Newf(mongoerr.IncompleteTransactionHistory,
 			"Incomplete history detected for transaction %d on session %x", s.txn, s.key.ID[:])
 	}
-	return OpTime{}, false, nil
+	return optime.OpTime{}, false, nil
 }
 
 // NoteCommitted records statements [first, first+n) of txn as executed with their entries'
 // OpTimes ots (len n), after the unit that wrote them committed.
-func (s *Session) NoteCommitted(txn int64, first int32, ots []OpTime) {
+func (s *Session) NoteCommitted(txn int64, first int32, ots []optime.OpTime) {
 	if txn != s.txn || len(ots) == 0 {
 		return
 	}
 	if s.stmts == nil {
-		s.stmts = map[int32]OpTime{}
+		s.stmts = map[int32]optime.OpTime{}
 	}
 	for i, ot := range ots {
 		s.stmts[first+int32(i)] = ot
@@ -279,23 +267,23 @@ func lookupInt32(d bsoncore.Document, key string) (int32, bool) {
 	return v.AsInt32OK()
 }
 
-func lookupOpTime(d bsoncore.Document, key string) (OpTime, bool) {
+func lookupOpTime(d bsoncore.Document, key string) (optime.OpTime, bool) {
 	v, err := d.LookupErr(key)
 	if err != nil {
-		return OpTime{}, false
+		return optime.OpTime{}, false
 	}
 	od, ok := v.DocumentOK()
 	if !ok {
-		return OpTime{}, false
+		return optime.OpTime{}, false
 	}
 	tv, err := od.LookupErr("ts")
 	if err != nil {
-		return OpTime{}, false
+		return optime.OpTime{}, false
 	}
 	secs, inc, ok := tv.TimestampOK()
 	if !ok {
-		return OpTime{}, false
+		return optime.OpTime{}, false
 	}
 	term, _ := lookupInt64(od, "t")
-	return OpTime{TS: storage.MakeTimestamp(secs, inc), Term: term}, true
+	return optime.OpTime{TS: optime.MakeTimestamp(secs, inc), Term: term}, true
 }

@@ -8,8 +8,9 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
-	"humongo/internal/storage"
+	"humongo/internal/optime"
 	"humongo/internal/txn/lsc"
 )
 
@@ -17,30 +18,30 @@ import (
 // store (config.transactions and local.oplog.rs) is exercised by internal/commands tests.
 type memStore struct {
 	rec     bsoncore.Document
-	entries map[storage.Timestamp]bsoncore.Document
+	entries map[optime.Timestamp]bsoncore.Document
 }
 
 func (m *memStore) LoadRecord(context.Context, bsoncore.Document) (bsoncore.Document, error) {
 	return m.rec, nil
 }
 
-func (m *memStore) OplogEntry(_ context.Context, ts storage.Timestamp) (bsoncore.Document, error) {
+func (m *memStore) OplogEntry(_ context.Context, ts optime.Timestamp) (bsoncore.Document, error) {
 	return m.entries[ts], nil
 }
 
-func opTimeDoc(ts storage.Timestamp, t int64) bsoncore.Document {
+func opTimeDoc(ts optime.Timestamp, t int64) bsoncore.Document {
 	return bsoncore.NewDocumentBuilder().AppendTimestamp("ts", ts.Secs(), ts.Inc()).AppendInt64("t", t).Build()
 }
 
 // chain builds a store whose txn 7 wrote stmts 0..2 at ts 10, 11, 12 (term 1).
 func chain() *memStore {
-	m := &memStore{entries: map[storage.Timestamp]bsoncore.Document{}}
-	prev := storage.Timestamp(0)
+	m := &memStore{entries: map[optime.Timestamp]bsoncore.Document{}}
+	prev := optime.Timestamp(0)
 	for i := int32(0); i < 3; i++ {
-		ts := storage.MakeTimestamp(100, uint32(10+i))
+		ts := optime.MakeTimestamp(100, uint32(10+i))
 		pt := int64(1)
 		if prev == 0 {
-			pt = UninitializedTerm
+			pt = optime.UninitializedTerm
 		}
 		m.entries[ts] = bsoncore.NewDocumentBuilder().AppendInt64("txnNumber", 7).AppendInt32("stmtId", i).
 			AppendDocument("prevOpTime", opTimeDoc(prev, pt)).Build()
@@ -66,7 +67,7 @@ func TestLoadChainAndBegin(t *testing.T) {
 	}
 	for i := int32(0); i < 3; i++ {
 		ot, ok, err := s.Executed(i)
-		if err != nil || !ok || ot.TS != storage.MakeTimestamp(100, uint32(10+i)) {
+		if err != nil || !ok || ot.TS != optime.MakeTimestamp(100, uint32(10+i)) {
 			t.Fatalf("stmt %d: %v %v %v", i, ot, ok, err)
 		}
 	}
@@ -82,14 +83,14 @@ func TestLoadChainAndBegin(t *testing.T) {
 	if _, ok, _ := s.Executed(0); ok || !s.LastWrite().IsNull() {
 		t.Fatal("a new txnNumber starts with no executed statements")
 	}
-	s.NoteCommitted(8, 0, []OpTime{{TS: 500, Term: 2}})
+	s.NoteCommitted(8, 0, []optime.OpTime{{TS: 500, Term: 2}})
 	if ot, ok, _ := s.Executed(0); !ok || ot.TS != 500 || s.LastWrite().TS != 500 {
 		t.Fatalf("NoteCommitted: %v %v", ot, ok)
 	}
 	c.CheckIn(s)
 
 	// A truncated chain: statements not found may have run → IncompleteTransactionHistory.
-	delete(m.entries, storage.MakeTimestamp(100, 10))
+	delete(m.entries, optime.MakeTimestamp(100, 10))
 	c.Invalidate()
 	s, _ = c.CheckOut(ctx, lsc.Key{})
 	if err := c.Refresh(ctx, s, nil, 1); err != nil {
@@ -122,7 +123,7 @@ func TestRefreshOnTermChange(t *testing.T) {
 
 func TestCheckOutIsExclusive(t *testing.T) {
 	c := New(&memStore{}, 0)
-	k := lsc.Key{ID: lsc.NewUUID()}
+	k := lsc.Key{ID: catalog.NewUUID()}
 	s, err := c.CheckOut(context.Background(), k)
 	if err != nil {
 		t.Fatal(err)
@@ -147,9 +148,9 @@ func TestCheckOutIsExclusive(t *testing.T) {
 
 func TestEvictsIdleRecords(t *testing.T) {
 	c := New(&memStore{}, 4)
-	held, _ := c.CheckOut(context.Background(), lsc.Key{ID: lsc.NewUUID()})
+	held, _ := c.CheckOut(context.Background(), lsc.Key{ID: catalog.NewUUID()})
 	for i := 0; i < 20; i++ {
-		s, _ := c.CheckOut(context.Background(), lsc.Key{ID: lsc.NewUUID()})
+		s, _ := c.CheckOut(context.Background(), lsc.Key{ID: catalog.NewUUID()})
 		c.CheckIn(s)
 	}
 	c.mu.Lock()

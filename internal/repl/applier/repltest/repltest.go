@@ -18,10 +18,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/commands"
+	"humongo/internal/optime"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/oplog"
-	"humongo/internal/repl/topology"
 	"humongo/internal/server"
 )
 
@@ -293,12 +293,12 @@ func TopOfOplog(t testing.TB, n *Node) bson.Timestamp {
 // AttachReplication does).
 type noopWriter struct{ w *oplog.Writer }
 
-func (r noopWriter) AppendNoop(ctx context.Context, msg string) (topology.OpTime, error) {
+func (r noopWriter) AppendNoop(ctx context.Context, msg string) (optime.OpTime, error) {
 	ot, err := r.w.LogNoop(ctx, bsoncore.NewDocumentBuilder().AppendString("msg", msg).Build())
 	if err != nil {
-		return topology.OpTime{}, err
+		return optime.OpTime{}, err
 	}
-	return topology.OpTime{TS: topology.Timestamp{Secs: ot.TS.Secs(), Inc: ot.TS.Inc()}, Term: ot.Term}, nil
+	return ot, nil
 }
 
 // StartReplSetMember starts a replica-set member of setName with data replication (initial
@@ -330,7 +330,7 @@ func StartReplSetMemberWith(t testing.TB, setName string, o MemberOptions) *Node
 	}
 	rc = coord.New(coord.Options{SetName: setName, Self: n.Host, Store: commands.ReplStore{DB: n.DB},
 		Engine: n.DB.Engine, Locks: n.DB.Locks, Oplog: noopWriter{w}, TickInterval: 20 * time.Millisecond,
-		TopOfOplog: func() (oplog.OpTime, error) { return applier.TopOfOplog(n.DB.Engine, w.Ident()) },
+		TopOfOplog: func() (optime.OpTime, error) { return applier.TopOfOplog(n.DB.Engine, w.Ident()) },
 		KillWrites: func(cause error) { commands.KillWritesForStepDown(st, commands.Default, cause) }})
 	n.DB.SetObserver(w)
 	st.Repl = rc
