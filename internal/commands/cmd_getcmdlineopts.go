@@ -4,19 +4,21 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addGetCmdLineOpts(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "getCmdLineOpts",
 		Handler:   runGetCmdLineOpts,
 		Help:      "get argv",
 		AdminOnly: true,
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
-func runGetCmdLineOpts(_ context.Context, env *Env, _ bsoncore.Document) (bsoncore.Document, error) {
+func runGetCmdLineOpts(_ context.Context, env *service.Env, _ bsoncore.Document) (bsoncore.Document, error) {
 	cl := env.State.CmdLine
 	parsed := cl.Parsed
 	if parsed == nil {

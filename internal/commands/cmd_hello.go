@@ -8,16 +8,17 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 	"humongo/internal/wire"
 )
 
-func init() {
-	register(&Command{
+func addHello(r *service.Registry) {
+	add(r, &service.Command{
 		Name:             "hello",
 		Aliases:          []string{"isMaster", "ismaster"},
 		Handler:          runHello,
 		Help:             "Check if this server is primary for a replica set\n{ hello : 1 }",
-		Secondary:        SecondaryAlways,
+		Secondary:        service.SecondaryAlways,
 		AllowedOnOpQuery: true,
 	})
 }
@@ -39,7 +40,7 @@ const (
 	maxAppNameSize        = 128
 )
 
-func runHello(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runHello(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	if err := helloClientMetadata(env, cmd); err != nil {
 		return nil, err
 	}
@@ -98,37 +99,36 @@ func runHello(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Do
 
 // helloClientMetadata stores hello.client on the first hello of a connection and rejects it
 // on later ones: client metadata is immutable for a connection's life.
-func helloClientMetadata(env *Env, cmd bsoncore.Document) error {
+func helloClientMetadata(env *service.Env, cmd bsoncore.Document) error {
 	v := lookup(cmd, "client")
-	c := env.Conn
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.metaSet {
-		if v.Type != 0 {
-			return mongoerr.New(mongoerr.ClientMetadataCannotBeMutated,
-				"The client metadata document may only be sent in the first hello")
+	return env.Conn.UpdateMetadata(func(m *service.ClientMetadata) error {
+		if m.Set {
+			if v.Type != 0 {
+				return mongoerr.New(mongoerr.ClientMetadataCannotBeMutated,
+					"The client metadata document may only be sent in the first hello")
+			}
+			return nil
+		}
+		if v.Type == 0 {
+			m.Set = true
+			return nil
+		}
+		meta, ok := v.DocumentOK()
+		if !ok {
+			return typeMismatch("hello", "client", v.Type, "object")
+		}
+		appName, err := validateClientMetadata(meta)
+		if err != nil {
+			return err
+		}
+		m.Set = true
+		m.Doc = append(bsoncore.Document(nil), meta...)
+		m.AppName = appName
+		if internal := lookup(cmd, "internalClient"); internal.Type != 0 {
+			m.Internal = true
 		}
 		return nil
-	}
-	if v.Type == 0 {
-		c.metaSet = true
-		return nil
-	}
-	meta, ok := v.DocumentOK()
-	if !ok {
-		return typeMismatch("hello", "client", v.Type, "object")
-	}
-	appName, err := validateClientMetadata(meta)
-	if err != nil {
-		return err
-	}
-	c.metaSet = true
-	c.meta = append(bsoncore.Document(nil), meta...)
-	c.appName = appName
-	if internal := lookup(cmd, "internalClient"); internal.Type != 0 {
-		c.internal = true
-	}
-	return nil
+	})
 }
 
 // validateClientMetadata checks the document MongoDB's ClientMetadata::parse checks and
@@ -172,7 +172,7 @@ func validateClientMetadata(meta bsoncore.Document) (string, error) {
 
 // helloNegotiateCompression records the compressors the client asked for that the server has
 // enabled; the server compresses replies only to requests compressed with one of them.
-func helloNegotiateCompression(env *Env, cmd bsoncore.Document) error {
+func helloNegotiateCompression(env *service.Env, cmd bsoncore.Document) error {
 	if lookup(cmd, "compression").Type == 0 {
 		return nil
 	}
@@ -186,16 +186,14 @@ func helloNegotiateCompression(env *Env, cmd bsoncore.Document) error {
 	if err != nil {
 		return err
 	}
-	env.Conn.mu.Lock()
-	env.Conn.compressors = wire.CompressorNames(cs)
-	env.Conn.mu.Unlock()
+	env.Conn.SetCompressors(wire.CompressorNames(cs))
 	return nil
 }
 
 // helloAwait implements the awaitable hello (streaming SDAM): a client that knows the current
 // topologyVersion waits up to maxAwaitTimeMS for it to change. With exhaustAllowed, the reply
 // streams: the server answers again each time the wait ends, without new requests.
-func helloAwait(ctx context.Context, env *Env, cmd bsoncore.Document) error {
+func helloAwait(ctx context.Context, env *service.Env, cmd bsoncore.Document) error {
 	tvv, mav := lookup(cmd, "topologyVersion"), lookup(cmd, "maxAwaitTimeMS")
 	switch {
 	case tvv.Type == 0 && mav.Type == 0:

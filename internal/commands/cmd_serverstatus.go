@@ -7,21 +7,23 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addServerStatus(r *service.Registry) {
+	add(r, &service.Command{
 		Name:         "serverStatus",
 		Handler:      runServerStatus,
 		Help:         "returns lots of administrative server statistics",
-		Secondary:    SecondaryAlways,
+		Secondary:    service.SecondaryAlways,
 		RequiresAuth: true,
 	})
 }
 
 // runServerStatus reports the sections that exist so far. Each section can be suppressed
 // with {<section>: 0}, as in mongod.
-func runServerStatus(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runServerStatus(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	st := env.State
 	c := &st.Counters
 	want := func(section string) bool {
@@ -33,7 +35,7 @@ func runServerStatus(_ context.Context, env *Env, cmd bsoncore.Document) (bsonco
 	current, active := st.Clients.Len()
 	return doc(func(b []byte) []byte {
 		b = bsoncore.AppendStringElement(b, "host", st.Host)
-		b = bsoncore.AppendStringElement(b, "version", Version)
+		b = bsoncore.AppendStringElement(b, "version", service.Version)
 		b = bsoncore.AppendStringElement(b, "process", "humongod")
 		b = bsoncore.AppendInt64Element(b, "pid", int64(st.Pid))
 		b = bsoncore.AppendDoubleElement(b, "uptime", float64(int64(up.Seconds())))
