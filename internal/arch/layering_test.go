@@ -34,15 +34,16 @@ var rank = map[string]int{
 	"sharding":              10,
 	"resharding":            11,
 	"serverless":            11,
-	"router":                12,
-	"commands":              13,
-	"server":                14,
-	"cluster":               15, // test harness: may start any binary
-	"crashtest":             15,
-	"repl/applier/repltest": 15, // in-process replica sets for tests: starts servers
-	"integration":           16, // real-process driver tests; may use the cluster harness
-	"bench":                 15, // humongo bench engine: a client of any server
-	"arch":                  16,
+	"service":               12, // ServiceContext and the entry point's request types, shared by every role
+	"router":                13,
+	"commands":              14,
+	"server":                15,
+	"cluster":               16, // test harness: may start any binary
+	"crashtest":             16,
+	"repl/applier/repltest": 16, // in-process replica sets for tests: starts servers
+	"integration":           17, // real-process driver tests; may use the cluster harness
+	"bench":                 16, // humongo bench engine: a client of any server
+	"arch":                  17,
 }
 
 const module = "humongo/"

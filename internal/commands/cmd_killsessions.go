@@ -22,7 +22,7 @@ func addKillSessions(r *service.Registry) {
 // sessions (all sessions, without authentication). Killing a session's running operations
 // and cursors arrives with the session catalog.
 func runKillSessions(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	keys, err := parseLsidArray("killSessions", commandArg(cmd))
+	keys, err := service.ParseLsidArray("killSessions", commandArg(cmd))
 	if err != nil {
 		return nil, err
 	}

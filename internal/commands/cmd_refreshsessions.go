@@ -18,7 +18,7 @@ func addRefreshSessions(r *service.Registry) {
 }
 
 func runRefreshSessions(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	keys, err := parseLsidArray("refreshSessions", commandArg(cmd))
+	keys, err := service.ParseLsidArray("refreshSessions", commandArg(cmd))
 	if err != nil {
 		return nil, err
 	}

@@ -62,12 +62,12 @@ func TestClientMetadataValidation(t *testing.T) {
 		AppendDocument("application", bsoncore.NewDocumentBuilder().AppendString("name", "app").Build()).
 		AppendDocument("driver", bsoncore.NewDocumentBuilder().AppendString("name", "d").AppendString("version", "1").Build()).
 		AppendDocument("os", bsoncore.NewDocumentBuilder().AppendString("type", "Linux").Build()).Build()
-	if app, err := validateClientMetadata(good); err != nil || app != "app" {
+	if app, err := service.ValidateClientMetadata(good); err != nil || app != "app" {
 		t.Errorf("good: %q %v", app, err)
 	}
 	noDriver := bsoncore.NewDocumentBuilder().
 		AppendDocument("os", bsoncore.NewDocumentBuilder().AppendString("type", "Linux").Build()).Build()
-	if _, err := validateClientMetadata(noDriver); !mongoerr.Is(err, mongoerr.ClientMetadataMissingField) {
+	if _, err := service.ValidateClientMetadata(noDriver); !mongoerr.Is(err, mongoerr.ClientMetadataMissingField) {
 		t.Errorf("no driver: %v", err)
 	}
 }

@@ -14,13 +14,8 @@ import (
 // Location codes used by these commands that mongoerr does not name yet. They are kept in this
 // one block so moving them into mongoerr is a one-line change each (reported to the lead).
 const (
-	codeTopologyVersionWithoutAwait = mongoerr.Location31368 // topologyVersion without maxAwaitTimeMS
-	codeAwaitWithoutTopologyVersion = mongoerr.Location31372 // maxAwaitTimeMS without topologyVersion
-	codeBadMaxAwaitTimeMS           = mongoerr.Location51760 // maxAwaitTimeMS negative
-	codeTopologyVersionFromFuture   = mongoerr.Location31382 // counter greater than the server's
-	codeMissingDB                   = mongoerr.Location40571 // OP_MSG without $db
-	codeUnknownField                = mongoerr.Location40415 // IDL: unknown field
-	codeMissingField                = mongoerr.Location40414 // IDL: required field missing
+	codeUnknownField = mongoerr.Location40415 // IDL: unknown field
+	codeMissingField = mongoerr.Location40414 // IDL: required field missing
 )
 
 // truthy reports whether v counts as true the way BSONElement::trueValue does.

@@ -197,3 +197,47 @@ func appendStrings(b []byte, key string, ss []string) []byte {
 	b, _ = bsoncore.AppendArrayEnd(b, idx)
 	return b
 }
+
+// EndSessionsCommand is endSessions over State.Sessions (every role keeps a logical session
+// cache: the server vivifies each request's lsid there).
+func EndSessionsCommand() *Command {
+	return &Command{
+		Name: "endSessions",
+		Handler: func(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+			first, err := cmd.IndexErr(0)
+			if err != nil {
+				return nil, mongoerr.New(mongoerr.FailedToParse, "Empty command document")
+			}
+			keys, err := ParseLsidArray("endSessions", first.Value())
+			if err != nil {
+				return nil, err
+			}
+			env.State.Sessions.End(keys)
+			return EmptyDoc, nil
+		},
+		Help:      "end a set of logical sessions",
+		Secondary: SecondaryAlways,
+	}
+}
+
+// GetCmdLineOptsCommand is getCmdLineOpts over State.CmdLine.
+func GetCmdLineOptsCommand() *Command {
+	return &Command{
+		Name: "getCmdLineOpts",
+		Handler: func(_ context.Context, env *Env, _ bsoncore.Document) (bsoncore.Document, error) {
+			cl := env.State.CmdLine
+			parsed := cl.Parsed
+			if parsed == nil {
+				parsed = EmptyDoc
+			}
+			idx, b := bsoncore.AppendDocumentStart(nil)
+			b = appendStrings(b, "argv", cl.Argv)
+			b = bsoncore.AppendDocumentElement(b, "parsed", parsed)
+			b, _ = bsoncore.AppendDocumentEnd(b, idx)
+			return b, nil
+		},
+		Help:      "get argv",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
+	}
+}

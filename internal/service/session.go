@@ -41,6 +41,34 @@ func ParseLsid(v bsoncore.Value) (lsc.Key, error) {
 	return k, nil
 }
 
+// ParseLsidArray parses the array argument of endSessions/refreshSessions/killSessions.
+func ParseLsidArray(cmdName string, v bsoncore.Value) ([]lsc.Key, error) {
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'array'", cmdName, cmdName, bsonutil.TypeName(v.Type))
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid %s array: %v", cmdName, err)
+	}
+	if len(vals) > maxSessionsPerCommand {
+		return nil, mongoerr.Newf(mongoerr.BadValue,
+			"The number of sessions in %s must not exceed %d", cmdName, maxSessionsPerCommand)
+	}
+	keys := make([]lsc.Key, 0, len(vals))
+	for _, x := range vals {
+		k, err := ParseLsid(x)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// maxSessionsPerCommand bounds the session arrays one command may carry.
+const maxSessionsPerCommand = 10000
+
 // lookupValue returns the top-level field key of d (Type 0 when absent).
 func lookupValue(d bsoncore.Document, key string) bsoncore.Value {
 	v, err := d.LookupErr(key)
