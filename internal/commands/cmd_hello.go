@@ -55,4 +55,3 @@ func runHello(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bso
 	b, _ = bsoncore.AppendDocumentEnd(b, idx)
 	return b, nil
 }
-
