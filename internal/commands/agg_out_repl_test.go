@@ -51,7 +51,7 @@ func openOutReplNode(t *testing.T, withOplog bool) *outReplNode {
 
 func (n *outReplNode) client(t *testing.T) *mongo.Client {
 	t.Helper()
-	mongod := commands.NewMongod(n.db, service.Config{Params: service.NewParams(commands.DefaultParamSpecs())})
+	mongod := commands.NewMongod(n.db, service.Config{})
 	s, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role})
 	if err != nil {
 		t.Fatal(err)

@@ -1,3 +1,17 @@
+// Package commands holds humongod's database commands, one file per command (cmd_hello.go,
+// cmd_find.go, ...), each adding itself to the registry value NewRegistry builds; the
+// handlers every role shares (ping, buildInfo, getParameter, listCommands, ...) live in
+// internal/service, and humongos's in internal/router. Role implements service.Role for a
+// data node: the replication gate, read and write concern, $clusterTime gossip.
+//
+// A handler receives the command body as raw BSON and a *service.Env, and returns the reply
+// fields or an error; internal/server turns errors into replies at its single boundary (see
+// internal/service). Handlers must not panic on any input.
+//
+// Command names are case-sensitive, as in MongoDB; the few historical spellings
+// (isMaster/ismaster, buildinfo) are registered as aliases.
+//
+// There is no spec section for the command layer; behaviour follows MongoDB 7.0 mongod.
 package commands
 
 import "humongo/internal/service"

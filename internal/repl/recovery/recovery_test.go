@@ -316,7 +316,7 @@ func TestRecoverSkipsWithoutOplog(t *testing.T) {
 // server accepts connections, as humongod does) and waits until it is writable.
 func startMember(t *testing.T, db *commands.DB) (*server.Server, *coord.Coordinator) {
 	t.Helper()
-	mongod := commands.NewMongod(db, service.Config{Params: service.NewParams(commands.DefaultParamSpecs())})
+	mongod := commands.NewMongod(db, service.Config{})
 	srv, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role,
 		Closers: []server.Closer{db}})
 	if err != nil {

@@ -46,7 +46,7 @@ func startDataNode(t *testing.T, term int64) *dataNode {
 		t.Fatal(err)
 	}
 	db.SetObserver(w)
-	mongod := commands.NewMongod(db, service.Config{Params: service.NewParams(commands.DefaultParamSpecs())})
+	mongod := commands.NewMongod(db, service.Config{})
 	s, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role,
 		Closers: []server.Closer{db}})
 	if err != nil {

@@ -45,7 +45,7 @@ func start(t testing.TB) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mongod := commands.NewMongod(db, service.Config{Params: service.NewParams(commands.DefaultParamSpecs())})
+	mongod := commands.NewMongod(db, service.Config{})
 	s, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role,
 		Closers: []server.Closer{db}})
 	if err != nil {
