@@ -46,6 +46,13 @@ var rank = map[string]int{
 	"arch":                  17,
 }
 
+// roleNeutral lists packages that serve every role (humongod, humongos) and so must not
+// import a role's handlers or replication directly, whatever their rank; they reach them
+// through service.Role and the registry value the binary hands over.
+var roleNeutral = map[string][]string{
+	"server": {"commands", "router", "repl"},
+}
+
 const module = "humongo/"
 
 // internalRank returns the rank of an import path under humongo/internal/, and whether it is one.
@@ -94,6 +101,11 @@ func TestLayering(t *testing.T) {
 			itop, ir, ok := internalRank(t, imp)
 			if !ok || itop == top {
 				continue
+			}
+			for _, banned := range roleNeutral[top] {
+				if itop == banned {
+					t.Errorf("%s imports %s: the front end is role-neutral (use service.Role)", pkg, imp)
+				}
 			}
 			if ir >= r {
 				t.Errorf("%s (layer %d) imports %s (layer %d): imports must go downwards", pkg, r, imp, ir)
