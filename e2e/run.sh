@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# e2e/run.sh: real-client smoke tests of humongod (ARCHITECTURE.md, testing tier 6).
+# e2e/run.sh: real-client smoke tests of humongod and humongos (ARCHITECTURE.md, testing tier 6).
 #
 # Builds humongod, starts it on a free port with a temporary dbpath, installs the clients it
 # needs (npm: mongosh, the Node driver and Mongoose into e2e/node_modules, pinned by
 # package-lock.json; Debian: python3-pymongo), runs e2e/mongosh_smoke.js, e2e/node_smoke.js,
 # e2e/pymongo_smoke.py and e2e/mongoose_smoke.js, stops the server with SIGTERM, and prints one
-# summary line per client.
+# summary line per client. Then it starts the humongos router skeleton (--configdb
+# cfg/127.0.0.1:1) and checks with mongosh that hello answers msg "isdbgrid".
 # Exits non-zero if any client failed or the server did not shut down cleanly. A client is
 # skipped ("SKIP: registry unreachable") only when installing it failed with a network error.
 #
@@ -129,6 +130,21 @@ install_pymongo() {
 install_npm
 install_pymongo
 
+# wait_port LOG: the port of the "Waiting for connections" line of the server $pid logs to
+# LOG (empty if it exits or does not log it within 30 s).
+wait_port() {
+	local line
+	for _ in $(seq 1 300); do
+		line=$(grep -m1 '"msg":"Waiting for connections"' "$1" 2>/dev/null || true)
+		if [ -n "$line" ]; then
+			printf '%s\n' "$line" | sed -n 's/.*"attr":{[^}]*"port":\([0-9][0-9]*\).*/\1/p'
+			return
+		fi
+		kill -0 "$pid" 2>/dev/null || return
+		sleep 0.1
+	done
+}
+
 # --- build and start humongod ---------------------------------------------------------------
 say "building humongod..."
 if ! (cd "$root" && timeout 600 go build -o "$work/humongod" ./cmd/humongod); then
@@ -137,16 +153,7 @@ if ! (cd "$root" && timeout 600 go build -o "$work/humongod" ./cmd/humongod); th
 fi
 "$work/humongod" --port 0 --bind_ip 127.0.0.1 --dbpath "$work/db" >"$log" 2>&1 &
 pid=$!
-port=""
-for _ in $(seq 1 300); do
-	line=$(grep -m1 '"msg":"Waiting for connections"' "$log" 2>/dev/null || true)
-	if [ -n "$line" ]; then
-		port=$(printf '%s\n' "$line" | sed -n 's/.*"attr":{[^}]*"port":\([0-9][0-9]*\).*/\1/p')
-		break
-	fi
-	kill -0 "$pid" 2>/dev/null || break
-	sleep 0.1
-done
+port=$(wait_port "$log")
 if [ -z "$port" ]; then
 	say "FAIL: humongod did not log \"Waiting for connections\" within 30s"
 	tail -30 "$log"
@@ -203,7 +210,53 @@ if ! stop_server; then
 	failed=$((failed + 1))
 fi
 
-for name in mongosh node pymongo mongoose; do
+# --- humongos: the router skeleton answers the handshake as a mongos ------------------------
+# Runs in this shell (not through run_client) so stop_server and cleanup see its pid.
+mongos_smoke() {
+	if ! (cd "$root" && timeout 600 go build -o "$work/humongos" ./cmd/humongos); then
+		say "go build ./cmd/humongos failed"
+		return 1
+	fi
+	log="$work/humongos.log"
+	"$work/humongos" --configdb cfg/127.0.0.1:1 --port 0 --bind_ip 127.0.0.1 >"$log" 2>&1 &
+	pid=$!
+	local mport msg
+	mport=$(wait_port "$log")
+	if [ -z "$mport" ]; then
+		say "humongos did not log \"Waiting for connections\" within 30s"
+		tail -30 "$log"
+		return 1
+	fi
+	msg=$(timeout "$step_timeout" env HOME="$work/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$work/mongosh.conf" \
+		"$here/node_modules/.bin/mongosh" "mongodb://127.0.0.1:$mport/test" --quiet --norc \
+		--eval 'db.hello().msg' 2>&1)
+	if [ "$msg" != "isdbgrid" ]; then
+		say "humongos hello.msg: got '$msg', want 'isdbgrid'"
+		return 1
+	fi
+	if ! stop_server; then
+		say "humongos did not shut down cleanly on SIGTERM"
+		return 1
+	fi
+}
+case $npm_state in
+skip) result[humongos]="SKIP: registry unreachable" ;;
+fail)
+	result[humongos]="FAIL: could not install mongosh"
+	failed=$((failed + 1))
+	;;
+*)
+	t0=$SECONDS
+	if mongos_smoke; then
+		result[humongos]="PASS ($((SECONDS - t0))s)"
+	else
+		result[humongos]="FAIL"
+		failed=$((failed + 1))
+	fi
+	;;
+esac
+
+for name in mongosh node pymongo mongoose humongos; do
 	say "$(printf '%-8s %s' "$name" "${result[$name]}")"
 done
 if [ "$failed" -ne 0 ]; then

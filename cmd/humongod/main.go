@@ -29,6 +29,7 @@ import (
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/recovery"
 	"humongo/internal/server"
+	"humongo/internal/service"
 )
 
 // Exit codes, as mongod's ExitCode enum.
@@ -61,7 +62,7 @@ func run(argv []string, stdout, stderr io.Writer) int {
 	}
 	if opts.Version {
 		fmt.Fprintf(stdout, "db version v%s\nBuild Info: {\"version\": %q, \"gitVersion\": %q, \"environment\": {\"distarch\": %q, \"target_os\": %q}}\n",
-			commands.Version, commands.Version, commands.GitVersion, runtime.GOARCH, runtime.GOOS)
+			service.Version, service.Version, service.GitVersion, runtime.GOARCH, runtime.GOOS)
 		return exitClean
 	}
 
@@ -77,7 +78,7 @@ func run(argv []string, stdout, stderr io.Writer) int {
 }
 
 func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int {
-	params := commands.NewParams(commands.DefaultParamSpecs())
+	params := service.NewParams(commands.DefaultParamSpecs())
 	for _, kv := range opts.SetParameters {
 		if err := params.SetString(kv[0], kv[1]); err != nil {
 			log.Error("Error setting parameter", logv2.C(logv2.Control), logv2.ID(20574), "error", err.Error())
@@ -87,8 +88,8 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 	host, _ := os.Hostname()
 	log.Info("MongoDB starting", logv2.C(logv2.Control), logv2.ID(4615611), "pid", os.Getpid(), "port", opts.Port,
 		"dbPath", opts.DBPath, "architecture", "64-bit", "host", host)
-	log.Info("Build Info", logv2.C(logv2.Control), logv2.ID(23403), "version", commands.Version,
-		"gitVersion", commands.GitVersion, "goVersion", runtime.Version())
+	log.Info("Build Info", logv2.C(logv2.Control), logv2.ID(23403), "version", service.Version,
+		"gitVersion", service.GitVersion, "goVersion", runtime.Version())
 	log.Info("Options set by command line", logv2.C(logv2.Control), logv2.ID(21951),
 		"options", logv2.BSON(opts.parsed()))
 
@@ -126,19 +127,27 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 	log.Warn("Access control is not enabled for the database. Read and write access to data and configuration is unrestricted",
 		logv2.C(logv2.Control), logv2.ID(22120), logv2.StartupWarning())
 
-	s, err := server.New(server.Config{
-		BindIPs:                opts.BindIPs,
-		Port:                   opts.Port,
+	// The binary builds the server-wide state, mongod's registry and role; the front end is
+	// the same as humongos's.
+	st := commands.NewState(db, service.Config{
+		Params:                 params,
 		Logger:                 log,
 		LogSink:                sink,
-		Params:                 params,
-		DB:                     db,
-		Closers:                closers,
-		CmdLine:                commands.CmdLine{Argv: argv, Parsed: opts.parsed()},
+		CmdLine:                service.CmdLine{Argv: argv, Parsed: opts.parsed()},
 		Compressors:            opts.Compressors,
 		MaxIncomingConnections: opts.MaxConns,
 		SlowOpThreshold:        time.Duration(opts.SlowMS) * time.Millisecond,
-		Quiet:                  opts.Quiet,
+	})
+	registry := commands.NewRegistry()
+	s, err := server.New(server.Config{
+		Name:     "humongod",
+		BindIPs:  opts.BindIPs,
+		Port:     opts.Port,
+		State:    st,
+		Registry: registry,
+		Role:     commands.NewRole(st),
+		Closers:  closers,
+		Quiet:    opts.Quiet,
 	})
 	if err != nil {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -157,7 +166,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 	if opts.ReplSet != "" {
 		// A replica-set member: the coordinator must exist before the first connection.
 		self := net.JoinHostPort(advertisedHost(opts.BindIPs), strconv.Itoa(s.Port()))
-		rc, err := commands.AttachReplication(context.Background(), s.State(), commands.Default, opts.ReplSet, self,
+		rc, err := commands.AttachReplication(context.Background(), s.State(), registry, opts.ReplSet, self,
 			int64(opts.OplogSizeMB), coord.Options{Logger: log})
 		if err != nil {
 			fatal(log, err)

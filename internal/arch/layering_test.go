@@ -36,15 +36,23 @@ var rank = map[string]int{
 	"sharding":              10,
 	"resharding":            11,
 	"serverless":            11,
-	"router":                12,
-	"commands":              13,
-	"server":                14,
-	"cluster":               15, // test harness: may start any binary
-	"crashtest":             15,
-	"repl/applier/repltest": 15, // in-process replica sets for tests: starts servers
-	"integration":           16, // real-process driver tests; may use the cluster harness
-	"bench":                 15, // humongo bench engine: a client of any server
-	"arch":                  16,
+	"service":               12, // ServiceContext and the entry point's request types, shared by every role
+	"router":                13,
+	"commands":              14,
+	"server":                15,
+	"cluster":               16, // test harness: may start any binary
+	"crashtest":             16,
+	"repl/applier/repltest": 16, // in-process replica sets for tests: starts servers
+	"integration":           17, // real-process driver tests; may use the cluster harness
+	"bench":                 16, // humongo bench engine: a client of any server
+	"arch":                  17,
+}
+
+// roleNeutral lists packages that serve every role (humongod, humongos) and so must not
+// import a role's handlers or replication directly, whatever their rank; they reach them
+// through service.Role and the registry value the binary hands over.
+var roleNeutral = map[string][]string{
+	"server": {"commands", "router", "repl"},
 }
 
 const module = "humongo/"
@@ -95,6 +103,11 @@ func TestLayering(t *testing.T) {
 			itop, ir, ok := internalRank(t, imp)
 			if !ok || itop == top {
 				continue
+			}
+			for _, banned := range roleNeutral[top] {
+				if itop == banned {
+					t.Errorf("%s imports %s: the front end is role-neutral (use service.Role)", pkg, imp)
+				}
 			}
 			if ir >= r {
 				t.Errorf("%s (layer %d) imports %s (layer %d): imports must go downwards", pkg, r, imp, ir)

@@ -32,6 +32,7 @@ import (
 	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
 	"humongo/internal/query/plan"
+	"humongo/internal/service"
 	"humongo/internal/storage"
 )
 
@@ -49,7 +50,7 @@ type aggInput struct {
 	// re-resolves the timestamp before the new snapshot opens, as find cursors do: a
 	// secondary's current lastApplied, the current committed snapshot for majority.
 	rs rcReadSource
-	st *State
+	st *service.State
 	// slab is where documents are copied out of the snapshot: one allocation per
 	// aggSlabSize bytes instead of one per document. A document kept by a stage pins its
 	// slab, which bounds the waste to aggSlabSize per kept document.
@@ -60,8 +61,8 @@ type aggInput struct {
 const aggSlabSize = 64 << 10
 
 // aggOpenInput locks ns, plans req over it and returns the locked leaf.
-func aggOpenInput(ctx context.Context, st *State, ns string, req plan.Request) (*aggInput, error) {
-	db := st.DB
+func aggOpenInput(ctx context.Context, st *service.State, ns string, req plan.Request) (*aggInput, error) {
+	db := dbOf(st)
 	in := &aggInput{db: db, ns: ns, st: st, rs: findReadSource(ctx, ns)}
 	op := db.NewOp()
 	rd, release, err := openRead(ctx, op, ns, readOwned) // the read seam (read_seam.go)
@@ -132,7 +133,7 @@ func (in *aggInput) lock(ctx context.Context) error {
 	in.op, in.rel = op, release
 	// aggOpenInput took the first snapshot; this is a later one (a getMore's, or after a
 	// yield), at the read source's current timestamp.
-	if err := in.rs.reapply(&Env{State: in.st}, in.ru); err != nil {
+	if err := in.rs.reapply(&service.Env{State: in.st}, in.ru); err != nil {
 		in.unlockNoSave()
 		return err
 	}
@@ -247,7 +248,7 @@ func aggScanOp(ctx context.Context, op *OpCtx, ns string, filter bsoncore.Docume
 // Requests of the Locker that already holds the resource are recursive acquisitions or
 // conversions, which the lock manager grants ahead of its queue.
 type aggResolver struct {
-	env *Env
+	env *service.Env
 	in  *aggInput // the pipeline's input, nil when it reads no collection
 	// bypassValidation is the command's bypassDocumentValidation.
 	bypassValidation bool
@@ -276,7 +277,7 @@ func (r *aggResolver) Open(ctx context.Context, db, coll string) (agg.Source, er
 	if err != nil {
 		return nil, err
 	}
-	return pl.Run(ctx, agg.SliceSource(docs), &agg.Context{Resolver: r, TempDir: r.env.State.DB.TempDir})
+	return pl.Run(ctx, agg.SliceSource(docs), &agg.Context{Resolver: r, TempDir: dbOf(r.env.State).TempDir})
 }
 
 // op returns the OpCtx for one storage access: the input's while it holds its lock, else a
@@ -285,7 +286,7 @@ func (r *aggResolver) op() (op *OpCtx, done func()) {
 	if r.in != nil && r.in.op != nil {
 		return r.in.op, func() {}
 	}
-	op = r.env.State.DB.NewOp()
+	op = dbOf(r.env.State).NewOp()
 	return op, op.Close
 }
 
@@ -295,7 +296,7 @@ func (r *aggResolver) OpenWriter(ctx context.Context, db, coll string, replace b
 	if err := aggCheckOutputNS(ctx, r.env, ns); err != nil {
 		return nil, err
 	}
-	w := &aggWriter{db: r.env.State.DB, env: r.env, r: r, target: ns, writeNS: ns, replace: replace, bypass: r.bypassValidation}
+	w := &aggWriter{db: dbOf(r.env.State), env: r.env, r: r, target: ns, writeNS: ns, replace: replace, bypass: r.bypassValidation}
 	if replace {
 		// $out writes a temporary collection and renames it over the target at Commit, so
 		// readers see the old or the new contents, never a mix (MongoDB's semantics).
@@ -316,7 +317,7 @@ func (r *aggResolver) OpenWriter(ctx context.Context, db, coll string, replace b
 }
 
 // aggCheckOutputNS rejects $out/$merge targets MongoDB refuses, before anything is written.
-func aggCheckOutputNS(ctx context.Context, env *Env, ns string) error {
+func aggCheckOutputNS(ctx context.Context, env *service.Env, ns string) error {
 	if err := catalog.ValidateNS(ns); err != nil {
 		return err
 	}
@@ -338,7 +339,7 @@ const aggWriteBatch = 500
 // aggWriter writes $out/$merge output through the collection write path.
 type aggWriter struct {
 	db      *DB
-	env     *Env
+	env     *service.Env
 	r       *aggResolver // hands out the OpCtx (see aggResolver)
 	target  string
 	writeNS string // target, or $out's temporary collection
@@ -505,14 +506,14 @@ func (w *aggWriter) Abort(ctx context.Context) {
 
 // aggRunCreateIndex builds one index on ns by running createIndexes, so $out's rebuilt
 // indexes go through the same build path as a client's.
-func aggRunCreateIndex(ctx context.Context, env *Env, ns string, spec bsoncore.Document) (bsoncore.Document, error) {
+func aggRunCreateIndex(ctx context.Context, env *service.Env, ns string, spec bsoncore.Document) (bsoncore.Document, error) {
 	db, coll, _ := strings.Cut(ns, ".")
 	spec = ddlWithout(spec, "ns")
 	cmd := bsoncore.NewDocumentBuilder().
 		AppendString("createIndexes", coll).
 		AppendArray("indexes", bsoncore.NewArrayBuilder().AppendDocument(spec).Build()).
 		AppendString("$db", db).Build()
-	c := Default.Lookup("createIndexes")
+	c := env.Registry.Lookup("createIndexes")
 	if c == nil {
 		return nil, mongoerr.New(mongoerr.InternalError, "createIndexes is not registered")
 	}

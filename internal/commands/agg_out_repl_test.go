@@ -16,6 +16,7 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/server"
+	"humongo/internal/service"
 	"humongo/internal/storage"
 )
 
@@ -49,7 +50,8 @@ func openOutReplNode(t *testing.T, withOplog bool) *outReplNode {
 
 func (n *outReplNode) client(t *testing.T) *mongo.Client {
 	t.Helper()
-	s, err := server.New(server.Config{Port: 0, Params: commands.NewParams(commands.DefaultParamSpecs()), DB: n.db})
+	mongod := commands.NewMongod(n.db, service.Config{})
+	s, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role})
 	if err != nil {
 		t.Fatal(err)
 	}

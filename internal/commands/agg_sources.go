@@ -15,6 +15,7 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 	"humongo/internal/txn/lsc"
 )
 
@@ -37,7 +38,7 @@ func aggServerStage(st bsoncore.Document) (name string, spec bsoncore.Document, 
 }
 
 // aggRunServerStage checks where stage name may run and produces its documents.
-func aggRunServerStage(ctx context.Context, env *Env, r *aggRequest, name string, spec bsoncore.Document) ([]bsoncore.Document, error) {
+func aggRunServerStage(ctx context.Context, env *service.Env, r *aggRequest, name string, spec bsoncore.Document) ([]bsoncore.Document, error) {
 	if spec == nil {
 		return nil, mongoerr.Newf(mongoerr.FailedToParse, "%s must be specified as an object", name)
 	}
@@ -73,7 +74,7 @@ func aggRunServerStage(ctx context.Context, env *Env, r *aggRequest, name string
 	if isView && (name != "$collStats" || lookup(spec, "storageStats").Type != 0 || lookup(spec, "count").Type != 0) {
 		return nil, mongoerr.Newf(mongoerr.CommandNotSupportedOnView, "Namespace %s is a view, not a collection", r.ns)
 	}
-	meta, _ := env.State.DB.Catalog.Latest().ByNS(backing)
+	meta, _ := dbOf(env.State).Catalog.Latest().ByNS(backing)
 	switch name {
 	case "$collStats":
 		return aggCollStats(env, r.ns, meta, spec)
@@ -83,7 +84,7 @@ func aggRunServerStage(ctx context.Context, env *Env, r *aggRequest, name string
 	return nil, nil // $planCacheStats: no plan cache yet, an empty result of the right kind
 }
 
-func aggHost(env *Env) string {
+func aggHost(env *service.Env) string {
 	if env.State.Host != "" {
 		return env.State.Host
 	}
@@ -92,7 +93,7 @@ func aggHost(env *Env) string {
 }
 
 // aggCollStats is $collStats: one document with the sections the spec asks for.
-func aggCollStats(env *Env, ns string, m *catalog.CollectionMeta, spec bsoncore.Document) ([]bsoncore.Document, error) {
+func aggCollStats(env *service.Env, ns string, m *catalog.CollectionMeta, spec bsoncore.Document) ([]bsoncore.Document, error) {
 	els, _ := spec.Elements()
 	for _, e := range els {
 		switch e.Key() {
@@ -109,7 +110,7 @@ func aggCollStats(env *Env, ns string, m *catalog.CollectionMeta, spec bsoncore.
 		return nil, mongoerr.Newf(mongoerr.NamespaceNotFound,
 			"Unable to retrieve storageStats in $collStats stage :: caused by :: Collection [%s] not found.", ns)
 	}
-	db := env.State.DB
+	db := dbOf(env.State)
 	d := doc(func(b []byte) []byte {
 		b = bsoncore.AppendStringElement(b, "ns", ns)
 		b = bsoncore.AppendStringElement(b, "host", aggHost(env))
@@ -177,12 +178,12 @@ func aggCollStats(env *Env, ns string, m *catalog.CollectionMeta, spec bsoncore.
 // query plans that read the index since its in-memory access method was created (process
 // start, or the index's creation or rebuild): plan.Executor counts them (index/usage.go).
 // An index still building has no access method yet: ops 0 since now.
-func aggIndexStats(env *Env, m *catalog.CollectionMeta) []bsoncore.Document {
+func aggIndexStats(env *service.Env, m *catalog.CollectionMeta) []bsoncore.Document {
 	if m == nil {
 		return nil
 	}
 	var out []bsoncore.Document
-	coll, _ := env.State.DB.Colls.ByUUID(m.UUID)
+	coll, _ := dbOf(env.State).Colls.ByUUID(m.UUID)
 	for i := range m.Indexes {
 		im := &m.Indexes[i]
 		var ops int64
@@ -214,8 +215,8 @@ func aggIndexStats(env *Env, m *catalog.CollectionMeta) []bsoncore.Document {
 
 // aggListCatalog is $listCatalog: the durable catalog entries (all of them for
 // collectionless admin, else the one collection), plus the views from system.views.
-func aggListCatalog(ctx context.Context, env *Env, r *aggRequest) ([]bsoncore.Document, error) {
-	snap := env.State.DB.Catalog.Latest()
+func aggListCatalog(ctx context.Context, env *service.Env, r *aggRequest) ([]bsoncore.Document, error) {
+	snap := dbOf(env.State).Catalog.Latest()
 	var metas []*catalog.CollectionMeta
 	if r.collectionless {
 		metas = snap.All()
@@ -258,7 +259,7 @@ func aggListCatalog(ctx context.Context, env *Env, r *aggRequest) ([]bsoncore.Do
 		if !r.collectionless && dbName+"."+viewsColl != r.ns {
 			continue
 		}
-		defs, err := aggScan(ctx, env.State.DB, dbName+"."+viewsColl, nil)
+		defs, err := aggScan(ctx, dbOf(env.State), dbName+"."+viewsColl, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -282,15 +283,13 @@ func aggListCatalog(ctx context.Context, env *Env, r *aggRequest) ([]bsoncore.Do
 
 // aggCurrentOp is $currentOp: currentOp's documents ({allUsers, idleConnections} honoured;
 // idleConnections adds connections without an operation).
-func aggCurrentOp(env *Env, spec bsoncore.Document) []bsoncore.Document {
+func aggCurrentOp(env *service.Env, spec bsoncore.Document) []bsoncore.Document {
 	idle := truthy(lookup(spec, "idleConnections"))
 	host := aggHost(env)
 	now := time.Now()
 	var out []bsoncore.Document
 	for _, c := range env.State.Clients.Conns() {
-		c.mu.Lock()
-		op, meta, app := c.op, c.meta, c.appName
-		c.mu.Unlock()
+		op, meta, app := c.Snapshot()
 		if op == nil && !idle {
 			continue
 		}
@@ -300,7 +299,7 @@ func aggCurrentOp(env *Env, spec bsoncore.Document) []bsoncore.Document {
 }
 
 // aggListLocalSessions is $listLocalSessions: the sessions cached on this server.
-func aggListLocalSessions(env *Env) []bsoncore.Document {
+func aggListLocalSessions(env *service.Env) []bsoncore.Document {
 	if env.State.Sessions == nil {
 		return nil
 	}

@@ -21,6 +21,7 @@ import (
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query/plan"
+	"humongo/internal/service"
 )
 
 // viewsColl is the per-database collection that stores view definitions.
@@ -33,11 +34,11 @@ const viewMaxDepth = 20
 // defined on (in the same database, as MongoDB stores it) and its own pipeline (not the
 // resolved chain; see viewResolve). A namespace that is a collection, or that does not exist,
 // is not a view. The returned documents own their bytes.
-func viewLookup(ctx context.Context, env *Env, ns string) (viewOn string, pipeline []bsoncore.Document, isView bool, err error) {
-	if env.State == nil || env.State.DB == nil {
+func viewLookup(ctx context.Context, env *service.Env, ns string) (viewOn string, pipeline []bsoncore.Document, isView bool, err error) {
+	if env.State == nil || dbOf(env.State) == nil {
 		return "", nil, false, nil
 	}
-	db := env.State.DB
+	db := dbOf(env.State)
 	dbName, coll, ok := strings.Cut(ns, ".")
 	if !ok || coll == viewsColl {
 		return "", nil, false, nil
@@ -93,7 +94,7 @@ func viewParseDef(ns string, doc bsoncore.Document) (string, []bsoncore.Document
 // viewResolveColl is viewResolve plus the view's default collation (nil: simple, and for
 // a namespace that is not a view). A view's collation is its own (create's "collation"
 // option), not inherited from the collection it is defined on, as in MongoDB.
-func viewResolveColl(ctx context.Context, env *Env, ns string) (backing string, pipeline []bsoncore.Document, isView bool, coll *collation.Collator, err error) {
+func viewResolveColl(ctx context.Context, env *service.Env, ns string) (backing string, pipeline []bsoncore.Document, isView bool, coll *collation.Collator, err error) {
 	backing, pipeline, isView, err = viewResolve(ctx, env, ns)
 	if err != nil || !isView {
 		return backing, pipeline, isView, nil, err
@@ -103,9 +104,9 @@ func viewResolveColl(ctx context.Context, env *Env, ns string) (backing string, 
 }
 
 // viewCollation reads the default collation of view ns from its definition.
-func viewCollation(ctx context.Context, env *Env, ns string) (*collation.Collator, error) {
+func viewCollation(ctx context.Context, env *service.Env, ns string) (*collation.Collator, error) {
 	dbName, _, _ := strings.Cut(ns, ".")
-	op := env.State.DB.NewOp()
+	op := dbOf(env.State).NewOp()
 	defer op.Close()
 	_, vc, release, err := op.ReadCollection(ctx, dbName+"."+viewsColl)
 	if err != nil {
@@ -133,7 +134,7 @@ func viewCollation(ctx context.Context, env *Env, ns string) (*collation.Collato
 // viewResolve follows ns's viewOn chain. It returns the collection that backs ns (ns itself
 // when it is not a view) and, for a view, the pipeline to run over that collection: the
 // innermost view's pipeline first.
-func viewResolve(ctx context.Context, env *Env, ns string) (backing string, pipeline []bsoncore.Document, isView bool, err error) {
+func viewResolve(ctx context.Context, env *service.Env, ns string) (backing string, pipeline []bsoncore.Document, isView bool, err error) {
 	dbName, _, _ := strings.Cut(ns, ".")
 	cur := ns
 	var chain [][]bsoncore.Document
@@ -170,7 +171,7 @@ func viewDeps(dbName, viewOn string, pipe []bsoncore.Document) []string {
 
 // viewCheckGraph rejects a definition of ns that would close a cycle (GraphContainsCycle) or
 // nest views deeper than viewMaxDepth (ViewDepthLimitExceeded).
-func viewCheckGraph(ctx context.Context, env *Env, ns, viewOn string, pipe []bsoncore.Document) error {
+func viewCheckGraph(ctx context.Context, env *service.Env, ns, viewOn string, pipe []bsoncore.Document) error {
 	dbName, _, _ := strings.Cut(ns, ".")
 	var visit func(n string, depth int, path []string) error
 	visit = func(n string, depth int, path []string) error {
@@ -205,8 +206,8 @@ func viewCheckGraph(ctx context.Context, env *Env, ns, viewOn string, pipe []bso
 // viewCreate is create with viewOn/pipeline: it validates the definition and stores it in
 // <db>.system.views (created on first use). An identical existing view is not an error, as
 // for collections.
-func viewCreate(ctx context.Context, env *Env, ns string, cmd bsoncore.Document) (bsoncore.Document, error) {
-	db := env.State.DB
+func viewCreate(ctx context.Context, env *service.Env, ns string, cmd bsoncore.Document) (bsoncore.Document, error) {
+	db := dbOf(env.State)
 	const c = "create"
 	for _, f := range []string{"capped", "size", "max", "autoIndexId", "idIndex", "storageEngine",
 		"indexOptionDefaults", "validator", "validationLevel", "validationAction", "timeseries",
@@ -337,12 +338,12 @@ func viewCreate(ctx context.Context, env *Env, ns string, cmd bsoncore.Document)
 }
 
 // viewDrop removes the view ns from system.views; found is false when ns is not a view.
-func viewDrop(ctx context.Context, env *Env, ns string) (found bool, err error) {
+func viewDrop(ctx context.Context, env *service.Env, ns string) (found bool, err error) {
 	if _, _, isView, err := viewLookup(ctx, env, ns); err != nil || !isView {
 		return false, err
 	}
 	dbName, _, _ := strings.Cut(ns, ".")
-	op := env.State.DB.NewOp()
+	op := dbOf(env.State).NewOp()
 	defer op.Close()
 	err = op.WriteCollection(ctx, dbName+"."+viewsColl, false, func(vc *index.Collection) error {
 		if vc == nil {
@@ -359,8 +360,8 @@ func viewDrop(ctx context.Context, env *Env, ns string) (found bool, err error) 
 }
 
 // viewList returns the views of database dbName as listCollections entries.
-func viewList(ctx context.Context, env *Env, dbName string, nameOnly bool) ([]bsoncore.Document, error) {
-	defs, err := aggScan(ctx, env.State.DB, dbName+"."+viewsColl, nil)
+func viewList(ctx context.Context, env *service.Env, dbName string, nameOnly bool) ([]bsoncore.Document, error) {
+	defs, err := aggScan(ctx, dbOf(env.State), dbName+"."+viewsColl, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -389,7 +390,7 @@ func viewList(ctx context.Context, env *Env, dbName string, nameOnly bool) ([]bs
 
 // viewReadRequest rewrites a find, count or distinct on a view into the aggregation MongoDB
 // runs for it (the view's pipeline is prepended by aggPrepare). cmd must be owned.
-func viewReadRequest(env *Env, name string, cmd bsoncore.Document) (*aggRequest, error) {
+func viewReadRequest(env *service.Env, name string, cmd bsoncore.Document) (*aggRequest, error) {
 	r := &aggRequest{db: env.DB, batchSize: -1, cmd: cmd, verbosity: "queryPlanner"}
 	stage := func(k string, v bsoncore.Value) {
 		r.pipeline = append(r.pipeline, bsoncore.NewDocumentBuilder().AppendValue(k, v).Build())

@@ -13,10 +13,11 @@ import (
 	"humongo/internal/cursor"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query/plan"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addAggregate(r *service.Registry) {
+	add(r, &service.Command{
 		Name:        "aggregate",
 		Handler:     runAggregate,
 		Help:        "Runs the aggregation command. See http://dochub.mongodb.org/core/aggregation for more details.",
@@ -51,7 +52,7 @@ type aggRequest struct {
 }
 
 // aggParse validates an aggregate command. cmd must be owned by the caller (cloned).
-func aggParse(env *Env, cmd bsoncore.Document) (*aggRequest, error) {
+func aggParse(env *service.Env, cmd bsoncore.Document) (*aggRequest, error) {
 	const name = "aggregate"
 	if err := checkStrict(cmd, name, "pipeline", "explain", "allowDiskUse", "cursor", "maxTimeMS",
 		"bypassDocumentValidation", "readConcern", "collation", "hint", "comment", "let",
@@ -149,8 +150,8 @@ func aggParse(env *Env, cmd bsoncore.Document) (*aggRequest, error) {
 	return r, nil
 }
 
-func runAggregate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	if env.State.DB == nil {
+func runAggregate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	if dbOf(env.State) == nil {
 		return nil, mongoerr.New(mongoerr.InternalError, "server has no storage")
 	}
 	// The parsed pipeline keeps slices of cmd and may outlive this call in a cursor, but cmd
@@ -182,8 +183,8 @@ type aggPrepared struct {
 
 // aggCollectionCollation is the default collation of collection ns (nil: simple or no such
 // collection).
-func aggCollectionCollation(env *Env, ns string) (*collation.Collator, error) {
-	meta, ok := env.State.DB.Catalog.Latest().ByNS(ns)
+func aggCollectionCollation(env *service.Env, ns string) (*collation.Collator, error) {
+	meta, ok := dbOf(env.State).Catalog.Latest().ByNS(ns)
 	if !ok || meta == nil {
 		return nil, nil
 	}
@@ -196,7 +197,7 @@ func aggCollectionCollation(env *Env, ns string) (*collation.Collator, error) {
 
 // aggPrepare resolves views, handles server source stages and pushes the leading
 // $match/$sort/$limit down to the planner.
-func aggPrepare(ctx context.Context, env *Env, r *aggRequest) (*aggPrepared, error) {
+func aggPrepare(ctx context.Context, env *service.Env, r *aggRequest) (*aggPrepared, error) {
 	now := time.Now()
 	var vars map[string]bsoncore.Value
 	var names []string
@@ -264,7 +265,7 @@ func aggPrepare(ctx context.Context, env *Env, r *aggRequest) (*aggPrepared, err
 		}
 	}
 	p.full, p.pl = full, full
-	p.ac = &agg.Context{Now: now, Vars: vars, AllowDiskUse: r.allowDiskUse, TempDir: env.State.DB.TempDir,
+	p.ac = &agg.Context{Now: now, Vars: vars, AllowDiskUse: r.allowDiskUse, TempDir: dbOf(env.State).TempDir,
 		Resolver: &aggResolver{env: env, bypassValidation: r.bypass, coll: coll}}
 	if p.leading != "" || collectionless {
 		p.backing = ""
@@ -284,7 +285,7 @@ func aggPrepare(ctx context.Context, env *Env, r *aggRequest) (*aggPrepared, err
 
 // aggStart prepares r and starts the pipeline; the returned source is locked (ready for the
 // first batch) and owned by the caller.
-func aggStart(ctx context.Context, env *Env, r *aggRequest) (*aggCursor, error) {
+func aggStart(ctx context.Context, env *service.Env, r *aggRequest) (*aggCursor, error) {
 	p, err := aggPrepare(ctx, env, r)
 	if err != nil {
 		return nil, err
@@ -312,7 +313,7 @@ func aggStart(ctx context.Context, env *Env, r *aggRequest) (*aggCursor, error) 
 }
 
 // aggCursorReply runs r and answers with its first batch, registering a cursor for the rest.
-func aggCursorReply(ctx context.Context, env *Env, r *aggRequest) (bsoncore.Document, error) {
+func aggCursorReply(ctx context.Context, env *service.Env, r *aggRequest) (bsoncore.Document, error) {
 	src, err := aggStart(ctx, env, r)
 	if err != nil {
 		return nil, err
@@ -339,7 +340,7 @@ func aggCursorReply(ctx context.Context, env *Env, r *aggRequest) (bsoncore.Docu
 }
 
 // aggDrain runs r to the end and returns every result (count and distinct on views).
-func aggDrain(ctx context.Context, env *Env, r *aggRequest) ([]bsoncore.Document, error) {
+func aggDrain(ctx context.Context, env *service.Env, r *aggRequest) ([]bsoncore.Document, error) {
 	src, err := aggStart(ctx, env, r)
 	if err != nil {
 		return nil, err
@@ -361,7 +362,7 @@ func aggDrain(ctx context.Context, env *Env, r *aggRequest) ([]bsoncore.Document
 // aggExplain answers explain for an aggregation, in MongoDB 7.0's shapes: the find-like
 // {queryPlanner, ...} when the query layer does the whole pipeline, otherwise
 // {stages: [{$cursor: {queryPlanner, executionStats}}, ...stages after pushdown]}.
-func aggExplain(ctx context.Context, env *Env, r *aggRequest) (bsoncore.Document, error) {
+func aggExplain(ctx context.Context, env *service.Env, r *aggRequest) (bsoncore.Document, error) {
 	p, err := aggPrepare(ctx, env, r)
 	if err != nil {
 		return nil, err
@@ -416,7 +417,7 @@ func aggExplain(ctx context.Context, env *Env, r *aggRequest) (bsoncore.Document
 // aggExplainCommand is the explain command's entry for aggregations and for reads of views
 // (find, count, distinct on a view explain as the aggregation they run). handled is false
 // when the command is not one of these.
-func aggExplainCommand(ctx context.Context, env *Env, name string, cmd bsoncore.Document, v plan.Verbosity) (reply bsoncore.Document, handled bool, err error) {
+func aggExplainCommand(ctx context.Context, env *service.Env, name string, cmd bsoncore.Document, v plan.Verbosity) (reply bsoncore.Document, handled bool, err error) {
 	cmd = bytes.Clone(cmd)
 	var r *aggRequest
 	switch name {

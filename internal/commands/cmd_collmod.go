@@ -10,10 +10,11 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addCollMod(r *service.Registry) {
+	add(r, &service.Command{
 		Name:    "collMod",
 		Handler: runCollMod,
 		Help:    "Sets collection options.\nExample: { collMod: 'foo', index: {keyPattern: {a: 1}, expireAfterSeconds: 600} }",
@@ -41,7 +42,7 @@ type ddlCollModIndex struct {
 // array of {ids: [...]} groups. dryRun: true only runs that check. Note: the write path does
 // not enforce prepareUnique yet (index.Index only knows unique), so while prepareUnique is set
 // new duplicates are still accepted; the conversion then reports them.
-func runCollMod(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runCollMod(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
 		return nil, err

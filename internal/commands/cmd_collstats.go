@@ -6,22 +6,23 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addCollStats(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "collStats",
 		Aliases:   []string{"collstats"},
 		Handler:   runCollStats,
 		Help:      "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024\n    avgObjSize - in bytes",
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
 // runCollStats reports a collection's size and index sizes (deprecated in MongoDB but still
 // used by tools). Sizes as in dbStats: counts and data size exact, storage and index sizes
 // estimated; numbers use MongoDB's appendNumber typing (int32 when small).
-func runCollStats(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runCollStats(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
 		return nil, err

@@ -7,25 +7,22 @@ import (
 
 	"humongo/internal/failpoint"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addConfigureFailPoint(r *service.Registry) {
+	add(r, &service.Command{
 		Name:         "configureFailPoint",
 		Handler:      runConfigureFailPoint,
 		Help:         "modifies the settings of a fail point\n{configureFailPoint: <name>, mode: 'alwaysOn'|'off'|{times: n}|{skip: n}|{activationProbability: p}, data: {...}}",
 		AdminOnly:    true,
-		Secondary:    SecondaryAlways,
+		Secondary:    service.SecondaryAlways,
 		RequiresAuth: true,
 		TestOnly:     true,
 	})
 }
 
-// FailCommand is MongoDB's failCommand fail point, evaluated by the server's dispatcher for
-// every command (see internal/server). Drivers' test suites drive it.
-var FailCommand = failpoint.Register("failCommand")
-
-func runConfigureFailPoint(_ context.Context, _ *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runConfigureFailPoint(_ context.Context, _ *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	name, ok := commandArg(cmd).StringValueOK()
 	if !ok {
 		return nil, typeMismatch("configureFailPoint", "configureFailPoint", commandArg(cmd).Type, "string")
@@ -86,7 +83,7 @@ func parseFailPointMode(v bsoncore.Value) (failpoint.Mode, int64, float64, error
 			return failpoint.Skip, n, 0, nil
 		}
 		if pv := lookup(d, "activationProbability"); pv.Type != 0 {
-			p, ok := AsFloat(pv)
+			p, ok := service.AsFloat(pv)
 			if !ok || p < 0 || p > 1 {
 				return 0, 0, 0, mongoerr.New(mongoerr.BadValue, "activationProbability must be between 0.0 and 1.0")
 			}

@@ -4,20 +4,22 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addConnectionStatus(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "connectionStatus",
 		Handler:   runConnectionStatus,
 		Help:      "Returns connection-specific information such as logged-in users and their roles",
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
 // runConnectionStatus reports the connection's authenticated users; without authentication
 // there are none. showPrivileges adds an empty authenticatedUserPrivileges, as mongod does.
-func runConnectionStatus(_ context.Context, _ *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runConnectionStatus(_ context.Context, _ *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	showPrivs := truthy(lookup(cmd, "showPrivileges"))
 	return doc(func(b []byte) []byte {
 		idx, b := bsoncore.AppendDocumentElementStart(b, "authInfo")

@@ -8,16 +8,20 @@ import (
 
 	"humongo/internal/mongoerr"
 	"humongo/internal/query/plan"
+	"humongo/internal/service"
 )
 
 func init() {
-	register(&Command{
+	registerExplain("count", countExplain)
+}
+
+func addCount(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "count",
 		Handler:   runCount,
 		Help:      "count objects in collection",
-		Secondary: SecondaryOptIn,
+		Secondary: service.SecondaryOptIn,
 	})
-	registerExplain("count", countExplain)
 }
 
 type countArgs struct {
@@ -25,7 +29,7 @@ type countArgs struct {
 	req plan.Request
 }
 
-func countParse(env *Env, cmd bsoncore.Document) (countArgs, error) {
+func countParse(env *service.Env, cmd bsoncore.Document) (countArgs, error) {
 	const name = "count"
 	var a countArgs
 	if err := checkStrict(cmd, name, "query", "limit", "skip", "hint", "collation", "fields", "let", "encryptionInformation"); err != nil {
@@ -68,8 +72,8 @@ func countParse(env *Env, cmd bsoncore.Document) (countArgs, error) {
 	return a, nil
 }
 
-func runCount(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	db := env.State.DB
+func runCount(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	db := dbOf(env.State)
 	if db == nil {
 		return nil, mongoerr.New(mongoerr.InternalError, "server has no storage")
 	}
@@ -105,7 +109,7 @@ func runCount(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Do
 
 // countView counts through a view: the view's pipeline, the count's $match/$skip/$limit
 // and a final $count.
-func countView(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func countView(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	r, err := viewReadRequest(env, "count", bytes.Clone(cmd))
 	if err != nil {
 		return nil, err
@@ -123,7 +127,7 @@ func countView(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 	}), nil
 }
 
-func countExplain(ctx context.Context, env *Env, cmd bsoncore.Document, v plan.Verbosity) (bsoncore.Document, bsoncore.Document, error) {
+func countExplain(ctx context.Context, env *service.Env, cmd bsoncore.Document, v plan.Verbosity) (bsoncore.Document, bsoncore.Document, error) {
 	a, err := countParse(env, cmd)
 	if err != nil {
 		return nil, nil, err

@@ -10,10 +10,11 @@ import (
 	"humongo/internal/catalog"
 	collpkg "humongo/internal/collation"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addCreate(r *service.Registry) {
+	add(r, &service.Command{
 		Name:    "create",
 		Handler: runCreate,
 		Help:    "explicitly creates a collection\n{ create: <string>[, capped: <bool>, size: <collSizeInBytes>, max: <nDocs>] }",
@@ -31,7 +32,7 @@ var ddlCreateFields = []string{
 
 // runCreate creates a collection. MongoDB 7.0 answers ok when the collection already exists
 // with identical options, NamespaceExists (48) when the options differ.
-func runCreate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runCreate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
 		return nil, err
@@ -342,7 +343,7 @@ func ddlParseClusteredIndex(ci bsoncore.Document) (bsoncore.Document, error) {
 		return nil, mongoerr.New(mongoerr.InvalidIndexSpecificationOption,
 			"The clusteredIndex option is only supported for key: {_id: 1}")
 	}
-	if f, ok := AsFloat(kelems[0].Value()); !ok || f != 1 {
+	if f, ok := service.AsFloat(kelems[0].Value()); !ok || f != 1 {
 		return nil, mongoerr.New(mongoerr.InvalidIndexSpecificationOption,
 			"The clusteredIndex option is only supported for key: {_id: 1}")
 	}
@@ -360,7 +361,7 @@ func ddlSafeLong(cmdName, field string, v bsoncore.Value) (int64, error) {
 	case bsoncore.TypeInt32, bsoncore.TypeInt64:
 		return intArg(cmdName, field, v)
 	case bsoncore.TypeDouble, bsoncore.TypeDecimal128:
-		f, ok := AsFloat(v)
+		f, ok := service.AsFloat(v)
 		if !ok || math.IsNaN(f) {
 			return 0, mongoerr.Newf(mongoerr.BadValue, "BSON field '%s.%s' must be a number", cmdName, field)
 		}

@@ -8,15 +8,17 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
 	"humongo/internal/collation"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addCreateIndexes(r *service.Registry) {
+	add(r, &service.Command{
 		Name:    "createIndexes",
 		Handler: runCreateIndexes,
 		Help:    "create indexes for a collection",
@@ -46,7 +48,7 @@ var errDDLDryRun = errors.New("ddl: dry run")
 // (startIndexBuild / commitIndexBuild after the commitQuorum's votes; indexbuild_create.go).
 // Specs identical to existing indexes are skipped; when nothing is new the reply carries
 // note: "all indexes already exist".
-func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runCreateIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
 		return nil, err
@@ -353,19 +355,19 @@ func ddlValidateIndexSpec(db *DB, spec bsoncore.Document, ignoreUnknown bool) (b
 		case "key":
 			d, ok := v.DocumentOK()
 			if !ok {
-				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "The field 'key' must be an object, but got %s", TypeName(v.Type))
+				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "The field 'key' must be an object, but got %s", bsonutil.TypeName(v.Type))
 			}
 			key = d
 		case "name":
 			s, ok := v.StringValueOK()
 			if !ok {
-				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "The field 'name' must be a string, but got %s", TypeName(v.Type))
+				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "The field 'name' must be a string, but got %s", bsonutil.TypeName(v.Type))
 			}
 			name, hasName = s, true
 		case "v":
-			n, ok := AsFloat(v)
+			n, ok := service.AsFloat(v)
 			if !ok {
-				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "The field 'v' must be a number, but got %s", TypeName(v.Type))
+				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "The field 'v' must be a number, but got %s", bsonutil.TypeName(v.Type))
 			}
 			if n != 1 && n != 2 {
 				return nil, mongoerr.Newf(mongoerr.CannotCreateIndex,
@@ -373,18 +375,18 @@ func ddlValidateIndexSpec(db *DB, spec bsoncore.Document, ignoreUnknown bool) (b
 			}
 		case "unique", "sparse", "hidden", "background", "prepareUnique":
 			if _, err := ddlBoolArg("createIndexes.indexes", k, v); err != nil {
-				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "The field '%s' must be a boolean, but got %s", k, TypeName(v.Type))
+				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "The field '%s' must be a boolean, but got %s", k, bsonutil.TypeName(v.Type))
 			}
 		case "partialFilterExpression", "collation", "storageEngine", "wildcardProjection":
 			if _, ok := v.DocumentOK(); !ok {
-				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "The field '%s' must be an object, but got %s", k, TypeName(v.Type))
+				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "The field '%s' must be an object, but got %s", k, bsonutil.TypeName(v.Type))
 			}
 		case "expireAfterSeconds":
-			f, ok := AsFloat(v)
+			f, ok := service.AsFloat(v)
 			if !ok {
 				return nil, mongoerr.Newf(mongoerr.CannotCreateIndex,
 					"TTL index 'expireAfterSeconds' option must be numeric, but received a type of '%s'. Index spec: %s",
-					TypeName(v.Type), spec)
+					bsonutil.TypeName(v.Type), spec)
 			}
 			if math.IsNaN(f) || f < 0 || f > math.MaxInt32 {
 				return nil, mongoerr.Newf(mongoerr.CannotCreateIndex,
@@ -492,7 +494,7 @@ func ddlValidateKeyPattern(key bsoncore.Document) error {
 		default:
 			return mongoerr.Newf(mongoerr.CannotCreateIndex,
 				"Values in v:2 index key pattern cannot be of type %s. Only numbers > 0, numbers < 0, and strings are allowed.",
-				TypeName(v.Type))
+				bsonutil.TypeName(v.Type))
 		}
 	}
 	return nil

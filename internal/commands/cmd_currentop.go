@@ -10,15 +10,16 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addCurrentOp(r *service.Registry) {
+	add(r, &service.Command{
 		Name:         "currentOp",
 		Handler:      runCurrentOp,
 		Help:         "{currentOp: 1, $all: <bool>, <filter>...} lists operations in progress",
 		AdminOnly:    true,
-		Secondary:    SecondaryAlways,
+		Secondary:    service.SecondaryAlways,
 		RequiresAuth: true,
 	})
 }
@@ -27,7 +28,7 @@ func init() {
 // idle connections. Other non-generic fields form a filter over the reported documents; the
 // filter language is equality, $eq, $ne, $exists and $in on (dotted) fields until the query
 // package's matcher can be used here.
-func runCurrentOp(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runCurrentOp(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	all := truthy(lookup(cmd, "$all"))
 	elems, err := cmd.Elements()
 	if err != nil {
@@ -36,7 +37,7 @@ func runCurrentOp(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.
 	var filter []bsoncore.Element
 	for _, e := range elems[1:] {
 		k := e.Key()
-		if GenericArguments[k] || k == "$all" || k == "$ownOps" || k == "$truncateOps" {
+		if service.GenericArguments[k] || k == "$all" || k == "$ownOps" || k == "$truncateOps" {
 			continue
 		}
 		filter = append(filter, e)
@@ -48,9 +49,7 @@ func runCurrentOp(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.
 	ai, b := bsoncore.AppendArrayElementStart(b, "inprog")
 	n := 0
 	for _, c := range env.State.Clients.Conns() {
-		c.mu.Lock()
-		op, meta, app := c.op, c.meta, c.appName
-		c.mu.Unlock()
+		op, meta, app := c.Snapshot()
 		if op == nil && !all {
 			continue
 		}
@@ -66,7 +65,7 @@ func runCurrentOp(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.
 	return b, nil
 }
 
-func currentOpDoc(host string, now time.Time, c *Conn, op *Op, meta bsoncore.Document, app string) bsoncore.Document {
+func currentOpDoc(host string, now time.Time, c *service.Conn, op *service.Op, meta bsoncore.Document, app string) bsoncore.Document {
 	return doc(func(b []byte) []byte {
 		b = bsoncore.AppendStringElement(b, "type", "op")
 		b = bsoncore.AppendStringElement(b, "host", host)
@@ -157,8 +156,8 @@ func isOperatorDoc(d bsoncore.Document) bool {
 
 // valuesEqual compares numbers by value and everything else byte for byte.
 func valuesEqual(a, b bsoncore.Value) bool {
-	fa, oka := AsFloat(a)
-	fb, okb := AsFloat(b)
+	fa, oka := service.AsFloat(a)
+	fb, okb := service.AsFloat(b)
 	if oka && okb {
 		return fa == fb
 	}

@@ -9,22 +9,23 @@ import (
 	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addDataSize(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "dataSize",
 		Aliases:   []string{"datasize"},
 		Handler:   runDataSize,
 		Help:      "determine data size for a set of data in a certain range\nexample: { dataSize:\"blog.posts\", keyPattern:{x:1}, min:{x:10}, max:{x:55} }",
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
 // runDataSize answers {size, numObjects, millis} for a namespace: from the fast counts for the
 // whole collection, or by a collection scan for a [min, max) range of keyPattern's fields. A
 // missing collection has size 0.
-func runDataSize(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runDataSize(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	start := time.Now()
 	db, err := ddlStorage(env)
 	if err != nil {
@@ -122,7 +123,7 @@ func ddlInKeyRange(doc bsoncore.Document, fields []bsoncore.Element, minKey, max
 				v = ddlNullValue
 			}
 			c := bsonutil.Compare(v, bvals[i])
-			if desc, _ := AsFloat(f.Value()); desc < 0 {
+			if desc, _ := service.AsFloat(f.Value()); desc < 0 {
 				c = -c
 			}
 			if c != 0 {

@@ -15,11 +15,12 @@ import (
 	"humongo/internal/index"
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 	"humongo/internal/storage"
 )
 
-func init() {
-	register(&Command{
+func addDbHash(r *service.Registry) {
+	add(r, &service.Command{
 		Name:    "dbHash",
 		Aliases: []string{"dbhash"},
 		Handler: runDBHash,
@@ -44,7 +45,7 @@ const dbHashNoIDIndex = "no _id _index"
 // mongod does (writers wait, so nothing is half-written); on any other member the node's
 // lastApplied timestamp (as local reads on a secondary, never half an applier batch) with
 // intent locks only, so the applier keeps going.
-func runDBHash(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runDBHash(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	start := time.Now()
 	db, err := ddlStorage(env)
 	if err != nil {

@@ -8,22 +8,23 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addDbStats(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "dbStats",
 		Aliases:   []string{"dbstats"},
 		Handler:   runDBStats,
 		Help:      "Get stats on a database. Not instantaneous. Slower for databases with large .ns files.\nExample: { dbStats:1, scale:1 }",
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
 // runDBStats reports the database's collections, documents and sizes. Counts come from the
 // fast counts; storage and index sizes are estimates (see ddlCollectionSizes); fsUsedSize and
 // fsTotalSize describe the file system holding the data directory.
-func runDBStats(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runDBStats(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
 		return nil, err

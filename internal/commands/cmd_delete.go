@@ -9,10 +9,11 @@ import (
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
 	"humongo/internal/recordid"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addDelete(r *service.Registry) {
+	add(r, &service.Command{
 		Name:    "delete",
 		Handler: runDelete,
 		Help:    "delete documents",
@@ -87,7 +88,7 @@ func writeParseDeleteStmt(v bsoncore.Value, i int) (*writeDeleteStmt, error) {
 
 // runDelete is the delete command: {delete: coll, deletes: [{q, limit}], ordered} →
 // {n, writeErrors?}.
-func runDelete(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runDelete(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, ns, ordered, err := writeCommandPrologue(env, cmd, "delete", writeDeleteFields)
 	if err != nil {
 		return nil, err

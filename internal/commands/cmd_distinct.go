@@ -12,22 +12,26 @@ import (
 	"humongo/internal/collation"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query/plan"
+	"humongo/internal/service"
 )
 
 func init() {
-	register(&Command{
+	registerExplain("distinct", distinctExplain)
+}
+
+func addDistinct(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "distinct",
 		Handler:   runDistinct,
 		Help:      "{ distinct : 'collection name' , key : 'a.b' , query : {} }",
-		Secondary: SecondaryOptIn,
+		Secondary: service.SecondaryOptIn,
 	})
-	registerExplain("distinct", distinctExplain)
 }
 
 // distinctMaxBytes is the reply cap (BSONObjMaxUserSize): larger results fail with 17217.
 const distinctMaxBytes = 16 * 1024 * 1024
 
-func distinctParse(env *Env, cmd bsoncore.Document) (string, string, plan.Request, error) {
+func distinctParse(env *service.Env, cmd bsoncore.Document) (string, string, plan.Request, error) {
 	const name = "distinct"
 	var req plan.Request
 	if err := checkStrict(cmd, name, "key", "query", "collation", "hint", "let", "querySettings"); err != nil {
@@ -65,8 +69,8 @@ func distinctParse(env *Env, cmd bsoncore.Document) (string, string, plan.Reques
 	return ns, key, req, nil
 }
 
-func runDistinct(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	db := env.State.DB
+func runDistinct(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	db := dbOf(env.State)
 	if db == nil {
 		return nil, mongoerr.New(mongoerr.InternalError, "server has no storage")
 	}
@@ -177,7 +181,7 @@ func distinctKey(v bsoncore.Value) string {
 	return string(rune(v.Type)) + string(v.Data)
 }
 
-func distinctExplain(ctx context.Context, env *Env, cmd bsoncore.Document, v plan.Verbosity) (bsoncore.Document, bsoncore.Document, error) {
+func distinctExplain(ctx context.Context, env *service.Env, cmd bsoncore.Document, v plan.Verbosity) (bsoncore.Document, bsoncore.Document, error) {
 	ns, _, req, err := distinctParse(env, cmd)
 	if err != nil {
 		return nil, nil, err

@@ -7,10 +7,11 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addDrop(r *service.Registry) {
+	add(r, &service.Command{
 		Name:    "drop",
 		Handler: runDrop,
 		Help:    "drop a collection\n{drop : <collectionName>}",
@@ -20,7 +21,7 @@ func init() {
 
 // runDrop drops a collection. Since MongoDB 7.0 dropping a collection that does not exist
 // succeeds with a bare {ok: 1}; an existing one answers {nIndexesWas, ns, ok}.
-func runDrop(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runDrop(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
 		return nil, err

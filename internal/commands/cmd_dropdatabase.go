@@ -7,10 +7,11 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addDropDatabase(r *service.Registry) {
+	add(r, &service.Command{
 		Name:    "dropDatabase",
 		Handler: runDropDatabase,
 		Help:    "drop (delete) this database",
@@ -20,7 +21,7 @@ func init() {
 
 // runDropDatabase drops every collection of the database under the database X lock in one
 // unit. A database that does not exist answers a bare {ok: 1}, as in MongoDB 7.0.
-func runDropDatabase(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runDropDatabase(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
 		return nil, err

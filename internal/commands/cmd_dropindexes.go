@@ -7,10 +7,11 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addDropIndexes(r *service.Registry) {
+	add(r, &service.Command{
 		Name:    "dropIndexes",
 		Aliases: []string{"deleteIndexes"},
 		Handler: runDropIndexes,
@@ -21,7 +22,7 @@ func init() {
 
 // runDropIndexes drops indexes by name, by key pattern, "*" (every index but _id) or a list of
 // names, all in one unit: either every named index is dropped or none. Reply {nIndexesWas}.
-func runDropIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runDropIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
 		return nil, err
@@ -109,7 +110,7 @@ func ddlIndexesToDrop(m *catalog.CollectionMeta, iv bsoncore.Value) ([]string, e
 	case bsoncore.TypeEmbeddedDocument:
 		kp := iv.Document()
 		if ddlIsIDKey(iv) {
-			if f, _ := AsFloat(lookup(kp, "_id")); f == 1 {
+			if f, _ := service.AsFloat(lookup(kp, "_id")); f == 1 {
 				return nil, mongoerr.New(mongoerr.InvalidOptions, "cannot drop _id index")
 			}
 		}

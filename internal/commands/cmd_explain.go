@@ -23,25 +23,26 @@ import (
 
 	"humongo/internal/mongoerr"
 	"humongo/internal/query/plan"
+	"humongo/internal/service"
 )
 
-type explainFunc func(ctx context.Context, env *Env, cmd bsoncore.Document, v plan.Verbosity) (queryPlanner, executionStats bsoncore.Document, err error)
+type explainFunc func(ctx context.Context, env *service.Env, cmd bsoncore.Document, v plan.Verbosity) (queryPlanner, executionStats bsoncore.Document, err error)
 
 var explainers = map[string]explainFunc{}
 
 // registerExplain makes command name explainable. Call it from init.
 func registerExplain(name string, fn explainFunc) { explainers[name] = fn }
 
-func init() {
-	register(&Command{
+func addExplain(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "explain",
 		Handler:   runExplain,
 		Help:      "explain the query plan and execution of find, count, distinct, update, delete and findAndModify",
-		Secondary: SecondaryOptIn,
+		Secondary: service.SecondaryOptIn,
 	})
 }
 
-func runExplain(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runExplain(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	if err := checkStrict(cmd, "explain", "verbosity"); err != nil {
 		return nil, err
 	}
@@ -70,7 +71,7 @@ func runExplain(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.
 	name := first.Key()
 	fn, ok := explainers[name]
 	if !ok && name != "aggregate" {
-		if Default.Lookup(name) == nil {
+		if env.Registry.Lookup(name) == nil {
 			return nil, mongoerr.Newf(mongoerr.CommandNotFound, "Explain failed due to unknown command: %s", name)
 		}
 		return nil, mongoerr.Newf(mongoerr.IllegalOperation, "Cannot explain cmd: %s", name)
@@ -110,7 +111,7 @@ func appendField(d bsoncore.Document, key, val string) bsoncore.Document {
 	return out
 }
 
-func findServerInfo(env *Env) bsoncore.Document {
+func findServerInfo(env *service.Env) bsoncore.Document {
 	host, port := env.State.Host, env.State.Port
 	if h, _, ok := strings.Cut(host, ":"); ok {
 		host = h
@@ -125,7 +126,7 @@ func findServerInfo(env *Env) bsoncore.Document {
 // findServerVersion is what explain's serverInfo.version reports (buildInfo's family).
 const findServerVersion = "7.0.0"
 
-func findServerParams(env *Env) bsoncore.Document {
+func findServerParams(env *service.Env) bsoncore.Document {
 	sortBytes := findMaxBlockingSortBytes(env)
 	return bsoncore.NewDocumentBuilder().
 		AppendInt32("internalQueryFacetBufferSizeBytes", 104857600).
@@ -140,8 +141,8 @@ func findServerParams(env *Env) bsoncore.Document {
 }
 
 // explainPlan explains a planned query on ns: see the top of this file.
-func explainPlan(ctx context.Context, env *Env, ns string, req plan.Request, v plan.Verbosity) (queryPlanner, executionStats bsoncore.Document, err error) {
-	db := env.State.DB
+func explainPlan(ctx context.Context, env *service.Env, ns string, req plan.Request, v plan.Verbosity) (queryPlanner, executionStats bsoncore.Document, err error) {
+	db := dbOf(env.State)
 	if db == nil {
 		return nil, nil, mongoerr.New(mongoerr.InternalError, "server has no storage")
 	}
@@ -175,20 +176,20 @@ func explainPlan(ctx context.Context, env *Env, ns string, req plan.Request, v p
 }
 
 // findFillRequestDefaults applies server parameters to a plan request.
-func findFillRequestDefaults(env *Env, req *plan.Request) {
+func findFillRequestDefaults(env *service.Env, req *plan.Request) {
 	if env.State.Params != nil {
 		if req.MaxBlockingSortBytes == 0 {
 			req.MaxBlockingSortBytes = findMaxBlockingSortBytes(env)
 		}
 	}
-	if req.TempDir == "" && env.State.DB != nil {
-		req.TempDir = env.State.DB.TempDir
+	if req.TempDir == "" && dbOf(env.State) != nil {
+		req.TempDir = dbOf(env.State).TempDir
 	}
 }
 
 // findMaxBlockingSortBytes reads the blocking-sort memory limit,
 // internalQueryMaxBlockingSortMemoryUsageBytes.
-func findMaxBlockingSortBytes(env *Env) int64 {
+func findMaxBlockingSortBytes(env *service.Env) int64 {
 	if p := env.State.Params; p != nil {
 		if v := p.Int("internalQueryMaxBlockingSortMemoryUsageBytes"); v > 0 {
 			return v

@@ -9,21 +9,25 @@ import (
 	"humongo/internal/cursor"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query/plan"
+	"humongo/internal/service"
 )
 
 func init() {
-	register(&Command{
+	registerExplain("find", findExplain)
+}
+
+func addFind(r *service.Registry) {
+	add(r, &service.Command{
 		Name:        "find",
 		Handler:     runFind,
 		Help:        "query for documents",
 		SecondaryOk: true,
 		Counter:     "query",
 	})
-	registerExplain("find", findExplain)
 }
 
-func runFind(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	db := env.State.DB
+func runFind(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	db := dbOf(env.State)
 	if db == nil {
 		return nil, mongoerr.New(mongoerr.InternalError, "server has no storage")
 	}
@@ -106,7 +110,7 @@ func runFind(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 	return cursor.AppendReply(b, id, o.ns, cursor.ReplyOptions{First: true, BatchBeforeID: true}), nil
 }
 
-func findExplain(ctx context.Context, env *Env, cmd bsoncore.Document, v plan.Verbosity) (bsoncore.Document, bsoncore.Document, error) {
+func findExplain(ctx context.Context, env *service.Env, cmd bsoncore.Document, v plan.Verbosity) (bsoncore.Document, bsoncore.Document, error) {
 	req, o, err := findParse(env, cmd)
 	if err != nil {
 		return nil, nil, err

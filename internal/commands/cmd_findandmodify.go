@@ -8,10 +8,11 @@ import (
 
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addFindAndModify(r *service.Registry) {
+	add(r, &service.Command{
 		Name:    "findAndModify",
 		Aliases: []string{"findandmodify"},
 		Handler: runFindAndModify,
@@ -132,7 +133,7 @@ func writeParseFam(cmd bsoncore.Document) (*writeFamRequest, error) {
 
 // runFindAndModify modifies or removes one document (the first in sort order) and returns it:
 // {lastErrorObject: {n, updatedExisting?, upserted?}, value}.
-func runFindAndModify(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runFindAndModify(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := writeRequireDB(env)
 	if err != nil {
 		return nil, err

@@ -5,27 +5,29 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addGetLog(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "getLog",
 		Handler:   runGetLog,
 		Help:      "{ getLog : '*' }  OR { getLog : 'global' }",
 		AdminOnly: true,
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
 // runGetLog serves the in-memory log rings: "*" lists them, "global" holds the last 1024
 // lines and "startupWarnings" the warnings logged at startup.
-func runGetLog(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runGetLog(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	arg := commandArg(cmd)
 	name, ok := arg.StringValueOK()
 	if !ok {
 		return nil, mongoerr.Newf(mongoerr.TypeMismatch,
-			"Argument to getLog must be of type String; found %s of type %s", arg.String(), TypeName(arg.Type))
+			"Argument to getLog must be of type String; found %s of type %s", arg.String(), bsonutil.TypeName(arg.Type))
 	}
 	if name == "*" {
 		return doc(func(b []byte) []byte {

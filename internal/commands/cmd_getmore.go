@@ -8,10 +8,11 @@ import (
 
 	"humongo/internal/cursor"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addGetMore(r *service.Registry) {
+	add(r, &service.Command{
 		Name:        "getMore",
 		Handler:     runGetMore,
 		Help:        "retrieve more results from an existing cursor",
@@ -23,7 +24,7 @@ func init() {
 // getMoreAwaitDefault is how long an awaitData getMore waits without maxTimeMS.
 const getMoreAwaitDefault = time.Second
 
-func runGetMore(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runGetMore(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	const name = "getMore"
 	if err := checkStrict(cmd, name, "collection", "batchSize", "term", "lastKnownCommittedOpTime", "includeQueryStatsMetrics"); err != nil {
 		return nil, err
@@ -86,7 +87,7 @@ func runGetMore(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.
 // source, restores the plan, fills one batch and saves the plan again. An awaitData cursor
 // with nothing new waits for a change to its collection (findWaitChan) and tries again,
 // until shortly before its maxTimeMS (1 s without one) runs out.
-func getMoreBatch(ctx context.Context, env *Env, c *cursor.Cursor, count int64) (*cursor.Batch, bool, error) {
+func getMoreBatch(ctx context.Context, env *service.Env, c *cursor.Cursor, count int64) (*cursor.Batch, bool, error) {
 	fill := func() (*cursor.Batch, bool, error) {
 		src, ok := c.Source.(*findSource)
 		if !ok {

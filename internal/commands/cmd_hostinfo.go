@@ -8,18 +8,20 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addHostInfo(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "hostInfo",
 		Handler:   runHostInfo,
 		Help:      "returns information about the daemon's host",
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
-func runHostInfo(context.Context, *Env, bsoncore.Document) (bsoncore.Document, error) {
+func runHostInfo(context.Context, *service.Env, bsoncore.Document) (bsoncore.Document, error) {
 	host, _ := os.Hostname()
 	memMB := memTotalMB()
 	return doc(func(b []byte) []byte {

@@ -7,10 +7,11 @@ import (
 
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addInsert(r *service.Registry) {
+	add(r, &service.Command{
 		Name:    "insert",
 		Handler: runInsert,
 		Help:    "insert documents",
@@ -32,7 +33,7 @@ var writeInsertFields = []string{"documents", "ordered", "bypassDocumentValidati
 
 // runInsert is the insert command: {insert: coll, documents: [...], ordered, ...} →
 // {n, writeErrors?}.
-func runInsert(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runInsert(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, ns, ordered, err := writeCommandPrologue(env, cmd, "insert", writeInsertFields)
 	if err != nil {
 		return nil, err

@@ -6,28 +6,29 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 	"humongo/internal/txn/lsc"
 )
 
-func init() {
-	register(&Command{
+func addKillAllSessions(r *service.Registry) {
+	add(r, &service.Command{
 		Name:         "killAllSessions",
 		Handler:      runKillAllSessions,
 		Help:         "kill all logical sessions, for a user, and their operations",
-		Secondary:    SecondaryAlways,
+		Secondary:    service.SecondaryAlways,
 		RequiresAuth: true,
 	})
-	register(&Command{
+	add(r, &service.Command{
 		Name:         "killAllSessionsByPattern",
 		Handler:      runKillAllSessionsByPattern,
 		Help:         "kill logical sessions by pattern",
-		Secondary:    SecondaryAlways,
+		Secondary:    service.SecondaryAlways,
 		RequiresAuth: true,
 	})
 }
 
 // runKillAllSessions takes [{user, db}, ...]; an empty array kills every session.
-func runKillAllSessions(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runKillAllSessions(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	pats, err := arrayOfDocs("killAllSessions", commandArg(cmd))
 	if err != nil {
 		return nil, err
@@ -50,7 +51,7 @@ func runKillAllSessions(_ context.Context, env *Env, cmd bsoncore.Document) (bso
 
 // runKillAllSessionsByPattern takes [{lsid: ...} | {uid: BinData} | {}, ...]; an empty array
 // or an empty pattern kills every session.
-func runKillAllSessionsByPattern(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runKillAllSessionsByPattern(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	pats, err := arrayOfDocs("killAllSessionsByPattern", commandArg(cmd))
 	if err != nil {
 		return nil, err
@@ -61,7 +62,7 @@ func runKillAllSessionsByPattern(_ context.Context, env *Env, cmd bsoncore.Docum
 	for _, p := range pats {
 		switch {
 		case lookup(p, "lsid").Type != 0:
-			k, err := ParseLsid(lookup(p, "lsid"))
+			k, err := service.ParseLsid(lookup(p, "lsid"))
 			if err != nil {
 				return nil, err
 			}
@@ -83,7 +84,7 @@ func runKillAllSessionsByPattern(_ context.Context, env *Env, cmd bsoncore.Docum
 	return emptyDoc, nil
 }
 
-func killByUIDs(env *Env, uids [][32]byte, all bool) {
+func killByUIDs(env *service.Env, uids [][32]byte, all bool) {
 	env.State.Sessions.KillMatching(func(r lsc.Record) bool {
 		if all {
 			return true

@@ -6,18 +6,19 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addKillCursors(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "killCursors",
 		Handler:   runKillCursors,
 		Help:      "kill a list of cursors",
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
-func runKillCursors(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runKillCursors(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	const name = "killCursors"
 	if err := checkStrict(cmd, name, "cursors"); err != nil {
 		return nil, err

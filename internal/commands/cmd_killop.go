@@ -6,15 +6,16 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addKillOp(r *service.Registry) {
+	add(r, &service.Command{
 		Name:         "killOp",
 		Handler:      runKillOp,
 		Help:         "Kill an operation: { killOp: 1, op: <opid> }",
 		AdminOnly:    true,
-		Secondary:    SecondaryAlways,
+		Secondary:    service.SecondaryAlways,
 		RequiresAuth: true,
 	})
 }
@@ -22,7 +23,7 @@ func init() {
 // runKillOp interrupts the operation: its context is cancelled with Interrupted (11601), which
 // the operation observes at its next interrupt check. Like mongod, it succeeds whether or not
 // the operation exists.
-func runKillOp(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runKillOp(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	v := lookup(cmd, "op")
 	if v.Type == 0 {
 		return nil, mongoerr.New(mongoerr.BadValue, "Did not provide \"op\" field")
@@ -31,7 +32,7 @@ func runKillOp(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 	if err != nil {
 		return nil, err
 	}
-	if env.State.Clients.Kill(opID, ErrInterrupted()) {
+	if env.State.Clients.Kill(opID, service.ErrInterrupted()) {
 		env.State.Logger.Info("Going to kill op", "c", "COMMAND", "id", 20482,
 			"ctx", env.Conn.Desc(), "opId", opID)
 	}

@@ -9,14 +9,15 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/cursor"
 	"humongo/internal/query"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addListCollections(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "listCollections",
 		Handler:   runListCollections,
 		Help:      "list collections for this db",
-		Secondary: SecondaryOptIn,
+		Secondary: service.SecondaryOptIn,
 	})
 }
 
@@ -24,7 +25,7 @@ func init() {
 // {name, type: "collection", options, info: {readOnly: false, uuid}, idIndex} (idIndex is
 // absent for clustered collections), or {name, type} with nameOnly. The filter applies to
 // the entries as returned.
-func runListCollections(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runListCollections(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
 		return nil, err

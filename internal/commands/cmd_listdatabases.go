@@ -4,15 +4,17 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addListDatabases(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "listDatabases",
 		Handler:   runListDatabases,
 		Help:      "{ listDatabases:1, [filter: <filterObject>] [, nameOnly: true ] }\nlist databases on this server",
 		AdminOnly: true,
-		Secondary: SecondaryOptIn,
+		Secondary: service.SecondaryOptIn,
 	})
 }
 
@@ -20,7 +22,7 @@ func init() {
 // sizeOnDisk is the sum of the collections' estimated storage and index sizes (see
 // ddlCollectionSizes); empty is true when the database holds no documents. The filter is
 // matched against {name, sizeOnDisk, empty} (or {name} with nameOnly).
-func runListDatabases(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runListDatabases(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
 		return nil, err

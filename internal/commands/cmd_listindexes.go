@@ -8,20 +8,21 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/cursor"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addListIndexes(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "listIndexes",
 		Handler:   runListIndexes,
 		Help:      "list indexes for a collection",
-		Secondary: SecondaryOptIn,
+		Secondary: service.SecondaryOptIn,
 	})
 }
 
 // runListIndexes returns the ready indexes' specs as stored ({v, key, name, ...options} in
 // the order the user gave the options), in catalog order.
-func runListIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runListIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
 		return nil, err

@@ -4,19 +4,21 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addRefreshSessions(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "refreshSessions",
 		Handler:   runRefreshSessions,
 		Help:      "renew a set of logical sessions",
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
-func runRefreshSessions(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	keys, err := parseLsidArray("refreshSessions", commandArg(cmd))
+func runRefreshSessions(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	keys, err := service.ParseLsidArray("refreshSessions", commandArg(cmd))
 	if err != nil {
 		return nil, err
 	}

@@ -11,10 +11,11 @@ import (
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addRenameCollection(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "renameCollection",
 		Handler:   runRenameCollection,
 		Help:      " example: { renameCollection: foo.a, to: bar.b }",
@@ -34,7 +35,7 @@ const (
 // specs into a temporary collection of the target database in bounded batches, then renames
 // the temporary collection to the target and drops the source in one unit, as MongoDB does;
 // the target gets a new UUID.
-func runRenameCollection(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runRenameCollection(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
 		return nil, err

@@ -5,25 +5,27 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addReplSetFreeze(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "replSetFreeze",
 		Handler:   runReplSetFreeze,
 		Help:      "Don't stand for election for <seconds> (0 unfreezes).\n{ replSetFreeze : <seconds> }",
 		AdminOnly: true,
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
-func runReplSetFreeze(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runReplSetFreeze(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	rc, err := replCoord(env)
 	if err != nil {
 		return nil, err
 	}
 	v := lookup(cmd, "replSetFreeze")
-	secs, ok := AsFloat(v)
+	secs, ok := service.AsFloat(v)
 	if !ok {
 		return nil, typeMismatch("replSetFreeze", "replSetFreeze", v.Type, "number")
 	}

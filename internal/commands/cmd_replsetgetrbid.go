@@ -4,19 +4,21 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addReplSetGetRBID(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "replSetGetRBID",
 		Handler:   runReplSetGetRBID,
 		Help:      "Internal: the rollback id, which changes on every rollback.",
 		AdminOnly: true,
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
-func runReplSetGetRBID(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runReplSetGetRBID(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	rc, err := replCoord(env)
 	if err != nil {
 		return nil, err

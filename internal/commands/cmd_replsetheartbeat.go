@@ -6,18 +6,19 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/repl/coord"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addReplSetHeartbeat(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "replSetHeartbeat",
 		Handler:   runReplSetHeartbeat,
 		Help:      "Internal: replica-set heartbeat between members.",
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
-func runReplSetHeartbeat(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runReplSetHeartbeat(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	rc, err := replCoord(env)
 	if err != nil {
 		return nil, err

@@ -4,19 +4,21 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addReplSetInitiate(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "replSetInitiate",
 		Handler:   runReplSetInitiate,
 		Help:      "Initiate/christen a replica set.\n{ replSetInitiate : <config> } (default: a one-member set of this node)",
 		AdminOnly: true,
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
-func runReplSetInitiate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runReplSetInitiate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	rc, err := replCoord(env)
 	if err != nil {
 		return nil, err

@@ -4,19 +4,21 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addReplSetMaintenance(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "replSetMaintenance",
 		Handler:   runReplSetMaintenance,
 		Help:      "Enter/leave maintenance mode (RECOVERING).\n{ replSetMaintenance : <bool> }",
 		AdminOnly: true,
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
-func runReplSetMaintenance(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runReplSetMaintenance(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	rc, err := replCoord(env)
 	if err != nil {
 		return nil, err

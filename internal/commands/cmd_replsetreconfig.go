@@ -6,19 +6,20 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addReplSetReconfig(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "replSetReconfig",
 		Handler:   runReplSetReconfig,
 		Help:      "Adjust configuration of a replica set\n{ replSetReconfig : config_object, force: <bool> }",
 		AdminOnly: true,
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
-func runReplSetReconfig(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runReplSetReconfig(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	rc, err := replCoord(env)
 	if err != nil {
 		return nil, err

@@ -12,16 +12,17 @@ import (
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/oplog"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addReplSetResizeOplog(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "replSetResizeOplog",
 		Handler:   runReplSetResizeOplog,
 		Help:      "Resize this member's oplog or set its minimum retention.\n{ replSetResizeOplog: 1, size: <MB>, minRetentionHours: <hours> }",
 		AdminOnly: true,
 		// Every member resizes its own oplog, secondaries included (not replicated).
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
@@ -36,7 +37,7 @@ const (
 // catalog options, so it survives a restart and overrides --oplogSize from then on) and/or a
 // minimum retention (minRetentionHours; kept entries younger than that even over the cap,
 // for this process's lifetime as MongoDB's runtime setting).
-func runReplSetResizeOplog(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runReplSetResizeOplog(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	if _, err := replCoord(env); err != nil {
 		return nil, err
 	}
@@ -46,7 +47,7 @@ func runReplSetResizeOplog(ctx context.Context, env *Env, cmd bsoncore.Document)
 	var sizeMB, hours float64
 	haveSize, haveHours := false, false
 	if v := lookup(cmd, "size"); v.Type != 0 {
-		f, ok := AsFloat(v)
+		f, ok := service.AsFloat(v)
 		if !ok {
 			return nil, typeMismatch("replSetResizeOplog", "size", v.Type, "double")
 		}
@@ -59,7 +60,7 @@ func runReplSetResizeOplog(ctx context.Context, env *Env, cmd bsoncore.Document)
 		sizeMB, haveSize = f, true
 	}
 	if v := lookup(cmd, "minRetentionHours"); v.Type != 0 {
-		f, ok := AsFloat(v)
+		f, ok := service.AsFloat(v)
 		if !ok {
 			return nil, typeMismatch("replSetResizeOplog", "minRetentionHours", v.Type, "double")
 		}
@@ -72,7 +73,7 @@ func runReplSetResizeOplog(ctx context.Context, env *Env, cmd bsoncore.Document)
 		return nil, mongoerr.New(mongoerr.InvalidOptions,
 			"Invalid replSetResizeOplog request, must specify either size or minRetentionHours")
 	}
-	db := env.State.DB
+	db := dbOf(env.State)
 	m, ok := db.Catalog.Latest().ByNS(oplog.NS)
 	if !ok {
 		return nil, mongoerr.New(mongoerr.IllegalOperation, "oplog does not exist")
@@ -132,7 +133,7 @@ func oplogSizeAtStartup(db *DB, requested int64) int64 {
 		return requested
 	}
 	if v, err := bsoncore.Document(m.Options).LookupErr("size"); err == nil {
-		if f, ok := AsFloat(v); ok && f > 0 {
+		if f, ok := service.AsFloat(v); ok && f > 0 {
 			return int64(f)
 		}
 	}

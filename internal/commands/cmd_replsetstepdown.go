@@ -8,26 +8,27 @@ import (
 
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/coord"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addReplSetStepDown(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "replSetStepDown",
 		Handler:   runReplSetStepDown,
 		Help:      "Step down as primary.\n{ replSetStepDown : <seconds>, secondaryCatchUpPeriodSecs: <seconds>, force: <bool> }",
 		AdminOnly: true,
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
-func runReplSetStepDown(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runReplSetStepDown(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	rc, err := replCoord(env)
 	if err != nil {
 		return nil, err
 	}
 	secs := 60.0
 	if v := lookup(cmd, "replSetStepDown"); v.Type != bsoncore.TypeBoolean {
-		if f, ok := AsFloat(v); ok {
+		if f, ok := service.AsFloat(v); ok {
 			secs = f
 		}
 	}
@@ -37,7 +38,7 @@ func runReplSetStepDown(ctx context.Context, env *Env, cmd bsoncore.Document) (b
 		catchUp = 0
 	}
 	if v := lookup(cmd, "secondaryCatchUpPeriodSecs"); v.Type != 0 {
-		f, ok := AsFloat(v)
+		f, ok := service.AsFloat(v)
 		if !ok {
 			return nil, typeMismatch("replSetStepDown", "secondaryCatchUpPeriodSecs", v.Type, "number")
 		}

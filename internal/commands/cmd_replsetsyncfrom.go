@@ -4,19 +4,21 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addReplSetSyncFrom(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "replSetSyncFrom",
 		Handler:   runReplSetSyncFrom,
 		Help:      "Sync from the given member.\n{ replSetSyncFrom : \"host:port\" }",
 		AdminOnly: true,
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
-func runReplSetSyncFrom(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runReplSetSyncFrom(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	rc, err := replCoord(env)
 	if err != nil {
 		return nil, err

@@ -6,22 +6,23 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addSetParameter(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "setParameter",
 		Handler:   runSetParameter,
 		Help:      "set administrative option(s)\n{ setParameter:1, <param>:<value> }\nsupported:\n",
 		AdminOnly: true,
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
 // runSetParameter sets each non-generic field as a parameter. Every name is validated before
 // any value changes, so a bad request leaves all parameters as they were. The reply's `was` is
 // the previous value of the (last) parameter set.
-func runSetParameter(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runSetParameter(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	params := env.State.Params
 	elems, err := cmd.Elements()
 	if err != nil {
@@ -30,11 +31,11 @@ func runSetParameter(_ context.Context, env *Env, cmd bsoncore.Document) (bsonco
 	var toSet []bsoncore.Element
 	for _, e := range elems[1:] {
 		k := e.Key()
-		if GenericArguments[k] {
+		if service.GenericArguments[k] {
 			continue
 		}
 		if _, ok := params.Spec(k); !ok {
-			return nil, unrecognized(k)
+			return nil, service.UnrecognizedParam(k)
 		}
 		toSet = append(toSet, e)
 	}
@@ -45,11 +46,7 @@ func runSetParameter(_ context.Context, env *Env, cmd bsoncore.Document) (bsonco
 		// mongod accepts several, but then a failure half-way leaves a partial change; we
 		// validate all first by dry-running against copies.
 		for _, e := range toSet {
-			s, _ := params.Spec(e.Key())
-			if !s.Runtime {
-				return nil, mongoerr.Newf(mongoerr.IllegalOperation, "not allowed to change [%s] at runtime", s.Name)
-			}
-			if _, err := coerceBSON(&s, e.Value()); err != nil {
+			if err := params.Check(e.Key(), e.Value()); err != nil {
 				return nil, err
 			}
 		}

@@ -2,33 +2,30 @@ package commands
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addShutdown(r *service.Registry) {
+	add(r, &service.Command{
 		Name:          "shutdown",
 		Handler:       runShutdown,
 		Help:          "shutdown the database.  must be ran against admin db and either (1) ran from localhost or (2) authenticated. If this is a primary in a replica set and there is no member within 10 seconds of its optime, it will not shutdown without force : true.  You can also specify timeoutSecs : N to wait N seconds for other members to catch up.",
 		AdminOnly:     true,
-		Secondary:     SecondaryAlways,
+		Secondary:     service.SecondaryAlways,
 		RequiresAuth:  true,
 		LocalhostOnly: true,
 	})
 }
 
-// ErrCloseConnection tells the server to close the connection without replying. A successful
-// shutdown command answers this way, as mongod does: the client sees the socket close.
-var ErrCloseConnection = errors.New("close the connection without a reply")
-
 // defaultShutdownTimeout bounds the wait for in-flight operations (mongod: 15 s, for
 // replica set catch-up; a standalone just drains).
 const defaultShutdownTimeout = 15 * time.Second
 
-func runShutdown(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runShutdown(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	timeout := defaultShutdownTimeout
 	if v := lookup(cmd, "timeoutSecs"); v.Type != 0 {
 		n, err := intArg("shutdown", "timeoutSecs", v)
@@ -41,5 +38,5 @@ func runShutdown(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 	env.State.Logger.Info("Terminating via shutdown command", "c", "COMMAND", "id", 4695400,
 		"ctx", env.Conn.Desc(), "force", force, "timeoutSecs", int64(timeout.Seconds()))
 	env.State.Shutdown(force, timeout)
-	return nil, ErrCloseConnection
+	return nil, service.ErrCloseConnection
 }

@@ -4,18 +4,20 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addStartSession(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "startSession",
 		Handler:   runStartSession,
 		Help:      "start a logical session",
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
-func runStartSession(_ context.Context, env *Env, _ bsoncore.Document) (bsoncore.Document, error) {
+func runStartSession(_ context.Context, env *service.Env, _ bsoncore.Document) (bsoncore.Document, error) {
 	rec, err := env.State.Sessions.Start("")
 	if err != nil {
 		return nil, err

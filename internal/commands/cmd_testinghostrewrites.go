@@ -8,16 +8,17 @@ import (
 
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/dialer"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addTestingReplicaSetHostRewrites(r *service.Registry) {
+	add(r, &service.Command{
 		Name:    "testingReplicaSetHostRewrites",
 		Handler: runTestingReplicaSetHostRewrites,
 		Help: "test only: route this member's connections to other members through other addresses\n" +
 			"{testingReplicaSetHostRewrites: {<member host>: <address to dial>, ...}} replaces the whole map; {} clears it",
 		AdminOnly:    true,
-		Secondary:    SecondaryAlways,
+		Secondary:    service.SecondaryAlways,
 		RequiresAuth: true,
 		TestOnly:     true,
 	})
@@ -28,7 +29,7 @@ func init() {
 // other member at a per-link proxy, so that it can partition links between members while
 // the replica-set config keeps the real hosts. Connections whose target changes are closed
 // at once. The reply holds the previous map (`was`) and how many connections were closed.
-func runTestingReplicaSetHostRewrites(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runTestingReplicaSetHostRewrites(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	const name = "testingReplicaSetHostRewrites"
 	arg := commandArg(cmd)
 	doc, ok := arg.DocumentOK()

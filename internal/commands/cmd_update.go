@@ -11,10 +11,11 @@ import (
 	"humongo/internal/query"
 	"humongo/internal/query/update"
 	"humongo/internal/recordid"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addUpdate(r *service.Registry) {
+	add(r, &service.Command{
 		Name:    "update",
 		Handler: runUpdate,
 		Help:    "update documents",
@@ -129,7 +130,7 @@ func writeParseUpdateStmt(cmdName string, v bsoncore.Value, i int) (*writeUpdate
 
 // runUpdate is the update command: {update: coll, updates: [{q, u, ...}], ordered} →
 // {n, writeErrors?, upserted?, nModified}.
-func runUpdate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runUpdate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, ns, ordered, err := writeCommandPrologue(env, cmd, "update", writeUpdateFields)
 	if err != nil {
 		return nil, err

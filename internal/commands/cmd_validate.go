@@ -7,22 +7,23 @@ import (
 
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 	"humongo/internal/validate"
 )
 
-func init() {
-	register(&Command{
+func addValidate(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "validate",
 		Handler:   runValidate,
 		Help:      "Validate contents of a namespace by scanning its data structures for correctness.\nThis is a slow operation.\n\tAdd {full: true} option to do a more thorough check.",
-		Secondary: SecondaryOptIn,
+		Secondary: service.SecondaryOptIn,
 	})
 }
 
 // runValidate validates a collection with internal/validate in the foreground under the
 // collection X lock (background: true is accepted and also runs in the foreground, which
 // gives the same answer with stronger isolation).
-func runValidate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runValidate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
 		return nil, err

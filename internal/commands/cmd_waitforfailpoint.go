@@ -7,15 +7,16 @@ import (
 
 	"humongo/internal/failpoint"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addWaitForFailPoint(r *service.Registry) {
+	add(r, &service.Command{
 		Name:         "waitForFailPoint",
 		Handler:      runWaitForFailPoint,
 		Help:         "wait for a fail point to be entered a certain number of times\n{waitForFailPoint: <name>, timesEntered: n, maxTimeMS: ms}",
 		AdminOnly:    true,
-		Secondary:    SecondaryAlways,
+		Secondary:    service.SecondaryAlways,
 		RequiresAuth: true,
 		TestOnly:     true,
 	})
@@ -23,7 +24,7 @@ func init() {
 
 // runWaitForFailPoint blocks until the fail point has fired timesEntered times in total. A
 // maxTimeMS is required (the dispatcher turns it into the context deadline), as in mongod.
-func runWaitForFailPoint(ctx context.Context, _ *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runWaitForFailPoint(ctx context.Context, _ *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	name, ok := commandArg(cmd).StringValueOK()
 	if !ok {
 		return nil, typeMismatch("waitForFailPoint", "waitForFailPoint", commandArg(cmd).Type, "string")

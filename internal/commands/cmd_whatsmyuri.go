@@ -4,17 +4,19 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addWhatsmyuri(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "whatsmyuri",
 		Handler:   runWhatsMyURI,
 		Help:      "{whatsmyuri:1}",
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
-func runWhatsMyURI(_ context.Context, env *Env, _ bsoncore.Document) (bsoncore.Document, error) {
+func runWhatsMyURI(_ context.Context, env *service.Env, _ bsoncore.Document) (bsoncore.Document, error) {
 	return bsoncore.NewDocumentBuilder().AppendString("you", env.Conn.Remote).Build(), nil
 }

@@ -6,20 +6,22 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
 func TestRegistryAliasesCaseSensitive(t *testing.T) {
+	reg := NewRegistry()
 	for _, n := range []string{"hello", "isMaster", "ismaster", "buildInfo", "buildinfo"} {
-		if Default.Lookup(n) == nil {
+		if reg.Lookup(n) == nil {
 			t.Errorf("%s not registered", n)
 		}
 	}
 	for _, n := range []string{"Hello", "ISMASTER", "Ping"} {
-		if Default.Lookup(n) != nil {
+		if reg.Lookup(n) != nil {
 			t.Errorf("%s must not resolve", n)
 		}
 	}
-	for _, c := range Default.All() {
+	for _, c := range reg.List() {
 		if c.Handler == nil || c.Help == "" {
 			t.Errorf("%s: missing handler or help", c.Name)
 		}
@@ -27,7 +29,7 @@ func TestRegistryAliasesCaseSensitive(t *testing.T) {
 }
 
 func TestParamsTypeChecks(t *testing.T) {
-	p := NewParams(DefaultParamSpecs())
+	p := service.NewParams(DefaultParamSpecs())
 	str := bsoncore.Value{Type: bsoncore.TypeString, Data: bsoncore.AppendString(nil, "x")}
 	if _, err := p.SetValue("ttlMonitorSleepSecs", str); !mongoerr.Is(err, mongoerr.BadValue) {
 		t.Errorf("string for int: %v", err)
@@ -60,12 +62,12 @@ func TestClientMetadataValidation(t *testing.T) {
 		AppendDocument("application", bsoncore.NewDocumentBuilder().AppendString("name", "app").Build()).
 		AppendDocument("driver", bsoncore.NewDocumentBuilder().AppendString("name", "d").AppendString("version", "1").Build()).
 		AppendDocument("os", bsoncore.NewDocumentBuilder().AppendString("type", "Linux").Build()).Build()
-	if app, err := validateClientMetadata(good); err != nil || app != "app" {
+	if app, err := service.ValidateClientMetadata(good); err != nil || app != "app" {
 		t.Errorf("good: %q %v", app, err)
 	}
 	noDriver := bsoncore.NewDocumentBuilder().
 		AppendDocument("os", bsoncore.NewDocumentBuilder().AppendString("type", "Linux").Build()).Build()
-	if _, err := validateClientMetadata(noDriver); !mongoerr.Is(err, mongoerr.ClientMetadataMissingField) {
+	if _, err := service.ValidateClientMetadata(noDriver); !mongoerr.Is(err, mongoerr.ClientMetadataMissingField) {
 		t.Errorf("no driver: %v", err)
 	}
 }

@@ -21,7 +21,7 @@ import (
 
 // DB is the storage side of a data node, shared by every command handler: the engine, the
 // catalog, one write path per collection and the lock manager (MongoDB's ServiceContext
-// storage decorations). Handlers reach it as env.State.DB.
+// storage decorations). Handlers reach it as dbOf(env.State).
 type DB struct {
 	Engine  *storage.Engine
 	Catalog *catalog.Catalog

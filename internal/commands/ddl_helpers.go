@@ -13,11 +13,13 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
 	"humongo/internal/cursor"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
 	"humongo/internal/optime"
+	"humongo/internal/service"
 )
 
 // Location codes without a named constant in mongoerr yet (the lead moves them there).
@@ -26,20 +28,20 @@ const (
 )
 
 // ddlStorage returns the server's storage or an error for servers started without one.
-func ddlStorage(env *Env) (*DB, error) {
-	if env.State == nil || env.State.DB == nil {
+func ddlStorage(env *service.Env) (*DB, error) {
+	if env.State == nil || dbOf(env.State) == nil {
 		return nil, mongoerr.New(mongoerr.CommandNotSupported, "this server has no storage engine")
 	}
-	return env.State.DB, nil
+	return dbOf(env.State), nil
 }
 
 // ddlCollectionNS resolves a command whose first element names a collection of env.DB
 // ({create: "c"}): a non-string is InvalidNamespace as in MongoDB's IDL
 // ("collection name has invalid type int").
-func ddlCollectionNS(env *Env, cmd bsoncore.Document) (string, error) {
+func ddlCollectionNS(env *service.Env, cmd bsoncore.Document) (string, error) {
 	v := commandArg(cmd)
 	if v.Type != bsoncore.TypeString {
-		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "collection name has invalid type %s", TypeName(v.Type))
+		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "collection name has invalid type %s", bsonutil.TypeName(v.Type))
 	}
 	ns := env.DB + "." + v.StringValue()
 	if err := catalog.ValidateNS(ns); err != nil {
@@ -251,7 +253,7 @@ func TTLMonitorCounters() (passes, deleted int64) {
 // ddlKillCursors kills the open cursors over the given namespaces (after a drop or rename, as
 // MongoDB does: their getMores would otherwise read a collection that is gone). It also kills
 // listIndexes cursors of those collections.
-func ddlKillCursors(env *Env, namespaces ...string) {
+func ddlKillCursors(env *service.Env, namespaces ...string) {
 	if env.State == nil || len(namespaces) == 0 {
 		return
 	}
@@ -265,7 +267,7 @@ func ddlKillCursors(env *Env, namespaces ...string) {
 }
 
 // ddlKillDatabaseCursors kills every cursor over a collection of db.
-func ddlKillDatabaseCursors(env *Env, db string) {
+func ddlKillDatabaseCursors(env *service.Env, db string) {
 	if env.State == nil {
 		return
 	}
@@ -273,4 +275,12 @@ func ddlKillDatabaseCursors(env *Env, db string) {
 	cursorManager(env.State).KillIf(func(c *cursor.Cursor) bool {
 		return strings.HasPrefix(c.NS, prefix) && !strings.HasPrefix(c.NS, prefix+"$cmd.listCollections")
 	})
+}
+
+// dbOf returns the data node's storage side, nil when the server runs without storage.
+// State.DB is an interface only until the DB type moves below internal/service (the operation
+// layer); then this becomes st.DB.
+func dbOf(st *service.State) *DB {
+	db, _ := st.DB.(*DB)
+	return db
 }

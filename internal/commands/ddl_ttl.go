@@ -9,6 +9,7 @@ import (
 	"humongo/internal/index"
 	"humongo/internal/optime"
 	"humongo/internal/recordid"
+	"humongo/internal/service"
 	"humongo/internal/storage"
 )
 
@@ -20,8 +21,8 @@ import (
 // passes but keeps its schedule); ttlMonitorSleepSecs is read at start and again before every
 // pass, so a runtime setParameter takes effect from the next wait on. (Applying it to the wait
 // in progress needs a change notification from Params, which has none yet.)
-func StartTTLMonitor(ctx context.Context, st *State) (stop func()) {
-	if st == nil || st.DB == nil {
+func StartTTLMonitor(ctx context.Context, st *service.State) (stop func()) {
+	if st == nil || dbOf(st) == nil {
 		return func() {}
 	}
 	var m *index.TTLMonitor
@@ -33,7 +34,7 @@ func StartTTLMonitor(ctx context.Context, st *State) (stop func()) {
 			_ = m.SetSleepSecs(int(secs))
 		}
 	}
-	m = index.NewTTLMonitor(st.DB.Colls, index.TTLOptions{
+	m = index.NewTTLMonitor(dbOf(st).Colls, index.TTLOptions{
 		IsPrimary: func() bool {
 			if st.Params == nil {
 				return true
@@ -49,7 +50,7 @@ func StartTTLMonitor(ctx context.Context, st *State) (stop func()) {
 			return nil
 		},
 		Logf: func(format string, args ...any) {
-			st.DB.Log.Info(fmt.Sprintf(format, args...), "component", "INDEX")
+			dbOf(st).Log.Info(fmt.Sprintf(format, args...), "component", "INDEX")
 		},
 	})
 	syncPeriod()

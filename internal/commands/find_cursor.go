@@ -22,6 +22,7 @@ import (
 	"humongo/internal/optime"
 	"humongo/internal/query/plan"
 	"humongo/internal/repl/oplog"
+	"humongo/internal/service"
 	"humongo/internal/storage"
 )
 
@@ -32,7 +33,7 @@ var findManagers sync.Map // *State → *cursor.Manager
 // cursorManager returns the server's cursor manager, creating it on first use. Its idle
 // timeout follows the cursorTimeoutMillis parameter and it keeps serverStatus
 // metrics.cursor up to date.
-func cursorManager(st *State) *cursor.Manager {
+func cursorManager(st *service.State) *cursor.Manager {
 	if m, ok := findManagers.Load(st); ok {
 		return m.(*cursor.Manager)
 	}
@@ -58,11 +59,11 @@ func cursorManager(st *State) *cursor.Manager {
 // registers a cursor for the rest when there is any, and returns
 // {cursor: {id, ns, firstBatch}} (the list commands' field order). For listCollections and
 // listIndexes: cursorFirstBatch(ctx, env, db+".$cmd.listCollections", cursor.SliceSource(docs), bs).
-func cursorFirstBatch(ctx context.Context, env *Env, ns string, src cursor.Source, batchSize int64) (bsoncore.Document, error) {
+func cursorFirstBatch(ctx context.Context, env *service.Env, ns string, src cursor.Source, batchSize int64) (bsoncore.Document, error) {
 	if batchSize < 0 {
 		batchSize = cursor.DefaultFirstBatch
 	}
-	c := &cursor.Cursor{NS: ns, Source: src, Command: append(bsoncore.Document(nil), env.opCmd()...)}
+	c := &cursor.Cursor{NS: ns, Source: src, Command: append(bsoncore.Document(nil), opCmd(env)...)}
 	b, exhausted, err := cursor.FillBatch(ctx, c, batchSize)
 	if err != nil {
 		src.Close()
@@ -80,7 +81,7 @@ func cursorFirstBatch(ctx context.Context, env *Env, ns string, src cursor.Sourc
 }
 
 // opCmd is the command being run, for the cursor's originating command.
-func (env *Env) opCmd() bsoncore.Document {
+func opCmd(env *service.Env) bsoncore.Document {
 	if env.Op != nil {
 		return env.Op.Cmd
 	}
@@ -97,7 +98,7 @@ type findSource struct {
 	ex     *plan.Executor
 	limit  int64 // remaining documents for a negative-limit/ntoreturn style cap (0 = none)
 	meta   *catalog.CollectionMeta
-	counts *Counters
+	counts *service.Counters
 	// rs is the read concern's read source; each getMore re-resolves its timestamp
 	// (rc_concern.go) before RestoreState opens a new snapshot.
 	rs rcReadSource
@@ -152,7 +153,7 @@ type findNotifier struct {
 
 var findNotifiers sync.Map // *State → *findNotifier
 
-func findNotifierFor(st *State) *findNotifier {
+func findNotifierFor(st *service.State) *findNotifier {
 	n, _ := findNotifiers.LoadOrStore(st, &findNotifier{ch: map[string]chan struct{}{}})
 	return n.(*findNotifier)
 }
@@ -171,7 +172,7 @@ func (n *findNotifier) wait(ns string) <-chan struct{} {
 
 // findNotifyInsert wakes the awaitData cursors of ns (call it from an OnCommit hook of inserts
 // into capped collections; cheap when nobody waits).
-func findNotifyInsert(st *State, ns string) {
+func findNotifyInsert(st *service.State, ns string) {
 	n := findNotifierFor(st)
 	n.mu.Lock()
 	if c, ok := n.ch[ns]; ok {
@@ -193,9 +194,9 @@ type oplogVisibility interface {
 // replica-set member every write to a replicated collection is also an oplog entry, made
 // readable (on a secondary: at lastApplied) no later than the oplog writer's signal, so
 // tailable cursors on those collections wait on the oplog's signal too.
-func findWaitChan(st *State, ns string) <-chan struct{} {
-	if st.DB != nil && (ns == oplog.NS || opobserver.IsReplicatedNS(ns)) {
-		if v, ok := st.DB.Observer().(oplogVisibility); ok {
+func findWaitChan(st *service.State, ns string) <-chan struct{} {
+	if dbOf(st) != nil && (ns == oplog.NS || opobserver.IsReplicatedNS(ns)) {
+		if v, ok := dbOf(st).Observer().(oplogVisibility); ok {
 			return v.VisibilityChanged()
 		}
 	}
@@ -214,7 +215,7 @@ var awaitStats sync.Map // *State → *AwaitDataStats
 
 // AwaitStats is st's awaitData wait counters (tests assert on them: a replicated write
 // must reach the fetcher through a notification, not through the end of a long poll).
-func AwaitStats(st *State) *AwaitDataStats {
+func AwaitStats(st *service.State) *AwaitDataStats {
 	v, _ := awaitStats.LoadOrStore(st, &AwaitDataStats{})
 	return v.(*AwaitDataStats)
 }

@@ -3,16 +3,18 @@ package commands
 import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/collation"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query/plan"
+	"humongo/internal/service"
 )
 
 // findCollName validates the collection-name argument of a query command ({find: "c"}) and
 // returns the namespace.
-func findCollName(env *Env, cmdName string, v bsoncore.Value) (string, error) {
+func findCollName(env *service.Env, cmdName string, v bsoncore.Value) (string, error) {
 	if v.Type != bsoncore.TypeString {
-		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "collection name has invalid type %s", TypeName(v.Type))
+		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "collection name has invalid type %s", bsonutil.TypeName(v.Type))
 	}
 	c := v.StringValue()
 	if c == "" {
@@ -67,7 +69,7 @@ func findHintArg(cmdName string, v bsoncore.Value) (bsoncore.Value, error) {
 	case 0, bsoncore.TypeString, bsoncore.TypeEmbeddedDocument:
 		return v, nil
 	}
-	return bsoncore.Value{}, mongoerr.Newf(mongoerr.FailedToParse, "hint must be a string or an object, not %s", TypeName(v.Type))
+	return bsoncore.Value{}, mongoerr.Newf(mongoerr.FailedToParse, "hint must be a string or an object, not %s", bsonutil.TypeName(v.Type))
 }
 
 // findParseCollation parses a read command's collation into req (find, count, distinct).
@@ -103,7 +105,7 @@ type findOptions struct {
 }
 
 // findParse validates a find command into a plan request and cursor options.
-func findParse(env *Env, cmd bsoncore.Document) (plan.Request, findOptions, error) {
+func findParse(env *service.Env, cmd bsoncore.Document) (plan.Request, findOptions, error) {
 	const name = "find"
 	var o findOptions
 	var req plan.Request

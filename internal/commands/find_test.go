@@ -15,13 +15,14 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/failpoint"
 	"humongo/internal/index"
+	"humongo/internal/service"
 )
 
 // findEnv is an in-process server with storage and a driver client.
 type findEnv struct {
 	t      *testing.T
 	db     *commands.DB
-	params *commands.Params
+	params *service.Params
 	cl     *mongo.Client
 }
 

@@ -17,6 +17,7 @@ import (
 	"humongo/internal/opobserver"
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/dialer"
+	"humongo/internal/service"
 	"humongo/internal/storage"
 )
 
@@ -101,7 +102,7 @@ func parseCommitQuorum(v bsoncore.Value) (commitQuorum, error) {
 		return commitQuorum{}, mongoerr.Newf(mongoerr.UnsatisfiableCommitQuorum,
 			"No write concern mode named '%s' found in replica set configuration", s)
 	case bsoncore.TypeInt32, bsoncore.TypeInt64, bsoncore.TypeDouble, bsoncore.TypeDecimal128:
-		f, ok := AsFloat(v)
+		f, ok := service.AsFloat(v)
 		if !ok || math.IsNaN(f) || f < 0 || f > 50 || f != math.Trunc(f) {
 			return commitQuorum{}, mongoerr.New(mongoerr.FailedToParse,
 				"commitQuorum has to be a non-negative number and not greater than 50")
@@ -154,7 +155,7 @@ type indexBuildsCoord struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
-	st      *State                        // guarded by mu; nil until a State attaches
+	st      *service.State                // guarded by mu; nil until a State attaches
 	drivers map[catalog.UUID]*buildDriver // guarded by mu
 	peers   *dialer.Pool                  // vote connections by host; closed once the drivers stopped
 	stopped bool                          // guarded by mu
@@ -232,11 +233,11 @@ func indexBuildsOf(db *DB) *indexBuildsCoord {
 
 // AttachIndexBuilds lets st's replication coordinator drive db's two-phase index builds
 // (voting to the primary from a secondary). Call it once replication is attached.
-func AttachIndexBuilds(st *State) {
-	if st == nil || st.DB == nil {
+func AttachIndexBuilds(st *service.State) {
+	if st == nil || dbOf(st) == nil {
 		return
 	}
-	c := indexBuildsOf(st.DB)
+	c := indexBuildsOf(dbOf(st))
 	c.mu.Lock()
 	c.st = st
 	c.mu.Unlock()
@@ -267,7 +268,7 @@ func (c *indexBuildsCoord) repl() *coord.Coordinator {
 }
 
 // attachState records st (createIndexes passes its env's).
-func (c *indexBuildsCoord) attachState(st *State) {
+func (c *indexBuildsCoord) attachState(st *service.State) {
 	if st == nil {
 		return
 	}

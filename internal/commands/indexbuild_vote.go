@@ -7,22 +7,23 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addVoteCommitIndexBuild(r *service.Registry) {
+	add(r, &service.Command{
 		Name:         "voteCommitIndexBuild",
 		Handler:      runVoteCommitIndexBuild,
 		Help:         "internal: a member reports that it is ready to commit an index build",
 		AdminOnly:    true,
-		Secondary:    SecondaryNever,
+		Secondary:    service.SecondaryNever,
 		RequiresAuth: true,
 	})
-	register(&Command{
+	add(r, &service.Command{
 		Name:         "setIndexCommitQuorum",
 		Handler:      runSetIndexCommitQuorum,
 		Help:         "changes the commit quorum of a running index build",
-		Secondary:    SecondaryNever,
+		Secondary:    service.SecondaryNever,
 		RequiresAuth: true,
 	})
 }
@@ -30,7 +31,7 @@ func init() {
 // runVoteCommitIndexBuild is {voteCommitIndexBuild: <build UUID>, hostAndPort: "<host:port>"}:
 // a member tells the primary it finished its build's scan (spec "Commit Quorum"). The vote
 // is counted towards the build's commit quorum (in memory; see indexbuild_coord.go).
-func runVoteCommitIndexBuild(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runVoteCommitIndexBuild(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
 		return nil, err
@@ -76,7 +77,7 @@ func runVoteCommitIndexBuild(ctx context.Context, env *Env, cmd bsoncore.Documen
 
 // runSetIndexCommitQuorum is {setIndexCommitQuorum: coll, indexNames: [...], commitQuorum}:
 // it changes the commit quorum of the running build of exactly those indexes.
-func runSetIndexCommitQuorum(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runSetIndexCommitQuorum(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
 		return nil, err

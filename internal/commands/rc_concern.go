@@ -44,9 +44,11 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
 	"humongo/internal/optime"
 	"humongo/internal/repl/coord"
+	"humongo/internal/service"
 	"humongo/internal/storage"
 )
 
@@ -109,7 +111,7 @@ func rcParse(d bsoncore.Document) (readConcern, error) {
 				return rc, typeMismatch("readConcern", "afterOpTime", v.Type, "object")
 			}
 			t, i, _ := lookup(od, "ts").TimestampOK()
-			term, _ := AsFloat(lookup(od, "t"))
+			term, _ := service.AsFloat(lookup(od, "t"))
 			rc.afterOpTimeSet = true
 			rc.afterOpTime = optime.OpTime{TS: optime.MakeTimestamp(t, i), Term: int64(term)}
 		case "provenance", "allowTransactionTableSnapshot", "waitLastStableRecoveryTimestamp":
@@ -204,7 +206,7 @@ func rcReadSourceOf(ctx context.Context) rcReadSource {
 // rcLastAppliedTS is the timestamp reads on a member that cannot accept writes use: its
 // lastApplied, which moves only at applier batch boundaries (0: newest data, on a writable
 // primary or before anything was applied).
-func rcLastAppliedTS(env *Env) uint64 {
+func rcLastAppliedTS(env *service.Env) uint64 {
 	rc := env.State.Repl
 	if rc == nil || rc.IsWritablePrimary() {
 		return 0
@@ -223,12 +225,12 @@ func rcLastAppliedTS(env *Env) uint64 {
 // source's current timestamp: a getMore's. lastApplied and majority move on; a provided
 // timestamp stays. The committed snapshot never moves back, so a majority cursor never
 // returns to older data.
-func (r *rcReadSource) reapply(env *Env, ru *storage.RecoveryUnit) error {
+func (r *rcReadSource) reapply(env *service.Env, ru *storage.RecoveryUnit) error {
 	switch r.kind {
 	case rcSrcLastApplied:
 		r.ts = rcLastAppliedTS(env)
 	case rcSrcMajority:
-		if st := uint64(env.State.DB.Engine.StableTimestamp()); st > r.ts {
+		if st := uint64(dbOf(env.State).Engine.StableTimestamp()); st > r.ts {
 			r.ts = st
 		}
 	case rcSrcNewest, rcSrcProvided:
@@ -243,7 +245,7 @@ func (r *rcReadSource) reapply(env *Env, ru *storage.RecoveryUnit) error {
 // BeginOperation gossips cmd's $clusterTime in and, for the read commands, applies their
 // readConcern (wait, read timestamp). The returned context carries the state the read paths
 // and FinishOperation use.
-func BeginOperation(ctx context.Context, env *Env, c *Command, cmd bsoncore.Document) (context.Context, *OpState, error) {
+func BeginOperation(ctx context.Context, env *service.Env, c *service.Command, cmd bsoncore.Document) (context.Context, *OpState, error) {
 	s := &OpState{}
 	ctx = context.WithValue(ctx, rcKey{}, s)
 	rc := env.State.Repl
@@ -268,7 +270,7 @@ func BeginOperation(ctx context.Context, env *Env, c *Command, cmd bsoncore.Docu
 		d, ok := v.DocumentOK()
 		if !ok {
 			return ctx, s, mongoerr.Newf(mongoerr.TypeMismatch,
-				"BSON field 'readConcern' is the wrong type '%s', expected type 'object'", TypeName(v.Type))
+				"BSON field 'readConcern' is the wrong type '%s', expected type 'object'", bsonutil.TypeName(v.Type))
 		}
 		var err error
 		if s.rc, err = rcParse(d); err != nil {
@@ -279,7 +281,7 @@ func BeginOperation(ctx context.Context, env *Env, c *Command, cmd bsoncore.Docu
 }
 
 // rcPrepare waits for the read concern's preconditions and picks the read timestamp.
-func rcPrepare(ctx context.Context, env *Env, s *OpState) error {
+func rcPrepare(ctx context.Context, env *service.Env, s *OpState) error {
 	rc := env.State.Repl
 	r := s.rc
 	if rc == nil {
@@ -293,7 +295,7 @@ func rcPrepare(ctx context.Context, env *Env, s *OpState) error {
 		}
 		return nil
 	}
-	eng := env.State.DB.Engine
+	eng := dbOf(env.State).Engine
 	if r.level == rcLinearizable {
 		if r.afterClusterTime != 0 || r.afterOpTimeSet {
 			return mongoerr.New(mongoerr.InvalidOptions, "afterClusterTime is not allowed with readConcern level linearizable")
@@ -325,7 +327,7 @@ func rcPrepare(ctx context.Context, env *Env, s *OpState) error {
 		// A primary that has written nothing up to the requested time writes a no-op so its
 		// lastApplied gets there (makeNoopWriteIfNeeded).
 		if rc.IsWritablePrimary() && uint64(wcLastOpTS(env)) < after {
-			if n, ok := env.State.DB.Observer().(rcNoopWriter); ok {
+			if n, ok := dbOf(env.State).Observer().(rcNoopWriter); ok {
 				if _, err := n.LogNoop(ctx, bsoncore.NewDocumentBuilder().AppendString("msg", "read concern: advance cluster time").Build()); err != nil {
 					return err
 				}
@@ -370,13 +372,13 @@ type rcNoopWriter interface {
 // FinishOperation completes the read concern after a successful handler: linearizable reads
 // write a no-op and wait for a majority to have it (the node was primary throughout), and a
 // snapshot read without atClusterTime reports the timestamp it read at in `cursor`.
-func FinishOperation(ctx context.Context, env *Env, s *OpState, reply bsoncore.Document) (bsoncore.Document, error) {
+func FinishOperation(ctx context.Context, env *service.Env, s *OpState, reply bsoncore.Document) (bsoncore.Document, error) {
 	if s == nil {
 		return reply, nil
 	}
 	rc := env.State.Repl
 	if rc != nil && s.rc.level == rcLinearizable {
-		n, ok := env.State.DB.Observer().(rcNoopWriter)
+		n, ok := dbOf(env.State).Observer().(rcNoopWriter)
 		if !ok {
 			return nil, mongoerr.New(mongoerr.LinearizableReadConcernError, "no oplog to write the linearizable read no-op")
 		}
@@ -424,7 +426,7 @@ func rcAddAtClusterTime(reply bsoncore.Document, ts uint64) bsoncore.Document {
 // clusterTimes holds each server's gossiped cluster time.
 var clusterTimes sync.Map // *State → *atomic.Uint64
 
-func clusterTimeVar(st *State) *atomic.Uint64 {
+func clusterTimeVar(st *service.State) *atomic.Uint64 {
 	if v, ok := clusterTimes.Load(st); ok {
 		return v.(*atomic.Uint64)
 	}
@@ -433,7 +435,7 @@ func clusterTimeVar(st *State) *atomic.Uint64 {
 }
 
 // clusterTimeAdvance moves the node's cluster time forward to ts (never back).
-func clusterTimeAdvance(st *State, ts uint64) {
+func clusterTimeAdvance(st *service.State, ts uint64) {
 	v := clusterTimeVar(st)
 	for {
 		cur := v.Load()
@@ -445,7 +447,7 @@ func clusterTimeAdvance(st *State, ts uint64) {
 
 // clusterTimeNow is the node's cluster time: the newest of what it gossiped in and its own
 // newest oplog entry.
-func clusterTimeNow(env *Env) uint64 {
+func clusterTimeNow(env *service.Env) uint64 {
 	ts := uint64(wcLastOpTS(env))
 	clusterTimeAdvance(env.State, ts)
 	return clusterTimeVar(env.State).Load()
@@ -453,9 +455,9 @@ func clusterTimeNow(env *Env) uint64 {
 
 // wcLastOpTS is the timestamp of the node's newest oplog entry without taking the
 // coordinator's mutex.
-func wcLastOpTS(env *Env) optime.Timestamp {
-	if env.State.DB != nil {
-		if lw, ok := env.State.DB.Observer().(wcLastWritten); ok {
+func wcLastOpTS(env *service.Env) optime.Timestamp {
+	if dbOf(env.State) != nil {
+		if lw, ok := dbOf(env.State).Observer().(wcLastWritten); ok {
 			return lw.LastWritten().TS
 		}
 	}
@@ -465,7 +467,7 @@ func wcLastOpTS(env *Env) optime.Timestamp {
 // AppendClusterTime appends `$clusterTime` (unsigned: a zero hash and keyId 0 until signing
 // keys exist) and `operationTime` to a replica-set member's reply; standalone replies are
 // returned unchanged.
-func AppendClusterTime(env *Env, s *OpState, reply bsoncore.Document) bsoncore.Document {
+func AppendClusterTime(env *service.Env, s *OpState, reply bsoncore.Document) bsoncore.Document {
 	if env == nil || env.State == nil || env.State.Repl == nil || len(reply) < 5 {
 		return reply
 	}

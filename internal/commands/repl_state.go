@@ -14,11 +14,12 @@ import (
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/oplog"
+	"humongo/internal/service"
 )
 
 // replCoord returns the replication coordinator, or NoReplicationEnabled on a standalone
 // (every replSet* command's answer there).
-func replCoord(env *Env) (*coord.Coordinator, error) {
+func replCoord(env *service.Env) (*coord.Coordinator, error) {
 	if env.State.Repl == nil {
 		return nil, mongoerr.New(mongoerr.NoReplicationEnabled, "not running with --replSet")
 	}
@@ -32,7 +33,7 @@ func replCoord(env *Env) (*coord.Coordinator, error) {
 // secondaryOk (a non-primary read preference) unless this node is primary
 // (NotPrimaryNoSecondaryOk 13435); SecondaryAlways commands run in any state. A standalone
 // passes everything.
-func CheckReplState(env *Env, c *Command, cmd bsoncore.Document) error {
+func CheckReplState(env *service.Env, c *service.Command, cmd bsoncore.Document) error {
 	rc := env.State.Repl
 	if rc == nil {
 		return nil
@@ -41,9 +42,9 @@ func CheckReplState(env *Env, c *Command, cmd bsoncore.Document) error {
 		return rc.CheckCanAcceptWrites(env.DB)
 	}
 	switch c.Secondary {
-	case SecondaryAlways:
+	case service.SecondaryAlways:
 		return nil
-	case SecondaryOptIn:
+	case service.SecondaryOptIn:
 		return rc.CheckCanServeReads(env.DB, secondaryOkRequested(cmd))
 	}
 	return rc.CheckCanAcceptWrites(env.DB)
@@ -53,30 +54,30 @@ func CheckReplState(env *Env, c *Command, cmd bsoncore.Document) error {
 // coordinator (storage in st.DB, step-down kills through st.Clients), publishes it as st.Repl
 // and starts it. self is this node's "host:port". The caller closes the coordinator at
 // shutdown.
-func AttachReplication(ctx context.Context, st *State, reg *Registry, setName, self string, oplogSizeMB int64, opts coord.Options) (*coord.Coordinator, error) {
-	if st.DB == nil {
+func AttachReplication(ctx context.Context, st *service.State, reg *service.Registry, setName, self string, oplogSizeMB int64, opts coord.Options) (*coord.Coordinator, error) {
+	if dbOf(st) == nil {
 		return nil, mongoerr.New(mongoerr.IllegalOperation, "replication needs storage")
 	}
 	opts.SetName, opts.Self = setName, self
-	opts.Store = ReplStore{DB: st.DB}
-	opts.Engine = st.DB.Engine
-	opts.Locks = st.DB.Locks
+	opts.Store = ReplStore{DB: dbOf(st)}
+	opts.Engine = dbOf(st).Engine
+	opts.Locks = dbOf(st).Locks
 	opts.KillWrites = func(cause error) { KillWritesForStepDown(st, reg, cause) }
 	if opts.Logger == nil {
 		opts.Logger = st.Logger
 	}
 	var rc *coord.Coordinator
 	// Every replicated write now logs its oplog entry in its own storage unit.
-	w, err := oplog.Open(ctx, oplog.Config{Engine: st.DB.Engine, Catalog: st.DB.Catalog, Colls: st.DB.Colls,
-		MaxSizeBytes: oplogSizeAtStartup(st.DB, oplogSizeMB*(1<<20)), Term: func() int64 { return rc.Term() },
-		TempDir: st.DB.TempDir, Log: opts.Logger})
+	w, err := oplog.Open(ctx, oplog.Config{Engine: dbOf(st).Engine, Catalog: dbOf(st).Catalog, Colls: dbOf(st).Colls,
+		MaxSizeBytes: oplogSizeAtStartup(dbOf(st), oplogSizeMB*(1<<20)), Term: func() int64 { return rc.Term() },
+		TempDir: dbOf(st).TempDir, Log: opts.Logger})
 	if err != nil {
 		return nil, err
 	}
 	opts.Oplog = replNoopWriter{w}
-	opts.TopOfOplog = func() (optime.OpTime, error) { return applier.TopOfOplog(st.DB.Engine, w.Ident()) }
+	opts.TopOfOplog = func() (optime.OpTime, error) { return applier.TopOfOplog(dbOf(st).Engine, w.Ident()) }
 	rc = coord.New(opts)
-	st.DB.SetObserver(w)
+	dbOf(st).SetObserver(w)
 	st.Repl = rc
 	AttachIndexBuilds(st) // two-phase index builds vote and commit through rc
 	if err := rc.Start(ctx); err != nil {
@@ -89,11 +90,11 @@ func AttachReplication(ctx context.Context, st *State, reg *Registry, setName, s
 	// and user cursors would read data that changed under them) and drops the cached
 	// retryable-write sessions, whose records it may have rolled back.
 	rollbackDir := ""
-	if st.DB.TempDir != "" {
-		rollbackDir = filepath.Join(filepath.Dir(st.DB.TempDir), "rollback")
+	if dbOf(st).TempDir != "" {
+		rollbackDir = filepath.Join(filepath.Dir(dbOf(st).TempDir), "rollback")
 	}
-	rc.StartDataReplication(coord.DataReplication{Engine: st.DB.Engine, Catalog: st.DB.Catalog,
-		Colls: st.DB.Colls, Writer: w, RollbackDir: rollbackDir, OnRollback: RetrySessions(st.DB).Invalidate,
+	rc.StartDataReplication(coord.DataReplication{Engine: dbOf(st).Engine, Catalog: dbOf(st).Catalog,
+		Colls: dbOf(st).Colls, Writer: w, RollbackDir: rollbackDir, OnRollback: RetrySessions(dbOf(st)).Invalidate,
 		KillCursors: func() { cursorManager(st).KillIf(func(*cursor.Cursor) bool { return true }) }})
 	return rc, nil
 }
@@ -114,16 +115,14 @@ func secondaryOkRequested(cmd bsoncore.Document) bool {
 
 // KillWritesForStepDown interrupts every running write command with cause (step-down kills
 // the operations that conflict with the state change, MongoDB's killConflictingOperations).
-func KillWritesForStepDown(st *State, reg *Registry, cause error) {
+func KillWritesForStepDown(st *service.State, reg *service.Registry, cause error) {
 	for _, c := range st.Clients.Conns() {
-		c.mu.Lock()
-		op := c.op
-		c.mu.Unlock()
+		op, _, _ := c.Snapshot()
 		if op == nil {
 			continue
 		}
 		if cmd := reg.Lookup(op.Name); cmd != nil && cmd.Writes {
-			op.kill(cause)
+			st.Clients.Kill(op.ID, cause)
 		}
 	}
 }
@@ -196,7 +195,7 @@ func (s ReplStore) Save(ctx context.Context, ns string, doc bsoncore.Document, d
 // CurrentTopologyVersion is hello's topologyVersion.counter: the replication coordinator's
 // on a replica-set member, TopologyCounter on a standalone. changed (nil on a standalone) is
 // closed when it next moves.
-func CurrentTopologyVersion(st *State) (counter int64, changed <-chan struct{}) {
+func CurrentTopologyVersion(st *service.State) (counter int64, changed <-chan struct{}) {
 	if st.Repl == nil {
 		return TopologyCounter, nil
 	}
@@ -205,7 +204,7 @@ func CurrentTopologyVersion(st *State) (counter int64, changed <-chan struct{}) 
 
 // appendHelloRepl appends hello's replica-set fields (MongoDB's
 // ReplicationCoordinator::fillIsMasterForReplSet) and the primary flag.
-func appendHelloRepl(b []byte, env *Env, rc *coord.Coordinator) []byte {
+func appendHelloRepl(b []byte, env *service.Env, rc *coord.Coordinator) []byte {
 	h := rc.Hello()
 	primaryField := "ismaster"
 	if env.Name == "hello" {

@@ -13,6 +13,7 @@ import (
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/server"
+	"humongo/internal/service"
 )
 
 // startMember starts a testServer in dir as a replica-set member of "rs0" (the coordinator
@@ -23,7 +24,7 @@ func startMember(t *testing.T, dir string, oplogSizeMB int64) (*testServer, *coo
 	var rc *coord.Coordinator
 	ts := startServerWith(t, dir, func(s *server.Server) error {
 		var err error
-		rc, err = commands.AttachReplication(context.Background(), s.State(), commands.Default, "rs0",
+		rc, err = commands.AttachReplication(context.Background(), s.State(), s.Registry(), "rs0",
 			fmt.Sprintf("127.0.0.1:%d", s.Port()), oplogSizeMB, coord.Options{TickInterval: 20 * time.Millisecond})
 		return err
 	})
@@ -115,17 +116,17 @@ func TestReplSetResizeOplog(t *testing.T) {
 // TestSecondaryClassification pins the registry's MongoDB secondaryAllowed classes that
 // CheckReplState enforces.
 func TestSecondaryClassification(t *testing.T) {
-	for name, want := range map[string]commands.SecondaryAllowed{
-		"find": commands.SecondaryOptIn, "aggregate": commands.SecondaryOptIn, "count": commands.SecondaryOptIn,
-		"distinct": commands.SecondaryOptIn, "listCollections": commands.SecondaryOptIn, "listIndexes": commands.SecondaryOptIn,
-		"listDatabases": commands.SecondaryOptIn, "explain": commands.SecondaryOptIn,
-		"getMore": commands.SecondaryAlways, "hello": commands.SecondaryAlways, "ping": commands.SecondaryAlways,
-		"collStats": commands.SecondaryAlways, "dbStats": commands.SecondaryAlways, "dataSize": commands.SecondaryAlways,
-		"replSetGetStatus": commands.SecondaryAlways, "replSetResizeOplog": commands.SecondaryAlways,
-		"insert": commands.SecondaryNever, "update": commands.SecondaryNever, "delete": commands.SecondaryNever,
-		"findAndModify": commands.SecondaryNever, "create": commands.SecondaryNever, "setDefaultRWConcern": commands.SecondaryNever,
+	for name, want := range map[string]service.SecondaryAllowed{
+		"find": service.SecondaryOptIn, "aggregate": service.SecondaryOptIn, "count": service.SecondaryOptIn,
+		"distinct": service.SecondaryOptIn, "listCollections": service.SecondaryOptIn, "listIndexes": service.SecondaryOptIn,
+		"listDatabases": service.SecondaryOptIn, "explain": service.SecondaryOptIn,
+		"getMore": service.SecondaryAlways, "hello": service.SecondaryAlways, "ping": service.SecondaryAlways,
+		"collStats": service.SecondaryAlways, "dbStats": service.SecondaryAlways, "dataSize": service.SecondaryAlways,
+		"replSetGetStatus": service.SecondaryAlways, "replSetResizeOplog": service.SecondaryAlways,
+		"insert": service.SecondaryNever, "update": service.SecondaryNever, "delete": service.SecondaryNever,
+		"findAndModify": service.SecondaryNever, "create": service.SecondaryNever, "setDefaultRWConcern": service.SecondaryNever,
 	} {
-		c := commands.Default.Lookup(name)
+		c := commands.NewRegistry().Lookup(name)
 		if c == nil {
 			t.Errorf("%s is not registered", name)
 			continue
@@ -133,15 +134,15 @@ func TestSecondaryClassification(t *testing.T) {
 		if c.Secondary != want {
 			t.Errorf("%s: Secondary = %v, want %v", name, c.Secondary, want)
 		}
-		if c.SecondaryOk != (want != commands.SecondaryNever) {
+		if c.SecondaryOk != (want != service.SecondaryNever) {
 			t.Errorf("%s: SecondaryOk = %v with Secondary %v", name, c.SecondaryOk, c.Secondary)
 		}
 	}
-	for _, c := range commands.Default.All() {
-		if c.Secondary < commands.SecondaryNever || c.Secondary > commands.SecondaryAlways {
+	for _, c := range commands.NewRegistry().List() {
+		if c.Secondary < service.SecondaryNever || c.Secondary > service.SecondaryAlways {
 			t.Errorf("%s: unresolved Secondary %v", c.Name, c.Secondary)
 		}
-		if c.Writes && c.Secondary != commands.SecondaryNever {
+		if c.Writes && c.Secondary != service.SecondaryNever {
 			t.Errorf("%s writes but is %v on secondaries", c.Name, c.Secondary)
 		}
 	}

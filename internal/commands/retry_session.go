@@ -35,6 +35,7 @@ import (
 	"humongo/internal/optime"
 	"humongo/internal/recordid"
 	"humongo/internal/repl/oplog"
+	"humongo/internal/service"
 	"humongo/internal/txn/lsc"
 	"humongo/internal/txn/session"
 )
@@ -71,7 +72,7 @@ type retryCtx struct {
 // retryBegin validates the command's session arguments and, for a retryable write, checks
 // the session out (the caller defers end). Outside a session or inside a multi-document
 // transaction it returns nil.
-func retryBegin(ctx context.Context, env *Env, cmd bsoncore.Document) (*retryCtx, error) {
+func retryBegin(ctx context.Context, env *service.Env, cmd bsoncore.Document) (*retryCtx, error) {
 	tv := lookup(cmd, "txnNumber")
 	if tv.Type == 0 {
 		return nil, nil
@@ -94,7 +95,7 @@ func retryBegin(ctx context.Context, env *Env, cmd bsoncore.Document) (*retryCtx
 	if lookup(cmd, "autocommit").Type != 0 || lookup(cmd, "startTransaction").Type != 0 {
 		return nil, mongoerr.New(mongoerr.IllegalOperation, "multi-document transactions are not supported yet")
 	}
-	key, err := ParseLsid(lv)
+	key, err := service.ParseLsid(lv)
 	if err != nil {
 		return nil, err
 	}

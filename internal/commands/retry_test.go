@@ -19,6 +19,8 @@ import (
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/coord"
 	"humongo/internal/server"
+	"humongo/internal/service"
+	"humongo/internal/txn/lsc"
 )
 
 // retryRS is an in-process single-node replica set (primary) with a raw wire connection, so
@@ -36,16 +38,17 @@ func startRetryRS(t *testing.T) *retryRS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := commands.NewParams(commands.DefaultParamSpecs())
+	params := service.NewParams(commands.DefaultParamSpecs())
 	if err := params.SetString("enableTestCommands", "1"); err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(server.Config{Port: 0, Params: params, DB: db, Closers: []server.Closer{db}})
+	mongod := commands.NewMongod(db, service.Config{Params: params})
+	s, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role, Closers: []server.Closer{db}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", s.Port())
-	rc, err := commands.AttachReplication(context.Background(), s.State(), commands.Default, "rs0", addr, 0,
+	rc, err := commands.AttachReplication(context.Background(), s.State(), s.Registry(), "rs0", addr, 0,
 		coord.Options{TickInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,14 @@
 package commands
 
-import "humongo/internal/cursor"
+import (
+	"humongo/internal/cursor"
+	"humongo/internal/service"
+)
 
 // CloseCursors kills every cursor the server still holds. The server calls it at shutdown,
 // once no operation runs, before it closes the storage engine: an idle cursor keeps a
 // storage snapshot and iterators open, and the engine must not close under them.
-func CloseCursors(st *State) {
+func CloseCursors(st *service.State) {
 	if m, ok := findManagers.LoadAndDelete(st); ok {
 		m.(*cursor.Manager).Close()
 	}

@@ -11,6 +11,7 @@ import (
 
 	"humongo/internal/commands"
 	"humongo/internal/server"
+	"humongo/internal/service"
 )
 
 // testServer is an in-process humongod with storage in dir and a driver client connected to
@@ -18,7 +19,7 @@ import (
 type testServer struct {
 	srv    *server.Server
 	db     *commands.DB
-	params *commands.Params
+	params *service.Params
 	cl     *mongo.Client
 }
 
@@ -36,8 +37,9 @@ func startServerWith(t testing.TB, dir string, beforeStart func(*server.Server) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := commands.NewParams(commands.DefaultParamSpecs())
-	s, err := server.New(server.Config{Port: 0, Params: params, DB: db, Closers: []server.Closer{db}})
+	params := service.NewParams(commands.DefaultParamSpecs())
+	mongod := commands.NewMongod(db, service.Config{Params: params})
+	s, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role, Closers: []server.Closer{db}})
 	if err != nil {
 		_ = db.Close()
 		t.Fatal(err)

@@ -1,27 +1,22 @@
 package commands
 
 import (
+	"strconv"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
 // Location codes used by these commands that mongoerr does not name yet. They are kept in this
 // one block so moving them into mongoerr is a one-line change each (reported to the lead).
 const (
-	codeTopologyVersionWithoutAwait = mongoerr.Location31368 // topologyVersion without maxAwaitTimeMS
-	codeAwaitWithoutTopologyVersion = mongoerr.Location31372 // maxAwaitTimeMS without topologyVersion
-	codeBadMaxAwaitTimeMS           = mongoerr.Location51760 // maxAwaitTimeMS negative
-	codeTopologyVersionFromFuture   = mongoerr.Location31382 // counter greater than the server's
-	codeMissingDB                   = mongoerr.Location40571 // OP_MSG without $db
-	codeUnknownField                = mongoerr.Location40415 // IDL: unknown field
-	codeMissingField                = mongoerr.Location40414 // IDL: required field missing
+	codeUnknownField = mongoerr.Location40415 // IDL: unknown field
+	codeMissingField = mongoerr.Location40414 // IDL: required field missing
 )
-
-// CodeMissingDB is the code for an OP_MSG request without `$db` (Location40571).
-const CodeMissingDB = codeMissingDB
 
 // truthy reports whether v counts as true the way BSONElement::trueValue does.
 func truthy(v bsoncore.Value) bool {
@@ -29,7 +24,7 @@ func truthy(v bsoncore.Value) bool {
 	case bsoncore.TypeBoolean:
 		return v.Boolean()
 	case bsoncore.TypeInt32, bsoncore.TypeInt64, bsoncore.TypeDouble, bsoncore.TypeDecimal128:
-		f, _ := AsFloat(v)
+		f, _ := service.AsFloat(v)
 		return f != 0
 	case bsoncore.TypeNull, bsoncore.TypeUndefined, 0:
 		return false
@@ -58,7 +53,7 @@ func commandArg(cmd bsoncore.Document) bsoncore.Value {
 // typeMismatch is the error IDL parsers give for a field of the wrong type.
 func typeMismatch(cmdName, field string, got bsoncore.Type, want ...string) error {
 	return mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type%s '%s'",
-		cmdName, field, TypeName(got), plural(len(want)), strings.Join(want, ", "))
+		cmdName, field, bsonutil.TypeName(got), plural(len(want)), strings.Join(want, ", "))
 }
 
 func plural(n int) string {
@@ -77,7 +72,7 @@ func intArg(cmdName, field string, v bsoncore.Value) (int64, error) {
 	case bsoncore.TypeInt64:
 		return v.Int64(), nil
 	case bsoncore.TypeDouble, bsoncore.TypeDecimal128:
-		f, ok := AsFloat(v)
+		f, ok := service.AsFloat(v)
 		if ok && f == float64(int64(f)) {
 			return int64(f), nil
 		}
@@ -96,7 +91,7 @@ func checkStrict(cmd bsoncore.Document, name string, known ...string) error {
 outer:
 	for i, e := range elems {
 		k := e.Key()
-		if i == 0 || GenericArguments[k] {
+		if i == 0 || service.GenericArguments[k] {
 			continue
 		}
 		for _, kn := range known {
@@ -126,3 +121,9 @@ func doc(fill func(b []byte) []byte) bsoncore.Document {
 	b, _ = bsoncore.AppendDocumentEnd(b, idx)
 	return b
 }
+
+// emptyDoc is a reply with no fields besides the `ok` the server appends.
+var emptyDoc = service.EmptyDoc
+
+// itoa formats array indexes and ids as BSON array keys and names.
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

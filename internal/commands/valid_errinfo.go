@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/query"
 )
 
@@ -181,7 +182,7 @@ func validClauseDetails(clause, d bsoncore.Document, depth int) bson.D {
 		reason = "matching value found in array"
 	case "$type":
 		return append(out, bson.E{Key: "reason", Value: "type did not match"},
-			bson.E{Key: "consideredValue", Value: validRaw(val)}, bson.E{Key: "consideredType", Value: TypeName(val.Type)})
+			bson.E{Key: "consideredValue", Value: validRaw(val)}, bson.E{Key: "consideredType", Value: bsonutil.TypeName(val.Type)})
 	case "$regex":
 		reason = "regular expression did not match"
 	case "$size":
@@ -370,7 +371,7 @@ func validSchemaRules(schema bsoncore.Document, v bsoncore.Value, depth int) bso
 			r := bson.D{{Key: "operatorName", Value: kw}, {Key: "specifiedAs", Value: bson.Raw(single)},
 				{Key: "reason", Value: reason}, {Key: "consideredValue", Value: validRaw(v)}}
 			if kw == "bsonType" || kw == "type" {
-				r = append(r, bson.E{Key: "consideredType", Value: TypeName(v.Type)})
+				r = append(r, bson.E{Key: "consideredType", Value: bsonutil.TypeName(v.Type)})
 			}
 			if kw == "minProperties" || kw == "maxProperties" {
 				n, _ := obj.Elements()

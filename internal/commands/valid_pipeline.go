@@ -17,6 +17,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/agg"
+	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query/update"
 )
@@ -168,7 +169,7 @@ func validReplacementResult(old, out bsoncore.Document) (bsoncore.Document, erro
 	if id, err := bsoncore.Document(res).LookupErr("_id"); err == nil {
 		switch id.Type {
 		case bsoncore.TypeArray, bsoncore.TypeRegex, bsoncore.TypeUndefined:
-			return nil, mongoerr.Newf(mongoerr.InvalidIdField, "The '_id' value cannot be of type %s", TypeName(id.Type))
+			return nil, mongoerr.Newf(mongoerr.InvalidIdField, "The '_id' value cannot be of type %s", bsonutil.TypeName(id.Type))
 		}
 	}
 	if writeDepthExceeds(res, 1) {

@@ -8,6 +8,7 @@ import (
 	"context"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
 // writeRejectView fails when ns is a view (views are resolved by agg_views.go's viewLookup).
@@ -15,7 +16,7 @@ import (
 // The check runs before the write takes its collection lock, so a view created concurrently
 // between the check and an implicit collection creation is not caught here; create of a view
 // refuses a namespace that is already a collection, so the two cannot both exist.
-func writeRejectView(ctx context.Context, env *Env, ns string) error {
+func writeRejectView(ctx context.Context, env *service.Env, ns string) error {
 	_, _, isView, err := viewLookup(ctx, env, ns)
 	if err != nil {
 		return err

@@ -14,9 +14,11 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
 	"humongo/internal/optime"
 	"humongo/internal/repl/coord"
+	"humongo/internal/service"
 )
 
 // writeConcern is a command's parsed (or defaulted) writeConcern.
@@ -48,7 +50,7 @@ const (
 // mode name parse (an unknown mode fails after the write, as UnknownReplWriteConcern in
 // writeConcernError; a known one waits for members whose tags satisfy it), and a command without w takes the cluster-wide default w ("majority"
 // unless setDefaultRWConcern changed it).
-func writeParseConcern(env *Env, cmd bsoncore.Document) (writeConcern, error) {
+func writeParseConcern(env *service.Env, cmd bsoncore.Document) (writeConcern, error) {
 	wc := writeConcern{wNum: 1, provenance: wcProvenanceClient}
 	repl := env != nil && env.State != nil && env.State.Repl != nil
 	v := lookup(cmd, "writeConcern")
@@ -56,7 +58,7 @@ func writeParseConcern(env *Env, cmd bsoncore.Document) (writeConcern, error) {
 		d, ok := v.DocumentOK()
 		if !ok {
 			return wc, mongoerr.Newf(mongoerr.TypeMismatch,
-				"BSON field 'writeConcern' is the wrong type '%s', expected type 'object'", TypeName(v.Type))
+				"BSON field 'writeConcern' is the wrong type '%s', expected type 'object'", bsonutil.TypeName(v.Type))
 		}
 		if err := wc.parseDoc(d, repl); err != nil {
 			return wc, err
@@ -97,7 +99,7 @@ func (wc *writeConcern) parseDoc(d bsoncore.Document, repl bool) error {
 				}
 				wc.wMode, wc.wNum = mode, 0
 			case bsoncore.TypeInt32, bsoncore.TypeInt64, bsoncore.TypeDouble, bsoncore.TypeDecimal128:
-				f, _ := AsFloat(ev)
+				f, _ := service.AsFloat(ev)
 				if f < 0 || f > 50 {
 					return mongoerr.Newf(mongoerr.FailedToParse,
 						"w has to be a non-negative number and not greater than 50; found: %v", f)
@@ -108,7 +110,7 @@ func (wc *writeConcern) parseDoc(d bsoncore.Document, repl bool) error {
 				wc.wNum, wc.wMode = int(f), ""
 				wc.w0 = wc.wNum == 0
 			default:
-				return mongoerr.Newf(mongoerr.FailedToParse, "w has to be a number or string; found: %s", TypeName(ev.Type))
+				return mongoerr.Newf(mongoerr.FailedToParse, "w has to be a number or string; found: %s", bsonutil.TypeName(ev.Type))
 			}
 		case "j", "fsync":
 			switch ev.Type {
@@ -124,13 +126,13 @@ func (wc *writeConcern) parseDoc(d bsoncore.Document, repl bool) error {
 			case bsoncore.TypeNull, bsoncore.TypeUndefined:
 			default:
 				return mongoerr.Newf(mongoerr.TypeMismatch,
-					"BSON field 'writeConcern.%s' is the wrong type '%s', expected types '[bool, long, int, decimal, double]'", e.Key(), TypeName(ev.Type))
+					"BSON field 'writeConcern.%s' is the wrong type '%s', expected types '[bool, long, int, decimal, double]'", e.Key(), bsonutil.TypeName(ev.Type))
 			}
 		case "wtimeout", "wtimeoutMS":
-			f, ok := AsFloat(ev)
+			f, ok := service.AsFloat(ev)
 			if !ok && ev.Type != bsoncore.TypeNull {
 				return mongoerr.Newf(mongoerr.TypeMismatch,
-					"BSON field 'writeConcern.%s' is the wrong type '%s', expected types '[int, decimal, double, long]'", e.Key(), TypeName(ev.Type))
+					"BSON field 'writeConcern.%s' is the wrong type '%s', expected types '[int, decimal, double, long]'", e.Key(), bsonutil.TypeName(ev.Type))
 			}
 			if f > 0 {
 				wc.wTimeout = time.Duration(f) * time.Millisecond
@@ -191,11 +193,11 @@ func (r *WriteConcernReply) Error() string {
 // last op: the newest oplog entry written when the command's writes are done (which is at
 // or after every entry the command wrote; a command that wrote nothing waits for the
 // system's last op, as MongoDB's setLastOpToSystemLastOpTime does).
-func writeFinish(ctx context.Context, env *Env, wc writeConcern, reply bsoncore.Document) (bsoncore.Document, error) {
+func writeFinish(ctx context.Context, env *service.Env, wc writeConcern, reply bsoncore.Document) (bsoncore.Document, error) {
 	rc := env.State.Repl
 	if rc == nil {
-		if wc.journal && env.State.DB != nil {
-			if err := env.State.DB.Engine.WaitUntilDurable(ctx); err != nil {
+		if wc.journal && dbOf(env.State) != nil {
+			if err := dbOf(env.State).Engine.WaitUntilDurable(ctx); err != nil {
 				return nil, err
 			}
 		}
@@ -250,9 +252,9 @@ type wcLastWritten interface{ LastWritten() optime.OpTime }
 
 // wcLastOp is the OpTime a write command waits for: the oplog writer's last written entry,
 // or the coordinator's lastApplied when the observer is not the writer.
-func wcLastOp(env *Env) optime.OpTime {
-	if env.State.DB != nil {
-		if lw, ok := env.State.DB.Observer().(wcLastWritten); ok {
+func wcLastOp(env *service.Env) optime.OpTime {
+	if dbOf(env.State) != nil {
+		if lw, ok := dbOf(env.State).Observer().(wcLastWritten); ok {
 			if o := lw.LastWritten(); o.TS != 0 {
 				return o
 			}

@@ -15,17 +15,18 @@ import (
 
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
-func init() {
-	register(&Command{
+func addGetDefaultRWConcern(r *service.Registry) {
+	add(r, &service.Command{
 		Name:      "getDefaultRWConcern",
 		Handler:   runGetDefaultRWConcern,
 		Help:      "Get the current read and write concern defaults being applied by this server.",
 		AdminOnly: true,
-		Secondary: SecondaryAlways,
+		Secondary: service.SecondaryAlways,
 	})
-	register(&Command{
+	add(r, &service.Command{
 		Name:      "setDefaultRWConcern",
 		Handler:   runSetDefaultRWConcern,
 		Help:      "Set the cluster-wide default read and write concern.",
@@ -56,7 +57,7 @@ type rwDefaultsValue struct {
 
 // rwDefaults holds one server's defaults.
 type rwDefaults struct {
-	st     *State
+	st     *service.State
 	mu     sync.Mutex
 	loaded bool
 	v      rwDefaultsValue
@@ -64,7 +65,7 @@ type rwDefaults struct {
 
 var rwDefaultsByState sync.Map // *State → *rwDefaults
 
-func rwDefaultsFor(st *State) *rwDefaults {
+func rwDefaultsFor(st *service.State) *rwDefaults {
 	if d, ok := rwDefaultsByState.Load(st); ok {
 		return d.(*rwDefaults)
 	}
@@ -80,10 +81,10 @@ func rwImplicit() rwDefaultsValue {
 func (d *rwDefaults) get() rwDefaultsValue {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.loaded && d.st.DB != nil {
+	if !d.loaded && dbOf(d.st) != nil {
 		d.loaded = true
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		doc, err := ReplStore{DB: d.st.DB}.Load(ctx, rwcSettingsNS)
+		doc, err := ReplStore{DB: dbOf(d.st)}.Load(ctx, rwcSettingsNS)
 		cancel()
 		if err == nil && doc != nil {
 			if id, _ := lookup(doc, "_id").StringValueOK(); id == rwcSettingsID {
@@ -152,7 +153,7 @@ func (v rwDefaultsValue) appendReply(b []byte) []byte {
 	return bsoncore.AppendDateTimeElement(b, "localUpdateWallClockTime", v.localWall.UnixMilli())
 }
 
-func runGetDefaultRWConcern(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runGetDefaultRWConcern(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	if env.State.Repl == nil {
 		return nil, mongoerr.Newf(codeRWCStandalone, "'%s' is not supported on standalone nodes.", "getDefaultRWConcern")
 	}
@@ -160,7 +161,7 @@ func runGetDefaultRWConcern(ctx context.Context, env *Env, cmd bsoncore.Document
 	return doc(v.appendReply), nil
 }
 
-func runSetDefaultRWConcern(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+func runSetDefaultRWConcern(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	if env.State.Repl == nil {
 		return nil, mongoerr.Newf(codeRWCStandalone, "'%s' is not supported on standalone nodes.", "setDefaultRWConcern")
 	}
@@ -227,7 +228,7 @@ func runSetDefaultRWConcern(ctx context.Context, env *Env, cmd bsoncore.Document
 		stored.AppendDocument("defaultReadConcern", bsoncore.NewDocumentBuilder().AppendString("level", next.rcLevel).Build())
 	}
 	stored.AppendTimestamp("updateOpTime", next.updateTS[0], next.updateTS[1]).AppendDateTime("updateWallClockTime", now.UnixMilli())
-	if err := rwSave(ctx, env.State.DB, stored.Build()); err != nil {
+	if err := rwSave(ctx, dbOf(env.State), stored.Build()); err != nil {
 		return nil, err
 	}
 	d.mu.Lock()

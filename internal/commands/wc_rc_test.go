@@ -15,6 +15,7 @@ import (
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/coord"
 	"humongo/internal/server"
+	"humongo/internal/service"
 )
 
 // rsTestServer starts an in-process single-node replica set (initiated, writable primary)
@@ -30,13 +31,14 @@ func rsTestServerWith(t *testing.T, cfg func(host string) bson.D) (*server.Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := commands.NewParams(commands.DefaultParamSpecs())
-	s, err := server.New(server.Config{Port: 0, Params: params, DB: db, Closers: []server.Closer{db}})
+	params := service.NewParams(commands.DefaultParamSpecs())
+	mongod := commands.NewMongod(db, service.Config{Params: params})
+	s, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role, Closers: []server.Closer{db}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	host := fmt.Sprintf("127.0.0.1:%d", s.Port())
-	rc, err := commands.AttachReplication(context.Background(), s.State(), commands.Default, "rs0", host, 0,
+	rc, err := commands.AttachReplication(context.Background(), s.State(), s.Registry(), "rs0", host, 0,
 		coord.Options{TickInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/index"
+	"humongo/internal/service"
 )
 
 // writeCappedTrim keeps a capped collection within its size and max after this unit
@@ -16,10 +17,10 @@ func writeCappedTrim(op *OpCtx, coll *index.Collection, added, addedBytes int64)
 		return nil
 	}
 	var size, maxDocs int64
-	if f, ok := AsFloat(lookup(meta.Options, "size")); ok {
+	if f, ok := service.AsFloat(lookup(meta.Options, "size")); ok {
 		size = int64(f)
 	}
-	if f, ok := AsFloat(lookup(meta.Options, "max")); ok {
+	if f, ok := service.AsFloat(lookup(meta.Options, "max")); ok {
 		maxDocs = int64(f)
 	}
 	records, dataSize := coll.RecordStore().Counts()

@@ -15,11 +15,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
 	"humongo/internal/query/update"
+	"humongo/internal/service"
 )
 
 // writeMaxBatch is write_ops::kMaxWriteBatchSize (hello.maxWriteBatchSize).
@@ -117,11 +119,11 @@ func writeIsFatal(ctx context.Context, err error) bool {
 
 // writeNamespace parses the collection name of a write command (its first element) and
 // checks that clients may write to it (userAllowedWriteNS).
-func writeNamespace(env *Env, cmd bsoncore.Document) (string, error) {
+func writeNamespace(env *service.Env, cmd bsoncore.Document) (string, error) {
 	v := commandArg(cmd)
 	coll, ok := v.StringValueOK()
 	if !ok {
-		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "collection name has invalid type %s", TypeName(v.Type))
+		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "collection name has invalid type %s", bsonutil.TypeName(v.Type))
 	}
 	ns := env.DB + "." + coll
 	if coll == "" {
@@ -385,23 +387,23 @@ func writeDepthExceeds(doc []byte, depth int) bool {
 
 // writeCountOps adds n operations of kind (insert/update/delete) to opcounters. The
 // dispatcher already counted one for the command itself (Command.Counter), so n-1 more.
-func writeCountOps(env *Env, kind string, n int) {
+func writeCountOps(env *service.Env, kind string, n int) {
 	if n > 1 {
 		env.State.Counters.OpCounter(kind).Add(int64(n - 1))
 	}
 }
 
 // writeRequireDB returns the storage side or an error for servers started without one.
-func writeRequireDB(env *Env) (*DB, error) {
-	if env.State == nil || env.State.DB == nil {
+func writeRequireDB(env *service.Env) (*DB, error) {
+	if env.State == nil || dbOf(env.State) == nil {
 		return nil, mongoerr.New(mongoerr.IllegalOperation, "this server has no storage engine")
 	}
-	return env.State.DB, nil
+	return dbOf(env.State), nil
 }
 
 // writeCommandPrologue does what every write command does first: require storage, resolve
 // the namespace, reject unknown fields and read `ordered` (default true).
-func writeCommandPrologue(env *Env, cmd bsoncore.Document, name string, fields []string) (*DB, string, bool, error) {
+func writeCommandPrologue(env *service.Env, cmd bsoncore.Document, name string, fields []string) (*DB, string, bool, error) {
 	db, err := writeRequireDB(env)
 	if err != nil {
 		return nil, "", false, err

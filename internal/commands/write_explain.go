@@ -8,6 +8,7 @@ import (
 
 	"humongo/internal/mongoerr"
 	"humongo/internal/query/plan"
+	"humongo/internal/service"
 )
 
 // Explain of the write commands: the statement is parsed and validated like the real
@@ -22,7 +23,7 @@ func init() {
 }
 
 // writeExplainEnv returns env with the inner command's $db.
-func writeExplainEnv(env *Env, cmd bsoncore.Document) *Env {
+func writeExplainEnv(env *service.Env, cmd bsoncore.Document) *service.Env {
 	if db, ok := lookup(cmd, "$db").StringValueOK(); ok && db != "" {
 		e := *env
 		e.DB = db
@@ -51,7 +52,7 @@ func writeExplainOne(cmd bsoncore.Document, cmdName, field string) (bsoncore.Val
 	return vals[0], nil
 }
 
-func writeExplainUpdate(ctx context.Context, env *Env, cmd bsoncore.Document, v plan.Verbosity) (bsoncore.Document, bsoncore.Document, error) {
+func writeExplainUpdate(ctx context.Context, env *service.Env, cmd bsoncore.Document, v plan.Verbosity) (bsoncore.Document, bsoncore.Document, error) {
 	env = writeExplainEnv(env, cmd)
 	ns, err := writeNamespace(env, cmd)
 	if err != nil {
@@ -84,7 +85,7 @@ func writeExplainUpdate(ctx context.Context, env *Env, cmd bsoncore.Document, v 
 	return explainPlan(ctx, env, ns, req, v)
 }
 
-func writeExplainDelete(ctx context.Context, env *Env, cmd bsoncore.Document, v plan.Verbosity) (bsoncore.Document, bsoncore.Document, error) {
+func writeExplainDelete(ctx context.Context, env *service.Env, cmd bsoncore.Document, v plan.Verbosity) (bsoncore.Document, bsoncore.Document, error) {
 	env = writeExplainEnv(env, cmd)
 	ns, err := writeNamespace(env, cmd)
 	if err != nil {
@@ -108,7 +109,7 @@ func writeExplainDelete(ctx context.Context, env *Env, cmd bsoncore.Document, v 
 	return explainPlan(ctx, env, ns, req, v)
 }
 
-func writeExplainFam(ctx context.Context, env *Env, cmd bsoncore.Document, v plan.Verbosity) (bsoncore.Document, bsoncore.Document, error) {
+func writeExplainFam(ctx context.Context, env *service.Env, cmd bsoncore.Document, v plan.Verbosity) (bsoncore.Document, bsoncore.Document, error) {
 	env = writeExplainEnv(env, cmd)
 	ns, err := writeNamespace(env, cmd)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
 	"humongo/internal/server"
+	"humongo/internal/service"
 )
 
 // writeTestServer starts an in-process server with storage and returns it with a connected
@@ -26,8 +27,9 @@ func writeTestServer(t testing.TB) (*server.Server, *mongo.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := commands.NewParams(commands.DefaultParamSpecs())
-	s, err := server.New(server.Config{Port: 0, Params: params, DB: db, Closers: []server.Closer{db}})
+	params := service.NewParams(commands.DefaultParamSpecs())
+	mongod := commands.NewMongod(db, service.Config{Params: params})
+	s, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role, Closers: []server.Closer{db}})
 	if err != nil {
 		_ = db.Close()
 		t.Fatal(err)
@@ -85,7 +87,7 @@ func writeWantCode(t testing.TB, err error, code mongoerr.Code) {
 // storage (independent of the find command).
 func writeDocs(t testing.TB, s *server.Server, coll string) []bson.Raw {
 	t.Helper()
-	db := s.State().DB
+	db := s.State().DB.(*commands.DB)
 	op := db.NewOp()
 	defer op.Close()
 	_, c, release, err := op.ReadCollection(context.Background(), "test."+coll)

@@ -9,16 +9,16 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"humongo/internal/commands"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 	"humongo/internal/wire"
 )
 
 // conn is one client connection, served by one goroutine (serveConn).
 type conn struct {
 	nc   net.Conn
-	info *commands.Conn
+	info *service.Conn
 	r    *wire.Reader
 	w    *wire.Writer
 	// ioFailed is set by the reader when the socket returned an error (reset, deadline).
@@ -237,7 +237,7 @@ func requestTimeout(cmd bsoncore.Document) (time.Duration, error) {
 	if err != nil {
 		return 0, nil
 	}
-	f, ok := commands.AsFloat(v)
+	f, ok := service.AsFloat(v)
 	if !ok {
 		return 0, mongoerr.New(mongoerr.BadValue, "maxTimeMS must be a number")
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"humongo/internal/failpoint"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -13,9 +12,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/bsonutil"
-	"humongo/internal/commands"
+	"humongo/internal/failpoint"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
 // result is the outcome of one command run.
@@ -38,12 +38,16 @@ var maxTimeAlwaysTimeOut = failpoint.Register("maxTimeAlwaysTimeOut")
 // failCommand's closeConnection fails before the command runs.
 var closeConnectionAfterCommand = failpoint.Register("closeConnectionAfterCommand")
 
-func (s *Server) runCommand(ctx context.Context, c *commands.Conn, cmd bsoncore.Document, legacy, exhaustAllowed bool) result {
+// failCommand is MongoDB's failCommand fail point (configureFailPoint sets it by name): it
+// makes matching commands fail, block or lose their connection before they run.
+var failCommand = failpoint.Register("failCommand")
+
+func (s *Server) runCommand(ctx context.Context, c *service.Conn, cmd bsoncore.Document, legacy, exhaustAllowed bool) result {
 	start := time.Now()
-	env := &commands.Env{Conn: c, State: s.state, Legacy: legacy, ExhaustAllowed: exhaustAllowed}
-	var ops *commands.OpState
-	reply, err := s.dispatchRecovered(ctx, env, cmd, &ops)
-	if errors.Is(err, commands.ErrCloseConnection) {
+	env := &service.Env{Conn: c, State: s.state, Registry: s.registry, Legacy: legacy, ExhaustAllowed: exhaustAllowed}
+	var op any
+	reply, err := s.dispatchRecovered(ctx, env, cmd, &op)
+	if errors.Is(err, service.ErrCloseConnection) {
 		return result{closeConn: true}
 	}
 	var res result
@@ -52,8 +56,8 @@ func (s *Server) runCommand(ctx context.Context, c *commands.Conn, cmd bsoncore.
 	} else {
 		res = result{reply: reply, exhaust: env.Exhaust}
 	}
-	// Replica-set members put $clusterTime and operationTime on every reply.
-	res.reply = commands.AppendClusterTime(env, ops, res.reply)
+	// The role decorates every reply (a replica-set member's $clusterTime and operationTime).
+	res.reply = s.role.Decorate(env, op, res.reply)
 	if d := time.Since(start); d >= s.state.SlowOpThreshold && !awaitable(cmd) {
 		s.log.Info("Slow query", logv2.C(logv2.Command), logv2.ID(51803), logv2.Ctx(c.Desc()),
 			"type", "command", "ns", env.DB+".$cmd", "appName", c.AppName(), "command", logv2.BSON(cmd),
@@ -66,7 +70,7 @@ func (s *Server) runCommand(ctx context.Context, c *commands.Conn, cmd bsoncore.
 // dispatchRecovered is dispatch with a last line of defence: a handler that panics on some
 // input must not take the server down with every other client's operation. The panic becomes
 // an InternalError reply and a logged stack trace (a bug to fix, found without an outage).
-func (s *Server) dispatchRecovered(ctx context.Context, env *commands.Env, cmd bsoncore.Document, ops **commands.OpState) (reply bsoncore.Document, err error) {
+func (s *Server) dispatchRecovered(ctx context.Context, env *service.Env, cmd bsoncore.Document, op *any) (reply bsoncore.Document, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("Command panicked", logv2.C(logv2.Command), logv2.ID(23074), logv2.Ctx(env.Conn.Desc()),
@@ -74,7 +78,7 @@ func (s *Server) dispatchRecovered(ctx context.Context, env *commands.Env, cmd b
 			reply, err = nil, mongoerr.Newf(mongoerr.InternalError, "internal error in command %s: %v", env.Name, p)
 		}
 	}()
-	return s.dispatch(ctx, env, cmd, ops)
+	return s.dispatch(ctx, env, cmd, op)
 }
 
 // awaitable reports hellos that wait by design (maxAwaitTimeMS), which are never slow.
@@ -93,8 +97,8 @@ func protocolName(legacy bool) string {
 // dispatch runs the checks every command goes through, then the handler. On success it
 // returns the reply with `ok: 1` appended (and a failCommand writeConcernError, if any).
 //
-// opsOut receives the command's read/write concern state (for operationTime).
-func (s *Server) dispatch(ctx context.Context, env *commands.Env, cmd bsoncore.Document, opsOut **commands.OpState) (bsoncore.Document, error) {
+// opOut receives the role's token for the operation (Role.Begin), for Role.Decorate.
+func (s *Server) dispatch(ctx context.Context, env *service.Env, cmd bsoncore.Document, opOut *any) (bsoncore.Document, error) {
 	first, err := cmd.IndexErr(0)
 	if err != nil {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "Empty command document")
@@ -119,12 +123,12 @@ func (s *Server) dispatch(ctx context.Context, env *commands.Env, cmd bsoncore.D
 
 	dbv, err := cmd.LookupErr("$db")
 	if err != nil {
-		return nil, mongoerr.New(commands.CodeMissingDB, "OP_MSG requests require a $db argument")
+		return nil, mongoerr.New(mongoerr.Location40571, "OP_MSG requests require a $db argument")
 	}
 	db, ok := dbv.StringValueOK()
 	if !ok {
 		return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '$db' is the wrong type '%s', expected type 'string'",
-			commands.TypeName(dbv.Type))
+			bsonutil.TypeName(dbv.Type))
 	}
 	if db == "" {
 		return nil, mongoerr.New(mongoerr.InvalidNamespace, "Invalid database name: ''")
@@ -136,8 +140,8 @@ func (s *Server) dispatch(ctx context.Context, env *commands.Env, cmd bsoncore.D
 	if c.LocalhostOnly && !env.Conn.Loopback {
 		return nil, mongoerr.Newf(mongoerr.Unauthorized, "%s may only be run from localhost without authentication", name)
 	}
-	if v, err := cmd.LookupErr("lsid"); err == nil {
-		k, err := commands.ParseLsid(v)
+	if v, err := cmd.LookupErr("lsid"); err == nil && s.state.Sessions != nil {
+		k, err := service.ParseLsid(v)
 		if err != nil {
 			return nil, err
 		}
@@ -169,29 +173,29 @@ func (s *Server) dispatch(ctx context.Context, env *commands.Env, cmd bsoncore.D
 	if err != nil {
 		return nil, err
 	}
-	// Replica-set gate: writes need a writable primary, reads secondaryOk on a secondary.
-	if err := commands.CheckReplState(env, c, cmd); err != nil {
+	// The role's gate (a replica-set member: writes need a writable primary, reads
+	// secondaryOk on a secondary).
+	if err := s.role.Admit(env, c, cmd); err != nil {
 		return nil, err
 	}
-	// $clusterTime gossip, readConcern waits and the read timestamp (commands/rc_concern.go).
-	ctx, ops, err := commands.BeginOperation(ctx, env, c, cmd)
-	*opsOut = ops
+	// The role's operation start: $clusterTime gossip, readConcern waits, read timestamp.
+	ctx, tok, err := s.role.Begin(ctx, env, c, cmd)
+	*opOut = tok
 	if err != nil {
 		return nil, err
 	}
 	reply, err := c.Handler(ctx, env, cmd)
-	if err == nil {
-		reply, err = commands.FinishOperation(ctx, env, ops, reply)
-	}
-	if wcr, ok := errors.AsType[*commands.WriteConcernReply](err); ok {
-		// The writes succeeded, their write concern did not: ok: 1 with writeConcernError.
-		reply, wce, err = wcr.Reply, wcr.WCE, nil
+	// The role's finish: write concern waits. A write whose write concern failed is ok: 1
+	// with writeConcernError (roleWCE).
+	reply, roleWCE, err := s.role.Finish(ctx, env, tok, reply, err)
+	if roleWCE != nil {
+		wce = roleWCE
 	}
 	if closeConnectionAfterCommand.Enabled() && c.Name != "configureFailPoint" {
 		if _, on := closeConnectionAfterCommand.Evaluate(func(data bsoncore.Document) bool {
 			return failCommandApplies(data, env, c, name)
 		}); on {
-			return nil, commands.ErrCloseConnection
+			return nil, service.ErrCloseConnection
 		}
 	}
 	if err != nil {
@@ -309,7 +313,7 @@ func (s *Server) topologyVersion() bsoncore.Document {
 	if s.isClosing() {
 		return nil
 	}
-	counter, _ := commands.CurrentTopologyVersion(s.state)
+	counter := s.role.TopologyVersion()
 	return bsoncore.NewDocumentBuilder().AppendObjectID("processId", s.state.ProcessID).
 		AppendInt64("counter", counter).Build()
 }
@@ -382,8 +386,8 @@ func errorLabelsFor(cmd bsoncore.Document, code mongoerr.Code) []string {
 // evalFailCommand applies the failCommand fail point to this command: it may close the
 // connection, block, fail the command with a code, or return a writeConcernError to attach
 // to a successful reply.
-func (s *Server) evalFailCommand(ctx context.Context, env *commands.Env, c *commands.Command, name string) (bsoncore.Document, error) {
-	fp := commands.FailCommand
+func (s *Server) evalFailCommand(ctx context.Context, env *service.Env, c *service.Command, name string) (bsoncore.Document, error) {
+	fp := failCommand
 	if !fp.Enabled() {
 		return nil, nil
 	}
@@ -400,7 +404,7 @@ func (s *Server) evalFailCommand(ctx context.Context, env *commands.Env, c *comm
 	if truthy(data, "closeConnection") {
 		s.log.Info("Failing command via 'failCommand' failpoint: closing connection",
 			logv2.C(logv2.Command), logv2.ID(4721400), logv2.Ctx(env.Conn.Desc()), "command", name)
-		return nil, commands.ErrCloseConnection
+		return nil, service.ErrCloseConnection
 	}
 	if truthy(data, "blockConnection") {
 		ms, _ := lookupNumber(data, "blockTimeMS")
@@ -452,7 +456,7 @@ func (s *Server) evalFailCommand(ctx context.Context, env *commands.Env, c *comm
 
 // failCommandApplies is failCommand's predicate: the command is listed in failCommands, the
 // appName matches (when given), and internal clients are spared unless failInternalCommands.
-func failCommandApplies(data bsoncore.Document, env *commands.Env, c *commands.Command, name string) bool {
+func failCommandApplies(data bsoncore.Document, env *service.Env, c *service.Command, name string) bool {
 	if env.Conn.IsInternal() && !truthy(data, "failInternalCommands") {
 		return false
 	}
@@ -507,7 +511,7 @@ func truthy(d bsoncore.Document, key string) bool {
 	case bsoncore.TypeNull, bsoncore.TypeUndefined:
 		return false
 	}
-	if f, ok := commands.AsFloat(v); ok {
+	if f, ok := service.AsFloat(v); ok {
 		return f != 0
 	}
 	return true
@@ -518,7 +522,7 @@ func lookupNumber(d bsoncore.Document, key string) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	f, ok := commands.AsFloat(v)
+	f, ok := service.AsFloat(v)
 	return int64(f), ok
 }
 

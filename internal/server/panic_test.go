@@ -13,18 +13,16 @@ import (
 
 	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 )
 
 // A handler that panics answers InternalError; the connection and the server keep serving.
 func TestHandlerPanicIsContained(t *testing.T) {
 	reg := commands.NewRegistry()
-	for _, c := range commands.Default.All() {
-		reg.Register(c)
-	}
-	reg.Register(&commands.Command{Name: "testPanic", Handler: func(context.Context, *commands.Env, bsoncore.Document) (bsoncore.Document, error) {
+	reg.Register(&service.Command{Name: "testPanic", Handler: func(context.Context, *service.Env, bsoncore.Document) (bsoncore.Document, error) {
 		panic(fmt.Sprintf("deliberate panic at %v", time.Now()))
 	}})
-	s, err := New(Config{Port: 0, Params: commands.NewParams(commands.DefaultParamSpecs()), Registry: reg})
+	s, err := New(mongodConfig(nil, reg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,10 @@
-// Package server is humongod's network front end: the listeners, one goroutine per client
-// connection, message dispatch to the command registry (internal/commands), the single
-// boundary where errors become {ok: 0, errmsg, code, codeName} replies, the failCommand fail
-// point, and clean shutdown.
+// Package server is the role-neutral network front end of humongod and humongos (MongoDB's
+// transport layer and service_entry_point_common): the listeners, one goroutine per client
+// connection, message dispatch over the command registry value its binary built
+// (service.Registry), the single boundary where errors become {ok: 0, errmsg, code,
+// codeName} replies, the failCommand fail point, and clean shutdown. What depends on the
+// role (a data node's replication gate, read and write concern, $clusterTime gossip) it asks
+// of a service.Role; it imports neither the command handlers nor replication.
 //
 // Ownership. The Server owns every goroutine it starts: one accept loop per listener and one
 // goroutine per connection, all counted in one WaitGroup. Shutdown stops the accept loops,
@@ -27,45 +30,34 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
-	"humongo/internal/commands"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
-	"humongo/internal/txn/lsc"
+	"humongo/internal/service"
 )
 
 // Closer is something the server closes at the end of shutdown, after the last command has
 // finished: the storage engine, the catalog.
 type Closer interface{ Close() error }
 
-// Config configures a Server. Zero values mean mongod's defaults.
+// Config configures a Server. State, Registry and Role are required; zero values of the
+// rest mean mongod's defaults.
 type Config struct {
+	// Name is the binary's name for logs and test failures (default "humongod").
+	Name string
 	// BindIPs are the addresses to listen on (default 127.0.0.1).
 	BindIPs []string
 	// Port is the TCP port; 0 picks an ephemeral port (see Server.Port).
 	Port int
-	// Logger receives logv2-style records; LogSink is its handler's sink (for getLog). When
-	// Logger is nil, a logv2 handler writing nowhere but its rings is created.
-	Logger  *slog.Logger
-	LogSink *logv2.Sink
-	// Params is the server parameter registry (default: commands.DefaultParamSpecs).
-	Params *commands.Params
-	// Registry is the command registry (default commands.Default).
-	Registry *commands.Registry
-	// DB is the storage side handed to command handlers (State.DB). The server does not close
-	// it: put it in Closers.
-	DB *commands.DB
-	// Closers are closed in reverse order at the end of shutdown.
+	// State is the server-wide state the binary built (service.NewState or its role's
+	// wrapper). New fills the fields that depend on the listeners: Host, Port, Shutdown and
+	// ShutdownStarted.
+	State *service.State
+	// Registry is the command registry the server dispatches over.
+	Registry *service.Registry
+	// Role supplies the per-command hooks of the role the server plays.
+	Role service.Role
+	// Closers are closed in reverse order at the end of shutdown (the storage engine).
 	Closers []Closer
-	// CmdLine is what getCmdLineOpts reports.
-	CmdLine commands.CmdLine
-	// Compressors the server accepts, in preference order (default snappy, zstd, zlib).
-	Compressors []string
-	// MaxIncomingConnections caps open connections (default 1000000, mongod's).
-	MaxIncomingConnections int
-	// SlowOpThreshold: commands slower than this are logged (default 100 ms).
-	SlowOpThreshold time.Duration
 	// ShutdownTimeout bounds the wait for in-flight commands on a signal-initiated shutdown
 	// (default 15 s); the shutdown command passes its own timeoutSecs.
 	ShutdownTimeout time.Duration
@@ -73,12 +65,13 @@ type Config struct {
 	Quiet bool
 }
 
-// Server is a humongod front end.
+// Server is the front end of one humongod or humongos process.
 type Server struct {
 	cfg      Config
 	log      *slog.Logger
-	state    *commands.State
-	registry *commands.Registry
+	state    *service.State
+	registry *service.Registry
+	role     service.Role
 
 	listeners []net.Listener
 	port      int
@@ -105,35 +98,24 @@ type Server struct {
 // New binds the listeners (so Port is known at once) but does not accept connections until
 // Start.
 func New(cfg Config) (*Server, error) {
+	if cfg.State == nil || cfg.Registry == nil || cfg.Role == nil {
+		return nil, errors.New("server: Config.State, Registry and Role are required")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "humongod"
+	}
 	if len(cfg.BindIPs) == 0 {
 		cfg.BindIPs = []string{"127.0.0.1"}
-	}
-	if cfg.Logger == nil {
-		h := logv2.NewHandler(nil, nil)
-		cfg.Logger, cfg.LogSink = slog.New(h), h.Sink()
-	}
-	if cfg.Params == nil {
-		cfg.Params = commands.NewParams(commands.DefaultParamSpecs())
-	}
-	if cfg.Registry == nil {
-		cfg.Registry = commands.Default
-	}
-	if cfg.Compressors == nil {
-		cfg.Compressors = []string{"snappy", "zstd", "zlib"}
-	}
-	if cfg.MaxIncomingConnections <= 0 {
-		cfg.MaxIncomingConnections = 1000000
-	}
-	if cfg.SlowOpThreshold <= 0 {
-		cfg.SlowOpThreshold = 100 * time.Millisecond
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 15 * time.Second
 	}
 	s := &Server{
 		cfg:             cfg,
-		log:             cfg.Logger,
+		log:             cfg.State.Logger,
+		state:           cfg.State,
 		registry:        cfg.Registry,
+		role:            cfg.Role,
 		conns:           map[*conn]struct{}{},
 		shutdownStarted: make(chan struct{}),
 		done:            make(chan struct{}),
@@ -159,25 +141,9 @@ func New(cfg Config) (*Server, error) {
 	s.port = port
 
 	host, _ := os.Hostname()
-	timeout := time.Duration(cfg.Params.Int("localLogicalSessionTimeoutMinutes")) * time.Minute
-	s.state = &commands.State{
-		ProcessID:              bson.NewObjectID(),
-		StartTime:              time.Now(),
-		Host:                   host + ":" + strconv.Itoa(port),
-		Port:                   port,
-		Pid:                    os.Getpid(),
-		DB:                     cfg.DB,
-		Params:                 cfg.Params,
-		Log:                    cfg.LogSink,
-		Logger:                 cfg.Logger,
-		Sessions:               lsc.New(timeout, int(cfg.Params.Int("maxSessions")), nil),
-		Clients:                commands.NewClients(),
-		CmdLine:                cfg.CmdLine,
-		Compressors:            cfg.Compressors,
-		MaxIncomingConnections: cfg.MaxIncomingConnections,
-		SlowOpThreshold:        cfg.SlowOpThreshold,
-		ShutdownStarted:        s.shutdownStarted,
-	}
+	s.state.Host = host + ":" + strconv.Itoa(port)
+	s.state.Port = port
+	s.state.ShutdownStarted = s.shutdownStarted
 	s.state.Shutdown = func(force bool, timeout time.Duration) { s.beginShutdown(force, timeout) }
 	return s, nil
 }
@@ -189,7 +155,10 @@ func (s *Server) Port() int { return s.port }
 func (s *Server) Addr() net.Addr { return s.listeners[0].Addr() }
 
 // State returns the shared server state (for tests and for wiring other subsystems).
-func (s *Server) State() *commands.State { return s.state }
+func (s *Server) State() *service.State { return s.state }
+
+// Registry returns the command registry the server dispatches over.
+func (s *Server) Registry() *service.Registry { return s.registry }
 
 // Done is closed when shutdown has completed (whoever started it).
 func (s *Server) Done() <-chan struct{} { return s.done }
@@ -253,7 +222,7 @@ func (s *Server) startConn(nc net.Conn) {
 		_ = nc.Close()
 		return
 	}
-	if len(s.conns) >= s.cfg.MaxIncomingConnections {
+	if len(s.conns) >= s.state.MaxIncomingConnections {
 		n := len(s.conns)
 		s.mu.Unlock()
 		s.log.Info("Connection refused because there are too many open connections",
@@ -372,7 +341,7 @@ func (s *Server) shutdown(drain time.Duration) {
 		<-allDone
 	}
 	s.rootCancel(mongoerr.New(mongoerr.InterruptedAtShutdown, "interrupted at shutdown"))
-	commands.CloseCursors(s.state)
+	s.role.Shutdown()
 
 	var errs []error
 	for i := len(s.cfg.Closers) - 1; i >= 0; i-- {
@@ -386,7 +355,7 @@ func (s *Server) shutdown(drain time.Duration) {
 }
 
 // String names the server for logs and test failures.
-func (s *Server) String() string { return fmt.Sprintf("humongod(port %d)", s.port) }
+func (s *Server) String() string { return fmt.Sprintf("%s(port %d)", s.cfg.Name, s.port) }
 
 // countingReader and countingWriter feed serverStatus.network.
 // countingReader also remembers whether the socket itself failed, which the wire layer

@@ -19,6 +19,7 @@ import (
 
 	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
+	"humongo/internal/service"
 	"humongo/internal/wire"
 )
 
@@ -26,17 +27,17 @@ import (
 // shuts it down (checking for leaked goroutines) when the test ends.
 func startServer(t *testing.T) *Server {
 	t.Helper()
-	params := commands.NewParams(commands.DefaultParamSpecs())
+	params := service.NewParams(commands.DefaultParamSpecs())
 	if err := params.SetString("enableTestCommands", "1"); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Port: 0, Params: params})
+	s, err := New(mongodConfig(params, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Start()
 	t.Cleanup(func() {
-		commands.FailCommand.Disable()
+		failCommand.Disable()
 		if t.Failed() {
 			t.Log(logText(s))
 		}
@@ -45,6 +46,19 @@ func startServer(t *testing.T) *Server {
 		}
 	})
 	return s
+}
+
+// mongodConfig is a storage-less humongod's server configuration: mongod's parameters
+// (params, when nil), registry (reg, when nil) and role.
+func mongodConfig(params *service.Params, reg *service.Registry) Config {
+	if params == nil {
+		params = service.NewParams(commands.DefaultParamSpecs())
+	}
+	if reg == nil {
+		reg = commands.NewRegistry()
+	}
+	st := commands.NewState(nil, service.Config{Params: params})
+	return Config{Port: 0, State: st, Registry: reg, Role: commands.NewRole(st)}
 }
 
 func connect(t *testing.T, s *Server, opts ...*options.ClientOptions) *mongo.Client {
@@ -484,9 +498,10 @@ func TestSessionsAndMisc(t *testing.T) {
 
 func TestShutdownCommandAndNoLeaks(t *testing.T) {
 	base := runtime.NumGoroutine()
-	params := commands.NewParams(commands.DefaultParamSpecs())
 	closed := make(chan struct{})
-	s, err := New(Config{Port: 0, Params: params, Closers: []Closer{closerFunc(func() error { close(closed); return nil })}})
+	cfg := mongodConfig(nil, nil)
+	cfg.Closers = []Closer{closerFunc(func() error { close(closed); return nil })}
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

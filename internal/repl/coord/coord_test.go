@@ -18,6 +18,7 @@ import (
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/coord"
 	"humongo/internal/server"
+	"humongo/internal/service"
 )
 
 // node is one in-process humongod: storage, server and (for members) a coordinator.
@@ -34,14 +35,15 @@ func startNode(t *testing.T, setName string) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := commands.NewParams(commands.DefaultParamSpecs())
-	s, err := server.New(server.Config{Port: 0, Params: params, DB: db, Closers: []server.Closer{db}})
+	params := service.NewParams(commands.DefaultParamSpecs())
+	mongod := commands.NewMongod(db, service.Config{Params: params})
+	s, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role, Closers: []server.Closer{db}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := &node{srv: s, host: fmt.Sprintf("127.0.0.1:%d", s.Port())}
 	if setName != "" {
-		n.rc, err = commands.AttachReplication(context.Background(), s.State(), commands.Default, setName, n.host, 0,
+		n.rc, err = commands.AttachReplication(context.Background(), s.State(), s.Registry(), setName, n.host, 0,
 			coord.Options{TickInterval: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)

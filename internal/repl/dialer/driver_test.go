@@ -13,6 +13,7 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/repl/dialer"
 	"humongo/internal/server"
+	"humongo/internal/service"
 )
 
 // startMarked starts an in-process humongod holding one document {_id: name} in test.marker,
@@ -23,7 +24,8 @@ func startMarked(t *testing.T, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(server.Config{Port: 0, Params: commands.NewParams(commands.DefaultParamSpecs()), DB: db,
+	mongod := commands.NewMongod(db, service.Config{})
+	s, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role,
 		Closers: []server.Closer{db}})
 	if err != nil {
 		_ = db.Close()

@@ -17,13 +17,15 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/server"
+	"humongo/internal/service"
 )
 
 // serve starts an in-process server on n's storage and returns a connected client.
 func (n *node) serve() *mongo.Client {
 	n.t.Helper()
-	params := commands.NewParams(commands.DefaultParamSpecs())
-	s, err := server.New(server.Config{Port: 0, Params: params, DB: n.db})
+	params := service.NewParams(commands.DefaultParamSpecs())
+	mongod := commands.NewMongod(n.db, service.Config{Params: params})
+	s, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role})
 	if err != nil {
 		n.t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/recovery"
 	"humongo/internal/server"
+	"humongo/internal/service"
 	"humongo/internal/storage"
 )
 
@@ -315,12 +316,13 @@ func TestRecoverSkipsWithoutOplog(t *testing.T) {
 // server accepts connections, as humongod does) and waits until it is writable.
 func startMember(t *testing.T, db *commands.DB) (*server.Server, *coord.Coordinator) {
 	t.Helper()
-	srv, err := server.New(server.Config{Port: 0, Params: commands.NewParams(commands.DefaultParamSpecs()), DB: db,
+	mongod := commands.NewMongod(db, service.Config{})
+	srv, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role,
 		Closers: []server.Closer{db}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := commands.AttachReplication(context.Background(), srv.State(), commands.Default, "rs0",
+	rc, err := commands.AttachReplication(context.Background(), srv.State(), srv.Registry(), "rs0",
 		fmt.Sprintf("127.0.0.1:%d", srv.Port()), 0, coord.Options{TickInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"humongo/internal/repl/recovery"
 	"humongo/internal/repl/rollback"
 	"humongo/internal/server"
+	"humongo/internal/service"
 )
 
 // dataNode is an in-process server whose writes are logged to its oplog in a fixed term, as on
@@ -44,7 +45,8 @@ func startDataNode(t *testing.T, term int64) *dataNode {
 		t.Fatal(err)
 	}
 	db.SetObserver(w)
-	s, err := server.New(server.Config{Port: 0, Params: commands.NewParams(commands.DefaultParamSpecs()), DB: db,
+	mongod := commands.NewMongod(db, service.Config{})
+	s, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role,
 		Closers: []server.Closer{db}})
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/server"
+	"humongo/internal/service"
 )
 
 // Node is one in-process humongod.
@@ -43,7 +44,8 @@ func start(t testing.TB) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(server.Config{Port: 0, Params: commands.NewParams(commands.DefaultParamSpecs()), DB: db,
+	mongod := commands.NewMongod(db, service.Config{})
+	s, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role,
 		Closers: []server.Closer{db}})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +80,7 @@ func StartPrimary(t testing.TB) *Node {
 	t.Helper()
 	n := start(t)
 	var err error
-	n.RC, err = commands.AttachReplication(context.Background(), n.Srv.State(), commands.Default, "rs0", n.Host, 0,
+	n.RC, err = commands.AttachReplication(context.Background(), n.Srv.State(), n.Srv.Registry(), "rs0", n.Host, 0,
 		coord.Options{TickInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -331,7 +333,7 @@ func StartReplSetMemberWith(t testing.TB, setName string, o MemberOptions) *Node
 	rc = coord.New(coord.Options{SetName: setName, Self: n.Host, Store: commands.ReplStore{DB: n.DB},
 		Engine: n.DB.Engine, Locks: n.DB.Locks, Oplog: noopWriter{w}, TickInterval: 20 * time.Millisecond,
 		TopOfOplog: func() (optime.OpTime, error) { return applier.TopOfOplog(n.DB.Engine, w.Ident()) },
-		KillWrites: func(cause error) { commands.KillWritesForStepDown(st, commands.Default, cause) }})
+		KillWrites: func(cause error) { commands.KillWritesForStepDown(st, n.Srv.Registry(), cause) }})
 	n.DB.SetObserver(w)
 	st.Repl = rc
 	commands.AttachIndexBuilds(st) // as commands.AttachReplication: two-phase index builds vote

@@ -1,4 +1,4 @@
-package commands
+package service
 
 import (
 	"fmt"
@@ -45,38 +45,6 @@ type Params struct {
 	mu     sync.RWMutex
 	specs  map[string]*ParamSpec
 	values map[string]any
-}
-
-// DefaultParamSpecs are mongod 7.0's commonly used parameters with their defaults.
-func DefaultParamSpecs() []ParamSpec {
-	fcv := func() bsoncore.Document {
-		return bsoncore.NewDocumentBuilder().AppendString("version", "7.0").Build()
-	}
-	return []ParamSpec{
-		{Name: "authenticationMechanisms", Kind: ParamString, Default: "SCRAM-SHA-1,SCRAM-SHA-256", Startup: true},
-		{Name: "cursorTimeoutMillis", Kind: ParamInt, Default: int64(600000), Runtime: true, Startup: true},
-		{Name: "disableLogicalSessionCacheRefresh", Kind: ParamBool, Default: false, Startup: true},
-		{Name: "enableTestCommands", Kind: ParamBool, Default: false, Startup: true},
-		{Name: "featureCompatibilityVersion", Kind: ParamDoc, Doc: fcv},
-		{Name: "internalQueryMaxBlockingSortMemoryUsageBytes", Kind: ParamInt, Default: int64(100 * 1024 * 1024), Runtime: true, Startup: true, Min: 0, Max: math.MaxInt64},
-		{Name: "journalCommitInterval", Kind: ParamInt, Default: int64(100), Runtime: true, Startup: true, Min: 1, Max: 500},
-		{Name: "localLogicalSessionTimeoutMinutes", Kind: ParamInt, Default: int64(30), Startup: true, Min: 1, Max: math.MaxInt32},
-		{Name: "logLevel", Kind: ParamInt, Default: int64(0), Runtime: true, Startup: true, Min: 0, Max: 5},
-		{Name: "logicalSessionRefreshMillis", Kind: ParamInt, Default: int64(300000), Startup: true, Min: 1, Max: math.MaxInt32},
-		{Name: "maxIndexBuildMemoryUsageMegabytes", Kind: ParamInt, Default: int64(200), Runtime: true, Startup: true, Min: 50, Max: math.MaxInt32},
-		{Name: "maxNumActiveUserIndexBuilds", Kind: ParamInt, Default: int64(3), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
-		{Name: "maxSessions", Kind: ParamInt, Default: int64(1000000), Startup: true, Min: 1, Max: math.MaxInt32},
-		{Name: "maxTransactionLockRequestTimeoutMillis", Kind: ParamInt, Default: int64(5), Runtime: true, Startup: true},
-		{Name: "notablescan", Kind: ParamBool, Default: false, Runtime: true, Startup: true},
-		{Name: "quiet", Kind: ParamBool, Default: false, Runtime: true, Startup: true},
-		{Name: "requireApiVersion", Kind: ParamBool, Default: false, Runtime: true, Startup: true},
-		{Name: "storageEngineConcurrentReadTransactions", Kind: ParamInt, Default: int64(128), Runtime: true, Startup: true, Min: 5, Max: math.MaxInt32},
-		{Name: "storageEngineConcurrentWriteTransactions", Kind: ParamInt, Default: int64(128), Runtime: true, Startup: true, Min: 5, Max: math.MaxInt32},
-		{Name: "syncdelay", Kind: ParamDouble, Default: float64(60), Runtime: true, Startup: true, Min: 0, Max: 9.0 * 1000 * 1000},
-		{Name: "transactionLifetimeLimitSeconds", Kind: ParamInt, Default: int64(60), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
-		{Name: "ttlMonitorEnabled", Kind: ParamBool, Default: true, Runtime: true, Startup: true},
-		{Name: "ttlMonitorSleepSecs", Kind: ParamInt, Default: int64(60), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
-	}
 }
 
 // NewParams returns a registry holding specs at their defaults.
@@ -179,7 +147,8 @@ func (p *Params) AppendValue(b []byte, key, name string) []byte {
 	return b
 }
 
-func unrecognized(name string) error {
+// UnrecognizedParam is setParameter's error for a name no role declared.
+func UnrecognizedParam(name string) error {
 	return mongoerr.Newf(mongoerr.InvalidOptions,
 		"attempted to set unrecognized parameter [%s], use help:true to see options ", name)
 }
@@ -191,7 +160,7 @@ func (p *Params) SetValue(name string, v bsoncore.Value) (was bsoncore.Value, er
 	defer p.mu.Unlock()
 	s, ok := p.specs[name]
 	if !ok {
-		return was, unrecognized(name)
+		return was, UnrecognizedParam(name)
 	}
 	if !s.Runtime {
 		return was, mongoerr.Newf(mongoerr.IllegalOperation, "not allowed to change [%s] at runtime", name)
@@ -203,6 +172,22 @@ func (p *Params) SetValue(name string, v bsoncore.Value) (was bsoncore.Value, er
 	old := p.values[name]
 	p.values[name] = nv
 	return goToValue(old), nil
+}
+
+// Check reports whether v is a valid runtime value for the parameter name, without setting
+// it (setParameter validates every value before it changes any).
+func (p *Params) Check(name string, v bsoncore.Value) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	s, ok := p.specs[name]
+	if !ok {
+		return UnrecognizedParam(name)
+	}
+	if !s.Runtime {
+		return mongoerr.Newf(mongoerr.IllegalOperation, "not allowed to change [%s] at runtime", name)
+	}
+	_, err := coerceBSON(s, v)
+	return err
 }
 
 // SetString sets a parameter at startup from "--setParameter name=value".
@@ -268,12 +253,12 @@ func coerceBSON(s *ParamSpec, v bsoncore.Value) (any, error) {
 			f, _ := AsFloat(v)
 			nv = f != 0
 		default:
-			return nil, badParam(s.Name, "expected a boolean, got %s", TypeName(v.Type))
+			return nil, badParam(s.Name, "expected a boolean, got %s", bsonutil.TypeName(v.Type))
 		}
 	case ParamInt:
 		f, ok := AsFloat(v)
 		if !ok || f != math.Trunc(f) || math.IsInf(f, 0) {
-			return nil, badParam(s.Name, "expected an integer, got %s", TypeName(v.Type))
+			return nil, badParam(s.Name, "expected an integer, got %s", bsonutil.TypeName(v.Type))
 		}
 		if v.Type == bsoncore.TypeInt64 {
 			nv = v.Int64()
@@ -283,13 +268,13 @@ func coerceBSON(s *ParamSpec, v bsoncore.Value) (any, error) {
 	case ParamDouble:
 		f, ok := AsFloat(v)
 		if !ok {
-			return nil, badParam(s.Name, "expected a number, got %s", TypeName(v.Type))
+			return nil, badParam(s.Name, "expected a number, got %s", bsonutil.TypeName(v.Type))
 		}
 		nv = f
 	case ParamString:
 		str, ok := v.StringValueOK()
 		if !ok {
-			return nil, badParam(s.Name, "expected a string, got %s", TypeName(v.Type))
+			return nil, badParam(s.Name, "expected a string, got %s", bsonutil.TypeName(v.Type))
 		}
 		nv = str
 	default:
@@ -360,6 +345,3 @@ func AsFloat(v bsoncore.Value) (float64, bool) {
 	}
 	return 0, false
 }
-
-// TypeName returns MongoDB's $type alias for t ("string", "int", "object", ...).
-func TypeName(t bsoncore.Type) string { return bsonutil.TypeName(t) }

@@ -1,19 +1,4 @@
-// Package commands holds Humongo's database commands, one file per command (cmd_hello.go,
-// cmd_ping.go, ...), and the registry that maps command names to handlers with their metadata.
-// The same registry serves humongod and, later, humongos.
-//
-// A handler receives the command body as raw BSON (the OP_MSG body with document sequences
-// merged, `$db` included) and an *Env with the connection and server state, and returns the
-// reply fields or an error. Handlers never build error replies: they return errors (ideally a
-// *mongoerr.Error) and internal/server converts them to {ok: 0, errmsg, code, codeName} at its
-// single error boundary. The reply a handler returns must not contain `ok`; the server appends
-// it. Handlers must not panic on any input.
-//
-// Command names are case-sensitive, as in MongoDB; the few historical spellings
-// (isMaster/ismaster, buildinfo) are registered as aliases.
-//
-// There is no spec section for the command layer; behaviour follows MongoDB 7.0 mongod.
-package commands
+package service
 
 import (
 	"context"
@@ -24,7 +9,7 @@ import (
 )
 
 // Handler runs one command. Handlers ignore unknown top-level fields unless the command is
-// IDL-"strict" in MongoDB, in which case they call checkStrict.
+// IDL-"strict" in MongoDB, in which case they reject them.
 type Handler func(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error)
 
 // Command is a registered command and its metadata.
@@ -39,9 +24,8 @@ type Command struct {
 	// AdminOnly commands run only against the admin database (Unauthorized otherwise).
 	AdminOnly bool
 	// Secondary says where in the replica set the command may run (MongoDB's
-	// secondaryAllowed); CheckReplState enforces it. Left unset, Register resolves it from
-	// secondaryByName, else from the legacy SecondaryOk flag (SecondaryAlways), else
-	// SecondaryNever.
+	// secondaryAllowed); mongod's Role enforces it. Left unset, Register resolves it from the
+	// legacy SecondaryOk flag (SecondaryAlways), else SecondaryNever.
 	Secondary SecondaryAllowed
 	// SecondaryOk is what listCommands reports as secondaryOk: Register sets it to
 	// Secondary != SecondaryNever. A registration may still set it instead of Secondary (it
@@ -69,8 +53,8 @@ type Command struct {
 type SecondaryAllowed int8
 
 const (
-	// secondaryUnset: Register resolves the value (see Command.Secondary).
-	secondaryUnset SecondaryAllowed = iota
+	// SecondaryUnset: Register resolves the value (see Command.Secondary).
+	SecondaryUnset SecondaryAllowed = iota
 	// SecondaryNever commands need a writable primary (NotWritablePrimary 10107): writes and
 	// DDL.
 	SecondaryNever
@@ -94,32 +78,24 @@ func (s SecondaryAllowed) String() string {
 	return "unset"
 }
 
-// secondaryByName classifies commands whose registration lives in a file this table's owner
-// does not edit (or that does not exist yet) and corrects legacy SecondaryOk registrations.
-// Values are MongoDB 7.0's secondaryAllowed for the command.
-var secondaryByName = map[string]SecondaryAllowed{
-	"find":      SecondaryOptIn,
-	"aggregate": SecondaryOptIn,
-	"getMore":   SecondaryAlways,
-	"dbHash":    SecondaryAlways,
-}
-
-// resolveSecondary fills c.Secondary (see its comment) and derives c.SecondaryOk from it.
+// resolveSecondary fills c.Secondary when the registration left it unset (from the legacy
+// SecondaryOk flag: SecondaryAlways for a non-writing command, else SecondaryNever) and
+// derives c.SecondaryOk from it.
 func resolveSecondary(c *Command) {
-	if c.Secondary == secondaryUnset {
-		switch s, ok := secondaryByName[c.Name]; {
-		case ok:
-			c.Secondary = s
-		case c.SecondaryOk && !c.Writes:
+	if c.Secondary == SecondaryUnset {
+		if c.SecondaryOk && !c.Writes {
 			c.Secondary = SecondaryAlways
-		default:
+		} else {
 			c.Secondary = SecondaryNever
 		}
 	}
 	c.SecondaryOk = c.Secondary != SecondaryNever
 }
 
-// Registry maps exact command names and aliases to commands.
+// Registry maps exact command names and aliases to commands. Each binary builds its own
+// (commands.NewRegistry for humongod, router.NewRegistry for humongos) and hands it to the
+// server; there is no package-level default. A registry is filled before the server starts
+// and only read afterwards.
 type Registry struct {
 	byName map[string]*Command
 	all    []*Command
@@ -128,13 +104,17 @@ type Registry struct {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{byName: map[string]*Command{}} }
 
-// Register adds c under its name and aliases. Registering a name twice is a programming error
-// and panics at init, never on client input.
+// Register adds c under its name and aliases, resolving Secondary and defaulting Counter to
+// "command". Registering a name twice is a programming error and panics at startup, never
+// on client input.
 func (r *Registry) Register(c *Command) {
 	resolveSecondary(c)
+	if c.Counter == "" {
+		c.Counter = "command"
+	}
 	for _, n := range append([]string{c.Name}, c.Aliases...) {
 		if _, dup := r.byName[n]; dup {
-			panic(fmt.Sprintf("commands: %q registered twice", n))
+			panic(fmt.Sprintf("service: command %q registered twice", n))
 		}
 		r.byName[n] = c
 	}
@@ -145,18 +125,8 @@ func (r *Registry) Register(c *Command) {
 // Lookup returns the command registered under exactly name, or nil.
 func (r *Registry) Lookup(name string) *Command { return r.byName[name] }
 
-// All returns every command, sorted by name.
-func (r *Registry) All() []*Command { return r.all }
-
-// Default is the registry the command files register into at init.
-var Default = NewRegistry()
-
-func register(c *Command) {
-	if c.Counter == "" {
-		c.Counter = "command"
-	}
-	Default.Register(c)
-}
+// List returns every command, sorted by name.
+func (r *Registry) List() []*Command { return r.all }
 
 // GenericArguments are the top-level fields any command accepts (MongoDB's
 // generic_argument.idl): drivers add them to every command.

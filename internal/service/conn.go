@@ -1,118 +1,17 @@
-package commands
+package service
 
 import (
 	"context"
-	"log/slog"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
-	"humongo/internal/repl/coord"
-	"humongo/internal/txn/lsc"
 )
-
-// Env is what a handler knows about the request beyond the command body.
-type Env struct {
-	// DB is the command's `$db`.
-	DB string
-	// Name is the command name as the client spelled it (an alias possibly).
-	Name    string
-	Command *Command
-	Conn    *Conn
-	State   *State
-	// Op is the in-progress operation record (currentOp/killOp).
-	Op *Op
-	// Legacy is true when the command arrived in an OP_QUERY.
-	Legacy bool
-	// ExhaustAllowed is the client's OP_MSG exhaustAllowed bit.
-	ExhaustAllowed bool
-	// Exhaust may be set by a handler, only when ExhaustAllowed, to stream: the server sends
-	// the reply with moreToCome and runs the same command again on the same connection until a
-	// run leaves Exhaust false, fails, or the connection closes. Awaitable hello uses this; a
-	// getMore on an exhaust cursor will too.
-	Exhaust bool
-}
-
-// State is the server-wide state commands read and change. The server builds it once.
-type State struct {
-	ProcessID bson.ObjectID
-	StartTime time.Time
-	// Host is "hostname:port" as serverStatus reports it; Port the bound port.
-	Host string
-	Port int
-	Pid  int
-
-	// DB is the storage side (engine, catalog, collections, locks); nil in servers started
-	// without storage (some protocol tests).
-	DB *DB
-
-	// Repl is the replication coordinator of a replica-set member (--replSet); nil on a
-	// standalone.
-	Repl *coord.Coordinator
-
-	Params   *Params
-	Log      *logv2.Sink
-	Logger   *slog.Logger
-	Sessions *lsc.Cache
-	Counters Counters
-	Clients  *Clients
-	CmdLine  CmdLine
-	// Compressors are the compressors the server accepts, in preference order.
-	Compressors []string
-	// MaxIncomingConnections is net.maxIncomingConnections.
-	MaxIncomingConnections int
-	// SlowOpThreshold is operationProfiling.slowOpThresholdMs.
-	SlowOpThreshold time.Duration
-
-	// Shutdown begins a clean shutdown (stop listening, drain, close storage) without waiting
-	// for it; set by the server. timeout bounds the wait for in-flight operations.
-	Shutdown func(force bool, timeout time.Duration)
-	// ShutdownStarted is closed when shutdown begins: awaitable hellos stop waiting.
-	ShutdownStarted <-chan struct{}
-}
-
-// CmdLine is what getCmdLineOpts reports.
-type CmdLine struct {
-	Argv   []string
-	Parsed bsoncore.Document
-}
-
-// Counters are serverStatus counters. All fields are updated atomically.
-type Counters struct {
-	// opcounters
-	Insert, Query, Update, Delete, GetMore, Command atomic.Int64
-	// network
-	BytesIn, BytesOut, NumRequests atomic.Int64
-	// connections.totalCreated
-	ConnsCreated atomic.Int64
-	// metrics.document
-	DocsDeleted, DocsInserted, DocsReturned, DocsUpdated atomic.Int64
-	// metrics.cursor
-	CursorsTimedOut, CursorsOpenNoTimeout, CursorsOpenPinned, CursorsOpenTotal, CursorsTotalOpened atomic.Int64
-}
-
-// OpCounter returns the opcounters field named name ("insert", "query", ...).
-func (c *Counters) OpCounter(name string) *atomic.Int64 {
-	switch name {
-	case "insert":
-		return &c.Insert
-	case "query":
-		return &c.Query
-	case "update":
-		return &c.Update
-	case "delete":
-		return &c.Delete
-	case "getmore":
-		return &c.GetMore
-	}
-	return &c.Command
-}
 
 // Conn is the per-connection state. The connection's own goroutine is the only writer of the
 // unexported fields apart from mu-guarded ones, which currentOp reads from other goroutines.
@@ -133,7 +32,7 @@ type Conn struct {
 }
 
 // Desc is the connection's log context name, "conn<N>".
-func (c *Conn) Desc() string { return "conn" + itoa(c.ID) }
+func (c *Conn) Desc() string { return "conn" + strconv.FormatInt(c.ID, 10) }
 
 // ClientMetadata returns the hello.client document (nil if none) and the application name.
 func (c *Conn) ClientMetadata() (bsoncore.Document, string) {
@@ -147,6 +46,43 @@ func (c *Conn) AppName() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.appName
+}
+
+// Snapshot returns the running operation (nil when idle), the hello.client document and the
+// application name, read together (currentOp).
+func (c *Conn) Snapshot() (op *Op, meta bsoncore.Document, appName string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.op, c.meta, c.appName
+}
+
+// ClientMetadata is what the first hello fixes for a connection's life.
+type ClientMetadata struct {
+	// Set: a hello has been processed (the metadata can no longer change).
+	Set      bool
+	Doc      bsoncore.Document // hello.client, nil when not sent
+	AppName  string
+	Internal bool // the client declared itself an internal client (another node)
+}
+
+// UpdateMetadata runs update on the connection's metadata under its lock, so a hello's
+// check-then-set cannot interleave with another reader.
+func (c *Conn) UpdateMetadata(update func(m *ClientMetadata) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := ClientMetadata{Set: c.metaSet, Doc: c.meta, AppName: c.appName, Internal: c.internal}
+	if err := update(&m); err != nil {
+		return err
+	}
+	c.metaSet, c.meta, c.appName, c.internal = m.Set, m.Doc, m.AppName, m.Internal
+	return nil
+}
+
+// SetCompressors records the compressors hello negotiated.
+func (c *Conn) SetCompressors(names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.compressors = names
 }
 
 // Compressors returns the compressors negotiated by hello.
@@ -290,25 +226,3 @@ func (o *Op) kill(cause error) {
 
 // ErrInterrupted is the cause killOp gives an operation's context.
 func ErrInterrupted() error { return mongoerr.New(mongoerr.Interrupted, "operation was interrupted") }
-
-func itoa(n int64) string {
-	var b [20]byte
-	i := len(b)
-	neg := n < 0
-	if neg {
-		n = -n
-	}
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			break
-		}
-	}
-	if neg {
-		i--
-		b[i] = '-'
-	}
-	return string(b[i:])
-}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"humongo/internal/mongoerr"
+)
+
+// buildBinary runs `go build ./cmd/humongos` into a temp dir.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "humongos")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startRouter starts bin with args and returns the process and the port its "Waiting for
+// connections" log line reports.
+func startRouter(t *testing.T, bin string, args ...string) (*exec.Cmd, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	portc := make(chan int, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var rec struct {
+				Msg  string `json:"msg"`
+				Attr struct {
+					Port int `json:"port"`
+				} `json:"attr"`
+			}
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "Waiting for connections" {
+				portc <- rec.Attr.Port
+			}
+		}
+	}()
+	select {
+	case port := <-portc:
+		return cmd, port
+	case <-time.After(20 * time.Second):
+		t.Fatal("no 'Waiting for connections' line")
+		return nil, 0
+	}
+}
+
+func TestRouterSkeleton(t *testing.T) {
+	bin := buildBinary(t)
+	cmd, port := startRouter(t, bin, "--configdb", "cfg/127.0.0.1:1", "--port", "0", "--bind_ip", "127.0.0.1")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := mongo.Connect(options.Client().ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/", port)).
+		SetServerSelectionTimeout(5 * time.Second).SetRetryWrites(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cl.Disconnect(context.Background()) }()
+	admin := cl.Database("admin")
+
+	var hello struct {
+		Msg               string `bson:"msg"`
+		IsWritablePrimary bool   `bson:"isWritablePrimary"`
+		MaxWireVersion    int32  `bson:"maxWireVersion"`
+		SetName           string `bson:"setName"`
+	}
+	if err := admin.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+		t.Fatalf("hello: %v", err)
+	}
+	if hello.Msg != "isdbgrid" || !hello.IsWritablePrimary || hello.MaxWireVersion != 21 || hello.SetName != "" {
+		t.Fatalf("hello = %+v, want msg isdbgrid, writable, maxWireVersion 21, no setName", hello)
+	}
+	if err := admin.RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	var bi struct {
+		Version string `bson:"version"`
+	}
+	if err := admin.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&bi); err != nil || bi.Version == "" {
+		t.Fatalf("buildInfo: %+v, %v", bi, err)
+	}
+	var ss struct {
+		Process string `bson:"process"`
+	}
+	if err := admin.RunCommand(ctx, bson.D{{Key: "serverStatus", Value: 1}}).Decode(&ss); err != nil || ss.Process != "mongos" {
+		t.Fatalf("serverStatus: %+v, %v", ss, err)
+	}
+
+	// A MongoDB command the router does not route yet fails clearly, not as an unknown one.
+	_, err = cl.Database("test").Collection("c").InsertOne(ctx, bson.D{{Key: "x", Value: 1}})
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != int32(mongoerr.CommandNotSupported) ||
+		!strings.Contains(ce.Message, "insert is not supported by humongos") {
+		t.Fatalf("insert: got %v, want CommandNotSupported naming insert", err)
+	}
+	err = admin.RunCommand(ctx, bson.D{{Key: "noSuchCommandAnywhere", Value: 1}}).Err()
+	if !errors.As(err, &ce) || ce.Code != int32(mongoerr.CommandNotFound) {
+		t.Fatalf("unknown command: got %v, want CommandNotFound", err)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+}
+
+func TestBadConfigDBRefused(t *testing.T) {
+	bin := buildBinary(t)
+	for _, args := range [][]string{
+		{},                                    // --configdb is required
+		{"--configdb", "127.0.0.1:1"},         // not a replica-set connection string
+		{"--configdb", "cfg/"},                // no host
+		{"--configdb", "cfg/127.0.0.1:0x"},    // bad port
+		{"--configdb", "cfg/h:1,,h2:2"},       // empty host
+		{"--configdb", "cfg/127.0.0.1:99999"}, // port out of range
+	} {
+		cmd := exec.Command(bin, append([]string{"--port", "0"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitBadOptions {
+			t.Errorf("%q: exit %v, want %d (output %s)", args, err, exitBadOptions, out)
+		}
+	}
+}
+
+func TestParseConfigDB(t *testing.T) {
+	set, hosts, err := parseConfigDB("cfg/a:1,b:2")
+	if err != nil || set != "cfg" || len(hosts) != 2 || hosts[1] != "b:2" {
+		t.Fatalf("parseConfigDB = %q %q %v", set, hosts, err)
+	}
+	if _, _, err := parseConfigDB("a:1"); err == nil || !strings.Contains(err.Error(), "configdb supports only replica set connection string") {
+		t.Fatalf("bare host list: %v", err)
+	}
+}
+
+func TestConfigFileAndFlagPrecedence(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mongos.yaml")
+	yml := "net:\n  port: 27100\n  bindIp: 127.0.0.1,::1\nsharding:\n  configDB: cfg/h1:1,h2:2\nsetParameter:\n  quiet: true\n"
+	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseOptions([]string{"--config", path, "--port", "27200"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Port != 27200 || len(o.BindIPs) != 2 || o.ConfigSet != "cfg" || len(o.ConfigHosts) != 2 ||
+		len(o.SetParameters) != 1 || o.SetParameters[0] != [2]string{"quiet", "true"} {
+		t.Fatalf("options = %+v", o)
+	}
+	if err := os.WriteFile(path, []byte("sharding:\n  unknownKey: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseOptions([]string{"--config", path, "--configdb", "cfg/h:1"}, io.Discard); !errors.Is(err, errBadOptions) {
+		t.Fatalf("unknown config key: %v", err)
+	}
+}

@@ -1,0 +1,41 @@
+package commands
+
+import (
+	"math"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/service"
+)
+
+// DefaultParamSpecs are mongod 7.0's commonly used parameters with their defaults.
+func DefaultParamSpecs() []service.ParamSpec {
+	fcv := func() bsoncore.Document {
+		return bsoncore.NewDocumentBuilder().AppendString("version", "7.0").Build()
+	}
+	return []service.ParamSpec{
+		{Name: "authenticationMechanisms", Kind: service.ParamString, Default: "SCRAM-SHA-1,SCRAM-SHA-256", Startup: true},
+		{Name: "cursorTimeoutMillis", Kind: service.ParamInt, Default: int64(600000), Runtime: true, Startup: true},
+		{Name: "disableLogicalSessionCacheRefresh", Kind: service.ParamBool, Default: false, Startup: true},
+		{Name: "enableTestCommands", Kind: service.ParamBool, Default: false, Startup: true},
+		{Name: "featureCompatibilityVersion", Kind: service.ParamDoc, Doc: fcv},
+		{Name: "internalQueryMaxBlockingSortMemoryUsageBytes", Kind: service.ParamInt, Default: int64(100 * 1024 * 1024), Runtime: true, Startup: true, Min: 0, Max: math.MaxInt64},
+		{Name: "journalCommitInterval", Kind: service.ParamInt, Default: int64(100), Runtime: true, Startup: true, Min: 1, Max: 500},
+		{Name: "localLogicalSessionTimeoutMinutes", Kind: service.ParamInt, Default: int64(30), Startup: true, Min: 1, Max: math.MaxInt32},
+		{Name: "logLevel", Kind: service.ParamInt, Default: int64(0), Runtime: true, Startup: true, Min: 0, Max: 5},
+		{Name: "logicalSessionRefreshMillis", Kind: service.ParamInt, Default: int64(300000), Startup: true, Min: 1, Max: math.MaxInt32},
+		{Name: "maxIndexBuildMemoryUsageMegabytes", Kind: service.ParamInt, Default: int64(200), Runtime: true, Startup: true, Min: 50, Max: math.MaxInt32},
+		{Name: "maxNumActiveUserIndexBuilds", Kind: service.ParamInt, Default: int64(3), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
+		{Name: "maxSessions", Kind: service.ParamInt, Default: int64(1000000), Startup: true, Min: 1, Max: math.MaxInt32},
+		{Name: "maxTransactionLockRequestTimeoutMillis", Kind: service.ParamInt, Default: int64(5), Runtime: true, Startup: true},
+		{Name: "notablescan", Kind: service.ParamBool, Default: false, Runtime: true, Startup: true},
+		{Name: "quiet", Kind: service.ParamBool, Default: false, Runtime: true, Startup: true},
+		{Name: "requireApiVersion", Kind: service.ParamBool, Default: false, Runtime: true, Startup: true},
+		{Name: "storageEngineConcurrentReadTransactions", Kind: service.ParamInt, Default: int64(128), Runtime: true, Startup: true, Min: 5, Max: math.MaxInt32},
+		{Name: "storageEngineConcurrentWriteTransactions", Kind: service.ParamInt, Default: int64(128), Runtime: true, Startup: true, Min: 5, Max: math.MaxInt32},
+		{Name: "syncdelay", Kind: service.ParamDouble, Default: float64(60), Runtime: true, Startup: true, Min: 0, Max: 9.0 * 1000 * 1000},
+		{Name: "transactionLifetimeLimitSeconds", Kind: service.ParamInt, Default: int64(60), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
+		{Name: "ttlMonitorEnabled", Kind: service.ParamBool, Default: true, Runtime: true, Startup: true},
+		{Name: "ttlMonitorSleepSecs", Kind: service.ParamInt, Default: int64(60), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
+	}
+}

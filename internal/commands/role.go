@@ -1,0 +1,89 @@
+package commands
+
+import (
+	"context"
+	"errors"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/service"
+)
+
+// Role is humongod's service.Role: the data node's hooks around every command, wrapping the
+// replication gate (CheckReplState), read and write concern (BeginOperation,
+// FinishOperation), $clusterTime gossip (AppendClusterTime) and the topology version of a
+// standalone or replica-set member.
+type Role struct{ st *service.State }
+
+// NewRole returns humongod's role over st.
+func NewRole(st *service.State) *Role { return &Role{st: st} }
+
+// Admit implements service.Role: on a replica-set member, writes need a writable primary and
+// user reads secondaryOk on a secondary.
+func (r *Role) Admit(env *service.Env, c *service.Command, cmd bsoncore.Document) error {
+	return CheckReplState(env, c, cmd)
+}
+
+// Begin implements service.Role: $clusterTime gossip, readConcern waits, the read timestamp.
+func (r *Role) Begin(ctx context.Context, env *service.Env, c *service.Command, cmd bsoncore.Document) (context.Context, any, error) {
+	ctx, ops, err := BeginOperation(ctx, env, c, cmd)
+	if ops == nil {
+		return ctx, nil, err // no typed nil inside the token
+	}
+	return ctx, ops, err
+}
+
+// Finish implements service.Role: linearizable and snapshot reads complete, and a write
+// whose writes succeeded but whose write concern failed becomes ok: 1 with wce.
+func (r *Role) Finish(ctx context.Context, env *service.Env, op any, reply bsoncore.Document, err error) (bsoncore.Document, bsoncore.Document, error) {
+	if err == nil {
+		ops, _ := op.(*OpState)
+		reply, err = FinishOperation(ctx, env, ops, reply)
+	}
+	if wcr, ok := errors.AsType[*WriteConcernReply](err); ok {
+		return wcr.Reply, wcr.WCE, nil
+	}
+	return reply, nil, err
+}
+
+// Decorate implements service.Role: a replica-set member's $clusterTime and operationTime.
+func (r *Role) Decorate(env *service.Env, op any, reply bsoncore.Document) bsoncore.Document {
+	ops, _ := op.(*OpState)
+	return AppendClusterTime(env, ops, reply)
+}
+
+// TopologyVersion implements service.Role.
+func (r *Role) TopologyVersion() int64 {
+	counter, _ := CurrentTopologyVersion(r.st)
+	return counter
+}
+
+// Shutdown implements service.Role: idle cursors release their storage snapshots before the
+// engine closes.
+func (r *Role) Shutdown() { CloseCursors(r.st) }
+
+// NewState returns humongod's server-wide state over db (nil: a server without storage, as
+// some protocol tests run). cfg.Params defaults to mongod's parameters (DefaultParamSpecs).
+func NewState(db *DB, cfg service.Config) *service.State {
+	if cfg.Params == nil {
+		cfg.Params = service.NewParams(DefaultParamSpecs())
+	}
+	st := service.NewState(cfg)
+	if db != nil {
+		st.DB = db
+	}
+	return st
+}
+
+// Mongod is what a humongod server is built from: its state, mongod's registry and role.
+type Mongod struct {
+	State    *service.State
+	Registry *service.Registry
+	Role     *Role
+}
+
+// NewMongod returns humongod's state over db (see NewState), a fresh registry and the role.
+func NewMongod(db *DB, cfg service.Config) Mongod {
+	st := NewState(db, cfg)
+	return Mongod{State: st, Registry: NewRegistry(), Role: NewRole(st)}
+}

@@ -1,0 +1,23 @@
+// Package router holds humongos's command handlers and its service.Role: MongoDB's
+// src/mongo/s/commands over the shared front end (internal/server).
+//
+// Today humongos is a skeleton: it answers the handshake and diagnostics (hello/isMaster
+// with msg "isdbgrid", ping, buildInfo, getParameter, serverStatus, listCommands,
+// endSessions, getCmdLineOpts) and refuses every other MongoDB command with
+// CommandNotSupported, naming the command, until sharding lands.
+//
+// It will own, over internal/sharding's catalog cache and shard registry and the internal
+// client (spec: /work/shared/spec/sharding.md):
+//
+//   - targeting: a command's shard key predicate to the shards and chunks that own it
+//     ("Routing");
+//   - scatter-gather to the targeted shards with their shard and database versions attached,
+//     and merging of the replies;
+//   - merged cursors (the router's getMore over the shards' cursors) and split aggregation
+//     (the shards' part and the merging part of a pipeline);
+//   - stale-config retry: refresh the routing table and retry on StaleConfig or
+//     StaleDbVersion ("When the routing table cache will refresh");
+//   - the transaction router: a multi-shard transaction's participants and its two-phase
+//     commit through a coordinator;
+//   - $clusterTime gossip and signing ("The vector clock and causal consistency").
+package router

@@ -1,0 +1,83 @@
+package router
+
+import (
+	"context"
+	"math"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/mongoerr"
+	"humongo/internal/service"
+)
+
+// NewRegistry returns humongos's command registry: the handshake and diagnostics it answers,
+// and a refusal for every other command a mongos has (see unsupported). cmd/humongos builds
+// it once and hands it to the server.
+func NewRegistry() *service.Registry {
+	r := service.NewRegistry()
+	r.Register(helloCommand())
+	r.Register(serverStatusCommand())
+	r.Register(service.PingCommand())
+	r.Register(service.BuildInfoCommand(nil))
+	r.Register(service.GetParameterCommand())
+	r.Register(service.ListCommandsCommand())
+	r.Register(service.EndSessionsCommand())
+	r.Register(service.GetCmdLineOptsCommand())
+	for _, name := range unsupported {
+		r.Register(&service.Command{
+			Name:    name,
+			Handler: notSupported,
+			Help:    "not supported by humongos until sharding lands",
+			// Any member state: the refusal must be the same everywhere.
+			Secondary: service.SecondaryAlways,
+		})
+	}
+	return r
+}
+
+// unsupported are commands MongoDB 7.0's mongos has that humongos does not route yet. They
+// are registered so a client learns the command exists but is not available here
+// (CommandNotSupported), rather than CommandNotFound, which says no MongoDB has it. Names
+// not listed still answer CommandNotFound.
+var unsupported = []string{
+	// CRUD and cursors.
+	"insert", "update", "delete", "find", "findAndModify", "aggregate", "count", "distinct",
+	"getMore", "killCursors", "explain", "bulkWrite",
+	// DDL.
+	"create", "drop", "dropDatabase", "createIndexes", "dropIndexes", "listIndexes",
+	"listCollections", "listDatabases", "collMod", "renameCollection", "validate",
+	// Sessions and transactions.
+	"startSession", "refreshSessions", "killSessions", "killAllSessions", "commitTransaction",
+	"abortTransaction",
+	// Diagnostics and administration.
+	"dbStats", "collStats", "dataSize", "currentOp", "killOp", "getLog", "hostInfo",
+	"whatsmyuri", "connectionStatus", "setParameter", "shutdown", "setDefaultRWConcern",
+	"getDefaultRWConcern", "setFeatureCompatibilityVersion",
+	// Authentication.
+	"saslStart", "saslContinue", "authenticate", "logout", "createUser", "dropUser", "createRole",
+	"dropRole", "usersInfo", "rolesInfo",
+	// Sharding administration.
+	"addShard", "removeShard", "listShards", "enableSharding", "shardCollection",
+	"reshardCollection", "refineCollectionShardKey", "movePrimary", "moveChunk", "moveRange",
+	"split", "mergeChunks", "balancerStart", "balancerStop", "balancerStatus",
+	"flushRouterConfig", "getShardMap", "getShardVersion", "addShardToZone",
+	"removeShardFromZone", "updateZoneKeyRange", "configureCollectionBalancing",
+	"checkMetadataConsistency",
+}
+
+func notSupported(_ context.Context, env *service.Env, _ bsoncore.Document) (bsoncore.Document, error) {
+	return nil, mongoerr.Newf(mongoerr.CommandNotSupported,
+		"command %s is not supported by humongos until sharding lands", env.Command.Name)
+}
+
+// ParamSpecs are the server parameters humongos declares: those its front end and handlers
+// read, with mongos 7.0's defaults.
+func ParamSpecs() []service.ParamSpec {
+	return []service.ParamSpec{
+		{Name: "enableTestCommands", Kind: service.ParamBool, Default: false, Startup: true},
+		{Name: "localLogicalSessionTimeoutMinutes", Kind: service.ParamInt, Default: int64(30), Startup: true, Min: 1, Max: math.MaxInt32},
+		{Name: "logLevel", Kind: service.ParamInt, Default: int64(0), Runtime: true, Startup: true, Min: 0, Max: 5},
+		{Name: "maxSessions", Kind: service.ParamInt, Default: int64(1000000), Startup: true, Min: 1, Max: math.MaxInt32},
+		{Name: "quiet", Kind: service.ParamBool, Default: false, Runtime: true, Startup: true},
+	}
+}

@@ -1,0 +1,25 @@
+package service
+
+// Env is what a handler knows about the request beyond the command body.
+type Env struct {
+	// DB is the command's `$db`.
+	DB string
+	// Name is the command name as the client spelled it (an alias possibly).
+	Name    string
+	Command *Command
+	Conn    *Conn
+	State   *State
+	// Registry is the registry serving the request (listCommands lists it).
+	Registry *Registry
+	// Op is the in-progress operation record (currentOp/killOp).
+	Op *Op
+	// Legacy is true when the command arrived in an OP_QUERY.
+	Legacy bool
+	// ExhaustAllowed is the client's OP_MSG exhaustAllowed bit.
+	ExhaustAllowed bool
+	// Exhaust may be set by a handler, only when ExhaustAllowed, to stream: the server sends
+	// the reply with moreToCome and runs the same command again on the same connection until a
+	// run leaves Exhaust false, fails, or the connection closes. Awaitable hello uses this; a
+	// getMore on an exhaust cursor will too.
+	Exhaust bool
+}

@@ -1,0 +1,151 @@
+package service
+
+import (
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/logv2"
+	"humongo/internal/repl/coord"
+	"humongo/internal/txn/lsc"
+)
+
+// Storage is what the role-neutral layers know of a data node's storage side: that it can be
+// closed. See State.DB.
+type Storage interface{ Close() error }
+
+// State is the server-wide state handlers read and change (MongoDB's ServiceContext). The
+// binary builds it once with NewState and hands it to the server, which fills the fields
+// that depend on the listeners (Host, Port, Shutdown, ShutdownStarted) before it accepts
+// connections.
+type State struct {
+	ProcessID bson.ObjectID
+	StartTime time.Time
+	// Host is "hostname:port" as serverStatus reports it; Port the bound port.
+	Host string
+	Port int
+	Pid  int
+
+	// DB is a data node's storage side (engine, catalog, collections, locks): humongod's
+	// *commands.DB, which handlers reach through commands.dbOf. nil on a router and in
+	// servers started without storage (some protocol tests). It is typed Storage only until
+	// the DB type moves below this package (the operation layer); then it becomes that
+	// pointer type.
+	DB Storage
+
+	// Repl is the replication coordinator of a replica-set member (--replSet); nil on a
+	// standalone and on a router.
+	Repl *coord.Coordinator
+
+	Params   *Params
+	Log      *logv2.Sink
+	Logger   *slog.Logger
+	Sessions *lsc.Cache
+	Counters Counters
+	Clients  *Clients
+	CmdLine  CmdLine
+	// Compressors are the compressors the server accepts, in preference order.
+	Compressors []string
+	// MaxIncomingConnections is net.maxIncomingConnections.
+	MaxIncomingConnections int
+	// SlowOpThreshold is operationProfiling.slowOpThresholdMs.
+	SlowOpThreshold time.Duration
+
+	// Shutdown begins a clean shutdown (stop listening, drain, close storage) without waiting
+	// for it; set by the server. timeout bounds the wait for in-flight operations.
+	Shutdown func(force bool, timeout time.Duration)
+	// ShutdownStarted is closed when shutdown begins: awaitable hellos stop waiting.
+	ShutdownStarted <-chan struct{}
+}
+
+// CmdLine is what getCmdLineOpts reports.
+type CmdLine struct {
+	Argv   []string
+	Parsed bsoncore.Document
+}
+
+// Counters are serverStatus counters. All fields are updated atomically.
+type Counters struct {
+	// opcounters
+	Insert, Query, Update, Delete, GetMore, Command atomic.Int64
+	// network
+	BytesIn, BytesOut, NumRequests atomic.Int64
+	// connections.totalCreated
+	ConnsCreated atomic.Int64
+	// metrics.document
+	DocsDeleted, DocsInserted, DocsReturned, DocsUpdated atomic.Int64
+	// metrics.cursor
+	CursorsTimedOut, CursorsOpenNoTimeout, CursorsOpenPinned, CursorsOpenTotal, CursorsTotalOpened atomic.Int64
+}
+
+// OpCounter returns the opcounters field named name ("insert", "query", ...).
+func (c *Counters) OpCounter(name string) *atomic.Int64 {
+	switch name {
+	case "insert":
+		return &c.Insert
+	case "query":
+		return &c.Query
+	case "update":
+		return &c.Update
+	case "delete":
+		return &c.Delete
+	case "getmore":
+		return &c.GetMore
+	}
+	return &c.Command
+}
+
+// Config is what NewState needs; zero values mean mongod's defaults.
+type Config struct {
+	// Params is the server parameter registry (required: each role declares its own).
+	Params *Params
+	// Logger receives logv2-style records; LogSink is its handler's sink (for getLog). When
+	// Logger is nil, a logv2 handler writing nowhere but its rings is created.
+	Logger  *slog.Logger
+	LogSink *logv2.Sink
+	CmdLine CmdLine
+	// Compressors the server accepts, in preference order (default snappy, zstd, zlib).
+	Compressors []string
+	// MaxIncomingConnections caps open connections (default 1000000, mongod's).
+	MaxIncomingConnections int
+	// SlowOpThreshold: commands slower than this are logged (default 100 ms).
+	SlowOpThreshold time.Duration
+}
+
+// NewState builds the server-wide state of one process: a fresh process id, the logical
+// session cache sized by the localLogicalSessionTimeoutMinutes and maxSessions parameters
+// (declared by every role), and an empty client registry.
+func NewState(cfg Config) *State {
+	if cfg.Logger == nil {
+		h := logv2.NewHandler(nil, nil)
+		cfg.Logger, cfg.LogSink = slog.New(h), h.Sink()
+	}
+	if cfg.Compressors == nil {
+		cfg.Compressors = []string{"snappy", "zstd", "zlib"}
+	}
+	if cfg.MaxIncomingConnections <= 0 {
+		cfg.MaxIncomingConnections = 1000000
+	}
+	if cfg.SlowOpThreshold <= 0 {
+		cfg.SlowOpThreshold = 100 * time.Millisecond
+	}
+	timeout := time.Duration(cfg.Params.Int("localLogicalSessionTimeoutMinutes")) * time.Minute
+	return &State{
+		ProcessID:              bson.NewObjectID(),
+		StartTime:              time.Now(),
+		Pid:                    os.Getpid(),
+		Params:                 cfg.Params,
+		Log:                    cfg.LogSink,
+		Logger:                 cfg.Logger,
+		Sessions:               lsc.New(timeout, int(cfg.Params.Int("maxSessions")), nil),
+		Clients:                NewClients(),
+		CmdLine:                cfg.CmdLine,
+		Compressors:            cfg.Compressors,
+		MaxIncomingConnections: cfg.MaxIncomingConnections,
+		SlowOpThreshold:        cfg.SlowOpThreshold,
+	}
+}
