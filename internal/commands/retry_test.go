@@ -20,7 +20,6 @@ import (
 	"humongo/internal/repl/coord"
 	"humongo/internal/server"
 	"humongo/internal/service"
-	"humongo/internal/txn/lsc"
 )
 
 // retryRS is an in-process single-node replica set (primary) with a raw wire connection, so
