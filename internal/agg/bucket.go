@@ -17,35 +17,35 @@ import (
 	"humongo/internal/index/sorter"
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
-	"humongo/internal/query"
+	"humongo/internal/query/expr"
 )
 
 // parseOutputAccs parses an "output" document of accumulators ($bucket, $bucketAuto).
-func parseOutputAccs(v value, p *pctx, stageName string) ([]string, []*accSpec, error) {
+func parseOutputAccs(v value, p *pctx, stageName string) ([]string, []*expr.AccSpec, error) {
 	if v.Type == 0 {
-		a, _ := parseAccumulator("$sum", i32V(1), p)
-		return []string{"count"}, []*accSpec{a}, nil
+		a, _ := expr.ParseAccumulator("$sum", expr.Int32(1), p.exprPC())
+		return []string{"count"}, []*expr.AccSpec{a}, nil
 	}
 	d, ok := v.DocumentOK()
 	if !ok {
 		return nil, nil, mongoerr.Newf(mongoerr.Location40196, "The %s 'output' field must be an object", stageName)
 	}
-	els, err := docElems(d)
+	els, err := expr.DocElems(d)
 	if err != nil {
 		return nil, nil, err
 	}
 	var names []string
-	var accs []*accSpec
+	var accs []*expr.AccSpec
 	for _, el := range els {
 		ad, ok := el.Value().DocumentOK()
 		if !ok {
 			return nil, nil, mongoerr.Newf(mongoerr.Location40234, "The field '%s' must be an accumulator object", el.Key())
 		}
-		aels, err := docElems(ad)
+		aels, err := expr.DocElems(ad)
 		if err != nil || len(aels) != 1 {
 			return nil, nil, mongoerr.Newf(mongoerr.Location40238, "The field '%s' must specify one accumulator", el.Key())
 		}
-		a, err := parseAccumulator(aels[0].Key(), aels[0].Value(), p)
+		a, err := expr.ParseAccumulator(aels[0].Key(), aels[0].Value(), p.exprPC())
 		if err != nil {
 			return nil, nil, err
 		}
@@ -57,8 +57,8 @@ func parseOutputAccs(v value, p *pctx, stageName string) ([]string, []*accSpec, 
 
 // parseGroupBy parses the groupBy of $bucket and $bucketAuto: a path or an operator
 // expression (code and msg are the error for anything else).
-func parseGroupBy(v value, p *pctx, code mongoerr.Code, msg string) (expr, error) {
-	if v.Type != bsoncore.TypeString && !isOperatorDoc(v) {
+func parseGroupBy(v value, p *pctx, code mongoerr.Code, msg string) (expr.Expression, error) {
+	if v.Type != bsoncore.TypeString && !expr.IsOperatorDoc(v) {
 		return nil, mongoerr.New(code, msg)
 	}
 	return p.parseExpr(v)
@@ -66,11 +66,11 @@ func parseGroupBy(v value, p *pctx, code mongoerr.Code, msg string) (expr, error
 
 type bucketStage struct {
 	raw        value
-	groupBy    expr
+	groupBy    expr.Expression
 	boundaries []value
 	def        value
 	fields     []string
-	accs       []*accSpec
+	accs       []*expr.AccSpec
 }
 
 func parseBucket(spec value, p *pctx) (stage, error) {
@@ -91,7 +91,7 @@ func parseBucket(spec value, p *pctx) (stage, error) {
 			if v.Type != bsoncore.TypeArray {
 				return nil, mongoerr.New(mongoerr.Location40200, "The $bucket 'boundaries' field must be an array")
 			}
-			if s.boundaries, err = arrValues(v); err != nil {
+			if s.boundaries, err = expr.ArrayValues(v); err != nil {
 				return nil, err
 			}
 		case "default":
@@ -113,13 +113,13 @@ func parseBucket(spec value, p *pctx) (stage, error) {
 		if bsonutil.CanonicalTypeOrder(a.Type) != bsonutil.CanonicalTypeOrder(b.Type) {
 			return nil, mongoerr.New(mongoerr.Location40193, "All values in the 'boundaries' option to $bucket must have the same type.")
 		}
-		if cmpV(a, b) >= 0 {
+		if expr.Compare(a, b, nil) >= 0 {
 			return nil, mongoerr.New(mongoerr.Location40194, "The 'boundaries' option to $bucket must be sorted in ascending order")
 		}
 	}
 	if s.def.Type != 0 {
 		lo, hi := s.boundaries[0], s.boundaries[len(s.boundaries)-1]
-		if bsonutil.CanonicalTypeOrder(s.def.Type) == bsonutil.CanonicalTypeOrder(lo.Type) && cmpV(s.def, lo) >= 0 && cmpV(s.def, hi) < 0 {
+		if bsonutil.CanonicalTypeOrder(s.def.Type) == bsonutil.CanonicalTypeOrder(lo.Type) && expr.Compare(s.def, lo, nil) >= 0 && expr.Compare(s.def, hi, nil) < 0 {
 			return nil, mongoerr.New(mongoerr.Location40199, "The $bucket 'default' field must be less than the lowest boundary or greater than or equal to the highest boundary.")
 		}
 	}
@@ -133,15 +133,15 @@ func (s *bucketStage) name() string { return "$bucket" }
 func (s *bucketStage) spec() value  { return s.raw }
 func (s *bucketStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
 	// bucketOf is the _id of a document's bucket: the boundary starting it, or the default.
-	bucketOf := func(ec *query.EvalContext) (value, error) {
+	bucketOf := func(ec *expr.EvalContext) (value, error) {
 		v, err := s.groupBy.Eval(ec)
 		if err != nil {
-			return missing, err
+			return expr.Missing, err
 		}
 		i := -1
 		if bsonutil.CanonicalTypeOrder(v.Type) == bsonutil.CanonicalTypeOrder(s.boundaries[0].Type) || v.Type == 0 {
 			i, _ = slices.BinarySearchFunc(s.boundaries, v, func(b, v value) int {
-				if cmpC(b, v, collOf(rc.coll)) <= 0 {
+				if expr.Compare(b, v, expr.ComparerOf(rc.coll)) <= 0 {
 					return -1
 				}
 				return 1
@@ -152,7 +152,7 @@ func (s *bucketStage) run(ctx context.Context, in Source, rc *runCtx) (Source, e
 			return s.boundaries[i], nil
 		}
 		if s.def.Type == 0 {
-			return missing, mongoerr.Newf(mongoerr.Location40066, "$switch could not find a matching branch for an input, and no default was specified.")
+			return expr.Missing, mongoerr.Newf(mongoerr.Location40066, "$switch could not find a matching branch for an input, and no default was specified.")
 		}
 		return s.def, nil
 	}
@@ -163,15 +163,15 @@ func (s *bucketStage) run(ctx context.Context, in Source, rc *runCtx) (Source, e
 		}
 		// Buckets come out in boundary order, the default bucket last.
 		slices.SortStableFunc(docs, func(a, b bsoncore.Document) int {
-			ia, ib := field(a, "_id"), field(b, "_id")
-			da, db := s.def.Type != 0 && cmpC(ia, s.def, collOf(rc.coll)) == 0, s.def.Type != 0 && cmpC(ib, s.def, collOf(rc.coll)) == 0
+			ia, ib := expr.Field(a, "_id"), expr.Field(b, "_id")
+			da, db := s.def.Type != 0 && expr.Compare(ia, s.def, expr.ComparerOf(rc.coll)) == 0, s.def.Type != 0 && expr.Compare(ib, s.def, expr.ComparerOf(rc.coll)) == 0
 			switch {
 			case da && !db:
 				return 1
 			case db && !da:
 				return -1
 			}
-			return cmpC(ia, ib, collOf(rc.coll))
+			return expr.Compare(ia, ib, expr.ComparerOf(rc.coll))
 		})
 		return docs, nil
 	}), nil
@@ -179,10 +179,10 @@ func (s *bucketStage) run(ctx context.Context, in Source, rc *runCtx) (Source, e
 
 type bucketAutoStage struct {
 	raw     value
-	groupBy expr
+	groupBy expr.Expression
 	n       int
 	fields  []string
-	accs    []*accSpec
+	accs    []*expr.AccSpec
 	gran    string
 	rounder rounder // nil without a granularity
 }
@@ -203,7 +203,7 @@ func parseBucketAuto(spec value, p *pctx) (stage, error) {
 			}
 		case "buckets":
 			n, ok := bsonutil.ToInt64Exact(v)
-			if !ok || !isNumber(v) || n <= 0 || n > math.MaxInt32 {
+			if !ok || !expr.IsNumber(v) || n <= 0 || n > math.MaxInt32 {
 				return nil, mongoerr.New(mongoerr.Location40243, "The $bucketAuto 'buckets' field must be greater than 0")
 			}
 			s.n = int(n)
@@ -212,7 +212,7 @@ func parseBucketAuto(spec value, p *pctx) (stage, error) {
 		case "granularity":
 			g, ok := v.StringValueOK()
 			if !ok {
-				return nil, mongoerr.Newf(mongoerr.Location40261, "The $bucketAuto 'granularity' field must be a string, but found type: %s", typeName(v))
+				return nil, mongoerr.Newf(mongoerr.Location40261, "The $bucketAuto 'granularity' field must be a string, but found type: %s", expr.TypeName(v))
 			}
 			if s.rounder = granularityRounders[g]; s.rounder == nil {
 				return nil, mongoerr.Newf(mongoerr.Location40257, "Rounding granularity '%s' is not supported", g)
@@ -253,7 +253,7 @@ type bucketInput struct {
 	peekd *bucketItem
 }
 
-func (s *bucketAutoStage) load(ctx context.Context, in Source, rc *runCtx, ec *query.EvalContext) (bi *bucketInput, err error) {
+func (s *bucketAutoStage) load(ctx context.Context, in Source, rc *runCtx, ec *expr.EvalContext) (bi *bucketInput, err error) {
 	bi = &bucketInput{}
 	owned := bi // a failing return sets bi to nil before the deferred cleanup runs
 	defer func() {
@@ -265,12 +265,12 @@ func (s *bucketAutoStage) load(ctx context.Context, in Source, rc *runCtx, ec *q
 	var kb keystring.Builder
 	add := func(it bucketItem) error {
 		kb.Reset(keystring.AllAscending)
-		kb.AppendValue(collKey(rc.coll, it.k))
+		kb.AppendValue(expr.CollKey(rc.coll, it.k))
 		if err := kb.Err(); err != nil {
 			return err
 		}
 		key := binary.BigEndian.AppendUint64(bytes.Clone(kb.Bytes()), uint64(bi.n))
-		return bi.ext.Add(key, docOf("k", it.k, "d", docV(it.d)))
+		return bi.ext.Add(key, expr.DocOf("k", it.k, "d", expr.Doc(it.d)))
 	}
 	err = forEach(ctx, in, func(d bsoncore.Document) error {
 		ec.Root, ec.Current = d, nil
@@ -283,7 +283,7 @@ func (s *bucketAutoStage) load(ctx context.Context, in Source, rc *runCtx, ec *q
 				return err
 			}
 		}
-		it := bucketItem{orNull(v), d}
+		it := bucketItem{expr.OrNull(v), d}
 		if bi.ext != nil {
 			if err := add(it); err != nil {
 				return err
@@ -293,7 +293,7 @@ func (s *bucketAutoStage) load(ctx context.Context, in Source, rc *runCtx, ec *q
 		}
 		bi.items = append(bi.items, it)
 		bi.n++
-		mem += int64(len(d)) + valueSize(it.k)
+		mem += int64(len(d)) + expr.ValueSize(it.k)
 		if mem <= rc.maxMem() {
 			return nil
 		}
@@ -319,7 +319,7 @@ func (s *bucketAutoStage) load(ctx context.Context, in Source, rc *runCtx, ec *q
 		}
 		return bi, nil
 	}
-	slices.SortStableFunc(bi.items, func(a, b bucketItem) int { return cmpC(a.k, b.k, collOf(rc.coll)) })
+	slices.SortStableFunc(bi.items, func(a, b bucketItem) int { return expr.Compare(a.k, b.k, expr.ComparerOf(rc.coll)) })
 	return bi, nil
 }
 
@@ -336,11 +336,11 @@ func (bi *bucketInput) peek() (bucketItem, bool, error) {
 			return bucketItem{}, false, bi.it.Err()
 		}
 		rec := bsoncore.Document(bytes.Clone(bi.it.Value()))
-		d, ok := field(rec, "d").DocumentOK()
+		d, ok := expr.Field(rec, "d").DocumentOK()
 		if !ok {
 			return bucketItem{}, false, mongoerr.New(mongoerr.InternalError, "corrupt $bucketAuto spill record")
 		}
-		bi.peekd = &bucketItem{k: field(rec, "k"), d: d}
+		bi.peekd = &bucketItem{k: expr.Field(rec, "k"), d: d}
 	}
 	return *bi.peekd, true, nil
 }
@@ -385,9 +385,9 @@ func (s *bucketAutoStage) run(ctx context.Context, in Source, rc *runCtx) (Sourc
 			if !ok {
 				break
 			}
-			accs := make([]accumulator, len(s.accs))
+			accs := make([]expr.Accumulator, len(s.accs))
 			for j, a := range s.accs {
-				accs[j] = a.newAcc()
+				accs[j] = a.New()
 			}
 			var last value
 			take := func(it bucketItem) error {
@@ -395,7 +395,7 @@ func (s *bucketAutoStage) run(ctx context.Context, in Source, rc *runCtx) (Sourc
 				last = it.k
 				ec.Root, ec.Current = it.d, nil
 				for _, a := range accs {
-					if _, err := a.add(ec); err != nil {
+					if _, err := a.Add(ec); err != nil {
 						return err
 					}
 				}
@@ -426,7 +426,7 @@ func (s *bucketAutoStage) run(ctx context.Context, in Source, rc *runCtx) (Sourc
 			var maxV value
 			if s.rounder == nil {
 				// Equal values never straddle two buckets.
-				for more && cmpC(next.k, last, collOf(rc.coll)) == 0 {
+				for more && expr.Compare(next.k, last, expr.ComparerOf(rc.coll)) == 0 {
 					if err := take(next); err != nil {
 						return err
 					}
@@ -446,7 +446,7 @@ func (s *bucketAutoStage) run(ctx context.Context, in Source, rc *runCtx) (Sourc
 				if err != nil {
 					return err
 				}
-				for more && cmpV(bound, next.k) > 0 {
+				for more && expr.Compare(bound, next.k, nil) > 0 {
 					if err := take(next); err != nil {
 						return err
 					}
@@ -457,7 +457,7 @@ func (s *bucketAutoStage) run(ctx context.Context, in Source, rc *runCtx) (Sourc
 				maxV = bound
 				// A bucket holding only zeros rounds up to 0 (0 is in no series). MongoDB then
 				// uses the next bucket's rounded-down min, keeping max exclusive / min inclusive.
-				if toF(bound) == 0 && more {
+				if expr.ToFloat(bound) == 0 && more {
 					if maxV, err = s.rounder.roundDown(next.k); err != nil {
 						return err
 					}
@@ -476,16 +476,16 @@ func (s *bucketAutoStage) run(ctx context.Context, in Source, rc *runCtx) (Sourc
 				}
 				prevMax = maxV
 			}
-			doc := newDoc()
-			doc.add("_id", docV(docOf("min", minV, "max", maxV)))
+			doc := expr.NewDoc()
+			doc.Add("_id", expr.Doc(expr.DocOf("min", minV, "max", maxV)))
 			for j, a := range accs {
-				v, err := a.result()
+				v, err := a.Result()
 				if err != nil {
 					return err
 				}
-				doc.add(s.fields[j], v)
+				doc.Add(s.fields[j], v)
 			}
-			if !emit(doc.done()) {
+			if !emit(doc.Done()) {
 				return nil
 			}
 			if err := g.ctx.Err(); err != nil {
@@ -496,7 +496,7 @@ func (s *bucketAutoStage) run(ctx context.Context, in Source, rc *runCtx) (Sourc
 	}), nil
 }
 
-var _ = query.Expression(nil)
+var _ = expr.Expression(nil)
 
 // ---- $bucketAuto granularity (preferred number series) ----
 
@@ -510,10 +510,10 @@ type rounder interface {
 
 // checkGranularityKey rejects groupBy values that cannot be rounded onto a series.
 func checkGranularityKey(v value) error {
-	if !isNumber(v) {
-		return mongoerr.Newf(mongoerr.Location40258, "$bucketAuto can specify a 'granularity' with numeric boundaries only, but found a value with type: %s", typeName(v))
+	if !expr.IsNumber(v) {
+		return mongoerr.Newf(mongoerr.Location40258, "$bucketAuto can specify a 'granularity' with numeric boundaries only, but found a value with type: %s", expr.TypeName(v))
 	}
-	if f := toF(v); !(f >= 0) { // NaN fails too, as in MongoDB
+	if f := expr.ToFloat(v); !(f >= 0) { // NaN fails too, as in MongoDB
 		return mongoerr.Newf(mongoerr.Location40260, "$bucketAuto can specify a 'granularity' with numeric boundaries only, but found a negative value: %s", strconv.FormatFloat(f, 'g', -1, 64))
 	}
 	return nil
@@ -573,18 +573,18 @@ type seriesRounder []int64
 
 func (r seriesRounder) roundUp(v value) (value, error) {
 	if err := checkGranularityKey(v); err != nil {
-		return missing, err
+		return expr.Missing, err
 	}
-	if toF(v) == 0 {
+	if expr.ToFloat(v) == 0 {
 		return v, nil
 	}
 	if v.Type == bsoncore.TypeDecimal128 { // exact, even beyond the double range
 		return r.decRound(v, true)
 	}
-	if math.IsInf(toF(v), 1) {
+	if math.IsInf(expr.ToFloat(v), 1) {
 		return v, nil
 	}
-	x := toF(v)
+	x := expr.ToFloat(v)
 	first, last := float64(r[0]), float64(r[len(r)-1])
 	m := 1.0
 	for x >= last*m {
@@ -597,31 +597,31 @@ func (r seriesRounder) roundUp(v value) (value, error) {
 			break
 		}
 		if x >= last*m { // between this decade's top and the next decade's first value
-			return f64V(prev), nil
+			return expr.Double(prev), nil
 		}
 	}
 	for _, s := range r {
 		if x < float64(s)*m {
-			return f64V(float64(s) * m), nil
+			return expr.Double(float64(s) * m), nil
 		}
 	}
-	return f64V(first * m * 10), nil
+	return expr.Double(first * m * 10), nil
 }
 
 func (r seriesRounder) roundDown(v value) (value, error) {
 	if err := checkGranularityKey(v); err != nil {
-		return missing, err
+		return expr.Missing, err
 	}
-	if toF(v) == 0 {
+	if expr.ToFloat(v) == 0 {
 		return v, nil
 	}
 	if v.Type == bsoncore.TypeDecimal128 { // exact, even beyond the double range
 		return r.decRound(v, false)
 	}
-	if math.IsInf(toF(v), 1) {
+	if math.IsInf(expr.ToFloat(v), 1) {
 		return v, nil
 	}
-	x := toF(v)
+	x := expr.ToFloat(v)
 	first, last := float64(r[0]), float64(r[len(r)-1])
 	m := 1.0
 	for x <= first*m && m > 0 {
@@ -631,24 +631,24 @@ func (r seriesRounder) roundDown(v value) (value, error) {
 		prev := last * m
 		m *= 10
 		if x <= first*m { // between the previous decade's top and this decade's first value
-			return f64V(prev), nil
+			return expr.Double(prev), nil
 		}
 	}
 	for i := len(r) - 1; i >= 0; i-- {
 		if float64(r[i])*m < x {
-			return f64V(float64(r[i]) * m), nil
+			return expr.Double(float64(r[i]) * m), nil
 		}
 	}
-	return f64V(0), nil // only reached for inputs below the smallest double step
+	return expr.Double(0), nil // only reached for inputs below the smallest double step
 }
 
 // decRound rounds a positive finite decimal exactly. With x in [10^d, 10^(d+1)) the answer
 // is r[i]×10^k for k one decade below, at, or above x's own, so those candidates (ascending,
 // as the decades do not overlap) always contain it.
 func (r seriesRounder) decRound(v value, up bool) (value, error) {
-	x, err := toDec(v)
+	x, err := expr.ToDecimal(v)
 	if err != nil {
-		return missing, err
+		return expr.Missing, err
 	}
 	if x.Form != apd.Finite {
 		return v, nil
@@ -659,20 +659,20 @@ func (r seriesRounder) decRound(v value, up bool) (value, error) {
 		for kk := k - 1; kk <= k+1; kk++ {
 			for _, s := range r {
 				if c := apd.New(s, kk); c.Cmp(x) > 0 {
-					return fromDec(c)
+					return expr.FromDecimal(c)
 				}
 			}
 		}
-		return fromDec(apd.New(r[0], k+2))
+		return expr.FromDecimal(apd.New(r[0], k+2))
 	}
 	for kk := k + 1; kk >= k-1; kk-- {
 		for i := len(r) - 1; i >= 0; i-- {
 			if c := apd.New(r[i], kk); c.Cmp(x) < 0 {
-				return fromDec(c)
+				return expr.FromDecimal(c)
 			}
 		}
 	}
-	return fromDec(apd.New(r[len(r)-1], k-2))
+	return expr.FromDecimal(apd.New(r[len(r)-1], k-2))
 }
 
 // powersOf2Rounder rounds to powers of two via $pow(2, exp), so the result type follows
@@ -685,9 +685,9 @@ func (powersOf2Rounder) roundDown(v value) (value, error) { return powersOf2(v, 
 
 func powersOf2(v value, up bool) (value, error) {
 	if err := checkGranularityKey(v); err != nil {
-		return missing, err
+		return expr.Missing, err
 	}
-	x := toF(v)
+	x := expr.ToFloat(v)
 	if x == 0 || math.IsInf(x, 1) {
 		return v, nil
 	}
@@ -704,7 +704,7 @@ func powersOf2(v value, up bool) (value, error) {
 		default:
 			exp = l - 1
 		}
-		return evalPow([]value{i32V(2), i32V(int32(exp))})
+		return expr.Pow([]value{expr.Int32(2), expr.Int32(int32(exp))})
 	}
 	if up {
 		exp = int64(math.Floor(math.Log2(x)) + 1)
@@ -712,11 +712,11 @@ func powersOf2(v value, up bool) (value, error) {
 		exp = int64(math.Ceil(math.Log2(x)) - 1)
 	}
 	if v.Type == bsoncore.TypeDecimal128 {
-		e, err := fromDec(apd.New(exp, 0))
+		e, err := expr.FromDecimal(apd.New(exp, 0))
 		if err != nil {
-			return missing, err
+			return expr.Missing, err
 		}
-		return evalPow([]value{i32V(2), e})
+		return expr.Pow([]value{expr.Int32(2), e})
 	}
-	return evalPow([]value{i32V(2), i32V(int32(exp))})
+	return expr.Pow([]value{expr.Int32(2), expr.Int32(int32(exp))})
 }

@@ -4,9 +4,8 @@
 // $match/$sort/$limit offered to the query layer through LeadingMatch) and run as a chain of
 // pull-based Sources (Run).
 //
-// Expressions are internal/query's expression core; this package registers the rest of the
-// operator set with query.RegisterExpression (expr_*.go), so $expr in find and aggregation
-// share one parser. Accumulators ($group, $bucket, $setWindowFields) live in accum.go.
+// Expressions and accumulators are internal/query/expr's: find's $expr and aggregation share
+// one language, parser and value model. This package holds the stages that use them.
 //
 // Values are bsoncore.Values; the zero Value is "missing". Documents handed between stages
 // are immutable: a stage never modifies a document it received, it builds a new one, so a
@@ -30,7 +29,8 @@
 // cached foreign documents for each input document.
 //
 // Files: pipeline.go (Parse/Run/Explain/LeadingMatch, sources), stages.go (simple stages
-// and the optimiser), project.go, group.go, accum.go, sort.go, bucket.go, join.go ($lookup,
+// and the optimiser), project.go, group.go, sort.go, bucket.go, join.go ($lookup,
 // $graphLookup, $unionWith, $facet, $out, $merge), window.go ($setWindowFields, $densify,
-// $fill), spill.go (their partitioned, spillable input), expr_*.go (operators).
+// $fill), spill.go (their partitioned, spillable input), value.go (document path helpers
+// only stages need).
 package agg

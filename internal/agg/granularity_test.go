@@ -7,6 +7,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/query/expr"
 )
 
 func decV(t *testing.T, s string) value {
@@ -25,34 +27,34 @@ func TestGranularityRounders(t *testing.T) {
 		in       value
 		up, down value
 	}{
-		{"R5", f64V(0), f64V(0), f64V(0)},
-		{"R5", i32V(0), i32V(0), i32V(0)}, // 0 is kept as is, type included
-		{"R5", i32V(1), f64V(1.6), f64V(0.63)},
-		{"R5", f64V(1.6), f64V(2.5), f64V(1)},
+		{"R5", expr.Double(0), expr.Double(0), expr.Double(0)},
+		{"R5", expr.Int32(0), expr.Int32(0), expr.Int32(0)}, // 0 is kept as is, type included
+		{"R5", expr.Int32(1), expr.Double(1.6), expr.Double(0.63)},
+		{"R5", expr.Double(1.6), expr.Double(2.5), expr.Double(1)},
 		// Doubles are scaled by repeated ×10 / ÷10 exactly as MongoDB does, so its
 		// floating-point artefacts are reproduced (63×0.1 = 6.300000000000001).
-		{"R5", i64V(7), f64V(10), f64V(6.300000000000001)},
-		{"R5", f64V(100), f64V(160), f64V(63)},
-		{"R5", f64V(2000), f64V(2500), f64V(1600)},
-		{"R10", f64V(3), f64V(3.15), f64V(2.5)},
-		{"R20", i32V(20), f64V(22.400000000000002), f64V(18)},
-		{"R20", i32V(59), f64V(63), f64V(56)},
-		{"R40", f64V(3.3), f64V(3.5500000000000003), f64V(3.15)}, // MongoDB's R40 has no 3.35
-		{"R80", f64V(1), f64V(1.03), f64V(0.975)},
-		{"1-2-5", f64V(3), f64V(5), f64V(2)},
-		{"1-2-5", f64V(50), f64V(100), f64V(20)},
-		{"E6", f64V(0.8), f64V(1), f64V(0.68)},
-		{"E12", f64V(30), f64V(33), f64V(27)},
-		{"E24", f64V(90), f64V(91), f64V(82)},
-		{"E48", f64V(5), f64V(5.11), f64V(4.87)},
-		{"E96", f64V(9.8), f64V(10), f64V(9.76)},
-		{"E192", f64V(9.9), f64V(10), f64V(9.88)},
-		{"POWERSOF2", i32V(3), i32V(4), i32V(2)},
-		{"POWERSOF2", i32V(4), i32V(8), i32V(2)},
-		{"POWERSOF2", i64V(5), i32V(8), i32V(4)},
-		{"POWERSOF2", f64V(4), i32V(8), i32V(2)},
-		{"POWERSOF2", f64V(0.3), f64V(0.5), f64V(0.25)},
-		{"POWERSOF2", i32V(0), i32V(0), i32V(0)},
+		{"R5", expr.Int64(7), expr.Double(10), expr.Double(6.300000000000001)},
+		{"R5", expr.Double(100), expr.Double(160), expr.Double(63)},
+		{"R5", expr.Double(2000), expr.Double(2500), expr.Double(1600)},
+		{"R10", expr.Double(3), expr.Double(3.15), expr.Double(2.5)},
+		{"R20", expr.Int32(20), expr.Double(22.400000000000002), expr.Double(18)},
+		{"R20", expr.Int32(59), expr.Double(63), expr.Double(56)},
+		{"R40", expr.Double(3.3), expr.Double(3.5500000000000003), expr.Double(3.15)}, // MongoDB's R40 has no 3.35
+		{"R80", expr.Double(1), expr.Double(1.03), expr.Double(0.975)},
+		{"1-2-5", expr.Double(3), expr.Double(5), expr.Double(2)},
+		{"1-2-5", expr.Double(50), expr.Double(100), expr.Double(20)},
+		{"E6", expr.Double(0.8), expr.Double(1), expr.Double(0.68)},
+		{"E12", expr.Double(30), expr.Double(33), expr.Double(27)},
+		{"E24", expr.Double(90), expr.Double(91), expr.Double(82)},
+		{"E48", expr.Double(5), expr.Double(5.11), expr.Double(4.87)},
+		{"E96", expr.Double(9.8), expr.Double(10), expr.Double(9.76)},
+		{"E192", expr.Double(9.9), expr.Double(10), expr.Double(9.88)},
+		{"POWERSOF2", expr.Int32(3), expr.Int32(4), expr.Int32(2)},
+		{"POWERSOF2", expr.Int32(4), expr.Int32(8), expr.Int32(2)},
+		{"POWERSOF2", expr.Int64(5), expr.Int32(8), expr.Int32(4)},
+		{"POWERSOF2", expr.Double(4), expr.Int32(8), expr.Int32(2)},
+		{"POWERSOF2", expr.Double(0.3), expr.Double(0.5), expr.Double(0.25)},
+		{"POWERSOF2", expr.Int32(0), expr.Int32(0), expr.Int32(0)},
 	}
 	for _, c := range cases {
 		r := granularityRounders[c.gran]
@@ -67,10 +69,10 @@ func TestGranularityRounders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if up.Type != c.up.Type || cmpV(up, c.up) != 0 {
+		if up.Type != c.up.Type || expr.Compare(up, c.up, nil) != 0 {
 			t.Errorf("%s roundUp(%v) = %v (%v), want %v", c.gran, c.in, up, up.Type, c.up)
 		}
-		if down.Type != c.down.Type || cmpV(down, c.down) != 0 {
+		if down.Type != c.down.Type || expr.Compare(down, c.down, nil) != 0 {
 			t.Errorf("%s roundDown(%v) = %v (%v), want %v", c.gran, c.in, down, down.Type, c.down)
 		}
 	}
@@ -95,10 +97,10 @@ func TestGranularityDecimal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if up.Type != bsoncore.TypeDecimal128 || cmpV(up, decV(t, c.up)) != 0 {
+		if up.Type != bsoncore.TypeDecimal128 || expr.Compare(up, decV(t, c.up), nil) != 0 {
 			t.Errorf("%s roundUp(%s) = %v, want decimal %s", c.gran, c.in, up, c.up)
 		}
-		if down.Type != bsoncore.TypeDecimal128 || cmpV(down, decV(t, c.down)) != 0 {
+		if down.Type != bsoncore.TypeDecimal128 || expr.Compare(down, decV(t, c.down), nil) != 0 {
 			t.Errorf("%s roundDown(%s) = %v, want decimal %s", c.gran, c.in, down, c.down)
 		}
 	}
@@ -109,22 +111,22 @@ func TestGranularityDecimal(t *testing.T) {
 func TestGranularityStrict(t *testing.T) {
 	for name, r := range granularityRounders {
 		for _, x := range []float64{1e-7, 0.00123, 0.5, 0.99, 1, 1.5, 9.99, 10, 42, 999, 12345.678, 1e9, 3e15} {
-			up, err := r.roundUp(f64V(x))
+			up, err := r.roundUp(expr.Double(x))
 			if err != nil {
 				t.Fatal(err)
 			}
-			down, err := r.roundDown(f64V(x))
+			down, err := r.roundDown(expr.Double(x))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !(toF(down) < x && x < toF(up)) {
+			if !(expr.ToFloat(down) < x && x < expr.ToFloat(up)) {
 				t.Errorf("%s: %g not strictly within (%v, %v)", name, x, down, up)
 			}
-			if back, _ := r.roundDown(up); toF(back) >= toF(up) || toF(back) < toF(down) {
+			if back, _ := r.roundDown(up); expr.ToFloat(back) >= expr.ToFloat(up) || expr.ToFloat(back) < expr.ToFloat(down) {
 				t.Errorf("%s: roundDown(roundUp(%g)=%v) = %v", name, x, up, back)
 			}
 		}
-		if v, err := r.roundUp(f64V(math.Inf(1))); err != nil || !math.IsInf(toF(v), 1) {
+		if v, err := r.roundUp(expr.Double(math.Inf(1))); err != nil || !math.IsInf(expr.ToFloat(v), 1) {
 			t.Errorf("%s: roundUp(+Inf) = %v, %v", name, v, err)
 		}
 	}
@@ -178,7 +180,7 @@ func TestBucketAutoGranularity(t *testing.T) {
 }
 
 func TestGranularityErrorMessages(t *testing.T) {
-	if err := checkGranularityKey(f64V(-1.5)); err == nil || !strings.Contains(err.Error(), "found a negative value: -1.5") {
+	if err := checkGranularityKey(expr.Double(-1.5)); err == nil || !strings.Contains(err.Error(), "found a negative value: -1.5") {
 		t.Errorf("negative: %v", err)
 	}
 	if err := checkGranularityKey(value{Type: bsoncore.TypeString, Data: bsoncore.AppendString(nil, "x")}); err == nil || !strings.Contains(err.Error(), "found a value with type: string") {

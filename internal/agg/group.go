@@ -11,7 +11,7 @@ import (
 	"humongo/internal/index/sorter"
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
-	"humongo/internal/query"
+	"humongo/internal/query/expr"
 )
 
 // groupStage is $group. Groups are found by the KeyString of their _id, so values that
@@ -21,11 +21,11 @@ type groupStage struct {
 	raw value
 	// _id: either one expression, or an object whose fields are evaluated one by one (so a
 	// missing field becomes null instead of disappearing).
-	idX     expr
+	idX     expr.Expression
 	idNames []string
-	idXs    []expr
+	idXs    []expr.Expression
 	fields  []string
-	accs    []*accSpec
+	accs    []*expr.AccSpec
 }
 
 func parseGroup(spec value, p *pctx) (stage, error) {
@@ -39,8 +39,8 @@ func parseGroup(spec value, p *pctx) (stage, error) {
 		k, v := el.Key(), el.Value()
 		if k == "_id" {
 			idSeen = true
-			if sd, isDoc := v.DocumentOK(); isDoc && !isOperatorDoc(v) {
-				sels, err := docElems(sd)
+			if sd, isDoc := v.DocumentOK(); isDoc && !expr.IsOperatorDoc(v) {
+				sels, err := expr.DocElems(sd)
 				if err != nil {
 					return nil, err
 				}
@@ -71,14 +71,14 @@ func parseGroup(spec value, p *pctx) (stage, error) {
 		if !isDoc {
 			return nil, mongoerr.Newf(mongoerr.Location40234, "The field '%s' must be an accumulator object", k)
 		}
-		aels, err := docElems(ad)
+		aels, err := expr.DocElems(ad)
 		if err != nil {
 			return nil, err
 		}
 		if len(aels) != 1 {
 			return nil, mongoerr.Newf(mongoerr.Location40238, "The field '%s' must specify one accumulator", k)
 		}
-		a, err := parseAccumulator(aels[0].Key(), aels[0].Value(), p)
+		a, err := expr.ParseAccumulator(aels[0].Key(), aels[0].Value(), p.exprPC())
 		if err != nil {
 			return nil, err
 		}
@@ -96,12 +96,12 @@ func (g *groupStage) spec() value  { return g.raw }
 
 type groupState struct {
 	id   value
-	accs []accumulator
+	accs []expr.Accumulator
 }
 
 // grouper accumulates groups; shared by $group and $bucket.
 type grouper struct {
-	accs   []*accSpec
+	accs   []*expr.AccSpec
 	index  map[string]int
 	groups []*groupState
 	mem    int64
@@ -113,15 +113,15 @@ type grouper struct {
 	seq   uint64
 }
 
-func newGrouper(accs []*accSpec) *grouper {
+func newGrouper(accs []*expr.AccSpec) *grouper {
 	return &grouper{accs: accs, index: map[string]int{}}
 }
 
-func (gr *grouper) add(id value, ec *query.EvalContext, rc *runCtx, stageName string) error {
+func (gr *grouper) add(id value, ec *expr.EvalContext, rc *runCtx, stageName string) error {
 	gr.kb.Reset(keystring.AllAscending)
 	// Under a collation, ids that collate equal ("a", "A" at strength 2) share a group,
 	// which keeps the first-seen id.
-	gr.kb.AppendValue(collKey(rc.coll, id))
+	gr.kb.AppendValue(expr.CollKey(rc.coll, id))
 	if err := gr.kb.Err(); err != nil {
 		return err
 	}
@@ -129,25 +129,25 @@ func (gr *grouper) add(id value, ec *query.EvalContext, rc *runCtx, stageName st
 	if gr.spill != nil {
 		key := binary.BigEndian.AppendUint64(k, gr.seq)
 		gr.seq++
-		return gr.spill.Add(key, docOf("i", id, "d", docV(ec.Root)))
+		return gr.spill.Add(key, expr.DocOf("i", id, "d", expr.Doc(ec.Root)))
 	}
 	i, ok := gr.index[string(k)]
 	if !ok {
 		if id.Type == 0 {
-			id = nullV
+			id = expr.Null
 		}
-		st := &groupState{id: id, accs: make([]accumulator, len(gr.accs))}
+		st := &groupState{id: id, accs: make([]expr.Accumulator, len(gr.accs))}
 		for j, a := range gr.accs {
-			st.accs[j] = a.newAcc()
+			st.accs[j] = a.New()
 		}
 		i = len(gr.groups)
 		gr.index[string(k)] = i
 		gr.groups = append(gr.groups, st)
-		gr.mem += int64(2*len(k)) + valueSize(id) + int64(64*(1+len(gr.accs)))
+		gr.mem += int64(2*len(k)) + expr.ValueSize(id) + int64(64*(1+len(gr.accs)))
 	}
 	st := gr.groups[i]
 	for _, a := range st.accs {
-		n, err := a.add(ec)
+		n, err := a.Add(ec)
 		if err != nil {
 			return err
 		}
@@ -170,7 +170,7 @@ func (gr *grouper) close() {
 
 // finish folds the spilled documents (if any) and returns the groups to output: the
 // in-memory ones first, then those only seen after spilling began.
-func (gr *grouper) finish(ec *query.EvalContext) ([]*groupState, error) {
+func (gr *grouper) finish(ec *expr.EvalContext) ([]*groupState, error) {
 	if gr.spill == nil {
 		return gr.groups, nil
 	}
@@ -190,21 +190,21 @@ func (gr *grouper) finish(ec *query.EvalContext) ([]*groupState, error) {
 				cur = gr.groups[i]
 			} else {
 				rec := bsoncore.Document(bytes.Clone(it.Value()))
-				cur = &groupState{id: field(rec, "i"), accs: make([]accumulator, len(gr.accs))}
+				cur = &groupState{id: expr.Field(rec, "i"), accs: make([]expr.Accumulator, len(gr.accs))}
 				for j, a := range gr.accs {
-					cur.accs[j] = a.newAcc()
+					cur.accs[j] = a.New()
 				}
 				groups = append(groups, cur)
 			}
 		}
 		rec := bsoncore.Document(bytes.Clone(it.Value()))
-		d, ok := field(rec, "d").DocumentOK()
+		d, ok := expr.Field(rec, "d").DocumentOK()
 		if !ok {
 			return nil, mongoerr.New(mongoerr.InternalError, "corrupt $group spill record")
 		}
 		ec.Root, ec.Current = d, nil
 		for _, a := range cur.accs {
-			if _, err := a.add(ec); err != nil {
+			if _, err := a.Add(ec); err != nil {
 				return nil, err
 			}
 		}
@@ -212,7 +212,7 @@ func (gr *grouper) finish(ec *query.EvalContext) ([]*groupState, error) {
 	return groups, it.Err()
 }
 
-func (gr *grouper) output(fields []string, idField string, ec *query.EvalContext) ([]bsoncore.Document, error) {
+func (gr *grouper) output(fields []string, idField string, ec *expr.EvalContext) ([]bsoncore.Document, error) {
 	defer gr.close()
 	groups, err := gr.finish(ec)
 	if err != nil {
@@ -220,36 +220,36 @@ func (gr *grouper) output(fields []string, idField string, ec *query.EvalContext
 	}
 	out := make([]bsoncore.Document, 0, len(groups))
 	for _, st := range groups {
-		d := newDoc()
-		d.add(idField, st.id)
+		d := expr.NewDoc()
+		d.Add(idField, st.id)
 		for j, a := range st.accs {
-			v, err := a.result()
+			v, err := a.Result()
 			if err != nil {
 				return nil, err
 			}
-			d.add(fields[j], v)
+			d.Add(fields[j], v)
 		}
-		out = append(out, d.done())
+		out = append(out, d.Done())
 	}
 	return out, nil
 }
 
-func (g *groupStage) id(ec *query.EvalContext) (value, error) {
+func (g *groupStage) id(ec *expr.EvalContext) (value, error) {
 	if g.idX != nil {
 		return g.idX.Eval(ec)
 	}
-	d := newDoc()
+	d := expr.NewDoc()
 	for i, x := range g.idXs {
 		v, err := x.Eval(ec)
 		if err != nil {
-			return missing, err
+			return expr.Missing, err
 		}
 		if v.Type == 0 {
-			v = nullV
+			v = expr.Null
 		}
-		d.add(g.idNames[i], v)
+		d.Add(g.idNames[i], v)
 	}
-	return docV(d.done()), nil
+	return expr.Doc(d.Done()), nil
 }
 
 func (g *groupStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
@@ -261,8 +261,8 @@ func (g *groupStage) run(ctx context.Context, in Source, rc *runCtx) (Source, er
 // groupAll folds the whole input into groups ($group, $bucket): idOf computes a document's
 // group _id (the document is in ec), and the result is one document per group with the
 // accumulators' results under fields.
-func groupAll(ctx context.Context, in Source, rc *runCtx, stageName string, accs []*accSpec, fields []string,
-	idOf func(ec *query.EvalContext) (value, error)) ([]bsoncore.Document, error) {
+func groupAll(ctx context.Context, in Source, rc *runCtx, stageName string, accs []*expr.AccSpec, fields []string,
+	idOf func(ec *expr.EvalContext) (value, error)) ([]bsoncore.Document, error) {
 	gr := newGrouper(accs)
 	defer gr.close()
 	ec := rc.evalCtx(nil)

@@ -12,6 +12,7 @@ import (
 
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
+	"humongo/internal/query/expr"
 )
 
 // parseDocs parses an extended-JSON array of documents.
@@ -102,7 +103,7 @@ func (w *memWriter) FindOne(_ context.Context, filter bsoncore.Document) (bsonco
 	return nil, false, nil
 }
 func (w *memWriter) Insert(_ context.Context, d bsoncore.Document) error {
-	if id := field(d, "_id"); id.Type != 0 && w.find(docOf("_id", id)) >= 0 {
+	if id := expr.Field(d, "_id"); id.Type != 0 && w.find(expr.DocOf("_id", id)) >= 0 {
 		return mongoerr.New(mongoerr.DuplicateKey, "duplicate _id")
 	}
 	w.docs = append(w.docs, d)

@@ -10,6 +10,7 @@ import (
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
+	"humongo/internal/query/expr"
 )
 
 // namespace parses a "from"/"coll"/"into" value: a collection name or {db, coll}.
@@ -19,7 +20,7 @@ func namespace(v value, defDB, stageName string) (db, coll string, err error) {
 		db, coll = defDB, v.StringValue()
 	case bsoncore.TypeEmbeddedDocument:
 		db, coll = defDB, ""
-		els, err := docElems(v.Document())
+		els, err := expr.DocElems(v.Document())
 		if err != nil {
 			return "", "", err
 		}
@@ -74,7 +75,7 @@ type lookupStage struct {
 	foreignField []string
 	as           []string
 	letNames     []string
-	letXs        []expr
+	letXs        []expr.Expression
 	pipeline     []stage
 	hasPipeline  bool
 }
@@ -95,9 +96,9 @@ func parseLookup(spec value, p *pctx) (stage, error) {
 		case "localField", "foreignField", "as":
 			str, ok := v.StringValueOK()
 			if !ok {
-				return nil, mongoerr.Newf(mongoerr.Location4570, "$lookup argument '%s: %s' must be a string, is type %s", el.Key(), v, typeName(v))
+				return nil, mongoerr.Newf(mongoerr.Location4570, "$lookup argument '%s: %s' must be a string, is type %s", el.Key(), v, expr.TypeName(v))
 			}
-			path, err := splitFieldPath(str)
+			path, err := expr.SplitFieldPath(str)
 			if err != nil {
 				return nil, err
 			}
@@ -141,12 +142,12 @@ func parseLookup(spec value, p *pctx) (stage, error) {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified")
 	}
 	if letDoc != nil {
-		lels, err := docElems(letDoc)
+		lels, err := expr.DocElems(letDoc)
 		if err != nil {
 			return nil, err
 		}
 		for _, el := range lels {
-			if err := checkVarName(el.Key()); err != nil {
+			if err := expr.CheckVarName(el.Key()); err != nil {
 				return nil, err
 			}
 			x, err := p.parseExpr(el.Value())
@@ -237,12 +238,12 @@ func (s *lookupStage) run(ctx context.Context, in Source, rc *runCtx) (Source, e
 			}
 		}
 		for _, fd := range candidates {
-			matched = append(matched, docV(fd))
+			matched = append(matched, expr.Doc(fd))
 		}
 		if matched == nil {
 			matched = []value{}
 		}
-		return setPath(d, s.as, arrV(matched)), true, nil
+		return setPath(d, s.as, expr.Array(matched)), true, nil
 	}), nil
 }
 
@@ -261,9 +262,9 @@ type foreignIndex struct {
 func (fi *foreignIndex) key(v value) string {
 	fi.kb.Reset(keystring.AllAscending)
 	if v.Type == 0 {
-		v = nullV
+		v = expr.Null
 	}
-	fi.kb.AppendValue(collKey(fi.coll, v))
+	fi.kb.AppendValue(expr.CollKey(fi.coll, v))
 	return string(fi.kb.Bytes())
 }
 
@@ -299,7 +300,7 @@ func (fi *foreignIndex) load(ctx context.Context, rc *runCtx, db, coll string, p
 
 // withLet is the run context of a sub-pipeline ($lookup's, $merge's whenMatched): rc's
 // variables and those of "let", evaluated on d.
-func (rc *runCtx) withLet(ec *query.EvalContext, d bsoncore.Document, names []string, xs []expr) (*runCtx, error) {
+func (rc *runCtx) withLet(ec *expr.EvalContext, d bsoncore.Document, names []string, xs []expr.Expression) (*runCtx, error) {
 	sub := newRunCtx(rc.ac)
 	sub.coll = rc.coll
 	sub.now = rc.now
@@ -325,10 +326,10 @@ func matchValues(d bsoncore.Document, path []string) []value {
 	walk = func(v value, i int) {
 		if i == len(path) {
 			if v.Type == bsoncore.TypeArray {
-				vals, _ := arrValues(v)
+				vals, _ := expr.ArrayValues(v)
 				out = append(out, vals...)
 				if len(vals) == 0 {
-					out = append(out, missing)
+					out = append(out, expr.Missing)
 				}
 				return
 			}
@@ -337,19 +338,19 @@ func matchValues(d bsoncore.Document, path []string) []value {
 		}
 		switch v.Type {
 		case bsoncore.TypeEmbeddedDocument:
-			walk(field(v.Data, path[i]), i+1)
+			walk(expr.Field(v.Data, path[i]), i+1)
 		case bsoncore.TypeArray:
-			vals, _ := arrValues(v)
+			vals, _ := expr.ArrayValues(v)
 			for _, e := range vals {
 				if e.Type == bsoncore.TypeEmbeddedDocument {
 					walk(e, i)
 				}
 			}
 		default:
-			out = append(out, missing)
+			out = append(out, expr.Missing)
 		}
 	}
-	walk(docV(d), 0)
+	walk(expr.Doc(d), 0)
 	return out
 }
 
@@ -378,7 +379,7 @@ func parseUnionWith(spec value, p *pctx) (stage, error) {
 			return nil, err
 		}
 	case bsoncore.TypeEmbeddedDocument:
-		els, err := docElems(spec.Document())
+		els, err := expr.DocElems(spec.Document())
 		if err != nil {
 			return nil, err
 		}
@@ -400,7 +401,7 @@ func parseUnionWith(spec value, p *pctx) (stage, error) {
 			return nil, mongoerr.New(mongoerr.Location40414, "BSON field '$unionWith.coll' is missing but a required field")
 		}
 	default:
-		return nil, mongoerr.Newf(mongoerr.FailedToParse, "the $unionWith stage specification must be an object or string, but found %s", typeName(spec))
+		return nil, mongoerr.Newf(mongoerr.FailedToParse, "the $unionWith stage specification must be an object or string, but found %s", expr.TypeName(spec))
 	}
 	return s, nil
 }
@@ -441,7 +442,7 @@ func (s *unionWithStage) run(ctx context.Context, in Source, rc *runCtx) (Source
 type graphLookupStage struct {
 	raw         value
 	db, coll    string
-	startWith   expr
+	startWith   expr.Expression
 	connectFrom []string
 	connectTo   []string
 	as          string
@@ -472,7 +473,7 @@ func parseGraphLookup(spec value, p *pctx) (stage, error) {
 			if !isStr {
 				return nil, mongoerr.Newf(mongoerr.Location40103, "expected string as argument for %s, found: %s", el.Key(), v)
 			}
-			path, err := splitFieldPath(str)
+			path, err := expr.SplitFieldPath(str)
 			if err != nil {
 				return nil, err
 			}
@@ -538,7 +539,7 @@ func (s *graphLookupStage) run(ctx context.Context, in Source, rc *runCtx) (Sour
 		}
 		frontier := []value{start}
 		if start.Type == bsoncore.TypeArray {
-			frontier, _ = arrValues(start)
+			frontier, _ = expr.ArrayValues(start)
 		}
 		visited := map[int]bool{}
 		var found []value
@@ -562,12 +563,12 @@ func (s *graphLookupStage) run(ctx context.Context, in Source, rc *runCtx) (Sour
 					fd := fi.docs[i]
 					out := fd
 					if s.depthField != "" {
-						out = setField(fd, s.depthField, i64V(depth))
+						out = expr.SetField(fd, s.depthField, expr.Int64(depth))
 					}
-					found = append(found, docV(out))
-					cv := getPath(fd, s.connectFrom)
+					found = append(found, expr.Doc(out))
+					cv := expr.GetPath(fd, s.connectFrom)
 					if cv.Type == bsoncore.TypeArray {
-						vals, _ := arrValues(cv)
+						vals, _ := expr.ArrayValues(cv)
 						next = append(next, vals...)
 					} else if cv.Type != 0 {
 						next = append(next, cv)
@@ -579,7 +580,7 @@ func (s *graphLookupStage) run(ctx context.Context, in Source, rc *runCtx) (Sour
 		if found == nil {
 			found = []value{}
 		}
-		return setField(d, s.as, arrV(found)), true, nil
+		return expr.SetField(d, s.as, expr.Array(found)), true, nil
 	}), nil
 }
 
@@ -602,7 +603,7 @@ func parseFacet(spec value, p *pctx) (stage, error) {
 	s := &facetStage{raw: spec}
 	for _, el := range els {
 		if el.Value().Type != bsoncore.TypeArray {
-			return nil, mongoerr.Newf(mongoerr.Location40170, "arguments to $facet must be arrays, %s is type %s", el.Key(), typeName(el.Value()))
+			return nil, mongoerr.Newf(mongoerr.Location40170, "arguments to $facet must be arrays, %s is type %s", el.Key(), expr.TypeName(el.Value()))
 		}
 		sub, err := subPipeline(el.Value(), p)
 		if err != nil {
@@ -636,7 +637,7 @@ func (s *facetStage) run(ctx context.Context, in Source, rc *runCtx) (Source, er
 		if mem > rc.maxMem() && !rc.ac.AllowDiskUse {
 			return nil, errMemory("$facet")
 		}
-		out := newDoc()
+		out := expr.NewDoc()
 		for i, st := range s.stages {
 			src, err := runStages(ctx, st, sliceSource(docs), rc)
 			if err != nil {
@@ -648,15 +649,15 @@ func (s *facetStage) run(ctx context.Context, in Source, rc *runCtx) (Source, er
 			}
 			vals := make([]value, len(res))
 			for j, r := range res {
-				vals[j] = docV(r)
+				vals[j] = expr.Doc(r)
 			}
-			out.add(s.names[i], arrV(vals))
-			if len(out.b) > maxFacetOutputBytes {
+			out.Add(s.names[i], expr.Array(vals))
+			if out.Len() > maxFacetOutputBytes {
 				return nil, mongoerr.Newf(mongoerr.Location4031700,
-					"document constructed by $facet is %d bytes, which exceeds the limit of %d bytes", len(out.b), maxFacetOutputBytes)
+					"document constructed by $facet is %d bytes, which exceeds the limit of %d bytes", out.Len(), maxFacetOutputBytes)
 			}
 		}
-		return []bsoncore.Document{out.done()}, nil
+		return []bsoncore.Document{out.Done()}, nil
 	}), nil
 }
 
@@ -714,7 +715,7 @@ type mergeStage struct {
 	whenMatched    string // replace, keepExisting, merge, fail, pipeline
 	matchedPipe    []stage
 	letNames       []string
-	letXs          []expr
+	letXs          []expr.Expression
 	whenNotMatched string // insert, discard, fail
 }
 
@@ -727,7 +728,7 @@ func parseMerge(spec value, p *pctx) (stage, error) {
 			return nil, err
 		}
 	case bsoncore.TypeEmbeddedDocument:
-		els, err := docElems(spec.Document())
+		els, err := expr.DocElems(spec.Document())
 		if err != nil {
 			return nil, err
 		}
@@ -745,7 +746,7 @@ func parseMerge(spec value, p *pctx) (stage, error) {
 				case bsoncore.TypeString:
 					s.on = []string{v.StringValue()}
 				case bsoncore.TypeArray:
-					vals, _ := arrValues(v)
+					vals, _ := expr.ArrayValues(v)
 					for _, e := range vals {
 						str, ok := e.StringValueOK()
 						if !ok {
@@ -795,7 +796,7 @@ func parseMerge(spec value, p *pctx) (stage, error) {
 			if s.whenMatched != "pipeline" {
 				return nil, mongoerr.New(mongoerr.Location51199, "Cannot use 'let' variables with 'whenMatched: "+s.whenMatched+"' mode")
 			}
-			lels, err := docElems(letDoc)
+			lels, err := expr.DocElems(letDoc)
 			if err != nil {
 				return nil, err
 			}
@@ -810,8 +811,8 @@ func parseMerge(spec value, p *pctx) (stage, error) {
 				names = append(names, el.Key())
 			}
 		} else if s.whenMatched == "pipeline" {
-			cur := query.Expression(currentX{})
-			s.letNames, s.letXs = []string{"new"}, []expr{cur}
+			cur := expr.Expression(currentX{})
+			s.letNames, s.letXs = []string{"new"}, []expr.Expression{cur}
 		}
 		if pipeV.Type != 0 {
 			if s.matchedPipe, err = subPipeline(pipeV, p.withVars(names...)); err != nil {
@@ -830,11 +831,11 @@ func parseMerge(spec value, p *pctx) (stage, error) {
 // currentX evaluates to $$CURRENT (the default "new" variable of $merge pipelines).
 type currentX struct{}
 
-func (currentX) Eval(ec *query.EvalContext) (value, error) {
+func (currentX) Eval(ec *expr.EvalContext) (value, error) {
 	if ec.Current != nil {
-		return docV(ec.Current), nil
+		return expr.Doc(ec.Current), nil
 	}
-	return docV(ec.Root), nil
+	return expr.Doc(ec.Root), nil
 }
 
 func (s *mergeStage) name() string { return "$merge" }
@@ -866,16 +867,16 @@ func (s *mergeStage) run(ctx context.Context, in Source, rc *runCtx) (Source, er
 	}), nil
 }
 
-func (s *mergeStage) mergeOne(ctx context.Context, w Writer, d bsoncore.Document, ec *query.EvalContext, rc *runCtx) error {
-	filter := newDoc()
+func (s *mergeStage) mergeOne(ctx context.Context, w Writer, d bsoncore.Document, ec *expr.EvalContext, rc *runCtx) error {
+	filter := expr.NewDoc()
 	for _, f := range s.on {
-		v := getPath(d, strings.Split(f, "."))
-		if isNullish(v) || v.Type == bsoncore.TypeArray {
+		v := expr.GetPath(d, strings.Split(f, "."))
+		if expr.IsNullish(v) || v.Type == bsoncore.TypeArray {
 			return mongoerr.Newf(mongoerr.Location51132, "$merge write error: 'on' field '%s' cannot be missing, null or an array", f)
 		}
-		filter.add(f, v)
+		filter.Add(f, v)
 	}
-	fd := filter.done()
+	fd := filter.Done()
 	existing, found, err := w.FindOne(ctx, fd)
 	if err != nil {
 		return err
@@ -894,11 +895,11 @@ func (s *mergeStage) mergeOne(ctx context.Context, w Writer, d bsoncore.Document
 	case "keepExisting":
 		return nil
 	case "fail":
-		return mongoerr.Newf(mongoerr.DuplicateKey, "$merge with whenMatched: fail found an existing document with the same values for the 'on' field(s): %s", fd)
+		return mongoerr.Newf(mongoerr.DuplicateKey, "$merge with whenMatched: fail found an existing document with the same values for the 'on' expr.Field(s): %s", fd)
 	case "replace":
 		nd = d
 	case "merge":
-		nd = mergeDocs(existing, d)
+		nd = expr.MergeDocs(existing, d)
 	case "pipeline":
 		sub, err := rc.withLet(ec, d, s.letNames, s.letXs)
 		if err != nil {
@@ -918,17 +919,17 @@ func (s *mergeStage) mergeOne(ctx context.Context, w Writer, d bsoncore.Document
 		nd = docs[0]
 	}
 	// The _id of the target document is kept.
-	if id := field(existing, "_id"); id.Type != 0 {
-		if field(nd, "_id").Type != 0 {
-			nd = setField(nd, "_id", id)
+	if id := expr.Field(existing, "_id"); id.Type != 0 {
+		if expr.Field(nd, "_id").Type != 0 {
+			nd = expr.SetField(nd, "_id", id)
 		} else {
-			d := newDoc()
-			d.add("_id", id)
+			d := expr.NewDoc()
+			d.Add("_id", id)
 			els, _ := nd.Elements()
 			for _, el := range els {
-				d.b = append(d.b, el...)
+				d.AddElement(el)
 			}
-			nd = d.done()
+			nd = d.Done()
 		}
 	}
 	return w.Replace(ctx, fd, nd)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/query/expr"
 )
 
 func explainOf(t *testing.T, pipeline string) string {
@@ -65,7 +67,7 @@ func TestLeadingMatch(t *testing.T) {
 	if f, _, _ := p.LeadingMatch(); f != nil {
 		t.Fatalf("pushed down a filter using variables: %s", render(f))
 	}
-	out, err := p.Run(context.Background(), SliceSource(parseDocs(t, `[{"a": 1}, {"a": 2}]`)), &Context{Vars: map[string]bsoncore.Value{"x": i32V(2)}})
+	out, err := p.Run(context.Background(), SliceSource(parseDocs(t, `[{"a": 1}, {"a": 2}]`)), &Context{Vars: map[string]bsoncore.Value{"x": expr.Int32(2)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +91,7 @@ func TestEvalLet(t *testing.T) {
 func groupInput(n, card int) []bsoncore.Document {
 	docs := make([]bsoncore.Document, n)
 	for i := range docs {
-		docs[i] = docOf("_id", i32V(int32(i)), "k", strV(fmt.Sprintf("key%d", i%card)), "v", i32V(int32(i%100)), "f", f64V(float64(i)/3))
+		docs[i] = expr.DocOf("_id", expr.Int32(int32(i)), "k", expr.String(fmt.Sprintf("key%d", i%card)), "v", expr.Int32(int32(i%100)), "f", expr.Double(float64(i)/3))
 	}
 	return docs
 }
@@ -129,7 +131,7 @@ func TestGroupMillion(t *testing.T) {
 	}
 	var total int64
 	for _, d := range res {
-		total += int64(field(d, "n").Int32())
+		total += int64(expr.Field(d, "n").Int32())
 	}
 	if total != int64(n) {
 		t.Fatalf("counted %d", total)
@@ -158,11 +160,11 @@ func BenchmarkGroup1M(b *testing.B) {
 func BenchmarkLookup(b *testing.B) {
 	var foreign []bsoncore.Document
 	for i := 0; i < 10_000; i++ {
-		foreign = append(foreign, docOf("_id", i32V(int32(i)), "x", strV("y")))
+		foreign = append(foreign, expr.DocOf("_id", expr.Int32(int32(i)), "x", expr.String("y")))
 	}
 	local := make([]bsoncore.Document, 10_000)
 	for i := range local {
-		local[i] = docOf("_id", i32V(int32(i)), "ref", i32V(int32(i*7%10_000)))
+		local[i] = expr.DocOf("_id", expr.Int32(int32(i)), "ref", expr.Int32(int32(i*7%10_000)))
 	}
 	res := &memResolver{colls: map[string][]bsoncore.Document{"test.f": foreign}}
 	p, err := Parse(parseDocs(b, `[{"$lookup": {"from": "f", "localField": "ref", "foreignField": "_id", "as": "j"}}]`), ParseContext{DB: "test"})

@@ -3,7 +3,6 @@ package agg
 import (
 	"context"
 	"os"
-	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -12,7 +11,7 @@ import (
 	"humongo/internal/collation"
 	"humongo/internal/index/sorter"
 	"humongo/internal/mongoerr"
-	"humongo/internal/query"
+	"humongo/internal/query/expr"
 )
 
 // Source is a stream of documents. Next returns ok=false at the end. A document returned by
@@ -118,8 +117,8 @@ type runCtx struct {
 	coll *collation.Collator // nil: binary comparison
 }
 
-func (rc *runCtx) evalCtx(doc bsoncore.Document) *query.EvalContext {
-	ec := &query.EvalContext{Root: doc, Now: rc.now, Vars: rc.vars}
+func (rc *runCtx) evalCtx(doc bsoncore.Document) *expr.EvalContext {
+	ec := &expr.EvalContext{Root: doc, Now: rc.now, Vars: rc.vars}
 	if rc.coll != nil {
 		// Only a non-nil collator goes into the interface, so ec.Collator == nil keeps
 		// meaning binary comparison.
@@ -165,9 +164,11 @@ type pctx struct {
 	depth int
 }
 
-func (p *pctx) exprPC() *query.ExprParseContext { return &query.ExprParseContext{Vars: p.vars} }
+func (p *pctx) exprPC() *expr.ParseContext { return &expr.ParseContext{Vars: p.vars} }
 
-func (p *pctx) parseExpr(v value) (expr, error) { return query.ParseExpression(v, p.exprPC()) }
+func (p *pctx) parseExpr(v value) (expr.Expression, error) {
+	return expr.Parse(v, p.exprPC())
+}
 
 // withVars returns a copy of p with more variables in scope.
 func (p *pctx) withVars(names ...string) *pctx {
@@ -182,7 +183,7 @@ func (p *pctx) withVars(names ...string) *pctx {
 	return &q
 }
 
-// builtinVars are variables every expression may reference beyond query's own
+// builtinVars are variables every expression may reference beyond the language's own
 // (ROOT/CURRENT/NOW/REMOVE): the core does not know them, so they are declared as user
 // variables and bound at Run.
 var builtinVars = []string{"CLUSTER_TIME", "DESCEND", "PRUNE", "KEEP", "SEARCH_META", "USER_ROLES"}
@@ -319,9 +320,9 @@ func newRunCtx(ac *Context) *runCtx {
 		ct = value{Type: bsoncore.TypeTimestamp, Data: bsoncore.AppendTimestamp(nil, uint32(rc.now.Unix()), 1)}
 	}
 	rc.vars["CLUSTER_TIME"] = ct
-	rc.vars["DESCEND"] = strV("descend")
-	rc.vars["PRUNE"] = strV("prune")
-	rc.vars["KEEP"] = strV("keep")
+	rc.vars["DESCEND"] = expr.String("descend")
+	rc.vars["PRUNE"] = expr.String("prune")
+	rc.vars["KEEP"] = expr.String("keep")
 	return rc
 }
 
@@ -342,16 +343,16 @@ func runStages(ctx context.Context, stages []stage, in Source, rc *runCtx) (Sour
 func (pl *Pipeline) Explain() bsoncore.Document {
 	vals := make([]value, len(pl.stages))
 	for i, s := range pl.stages {
-		vals[i] = docV(docOf(s.name(), s.spec()))
+		vals[i] = expr.Doc(expr.DocOf(s.name(), s.spec()))
 	}
-	return docOf("pipeline", arrV(vals))
+	return expr.DocOf("pipeline", expr.Array(vals))
 }
 
 // Stages returns the optimised stages, one document each.
 func (pl *Pipeline) Stages() []bsoncore.Document {
 	out := make([]bsoncore.Document, len(pl.stages))
 	for i, s := range pl.stages {
-		out[i] = docOf(s.name(), s.spec())
+		out[i] = expr.DocOf(s.name(), s.spec())
 	}
 	return out
 }
@@ -408,7 +409,7 @@ func (pl *Pipeline) Trimmed() *Pipeline {
 // EvalLet evaluates a command's "let" document (constant expressions; $$NOW allowed) into
 // Context.Vars, and returns the names for ParseContext.Vars.
 func EvalLet(let bsoncore.Document, now time.Time) (map[string]bsoncore.Value, []string, error) {
-	els, err := docElems(let)
+	els, err := expr.DocElems(let)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -417,14 +418,14 @@ func EvalLet(let bsoncore.Document, now time.Time) (map[string]bsoncore.Value, [
 	p := (&pctx{}).withVars(builtinVars...)
 	rc := newRunCtx(&Context{Now: now})
 	for _, el := range els {
-		if err := checkVarName(el.Key()); err != nil {
+		if err := expr.CheckVarName(el.Key()); err != nil {
 			return nil, nil, err
 		}
 		x, err := p.parseExpr(el.Value())
 		if err != nil {
 			return nil, nil, err
 		}
-		v, err := x.Eval(rc.evalCtx(emptyDoc))
+		v, err := x.Eval(rc.evalCtx(expr.EmptyDoc))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -432,21 +433,6 @@ func EvalLet(let bsoncore.Document, now time.Time) (map[string]bsoncore.Value, [
 		names = append(names, el.Key())
 	}
 	return vars, names, nil
-}
-
-// checkVarName applies MongoDB's rule for user variable names.
-func checkVarName(n string) error {
-	if n == "" {
-		return mongoerr.New(mongoerr.FailedToParse, "empty variable names are not allowed")
-	}
-	c := n[0]
-	if !(c >= 'a' && c <= 'z') && c < 0x80 {
-		return mongoerr.Newf(mongoerr.FailedToParse, "'%s' starts with an invalid character for a user variable name", n)
-	}
-	if strings.ContainsAny(n, ".$ ") {
-		return mongoerr.Newf(mongoerr.FailedToParse, "'%s' contains an invalid character for a variable name", n)
-	}
-	return nil
 }
 
 // ---- sources ----
@@ -532,9 +518,9 @@ func Drain(ctx context.Context, s Source) ([]bsoncore.Document, error) {
 func specDoc(m bson.D) value {
 	b, err := bson.Marshal(m)
 	if err != nil {
-		return nullV
+		return expr.Null
 	}
-	return docV(b)
+	return expr.Doc(b)
 }
 
 // OutputNamespace reports the collection a final $out or $merge writes (for the command

@@ -7,7 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
-	"humongo/internal/query"
+	"humongo/internal/query/expr"
 )
 
 // projection is the tree shared by $project (inclusion or exclusion), $addFields/$set and
@@ -34,7 +34,7 @@ type pfield struct {
 	name    string
 	include bool // inclusion of the existing value
 	exclude bool
-	x       expr // computed value
+	x       expr.Expression // computed value
 	sub     *pnode
 }
 
@@ -89,7 +89,7 @@ func (pr *projection) parseLevel(d bsoncore.Document, n *pnode, prefix string, p
 	if depth > 100 {
 		return mongoerr.New(mongoerr.BadValue, "projection too deep")
 	}
-	els, err := docElems(d)
+	els, err := expr.DocElems(d)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func (pr *projection) parseLevel(d bsoncore.Document, n *pnode, prefix string, p
 		if strings.HasPrefix(key, "$") {
 			return mongoerr.Newf(mongoerr.Location16410, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
 		}
-		path, err := splitFieldPath(key)
+		path, err := expr.SplitFieldPath(key)
 		if err != nil {
 			return err
 		}
@@ -119,15 +119,15 @@ func (pr *projection) parseLevel(d bsoncore.Document, n *pnode, prefix string, p
 			cur = f.sub
 		}
 		leaf := path[len(path)-1]
-		if cur.get(leaf, false) != nil && (el.Value().Type != bsoncore.TypeEmbeddedDocument || isOperatorDoc(el.Value())) {
+		if cur.get(leaf, false) != nil && (el.Value().Type != bsoncore.TypeEmbeddedDocument || expr.IsOperatorDoc(el.Value())) {
 			return mongoerr.Newf(mongoerr.Location31250, "Path collision at %s", full)
 		}
 		f := cur.get(leaf, true)
 		v := el.Value()
 		if isProject {
 			switch {
-			case isNumber(v) || v.Type == bsoncore.TypeBoolean:
-				if truthy(v) {
+			case expr.IsNumber(v) || v.Type == bsoncore.TypeBoolean:
+				if expr.Truthy(v) {
 					f.include = true
 					if err := pr.setMode(pmInclusion, full); err != nil {
 						return err
@@ -141,7 +141,7 @@ func (pr *projection) parseLevel(d bsoncore.Document, n *pnode, prefix string, p
 					}
 				}
 				continue
-			case v.Type == bsoncore.TypeEmbeddedDocument && !isOperatorDoc(v):
+			case v.Type == bsoncore.TypeEmbeddedDocument && !expr.IsOperatorDoc(v):
 				sd := v.Document()
 				if e, _ := sd.Elements(); len(e) == 0 {
 					return mongoerr.Newf(mongoerr.Location51270, "An empty sub-projection is not a valid value. Found empty object at path %s", full)
@@ -157,7 +157,7 @@ func (pr *projection) parseLevel(d bsoncore.Document, n *pnode, prefix string, p
 			if err := pr.setMode(pmInclusion, full); err != nil {
 				return err
 			}
-		} else if v.Type == bsoncore.TypeEmbeddedDocument && !isOperatorDoc(v) {
+		} else if v.Type == bsoncore.TypeEmbeddedDocument && !expr.IsOperatorDoc(v) {
 			sd := v.Document()
 			if e, _ := sd.Elements(); len(e) > 0 {
 				if f.sub == nil {
@@ -192,17 +192,8 @@ func (pr *projection) setMode(m projMode, path string) error {
 	return nil
 }
 
-func isOperatorDoc(v value) bool {
-	d, ok := v.DocumentOK()
-	if !ok {
-		return false
-	}
-	els, err := d.Elements()
-	return err == nil && len(els) > 0 && strings.HasPrefix(els[0].Key(), "$")
-}
-
 // apply projects one document.
-func (pr *projection) apply(doc bsoncore.Document, ec *query.EvalContext) (bsoncore.Document, error) {
+func (pr *projection) apply(doc bsoncore.Document, ec *expr.EvalContext) (bsoncore.Document, error) {
 	switch pr.mode {
 	case pmInclusion:
 		return applyInclusion(pr.root, doc, ec)
@@ -212,8 +203,8 @@ func (pr *projection) apply(doc bsoncore.Document, ec *query.EvalContext) (bsonc
 	return applyAddFields(pr.root, doc, ec)
 }
 
-func applyInclusion(n *pnode, doc bsoncore.Document, ec *query.EvalContext) (bsoncore.Document, error) {
-	out := newDoc()
+func applyInclusion(n *pnode, doc bsoncore.Document, ec *expr.EvalContext) (bsoncore.Document, error) {
+	out := expr.NewDoc()
 	els, _ := doc.Elements()
 	for _, el := range els {
 		f := n.get(el.Key(), false)
@@ -221,7 +212,7 @@ func applyInclusion(n *pnode, doc bsoncore.Document, ec *query.EvalContext) (bso
 			continue
 		}
 		if f.include {
-			out.b = append(out.b, el...)
+			out.AddElement(el)
 			continue
 		}
 		if f.sub != nil {
@@ -229,7 +220,7 @@ func applyInclusion(n *pnode, doc bsoncore.Document, ec *query.EvalContext) (bso
 			if err != nil {
 				return nil, err
 			}
-			out.add(el.Key(), v)
+			out.Add(el.Key(), v)
 		}
 	}
 	// Computed fields (and sub-documents holding only computed fields that did not exist)
@@ -241,16 +232,16 @@ func applyInclusion(n *pnode, doc bsoncore.Document, ec *query.EvalContext) (bso
 			if err != nil {
 				return nil, err
 			}
-			out.add(f.name, v)
-		case f.sub != nil && hasComputed(f.sub) && field(doc, f.name).Type == 0:
-			d, err := applyInclusion(f.sub, emptyDoc, ec)
+			out.Add(f.name, v)
+		case f.sub != nil && hasComputed(f.sub) && expr.Field(doc, f.name).Type == 0:
+			d, err := applyInclusion(f.sub, expr.EmptyDoc, ec)
 			if err != nil {
 				return nil, err
 			}
-			out.add(f.name, docV(d))
+			out.Add(f.name, expr.Doc(d))
 		}
 	}
-	return out.done(), nil
+	return out.Done(), nil
 }
 
 func hasComputed(n *pnode) bool {
@@ -262,78 +253,78 @@ func hasComputed(n *pnode) bool {
 	return false
 }
 
-func inclusionValue(n *pnode, v value, ec *query.EvalContext) (value, error) {
+func inclusionValue(n *pnode, v value, ec *expr.EvalContext) (value, error) {
 	switch v.Type {
 	case bsoncore.TypeEmbeddedDocument:
 		d, err := applyInclusion(n, v.Data, ec)
-		return docV(d), err
+		return expr.Doc(d), err
 	case bsoncore.TypeArray:
-		vals, err := arrValues(v)
+		vals, err := expr.ArrayValues(v)
 		if err != nil {
-			return missing, err
+			return expr.Missing, err
 		}
 		out := make([]value, 0, len(vals))
 		for _, e := range vals {
 			if e.Type != bsoncore.TypeEmbeddedDocument && e.Type != bsoncore.TypeArray {
 				if hasComputed(n) {
-					d, err := applyInclusion(n, emptyDoc, ec)
+					d, err := applyInclusion(n, expr.EmptyDoc, ec)
 					if err != nil {
-						return missing, err
+						return expr.Missing, err
 					}
-					out = append(out, docV(d))
+					out = append(out, expr.Doc(d))
 				}
 				continue
 			}
 			r, err := inclusionValue(n, e, ec)
 			if err != nil {
-				return missing, err
+				return expr.Missing, err
 			}
 			out = append(out, r)
 		}
-		return arrV(out), nil
+		return expr.Array(out), nil
 	}
 	if hasComputed(n) {
-		d, err := applyInclusion(n, emptyDoc, ec)
-		return docV(d), err
+		d, err := applyInclusion(n, expr.EmptyDoc, ec)
+		return expr.Doc(d), err
 	}
-	return missing, nil
+	return expr.Missing, nil
 }
 
 func applyExclusion(n *pnode, doc bsoncore.Document) bsoncore.Document {
-	out := newDoc()
+	out := expr.NewDoc()
 	els, _ := doc.Elements()
 	for _, el := range els {
 		f := n.get(el.Key(), false)
 		switch {
 		case f == nil || f.include:
-			out.b = append(out.b, el...)
+			out.AddElement(el)
 		case f.exclude:
 		case f.sub != nil:
-			out.add(el.Key(), exclusionValue(f.sub, el.Value()))
+			out.Add(el.Key(), exclusionValue(f.sub, el.Value()))
 		default:
-			out.b = append(out.b, el...)
+			out.AddElement(el)
 		}
 	}
-	return out.done()
+	return out.Done()
 }
 
 func exclusionValue(n *pnode, v value) value {
 	switch v.Type {
 	case bsoncore.TypeEmbeddedDocument:
-		return docV(applyExclusion(n, v.Data))
+		return expr.Doc(applyExclusion(n, v.Data))
 	case bsoncore.TypeArray:
-		vals, _ := arrValues(v)
+		vals, _ := expr.ArrayValues(v)
 		out := make([]value, len(vals))
 		for i, e := range vals {
 			out[i] = exclusionValue(n, e)
 		}
-		return arrV(out)
+		return expr.Array(out)
 	}
 	return v
 }
 
-func applyAddFields(n *pnode, doc bsoncore.Document, ec *query.EvalContext) (bsoncore.Document, error) {
-	out := newDoc()
+func applyAddFields(n *pnode, doc bsoncore.Document, ec *expr.EvalContext) (bsoncore.Document, error) {
+	out := expr.NewDoc()
 	els, _ := doc.Elements()
 	done := make([]bool, len(n.fields))
 	for _, el := range els {
@@ -345,7 +336,7 @@ func applyAddFields(n *pnode, doc bsoncore.Document, ec *query.EvalContext) (bso
 			}
 		}
 		if idx < 0 {
-			out.b = append(out.b, el...)
+			out.AddElement(el)
 			continue
 		}
 		if done[idx] {
@@ -356,44 +347,44 @@ func applyAddFields(n *pnode, doc bsoncore.Document, ec *query.EvalContext) (bso
 		if err != nil {
 			return nil, err
 		}
-		out.add(el.Key(), v)
+		out.Add(el.Key(), v)
 	}
 	for i, f := range n.fields {
 		if done[i] {
 			continue
 		}
-		v, err := addFieldsValue(f, missing, ec)
+		v, err := addFieldsValue(f, expr.Missing, ec)
 		if err != nil {
 			return nil, err
 		}
-		out.add(f.name, v)
+		out.Add(f.name, v)
 	}
-	return out.done(), nil
+	return out.Done(), nil
 }
 
-func addFieldsValue(f *pfield, cur value, ec *query.EvalContext) (value, error) {
+func addFieldsValue(f *pfield, cur value, ec *expr.EvalContext) (value, error) {
 	if f.x != nil {
 		return f.x.Eval(ec)
 	}
 	switch cur.Type {
 	case bsoncore.TypeEmbeddedDocument:
 		d, err := applyAddFields(f.sub, cur.Data, ec)
-		return docV(d), err
+		return expr.Doc(d), err
 	case bsoncore.TypeArray:
-		vals, err := arrValues(cur)
+		vals, err := expr.ArrayValues(cur)
 		if err != nil {
-			return missing, err
+			return expr.Missing, err
 		}
 		out := make([]value, len(vals))
 		for i, e := range vals {
 			if out[i], err = addFieldsValue(f, e, ec); err != nil {
-				return missing, err
+				return expr.Missing, err
 			}
 		}
-		return arrV(out), nil
+		return expr.Array(out), nil
 	}
-	d, err := applyAddFields(f.sub, emptyDoc, ec)
-	return docV(d), err
+	d, err := applyAddFields(f.sub, expr.EmptyDoc, ec)
+	return expr.Doc(d), err
 }
 
 // ---- stages ----
@@ -444,7 +435,7 @@ func parseUnset(spec value, p *pctx) (stage, error) {
 	case bsoncore.TypeString:
 		names = []value{spec}
 	case bsoncore.TypeArray:
-		vals, err := arrValues(spec)
+		vals, err := expr.ArrayValues(spec)
 		if err != nil {
 			return nil, err
 		}
@@ -455,15 +446,15 @@ func parseUnset(spec value, p *pctx) (stage, error) {
 	if len(names) == 0 {
 		return nil, mongoerr.New(mongoerr.Location31119, "$unset specification must be a string or an array with at least one field")
 	}
-	d := newDoc()
+	d := expr.NewDoc()
 	for _, n := range names {
 		s, ok := n.StringValueOK()
 		if !ok {
 			return nil, mongoerr.New(mongoerr.Location31120, "$unset specification must be a string or an array containing only string values")
 		}
-		d.add(s, i32V(0))
+		d.Add(s, expr.Int32(0))
 	}
-	pr, err := parseProjection(docV(d.done()), p, "$unset", true)
+	pr, err := parseProjection(expr.Doc(d.Done()), p, "$unset", true)
 	if err != nil {
 		return nil, err
 	}

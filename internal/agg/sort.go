@@ -9,106 +9,10 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"humongo/internal/collation"
 	"humongo/internal/index/sorter"
-	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
+	"humongo/internal/query/expr"
 )
-
-// sortKeyGen turns a document into a memcmp-ordered key for a sort pattern, using KeyString
-// with the pattern's Ordering. Array values sort by their smallest element ascending and
-// their largest descending, as MongoDB's sort does; missing sorts as null.
-//
-// A sortKeyGen is immutable after construction and safe for concurrent use (expressions
-// such as $sortArray and accumulators such as $topN share one across evaluations).
-type sortKeyGen struct {
-	paths [][]string
-	desc  []bool
-	ord   keystring.Ordering
-}
-
-func newSortKeyGen(pattern bsoncore.Document) (*sortKeyGen, error) {
-	els, err := docElems(pattern)
-	if err != nil {
-		return nil, err
-	}
-	if len(els) == 0 {
-		return nil, mongoerr.New(mongoerr.Location15976, "$sort stage must have at least one sort key")
-	}
-	if len(els) > 32 {
-		return nil, mongoerr.New(mongoerr.BadValue, "too many compound keys")
-	}
-	g := &sortKeyGen{}
-	for i, el := range els {
-		v := el.Value()
-		n, ok := v.AsInt64OK()
-		if !ok {
-			if f, isF := v.DoubleOK(); isF {
-				n, ok = int64(f), f == float64(int64(f))
-			}
-		}
-		if !ok || (n != 1 && n != -1) {
-			if isOperatorDoc(v) {
-				return nil, mongoerr.Newf(mongoerr.Location17312, "$meta sort keys are not supported: %s", el.Key())
-			}
-			return nil, mongoerr.Newf(mongoerr.Location15975, "$sort key ordering must be 1 (for ascending) or -1 (for descending)")
-		}
-		path, err := splitFieldPath(el.Key())
-		if err != nil {
-			return nil, err
-		}
-		g.paths = append(g.paths, path)
-		g.desc = append(g.desc, n == -1)
-		if n == -1 {
-			g.ord |= 1 << uint(i)
-		}
-	}
-	return g, nil
-}
-
-// key returns a freshly allocated key; strings order under c (nil: binary), by their
-// collation sort keys, as a collated index orders them.
-func (g *sortKeyGen) key(doc bsoncore.Document, c *collation.Collator) []byte {
-	var kb keystring.Builder
-	kb.Reset(g.ord)
-	for i, p := range g.paths {
-		kb.AppendValue(collKey(c, sortValue(getPath(doc, p), g.desc[i], c)))
-	}
-	return kb.Bytes()
-}
-
-func sortValue(v value, desc bool, c *collation.Collator) value {
-	if v.Type == 0 {
-		return nullV
-	}
-	if v.Type != bsoncore.TypeArray {
-		return v
-	}
-	vals, _ := arrValues(v)
-	var flat []value
-	var walk func([]value)
-	walk = func(vs []value) {
-		for _, e := range vs {
-			if e.Type == bsoncore.TypeArray {
-				sub, _ := arrValues(e)
-				walk(sub)
-				continue
-			}
-			flat = append(flat, e)
-		}
-	}
-	walk(vals)
-	if len(flat) == 0 {
-		return value{Type: bsoncore.TypeUndefined} // [] sorts below null
-	}
-	best := flat[0]
-	for _, e := range flat[1:] {
-		if c := cmpC(e, best, collOf(c)); (c < 0 && !desc) || (c > 0 && desc) {
-			best = e
-		}
-	}
-	return best
-}
 
 func compareBytes(a, b []byte) int { return bytes.Compare(a, b) }
 
@@ -124,7 +28,7 @@ func parseSort(spec value, _ *pctx) (stage, error) {
 	if !ok {
 		return nil, mongoerr.New(mongoerr.Location15973, "the $sort key specification must be an object")
 	}
-	if _, err := newSortKeyGen(d); err != nil {
+	if _, err := expr.NewSortKey(d); err != nil {
 		return nil, err
 	}
 	return &sortStage{pattern: d}, nil
@@ -133,9 +37,9 @@ func parseSort(spec value, _ *pctx) (stage, error) {
 func (s *sortStage) name() string { return "$sort" }
 func (s *sortStage) spec() value {
 	if s.limit > 0 {
-		return docV(docOf("sortKey", docV(s.pattern), "limit", i64V(s.limit)))
+		return expr.Doc(expr.DocOf("sortKey", expr.Doc(s.pattern), "limit", expr.Int64(s.limit)))
 	}
-	return docV(docOf("sortKey", docV(s.pattern)))
+	return expr.Doc(expr.DocOf("sortKey", expr.Doc(s.pattern)))
 }
 
 type sortEntry struct {
@@ -144,7 +48,7 @@ type sortEntry struct {
 }
 
 func (s *sortStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
-	g, err := newSortKeyGen(s.pattern)
+	g, err := expr.NewSortKey(s.pattern)
 	if err != nil {
 		return nil, err
 	}
@@ -165,14 +69,14 @@ func (s *sortStage) run(ctx context.Context, in Source, rc *runCtx) (Source, err
 	}}, nil
 }
 
-func (s *sortStage) load(ctx context.Context, in Source, g *sortKeyGen, rc *runCtx) (Source, error) {
+func (s *sortStage) load(ctx context.Context, in Source, g *expr.SortKey, rc *runCtx) (Source, error) {
 	var entries []sortEntry
 	var mem int64
 	var seq uint64
 	var ext *sorter.Sorter
 	top := &topK{k: int(s.limit)}
 	err := forEach(ctx, in, func(d bsoncore.Document) error {
-		k := binary.BigEndian.AppendUint64(g.key(d, rc.coll), seq)
+		k := binary.BigEndian.AppendUint64(g.Key(d, rc.coll), seq)
 		seq++
 		if s.limit > 0 {
 			// Top-k keeps only the k best entries in a max-heap.

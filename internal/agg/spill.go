@@ -31,6 +31,7 @@ import (
 	"humongo/internal/index/sorter"
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
+	"humongo/internal/query/expr"
 )
 
 // pdoc is one input document with its partition and sort keys.
@@ -201,7 +202,7 @@ func compareSpillKeys(a, b []byte) int {
 
 // loadPartitions drains in, keying each document by partition (partX; nil: one partition)
 // and sort key (sortBy; nil: arrival order). visit, when set, sees every input document.
-func loadPartitions(ctx context.Context, in Source, rc *runCtx, partX expr, sortBy *sortKeyGen, stageName string,
+func loadPartitions(ctx context.Context, in Source, rc *runCtx, partX expr.Expression, sortBy *expr.SortKey, stageName string,
 	visit func(bsoncore.Document) error) (r *partReader, err error) {
 	r = &partReader{maxMem: rc.maxMem(), tempDir: rc.tempDir()}
 	owned := r // a failing return sets r to nil before the deferred cleanup runs
@@ -228,14 +229,14 @@ func loadPartitions(ctx context.Context, in Source, rc *runCtx, partX expr, sort
 				return err
 			}
 			kb.Reset(keystring.AllAscending)
-			kb.AppendValue(collKey(rc.coll, v))
+			kb.AppendValue(expr.CollKey(rc.coll, v))
 			if err := kb.Err(); err != nil {
 				return err
 			}
 			p.part = bytes.Clone(kb.Bytes())
 		}
 		if sortBy != nil {
-			p.key = sortBy.key(d, rc.coll)
+			p.key = sortBy.Key(d, rc.coll)
 		}
 		if r.ext != nil {
 			if err := r.ext.Add(spillKey(p, seq), d); err != nil {

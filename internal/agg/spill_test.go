@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/query/expr"
 )
 
 // spillInput is n documents of about 100 bytes: a partition p (nParts of them), a sort field
@@ -92,7 +94,7 @@ func TestWindowStagesSpill(t *testing.T) {
 			input := spillInput(t, c.n, c.parts)
 			if strings.Contains(c.pipeline, "$p2") {
 				for i, d := range input {
-					input[i] = setPath(d, []string{"p2"}, intV(int64(i%13)))
+					input[i] = setPath(d, []string{"p2"}, expr.Int(int64(i%13)))
 				}
 			}
 			p, err := Parse(parseDocs(t, c.pipeline), ParseContext{})
@@ -183,7 +185,7 @@ func TestWindowSpillLargePartitionFile(t *testing.T) {
 		}
 		n++
 		if n == 1501 {
-			if got := field(d, "r").Int32(); got != 1 {
+			if got := expr.Field(d, "r").Int32(); got != 1 {
 				t.Fatalf("document 1501 should start the second partition, r=%d", got)
 			}
 			var window int

@@ -11,14 +11,15 @@ import (
 	"humongo/internal/collation"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
+	"humongo/internal/query/expr"
 )
 
 // ---- $match ----
 
 type matchStage struct {
 	filter bsoncore.Document
-	m      *query.Matcher // the filter without the top-level $expr handled below
-	exprs  []expr         // top-level $expr clauses parsed with the pipeline's variables
+	m      *query.Matcher    // the filter without the top-level $expr handled below
+	exprs  []expr.Expression // top-level $expr clauses parsed with the pipeline's variables
 	// usesVars: the filter references pipeline variables, so it cannot be pushed down.
 	usesVars bool
 }
@@ -43,11 +44,11 @@ func newMatch(d bsoncore.Document, p *pctx) (*matchStage, error) {
 	// query's $expr parser does not know the pipeline's variables ($lookup let, command
 	// let): evaluate top-level $expr clauses here and the rest with the matcher.
 	s := &matchStage{filter: d, usesVars: true}
-	rest := newDoc()
+	rest := expr.NewDoc()
 	els, _ := d.Elements()
 	for _, el := range els {
 		if el.Key() != "$expr" {
-			rest.b = append(rest.b, el...)
+			rest.AddElement(el)
 			continue
 		}
 		x, err := p.parseExpr(el.Value())
@@ -56,16 +57,16 @@ func newMatch(d bsoncore.Document, p *pctx) (*matchStage, error) {
 		}
 		s.exprs = append(s.exprs, x)
 	}
-	if s.m, err = query.Parse(rest.done(), opts); err != nil {
+	if s.m, err = query.Parse(rest.Done(), opts); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
 func (s *matchStage) name() string { return "$match" }
-func (s *matchStage) spec() value  { return docV(s.filter) }
+func (s *matchStage) spec() value  { return expr.Doc(s.filter) }
 
-func (s *matchStage) matches(d bsoncore.Document, ec *query.EvalContext) (bool, error) {
+func (s *matchStage) matches(d bsoncore.Document, ec *expr.EvalContext) (bool, error) {
 	ok, err := s.m.Matches(d)
 	if err != nil || !ok {
 		return false, err
@@ -76,7 +77,7 @@ func (s *matchStage) matches(d bsoncore.Document, ec *query.EvalContext) (bool, 
 		if err != nil {
 			return false, err
 		}
-		if !truthy(v) {
+		if !expr.Truthy(v) {
 			return false, nil
 		}
 	}
@@ -102,7 +103,7 @@ func topFields(d bsoncore.Document) (fields []string, ok bool) {
 		k := el.Key()
 		switch k {
 		case "$and", "$or", "$nor":
-			vals, err := arrValues(el.Value())
+			vals, err := expr.ArrayValues(el.Value())
 			if err != nil {
 				return nil, false
 			}
@@ -135,7 +136,7 @@ type limitStage struct{ n int64 }
 
 func positiveInt(spec value, stageName string, allowZero bool) (int64, error) {
 	n, ok := bsonutil.ToInt64Exact(spec)
-	if !ok || !isNumber(spec) {
+	if !ok || !expr.IsNumber(spec) {
 		return 0, mongoerr.Newf(mongoerr.Location15957, "the %s must be specified as a number", strings.TrimPrefix(stageName, "$"))
 	}
 	if n < 0 || (n == 0 && !allowZero) {
@@ -153,7 +154,7 @@ func parseLimit(spec value, _ *pctx) (stage, error) {
 }
 
 func (s *limitStage) name() string { return "$limit" }
-func (s *limitStage) spec() value  { return i64V(s.n) }
+func (s *limitStage) spec() value  { return expr.Int64(s.n) }
 func (s *limitStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
 	var seen int64
 	return &funcSrc{closeFn: in.Close, next: func(ctx context.Context) (bsoncore.Document, bool, error) {
@@ -176,7 +177,7 @@ func parseSkip(spec value, _ *pctx) (stage, error) {
 }
 
 func (s *skipStage) name() string { return "$skip" }
-func (s *skipStage) spec() value  { return i64V(s.n) }
+func (s *skipStage) spec() value  { return expr.Int64(s.n) }
 func (s *skipStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
 	skipped := false
 	return &funcSrc{closeFn: in.Close, next: func(ctx context.Context) (bsoncore.Document, bool, error) {
@@ -215,7 +216,7 @@ func parseCount(spec value, _ *pctx) (stage, error) {
 }
 
 func (s *countStage) name() string { return "$count" }
-func (s *countStage) spec() value  { return strV(s.field) }
+func (s *countStage) spec() value  { return expr.String(s.field) }
 func (s *countStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
 	done := false
 	return &funcSrc{closeFn: in.Close, next: func(ctx context.Context) (bsoncore.Document, bool, error) {
@@ -237,7 +238,7 @@ func (s *countStage) run(ctx context.Context, in Source, rc *runCtx) (Source, er
 		if n == 0 {
 			return nil, false, nil
 		}
-		return docOf(s.field, intV(n)), true, nil
+		return expr.DocOf(s.field, expr.Int(n)), true, nil
 	}}, nil
 }
 
@@ -257,7 +258,7 @@ func parseUnwind(spec value, _ *pctx) (stage, error) {
 	case bsoncore.TypeString:
 		path = spec.StringValue()
 	case bsoncore.TypeEmbeddedDocument:
-		els, err := docElems(spec.Document())
+		els, err := expr.DocElems(spec.Document())
 		if err != nil {
 			return nil, err
 		}
@@ -267,13 +268,13 @@ func parseUnwind(spec value, _ *pctx) (stage, error) {
 			case "path":
 				p, ok := v.StringValueOK()
 				if !ok {
-					return nil, mongoerr.Newf(mongoerr.Location28808, "expected a string as the path for $unwind stage, got %s", typeName(v))
+					return nil, mongoerr.Newf(mongoerr.Location28808, "expected a string as the path for $unwind stage, got %s", expr.TypeName(v))
 				}
 				path = p
 			case "preserveNullAndEmptyArrays":
 				b, ok := v.BooleanOK()
 				if !ok {
-					return nil, mongoerr.Newf(mongoerr.Location28809, "expected a boolean for the preserveNullAndEmptyArrays option to $unwind stage, got %s", typeName(v))
+					return nil, mongoerr.Newf(mongoerr.Location28809, "expected a boolean for the preserveNullAndEmptyArrays option to $unwind stage, got %s", expr.TypeName(v))
 				}
 				s.preserve = b
 			case "includeArrayIndex":
@@ -281,7 +282,7 @@ func parseUnwind(spec value, _ *pctx) (stage, error) {
 				if !ok || p == "" || strings.HasPrefix(p, "$") {
 					return nil, mongoerr.Newf(mongoerr.Location28810, "expected a non-empty string for the includeArrayIndex option to $unwind stage")
 				}
-				if _, err := splitFieldPath(p); err != nil {
+				if _, err := expr.SplitFieldPath(p); err != nil {
 					return nil, err
 				}
 				s.includeIdx = p
@@ -293,12 +294,12 @@ func parseUnwind(spec value, _ *pctx) (stage, error) {
 			return nil, mongoerr.New(mongoerr.Location28812, "no path specified to $unwind stage")
 		}
 	default:
-		return nil, mongoerr.Newf(mongoerr.Location15981, "expected either a string or an object as specification for $unwind stage, got %s", typeName(spec))
+		return nil, mongoerr.Newf(mongoerr.Location15981, "expected either a string or an object as specification for $unwind stage, got %s", expr.TypeName(spec))
 	}
 	if !strings.HasPrefix(path, "$") {
 		return nil, mongoerr.Newf(mongoerr.Location28818, "path option to $unwind stage should be prefixed with a '$': %s", path)
 	}
-	parts, err := splitFieldPath(path[1:])
+	parts, err := expr.SplitFieldPath(path[1:])
 	if err != nil {
 		return nil, err
 	}
@@ -308,15 +309,15 @@ func parseUnwind(spec value, _ *pctx) (stage, error) {
 
 func (s *unwindStage) name() string { return "$unwind" }
 func (s *unwindStage) spec() value {
-	d := newDoc()
-	d.add("path", strV(s.pathStr))
+	d := expr.NewDoc()
+	d.Add("path", expr.String(s.pathStr))
 	if s.preserve {
-		d.add("preserveNullAndEmptyArrays", trueV)
+		d.Add("preserveNullAndEmptyArrays", expr.True)
 	}
 	if s.includeIdx != "" {
-		d.add("includeArrayIndex", strV(s.includeIdx))
+		d.Add("includeArrayIndex", expr.String(s.includeIdx))
 	}
-	return docV(d.done())
+	return expr.Doc(d.Done())
 }
 
 func (s *unwindStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
@@ -332,7 +333,7 @@ func (s *unwindStage) run(ctx context.Context, in Source, rc *runCtx) (Source, e
 			if pos < len(elems) {
 				d := setPath(cur, s.path, elems[pos])
 				if s.includeIdx != "" {
-					d = setPath(d, idxPath, i64V(int64(pos)))
+					d = setPath(d, idxPath, expr.Int64(int64(pos)))
 				}
 				pos++
 				return d, true, nil
@@ -344,7 +345,7 @@ func (s *unwindStage) run(ctx context.Context, in Source, rc *runCtx) (Source, e
 			v := lookupPlain(d, s.path)
 			switch {
 			case v.Type == bsoncore.TypeArray:
-				vals, err := arrValues(v)
+				vals, err := expr.ArrayValues(v)
 				if err != nil {
 					return nil, false, err
 				}
@@ -352,24 +353,24 @@ func (s *unwindStage) run(ctx context.Context, in Source, rc *runCtx) (Source, e
 					if s.preserve {
 						out := removePath(d, s.path)
 						if s.includeIdx != "" {
-							out = setPath(out, idxPath, nullV)
+							out = setPath(out, idxPath, expr.Null)
 						}
 						return out, true, nil
 					}
 					continue
 				}
 				cur, elems, pos = d, vals, 0
-			case isNullish(v):
+			case expr.IsNullish(v):
 				if s.preserve {
 					if s.includeIdx != "" {
-						d = setPath(d, idxPath, nullV)
+						d = setPath(d, idxPath, expr.Null)
 					}
 					return d, true, nil
 				}
 			default:
 				// A non-array, non-null value is treated as a single-element array.
 				if s.includeIdx != "" {
-					d = setPath(d, idxPath, nullV)
+					d = setPath(d, idxPath, expr.Null)
 				}
 				return d, true, nil
 			}
@@ -380,12 +381,12 @@ func (s *unwindStage) run(ctx context.Context, in Source, rc *runCtx) (Source, e
 // lookupPlain follows a path through documents only (arrays on the way are not traversed),
 // as $unwind and $lookup's "as" do.
 func lookupPlain(d bsoncore.Document, path []string) value {
-	v := docV(d)
+	v := expr.Doc(d)
 	for _, p := range path {
 		if v.Type != bsoncore.TypeEmbeddedDocument {
-			return missing
+			return expr.Missing
 		}
-		v = field(v.Data, p)
+		v = expr.Field(v.Data, p)
 	}
 	return v
 }
@@ -395,7 +396,7 @@ func lookupPlain(d bsoncore.Document, path []string) value {
 type replaceRootStage struct {
 	stageName string
 	raw       value
-	x         expr
+	x         expr.Expression
 }
 
 func parseReplaceRoot(name string) stageParser {
@@ -406,7 +407,7 @@ func parseReplaceRoot(name string) stageParser {
 			if err != nil {
 				return nil, err
 			}
-			newRoot = missing
+			newRoot = expr.Missing
 			for _, el := range els {
 				if el.Key() != "newRoot" {
 					return nil, mongoerr.Newf(mongoerr.Location40415, "BSON field '$replaceRoot.%s' is an unknown field.", el.Key())
@@ -439,7 +440,7 @@ func (s *replaceRootStage) run(ctx context.Context, in Source, rc *runCtx) (Sour
 		if !isDoc {
 			return nil, false, mongoerr.Newf(mongoerr.Location40228,
 				"'newRoot' expression must evaluate to an object, but resulting value was: %s. Type of resulting value: '%s'. Input document: %s",
-				v, typeName(v), d)
+				v, expr.TypeName(v), d)
 		}
 		return nd, true, nil
 	}), nil
@@ -449,15 +450,15 @@ func (s *replaceRootStage) run(ctx context.Context, in Source, rc *runCtx) (Sour
 
 func parseSortByCount(spec value, p *pctx) (stage, error) {
 	if s, ok := spec.StringValueOK(); !ok || !strings.HasPrefix(s, "$") {
-		if !isOperatorDoc(spec) {
+		if !expr.IsOperatorDoc(spec) {
 			return nil, mongoerr.New(mongoerr.Location40148, "the sortByCount field must be defined as a $-prefixed path or an expression")
 		}
 	}
-	g, err := parseGroup(docV(docOf("_id", spec, "count", docV(docOf("$sum", i32V(1))))), p)
+	g, err := parseGroup(expr.Doc(expr.DocOf("_id", spec, "count", expr.Doc(expr.DocOf("$sum", expr.Int32(1))))), p)
 	if err != nil {
 		return nil, err
 	}
-	srt, err := parseSort(docV(docOf("count", i32V(-1))), p)
+	srt, err := parseSort(expr.Doc(expr.DocOf("count", expr.Int32(-1))), p)
 	if err != nil {
 		return nil, err
 	}
@@ -482,7 +483,7 @@ func (s *seqStage) run(ctx context.Context, in Source, rc *runCtx) (Source, erro
 // exprSpec is the specification of a stage that is one expression ($documents, $redact).
 type exprSpec struct {
 	raw value
-	x   expr
+	x   expr.Expression
 }
 
 func parseExprSpec(spec value, p *pctx) (exprSpec, error) {
@@ -505,15 +506,15 @@ func parseDocuments(spec value, p *pctx) (stage, error) {
 func (s *documentsStage) name() string { return "$documents" }
 func (s *documentsStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
 	in.Close()
-	v, err := s.x.Eval(rc.evalCtx(emptyDoc))
+	v, err := s.x.Eval(rc.evalCtx(expr.EmptyDoc))
 	if err != nil {
 		return nil, err
 	}
 	if v.Type != bsoncore.TypeArray {
-		return nil, mongoerr.Newf(mongoerr.Location5858203, "error during $documents evaluation: an array is expected, got %s", typeName(v))
+		return nil, mongoerr.Newf(mongoerr.Location5858203, "error during $documents evaluation: an array is expected, got %s", expr.TypeName(v))
 	}
 	docs, err := docArray(v, func(e value) error {
-		return mongoerr.Newf(mongoerr.Location5858202, "error during $documents evaluation: expected an array of objects, found %s", typeName(e))
+		return mongoerr.Newf(mongoerr.Location5858202, "error during $documents evaluation: expected an array of objects, found %s", expr.TypeName(e))
 	})
 	if err != nil {
 		return nil, err
@@ -536,7 +537,7 @@ func parseSample(spec value, _ *pctx) (stage, error) {
 			return nil, mongoerr.Newf(mongoerr.Location28748, "unrecognized option to $sample: %s", el.Key())
 		}
 		n, ok := bsonutil.ToInt64Exact(el.Value())
-		if !ok || !isNumber(el.Value()) {
+		if !ok || !expr.IsNumber(el.Value()) {
 			return nil, mongoerr.New(mongoerr.Location28746, "size argument to $sample must be a number")
 		}
 		if n < 0 {
@@ -551,7 +552,7 @@ func parseSample(spec value, _ *pctx) (stage, error) {
 }
 
 func (s *sampleStage) name() string { return "$sample" }
-func (s *sampleStage) spec() value  { return docV(docOf("size", i64V(s.size))) }
+func (s *sampleStage) spec() value  { return expr.Doc(expr.DocOf("size", expr.Int64(s.size))) }
 
 // run keeps a reservoir of size documents (algorithm R), then shuffles it.
 func (s *sampleStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
@@ -616,7 +617,7 @@ func (s *redactStage) run(ctx context.Context, in Source, rc *runCtx) (Source, e
 	}), nil
 }
 
-func (s *redactStage) redact(d bsoncore.Document, ec *query.EvalContext, depth int) (bsoncore.Document, bool, error) {
+func (s *redactStage) redact(d bsoncore.Document, ec *expr.EvalContext, depth int) (bsoncore.Document, bool, error) {
 	if depth > 150 {
 		return nil, false, mongoerr.New(mongoerr.BadValue, "$redact: document too deep")
 	}
@@ -635,7 +636,7 @@ func (s *redactStage) redact(d bsoncore.Document, ec *query.EvalContext, depth i
 	default:
 		return nil, false, mongoerr.Newf(mongoerr.Location17053, "$redact's expression should not return anything aside from the variables $$KEEP, $$DESCEND, and $$PRUNE, but returned %s", v)
 	}
-	out := newDoc()
+	out := expr.NewDoc()
 	els, _ := d.Elements()
 	for _, el := range els {
 		v := el.Value()
@@ -646,10 +647,10 @@ func (s *redactStage) redact(d bsoncore.Document, ec *query.EvalContext, depth i
 				return nil, false, err
 			}
 			if keep {
-				out.add(el.Key(), docV(sd))
+				out.Add(el.Key(), expr.Doc(sd))
 			}
 		case bsoncore.TypeArray:
-			vals, _ := arrValues(v)
+			vals, _ := expr.ArrayValues(v)
 			kept := make([]value, 0, len(vals))
 			for _, e := range vals {
 				if e.Type == bsoncore.TypeEmbeddedDocument {
@@ -658,18 +659,18 @@ func (s *redactStage) redact(d bsoncore.Document, ec *query.EvalContext, depth i
 						return nil, false, err
 					}
 					if keep {
-						kept = append(kept, docV(sd))
+						kept = append(kept, expr.Doc(sd))
 					}
 					continue
 				}
 				kept = append(kept, e)
 			}
-			out.add(el.Key(), arrV(kept))
+			out.Add(el.Key(), expr.Array(kept))
 		default:
-			out.b = append(out.b, el...)
+			out.AddElement(el)
 		}
 	}
-	return out.done(), true, nil
+	return out.Done(), true, nil
 }
 
 // ---- optimisation ----
@@ -687,7 +688,7 @@ func optimize(stages []stage, coll *collation.Collator) []stage {
 			switch x := a.(type) {
 			case *matchStage:
 				if isMatch && !x.usesVars && !m.usesVars {
-					merged := docOf("$and", arrV([]value{docV(x.filter), docV(m.filter)}))
+					merged := expr.DocOf("$and", expr.Array([]value{expr.Doc(x.filter), expr.Doc(m.filter)}))
 					if nm, err := query.Parse(merged, matchOpts(query.ParseOptions{AllowExpr: true, AllowJSONSchema: true}, coll)); err == nil {
 						stages[i] = &matchStage{filter: merged, m: nm}
 						stages = append(stages[:i+1], stages[i+2:]...)

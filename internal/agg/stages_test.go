@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/query/expr"
 )
 
 const sales = `[
@@ -155,7 +156,7 @@ func TestMemoryLimit(t *testing.T) {
 		t.Fatalf("got %d docs", len(res))
 	}
 	for i, d := range res {
-		if v := field(d, "a").Int32(); int(v) != i+1 {
+		if v := expr.Field(d, "a").Int32(); int(v) != i+1 {
 			t.Fatalf("doc %d: a=%d", i, v)
 		}
 	}

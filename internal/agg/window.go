@@ -10,7 +10,7 @@ import (
 
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
-	"humongo/internal/query"
+	"humongo/internal/query/expr"
 )
 
 // ---- $setWindowFields ----
@@ -23,15 +23,15 @@ type windowBound struct {
 type windowOut struct {
 	path []string
 	op   string
-	acc  *accSpec // accumulator-based window functions
+	acc  *expr.AccSpec // accumulator-based window functions
 	// $shift
-	shiftX   expr
+	shiftX   expr.Expression
 	shiftBy  int64
 	shiftDef value
 	// window
-	alpha      float64 // $expMovingAvg
-	numUnit    string  // $derivative/$integral time unit
-	covX, covY expr    // $covariancePop/$covarianceSamp
+	alpha      float64         // $expMovingAvg
+	numUnit    string          // $derivative/$integral time unit
+	covX, covY expr.Expression // $covariancePop/$covarianceSamp
 	hasWindow  bool
 	rangeBased bool
 	unit       string
@@ -40,7 +40,7 @@ type windowOut struct {
 
 type setWindowStage struct {
 	raw     value
-	partX   expr
+	partX   expr.Expression
 	sortPat bsoncore.Document
 	outs    []*windowOut
 }
@@ -89,7 +89,7 @@ func parseSetWindowFields(spec value, p *pctx) (stage, error) {
 			}
 		}
 		if wo.rangeBased {
-			sels, _ := docElems(s.sortPat)
+			sels, _ := expr.DocElems(s.sortPat)
 			if len(sels) != 1 {
 				return nil, mongoerr.New(mongoerr.Location5339902, "Range-based bounds require sortBy a single field")
 			}
@@ -99,7 +99,7 @@ func parseSetWindowFields(spec value, p *pctx) (stage, error) {
 }
 
 func parseWindowOut(path string, v value, p *pctx, sorted bool) (*windowOut, error) {
-	parts, err := splitFieldPath(path)
+	parts, err := expr.SplitFieldPath(path)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func parseWindowOut(path string, v value, p *pctx, sorted bool) (*windowOut, err
 	if !ok {
 		return nil, mongoerr.Newf(mongoerr.FailedToParse, "The field '%s' must be an object", path)
 	}
-	els, err := docElems(d)
+	els, err := expr.DocElems(d)
 	if err != nil {
 		return nil, err
 	}
@@ -134,11 +134,11 @@ func parseWindowOut(path string, v value, p *pctx, sorted bool) (*windowOut, err
 			if !ok {
 				return nil, mongoerr.New(mongoerr.FailedToParse, "Argument to $shift must be an object")
 			}
-			sels, err := docElems(ad)
+			sels, err := expr.DocElems(ad)
 			if err != nil {
 				return nil, err
 			}
-			wo.shiftDef = nullV
+			wo.shiftDef = expr.Null
 			hasBy := false
 			for _, se := range sels {
 				switch se.Key() {
@@ -148,7 +148,7 @@ func parseWindowOut(path string, v value, p *pctx, sorted bool) (*windowOut, err
 					}
 				case "by":
 					n, ok := bsonutil.ToInt64Exact(se.Value())
-					if !ok || !isNumber(se.Value()) {
+					if !ok || !expr.IsNumber(se.Value()) {
 						return nil, mongoerr.New(mongoerr.FailedToParse, "'$shift:by' field must be an integer")
 					}
 					wo.shiftBy, hasBy = n, true
@@ -166,41 +166,41 @@ func parseWindowOut(path string, v value, p *pctx, sorted bool) (*windowOut, err
 				return nil, err
 			}
 		case "$expMovingAvg", "$derivative", "$integral":
-			n, err := parseNamed(k, av, p.exprPC(), []string{"input"}, nil, "N", "alpha", "unit")
+			n, err := expr.ParseNamed(k, av, p.exprPC(), []string{"input"}, nil, "N", "alpha", "unit")
 			if err != nil {
 				return nil, err
 			}
-			wo.shiftX = n.x["input"]
-			if u, ok := n.raw["unit"]; ok {
+			wo.shiftX = n.X["input"]
+			if u, ok := n.Raw["unit"]; ok {
 				wo.numUnit, _ = u.StringValueOK()
-				if !validUnit(wo.numUnit) || k == "$expMovingAvg" {
+				if !expr.ValidUnit(wo.numUnit) || k == "$expMovingAvg" {
 					return nil, mongoerr.Newf(mongoerr.FailedToParse, "%s: invalid 'unit' %s", k, u)
 				}
 			}
 			if k == "$expMovingAvg" {
-				nv, hasN := n.raw["N"]
-				av2, hasA := n.raw["alpha"]
+				nv, hasN := n.Raw["N"]
+				av2, hasA := n.Raw["alpha"]
 				switch {
 				case hasN == hasA:
 					return nil, mongoerr.New(mongoerr.FailedToParse, "$expMovingAvg requires exactly one of 'N' or 'alpha'")
 				case hasN:
 					nn, ok := bsonutil.ToInt64Exact(nv)
-					if !ok || !isNumber(nv) || nn <= 0 {
+					if !ok || !expr.IsNumber(nv) || nn <= 0 {
 						return nil, mongoerr.New(mongoerr.FailedToParse, "'N' field must be a positive integer")
 					}
 					wo.alpha = 2 / float64(nn+1)
 				default:
 					a, ok := bsonutil.ToFloat64(av2)
-					if !ok || !isNumber(av2) || a <= 0 || a >= 1 {
+					if !ok || !expr.IsNumber(av2) || a <= 0 || a >= 1 {
 						return nil, mongoerr.New(mongoerr.FailedToParse, "'alpha' must be a number between 0 and 1 (exclusive)")
 					}
 					wo.alpha = a
 				}
-			} else if n.has("N") || n.has("alpha") {
+			} else if n.Has("N") || n.Has("alpha") {
 				return nil, mongoerr.Newf(mongoerr.FailedToParse, "%s does not accept 'N' or 'alpha'", k)
 			}
 		case "$covariancePop", "$covarianceSamp":
-			xs, err := argList(av, p.exprPC())
+			xs, err := expr.ArgList(av, p.exprPC())
 			if err != nil {
 				return nil, err
 			}
@@ -209,7 +209,7 @@ func parseWindowOut(path string, v value, p *pctx, sorted bool) (*windowOut, err
 			}
 			wo.covX, wo.covY = xs[0], xs[1]
 		default:
-			if wo.acc, err = parseAccumulator(k, av, p); err != nil {
+			if wo.acc, err = expr.ParseAccumulator(k, av, p.exprPC()); err != nil {
 				if mongoerr.CodeOf(err) == mongoerr.Location15952 {
 					return nil, mongoerr.Newf(mongoerr.FailedToParse, "Unrecognized window function, %s", k)
 				}
@@ -239,7 +239,7 @@ func (wo *windowOut) parseWindow(v value) error {
 	if !ok {
 		return mongoerr.New(mongoerr.FailedToParse, "'window' field must be an object")
 	}
-	els, err := docElems(d)
+	els, err := expr.DocElems(d)
 	if err != nil {
 		return err
 	}
@@ -257,7 +257,7 @@ func (wo *windowOut) parseWindow(v value) error {
 			return mongoerr.Newf(mongoerr.FailedToParse, "'window' has an invalid parameter: %s", el.Key())
 		}
 	}
-	vals, err := arrValues(bounds)
+	vals, err := expr.ArrayValues(bounds)
 	if err != nil || bounds.Type != bsoncore.TypeArray || len(vals) != 2 {
 		return mongoerr.New(mongoerr.FailedToParse, "Window bounds must be a 2-element array")
 	}
@@ -271,7 +271,7 @@ func (wo *windowOut) parseWindow(v value) error {
 			}
 			return windowBound{}, mongoerr.Newf(mongoerr.FailedToParse, "Window bounds must be 'unbounded', 'current' or a number, got %s", s)
 		}
-		if !isNumber(b) {
+		if !expr.IsNumber(b) {
 			return windowBound{}, mongoerr.New(mongoerr.FailedToParse, "Window bounds must be 'unbounded', 'current' or a number")
 		}
 		if !wo.rangeBased {
@@ -299,7 +299,7 @@ func parseSortBy(v value) (bsoncore.Document, error) {
 	if !ok {
 		return nil, mongoerr.New(mongoerr.TypeMismatch, "sortBy must be an object")
 	}
-	if _, err := newSortKeyGen(sd); err != nil {
+	if _, err := expr.NewSortKey(sd); err != nil {
 		return nil, err
 	}
 	return sd, nil
@@ -311,20 +311,20 @@ func outputElems(v value) ([]bsoncore.Element, error) {
 	if !ok {
 		return nil, mongoerr.New(mongoerr.TypeMismatch, "output must be an object")
 	}
-	return docElems(od)
+	return expr.DocElems(od)
 }
 
 // sortGen is the key generator of an optional sortBy (nil without one).
-func sortGen(pat bsoncore.Document) (*sortKeyGen, error) {
+func sortGen(pat bsoncore.Document) (*expr.SortKey, error) {
 	if pat == nil {
 		return nil, nil
 	}
-	return newSortKeyGen(pat)
+	return expr.NewSortKey(pat)
 }
 
 // eachPartition loads a partitioned stage's input (see loadPartitions) and hands fn its
 // partitions in order; fn reports stop when the consumer has gone.
-func eachPartition(g *gen, in Source, rc *runCtx, partX expr, sortBy *sortKeyGen, stageName string, fn func(part partition) (stop bool, err error)) error {
+func eachPartition(g *gen, in Source, rc *runCtx, partX expr.Expression, sortBy *expr.SortKey, stageName string, fn func(part partition) (stop bool, err error)) error {
 	r, err := loadPartitions(g.ctx, in, rc, partX, sortBy, stageName, nil)
 	if err != nil {
 		return err
@@ -348,7 +348,7 @@ func (s *setWindowStage) run(ctx context.Context, in Source, rc *runCtx) (Source
 	}
 	var sortPath []string
 	if sortBy != nil {
-		sortPath = sortBy.paths[0]
+		sortPath = sortBy.Paths()[0]
 	}
 	return genSource(in, func(g *gen, emit func(bsoncore.Document) bool) error {
 		ec := rc.evalCtx(nil)
@@ -381,7 +381,7 @@ func (s *setWindowStage) run(ctx context.Context, in Source, rc *runCtx) (Source
 // compute evaluates one window function for every document of a partition. Values kept for
 // the whole partition are copied out of the documents of a spilled partition (ownValue), so
 // only the documents of the current window are in memory at once.
-func (wo *windowOut) compute(part partition, ec *query.EvalContext, sortPath []string) ([]value, error) {
+func (wo *windowOut) compute(part partition, ec *expr.EvalContext, sortPath []string) ([]value, error) {
 	n := part.Len()
 	own := onDisk(part)
 	res := make([]value, n)
@@ -389,10 +389,10 @@ func (wo *windowOut) compute(part partition, ec *query.EvalContext, sortPath []s
 		p, err := part.At(i)
 		return p.doc, err
 	}
-	eval := func(x expr, i int) (value, error) {
+	eval := func(x expr.Expression, i int) (value, error) {
 		d, err := doc(i)
 		if err != nil {
-			return missing, err
+			return expr.Missing, err
 		}
 		ec.Root, ec.Current = d, nil
 		v, err := x.Eval(ec)
@@ -414,11 +414,11 @@ func (wo *windowOut) compute(part partition, ec *query.EvalContext, sortPath []s
 			prev = p.key
 			switch wo.op {
 			case "$documentNumber":
-				res[i] = intV(int64(i + 1))
+				res[i] = expr.Int(int64(i + 1))
 			case "$rank":
-				res[i] = intV(int64(rank))
+				res[i] = expr.Int(int64(rank))
 			default:
-				res[i] = intV(int64(dense))
+				res[i] = expr.Int(int64(dense))
 			}
 		}
 		return res, nil
@@ -434,7 +434,7 @@ func (wo *windowOut) compute(part partition, ec *query.EvalContext, sortPath []s
 				return nil, err
 			}
 			if v.Type == 0 {
-				v = nullV
+				v = expr.Null
 			}
 			res[i] = v
 		}
@@ -457,17 +457,17 @@ func (wo *windowOut) compute(part partition, ec *query.EvalContext, sortPath []s
 		}
 		return linearFill(xs, vals), nil
 	case "$expMovingAvg":
-		prev := nullV
+		prev := expr.Null
 		for i := range n {
 			v, err := eval(wo.shiftX, i)
 			if err != nil {
 				return nil, err
 			}
-			if isNumber(v) {
+			if expr.IsNumber(v) {
 				if prev.Type == bsoncore.TypeNull {
-					prev = f64V(toF(v))
+					prev = expr.Double(expr.ToFloat(v))
 				} else {
-					prev = f64V(wo.alpha*toF(v) + (1-wo.alpha)*toF(prev))
+					prev = expr.Double(wo.alpha*expr.ToFloat(v) + (1-wo.alpha)*expr.ToFloat(prev))
 				}
 			}
 			res[i] = prev
@@ -475,26 +475,26 @@ func (wo *windowOut) compute(part partition, ec *query.EvalContext, sortPath []s
 		return res, nil
 	}
 	// addRange adds documents from..to (inclusive) to an accumulator.
-	addRange := func(acc accumulator, from, to int) error {
+	addRange := func(acc expr.Accumulator, from, to int) error {
 		for j := from; j <= to; j++ {
 			d, err := doc(j)
 			if err != nil {
 				return err
 			}
 			ec.Root, ec.Current = d, nil
-			if _, err = acc.add(ec); err != nil {
+			if _, err = acc.Add(ec); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	result := func(acc accumulator) (value, error) {
-		v, err := acc.result()
+	result := func(acc expr.Accumulator) (value, error) {
+		v, err := acc.Result()
 		return ownValue(v, own), err
 	}
 	// Accumulator over a window.
 	if wo.acc != nil && (!wo.hasWindow || (wo.lo.kind == 0 && wo.hi.kind == 0)) {
-		acc := wo.acc.newAcc()
+		acc := wo.acc.New()
 		if err := addRange(acc, 0, n-1); err != nil {
 			return nil, err
 		}
@@ -521,7 +521,7 @@ func (wo *windowOut) compute(part partition, ec *query.EvalContext, sortPath []s
 	if wo.lo.kind == 0 {
 		// A window starting at the partition's start only grows (its upper bound is
 		// non-decreasing in sort order), so one accumulator serves every document.
-		acc := wo.acc.newAcc()
+		acc := wo.acc.New()
 		added := 0 // documents 0..added-1 are in acc
 		for i := range n {
 			_, hi, err := wo.bounds(i, n, sortVals)
@@ -543,7 +543,7 @@ func (wo *windowOut) compute(part partition, ec *query.EvalContext, sortPath []s
 		if err != nil {
 			return nil, err
 		}
-		acc := wo.acc.newAcc()
+		acc := wo.acc.New()
 		if err := addRange(acc, lo, hi); err != nil {
 			return nil, err
 		}
@@ -563,7 +563,7 @@ func column(part partition, path []string) ([]value, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[i] = ownValue(getPath(p.doc, path), own)
+		out[i] = ownValue(expr.GetPath(p.doc, path), own)
 	}
 	return out, nil
 }
@@ -593,15 +593,15 @@ func (wo *windowOut) bounds(i, n int, sortVals []value) (int, int, error) {
 		}
 		if cur.Type == bsoncore.TypeDateTime {
 			if wo.unit == "" {
-				return missing, mongoerr.New(mongoerr.Location5429513, "Invalid range: Expected the sortBy field to be a number, but it was Date")
+				return expr.Missing, mongoerr.New(mongoerr.Location5429513, "Invalid range: Expected the sortBy field to be a number, but it was Date")
 			}
 			f, _ := bsonutil.ToFloat64(b.off)
-			return dateV(addUnits(time.UnixMilli(cur.DateTime()).UTC(), wo.unit, int64(f)).UnixMilli()), nil
+			return expr.Date(expr.AddUnits(time.UnixMilli(cur.DateTime()).UTC(), wo.unit, int64(f)).UnixMilli()), nil
 		}
-		if !isNumber(cur) {
-			return missing, mongoerr.Newf(mongoerr.Location5429414, "Invalid range: Expected the sortBy field to be a number, but it was %s", typeName(cur))
+		if !expr.IsNumber(cur) {
+			return expr.Missing, mongoerr.Newf(mongoerr.Location5429414, "Invalid range: Expected the sortBy field to be a number, but it was %s", expr.TypeName(cur))
 		}
-		return evalArith("$add", cur, b.off)
+		return expr.Arith("$add", cur, b.off)
 	}
 	lo, hi := 0, n-1
 	if wo.lo.kind != 0 {
@@ -609,7 +609,7 @@ func (wo *windowOut) bounds(i, n int, sortVals []value) (int, int, error) {
 		if err != nil {
 			return 0, 0, err
 		}
-		for lo < n && cmpV(sortVals[lo], t) < 0 {
+		for lo < n && expr.Compare(sortVals[lo], t, nil) < 0 {
 			lo++
 		}
 	}
@@ -618,7 +618,7 @@ func (wo *windowOut) bounds(i, n int, sortVals []value) (int, int, error) {
 		if err != nil {
 			return 0, 0, err
 		}
-		for hi >= 0 && cmpV(sortVals[hi], t) > 0 {
+		for hi >= 0 && expr.Compare(sortVals[hi], t, nil) > 0 {
 			hi--
 		}
 	}
@@ -627,9 +627,9 @@ func (wo *windowOut) bounds(i, n int, sortVals []value) (int, int, error) {
 
 func locf(vals []value) []value {
 	out := make([]value, len(vals))
-	last := nullV
+	last := expr.Null
 	for i, v := range vals {
-		if !isNullish(v) {
+		if !expr.IsNullish(v) {
 			last = v
 		}
 		out[i] = last
@@ -642,8 +642,8 @@ func linearFill(xs, vals []value) []value {
 	out := make([]value, len(vals))
 	prev := -1
 	for i, v := range vals {
-		if isNullish(v) {
-			out[i] = nullV
+		if expr.IsNullish(v) {
+			out[i] = expr.Null
 			continue
 		}
 		out[i] = v
@@ -655,9 +655,9 @@ func linearFill(xs, vals []value) []value {
 			for k := prev + 1; k < i; k++ {
 				xk, _ := toFloat(xs[k])
 				if x1 == x0 {
-					out[k] = f64V(y0)
+					out[k] = expr.Double(y0)
 				} else {
-					out[k] = f64V(y0 + (y1-y0)*(xk-x0)/(x1-x0))
+					out[k] = expr.Double(y0 + (y1-y0)*(xk-x0)/(x1-x0))
 				}
 			}
 		}
@@ -671,39 +671,6 @@ func toFloat(v value) (float64, bool) {
 		return float64(v.DateTime()), true
 	}
 	return bsonutil.ToFloat64(v)
-}
-
-// addUnits adds n time units to t (calendar arithmetic for months and years).
-func addUnits(t time.Time, unit string, n int64) time.Time {
-	switch unit {
-	case "year":
-		return t.AddDate(int(n), 0, 0)
-	case "quarter":
-		return t.AddDate(0, 3*int(n), 0)
-	case "month":
-		return t.AddDate(0, int(n), 0)
-	case "week":
-		return t.Add(time.Duration(n) * 7 * 24 * time.Hour)
-	case "day":
-		return t.Add(time.Duration(n) * 24 * time.Hour)
-	case "hour":
-		return t.Add(time.Duration(n) * time.Hour)
-	case "minute":
-		return t.Add(time.Duration(n) * time.Minute)
-	case "second":
-		return t.Add(time.Duration(n) * time.Second)
-	case "millisecond":
-		return t.Add(time.Duration(n) * time.Millisecond)
-	}
-	return t
-}
-
-func validUnit(u string) bool {
-	switch u {
-	case "year", "quarter", "month", "week", "day", "hour", "minute", "second", "millisecond":
-		return true
-	}
-	return false
 }
 
 // ---- $densify ----
@@ -733,12 +700,12 @@ func parseDensify(spec value, p *pctx) (stage, error) {
 			if !ok {
 				return nil, mongoerr.New(mongoerr.TypeMismatch, "$densify 'field' must be a string")
 			}
-			if s.field, err = splitFieldPath(str); err != nil {
+			if s.field, err = expr.SplitFieldPath(str); err != nil {
 				return nil, err
 			}
 			s.fieldStr = str
 		case "partitionByFields":
-			vals, err := arrValues(v)
+			vals, err := expr.ArrayValues(v)
 			if err != nil || v.Type != bsoncore.TypeArray {
 				return nil, mongoerr.New(mongoerr.TypeMismatch, "$densify 'partitionByFields' must be an array of strings")
 			}
@@ -754,7 +721,7 @@ func parseDensify(spec value, p *pctx) (stage, error) {
 			if !ok {
 				return nil, mongoerr.New(mongoerr.TypeMismatch, "$densify 'range' must be an object")
 			}
-			rels, err := docElems(rd)
+			rels, err := expr.DocElems(rd)
 			if err != nil {
 				return nil, err
 			}
@@ -764,7 +731,7 @@ func parseDensify(spec value, p *pctx) (stage, error) {
 					s.step = re.Value()
 				case "unit":
 					s.unit, _ = re.Value().StringValueOK()
-					if !validUnit(s.unit) {
+					if !expr.ValidUnit(s.unit) {
 						return nil, mongoerr.Newf(mongoerr.FailedToParse, "unknown time unit value: %s", re.Value())
 					}
 				case "bounds":
@@ -772,12 +739,12 @@ func parseDensify(spec value, p *pctx) (stage, error) {
 						s.bounds = str
 						continue
 					}
-					bv, err := arrValues(re.Value())
+					bv, err := expr.ArrayValues(re.Value())
 					if err != nil || re.Value().Type != bsoncore.TypeArray || len(bv) != 2 {
 						return nil, mongoerr.New(mongoerr.Location5733403, "a bounding array in a range statement must have exactly two elements")
 					}
 					s.lo, s.hi = bv[0], bv[1]
-					if cmpV(s.lo, s.hi) > 0 {
+					if expr.Compare(s.lo, s.hi, nil) > 0 {
 						return nil, mongoerr.New(mongoerr.Location5733402, "the first element of a bounding array must be less than or equal to the second element")
 					}
 				default:
@@ -791,7 +758,7 @@ func parseDensify(spec value, p *pctx) (stage, error) {
 	if s.field == nil || s.step.Type == 0 || (s.bounds == "" && s.lo.Type == 0) {
 		return nil, mongoerr.New(mongoerr.Location40414, "$densify requires 'field' and 'range' with 'step' and 'bounds'")
 	}
-	if f, ok := bsonutil.ToFloat64(s.step); !ok || !isNumber(s.step) || f <= 0 {
+	if f, ok := bsonutil.ToFloat64(s.step); !ok || !expr.IsNumber(s.step) || f <= 0 {
 		return nil, mongoerr.New(mongoerr.Location5733401, "the step parameter in a range statement must be a strictly positive numeric value")
 	}
 	if s.unit != "" {
@@ -808,34 +775,34 @@ func (s *densifyStage) spec() value  { return s.raw }
 func (s *densifyStage) next(v value) (value, error) {
 	if v.Type == bsoncore.TypeDateTime {
 		if s.unit == "" {
-			return missing, mongoerr.New(mongoerr.Location5733501, "Densify field of type date requires a unit")
+			return expr.Missing, mongoerr.New(mongoerr.Location5733501, "Densify field of type date requires a unit")
 		}
 		n, _ := bsonutil.ToInt64Exact(s.step)
-		return dateV(addUnits(time.UnixMilli(v.DateTime()).UTC(), s.unit, n).UnixMilli()), nil
+		return expr.Date(expr.AddUnits(time.UnixMilli(v.DateTime()).UTC(), s.unit, n).UnixMilli()), nil
 	}
-	if !isNumber(v) {
-		return missing, mongoerr.Newf(mongoerr.Location5733201, "Densify field type must be numeric or a date, got %s", typeName(v))
+	if !expr.IsNumber(v) {
+		return expr.Missing, mongoerr.Newf(mongoerr.Location5733201, "Densify field type must be numeric or a date, got %s", expr.TypeName(v))
 	}
 	if s.unit != "" {
-		return missing, mongoerr.New(mongoerr.Location6053600, "Densify with a unit requires date values")
+		return expr.Missing, mongoerr.New(mongoerr.Location6053600, "Densify with a unit requires date values")
 	}
-	return evalArith("$add", v, s.step)
+	return expr.Arith("$add", v, s.step)
 }
 
 func (s *densifyStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
-	var partX expr
+	var partX expr.Expression
 	if len(s.partFields) > 0 {
 		vs := make([]value, len(s.partFields))
 		for i, f := range s.partFields {
-			vs[i] = strV("$" + f)
+			vs[i] = expr.String("$" + f)
 		}
-		x, err := query.ParseExpression(value{Type: bsoncore.TypeArray, Data: bsoncore.BuildArray(nil, vs...)}, nil)
+		x, err := expr.Parse(value{Type: bsoncore.TypeArray, Data: bsoncore.BuildArray(nil, vs...)}, nil)
 		if err != nil {
 			return nil, err
 		}
 		partX = x
 	}
-	sortBy, err := newSortKeyGen(docOf(s.fieldStr, i32V(1)))
+	sortBy, err := expr.NewSortKey(expr.DocOf(s.fieldStr, expr.Int32(1)))
 	if err != nil {
 		return nil, err
 	}
@@ -845,23 +812,23 @@ func (s *densifyStage) run(ctx context.Context, in Source, rc *runCtx) (Source, 
 		// bounds is the input's, found on the way in.
 		lo, hi := s.lo, s.hi
 		if s.bounds == "full" {
-			lo, hi = missing, missing
+			lo, hi = expr.Missing, expr.Missing
 		}
 		visit := func(d bsoncore.Document) error {
-			v := getPath(d, s.field)
+			v := expr.GetPath(d, s.field)
 			switch {
-			case isNullish(v):
+			case expr.IsNullish(v):
 				return nil
-			case s.unit == "" && !isNumber(v):
-				return mongoerr.Newf(mongoerr.Location5733201, "PlanExecutor error during aggregation :: caused by :: Densify field type must be numeric, got %s", typeName(v))
+			case s.unit == "" && !expr.IsNumber(v):
+				return mongoerr.Newf(mongoerr.Location5733201, "PlanExecutor error during aggregation :: caused by :: Densify field type must be numeric, got %s", expr.TypeName(v))
 			case s.unit != "" && v.Type != bsoncore.TypeDateTime:
-				return mongoerr.Newf(mongoerr.Location6053600, "PlanExecutor error during aggregation :: caused by :: Densify with a unit requires date values, got %s", typeName(v))
+				return mongoerr.Newf(mongoerr.Location6053600, "PlanExecutor error during aggregation :: caused by :: Densify with a unit requires date values, got %s", expr.TypeName(v))
 			}
 			if s.bounds == "full" {
-				if lo.Type == 0 || cmpV(v, lo) < 0 {
+				if lo.Type == 0 || expr.Compare(v, lo, nil) < 0 {
 					lo = ownValue(v, true)
 				}
-				if hi.Type == 0 || cmpV(v, hi) > 0 {
+				if hi.Type == 0 || expr.Compare(v, hi, nil) > 0 {
 					hi = ownValue(v, true)
 				}
 			}
@@ -873,7 +840,7 @@ func (s *densifyStage) run(ctx context.Context, in Source, rc *runCtx) (Source, 
 		}
 		defer r.close()
 		for _, b := range []value{s.lo, s.hi} {
-			if b.Type != 0 && ((s.unit == "" && !isNumber(b)) || (s.unit != "" && b.Type != bsoncore.TypeDateTime)) {
+			if b.Type != 0 && ((s.unit == "" && !expr.IsNumber(b)) || (s.unit != "" && b.Type != bsoncore.TypeDateTime)) {
 				return mongoerr.New(mongoerr.Location5733403, "$densify bounds must match the field type (numbers, or dates with a unit)")
 			}
 		}
@@ -900,15 +867,15 @@ func (s *densifyStage) densifyPartition(part partition, lo, hi value, budget *in
 	var first bsoncore.Document // the first document with a value: its partition fields are copied
 	var cur, last value
 	gen := func(v value) bsoncore.Document {
-		d := emptyDoc
+		d := expr.EmptyDoc
 		for _, f := range s.partFields {
-			pv := getPath(first, strings.Split(f, "."))
+			pv := expr.GetPath(first, strings.Split(f, "."))
 			d = setPath(d, strings.Split(f, "."), pv)
 		}
 		return setPath(d, s.field, v)
 	}
 	below := func() bool { // cur is inside the range's upper end
-		return s.bounds == "partition" || cmpV(cur, hi) < 0 || (inclusiveHi && cmpV(cur, hi) == 0)
+		return s.bounds == "partition" || expr.Compare(cur, hi, nil) < 0 || (inclusiveHi && expr.Compare(cur, hi, nil) == 0)
 	}
 	// generateWhile emits a generated document at cur and steps cur on while more holds (and
 	// cur has a next step), counting each against the budget.
@@ -931,8 +898,8 @@ func (s *densifyStage) densifyPartition(part partition, lo, hi value, budget *in
 		if err != nil {
 			return false, err
 		}
-		v := getPath(p.doc, s.field)
-		if isNullish(v) {
+		v := expr.GetPath(p.doc, s.field)
+		if expr.IsNullish(v) {
 			if !emit(p.doc) {
 				return true, nil
 			}
@@ -945,13 +912,13 @@ func (s *densifyStage) densifyPartition(part partition, lo, hi value, budget *in
 			}
 		}
 		last = v
-		if stop, err := generateWhile(func() bool { return cmpV(cur, v) < 0 && below() }); stop || err != nil {
+		if stop, err := generateWhile(func() bool { return expr.Compare(cur, v, nil) < 0 && below() }); stop || err != nil {
 			return stop, err
 		}
 		if !emit(p.doc) {
 			return true, nil
 		}
-		for cur.Type != 0 && cmpV(cur, v) <= 0 {
+		for cur.Type != 0 && expr.Compare(cur, v, nil) <= 0 {
 			if cur, err = s.next(cur); err != nil {
 				return false, err
 			}
@@ -964,17 +931,17 @@ func (s *densifyStage) densifyPartition(part partition, lo, hi value, budget *in
 	if s.bounds == "partition" {
 		end = last
 	}
-	return generateWhile(func() bool { return cmpV(cur, end) < 0 })
+	return generateWhile(func() bool { return expr.Compare(cur, end, nil) < 0 })
 }
 
 // ---- $fill ----
 
 type fillStage struct {
 	raw     value
-	partX   expr
+	partX   expr.Expression
 	sortPat bsoncore.Document
 	paths   [][]string
-	valXs   []expr // value fill (nil: method)
+	valXs   []expr.Expression // value fill (nil: method)
 	methods []string
 }
 
@@ -992,14 +959,14 @@ func parseFill(spec value, p *pctx) (stage, error) {
 				return nil, err
 			}
 		case "partitionByFields":
-			vals, _ := arrValues(v)
+			vals, _ := expr.ArrayValues(v)
 			fs := make([]value, len(vals))
 			for i, e := range vals {
 				str, ok := e.StringValueOK()
 				if !ok {
 					return nil, mongoerr.New(mongoerr.TypeMismatch, "partitionByFields must be strings")
 				}
-				fs[i] = strV("$" + str)
+				fs[i] = expr.String("$" + str)
 			}
 			if s.partX, err = p.parseExpr(value{Type: bsoncore.TypeArray, Data: bsoncore.BuildArray(nil, fs...)}); err != nil {
 				return nil, err
@@ -1014,7 +981,7 @@ func parseFill(spec value, p *pctx) (stage, error) {
 				return nil, err
 			}
 			for _, oel := range oels {
-				path, err := splitFieldPath(oel.Key())
+				path, err := expr.SplitFieldPath(oel.Key())
 				if err != nil {
 					return nil, err
 				}
@@ -1022,9 +989,9 @@ func parseFill(spec value, p *pctx) (stage, error) {
 				if !ok {
 					return nil, mongoerr.New(mongoerr.TypeMismatch, "$fill output fields must be objects")
 				}
-				var x expr
+				var x expr.Expression
 				method := ""
-				sels, err := docElems(spec)
+				sels, err := expr.DocElems(spec)
 				if err != nil || len(sels) != 1 {
 					return nil, mongoerr.New(mongoerr.Location6050203, "Exactly one of 'value' and 'method' must be specified")
 				}
@@ -1089,7 +1056,7 @@ func (s *fillStage) run(ctx context.Context, in Source, rc *runCtx) (Source, err
 					filled[j] = locf(vals)
 					continue
 				}
-				xs, err := column(part, sortBy.paths[0])
+				xs, err := column(part, sortBy.Paths()[0])
 				if err != nil {
 					return false, err
 				}
@@ -1103,12 +1070,12 @@ func (s *fillStage) run(ctx context.Context, in Source, rc *runCtx) (Source, err
 				d := p.doc
 				for j, path := range s.paths {
 					if s.methods[j] != "" {
-						if !isNullish(filled[j][i]) {
+						if !expr.IsNullish(filled[j][i]) {
 							d = setPath(d, path, filled[j][i])
 						}
 						continue
 					}
-					if isNullish(getPath(d, path)) {
+					if expr.IsNullish(expr.GetPath(d, path)) {
 						ec.Root, ec.Current = d, nil
 						v, err := s.valXs[j].Eval(ec)
 						if err != nil {
@@ -1129,7 +1096,7 @@ func (s *fillStage) run(ctx context.Context, in Source, rc *runCtx) (Source, err
 // computeNumeric evaluates the window functions that need the window's points rather than an
 // accumulator: $derivative and $integral (over the sortBy values) and the covariances. eval
 // evaluates an expression on document i.
-func (wo *windowOut) computeNumeric(n int, eval func(x expr, i int) (value, error), sortVals []value) ([]value, error) {
+func (wo *windowOut) computeNumeric(n int, eval func(x expr.Expression, i int) (value, error), sortVals []value) ([]value, error) {
 	res := make([]value, n)
 	xs := make([]value, n)
 	ys := make([]value, n)
@@ -1149,7 +1116,7 @@ func (wo *windowOut) computeNumeric(n int, eval func(x expr, i int) (value, erro
 			return nil, err
 		}
 	}
-	unitMs := float64(unitMillis(wo.numUnit))
+	unitMs := float64(expr.UnitMillis(wo.numUnit))
 	xf := func(v value) (float64, error) {
 		if v.Type == bsoncore.TypeDateTime {
 			if wo.numUnit == "" && wo.covX == nil {
@@ -1160,7 +1127,7 @@ func (wo *windowOut) computeNumeric(n int, eval func(x expr, i int) (value, erro
 		if wo.numUnit != "" && wo.covX == nil {
 			return 0, mongoerr.Newf(mongoerr.Location5624900, "%s with 'unit' expects the sortBy field to be a Date", wo.op)
 		}
-		return toF(v), nil
+		return expr.ToFloat(v), nil
 	}
 	for i := range n {
 		lo, hi := 0, n-1
@@ -1170,10 +1137,10 @@ func (wo *windowOut) computeNumeric(n int, eval func(x expr, i int) (value, erro
 				return nil, err
 			}
 		}
-		res[i] = nullV
+		res[i] = expr.Null
 		switch wo.op {
 		case "$derivative":
-			if hi <= lo || !isNumber(ys[lo]) || !isNumber(ys[hi]) {
+			if hi <= lo || !expr.IsNumber(ys[lo]) || !expr.IsNumber(ys[hi]) {
 				continue
 			}
 			x0, err := xf(xs[lo])
@@ -1187,11 +1154,11 @@ func (wo *windowOut) computeNumeric(n int, eval func(x expr, i int) (value, erro
 			if x1 == x0 {
 				continue
 			}
-			res[i] = f64V((toF(ys[hi]) - toF(ys[lo])) / (x1 - x0))
+			res[i] = expr.Double((expr.ToFloat(ys[hi]) - expr.ToFloat(ys[lo])) / (x1 - x0))
 		case "$integral":
 			sum := 0.0
 			for j := lo; j < hi; j++ {
-				if !isNumber(ys[j]) || !isNumber(ys[j+1]) {
+				if !expr.IsNumber(ys[j]) || !expr.IsNumber(ys[j+1]) {
 					continue
 				}
 				x0, err := xf(xs[j])
@@ -1202,18 +1169,18 @@ func (wo *windowOut) computeNumeric(n int, eval func(x expr, i int) (value, erro
 				if err != nil {
 					return nil, err
 				}
-				sum += (x1 - x0) * (toF(ys[j]) + toF(ys[j+1])) / 2
+				sum += (x1 - x0) * (expr.ToFloat(ys[j]) + expr.ToFloat(ys[j+1])) / 2
 			}
 			if hi >= lo {
-				res[i] = f64V(sum)
+				res[i] = expr.Double(sum)
 			}
 		default: // covariances
 			var cnt, mx, my, c float64
 			for j := lo; j <= hi; j++ {
-				if !isNumber(xs[j]) || !isNumber(ys[j]) {
+				if !expr.IsNumber(xs[j]) || !expr.IsNumber(ys[j]) {
 					continue
 				}
-				x, y := toF(xs[j]), toF(ys[j])
+				x, y := expr.ToFloat(xs[j]), expr.ToFloat(ys[j])
 				cnt++
 				dx := x - mx
 				mx += dx / cnt
@@ -1222,9 +1189,9 @@ func (wo *windowOut) computeNumeric(n int, eval func(x expr, i int) (value, erro
 			}
 			switch {
 			case wo.op == "$covariancePop" && cnt > 0:
-				res[i] = f64V(c / cnt)
+				res[i] = expr.Double(c / cnt)
 			case wo.op == "$covarianceSamp" && cnt > 1:
-				res[i] = f64V(c / (cnt - 1))
+				res[i] = expr.Double(c / (cnt - 1))
 			}
 		}
 	}

@@ -23,6 +23,7 @@ var rank = map[string]int{
 	"lock":                  2,
 	"catalog":               3,
 	"index":                 5,
+	"query/expr":            3, // aggregation expressions and accumulators: the matcher's $expr, find projections and agg use them
 	"query":                 4, // match expressions, projection, update: pure BSON; index compiles partial filters with them
 	"query/plan":            6, // the planner and plan stages read indexes
 	"validate":              6,

@@ -1,7 +1,8 @@
-// Package query owns the query language: the matcher (filters), projection, and the
-// aggregation-expression core that $expr uses. Update operators live in query/update.
-// Both rank below internal/index (they need only BSON), so the index layer compiles partial
-// filters with ParsePartialFilter; the planner, query/plan, ranks above index.
+// Package query owns the query language: the matcher (filters) and projection. The
+// aggregation expressions that $expr uses are internal/query/expr; update operators live in
+// query/update. All three rank below internal/index (they need only BSON), so the index
+// layer compiles partial filters with ParsePartialFilter; the planner, query/plan, ranks
+// above index.
 //
 // Spec: none of spec/ covers query semantics; this package follows MongoDB 7.0's documented
 // behaviour and its matcher sources (src/mongo/db/matcher: expression_parser.cpp,
@@ -40,14 +41,12 @@
 //
 // # Expressions
 //
-// expr.go has the aggregation-expression core: field paths, $$ROOT/$$CURRENT/$$NOW,
-// literals, comparisons, $and/$or/$not, $add/$subtract/$multiply/$divide, $cond, $ifNull,
-// $in, $size, $type, $literal. Other operators are added with RegisterExpression (the agg
-// package's job); an unregistered one fails with InvalidPipelineOperator.
+// $expr and computed projection fields are aggregation expressions, parsed and evaluated by
+// internal/query/expr, which ranks below this package; expr.go wraps one as a match node.
 //
 // # Projection
 //
 // projection.go: find's projection language (inclusion/exclusion, _id, dotted paths through
-// arrays, $slice, $elemMatch, positional $, $meta, literals). Aggregation expressions in
-// projections go through the Expression interface (see projField.expr).
+// arrays, $slice, $elemMatch, positional $, $meta, literals). Computed fields are
+// aggregation expressions (see projField.expr).
 package query

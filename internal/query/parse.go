@@ -299,7 +299,7 @@ func (p *parser) parseOperator(path, op string, val bsoncore.Value, depth int) (
 		return in, nil
 	case "$exists":
 		ex := &existsNode{pathNode{path}}
-		if trueValue(val) {
+		if bsonutil.TrueValue(val) {
 			return ex, nil
 		}
 		return &notNode{child: ex}, nil
@@ -319,23 +319,6 @@ func (p *parser) parseOperator(path, op string, val bsoncore.Value, depth int) (
 		return nil, mongoerr.Newf(mongoerr.NotImplemented, "geospatial query operator %s is not supported", op)
 	}
 	return nil, mongoerr.Newf(mongoerr.BadValue, "unknown operator: %s", op)
-}
-
-// trueValue is BSONElement::trueValue: false, null, undefined, missing and numeric zero are
-// false; every other value is true.
-func trueValue(v bsoncore.Value) bool {
-	switch v.Type {
-	case 0, bsoncore.TypeNull, bsoncore.TypeUndefined:
-		return false
-	case bsoncore.TypeBoolean:
-		b, ok := v.BooleanOK()
-		return ok && b
-	}
-	if bsonutil.IsNumber(v.Type) {
-		f, ok := bsonutil.ToFloat64(v)
-		return ok && f != 0 // NaN is true, as in MongoDB
-	}
-	return true
 }
 
 func (p *parser) parseNot(path string, val bsoncore.Value, depth int) (MatchExpression, error) {

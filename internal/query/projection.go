@@ -8,6 +8,7 @@ import (
 
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
+	"humongo/internal/query/expr"
 )
 
 // Projection is a parsed find projection (MongoDB 4.4+ semantics). It is immutable and safe
@@ -55,10 +56,9 @@ type projField struct {
 	em leaf
 	// $meta
 	meta string
-	// computed field. This is the extension point for aggregation expressions in find
-	// projections: anything ParseExpression accepts (operators registered by internal/agg
-	// included) is evaluated against the whole document.
-	expr Expression
+	// computed field: an aggregation expression (internal/query/expr) evaluated against the
+	// whole document.
+	expr expr.Expression
 }
 
 func (n *projNode) find(name string) *projField {
@@ -213,7 +213,7 @@ func (b *projBuilder) parseField(path string, v bsoncore.Value, depth int) error
 		if strings.Contains(base, ".$") || strings.HasPrefix(base, "$") {
 			return errPositionalMiddle()
 		}
-		if !trueValue(v) || v.Type == bsoncore.TypeEmbeddedDocument {
+		if !bsonutil.TrueValue(v) || v.Type == bsoncore.TypeEmbeddedDocument {
 			return mongoerr.New(mongoerr.Location31308, "positional projection cannot be used with a literal")
 		}
 		if b.positionals++; b.positionals > 1 {
@@ -244,7 +244,7 @@ func (b *projBuilder) parseField(path string, v bsoncore.Value, depth int) error
 
 	switch {
 	case v.Type == bsoncore.TypeBoolean || bsonutil.IsNumber(v.Type):
-		if trueValue(v) {
+		if bsonutil.TrueValue(v) {
 			if path == "_id" {
 				b.idIncluded = true
 			}
@@ -289,7 +289,7 @@ func (b *projBuilder) parseExprField(path string, v bsoncore.Value) error {
 	if err := b.setMode(path, modeInclusion, true); err != nil {
 		return err
 	}
-	x, err := ParseExpression(v, &ExprParseContext{})
+	x, err := expr.Parse(v, &expr.ParseContext{})
 	if err != nil {
 		return err
 	}
@@ -445,7 +445,7 @@ func (a *applier) include(n *projNode, doc []byte, dst []byte, posDone bool) ([]
 		}
 		switch {
 		case f.kind == projExpr:
-			val, err := f.expr.Eval(&EvalContext{Root: a.root})
+			val, err := f.expr.Eval(&expr.EvalContext{Root: a.root})
 			if err != nil {
 				return nil, err
 			}

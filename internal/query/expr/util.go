@@ -1,4 +1,4 @@
-package agg
+package expr
 
 import (
 	"math"
@@ -9,20 +9,19 @@ import (
 
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
-	"humongo/internal/query"
 )
 
 // This file holds the plumbing shared by the operator files: argument parsing for
 // positional and named operators, variable binding, and numeric conversion.
 
-type epc = query.ExprParseContext
-type ectx = query.EvalContext
+type epc = ParseContext
+type ectx = EvalContext
 
-func parseOne(v value, pc *epc) (expr, error) { return query.ParseExpression(v, pc) }
+func parseOne(v value, pc *epc) (expr, error) { return Parse(v, pc) }
 
-// argList parses an operator's arguments: an array literal is the argument list, anything
+// ArgList parses an operator's arguments: an array literal is the argument list, anything
 // else one argument.
-func argList(args value, pc *epc) ([]expr, error) {
+func ArgList(args value, pc *epc) ([]expr, error) {
 	if args.Type != bsoncore.TypeArray {
 		x, err := parseOne(args, pc)
 		if err != nil {
@@ -30,7 +29,7 @@ func argList(args value, pc *epc) ([]expr, error) {
 		}
 		return []expr{x}, nil
 	}
-	vals, err := arrValues(args)
+	vals, err := ArrayValues(args)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +53,7 @@ func (f *fnX) Eval(ec *ectx) (value, error) {
 	for _, x := range f.args {
 		v, err := x.Eval(ec)
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		vs = append(vs, v)
 	}
@@ -63,13 +62,13 @@ func (f *fnX) Eval(ec *ectx) (value, error) {
 
 // register adds an operator taking between min and max positional arguments (max < 0:
 // unbounded).
-func register(name string, min, max int, fn func(vs []value) (value, error)) {
-	registerCtx(name, min, max, func(_ *ectx, vs []value) (value, error) { return fn(vs) })
+func (t table) register(name string, min, max int, fn func(vs []value) (value, error)) {
+	t.registerCtx(name, min, max, func(_ *ectx, vs []value) (value, error) { return fn(vs) })
 }
 
-func registerCtx(name string, min, max int, fn func(ec *ectx, vs []value) (value, error)) {
-	query.RegisterExpression(name, func(args value, pc *epc) (query.Expression, error) {
-		xs, err := argList(args, pc)
+func (t table) registerCtx(name string, min, max int, fn func(ec *ectx, vs []value) (value, error)) {
+	t.add(name, func(args value, pc *epc) (Expression, error) {
+		xs, err := ArgList(args, pc)
 		if err != nil {
 			return nil, err
 		}
@@ -88,9 +87,9 @@ func registerCtx(name string, min, max int, fn func(ec *ectx, vs []value) (value
 
 // registerNamed adds an operator whose argument is an object of named parameters, all of
 // them expressions; fn evaluates it.
-func registerNamed(op string, required, optional []string, fn func(n *named, ec *ectx) (value, error)) {
-	query.RegisterExpression(op, func(args value, pc *epc) (query.Expression, error) {
-		n, err := parseNamed(op, args, pc, required, optional)
+func (t table) registerNamed(op string, required, optional []string, fn func(n *Named, ec *ectx) (value, error)) {
+	t.add(op, func(args value, pc *epc) (Expression, error) {
+		n, err := ParseNamed(op, args, pc, required, optional)
 		if err != nil {
 			return nil, err
 		}
@@ -98,24 +97,27 @@ func registerNamed(op string, required, optional []string, fn func(n *named, ec 
 	})
 }
 
-// named parses an operator whose argument is an object of named parameters.
-type named struct {
-	op string
-	x  map[string]expr
-	// raw keeps the unparsed values (for parameters that are not expressions, like "as").
-	raw map[string]value
+// Named is the parsed argument of an operator that takes an object of named parameters.
+type Named struct {
+	Op string
+	// X holds the parsed parameters; literal ones (see ParseNamed) are not in it.
+	X map[string]expr
+	// Raw keeps the unparsed values (for parameters that are not expressions, like "as").
+	Raw map[string]value
 }
 
-func parseNamed(op string, args value, pc *epc, required, optional []string, literal ...string) (*named, error) {
+// ParseNamed parses the object argument of op: required and optional parameters are
+// expressions, literal ones are kept unparsed (in Raw only); unknown or missing ones fail.
+func ParseNamed(op string, args value, pc *epc, required, optional []string, literal ...string) (*Named, error) {
 	d, ok := args.DocumentOK()
 	if !ok {
 		return nil, mongoerr.Newf(mongoerr.Location40523, "%s only supports an object as its argument", op)
 	}
-	els, err := docElems(d)
+	els, err := DocElems(d)
 	if err != nil {
 		return nil, err
 	}
-	n := &named{op: op, x: map[string]expr{}, raw: map[string]value{}}
+	n := &Named{Op: op, X: map[string]expr{}, Raw: map[string]value{}}
 	allowed := map[string]bool{}
 	for _, r := range required {
 		allowed[r] = true
@@ -133,16 +135,16 @@ func parseNamed(op string, args value, pc *epc, required, optional []string, lit
 		if !allowed[k] {
 			return nil, mongoerr.Newf(mongoerr.Location40525, "Unrecognized parameter to %s: %s", op, k)
 		}
-		n.raw[k] = el.Value()
+		n.Raw[k] = el.Value()
 		if lit[k] {
 			continue
 		}
-		if n.x[k], err = parseOne(el.Value(), pc); err != nil {
+		if n.X[k], err = parseOne(el.Value(), pc); err != nil {
 			return nil, err
 		}
 	}
 	for _, r := range required {
-		if _, ok := n.raw[r]; !ok {
+		if _, ok := n.Raw[r]; !ok {
 			return nil, mongoerr.Newf(mongoerr.Location40524, "Missing '%s' parameter to %s", r, op)
 		}
 	}
@@ -150,53 +152,54 @@ func parseNamed(op string, args value, pc *epc, required, optional []string, lit
 }
 
 // eval evaluates a named parameter (missing when absent).
-func (n *named) eval(k string, ec *ectx) (value, error) {
-	x, ok := n.x[k]
+func (n *Named) eval(k string, ec *ectx) (value, error) {
+	x, ok := n.X[k]
 	if !ok {
-		return missing, nil
+		return Missing, nil
 	}
 	return x.Eval(ec)
 }
 
-func (n *named) has(k string) bool { _, ok := n.raw[k]; return ok }
+// Has reports whether parameter k was given.
+func (n *Named) Has(k string) bool { _, ok := n.Raw[k]; return ok }
 
 // evalParam evaluates parameter k when it is given; null reports that it is given but null
 // or missing, which makes most operators' result null. An absent k gives missing.
-func (n *named) evalParam(k string, ec *ectx) (v value, null bool, err error) {
-	if !n.has(k) {
-		return missing, false, nil
+func (n *Named) evalParam(k string, ec *ectx) (v value, null bool, err error) {
+	if !n.Has(k) {
+		return Missing, false, nil
 	}
 	if v, err = n.eval(k, ec); err != nil {
-		return missing, false, err
+		return Missing, false, err
 	}
-	return v, isNullish(v), nil
+	return v, IsNullish(v), nil
 }
 
 // onNull is the result for a null or missing input: the "onNull" parameter when given, else
 // null.
-func (n *named) onNull(ec *ectx) (value, error) {
-	if n.has("onNull") {
+func (n *Named) onNull(ec *ectx) (value, error) {
+	if n.Has("onNull") {
 		return n.eval("onNull", ec)
 	}
-	return nullV, nil
+	return Null, nil
 }
 
 // onError is the result for a failed conversion: the "onError" parameter when given, else
 // err.
-func (n *named) onError(ec *ectx, err error) (value, error) {
-	if n.has("onError") {
+func (n *Named) onError(ec *ectx, err error) (value, error) {
+	if n.Has("onError") {
 		return n.eval("onError", ec)
 	}
-	return missing, err
+	return Missing, err
 }
 
 // nullOr is the result of an operator that stops early: the error when there is one, else
 // null (an argument was null or missing).
 func nullOr(err error) (value, error) {
 	if err != nil {
-		return missing, err
+		return Missing, err
 	}
-	return nullV, nil
+	return Null, nil
 }
 
 // withVars evaluates x with extra variables bound, restoring the previous bindings after.
@@ -239,7 +242,8 @@ func scope(pc *epc, names ...string) *epc {
 
 var decCtx = apd.BaseContext.WithPrecision(34)
 
-func toDec(v value) (*apd.Decimal, error) {
+// ToDecimal converts a number to an apd decimal (NaN and infinities included).
+func ToDecimal(v value) (*apd.Decimal, error) {
 	if v.Type == bsoncore.TypeDecimal128 {
 		h, l, ok := v.Decimal128OK()
 		if !ok {
@@ -280,16 +284,17 @@ func toDec(v value) (*apd.Decimal, error) {
 
 // toDecs converts both operands of a binary operator to decimals.
 func toDecs(a, b value) (x, y *apd.Decimal, err error) {
-	if x, err = toDec(a); err != nil {
+	if x, err = ToDecimal(a); err != nil {
 		return nil, nil, err
 	}
-	if y, err = toDec(b); err != nil {
+	if y, err = ToDecimal(b); err != nil {
 		return nil, nil, err
 	}
 	return x, y, nil
 }
 
-func fromDec(d *apd.Decimal) (value, error) {
+// FromDecimal converts back to a Decimal128 value; Overflow when it does not fit.
+func FromDecimal(d *apd.Decimal) (value, error) {
 	var s string
 	switch d.Form {
 	case apd.NaN, apd.NaNSignaling:
@@ -304,25 +309,26 @@ func fromDec(d *apd.Decimal) (value, error) {
 	}
 	dec, err := bson.ParseDecimal128(s)
 	if err != nil {
-		return missing, mongoerr.Newf(mongoerr.Overflow, "decimal result out of range: %s", s)
+		return Missing, mongoerr.Newf(mongoerr.Overflow, "decimal result out of range: %s", s)
 	}
 	h, l := dec.GetBytes()
 	return value{Type: bsoncore.TypeDecimal128, Data: bsoncore.AppendDecimal128(nil, h, l)}, nil
 }
 
-func toF(v value) float64 {
+// ToFloat is v as a double (0 for non-numbers).
+func ToFloat(v value) float64 {
 	f, _ := bsonutil.ToFloat64(v)
 	return f
 }
 
-// evalArith applies $add/$subtract/$multiply to two values through the registered
+// Arith applies $add/$subtract/$multiply to two values through the table's
 // operators (one code path for type promotion).
-func evalArith(op string, a, b value) (value, error) {
-	x, err := query.ParseExpression(docV(docOf(op, arrV([]value{literalV(a), literalV(b)}))), nil)
+func Arith(op string, a, b value) (value, error) {
+	x, err := Parse(Doc(DocOf(op, Array([]value{literalV(a), literalV(b)}))), nil)
 	if err != nil {
-		return missing, err
+		return Missing, err
 	}
-	return x.Eval(&ectx{Root: emptyDoc})
+	return x.Eval(&ectx{Root: EmptyDoc})
 }
 
-func literalV(v value) value { return docV(docOf("$literal", v)) }
+func literalV(v value) value { return Doc(DocOf("$literal", v)) }

@@ -1,4 +1,4 @@
-package agg
+package expr
 
 import (
 	"fmt"
@@ -12,7 +12,6 @@ import (
 
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
-	"humongo/internal/query"
 )
 
 // Date operators. Timezones are Olson names (time.LoadLocation, cached) or UTC offsets
@@ -21,12 +20,12 @@ import (
 var tzCache sync.Map // string → *time.Location
 
 func parseTZ(v value) (*time.Location, error) {
-	if isNullish(v) {
+	if IsNullish(v) {
 		return time.UTC, nil
 	}
 	s, ok := v.StringValueOK()
 	if !ok {
-		return nil, mongoerr.Newf(mongoerr.Location40517, "timezone must evaluate to a string, found %s", typeName(v))
+		return nil, mongoerr.Newf(mongoerr.Location40517, "timezone must evaluate to a string, found %s", TypeName(v))
 	}
 	if l, ok := tzCache.Load(s); ok {
 		return l.(*time.Location), nil
@@ -78,7 +77,7 @@ func dateArg(op string, v value) (time.Time, error) {
 		oid := v.ObjectID()
 		return time.Unix(int64(uint32(oid[0])<<24|uint32(oid[1])<<16|uint32(oid[2])<<8|uint32(oid[3])), 0).UTC(), nil
 	}
-	return time.Time{}, mongoerr.Newf(mongoerr.Location16006, "can't convert from BSON type %s to Date", typeName(v))
+	return time.Time{}, mongoerr.Newf(mongoerr.Location16006, "can't convert from BSON type %s to Date", TypeName(v))
 }
 
 // usWeek is %U: the week of the year with weeks starting on Sunday (days before the first
@@ -129,13 +128,13 @@ var (
 func datePart(op string, t time.Time) value {
 	n := dateComponents[datePartOps[op]](t)
 	if op == "$isoWeekYear" {
-		return i64V(int64(n))
+		return Int64(int64(n))
 	}
-	return i32V(int32(n))
+	return Int32(int32(n))
 }
 
 // evalTZ evaluates the optional "timezone" parameter (absent or null: UTC).
-func evalTZ(n *named, ec *ectx) (*time.Location, error) {
+func evalTZ(n *Named, ec *ectx) (*time.Location, error) {
 	tv, err := n.eval("timezone", ec)
 	if err != nil {
 		return nil, err
@@ -145,14 +144,14 @@ func evalTZ(n *named, ec *ectx) (*time.Location, error) {
 
 // evalAllNonNull evaluates every parameter given; null reports that one of them is null or
 // missing, which makes the operator's result null.
-func evalAllNonNull(n *named, ec *ectx) (vals map[string]value, null bool, err error) {
+func evalAllNonNull(n *Named, ec *ectx) (vals map[string]value, null bool, err error) {
 	vals = map[string]value{}
-	for k := range n.raw {
+	for k := range n.Raw {
 		v, err := n.eval(k, ec)
 		if err != nil {
 			return nil, false, err
 		}
-		if isNullish(v) {
+		if IsNullish(v) {
 			return nil, true, nil
 		}
 		vals[k] = v
@@ -163,7 +162,7 @@ func evalAllNonNull(n *named, ec *ectx) (vals map[string]value, null bool, err e
 // unitParam reads a "unit" parameter of op.
 func unitParam(op string, v value) (string, error) {
 	unit, _ := v.StringValueOK()
-	if !validUnit(unit) {
+	if !ValidUnit(unit) {
 		return "", mongoerr.Newf(mongoerr.FailedToParse, "%s parameter 'unit' value cannot be recognized as a time unit: %s", op, v)
 	}
 	return unit, nil
@@ -176,9 +175,9 @@ func weekdayParam(v value) (time.Weekday, bool) {
 	return d, ok
 }
 
-// unitMillis is the length of a fixed-length time unit in milliseconds (1 for
+// UnitMillis is the length of a fixed-length time unit in milliseconds (1 for
 // "millisecond" and for the calendar units, which callers handle before).
-func unitMillis(unit string) int64 {
+func UnitMillis(unit string) int64 {
 	switch unit {
 	case "week":
 		return 7 * 86400_000
@@ -194,18 +193,18 @@ func unitMillis(unit string) int64 {
 	return 1
 }
 
-func init() {
+func (t table) addDate() {
 	for op := range datePartOps {
-		query.RegisterExpression(op, func(args value, pc *epc) (query.Expression, error) {
+		t.add(op, func(args value, pc *epc) (Expression, error) {
 			var dateX, tzX expr
-			if d, ok := args.DocumentOK(); ok && !isOperatorDoc(args) && field(d, "date").Type != 0 {
-				n, err := parseNamed(op, args, pc, []string{"date"}, []string{"timezone"})
+			if d, ok := args.DocumentOK(); ok && !IsOperatorDoc(args) && Field(d, "date").Type != 0 {
+				n, err := ParseNamed(op, args, pc, []string{"date"}, []string{"timezone"})
 				if err != nil {
 					return nil, err
 				}
-				dateX, tzX = n.x["date"], n.x["timezone"]
+				dateX, tzX = n.X["date"], n.X["timezone"]
 			} else {
-				xs, err := argList(args, pc)
+				xs, err := ArgList(args, pc)
 				if err != nil {
 					return nil, err
 				}
@@ -217,37 +216,37 @@ func init() {
 			return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
 				dv, err := dateX.Eval(ec)
 				if err != nil {
-					return missing, err
+					return Missing, err
 				}
 				loc := time.UTC
 				if tzX != nil {
 					tv, err := tzX.Eval(ec)
 					if err != nil {
-						return missing, err
+						return Missing, err
 					}
-					if isNullish(tv) {
-						return nullV, nil
+					if IsNullish(tv) {
+						return Null, nil
 					}
 					if loc, err = parseTZ(tv); err != nil {
-						return missing, err
+						return Missing, err
 					}
 				}
-				if isNullish(dv) {
-					return nullV, nil
+				if IsNullish(dv) {
+					return Null, nil
 				}
 				t, err := dateArg(op, dv)
 				if err != nil {
-					return missing, err
+					return Missing, err
 				}
 				return datePart(op, t.In(loc)), nil
 			}}, nil
 		})
 	}
 
-	registerNamed("$dateToString", []string{"date"}, []string{"format", "timezone", "onNull"}, func(n *named, ec *ectx) (value, error) {
+	t.registerNamed("$dateToString", []string{"date"}, []string{"format", "timezone", "onNull"}, func(n *Named, ec *ectx) (value, error) {
 		dv, err := n.eval("date", ec)
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		format := "%Y-%m-%dT%H:%M:%S.%LZ"
 		fv, null, err := n.evalParam("format", ec)
@@ -257,120 +256,120 @@ func init() {
 		if fv.Type != 0 {
 			s, ok := fv.StringValueOK()
 			if !ok {
-				return missing, mongoerr.Newf(mongoerr.Location18533, "$dateToString requires that 'format' be a string, found: %s", typeName(fv))
+				return Missing, mongoerr.Newf(mongoerr.Location18533, "$dateToString requires that 'format' be a string, found: %s", TypeName(fv))
 			}
 			format = s
 		}
 		tv, err := n.eval("timezone", ec)
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
-		if n.has("timezone") && isNullish(tv) {
-			return nullV, nil
+		if n.Has("timezone") && IsNullish(tv) {
+			return Null, nil
 		}
 		loc, err := parseTZ(tv)
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
-		if isNullish(dv) {
+		if IsNullish(dv) {
 			return n.onNull(ec)
 		}
 		t, err := dateArg("$dateToString", dv)
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		s, err := formatDate(format, t.In(loc))
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
-		return strV(s), nil
+		return String(s), nil
 	})
-	registerNamed("$dateFromString", []string{"dateString"}, []string{"format", "timezone", "onError", "onNull"}, func(n *named, ec *ectx) (value, error) {
+	t.registerNamed("$dateFromString", []string{"dateString"}, []string{"format", "timezone", "onError", "onNull"}, func(n *Named, ec *ectx) (value, error) {
 		sv, err := n.eval("dateString", ec)
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		loc, err := evalTZ(n, ec)
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		fv, null, err := n.evalParam("format", ec)
 		if err != nil || null {
 			return nullOr(err)
 		}
 		format, _ := fv.StringValueOK()
-		if isNullish(sv) {
+		if IsNullish(sv) {
 			return n.onNull(ec)
 		}
 		s, ok := sv.StringValueOK()
 		if !ok {
-			return n.onError(ec, mongoerr.Newf(mongoerr.ConversionFailure, "$dateFromString requires that 'dateString' be a string, found: %s with value %s", typeName(sv), sv))
+			return n.onError(ec, mongoerr.Newf(mongoerr.ConversionFailure, "$dateFromString requires that 'dateString' be a string, found: %s with value %s", TypeName(sv), sv))
 		}
 		t, err := parseDateString(s, format, loc)
 		if err != nil {
 			return n.onError(ec, mongoerr.Newf(mongoerr.ConversionFailure, "Error parsing date string '%s'; %v", s, err))
 		}
-		return dateV(t.UnixMilli()), nil
+		return Date(t.UnixMilli()), nil
 	})
-	registerNamed("$dateToParts", []string{"date"}, []string{"timezone", "iso8601"}, func(n *named, ec *ectx) (value, error) {
+	t.registerNamed("$dateToParts", []string{"date"}, []string{"timezone", "iso8601"}, func(n *Named, ec *ectx) (value, error) {
 		dv, err := n.eval("date", ec)
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		loc, err := evalTZ(n, ec)
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		iv, err := n.eval("iso8601", ec)
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
-		if isNullish(dv) {
-			return nullV, nil
+		if IsNullish(dv) {
+			return Null, nil
 		}
 		t, err := dateArg("$dateToParts", dv)
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		t = t.In(loc)
 		parts := naturalDateParts
-		if truthy(iv) {
+		if Truthy(iv) {
 			parts = isoDateParts
 		}
-		out := newDoc()
+		out := NewDoc()
 		for _, k := range parts {
-			out.add(k, i32V(int32(dateComponents[k](t))))
+			out.Add(k, Int32(int32(dateComponents[k](t))))
 		}
-		return docV(out.done()), nil
+		return Doc(out.Done()), nil
 	})
-	query.RegisterExpression("$dateFromParts", func(args value, pc *epc) (query.Expression, error) {
-		n, err := parseNamed("$dateFromParts", args, pc, nil, []string{"year", "month", "day", "hour", "minute", "second", "millisecond",
+	t.add("$dateFromParts", func(args value, pc *epc) (Expression, error) {
+		n, err := ParseNamed("$dateFromParts", args, pc, nil, []string{"year", "month", "day", "hour", "minute", "second", "millisecond",
 			"isoWeekYear", "isoWeek", "isoDayOfWeek", "timezone"})
 		if err != nil {
 			return nil, err
 		}
-		iso := n.has("isoWeekYear")
-		if iso && (n.has("year") || n.has("month") || n.has("day")) {
+		iso := n.Has("isoWeekYear")
+		if iso && (n.Has("year") || n.Has("month") || n.Has("day")) {
 			return nil, mongoerr.New(mongoerr.Location40489, "$dateFromParts does not allow mixing natural dates with ISO dates")
 		}
-		if !iso && !n.has("year") {
+		if !iso && !n.Has("year") {
 			return nil, mongoerr.New(mongoerr.Location40516, "$dateFromParts requires either 'year' or 'isoWeekYear' to be present")
 		}
 		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
 			get := func(k string, def int64) (int64, bool, error) {
-				if !n.has(k) {
+				if !n.Has(k) {
 					return def, false, nil
 				}
 				v, err := n.eval(k, ec)
 				if err != nil {
 					return 0, false, err
 				}
-				if isNullish(v) {
+				if IsNullish(v) {
 					return 0, true, nil
 				}
 				i, ok := bsonutil.ToInt64Exact(v)
-				if !ok || !isNumber(v) {
-					return 0, false, mongoerr.Newf(mongoerr.Location40515, "'%s' must evaluate to an integer, found %s with value %s", k, typeName(v), v)
+				if !ok || !IsNumber(v) {
+					return 0, false, mongoerr.Newf(mongoerr.Location40515, "'%s' must evaluate to an integer, found %s with value %s", k, TypeName(v), v)
 				}
 				return i, false, nil
 			}
@@ -383,19 +382,19 @@ func init() {
 			for i, k := range keys {
 				v, null, err := get(k, defs[i])
 				if err != nil {
-					return missing, err
+					return Missing, err
 				}
 				if null {
-					return nullV, nil
+					return Null, nil
 				}
 				p[i] = v
 			}
 			if p[0] < 1 || p[0] > 9999 {
-				return missing, mongoerr.Newf(mongoerr.Location40523, "'%s' must evaluate to an integer in the range 1 to 9999, found %d", keys[0], p[0])
+				return Missing, mongoerr.Newf(mongoerr.Location40523, "'%s' must evaluate to an integer in the range 1 to 9999, found %d", keys[0], p[0])
 			}
 			loc, err := evalTZ(n, ec)
 			if err != nil {
-				return missing, err
+				return Missing, err
 			}
 			var t time.Time
 			if iso {
@@ -406,62 +405,62 @@ func init() {
 			} else {
 				t = time.Date(int(p[0]), time.Month(p[1]), int(p[2]), int(p[3]), int(p[4]), int(p[5]), int(p[6])*1e6, loc)
 			}
-			return dateV(t.UnixMilli()), nil
+			return Date(t.UnixMilli()), nil
 		}}, nil
 	})
-	registerNonNullNamed("$dateTrunc", []string{"date", "unit"}, []string{"binSize", "timezone", "startOfWeek"}, func(vals map[string]value) (value, error) {
+	t.registerNonNullNamed("$dateTrunc", []string{"date", "unit"}, []string{"binSize", "timezone", "startOfWeek"}, func(vals map[string]value) (value, error) {
 		t, err := dateArg("$dateTrunc", vals["date"])
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		unit, err := unitParam("$dateTrunc", vals["unit"])
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		bin := int64(1)
 		if bv, ok := vals["binSize"]; ok {
 			b, ok := bsonutil.ToInt64Exact(bv)
-			if !ok || !isNumber(bv) || b <= 0 {
-				return missing, mongoerr.Newf(mongoerr.Location5439017, "$dateTrunc requires 'binSize' to be a 64-bit integer greater than 0, but got value %s", bv)
+			if !ok || !IsNumber(bv) || b <= 0 {
+				return Missing, mongoerr.Newf(mongoerr.Location5439017, "$dateTrunc requires 'binSize' to be a 64-bit integer greater than 0, but got value %s", bv)
 			}
 			bin = b
 		}
 		loc, err := parseTZ(vals["timezone"])
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		sow := time.Sunday
 		if sv, ok := vals["startOfWeek"]; ok {
 			d, ok := weekdayParam(sv)
 			if !ok {
-				return missing, mongoerr.Newf(mongoerr.Location5439015, "$dateTrunc parameter 'startOfWeek' value cannot be recognized as a day of a week: %s", sv)
+				return Missing, mongoerr.Newf(mongoerr.Location5439015, "$dateTrunc parameter 'startOfWeek' value cannot be recognized as a day of a week: %s", sv)
 			}
 			sow = d
 		}
-		return dateV(truncDate(t.In(loc), unit, bin, sow).UnixMilli()), nil
+		return Date(truncDate(t.In(loc), unit, bin, sow).UnixMilli()), nil
 	})
 	for _, op := range []string{"$dateAdd", "$dateSubtract"} {
-		registerNonNullNamed(op, []string{"startDate", "unit", "amount"}, []string{"timezone"}, func(vals map[string]value) (value, error) {
+		t.registerNonNullNamed(op, []string{"startDate", "unit", "amount"}, []string{"timezone"}, func(vals map[string]value) (value, error) {
 			t, err := dateArg(op, vals["startDate"])
 			if err != nil {
-				return missing, mongoerr.Newf(mongoerr.Location5166403, "%s requires startDate to be convertible to a date", op)
+				return Missing, mongoerr.Newf(mongoerr.Location5166403, "%s requires startDate to be convertible to a date", op)
 			}
 			unit, err := unitParam(op, vals["unit"])
 			if err != nil {
-				return missing, err
+				return Missing, err
 			}
 			amt, ok := bsonutil.ToInt64Exact(vals["amount"])
-			if !ok || !isNumber(vals["amount"]) {
-				return missing, mongoerr.Newf(mongoerr.Location5166405, "%s expects integer amount of time units", op)
+			if !ok || !IsNumber(vals["amount"]) {
+				return Missing, mongoerr.Newf(mongoerr.Location5166405, "%s expects integer amount of time units", op)
 			}
 			if op == "$dateSubtract" {
 				amt = -amt
 			}
 			loc, err := parseTZ(vals["timezone"])
 			if err != nil {
-				return missing, err
+				return Missing, err
 			}
-			r := addUnits(t.In(loc), unit, amt)
+			r := AddUnits(t.In(loc), unit, amt)
 			// Calendar units clamp to the last day of the month (Jan 31 + 1 month = Feb 28/29).
 			if unit == "month" || unit == "quarter" || unit == "year" {
 				months := amt
@@ -482,25 +481,25 @@ func init() {
 				last := time.Date(y, time.Month(m+2), 0, 0, 0, 0, 0, loc).Day()
 				r = time.Date(y, time.Month(m+1), min(lt.Day(), last), lt.Hour(), lt.Minute(), lt.Second(), lt.Nanosecond(), loc)
 			}
-			return dateV(r.UnixMilli()), nil
+			return Date(r.UnixMilli()), nil
 		})
 	}
-	registerNonNullNamed("$dateDiff", []string{"startDate", "endDate", "unit"}, []string{"timezone", "startOfWeek"}, func(vals map[string]value) (value, error) {
+	t.registerNonNullNamed("$dateDiff", []string{"startDate", "endDate", "unit"}, []string{"timezone", "startOfWeek"}, func(vals map[string]value) (value, error) {
 		a, err := dateArg("$dateDiff", vals["startDate"])
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		b, err := dateArg("$dateDiff", vals["endDate"])
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		unit, err := unitParam("$dateDiff", vals["unit"])
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		loc, err := parseTZ(vals["timezone"])
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		sow := time.Sunday
 		if sv, ok := vals["startOfWeek"]; ok {
@@ -523,20 +522,20 @@ func init() {
 		case "day":
 			d = civilDays(b) - civilDays(a)
 		default:
-			unitMs := unitMillis(unit)
+			unitMs := UnitMillis(unit)
 			_, oa := a.Zone()
 			_, ob := b.Zone()
 			la, lb := a.UnixMilli()+int64(oa)*1000, b.UnixMilli()+int64(ob)*1000
 			d = floorDiv(lb, unitMs) - floorDiv(la, unitMs)
 		}
-		return i64V(d), nil
+		return Int64(d), nil
 	})
 }
 
-// registerNonNullNamed registers an operator of named parameters whose result is null when
+// registerNonNullNamed adds an operator of named parameters whose result is null when
 // any parameter given is null or missing; fn gets the values of the others.
-func registerNonNullNamed(op string, required, optional []string, fn func(vals map[string]value) (value, error)) {
-	registerNamed(op, required, optional, func(n *named, ec *ectx) (value, error) {
+func (t table) registerNonNullNamed(op string, required, optional []string, fn func(vals map[string]value) (value, error)) {
+	t.registerNamed(op, required, optional, func(n *Named, ec *ectx) (value, error) {
 		vals, null, err := evalAllNonNull(n, ec)
 		if err != nil || null {
 			return nullOr(err)
@@ -595,7 +594,7 @@ func truncDate(t time.Time, unit string, bin int64, sow time.Weekday) time.Time 
 		d := floorDiv(days, per) * per
 		return time.Date(2000, 1, 1+int(d), 0, 0, 0, 0, loc)
 	}
-	unitMs := unitMillis(unit)
+	unitMs := UnitMillis(unit)
 	_, off := t.Zone()
 	local := t.UnixMilli() + int64(off)*1000
 	ref := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
@@ -718,4 +717,38 @@ func goLayout(format string) (string, error) {
 		b.WriteString(l)
 		return ok
 	})
+}
+
+// AddUnits adds n time units to t (calendar arithmetic for months and years).
+func AddUnits(t time.Time, unit string, n int64) time.Time {
+	switch unit {
+	case "year":
+		return t.AddDate(int(n), 0, 0)
+	case "quarter":
+		return t.AddDate(0, 3*int(n), 0)
+	case "month":
+		return t.AddDate(0, int(n), 0)
+	case "week":
+		return t.Add(time.Duration(n) * 7 * 24 * time.Hour)
+	case "day":
+		return t.Add(time.Duration(n) * 24 * time.Hour)
+	case "hour":
+		return t.Add(time.Duration(n) * time.Hour)
+	case "minute":
+		return t.Add(time.Duration(n) * time.Minute)
+	case "second":
+		return t.Add(time.Duration(n) * time.Second)
+	case "millisecond":
+		return t.Add(time.Duration(n) * time.Millisecond)
+	}
+	return t
+}
+
+// ValidUnit reports the time units of $dateAdd, $dateDiff, $dateTrunc and $densify.
+func ValidUnit(u string) bool {
+	switch u {
+	case "year", "quarter", "month", "week", "day", "hour", "minute", "second", "millisecond":
+		return true
+	}
+	return false
 }

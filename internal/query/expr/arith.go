@@ -1,4 +1,4 @@
-package agg
+package expr
 
 import (
 	"math"
@@ -10,46 +10,46 @@ import (
 	"humongo/internal/mongoerr"
 )
 
-// Arithmetic operators beyond query's $add/$subtract/$multiply/$divide. Integers keep their
+// Arithmetic operators beyond core.go's $add/$subtract/$multiply/$divide. Integers keep their
 // type where MongoDB does, decimals are computed with apd at 34 digits.
 
 func numArg(op string, v value, code int) error {
-	return mongoerr.Newf(mongoerr.Code(code), "%s only supports numeric types, not %s", op, typeName(v))
+	return mongoerr.Newf(mongoerr.Code(code), "%s only supports numeric types, not %s", op, TypeName(v))
 }
 
-// unaryMath registers an operator of one numeric argument. fi handles integers (nil: use
+// unaryMath adds an operator of one numeric argument. fi handles integers (nil: use
 // the float path and return a double), ff doubles, fd decimals.
-func unaryMath(op string, code int, fi func(int64, bsoncore.Type) (value, error), ff func(float64) (value, error), fd func(*apd.Decimal) (*apd.Decimal, error)) {
-	register(op, 1, 1, func(vs []value) (value, error) {
+func (t table) unaryMath(op string, code int, fi func(int64, bsoncore.Type) (value, error), ff func(float64) (value, error), fd func(*apd.Decimal) (*apd.Decimal, error)) {
+	t.register(op, 1, 1, func(vs []value) (value, error) {
 		v := vs[0]
 		switch {
-		case isNullish(v):
-			return nullV, nil
-		case !isNumber(v):
-			return missing, numArg(op, v, code)
+		case IsNullish(v):
+			return Null, nil
+		case !IsNumber(v):
+			return Missing, numArg(op, v, code)
 		case v.Type == bsoncore.TypeDecimal128:
-			d, err := toDec(v)
+			d, err := ToDecimal(v)
 			if err != nil {
-				return missing, err
+				return Missing, err
 			}
 			r, err := fd(d)
 			if err != nil {
-				return missing, err
+				return Missing, err
 			}
-			return fromDec(r)
+			return FromDecimal(r)
 		case (v.Type == bsoncore.TypeInt32 || v.Type == bsoncore.TypeInt64) && fi != nil:
 			i, _ := bsonutil.ToInt64Exact(v)
 			return fi(i, v.Type)
 		}
-		return ff(toF(v))
+		return ff(ToFloat(v))
 	})
 }
 
 func intOfType(i int64, t bsoncore.Type) value {
 	if t == bsoncore.TypeInt32 && i >= math.MinInt32 && i <= math.MaxInt32 {
-		return i32V(int32(i))
+		return Int32(int32(i))
 	}
-	return i64V(i)
+	return Int64(i)
 }
 
 func dec1(f func(z, x *apd.Decimal) (apd.Condition, error)) func(*apd.Decimal) (*apd.Decimal, error) {
@@ -62,27 +62,27 @@ func dec1(f func(z, x *apd.Decimal) (apd.Condition, error)) func(*apd.Decimal) (
 
 func identityInt(i int64, t bsoncore.Type) (value, error) { return intOfType(i, t), nil }
 
-func init() {
-	unaryMath("$abs", 28765, func(i int64, t bsoncore.Type) (value, error) {
+func (t table) addArith() {
+	t.unaryMath("$abs", 28765, func(i int64, t bsoncore.Type) (value, error) {
 		if i == math.MinInt64 {
-			return missing, mongoerr.New(mongoerr.Location28680, "can't take $abs of long long min")
+			return Missing, mongoerr.New(mongoerr.Location28680, "can't take $abs of long long min")
 		}
 		if i < 0 {
 			i = -i
 		}
 		if t == bsoncore.TypeInt32 && i > math.MaxInt32 {
-			return i64V(i), nil
+			return Int64(i), nil
 		}
 		return intOfType(i, t), nil
-	}, func(f float64) (value, error) { return f64V(math.Abs(f)), nil }, dec1(decCtx.Abs))
-	unaryMath("$ceil", 28765, identityInt, func(f float64) (value, error) { return f64V(math.Ceil(f)), nil }, dec1(decCtx.Ceil))
-	unaryMath("$floor", 28765, identityInt, func(f float64) (value, error) { return f64V(math.Floor(f)), nil }, dec1(decCtx.Floor))
-	unaryMath("$exp", 28765, nil, func(f float64) (value, error) { return f64V(math.Exp(f)), nil }, dec1(decCtx.Exp))
-	unaryMath("$sqrt", 28765, nil, func(f float64) (value, error) {
+	}, func(f float64) (value, error) { return Double(math.Abs(f)), nil }, dec1(decCtx.Abs))
+	t.unaryMath("$ceil", 28765, identityInt, func(f float64) (value, error) { return Double(math.Ceil(f)), nil }, dec1(decCtx.Ceil))
+	t.unaryMath("$floor", 28765, identityInt, func(f float64) (value, error) { return Double(math.Floor(f)), nil }, dec1(decCtx.Floor))
+	t.unaryMath("$exp", 28765, nil, func(f float64) (value, error) { return Double(math.Exp(f)), nil }, dec1(decCtx.Exp))
+	t.unaryMath("$sqrt", 28765, nil, func(f float64) (value, error) {
 		if f < 0 {
-			return missing, mongoerr.New(mongoerr.Location28714, "$sqrt's argument must be greater than or equal to 0")
+			return Missing, mongoerr.New(mongoerr.Location28714, "$sqrt's argument must be greater than or equal to 0")
 		}
-		return f64V(math.Sqrt(f)), nil
+		return Double(math.Sqrt(f)), nil
 	}, func(x *apd.Decimal) (*apd.Decimal, error) {
 		if x.Negative && !x.IsZero() {
 			return nil, mongoerr.New(mongoerr.Location28714, "$sqrt's argument must be greater than or equal to 0")
@@ -103,11 +103,11 @@ func init() {
 		{"$ln", mongoerr.Location28766, math.Log, decCtx.Ln},
 		{"$log10", mongoerr.Location28761, math.Log10, decCtx.Log10},
 	} {
-		unaryMath(l.op, 28765, nil, func(f float64) (value, error) {
+		t.unaryMath(l.op, 28765, nil, func(f float64) (value, error) {
 			if f <= 0 {
-				return missing, mongoerr.Newf(l.code, "%s's argument must be a positive number, but is %v", l.op, f)
+				return Missing, mongoerr.Newf(l.code, "%s's argument must be a positive number, but is %v", l.op, f)
 			}
-			return f64V(l.ff(f)), nil
+			return Double(l.ff(f)), nil
 		}, func(x *apd.Decimal) (*apd.Decimal, error) {
 			if x.Sign() <= 0 {
 				return nil, mongoerr.Newf(l.code, "%s's argument must be a positive number", l.op)
@@ -115,71 +115,72 @@ func init() {
 			return dec1(l.fd)(x)
 		})
 	}
-	register("$log", 2, 2, func(vs []value) (value, error) {
+	t.register("$log", 2, 2, func(vs []value) (value, error) {
 		a, b := vs[0], vs[1]
-		if isNullish(a) || isNullish(b) {
-			return nullV, nil
+		if IsNullish(a) || IsNullish(b) {
+			return Null, nil
 		}
-		if !isNumber(a) {
-			return missing, mongoerr.Newf(mongoerr.Location28756, "$log's argument must be numeric, not %s", typeName(a))
+		if !IsNumber(a) {
+			return Missing, mongoerr.Newf(mongoerr.Location28756, "$log's argument must be numeric, not %s", TypeName(a))
 		}
-		if !isNumber(b) {
-			return missing, mongoerr.Newf(mongoerr.Location28757, "$log's base must be numeric, not %s", typeName(b))
+		if !IsNumber(b) {
+			return Missing, mongoerr.Newf(mongoerr.Location28757, "$log's base must be numeric, not %s", TypeName(b))
 		}
 		if a.Type == bsoncore.TypeDecimal128 || b.Type == bsoncore.TypeDecimal128 {
 			x, y, err := toDecs(a, b)
 			if err != nil {
-				return missing, err
+				return Missing, err
 			}
 			if x.Sign() <= 0 {
-				return missing, mongoerr.New(mongoerr.Location28758, "$log's argument must be a positive number")
+				return Missing, mongoerr.New(mongoerr.Location28758, "$log's argument must be a positive number")
 			}
 			lx, ly := new(apd.Decimal), new(apd.Decimal)
 			decCtx.Ln(lx, x)
 			decCtx.Ln(ly, y)
 			z := new(apd.Decimal)
 			decCtx.Quo(z, lx, ly)
-			return fromDec(z)
+			return FromDecimal(z)
 		}
-		x, y := toF(a), toF(b)
+		x, y := ToFloat(a), ToFloat(b)
 		if x <= 0 {
-			return missing, mongoerr.Newf(mongoerr.Location28758, "$log's argument must be a positive number, but is %v", x)
+			return Missing, mongoerr.Newf(mongoerr.Location28758, "$log's argument must be a positive number, but is %v", x)
 		}
 		if y <= 0 || y == 1 {
-			return missing, mongoerr.Newf(mongoerr.Location28759, "$log's base must be a positive number not equal to 1, but is %v", y)
+			return Missing, mongoerr.Newf(mongoerr.Location28759, "$log's base must be a positive number not equal to 1, but is %v", y)
 		}
-		return f64V(math.Log(x) / math.Log(y)), nil
+		return Double(math.Log(x) / math.Log(y)), nil
 	})
-	register("$pow", 2, 2, evalPow)
-	register("$mod", 2, 2, evalMod)
-	register("$round", 1, 2, func(vs []value) (value, error) { return roundTrunc("$round", vs, true) })
-	register("$trunc", 1, 2, func(vs []value) (value, error) { return roundTrunc("$trunc", vs, false) })
+	t.register("$pow", 2, 2, Pow)
+	t.register("$mod", 2, 2, evalMod)
+	t.register("$round", 1, 2, func(vs []value) (value, error) { return roundTrunc("$round", vs, true) })
+	t.register("$trunc", 1, 2, func(vs []value) (value, error) { return roundTrunc("$trunc", vs, false) })
 }
 
-func evalPow(vs []value) (value, error) {
+// Pow is $pow of vs[0] and vs[1], with its integer, double and decimal results.
+func Pow(vs []value) (value, error) {
 	a, b := vs[0], vs[1]
-	if isNullish(a) || isNullish(b) {
-		return nullV, nil
+	if IsNullish(a) || IsNullish(b) {
+		return Null, nil
 	}
-	if !isNumber(a) {
-		return missing, mongoerr.Newf(mongoerr.Location28762, "$pow's base must be numeric, not %s", typeName(a))
+	if !IsNumber(a) {
+		return Missing, mongoerr.Newf(mongoerr.Location28762, "$pow's base must be numeric, not %s", TypeName(a))
 	}
-	if !isNumber(b) {
-		return missing, mongoerr.Newf(mongoerr.Location28763, "$pow's exponent must be numeric, not %s", typeName(b))
+	if !IsNumber(b) {
+		return Missing, mongoerr.Newf(mongoerr.Location28763, "$pow's exponent must be numeric, not %s", TypeName(b))
 	}
-	if toF(a) == 0 && toF(b) < 0 {
-		return missing, mongoerr.New(mongoerr.Location28764, "$pow cannot take a base of 0 and a negative exponent")
+	if ToFloat(a) == 0 && ToFloat(b) < 0 {
+		return Missing, mongoerr.New(mongoerr.Location28764, "$pow cannot take a base of 0 and a negative exponent")
 	}
 	if a.Type == bsoncore.TypeDecimal128 || b.Type == bsoncore.TypeDecimal128 {
 		x, y, err := toDecs(a, b)
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		z := new(apd.Decimal)
 		if _, err := decCtx.Pow(z, x, y); err != nil {
-			return missing, mongoerr.Newf(mongoerr.BadValue, "$pow: %v", err)
+			return Missing, mongoerr.Newf(mongoerr.BadValue, "$pow: %v", err)
 		}
-		return fromDec(z)
+		return FromDecimal(z)
 	}
 	isInt := func(v value) bool { return v.Type == bsoncore.TypeInt32 || v.Type == bsoncore.TypeInt64 }
 	if isInt(a) && isInt(b) {
@@ -217,34 +218,34 @@ func evalPow(vs []value) (value, error) {
 			}
 		}
 	}
-	return f64V(math.Pow(toF(a), toF(b))), nil
+	return Double(math.Pow(ToFloat(a), ToFloat(b))), nil
 }
 
 func evalMod(vs []value) (value, error) {
 	a, b := vs[0], vs[1]
-	if isNullish(a) || isNullish(b) {
-		return nullV, nil
+	if IsNullish(a) || IsNullish(b) {
+		return Null, nil
 	}
-	if !isNumber(a) || !isNumber(b) {
-		return missing, mongoerr.Newf(mongoerr.Location16611, "$mod only supports numeric types, not %s and %s", typeName(a), typeName(b))
+	if !IsNumber(a) || !IsNumber(b) {
+		return Missing, mongoerr.Newf(mongoerr.Location16611, "$mod only supports numeric types, not %s and %s", TypeName(a), TypeName(b))
 	}
-	if toF(b) == 0 && b.Type != bsoncore.TypeDecimal128 {
-		return missing, mongoerr.New(mongoerr.Location16610, "can't $mod by zero")
+	if ToFloat(b) == 0 && b.Type != bsoncore.TypeDecimal128 {
+		return Missing, mongoerr.New(mongoerr.Location16610, "can't $mod by zero")
 	}
 	if a.Type == bsoncore.TypeDecimal128 || b.Type == bsoncore.TypeDecimal128 {
 		x, y, err := toDecs(a, b)
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		if y.IsZero() {
-			return missing, mongoerr.New(mongoerr.Location16610, "can't $mod by zero")
+			return Missing, mongoerr.New(mongoerr.Location16610, "can't $mod by zero")
 		}
 		z := new(apd.Decimal)
 		decCtx.Rem(z, x, y)
-		return fromDec(z)
+		return FromDecimal(z)
 	}
 	if a.Type == bsoncore.TypeDouble || b.Type == bsoncore.TypeDouble {
-		return f64V(math.Mod(toF(a), toF(b))), nil
+		return Double(math.Mod(ToFloat(a), ToFloat(b))), nil
 	}
 	x, _ := bsonutil.ToInt64Exact(a)
 	y, _ := bsonutil.ToInt64Exact(b)
@@ -267,31 +268,31 @@ func roundTrunc(op string, vs []value, round bool) (value, error) {
 	v := vs[0]
 	place := int64(0)
 	if len(vs) == 2 {
-		if isNullish(vs[1]) {
-			return nullV, nil
+		if IsNullish(vs[1]) {
+			return Null, nil
 		}
 		p, ok := bsonutil.ToInt64Exact(vs[1])
-		if !ok || !isNumber(vs[1]) {
-			return missing, mongoerr.Newf(mongoerr.Location51081, "%s requires \"place\" argument to be an integer", op)
+		if !ok || !IsNumber(vs[1]) {
+			return Missing, mongoerr.Newf(mongoerr.Location51081, "%s requires \"place\" argument to be an integer", op)
 		}
 		if p < -20 || p >= 100 {
-			return missing, mongoerr.Newf(mongoerr.Location51083, "cannot apply %s with precision value %d value must be in [-20, 100]", op, p)
+			return Missing, mongoerr.Newf(mongoerr.Location51083, "cannot apply %s with precision value %d value must be in [-20, 100]", op, p)
 		}
 		place = p
 	}
-	if isNullish(v) {
-		return nullV, nil
+	if IsNullish(v) {
+		return Null, nil
 	}
-	if !isNumber(v) {
-		return missing, mongoerr.Newf(mongoerr.Location51081, "%s only supports numeric types, not %s", op, typeName(v))
+	if !IsNumber(v) {
+		return Missing, mongoerr.Newf(mongoerr.Location51081, "%s only supports numeric types, not %s", op, TypeName(v))
 	}
 	rounder := apd.RoundHalfEven
 	if !round {
 		rounder = apd.RoundDown
 	}
-	d, err := toDec(v)
+	d, err := ToDecimal(v)
 	if err != nil {
-		return missing, err
+		return Missing, err
 	}
 	if d.Form != apd.Finite {
 		return v, nil
@@ -300,7 +301,7 @@ func roundTrunc(op string, vs []value, round bool) (value, error) {
 	c.Rounding = rounder
 	z := new(apd.Decimal)
 	if _, err := c.Quantize(z, d, int32(-place)); err != nil {
-		return missing, err
+		return Missing, err
 	}
 	if place < 0 {
 		// Quantize to a positive exponent; normalise back to an integer value.
@@ -308,14 +309,14 @@ func roundTrunc(op string, vs []value, round bool) (value, error) {
 	}
 	switch v.Type {
 	case bsoncore.TypeDecimal128:
-		return fromDec(z)
+		return FromDecimal(z)
 	case bsoncore.TypeDouble:
 		f, _ := z.Float64()
-		return f64V(f), nil
+		return Double(f), nil
 	}
 	i, err := z.Int64()
 	if err != nil {
-		return f64V(toF(v)), nil
+		return Double(ToFloat(v)), nil
 	}
 	return intOfType(i, v.Type), nil
 }

@@ -1,4 +1,4 @@
-package agg
+package expr
 
 import (
 	"encoding/binary"
@@ -15,18 +15,17 @@ import (
 
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
-	"humongo/internal/query"
 )
 
 // Conditional, variable, object, type-conversion and accumulator-as-expression operators.
 
-func init() {
-	query.RegisterExpression("$let", func(args value, pc *epc) (query.Expression, error) {
+func (t table) addMisc() {
+	t.add("$let", func(args value, pc *epc) (Expression, error) {
 		d, ok := args.DocumentOK()
 		if !ok {
 			return nil, mongoerr.New(mongoerr.Location16874, "$let only supports an object as its argument")
 		}
-		vd, inV := field(d, "vars"), field(d, "in")
+		vd, inV := Field(d, "vars"), Field(d, "in")
 		if els, _ := d.Elements(); len(els) != 2 || vd.Type == 0 || inV.Type == 0 {
 			return nil, mongoerr.New(mongoerr.Location16876, "Missing 'vars' or 'in' parameter to $let")
 		}
@@ -34,14 +33,14 @@ func init() {
 		if !ok {
 			return nil, mongoerr.New(mongoerr.Location10065, "invalid parameter: expected an object (vars)")
 		}
-		els, err := docElems(vdoc)
+		els, err := DocElems(vdoc)
 		if err != nil {
 			return nil, err
 		}
 		var names []string
 		var xs []expr
 		for _, el := range els {
-			if err := checkVarName(el.Key()); err != nil {
+			if err := CheckVarName(el.Key()); err != nil {
 				return nil, err
 			}
 			x, err := parseOne(el.Value(), pc) // vars are evaluated in the outer scope
@@ -60,19 +59,19 @@ func init() {
 			for i, x := range xs {
 				v, err := x.Eval(ec)
 				if err != nil {
-					return missing, err
+					return Missing, err
 				}
 				vals[i] = v
 			}
 			return withVars(ec, names, vals, inX)
 		}}, nil
 	})
-	query.RegisterExpression("$switch", func(args value, pc *epc) (query.Expression, error) {
+	t.add("$switch", func(args value, pc *epc) (Expression, error) {
 		d, ok := args.DocumentOK()
 		if !ok {
 			return nil, mongoerr.New(mongoerr.Location40060, "$switch requires an object as an argument")
 		}
-		els, err := docElems(d)
+		els, err := DocElems(d)
 		if err != nil {
 			return nil, err
 		}
@@ -84,13 +83,13 @@ func init() {
 				if el.Value().Type != bsoncore.TypeArray {
 					return nil, mongoerr.New(mongoerr.Location40061, "$switch expected an array for 'branches'")
 				}
-				bs, _ := arrValues(el.Value())
+				bs, _ := ArrayValues(el.Value())
 				for _, b := range bs {
 					bd, ok := b.DocumentOK()
 					if !ok {
 						return nil, mongoerr.New(mongoerr.Location40062, "$switch expected each branch to be an object")
 					}
-					c, t := field(bd, "case"), field(bd, "then")
+					c, t := Field(bd, "case"), Field(bd, "then")
 					if c.Type == 0 {
 						return nil, mongoerr.New(mongoerr.Location40064, "$switch requires each branch have a 'case' expression")
 					}
@@ -122,85 +121,85 @@ func init() {
 			for i, c := range cases {
 				v, err := c.Eval(ec)
 				if err != nil {
-					return missing, err
+					return Missing, err
 				}
-				if truthy(v) {
+				if Truthy(v) {
 					return thens[i].Eval(ec)
 				}
 			}
 			if def == nil {
-				return missing, mongoerr.New(mongoerr.Location40066, "$switch could not find a matching branch for an input, and no default was specified.")
+				return Missing, mongoerr.New(mongoerr.Location40066, "$switch could not find a matching branch for an input, and no default was specified.")
 			}
 			return def.Eval(ec)
 		}}, nil
 	})
-	query.RegisterExpression("$rand", func(args value, pc *epc) (query.Expression, error) {
+	t.add("$rand", func(args value, pc *epc) (Expression, error) {
 		if d, ok := args.DocumentOK(); !ok || len(d) != 5 {
 			return nil, mongoerr.New(mongoerr.Location3040501, "$rand not allowed with arguments")
 		}
-		return &fnX{fn: func(*ectx, []value) (value, error) { return f64V(rand.Float64()), nil }}, nil
+		return &fnX{fn: func(*ectx, []value) (value, error) { return Double(rand.Float64()), nil }}, nil
 	})
 
 	// Accumulators used as expressions: one array argument is folded, as are several.
 	for _, op := range []string{"$sum", "$avg", "$min", "$max", "$stdDevPop", "$stdDevSamp"} {
 		op := op
-		query.RegisterExpression(op, func(args value, pc *epc) (query.Expression, error) {
-			xs, err := argList(args, pc)
+		t.add(op, func(args value, pc *epc) (Expression, error) {
+			xs, err := ArgList(args, pc)
 			if err != nil {
 				return nil, err
 			}
-			spec, _ := parseAccumulator(op, strV("$$item"), &pctx{vars: map[string]bool{"item": true}})
+			spec, _ := ParseAccumulator(op, String("$$item"), &ParseContext{Vars: map[string]bool{"item": true}})
 			single := args.Type != bsoncore.TypeArray
 			return &fnX{args: xs, fn: func(ec *ectx, vs []value) (value, error) {
 				if single && vs[0].Type == bsoncore.TypeArray {
-					vs, _ = arrValues(vs[0])
+					vs, _ = ArrayValues(vs[0])
 				}
-				acc := spec.newAcc()
-				sub := &ectx{Root: emptyDoc, Vars: map[string]value{}}
+				acc := spec.New()
+				sub := &ectx{Root: EmptyDoc, Vars: map[string]value{}}
 				for _, v := range vs {
 					sub.Vars["item"] = v
-					if _, err := acc.add(sub); err != nil {
-						return missing, err
+					if _, err := acc.Add(sub); err != nil {
+						return Missing, err
 					}
 				}
-				return acc.result()
+				return acc.Result()
 			}}, nil
 		})
 	}
-	register("$mergeObjects", 0, -1, func(vs []value) (value, error) {
-		d := emptyDoc
+	t.register("$mergeObjects", 0, -1, func(vs []value) (value, error) {
+		d := EmptyDoc
 		for _, v := range vs {
-			if isNullish(v) {
+			if IsNullish(v) {
 				continue
 			}
 			o, ok := v.DocumentOK()
 			if !ok {
-				return missing, mongoerr.Newf(mongoerr.Location40400, "$mergeObjects requires object inputs, but input %s is of type %s", v, typeName(v))
+				return Missing, mongoerr.Newf(mongoerr.Location40400, "$mergeObjects requires object inputs, but input %s is of type %s", v, TypeName(v))
 			}
-			d = mergeDocs(d, o)
+			d = MergeDocs(d, o)
 		}
-		return docV(d), nil
+		return Doc(d), nil
 	})
 
 	// ---- objects ----
-	fieldArg := func(op string, n *named) (string, error) {
-		fv := n.raw["field"]
+	fieldArg := func(op string, n *Named) (string, error) {
+		fv := n.Raw["field"]
 		if s, ok := fv.StringValueOK(); ok {
 			return s, nil
 		}
 		if d, ok := fv.DocumentOK(); ok {
-			if lit := field(d, "$literal"); lit.Type == bsoncore.TypeString {
+			if lit := Field(d, "$literal"); lit.Type == bsoncore.TypeString {
 				return lit.StringValue(), nil
 			}
 		}
 		return "", mongoerr.Newf(mongoerr.Location3041704, "%s requires 'field' to evaluate to a constant string", op)
 	}
-	query.RegisterExpression("$getField", func(args value, pc *epc) (query.Expression, error) {
-		var n *named
+	t.add("$getField", func(args value, pc *epc) (Expression, error) {
+		var n *Named
 		var err error
-		if args.Type == bsoncore.TypeString || (isOperatorDoc(args) && field(args.Document(), "$literal").Type != 0) {
-			n = &named{op: "$getField", raw: map[string]value{"field": args}, x: map[string]expr{}}
-		} else if n, err = parseNamed("$getField", args, pc, []string{"field"}, []string{"input"}); err != nil {
+		if args.Type == bsoncore.TypeString || (IsOperatorDoc(args) && Field(args.Document(), "$literal").Type != 0) {
+			n = &Named{Op: "$getField", Raw: map[string]value{"field": args}, X: map[string]expr{}}
+		} else if n, err = ParseNamed("$getField", args, pc, []string{"field"}, []string{"input"}); err != nil {
 			return nil, err
 		}
 		name, err := fieldArg("$getField", n)
@@ -208,34 +207,34 @@ func init() {
 			return nil, err
 		}
 		return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
-			in := docV(ec.Root)
+			in := Doc(ec.Root)
 			if ec.Current != nil {
-				in = docV(ec.Current)
+				in = Doc(ec.Current)
 			}
-			if n.has("input") {
+			if n.Has("input") {
 				var err error
 				if in, err = n.eval("input", ec); err != nil {
-					return missing, err
+					return Missing, err
 				}
 			}
-			if isNullish(in) {
-				return nullV, nil
+			if IsNullish(in) {
+				return Null, nil
 			}
 			d, ok := in.DocumentOK()
 			if !ok {
-				return missing, nil
+				return Missing, nil
 			}
-			return field(d, name), nil
+			return Field(d, name), nil
 		}}, nil
 	})
 	for _, op := range []string{"$setField", "$unsetField"} {
 		op := op
-		query.RegisterExpression(op, func(args value, pc *epc) (query.Expression, error) {
+		t.add(op, func(args value, pc *epc) (Expression, error) {
 			req := []string{"field", "input", "value"}
 			if op == "$unsetField" {
 				req = req[:2]
 			}
-			n, err := parseNamed(op, args, pc, req, nil)
+			n, err := ParseNamed(op, args, pc, req, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -246,55 +245,55 @@ func init() {
 			return &fnX{fn: func(ec *ectx, _ []value) (value, error) {
 				in, err := n.eval("input", ec)
 				if err != nil {
-					return missing, err
+					return Missing, err
 				}
-				if isNullish(in) {
-					return nullV, nil
+				if IsNullish(in) {
+					return Null, nil
 				}
 				d, ok := in.DocumentOK()
 				if !ok {
-					return missing, mongoerr.Newf(mongoerr.Location4161105, "%s requires 'input' to evaluate to type Object", op)
+					return Missing, mongoerr.Newf(mongoerr.Location4161105, "%s requires 'input' to evaluate to type Object", op)
 				}
-				v := missing
+				v := Missing
 				if op == "$setField" {
 					if v, err = n.eval("value", ec); err != nil {
-						return missing, err
+						return Missing, err
 					}
 				}
-				return docV(setField(d, name, v)), nil
+				return Doc(SetField(d, name, v)), nil
 			}}, nil
 		})
 	}
 
 	// ---- types ----
-	register("$isNumber", 1, 1, func(vs []value) (value, error) { return boolV(isNumber(vs[0])), nil })
+	t.register("$isNumber", 1, 1, func(vs []value) (value, error) { return Bool(IsNumber(vs[0])), nil })
 	for op, to := range map[string]string{"$toInt": "int", "$toLong": "long", "$toDouble": "double",
 		"$toDecimal": "decimal", "$toString": "string", "$toBool": "bool", "$toDate": "date", "$toObjectId": "objectId"} {
 		to := to
-		register(op, 1, 1, func(vs []value) (value, error) {
-			if isNullish(vs[0]) {
-				return nullV, nil
+		t.register(op, 1, 1, func(vs []value) (value, error) {
+			if IsNullish(vs[0]) {
+				return Null, nil
 			}
 			return convertTo(vs[0], to)
 		})
 	}
-	registerNamed("$convert", []string{"input", "to"}, []string{"onError", "onNull"}, func(n *named, ec *ectx) (value, error) {
+	t.registerNamed("$convert", []string{"input", "to"}, []string{"onError", "onNull"}, func(n *Named, ec *ectx) (value, error) {
 		in, err := n.eval("input", ec)
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
 		tv, err := n.eval("to", ec)
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
-		if isNullish(tv) {
-			return nullV, nil
+		if IsNullish(tv) {
+			return Null, nil
 		}
 		to, err := targetType(tv)
 		if err != nil {
-			return missing, err
+			return Missing, err
 		}
-		if isNullish(in) {
+		if IsNullish(in) {
 			return n.onNull(ec)
 		}
 		out, err := convertTo(in, to)
@@ -315,17 +314,17 @@ func targetType(v value) (string, error) {
 		}
 		return "", mongoerr.Newf(mongoerr.BadValue, "Unknown type name: %s", s)
 	}
-	if i, ok := bsonutil.ToInt64Exact(v); ok && isNumber(v) {
+	if i, ok := bsonutil.ToInt64Exact(v); ok && IsNumber(v) {
 		if s, ok := typeCodes[i]; ok {
 			return s, nil
 		}
 		return "", mongoerr.Newf(mongoerr.FailedToParse, "In $convert, numeric value for 'to' does not correspond to a BSON type: %d", i)
 	}
-	return "", mongoerr.Newf(mongoerr.FailedToParse, "$convert's 'to' argument must be a string or number, but is %s", typeName(v))
+	return "", mongoerr.Newf(mongoerr.FailedToParse, "$convert's 'to' argument must be a string or number, but is %s", TypeName(v))
 }
 
 func convFail(in value, to string) error {
-	return mongoerr.Newf(mongoerr.ConversionFailure, "Unsupported conversion from %s to %s in $convert with no onError value", typeName(in), to)
+	return mongoerr.Newf(mongoerr.ConversionFailure, "Unsupported conversion from %s to %s in $convert with no onError value", TypeName(in), to)
 }
 
 // formatDouble renders a double as MongoDB's $toString does.
@@ -353,39 +352,39 @@ func convertTo(in value, to string) (value, error) {
 		case bsoncore.TypeDouble:
 			return in, nil
 		case bsoncore.TypeInt32, bsoncore.TypeInt64:
-			return f64V(toF(in)), nil
+			return Double(ToFloat(in)), nil
 		case bsoncore.TypeDecimal128:
-			d, err := toDec(in)
+			d, err := ToDecimal(in)
 			if err != nil {
-				return missing, err
+				return Missing, err
 			}
 			f, err := d.Float64()
 			if err != nil || math.IsInf(f, 0) && d.Form == apd.Finite {
-				return missing, mongoerr.Newf(mongoerr.ConversionFailure, "Conversion would overflow target type in $convert with no onError value: %s", in)
+				return Missing, mongoerr.Newf(mongoerr.ConversionFailure, "Conversion would overflow target type in $convert with no onError value: %s", in)
 			}
-			return f64V(f), nil
+			return Double(f), nil
 		case bsoncore.TypeBoolean:
 			if in.Boolean() {
-				return f64V(1), nil
+				return Double(1), nil
 			}
-			return f64V(0), nil
+			return Double(0), nil
 		case bsoncore.TypeDateTime:
-			return f64V(float64(in.DateTime())), nil
+			return Double(float64(in.DateTime())), nil
 		case bsoncore.TypeString:
 			s := in.StringValue()
 			f, err := strconv.ParseFloat(s, 64)
 			if err != nil || strings.TrimSpace(s) != s || s == "" {
 				switch strings.ToLower(s) {
 				case "nan":
-					return f64V(math.NaN()), nil
+					return Double(math.NaN()), nil
 				case "infinity", "inf":
-					return f64V(math.Inf(1)), nil
+					return Double(math.Inf(1)), nil
 				case "-infinity", "-inf":
-					return f64V(math.Inf(-1)), nil
+					return Double(math.Inf(-1)), nil
 				}
-				return missing, mongoerr.Newf(mongoerr.ConversionFailure, "Failed to parse number '%s' in $convert with no onError value", s)
+				return Missing, mongoerr.Newf(mongoerr.ConversionFailure, "Failed to parse number '%s' in $convert with no onError value", s)
 			}
-			return f64V(f), nil
+			return Double(f), nil
 		}
 	case "int", "long":
 		lo, hi := int64(math.MinInt32), int64(math.MaxInt32)
@@ -394,25 +393,25 @@ func convertTo(in value, to string) (value, error) {
 		}
 		mk := func(i int64) value {
 			if to == "int" {
-				return i32V(int32(i))
+				return Int32(int32(i))
 			}
-			return i64V(i)
+			return Int64(i)
 		}
 		switch in.Type {
 		case bsoncore.TypeInt32, bsoncore.TypeInt64:
 			i, _ := bsonutil.ToInt64Exact(in)
 			if i < lo || i > hi {
-				return missing, mongoerr.Newf(mongoerr.ConversionFailure, "Conversion would overflow target type in $convert with no onError value: %d", i)
+				return Missing, mongoerr.Newf(mongoerr.ConversionFailure, "Conversion would overflow target type in $convert with no onError value: %d", i)
 			}
 			return mk(i), nil
 		case bsoncore.TypeDouble, bsoncore.TypeDecimal128:
-			f := toF(in)
+			f := ToFloat(in)
 			if math.IsNaN(f) || math.IsInf(f, 0) {
-				return missing, mongoerr.Newf(mongoerr.ConversionFailure, "Attempt to convert NaN or infinity value to integer type in $convert with no onError value: %s", in)
+				return Missing, mongoerr.Newf(mongoerr.ConversionFailure, "Attempt to convert NaN or infinity value to integer type in $convert with no onError value: %s", in)
 			}
 			t := math.Trunc(f)
 			if t < float64(lo) || t >= float64(hi)+1 {
-				return missing, mongoerr.Newf(mongoerr.ConversionFailure, "Conversion would overflow target type in $convert with no onError value: %s", in)
+				return Missing, mongoerr.Newf(mongoerr.ConversionFailure, "Conversion would overflow target type in $convert with no onError value: %s", in)
 			}
 			return mk(int64(t)), nil
 		case bsoncore.TypeBoolean:
@@ -422,13 +421,13 @@ func convertTo(in value, to string) (value, error) {
 			return mk(0), nil
 		case bsoncore.TypeDateTime:
 			if to == "long" {
-				return i64V(in.DateTime()), nil
+				return Int64(in.DateTime()), nil
 			}
 		case bsoncore.TypeString:
 			s := in.StringValue()
 			i, err := strconv.ParseInt(s, 10, 64)
 			if err != nil || i < lo || i > hi {
-				return missing, mongoerr.Newf(mongoerr.ConversionFailure, "Failed to parse number '%s' in $convert with no onError value", s)
+				return Missing, mongoerr.Newf(mongoerr.ConversionFailure, "Failed to parse number '%s' in $convert with no onError value", s)
 			}
 			return mk(i), nil
 		}
@@ -437,58 +436,58 @@ func convertTo(in value, to string) (value, error) {
 		case bsoncore.TypeDecimal128:
 			return in, nil
 		case bsoncore.TypeInt32, bsoncore.TypeInt64, bsoncore.TypeDouble:
-			d, err := toDec(in)
+			d, err := ToDecimal(in)
 			if err != nil {
-				return missing, err
+				return Missing, err
 			}
 			if in.Type == bsoncore.TypeDouble {
 				// Doubles convert with 15 significant digits, as MongoDB.
 				d, _, _ = apd.NewFromString(strconv.FormatFloat(in.Double(), 'g', 15, 64))
 			}
-			return fromDec(d)
+			return FromDecimal(d)
 		case bsoncore.TypeBoolean:
 			if in.Boolean() {
-				return fromDec(apd.New(1, 0))
+				return FromDecimal(apd.New(1, 0))
 			}
-			return fromDec(apd.New(0, 0))
+			return FromDecimal(apd.New(0, 0))
 		case bsoncore.TypeDateTime:
-			return fromDec(apd.New(in.DateTime(), 0))
+			return FromDecimal(apd.New(in.DateTime(), 0))
 		case bsoncore.TypeString:
 			d, _, err := apd.NewFromString(in.StringValue())
 			if err != nil {
-				return missing, mongoerr.Newf(mongoerr.ConversionFailure, "Failed to parse number '%s' in $convert with no onError value", in.StringValue())
+				return Missing, mongoerr.Newf(mongoerr.ConversionFailure, "Failed to parse number '%s' in $convert with no onError value", in.StringValue())
 			}
-			return fromDec(d)
+			return FromDecimal(d)
 		}
 	case "bool":
 		switch in.Type {
 		case bsoncore.TypeBoolean:
 			return in, nil
 		case bsoncore.TypeInt32, bsoncore.TypeInt64, bsoncore.TypeDouble, bsoncore.TypeDecimal128:
-			return boolV(truthy(in)), nil
+			return Bool(Truthy(in)), nil
 		}
-		return trueV, nil
+		return True, nil
 	case "string":
 		switch in.Type {
 		case bsoncore.TypeString:
 			return in, nil
 		case bsoncore.TypeInt32, bsoncore.TypeInt64:
 			i, _ := bsonutil.ToInt64Exact(in)
-			return strV(strconv.FormatInt(i, 10)), nil
+			return String(strconv.FormatInt(i, 10)), nil
 		case bsoncore.TypeDouble:
-			return strV(formatDouble(in.Double())), nil
+			return String(formatDouble(in.Double())), nil
 		case bsoncore.TypeDecimal128:
 			h, l := in.Decimal128()
-			return strV(bson.NewDecimal128(h, l).String()), nil
+			return String(bson.NewDecimal128(h, l).String()), nil
 		case bsoncore.TypeBoolean:
-			return strV(strconv.FormatBool(in.Boolean())), nil
+			return String(strconv.FormatBool(in.Boolean())), nil
 		case bsoncore.TypeDateTime:
-			return strV(time.UnixMilli(in.DateTime()).UTC().Format("2006-01-02T15:04:05.000Z")), nil
+			return String(time.UnixMilli(in.DateTime()).UTC().Format("2006-01-02T15:04:05.000Z")), nil
 		case bsoncore.TypeObjectID:
 			oid := in.ObjectID()
-			return strV(hex.EncodeToString(oid[:])), nil
+			return String(hex.EncodeToString(oid[:])), nil
 		case bsoncore.TypeSymbol:
-			return strV(in.Symbol()), nil
+			return String(in.Symbol()), nil
 		}
 	case "objectId":
 		switch in.Type {
@@ -497,7 +496,7 @@ func convertTo(in value, to string) (value, error) {
 		case bsoncore.TypeString:
 			oid, err := bson.ObjectIDFromHex(in.StringValue())
 			if err != nil {
-				return missing, mongoerr.Newf(mongoerr.ConversionFailure, "Failed to parse objectId '%s' in $convert with no onError value: Invalid string length for parsing to OID, expected 24 but found %d", in.StringValue(), len(in.StringValue()))
+				return Missing, mongoerr.Newf(mongoerr.ConversionFailure, "Failed to parse objectId '%s' in $convert with no onError value: Invalid string length for parsing to OID, expected 24 but found %d", in.StringValue(), len(in.StringValue()))
 			}
 			return value{Type: bsoncore.TypeObjectID, Data: bsoncore.AppendObjectID(nil, oid)}, nil
 		}
@@ -506,26 +505,26 @@ func convertTo(in value, to string) (value, error) {
 		case bsoncore.TypeDateTime:
 			return in, nil
 		case bsoncore.TypeInt64:
-			return dateV(in.Int64()), nil
+			return Date(in.Int64()), nil
 		case bsoncore.TypeDouble, bsoncore.TypeDecimal128:
-			f := toF(in)
+			f := ToFloat(in)
 			if math.IsNaN(f) || math.IsInf(f, 0) || f >= math.MaxInt64 || f < math.MinInt64 {
-				return missing, mongoerr.Newf(mongoerr.ConversionFailure, "Conversion would overflow target type in $convert with no onError value: %s", in)
+				return Missing, mongoerr.Newf(mongoerr.ConversionFailure, "Conversion would overflow target type in $convert with no onError value: %s", in)
 			}
-			return dateV(int64(f)), nil
+			return Date(int64(f)), nil
 		case bsoncore.TypeObjectID:
 			oid := in.ObjectID()
-			return dateV(int64(binary.BigEndian.Uint32(oid[:4])) * 1000), nil
+			return Date(int64(binary.BigEndian.Uint32(oid[:4])) * 1000), nil
 		case bsoncore.TypeTimestamp:
 			t, _ := in.Timestamp()
-			return dateV(int64(t) * 1000), nil
+			return Date(int64(t) * 1000), nil
 		case bsoncore.TypeString:
 			t, err := parseDateString(in.StringValue(), "", time.UTC)
 			if err != nil {
-				return missing, mongoerr.Newf(mongoerr.ConversionFailure, "Error parsing date string '%s'; %v", in.StringValue(), err)
+				return Missing, mongoerr.Newf(mongoerr.ConversionFailure, "Error parsing date string '%s'; %v", in.StringValue(), err)
 			}
-			return dateV(t.UnixMilli()), nil
+			return Date(t.UnixMilli()), nil
 		}
 	}
-	return missing, convFail(in, to)
+	return Missing, convFail(in, to)
 }

@@ -1,6 +1,7 @@
-package agg
+package expr
 
 import (
+	"bytes"
 	"math"
 	"slices"
 	"sort"
@@ -11,71 +12,70 @@ import (
 	"humongo/internal/bsonutil"
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
-	"humongo/internal/query"
 )
 
-// accumulator folds the documents of one group (or one window).
-type accumulator interface {
-	// add folds the document in ec; it returns the growth of the memory it holds.
-	add(ec *query.EvalContext) (int64, error)
-	result() (value, error)
+// Accumulator folds the documents of one group (or one window).
+type Accumulator interface {
+	// Add folds the document in ec; it returns the growth of the memory it holds.
+	Add(ec *EvalContext) (int64, error)
+	Result() (value, error)
 }
 
-// accSpec is a parsed accumulator ({$op: arg}); newAcc makes one per group.
-type accSpec struct {
-	op     string
-	raw    value
-	newAcc func() accumulator
+// AccSpec is a parsed accumulator ({$op: arg}); New makes one per group.
+type AccSpec struct {
+	op  string
+	raw value
+	New func() Accumulator
 }
 
-// parseAccumulator parses {$op: arg} for $group, $bucket and $setWindowFields.
-func parseAccumulator(op string, arg value, p *pctx) (*accSpec, error) {
-	simple := func(mk func(x expr) accumulator) (*accSpec, error) {
+// ParseAccumulator parses {$op: arg} for $group, $bucket and $setWindowFields.
+func ParseAccumulator(op string, arg value, pc *ParseContext) (*AccSpec, error) {
+	simple := func(mk func(x expr) Accumulator) (*AccSpec, error) {
 		if arg.Type == bsoncore.TypeArray && op != "$push" && op != "$addToSet" {
 			return nil, mongoerr.Newf(mongoerr.Location40237, "The %s accumulator is a unary operator", op)
 		}
-		x, err := p.parseExpr(arg)
+		x, err := Parse(arg, pc)
 		if err != nil {
 			return nil, err
 		}
-		return &accSpec{op: op, raw: arg, newAcc: func() accumulator { return mk(x) }}, nil
+		return &AccSpec{op: op, raw: arg, New: func() Accumulator { return mk(x) }}, nil
 	}
 	switch op {
 	case "$sum":
-		return simple(func(x expr) accumulator { return &sumAcc{x: x} })
+		return simple(func(x expr) Accumulator { return &sumAcc{x: x} })
 	case "$avg":
-		return simple(func(x expr) accumulator { return &sumAcc{x: x, avg: true} })
+		return simple(func(x expr) Accumulator { return &sumAcc{x: x, avg: true} })
 	case "$min":
-		return simple(func(x expr) accumulator { return &minMaxAcc{x: x, sign: -1} })
+		return simple(func(x expr) Accumulator { return &minMaxAcc{x: x, sign: -1} })
 	case "$max":
-		return simple(func(x expr) accumulator { return &minMaxAcc{x: x, sign: 1} })
+		return simple(func(x expr) Accumulator { return &minMaxAcc{x: x, sign: 1} })
 	case "$first":
-		return simple(func(x expr) accumulator { return &firstLastAcc{x: x, first: true} })
+		return simple(func(x expr) Accumulator { return &firstLastAcc{x: x, first: true} })
 	case "$last":
-		return simple(func(x expr) accumulator { return &firstLastAcc{x: x} })
+		return simple(func(x expr) Accumulator { return &firstLastAcc{x: x} })
 	case "$push":
-		return simple(func(x expr) accumulator { return &pushAcc{x: x} })
+		return simple(func(x expr) Accumulator { return &pushAcc{x: x} })
 	case "$addToSet":
-		return simple(func(x expr) accumulator { return &pushAcc{x: x, set: map[string]bool{}} })
+		return simple(func(x expr) Accumulator { return &pushAcc{x: x, set: map[string]bool{}} })
 	case "$stdDevPop":
-		return simple(func(x expr) accumulator { return &stdDevAcc{x: x} })
+		return simple(func(x expr) Accumulator { return &stdDevAcc{x: x} })
 	case "$stdDevSamp":
-		return simple(func(x expr) accumulator { return &stdDevAcc{x: x, samp: true} })
+		return simple(func(x expr) Accumulator { return &stdDevAcc{x: x, samp: true} })
 	case "$mergeObjects":
-		return simple(func(x expr) accumulator { return &mergeAcc{x: x} })
+		return simple(func(x expr) Accumulator { return &mergeAcc{x: x} })
 	case "$count":
 		d, ok := arg.DocumentOK()
 		if !ok || len(d) != 5 {
 			return nil, mongoerr.New(mongoerr.Location40237, "$count takes no arguments, i.e. $count:{}")
 		}
-		one := query.Expression(constX{i32V(1)})
-		return &accSpec{op: op, raw: arg, newAcc: func() accumulator { return &sumAcc{x: one} }}, nil
+		one := Expression(constX{Int32(1)})
+		return &AccSpec{op: op, raw: arg, New: func() Accumulator { return &sumAcc{x: one} }}, nil
 	case "$top", "$bottom", "$topN", "$bottomN":
-		return parseTopBottom(op, arg, p)
+		return parseTopBottom(op, arg, pc)
 	case "$firstN", "$lastN", "$maxN", "$minN":
-		return parseNAcc(op, arg, p)
+		return parseNAcc(op, arg, pc)
 	case "$median", "$percentile":
-		return parsePercentile(op, arg, p)
+		return parsePercentile(op, arg, pc)
 	}
 	return nil, mongoerr.Newf(mongoerr.Location15952, "unknown group operator '%s'", op)
 }
@@ -83,7 +83,7 @@ func parseAccumulator(op string, arg value, p *pctx) (*accSpec, error) {
 // constX is a constant expression built by this package.
 type constX struct{ v value }
 
-func (c constX) Eval(*query.EvalContext) (value, error) { return c.v, nil }
+func (c constX) Eval(*EvalContext) (value, error) { return c.v, nil }
 
 // ---- $sum / $avg ----
 
@@ -149,7 +149,7 @@ func (s *numSum) add(v value) error {
 }
 
 func (s *numSum) addDec(v value) error {
-	d, err := toDec(v)
+	d, err := ToDecimal(v)
 	if err != nil {
 		return err
 	}
@@ -160,15 +160,15 @@ func (s *numSum) addDec(v value) error {
 func (s *numSum) value() value {
 	switch s.kind {
 	case 0:
-		return i32V(int32(s.i))
+		return Int32(int32(s.i))
 	case 1:
-		return i64V(s.i)
+		return Int64(s.i)
 	case 2:
-		return f64V(s.f)
+		return Double(s.f)
 	}
-	v, err := fromDec(s.dec)
+	v, err := FromDecimal(s.dec)
 	if err != nil {
-		return nullV
+		return Null
 	}
 	return v
 }
@@ -179,35 +179,35 @@ type sumAcc struct {
 	s   numSum
 }
 
-func (a *sumAcc) add(ec *query.EvalContext) (int64, error) {
+func (a *sumAcc) Add(ec *EvalContext) (int64, error) {
 	v, err := a.x.Eval(ec)
 	if err != nil {
 		return 0, err
 	}
-	if isNumber(v) {
+	if IsNumber(v) {
 		return 0, a.s.add(v)
 	}
 	return 0, nil
 }
 
-func (a *sumAcc) result() (value, error) {
+func (a *sumAcc) Result() (value, error) {
 	if !a.avg {
 		return a.s.value(), nil
 	}
 	if a.s.count == 0 {
-		return nullV, nil
+		return Null, nil
 	}
 	if a.s.kind == 3 {
 		q := new(apd.Decimal)
 		if _, err := decCtx.Quo(q, a.s.dec, apd.New(a.s.count, 0)); err != nil {
-			return nullV, err
+			return Null, err
 		}
-		return fromDec(q)
+		return FromDecimal(q)
 	}
 	if a.s.kind == 2 {
-		return f64V(a.s.f / float64(a.s.count)), nil
+		return Double(a.s.f / float64(a.s.count)), nil
 	}
-	return f64V(float64(a.s.i) / float64(a.s.count)), nil
+	return Double(float64(a.s.i) / float64(a.s.count)), nil
 }
 
 // ---- $min / $max ----
@@ -218,19 +218,19 @@ type minMaxAcc struct {
 	cur  value
 }
 
-func (a *minMaxAcc) add(ec *query.EvalContext) (int64, error) {
+func (a *minMaxAcc) Add(ec *EvalContext) (int64, error) {
 	v, err := a.x.Eval(ec)
-	if err != nil || isNullish(v) {
+	if err != nil || IsNullish(v) {
 		return 0, err
 	}
-	if a.cur.Type == 0 || cmpC(v, a.cur, ec.Collator)*a.sign > 0 {
+	if a.cur.Type == 0 || Compare(v, a.cur, ec.Collator)*a.sign > 0 {
 		a.cur = v
-		return valueSize(v), nil
+		return ValueSize(v), nil
 	}
 	return 0, nil
 }
 
-func (a *minMaxAcc) result() (value, error) { return orNull(a.cur), nil }
+func (a *minMaxAcc) Result() (value, error) { return OrNull(a.cur), nil }
 
 // ---- $first / $last ----
 
@@ -241,7 +241,7 @@ type firstLastAcc struct {
 	cur   value
 }
 
-func (a *firstLastAcc) add(ec *query.EvalContext) (int64, error) {
+func (a *firstLastAcc) Add(ec *EvalContext) (int64, error) {
 	if a.first && a.seen {
 		return 0, nil
 	}
@@ -250,10 +250,10 @@ func (a *firstLastAcc) add(ec *query.EvalContext) (int64, error) {
 		return 0, err
 	}
 	a.seen, a.cur = true, v
-	return valueSize(v), nil
+	return ValueSize(v), nil
 }
 
-func (a *firstLastAcc) result() (value, error) { return orNull(a.cur), nil }
+func (a *firstLastAcc) Result() (value, error) { return OrNull(a.cur), nil }
 
 // ---- $push / $addToSet ----
 
@@ -264,14 +264,14 @@ type pushAcc struct {
 	kb   keystring.Builder
 }
 
-func (a *pushAcc) add(ec *query.EvalContext) (int64, error) {
+func (a *pushAcc) Add(ec *EvalContext) (int64, error) {
 	v, err := a.x.Eval(ec)
 	if err != nil || v.Type == 0 {
 		return 0, err
 	}
 	if a.set != nil {
 		a.kb.Reset(keystring.AllAscending)
-		a.kb.AppendValue(collKey(ecColl(ec), v))
+		a.kb.AppendValue(CollKey(EvalCollator(ec), v))
 		k := a.kb.Bytes()
 		if a.set[string(k)] {
 			return 0, nil
@@ -279,10 +279,10 @@ func (a *pushAcc) add(ec *query.EvalContext) (int64, error) {
 		a.set[string(k)] = true
 	}
 	a.vals = append(a.vals, v)
-	return valueSize(v) * 2, nil
+	return ValueSize(v) * 2, nil
 }
 
-func (a *pushAcc) result() (value, error) { return arrV(slices.Clone(a.vals)), nil }
+func (a *pushAcc) Result() (value, error) { return Array(slices.Clone(a.vals)), nil }
 
 // ---- $stdDevPop / $stdDevSamp (Welford) ----
 
@@ -293,9 +293,9 @@ type stdDevAcc struct {
 	mean, m2 float64
 }
 
-func (a *stdDevAcc) add(ec *query.EvalContext) (int64, error) {
+func (a *stdDevAcc) Add(ec *EvalContext) (int64, error) {
 	v, err := a.x.Eval(ec)
-	if err != nil || !isNumber(v) {
+	if err != nil || !IsNumber(v) {
 		return 0, err
 	}
 	f, _ := bsonutil.ToFloat64(v)
@@ -306,14 +306,14 @@ func (a *stdDevAcc) add(ec *query.EvalContext) (int64, error) {
 	return 0, nil
 }
 
-func (a *stdDevAcc) result() (value, error) {
+func (a *stdDevAcc) Result() (value, error) {
 	switch {
 	case a.n == 0, a.samp && a.n == 1:
-		return nullV, nil
+		return Null, nil
 	case a.samp:
-		return f64V(math.Sqrt(a.m2 / float64(a.n-1))), nil
+		return Double(math.Sqrt(a.m2 / float64(a.n-1))), nil
 	}
-	return f64V(math.Sqrt(a.m2 / float64(a.n))), nil
+	return Double(math.Sqrt(a.m2 / float64(a.n))), nil
 }
 
 // ---- $mergeObjects ----
@@ -323,34 +323,34 @@ type mergeAcc struct {
 	cur bsoncore.Document
 }
 
-func (a *mergeAcc) add(ec *query.EvalContext) (int64, error) {
+func (a *mergeAcc) Add(ec *EvalContext) (int64, error) {
 	v, err := a.x.Eval(ec)
-	if err != nil || isNullish(v) {
+	if err != nil || IsNullish(v) {
 		return 0, err
 	}
 	d, ok := v.DocumentOK()
 	if !ok {
-		return 0, mongoerr.Newf(mongoerr.Location40400, "$mergeObjects requires object inputs, but input %s is of type %s", v, typeName(v))
+		return 0, mongoerr.Newf(mongoerr.Location40400, "$mergeObjects requires object inputs, but input %s is of type %s", v, TypeName(v))
 	}
 	if a.cur == nil {
-		a.cur = emptyDoc
+		a.cur = EmptyDoc
 	}
-	a.cur = mergeDocs(a.cur, d)
+	a.cur = MergeDocs(a.cur, d)
 	return int64(len(d)), nil
 }
 
-func (a *mergeAcc) result() (value, error) {
+func (a *mergeAcc) Result() (value, error) {
 	if a.cur == nil {
-		return docV(emptyDoc), nil
+		return Doc(EmptyDoc), nil
 	}
-	return docV(a.cur), nil
+	return Doc(a.cur), nil
 }
 
-// mergeDocs overlays b's fields on a (a's order, new fields appended).
-func mergeDocs(a, b bsoncore.Document) bsoncore.Document {
+// MergeDocs overlays b's fields on a (a's order, new fields appended).
+func MergeDocs(a, b bsoncore.Document) bsoncore.Document {
 	els, _ := b.Elements()
 	for _, el := range els {
-		a = setField(a, el.Key(), el.Value())
+		a = SetField(a, el.Key(), el.Value())
 	}
 	return a
 }
@@ -358,7 +358,7 @@ func mergeDocs(a, b bsoncore.Document) bsoncore.Document {
 // ---- $top / $bottom / $topN / $bottomN ----
 
 type topBottomAcc struct {
-	sortBy *sortKeyGen
+	sortBy *SortKey
 	output expr
 	nX     expr
 	n      int64
@@ -372,17 +372,17 @@ type sortedItem struct {
 	v   value
 }
 
-func parseTopBottom(op string, arg value, p *pctx) (*accSpec, error) {
+func parseTopBottom(op string, arg value, pc *ParseContext) (*AccSpec, error) {
 	d, ok := arg.DocumentOK()
 	if !ok {
-		return nil, mongoerr.Newf(mongoerr.Location5788001, "specification must be an object; found %s", typeName(arg))
+		return nil, mongoerr.Newf(mongoerr.Location5788001, "specification must be an object; found %s", TypeName(arg))
 	}
-	els, err := docElems(d)
+	els, err := DocElems(d)
 	if err != nil {
 		return nil, err
 	}
 	single := op == "$top" || op == "$bottom"
-	var sortBy *sortKeyGen
+	var sortBy *SortKey
 	var output, nX expr
 	for _, el := range els {
 		switch el.Key() {
@@ -391,18 +391,18 @@ func parseTopBottom(op string, arg value, p *pctx) (*accSpec, error) {
 			if !ok {
 				return nil, mongoerr.New(mongoerr.Location5788604, "expected an object for sortBy")
 			}
-			if sortBy, err = newSortKeyGen(sd); err != nil {
+			if sortBy, err = NewSortKey(sd); err != nil {
 				return nil, err
 			}
 		case "output":
-			if output, err = p.parseExpr(el.Value()); err != nil {
+			if output, err = Parse(el.Value(), pc); err != nil {
 				return nil, err
 			}
 		case "n":
 			if single {
 				return nil, mongoerr.Newf(mongoerr.Location5788002, "'n' is not a valid field for %s", op)
 			}
-			if nX, err = p.parseExpr(el.Value()); err != nil {
+			if nX, err = Parse(el.Value(), pc); err != nil {
 				return nil, err
 			}
 		default:
@@ -418,18 +418,18 @@ func parseTopBottom(op string, arg value, p *pctx) (*accSpec, error) {
 	if !single && nX == nil {
 		return nil, mongoerr.Newf(mongoerr.Location5787906, "Missing value for 'n'")
 	}
-	return &accSpec{op: op, raw: arg, newAcc: func() accumulator {
+	return &AccSpec{op: op, raw: arg, New: func() Accumulator {
 		return &topBottomAcc{sortBy: sortBy, output: output, nX: nX, bottom: op == "$bottom" || op == "$bottomN", single: single, n: -1}
 	}}, nil
 }
 
-func evalN(x expr, ec *query.EvalContext, op string) (int64, error) {
+func evalN(x expr, ec *EvalContext, op string) (int64, error) {
 	v, err := x.Eval(ec)
 	if err != nil {
 		return 0, err
 	}
 	n, ok := bsonutil.ToInt64Exact(v)
-	if !ok || !isNumber(v) {
+	if !ok || !IsNumber(v) {
 		return 0, mongoerr.Newf(mongoerr.Location5787902, "Value for 'n' must be of integral type, but found %s", v)
 	}
 	if n <= 0 {
@@ -438,7 +438,7 @@ func evalN(x expr, ec *query.EvalContext, op string) (int64, error) {
 	return n, nil
 }
 
-func (a *topBottomAcc) add(ec *query.EvalContext) (int64, error) {
+func (a *topBottomAcc) Add(ec *EvalContext) (int64, error) {
 	if a.n < 0 {
 		if a.single {
 			a.n = 1
@@ -454,24 +454,24 @@ func (a *topBottomAcc) add(ec *query.EvalContext) (int64, error) {
 	if doc == nil {
 		doc = ec.Root
 	}
-	k := a.sortBy.key(doc, ecColl(ec))
+	k := a.sortBy.Key(doc, EvalCollator(ec))
 	v, err := a.output.Eval(ec)
 	if err != nil {
 		return 0, err
 	}
 	if v.Type == 0 {
-		v = nullV
+		v = Null
 	}
 	a.items = append(a.items, sortedItem{key: k, v: v})
 	if int64(len(a.items)) > 2*a.n+16 {
 		a.trim()
 	}
-	return int64(len(k)) + valueSize(v), nil
+	return int64(len(k)) + ValueSize(v), nil
 }
 
 func (a *topBottomAcc) trim() {
 	sort.SliceStable(a.items, func(i, j int) bool {
-		c := compareBytes(a.items[i].key, a.items[j].key)
+		c := bytes.Compare(a.items[i].key, a.items[j].key)
 		if a.bottom {
 			return c > 0
 		}
@@ -482,8 +482,8 @@ func (a *topBottomAcc) trim() {
 	}
 }
 
-// result may be called repeatedly (running windows): it trims but does not reorder state.
-func (a *topBottomAcc) result() (value, error) {
+// Result may be called repeatedly (running windows): it trims but does not reorder state.
+func (a *topBottomAcc) Result() (value, error) {
 	a.trim()
 	items := a.items
 	if a.bottom {
@@ -492,7 +492,7 @@ func (a *topBottomAcc) result() (value, error) {
 	}
 	if a.single {
 		if len(items) == 0 {
-			return nullV, nil
+			return Null, nil
 		}
 		return items[0].v, nil
 	}
@@ -500,7 +500,7 @@ func (a *topBottomAcc) result() (value, error) {
 	for i, it := range items {
 		out[i] = it.v
 	}
-	return arrV(out), nil
+	return Array(out), nil
 }
 
 // ---- $firstN / $lastN / $maxN / $minN ----
@@ -511,15 +511,15 @@ type nAcc struct {
 	nX    expr
 	n     int64
 	vals  []value
-	coll  query.Collator // the evaluation's collation, for $minN/$maxN ordering
+	coll  bsonutil.StringComparer // the evaluation's collation, for $minN/$maxN ordering
 }
 
-func parseNAcc(op string, arg value, p *pctx) (*accSpec, error) {
+func parseNAcc(op string, arg value, pc *ParseContext) (*AccSpec, error) {
 	d, ok := arg.DocumentOK()
 	if !ok {
-		return nil, mongoerr.Newf(mongoerr.Location5787801, "specification must be an object; found %s", typeName(arg))
+		return nil, mongoerr.Newf(mongoerr.Location5787801, "specification must be an object; found %s", TypeName(arg))
 	}
-	els, err := docElems(d)
+	els, err := DocElems(d)
 	if err != nil {
 		return nil, err
 	}
@@ -527,9 +527,9 @@ func parseNAcc(op string, arg value, p *pctx) (*accSpec, error) {
 	for _, el := range els {
 		switch el.Key() {
 		case "input":
-			input, err = p.parseExpr(el.Value())
+			input, err = Parse(el.Value(), pc)
 		case "n":
-			nX, err = p.parseExpr(el.Value())
+			nX, err = Parse(el.Value(), pc)
 		default:
 			return nil, mongoerr.Newf(mongoerr.Location5787901, "Unknown argument for %s: %s", op, el.Key())
 		}
@@ -543,10 +543,10 @@ func parseNAcc(op string, arg value, p *pctx) (*accSpec, error) {
 	if nX == nil {
 		return nil, mongoerr.Newf(mongoerr.Location5787906, "Missing value for 'n'")
 	}
-	return &accSpec{op: op, raw: arg, newAcc: func() accumulator { return &nAcc{op: op, input: input, nX: nX, n: -1} }}, nil
+	return &AccSpec{op: op, raw: arg, New: func() Accumulator { return &nAcc{op: op, input: input, nX: nX, n: -1} }}, nil
 }
 
-func (a *nAcc) add(ec *query.EvalContext) (int64, error) {
+func (a *nAcc) Add(ec *EvalContext) (int64, error) {
 	a.coll = ec.Collator
 	if a.n < 0 {
 		n, err := evalN(a.nX, ec, a.op)
@@ -565,17 +565,17 @@ func (a *nAcc) add(ec *query.EvalContext) (int64, error) {
 			return 0, nil
 		}
 		if v.Type == 0 {
-			v = nullV
+			v = Null
 		}
 	case "$lastN":
 		if v.Type == 0 {
-			v = nullV
+			v = Null
 		}
 		if int64(len(a.vals)) >= a.n {
 			a.vals = append(a.vals[:0], a.vals[1:]...)
 		}
 	default:
-		if isNullish(v) {
+		if IsNullish(v) {
 			return 0, nil
 		}
 		if int64(len(a.vals)) >= 2*a.n+16 {
@@ -583,7 +583,7 @@ func (a *nAcc) add(ec *query.EvalContext) (int64, error) {
 		}
 	}
 	a.vals = append(a.vals, v)
-	return valueSize(v), nil
+	return ValueSize(v), nil
 }
 
 func (a *nAcc) trim() {
@@ -591,17 +591,17 @@ func (a *nAcc) trim() {
 	if a.op == "$maxN" {
 		sign = -1
 	}
-	slices.SortStableFunc(a.vals, func(x, y value) int { return sign * cmpC(x, y, a.coll) })
+	slices.SortStableFunc(a.vals, func(x, y value) int { return sign * Compare(x, y, a.coll) })
 	if int64(len(a.vals)) > a.n {
 		a.vals = a.vals[:a.n]
 	}
 }
 
-func (a *nAcc) result() (value, error) {
+func (a *nAcc) Result() (value, error) {
 	if a.op == "$maxN" || a.op == "$minN" {
 		a.trim()
 	}
-	return arrV(slices.Clone(a.vals)), nil
+	return Array(slices.Clone(a.vals)), nil
 }
 
 // ---- $median / $percentile ----
@@ -613,12 +613,12 @@ type pctAcc struct {
 	vals   []float64
 }
 
-func parsePercentile(op string, arg value, p *pctx) (*accSpec, error) {
+func parsePercentile(op string, arg value, pc *ParseContext) (*AccSpec, error) {
 	d, ok := arg.DocumentOK()
 	if !ok {
-		return nil, mongoerr.Newf(mongoerr.Location7436100, "specification must be an object; found %s", typeName(arg))
+		return nil, mongoerr.Newf(mongoerr.Location7436100, "specification must be an object; found %s", TypeName(arg))
 	}
-	els, err := docElems(d)
+	els, err := DocElems(d)
 	if err != nil {
 		return nil, err
 	}
@@ -628,20 +628,20 @@ func parsePercentile(op string, arg value, p *pctx) (*accSpec, error) {
 	for _, el := range els {
 		switch el.Key() {
 		case "input":
-			if input, err = p.parseExpr(el.Value()); err != nil {
+			if input, err = Parse(el.Value(), pc); err != nil {
 				return nil, err
 			}
 		case "p":
 			if op == "$median" {
 				return nil, mongoerr.New(mongoerr.Location40415, "BSON field '$median.p' is an unknown field.")
 			}
-			vals, err := arrValues(el.Value())
+			vals, err := ArrayValues(el.Value())
 			if err != nil || el.Value().Type != bsoncore.TypeArray || len(vals) == 0 {
 				return nil, mongoerr.New(mongoerr.Location7750301, "The $percentile 'p' field must be an array of numbers")
 			}
 			for _, v := range vals {
 				f, ok := bsonutil.ToFloat64(v)
-				if !ok || !isNumber(v) || f < 0 || f > 1 {
+				if !ok || !IsNumber(v) || f < 0 || f > 1 {
 					return nil, mongoerr.Newf(mongoerr.Location7750301, "The $percentile 'p' field must be an array of numbers from [0.0, 1.0], but found: %s", v)
 				}
 				ps = append(ps, f)
@@ -661,12 +661,12 @@ func parsePercentile(op string, arg value, p *pctx) (*accSpec, error) {
 	if op == "$median" {
 		ps = []float64{0.5}
 	}
-	return &accSpec{op: op, raw: arg, newAcc: func() accumulator { return &pctAcc{input: input, ps: ps, median: op == "$median"} }}, nil
+	return &AccSpec{op: op, raw: arg, New: func() Accumulator { return &pctAcc{input: input, ps: ps, median: op == "$median"} }}, nil
 }
 
-func (a *pctAcc) add(ec *query.EvalContext) (int64, error) {
+func (a *pctAcc) Add(ec *EvalContext) (int64, error) {
 	v, err := a.input.Eval(ec)
-	if err != nil || !isNumber(v) {
+	if err != nil || !IsNumber(v) {
 		return 0, err
 	}
 	f, _ := bsonutil.ToFloat64(v)
@@ -677,22 +677,22 @@ func (a *pctAcc) add(ec *query.EvalContext) (int64, error) {
 	return 8, nil
 }
 
-// result computes discrete percentiles (MongoDB's 'approximate' method returns an input
+// Result computes discrete percentiles (MongoDB's 'approximate' method returns an input
 // value: the one at rank ceil(p*n)).
-func (a *pctAcc) result() (value, error) {
+func (a *pctAcc) Result() (value, error) {
 	slices.Sort(a.vals)
 	out := make([]value, len(a.ps))
 	for i, p := range a.ps {
 		if len(a.vals) == 0 {
-			out[i] = nullV
+			out[i] = Null
 			continue
 		}
 		r := int(math.Ceil(p*float64(len(a.vals)))) - 1
 		r = max(0, min(r, len(a.vals)-1))
-		out[i] = f64V(a.vals[r])
+		out[i] = Double(a.vals[r])
 	}
 	if a.median {
 		return out[0], nil
 	}
-	return arrV(out), nil
+	return Array(out), nil
 }

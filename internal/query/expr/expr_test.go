@@ -1,34 +1,50 @@
-package agg
+package expr
 
 import (
-	"context"
 	"testing"
+	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
-	"humongo/internal/query"
 )
 
-// evalCase evaluates expr (extended JSON) against doc and compares the relaxed JSON of the
-// result ({"r": result}).
+// ecase evaluates expr (extended JSON) against a document and compares the relaxed JSON of
+// the result ({"r": result}), or the error code.
 type ecase struct {
 	expr string
 	want string // JSON of the value; "missing" for no value
 	code mongoerr.Code
 }
 
+var testNow = time.Date(2024, 3, 15, 10, 30, 0, 0, time.UTC)
+
+// ej parses one extended-JSON document.
+func ej(t testing.TB, s string) bsoncore.Document {
+	t.Helper()
+	var raw bson.Raw
+	if err := bson.UnmarshalExtJSON([]byte(s), false, &raw); err != nil {
+		t.Fatalf("bad test JSON %s: %v", s, err)
+	}
+	return bsoncore.Document(raw)
+}
+
+func render(d bsoncore.Document) string {
+	b, err := bson.MarshalExtJSON(bson.Raw(d), false, false)
+	if err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return string(b)
+}
+
 func evalExpr(t *testing.T, doc, x string) (bsoncore.Value, error) {
 	t.Helper()
-	spec := parseDocs(t, `[{"x": `+x+`}]`)[0]
-	p := (&pctx{}).withVars(builtinVars...)
-	e, err := p.parseExpr(field(spec, "x"))
+	e, err := Parse(Field(ej(t, `{"x": `+x+`}`), "x"), &ParseContext{})
 	if err != nil {
-		return missing, err
+		return Missing, err
 	}
-	d := parseDocs(t, "["+doc+"]")[0]
-	rc := newRunCtx(&Context{Now: testNow})
-	return e.Eval(rc.evalCtx(d))
+	return e.Eval(&EvalContext{Root: ej(t, doc), Now: testNow})
 }
 
 func runExprCases(t *testing.T, doc string, cases []ecase) {
@@ -47,11 +63,11 @@ func runExprCases(t *testing.T, doc string, cases []ecase) {
 			}
 			got := "missing"
 			if v.Type != 0 {
-				got = render(docOf("r", v))
+				got = render(DocOf("r", v))
 			}
 			want := c.want
 			if want != "missing" {
-				want = render(parseDocs(t, `[{"r": `+c.want+`}]`)[0])
+				want = render(ej(t, `{"r": `+c.want+`}`))
 			}
 			if got != want {
 				t.Fatalf("got %s want %s", got, want)
@@ -267,22 +283,9 @@ func TestDateExprs(t *testing.T) {
 	})
 }
 
-// TestExprInFind checks that registered operators reach find's $expr through query.Parse.
-func TestExprInFind(t *testing.T) {
-	m, err := query.Parse(parseDocs(t, `[{"$expr": {"$eq": [{"$toUpper": "$s"}, "HI"]}}]`)[0], query.ParseOptions{AllowExpr: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ok, err := m.Matches(parseDocs(t, `[{"s": "hi"}]`)[0])
-	if err != nil || !ok {
-		t.Fatalf("match = %v, %v", ok, err)
-	}
-}
-
 func TestRand(t *testing.T) {
 	v, err := evalExpr(t, `{}`, `{"$rand": {}}`)
 	if err != nil || v.Type != bsoncore.TypeDouble || v.Double() < 0 || v.Double() >= 1 {
 		t.Fatalf("$rand = %v, %v", v, err)
 	}
-	_ = context.Background
 }
