@@ -50,7 +50,7 @@ func viewLookup(ctx context.Context, env *Env, ns string) (viewOn string, pipeli
 	if _, ok := cat.ByNS(dbName + "." + viewsColl); !ok {
 		return "", nil, false, nil
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	_, vc, release, err := op.ReadCollection(ctx, dbName+"."+viewsColl)
 	if err != nil {
@@ -105,7 +105,7 @@ func viewResolveColl(ctx context.Context, env *Env, ns string) (backing string, 
 // viewCollation reads the default collation of view ns from its definition.
 func viewCollation(ctx context.Context, env *Env, ns string) (*collation.Collator, error) {
 	dbName, _, _ := strings.Cut(ns, ".")
-	op := env.State.DB.NewOp()
+	op := env.State.DB.NewOp(ctx)
 	defer op.Close()
 	_, vc, release, err := op.ReadCollection(ctx, dbName+"."+viewsColl)
 	if err != nil {
@@ -301,7 +301,7 @@ func viewCreate(ctx context.Context, env *Env, ns string, cmd bsoncore.Document)
 		}
 		return b
 	})
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	// The view's own namespace is X-locked so a concurrent create of a collection with the
 	// same name cannot interleave with the check below.
@@ -342,7 +342,7 @@ func viewDrop(ctx context.Context, env *Env, ns string) (found bool, err error) 
 		return false, err
 	}
 	dbName, _, _ := strings.Cut(ns, ".")
-	op := env.State.DB.NewOp()
+	op := env.State.DB.NewOp(ctx)
 	defer op.Close()
 	err = op.WriteCollection(ctx, dbName+"."+viewsColl, false, func(vc *index.Collection) error {
 		if vc == nil {

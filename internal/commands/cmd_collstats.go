@@ -38,7 +38,7 @@ func runCollStats(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncor
 	if err != nil {
 		return nil, err
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	m, _, release, err := op.ReadCollection(ctx, ns)
 	if err != nil {

@@ -84,7 +84,7 @@ func runCount(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Do
 	} else if isView {
 		return countView(ctx, env, cmd)
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	if err := rcApplyRU(ctx, op.RU); err != nil { // readConcern (rc_concern.go)
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"humongo/internal/collation"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 )
 
 func init() {
@@ -111,7 +112,7 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 		specs = append(specs, spec)
 	}
 
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	created := false
 	if _, ok := db.Catalog.Latest().ByNS(ns); !ok {
@@ -229,7 +230,7 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 }
 
 // ddlCollectionEmpty checks that the collection has no record visible to op's snapshot.
-func ddlCollectionEmpty(op *OpCtx, m *catalog.CollectionMeta) (bool, error) {
+func ddlCollectionEmpty(op *operation.Context, m *catalog.CollectionMeta) (bool, error) {
 	coll, err := op.DB.Colls.ByUUID(m.UUID)
 	if err != nil {
 		return false, err
@@ -245,7 +246,7 @@ func ddlCollectionEmpty(op *OpCtx, m *catalog.CollectionMeta) (bool, error) {
 
 // ddlBuildIndexes builds specs one after the other on a non-empty collection. If one fails,
 // the ones this command built already are dropped again, so the command is all or nothing.
-func ddlBuildIndexes(ctx context.Context, db *DB, ns string, specs []bsoncore.Document) error {
+func ddlBuildIndexes(ctx context.Context, db *operation.DB, ns string, specs []bsoncore.Document) error {
 	m, ok := db.Catalog.Latest().ByNS(ns)
 	if !ok {
 		return mongoerr.Newf(mongoerr.NamespaceNotFound, "Collection %s was dropped", ns)
@@ -276,7 +277,7 @@ func ddlBuildIndexes(ctx context.Context, db *DB, ns string, specs []bsoncore.Do
 // the collection IX lock for their whole unit, so the S lock waits for in-progress writes
 // and holds new ones back (readers continue); the TTL monitor writes through
 // Collection.Write, so the collection's own gate is taken too.
-func ddlBlockWrites(db *DB, ns string, coll *index.Collection) func() (func(), error) {
+func ddlBlockWrites(db *operation.DB, ns string, coll *index.Collection) func() (func(), error) {
 	return func() (func(), error) {
 		unlock, err := index.LockManagerBlockWrites(db.Locks, ns)()
 		if err != nil {
@@ -294,11 +295,11 @@ func ddlBlockWrites(db *DB, ns string, coll *index.Collection) func() (func(), e
 	}
 }
 
-func ddlDropBuilt(ctx context.Context, db *DB, ns string, names []string) {
+func ddlDropBuilt(ctx context.Context, db *operation.DB, ns string, names []string) {
 	if len(names) == 0 {
 		return
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	err := op.DDL(context.WithoutCancel(ctx), ns, func() error {
 		for _, n := range names {
@@ -326,7 +327,7 @@ func ddlIsIDKey(v bsoncore.Value) bool {
 // ddlValidateIndexSpec checks one createIndexes spec the way index_key_validate does and
 // returns it ready for the catalog (unknown fields removed when ignoreUnknown is set, a
 // simple collation dropped).
-func ddlValidateIndexSpec(db *DB, spec bsoncore.Document, ignoreUnknown bool) (bsoncore.Document, error) {
+func ddlValidateIndexSpec(db *operation.DB, spec bsoncore.Document, ignoreUnknown bool) (bsoncore.Document, error) {
 	elems, err := spec.Elements()
 	if err != nil {
 		return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid index specification: %v", err)

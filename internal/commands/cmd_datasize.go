@@ -58,7 +58,7 @@ func runDataSize(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore
 	if ranged && len(keyPattern) <= 5 {
 		return nil, mongoerr.New(mongoerr.BadValue, "only key pattern and a range can be specified together")
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	m, coll, release, err := op.ReadCollection(ctx, ns)
 	if err != nil {

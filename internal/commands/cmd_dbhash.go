@@ -15,6 +15,7 @@ import (
 	"humongo/internal/index"
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/storage"
 )
 
@@ -58,7 +59,7 @@ func runDBHash(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 		return nil, mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid db name: %s", env.DB)
 	}
 
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	mode := lock.ModeS
 	if rc := env.State.Repl; rc != nil && !rc.IsWritablePrimary() {
@@ -193,7 +194,7 @@ func dbHashReplicated(m *catalog.CollectionMeta) bool {
 // an _id index scan (clustered collections have one too: their record store is keyed by
 // RecordId, see ddlCreateCollection), or, for a capped collection without an _id index, the
 // record store's insertion order, as mongod's collection scan.
-func dbHashCollection(ctx context.Context, op *OpCtx, m *catalog.CollectionMeta) (string, error) {
+func dbHashCollection(ctx context.Context, op *operation.Context, m *catalog.CollectionMeta) (string, error) {
 	coll, err := op.DB.Colls.ByUUID(m.UUID)
 	if err != nil {
 		return "", err

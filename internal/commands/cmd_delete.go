@@ -7,6 +7,7 @@ import (
 
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/query"
 	"humongo/internal/recordid"
 )
@@ -133,7 +134,7 @@ func runDelete(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 	}
 	defer rc.end()
 
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	n, deleted, attempted := 0, 0, 0
 	var errs []writeStmtError
@@ -178,7 +179,7 @@ type writeDeleteResult struct {
 
 // writeExecDelete runs one delete statement: a single delete finds and removes in one unit;
 // a multi-delete collects RecordIds first and deletes them in chunks, re-matching each.
-func writeExecDelete(ctx context.Context, op *OpCtx, ns string, st *writeDeleteStmt, sortSpec bsoncore.Document, keepImage bool) (writeDeleteResult, error) {
+func writeExecDelete(ctx context.Context, op *operation.Context, ns string, st *writeDeleteStmt, sortSpec bsoncore.Document, keepImage bool) (writeDeleteResult, error) {
 	var res writeDeleteResult
 	matcher, err := writeParseFilterCollated(op, ns, st.q, st.coll)
 	if err != nil {
@@ -234,7 +235,7 @@ func writeExecDelete(ctx context.Context, op *OpCtx, ns string, st *writeDeleteS
 	return res, nil
 }
 
-func writeDeleteChunk(op *OpCtx, coll *index.Collection, matcher *query.Matcher, chunk []recordid.ID, part *int) error {
+func writeDeleteChunk(op *operation.Context, coll *index.Collection, matcher *query.Matcher, chunk []recordid.ID, part *int) error {
 	for _, rid := range chunk {
 		cur, found, err := coll.RecordStore().Get(op.RU, rid)
 		if err != nil {

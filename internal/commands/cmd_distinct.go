@@ -93,7 +93,7 @@ func runDistinct(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore
 		qcoll = src.collation()
 		next = func() (bsoncore.Document, bool, error) { return src.Next(ctx) }
 	} else {
-		op := db.NewOp()
+		op := db.NewOp(ctx)
 		defer op.Close()
 		if err := rcApplyRU(ctx, op.RU); err != nil { // readConcern (rc_concern.go)
 			return nil, err

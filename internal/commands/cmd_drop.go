@@ -44,7 +44,7 @@ func runDrop(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 			return doc(func(b []byte) []byte { return bsoncore.AppendStringElement(b, "ns", ns) }), nil
 		}
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	nIndexes := -1
 	err = op.DDL(ctx, ns, func() error {

@@ -147,7 +147,7 @@ func explainPlan(ctx context.Context, env *Env, ns string, req plan.Request, v p
 	}
 	req.NS = ns
 	findFillRequestDefaults(env, &req)
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	meta, coll, release, err := op.ReadCollection(ctx, ns)
 	if err != nil {

@@ -45,7 +45,7 @@ func runFind(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 		}
 		return aggCursorReply(ctx, env, r)
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	meta, coll, release, err := op.ReadCollection(ctx, o.ns)
 	if err != nil {

@@ -177,7 +177,7 @@ func runFindAndModify(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 		return nil, err
 	}
 
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	var (
 		value    bsoncore.Document

@@ -97,7 +97,7 @@ func getMoreBatch(ctx context.Context, env *Env, c *cursor.Cursor, count int64) 
 			c.Source.SaveState()
 			return b, ex, err
 		}
-		op := src.db.NewOp()
+		op := src.db.NewOp(ctx)
 		defer op.Close()
 		meta, _, release, err := op.ReadCollection(ctx, src.ns)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 )
 
 func init() {
@@ -81,7 +82,7 @@ func runInsert(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 	}
 	defer rc.end()
 
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	w := &writeInserter{ctx: ctx, op: op, ns: ns, ordered: ordered, bypass: bypass, retry: rc}
 	w.run(docs)
@@ -101,7 +102,7 @@ func runInsert(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 // writeInserter runs one insert command's batch.
 type writeInserter struct {
 	ctx     context.Context
-	op      *OpCtx
+	op      *operation.Context
 	ns      string
 	ordered bool
 	bypass  bool      // bypassDocumentValidation

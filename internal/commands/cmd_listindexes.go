@@ -38,7 +38,7 @@ func runListIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bsonc
 	if err != nil {
 		return nil, err
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	meta, _, release, err := op.ReadCollection(ctx, ns)
 	if err != nil {

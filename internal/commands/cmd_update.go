@@ -8,6 +8,7 @@ import (
 
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/query"
 	"humongo/internal/query/update"
 	"humongo/internal/recordid"
@@ -184,7 +185,7 @@ func runUpdate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 	}
 	defer rc.end()
 
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	var (
 		n, nModified, attempted, wrote int
@@ -249,11 +250,11 @@ const writeUpdateChunk = 64
 // each document: a document is visited once even when the update moves it in an index the
 // scan would use (the Halloween problem), and documents changed concurrently so that they no
 // longer match are skipped. keepImages asks for the pre/post images (findAndModify).
-func writeExecUpdate(ctx context.Context, op *OpCtx, ns string, st *writeUpdateStmt, keepImages bool) (writeUpdateResult, error) {
+func writeExecUpdate(ctx context.Context, op *operation.Context, ns string, st *writeUpdateStmt, keepImages bool) (writeUpdateResult, error) {
 	return writeExecUpdateSorted(ctx, op, ns, st, nil, keepImages)
 }
 
-func writeExecUpdateSorted(ctx context.Context, op *OpCtx, ns string, st *writeUpdateStmt, sortSpec bsoncore.Document, keepImages bool) (writeUpdateResult, error) {
+func writeExecUpdateSorted(ctx context.Context, op *operation.Context, ns string, st *writeUpdateStmt, sortSpec bsoncore.Document, keepImages bool) (writeUpdateResult, error) {
 	var res writeUpdateResult
 	matcher, err := writeParseFilterCollated(op, ns, st.q, st.coll)
 	if err != nil {
@@ -358,7 +359,7 @@ func writeExecUpdateSorted(ctx context.Context, op *OpCtx, ns string, st *writeU
 // writeApplyOne applies upd to the document rid (cur is a private copy) and stores the result
 // when it differs (no-op updates write nothing, are not validated and do not count in
 // nModified). A changed document is checked against the collection's validator unless bypass.
-func writeApplyOne(ctx context.Context, op *OpCtx, coll *index.Collection, matcher *query.Matcher, upd *writeModifier,
+func writeApplyOne(ctx context.Context, op *operation.Context, coll *index.Collection, matcher *query.Matcher, upd *writeModifier,
 	bypass bool, rid recordid.ID, cur bsoncore.Document, res *writeUpdateResult, keepImages bool) error {
 	var details query.MatchDetails
 	if _, err := matcher.MatchesWithDetails(cur, &details); err != nil {
@@ -392,7 +393,7 @@ func writeApplyOne(ctx context.Context, op *OpCtx, coll *index.Collection, match
 // writeDoUpsert inserts the document an upsert creates: the query's equality fields (only
 // _id for a replacement) with the update applied as an insert ($setOnInsert applies). The
 // new document is validated as an insert.
-func writeDoUpsert(ctx context.Context, op *OpCtx, coll *index.Collection, st *writeUpdateStmt, upd *writeModifier,
+func writeDoUpsert(ctx context.Context, op *operation.Context, coll *index.Collection, st *writeUpdateStmt, upd *writeModifier,
 	res *writeUpdateResult, keepImages bool) error {
 	newDoc, err := writeUpsertDoc(ctx, st.q, upd)
 	if err != nil {

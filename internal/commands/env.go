@@ -13,6 +13,7 @@ import (
 
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/repl/coord"
 	"humongo/internal/txn/lsc"
 )
@@ -50,7 +51,7 @@ type State struct {
 
 	// DB is the storage side (engine, catalog, collections, locks); nil in servers started
 	// without storage (some protocol tests).
-	DB *DB
+	DB *operation.DB
 
 	// Repl is the replication coordinator of a replica-set member (--replSet); nil on a
 	// standalone.

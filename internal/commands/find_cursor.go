@@ -18,6 +18,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/cursor"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/opobserver"
 	"humongo/internal/query/plan"
 	"humongo/internal/repl/oplog"
@@ -90,7 +91,7 @@ func (env *Env) opCmd() bsoncore.Document {
 // as the cursor; between commands the snapshot is abandoned and no locks are held. A getMore
 // re-locks the collection (findRelock) before RestoreState.
 type findSource struct {
-	db     *DB
+	db     *operation.DB
 	ns     string
 	ru     *storage.RecoveryUnit
 	ex     *plan.Executor

@@ -15,12 +15,13 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/failpoint"
 	"humongo/internal/index"
+	"humongo/internal/operation"
 )
 
 // findEnv is an in-process server with storage and a driver client.
 type findEnv struct {
 	t      *testing.T
-	db     *commands.DB
+	db     *operation.DB
 	params *commands.Params
 	cl     *mongo.Client
 }
@@ -43,7 +44,7 @@ func (e *findEnv) insert(ns string, docs ...bson.D) {
 		}
 		raw[i] = b
 	}
-	op := e.db.NewOp()
+	op := e.db.NewOp(context.Background())
 	defer op.Close()
 	err := op.WriteCollection(context.Background(), ns, true, func(coll *index.Collection) error {
 		_, err := coll.InsertDocuments(op.RU, raw)

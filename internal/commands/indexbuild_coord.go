@@ -14,6 +14,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/opobserver"
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/dialer"
@@ -56,7 +57,7 @@ type indexBuildLogger interface {
 
 // replicatedIndexBuilds returns the oplog writer when builds on db must be two-phase: the
 // node logs its writes (a replica-set member).
-func replicatedIndexBuilds(db *DB) (indexBuildLogger, bool) {
+func replicatedIndexBuilds(db *operation.DB) (indexBuildLogger, bool) {
 	o := db.Observer()
 	if _, noop := o.(opobserver.NoOp); noop {
 		return nil, false
@@ -144,12 +145,13 @@ func (q commitQuorum) check(m quorumMembers) error {
 	return nil
 }
 
-var indexBuildCoords sync.Map // *DB -> *indexBuildsCoord
+// indexBuildCoords is each node's coordinator, kept on its DB and stopped when it closes.
+var indexBuildCoords = operation.NewDecoration(newIndexBuildsCoord)
 
 // indexBuildsCoord drives the node's two-phase builds; see the file comment. One per DB.
 type indexBuildsCoord struct {
-	db     *DB
-	ctx    context.Context // the drivers'; cancelled by stopIndexBuilds
+	db     *operation.DB
+	ctx    context.Context // the drivers'; cancelled by stop
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -203,17 +205,13 @@ func (d *buildDriver) state() (commitQuorum, map[string]bool, <-chan struct{}) {
 
 // indexBuildsOf returns db's coordinator, creating it (and hooking it to the build registry)
 // on first use.
-func indexBuildsOf(db *DB) *indexBuildsCoord {
-	if c, ok := indexBuildCoords.Load(db); ok {
-		return c.(*indexBuildsCoord)
-	}
+func indexBuildsOf(db *operation.DB) *indexBuildsCoord { return indexBuildCoords.Get(db) }
+
+func newIndexBuildsCoord(db *operation.DB) *indexBuildsCoord {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &indexBuildsCoord{db: db, ctx: ctx, cancel: cancel, drivers: map[catalog.UUID]*buildDriver{},
 		peers: dialer.NewPool(dialer.ClientOptions{AppName: "humongod-indexbuilds"})}
-	if prev, loaded := indexBuildCoords.LoadOrStore(db, c); loaded {
-		cancel()
-		return prev.(*indexBuildsCoord)
-	}
+	db.OnClose(c.stop)
 	reg := db.Colls.IndexBuilds()
 	if db.Log != nil {
 		reg.SetLogger(db.Log)
@@ -242,19 +240,15 @@ func AttachIndexBuilds(st *State) {
 	c.mu.Unlock()
 }
 
-// stopIndexBuilds stops db's drivers and the builds' scans (clean shutdown: the builds stay
-// unfinished in the catalog and restart at the next start).
-func stopIndexBuilds(db *DB) {
-	if v, ok := indexBuildCoords.LoadAndDelete(db); ok {
-		c := v.(*indexBuildsCoord)
-		c.mu.Lock()
-		c.stopped = true
-		c.mu.Unlock()
-		c.cancel()
-		c.wg.Wait()
-		c.peers.Close()
-	}
-	db.Colls.IndexBuilds().Shutdown()
+// stop stops the drivers (clean shutdown: DB.Close then stops the builds' scans; the builds
+// stay unfinished in the catalog and restart at the next start).
+func (c *indexBuildsCoord) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	c.peers.Close()
 }
 
 func (c *indexBuildsCoord) repl() *coord.Coordinator {

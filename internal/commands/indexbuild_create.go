@@ -9,6 +9,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/storage"
 )
 
@@ -67,7 +68,7 @@ func ddlTwoPhaseBuild(ctx context.Context, co *indexBuildsCoord, logger indexBui
 
 // ddlWaitForBuilds waits for the running two-phase builds on ns that build any of names and
 // returns the first failure among them.
-func ddlWaitForBuilds(ctx context.Context, db *DB, ns string, names []string) error {
+func ddlWaitForBuilds(ctx context.Context, db *operation.DB, ns string, names []string) error {
 	m, ok := db.Catalog.Latest().ByNS(ns)
 	if !ok {
 		return nil

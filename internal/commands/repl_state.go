@@ -10,6 +10,7 @@ import (
 	"humongo/internal/cursor"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/oplog"
@@ -141,13 +142,13 @@ func (r replNoopWriter) AppendNoop(ctx context.Context, msg string) (topology.Op
 
 // ReplStore keeps the coordinator's single-document local collections
 // (local.system.replset, local.replset.election) in the storage engine.
-type ReplStore struct{ DB *DB }
+type ReplStore struct{ DB *operation.DB }
 
 var _ coord.Store = ReplStore{}
 
 // Load returns the collection's only document, or nil.
 func (s ReplStore) Load(ctx context.Context, ns string) (bsoncore.Document, error) {
-	op := s.DB.NewOp()
+	op := s.DB.NewOp(ctx)
 	defer op.Close()
 	_, coll, release, err := op.ReadCollection(ctx, ns)
 	if err != nil {
@@ -170,7 +171,7 @@ func (s ReplStore) Load(ctx context.Context, ns string) (bsoncore.Document, erro
 
 // Save replaces the collection's only document; durable waits for the journal.
 func (s ReplStore) Save(ctx context.Context, ns string, doc bsoncore.Document, durable bool) error {
-	op := s.DB.NewOp()
+	op := s.DB.NewOp(ctx)
 	defer op.Close()
 	err := op.WriteCollection(ctx, ns, true, func(coll *index.Collection) error {
 		cur, err := coll.RecordStore().NewCursor(op.RU, false)

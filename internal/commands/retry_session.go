@@ -24,13 +24,13 @@ package commands
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/opobserver"
 	"humongo/internal/recordid"
 	"humongo/internal/repl/oplog"
@@ -45,23 +45,19 @@ const (
 	retryOplogNS  = "local.oplog.rs"
 )
 
-// retryCatalogs holds one session catalog per storage instance (a process has one; tests
-// run several in-process). It lives here rather than in State to keep the change local.
-var retryCatalogs sync.Map // *DB -> *session.Catalog
+// retryCatalogs is each node's session catalog, kept on its DB (tests run several nodes in
+// one process; they share no session).
+var retryCatalogs = operation.NewDecoration(func(db *operation.DB) *session.Catalog {
+	return session.New(retryStore{db}, 0)
+})
 
 // RetrySessions returns db's session catalog.
-func RetrySessions(db *DB) *session.Catalog {
-	if c, ok := retryCatalogs.Load(db); ok {
-		return c.(*session.Catalog)
-	}
-	c, _ := retryCatalogs.LoadOrStore(db, session.New(retryStore{db}, 0))
-	return c.(*session.Catalog)
-}
+func RetrySessions(db *operation.DB) *session.Catalog { return retryCatalogs.Get(db) }
 
 // retryCtx is one retryable write command's checked-out session; nil when the command is
 // not a retryable write. Its methods accept a nil receiver.
 type retryCtx struct {
-	db   *DB
+	db   *operation.DB
 	cat  *session.Catalog
 	s    *session.Session
 	lsid bsoncore.Document // canonical {id, uid}: the config.transactions _id
@@ -103,7 +99,7 @@ func retryBegin(ctx context.Context, env *Env, cmd bsoncore.Document) (*retryCtx
 		return nil, err
 	}
 	// The collections the writes record into exist before any statement's unit starts.
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	for _, ns := range []string{retryTxnsNS, retryImagesNS} {
 		if err := op.EnsureCollection(ctx, ns, nil); err != nil {
 			op.Close()
@@ -172,7 +168,7 @@ type retryStmt struct {
 // wrap returns f made to record the statement: the session is attached to op's unit while f
 // runs, and if f wrote oplog entries the same unit upserts config.transactions (and the
 // findAndModify image returned by images). With a nil s it returns f.
-func (s *retryStmt) wrap(op *OpCtx, f func(*index.Collection) error, images func() (pre, post bsoncore.Document)) func(*index.Collection) error {
+func (s *retryStmt) wrap(op *operation.Context, f func(*index.Collection) error, images func() (pre, post bsoncore.Document)) func(*index.Collection) error {
 	if s == nil {
 		return f
 	}
@@ -198,7 +194,7 @@ func (s *retryStmt) wrap(op *OpCtx, f func(*index.Collection) error, images func
 
 // record writes the session's config.transactions document (and image) in op's unit when
 // the statement logged entries, and notes the statements as executed when the unit commits.
-func (s *retryStmt) record(op *OpCtx, pre, post bsoncore.Document) error {
+func (s *retryStmt) record(op *operation.Context, pre, post bsoncore.Document) error {
 	n := int(s.sess.StmtID - s.id)
 	if n <= 0 {
 		return nil // nothing written: nothing to remember
@@ -247,7 +243,7 @@ func (s *retryStmt) record(op *OpCtx, pre, post bsoncore.Document) error {
 // retryEntryWall returns the wall clock (ms) of the oplog entry at ts that op's unit just
 // wrote: the session record's lastWriteDate, which members applying the oplog take from the
 // same entry, so every member holds the same record.
-func retryEntryWall(op *OpCtx, ts storage.Timestamp) int64 {
+func retryEntryWall(op *operation.Context, ts storage.Timestamp) int64 {
 	if coll, err := retryColl(op.DB, retryOplogNS); err == nil {
 		if d, found, err := coll.RecordStore().Get(op.RU, recordid.Long(int64(ts))); err == nil && found {
 			if wall, ok := bsoncore.Document(d).Lookup("wall").DateTimeOK(); ok {
@@ -261,7 +257,7 @@ func retryEntryWall(op *OpCtx, ts storage.Timestamp) int64 {
 // retryUpsert replaces or inserts doc (by its _id) in ns inside op's unit. The session
 // checkout serializes writers of one lsid; the collection is internal, so no collection
 // lock is taken beyond the statement's own.
-func retryUpsert(op *OpCtx, ns string, doc bsoncore.Document) error {
+func retryUpsert(op *operation.Context, ns string, doc bsoncore.Document) error {
 	coll, err := retryColl(op.DB, ns)
 	if err != nil {
 		return err
@@ -278,7 +274,7 @@ func retryUpsert(op *OpCtx, ns string, doc bsoncore.Document) error {
 	return err
 }
 
-func retryColl(db *DB, ns string) (*index.Collection, error) {
+func retryColl(db *operation.DB, ns string) (*index.Collection, error) {
 	meta, ok := db.Catalog.Latest().ByNS(ns)
 	if !ok {
 		return nil, mongoerr.Newf(mongoerr.NamespaceNotFound, "%s does not exist", ns)
@@ -405,7 +401,7 @@ func retryFamImageKind(remove, returnNew bool) string {
 }
 
 // retryStore reads session state from storage: session.Store for the catalog.
-type retryStore struct{ db *DB }
+type retryStore struct{ db *operation.DB }
 
 var _ session.Store = retryStore{}
 
@@ -419,7 +415,7 @@ func (r retryStore) image(ctx context.Context, lsid bsoncore.Document) (bsoncore
 }
 
 func (r retryStore) byID(ctx context.Context, ns string, lsid bsoncore.Document) (bsoncore.Document, error) {
-	op := r.db.NewOp()
+	op := r.db.NewOp(ctx)
 	defer op.Close()
 	_, coll, release, err := op.ReadCollection(ctx, ns)
 	if err != nil {
@@ -441,8 +437,8 @@ func (r retryStore) OplogEntry(ctx context.Context, ts storage.Timestamp) (bsonc
 	return r.oplogEntry(ctx, r.db, ts)
 }
 
-func (retryStore) oplogEntry(ctx context.Context, db *DB, ts storage.Timestamp) (bsoncore.Document, error) {
-	op := db.NewOp()
+func (retryStore) oplogEntry(ctx context.Context, db *operation.DB, ts storage.Timestamp) (bsoncore.Document, error) {
+	op := db.NewOp(ctx)
 	defer op.Close()
 	meta, coll, release, err := op.ReadCollection(ctx, retryOplogNS)
 	if err != nil {

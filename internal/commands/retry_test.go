@@ -16,6 +16,7 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/failpoint"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/query"
 	"humongo/internal/repl/coord"
 	"humongo/internal/server"
@@ -25,7 +26,7 @@ import (
 // retryRS is an in-process single-node replica set (primary) with a raw wire connection, so
 // tests control lsid and txnNumber exactly (the driver would add its own).
 type retryRS struct {
-	db   *commands.DB
+	db   *operation.DB
 	addr string
 	conn net.Conn
 	reqs int32
@@ -33,7 +34,7 @@ type retryRS struct {
 
 func startRetryRS(t *testing.T) *retryRS {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), query.FilterFactory, nil)
+	db, err := operation.OpenDB(context.Background(), t.TempDir(), query.FilterFactory, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

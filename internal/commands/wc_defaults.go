@@ -15,6 +15,7 @@ import (
 
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 )
 
 func init() {
@@ -237,11 +238,11 @@ func runSetDefaultRWConcern(ctx context.Context, env *Env, cmd bsoncore.Document
 }
 
 // rwSave upserts the defaults document into config.settings (a replicated write).
-func rwSave(ctx context.Context, db *DB, stored bsoncore.Document) error {
+func rwSave(ctx context.Context, db *operation.DB, stored bsoncore.Document) error {
 	if db == nil {
 		return mongoerr.New(mongoerr.IllegalOperation, "this server has no storage engine")
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	return op.WriteCollection(ctx, rwcSettingsNS, true, func(coll *index.Collection) error {
 		cur, err := coll.RecordStore().NewCursor(op.RU, false)

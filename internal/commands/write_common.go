@@ -18,6 +18,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/query"
 	"humongo/internal/query/update"
 )
@@ -405,7 +406,7 @@ func writeCountOps(env *Env, kind string, n int) {
 }
 
 // writeRequireDB returns the storage side or an error for servers started without one.
-func writeRequireDB(env *Env) (*DB, error) {
+func writeRequireDB(env *Env) (*operation.DB, error) {
 	if env.State == nil || env.State.DB == nil {
 		return nil, mongoerr.New(mongoerr.IllegalOperation, "this server has no storage engine")
 	}
@@ -414,7 +415,7 @@ func writeRequireDB(env *Env) (*DB, error) {
 
 // writeCommandPrologue does what every write command does first: require storage, resolve
 // the namespace, reject unknown fields and read `ordered` (default true).
-func writeCommandPrologue(env *Env, cmd bsoncore.Document, name string, fields []string) (*DB, string, bool, error) {
+func writeCommandPrologue(env *Env, cmd bsoncore.Document, name string, fields []string) (*operation.DB, string, bool, error) {
 	db, err := writeRequireDB(env)
 	if err != nil {
 		return nil, "", false, err

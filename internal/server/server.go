@@ -32,6 +32,7 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/txn/lsc"
 )
 
@@ -55,7 +56,7 @@ type Config struct {
 	Registry *commands.Registry
 	// DB is the storage side handed to command handlers (State.DB). The server does not close
 	// it: put it in Closers.
-	DB *commands.DB
+	DB *operation.DB
 	// Closers are closed in reverse order at the end of shutdown.
 	Closers []Closer
 	// CmdLine is what getCmdLineOpts reports.
