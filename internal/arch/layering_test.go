@@ -27,22 +27,23 @@ var rank = map[string]int{
 	"agg":                   7,
 	"cursor":                7, // cursor manager: below commands, independent of the planner
 	"opobserver":            4, // the hook interface sits below the write path; implementations (repl/oplog) sit above
-	"vclock":                8,
-	"repl":                  8,
-	"txn":                   9,
-	"primaryonly":           9,
-	"sharding":              10,
-	"resharding":            11,
-	"serverless":            11,
-	"router":                12,
-	"commands":              13,
-	"server":                14,
-	"cluster":               15, // test harness: may start any binary
-	"crashtest":             15,
-	"repl/applier/repltest": 15, // in-process replica sets for tests: starts servers
-	"integration":           16, // real-process driver tests; may use the cluster harness
-	"bench":                 15, // humongo bench engine: a client of any server
-	"arch":                  16,
+	"operation":             8, // the operation context and collection access: below read/write concern (repl) and sessions (txn)
+	"vclock":                9,
+	"repl":                  9,
+	"txn":                   10,
+	"primaryonly":           10,
+	"sharding":              11,
+	"resharding":            12,
+	"serverless":            12,
+	"router":                13,
+	"commands":              14,
+	"server":                15,
+	"cluster":               16, // test harness: may start any binary
+	"crashtest":             16,
+	"repl/applier/repltest": 16, // in-process replica sets for tests: starts servers
+	"integration":           17, // real-process driver tests; may use the cluster harness
+	"bench":                 16, // humongo bench engine: a client of any server
+	"arch":                  17,
 }
 
 const module = "humongo/"
