@@ -76,6 +76,10 @@ type State struct {
 	Shutdown func(force bool, timeout time.Duration)
 	// ShutdownStarted is closed when shutdown begins: awaitable hellos stop waiting.
 	ShutdownStarted <-chan struct{}
+
+	// local is this server's own command-layer state (issue 9: these were package globals
+	// keyed by *State). Its zero value is ready; see server_local.go.
+	local serverLocal
 }
 
 // CmdLine is what getCmdLineOpts reports.

@@ -25,32 +25,27 @@ import (
 	"humongo/internal/storage"
 )
 
-// findManagers holds one cursor manager per server State (env.go is the lead's; a State field
-// would replace this map).
-var findManagers sync.Map // *State → *cursor.Manager
-
 // cursorManager returns the server's cursor manager, creating it on first use. Its idle
 // timeout follows the cursorTimeoutMillis parameter and it keeps serverStatus
 // metrics.cursor up to date.
 func cursorManager(st *State) *cursor.Manager {
-	if m, ok := findManagers.Load(st); ok {
-		return m.(*cursor.Manager)
-	}
-	c := &st.Counters
-	m := cursor.NewManager(cursor.Options{
-		Timeout: func() time.Duration {
-			if st.Params == nil {
-				return 10 * time.Minute
-			}
-			return time.Duration(st.Params.Int("cursorTimeoutMillis")) * time.Millisecond
-		},
-		Metrics: cursor.Metrics{
-			Open: &c.CursorsOpenTotal, OpenNoTimeout: &c.CursorsOpenNoTimeout,
-			OpenPinned: &c.CursorsOpenPinned, TimedOut: &c.CursorsTimedOut, TotalOpened: &c.CursorsTotalOpened,
-		},
+	l := &st.local
+	l.cursorsOnce.Do(func() {
+		c := &st.Counters
+		l.cursors = cursor.NewManager(cursor.Options{
+			Timeout: func() time.Duration {
+				if st.Params == nil {
+					return 10 * time.Minute
+				}
+				return time.Duration(st.Params.Int("cursorTimeoutMillis")) * time.Millisecond
+			},
+			Metrics: cursor.Metrics{
+				Open: &c.CursorsOpenTotal, OpenNoTimeout: &c.CursorsOpenNoTimeout,
+				OpenPinned: &c.CursorsOpenPinned, TimedOut: &c.CursorsTimedOut, TotalOpened: &c.CursorsTotalOpened,
+			},
+		})
 	})
-	actual, _ := findManagers.LoadOrStore(st, m)
-	return actual.(*cursor.Manager)
+	return l.cursors
 }
 
 // cursorFirstBatch answers a cursor-returning command whose results are src: it fills the
@@ -147,15 +142,10 @@ func (s *findSource) Close() {
 // own signal (findWaitChan).
 type findNotifier struct {
 	mu sync.Mutex
-	ch map[string]chan struct{}
+	ch map[string]chan struct{} // guarded by mu; nil until the first wait
 }
 
-var findNotifiers sync.Map // *State → *findNotifier
-
-func findNotifierFor(st *State) *findNotifier {
-	n, _ := findNotifiers.LoadOrStore(st, &findNotifier{ch: map[string]chan struct{}{}})
-	return n.(*findNotifier)
-}
+func findNotifierFor(st *State) *findNotifier { return &st.local.notifier }
 
 // wait returns a channel closed at the next insert into ns.
 func (n *findNotifier) wait(ns string) <-chan struct{} {
@@ -163,6 +153,9 @@ func (n *findNotifier) wait(ns string) <-chan struct{} {
 	defer n.mu.Unlock()
 	c, ok := n.ch[ns]
 	if !ok {
+		if n.ch == nil {
+			n.ch = map[string]chan struct{}{}
+		}
 		c = make(chan struct{})
 		n.ch[ns] = c
 	}
@@ -210,14 +203,9 @@ type AwaitDataStats struct {
 	Expired atomic.Int64
 }
 
-var awaitStats sync.Map // *State → *AwaitDataStats
-
 // AwaitStats is st's awaitData wait counters (tests assert on them: a replicated write
 // must reach the fetcher through a notification, not through the end of a long poll).
-func AwaitStats(st *State) *AwaitDataStats {
-	v, _ := awaitStats.LoadOrStore(st, &AwaitDataStats{})
-	return v.(*AwaitDataStats)
-}
+func AwaitStats(st *State) *AwaitDataStats { return &st.local.awaitStats }
 
 // findCursorNotFound is getMore's error for an unknown id.
 func findCursorNotFound(id int64) error { return cursor.NotFound(id) }

@@ -39,7 +39,6 @@ package commands
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -422,16 +421,8 @@ func rcAddAtClusterTime(reply bsoncore.Document, ts uint64) bsoncore.Document {
 	return out
 }
 
-// clusterTimes holds each server's gossiped cluster time.
-var clusterTimes sync.Map // *State → *atomic.Uint64
-
-func clusterTimeVar(st *State) *atomic.Uint64 {
-	if v, ok := clusterTimes.Load(st); ok {
-		return v.(*atomic.Uint64)
-	}
-	v, _ := clusterTimes.LoadOrStore(st, new(atomic.Uint64))
-	return v.(*atomic.Uint64)
-}
+// clusterTimeVar is the server's gossiped cluster time.
+func clusterTimeVar(st *State) *atomic.Uint64 { return &st.local.clusterTime }
 
 // clusterTimeAdvance moves the node's cluster time forward to ts (never back).
 func clusterTimeAdvance(st *State, ts uint64) {

@@ -1,12 +1,12 @@
 package commands
 
-import "humongo/internal/cursor"
-
 // CloseCursors kills every cursor the server still holds. The server calls it at shutdown,
 // once no operation runs, before it closes the storage engine: an idle cursor keeps a
 // storage snapshot and iterators open, and the engine must not close under them.
 func CloseCursors(st *State) {
-	if m, ok := findManagers.LoadAndDelete(st); ok {
-		m.(*cursor.Manager).Close()
+	l := &st.local
+	l.cursorsOnce.Do(func() {}) // a manager created after this point would never be closed
+	if l.cursors != nil {
+		l.cursors.Close()
 	}
 }

@@ -63,14 +63,10 @@ type rwDefaults struct {
 	v      rwDefaultsValue
 }
 
-var rwDefaultsByState sync.Map // *State → *rwDefaults
-
 func rwDefaultsFor(st *State) *rwDefaults {
-	if d, ok := rwDefaultsByState.Load(st); ok {
-		return d.(*rwDefaults)
-	}
-	d, _ := rwDefaultsByState.LoadOrStore(st, &rwDefaults{st: st, v: rwImplicit()})
-	return d.(*rwDefaults)
+	l := &st.local
+	l.rwDefaultsOnce.Do(func() { l.rwDefaults = &rwDefaults{st: st, v: rwImplicit()} })
+	return l.rwDefaults
 }
 
 func rwImplicit() rwDefaultsValue {
