@@ -49,7 +49,7 @@ type aggInput struct {
 	// rs is the read concern's read source and st the server: each later batch (getMore)
 	// re-resolves the timestamp before the new snapshot opens, as find cursors do: a
 	// secondary's current lastApplied, the current committed snapshot for majority.
-	rs rcReadSource
+	rs operation.ReadSource
 	st *State
 	// slab is where documents are copied out of the snapshot: one allocation per
 	// aggSlabSize bytes instead of one per document. A document kept by a stage pins its
@@ -72,7 +72,7 @@ func aggOpenInput(ctx context.Context, st *State, ns string, req plan.Request) (
 	}
 	in.op, in.rel = op, release
 	in.ru = db.Engine.NewRecoveryUnit()
-	if err := in.rs.apply(in.ru); err != nil { // readConcern (rc_concern.go)
+	if err := applyReadSource(in.rs, in.ru); err != nil { // readConcern (repl/concern)
 		in.unlockNoSave()
 		in.ru.Close()
 		return nil, err
@@ -133,7 +133,7 @@ func (in *aggInput) lock(ctx context.Context) error {
 	in.op, in.rel = op, release
 	// aggOpenInput took the first snapshot; this is a later one (a getMore's, or after a
 	// yield), at the read source's current timestamp.
-	if err := in.rs.reapply(&Env{State: in.st}, in.ru); err != nil {
+	if err := rcReapply(in.st, &in.rs, in.ru); err != nil {
 		in.unlockNoSave()
 		return err
 	}

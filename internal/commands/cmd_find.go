@@ -59,7 +59,7 @@ func runFind(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 	ru := db.Engine.NewRecoveryUnit()
 	// readConcern's read source (rc_concern.go); every getMore re-resolves its timestamp.
 	rs := findReadSource(ctx, o.ns)
-	if err := rs.apply(ru); err != nil {
+	if err := applyReadSource(rs, ru); err != nil {
 		release()
 		ru.Close()
 		return nil, err

@@ -107,7 +107,7 @@ func getMoreBatch(ctx context.Context, env *Env, c *cursor.Cursor, count int64) 
 		src.meta = meta
 		// The snapshot was abandoned by SaveState: the next one opens at the source's
 		// current timestamp (a secondary's new lastApplied, the new committed snapshot).
-		if err := src.rs.reapply(env, src.ru); err != nil {
+		if err := rcReapply(env.State, &src.rs, src.ru); err != nil {
 			return nil, false, err
 		}
 		if err := src.RestoreState(ctx); err != nil {

@@ -94,27 +94,28 @@ type findSource struct {
 	meta   *catalog.CollectionMeta
 	counts *Counters
 	// rs is the read concern's read source; each getMore re-resolves its timestamp
-	// (rc_concern.go) before RestoreState opens a new snapshot.
-	rs rcReadSource
+	// (rcReapply) before RestoreState opens a new snapshot.
+	rs operation.ReadSource
 }
 
 // findReadSource is the read source of a find on ns: the read concern's, except that on a
 // secondary, collections the applier does not write in batches (unreplicated ones other than
 // the oplog) are read without a timestamp, as MongoDB's shouldReadAtLastApplied decides.
-func findReadSource(ctx context.Context, ns string) rcReadSource {
-	rs := rcReadSourceOf(ctx)
-	if rs.kind == rcSrcLastApplied && !opobserver.IsReplicatedNS(ns) && ns != oplog.NS {
-		return rcReadSource{}
+func findReadSource(ctx context.Context, ns string) operation.ReadSource {
+	rs := operation.ReadSourceOf(ctx)
+	if rs.Kind == operation.ReadLastApplied && !opobserver.IsReplicatedNS(ns) && ns != oplog.NS {
+		return operation.ReadSource{}
 	}
 	return rs
 }
 
-// apply points the cursor's unit at its read source's timestamp (before its first read).
-func (r rcReadSource) apply(ru *storage.RecoveryUnit) error {
-	if r.ts == 0 {
+// applyReadSource points a cursor's unit at its read source's timestamp (before its first
+// read).
+func applyReadSource(r operation.ReadSource, ru *storage.RecoveryUnit) error {
+	if r.TS == 0 {
 		return nil
 	}
-	return ru.SetReadSource(storage.ReadProvided, storage.Timestamp(r.ts))
+	return ru.SetReadSource(storage.ReadProvided, r.TS)
 }
 
 func (s *findSource) Next(ctx context.Context) (bsoncore.Document, bool, error) {

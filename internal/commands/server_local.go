@@ -2,9 +2,9 @@ package commands
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"humongo/internal/cursor"
+	"humongo/internal/repl/concern"
 )
 
 // serverLocal is the command layer's per-server state (State.local). It used to live in
@@ -21,10 +21,6 @@ type serverLocal struct {
 	// awaitStats counts how empty awaitData getMores ended (AwaitStats).
 	awaitStats AwaitDataStats
 
-	// clusterTime is the gossiped cluster time (storage.Timestamp encoding).
-	clusterTime atomic.Uint64
-
-	// rwDefaults are the default read and write concerns (rwDefaultsFor).
-	rwDefaultsOnce sync.Once
-	rwDefaults     *rwDefaults
+	// concern is the gossiped cluster time and the default read and write concern.
+	concern concern.ServerState
 }
