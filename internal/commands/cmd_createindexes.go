@@ -13,6 +13,7 @@ import (
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
+	"humongo/internal/repl/indexbuild"
 )
 
 func init() {
@@ -43,7 +44,7 @@ var errDDLDryRun = errors.New("ddl: dry run")
 // On an empty collection the indexes are added ready in one unit; otherwise each is built with
 // index.Build (hybrid build: writers are blocked only while the build registers and commits,
 // through the collection X lock) or, on a node that logs its writes, as one two-phase build
-// (startIndexBuild / commitIndexBuild after the commitQuorum's votes; indexbuild_create.go).
+// (startIndexBuild / commitIndexBuild after the commitQuorum's votes; repl/indexbuild).
 // Specs identical to existing indexes are skipped; when nothing is new the reply carries
 // note: "all indexes already exist".
 func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
@@ -65,22 +66,22 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 		return nil, err
 	}
 	// A replica-set member builds on non-empty collections with the two-phase protocol
-	// (indexbuild_coord.go); a standalone builds alone and accepts no commitQuorum.
-	logger, replicated := replicatedIndexBuilds(db)
-	quorum := defaultCommitQuorum
+	// (repl/indexbuild); a standalone builds alone and accepts no commitQuorum.
+	logger, replicated := indexbuild.Replicated(db)
+	quorum := indexbuild.DefaultCommitQuorum
 	if v := lookup(cmd, "commitQuorum"); v.Type != 0 {
 		if !replicated {
 			return nil, mongoerr.New(mongoerr.BadValue, "Standalones can't specify commitQuorum")
 		}
-		if quorum, err = parseCommitQuorum(v); err != nil {
+		if quorum, err = indexbuild.ParseCommitQuorum(v); err != nil {
 			return nil, err
 		}
 	}
-	var builds *indexBuildsCoord
+	var builds *indexbuild.Coordinator
 	if replicated {
-		builds = indexBuildsOf(db)
-		builds.attachState(env.State)
-		if err := quorum.check(builds.members()); err != nil {
+		builds = indexbuild.Of(db)
+		builds.Attach(env.State.Repl)
+		if err := builds.CheckQuorum(quorum); err != nil {
 			return nil, err
 		}
 	}
@@ -194,7 +195,7 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 	switch {
 	case len(toBuild) > 0 && !addedReady && replicated:
 		twoPhase = true
-		if err := ddlTwoPhaseBuild(ctx, builds, logger, ns, toBuild, quorum); err != nil {
+		if err := builds.TwoPhaseBuild(ctx, logger, ns, toBuild, quorum); err != nil {
 			return nil, err
 		}
 	case len(toBuild) > 0 && !addedReady:
@@ -204,7 +205,7 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 	}
 	if len(inProgress) > 0 && replicated {
 		// MongoDB waits for a running build of the same indexes and reports its outcome.
-		if err := ddlWaitForBuilds(ctx, db, ns, inProgress); err != nil {
+		if err := indexbuild.WaitForBuilds(ctx, db, ns, inProgress); err != nil {
 			return nil, err
 		}
 	}
@@ -223,7 +224,7 @@ func runCreateIndexes(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 		}
 		b = bsoncore.AppendBooleanElement(b, "createdCollectionAutomatically", created)
 		if twoPhase {
-			b = quorum.append(b, "commitQuorum")
+			b = quorum.Append(b, "commitQuorum")
 		}
 		return b
 	}), nil
@@ -255,7 +256,7 @@ func ddlBuildIndexes(ctx context.Context, db *operation.DB, ns string, specs []b
 	if err != nil {
 		return err
 	}
-	opts := index.BuildOptions{TempDir: db.TempDir, BlockWrites: ddlBlockWrites(db, ns, coll)}
+	opts := index.BuildOptions{TempDir: db.TempDir, BlockWrites: indexbuild.BlockWrites(db, ns, coll)}
 	var built []string
 	for _, s := range specs {
 		im, _, err := index.Build(ctx, coll, s, opts)
@@ -271,28 +272,6 @@ func ddlBuildIndexes(ctx context.Context, db *operation.DB, ns string, specs []b
 		}
 	}
 	return nil
-}
-
-// ddlBlockWrites is how an index build on ns excludes writers on this node. Writers hold
-// the collection IX lock for their whole unit, so the S lock waits for in-progress writes
-// and holds new ones back (readers continue); the TTL monitor writes through
-// Collection.Write, so the collection's own gate is taken too.
-func ddlBlockWrites(db *operation.DB, ns string, coll *index.Collection) func() (func(), error) {
-	return func() (func(), error) {
-		unlock, err := index.LockManagerBlockWrites(db.Locks, ns)()
-		if err != nil {
-			return nil, err
-		}
-		ungate, err := coll.BlockWrites()
-		if err != nil {
-			unlock()
-			return nil, err
-		}
-		return func() {
-			ungate()
-			unlock()
-		}, nil
-	}
 }
 
 func ddlDropBuilt(ctx context.Context, db *operation.DB, ns string, names []string) {

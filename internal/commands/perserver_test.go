@@ -14,6 +14,7 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
+	"humongo/internal/repl/indexbuild"
 )
 
 // TestTwoServersShareNothing starts two replica-set members in one process and checks that
@@ -81,13 +82,13 @@ func TestTwoServersShareNothing(t *testing.T) {
 		t.Fatalf("A's default read concern is B's: %v", reply)
 	}
 
-	// Index builds: a build on A is not one of B's (setIndexCommitQuorum finds no build).
+	// Index builds: each node has its own coordinator; B has not heard of A's builds.
 	a.must(t, "test", bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{bson.D{{Key: "key", Value: bson.D{{Key: "x", Value: 1}}}, {Key: "name", Value: "x_1"}}}}})
-	if n := len(commands.IndexBuildDrivers(a.db)); n != 0 {
-		t.Fatalf("A still drives %d builds after createIndexes returned", n)
-	}
-	if commands.IndexBuildCoordinator(a.db) == commands.IndexBuildCoordinator(b.db) {
+	if indexbuild.Of(a.db) == indexbuild.Of(b.db) {
 		t.Fatal("A and B share the index-build coordinator")
+	}
+	if n := len(b.db.Colls.IndexBuilds().List()); n != 0 {
+		t.Fatalf("B lists %d index builds, want none", n)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"humongo/internal/operation"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/coord"
+	"humongo/internal/repl/indexbuild"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/topology"
 )
@@ -268,4 +269,13 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// AttachIndexBuilds lets st's replication coordinator drive st's two-phase index builds
+// (voting to the primary from a secondary). Call it once replication is attached.
+func AttachIndexBuilds(st *State) {
+	if st == nil || st.DB == nil {
+		return
+	}
+	indexbuild.SetReplication(st.DB, st.Repl)
 }
