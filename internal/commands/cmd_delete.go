@@ -10,6 +10,7 @@ import (
 	"humongo/internal/operation"
 	"humongo/internal/query"
 	"humongo/internal/recordid"
+	"humongo/internal/txn/retryable"
 )
 
 func init() {
@@ -30,7 +31,7 @@ type writeDeleteStmt struct {
 	multi bool // limit 0
 	hint  bsoncore.Value
 	coll  writeCollation
-	retry *retryStmt // the retryable write's statement; nil when not one
+	retry *retryable.Stmt // the retryable write's statement; nil when not one
 }
 
 func writeParseDeleteStmt(v bsoncore.Value, i int) (*writeDeleteStmt, error) {
@@ -132,7 +133,7 @@ func runDelete(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 	if err != nil {
 		return nil, err
 	}
-	defer rc.end()
+	defer rc.End()
 
 	op := db.NewOp(ctx)
 	defer op.Close()
@@ -140,8 +141,8 @@ func runDelete(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 	var errs []writeStmtError
 	for i, st := range stmts {
 		attempted++
-		st.retry = rc.stmt(i, st.multi)
-		res, retried, err := st.retry.replayDelete(ctx)
+		st.retry = rc.Stmt(i, st.multi)
+		res, retried, err := retryReplayDelete(ctx, st.retry)
 		if !retried && err == nil {
 			res, err = writeExecDelete(ctx, op, ns, st, nil, false)
 		}
@@ -187,7 +188,7 @@ func writeExecDelete(ctx context.Context, op *operation.Context, ns string, st *
 	}
 	spec := &writeScan{filter: st.q, matcher: matcher, sort: sortSpec, hint: st.hint, limit: 1, coll: st.coll}
 	if !st.multi {
-		err := op.WriteCollection(ctx, ns, false, st.retry.wrap(op, func(coll *index.Collection) error {
+		err := op.WriteCollection(ctx, ns, false, st.retry.Wrap(op, func(coll *index.Collection) error {
 			res = writeDeleteResult{}
 			ts, err := writeFindTargets(ctx, op, ns, coll, spec)
 			if err != nil || len(ts) == 0 {

@@ -8,6 +8,7 @@ import (
 
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
+	"humongo/internal/txn/retryable"
 )
 
 func init() {
@@ -167,12 +168,10 @@ func runFindAndModify(ctx context.Context, env *Env, cmd bsoncore.Document) (bso
 	if err != nil {
 		return nil, err
 	}
-	defer rc.end()
-	rs := rc.stmt(0, false)
-	if rs != nil {
-		rs.imageKind = retryFamImageKind(r.remove, r.returnNew)
-	}
-	replay, err := rs.replayFam(ctx, r.remove, r.returnNew)
+	defer rc.End()
+	rs := rc.Stmt(0, false)
+	rs.SetImageKind(retryable.ImageKindFor(r.remove, r.returnNew))
+	replay, err := retryReplayFam(ctx, rs, r.remove, r.returnNew)
 	if err != nil {
 		return nil, err
 	}

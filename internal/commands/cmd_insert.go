@@ -8,6 +8,7 @@ import (
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
+	"humongo/internal/txn/retryable"
 )
 
 func init() {
@@ -80,7 +81,7 @@ func runInsert(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 	if err != nil {
 		return nil, err
 	}
-	defer rc.end()
+	defer rc.End()
 
 	op := db.NewOp(ctx)
 	defer op.Close()
@@ -105,8 +106,8 @@ type writeInserter struct {
 	op      *operation.Context
 	ns      string
 	ordered bool
-	bypass  bool      // bypassDocumentValidation
-	retry   *retryCtx // the retryable write's session; nil when not one
+	bypass  bool           // bypassDocumentValidation
+	retry   *retryable.Txn // the retryable write's session; nil when not one
 
 	n         int // documents inserted
 	attempted int // documents processed (opcounters.insert)
@@ -129,7 +130,7 @@ func (w *writeInserter) run(docs []bsoncore.Document) {
 	for i, d := range docs {
 		// A statement a retried command already ran counts as inserted and is skipped
 		// (flushing keeps each group's statement ids consecutive).
-		if done, err := w.retry.executed(i); done || err != nil {
+		if done, err := w.retry.Executed(i); done || err != nil {
 			if !flush() {
 				return
 			}
@@ -172,7 +173,7 @@ func (w *writeInserter) run(docs []bsoncore.Document) {
 // when the batch must stop (ordered failure or fatal error).
 func (w *writeInserter) insertGroup(start int, docs []bsoncore.Document) bool {
 	if len(docs) > 1 {
-		err := w.op.WriteCollection(w.ctx, w.ns, true, w.retry.stmt(start, false).wrap(w.op, func(coll *index.Collection) error {
+		err := w.op.WriteCollection(w.ctx, w.ns, true, w.retry.Stmt(start, false).Wrap(w.op, func(coll *index.Collection) error {
 			for _, d := range docs {
 				if err := validCheckDoc(w.op, coll, d, nil, w.bypass); err != nil {
 					return err
@@ -195,7 +196,7 @@ func (w *writeInserter) insertGroup(start int, docs []bsoncore.Document) bool {
 	}
 	for i, d := range docs {
 		w.attempted++
-		err := w.op.WriteCollection(w.ctx, w.ns, true, w.retry.stmt(start+i, false).wrap(w.op, func(coll *index.Collection) error {
+		err := w.op.WriteCollection(w.ctx, w.ns, true, w.retry.Stmt(start+i, false).Wrap(w.op, func(coll *index.Collection) error {
 			if err := validCheckDoc(w.op, coll, d, nil, w.bypass); err != nil {
 				return err
 			}

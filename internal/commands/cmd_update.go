@@ -12,6 +12,7 @@ import (
 	"humongo/internal/query"
 	"humongo/internal/query/update"
 	"humongo/internal/recordid"
+	"humongo/internal/txn/retryable"
 )
 
 func init() {
@@ -41,7 +42,7 @@ type writeUpdateStmt struct {
 	let    bsoncore.Document // the command's let; nil when absent
 	now    time.Time         // the command's $$NOW
 	bypass bool              // bypassDocumentValidation
-	retry  *retryStmt        // the retryable write's statement; nil when not one
+	retry  *retryable.Stmt   // the retryable write's statement; nil when not one
 }
 
 // writeUpdateResult is the outcome of one update statement.
@@ -183,7 +184,7 @@ func runUpdate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 	if err != nil {
 		return nil, err
 	}
-	defer rc.end()
+	defer rc.End()
 
 	op := db.NewOp(ctx)
 	defer op.Close()
@@ -195,8 +196,8 @@ func runUpdate(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.D
 	)
 	for i, st := range stmts {
 		attempted++
-		st.retry = rc.stmt(i, st.multi)
-		res, retried, err := st.retry.replayUpdate(ctx)
+		st.retry = rc.Stmt(i, st.multi)
+		res, retried, err := retryReplayUpdate(ctx, st.retry)
 		if !retried && err == nil {
 			res, err = writeExecUpdate(ctx, op, ns, st, false)
 		}
@@ -279,7 +280,7 @@ func writeExecUpdateSorted(ctx context.Context, op *operation.Context, ns string
 			}
 			return res.before, res.after
 		}
-		err := op.WriteCollection(ctx, ns, st.upsert, st.retry.wrap(op, func(coll *index.Collection) error {
+		err := op.WriteCollection(ctx, ns, st.upsert, st.retry.Wrap(op, func(coll *index.Collection) error {
 			res = writeUpdateResult{}
 			ts, err := writeFindTargets(ctx, op, ns, coll, spec)
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
 	"humongo/internal/repl/indexbuild"
+	"humongo/internal/txn/retryable"
 )
 
 // TestTwoServersShareNothing starts two replica-set members in one process and checks that
@@ -45,12 +46,12 @@ func TestTwoServersShareNothing(t *testing.T) {
 	// session checked out does not block B's, and a statement executed on A is executed,
 	// not replayed, on B.
 	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: []byte("0123456789abcdef")}}}
-	retryable := func(r *retryRS, id int) bson.Raw {
+	retryInsert := func(r *retryRS, id int) bson.Raw {
 		return r.must(t, "test", bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: id}}}},
 			{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}})
 	}
-	retryable(a, 1)
-	retryable(b, 2)
+	retryInsert(a, 1)
+	retryInsert(b, 2)
 	if got := b.find(t, "test.s", bson.D{}); len(got) != 1 || got[0].Lookup("_id").Int32() != 2 {
 		t.Fatalf("B's retryable insert was not executed on B: %v", got)
 	}
@@ -58,18 +59,18 @@ func TestTwoServersShareNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sa, err := commands.RetrySessions(a.db).CheckOut(context.Background(), key)
+	sa, err := retryable.Sessions(a.db).CheckOut(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	sb, err := commands.RetrySessions(b.db).CheckOut(ctx, key)
+	sb, err := retryable.Sessions(b.db).CheckOut(ctx, key)
 	cancel()
 	if err != nil {
 		t.Fatalf("B's session waited for A's check-out: %v", err)
 	}
-	commands.RetrySessions(b.db).CheckIn(sb)
-	commands.RetrySessions(a.db).CheckIn(sa)
+	retryable.Sessions(b.db).CheckIn(sb)
+	retryable.Sessions(a.db).CheckIn(sa)
 
 	// Default read/write concern: setDefaultRWConcern on A is not B's default.
 	a.must(t, "admin", bson.D{{Key: "setDefaultRWConcern", Value: 1}, {Key: "defaultReadConcern", Value: bson.D{{Key: "level", Value: "majority"}}}})

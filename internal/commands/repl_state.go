@@ -16,6 +16,7 @@ import (
 	"humongo/internal/repl/indexbuild"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/topology"
+	"humongo/internal/txn/retryable"
 )
 
 // replCoord returns the replication coordinator, or NoReplicationEnabled on a standalone
@@ -95,7 +96,7 @@ func AttachReplication(ctx context.Context, st *State, reg *Registry, setName, s
 		rollbackDir = filepath.Join(filepath.Dir(st.DB.TempDir), "rollback")
 	}
 	rc.StartDataReplication(coord.DataReplication{Engine: st.DB.Engine, Catalog: st.DB.Catalog,
-		Colls: st.DB.Colls, Writer: w, RollbackDir: rollbackDir, OnRollback: RetrySessions(st.DB).Invalidate,
+		Colls: st.DB.Colls, Writer: w, RollbackDir: rollbackDir, OnRollback: retryable.Sessions(st.DB).Invalidate,
 		KillCursors: func() { cursorManager(st).KillIf(func(*cursor.Cursor) bool { return true }) }})
 	return rc, nil
 }

@@ -21,6 +21,7 @@ import (
 	"humongo/internal/repl/coord"
 	"humongo/internal/server"
 	"humongo/internal/txn/lsc"
+	"humongo/internal/txn/retryable"
 )
 
 // retryRS is an in-process single-node replica set (primary) with a raw wire connection, so
@@ -256,7 +257,7 @@ func TestRetryableWritesReplicaSet(t *testing.T) {
 	}
 
 	// A lost catalog (as on a new primary) is rebuilt from config.transactions and the oplog.
-	commands.RetrySessions(r.db).Invalidate()
+	retryable.Sessions(r.db).Invalidate()
 	retry = r.must(t, "test", fam)
 	sameReply(t, first, retry)
 	if x := xOf(t, r, 1); x != 2 {
@@ -267,7 +268,7 @@ func TestRetryableWritesReplicaSet(t *testing.T) {
 	famRm := withSession(bson.D{{Key: "findAndModify", Value: "c"}, {Key: "query", Value: bson.D{{Key: "_id", Value: 3}}},
 		{Key: "remove", Value: true}}, 4)
 	first = r.must(t, "test", famRm)
-	commands.RetrySessions(r.db).Invalidate()
+	retryable.Sessions(r.db).Invalidate()
 	retry = r.must(t, "test", famRm)
 	sameReply(t, first, retry)
 	del := withSession(bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{
