@@ -30,15 +30,31 @@ func concernNode(st *State) concern.Node {
 	return concern.Node{DB: st.DB, Repl: st.Repl, State: &st.local.concern}
 }
 
-// BeginOperation gossips cmd's $clusterTime in and, for the read commands, applies their
-// readConcern (wait, read source). The returned context carries the state the read paths and
-// FinishOperation use.
+// BeginOperation records the command's session and shard versions for the operations it
+// starts (operation.Request), gossips cmd's $clusterTime in and, for the read commands,
+// applies their readConcern (wait, read source). The returned context carries the state the
+// read paths and FinishOperation use.
 func BeginOperation(ctx context.Context, env *Env, c *Command, cmd bsoncore.Document) (context.Context, *OpState, error) {
+	ctx = operation.WithRequest(ctx, requestOf(cmd))
 	name := ""
 	if c != nil {
 		name = c.Name
 	}
 	return concern.Begin(ctx, concernNode(env.State), name, cmd)
+}
+
+// requestOf reads the generic arguments every operation of cmd carries: lsid and txnNumber
+// as sent (validated where they are used: retryable writes, session commands), and
+// shardVersion / databaseVersion raw (the sharding layer will check them).
+func requestOf(cmd bsoncore.Document) *operation.Request {
+	r := &operation.Request{ShardVersion: lookup(cmd, "shardVersion"), DatabaseVersion: lookup(cmd, "databaseVersion")}
+	if d, ok := lookup(cmd, "lsid").DocumentOK(); ok {
+		r.Session.LSID = d
+	}
+	if n, ok := lookup(cmd, "txnNumber").Int64OK(); ok {
+		r.Session.TxnNumber, r.Session.HasTxnNumber = n, true
+	}
+	return r
 }
 
 // FinishOperation completes the read concern after a successful handler.

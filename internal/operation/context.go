@@ -20,12 +20,12 @@ type Context struct {
 	Locker *lock.Locker
 	RU     *storage.RecoveryUnit
 
-	// ReadSource is the read source the command's read concern chose (WithReadSource), for
-	// the operation's reads and for a cursor to keep across getMores.
+	// ReadSource is the read source the command's read concern chose (Request), for the
+	// operation's reads and for a cursor to keep across getMores.
 	ReadSource ReadSource
 
 	// Session is the logical session and transaction number the operation runs in (zero
-	// outside a session); a retryable write sets it when it checks its session out.
+	// outside a session), as the request sent them.
 	Session Session
 
 	// ShardVersion and DatabaseVersion are the request's shardVersion / databaseVersion
@@ -39,7 +39,7 @@ type Context struct {
 
 // Session identifies the logical session of an operation.
 type Session struct {
-	LSID      bsoncore.Document // the canonical {id, uid} (nil outside a session)
+	LSID      bsoncore.Document // the request's lsid (nil outside a session)
 	TxnNumber int64             // meaningful when HasTxnNumber
 	// HasTxnNumber: the operation is a retryable write (or, later, a transaction statement).
 	HasTxnNumber bool
@@ -62,29 +62,51 @@ type ReadSource struct {
 	TS   storage.Timestamp
 }
 
-type readSourceKey struct{}
+// Request is what a command's generic arguments say about every operation it starts: the
+// dispatcher parses them once (WithRequest) and NewOp copies them into each Context.
+type Request struct {
+	// ReadSource is filled in by read concern after waiting for its preconditions.
+	ReadSource ReadSource
+	Session    Session
+	// ShardVersion and DatabaseVersion are the raw shardVersion / databaseVersion fields.
+	// Session.LSID and these point into the command document: valid while the command runs.
+	ShardVersion, DatabaseVersion bsoncore.Value
+}
 
-// WithReadSource returns a context whose operations read from *rs as it is when each
-// operation starts (read concern fills rs in after waiting for its preconditions).
-func WithReadSource(ctx context.Context, rs *ReadSource) context.Context {
-	return context.WithValue(ctx, readSourceKey{}, rs)
+type requestKey struct{}
+
+// WithRequest returns a context whose operations take their read source, session and shard
+// versions from *r as it is when each operation starts.
+func WithRequest(ctx context.Context, r *Request) context.Context {
+	return context.WithValue(ctx, requestKey{}, r)
+}
+
+// RequestOf is the request ctx carries, or nil.
+func RequestOf(ctx context.Context) *Request {
+	r, _ := ctx.Value(requestKey{}).(*Request)
+	return r
 }
 
 // ReadSourceOf is the read source ctx carries (the zero value, newest data, if none).
 func ReadSourceOf(ctx context.Context) ReadSource {
-	if rs, ok := ctx.Value(readSourceKey{}).(*ReadSource); ok && rs != nil {
-		return *rs
+	if r := RequestOf(ctx); r != nil {
+		return r.ReadSource
 	}
 	return ReadSource{}
 }
 
 // NewOp starts an operation under ctx: ctx's deadline is the operation's maxTimeMS (a lock
 // wait that reaches it fails with MaxTimeMSExpired), and its cancellation (killOp, a closed
-// connection, shutdown) interrupts it. The read source is the one ctx carries.
+// connection, shutdown) interrupts it. Read source, session and shard versions are the ones
+// of the Request ctx carries.
 func (d *DB) NewOp(ctx context.Context) *Context {
 	l := d.Locks.NewLocker()
 	l.SetDeadlineKind(lock.DeadlineMaxTimeMS)
-	return &Context{DB: d, Locker: l, RU: d.Engine.NewRecoveryUnit(), ReadSource: ReadSourceOf(ctx), ctx: ctx}
+	o := &Context{DB: d, Locker: l, RU: d.Engine.NewRecoveryUnit(), ctx: ctx}
+	if r := RequestOf(ctx); r != nil {
+		o.ReadSource, o.Session, o.ShardVersion, o.DatabaseVersion = r.ReadSource, r.Session, r.ShardVersion, r.DatabaseVersion
+	}
+	return o
 }
 
 // Ctx is the context the operation was created with.

@@ -102,7 +102,7 @@ var readCommands = map[string]bool{"find": true, "aggregate": true, "count": tru
 
 // OpState is one command's read/write concern state, carried in its context.
 type OpState struct {
-	rs      operation.ReadSource // the operations' read source (operation.WithReadSource)
+	req     *operation.Request // the command's request: read concern sets its ReadSource
 	opTime  atomic.Uint64
 	rc      ReadConcern
 	retAtCT bool // snapshot without atClusterTime: report the chosen one
@@ -181,12 +181,16 @@ func Reapply(n Node, r *operation.ReadSource, ru *storage.RecoveryUnit) error {
 
 // Begin gossips cmd's $clusterTime in and, for the read commands, applies their readConcern
 // (wait, read timestamp). The returned context carries the state the read paths and Finish
-// use; the operations it starts read from the chosen source (operation.ReadSourceOf).
+// use; the operations it starts read from the chosen source (the ReadSource of ctx's
+// operation.Request, which Begin adds when ctx has none).
 // command is the command's canonical name ("" when unknown).
 func Begin(ctx context.Context, n Node, command string, cmd bsoncore.Document) (context.Context, *OpState, error) {
-	s := &OpState{}
+	s := &OpState{req: operation.RequestOf(ctx)}
+	if s.req == nil {
+		s.req = &operation.Request{}
+		ctx = operation.WithRequest(ctx, s.req)
+	}
 	ctx = context.WithValue(ctx, stateKey{}, s)
-	ctx = operation.WithReadSource(ctx, &s.rs)
 	rc := n.Repl
 	if rc != nil {
 		if ct, ok := lookup(cmd, "$clusterTime").DocumentOK(); ok {
@@ -283,22 +287,22 @@ func prepare(ctx context.Context, n Node, s *OpState) error {
 			return mongoerr.New(mongoerr.ReadConcernMajorityNotAvailableYet,
 				"Read concern majority reads are currently not possible.")
 		}
-		s.rs = operation.ReadSource{Kind: operation.ReadMajority, TS: st}
+		s.req.ReadSource = operation.ReadSource{Kind: operation.ReadMajority, TS: st}
 	case LevelSnapshot:
-		s.rs.Kind = operation.ReadProvided
+		s.req.ReadSource.Kind = operation.ReadProvided
 		if r.AtClusterTime != 0 {
-			s.rs.TS = storage.Timestamp(r.AtClusterTime)
+			s.req.ReadSource.TS = storage.Timestamp(r.AtClusterTime)
 		} else {
-			s.rs.TS = eng.AllDurableTimestamp()
+			s.req.ReadSource.TS = eng.AllDurableTimestamp()
 			s.retAtCT = true
 		}
 	case LevelLinearizable:
 	default:
 		// A secondary reads at lastApplied: never half an applier batch.
-		s.rs = operation.ReadSource{Kind: operation.ReadLastApplied, TS: n.lastAppliedTS()}
+		s.req.ReadSource = operation.ReadSource{Kind: operation.ReadLastApplied, TS: n.lastAppliedTS()}
 	}
-	if s.rs.TS != 0 {
-		NoteOperationTime(ctx, topology.Timestamp{Secs: uint32(s.rs.TS >> 32), Inc: uint32(s.rs.TS)})
+	if s.req.ReadSource.TS != 0 {
+		NoteOperationTime(ctx, topology.Timestamp{Secs: uint32(s.req.ReadSource.TS >> 32), Inc: uint32(s.req.ReadSource.TS)})
 	}
 	return nil
 }
@@ -335,7 +339,7 @@ func Finish(ctx context.Context, n Node, s *OpState, reply bsoncore.Document) (b
 		}
 	}
 	if s.retAtCT {
-		reply = addAtClusterTime(reply, uint64(s.rs.TS))
+		reply = addAtClusterTime(reply, uint64(s.req.ReadSource.TS))
 	}
 	return reply, nil
 }

@@ -157,15 +157,14 @@ func (s *Stmt) SetImageKind(kind string) {
 	}
 }
 
-// Wrap returns f made to record the statement: the session is attached to op (its
-// Session) and op's unit while f runs, and if f wrote oplog entries the same unit upserts
+// Wrap returns f made to record the statement: the session is attached to op's unit while f
+// runs, and if f wrote oplog entries the same unit upserts
 // config.transactions (and the findAndModify image returned by images). With a nil s it
 // returns f.
 func (s *Stmt) Wrap(op *operation.Context, f func(*index.Collection) error, images func() (pre, post bsoncore.Document)) func(*index.Collection) error {
 	if s == nil {
 		return f
 	}
-	op.Session = operation.Session{LSID: s.t.lsid, TxnNumber: s.t.txn, HasTxnNumber: true}
 	return func(coll *index.Collection) error {
 		last := s.t.s.LastWrite()
 		// A fresh SessionInfo per attempt: the oplog writer advances it as it logs, and a
