@@ -280,7 +280,7 @@ func (r *aggResolver) Open(ctx context.Context, db, coll string) (agg.Source, er
 	return pl.Run(ctx, agg.SliceSource(docs), &agg.Context{Resolver: r, TempDir: r.env.State.DB.TempDir})
 }
 
-// op returns the OpCtx for one storage access: the input's while it holds its lock, else a
+// op returns the operation context for one storage access: the input's while it holds its lock, else a
 // fresh one; done releases what op created.
 func (r *aggResolver) op(ctx context.Context) (op *operation.Context, done func()) {
 	if r.in != nil && r.in.op != nil {
@@ -340,7 +340,7 @@ const aggWriteBatch = 500
 type aggWriter struct {
 	db      *operation.DB
 	env     *Env
-	r       *aggResolver // hands out the OpCtx (see aggResolver)
+	r       *aggResolver // hands out the operation context (see aggResolver)
 	target  string
 	writeNS string // target, or $out's temporary collection
 	replace bool

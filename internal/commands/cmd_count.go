@@ -86,7 +86,7 @@ func runCount(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Do
 	}
 	op := db.NewOp(ctx)
 	defer op.Close()
-	if err := rcApplyRU(ctx, op.RU); err != nil { // readConcern (rc_concern.go)
+	if err := rcApplyRU(ctx, op.RU); err != nil { // readConcern (repl/concern)
 		return nil, err
 	}
 	meta, coll, release, err := op.ReadCollection(ctx, a.ns)

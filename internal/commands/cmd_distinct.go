@@ -95,7 +95,7 @@ func runDistinct(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore
 	} else {
 		op := db.NewOp(ctx)
 		defer op.Close()
-		if err := rcApplyRU(ctx, op.RU); err != nil { // readConcern (rc_concern.go)
+		if err := rcApplyRU(ctx, op.RU); err != nil { // readConcern (repl/concern)
 			return nil, err
 		}
 		meta, coll, release, err := op.ReadCollection(ctx, ns)

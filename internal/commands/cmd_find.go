@@ -57,7 +57,7 @@ func runFind(ctx context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 	}
 	// The cursor's own RecoveryUnit outlives this command; op's holds only the locks.
 	ru := db.Engine.NewRecoveryUnit()
-	// readConcern's read source (rc_concern.go); every getMore re-resolves its timestamp.
+	// readConcern's read source (repl/concern); every getMore re-resolves its timestamp.
 	rs := findReadSource(ctx, o.ns)
 	if err := applyReadSource(rs, ru); err != nil {
 		release()

@@ -4,9 +4,5 @@ package commands
 // once no operation runs, before it closes the storage engine: an idle cursor keeps a
 // storage snapshot and iterators open, and the engine must not close under them.
 func CloseCursors(st *State) {
-	l := &st.local
-	l.cursorsOnce.Do(func() {}) // a manager created after this point would never be closed
-	if l.cursors != nil {
-		l.cursors.Close()
-	}
+	cursorManager(st).Close()
 }

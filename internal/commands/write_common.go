@@ -169,7 +169,7 @@ func writeLegalClientSystemNS(db, coll string) bool {
 	return false
 }
 
-// writeConcern, writeParseConcern and writeFinish live in wc_concern.go.
+// writeParseConcern and writeFinish (concern.go) call repl/concern.
 
 // writeBoolArg parses an IDL `bool` field (booleans only).
 func writeBoolArg(cmdName, field string, v bsoncore.Value) (bool, error) {

@@ -173,7 +173,7 @@ func (s *Server) dispatch(ctx context.Context, env *commands.Env, cmd bsoncore.D
 	if err := commands.CheckReplState(env, c, cmd); err != nil {
 		return nil, err
 	}
-	// $clusterTime gossip, readConcern waits and the read timestamp (commands/rc_concern.go).
+	// $clusterTime gossip, readConcern waits and the read timestamp (repl/concern).
 	ctx, ops, err := commands.BeginOperation(ctx, env, c, cmd)
 	*opsOut = ops
 	if err != nil {
