@@ -26,6 +26,7 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/recovery"
 	"humongo/internal/server"
@@ -42,8 +43,8 @@ const (
 
 // openDB opens the data directory; the server closes it last at shutdown, after every command
 // has finished.
-func openDB(dbpath string, log *slog.Logger) (*commands.DB, error) {
-	return commands.OpenDB(context.Background(), dbpath, log.With(logv2.C(logv2.Storage)))
+func openDB(dbpath string, log *slog.Logger) (*operation.DB, error) {
+	return operation.OpenDB(context.Background(), dbpath, log.With(logv2.C(logv2.Storage)))
 }
 
 func main() {
@@ -208,7 +209,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 // same consistency markers when it installs the stored config: a member whose initial-sync
 // flag is set starts in STARTUP2 and redoes initial sync, one whose data has not reached
 // minValid is RECOVERING (no reads) while it replicates, until it has applied up to minValid.
-func recoverReplicaSetMember(db *commands.DB, log *slog.Logger) error {
+func recoverReplicaSetMember(db *operation.DB, log *slog.Logger) error {
 	res, err := recovery.Recover(context.Background(), recovery.Config{Engine: db.Engine, Catalog: db.Catalog,
 		Colls: db.Colls, TempDir: db.TempDir, Log: log})
 	if err != nil {

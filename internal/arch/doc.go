@@ -1,4 +1,6 @@
-// Package arch holds no code: its test enforces the layering of ARCHITECTURE.md ("Layers"):
-// each internal package imports only packages of lower layers, and Pebble is imported only by
-// internal/storage.
+// Package arch holds no code: its tests enforce the layering of ARCHITECTURE.md ("Layers") as
+// docs/architecture.md lists it: each production package under internal/ imports only
+// packages of lower layers, no production package imports a test-only harness, the front end
+// stays role-neutral, Pebble is imported only by internal/storage, and the document's tables
+// match the ranks.
 package arch

@@ -1,52 +1,65 @@
 package arch
 
 import (
+	"bufio"
+	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-// rank orders internal packages bottom-up as in ARCHITECTURE.md. A package may import another
-// internal package only if that package's rank is strictly lower. Packages of equal rank are
-// independent of each other. Subpackages inherit the rank of their nearest listed parent.
+// rank orders the production packages under internal/ bottom-up as in ARCHITECTURE.md. A
+// package may import another internal package only if that package's rank is strictly lower;
+// packages of equal rank are independent of each other. Subpackages inherit the rank of their
+// nearest listed parent (the longest listed prefix wins). docs/architecture.md lists the same
+// table with what each package owns; TestArchitectureDoc keeps the two equal.
 var rank = map[string]int{
-	"mongoerr":              0,
-	"recordid":              0,
-	"failpoint":             1,
-	"bsonutil":              1,
-	"optime":                1, // Timestamp and OpTime: plain values shared by storage, repl (incl. the pure topology core) and txn
-	"collation":             1, // collations on x/text: sort keys for strings; bsonutil takes it as a StringComparer
-	"logv2":                 1,
-	"wire":                  2,
-	"keystring":             2,
-	"storage":               2,
-	"lock":                  2,
-	"catalog":               3,
-	"index":                 5,
-	"query/expr":            3, // aggregation expressions and accumulators: the matcher's $expr, find projections and agg use them
-	"query":                 4, // match expressions, projection, update: pure BSON; index compiles partial filters with them
-	"query/plan":            6, // the planner and plan stages read indexes
-	"validate":              6,
-	"agg":                   7,
-	"cursor":                7, // cursor manager: below commands, independent of the planner
-	"opobserver":            4, // the hook interface sits below the write path; implementations (repl/oplog) sit above
-	"vclock":                8,
-	"repl":                  8,
-	"txn":                   9,
-	"primaryonly":           9,
-	"sharding":              10,
-	"resharding":            11,
-	"serverless":            11,
-	"service":               12, // ServiceContext and the entry point's request types, shared by every role
-	"router":                13,
-	"commands":              14,
-	"server":                15,
-	"cluster":               16, // test harness: may start any binary
-	"crashtest":             16,
-	"repl/applier/repltest": 16, // in-process replica sets for tests: starts servers
-	"integration":           17, // real-process driver tests; may use the cluster harness
-	"bench":                 16, // humongo bench engine: a client of any server
-	"arch":                  17,
+	"mongoerr":    0,
+	"recordid":    0,
+	"failpoint":   1,
+	"bsonutil":    1,
+	"optime":      1,
+	"collation":   1,
+	"logv2":       1,
+	"wire":        2,
+	"keystring":   2,
+	"storage":     2,
+	"lock":        2,
+	"catalog":     3,
+	"query/expr":  3,
+	"query":       4,
+	"opobserver":  4,
+	"index":       5,
+	"query/plan":  6,
+	"validate":    6,
+	"agg":         7,
+	"cursor":      7,
+	"operation":   8,
+	"vclock":      9,
+	"repl":        9,
+	"txn":         10,
+	"primaryonly": 10,
+	"sharding":    11,
+	"resharding":  12,
+	"serverless":  12,
+	"service":     13,
+	"router":      14,
+	"commands":    15,
+	"server":      16,
+	"bench":       16, // humongo bench's engine: a client of any server, used by cmd/humongo
+}
+
+// harness lists the test-only packages: harnesses that start servers and processes, and
+// packages that hold only tests. They may import anything; no production package may import
+// them, and they have no rank, so nothing built for users depends on test code.
+var harness = map[string]bool{
+	"cluster":               true, // real-process deployments, nemeses, checkers
+	"crashtest":             true,
+	"repl/applier/repltest": true, // in-process replica sets
+	"integration":           true,
+	"arch":                  true,
 }
 
 // roleNeutral lists packages that serve every role (humongod, humongos) and so must not
@@ -58,19 +71,19 @@ var roleNeutral = map[string][]string{
 
 const module = "humongo/"
 
-// internalRank returns the rank of an import path under humongo/internal/, and whether it is one.
-func internalRank(t *testing.T, path string) (string, int, bool) {
+// classify returns the listed entry an import path under humongo/internal/ belongs to (the
+// longest listed prefix), its rank, whether it is a harness, and whether it is internal at all.
+func classify(t *testing.T, path string) (top string, r int, isHarness, internal bool) {
 	rest, ok := strings.CutPrefix(path, module+"internal/")
 	if !ok {
-		return "", 0, false
+		return "", 0, false, false
 	}
-	// The longest listed prefix wins, so a harness below a low layer (repl/applier/repltest)
-	// can sit with the harnesses.
-	top, _, _ := strings.Cut(rest, "/")
 	for p := rest; ; {
-		if _, ok := rank[p]; ok {
-			top = p
-			break
+		if harness[p] {
+			return p, 0, true, true
+		}
+		if r, ok := rank[p]; ok {
+			return p, r, false, true
 		}
 		i := strings.LastIndex(p, "/")
 		if i < 0 {
@@ -78,11 +91,8 @@ func internalRank(t *testing.T, path string) (string, int, bool) {
 		}
 		p = p[:i]
 	}
-	r, ok := rank[top]
-	if !ok {
-		t.Errorf("internal package %s has no layer in arch.rank: add it (and to ARCHITECTURE.md)", path)
-	}
-	return top, r, true
+	t.Errorf("internal package %s has no layer in arch.rank and is not a harness: add it (and to docs/architecture.md)", path)
+	return rest, 0, false, true
 }
 
 func TestLayering(t *testing.T) {
@@ -93,17 +103,23 @@ func TestLayering(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
 		pkg, imports := fields[0], fields[1:]
-		top, r, internal := internalRank(t, pkg)
+		top, r, pkgHarness, internal := classify(t, pkg)
 		for _, imp := range imports {
 			if strings.HasPrefix(imp, "github.com/cockroachdb/pebble") && top != "storage" {
 				t.Errorf("%s imports %s: Pebble belongs to internal/storage only", pkg, imp)
 			}
-			if !internal {
-				continue // cmd/* may import anything
-			}
-			itop, ir, ok := internalRank(t, imp)
-			if !ok || itop == top {
+			itop, ir, impHarness, ok := classify(t, imp)
+			if !ok {
 				continue
+			}
+			if impHarness {
+				if !pkgHarness {
+					t.Errorf("%s imports the test-only package %s: production code must not depend on test harnesses", pkg, imp)
+				}
+				continue
+			}
+			if !internal || pkgHarness || itop == top {
+				continue // cmd/* and harnesses may import any production package
 			}
 			for _, banned := range roleNeutral[top] {
 				if itop == banned {
@@ -113,6 +129,57 @@ func TestLayering(t *testing.T) {
 			if ir >= r {
 				t.Errorf("%s (layer %d) imports %s (layer %d): imports must go downwards", pkg, r, imp, ir)
 			}
+		}
+	}
+}
+
+// TestArchitectureDoc checks that docs/architecture.md's layer table names exactly the ranked
+// packages with their ranks, and its harness table exactly the harnesses, and that every
+// listed package exists.
+func TestArchitectureDoc(t *testing.T) {
+	f, err := os.Open("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	row := regexp.MustCompile("^\\| *(\\d+|test-only) *\\| *`internal/([a-z0-9/]+)`")
+	docRank, docHarness := map[string]int{}, map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		m := row.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		if m[1] == "test-only" {
+			docHarness[m[2]] = true
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		docRank[m[2]] = n
+	}
+	for p, r := range rank {
+		if d, ok := docRank[p]; !ok || d != r {
+			t.Errorf("docs/architecture.md: internal/%s should be listed with rank %d (has %d, listed %v)", p, r, d, ok)
+		}
+	}
+	for p := range docRank {
+		if _, ok := rank[p]; !ok {
+			t.Errorf("docs/architecture.md lists internal/%s, which arch.rank does not", p)
+		}
+	}
+	for p := range harness {
+		if !docHarness[p] {
+			t.Errorf("docs/architecture.md: internal/%s should be listed as test-only", p)
+		}
+	}
+	for p := range docHarness {
+		if !harness[p] {
+			t.Errorf("docs/architecture.md lists internal/%s as test-only; arch.harness does not", p)
+		}
+	}
+	for p := range rank {
+		if _, err := os.Stat("../" + p); err != nil {
+			t.Errorf("arch.rank lists internal/%s, which does not exist", p)
 		}
 	}
 }

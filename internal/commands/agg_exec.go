@@ -30,6 +30,7 @@ import (
 	"humongo/internal/collation"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/opobserver"
 	"humongo/internal/query/plan"
 	"humongo/internal/service"
@@ -39,17 +40,17 @@ import (
 // aggInput is the pipeline's leaf: a query plan over the source collection (with the
 // pushed-down $match/$sort/$limit). It is an agg.Source.
 type aggInput struct {
-	db  *DB
+	db  *operation.DB
 	ns  string
 	ru  *storage.RecoveryUnit // the cursor's own; outlives each command
 	ex  *plan.Executor
-	op  *OpCtx // holds the collection lock while locked; nil otherwise
+	op  *operation.Context // holds the collection lock while locked; nil otherwise
 	rel func()
 	eof bool
 	// rs is the read concern's read source and st the server: each later batch (getMore)
 	// re-resolves the timestamp before the new snapshot opens, as find cursors do: a
 	// secondary's current lastApplied, the current committed snapshot for majority.
-	rs rcReadSource
+	rs operation.ReadSource
 	st *service.State
 	// slab is where documents are copied out of the snapshot: one allocation per
 	// aggSlabSize bytes instead of one per document. A document kept by a stage pins its
@@ -62,9 +63,9 @@ const aggSlabSize = 64 << 10
 
 // aggOpenInput locks ns, plans req over it and returns the locked leaf.
 func aggOpenInput(ctx context.Context, st *service.State, ns string, req plan.Request) (*aggInput, error) {
-	db := dbOf(st)
+	db := st.DB
 	in := &aggInput{db: db, ns: ns, st: st, rs: findReadSource(ctx, ns)}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	rd, release, err := openRead(ctx, op, ns, readOwned) // the read seam (read_seam.go)
 	if err != nil {
 		op.Close()
@@ -72,7 +73,7 @@ func aggOpenInput(ctx context.Context, st *service.State, ns string, req plan.Re
 	}
 	in.op, in.rel = op, release
 	in.ru = db.Engine.NewRecoveryUnit()
-	if err := in.rs.apply(in.ru); err != nil { // readConcern (rc_concern.go)
+	if err := applyReadSource(in.rs, in.ru); err != nil { // readConcern (repl/concern)
 		in.unlockNoSave()
 		in.ru.Close()
 		return nil, err
@@ -124,7 +125,7 @@ func (in *aggInput) lock(ctx context.Context) error {
 	if in.eof || in.op != nil {
 		return nil
 	}
-	op := in.db.NewOp()
+	op := in.db.NewOp(ctx)
 	meta, _, release, err := op.ReadCollection(ctx, in.ns)
 	if err != nil {
 		op.Close()
@@ -133,7 +134,7 @@ func (in *aggInput) lock(ctx context.Context) error {
 	in.op, in.rel = op, release
 	// aggOpenInput took the first snapshot; this is a later one (a getMore's, or after a
 	// yield), at the read source's current timestamp.
-	if err := in.rs.reapply(&service.Env{State: in.st}, in.ru); err != nil {
+	if err := rcReapply(in.st, &in.rs, in.ru); err != nil {
 		in.unlockNoSave()
 		return err
 	}
@@ -206,14 +207,14 @@ func (c *aggCursor) Close() {
 
 // aggScan reads every document of ns matching filter (nil: all) into memory under a
 // short-lived lock and snapshot. A missing collection reads as empty.
-func aggScan(ctx context.Context, db *DB, ns string, filter bsoncore.Document) ([]bsoncore.Document, error) {
-	op := db.NewOp()
+func aggScan(ctx context.Context, db *operation.DB, ns string, filter bsoncore.Document) ([]bsoncore.Document, error) {
+	op := db.NewOp(ctx)
 	defer op.Close()
 	return aggScanOp(ctx, op, ns, filter)
 }
 
 // aggScanOp is aggScan under op's Locker (its RecoveryUnit's snapshot is abandoned after).
-func aggScanOp(ctx context.Context, op *OpCtx, ns string, filter bsoncore.Document) ([]bsoncore.Document, error) {
+func aggScanOp(ctx context.Context, op *operation.Context, ns string, filter bsoncore.Document) ([]bsoncore.Document, error) {
 	rd, release, err := openRead(ctx, op, ns, readOwned) // the read seam (read_seam.go)
 	if err != nil {
 		return nil, err
@@ -264,7 +265,7 @@ func (r *aggResolver) Open(ctx context.Context, db, coll string) (agg.Source, er
 	if err != nil {
 		return nil, err
 	}
-	op, done := r.op()
+	op, done := r.op(ctx)
 	docs, err := aggScanOp(ctx, op, backing, nil)
 	done()
 	if err != nil {
@@ -277,16 +278,16 @@ func (r *aggResolver) Open(ctx context.Context, db, coll string) (agg.Source, er
 	if err != nil {
 		return nil, err
 	}
-	return pl.Run(ctx, agg.SliceSource(docs), &agg.Context{Resolver: r, TempDir: dbOf(r.env.State).TempDir})
+	return pl.Run(ctx, agg.SliceSource(docs), &agg.Context{Resolver: r, TempDir: r.env.State.DB.TempDir})
 }
 
-// op returns the OpCtx for one storage access: the input's while it holds its lock, else a
+// op returns the operation context for one storage access: the input's while it holds its lock, else a
 // fresh one; done releases what op created.
-func (r *aggResolver) op() (op *OpCtx, done func()) {
+func (r *aggResolver) op(ctx context.Context) (op *operation.Context, done func()) {
 	if r.in != nil && r.in.op != nil {
 		return r.in.op, func() {}
 	}
-	op = dbOf(r.env.State).NewOp()
+	op = r.env.State.DB.NewOp(ctx)
 	return op, op.Close
 }
 
@@ -296,17 +297,17 @@ func (r *aggResolver) OpenWriter(ctx context.Context, db, coll string, replace b
 	if err := aggCheckOutputNS(ctx, r.env, ns); err != nil {
 		return nil, err
 	}
-	w := &aggWriter{db: dbOf(r.env.State), env: r.env, r: r, target: ns, writeNS: ns, replace: replace, bypass: r.bypassValidation}
+	w := &aggWriter{db: r.env.State.DB, env: r.env, r: r, target: ns, writeNS: ns, replace: replace, bypass: r.bypassValidation}
 	if replace {
 		// $out writes a temporary collection and renames it over the target at Commit, so
 		// readers see the old or the new contents, never a mix (MongoDB's semantics).
 		w.writeNS = db + ".tmp.agg_out." + bson.NewObjectID().Hex()
-		op, done := r.op()
+		op, done := r.op(ctx)
 		defer done()
 		var opts bsoncore.Document
 		if m, ok := w.db.Catalog.Latest().ByNS(ns); ok {
 			// The new collection keeps the old one's options (validator, collation...).
-			opts = ddlUserOptions(m)
+			opts = operation.UserOptions(m)
 			w.indexes = ddlIndexSpecs(m)
 		}
 		if err := op.EnsureCollection(ctx, w.writeNS, opts); err != nil {
@@ -338,9 +339,9 @@ const aggWriteBatch = 500
 
 // aggWriter writes $out/$merge output through the collection write path.
 type aggWriter struct {
-	db      *DB
+	db      *operation.DB
 	env     *service.Env
-	r       *aggResolver // hands out the OpCtx (see aggResolver)
+	r       *aggResolver // hands out the operation context (see aggResolver)
 	target  string
 	writeNS string // target, or $out's temporary collection
 	replace bool
@@ -353,7 +354,7 @@ func (w *aggWriter) FindOne(ctx context.Context, filter bsoncore.Document) (bson
 	if err := w.flush(ctx); err != nil {
 		return nil, false, err
 	}
-	op, done := w.r.op()
+	op, done := w.r.op(ctx)
 	docs, err := aggScanOp(ctx, op, w.writeNS, filter)
 	done()
 	if err != nil || len(docs) == 0 {
@@ -382,7 +383,7 @@ func (w *aggWriter) flush(ctx context.Context) error {
 	if len(w.buf) == 0 {
 		return nil
 	}
-	op, done := w.r.op()
+	op, done := w.r.op(ctx)
 	defer done()
 	err := op.WriteCollection(ctx, w.writeNS, true, func(coll *index.Collection) error {
 		for _, d := range w.buf {
@@ -401,7 +402,7 @@ func (w *aggWriter) Replace(ctx context.Context, filter, d bsoncore.Document) er
 	if err := w.flush(ctx); err != nil {
 		return err
 	}
-	op, done := w.r.op()
+	op, done := w.r.op(ctx)
 	defer done()
 	return op.WriteCollection(ctx, w.writeNS, false, func(coll *index.Collection) error {
 		if coll == nil {
@@ -435,7 +436,7 @@ func (w *aggWriter) Commit(ctx context.Context) error {
 	if !w.replace {
 		return nil
 	}
-	op, done := w.r.op()
+	op, done := w.r.op(ctx)
 	defer done()
 	for _, spec := range w.indexes {
 		if lookup(spec, "name").StringValue() == catalog.IDIndexName {
@@ -485,7 +486,7 @@ func (w *aggWriter) Abort(ctx context.Context) {
 	if !w.replace {
 		return
 	}
-	op, done := w.r.op()
+	op, done := w.r.op(ctx)
 	defer done()
 	_ = op.DDL(context.WithoutCancel(ctx), w.writeNS, func() error {
 		m, ok := w.db.Catalog.Latest().ByNS(w.writeNS)

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/commands"
+	"humongo/internal/operation"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/server"
 	"humongo/internal/service"
@@ -23,13 +24,13 @@ import (
 // outReplNode is a node whose writes go through a real oplog writer (the observer a replica
 // set primary installs), served over the wire for the Go driver.
 type outReplNode struct {
-	db *commands.DB
+	db *operation.DB
 	w  *oplog.Writer
 }
 
 func openOutReplNode(t *testing.T, withOplog bool) *outReplNode {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), nil)
+	db, err := operation.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func aggRunServerStage(ctx context.Context, env *service.Env, r *aggRequest, nam
 	if isView && (name != "$collStats" || lookup(spec, "storageStats").Type != 0 || lookup(spec, "count").Type != 0) {
 		return nil, mongoerr.Newf(mongoerr.CommandNotSupportedOnView, "Namespace %s is a view, not a collection", r.ns)
 	}
-	meta, _ := dbOf(env.State).Catalog.Latest().ByNS(backing)
+	meta, _ := env.State.DB.Catalog.Latest().ByNS(backing)
 	switch name {
 	case "$collStats":
 		return aggCollStats(env, r.ns, meta, spec)
@@ -110,7 +110,7 @@ func aggCollStats(env *service.Env, ns string, m *catalog.CollectionMeta, spec b
 		return nil, mongoerr.Newf(mongoerr.NamespaceNotFound,
 			"Unable to retrieve storageStats in $collStats stage :: caused by :: Collection [%s] not found.", ns)
 	}
-	db := dbOf(env.State)
+	db := env.State.DB
 	d := doc(func(b []byte) []byte {
 		b = bsoncore.AppendStringElement(b, "ns", ns)
 		b = bsoncore.AppendStringElement(b, "host", aggHost(env))
@@ -183,7 +183,7 @@ func aggIndexStats(env *service.Env, m *catalog.CollectionMeta) []bsoncore.Docum
 		return nil
 	}
 	var out []bsoncore.Document
-	coll, _ := dbOf(env.State).Colls.ByUUID(m.UUID)
+	coll, _ := env.State.DB.Colls.ByUUID(m.UUID)
 	for i := range m.Indexes {
 		im := &m.Indexes[i]
 		var ops int64
@@ -216,7 +216,7 @@ func aggIndexStats(env *service.Env, m *catalog.CollectionMeta) []bsoncore.Docum
 // aggListCatalog is $listCatalog: the durable catalog entries (all of them for
 // collectionless admin, else the one collection), plus the views from system.views.
 func aggListCatalog(ctx context.Context, env *service.Env, r *aggRequest) ([]bsoncore.Document, error) {
-	snap := dbOf(env.State).Catalog.Latest()
+	snap := env.State.DB.Catalog.Latest()
 	var metas []*catalog.CollectionMeta
 	if r.collectionless {
 		metas = snap.All()
@@ -259,7 +259,7 @@ func aggListCatalog(ctx context.Context, env *service.Env, r *aggRequest) ([]bso
 		if !r.collectionless && dbName+"."+viewsColl != r.ns {
 			continue
 		}
-		defs, err := aggScan(ctx, dbOf(env.State), dbName+"."+viewsColl, nil)
+		defs, err := aggScan(ctx, env.State.DB, dbName+"."+viewsColl, nil)
 		if err != nil {
 			return nil, err
 		}

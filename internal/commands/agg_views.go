@@ -35,10 +35,10 @@ const viewMaxDepth = 20
 // resolved chain; see viewResolve). A namespace that is a collection, or that does not exist,
 // is not a view. The returned documents own their bytes.
 func viewLookup(ctx context.Context, env *service.Env, ns string) (viewOn string, pipeline []bsoncore.Document, isView bool, err error) {
-	if env.State == nil || dbOf(env.State) == nil {
+	if env.State == nil || env.State.DB == nil {
 		return "", nil, false, nil
 	}
-	db := dbOf(env.State)
+	db := env.State.DB
 	dbName, coll, ok := strings.Cut(ns, ".")
 	if !ok || coll == viewsColl {
 		return "", nil, false, nil
@@ -51,7 +51,7 @@ func viewLookup(ctx context.Context, env *service.Env, ns string) (viewOn string
 	if _, ok := cat.ByNS(dbName + "." + viewsColl); !ok {
 		return "", nil, false, nil
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	_, vc, release, err := op.ReadCollection(ctx, dbName+"."+viewsColl)
 	if err != nil {
@@ -106,7 +106,7 @@ func viewResolveColl(ctx context.Context, env *service.Env, ns string) (backing 
 // viewCollation reads the default collation of view ns from its definition.
 func viewCollation(ctx context.Context, env *service.Env, ns string) (*collation.Collator, error) {
 	dbName, _, _ := strings.Cut(ns, ".")
-	op := dbOf(env.State).NewOp()
+	op := env.State.DB.NewOp(ctx)
 	defer op.Close()
 	_, vc, release, err := op.ReadCollection(ctx, dbName+"."+viewsColl)
 	if err != nil {
@@ -207,7 +207,7 @@ func viewCheckGraph(ctx context.Context, env *service.Env, ns, viewOn string, pi
 // <db>.system.views (created on first use). An identical existing view is not an error, as
 // for collections.
 func viewCreate(ctx context.Context, env *service.Env, ns string, cmd bsoncore.Document) (bsoncore.Document, error) {
-	db := dbOf(env.State)
+	db := env.State.DB
 	const c = "create"
 	for _, f := range []string{"capped", "size", "max", "autoIndexId", "idIndex", "storageEngine",
 		"indexOptionDefaults", "validator", "validationLevel", "validationAction", "timeseries",
@@ -302,7 +302,7 @@ func viewCreate(ctx context.Context, env *service.Env, ns string, cmd bsoncore.D
 		}
 		return b
 	})
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	// The view's own namespace is X-locked so a concurrent create of a collection with the
 	// same name cannot interleave with the check below.
@@ -343,7 +343,7 @@ func viewDrop(ctx context.Context, env *service.Env, ns string) (found bool, err
 		return false, err
 	}
 	dbName, _, _ := strings.Cut(ns, ".")
-	op := dbOf(env.State).NewOp()
+	op := env.State.DB.NewOp(ctx)
 	defer op.Close()
 	err = op.WriteCollection(ctx, dbName+"."+viewsColl, false, func(vc *index.Collection) error {
 		if vc == nil {
@@ -361,7 +361,7 @@ func viewDrop(ctx context.Context, env *service.Env, ns string) (found bool, err
 
 // viewList returns the views of database dbName as listCollections entries.
 func viewList(ctx context.Context, env *service.Env, dbName string, nameOnly bool) ([]bsoncore.Document, error) {
-	defs, err := aggScan(ctx, dbOf(env.State), dbName+"."+viewsColl, nil)
+	defs, err := aggScan(ctx, env.State.DB, dbName+"."+viewsColl, nil)
 	if err != nil {
 		return nil, err
 	}

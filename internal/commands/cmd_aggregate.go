@@ -151,7 +151,7 @@ func aggParse(env *service.Env, cmd bsoncore.Document) (*aggRequest, error) {
 }
 
 func runAggregate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	if dbOf(env.State) == nil {
+	if env.State.DB == nil {
 		return nil, mongoerr.New(mongoerr.InternalError, "server has no storage")
 	}
 	// The parsed pipeline keeps slices of cmd and may outlive this call in a cursor, but cmd
@@ -184,7 +184,7 @@ type aggPrepared struct {
 // aggCollectionCollation is the default collation of collection ns (nil: simple or no such
 // collection).
 func aggCollectionCollation(env *service.Env, ns string) (*collation.Collator, error) {
-	meta, ok := dbOf(env.State).Catalog.Latest().ByNS(ns)
+	meta, ok := env.State.DB.Catalog.Latest().ByNS(ns)
 	if !ok || meta == nil {
 		return nil, nil
 	}
@@ -265,7 +265,7 @@ func aggPrepare(ctx context.Context, env *service.Env, r *aggRequest) (*aggPrepa
 		}
 	}
 	p.full, p.pl = full, full
-	p.ac = &agg.Context{Now: now, Vars: vars, AllowDiskUse: r.allowDiskUse, TempDir: dbOf(env.State).TempDir,
+	p.ac = &agg.Context{Now: now, Vars: vars, AllowDiskUse: r.allowDiskUse, TempDir: env.State.DB.TempDir,
 		Resolver: &aggResolver{env: env, bypassValidation: r.bypass, coll: coll}}
 	if p.leading != "" || collectionless {
 		p.backing = ""

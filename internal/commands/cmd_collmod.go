@@ -10,6 +10,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/service"
 )
 
@@ -102,7 +103,7 @@ func runCollMod(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 		}
 	}
 
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	var reply bsoncore.Document
 	err = op.DDL(ctx, ns, func() error {
@@ -121,7 +122,7 @@ func runCollMod(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 			if err != nil {
 				return err
 			}
-			if !bytes.Equal(opts, ddlUserOptions(m)) {
+			if !bytes.Equal(opts, operation.UserOptions(m)) {
 				if err := db.Catalog.UpdateOptions(op.RU, ns, opts); err != nil {
 					return err
 				}
@@ -167,7 +168,7 @@ func runCollMod(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 
 // ddlCollModOptions applies collection-level changes to m's options.
 func ddlCollModOptions(m *catalog.CollectionMeta, changes []bsoncore.Element) (bsoncore.Document, error) {
-	opts := ddlUserOptions(m)
+	opts := operation.UserOptions(m)
 	for _, e := range changes {
 		v := e.Value()
 		key := e.Key()
@@ -335,7 +336,7 @@ func ddlParseCollModIndex(v bsoncore.Value) (*ddlCollModIndex, error) {
 }
 
 // ddlCollModApplyIndex applies an index modification inside op's unit and returns the reply.
-func ddlCollModApplyIndex(op *OpCtx, m *catalog.CollectionMeta, r *ddlCollModIndex, dryRun bool) (bsoncore.Document, error) {
+func ddlCollModApplyIndex(op *operation.Context, m *catalog.CollectionMeta, r *ddlCollModIndex, dryRun bool) (bsoncore.Document, error) {
 	var ix *catalog.IndexMeta
 	if r.keyPattern != nil {
 		var found []*catalog.IndexMeta
@@ -439,7 +440,7 @@ const ddlMaxViolations = 1000
 
 // ddlCheckUniqueConvertible scans the index in key order and fails with
 // CannotConvertIndexToUnique when two entries share a key.
-func ddlCheckUniqueConvertible(op *OpCtx, m *catalog.CollectionMeta, im *catalog.IndexMeta) error {
+func ddlCheckUniqueConvertible(op *operation.Context, m *catalog.CollectionMeta, im *catalog.IndexMeta) error {
 	coll, err := op.DB.Colls.ByUUID(m.UUID)
 	if err != nil {
 		return err

@@ -39,7 +39,7 @@ func runCollStats(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 	if err != nil {
 		return nil, err
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	m, _, release, err := op.ReadCollection(ctx, ns)
 	if err != nil {

@@ -73,7 +73,7 @@ func countParse(env *service.Env, cmd bsoncore.Document) (countArgs, error) {
 }
 
 func runCount(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	db := dbOf(env.State)
+	db := env.State.DB
 	if db == nil {
 		return nil, mongoerr.New(mongoerr.InternalError, "server has no storage")
 	}
@@ -86,9 +86,9 @@ func runCount(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bso
 	} else if isView {
 		return countView(ctx, env, cmd)
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
-	if err := rcApplyRU(ctx, op.RU); err != nil { // readConcern (rc_concern.go)
+	if err := rcApplyRU(ctx, op.RU); err != nil { // readConcern (repl/concern)
 		return nil, err
 	}
 	rd, release, err := openRead(ctx, op, a.ns, readOwned) // the read seam (read_seam.go)

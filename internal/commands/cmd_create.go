@@ -10,6 +10,7 @@ import (
 	"humongo/internal/catalog"
 	collpkg "humongo/internal/collation"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/service"
 )
 
@@ -59,11 +60,11 @@ func runCreate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 	} else if isView {
 		return nil, mongoerr.Newf(mongoerr.NamespaceExists, "Namespace %s already exists", ns)
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	err = op.DDL(ctx, ns, func() error {
 		if m, ok := db.Catalog.Latest().ByNS(ns); ok {
-			existing := ddlUserOptions(m)
+			existing := operation.UserOptions(m)
 			if bytes.Equal(existing, opts) {
 				return nil
 			}
@@ -83,7 +84,7 @@ func runCreate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 // store is keyed by RecordId rather than by _id, a regular unique _id index that enforces the
 // cluster key's uniqueness and serves _id lookups (listIndexes shows it as the clustered
 // index).
-func ddlCreateCollection(op *OpCtx, ns string, opts bsoncore.Document) error {
+func ddlCreateCollection(op *operation.Context, ns string, opts bsoncore.Document) error {
 	m, err := op.DB.Catalog.CreateCollection(op.RU, ns, opts)
 	if err != nil {
 		return err
@@ -93,7 +94,7 @@ func ddlCreateCollection(op *OpCtx, ns string, opts bsoncore.Document) error {
 			return err
 		}
 	}
-	return op.logCreate(m)
+	return op.LogCreate(m)
 }
 
 // ddlClusteredIDSpec is the internal _id index spec of a clustered collection with options

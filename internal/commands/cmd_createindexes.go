@@ -13,7 +13,9 @@ import (
 	"humongo/internal/collation"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/query"
+	"humongo/internal/repl/indexbuild"
 	"humongo/internal/service"
 )
 
@@ -45,7 +47,7 @@ var errDDLDryRun = errors.New("ddl: dry run")
 // On an empty collection the indexes are added ready in one unit; otherwise each is built with
 // index.Build (hybrid build: writers are blocked only while the build registers and commits,
 // through the collection X lock) or, on a node that logs its writes, as one two-phase build
-// (startIndexBuild / commitIndexBuild after the commitQuorum's votes; indexbuild_create.go).
+// (startIndexBuild / commitIndexBuild after the commitQuorum's votes; repl/indexbuild).
 // Specs identical to existing indexes are skipped; when nothing is new the reply carries
 // note: "all indexes already exist".
 func runCreateIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
@@ -67,22 +69,22 @@ func runCreateIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 		return nil, err
 	}
 	// A replica-set member builds on non-empty collections with the two-phase protocol
-	// (indexbuild_coord.go); a standalone builds alone and accepts no commitQuorum.
-	logger, replicated := replicatedIndexBuilds(db)
-	quorum := defaultCommitQuorum
+	// (repl/indexbuild); a standalone builds alone and accepts no commitQuorum.
+	logger, replicated := indexbuild.Replicated(db)
+	quorum := indexbuild.DefaultCommitQuorum
 	if v := lookup(cmd, "commitQuorum"); v.Type != 0 {
 		if !replicated {
 			return nil, mongoerr.New(mongoerr.BadValue, "Standalones can't specify commitQuorum")
 		}
-		if quorum, err = parseCommitQuorum(v); err != nil {
+		if quorum, err = indexbuild.ParseCommitQuorum(v); err != nil {
 			return nil, err
 		}
 	}
-	var builds *indexBuildsCoord
+	var builds *indexbuild.Coordinator
 	if replicated {
-		builds = indexBuildsOf(db)
-		builds.attachState(env.State)
-		if err := quorum.check(builds.members()); err != nil {
+		builds = indexbuild.Of(db)
+		builds.Attach(env.State.Repl)
+		if err := builds.CheckQuorum(quorum); err != nil {
 			return nil, err
 		}
 	}
@@ -114,7 +116,7 @@ func runCreateIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 		specs = append(specs, spec)
 	}
 
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	created := false
 	if _, ok := db.Catalog.Latest().ByNS(ns); !ok {
@@ -196,7 +198,7 @@ func runCreateIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 	switch {
 	case len(toBuild) > 0 && !addedReady && replicated:
 		twoPhase = true
-		if err := ddlTwoPhaseBuild(ctx, builds, logger, ns, toBuild, quorum); err != nil {
+		if err := builds.TwoPhaseBuild(ctx, logger, ns, toBuild, quorum); err != nil {
 			return nil, err
 		}
 	case len(toBuild) > 0 && !addedReady:
@@ -206,7 +208,7 @@ func runCreateIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 	}
 	if len(inProgress) > 0 && replicated {
 		// MongoDB waits for a running build of the same indexes and reports its outcome.
-		if err := ddlWaitForBuilds(ctx, db, ns, inProgress); err != nil {
+		if err := indexbuild.WaitForBuilds(ctx, db, ns, inProgress); err != nil {
 			return nil, err
 		}
 	}
@@ -225,7 +227,7 @@ func runCreateIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 		}
 		b = bsoncore.AppendBooleanElement(b, "createdCollectionAutomatically", created)
 		if twoPhase {
-			b = quorum.append(b, "commitQuorum")
+			b = quorum.Append(b, "commitQuorum")
 		}
 		return b
 	}), nil
@@ -235,7 +237,7 @@ func runCreateIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 // Index builds see every record, orphans included (MongoDB indexes orphans: a migration back or
 // the range deleter finds them through the indexes), so this is a readAllRecords scan and
 // index.Build reads the record store unfiltered.
-func ddlCollectionEmpty(op *OpCtx, m *catalog.CollectionMeta) (bool, error) {
+func ddlCollectionEmpty(op *operation.Context, m *catalog.CollectionMeta) (bool, error) {
 	rd, err := readLocked(op, m.NS, m, nil, readAllRecords) // the read seam (read_seam.go)
 	if err != nil {
 		return false, err
@@ -251,7 +253,7 @@ func ddlCollectionEmpty(op *OpCtx, m *catalog.CollectionMeta) (bool, error) {
 
 // ddlBuildIndexes builds specs one after the other on a non-empty collection. If one fails,
 // the ones this command built already are dropped again, so the command is all or nothing.
-func ddlBuildIndexes(ctx context.Context, db *DB, ns string, specs []bsoncore.Document) error {
+func ddlBuildIndexes(ctx context.Context, db *operation.DB, ns string, specs []bsoncore.Document) error {
 	m, ok := db.Catalog.Latest().ByNS(ns)
 	if !ok {
 		return mongoerr.Newf(mongoerr.NamespaceNotFound, "Collection %s was dropped", ns)
@@ -260,7 +262,7 @@ func ddlBuildIndexes(ctx context.Context, db *DB, ns string, specs []bsoncore.Do
 	if err != nil {
 		return err
 	}
-	opts := index.BuildOptions{TempDir: db.TempDir, BlockWrites: ddlBlockWrites(db, ns, coll)}
+	opts := index.BuildOptions{TempDir: db.TempDir, BlockWrites: indexbuild.BlockWrites(db, ns, coll)}
 	var built []string
 	for _, s := range specs {
 		im, _, err := index.Build(ctx, coll, s, opts)
@@ -278,33 +280,11 @@ func ddlBuildIndexes(ctx context.Context, db *DB, ns string, specs []bsoncore.Do
 	return nil
 }
 
-// ddlBlockWrites is how an index build on ns excludes writers on this node. Writers hold
-// the collection IX lock for their whole unit, so the S lock waits for in-progress writes
-// and holds new ones back (readers continue); the TTL monitor writes through
-// Collection.Write, so the collection's own gate is taken too.
-func ddlBlockWrites(db *DB, ns string, coll *index.Collection) func() (func(), error) {
-	return func() (func(), error) {
-		unlock, err := index.LockManagerBlockWrites(db.Locks, ns)()
-		if err != nil {
-			return nil, err
-		}
-		ungate, err := coll.BlockWrites()
-		if err != nil {
-			unlock()
-			return nil, err
-		}
-		return func() {
-			ungate()
-			unlock()
-		}, nil
-	}
-}
-
-func ddlDropBuilt(ctx context.Context, db *DB, ns string, names []string) {
+func ddlDropBuilt(ctx context.Context, db *operation.DB, ns string, names []string) {
 	if len(names) == 0 {
 		return
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	err := op.DDL(context.WithoutCancel(ctx), ns, func() error {
 		for _, n := range names {
@@ -332,7 +312,7 @@ func ddlIsIDKey(v bsoncore.Value) bool {
 // ddlValidateIndexSpec checks one createIndexes spec the way index_key_validate does and
 // returns it ready for the catalog (unknown fields removed when ignoreUnknown is set, a
 // simple collation dropped).
-func ddlValidateIndexSpec(db *DB, spec bsoncore.Document, ignoreUnknown bool) (bsoncore.Document, error) {
+func ddlValidateIndexSpec(db *operation.DB, spec bsoncore.Document, ignoreUnknown bool) (bsoncore.Document, error) {
 	elems, err := spec.Elements()
 	if err != nil {
 		return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid index specification: %v", err)

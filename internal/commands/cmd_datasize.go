@@ -59,7 +59,7 @@ func runDataSize(ctx context.Context, env *service.Env, cmd bsoncore.Document) (
 	if ranged && len(keyPattern) <= 5 {
 		return nil, mongoerr.New(mongoerr.BadValue, "only key pattern and a range can be specified together")
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	// Orphans count: mongod's dataSize scans without a shard filter (the splitter and the
 	// balancer size the data physically in a range).

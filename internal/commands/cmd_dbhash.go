@@ -15,6 +15,7 @@ import (
 	"humongo/internal/index"
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/service"
 	"humongo/internal/storage"
 )
@@ -59,7 +60,7 @@ func runDBHash(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 		return nil, mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid db name: %s", env.DB)
 	}
 
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	mode := lock.ModeS
 	if rc := env.State.Repl; rc != nil && !rc.IsWritablePrimary() {
@@ -195,7 +196,7 @@ func dbHashReplicated(m *catalog.CollectionMeta) bool {
 // record store's insertion order, as mongod's collection scan.
 //
 // Orphans are hashed too: mongod's dbHash scans without a shard filter (readAllRecords).
-func dbHashCollection(ctx context.Context, op *OpCtx, m *catalog.CollectionMeta) (string, error) {
+func dbHashCollection(ctx context.Context, op *operation.Context, m *catalog.CollectionMeta) (string, error) {
 	rd, err := readLocked(op, m.NS, m, nil, readAllRecords) // the read seam (read_seam.go)
 	if err != nil {
 		return "", err

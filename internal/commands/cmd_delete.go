@@ -7,9 +7,11 @@ import (
 
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/query"
 	"humongo/internal/recordid"
 	"humongo/internal/service"
+	"humongo/internal/txn/retryable"
 )
 
 func addDelete(r *service.Registry) {
@@ -30,7 +32,7 @@ type writeDeleteStmt struct {
 	multi bool // limit 0
 	hint  bsoncore.Value
 	coll  writeCollation
-	retry *retryStmt // the retryable write's statement; nil when not one
+	retry *retryable.Stmt // the retryable write's statement; nil when not one
 }
 
 func writeParseDeleteStmt(v bsoncore.Value, i int) (*writeDeleteStmt, error) {
@@ -132,16 +134,16 @@ func runDelete(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 	if err != nil {
 		return nil, err
 	}
-	defer rc.end()
+	defer rc.End()
 
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	n, deleted, attempted := 0, 0, 0
 	var errs []writeStmtError
 	for i, st := range stmts {
 		attempted++
-		st.retry = rc.stmt(i, st.multi)
-		res, retried, err := st.retry.replayDelete(ctx)
+		st.retry = rc.Stmt(i, st.multi)
+		res, retried, err := retryReplayDelete(ctx, st.retry)
 		if !retried && err == nil {
 			res, err = writeExecDelete(ctx, op, ns, st, nil, false)
 		}
@@ -179,7 +181,7 @@ type writeDeleteResult struct {
 
 // writeExecDelete runs one delete statement: a single delete finds and removes in one unit;
 // a multi-delete collects RecordIds first and deletes them in chunks, re-matching each.
-func writeExecDelete(ctx context.Context, op *OpCtx, ns string, st *writeDeleteStmt, sortSpec bsoncore.Document, keepImage bool) (writeDeleteResult, error) {
+func writeExecDelete(ctx context.Context, op *operation.Context, ns string, st *writeDeleteStmt, sortSpec bsoncore.Document, keepImage bool) (writeDeleteResult, error) {
 	var res writeDeleteResult
 	matcher, err := writeParseFilterCollated(op, ns, st.q, st.coll)
 	if err != nil {
@@ -187,7 +189,7 @@ func writeExecDelete(ctx context.Context, op *OpCtx, ns string, st *writeDeleteS
 	}
 	spec := &writeScan{filter: st.q, matcher: matcher, sort: sortSpec, hint: st.hint, limit: 1, coll: st.coll}
 	if !st.multi {
-		err := op.WriteCollection(ctx, ns, false, st.retry.wrap(op, func(coll *index.Collection) error {
+		err := op.WriteCollection(ctx, ns, false, st.retry.Wrap(op, func(coll *index.Collection) error {
 			res = writeDeleteResult{}
 			ts, err := writeFindTargets(ctx, op, ns, coll, spec)
 			if err != nil || len(ts) == 0 {
@@ -235,7 +237,7 @@ func writeExecDelete(ctx context.Context, op *OpCtx, ns string, st *writeDeleteS
 	return res, nil
 }
 
-func writeDeleteChunk(op *OpCtx, coll *index.Collection, matcher *query.Matcher, chunk []recordid.ID, part *int) error {
+func writeDeleteChunk(op *operation.Context, coll *index.Collection, matcher *query.Matcher, chunk []recordid.ID, part *int) error {
 	for _, rid := range chunk {
 		cur, found, err := coll.RecordStore().Get(op.RU, rid)
 		if err != nil {

@@ -70,7 +70,7 @@ func distinctParse(env *service.Env, cmd bsoncore.Document) (string, string, pla
 }
 
 func runDistinct(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	db := dbOf(env.State)
+	db := env.State.DB
 	if db == nil {
 		return nil, mongoerr.New(mongoerr.InternalError, "server has no storage")
 	}
@@ -97,9 +97,9 @@ func runDistinct(ctx context.Context, env *service.Env, cmd bsoncore.Document) (
 		qcoll = src.collation()
 		next = func() (bsoncore.Document, bool, error) { return src.Next(ctx) }
 	} else {
-		op := db.NewOp()
+		op := db.NewOp(ctx)
 		defer op.Close()
-		if err := rcApplyRU(ctx, op.RU); err != nil { // readConcern (rc_concern.go)
+		if err := rcApplyRU(ctx, op.RU); err != nil { // readConcern (repl/concern)
 			return nil, err
 		}
 		rd, release, err := openRead(ctx, op, ns, readOwned) // the read seam (read_seam.go)

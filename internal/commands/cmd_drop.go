@@ -45,7 +45,7 @@ func runDrop(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bson
 			return doc(func(b []byte) []byte { return bsoncore.AppendStringElement(b, "ns", ns) }), nil
 		}
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	nIndexes := -1
 	err = op.DDL(ctx, ns, func() error {

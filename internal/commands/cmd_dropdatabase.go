@@ -40,7 +40,7 @@ func runDropDatabase(ctx context.Context, env *service.Env, cmd bsoncore.Documen
 	if !catalog.ValidDBName(env.DB) {
 		return nil, mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid database name: '%s'", env.DB)
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	existed := false
 	err = op.DatabaseDDL(ctx, env.DB, func() error {

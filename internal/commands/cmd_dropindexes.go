@@ -44,7 +44,7 @@ func runDropIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Document
 	default:
 		return nil, typeMismatch(c, "index", iv.Type, "string", "object", "array")
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	var was int
 	err = op.DDL(ctx, ns, func() error {

@@ -7,7 +7,7 @@ package commands
 //	// and, unless v is plan.QueryPlanner, the executionStats document (executing the command
 //	// WITHOUT side effects: writes are planned and their targets counted, nothing changes).
 //	// explain adds command, serverInfo, serverParameters and ok.
-//	type explainFunc func(ctx context.Context, env *Env, cmd bsoncore.Document, v plan.Verbosity) (queryPlanner, executionStats bsoncore.Document, err error)
+//	type explainFunc func(ctx context.Context, env *service.Env, cmd bsoncore.Document, v plan.Verbosity) (queryPlanner, executionStats bsoncore.Document, err error)
 //
 //	func init() { registerExplain("update", writeExplainUpdate) }   // in your own file
 //
@@ -142,13 +142,13 @@ func findServerParams(env *service.Env) bsoncore.Document {
 
 // explainPlan explains a planned query on ns: see the top of this file.
 func explainPlan(ctx context.Context, env *service.Env, ns string, req plan.Request, v plan.Verbosity) (queryPlanner, executionStats bsoncore.Document, err error) {
-	db := dbOf(env.State)
+	db := env.State.DB
 	if db == nil {
 		return nil, nil, mongoerr.New(mongoerr.InternalError, "server has no storage")
 	}
 	req.NS = ns
 	findFillRequestDefaults(env, &req)
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	rd, release, err := openRead(ctx, op, ns, readOwned) // the read seam (read_seam.go)
 	if err != nil {
@@ -182,8 +182,8 @@ func findFillRequestDefaults(env *service.Env, req *plan.Request) {
 			req.MaxBlockingSortBytes = findMaxBlockingSortBytes(env)
 		}
 	}
-	if req.TempDir == "" && dbOf(env.State) != nil {
-		req.TempDir = dbOf(env.State).TempDir
+	if req.TempDir == "" && env.State.DB != nil {
+		req.TempDir = env.State.DB.TempDir
 	}
 }
 

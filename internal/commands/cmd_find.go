@@ -27,7 +27,7 @@ func addFind(r *service.Registry) {
 }
 
 func runFind(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	db := dbOf(env.State)
+	db := env.State.DB
 	if db == nil {
 		return nil, mongoerr.New(mongoerr.InternalError, "server has no storage")
 	}
@@ -49,7 +49,7 @@ func runFind(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bson
 		}
 		return aggCursorReply(ctx, env, r)
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	rd, release, err := openRead(ctx, op, o.ns, readOwned) // the read seam (read_seam.go)
 	if err != nil {
@@ -62,9 +62,9 @@ func runFind(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bson
 	}
 	// The cursor's own RecoveryUnit outlives this command; op's holds only the locks.
 	ru := db.Engine.NewRecoveryUnit()
-	// readConcern's read source (rc_concern.go); every getMore re-resolves its timestamp.
+	// readConcern's read source (repl/concern); every getMore re-resolves its timestamp.
 	rs := findReadSource(ctx, o.ns)
-	if err := rs.apply(ru); err != nil {
+	if err := applyReadSource(rs, ru); err != nil {
 		release()
 		ru.Close()
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"humongo/internal/mongoerr"
 	"humongo/internal/query"
 	"humongo/internal/service"
+	"humongo/internal/txn/retryable"
 )
 
 func addFindAndModify(r *service.Registry) {
@@ -168,17 +169,15 @@ func runFindAndModify(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 	if err != nil {
 		return nil, err
 	}
-	defer rc.end()
-	rs := rc.stmt(0, false)
-	if rs != nil {
-		rs.imageKind = retryFamImageKind(r.remove, r.returnNew)
-	}
-	replay, err := rs.replayFam(ctx, r.remove, r.returnNew)
+	defer rc.End()
+	rs := rc.Stmt(0, false)
+	rs.SetImageKind(retryable.ImageKindFor(r.remove, r.returnNew))
+	replay, err := retryReplayFam(ctx, rs, r.remove, r.returnNew)
 	if err != nil {
 		return nil, err
 	}
 
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	var (
 		value    bsoncore.Document

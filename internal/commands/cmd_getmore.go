@@ -98,7 +98,7 @@ func getMoreBatch(ctx context.Context, env *service.Env, c *cursor.Cursor, count
 			c.Source.SaveState()
 			return b, ex, err
 		}
-		op := src.db.NewOp()
+		op := src.db.NewOp(ctx)
 		defer op.Close()
 		meta, _, release, err := op.ReadCollection(ctx, src.ns)
 		if err != nil {
@@ -108,7 +108,7 @@ func getMoreBatch(ctx context.Context, env *service.Env, c *cursor.Cursor, count
 		src.meta = meta
 		// The snapshot was abandoned by SaveState: the next one opens at the source's
 		// current timestamp (a secondary's new lastApplied, the new committed snapshot).
-		if err := src.rs.reapply(env, src.ru); err != nil {
+		if err := rcReapply(env.State, &src.rs, src.ru); err != nil {
 			return nil, false, err
 		}
 		if err := src.RestoreState(ctx); err != nil {

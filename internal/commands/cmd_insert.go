@@ -7,7 +7,9 @@ import (
 
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/service"
+	"humongo/internal/txn/retryable"
 )
 
 func addInsert(r *service.Registry) {
@@ -80,9 +82,9 @@ func runInsert(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 	if err != nil {
 		return nil, err
 	}
-	defer rc.end()
+	defer rc.End()
 
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	w := &writeInserter{ctx: ctx, op: op, ns: ns, ordered: ordered, bypass: bypass, retry: rc}
 	w.run(docs)
@@ -102,11 +104,11 @@ func runInsert(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 // writeInserter runs one insert command's batch.
 type writeInserter struct {
 	ctx     context.Context
-	op      *OpCtx
+	op      *operation.Context
 	ns      string
 	ordered bool
-	bypass  bool      // bypassDocumentValidation
-	retry   *retryCtx // the retryable write's session; nil when not one
+	bypass  bool           // bypassDocumentValidation
+	retry   *retryable.Txn // the retryable write's session; nil when not one
 
 	n         int // documents inserted
 	attempted int // documents processed (opcounters.insert)
@@ -129,7 +131,7 @@ func (w *writeInserter) run(docs []bsoncore.Document) {
 	for i, d := range docs {
 		// A statement a retried command already ran counts as inserted and is skipped
 		// (flushing keeps each group's statement ids consecutive).
-		if done, err := w.retry.executed(i); done || err != nil {
+		if done, err := w.retry.Executed(i); done || err != nil {
 			if !flush() {
 				return
 			}
@@ -172,7 +174,7 @@ func (w *writeInserter) run(docs []bsoncore.Document) {
 // when the batch must stop (ordered failure or fatal error).
 func (w *writeInserter) insertGroup(start int, docs []bsoncore.Document) bool {
 	if len(docs) > 1 {
-		err := w.op.WriteCollection(w.ctx, w.ns, true, w.retry.stmt(start, false).wrap(w.op, func(coll *index.Collection) error {
+		err := w.op.WriteCollection(w.ctx, w.ns, true, w.retry.Stmt(start, false).Wrap(w.op, func(coll *index.Collection) error {
 			for _, d := range docs {
 				if err := validCheckDoc(w.op, coll, d, nil, w.bypass); err != nil {
 					return err
@@ -195,7 +197,7 @@ func (w *writeInserter) insertGroup(start int, docs []bsoncore.Document) bool {
 	}
 	for i, d := range docs {
 		w.attempted++
-		err := w.op.WriteCollection(w.ctx, w.ns, true, w.retry.stmt(start+i, false).wrap(w.op, func(coll *index.Collection) error {
+		err := w.op.WriteCollection(w.ctx, w.ns, true, w.retry.Stmt(start+i, false).Wrap(w.op, func(coll *index.Collection) error {
 			if err := validCheckDoc(w.op, coll, d, nil, w.bypass); err != nil {
 				return err
 			}

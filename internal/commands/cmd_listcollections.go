@@ -8,6 +8,7 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/cursor"
+	"humongo/internal/operation"
 	"humongo/internal/query"
 	"humongo/internal/service"
 )
@@ -94,7 +95,7 @@ func ddlCollectionEntry(m *catalog.CollectionMeta, nameOnly bool) bsoncore.Docum
 		if nameOnly {
 			return b
 		}
-		b = bsoncore.AppendDocumentElement(b, "options", ddlUserOptions(m))
+		b = bsoncore.AppendDocumentElement(b, "options", operation.UserOptions(m))
 		ii, b := bsoncore.AppendDocumentElementStart(b, "info")
 		b = bsoncore.AppendBooleanElement(b, "readOnly", false)
 		b = bsoncore.AppendBinaryElement(b, "uuid", 4, m.UUID[:])

@@ -39,7 +39,7 @@ func runListIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Document
 	if err != nil {
 		return nil, err
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	meta, _, release, err := op.ReadCollection(ctx, ns)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/opobserver"
 	"humongo/internal/service"
 )
@@ -79,7 +80,7 @@ func runRenameCollection(ctx context.Context, env *service.Env, cmd bsoncore.Doc
 	if from == to {
 		return nil, mongoerr.New(mongoerr.IllegalOperation, "Can't rename a collection to itself")
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	scope, err := op.Locker.LockCollections(ctx, lock.ModeX, from, to)
 	if err != nil {
@@ -104,7 +105,7 @@ func runRenameCollection(ctx context.Context, env *service.Env, cmd bsoncore.Doc
 	fromDB, _ := catalog.SplitNS(from)
 	toDB, _ := catalog.SplitNS(to)
 	if fromDB == toDB {
-		err = op.inUnit(ctx, func() error {
+		err = op.InUnit(ctx, func() error {
 			ra := opobserver.RenameArgs{From: from, To: to, UUID: srcMeta.UUID}
 			if tgtExists {
 				ra.DropTarget, ra.HasDropTarget = tgtMeta.UUID, true
@@ -136,7 +137,7 @@ func runRenameCollection(ctx context.Context, env *service.Env, cmd bsoncore.Doc
 // ddlRenameAcrossDatabases copies src into a temporary collection of the target database and
 // swaps it in. The caller holds X locks on both namespaces. On failure the temporary
 // collection is dropped and nothing else has changed.
-func ddlRenameAcrossDatabases(ctx context.Context, op *OpCtx, src *catalog.CollectionMeta, to string, tgt *catalog.CollectionMeta) (err error) {
+func ddlRenameAcrossDatabases(ctx context.Context, op *operation.Context, src *catalog.CollectionMeta, to string, tgt *catalog.CollectionMeta) (err error) {
 	db := op.DB
 	toDB, _ := catalog.SplitNS(to)
 	var rnd [4]byte
@@ -146,10 +147,10 @@ func ddlRenameAcrossDatabases(ctx context.Context, op *OpCtx, src *catalog.Colle
 	tmpUUID := catalog.NewUUID()
 	tmpOpts := doc(func(b []byte) []byte {
 		b = bsoncore.AppendBinaryElement(b, "uuid", 4, tmpUUID[:])
-		u := ddlUserOptions(src)
+		u := operation.UserOptions(src)
 		return append(b, u[4:len(u)-1]...)
 	})
-	err = op.inUnit(ctx, func() error {
+	err = op.InUnit(ctx, func() error {
 		if err := ddlCreateCollection(op, tmp, tmpOpts); err != nil {
 			return err
 		}
@@ -173,7 +174,7 @@ func ddlRenameAcrossDatabases(ctx context.Context, op *OpCtx, src *catalog.Colle
 	defer func() {
 		if err != nil {
 			// Best effort: a leftover temporary collection is harmless and visible to the user.
-			_ = op.inUnit(context.WithoutCancel(ctx), func() error {
+			_ = op.InUnit(context.WithoutCancel(ctx), func() error {
 				if m, ok := db.Catalog.Latest().ByNS(tmp); ok {
 					ddlForgetOnCommit(op, m.UUID)
 					return db.Catalog.DropCollection(op.RU, tmp)
@@ -204,7 +205,7 @@ func ddlRenameAcrossDatabases(ctx context.Context, op *OpCtx, src *catalog.Colle
 		if len(batch) == 0 {
 			return nil
 		}
-		err := op.inUnit(ctx, func() error {
+		err := op.InUnit(ctx, func() error {
 			_, err := tmpColl.InsertDocuments(op.RU, batch)
 			return err
 		})
@@ -233,7 +234,7 @@ func ddlRenameAcrossDatabases(ctx context.Context, op *OpCtx, src *catalog.Colle
 	if err := flush(); err != nil {
 		return err
 	}
-	return op.inUnit(ctx, func() error {
+	return op.InUnit(ctx, func() error {
 		// Each entry before its catalog writes, so they carry its timestamp.
 		ra := opobserver.RenameArgs{From: tmp, To: to, UUID: tmpUUID}
 		if tgt != nil {

@@ -11,6 +11,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/service"
 )
@@ -73,7 +74,7 @@ func runReplSetResizeOplog(ctx context.Context, env *service.Env, cmd bsoncore.D
 		return nil, mongoerr.New(mongoerr.InvalidOptions,
 			"Invalid replSetResizeOplog request, must specify either size or minRetentionHours")
 	}
-	db := dbOf(env.State)
+	db := env.State.DB
 	m, ok := db.Catalog.Latest().ByNS(oplog.NS)
 	if !ok {
 		return nil, mongoerr.New(mongoerr.IllegalOperation, "oplog does not exist")
@@ -102,8 +103,8 @@ func runReplSetResizeOplog(ctx context.Context, env *service.Env, cmd bsoncore.D
 
 // persistOplogSize rewrites the oplog's catalog options with size bytes (the `local`
 // catalog is untimestamped and the change is not replicated: each member has its own cap).
-func persistOplogSize(ctx context.Context, db *DB, bytes int64) error {
-	op := db.NewOp()
+func persistOplogSize(ctx context.Context, db *operation.DB, bytes int64) error {
+	op := db.NewOp(ctx)
 	defer op.Close()
 	return op.DDL(ctx, oplog.NS, func() error {
 		m, ok := db.Catalog.Latest().ByNS(oplog.NS)
@@ -117,7 +118,7 @@ func persistOplogSize(ctx context.Context, db *DB, bytes int64) error {
 // withOplogSize returns m's user options with size replaced by bytes.
 func withOplogSize(m *catalog.CollectionMeta, bytes int64) bsoncore.Document {
 	return doc(func(b []byte) []byte {
-		rest := ddlWithout(ddlUserOptions(m), "size")
+		rest := ddlWithout(operation.UserOptions(m), "size")
 		b = append(b, rest[4:len(rest)-1]...)
 		return bsoncore.AppendInt64Element(b, "size", bytes)
 	})
@@ -127,7 +128,7 @@ func withOplogSize(m *catalog.CollectionMeta, bytes int64) bsoncore.Document {
 // the existing oplog's catalog options (set at creation, changed by replSetResizeOplog), as
 // mongod ignores --oplogSize once the oplog exists; else requested (--oplogSize in bytes; 0
 // means the default).
-func oplogSizeAtStartup(db *DB, requested int64) int64 {
+func oplogSizeAtStartup(db *operation.DB, requested int64) int64 {
 	m, ok := db.Catalog.Latest().ByNS(oplog.NS)
 	if !ok {
 		return requested

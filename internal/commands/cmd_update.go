@@ -8,10 +8,12 @@ import (
 
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/query"
 	"humongo/internal/query/update"
 	"humongo/internal/recordid"
 	"humongo/internal/service"
+	"humongo/internal/txn/retryable"
 )
 
 func addUpdate(r *service.Registry) {
@@ -41,7 +43,7 @@ type writeUpdateStmt struct {
 	let    bsoncore.Document // the command's let; nil when absent
 	now    time.Time         // the command's $$NOW
 	bypass bool              // bypassDocumentValidation
-	retry  *retryStmt        // the retryable write's statement; nil when not one
+	retry  *retryable.Stmt   // the retryable write's statement; nil when not one
 }
 
 // writeUpdateResult is the outcome of one update statement.
@@ -183,9 +185,9 @@ func runUpdate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 	if err != nil {
 		return nil, err
 	}
-	defer rc.end()
+	defer rc.End()
 
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	var (
 		n, nModified, attempted, wrote int
@@ -195,8 +197,8 @@ func runUpdate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 	)
 	for i, st := range stmts {
 		attempted++
-		st.retry = rc.stmt(i, st.multi)
-		res, retried, err := st.retry.replayUpdate(ctx)
+		st.retry = rc.Stmt(i, st.multi)
+		res, retried, err := retryReplayUpdate(ctx, st.retry)
 		if !retried && err == nil {
 			res, err = writeExecUpdate(ctx, op, ns, st, false)
 		}
@@ -250,11 +252,11 @@ const writeUpdateChunk = 64
 // each document: a document is visited once even when the update moves it in an index the
 // scan would use (the Halloween problem), and documents changed concurrently so that they no
 // longer match are skipped. keepImages asks for the pre/post images (findAndModify).
-func writeExecUpdate(ctx context.Context, op *OpCtx, ns string, st *writeUpdateStmt, keepImages bool) (writeUpdateResult, error) {
+func writeExecUpdate(ctx context.Context, op *operation.Context, ns string, st *writeUpdateStmt, keepImages bool) (writeUpdateResult, error) {
 	return writeExecUpdateSorted(ctx, op, ns, st, nil, keepImages)
 }
 
-func writeExecUpdateSorted(ctx context.Context, op *OpCtx, ns string, st *writeUpdateStmt, sortSpec bsoncore.Document, keepImages bool) (writeUpdateResult, error) {
+func writeExecUpdateSorted(ctx context.Context, op *operation.Context, ns string, st *writeUpdateStmt, sortSpec bsoncore.Document, keepImages bool) (writeUpdateResult, error) {
 	var res writeUpdateResult
 	matcher, err := writeParseFilterCollated(op, ns, st.q, st.coll)
 	if err != nil {
@@ -279,7 +281,7 @@ func writeExecUpdateSorted(ctx context.Context, op *OpCtx, ns string, st *writeU
 			}
 			return res.before, res.after
 		}
-		err := op.WriteCollection(ctx, ns, st.upsert, st.retry.wrap(op, func(coll *index.Collection) error {
+		err := op.WriteCollection(ctx, ns, st.upsert, st.retry.Wrap(op, func(coll *index.Collection) error {
 			res = writeUpdateResult{}
 			ts, err := writeFindTargets(ctx, op, ns, coll, spec)
 			if err != nil {
@@ -359,7 +361,7 @@ func writeExecUpdateSorted(ctx context.Context, op *OpCtx, ns string, st *writeU
 // writeApplyOne applies upd to the document rid (cur is a private copy) and stores the result
 // when it differs (no-op updates write nothing, are not validated and do not count in
 // nModified). A changed document is checked against the collection's validator unless bypass.
-func writeApplyOne(ctx context.Context, op *OpCtx, coll *index.Collection, matcher *query.Matcher, upd *writeModifier,
+func writeApplyOne(ctx context.Context, op *operation.Context, coll *index.Collection, matcher *query.Matcher, upd *writeModifier,
 	bypass bool, rid recordid.ID, cur bsoncore.Document, res *writeUpdateResult, keepImages bool) error {
 	var details query.MatchDetails
 	if _, err := matcher.MatchesWithDetails(cur, &details); err != nil {
@@ -393,7 +395,7 @@ func writeApplyOne(ctx context.Context, op *OpCtx, coll *index.Collection, match
 // writeDoUpsert inserts the document an upsert creates: the query's equality fields (only
 // _id for a replacement) with the update applied as an insert ($setOnInsert applies). The
 // new document is validated as an insert.
-func writeDoUpsert(ctx context.Context, op *OpCtx, coll *index.Collection, st *writeUpdateStmt, upd *writeModifier,
+func writeDoUpsert(ctx context.Context, op *operation.Context, coll *index.Collection, st *writeUpdateStmt, upd *writeModifier,
 	res *writeUpdateResult, keepImages bool) error {
 	newDoc, err := writeUpsertDoc(ctx, st.q, upd)
 	if err != nil {

@@ -64,7 +64,7 @@ func runValidate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (
 	if repair {
 		return nil, mongoerr.New(mongoerr.IllegalOperation, "Running the validate command with { repair: true } can only be performed in standalone mode.")
 	}
-	op := db.NewOp()
+	op := db.NewOp(ctx)
 	defer op.Close()
 	scope, err := op.Locker.CollectionLock(ctx, ns, lock.ModeX)
 	if err != nil {

@@ -1,10 +1,11 @@
 package commands_test
 
 import (
-	"humongo/internal/mongoerr"
 	"slices"
 	"strings"
 	"testing"
+
+	"humongo/internal/mongoerr"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )

@@ -4,6 +4,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/collation"
+	"humongo/internal/operation"
 	"humongo/internal/query"
 )
 
@@ -30,7 +31,7 @@ func writeParseCollation(cmdName string, v bsoncore.Value) (writeCollation, erro
 // writeParseFilterCollated parses a write's filter under the statement's collation or, when it
 // gave none, the collection's default (the planner applies the same rule when it picks
 // targets, and writes re-match documents with this matcher).
-func writeParseFilterCollated(op *OpCtx, ns string, q bsoncore.Document, wc writeCollation) (*query.Matcher, error) {
+func writeParseFilterCollated(op *operation.Context, ns string, q bsoncore.Document, wc writeCollation) (*query.Matcher, error) {
 	if wc.set {
 		if wc.c == nil {
 			return writeParseFilter(q)

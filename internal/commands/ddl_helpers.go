@@ -18,6 +18,7 @@ import (
 	"humongo/internal/cursor"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/optime"
 	"humongo/internal/service"
 )
@@ -28,11 +29,11 @@ const (
 )
 
 // ddlStorage returns the server's storage or an error for servers started without one.
-func ddlStorage(env *service.Env) (*DB, error) {
-	if env.State == nil || dbOf(env.State) == nil {
+func ddlStorage(env *service.Env) (*operation.DB, error) {
+	if env.State == nil || env.State.DB == nil {
 		return nil, mongoerr.New(mongoerr.CommandNotSupported, "this server has no storage engine")
 	}
-	return dbOf(env.State), nil
+	return env.State.DB, nil
 }
 
 // ddlCollectionNS resolves a command whose first element names a collection of env.DB
@@ -105,12 +106,6 @@ func ddlBoolArg(cmdName, field string, v bsoncore.Value) (bool, error) {
 	return false, typeMismatch(cmdName, field, v.Type, "bool")
 }
 
-// ddlUserOptions returns a collection's create options as listCollections shows them: the
-// stored options without the uuid (which goes to info.uuid).
-func ddlUserOptions(m *catalog.CollectionMeta) bsoncore.Document {
-	return ddlWithout(m.Options, "uuid")
-}
-
 // ddlWithout copies d without the named top-level fields.
 func ddlWithout(d bsoncore.Document, drop ...string) bsoncore.Document {
 	return doc(func(b []byte) []byte {
@@ -181,10 +176,10 @@ func ddlIsSystem(ns string) bool {
 }
 
 // ddlDBPath returns the data directory (TempDir is <dbpath>/_tmp).
-func ddlDBPath(db *DB) string { return filepath.Dir(db.TempDir) }
+func ddlDBPath(db *operation.DB) string { return filepath.Dir(db.TempDir) }
 
 // ddlForgetOnCommit drops the cached write path of a dropped collection once the drop commits.
-func ddlForgetOnCommit(o *OpCtx, uuids ...catalog.UUID) {
+func ddlForgetOnCommit(o *operation.Context, uuids ...catalog.UUID) {
 	o.RU.OnCommit(func(optime.Timestamp) {
 		for _, u := range uuids {
 			o.DB.Colls.Forget(u)
@@ -212,7 +207,7 @@ func ddlPageRound(n int64) int64 {
 // ddlCollectionSizes returns a collection's record count and data size from the fast counts,
 // its estimated storage size, and the estimated size of each ready index (catalog order) with
 // their total.
-func ddlCollectionSizes(db *DB, m *catalog.CollectionMeta) (count, dataSize, storageSize, indexTotal int64, names []string, perIndex []int64) {
+func ddlCollectionSizes(db *operation.DB, m *catalog.CollectionMeta) (count, dataSize, storageSize, indexTotal int64, names []string, perIndex []int64) {
 	count, dataSize = db.Engine.Counts(m.Ident)
 	storageSize = ddlPageRound(dataSize)
 	for i := range m.Indexes {
@@ -275,12 +270,4 @@ func ddlKillDatabaseCursors(env *service.Env, db string) {
 	cursorManager(env.State).KillIf(func(c *cursor.Cursor) bool {
 		return strings.HasPrefix(c.NS, prefix) && !strings.HasPrefix(c.NS, prefix+"$cmd.listCollections")
 	})
-}
-
-// dbOf returns the data node's storage side, nil when the server runs without storage.
-// State.DB is an interface only until the DB type moves below internal/service (the operation
-// layer); then this becomes st.DB.
-func dbOf(st *service.State) *DB {
-	db, _ := st.DB.(*DB)
-	return db
 }

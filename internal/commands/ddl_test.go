@@ -15,6 +15,7 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/server"
 )
 
@@ -23,7 +24,7 @@ type ddlEnv struct {
 	t   *testing.T
 	dir string
 	srv *server.Server
-	db  *commands.DB
+	db  *operation.DB
 	cl  *mongo.Client
 }
 
@@ -80,7 +81,7 @@ func (e *ddlEnv) fail(db string, cmd bson.D, code mongoerr.Code) mongo.CommandEr
 // command, which another engineer owns).
 func (e *ddlEnv) insert(ns string, docs ...bson.D) {
 	e.t.Helper()
-	op := e.db.NewOp()
+	op := e.db.NewOp(context.Background())
 	defer op.Close()
 	var raws []bsoncore.Document
 	for _, d := range docs {
@@ -330,7 +331,7 @@ func TestDDLIndexes(t *testing.T) {
 	e.fail("test", bson.D{{Key: "listIndexes", Value: "nope"}}, mongoerr.NamespaceNotFound)
 
 	// The unique index is enforced by the write path.
-	op := e.db.NewOp()
+	op := e.db.NewOp(context.Background())
 	err := op.WriteCollection(context.Background(), "test.c", false, func(coll *index.Collection) error {
 		b, _ := bson.Marshal(bson.D{{Key: "_id", Value: 1000}, {Key: "u", Value: 5}})
 		_, err := coll.InsertDocument(op.RU, b)
@@ -401,7 +402,7 @@ func TestDDLCollMod(t *testing.T) {
 	e.fail("test", bson.D{{Key: "collMod", Value: "c"}, {Key: "foo", Value: 1}}, mongoerr.Location40415)
 
 	// Resolve the duplicate, then convert.
-	op := e.db.NewOp()
+	op := e.db.NewOp(context.Background())
 	err := op.WriteCollection(context.Background(), "test.c", false, func(coll *index.Collection) error {
 		rid, doc, found, err := coll.FindByID(op.RU, bsoncore.Value{Type: bsoncore.TypeInt32, Data: bsoncore.AppendInt32(nil, 2)})
 		if err != nil || !found {
@@ -600,7 +601,7 @@ func TestDDLTTLMonitor(t *testing.T) {
 	}
 	e.fail("ttl", bson.D{{Key: "collMod", Value: "c"}, {Key: "expireAfterSeconds", Value: 5}}, mongoerr.InvalidOptions)
 	// _id uniqueness holds on a clustered collection.
-	op := e.db.NewOp()
+	op := e.db.NewOp(context.Background())
 	defer op.Close()
 	err := op.WriteCollection(context.Background(), "ttl.cl", false, func(coll *index.Collection) error {
 		b, _ := bson.Marshal(bson.D{{Key: "_id", Value: 7}})
@@ -663,7 +664,7 @@ func TestDDLBuildWithConcurrentWrites(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		op := e.db.NewOp()
+		op := e.db.NewOp(context.Background())
 		defer op.Close()
 		for i := 3000; ctx.Err() == nil; i++ {
 			b, _ := bson.Marshal(bson.D{{Key: "_id", Value: i}, {Key: "a", Value: i % 50}, {Key: "u", Value: i}, {Key: "arr", Value: bson.A{1, 2}}})

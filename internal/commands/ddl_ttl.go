@@ -22,7 +22,7 @@ import (
 // pass, so a runtime setParameter takes effect from the next wait on. (Applying it to the wait
 // in progress needs a change notification from Params, which has none yet.)
 func StartTTLMonitor(ctx context.Context, st *service.State) (stop func()) {
-	if st == nil || dbOf(st) == nil {
+	if st == nil || st.DB == nil {
 		return func() {}
 	}
 	var m *index.TTLMonitor
@@ -34,7 +34,7 @@ func StartTTLMonitor(ctx context.Context, st *service.State) (stop func()) {
 			_ = m.SetSleepSecs(int(secs))
 		}
 	}
-	m = index.NewTTLMonitor(dbOf(st).Colls, index.TTLOptions{
+	m = index.NewTTLMonitor(st.DB.Colls, index.TTLOptions{
 		IsPrimary: func() bool {
 			if st.Params == nil {
 				return true
@@ -50,7 +50,7 @@ func StartTTLMonitor(ctx context.Context, st *service.State) (stop func()) {
 			return nil
 		},
 		Logf: func(format string, args ...any) {
-			dbOf(st).Log.Info(fmt.Sprintf(format, args...), "component", "INDEX")
+			st.DB.Log.Info(fmt.Sprintf(format, args...), "component", "INDEX")
 		},
 	})
 	syncPeriod()

@@ -18,40 +18,35 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/cursor"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/opobserver"
-	"humongo/internal/optime"
 	"humongo/internal/query/plan"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/service"
 	"humongo/internal/storage"
 )
 
-// findManagers holds one cursor manager per server State (env.go is the lead's; a State field
-// would replace this map).
-var findManagers sync.Map // *State → *cursor.Manager
-
 // cursorManager returns the server's cursor manager, creating it on first use. Its idle
 // timeout follows the cursorTimeoutMillis parameter and it keeps serverStatus
 // metrics.cursor up to date.
 func cursorManager(st *service.State) *cursor.Manager {
-	if m, ok := findManagers.Load(st); ok {
-		return m.(*cursor.Manager)
-	}
-	c := &st.Counters
-	m := cursor.NewManager(cursor.Options{
-		Timeout: func() time.Duration {
-			if st.Params == nil {
-				return 10 * time.Minute
-			}
-			return time.Duration(st.Params.Int("cursorTimeoutMillis")) * time.Millisecond
-		},
-		Metrics: cursor.Metrics{
-			Open: &c.CursorsOpenTotal, OpenNoTimeout: &c.CursorsOpenNoTimeout,
-			OpenPinned: &c.CursorsOpenPinned, TimedOut: &c.CursorsTimedOut, TotalOpened: &c.CursorsTotalOpened,
-		},
+	l := local(st)
+	l.cursorsOnce.Do(func() {
+		c := &st.Counters
+		l.cursors = cursor.NewManager(cursor.Options{
+			Timeout: func() time.Duration {
+				if st.Params == nil {
+					return 10 * time.Minute
+				}
+				return time.Duration(st.Params.Int("cursorTimeoutMillis")) * time.Millisecond
+			},
+			Metrics: cursor.Metrics{
+				Open: &c.CursorsOpenTotal, OpenNoTimeout: &c.CursorsOpenNoTimeout,
+				OpenPinned: &c.CursorsOpenPinned, TimedOut: &c.CursorsTimedOut, TotalOpened: &c.CursorsTotalOpened,
+			},
+		})
 	})
-	actual, _ := findManagers.LoadOrStore(st, m)
-	return actual.(*cursor.Manager)
+	return l.cursors
 }
 
 // cursorFirstBatch answers a cursor-returning command whose results are src: it fills the
@@ -92,7 +87,7 @@ func opCmd(env *service.Env) bsoncore.Document {
 // as the cursor; between commands the snapshot is abandoned and no locks are held. A getMore
 // re-locks the collection (findRelock) before RestoreState.
 type findSource struct {
-	db     *DB
+	db     *operation.DB
 	ns     string
 	ru     *storage.RecoveryUnit
 	ex     *plan.Executor
@@ -100,27 +95,28 @@ type findSource struct {
 	meta   *catalog.CollectionMeta
 	counts *service.Counters
 	// rs is the read concern's read source; each getMore re-resolves its timestamp
-	// (rc_concern.go) before RestoreState opens a new snapshot.
-	rs rcReadSource
+	// (rcReapply) before RestoreState opens a new snapshot.
+	rs operation.ReadSource
 }
 
 // findReadSource is the read source of a find on ns: the read concern's, except that on a
 // secondary, collections the applier does not write in batches (unreplicated ones other than
 // the oplog) are read without a timestamp, as MongoDB's shouldReadAtLastApplied decides.
-func findReadSource(ctx context.Context, ns string) rcReadSource {
-	rs := rcReadSourceOf(ctx)
-	if rs.kind == rcSrcLastApplied && !opobserver.IsReplicatedNS(ns) && ns != oplog.NS {
-		return rcReadSource{}
+func findReadSource(ctx context.Context, ns string) operation.ReadSource {
+	rs := operation.ReadSourceOf(ctx)
+	if rs.Kind == operation.ReadLastApplied && !opobserver.IsReplicatedNS(ns) && ns != oplog.NS {
+		return operation.ReadSource{}
 	}
 	return rs
 }
 
-// apply points the cursor's unit at its read source's timestamp (before its first read).
-func (r rcReadSource) apply(ru *storage.RecoveryUnit) error {
-	if r.ts == 0 {
+// applyReadSource points a cursor's unit at its read source's timestamp (before its first
+// read).
+func applyReadSource(r operation.ReadSource, ru *storage.RecoveryUnit) error {
+	if r.TS == 0 {
 		return nil
 	}
-	return ru.SetReadSource(storage.ReadProvided, optime.Timestamp(r.ts))
+	return ru.SetReadSource(storage.ReadProvided, r.TS)
 }
 
 func (s *findSource) Next(ctx context.Context) (bsoncore.Document, bool, error) {
@@ -148,15 +144,10 @@ func (s *findSource) Close() {
 // own signal (findWaitChan).
 type findNotifier struct {
 	mu sync.Mutex
-	ch map[string]chan struct{}
+	ch map[string]chan struct{} // guarded by mu; nil until the first wait
 }
 
-var findNotifiers sync.Map // *State → *findNotifier
-
-func findNotifierFor(st *service.State) *findNotifier {
-	n, _ := findNotifiers.LoadOrStore(st, &findNotifier{ch: map[string]chan struct{}{}})
-	return n.(*findNotifier)
-}
+func findNotifierFor(st *service.State) *findNotifier { return &local(st).notifier }
 
 // wait returns a channel closed at the next insert into ns.
 func (n *findNotifier) wait(ns string) <-chan struct{} {
@@ -164,6 +155,9 @@ func (n *findNotifier) wait(ns string) <-chan struct{} {
 	defer n.mu.Unlock()
 	c, ok := n.ch[ns]
 	if !ok {
+		if n.ch == nil {
+			n.ch = map[string]chan struct{}{}
+		}
 		c = make(chan struct{})
 		n.ch[ns] = c
 	}
@@ -195,8 +189,8 @@ type oplogVisibility interface {
 // readable (on a secondary: at lastApplied) no later than the oplog writer's signal, so
 // tailable cursors on those collections wait on the oplog's signal too.
 func findWaitChan(st *service.State, ns string) <-chan struct{} {
-	if dbOf(st) != nil && (ns == oplog.NS || opobserver.IsReplicatedNS(ns)) {
-		if v, ok := dbOf(st).Observer().(oplogVisibility); ok {
+	if st.DB != nil && (ns == oplog.NS || opobserver.IsReplicatedNS(ns)) {
+		if v, ok := st.DB.Observer().(oplogVisibility); ok {
 			return v.VisibilityChanged()
 		}
 	}
@@ -211,14 +205,9 @@ type AwaitDataStats struct {
 	Expired atomic.Int64
 }
 
-var awaitStats sync.Map // *State → *AwaitDataStats
-
 // AwaitStats is st's awaitData wait counters (tests assert on them: a replicated write
 // must reach the fetcher through a notification, not through the end of a long poll).
-func AwaitStats(st *service.State) *AwaitDataStats {
-	v, _ := awaitStats.LoadOrStore(st, &AwaitDataStats{})
-	return v.(*AwaitDataStats)
-}
+func AwaitStats(st *service.State) *AwaitDataStats { return &local(st).awaitStats }
 
 // findCursorNotFound is getMore's error for an unknown id.
 func findCursorNotFound(id int64) error { return cursor.NotFound(id) }

@@ -12,16 +12,16 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"humongo/internal/commands"
 	"humongo/internal/failpoint"
 	"humongo/internal/index"
+	"humongo/internal/operation"
 	"humongo/internal/service"
 )
 
 // findEnv is an in-process server with storage and a driver client.
 type findEnv struct {
 	t      *testing.T
-	db     *commands.DB
+	db     *operation.DB
 	params *service.Params
 	cl     *mongo.Client
 }
@@ -44,7 +44,7 @@ func (e *findEnv) insert(ns string, docs ...bson.D) {
 		}
 		raw[i] = b
 	}
-	op := e.db.NewOp()
+	op := e.db.NewOp(context.Background())
 	defer op.Close()
 	err := op.WriteCollection(context.Background(), ns, true, func(coll *index.Collection) error {
 		_, err := coll.InsertDocuments(op.RU, raw)

@@ -7,6 +7,7 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
+	"humongo/internal/repl/indexbuild"
 	"humongo/internal/service"
 )
 
@@ -30,7 +31,7 @@ func addVoteCommitIndexBuild(r *service.Registry) {
 
 // runVoteCommitIndexBuild is {voteCommitIndexBuild: <build UUID>, hostAndPort: "<host:port>"}:
 // a member tells the primary it finished its build's scan (spec "Commit Quorum"). The vote
-// is counted towards the build's commit quorum (in memory; see indexbuild_coord.go).
+// is counted towards the build's commit quorum (in memory; see repl/indexbuild).
 func runVoteCommitIndexBuild(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
@@ -60,17 +61,11 @@ func runVoteCommitIndexBuild(ctx context.Context, env *service.Env, cmd bsoncore
 			return nil, err
 		}
 	}
-	co := indexBuildsOf(db)
-	co.attachState(env.State)
-	d, ok := co.driver(id)
-	if !ok {
-		build, running := db.Colls.IndexBuilds().Get(id)
-		if !running {
-			return nil, mongoerr.Newf(mongoerr.NoSuchKey, "Cannot find index build with UUID %s", id)
-		}
-		d = co.ensureDriver(build, nil)
+	co := indexbuild.Of(db)
+	co.Attach(env.State.Repl)
+	if err := co.Vote(id, host); err != nil {
+		return nil, err
 	}
-	d.vote(host)
 	db.Log.Info("received voteCommitIndexBuild", "c", "INDEX", "buildUUID", id.String(), "host", host)
 	return doc(func(b []byte) []byte { return b }), nil
 }
@@ -111,16 +106,16 @@ func runSetIndexCommitQuorum(ctx context.Context, env *service.Env, cmd bsoncore
 	if qv.Type == 0 {
 		return nil, mongoerr.New(codeMissingField, "BSON field 'setIndexCommitQuorum.commitQuorum' is missing but a required field")
 	}
-	q, err := parseCommitQuorum(qv)
+	q, err := indexbuild.ParseCommitQuorum(qv)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := replicatedIndexBuilds(db); !ok {
+	if _, ok := indexbuild.Replicated(db); !ok {
 		return nil, mongoerr.New(mongoerr.BadValue, "Standalones can't specify commitQuorum")
 	}
-	co := indexBuildsOf(db)
-	co.attachState(env.State)
-	if err := q.check(co.members()); err != nil {
+	co := indexbuild.Of(db)
+	co.Attach(env.State.Repl)
+	if err := co.CheckQuorum(q); err != nil {
 		return nil, err
 	}
 	m, ok := db.Catalog.Latest().ByNS(ns)
@@ -137,7 +132,7 @@ func runSetIndexCommitQuorum(ctx context.Context, env *service.Env, cmd bsoncore
 			match = match && names[n]
 		}
 		if match {
-			co.ensureDriver(b, &q)
+			co.SetCommitQuorum(b, q)
 			return doc(func(b []byte) []byte { return b }), nil
 		}
 	}

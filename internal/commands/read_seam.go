@@ -8,6 +8,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/query/plan"
 	"humongo/internal/recordid"
 	"humongo/internal/storage"
@@ -53,7 +54,7 @@ type readColl struct {
 // openRead locks ns for reading in op (see OpCtx.ReadCollection) and returns its snapshot
 // with the ownership filter for the namespace. release drops the locks and abandons op's
 // storage snapshot.
-func openRead(ctx context.Context, op *OpCtx, ns string, scope readScope) (readColl, func(), error) {
+func openRead(ctx context.Context, op *operation.Context, ns string, scope readScope) (readColl, func(), error) {
 	meta, coll, release, err := op.ReadCollection(ctx, ns)
 	if err != nil {
 		return readColl{}, nil, err
@@ -65,7 +66,7 @@ func openRead(ctx context.Context, op *OpCtx, ns string, scope readScope) (readC
 // targeting inside its unit of work, dbHash under its database lock). Whichever of meta and
 // coll is nil is looked up from the other (the latest catalog for meta, the write paths for
 // coll); ns is meta's when empty.
-func readLocked(op *OpCtx, ns string, meta *catalog.CollectionMeta, coll *index.Collection, scope readScope) (readColl, error) {
+func readLocked(op *operation.Context, ns string, meta *catalog.CollectionMeta, coll *index.Collection, scope readScope) (readColl, error) {
 	switch {
 	case meta == nil && coll != nil:
 		m, ok := op.DB.Catalog.Latest().ByUUID(coll.UUID())
@@ -86,7 +87,7 @@ func readLocked(op *OpCtx, ns string, meta *catalog.CollectionMeta, coll *index.
 	return newReadColl(op.DB, ns, meta, coll, scope), nil
 }
 
-func newReadColl(db *DB, ns string, meta *catalog.CollectionMeta, coll *index.Collection, scope readScope) readColl {
+func newReadColl(db *operation.DB, ns string, meta *catalog.CollectionMeta, coll *index.Collection, scope readScope) readColl {
 	r := readColl{ns: ns, meta: meta, coll: coll, scope: scope}
 	if meta == nil || coll == nil {
 		r.meta, r.coll = nil, nil

@@ -14,7 +14,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"humongo/internal/commands"
 	"humongo/internal/query/plan"
 	"humongo/internal/server"
 )
@@ -35,7 +34,7 @@ func TestReadSeamOwnershipFilter(t *testing.T) {
 	ctx := context.Background()
 	var on atomic.Bool
 	ts := startServerWith(t, t.TempDir(), func(s *server.Server) error {
-		s.State().DB.(*commands.DB).OwnershipFilterFor = func(ns string) plan.OwnershipFilter {
+		s.State().DB.OwnershipFilterFor = func(ns string) plan.OwnershipFilter {
 			if ns != "seam.c" {
 				return nil
 			}

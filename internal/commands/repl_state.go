@@ -10,11 +10,14 @@ import (
 	"humongo/internal/cursor"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/optime"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/coord"
+	"humongo/internal/repl/indexbuild"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/service"
+	"humongo/internal/txn/retryable"
 )
 
 // replCoord returns the replication coordinator, or NoReplicationEnabled on a standalone
@@ -55,29 +58,29 @@ func CheckReplState(env *service.Env, c *service.Command, cmd bsoncore.Document)
 // and starts it. self is this node's "host:port". The caller closes the coordinator at
 // shutdown.
 func AttachReplication(ctx context.Context, st *service.State, reg *service.Registry, setName, self string, oplogSizeMB int64, opts coord.Options) (*coord.Coordinator, error) {
-	if dbOf(st) == nil {
+	if st.DB == nil {
 		return nil, mongoerr.New(mongoerr.IllegalOperation, "replication needs storage")
 	}
 	opts.SetName, opts.Self = setName, self
-	opts.Store = ReplStore{DB: dbOf(st)}
-	opts.Engine = dbOf(st).Engine
-	opts.Locks = dbOf(st).Locks
+	opts.Store = ReplStore{DB: st.DB}
+	opts.Engine = st.DB.Engine
+	opts.Locks = st.DB.Locks
 	opts.KillWrites = func(cause error) { KillWritesForStepDown(st, reg, cause) }
 	if opts.Logger == nil {
 		opts.Logger = st.Logger
 	}
 	var rc *coord.Coordinator
 	// Every replicated write now logs its oplog entry in its own storage unit.
-	w, err := oplog.Open(ctx, oplog.Config{Engine: dbOf(st).Engine, Catalog: dbOf(st).Catalog, Colls: dbOf(st).Colls,
-		MaxSizeBytes: oplogSizeAtStartup(dbOf(st), oplogSizeMB*(1<<20)), Term: func() int64 { return rc.Term() },
-		TempDir: dbOf(st).TempDir, Log: opts.Logger})
+	w, err := oplog.Open(ctx, oplog.Config{Engine: st.DB.Engine, Catalog: st.DB.Catalog, Colls: st.DB.Colls,
+		MaxSizeBytes: oplogSizeAtStartup(st.DB, oplogSizeMB*(1<<20)), Term: func() int64 { return rc.Term() },
+		TempDir: st.DB.TempDir, Log: opts.Logger})
 	if err != nil {
 		return nil, err
 	}
 	opts.Oplog = replNoopWriter{w}
-	opts.TopOfOplog = func() (optime.OpTime, error) { return applier.TopOfOplog(dbOf(st).Engine, w.Ident()) }
+	opts.TopOfOplog = func() (optime.OpTime, error) { return applier.TopOfOplog(st.DB.Engine, w.Ident()) }
 	rc = coord.New(opts)
-	dbOf(st).SetObserver(w)
+	st.DB.SetObserver(w)
 	st.Repl = rc
 	AttachIndexBuilds(st) // two-phase index builds vote and commit through rc
 	if err := rc.Start(ctx); err != nil {
@@ -90,11 +93,11 @@ func AttachReplication(ctx context.Context, st *service.State, reg *service.Regi
 	// and user cursors would read data that changed under them) and drops the cached
 	// retryable-write sessions, whose records it may have rolled back.
 	rollbackDir := ""
-	if dbOf(st).TempDir != "" {
-		rollbackDir = filepath.Join(filepath.Dir(dbOf(st).TempDir), "rollback")
+	if st.DB.TempDir != "" {
+		rollbackDir = filepath.Join(filepath.Dir(st.DB.TempDir), "rollback")
 	}
-	rc.StartDataReplication(coord.DataReplication{Engine: dbOf(st).Engine, Catalog: dbOf(st).Catalog,
-		Colls: dbOf(st).Colls, Writer: w, RollbackDir: rollbackDir, OnRollback: RetrySessions(dbOf(st)).Invalidate,
+	rc.StartDataReplication(coord.DataReplication{Engine: st.DB.Engine, Catalog: st.DB.Catalog,
+		Colls: st.DB.Colls, Writer: w, RollbackDir: rollbackDir, OnRollback: retryable.Sessions(st.DB).Invalidate,
 		KillCursors: func() { cursorManager(st).KillIf(func(*cursor.Cursor) bool { return true }) }})
 	return rc, nil
 }
@@ -140,13 +143,13 @@ func (r replNoopWriter) AppendNoop(ctx context.Context, msg string) (optime.OpTi
 
 // ReplStore keeps the coordinator's single-document local collections
 // (local.system.replset, local.replset.election) in the storage engine.
-type ReplStore struct{ DB *DB }
+type ReplStore struct{ DB *operation.DB }
 
 var _ coord.Store = ReplStore{}
 
 // Load returns the collection's only document, or nil.
 func (s ReplStore) Load(ctx context.Context, ns string) (bsoncore.Document, error) {
-	op := s.DB.NewOp()
+	op := s.DB.NewOp(ctx)
 	defer op.Close()
 	_, coll, release, err := op.ReadCollection(ctx, ns)
 	if err != nil {
@@ -169,7 +172,7 @@ func (s ReplStore) Load(ctx context.Context, ns string) (bsoncore.Document, erro
 
 // Save replaces the collection's only document; durable waits for the journal.
 func (s ReplStore) Save(ctx context.Context, ns string, doc bsoncore.Document, durable bool) error {
-	op := s.DB.NewOp()
+	op := s.DB.NewOp(ctx)
 	defer op.Close()
 	err := op.WriteCollection(ctx, ns, true, func(coll *index.Collection) error {
 		cur, err := coll.RecordStore().NewCursor(op.RU, false)
@@ -263,4 +266,13 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// AttachIndexBuilds lets st's replication coordinator drive st's two-phase index builds
+// (voting to the primary from a secondary). Call it once replication is attached.
+func AttachIndexBuilds(st *service.State) {
+	if st == nil || st.DB == nil {
+		return
+	}
+	indexbuild.SetReplication(st.DB, st.Repl)
 }

@@ -10,6 +10,7 @@ import (
 
 	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/server"
@@ -51,7 +52,7 @@ func adminCmd(ts *testServer, cmd bson.D) error {
 	return ts.cl.Database("admin").RunCommand(ctx, cmd).Err()
 }
 
-func oplogMaxSize(t *testing.T, db *commands.DB) int64 {
+func oplogMaxSize(t *testing.T, db *operation.DB) int64 {
 	t.Helper()
 	m, ok := db.Catalog.Latest().ByNS(oplog.NS)
 	if !ok {

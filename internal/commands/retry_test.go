@@ -17,15 +17,17 @@ import (
 	"humongo/internal/commands"
 	"humongo/internal/failpoint"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/repl/coord"
 	"humongo/internal/server"
 	"humongo/internal/service"
+	"humongo/internal/txn/retryable"
 )
 
 // retryRS is an in-process single-node replica set (primary) with a raw wire connection, so
 // tests control lsid and txnNumber exactly (the driver would add its own).
 type retryRS struct {
-	db   *commands.DB
+	db   *operation.DB
 	addr string
 	conn net.Conn
 	reqs int32
@@ -33,7 +35,7 @@ type retryRS struct {
 
 func startRetryRS(t *testing.T) *retryRS {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), nil)
+	db, err := operation.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +258,7 @@ func TestRetryableWritesReplicaSet(t *testing.T) {
 	}
 
 	// A lost catalog (as on a new primary) is rebuilt from config.transactions and the oplog.
-	commands.RetrySessions(r.db).Invalidate()
+	retryable.Sessions(r.db).Invalidate()
 	retry = r.must(t, "test", fam)
 	sameReply(t, first, retry)
 	if x := xOf(t, r, 1); x != 2 {
@@ -267,7 +269,7 @@ func TestRetryableWritesReplicaSet(t *testing.T) {
 	famRm := withSession(bson.D{{Key: "findAndModify", Value: "c"}, {Key: "query", Value: bson.D{{Key: "_id", Value: 3}}},
 		{Key: "remove", Value: true}}, 4)
 	first = r.must(t, "test", famRm)
-	commands.RetrySessions(r.db).Invalidate()
+	retryable.Sessions(r.db).Invalidate()
 	retry = r.must(t, "test", famRm)
 	sameReply(t, first, retry)
 	del := withSession(bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"humongo/internal/operation"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -64,7 +65,7 @@ func (r *Role) Shutdown() { CloseCursors(r.st) }
 
 // NewState returns humongod's server-wide state over db (nil: a server without storage, as
 // some protocol tests run). cfg.Params defaults to mongod's parameters (DefaultParamSpecs).
-func NewState(db *DB, cfg service.Config) *service.State {
+func NewState(db *operation.DB, cfg service.Config) *service.State {
 	if cfg.Params == nil {
 		cfg.Params = service.NewParams(DefaultParamSpecs())
 	}
@@ -83,7 +84,7 @@ type Mongod struct {
 }
 
 // NewMongod returns humongod's state over db (see NewState), a fresh registry and the role.
-func NewMongod(db *DB, cfg service.Config) Mongod {
+func NewMongod(db *operation.DB, cfg service.Config) Mongod {
 	st := NewState(db, cfg)
 	return Mongod{State: st, Registry: NewRegistry(), Role: NewRole(st)}
 }

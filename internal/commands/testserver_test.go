@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"humongo/internal/commands"
+	"humongo/internal/operation"
 	"humongo/internal/server"
 	"humongo/internal/service"
 )
@@ -18,7 +19,7 @@ import (
 // it over loopback (no retries, so each test sees exactly one attempt per command).
 type testServer struct {
 	srv    *server.Server
-	db     *commands.DB
+	db     *operation.DB
 	params *service.Params
 	cl     *mongo.Client
 }
@@ -33,7 +34,7 @@ func startServer(t testing.TB, dir string) *testServer {
 // connections (e.g. attaching replication, as humongod does); an error from it fails t.
 func startServerWith(t testing.TB, dir string, beforeStart func(*server.Server) error) *testServer {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), dir, nil)
+	db, err := operation.OpenDB(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

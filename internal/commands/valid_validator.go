@@ -19,6 +19,7 @@ import (
 	"humongo/internal/index"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/query"
 )
 
@@ -40,28 +41,31 @@ type validCacheEntry struct {
 	err  error
 }
 
-// validCache maps a collection UUID to the validator of the catalog version last seen.
-// CollectionMeta is copy-on-write, so a pointer comparison tells whether the options may have
-// changed (collMod publishes a new value): the validator is parsed once per version, not per
-// write. Keyed by UUID rather than by meta pointer so that old versions are not kept alive;
-// an entry of a dropped collection stays until the process ends (a few hundred bytes).
-var validCache sync.Map // catalog.UUID → *validCacheEntry
+// validCache is, per node, a map from collection UUID to the validator of the catalog
+// version last seen. CollectionMeta is copy-on-write, so a pointer comparison tells whether
+// the options may have changed (collMod publishes a new value): the validator is parsed once
+// per version, not per write. Keyed by UUID rather than by meta pointer so that old versions
+// are not kept alive; an entry of a dropped collection stays until the node closes (a few
+// hundred bytes). Per node, not per process: replica-set members in one test process share
+// collection UUIDs.
+var validCache = operation.NewDecoration(func(*operation.DB) *sync.Map { return new(sync.Map) })
 
 // validFor returns the validation settings of coll in its latest catalog version (nil when
 // nothing is validated).
-func validFor(db *DB, coll *index.Collection) (*validValidator, error) {
+func validFor(db *operation.DB, coll *index.Collection) (*validValidator, error) {
 	meta, ok := db.Catalog.Latest().ByUUID(coll.UUID())
 	if !ok {
 		return nil, nil
 	}
-	if e, ok := validCache.Load(meta.UUID); ok {
+	cache := validCache.Get(db)
+	if e, ok := cache.Load(meta.UUID); ok {
 		if ent := e.(*validCacheEntry); ent.meta == meta {
 			return ent.v, ent.err
 		}
 	}
 	ent := &validCacheEntry{meta: meta}
 	ent.v, ent.err = validParse(meta.Options)
-	validCache.Store(meta.UUID, ent)
+	cache.Store(meta.UUID, ent)
 	return ent.v, ent.err
 }
 
@@ -124,7 +128,7 @@ const validMessage = "Document failed validation"
 // "moderate" an update of a document that did not satisfy the validator is not checked.
 // bypass is the command's bypassDocumentValidation. Under validationAction "warn" a failure
 // is logged and the write goes ahead.
-func validCheckDoc(op *OpCtx, coll *index.Collection, d, old bsoncore.Document, bypass bool) error {
+func validCheckDoc(op *operation.Context, coll *index.Collection, d, old bsoncore.Document, bypass bool) error {
 	if bypass {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 
 	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/repl/coord"
 	"humongo/internal/server"
 	"humongo/internal/service"
@@ -27,7 +28,7 @@ func rsTestServer(t *testing.T) (*server.Server, *mongo.Client) {
 // rsTestServerWith initiates the set with cfg(host) (nil: the default one-member config).
 func rsTestServerWith(t *testing.T, cfg func(host string) bson.D) (*server.Server, *mongo.Client) {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), nil)
+	db, err := operation.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

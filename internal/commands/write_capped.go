@@ -4,6 +4,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/index"
+	"humongo/internal/operation"
 	"humongo/internal/service"
 )
 
@@ -11,7 +12,7 @@ import (
 // inserted added documents of addedBytes in total: it deletes the oldest documents (RecordId
 // order is insertion order) in the same unit, as MongoDB's capped deletes do. Concurrent
 // inserters that race for the same oldest document get a WriteConflict and retry.
-func writeCappedTrim(op *OpCtx, coll *index.Collection, added, addedBytes int64) error {
+func writeCappedTrim(op *operation.Context, coll *index.Collection, added, addedBytes int64) error {
 	meta, ok := op.DB.Catalog.Latest().ByUUID(coll.UUID())
 	if !ok || !meta.Capped {
 		return nil

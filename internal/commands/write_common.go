@@ -19,6 +19,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/query"
 	"humongo/internal/query/update"
 	"humongo/internal/service"
@@ -170,7 +171,7 @@ func writeLegalClientSystemNS(db, coll string) bool {
 	return false
 }
 
-// writeConcern, writeParseConcern and writeFinish live in wc_concern.go.
+// writeParseConcern and writeFinish (concern.go) call repl/concern.
 
 // writeBoolArg parses an IDL `bool` field (booleans only).
 func writeBoolArg(cmdName, field string, v bsoncore.Value) (bool, error) {
@@ -394,16 +395,16 @@ func writeCountOps(env *service.Env, kind string, n int) {
 }
 
 // writeRequireDB returns the storage side or an error for servers started without one.
-func writeRequireDB(env *service.Env) (*DB, error) {
-	if env.State == nil || dbOf(env.State) == nil {
+func writeRequireDB(env *service.Env) (*operation.DB, error) {
+	if env.State == nil || env.State.DB == nil {
 		return nil, mongoerr.New(mongoerr.IllegalOperation, "this server has no storage engine")
 	}
-	return dbOf(env.State), nil
+	return env.State.DB, nil
 }
 
 // writeCommandPrologue does what every write command does first: require storage, resolve
 // the namespace, reject unknown fields and read `ordered` (default true).
-func writeCommandPrologue(env *service.Env, cmd bsoncore.Document, name string, fields []string) (*DB, string, bool, error) {
+func writeCommandPrologue(env *service.Env, cmd bsoncore.Document, name string, fields []string) (*operation.DB, string, bool, error) {
 	db, err := writeRequireDB(env)
 	if err != nil {
 		return nil, "", false, err

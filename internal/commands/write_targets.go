@@ -7,6 +7,7 @@ import (
 
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/query"
 	"humongo/internal/query/plan"
 	"humongo/internal/recordid"
@@ -38,7 +39,7 @@ type writeScan struct {
 // IDHACK); anything else goes through the planner (index selection, hint, sort), in write
 // mode so that each RecordId is returned once even if the write moves it in the scanned index.
 // Both go through the read seam, so documents this node does not own are never targeted.
-func writeFindTargets(ctx context.Context, op *OpCtx, ns string, coll *index.Collection, spec *writeScan) ([]writeTarget, error) {
+func writeFindTargets(ctx context.Context, op *operation.Context, ns string, coll *index.Collection, spec *writeScan) ([]writeTarget, error) {
 	if coll == nil {
 		return nil, nil
 	}
@@ -84,7 +85,7 @@ func writeFindTargets(ctx context.Context, op *OpCtx, ns string, coll *index.Col
 // writeFindRIDs returns the RecordIds of every document spec targets (multi-updates and
 // multi-deletes), without keeping copies of the documents: they are re-read one chunk at a
 // time when written.
-func writeFindRIDs(ctx context.Context, op *OpCtx, ns string, coll *index.Collection, spec *writeScan) ([]recordid.ID, error) {
+func writeFindRIDs(ctx context.Context, op *operation.Context, ns string, coll *index.Collection, spec *writeScan) ([]recordid.ID, error) {
 	if coll == nil {
 		return nil, nil
 	}

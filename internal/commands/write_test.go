@@ -15,6 +15,7 @@ import (
 
 	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/server"
 	"humongo/internal/service"
 )
@@ -23,7 +24,7 @@ import (
 // driver client.
 func writeTestServer(t testing.TB) (*server.Server, *mongo.Client) {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), nil)
+	db, err := operation.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,8 +88,8 @@ func writeWantCode(t testing.TB, err error, code mongoerr.Code) {
 // storage (independent of the find command).
 func writeDocs(t testing.TB, s *server.Server, coll string) []bson.Raw {
 	t.Helper()
-	db := s.State().DB.(*commands.DB)
-	op := db.NewOp()
+	db := s.State().DB
+	op := db.NewOp(context.Background())
 	defer op.Close()
 	_, c, release, err := op.ReadCollection(context.Background(), "test."+coll)
 	if err != nil {

@@ -36,7 +36,6 @@ package opobserver
 
 import (
 	"strings"
-	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -148,23 +147,23 @@ type opState struct {
 	session      *SessionInfo
 }
 
-var ops sync.Map // *storage.RecoveryUnit -> *opState; only ru's goroutine touches its state
-
+// stateOf returns ru's state, kept on ru itself (so two servers in one process, or a unit
+// that is never released, leave nothing behind in a global map).
 func stateOf(ru *storage.RecoveryUnit, create bool) *opState {
-	if v, ok := ops.Load(ru); ok {
-		return v.(*opState)
+	if st, ok := ru.ObserverState().(*opState); ok {
+		return st
 	}
 	if !create {
 		return nil
 	}
 	st := &opState{}
-	ops.Store(ru, st)
+	ru.SetObserverState(st)
 	return st
 }
 
 func (st *opState) release(ru *storage.RecoveryUnit) {
 	if st.unreplicated == 0 && st.session == nil {
-		ops.Delete(ru)
+		ru.SetObserverState(nil)
 	}
 }
 

@@ -3,6 +3,7 @@ package service
 import (
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -10,13 +11,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/logv2"
+	"humongo/internal/operation"
 	"humongo/internal/repl/coord"
 	"humongo/internal/txn/lsc"
 )
-
-// Storage is what the role-neutral layers know of a data node's storage side: that it can be
-// closed. See State.DB.
-type Storage interface{ Close() error }
 
 // State is the server-wide state handlers read and change (MongoDB's ServiceContext). The
 // binary builds it once with NewState and hands it to the server, which fills the fields
@@ -30,12 +28,9 @@ type State struct {
 	Port int
 	Pid  int
 
-	// DB is a data node's storage side (engine, catalog, collections, locks): humongod's
-	// *commands.DB, which handlers reach through commands.dbOf. nil on a router and in
-	// servers started without storage (some protocol tests). It is typed Storage only until
-	// the DB type moves below this package (the operation layer); then it becomes that
-	// pointer type.
-	DB Storage
+	// DB is a data node's storage side (engine, catalog, collections, locks); nil on a
+	// router and in servers started without storage (some protocol tests).
+	DB *operation.DB
 
 	// Repl is the replication coordinator of a replica-set member (--replSet); nil on a
 	// standalone and on a router.
@@ -60,6 +55,27 @@ type State struct {
 	Shutdown func(force bool, timeout time.Duration)
 	// ShutdownStarted is closed when shutdown begins: awaitable hellos stop waiting.
 	ShutdownStarted <-chan struct{}
+
+	decoMu sync.Mutex
+	decos  map[any]any // guarded by decoMu; see Decorate
+}
+
+// Decorate returns the value kept on this server under key, built by init on first use
+// (MongoDB's ServiceContext decorations). Packages above this one keep their per-server state
+// here instead of in package globals, so two servers in one process share nothing and the
+// state goes away with the State. key is a comparable value private to its owner.
+func (s *State) Decorate(key any, init func() any) any {
+	s.decoMu.Lock()
+	defer s.decoMu.Unlock()
+	if v, ok := s.decos[key]; ok {
+		return v
+	}
+	if s.decos == nil {
+		s.decos = map[any]any{}
+	}
+	v := init()
+	s.decos[key] = v
+	return v
 }
 
 // CmdLine is what getCmdLineOpts reports.

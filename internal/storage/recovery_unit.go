@@ -45,6 +45,11 @@ type RecoveryUnit struct {
 	// forgets one cannot leave a Pebble iterator open under a closing engine.
 	cursors []*Cursor
 
+	// observerState is the op observer's replication context of this unit (unreplicated
+	// writes, the session of a retryable write): opobserver owns its type, the unit only
+	// carries it so that it lives and dies with the operation.
+	observerState any
+
 	closed bool
 }
 
@@ -518,3 +523,10 @@ func (ru *RecoveryUnit) resetUnit() {
 	ru.onCommit = nil
 	ru.onRollback = nil
 }
+
+// ObserverState returns what SetObserverState stored on ru (nil if nothing).
+func (ru *RecoveryUnit) ObserverState() any { return ru.observerState }
+
+// SetObserverState stores the op observer's per-unit state on ru (opobserver only). Like the
+// rest of the unit, it is used by the unit's goroutine only.
+func (ru *RecoveryUnit) SetObserverState(v any) { ru.observerState = v }

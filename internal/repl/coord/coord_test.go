@@ -16,6 +16,7 @@ import (
 
 	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/repl/coord"
 	"humongo/internal/server"
 	"humongo/internal/service"
@@ -31,7 +32,7 @@ type node struct {
 
 func startNode(t *testing.T, setName string) *node {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), nil)
+	db, err := operation.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"humongo/internal/commands"
+	"humongo/internal/operation"
 	"humongo/internal/repl/dialer"
 	"humongo/internal/server"
 	"humongo/internal/service"
@@ -20,7 +21,7 @@ import (
 // so a client can tell which server it reached, and returns its address.
 func startMarked(t *testing.T, name string) string {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), nil)
+	db, err := operation.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

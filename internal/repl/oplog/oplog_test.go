@@ -11,8 +11,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"humongo/internal/commands"
 	"humongo/internal/index"
+	"humongo/internal/operation"
 	"humongo/internal/optime"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/storage"
@@ -22,13 +22,13 @@ import (
 // oplog writer installed as the observer.
 type node struct {
 	t  *testing.T
-	db *commands.DB
+	db *operation.DB
 	w  *oplog.Writer
 }
 
 func openNode(t *testing.T, replSet bool) *node {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), nil)
+	db, err := operation.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func mustDoc(t *testing.T, v any) bsoncore.Document {
 // write runs f on ns's write path in one unit (creating ns implicitly).
 func (n *node) write(ns string, f func(ru *storage.RecoveryUnit, c *index.Collection) error) {
 	n.t.Helper()
-	op := n.db.NewOp()
+	op := n.db.NewOp(context.Background())
 	defer op.Close()
 	err := op.WriteCollection(context.Background(), ns, true, func(c *index.Collection) error { return f(op.RU, c) })
 	if err != nil {
@@ -270,7 +270,7 @@ func TestRolledBackUnitLeavesNoEntry(t *testing.T) {
 	n := openNode(t, true)
 	n.insert("test.r", bson.D{{Key: "_id", Value: 0}})
 	before := len(n.oplogEntries())
-	op := n.db.NewOp()
+	op := n.db.NewOp(context.Background())
 	defer op.Close()
 	err := op.WriteCollection(context.Background(), "test.r", false, func(c *index.Collection) error {
 		if _, err := c.InsertDocuments(op.RU, []bsoncore.Document{mustDoc(t, bson.D{{Key: "_id", Value: 1}})}); err != nil {
@@ -338,7 +338,7 @@ func TestConcurrentWritersNoVisibleHole(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			op := n.db.NewOp()
+			op := n.db.NewOp(context.Background())
 			defer op.Close()
 			for i := range perWriter {
 				doc := mustDoc(t, bson.D{{Key: "_id", Value: fmt.Sprintf("%d-%d", w, i)}})

@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/commands"
+	"humongo/internal/operation"
 	"humongo/internal/opobserver"
 	"humongo/internal/optime"
 	"humongo/internal/recordid"
@@ -31,7 +32,7 @@ var namespaces = []string{"app.a", "app.b"}
 
 // dump returns ns's documents (as extended JSON, keyed by _id) read at ts (latest when ts is
 // null), and its ready index names.
-func dump(t *testing.T, db *commands.DB, ns string, ts optime.Timestamp) (map[string]string, []string) {
+func dump(t *testing.T, db *operation.DB, ns string, ts optime.Timestamp) (map[string]string, []string) {
 	t.Helper()
 	docs := map[string]string{}
 	m, ok := db.Catalog.Latest().ByNS(ns)
@@ -71,7 +72,7 @@ func dump(t *testing.T, db *commands.DB, ns string, ts optime.Timestamp) (map[st
 
 type snapshot map[string]map[string]string
 
-func dumpAll(t *testing.T, db *commands.DB, ts optime.Timestamp) (snapshot, []string) {
+func dumpAll(t *testing.T, db *operation.DB, ts optime.Timestamp) (snapshot, []string) {
 	t.Helper()
 	s := snapshot{}
 	var ixs []string
@@ -104,7 +105,7 @@ func writeHistory(t *testing.T) *history {
 	t.Helper()
 	h := &history{dir: t.TempDir()}
 	ctx := context.Background()
-	db, err := commands.OpenDB(ctx, h.dir, nil)
+	db, err := operation.OpenDB(ctx, h.dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func writeHistory(t *testing.T) *history {
 	return h
 }
 
-func topTS(t *testing.T, db *commands.DB) optime.Timestamp {
+func topTS(t *testing.T, db *operation.DB) optime.Timestamp {
 	t.Helper()
 	m, _ := db.Catalog.Latest().ByNS(oplog.NS)
 	top, err := applier.TopOfOplog(db.Engine, m.Ident)
@@ -164,7 +165,7 @@ func topTS(t *testing.T, db *commands.DB) optime.Timestamp {
 }
 
 // countEntries counts the oplog entries after ts.
-func countEntries(t *testing.T, db *commands.DB, after optime.Timestamp) int {
+func countEntries(t *testing.T, db *operation.DB, after optime.Timestamp) int {
 	t.Helper()
 	m, _ := db.Catalog.Latest().ByNS(oplog.NS)
 	ru := db.Engine.NewRecoveryUnit()
@@ -184,9 +185,9 @@ func countEntries(t *testing.T, db *commands.DB, after optime.Timestamp) int {
 // reopen opens h's directory as after a crash whose last stable checkpoint was at stable:
 // the stable timestamp is forced back, and a timestamped write with no oplog entry (a write
 // the crash lost from the oplog) is added after it, which recovery must roll back.
-func reopen(t *testing.T, h *history, stable optime.Timestamp) *commands.DB {
+func reopen(t *testing.T, h *history, stable optime.Timestamp) *operation.DB {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), h.dir, nil)
+	db, err := operation.OpenDB(context.Background(), h.dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func reopen(t *testing.T, h *history, stable optime.Timestamp) *commands.DB {
 	return db
 }
 
-func recoverDB(t *testing.T, db *commands.DB) recovery.Result {
+func recoverDB(t *testing.T, db *operation.DB) recovery.Result {
 	t.Helper()
 	res, err := recovery.Recover(context.Background(), recovery.Config{Engine: db.Engine, Catalog: db.Catalog,
 		Colls: db.Colls, TempDir: db.TempDir})
@@ -302,7 +303,7 @@ func TestMinValid(t *testing.T) {
 
 // TestRecoverSkipsWithoutOplog: a data directory that never was a replica-set member.
 func TestRecoverSkipsWithoutOplog(t *testing.T) {
-	db, err := commands.OpenDB(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
+	db, err := operation.OpenDB(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +315,7 @@ func TestRecoverSkipsWithoutOplog(t *testing.T) {
 
 // startMember serves db as a one-member replica set (the coordinator attached before the
 // server accepts connections, as humongod does) and waits until it is writable.
-func startMember(t *testing.T, db *commands.DB) (*server.Server, *coord.Coordinator) {
+func startMember(t *testing.T, db *operation.DB) (*server.Server, *coord.Coordinator) {
 	t.Helper()
 	mongod := commands.NewMongod(db, service.Config{})
 	srv, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role,

@@ -15,6 +15,7 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/commands"
+	"humongo/internal/operation"
 	"humongo/internal/optime"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/oplog"
@@ -27,7 +28,7 @@ import (
 // dataNode is an in-process server whose writes are logged to its oplog in a fixed term, as on
 // a primary of that term (the rollback test needs two diverging histories, not elections).
 type dataNode struct {
-	db     *commands.DB
+	db     *operation.DB
 	w      *oplog.Writer
 	client *mongo.Client
 }
@@ -35,7 +36,7 @@ type dataNode struct {
 func startDataNode(t *testing.T, term int64) *dataNode {
 	t.Helper()
 	ctx := context.Background()
-	db, err := commands.OpenDB(ctx, t.TempDir(), nil)
+	db, err := operation.OpenDB(ctx, t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

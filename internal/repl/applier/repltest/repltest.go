@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/commands"
+	"humongo/internal/operation"
 	"humongo/internal/optime"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/coord"
@@ -28,7 +29,7 @@ import (
 
 // Node is one in-process humongod.
 type Node struct {
-	DB     *commands.DB
+	DB     *operation.DB
 	Srv    *server.Server
 	Host   string
 	Client *mongo.Client
@@ -40,7 +41,7 @@ type Node struct {
 
 func start(t testing.TB) *Node {
 	t.Helper()
-	db, err := commands.OpenDB(context.Background(), t.TempDir(), nil)
+	db, err := operation.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,4 @@
-package commands
-
-// Write concern of the write commands (insert, update, delete, findAndModify): parsing as
-// MongoDB 7.0's WriteConcernOptions::parse and validateWriteConcern do, the default write
-// concern of a replica set, and the wait after the writes (spec/replication.md "Commit Point
-// Propagation": waiters wake when the commit point or a member's optime moves). A failed
-// wait does not fail the command: the reply keeps `ok: 1`, `n` and `writeErrors` and gains a
-// `writeConcernError` (command_helpers.cpp appendCommandWCStatus), which the dispatcher
-// attaches from a *WriteConcernReply.
+package concern
 
 import (
 	"context"
@@ -18,11 +10,10 @@ import (
 	"humongo/internal/mongoerr"
 	"humongo/internal/optime"
 	"humongo/internal/repl/coord"
-	"humongo/internal/service"
 )
 
-// writeConcern is a command's parsed (or defaulted) writeConcern.
-type writeConcern struct {
+// WriteConcern is a command's parsed (or defaulted) writeConcern.
+type WriteConcern struct {
 	w0      bool // {w: 0}: unacknowledged
 	journal bool // j: true (or fsync: true): wait for the journal before replying
 	// jSet records an explicit j (serialized back in errInfo.writeConcern); fsync an
@@ -37,35 +28,36 @@ type writeConcern struct {
 	provenance string
 }
 
-// wcProvenanceClient etc. are ReadWriteConcernProvenance's sources.
+// provenanceClient etc. are ReadWriteConcernProvenance's sources.
 const (
-	wcProvenanceClient   = "clientSupplied"
-	wcProvenanceImplicit = "implicitDefault"
-	wcProvenanceCustom   = "customDefault"
+	provenanceClient   = "clientSupplied"
+	provenanceImplicit = "implicitDefault"
+	provenanceCustom   = "customDefault"
 )
 
-// writeParseConcern parses and validates a write command's writeConcern. On a standalone
+// ParseWriteConcern parses and validates a write command's writeConcern. On a standalone
 // (validateWriteConcern): w may be 0, 1 or "majority" (which a standalone satisfies on its
 // own); w > 1 and custom modes are BadValue. On a replica-set member any w up to 50 and any
 // mode name parse (an unknown mode fails after the write, as UnknownReplWriteConcern in
-// writeConcernError; a known one waits for members whose tags satisfy it), and a command without w takes the cluster-wide default w ("majority"
-// unless setDefaultRWConcern changed it).
-func writeParseConcern(env *service.Env, cmd bsoncore.Document) (writeConcern, error) {
-	wc := writeConcern{wNum: 1, provenance: wcProvenanceClient}
-	repl := env != nil && env.State != nil && env.State.Repl != nil
+// writeConcernError; a known one waits for members whose tags satisfy it), and a command
+// without w takes the cluster-wide default w ("majority" unless setDefaultRWConcern changed
+// it).
+func ParseWriteConcern(n Node, cmd bsoncore.Document) (WriteConcern, error) {
+	wc := WriteConcern{wNum: 1, provenance: provenanceClient}
+	repl := n.Repl != nil
 	v := lookup(cmd, "writeConcern")
 	if v.Type != 0 {
 		d, ok := v.DocumentOK()
 		if !ok {
 			return wc, mongoerr.Newf(mongoerr.TypeMismatch,
-				"BSON field 'writeConcern' is the wrong type '%s', expected type 'object'", bsonutil.TypeName(v.Type))
+				"BSON field 'writeConcern' is the wrong type '%s', expected type 'object'", typeName(v.Type))
 		}
 		if err := wc.parseDoc(d, repl); err != nil {
 			return wc, err
 		}
 	}
 	if repl && !wc.wSet {
-		def := rwDefaultsFor(env.State).get()
+		def := n.State.defaults(n.DB).get()
 		if len(v.Data) <= 5 { // absent or {}
 			// No writeConcern at all: the whole default applies, with its provenance.
 			dwc := def.wc
@@ -79,7 +71,7 @@ func writeParseConcern(env *service.Env, cmd bsoncore.Document) (writeConcern, e
 }
 
 // parseDoc reads the fields of a writeConcern document into wc.
-func (wc *writeConcern) parseDoc(d bsoncore.Document, repl bool) error {
+func (wc *WriteConcern) parseDoc(d bsoncore.Document, repl bool) error {
 	elems, err := d.Elements()
 	if err != nil {
 		return mongoerr.Newf(mongoerr.InvalidBSON, "invalid writeConcern: %v", err)
@@ -99,7 +91,7 @@ func (wc *writeConcern) parseDoc(d bsoncore.Document, repl bool) error {
 				}
 				wc.wMode, wc.wNum = mode, 0
 			case bsoncore.TypeInt32, bsoncore.TypeInt64, bsoncore.TypeDouble, bsoncore.TypeDecimal128:
-				f, _ := service.AsFloat(ev)
+				f := asFloat(ev)
 				if f < 0 || f > 50 {
 					return mongoerr.Newf(mongoerr.FailedToParse,
 						"w has to be a non-negative number and not greater than 50; found: %v", f)
@@ -110,7 +102,7 @@ func (wc *writeConcern) parseDoc(d bsoncore.Document, repl bool) error {
 				wc.wNum, wc.wMode = int(f), ""
 				wc.w0 = wc.wNum == 0
 			default:
-				return mongoerr.Newf(mongoerr.FailedToParse, "w has to be a number or string; found: %s", bsonutil.TypeName(ev.Type))
+				return mongoerr.Newf(mongoerr.FailedToParse, "w has to be a number or string; found: %s", typeName(ev.Type))
 			}
 		case "j", "fsync":
 			switch ev.Type {
@@ -126,13 +118,13 @@ func (wc *writeConcern) parseDoc(d bsoncore.Document, repl bool) error {
 			case bsoncore.TypeNull, bsoncore.TypeUndefined:
 			default:
 				return mongoerr.Newf(mongoerr.TypeMismatch,
-					"BSON field 'writeConcern.%s' is the wrong type '%s', expected types '[bool, long, int, decimal, double]'", e.Key(), bsonutil.TypeName(ev.Type))
+					"BSON field 'writeConcern.%s' is the wrong type '%s', expected types '[bool, long, int, decimal, double]'", e.Key(), typeName(ev.Type))
 			}
 		case "wtimeout", "wtimeoutMS":
-			f, ok := service.AsFloat(ev)
+			f, ok := bsonutil.ToFloat64(ev)
 			if !ok && ev.Type != bsoncore.TypeNull {
 				return mongoerr.Newf(mongoerr.TypeMismatch,
-					"BSON field 'writeConcern.%s' is the wrong type '%s', expected types '[int, decimal, double, long]'", e.Key(), bsonutil.TypeName(ev.Type))
+					"BSON field 'writeConcern.%s' is the wrong type '%s', expected types '[int, decimal, double, long]'", e.Key(), typeName(ev.Type))
 			}
 			if f > 0 {
 				wc.wTimeout = time.Duration(f) * time.Millisecond
@@ -152,8 +144,8 @@ func (wc *writeConcern) parseDoc(d bsoncore.Document, repl bool) error {
 	return nil
 }
 
-// toBSON is WriteConcernOptions::toBSON: {w, j?|fsync?, wtimeout, provenance}.
-func (wc writeConcern) toBSON() bsoncore.Document {
+// ToBSON is WriteConcernOptions::toBSON: {w, j?|fsync?, wtimeout, provenance}.
+func (wc WriteConcern) ToBSON() bsoncore.Document {
 	b := bsoncore.NewDocumentBuilder()
 	if wc.wMode != "" {
 		b.AppendString("w", wc.wMode)
@@ -188,23 +180,23 @@ func (r *WriteConcernReply) Error() string {
 	return "write concern error: " + msg
 }
 
-// writeFinish waits for wc after a write command's writes and returns its reply, or a
+// WaitForWrite waits for wc after a write command's writes and returns its reply, or a
 // *WriteConcernReply when the wait failed. On a replica set the wait is for the client's
 // last op: the newest oplog entry written when the command's writes are done (which is at
 // or after every entry the command wrote; a command that wrote nothing waits for the
 // system's last op, as MongoDB's setLastOpToSystemLastOpTime does).
-func writeFinish(ctx context.Context, env *service.Env, wc writeConcern, reply bsoncore.Document) (bsoncore.Document, error) {
-	rc := env.State.Repl
+func WaitForWrite(ctx context.Context, n Node, wc WriteConcern, reply bsoncore.Document) (bsoncore.Document, error) {
+	rc := n.Repl
 	if rc == nil {
-		if wc.journal && dbOf(env.State) != nil {
-			if err := dbOf(env.State).Engine.WaitUntilDurable(ctx); err != nil {
+		if wc.journal && n.DB != nil {
+			if err := n.DB.Engine.WaitUntilDurable(ctx); err != nil {
 				return nil, err
 			}
 		}
 		return reply, nil
 	}
-	last := wcLastOp(env)
-	rcNoteOperationTime(ctx, last.TS)
+	last := n.LastOp()
+	NoteOperationTime(ctx, last.TS)
 	if wc.w0 {
 		return reply, nil
 	}
@@ -224,18 +216,33 @@ func writeFinish(ctx context.Context, env *service.Env, wc writeConcern, reply b
 			err = c
 		}
 	}
-	me := writeToMongoErr(err)
-	return nil, &WriteConcernReply{Reply: reply, WCE: wcErrorDoc(me, wc), Code: me.Code}
+	me := toMongoErr(err)
+	return nil, &WriteConcernReply{Reply: reply, WCE: errorDoc(me, wc), Code: me.Code}
 }
 
-// wcErrorDoc is WriteConcernErrorDetail as 7.0 serializes it: {code, codeName, errmsg,
+// toMongoErr is err with a code: context errors become MaxTimeMSExpired / Interrupted,
+// anything uncoded InternalError.
+func toMongoErr(err error) *mongoerr.Error {
+	if me, ok := mongoerr.As(err); ok {
+		return me
+	}
+	switch err {
+	case context.DeadlineExceeded:
+		return mongoerr.New(mongoerr.MaxTimeMSExpired, "operation exceeded time limit")
+	case context.Canceled:
+		return mongoerr.New(mongoerr.Interrupted, "operation was interrupted")
+	}
+	return &mongoerr.Error{Code: mongoerr.InternalError, Msg: err.Error()}
+}
+
+// errorDoc is WriteConcernErrorDetail as 7.0 serializes it: {code, codeName, errmsg,
 // errInfo: {wtimeout?: true, writeConcern: <the concern used>}}.
-func wcErrorDoc(me *mongoerr.Error, wc writeConcern) bsoncore.Document {
+func errorDoc(me *mongoerr.Error, wc WriteConcern) bsoncore.Document {
 	info := bsoncore.NewDocumentBuilder()
 	if me.Code == mongoerr.WriteConcernFailed {
 		info.AppendBoolean("wtimeout", true)
 	}
-	info.AppendDocument("writeConcern", wc.toBSON())
+	info.AppendDocument("writeConcern", wc.ToBSON())
 	msg := me.Msg
 	if msg == "" && me.Err != nil {
 		msg = me.Err.Error()
@@ -247,18 +254,16 @@ func wcErrorDoc(me *mongoerr.Error, wc writeConcern) bsoncore.Document {
 		AppendDocument("errInfo", info.Build()).Build()
 }
 
-// wcLastWritten is the oplog writer's view of its newest committed entry.
-type wcLastWritten interface{ LastWritten() optime.OpTime }
-
-// wcLastOp is the OpTime a write command waits for: the oplog writer's last written entry,
-// or the coordinator's lastApplied when the observer is not the writer.
-func wcLastOp(env *service.Env) optime.OpTime {
-	if dbOf(env.State) != nil {
-		if lw, ok := dbOf(env.State).Observer().(wcLastWritten); ok {
+// LastOp is the OpTime a write command waits for: the oplog writer's last written entry,
+// or the coordinator's lastApplied when the observer is not the writer. Replica-set members
+// only (n.Repl set).
+func (n Node) LastOp() optime.OpTime {
+	if n.DB != nil {
+		if lw, ok := n.DB.Observer().(lastWritten); ok {
 			if o := lw.LastWritten(); o.TS != 0 {
 				return o
 			}
 		}
 	}
-	return env.State.Repl.LastApplied()
+	return n.Repl.LastApplied()
 }

@@ -1,115 +1,91 @@
-package commands
+package indexbuild
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"humongo/internal/storage"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/opobserver"
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/dialer"
-	"humongo/internal/service"
-	"humongo/internal/storage"
 )
 
-// Replicated (two-phase) index builds: the commit-quorum side (spec execution.md "Replica
-// Set Index Builds", "Commit Quorum"; MongoDB's IndexBuildsCoordinatorMongod).
-//
-// index.TwoPhaseBuild does the building; the oplog applier starts, commits and aborts builds
-// on secondaries. This file decides when a build commits. Every node runs one driver
-// goroutine per running build (indexBuildsCoord.drive), started by createIndexes on the
-// primary or when a build started by the applier is ready to commit. A driver waits for the
-// build's scan and then:
-//
-//   - on a writable primary, votes for itself and, once the votes satisfy the build's commit
-//     quorum, commits the build with constraint checks under the write block, logging
-//     commitIndexBuild in the unit that marks the indexes ready, or aborts it with
-//     abortIndexBuild when a constraint fails (DuplicateKey, key generation errors);
-//   - elsewhere, sends voteCommitIndexBuild to the current primary, again after every change
-//     of primary (votes live in the primary's memory, see below), and otherwise waits for the
-//     applier to commit or abort the build.
-//
-// Because every node drives its builds, the node that commits need not be the one that
-// started the build: a secondary that becomes primary commits the builds it is running.
-//
-// Differences from MongoDB: votes are kept in memory instead of config.system.indexBuilds
-// (voters re-vote to each new primary instead), and a build started on a secondary is driven
-// with the default commit quorum ("votingMembers") after a failover, since the quorum given
-// to createIndexes is not replicated. Tag-set commit quorums are refused
-// (UnsatisfiableCommitQuorum).
-
-// indexBuildLogger is the oplog writer's two-phase index build entries (oplog.Writer),
+// Logger is the oplog writer's two-phase index build entries (oplog.Writer),
 // found on the installed op observer.
-type indexBuildLogger interface {
+type Logger interface {
 	OnStartIndexBuild(ru *storage.RecoveryUnit, ns string, coll, build catalog.UUID, specs []bsoncore.Document) error
 	OnCommitIndexBuild(ru *storage.RecoveryUnit, ns string, coll, build catalog.UUID, specs []bsoncore.Document) error
 	OnAbortIndexBuild(ru *storage.RecoveryUnit, ns string, coll, build catalog.UUID, specs []bsoncore.Document, cause error) error
 }
 
-// replicatedIndexBuilds returns the oplog writer when builds on db must be two-phase: the
+// Replicated returns the oplog writer when builds on db must be two-phase: the
 // node logs its writes (a replica-set member).
-func replicatedIndexBuilds(db *DB) (indexBuildLogger, bool) {
+func Replicated(db *operation.DB) (Logger, bool) {
 	o := db.Observer()
 	if _, noop := o.(opobserver.NoOp); noop {
 		return nil, false
 	}
-	l, ok := o.(indexBuildLogger)
+	l, ok := o.(Logger)
 	return l, ok
 }
 
-// commitQuorum is createIndexes' commitQuorum: a number of data-bearing voting members
+// CommitQuorum is createIndexes' CommitQuorum: a number of data-bearing voting members
 // (0: no voting, the primary commits alone) or "majority" / "votingMembers".
-type commitQuorum struct {
+type CommitQuorum struct {
 	n    int
 	mode string // "", "majority" or "votingMembers"
 }
 
-var defaultCommitQuorum = commitQuorum{mode: "votingMembers"}
+var DefaultCommitQuorum = CommitQuorum{mode: "votingMembers"}
 
-// append adds the quorum as a reply field.
-func (q commitQuorum) append(b []byte, key string) []byte {
+// Append adds the quorum as a reply field.
+func (q CommitQuorum) Append(b []byte, key string) []byte {
 	if q.mode != "" {
 		return bsoncore.AppendStringElement(b, key, q.mode)
 	}
 	return bsoncore.AppendInt32Element(b, key, int32(q.n))
 }
 
-func (q commitQuorum) String() string {
+func (q CommitQuorum) String() string {
 	if q.mode != "" {
 		return q.mode
 	}
 	return fmt.Sprint(q.n)
 }
 
-// parseCommitQuorum reads a commitQuorum value (MongoDB's CommitQuorumOptions::parse).
-func parseCommitQuorum(v bsoncore.Value) (commitQuorum, error) {
+// ParseCommitQuorum reads a CommitQuorum value (MongoDB's CommitQuorumOptions::parse).
+func ParseCommitQuorum(v bsoncore.Value) (CommitQuorum, error) {
 	switch v.Type {
 	case bsoncore.TypeString:
 		s := v.StringValue()
 		switch s {
 		case "majority", "votingMembers":
-			return commitQuorum{mode: s}, nil
+			return CommitQuorum{mode: s}, nil
 		}
-		return commitQuorum{}, mongoerr.Newf(mongoerr.UnsatisfiableCommitQuorum,
+		return CommitQuorum{}, mongoerr.Newf(mongoerr.UnsatisfiableCommitQuorum,
 			"No write concern mode named '%s' found in replica set configuration", s)
 	case bsoncore.TypeInt32, bsoncore.TypeInt64, bsoncore.TypeDouble, bsoncore.TypeDecimal128:
-		f, ok := service.AsFloat(v)
+		f, ok := bsonutil.ToFloat64(v)
 		if !ok || math.IsNaN(f) || f < 0 || f > 50 || f != math.Trunc(f) {
-			return commitQuorum{}, mongoerr.New(mongoerr.FailedToParse,
-				"commitQuorum has to be a non-negative number and not greater than 50")
+			return CommitQuorum{}, mongoerr.New(mongoerr.FailedToParse,
+				"CommitQuorum has to be a non-negative number and not greater than 50")
 		}
-		return commitQuorum{n: int(f)}, nil
+		return CommitQuorum{n: int(f)}, nil
 	}
-	return commitQuorum{}, mongoerr.New(mongoerr.FailedToParse, "commitQuorum has to be a number or a string")
+	return CommitQuorum{}, mongoerr.New(mongoerr.FailedToParse, "CommitQuorum has to be a number or a string")
 }
 
 // quorumMembers are the hosts whose votes count: the replica set's data-bearing voting
@@ -120,7 +96,7 @@ type quorumMembers struct {
 	dataBearing int
 }
 
-func (q commitQuorum) satisfied(m quorumMembers, votes map[string]bool) bool {
+func (q CommitQuorum) satisfied(m quorumMembers, votes map[string]bool) bool {
 	inVoters := 0
 	for _, h := range m.voters {
 		if votes[h] {
@@ -137,7 +113,7 @@ func (q commitQuorum) satisfied(m quorumMembers, votes map[string]bool) bool {
 }
 
 // check fails with UnsatisfiableCommitQuorum when the set cannot satisfy q.
-func (q commitQuorum) check(m quorumMembers) error {
+func (q CommitQuorum) check(m quorumMembers) error {
 	if q.mode == "" && q.n > m.dataBearing {
 		return mongoerr.Newf(mongoerr.UnsatisfiableCommitQuorum,
 			"Not enough data-bearing nodes to satisfy commit quorum: %d (data-bearing nodes: %d)", q.n, m.dataBearing)
@@ -145,17 +121,18 @@ func (q commitQuorum) check(m quorumMembers) error {
 	return nil
 }
 
-var indexBuildCoords sync.Map // *DB -> *indexBuildsCoord
+// coordinators is each node's coordinator, kept on its DB and stopped when it closes.
+var coordinators = operation.NewDecoration(newCoordinator)
 
-// indexBuildsCoord drives the node's two-phase builds; see the file comment. One per DB.
-type indexBuildsCoord struct {
-	db     *DB
-	ctx    context.Context // the drivers'; cancelled by stopIndexBuilds
+// Coordinator drives the node's two-phase builds; see the file comment. One per DB.
+type Coordinator struct {
+	db     *operation.DB
+	ctx    context.Context // the drivers'; cancelled by stop
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
-	st      *service.State                // guarded by mu; nil until a State attaches
+	rc      *coord.Coordinator            // guarded by mu; nil until replication attaches
 	drivers map[catalog.UUID]*buildDriver // guarded by mu
 	peers   *dialer.Pool                  // vote connections by host; closed once the drivers stopped
 	stopped bool                          // guarded by mu
@@ -166,7 +143,7 @@ type buildDriver struct {
 	b *index.TwoPhaseBuild
 
 	mu      sync.Mutex
-	quorum  commitQuorum    // guarded by mu
+	quorum  CommitQuorum    // guarded by mu
 	votes   map[string]bool // guarded by mu; hosts that voted (primary only)
 	changed chan struct{}   // guarded by mu; closed and replaced on a vote or quorum change
 }
@@ -185,14 +162,14 @@ func (d *buildDriver) vote(host string) {
 	}
 }
 
-func (d *buildDriver) setQuorum(q commitQuorum) {
+func (d *buildDriver) setQuorum(q CommitQuorum) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.quorum = q
 	d.signalLocked()
 }
 
-func (d *buildDriver) state() (commitQuorum, map[string]bool, <-chan struct{}) {
+func (d *buildDriver) state() (CommitQuorum, map[string]bool, <-chan struct{}) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	votes := make(map[string]bool, len(d.votes))
@@ -202,19 +179,15 @@ func (d *buildDriver) state() (commitQuorum, map[string]bool, <-chan struct{}) {
 	return d.quorum, votes, d.changed
 }
 
-// indexBuildsOf returns db's coordinator, creating it (and hooking it to the build registry)
+// Of returns db's coordinator, creating it (and hooking it to the build registry)
 // on first use.
-func indexBuildsOf(db *DB) *indexBuildsCoord {
-	if c, ok := indexBuildCoords.Load(db); ok {
-		return c.(*indexBuildsCoord)
-	}
+func Of(db *operation.DB) *Coordinator { return coordinators.Get(db) }
+
+func newCoordinator(db *operation.DB) *Coordinator {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &indexBuildsCoord{db: db, ctx: ctx, cancel: cancel, drivers: map[catalog.UUID]*buildDriver{},
+	c := &Coordinator{db: db, ctx: ctx, cancel: cancel, drivers: map[catalog.UUID]*buildDriver{},
 		peers: dialer.NewPool(dialer.ClientOptions{AppName: "humongod-indexbuilds"})}
-	if prev, loaded := indexBuildCoords.LoadOrStore(db, c); loaded {
-		cancel()
-		return prev.(*indexBuildsCoord)
-	}
+	db.OnClose(c.stop)
 	reg := db.Colls.IndexBuilds()
 	if db.Log != nil {
 		reg.SetLogger(db.Log)
@@ -231,57 +204,69 @@ func indexBuildsOf(db *DB) *indexBuildsCoord {
 	return c
 }
 
-// AttachIndexBuilds lets st's replication coordinator drive db's two-phase index builds
-// (voting to the primary from a secondary). Call it once replication is attached.
-func AttachIndexBuilds(st *service.State) {
-	if st == nil || dbOf(st) == nil {
-		return
-	}
-	c := indexBuildsOf(dbOf(st))
+// SetReplication lets rc drive db's two-phase index builds (voting to the primary from a
+// secondary). Call it once replication is attached.
+func SetReplication(db *operation.DB, rc *coord.Coordinator) {
+	c := Of(db)
 	c.mu.Lock()
-	c.st = st
+	c.rc = rc
 	c.mu.Unlock()
 }
 
-// stopIndexBuilds stops db's drivers and the builds' scans (clean shutdown: the builds stay
-// unfinished in the catalog and restart at the next start).
-func stopIndexBuilds(db *DB) {
-	if v, ok := indexBuildCoords.LoadAndDelete(db); ok {
-		c := v.(*indexBuildsCoord)
-		c.mu.Lock()
-		c.stopped = true
-		c.mu.Unlock()
-		c.cancel()
-		c.wg.Wait()
-		c.peers.Close()
-	}
-	db.Colls.IndexBuilds().Shutdown()
+// stop stops the drivers (clean shutdown: DB.Close then stops the builds' scans; the builds
+// stay unfinished in the catalog and restart at the next start).
+func (c *Coordinator) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	c.peers.Close()
 }
 
-func (c *indexBuildsCoord) repl() *coord.Coordinator {
+func (c *Coordinator) repl() *coord.Coordinator {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.st == nil {
-		return nil
-	}
-	return c.st.Repl
+	return c.rc
 }
 
-// attachState records st (createIndexes passes its env's).
-func (c *indexBuildsCoord) attachState(st *service.State) {
-	if st == nil {
+// Attach records the node's replication coordinator unless one is recorded already
+// (createIndexes passes its server's; nil on a standalone).
+func (c *Coordinator) Attach(rc *coord.Coordinator) {
+	if rc == nil {
 		return
 	}
 	c.mu.Lock()
-	if c.st == nil {
-		c.st = st
+	if c.rc == nil {
+		c.rc = rc
 	}
 	c.mu.Unlock()
 }
+
+// Vote counts host's vote for build id (voteCommitIndexBuild on the primary): NoSuchKey when
+// no such build runs here.
+func (c *Coordinator) Vote(id catalog.UUID, host string) error {
+	d, ok := c.driver(id)
+	if !ok {
+		build, running := c.db.Colls.IndexBuilds().Get(id)
+		if !running {
+			return mongoerr.Newf(mongoerr.NoSuchKey, "Cannot find index build with UUID %s", id)
+		}
+		d = c.ensureDriver(build, nil)
+	}
+	d.vote(host)
+	return nil
+}
+
+// SetCommitQuorum changes b's commit quorum to q (setIndexCommitQuorum).
+func (c *Coordinator) SetCommitQuorum(b *index.TwoPhaseBuild, q CommitQuorum) { c.ensureDriver(b, &q) }
+
+// CheckQuorum fails with UnsatisfiableCommitQuorum when the set cannot satisfy q.
+func (c *Coordinator) CheckQuorum(q CommitQuorum) error { return q.check(c.members()) }
 
 // ensureDriver starts b's driver unless it runs already; q (nil: keep / default) sets its
 // commit quorum.
-func (c *indexBuildsCoord) ensureDriver(b *index.TwoPhaseBuild, q *commitQuorum) *buildDriver {
+func (c *Coordinator) ensureDriver(b *index.TwoPhaseBuild, q *CommitQuorum) *buildDriver {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if d, ok := c.drivers[b.UUID()]; ok {
@@ -290,7 +275,7 @@ func (c *indexBuildsCoord) ensureDriver(b *index.TwoPhaseBuild, q *commitQuorum)
 		}
 		return d
 	}
-	d := &buildDriver{b: b, quorum: defaultCommitQuorum, votes: map[string]bool{}, changed: make(chan struct{})}
+	d := &buildDriver{b: b, quorum: DefaultCommitQuorum, votes: map[string]bool{}, changed: make(chan struct{})}
 	if q != nil {
 		d.quorum = *q
 	}
@@ -311,7 +296,7 @@ func (c *indexBuildsCoord) ensureDriver(b *index.TwoPhaseBuild, q *commitQuorum)
 	return d
 }
 
-func (c *indexBuildsCoord) driver(id catalog.UUID) (*buildDriver, bool) {
+func (c *Coordinator) driver(id catalog.UUID) (*buildDriver, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d, ok := c.drivers[id]
@@ -319,7 +304,7 @@ func (c *indexBuildsCoord) driver(id catalog.UUID) (*buildDriver, bool) {
 }
 
 // self is this node's host as the replica set config names it ("" without replication).
-func (c *indexBuildsCoord) self() string {
+func (c *Coordinator) self() string {
 	if rc := c.repl(); rc != nil {
 		return rc.Hello().Me
 	}
@@ -328,7 +313,7 @@ func (c *indexBuildsCoord) self() string {
 
 // checkPrimary fails unless this node may write: a writable primary, or a node that logs its
 // writes without a replication coordinator (tests).
-func (c *indexBuildsCoord) checkPrimary(ns string) error {
+func (c *Coordinator) checkPrimary(ns string) error {
 	rc := c.repl()
 	if rc == nil {
 		return nil
@@ -338,7 +323,7 @@ func (c *indexBuildsCoord) checkPrimary(ns string) error {
 }
 
 // members returns the hosts whose votes count.
-func (c *indexBuildsCoord) members() quorumMembers {
+func (c *Coordinator) members() quorumMembers {
 	rc := c.repl()
 	if rc == nil {
 		return quorumMembers{voters: []string{""}, dataBearing: 1}
@@ -372,7 +357,7 @@ func (c *indexBuildsCoord) members() quorumMembers {
 }
 
 // topologyChanged is closed at the next replica set state change (nil without replication).
-func (c *indexBuildsCoord) topologyChanged() <-chan struct{} {
+func (c *Coordinator) topologyChanged() <-chan struct{} {
 	if rc := c.repl(); rc != nil {
 		_, ch := rc.TopologyVersion()
 		return ch
@@ -385,7 +370,7 @@ func (c *indexBuildsCoord) topologyChanged() <-chan struct{} {
 const voteRetry = time.Second
 
 // drive is a build's driver goroutine; see the file comment.
-func (c *indexBuildsCoord) drive(d *buildDriver) {
+func (c *Coordinator) drive(d *buildDriver) {
 	b := d.b
 	log := c.log()
 	select {
@@ -453,7 +438,7 @@ func (c *indexBuildsCoord) drive(d *buildDriver) {
 	}
 }
 
-func (c *indexBuildsCoord) log() interface {
+func (c *Coordinator) log() interface {
 	Info(msg string, args ...any)
 	Warn(msg string, args ...any)
 } {
@@ -470,8 +455,8 @@ func (discardLogger) Warn(string, ...any) {}
 
 // commit tries to commit b as primary; true when the build is finished (committed, or
 // aborted on a constraint violation), false when it must wait (no longer primary).
-func (c *indexBuildsCoord) commit(b *index.TwoPhaseBuild) bool {
-	logger, ok := replicatedIndexBuilds(c.db)
+func (c *Coordinator) commit(b *index.TwoPhaseBuild) bool {
+	logger, ok := Replicated(c.db)
 	if !ok {
 		return false
 	}
@@ -496,8 +481,8 @@ func (c *indexBuildsCoord) commit(b *index.TwoPhaseBuild) bool {
 }
 
 // abort aborts b as primary, logging abortIndexBuild with cause; true when b is finished.
-func (c *indexBuildsCoord) abort(b *index.TwoPhaseBuild, cause error) bool {
-	logger, ok := replicatedIndexBuilds(c.db)
+func (c *Coordinator) abort(b *index.TwoPhaseBuild, cause error) bool {
+	logger, ok := Replicated(c.db)
 	if !ok {
 		return false
 	}
@@ -519,16 +504,16 @@ func (c *indexBuildsCoord) abort(b *index.TwoPhaseBuild, cause error) bool {
 // setBlockWrites makes b exclude the primary's writers (collection MODE_S and the TTL
 // monitor's gate) when it commits or aborts: a build the applier started blocked only the
 // gate, which is all a secondary needs.
-func (c *indexBuildsCoord) setBlockWrites(b *index.TwoPhaseBuild) {
+func (c *Coordinator) setBlockWrites(b *index.TwoPhaseBuild) {
 	coll, err := c.db.Colls.ByUUID(b.CollectionUUID())
 	if err != nil {
 		return
 	}
-	b.SetBlockWrites(ddlBlockWrites(c.db, b.NS(), coll))
+	b.SetBlockWrites(BlockWrites(c.db, b.NS(), coll))
 }
 
 // sendVote sends voteCommitIndexBuild for b to primary.
-func (c *indexBuildsCoord) sendVote(b *index.TwoPhaseBuild, primary, me string) error {
+func (c *Coordinator) sendVote(b *index.TwoPhaseBuild, primary, me string) error {
 	cl, err := c.peers.Get(primary)
 	if err != nil {
 		return err
@@ -542,4 +527,124 @@ func (c *indexBuildsCoord) sendVote(b *index.TwoPhaseBuild, primary, me string) 
 		{Key: "writeConcern", Value: bson.D{{Key: "w", Value: "majority"}}},
 	}
 	return cl.Database("admin").RunCommand(ctx, cmd).Err()
+}
+
+// TwoPhaseBuild is createIndexes on a replica-set member for a non-empty collection
+// (spec "Replica Set Index Builds"): it registers the build together with its
+// startIndexBuild entry, lets the node's driver commit it once quorum votes are in (see the
+// package comment) and waits for the outcome. The build belongs to the node, not to the
+// command: a step-down interrupts the command but not the build (whichever node is primary
+// later commits it), while killOp or maxTimeMS abort it, as in MongoDB.
+func (co *Coordinator) TwoPhaseBuild(ctx context.Context, logger Logger, ns string, specs []bsoncore.Document, q CommitQuorum) error {
+	db := co.db
+	m, ok := db.Catalog.Latest().ByNS(ns)
+	if !ok {
+		return mongoerr.Newf(mongoerr.NamespaceNotFound, "Collection %s was dropped", ns)
+	}
+	coll, err := db.Colls.ByUUID(m.UUID)
+	if err != nil {
+		return err
+	}
+	id := catalog.NewUUID()
+	b, err := index.StartTwoPhaseBuild(co.ctx, coll, id, specs,
+		index.BuildOptions{TempDir: db.TempDir, BlockWrites: BlockWrites(db, ns, coll)},
+		func(ru *storage.RecoveryUnit, stored []bsoncore.Document) error {
+			// The write block holds the RSTL in IX: no step-down between check and entry.
+			if err := co.checkPrimary(ns); err != nil {
+				return err
+			}
+			return logger.OnStartIndexBuild(ru, ns, m.UUID, id, stored)
+		})
+	if mongoerr.Is(err, mongoerr.IndexAlreadyExists) {
+		// A concurrent createIndexes registered the same index since our check.
+		names := make([]string, 0, len(specs))
+		for _, s := range specs {
+			n, _ := lookup(s, "name").StringValueOK()
+			names = append(names, n)
+		}
+		return WaitForBuilds(ctx, db, ns, names)
+	}
+	if err != nil {
+		return err
+	}
+	co.ensureDriver(b, &q)
+	select {
+	case <-b.Done():
+		return b.Outcome()
+	case <-ctx.Done():
+	}
+	cause := context.Cause(ctx)
+	if c := mongoerr.CodeOf(cause); mongoerr.IsNotPrimaryError(c) || c == mongoerr.InterruptedDueToReplStateChange ||
+		mongoerr.IsShutdownError(c) {
+		return cause
+	}
+	co.abort(b, mongoerr.Newf(mongoerr.IndexBuildAborted, "Index build aborted: %s: %v", id, cause))
+	return cause
+}
+
+// WaitForBuilds waits for the running two-phase builds on ns that build any of names and
+// returns the first failure among them.
+func WaitForBuilds(ctx context.Context, db *operation.DB, ns string, names []string) error {
+	m, ok := db.Catalog.Latest().ByNS(ns)
+	if !ok {
+		return nil
+	}
+	for _, b := range db.Colls.IndexBuilds().ForCollection(m.UUID) {
+		if !slices.ContainsFunc(b.Names(), func(n string) bool { return slices.Contains(names, n) }) {
+			continue
+		}
+		select {
+		case <-b.Done():
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		if err := b.Outcome(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BlockWrites is how an index build on ns excludes writers on this node. Writers hold
+// the collection IX lock for their whole unit, so the S lock waits for in-progress writes
+// and holds new ones back (readers continue); the TTL monitor writes through
+// Collection.Write, so the collection's own gate is taken too.
+func BlockWrites(db *operation.DB, ns string, coll *index.Collection) func() (func(), error) {
+	return func() (func(), error) {
+		unlock, err := index.LockManagerBlockWrites(db.Locks, ns)()
+		if err != nil {
+			return nil, err
+		}
+		ungate, err := coll.BlockWrites()
+		if err != nil {
+			unlock()
+			return nil, err
+		}
+		return func() {
+			ungate()
+			unlock()
+		}, nil
+	}
+}
+
+func lookup(d bsoncore.Document, key string) bsoncore.Value {
+	v, err := d.LookupErr(key)
+	if err != nil {
+		return bsoncore.Value{}
+	}
+	return v
+}
+
+// truthy is BSONElement::trueValue for the config's boolean fields.
+func truthy(v bsoncore.Value) bool {
+	switch v.Type {
+	case bsoncore.TypeBoolean:
+		return v.Boolean()
+	case bsoncore.TypeNull, bsoncore.TypeUndefined, 0:
+		return false
+	}
+	if f, ok := bsonutil.ToFloat64(v); ok {
+		return f != 0
+	}
+	return true
 }

@@ -1,0 +1,265 @@
+package operation
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/catalog"
+	"humongo/internal/index"
+	"humongo/internal/lock"
+	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
+	"humongo/internal/storage"
+)
+
+// Context is one operation (MongoDB's OperationContext): the context.Context it runs under,
+// its Locker and RecoveryUnit, its read source, session and the request's shard versions.
+// Not safe for concurrent use; Close it when the operation ends.
+type Context struct {
+	DB     *DB
+	Locker *lock.Locker
+	RU     *storage.RecoveryUnit
+
+	// ReadSource is the read source the command's read concern chose (Request), for the
+	// operation's reads and for a cursor to keep across getMores.
+	ReadSource ReadSource
+
+	// Session is the logical session and transaction number the operation runs in (zero
+	// outside a session), as the request sent them.
+	Session Session
+
+	// ShardVersion and DatabaseVersion are the request's shardVersion / databaseVersion
+	// fields as sent (zero when absent). They are carried, not checked: the sharding layer
+	// will compare them with its filtering metadata and fail with StaleConfig /
+	// StaleDbVersion.
+	ShardVersion, DatabaseVersion bsoncore.Value
+
+	ctx context.Context
+}
+
+// Session identifies the logical session of an operation.
+type Session struct {
+	LSID      bsoncore.Document // the request's lsid (nil outside a session)
+	TxnNumber int64             // meaningful when HasTxnNumber
+	// HasTxnNumber: the operation is a retryable write (or, later, a transaction statement).
+	HasTxnNumber bool
+}
+
+// ReadSourceKind is how a read picks its timestamp (MongoDB's RecoveryUnit::ReadSource as
+// read concern chooses it).
+type ReadSourceKind uint8
+
+const (
+	ReadNewest      ReadSourceKind = iota // newest data, no timestamp
+	ReadLastApplied                       // a non-writable member's lastApplied
+	ReadMajority                          // the committed snapshot (stable timestamp)
+	ReadProvided                          // a fixed timestamp (snapshot reads)
+)
+
+// ReadSource is a read's source and the timestamp it resolved to (0: newest data).
+type ReadSource struct {
+	Kind ReadSourceKind
+	TS   optime.Timestamp
+}
+
+// Request is what a command's generic arguments say about every operation it starts: the
+// dispatcher parses them once (WithRequest) and NewOp copies them into each Context.
+type Request struct {
+	// ReadSource is filled in by read concern after waiting for its preconditions.
+	ReadSource ReadSource
+	Session    Session
+	// ShardVersion and DatabaseVersion are the raw shardVersion / databaseVersion fields.
+	// Session.LSID and these point into the command document: valid while the command runs.
+	ShardVersion, DatabaseVersion bsoncore.Value
+}
+
+type requestKey struct{}
+
+// WithRequest returns a context whose operations take their read source, session and shard
+// versions from *r as it is when each operation starts.
+func WithRequest(ctx context.Context, r *Request) context.Context {
+	return context.WithValue(ctx, requestKey{}, r)
+}
+
+// RequestOf is the request ctx carries, or nil.
+func RequestOf(ctx context.Context) *Request {
+	r, _ := ctx.Value(requestKey{}).(*Request)
+	return r
+}
+
+// ReadSourceOf is the read source ctx carries (the zero value, newest data, if none).
+func ReadSourceOf(ctx context.Context) ReadSource {
+	if r := RequestOf(ctx); r != nil {
+		return r.ReadSource
+	}
+	return ReadSource{}
+}
+
+// NewOp starts an operation under ctx: ctx's deadline is the operation's maxTimeMS (a lock
+// wait that reaches it fails with MaxTimeMSExpired), and its cancellation (killOp, a closed
+// connection, shutdown) interrupts it. Read source, session and shard versions are the ones
+// of the Request ctx carries.
+func (d *DB) NewOp(ctx context.Context) *Context {
+	l := d.Locks.NewLocker()
+	l.SetDeadlineKind(lock.DeadlineMaxTimeMS)
+	o := &Context{DB: d, Locker: l, RU: d.Engine.NewRecoveryUnit(), ctx: ctx}
+	if r := RequestOf(ctx); r != nil {
+		o.ReadSource, o.Session, o.ShardVersion, o.DatabaseVersion = r.ReadSource, r.Session, r.ShardVersion, r.DatabaseVersion
+	}
+	return o
+}
+
+// Ctx is the context the operation was created with.
+func (o *Context) Ctx() context.Context { return o.ctx }
+
+// CheckForInterrupt returns why the operation must stop (the cause its context was
+// cancelled with: MaxTimeMSExpired, Interrupted, InterruptedAtShutdown...), or nil.
+func (o *Context) CheckForInterrupt() error {
+	if o.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(o.ctx)
+}
+
+// Close releases the operation's snapshot and any locks still held.
+func (o *Context) Close() {
+	o.RU.Close()
+	o.Locker.UnlockAll()
+}
+
+// The collection access methods take a ctx of their own: callers pass the operation's, or a
+// context.WithoutCancel of it for cleanup that must finish after an interruption.
+
+// ReadCollection locks ns for reading (Global/DB/collection IS) and returns its metadata and
+// write path, both nil when the collection does not exist (reads of a missing collection
+// return nothing rather than failing, as in MongoDB). release drops the locks and abandons the
+// storage snapshot.
+func (o *Context) ReadCollection(ctx context.Context, ns string) (meta *catalog.CollectionMeta, coll *index.Collection, release func(), err error) {
+	if err := catalog.ValidateNS(ns); err != nil {
+		return nil, nil, nil, err
+	}
+	scope, err := o.Locker.CollectionLock(ctx, ns, lock.ModeIS)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	release = func() {
+		o.RU.AbandonSnapshot()
+		_ = scope.Release()
+	}
+	meta, ok := o.DB.Catalog.Latest().ByNS(ns)
+	if !ok {
+		return nil, nil, release, nil
+	}
+	coll, err = o.DB.Colls.ByUUID(meta.UUID)
+	if err != nil {
+		release()
+		return nil, nil, nil, err
+	}
+	return meta, coll, release, nil
+}
+
+// WriteCollection runs f in a WriteUnitOfWork on the collection ns under its IX lock,
+// retrying the whole of f on WriteConflict. When the collection does not exist it is created
+// first if create is set (implicit creation on first write), else f gets a nil collection.
+// f must be safe to re-run: it may be called again after a WriteConflict.
+func (o *Context) WriteCollection(ctx context.Context, ns string, create bool, f func(coll *index.Collection) error) error {
+	if err := catalog.ValidateNS(ns); err != nil {
+		return err
+	}
+	if create {
+		if err := o.EnsureCollection(ctx, ns, nil); err != nil {
+			return err
+		}
+	}
+	scope, err := o.Locker.CollectionLock(ctx, ns, lock.ModeIX)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = scope.Release() }()
+	return storage.WriteConflictRetry(ctx, "write", func() error {
+		defer o.RU.AbandonSnapshot()
+		var coll *index.Collection
+		if meta, ok := o.DB.Catalog.Latest().ByNS(ns); ok {
+			c, err := o.DB.Colls.ByUUID(meta.UUID)
+			if err != nil {
+				return err
+			}
+			coll = c
+		}
+		w := o.RU.BeginUnitOfWork()
+		defer w.End()
+		if err := f(coll); err != nil {
+			return err
+		}
+		return w.Commit()
+	})
+}
+
+// EnsureCollection creates ns with options unless it exists (implicit creation: a concurrent
+// creator winning the race is not an error). It takes the database IX and collection X locks.
+func (o *Context) EnsureCollection(ctx context.Context, ns string, options bsoncore.Document) error {
+	if _, ok := o.DB.Catalog.Latest().ByNS(ns); ok {
+		return nil
+	}
+	err := o.DDL(ctx, ns, func() error {
+		if _, ok := o.DB.Catalog.Latest().ByNS(ns); ok {
+			return nil
+		}
+		m, err := o.DB.Catalog.CreateCollection(o.RU, ns, options)
+		if err != nil {
+			return err
+		}
+		return o.LogCreate(m)
+	})
+	if mongoerr.Is(err, mongoerr.NamespaceExists) {
+		return nil
+	}
+	return err
+}
+
+// LogCreate tells the observer about collection m, just created in o's unit: its user
+// options and the _id index spec it got (none for clustered collections and oplogs).
+func (o *Context) LogCreate(m *catalog.CollectionMeta) error {
+	var idIndex bsoncore.Document
+	if ix, ok := m.Index(catalog.IDIndexName); ok && !m.Clustered {
+		idIndex = ix.Spec
+	}
+	return o.DB.Observer().OnCreateCollection(o.RU, m.NS, m.UUID, UserOptions(m), idIndex)
+}
+
+// DDL runs f in a WriteUnitOfWork under the collection X lock of ns (and database IX),
+// retrying on WriteConflict. Catalog DDL calls go inside f.
+func (o *Context) DDL(ctx context.Context, ns string, f func() error) error {
+	scope, err := o.Locker.CollectionLock(ctx, ns, lock.ModeX)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = scope.Release() }()
+	return o.InUnit(ctx, f)
+}
+
+// DatabaseDDL runs f in a WriteUnitOfWork under the database X lock of db (dropDatabase,
+// cross-collection renames).
+func (o *Context) DatabaseDDL(ctx context.Context, db string, f func() error) error {
+	scope, err := o.Locker.DBLock(ctx, db, lock.ModeX)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = scope.Release() }()
+	return o.InUnit(ctx, f)
+}
+
+// InUnit runs f in a WriteUnitOfWork under the locks the caller holds, retrying on
+// WriteConflict.
+func (o *Context) InUnit(ctx context.Context, f func() error) error {
+	return storage.WriteConflictRetry(ctx, "ddl", func() error {
+		defer o.RU.AbandonSnapshot()
+		w := o.RU.BeginUnitOfWork()
+		defer w.End()
+		if err := f(); err != nil {
+			return err
+		}
+		return w.Commit()
+	})
+}

@@ -1,0 +1,22 @@
+// Package operation is the operation layer under the command handlers (MongoDB's
+// OperationContext and the storage decorations of its ServiceContext; spec/execution.md
+// "Storage Transactions", "Read Operations", "Write Operations", "Concurrency Control").
+//
+// It owns:
+//
+//   - DB, the storage side of one data node: engine, catalog, collection write paths, lock
+//     manager, spill directory, and the per-node state that packages above keep on it
+//     (Decoration), released by Close;
+//   - Context, one operation: the context.Context it was created with (deadline, kill and
+//     shutdown: a maxTimeMS deadline surfaces as MaxTimeMSExpired), its Locker and
+//     RecoveryUnit, the read source its read concern chose, the logical session it runs in,
+//     and the shardVersion/databaseVersion the request carried;
+//   - the one way to open a collection with locks and a unit of work (ReadCollection,
+//     WriteCollection, EnsureCollection, DDL, DatabaseDDL, InUnit).
+//
+// Read concern (repl), write concern (repl) and retryable writes (txn) sit above this package
+// and use it; command handlers sit above all of them.
+//
+// Known deviation: shardVersion and databaseVersion are parsed and carried but not checked;
+// the sharding layer will check them against its filtering metadata (StaleConfig).
+package operation

@@ -1,0 +1,84 @@
+package concern
+
+import (
+	"humongo/internal/optime"
+	"sync"
+	"sync/atomic"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/repl/coord"
+)
+
+// ServerState is one server's concern state: the cluster time it gossips and its default
+// read/write concern. Its zero value is ready; a server owns one and drops it with itself.
+type ServerState struct {
+	clusterTime atomic.Uint64 // optime.Timestamp encoding
+
+	defaultsOnce sync.Once
+	rwDefaults   *rwDefaults
+}
+
+// advanceClusterTime moves the node's cluster time forward to ts (never back).
+func (s *ServerState) advanceClusterTime(ts uint64) {
+	for {
+		cur := s.clusterTime.Load()
+		if ts <= cur || s.clusterTime.CompareAndSwap(cur, ts) {
+			return
+		}
+	}
+}
+
+// clusterTimeNow is the node's cluster time: the newest of what it gossiped in and its own
+// newest oplog entry.
+func (n Node) clusterTimeNow() uint64 {
+	n.State.advanceClusterTime(uint64(n.lastOpTS()))
+	return n.State.clusterTime.Load()
+}
+
+// lastWritten is the oplog writer's view of its newest committed entry.
+type lastWritten interface{ LastWritten() optime.OpTime }
+
+// lastOpTS is the timestamp of the node's newest oplog entry without taking the
+// coordinator's mutex.
+func (n Node) lastOpTS() optime.Timestamp {
+	if n.DB != nil {
+		if lw, ok := n.DB.Observer().(lastWritten); ok {
+			return lw.LastWritten().TS
+		}
+	}
+	return 0
+}
+
+// AppendClusterTime appends `$clusterTime` (unsigned: a zero hash and keyId 0 until signing
+// keys exist) and `operationTime` to a replica-set member's reply; standalone replies are
+// returned unchanged.
+func AppendClusterTime(n Node, s *OpState, reply bsoncore.Document) bsoncore.Document {
+	if n.Repl == nil || len(reply) < 5 {
+		return reply
+	}
+	ct := n.clusterTimeNow()
+	opTime := uint64(0)
+	if s != nil {
+		opTime = s.opTime.Load()
+	}
+	if opTime == 0 {
+		opTime = uint64(n.lastOpTS())
+	}
+	out := make([]byte, 0, len(reply)+96)
+	out = append(out, reply[:len(reply)-1]...)
+	ci, out := bsoncore.AppendDocumentElementStart(out, "$clusterTime")
+	out = bsoncore.AppendTimestampElement(out, "clusterTime", uint32(ct>>32), uint32(ct))
+	si, out := bsoncore.AppendDocumentElementStart(out, "signature")
+	out = bsoncore.AppendBinaryElement(out, "hash", 0, make([]byte, 20))
+	out = bsoncore.AppendInt64Element(out, "keyId", 0)
+	out, _ = bsoncore.AppendDocumentEnd(out, si)
+	out, _ = bsoncore.AppendDocumentEnd(out, ci)
+	out = bsoncore.AppendTimestampElement(out, "operationTime", uint32(opTime>>32), uint32(opTime))
+	out = append(out, 0)
+	bsoncore.UpdateLength(out, 0, int32(len(out)))
+	return out
+}
+
+// coordMajority is {w: "majority"} for the coordinator.
+func coordMajority() coord.WriteConcern { return coord.WriteConcern{Majority: true} }

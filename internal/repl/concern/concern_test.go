@@ -1,0 +1,94 @@
+package concern
+
+import (
+	"context"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
+)
+
+func raw(t *testing.T, d bson.D) bsoncore.Document {
+	t.Helper()
+	b, err := bson.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestParseReadConcern(t *testing.T) {
+	for _, tc := range []struct {
+		rc   bson.D
+		code mongoerr.Code
+	}{
+		{bson.D{{Key: "level", Value: "majority"}}, 0},
+		{bson.D{{Key: "level", Value: "bogus"}}, mongoerr.BadValue},
+		{bson.D{{Key: "level", Value: 1}}, mongoerr.TypeMismatch},
+		{bson.D{{Key: "atClusterTime", Value: bson.Timestamp{T: 1, I: 1}}}, mongoerr.InvalidOptions},
+		{bson.D{{Key: "level", Value: "snapshot"}, {Key: "atClusterTime", Value: bson.Timestamp{T: 1, I: 1}}}, 0},
+		{bson.D{{Key: "afterClusterTime", Value: bson.Timestamp{}}}, mongoerr.InvalidOptions},
+		{bson.D{{Key: "nope", Value: 1}}, codeUnknownField},
+	} {
+		_, err := ParseReadConcern(raw(t, tc.rc))
+		if got := mongoerr.CodeOf(err); got != tc.code {
+			t.Errorf("%v: code %d (%v), want %d", tc.rc, got, err, tc.code)
+		}
+	}
+}
+
+func TestParseWriteConcernStandalone(t *testing.T) {
+	for _, tc := range []struct {
+		wc   bson.D
+		code mongoerr.Code
+		want string
+	}{
+		{nil, 0, `{"w": {"$numberInt":"1"},"wtimeout": {"$numberInt":"0"},"provenance": "clientSupplied"}`},
+		{bson.D{{Key: "w", Value: "majority"}, {Key: "j", Value: true}}, 0, `{"w": "majority","j": true,"wtimeout": {"$numberInt":"0"},"provenance": "clientSupplied"}`},
+		{bson.D{{Key: "w", Value: 2}}, mongoerr.BadValue, ""},
+		{bson.D{{Key: "w", Value: "tagged"}}, mongoerr.BadValue, ""},
+		{bson.D{{Key: "w", Value: 51}}, mongoerr.FailedToParse, ""},
+		{bson.D{{Key: "j", Value: true}, {Key: "fsync", Value: true}}, mongoerr.FailedToParse, ""},
+	} {
+		cmd := bson.D{{Key: "insert", Value: "c"}}
+		if tc.wc != nil {
+			cmd = append(cmd, bson.E{Key: "writeConcern", Value: tc.wc})
+		}
+		wc, err := ParseWriteConcern(Node{}, raw(t, cmd))
+		if got := mongoerr.CodeOf(err); got != tc.code {
+			t.Errorf("%v: code %d (%v), want %d", tc.wc, got, err, tc.code)
+			continue
+		}
+		if err == nil {
+			if got := wc.ToBSON().String(); got != tc.want {
+				t.Errorf("%v: ToBSON %s, want %s", tc.wc, got, tc.want)
+			}
+		}
+	}
+}
+
+// TestBeginStandalone: on a standalone, Begin attaches an operation.Request whose read source
+// is newest data, and refuses the read concerns that need a replica set.
+func TestBeginStandalone(t *testing.T) {
+	n := Node{State: &ServerState{}}
+	ctx, s, err := Begin(context.Background(), n, "find", raw(t, bson.D{{Key: "find", Value: "c"}}))
+	if err != nil || s == nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	if r := operation.RequestOf(ctx); r == nil || r.ReadSource != (operation.ReadSource{}) {
+		t.Fatalf("request = %+v, want one reading the newest data", r)
+	}
+	_, _, err = Begin(context.Background(), n, "find", raw(t, bson.D{{Key: "find", Value: "c"},
+		{Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}}}}))
+	if !mongoerr.Is(err, mongoerr.NotAReplicaSet) {
+		t.Fatalf("snapshot on a standalone: %v, want NotAReplicaSet", err)
+	}
+	// Commands without read concern support ignore readConcern.
+	if _, _, err := Begin(context.Background(), n, "insert", raw(t, bson.D{{Key: "insert", Value: "c"},
+		{Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}}}})); err != nil {
+		t.Fatalf("insert with readConcern: %v", err)
+	}
+}
