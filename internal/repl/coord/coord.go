@@ -109,6 +109,11 @@ type Coordinator struct {
 
 	// dataSyncer is the initial syncer, once one ran (secondary.go; guarded by mu).
 	dataSyncer *initialsync.Syncer
+	// dataReplStarted: StartDataReplication ran, so its watcher drives catch-up and drain
+	// (guarded by mu).
+	dataReplStarted bool
+	// dataKick (capacity 1) wakes the watcher when the leader mode changes.
+	dataKick chan struct{}
 }
 
 // New returns a coordinator; Start loads the persisted state and starts its goroutines.
@@ -126,6 +131,7 @@ func New(opts Options) *Coordinator {
 		opts: opts, log: opts.Logger.With(logv2.C(logv2.Replication)),
 		hbBusy: map[string]bool{}, hbRecv: map[int]time.Time{},
 		changed: make(chan struct{}), progress: make(chan struct{}), feedback: make(chan struct{}, 1),
+		dataKick: make(chan struct{}, 1),
 		peers: dialer.NewPool(dialer.ClientOptions{AppName: "humongod-repl"}), start: time.Now(),
 	}
 	c.rbid.Store(rand.Int32N(1 << 30))
@@ -421,26 +427,54 @@ func (c *Coordinator) killConflictingLocked() {
 	})
 }
 
-// drainLocked: nothing is buffered without an applier, so drain is immediate; write the
-// "new primary" no-op, then become writable if nothing changed meanwhile.
+// drainLocked starts drain mode (spec "Transitioning to PRIMARY"). With data replication
+// the watcher (secondary.go) owns the applier: it drains it and then calls completeDrain, so
+// the "new primary" entry and the first user write come after the last applied batch is
+// whole and visible. Without it (protocol-only coordinators) nothing is buffered and drain
+// is immediate.
 func (c *Coordinator) drainLocked() {
 	term := c.topo.Term()
-	c.goAsync(func(ctx context.Context) {
-		op, err := c.appendNoop(ctx, term, "new primary")
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if err != nil {
-			c.log.Error("Failed to write the new primary oplog entry", logv2.ID(21473), "error", err.Error())
-			return
-		}
-		if c.topo.Term() != term || c.topo.LeaderMode() != topology.LeaderDraining {
-			return
-		}
-		now := time.Now()
-		c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
-		c.handleLocked(now, c.topo.CompleteDrain(now))
-		c.noteChangesLocked()
-	})
+	if c.dataReplStarted {
+		c.kickDataRepl()
+		return
+	}
+	c.goAsync(func(ctx context.Context) { _ = c.completeDrain(ctx, term) })
+}
+
+// completeDrain ends drain mode of term once nothing is left to apply: it writes the "new
+// primary" no-op, then makes the node writable if it is still draining in that term.
+// It reports false only when the no-op could not be written.
+func (c *Coordinator) completeDrain(ctx context.Context, term int64) bool {
+	c.mu.Lock()
+	still := c.topo.Term() == term && c.topo.LeaderMode() == topology.LeaderDraining
+	c.mu.Unlock()
+	if !still {
+		return true // stepped down meanwhile, or another pass finished it
+	}
+	op, err := c.appendNoop(ctx, term, "new primary")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.log.Error("Failed to write the new primary oplog entry", logv2.ID(21473), "error", err.Error())
+		return false
+	}
+	if c.topo.Term() != term || c.topo.LeaderMode() != topology.LeaderDraining {
+		return true
+	}
+	now := time.Now()
+	c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
+	c.handleLocked(now, c.topo.CompleteDrain(now))
+	c.noteChangesLocked()
+	return true
+}
+
+// kickDataRepl wakes the data-replication watcher (a leader-mode change it must act on does
+// not change what hello reports, so c.changed does not fire for it).
+func (c *Coordinator) kickDataRepl() {
+	select {
+	case c.dataKick <- struct{}{}:
+	default:
+	}
 }
 
 func (c *Coordinator) appendNoop(ctx context.Context, term int64, msg string) (topology.OpTime, error) {

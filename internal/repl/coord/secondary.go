@@ -113,6 +113,11 @@ func (c *Coordinator) StartDataReplication(d DataReplication) {
 	if err := c.loadRBID(c.ctx); err != nil {
 		c.log.Error("Cannot load or persist the rollback id", logv2.ID(21810), "error", err.Error())
 	}
+	c.mu.Lock()
+	// From now on the watcher finishes drain mode (drainLocked); a drain begun before this
+	// point had nothing to apply and finishes on its own.
+	c.dataReplStarted = true
+	c.mu.Unlock()
 	c.goAsync(func(ctx context.Context) {
 		defer func() {
 			if dr.running != nil {
@@ -123,16 +128,28 @@ func (c *Coordinator) StartDataReplication(d DataReplication) {
 			c.mu.Lock()
 			ch, progress := c.changed, c.progress
 			st, have := topology.StateStartup, c.topo != nil
+			mode, term := topology.LeaderNone, int64(0)
 			if have {
-				st = c.topo.State()
+				st, mode, term = c.topo.State(), c.topo.LeaderMode(), c.topo.Term()
 			}
 			// RECOVERING replicates unless it is maintenance mode: it is then waiting for
-			// lastApplied to reach minValid.
-			replicate := st == topology.StateSecondary || (st == topology.StateRecovering && c.maintenance == 0)
+			// lastApplied to reach minValid. A primary-elect keeps replicating while it
+			// catches up (spec "Transitioning to PRIMARY"), then drains.
+			catchingUp := st == topology.StatePrimary && mode == topology.LeaderCatchingUp
+			draining := st == topology.StatePrimary && mode == topology.LeaderDraining
+			replicate := st == topology.StateSecondary || (st == topology.StateRecovering && c.maintenance == 0) || catchingUp
 			c.mu.Unlock()
 			var retry <-chan time.Time
 			var t *time.Timer
-			if have && c.followStateDataRepl(ctx, dr, st, replicate) {
+			again := false
+			switch {
+			case !have:
+			case draining:
+				again = c.drainDataRepl(ctx, dr, term)
+			default:
+				again = c.followStateDataRepl(ctx, dr, st, replicate)
+			}
+			if again {
 				t = time.NewTimer(time.Second)
 				retry = t.C
 			}
@@ -144,6 +161,7 @@ func (c *Coordinator) StartDataReplication(d DataReplication) {
 			}
 			select {
 			case <-ch:
+			case <-c.dataKick:
 			case <-moved:
 			case <-retry:
 			case host := <-dr.rollback:
@@ -194,6 +212,21 @@ func (c *Coordinator) followStateDataRepl(ctx context.Context, dr *dataRepl, st 
 		dr.running = nil
 	}
 	return false
+}
+
+// drainDataRepl is drain mode with data replication: the applier applies what the fetcher
+// buffered and finishes its batch, which is then journaled and reported (lastApplied), before
+// completeDrain writes the "new primary" entry and makes the node writable. It returns true
+// when it should be tried again (the no-op could not be written).
+func (c *Coordinator) drainDataRepl(ctx context.Context, dr *dataRepl, term int64) (retry bool) {
+	if dr.running != nil {
+		err := dr.running.Drain(ctx)
+		dr.running = nil
+		if err != nil {
+			return false // shutting down
+		}
+	}
+	return !c.completeDrain(ctx, term)
 }
 
 // followStartup2: a member in STARTUP2 runs initial sync if it has no data of its own (an
@@ -301,6 +334,14 @@ func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string
 		dr.running = nil
 	}
 	c.mu.Lock()
+	// A primary-elect never rolls back: the member it was catching up from is on another
+	// branch, so catch-up ends here (it is best effort) and the node drains what it has.
+	if c.topo != nil && c.topo.State() == topology.StatePrimary {
+		now := time.Now()
+		c.handleLocked(now, c.topo.EndCatchUp(now, "the sync source's oplog diverged from ours"))
+		c.mu.Unlock()
+		return
+	}
 	// A member RECOVERING towards minValid replicates, so its fetcher can find a divergence
 	// too (its source rolled back, or was replaced by one on another branch).
 	if c.topo == nil || !(c.topo.State() == topology.StateSecondary ||
@@ -476,7 +517,10 @@ func toTopologyOpTime(o oplog.OpTime) topology.OpTime {
 func (c *Coordinator) SetMyLastAppliedOpTime(o oplog.OpTime) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.topo == nil || c.topo.State() == topology.StatePrimary {
+	// A primary-elect still applies (catch-up, drain): its lastApplied moves, and reaching
+	// the catch-up target ends catch-up. A writable primary's lastApplied follows its own
+	// writes (refreshAppliedLocked).
+	if c.topo == nil || c.topo.IsWritablePrimary() {
 		return
 	}
 	now := time.Now()
@@ -509,7 +553,9 @@ func (c *Coordinator) loadConsistencyMarkers() (recovery.Markers, error) {
 func (c *Coordinator) SecondaryReadTimestamp() (ts storage.Timestamp, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.topo == nil || c.topo.State() == topology.StatePrimary {
+	// A primary-elect reads like a secondary until it is writable: its applier may still be
+	// in a batch.
+	if c.topo == nil || c.topo.IsWritablePrimary() {
 		return 0, false
 	}
 	a := c.topo.LastApplied()
