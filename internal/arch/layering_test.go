@@ -21,6 +21,7 @@ var rank = map[string]int{
 	"storage":               2,
 	"lock":                  2,
 	"catalog":               3,
+	"client":                3, // internal client (host rewriter, per-host pools, replica-set targeting): under repl and sharding
 	"index":                 5,
 	"query":                 6,
 	"validate":              6,

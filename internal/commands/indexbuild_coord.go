@@ -16,7 +16,6 @@ import (
 	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
 	"humongo/internal/repl/coord"
-	"humongo/internal/repl/dialer"
 	"humongo/internal/storage"
 )
 
@@ -156,7 +155,6 @@ type indexBuildsCoord struct {
 	mu      sync.Mutex
 	st      *State                        // guarded by mu; nil until a State attaches
 	drivers map[catalog.UUID]*buildDriver // guarded by mu
-	peers   *dialer.Pool                  // vote connections by host; closed once the drivers stopped
 	stopped bool                          // guarded by mu
 }
 
@@ -208,8 +206,7 @@ func indexBuildsOf(db *DB) *indexBuildsCoord {
 		return c.(*indexBuildsCoord)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &indexBuildsCoord{db: db, ctx: ctx, cancel: cancel, drivers: map[catalog.UUID]*buildDriver{},
-		peers: dialer.NewPool(dialer.ClientOptions{AppName: "humongod-indexbuilds"})}
+	c := &indexBuildsCoord{db: db, ctx: ctx, cancel: cancel, drivers: map[catalog.UUID]*buildDriver{}}
 	if prev, loaded := indexBuildCoords.LoadOrStore(db, c); loaded {
 		cancel()
 		return prev.(*indexBuildsCoord)
@@ -252,7 +249,6 @@ func stopIndexBuilds(db *DB) {
 		c.mu.Unlock()
 		c.cancel()
 		c.wg.Wait()
-		c.peers.Close()
 	}
 	db.Colls.IndexBuilds().Shutdown()
 }
@@ -528,7 +524,12 @@ func (c *indexBuildsCoord) setBlockWrites(b *index.TwoPhaseBuild) {
 
 // sendVote sends voteCommitIndexBuild for b to primary.
 func (c *indexBuildsCoord) sendVote(b *index.TwoPhaseBuild, primary, me string) error {
-	cl, err := c.peers.Get(primary)
+	// The coordinator's member client: it dials through this server's host rewrites.
+	rc := c.repl()
+	if rc == nil {
+		return mongoerr.New(mongoerr.NoReplicationEnabled, "not running with --replSet")
+	}
+	cl, err := rc.Peer(primary)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"humongo/internal/catalog"
+	"humongo/internal/client"
 	"humongo/internal/index"
 	"humongo/internal/logv2"
 	"humongo/internal/repl/fetcher"
@@ -33,6 +34,8 @@ type Deps struct {
 	Writers     int
 	// Clients overrides the fetcher's driver clients (may be nil).
 	Clients func(host string) (*mongo.Client, error)
+	// Dialer is the server's host Rewriter (nil: none).
+	Dialer *client.Rewriter
 	// OnRollbackRequired is called when our oplog diverged from the sync source's.
 	OnRollbackRequired func(host string, lastFetched oplog.OpTime)
 	Fatal              func(error)
@@ -70,7 +73,7 @@ func Start(ctx context.Context, d Deps) (*Replication, error) {
 		buf.SetDelay(d.SecondaryDelay, nil)
 	}
 	f := fetcher.New(fetcher.Config{Chooser: d.Chooser, Buffer: buf, LastFetched: top, AwaitTime: d.AwaitTime,
-		Clients: d.Clients, OnRollbackRequired: d.OnRollbackRequired, Log: d.Log})
+		Clients: d.Clients, Dialer: d.Dialer, OnRollbackRequired: d.OnRollbackRequired, Log: d.Log})
 	a := New(Config{Engine: d.Engine, Catalog: d.Catalog, Colls: d.Colls, Writer: d.Writer, Writers: d.Writers,
 		Mode: oplog.ModeSecondary, LastApplied: top, OnApplied: d.OnApplied, Fatal: d.Fatal, Log: d.Log}).
 		WithApplier(d.Writer.Applier())

@@ -11,12 +11,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/client"
 	"humongo/internal/lock"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
-	"humongo/internal/repl/dialer"
 	"humongo/internal/repl/initialsync"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/topology"
@@ -72,6 +73,10 @@ type Options struct {
 	// it: a restarted member that judged vote requests against an empty log would vote for a
 	// candidate missing majority-committed writes, and that candidate would lose them.
 	TopOfOplog func() (oplog.OpTime, error)
+	// Dialer is this server's host Rewriter: every connection to another member (heartbeats,
+	// votes, the fetcher, initial sync, rollback, index-build votes through Peer) dials
+	// through it. Nil: the coordinator makes its own, with no rewrites.
+	Dialer *client.Rewriter
 }
 
 // Coordinator is a replica-set member's ReplicationCoordinator.
@@ -101,7 +106,7 @@ type Coordinator struct {
 
 	rcfg reconfigState // replSetReconfig's commitment state (api.go)
 
-	peers *dialer.Pool // connections to the other members, for heartbeats, votes and updatePosition
+	peers *client.Pool // connections to the other members, for heartbeats, votes and updatePosition
 	tv    atomic.Int64
 	term  atomic.Int64 // mirror of the core's term for Term(), readable without c.mu
 	rbid  atomic.Int32 // replSetGetRBID; persisted in local.system.rollback.id (secondary.go)
@@ -127,12 +132,15 @@ func New(opts Options) *Coordinator {
 	if opts.Seed == 0 {
 		opts.Seed = rand.Uint64()
 	}
+	if opts.Dialer == nil {
+		opts.Dialer = &client.Rewriter{}
+	}
 	c := &Coordinator{
 		opts: opts, log: opts.Logger.With(logv2.C(logv2.Replication)),
 		hbBusy: map[string]bool{}, hbRecv: map[int]time.Time{},
 		changed: make(chan struct{}), progress: make(chan struct{}), feedback: make(chan struct{}, 1),
 		dataKick: make(chan struct{}, 1),
-		peers: dialer.NewPool(dialer.ClientOptions{AppName: "humongod-repl"}), start: time.Now(),
+		peers:    client.NewPool(client.Options{AppName: "humongod-repl", Dialer: opts.Dialer}), start: time.Now(),
 	}
 	c.rbid.Store(rand.Int32N(1 << 30))
 	return c
@@ -141,6 +149,13 @@ func New(opts Options) *Coordinator {
 // Term is the current term (the oplog writer's TermSource). It never takes c.mu, so writes
 // made while the coordinator holds its mutex may call it.
 func (c *Coordinator) Term() int64 { return c.term.Load() }
+
+// HostRewriter is this server's host Rewriter (testingReplicaSetHostRewrites changes it).
+func (c *Coordinator) HostRewriter() *client.Rewriter { return c.opts.Dialer }
+
+// Peer returns the internal client for the member host (shared with heartbeats and votes;
+// closed by Close, after which Peer fails with ShutdownInProgress).
+func (c *Coordinator) Peer(host string) (*mongo.Client, error) { return c.peers.Get(host) }
 
 // SetName is --replSet.
 func (c *Coordinator) SetName() string { return c.opts.SetName }

@@ -192,7 +192,7 @@ func (c *Coordinator) followStateDataRepl(ctx context.Context, dr *dataRepl, st 
 	case replicate && dr.running == nil:
 		r, err := applier.Start(ctx, applier.Deps{Engine: dr.d.Engine, Catalog: dr.d.Catalog, Colls: dr.d.Colls,
 			Writer: dr.d.Writer, Chooser: syncSourceChooser{c}, OnApplied: c.SetMyLastAppliedOpTime,
-			AwaitTime: c.fetcherAwaitTime(dr), Fatal: dr.d.Fatal, Log: c.opts.Logger,
+			AwaitTime: c.fetcherAwaitTime(dr), Fatal: dr.d.Fatal, Log: c.opts.Logger, Dialer: c.opts.Dialer,
 			SecondaryDelay: c.secondaryDelay, // delay.go
 			OnRollbackRequired: func(host string, _ oplog.OpTime) {
 				select {
@@ -293,7 +293,8 @@ func (c *Coordinator) fetcherAwaitTime(dr *dataRepl) time.Duration {
 // the durable initial-sync flag before it drops anything and clears it when it succeeded.
 func (c *Coordinator) runInitialSync(ctx context.Context, dr *dataRepl) {
 	s := initialsync.New(initialsync.Config{Engine: dr.d.Engine, Catalog: dr.d.Catalog, Colls: dr.d.Colls,
-		Writer: dr.d.Writer, Chooser: syncSourceChooser{c}, AwaitTime: c.fetcherAwaitTime(dr), Log: c.opts.Logger})
+		Writer: dr.d.Writer, Chooser: syncSourceChooser{c}, AwaitTime: c.fetcherAwaitTime(dr), Dialer: c.opts.Dialer,
+		Log: c.opts.Logger})
 	c.mu.Lock()
 	c.dataSyncer = s
 	err := c.topo.SetFollowerMode(time.Now(), topology.StateStartup2)
@@ -433,7 +434,7 @@ func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string
 
 // rollbackFrom runs rollback.Run against host with the internal client.
 func (c *Coordinator) rollbackFrom(ctx context.Context, dr *dataRepl, host string, commit topology.OpTime) (rollback.Result, error) {
-	cl, err := fetcher.Connect(host)
+	cl, err := fetcher.Connect(c.opts.Dialer, host)
 	if err != nil {
 		return rollback.Result{}, err
 	}
