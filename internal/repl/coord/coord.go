@@ -361,9 +361,22 @@ func (c *Coordinator) handleLocked(now time.Time, acts []topology.Action) {
 		case topology.ActPrimaryElected:
 			c.log.Info("Election succeeded, assuming primary role", logv2.ID(21450), "term", c.topo.Term())
 			c.electionTS = now
-			// There is no oplog fetcher on this node yet, so catch-up cannot make progress:
-			// end it at once (catch-up is best effort in the spec too).
-			c.handleLocked(now, c.topo.EndCatchUp(now, "no oplog fetcher"))
+			if !c.dataReplStarted {
+				// A protocol-only coordinator has no fetcher to catch up with.
+				c.handleLocked(now, c.topo.EndCatchUp(now, "no data replication on this node"))
+				continue
+			}
+			// Primary catch-up (spec "Transitioning to PRIMARY"): the watcher keeps the
+			// fetcher and applier running; reaching the target (UpdateLastAppliedOpTime),
+			// catchUpTimeoutMillis (Tick) or a divergent sync source (runRollback) ends it
+			// with ActEnterDrain. A target already reached ended it in this same list.
+			// catchUpTakeoverDelayMillis is the other members' business: their
+			// TopologyCoordinators take over from a primary that catches up too long.
+			if c.topo.LeaderMode() == topology.LeaderCatchingUp {
+				c.log.Info("Entering primary catch-up mode", logv2.ID(21359), "targetOpTime", a.CatchUpTarget.String(),
+					"deadline", a.CatchUpDeadline)
+				c.kickDataRepl()
+			}
 		case topology.ActEnterDrain:
 			c.drainLocked()
 		case topology.ActBecomePrimary:
