@@ -73,6 +73,8 @@ type Options struct {
 	// it: a restarted member that judged vote requests against an empty log would vote for a
 	// candidate missing majority-committed writes, and that candidate would lose them.
 	TopOfOplog func() (oplog.OpTime, error)
+	// Clock is the coordinator's time (nil: RealClock).
+	Clock Clock
 	// Dialer is this server's host Rewriter: every connection to another member (heartbeats,
 	// votes, the fetcher, initial sync, rollback, index-build votes through Peer) dials
 	// through it. Nil: the coordinator makes its own, with no rewrites.
@@ -81,8 +83,9 @@ type Options struct {
 
 // Coordinator is a replica-set member's ReplicationCoordinator.
 type Coordinator struct {
-	opts Options
-	log  *slog.Logger
+	opts  Options
+	log   *slog.Logger
+	clock Clock // opts.Clock
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -135,12 +138,15 @@ func New(opts Options) *Coordinator {
 	if opts.Dialer == nil {
 		opts.Dialer = &client.Rewriter{}
 	}
+	if opts.Clock == nil {
+		opts.Clock = RealClock{}
+	}
 	c := &Coordinator{
-		opts: opts, log: opts.Logger.With(logv2.C(logv2.Replication)),
+		opts: opts, log: opts.Logger.With(logv2.C(logv2.Replication)), clock: opts.Clock,
 		hbBusy: map[string]bool{}, hbRecv: map[int]time.Time{},
 		changed: make(chan struct{}), progress: make(chan struct{}), feedback: make(chan struct{}, 1),
 		dataKick: make(chan struct{}, 1),
-		peers:    client.NewPool(client.Options{AppName: "humongod-repl", Dialer: opts.Dialer}), start: time.Now(),
+		peers:    client.NewPool(client.Options{AppName: "humongod-repl", Dialer: opts.Dialer}), start: opts.Clock.Now(),
 	}
 	c.rbid.Store(rand.Int32N(1 << 30))
 	return c
@@ -216,7 +222,7 @@ func (c *Coordinator) syncSourceFeedback() {
 		c.mu.Lock()
 		ch := c.progress
 		if c.topo != nil {
-			c.maybeSendUpdatePositionLocked(time.Now())
+			c.maybeSendUpdatePositionLocked(c.clock.Now())
 		}
 		c.mu.Unlock()
 		select {
@@ -249,13 +255,13 @@ func (c *Coordinator) Close() {
 
 func (c *Coordinator) run() {
 	defer c.wg.Done()
-	t := time.NewTicker(c.opts.TickInterval)
+	t := c.clock.NewTicker(c.opts.TickInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			c.tick()
 		}
 	}
@@ -279,7 +285,7 @@ func (c *Coordinator) tick() {
 	if c.topo == nil {
 		return
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	c.refreshAppliedLocked(now)
 	c.handleLocked(now, c.topo.Tick(now))
 	c.maybeSendUpdatePositionLocked(now)
@@ -308,7 +314,7 @@ func (c *Coordinator) maybeFollowJournalLocked() {
 		return
 	}
 	if c.opts.Engine == nil {
-		c.handleLocked(time.Now(), c.topo.UpdateLastDurableOpTime(time.Now(), applied))
+		c.handleLocked(c.clock.Now(), c.topo.UpdateLastDurableOpTime(c.clock.Now(), applied))
 		return
 	}
 	if c.hbBusy["\x00journal"] {
@@ -321,7 +327,7 @@ func (c *Coordinator) maybeFollowJournalLocked() {
 		defer c.mu.Unlock()
 		delete(c.hbBusy, "\x00journal")
 		if err == nil {
-			now := time.Now()
+			now := c.clock.Now()
 			c.handleLocked(now, c.topo.UpdateLastDurableOpTime(now, applied))
 			c.noteChangesLocked()
 			// Write-concern waiters (j, and w:"majority", which counts our durable optime)
@@ -489,7 +495,7 @@ func (c *Coordinator) completeDrain(ctx context.Context, term int64) bool {
 	if c.topo.Term() != term || c.topo.LeaderMode() != topology.LeaderDraining {
 		return true
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
 	c.handleLocked(now, c.topo.CompleteDrain(now))
 	c.noteChangesLocked()
@@ -513,7 +519,7 @@ func (c *Coordinator) appendNoop(ctx context.Context, term int64, msg string) (t
 	// this node move forward.
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := uint32(time.Now().Unix())
+	now := uint32(c.clock.Now().Unix())
 	last := c.topo.LastApplied().TS
 	ts := topology.Timestamp{Secs: max(now, last.Secs)}
 	if ts.Secs == last.Secs {

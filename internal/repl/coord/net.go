@@ -63,7 +63,7 @@ func (c *Coordinator) sendHeartbeatLocked(now time.Time, target int) {
 		if ctx.Err() != nil {
 			return
 		}
-		now := time.Now()
+		now := c.clock.Now()
 		c.handleLocked(now, c.topo.ProcessHeartbeatResponse(now, target, resp))
 		c.wakeLocked()
 		c.noteChangesLocked()
@@ -130,7 +130,7 @@ func ParseHeartbeat(cmd bsoncore.Document) (HeartbeatArgs, error) {
 func (c *Coordinator) ProcessHeartbeat(args HeartbeatArgs) (bsoncore.Document, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
+	now := c.clock.Now()
 	if c.topo == nil {
 		if args.SetName != c.opts.SetName {
 			return nil, mongoerr.Newf(mongoerr.InconsistentReplicaSetNames,
@@ -215,7 +215,7 @@ func (c *Coordinator) fetchConfigLocked(host string) {
 		}
 		cfg, err := ParseConfig(cd)
 		if err == nil {
-			err = c.installConfigLocked(time.Now(), cfg, true)
+			err = c.installConfigLocked(c.clock.Now(), cfg, true)
 		}
 		if err != nil {
 			c.log.Warn("Cannot install the config received from a member", logv2.ID(21481), "from", host, "error", err.Error())
@@ -259,7 +259,7 @@ func (c *Coordinator) sendVoteRequestsLocked(a topology.Action) {
 			resp.Reason, _ = lookup(reply, "reason").StringValueOK()
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			now := time.Now()
+			now := c.clock.Now()
 			c.handleLocked(now, c.topo.ProcessVoteResponse(now, resp))
 			c.noteChangesLocked()
 		})
@@ -286,7 +286,7 @@ func (c *Coordinator) ProcessRequestVotes(cmd bsoncore.Document) (bsoncore.Docum
 	if i := int(getIntDefault(cmd, "candidateIndex", -1)); i >= 0 && i < len(cfg.Members) {
 		req.CandidateID = cfg.Members[i].ID
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	resp, acts := c.topo.ProcessVoteRequest(now, req)
 	for _, a := range acts {
 		if a.Kind == topology.ActPersistDurable {
@@ -401,7 +401,7 @@ func (c *Coordinator) ProcessUpdatePosition(cmd bsoncore.Document) error {
 		}
 		up.Positions = append(up.Positions, p)
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	acts, err := c.topo.ProcessUpdatePosition(now, up)
 	c.handleLocked(now, acts)
 	c.wakeLocked()

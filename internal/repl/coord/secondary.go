@@ -140,7 +140,6 @@ func (c *Coordinator) StartDataReplication(d DataReplication) {
 			replicate := st == topology.StateSecondary || (st == topology.StateRecovering && c.maintenance == 0) || catchingUp
 			c.mu.Unlock()
 			var retry <-chan time.Time
-			var t *time.Timer
 			again := false
 			switch {
 			case !have:
@@ -150,8 +149,7 @@ func (c *Coordinator) StartDataReplication(d DataReplication) {
 				again = c.followStateDataRepl(ctx, dr, st, replicate)
 			}
 			if again {
-				t = time.NewTimer(time.Second)
-				retry = t.C
+				retry = c.clock.After(time.Second)
 			}
 			// In STARTUP2 progress matters too: the initiator's first entry (its optimes
 			// move) ends STARTUP2 without waiting for the retry.
@@ -167,9 +165,6 @@ func (c *Coordinator) StartDataReplication(d DataReplication) {
 			case host := <-dr.rollback:
 				c.runRollback(ctx, dr, host)
 			case <-ctx.Done():
-			}
-			if t != nil {
-				t.Stop()
 			}
 			if ctx.Err() != nil {
 				return
@@ -252,7 +247,7 @@ func (c *Coordinator) followStartup2(ctx context.Context, dr *dataRepl) (retry b
 		if c.topo.State() != topology.StateStartup2 {
 			return false
 		}
-		now := time.Now()
+		now := c.clock.Now()
 		c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, toTopologyOpTime(top)))
 		if err := c.topo.SetFollowerMode(now, topology.StateSecondary); err != nil {
 			c.log.Error("Cannot leave STARTUP2", logv2.ID(21803), "error", err.Error())
@@ -297,7 +292,7 @@ func (c *Coordinator) runInitialSync(ctx context.Context, dr *dataRepl) {
 		Log: c.opts.Logger})
 	c.mu.Lock()
 	c.dataSyncer = s
-	err := c.topo.SetFollowerMode(time.Now(), topology.StateStartup2)
+	err := c.topo.SetFollowerMode(c.clock.Now(), topology.StateStartup2)
 	c.noteChangesLocked()
 	c.mu.Unlock()
 	if err != nil {
@@ -314,7 +309,7 @@ func (c *Coordinator) runInitialSync(ctx context.Context, dr *dataRepl) {
 		c.log.Error("Initial sync failed", logv2.ID(21202), "error", err.Error())
 		return // stays in STARTUP2; the operator restarts the node (MongoDB shuts down)
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	acts, err := c.topo.CompleteInitialSync(now, toTopologyOpTime(op))
 	if err != nil {
 		c.log.Error("Cannot leave STARTUP2 after initial sync", logv2.ID(21803), "error", err.Error())
@@ -338,7 +333,7 @@ func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string
 	// A primary-elect never rolls back: the member it was catching up from is on another
 	// branch, so catch-up ends here (it is best effort) and the node drains what it has.
 	if c.topo != nil && c.topo.State() == topology.StatePrimary {
-		now := time.Now()
+		now := c.clock.Now()
 		c.handleLocked(now, c.topo.EndCatchUp(now, "the sync source's oplog diverged from ours"))
 		c.mu.Unlock()
 		return
@@ -350,7 +345,7 @@ func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string
 		c.mu.Unlock()
 		return
 	}
-	if err := c.topo.SetFollowerMode(time.Now(), topology.StateRollback); err != nil {
+	if err := c.topo.SetFollowerMode(c.clock.Now(), topology.StateRollback); err != nil {
 		c.mu.Unlock()
 		c.log.Warn("Cannot transition to ROLLBACK", logv2.ID(21811), "error", err.Error())
 		return
@@ -372,11 +367,9 @@ func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string
 		if _, on := rollbackHangAfterTransitionToRollback.Evaluate(nil); !on {
 			break
 		}
-		t := time.NewTimer(50 * time.Millisecond)
 		select {
-		case <-t.C:
+		case <-c.clock.After(50 * time.Millisecond):
 		case <-ctx.Done():
-			t.Stop()
 			return
 		}
 	}
@@ -412,7 +405,7 @@ func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string
 		default:
 			// Not straight back to the source that just failed us: the next attempt comes
 			// after a pause, or from another member.
-			c.topo.BlacklistSyncSource(m.ID, time.Now().Add(rollbackRetryDelay))
+			c.topo.BlacklistSyncSource(m.ID, c.clock.Now().Add(rollbackRetryDelay))
 		}
 	}
 	if err == nil {
@@ -422,7 +415,7 @@ func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string
 			c.topo.SetMinValid(toTopologyOpTime(res.MinValid))
 		}
 	}
-	if err := c.topo.SetFollowerMode(time.Now(), topology.StateSecondary); err != nil {
+	if err := c.topo.SetFollowerMode(c.clock.Now(), topology.StateSecondary); err != nil {
 		c.log.Error("Cannot leave ROLLBACK", logv2.ID(21812), "error", err.Error())
 	} else if st := c.topo.State(); st != topology.StateSecondary {
 		c.log.Info("Data is behind minValid after rollback; staying RECOVERING until it is applied",
@@ -524,7 +517,7 @@ func (c *Coordinator) SetMyLastAppliedOpTime(o oplog.OpTime) {
 	if c.topo == nil || c.topo.IsWritablePrimary() {
 		return
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	op := toTopologyOpTime(o)
 	c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
 	c.handleLocked(now, c.topo.UpdateLastDurableOpTime(now, op))
@@ -585,7 +578,7 @@ func (s syncSourceChooser) ChooseSyncSource(lastFetched oplog.OpTime) string {
 	if c.topo == nil {
 		return ""
 	}
-	id := c.topo.ChooseSyncSource(time.Now(), toTopologyOpTime(lastFetched))
+	id := c.topo.ChooseSyncSource(c.clock.Now(), toTopologyOpTime(lastFetched))
 	cfg := c.topo.Config()
 	if m := cfg.Member(id); m != nil {
 		c.log.Info("Chose sync source", logv2.ID(21799), "syncSource", m.Host)
@@ -616,5 +609,5 @@ func (s syncSourceChooser) ShouldChangeSyncSource(string) string {
 	if c.topo == nil {
 		return "no config"
 	}
-	return c.topo.ShouldChangeSyncSource(time.Now())
+	return c.topo.ShouldChangeSyncSource(c.clock.Now())
 }
