@@ -1,7 +1,6 @@
 package coord
 
 import (
-
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/repl/topology"
