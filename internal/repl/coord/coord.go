@@ -122,6 +122,14 @@ type Coordinator struct {
 	dataReplStarted bool
 	// dataKick (capacity 1) wakes the watcher when the leader mode changes.
 	dataKick chan struct{}
+
+	// persistSeq numbers the durable states (term, last vote) handed to writeDurable, in the
+	// order the TopologyCoordinator produced them (guarded by mu).
+	persistSeq uint64
+	// writeMu serializes durable-state writes; writtenSeq is the newest one written (guarded
+	// by writeMu). Lock order: never take mu while holding writeMu.
+	writeMu    sync.Mutex
+	writtenSeq uint64
 }
 
 // New returns a coordinator; Start loads the persisted state and starts its goroutines.
@@ -338,16 +346,30 @@ func (c *Coordinator) maybeFollowJournalLocked() {
 	})
 }
 
-// handleLocked carries out the core's actions in order. A failed persist drops the rest of
-// the list: nothing produced by the same call may be sent before the state is durable.
+// handleLocked carries out the core's actions in order. Nothing produced by the same call may
+// be sent before the term and last vote it changed are durable, and the journal write must not
+// happen under c.mu: so at an ActPersistDurable the rest of the list moves to a goroutine
+// that writes the state and then, under c.mu again, carries out the rest. A failed write
+// drops the rest.
 func (c *Coordinator) handleLocked(now time.Time, acts []topology.Action) {
-	for _, a := range acts {
+	for i, a := range acts {
 		switch a.Kind {
 		case topology.ActPersistDurable:
-			if err := c.persistLocked(a.Durable); err != nil {
-				c.log.Error("Failed to persist the term and last vote", logv2.ID(21436), "error", err.Error())
-				return
-			}
+			seq, d, rest := c.notePersistLocked(a.Durable), a.Durable, acts[i+1:]
+			c.goAsync(func(ctx context.Context) {
+				if err := c.writeDurable(seq, d); err != nil {
+					c.log.Error("Failed to persist the term and last vote", logv2.ID(21436), "error", err.Error())
+					return
+				}
+				if len(rest) == 0 {
+					return
+				}
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				c.handleLocked(c.clock.Now(), rest)
+				c.noteChangesLocked()
+			})
+			return
 		case topology.ActSendHeartbeat:
 			c.sendHeartbeatLocked(now, a.Target)
 		case topology.ActStartElection:
@@ -399,14 +421,36 @@ func (c *Coordinator) handleLocked(now time.Time, acts []topology.Action) {
 	}
 }
 
-func (c *Coordinator) persistLocked(d topology.DurableState) error {
+// notePersistLocked publishes d's term (Term) and numbers d for writeDurable; call
+// writeDurable with the number after releasing c.mu.
+func (c *Coordinator) notePersistLocked(d topology.DurableState) uint64 {
 	c.term.Store(d.Term)
+	c.persistSeq++
+	return c.persistSeq
+}
+
+// writeDurable makes the durable state numbered seq durable (local.replset.election,
+// journaled) and returns once it is, or once a newer one is: the term and last vote only grow,
+// so a newer state holds everything an older one promised (a vote of an older term can no
+// longer be cast again). Writes are serialized and one older than the last written is
+// skipped, so concurrent callers cannot leave an older state on disk. Never called with c.mu
+// held: the journal wait would stall every heartbeat, hello and write-concern check.
+func (c *Coordinator) writeDurable(seq uint64, d topology.DurableState) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if seq <= c.writtenSeq {
+		return nil
+	}
 	doc := bsoncore.NewDocumentBuilder().AppendString("_id", "election").
 		AppendInt64("term", d.Term).AppendInt64("voteTerm", d.LastVote.Term).
 		AppendInt32("candidateIndex", int32(d.LastVote.CandidateID)).Build()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return c.opts.Store.Save(ctx, ElectionNS, doc, true)
+	if err := c.opts.Store.Save(ctx, ElectionNS, doc, true); err != nil {
+		return fmt.Errorf("persist term %d and last vote: %w", d.Term, err)
+	}
+	c.writtenSeq = seq
+	return nil
 }
 
 // wakeLocked wakes write-concern waiters so they re-check.

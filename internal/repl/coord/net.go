@@ -288,12 +288,22 @@ func (c *Coordinator) ProcessRequestVotes(cmd bsoncore.Document) (bsoncore.Docum
 	}
 	now := c.clock.Now()
 	resp, acts := c.topo.ProcessVoteRequest(now, req)
+	persist, seq, d := false, uint64(0), topology.DurableState{}
 	for _, a := range acts {
 		if a.Kind == topology.ActPersistDurable {
-			if err := c.persistLocked(a.Durable); err != nil {
-				return nil, err
-			}
+			persist, seq, d = true, c.notePersistLocked(a.Durable), a.Durable
 		}
+	}
+	if persist {
+		// The vote (or the new term) is durable before the reply leaves and before anything
+		// else the call produced is sent; the journal wait happens without c.mu.
+		c.mu.Unlock()
+		err := c.writeDurable(seq, d)
+		c.mu.Lock()
+		if err != nil {
+			return nil, err
+		}
+		now = c.clock.Now()
 	}
 	c.handleLocked(now, withoutPersist(acts))
 	c.noteChangesLocked()
