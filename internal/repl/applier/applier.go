@@ -193,7 +193,7 @@ func (a *Applier) Run(ctx context.Context, buf *fetcher.Buffer) error {
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		rep.run(context.WithoutCancel(ctx), stop)
+		rep.run(ctx, stop)
 	}()
 	defer func() {
 		close(stop)
@@ -284,6 +284,8 @@ func (r *durableReporter) take() (oplog.OpTime, bool) {
 
 // run reports until stop is closed; then it reports what is still pending (the owner stopping
 // replication waits for it, so a member that steps up has reported every applied batch).
+// Reports outlive ctx (the owner's stop request); a failed report is fatal unless the owner
+// is stopping (ctx ended), as the engine may be closing under it then.
 func (r *durableReporter) run(ctx context.Context, stop <-chan struct{}) {
 	for {
 		select {
@@ -296,7 +298,11 @@ func (r *durableReporter) run(ctx context.Context, stop <-chan struct{}) {
 		if !ok {
 			continue
 		}
-		if err := r.a.reportDurable(ctx, last); err != nil {
+		if err := r.a.reportDurable(context.WithoutCancel(ctx), last); err != nil {
+			if ctx.Err() != nil {
+				r.a.log.Warn("Could not journal an applied batch while stopping", "error", err.Error())
+				continue
+			}
 			r.a.cfg.Fatal(err)
 			return
 		}
@@ -306,7 +312,7 @@ func (r *durableReporter) run(ctx context.Context, stop <-chan struct{}) {
 // finish reports the batch still pending when the owner stops replication.
 func (r *durableReporter) finish(ctx context.Context) {
 	if last, ok := r.take(); ok {
-		if err := r.a.reportDurable(ctx, last); err != nil {
+		if err := r.a.reportDurable(context.WithoutCancel(ctx), last); err != nil {
 			r.a.log.Warn("Could not journal the last applied batch while stopping", "error", err.Error())
 		}
 	}
