@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"humongo/internal/client"
 	"humongo/internal/commands"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
@@ -168,7 +169,10 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		// A replica-set member: the coordinator must exist before the first connection.
 		self := net.JoinHostPort(advertisedHost(opts.BindIPs), strconv.Itoa(s.Port()))
 		rc, err := commands.AttachReplication(context.Background(), s.State(), registry, opts.ReplSet, self,
-			int64(opts.OplogSizeMB), coord.Options{Logger: log})
+			int64(opts.OplogSizeMB), coord.Options{Logger: log,
+				// This server's own host rewriter: every connection to another member dials
+				// through it (testingReplicaSetHostRewrites changes it).
+				Dialer: &client.Rewriter{}})
 		if err != nil {
 			fatal(log, err)
 			_ = s.Close()

@@ -28,6 +28,7 @@ var rank = map[string]int{
 	"storage":     2,
 	"lock":        2,
 	"catalog":     3,
+	"client":      3,
 	"query/expr":  3,
 	"query":       4,
 	"opobserver":  4,

@@ -9,7 +9,7 @@ package cluster
 //
 // With Options.Partitionable every ordered pair of members (i, j) gets its own proxy, and
 // member i is told, with the test-only command testingReplicaSetHostRewrites
-// (internal/repl/dialer), to dial j's host through that proxy. Every outbound connection of a
+// (the member's client.Rewriter), to dial j's host through that proxy. Every outbound connection of a
 // member to another (heartbeats, votes, replSetUpdatePosition, the oplog fetcher, initial
 // sync, rollback) goes through the dialer, so cutting proxy i→j and j→i partitions i from j
 // in both directions. A cut link holds traffic like a network that drops packets (proxy

@@ -7,7 +7,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
-	"humongo/internal/repl/dialer"
 	"humongo/internal/service"
 )
 
@@ -24,8 +23,8 @@ func addTestingReplicaSetHostRewrites(r *service.Registry) {
 	})
 }
 
-// runTestingReplicaSetHostRewrites replaces the member-to-member dial rewrites of this process
-// (internal/repl/dialer): the fault-injection harness points each member's view of every
+// runTestingReplicaSetHostRewrites replaces the member-to-member dial rewrites of this server
+// (its coordinator's client.Rewriter; a standalone has none: NoReplicationEnabled): the fault-injection harness points each member's view of every
 // other member at a per-link proxy, so that it can partition links between members while
 // the replica-set config keeps the real hosts. Connections whose target changes are closed
 // at once. The reply holds the previous map (`was`) and how many connections were closed.
@@ -51,7 +50,11 @@ func runTestingReplicaSetHostRewrites(_ context.Context, env *service.Env, cmd b
 		}
 		m[e.Key()] = to
 	}
-	was, closed, err := dialer.Default.Set(m)
+	rc, err := replCoord(env)
+	if err != nil {
+		return nil, err
+	}
+	was, closed, err := rc.HostRewriter().Set(m)
 	if err != nil {
 		return nil, err
 	}

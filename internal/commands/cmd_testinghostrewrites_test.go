@@ -10,7 +10,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"humongo/internal/mongoerr"
-	"humongo/internal/repl/dialer"
 )
 
 // hrwCode is the server error code of err (0 if it is not a command error).
@@ -23,16 +22,26 @@ func hrwCode(err error) mongoerr.Code {
 }
 
 func TestTestingReplicaSetHostRewrites(t *testing.T) {
-	ts := startTestServer(t)
+	ts, rc := startMember(t, t.TempDir(), 0)
+	t.Cleanup(func() {
+		rc.Close()
+		ts.close(t)
+	})
+	// A second member in the same process keeps its own map (the Rewriter is per server).
+	other, otherRC := startMember(t, t.TempDir(), 0)
+	t.Cleanup(func() {
+		otherRC.Close()
+		other.close(t)
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	admin := ts.cl.Database("admin")
 	run := func(arg any) (bson.Raw, error) {
 		return admin.RunCommand(ctx, bson.D{{Key: "testingReplicaSetHostRewrites", Value: arg}}).Raw()
 	}
-	// TEST-NET addresses: no other test in this process dials them.
+	// TEST-NET addresses: nothing dials them.
 	const from, to = "192.0.2.1:27017", "192.0.2.2:27018"
-	t.Cleanup(func() { _, _, _ = dialer.Default.Set(nil) })
+	rw := rc.HostRewriter()
 
 	// Without enableTestCommands the command does not exist.
 	if _, err := run(bson.D{{Key: from, Value: to}}); hrwCode(err) != mongoerr.CommandNotFound {
@@ -44,8 +53,11 @@ func TestTestingReplicaSetHostRewrites(t *testing.T) {
 	if _, err := run(bson.D{{Key: from, Value: to}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := dialer.Default.Rewrite(from); got != to {
+	if got := rw.Rewrite(from); got != to {
 		t.Fatalf("Rewrite(%s) = %s after the command, want %s", from, got, to)
+	}
+	if got := otherRC.HostRewriter().Rewrite(from); got != from {
+		t.Fatalf("another server's Rewrite(%s) = %s: the map leaked between servers", from, got)
 	}
 
 	for _, c := range []struct {
@@ -65,7 +77,7 @@ func TestTestingReplicaSetHostRewrites(t *testing.T) {
 		}
 	}
 	// A rejected request changed nothing.
-	if got := dialer.Default.Rewrites(); len(got) != 1 || got[from] != to {
+	if got := rw.Rewrites(); len(got) != 1 || got[from] != to {
 		t.Fatalf("rewrites after rejected requests: %v", got)
 	}
 
@@ -77,12 +89,21 @@ func TestTestingReplicaSetHostRewrites(t *testing.T) {
 	if was, ok := reply.Lookup("was", from).StringValueOK(); !ok || was != to {
 		t.Fatalf("reply %v: want was.%s = %s", reply, from, to)
 	}
-	if got := dialer.Default.Rewrites(); len(got) != 0 {
+	if got := rw.Rewrites(); len(got) != 0 {
 		t.Fatalf("rewrites after {}: %v", got)
 	}
 	// Only on admin.
 	err = ts.cl.Database("test").RunCommand(ctx, bson.D{{Key: "testingReplicaSetHostRewrites", Value: bson.D{}}}).Err()
 	if hrwCode(err) != mongoerr.Unauthorized {
 		t.Fatalf("on a non-admin database: %v, want Unauthorized", err)
+	}
+	// A standalone dials no member: it has no map to change.
+	solo := startTestServer(t)
+	if err := solo.params.SetString("enableTestCommands", "1"); err != nil {
+		t.Fatal(err)
+	}
+	err = solo.cl.Database("admin").RunCommand(ctx, bson.D{{Key: "testingReplicaSetHostRewrites", Value: bson.D{}}}).Err()
+	if hrwCode(err) != mongoerr.NoReplicationEnabled {
+		t.Fatalf("on a standalone: %v, want NoReplicationEnabled", err)
 	}
 }

@@ -48,6 +48,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
+	"humongo/internal/failpoint"
 	"humongo/internal/index"
 	"humongo/internal/logv2"
 	"humongo/internal/optime"
@@ -186,12 +187,19 @@ func isCommand(d bsoncore.Document) bool {
 // after it has reported the last batch.
 func (a *Applier) Run(ctx context.Context, buf *fetcher.Buffer) error {
 	rep := newDurableReporter(a)
-	done := make(chan struct{})
+	// The reporter stops when the apply loop has returned, not when ctx ends: a batch that
+	// finishes after ctx ended (batches are never cut short) must still be reported, or a
+	// member stepping up would write its "new primary" entry behind a batch its
+	// coordinator never heard of.
+	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		rep.run(ctx)
+		rep.run(ctx, stop)
 	}()
-	defer func() { <-done }()
+	defer func() {
+		close(stop)
+		<-done
+	}()
 	for {
 		batch, err := buf.Next(ctx, a.cfg.MaxOps, a.cfg.MaxBytes, isCommand)
 		if err != nil {
@@ -275,13 +283,15 @@ func (r *durableReporter) take() (optime.OpTime, bool) {
 	return last, ok
 }
 
-// run reports until ctx ends; then it reports what is still pending (the owner stopping
+// run reports until stop is closed; then it reports what is still pending (the owner stopping
 // replication waits for it, so a member that steps up has reported every applied batch).
-func (r *durableReporter) run(ctx context.Context) {
+// Reports outlive ctx (the owner's stop request); a failed report is fatal unless the owner
+// is stopping (ctx ended), as the engine may be closing under it then.
+func (r *durableReporter) run(ctx context.Context, stop <-chan struct{}) {
 	for {
 		select {
 		case <-r.kick:
-		case <-ctx.Done():
+		case <-stop:
 			r.finish(ctx)
 			return
 		}
@@ -289,11 +299,10 @@ func (r *durableReporter) run(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		if err := r.a.reportDurable(ctx, last); err != nil {
+		if err := r.a.reportDurable(context.WithoutCancel(ctx), last); err != nil {
 			if ctx.Err() != nil {
-				r.note(last)
-				r.finish(ctx)
-				return
+				r.a.log.Warn("Could not journal an applied batch while stopping", "error", err.Error())
+				continue
 			}
 			r.a.cfg.Fatal(err)
 			return
@@ -364,9 +373,22 @@ func (a *Applier) applyBatch(ctx context.Context, batch []bsoncore.Document) (la
 // see the batch (MongoDB's pauseBatchApplicationBeforeCompletion fail point).
 var beforeBatchCompletes atomic.Pointer[func(e *storage.Engine, entries []*oplog.Entry)]
 
+// pauseBatchApplicationBeforeCompletion is MongoDB's fail point of that name: while it is on,
+// every applier in the process holds its batch at the same point as the hook above (tests of
+// other packages use it to catch a member with a batch half done, e.g. during step-up).
+var pauseBatchApplicationBeforeCompletion = failpoint.Register("pauseBatchApplicationBeforeCompletion")
+
 func (a *Applier) beforeBatchCompletes(entries []*oplog.Entry) {
 	if f := beforeBatchCompletes.Load(); f != nil {
 		(*f)(a.cfg.Engine, entries)
+	}
+	// One evaluation per batch, so TimesEntered counts paused batches; then the pause lasts
+	// while the fail point is on. It has no "turned off" signal, so this polls (MongoDB's
+	// pauseWhileSet). The batch is not interruptible here anyway: batches are never cut short.
+	if _, on := pauseBatchApplicationBeforeCompletion.Evaluate(nil); on {
+		for pauseBatchApplicationBeforeCompletion.Enabled() {
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
 

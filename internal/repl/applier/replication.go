@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"humongo/internal/catalog"
+	"humongo/internal/client"
 	"humongo/internal/index"
 	"humongo/internal/logv2"
 	"humongo/internal/optime"
@@ -35,6 +35,8 @@ type Deps struct {
 	Writers     int
 	// Clients overrides the fetcher's driver clients (may be nil).
 	Clients func(host string) (*mongo.Client, error)
+	// Dialer is the server's host Rewriter (nil: none).
+	Dialer *client.Rewriter
 	// OnRollbackRequired is called when our oplog diverged from the sync source's.
 	OnRollbackRequired func(host string, lastFetched optime.OpTime)
 	Fatal              func(error)
@@ -47,11 +49,13 @@ type Deps struct {
 // Replication is a running BackgroundSync (fetcher) + OplogApplier pair: a SECONDARY's
 // steady-state replication. Start it on entering SECONDARY, Stop it on leaving.
 type Replication struct {
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	fetcher *fetcher.Fetcher
-	applier *Applier
-	buf     *fetcher.Buffer
+	// stopFetcher and stopApplier end the two goroutines separately: Drain stops fetching
+	// first and lets the applier empty the buffer.
+	stopFetcher, stopApplier context.CancelFunc
+	fetcherDone, applierDone chan struct{}
+	fetcher                  *fetcher.Fetcher
+	applier                  *Applier
+	buf                      *fetcher.Buffer
 }
 
 // Start repairs an interrupted batch (oplogTruncateAfterPoint set: truncate the oplog after
@@ -70,20 +74,21 @@ func Start(ctx context.Context, d Deps) (*Replication, error) {
 		buf.SetDelay(d.SecondaryDelay, nil)
 	}
 	f := fetcher.New(fetcher.Config{Chooser: d.Chooser, Buffer: buf, LastFetched: top, AwaitTime: d.AwaitTime,
-		Clients: d.Clients, OnRollbackRequired: d.OnRollbackRequired, Log: d.Log})
+		Clients: d.Clients, Dialer: d.Dialer, OnRollbackRequired: d.OnRollbackRequired, Log: d.Log})
 	a := New(Config{Engine: d.Engine, Catalog: d.Catalog, Colls: d.Colls, Writer: d.Writer, Writers: d.Writers,
 		Mode: oplog.ModeSecondary, LastApplied: top, OnApplied: d.OnApplied, Fatal: d.Fatal, Log: d.Log}).
 		WithApplier(d.Writer.Applier())
-	ctx, cancel := context.WithCancel(ctx)
-	r := &Replication{cancel: cancel, fetcher: f, applier: a, buf: buf}
-	r.wg.Add(2)
+	fctx, stopFetcher := context.WithCancel(ctx)
+	actx, stopApplier := context.WithCancel(ctx)
+	r := &Replication{stopFetcher: stopFetcher, stopApplier: stopApplier,
+		fetcherDone: make(chan struct{}), applierDone: make(chan struct{}), fetcher: f, applier: a, buf: buf}
 	go func() {
-		defer r.wg.Done()
-		_ = f.Run(ctx)
+		defer close(r.fetcherDone)
+		_ = f.Run(fctx)
 	}()
 	go func() {
-		defer r.wg.Done()
-		_ = a.Run(ctx, buf)
+		defer close(r.applierDone)
+		_ = a.Run(actx, buf)
 	}()
 	d.Log.Info("Started steady-state replication", logv2.C(logv2.Replication), "lastApplied", top.String())
 	return r, nil
@@ -92,9 +97,27 @@ func Start(ctx context.Context, d Deps) (*Replication, error) {
 // Stop stops fetching, lets the batch in progress finish, and waits for both goroutines.
 // Buffered entries that were not applied are dropped; the next Start refetches them.
 func (r *Replication) Stop() {
-	r.cancel()
-	r.wg.Wait()
+	r.stopFetcher()
+	r.stopApplier()
+	<-r.fetcherDone
+	<-r.applierDone
 	r.buf.Clear()
+}
+
+// Drain is the primary-elect's drain mode (spec "Transitioning to PRIMARY"): it stops
+// fetching, waits until the applier has taken every buffered entry, lets it finish that batch
+// and waits until the batch is journaled, reported (Deps.OnApplied) and visible to oplog
+// readers. Only then may the node write its "new primary" entry and accept writes: an entry
+// of the old term applied after them would sit behind them in the oplog, and a user write
+// could run beside a batch still being applied. If ctx ends first, Drain stops without
+// waiting for the buffer (dropping what it holds, as Stop does) and returns ctx's cause.
+// Replication is stopped when Drain returns.
+func (r *Replication) Drain(ctx context.Context) error {
+	r.stopFetcher()
+	<-r.fetcherDone
+	err := r.buf.WaitEmpty(ctx)
+	r.Stop()
+	return err
 }
 
 // LastApplied is the newest applied optime (reads on a secondary use its timestamp).

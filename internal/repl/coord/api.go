@@ -43,7 +43,7 @@ func (c *Coordinator) Initiate(ctx context.Context, cfgDoc bsoncore.Document) er
 		c.mu.Unlock()
 		return mongoerr.New(mongoerr.AlreadyInitialized, "already initialized")
 	}
-	if err := c.installConfigLocked(time.Now(), cfg, true); err != nil {
+	if err := c.installConfigLocked(c.clock.Now(), cfg, true); err != nil {
 		c.mu.Unlock()
 		return err
 	}
@@ -56,7 +56,7 @@ func (c *Coordinator) Initiate(ctx context.Context, cfgDoc bsoncore.Document) er
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
+	now := c.clock.Now()
 	c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
 	// The initiator of a multi-member set waits in STARTUP2 (its oplog was empty when the
 	// config arrived, like a new member's); the entry it just wrote is the set's first data,
@@ -170,7 +170,7 @@ func (c *Coordinator) Reconfig(ctx context.Context, doc bsoncore.Document, force
 			m.Host, m.ID, cfg.Version, cfg.Term, cfg.SetName)
 	}
 	c.log.Info("replSetReconfig", logv2.ID(21352), "force", false, "newVersion", cfg.Version, "term", term)
-	if err := c.installConfigLocked(time.Now(), cfg, false); err != nil {
+	if err := c.installConfigLocked(c.clock.Now(), cfg, false); err != nil {
 		return err
 	}
 	// Until the no-op is written the new config cannot be proven committed: an unreachable
@@ -184,7 +184,7 @@ func (c *Coordinator) Reconfig(ctx context.Context, doc bsoncore.Document, force
 	if err != nil {
 		return fmt.Errorf("write the reconfig no-op: %w", err)
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
 	if c.rcfg.commitVersion == cfg.Version {
 		c.rcfg.commitOp = op
@@ -209,7 +209,7 @@ func (c *Coordinator) forceReconfigLocked(cfg topology.ReplSetConfig) error {
 			"No host described in new configuration with {version: %d, term: %d} for replica set %s maps to this node", cfg.Version, cfg.Term, cfg.SetName)
 	}
 	c.log.Info("replSetReconfig", logv2.ID(21352), "force", true, "newVersion", cfg.Version)
-	if err := c.installConfigLocked(time.Now(), cfg, false); err != nil {
+	if err := c.installConfigLocked(c.clock.Now(), cfg, false); err != nil {
 		return err
 	}
 	c.rcfg.forcedVersion = cfg.Version
@@ -248,20 +248,20 @@ func (c *Coordinator) configCommittedLocked() error {
 // waitConfigCommittedLocked waits (releasing c.mu) until the current config is committed,
 // until ctx's deadline, or reconfigCommitWait when ctx has none.
 func (c *Coordinator) waitConfigCommittedLocked(ctx context.Context) error {
-	deadline := time.Now().Add(reconfigCommitWait)
+	deadline := c.clock.Now().Add(reconfigCommitWait)
 	if d, ok := ctx.Deadline(); ok {
 		deadline = d
 	}
 	for {
-		c.refreshAppliedLocked(time.Now())
+		c.refreshAppliedLocked(c.clock.Now())
 		err := c.configCommittedLocked()
-		if err == nil || !time.Now().Before(deadline) {
+		if err == nil || !c.clock.Now().Before(deadline) {
 			return err
 		}
 		c.maybeFollowJournalLocked()
 		ch := c.progress
 		c.mu.Unlock()
-		waitSignal(ctx, ch, deadline)
+		c.waitSignal(ctx, ch, deadline)
 		c.mu.Lock()
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return context.Cause(ctx)
@@ -275,12 +275,10 @@ func (c *Coordinator) waitConfigCommittedLocked(ctx context.Context) error {
 // waitSignal blocks until ch is closed, deadline passes or ctx ends, and reports whether it
 // was ctx that ended the wait. Callers hold no lock: ch is a coordinator broadcast channel
 // (c.progress, c.changed) read under c.mu before releasing it, so no signal is missed.
-func waitSignal(ctx context.Context, ch <-chan struct{}, deadline time.Time) (ctxDone bool) {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
+func (c *Coordinator) waitSignal(ctx context.Context, ch <-chan struct{}, deadline time.Time) (ctxDone bool) {
 	select {
 	case <-ch:
-	case <-t.C:
+	case <-c.clock.After(deadline.Sub(c.clock.Now())):
 	case <-ctx.Done():
 		return true
 	}
@@ -298,7 +296,7 @@ type StepDownArgs struct {
 // (or step down anyway with Force), stay unelectable for StepDownSecs, and hand off the
 // election to the best caught-up secondary (replSetStepUp).
 func (c *Coordinator) StepDown(ctx context.Context, a StepDownArgs) error {
-	start := time.Now()
+	start := c.clock.Now()
 	deadline := start.Add(a.CatchUpSecs)
 	for {
 		c.mu.Lock()
@@ -306,7 +304,7 @@ func (c *Coordinator) StepDown(ctx context.Context, a StepDownArgs) error {
 			c.mu.Unlock()
 			return notInitialized()
 		}
-		now := time.Now()
+		now := c.clock.Now()
 		acts, handoff, err := c.topo.StepDown(now, topology.StepDownOpts{Force: a.Force, WaitUntil: deadline, FreezeFor: a.StepDownSecs})
 		if err == nil {
 			c.handleLocked(now, acts)
@@ -330,7 +328,7 @@ func (c *Coordinator) StepDown(ctx context.Context, a StepDownArgs) error {
 		}
 		ch := c.progress
 		c.mu.Unlock()
-		if waitSignal(ctx, ch, deadline) {
+		if c.waitSignal(ctx, ch, deadline) {
 			return context.Cause(ctx)
 		}
 	}
@@ -344,7 +342,7 @@ func (c *Coordinator) StepUp(ctx context.Context) error {
 		c.mu.Unlock()
 		return notInitialized()
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	acts, err := c.topo.StepUp(now)
 	if err != nil {
 		c.mu.Unlock()
@@ -360,13 +358,13 @@ func (c *Coordinator) StepUp(ctx context.Context) error {
 			c.mu.Unlock()
 			return nil
 		}
-		if c.topo.Term() != term || !c.topo.ElectionInProgress() || !time.Now().Before(deadline) {
+		if c.topo.Term() != term || !c.topo.ElectionInProgress() || !c.clock.Now().Before(deadline) {
 			c.mu.Unlock()
 			return mongoerr.New(mongoerr.CommandFailed, "Election failed.")
 		}
 		ch := c.changed
 		c.mu.Unlock()
-		if waitSignal(ctx, ch, deadline) {
+		if c.waitSignal(ctx, ch, deadline) {
 			return context.Cause(ctx)
 		}
 		c.mu.Lock()
@@ -380,7 +378,7 @@ func (c *Coordinator) Freeze(d time.Duration) error {
 	if c.topo == nil {
 		return notInitialized()
 	}
-	return c.topo.Freeze(time.Now(), d)
+	return c.topo.Freeze(c.clock.Now(), d)
 }
 
 // Maintenance is replSetMaintenance: RECOVERING while any maintenance request is on.
@@ -393,7 +391,7 @@ func (c *Coordinator) Maintenance(on bool) error {
 	if c.topo.State() == topology.StatePrimary {
 		return mongoerr.New(mongoerr.NotSecondary, "primaries can't modify maintenance mode")
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	if on {
 		if err := c.topo.SetFollowerMode(now, topology.StateRecovering); err != nil {
 			return err
@@ -563,7 +561,7 @@ func (c *Coordinator) LastApplied() optime.OpTime {
 	if c.topo == nil {
 		return optime.OpTime{}
 	}
-	c.refreshAppliedLocked(time.Now())
+	c.refreshAppliedLocked(c.clock.Now())
 	return c.topo.LastApplied()
 }
 
@@ -582,9 +580,7 @@ func (c *Coordinator) WaitForWriteConcern(ctx context.Context, op optime.OpTime,
 	}
 	var timer <-chan time.Time
 	if wc.WTimeout > 0 {
-		t := time.NewTimer(wc.WTimeout)
-		defer t.Stop()
-		timer = t.C
+		timer = c.clock.After(wc.WTimeout)
 	}
 	c.mu.Lock()
 	if err := c.checkSatisfiableLocked(wc); err != nil {
@@ -602,7 +598,7 @@ func (c *Coordinator) WaitForWriteConcern(ctx context.Context, op optime.OpTime,
 			c.mu.Unlock()
 			return notInitialized()
 		}
-		now := time.Now()
+		now := c.clock.Now()
 		c.refreshAppliedLocked(now)
 		if c.topo.Term() != startTerm || c.topo.State() != topology.StatePrimary {
 			c.mu.Unlock()

@@ -11,13 +11,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/client"
 	"humongo/internal/lock"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
 	"humongo/internal/optime"
-	"humongo/internal/repl/dialer"
 	"humongo/internal/repl/initialsync"
 	"humongo/internal/repl/topology"
 	"humongo/internal/storage"
@@ -72,12 +73,19 @@ type Options struct {
 	// it: a restarted member that judged vote requests against an empty log would vote for a
 	// candidate missing majority-committed writes, and that candidate would lose them.
 	TopOfOplog func() (optime.OpTime, error)
+	// Clock is the coordinator's time (nil: RealClock).
+	Clock Clock
+	// Dialer is this server's host Rewriter: every connection to another member (heartbeats,
+	// votes, the fetcher, initial sync, rollback, index-build votes through Peer) dials
+	// through it. Nil: the coordinator makes its own, with no rewrites.
+	Dialer *client.Rewriter
 }
 
 // Coordinator is a replica-set member's ReplicationCoordinator.
 type Coordinator struct {
-	opts Options
-	log  *slog.Logger
+	opts  Options
+	log   *slog.Logger
+	clock Clock // opts.Clock
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -101,7 +109,7 @@ type Coordinator struct {
 
 	rcfg reconfigState // replSetReconfig's commitment state (api.go)
 
-	peers *dialer.Pool // connections to the other members, for heartbeats, votes and updatePosition
+	peers *client.Pool // connections to the other members, for heartbeats, votes and updatePosition
 	tv    atomic.Int64
 	term  atomic.Int64 // mirror of the core's term for Term(), readable without c.mu
 	rbid  atomic.Int32 // replSetGetRBID; persisted in local.system.rollback.id (secondary.go)
@@ -109,6 +117,19 @@ type Coordinator struct {
 
 	// dataSyncer is the initial syncer, once one ran (secondary.go; guarded by mu).
 	dataSyncer *initialsync.Syncer
+	// dataReplStarted: StartDataReplication ran, so its watcher drives catch-up and drain
+	// (guarded by mu).
+	dataReplStarted bool
+	// dataKick (capacity 1) wakes the watcher when the leader mode changes.
+	dataKick chan struct{}
+
+	// persistSeq numbers the durable states (term, last vote) handed to writeDurable, in the
+	// order the TopologyCoordinator produced them (guarded by mu).
+	persistSeq uint64
+	// writeMu serializes durable-state writes; writtenSeq is the newest one written (guarded
+	// by writeMu). Lock order: never take mu while holding writeMu.
+	writeMu    sync.Mutex
+	writtenSeq uint64
 }
 
 // New returns a coordinator; Start loads the persisted state and starts its goroutines.
@@ -122,11 +143,18 @@ func New(opts Options) *Coordinator {
 	if opts.Seed == 0 {
 		opts.Seed = rand.Uint64()
 	}
+	if opts.Dialer == nil {
+		opts.Dialer = &client.Rewriter{}
+	}
+	if opts.Clock == nil {
+		opts.Clock = RealClock{}
+	}
 	c := &Coordinator{
-		opts: opts, log: opts.Logger.With(logv2.C(logv2.Replication)),
+		opts: opts, log: opts.Logger.With(logv2.C(logv2.Replication)), clock: opts.Clock,
 		hbBusy: map[string]bool{}, hbRecv: map[int]time.Time{},
 		changed: make(chan struct{}), progress: make(chan struct{}), feedback: make(chan struct{}, 1),
-		peers: dialer.NewPool(dialer.ClientOptions{AppName: "humongod-repl"}), start: time.Now(),
+		dataKick: make(chan struct{}, 1),
+		peers:    client.NewPool(client.Options{AppName: "humongod-repl", Dialer: opts.Dialer}), start: opts.Clock.Now(),
 	}
 	c.rbid.Store(rand.Int32N(1 << 30))
 	return c
@@ -135,6 +163,13 @@ func New(opts Options) *Coordinator {
 // Term is the current term (the oplog writer's TermSource). It never takes c.mu, so writes
 // made while the coordinator holds its mutex may call it.
 func (c *Coordinator) Term() int64 { return c.term.Load() }
+
+// HostRewriter is this server's host Rewriter (testingReplicaSetHostRewrites changes it).
+func (c *Coordinator) HostRewriter() *client.Rewriter { return c.opts.Dialer }
+
+// Peer returns the internal client for the member host (shared with heartbeats and votes;
+// closed by Close, after which Peer fails with ShutdownInProgress).
+func (c *Coordinator) Peer(host string) (*mongo.Client, error) { return c.peers.Get(host) }
 
 // SetName is --replSet.
 func (c *Coordinator) SetName() string { return c.opts.SetName }
@@ -195,7 +230,7 @@ func (c *Coordinator) syncSourceFeedback() {
 		c.mu.Lock()
 		ch := c.progress
 		if c.topo != nil {
-			c.maybeSendUpdatePositionLocked(time.Now())
+			c.maybeSendUpdatePositionLocked(c.clock.Now())
 		}
 		c.mu.Unlock()
 		select {
@@ -228,13 +263,13 @@ func (c *Coordinator) Close() {
 
 func (c *Coordinator) run() {
 	defer c.wg.Done()
-	t := time.NewTicker(c.opts.TickInterval)
+	t := c.clock.NewTicker(c.opts.TickInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			c.tick()
 		}
 	}
@@ -258,7 +293,7 @@ func (c *Coordinator) tick() {
 	if c.topo == nil {
 		return
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	c.refreshAppliedLocked(now)
 	c.handleLocked(now, c.topo.Tick(now))
 	c.maybeSendUpdatePositionLocked(now)
@@ -287,7 +322,7 @@ func (c *Coordinator) maybeFollowJournalLocked() {
 		return
 	}
 	if c.opts.Engine == nil {
-		c.handleLocked(time.Now(), c.topo.UpdateLastDurableOpTime(time.Now(), applied))
+		c.handleLocked(c.clock.Now(), c.topo.UpdateLastDurableOpTime(c.clock.Now(), applied))
 		return
 	}
 	if c.hbBusy["\x00journal"] {
@@ -300,7 +335,7 @@ func (c *Coordinator) maybeFollowJournalLocked() {
 		defer c.mu.Unlock()
 		delete(c.hbBusy, "\x00journal")
 		if err == nil {
-			now := time.Now()
+			now := c.clock.Now()
 			c.handleLocked(now, c.topo.UpdateLastDurableOpTime(now, applied))
 			c.noteChangesLocked()
 			// Write-concern waiters (j, and w:"majority", which counts our durable optime)
@@ -311,16 +346,30 @@ func (c *Coordinator) maybeFollowJournalLocked() {
 	})
 }
 
-// handleLocked carries out the core's actions in order. A failed persist drops the rest of
-// the list: nothing produced by the same call may be sent before the state is durable.
+// handleLocked carries out the core's actions in order. Nothing produced by the same call may
+// be sent before the term and last vote it changed are durable, and the journal write must not
+// happen under c.mu: so at an ActPersistDurable the rest of the list moves to a goroutine
+// that writes the state and then, under c.mu again, carries out the rest. A failed write
+// drops the rest.
 func (c *Coordinator) handleLocked(now time.Time, acts []topology.Action) {
-	for _, a := range acts {
+	for i, a := range acts {
 		switch a.Kind {
 		case topology.ActPersistDurable:
-			if err := c.persistLocked(a.Durable); err != nil {
-				c.log.Error("Failed to persist the term and last vote", logv2.ID(21436), "error", err.Error())
-				return
-			}
+			seq, d, rest := c.notePersistLocked(a.Durable), a.Durable, acts[i+1:]
+			c.goAsync(func(ctx context.Context) {
+				if err := c.writeDurable(seq, d); err != nil {
+					c.log.Error("Failed to persist the term and last vote", logv2.ID(21436), "error", err.Error())
+					return
+				}
+				if len(rest) == 0 {
+					return
+				}
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				c.handleLocked(c.clock.Now(), rest)
+				c.noteChangesLocked()
+			})
+			return
 		case topology.ActSendHeartbeat:
 			c.sendHeartbeatLocked(now, a.Target)
 		case topology.ActStartElection:
@@ -340,9 +389,22 @@ func (c *Coordinator) handleLocked(now time.Time, acts []topology.Action) {
 		case topology.ActPrimaryElected:
 			c.log.Info("Election succeeded, assuming primary role", logv2.ID(21450), "term", c.topo.Term())
 			c.electionTS = now
-			// There is no oplog fetcher on this node yet, so catch-up cannot make progress:
-			// end it at once (catch-up is best effort in the spec too).
-			c.handleLocked(now, c.topo.EndCatchUp(now, "no oplog fetcher"))
+			if !c.dataReplStarted {
+				// A protocol-only coordinator has no fetcher to catch up with.
+				c.handleLocked(now, c.topo.EndCatchUp(now, "no data replication on this node"))
+				continue
+			}
+			// Primary catch-up (spec "Transitioning to PRIMARY"): the watcher keeps the
+			// fetcher and applier running; reaching the target (UpdateLastAppliedOpTime),
+			// catchUpTimeoutMillis (Tick) or a divergent sync source (runRollback) ends it
+			// with ActEnterDrain. A target already reached ended it in this same list.
+			// catchUpTakeoverDelayMillis is the other members' business: their
+			// TopologyCoordinators take over from a primary that catches up too long.
+			if c.topo.LeaderMode() == topology.LeaderCatchingUp {
+				c.log.Info("Entering primary catch-up mode", logv2.ID(21359), "targetOpTime", a.CatchUpTarget.String(),
+					"deadline", a.CatchUpDeadline)
+				c.kickDataRepl()
+			}
 		case topology.ActEnterDrain:
 			c.drainLocked()
 		case topology.ActBecomePrimary:
@@ -359,14 +421,36 @@ func (c *Coordinator) handleLocked(now time.Time, acts []topology.Action) {
 	}
 }
 
-func (c *Coordinator) persistLocked(d topology.DurableState) error {
+// notePersistLocked publishes d's term (Term) and numbers d for writeDurable; call
+// writeDurable with the number after releasing c.mu.
+func (c *Coordinator) notePersistLocked(d topology.DurableState) uint64 {
 	c.term.Store(d.Term)
+	c.persistSeq++
+	return c.persistSeq
+}
+
+// writeDurable makes the durable state numbered seq durable (local.replset.election,
+// journaled) and returns once it is, or once a newer one is: the term and last vote only grow,
+// so a newer state holds everything an older one promised (a vote of an older term can no
+// longer be cast again). Writes are serialized and one older than the last written is
+// skipped, so concurrent callers cannot leave an older state on disk. Never called with c.mu
+// held: the journal wait would stall every heartbeat, hello and write-concern check.
+func (c *Coordinator) writeDurable(seq uint64, d topology.DurableState) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if seq <= c.writtenSeq {
+		return nil
+	}
 	doc := bsoncore.NewDocumentBuilder().AppendString("_id", "election").
 		AppendInt64("term", d.Term).AppendInt64("voteTerm", d.LastVote.Term).
 		AppendInt32("candidateIndex", int32(d.LastVote.CandidateID)).Build()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return c.opts.Store.Save(ctx, ElectionNS, doc, true)
+	if err := c.opts.Store.Save(ctx, ElectionNS, doc, true); err != nil {
+		return fmt.Errorf("persist term %d and last vote: %w", d.Term, err)
+	}
+	c.writtenSeq = seq
+	return nil
 }
 
 // wakeLocked wakes write-concern waiters so they re-check.
@@ -420,26 +504,54 @@ func (c *Coordinator) killConflictingLocked() {
 	})
 }
 
-// drainLocked: nothing is buffered without an applier, so drain is immediate; write the
-// "new primary" no-op, then become writable if nothing changed meanwhile.
+// drainLocked starts drain mode (spec "Transitioning to PRIMARY"). With data replication
+// the watcher (secondary.go) owns the applier: it drains it and then calls completeDrain, so
+// the "new primary" entry and the first user write come after the last applied batch is
+// whole and visible. Without it (protocol-only coordinators) nothing is buffered and drain
+// is immediate.
 func (c *Coordinator) drainLocked() {
 	term := c.topo.Term()
-	c.goAsync(func(ctx context.Context) {
-		op, err := c.appendNoop(ctx, term, "new primary")
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if err != nil {
-			c.log.Error("Failed to write the new primary oplog entry", logv2.ID(21473), "error", err.Error())
-			return
-		}
-		if c.topo.Term() != term || c.topo.LeaderMode() != topology.LeaderDraining {
-			return
-		}
-		now := time.Now()
-		c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
-		c.handleLocked(now, c.topo.CompleteDrain(now))
-		c.noteChangesLocked()
-	})
+	if c.dataReplStarted {
+		c.kickDataRepl()
+		return
+	}
+	c.goAsync(func(ctx context.Context) { _ = c.completeDrain(ctx, term) })
+}
+
+// completeDrain ends drain mode of term once nothing is left to apply: it writes the "new
+// primary" no-op, then makes the node writable if it is still draining in that term.
+// It reports false only when the no-op could not be written.
+func (c *Coordinator) completeDrain(ctx context.Context, term int64) bool {
+	c.mu.Lock()
+	still := c.topo.Term() == term && c.topo.LeaderMode() == topology.LeaderDraining
+	c.mu.Unlock()
+	if !still {
+		return true // stepped down meanwhile, or another pass finished it
+	}
+	op, err := c.appendNoop(ctx, term, "new primary")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.log.Error("Failed to write the new primary oplog entry", logv2.ID(21473), "error", err.Error())
+		return false
+	}
+	if c.topo.Term() != term || c.topo.LeaderMode() != topology.LeaderDraining {
+		return true
+	}
+	now := c.clock.Now()
+	c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
+	c.handleLocked(now, c.topo.CompleteDrain(now))
+	c.noteChangesLocked()
+	return true
+}
+
+// kickDataRepl wakes the data-replication watcher (a leader-mode change it must act on does
+// not change what hello reports, so c.changed does not fire for it).
+func (c *Coordinator) kickDataRepl() {
+	select {
+	case c.dataKick <- struct{}{}:
+	default:
+	}
 }
 
 func (c *Coordinator) appendNoop(ctx context.Context, term int64, msg string) (optime.OpTime, error) {
@@ -450,7 +562,7 @@ func (c *Coordinator) appendNoop(ctx context.Context, term int64, msg string) (o
 	// this node move forward.
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := uint32(time.Now().Unix())
+	now := uint32(c.clock.Now().Unix())
 	last := c.topo.LastApplied().TS
 	secs, inc := max(now, last.Secs()), uint32(1)
 	if secs == last.Secs() {

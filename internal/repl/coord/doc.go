@@ -11,8 +11,19 @@
 // replSetRequestVotes, replSetUpdatePosition), sent with the Go driver over a
 // directConnection client per member.
 //
-// Locking: c.mu guards the TopologyCoordinator and everything derived from it. Network IO never
-// happens under c.mu; durable-state persistence does, because the core's durability contract
-// (topology/doc.go) requires the term and last vote to be durable before any message produced
-// by the same call is sent, and holding the mutex is the simplest way to order the two.
+// Step-up (spec "Transitioning to PRIMARY"): with data replication the watcher
+// (secondary.go) keeps the fetcher and applier running while the primary-elect catches up to
+// the newest optime it learned (catchUpTimeoutMillis), then drains them — the last batch
+// applied, journaled, reported and visible — before completeDrain writes the "new primary"
+// no-op and the node accepts writes.
+//
+// Locking: c.mu guards the TopologyCoordinator and everything derived from it. Neither network
+// IO nor the journal wait of durable-state persistence happens under c.mu. The core's
+// durability contract (topology/doc.go: the term and last vote are durable before any message
+// produced by the same call is sent) is kept by ordering instead: handleLocked hands the state
+// and the rest of the action list to a goroutine that writes it (writeDurable) and only then
+// carries out the rest; a vote reply waits for the write. States are numbered under c.mu and
+// written in that order (an older one is never written after a newer one).
+//
+// Time comes from Options.Clock (RealClock by default; a fake in tests).
 package coord

@@ -64,7 +64,7 @@ func (c *Coordinator) sendHeartbeatLocked(now time.Time, target int) {
 		if ctx.Err() != nil {
 			return
 		}
-		now := time.Now()
+		now := c.clock.Now()
 		c.handleLocked(now, c.topo.ProcessHeartbeatResponse(now, target, resp))
 		c.wakeLocked()
 		c.noteChangesLocked()
@@ -131,7 +131,7 @@ func ParseHeartbeat(cmd bsoncore.Document) (HeartbeatArgs, error) {
 func (c *Coordinator) ProcessHeartbeat(args HeartbeatArgs) (bsoncore.Document, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
+	now := c.clock.Now()
 	if c.topo == nil {
 		if args.SetName != c.opts.SetName {
 			return nil, mongoerr.Newf(mongoerr.InconsistentReplicaSetNames,
@@ -216,7 +216,7 @@ func (c *Coordinator) fetchConfigLocked(host string) {
 		}
 		cfg, err := ParseConfig(cd)
 		if err == nil {
-			err = c.installConfigLocked(time.Now(), cfg, true)
+			err = c.installConfigLocked(c.clock.Now(), cfg, true)
 		}
 		if err != nil {
 			c.log.Warn("Cannot install the config received from a member", logv2.ID(21481), "from", host, "error", err.Error())
@@ -260,7 +260,7 @@ func (c *Coordinator) sendVoteRequestsLocked(a topology.Action) {
 			resp.Reason, _ = lookup(reply, "reason").StringValueOK()
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			now := time.Now()
+			now := c.clock.Now()
 			c.handleLocked(now, c.topo.ProcessVoteResponse(now, resp))
 			c.noteChangesLocked()
 		})
@@ -287,14 +287,24 @@ func (c *Coordinator) ProcessRequestVotes(cmd bsoncore.Document) (bsoncore.Docum
 	if i := int(getIntDefault(cmd, "candidateIndex", -1)); i >= 0 && i < len(cfg.Members) {
 		req.CandidateID = cfg.Members[i].ID
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	resp, acts := c.topo.ProcessVoteRequest(now, req)
+	persist, seq, d := false, uint64(0), topology.DurableState{}
 	for _, a := range acts {
 		if a.Kind == topology.ActPersistDurable {
-			if err := c.persistLocked(a.Durable); err != nil {
-				return nil, err
-			}
+			persist, seq, d = true, c.notePersistLocked(a.Durable), a.Durable
 		}
+	}
+	if persist {
+		// The vote (or the new term) is durable before the reply leaves and before anything
+		// else the call produced is sent; the journal wait happens without c.mu.
+		c.mu.Unlock()
+		err := c.writeDurable(seq, d)
+		c.mu.Lock()
+		if err != nil {
+			return nil, err
+		}
+		now = c.clock.Now()
 	}
 	c.handleLocked(now, withoutPersist(acts))
 	c.noteChangesLocked()
@@ -402,7 +412,7 @@ func (c *Coordinator) ProcessUpdatePosition(cmd bsoncore.Document) error {
 		}
 		up.Positions = append(up.Positions, p)
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	acts, err := c.topo.ProcessUpdatePosition(now, up)
 	c.handleLocked(now, acts)
 	c.wakeLocked()

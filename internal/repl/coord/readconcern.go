@@ -2,7 +2,6 @@ package coord
 
 import (
 	"context"
-	"time"
 
 	"humongo/internal/optime"
 )
@@ -25,7 +24,7 @@ func (c *Coordinator) MajorityCommitted() optime.OpTime {
 // coordinator signals and re-checks at least once per tick, because a primary's lastApplied
 // follows the storage engine's all-durable point, which the coordinator samples on its tick.
 func (c *Coordinator) WaitUntilTimestamp(ctx context.Context, ts optime.Timestamp, majority bool) error {
-	t := time.NewTicker(c.opts.TickInterval)
+	t := c.clock.NewTicker(c.opts.TickInterval)
 	defer t.Stop()
 	for {
 		c.mu.Lock()
@@ -33,7 +32,7 @@ func (c *Coordinator) WaitUntilTimestamp(ctx context.Context, ts optime.Timestam
 			c.mu.Unlock()
 			return notInitialized()
 		}
-		c.refreshAppliedLocked(time.Now())
+		c.refreshAppliedLocked(c.clock.Now())
 		have := c.topo.LastApplied()
 		if majority {
 			have = optime.Min(c.topo.LastCommitted(), have)
@@ -46,7 +45,7 @@ func (c *Coordinator) WaitUntilTimestamp(ctx context.Context, ts optime.Timestam
 		c.mu.Unlock()
 		select {
 		case <-ch:
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}

@@ -114,6 +114,11 @@ func (c *Coordinator) StartDataReplication(d DataReplication) {
 	if err := c.loadRBID(c.ctx); err != nil {
 		c.log.Error("Cannot load or persist the rollback id", logv2.ID(21810), "error", err.Error())
 	}
+	c.mu.Lock()
+	// From now on the watcher finishes drain mode (drainLocked); a drain begun before this
+	// point had nothing to apply and finishes on its own.
+	c.dataReplStarted = true
+	c.mu.Unlock()
 	c.goAsync(func(ctx context.Context) {
 		defer func() {
 			if dr.running != nil {
@@ -124,18 +129,28 @@ func (c *Coordinator) StartDataReplication(d DataReplication) {
 			c.mu.Lock()
 			ch, progress := c.changed, c.progress
 			st, have := topology.StateStartup, c.topo != nil
+			mode, term := topology.LeaderNone, int64(0)
 			if have {
-				st = c.topo.State()
+				st, mode, term = c.topo.State(), c.topo.LeaderMode(), c.topo.Term()
 			}
 			// RECOVERING replicates unless it is maintenance mode: it is then waiting for
-			// lastApplied to reach minValid.
-			replicate := st == topology.StateSecondary || (st == topology.StateRecovering && c.maintenance == 0)
+			// lastApplied to reach minValid. A primary-elect keeps replicating while it
+			// catches up (spec "Transitioning to PRIMARY"), then drains.
+			catchingUp := st == topology.StatePrimary && mode == topology.LeaderCatchingUp
+			draining := st == topology.StatePrimary && mode == topology.LeaderDraining
+			replicate := st == topology.StateSecondary || (st == topology.StateRecovering && c.maintenance == 0) || catchingUp
 			c.mu.Unlock()
 			var retry <-chan time.Time
-			var t *time.Timer
-			if have && c.followStateDataRepl(ctx, dr, st, replicate) {
-				t = time.NewTimer(time.Second)
-				retry = t.C
+			again := false
+			switch {
+			case !have:
+			case draining:
+				again = c.drainDataRepl(ctx, dr, term)
+			default:
+				again = c.followStateDataRepl(ctx, dr, st, replicate)
+			}
+			if again {
+				retry = c.clock.After(time.Second)
 			}
 			// In STARTUP2 progress matters too: the initiator's first entry (its optimes
 			// move) ends STARTUP2 without waiting for the retry.
@@ -145,14 +160,12 @@ func (c *Coordinator) StartDataReplication(d DataReplication) {
 			}
 			select {
 			case <-ch:
+			case <-c.dataKick:
 			case <-moved:
 			case <-retry:
 			case host := <-dr.rollback:
 				c.runRollback(ctx, dr, host)
 			case <-ctx.Done():
-			}
-			if t != nil {
-				t.Stop()
 			}
 			if ctx.Err() != nil {
 				return
@@ -175,7 +188,7 @@ func (c *Coordinator) followStateDataRepl(ctx context.Context, dr *dataRepl, st 
 	case replicate && dr.running == nil:
 		r, err := applier.Start(ctx, applier.Deps{Engine: dr.d.Engine, Catalog: dr.d.Catalog, Colls: dr.d.Colls,
 			Writer: dr.d.Writer, Chooser: syncSourceChooser{c}, OnApplied: c.SetMyLastAppliedOpTime,
-			AwaitTime: c.fetcherAwaitTime(dr), Fatal: dr.d.Fatal, Log: c.opts.Logger,
+			AwaitTime: c.fetcherAwaitTime(dr), Fatal: dr.d.Fatal, Log: c.opts.Logger, Dialer: c.opts.Dialer,
 			SecondaryDelay: c.secondaryDelay, // delay.go
 			OnRollbackRequired: func(host string, _ optime.OpTime) {
 				select {
@@ -195,6 +208,21 @@ func (c *Coordinator) followStateDataRepl(ctx context.Context, dr *dataRepl, st 
 		dr.running = nil
 	}
 	return false
+}
+
+// drainDataRepl is drain mode with data replication: the applier applies what the fetcher
+// buffered and finishes its batch, which is then journaled and reported (lastApplied), before
+// completeDrain writes the "new primary" entry and makes the node writable. It returns true
+// when it should be tried again (the no-op could not be written).
+func (c *Coordinator) drainDataRepl(ctx context.Context, dr *dataRepl, term int64) (retry bool) {
+	if dr.running != nil {
+		err := dr.running.Drain(ctx)
+		dr.running = nil
+		if err != nil {
+			return false // shutting down
+		}
+	}
+	return !c.completeDrain(ctx, term)
 }
 
 // followStartup2: a member in STARTUP2 runs initial sync if it has no data of its own (an
@@ -220,7 +248,7 @@ func (c *Coordinator) followStartup2(ctx context.Context, dr *dataRepl) (retry b
 		if c.topo.State() != topology.StateStartup2 {
 			return false
 		}
-		now := time.Now()
+		now := c.clock.Now()
 		c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, top))
 		if err := c.topo.SetFollowerMode(now, topology.StateSecondary); err != nil {
 			c.log.Error("Cannot leave STARTUP2", logv2.ID(21803), "error", err.Error())
@@ -261,10 +289,11 @@ func (c *Coordinator) fetcherAwaitTime(dr *dataRepl) time.Duration {
 // the durable initial-sync flag before it drops anything and clears it when it succeeded.
 func (c *Coordinator) runInitialSync(ctx context.Context, dr *dataRepl) {
 	s := initialsync.New(initialsync.Config{Engine: dr.d.Engine, Catalog: dr.d.Catalog, Colls: dr.d.Colls,
-		Writer: dr.d.Writer, Chooser: syncSourceChooser{c}, AwaitTime: c.fetcherAwaitTime(dr), Log: c.opts.Logger})
+		Writer: dr.d.Writer, Chooser: syncSourceChooser{c}, AwaitTime: c.fetcherAwaitTime(dr), Dialer: c.opts.Dialer,
+		Log: c.opts.Logger})
 	c.mu.Lock()
 	c.dataSyncer = s
-	err := c.topo.SetFollowerMode(time.Now(), topology.StateStartup2)
+	err := c.topo.SetFollowerMode(c.clock.Now(), topology.StateStartup2)
 	c.noteChangesLocked()
 	c.mu.Unlock()
 	if err != nil {
@@ -281,7 +310,7 @@ func (c *Coordinator) runInitialSync(ctx context.Context, dr *dataRepl) {
 		c.log.Error("Initial sync failed", logv2.ID(21202), "error", err.Error())
 		return // stays in STARTUP2; the operator restarts the node (MongoDB shuts down)
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	acts, err := c.topo.CompleteInitialSync(now, op)
 	if err != nil {
 		c.log.Error("Cannot leave STARTUP2 after initial sync", logv2.ID(21803), "error", err.Error())
@@ -302,6 +331,14 @@ func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string
 		dr.running = nil
 	}
 	c.mu.Lock()
+	// A primary-elect never rolls back: the member it was catching up from is on another
+	// branch, so catch-up ends here (it is best effort) and the node drains what it has.
+	if c.topo != nil && c.topo.State() == topology.StatePrimary {
+		now := c.clock.Now()
+		c.handleLocked(now, c.topo.EndCatchUp(now, "the sync source's oplog diverged from ours"))
+		c.mu.Unlock()
+		return
+	}
 	// A member RECOVERING towards minValid replicates, so its fetcher can find a divergence
 	// too (its source rolled back, or was replaced by one on another branch).
 	if c.topo == nil || !(c.topo.State() == topology.StateSecondary ||
@@ -309,7 +346,7 @@ func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string
 		c.mu.Unlock()
 		return
 	}
-	if err := c.topo.SetFollowerMode(time.Now(), topology.StateRollback); err != nil {
+	if err := c.topo.SetFollowerMode(c.clock.Now(), topology.StateRollback); err != nil {
 		c.mu.Unlock()
 		c.log.Warn("Cannot transition to ROLLBACK", logv2.ID(21811), "error", err.Error())
 		return
@@ -331,11 +368,9 @@ func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string
 		if _, on := rollbackHangAfterTransitionToRollback.Evaluate(nil); !on {
 			break
 		}
-		t := time.NewTimer(50 * time.Millisecond)
 		select {
-		case <-t.C:
+		case <-c.clock.After(50 * time.Millisecond):
 		case <-ctx.Done():
-			t.Stop()
 			return
 		}
 	}
@@ -371,7 +406,7 @@ func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string
 		default:
 			// Not straight back to the source that just failed us: the next attempt comes
 			// after a pause, or from another member.
-			c.topo.BlacklistSyncSource(m.ID, time.Now().Add(rollbackRetryDelay))
+			c.topo.BlacklistSyncSource(m.ID, c.clock.Now().Add(rollbackRetryDelay))
 		}
 	}
 	if err == nil {
@@ -381,7 +416,7 @@ func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string
 			c.topo.SetMinValid(res.MinValid)
 		}
 	}
-	if err := c.topo.SetFollowerMode(time.Now(), topology.StateSecondary); err != nil {
+	if err := c.topo.SetFollowerMode(c.clock.Now(), topology.StateSecondary); err != nil {
 		c.log.Error("Cannot leave ROLLBACK", logv2.ID(21812), "error", err.Error())
 	} else if st := c.topo.State(); st != topology.StateSecondary {
 		c.log.Info("Data is behind minValid after rollback; staying RECOVERING until it is applied",
@@ -393,7 +428,7 @@ func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string
 
 // rollbackFrom runs rollback.Run against host with the internal client.
 func (c *Coordinator) rollbackFrom(ctx context.Context, dr *dataRepl, host string, commit optime.OpTime) (rollback.Result, error) {
-	cl, err := fetcher.Connect(host)
+	cl, err := fetcher.Connect(c.opts.Dialer, host)
 	if err != nil {
 		return rollback.Result{}, err
 	}
@@ -469,10 +504,13 @@ func (c *Coordinator) saveRBID(ctx context.Context, n int32) error {
 func (c *Coordinator) SetMyLastAppliedOpTime(o optime.OpTime) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.topo == nil || c.topo.State() == topology.StatePrimary {
+	// A primary-elect still applies (catch-up, drain): its lastApplied moves, and reaching
+	// the catch-up target ends catch-up. A writable primary's lastApplied follows its own
+	// writes (refreshAppliedLocked).
+	if c.topo == nil || c.topo.IsWritablePrimary() {
 		return
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	op := o
 	c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
 	c.handleLocked(now, c.topo.UpdateLastDurableOpTime(now, op))
@@ -502,7 +540,9 @@ func (c *Coordinator) loadConsistencyMarkers() (recovery.Markers, error) {
 func (c *Coordinator) SecondaryReadTimestamp() (ts optime.Timestamp, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.topo == nil || c.topo.State() == topology.StatePrimary {
+	// A primary-elect reads like a secondary until it is writable: its applier may still be
+	// in a batch.
+	if c.topo == nil || c.topo.IsWritablePrimary() {
 		return 0, false
 	}
 	a := c.topo.LastApplied()
@@ -531,7 +571,7 @@ func (s syncSourceChooser) ChooseSyncSource(lastFetched optime.OpTime) string {
 	if c.topo == nil {
 		return ""
 	}
-	id := c.topo.ChooseSyncSource(time.Now(), lastFetched)
+	id := c.topo.ChooseSyncSource(c.clock.Now(), lastFetched)
 	cfg := c.topo.Config()
 	if m := cfg.Member(id); m != nil {
 		c.log.Info("Chose sync source", logv2.ID(21799), "syncSource", m.Host)
@@ -562,5 +602,5 @@ func (s syncSourceChooser) ShouldChangeSyncSource(string) string {
 	if c.topo == nil {
 		return "no config"
 	}
-	return c.topo.ShouldChangeSyncSource(time.Now())
+	return c.topo.ShouldChangeSyncSource(c.clock.Now())
 }

@@ -1,8 +1,6 @@
 package coord
 
 import (
-	"time"
-
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/optime"
@@ -16,7 +14,7 @@ func (c *Coordinator) Status() (bsoncore.Document, error) {
 	if c.topo == nil {
 		return nil, notInitialized()
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	c.refreshAppliedLocked(now)
 	st := c.topo.Status(now)
 	cfg := c.topo.Config()

@@ -44,11 +44,11 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/client"
 	"humongo/internal/failpoint"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
 	"humongo/internal/optime"
-	"humongo/internal/repl/dialer"
 	"humongo/internal/repl/oplog"
 )
 
@@ -95,6 +95,8 @@ type Config struct {
 	// Clients returns the driver client for host; default: a directConnection client per
 	// host owned by the fetcher (closed by Run's return).
 	Clients func(host string) (*mongo.Client, error)
+	// Dialer is the server's host Rewriter the default clients dial through (nil: none).
+	Dialer *client.Rewriter
 	// OnRollbackRequired is called when our oplog diverged from the source's (may be nil);
 	// when set, Run returns right after calling it (the owner rolls back and starts a new
 	// fetcher) instead of denylisting the source and choosing another.
@@ -117,7 +119,7 @@ type Fetcher struct {
 	lastFetched optime.OpTime // guarded by mu
 	source      string        // guarded by mu; current sync source host ("" when none)
 	lastErr     error         // guarded by mu; why fetching from the last source ended
-	clients     *dialer.Pool  // closed when Run returns
+	clients     *client.Pool  // closed when Run returns
 }
 
 // New returns a fetcher; Run starts it.
@@ -138,7 +140,7 @@ func New(cfg Config) *Fetcher {
 		cfg.Log = slog.Default()
 	}
 	return &Fetcher{cfg: cfg, log: cfg.Log.With(logv2.C(logv2.Replication)), lastFetched: cfg.LastFetched,
-		clients: dialer.NewPool(clientOptions)}
+		clients: client.NewPool(clientOptions(cfg.Dialer))}
 }
 
 // LastFetched is the optime of the newest entry pushed into the buffer.
@@ -494,12 +496,16 @@ func (f *Fetcher) client(host string) (*mongo.Client, error) {
 // and it keeps a monitor stream off the member's exhaust path. Server selection on a dead
 // member only waits out its timeout: it is short so a fetcher notices a lost source within a
 // few seconds (a live one is selected at once).
-var clientOptions = dialer.ClientOptions{AppName: "humongod-fetcher", ServerSelectionTimeout: 3 * time.Second,
-	PollMonitoring: true}
+func clientOptions(d *client.Rewriter) client.Options {
+	return client.Options{AppName: "humongod-fetcher", Dialer: d, ServerSelectionTimeout: 3 * time.Second,
+		PollMonitoring: true}
+}
 
-// Connect returns a directConnection client for a member (the internal client), with the
-// fetcher's options.
-func Connect(host string) (*mongo.Client, error) { return dialer.Connect(host, clientOptions) }
+// Connect returns a directConnection client for a member (the internal client), dialed
+// through d, with the fetcher's options.
+func Connect(d *client.Rewriter, host string) (*mongo.Client, error) {
+	return client.Connect(host, clientOptions(d))
+}
 
 // sleepCtx waits d or until ctx ends (the spec's "wait 1 second and choose again").
 func sleepCtx(ctx context.Context, d time.Duration) error {

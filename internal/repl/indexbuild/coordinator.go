@@ -20,7 +20,6 @@ import (
 	"humongo/internal/operation"
 	"humongo/internal/opobserver"
 	"humongo/internal/repl/coord"
-	"humongo/internal/repl/dialer"
 )
 
 // Logger is the oplog writer's two-phase index build entries (oplog.Writer),
@@ -134,7 +133,6 @@ type Coordinator struct {
 	mu      sync.Mutex
 	rc      *coord.Coordinator            // guarded by mu; nil until replication attaches
 	drivers map[catalog.UUID]*buildDriver // guarded by mu
-	peers   *dialer.Pool                  // vote connections by host; closed once the drivers stopped
 	stopped bool                          // guarded by mu
 }
 
@@ -185,8 +183,7 @@ func Of(db *operation.DB) *Coordinator { return coordinators.Get(db) }
 
 func newCoordinator(db *operation.DB) *Coordinator {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Coordinator{db: db, ctx: ctx, cancel: cancel, drivers: map[catalog.UUID]*buildDriver{},
-		peers: dialer.NewPool(dialer.ClientOptions{AppName: "humongod-indexbuilds"})}
+	c := &Coordinator{db: db, ctx: ctx, cancel: cancel, drivers: map[catalog.UUID]*buildDriver{}}
 	db.OnClose(c.stop)
 	reg := db.Colls.IndexBuilds()
 	if db.Log != nil {
@@ -221,7 +218,6 @@ func (c *Coordinator) stop() {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
-	c.peers.Close()
 }
 
 func (c *Coordinator) repl() *coord.Coordinator {
@@ -514,7 +510,12 @@ func (c *Coordinator) setBlockWrites(b *index.TwoPhaseBuild) {
 
 // sendVote sends voteCommitIndexBuild for b to primary.
 func (c *Coordinator) sendVote(b *index.TwoPhaseBuild, primary, me string) error {
-	cl, err := c.peers.Get(primary)
+	// The coordinator's member client: it dials through this server's host rewrites.
+	rc := c.repl()
+	if rc == nil {
+		return mongoerr.New(mongoerr.NoReplicationEnabled, "not running with --replSet")
+	}
+	cl, err := rc.Peer(primary)
 	if err != nil {
 		return err
 	}

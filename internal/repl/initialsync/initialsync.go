@@ -47,6 +47,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
+	"humongo/internal/client"
 	"humongo/internal/failpoint"
 	"humongo/internal/index"
 	"humongo/internal/logv2"
@@ -82,7 +83,10 @@ type Config struct {
 	AwaitTime time.Duration
 	// CloneBatch is how many cloned documents are inserted per storage unit (default 500).
 	CloneBatch int
-	Log        *slog.Logger
+	// Dialer is the server's host Rewriter the clients to the sync source dial through (nil:
+	// none).
+	Dialer *client.Rewriter
+	Log    *slog.Logger
 }
 
 // Syncer runs initial sync and reports its progress (replSetGetStatus.initialSyncStatus).
@@ -231,7 +235,7 @@ func (s *Syncer) attempt(ctx context.Context) (optime.OpTime, error) {
 	s.mu.Lock()
 	s.st.source, s.st.dbsCloned, s.st.collsCloned, s.st.docsCloned, s.st.appliedOps = host, 0, 0, 0, 0
 	s.mu.Unlock()
-	cl, err := fetcher.Connect(host)
+	cl, err := fetcher.Connect(s.cfg.Dialer, host)
 	if err != nil {
 		return optime.OpTime{}, err
 	}
@@ -295,7 +299,7 @@ func (s *Syncer) attempt(ctx context.Context) (optime.OpTime, error) {
 func (s *Syncer) applyOplog(ctx context.Context, host string, begin, stop optime.OpTime) (optime.OpTime, error) {
 	buf := fetcher.NewBuffer(0)
 	f := fetcher.New(fetcher.Config{Chooser: fetcher.FixedSource{Host: host}, Buffer: buf, LastFetched: begin,
-		AwaitTime: s.cfg.AwaitTime, StopAt: stop, Log: s.cfg.Log})
+		AwaitTime: s.cfg.AwaitTime, StopAt: stop, Dialer: s.cfg.Dialer, Log: s.cfg.Log})
 	a := applier.New(applier.Config{Engine: s.cfg.Engine, Catalog: s.cfg.Catalog, Colls: s.cfg.Colls,
 		Writer: s.cfg.Writer, Mode: oplog.ModeInitialSync, LastApplied: begin, Log: s.cfg.Log}).
 		WithApplier(s.cfg.Writer.Applier())

@@ -1,4 +1,4 @@
-package dialer
+package client
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 // A Pool hands out one client per host, and none after Close. mongo.Connect does not dial, so
 // no member needs to run.
 func TestPoolGetAndClose(t *testing.T) {
-	p := NewPool(ClientOptions{AppName: "test-pool", PollMonitoring: true})
+	p := NewPool(Options{AppName: "test-pool", PollMonitoring: true})
 	a1, err := p.Get("127.0.0.1:1")
 	if err != nil {
 		t.Fatal(err)

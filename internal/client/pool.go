@@ -1,4 +1,4 @@
-package dialer
+package client
 
 import (
 	"context"
@@ -11,40 +11,51 @@ import (
 	"humongo/internal/mongoerr"
 )
 
-// ClientOptions are what differs between the internal clients that members open to each
-// other; everything else (a direct connection, Default as the dialer, no driver retries: the
-// replication protocols decide themselves whether and where to retry) is the same for all.
-type ClientOptions struct {
-	// AppName names the client in the remote member's logs and currentOp.
+// Options are what differs between the internal clients a server opens to others;
+// everything else (a direct connection for Connect, no driver retries: the protocols that use
+// them decide themselves whether and where to retry) is the same for all.
+type Options struct {
+	// AppName names the client in the remote server's logs and currentOp.
 	AppName string
-	// ServerSelectionTimeout bounds how long an operation waits for the member to become
-	// selectable, which on a dead member is the whole wait (10 seconds if zero).
+	// Dialer is the owning server's host Rewriter (nil: hosts are dialed as they are).
+	Dialer *Rewriter
+	// ServerSelectionTimeout bounds how long an operation waits for a suitable server, which
+	// on a dead one is the whole wait (10 seconds if zero). An operation's context deadline,
+	// when earlier, bounds it too.
 	ServerSelectionTimeout time.Duration
 	// PollMonitoring makes server monitoring poll instead of stream.
 	PollMonitoring bool
 }
 
-// Connect returns a directConnection client for the member host, dialed through Default.
-func Connect(host string, o ClientOptions) (*mongo.Client, error) {
+// driverOptions are the driver options every internal client shares; uri names the hosts.
+func (o Options) driverOptions(uri string) *options.ClientOptions {
 	sel := o.ServerSelectionTimeout
 	if sel <= 0 {
 		sel = 10 * time.Second
 	}
-	opts := options.Client().ApplyURI("mongodb://" + host + "/?directConnection=true").
+	opts := options.Client().ApplyURI(uri).
 		SetAppName(o.AppName).SetConnectTimeout(5 * time.Second).
-		SetServerSelectionTimeout(sel).SetRetryReads(false).SetRetryWrites(false).
-		SetDialer(Default)
+		SetServerSelectionTimeout(sel).SetRetryReads(false).SetRetryWrites(false)
+	if o.Dialer != nil {
+		opts.SetDialer(o.Dialer)
+	}
 	if o.PollMonitoring {
 		opts.SetServerMonitoringMode(options.ServerMonitoringModePoll)
 	}
-	return mongo.Connect(opts)
+	return opts
 }
 
-// Pool holds one Connect client per member host, created on first use. Close disconnects
+// Connect returns a directConnection client for host, dialed through o.Dialer.
+func Connect(host string, o Options) (*mongo.Client, error) {
+	return mongo.Connect(o.driverOptions("mongodb://" + host + "/?directConnection=true"))
+}
+
+// Pool holds one Connect client per host, created on first use (MongoDB's connection pool
+// per host; the driver pools connections inside each client). Close disconnects
 // them all; afterwards Get fails with ShutdownInProgress, so no client outlives the owner's
 // shutdown.
 type Pool struct {
-	opts ClientOptions
+	opts Options
 
 	mu      sync.Mutex
 	clients map[string]*mongo.Client // guarded by mu
@@ -52,7 +63,7 @@ type Pool struct {
 }
 
 // NewPool returns an empty pool whose clients are built with o.
-func NewPool(o ClientOptions) *Pool {
+func NewPool(o Options) *Pool {
 	return &Pool{opts: o, clients: map[string]*mongo.Client{}}
 }
 

@@ -1,22 +1,22 @@
-// Package dialer is the one place a replica-set member opens TCP connections to other members
-// (heartbeats, votes, replSetUpdatePosition, the oplog fetcher, initial sync, rollback's remote,
-// index-build votes), so that tests can route each member's view of another member through a
-// per-link proxy and partition links between members (ARCHITECTURE.md, testing tier 5;
-// spec/replication.md, "Elections" and "Rollback", whose liveness and rollback rules only show
-// when a primary is cut off from a majority while clients can still reach it).
+// The host Rewriter: every connection the internal client opens to another server goes
+// through one, so that tests can route each server's view of another through a per-link proxy
+// and partition links (ARCHITECTURE.md, testing tier 5; spec/replication.md, "Elections" and
+// "Rollback", whose liveness and rollback rules only show when a primary is cut off from a
+// majority while clients can still reach it).
 //
-// Every internal client is built by Connect (client.go; a Pool holds one per member), which
-// dials through Default. A Rewriter maps a member's host string, as the replica-set config
-// spells it, to the address actually dialed; with no rewrites (production) it dials the host
-// itself. The map is replaced as a whole by the test-only command
-// testingReplicaSetHostRewrites (internal/commands), and a change closes every open connection
-// whose target it moved, so that the driver reconnects through the new target at once instead
-// of keeping pooled connections to the old one.
+// A Rewriter maps a host string, as a replica-set config or a seed list spells it, to the
+// address actually dialed; with no rewrites (production) it dials the host itself. Each server
+// owns one (coord.Options.Dialer), so two servers in one process have separate maps. The map
+// is replaced as a whole by the test-only command testingReplicaSetHostRewrites
+// (internal/commands), and a change closes every open connection whose target it moved, so
+// that the driver reconnects through the new target at once instead of keeping pooled
+// connections to the old one.
 //
 // Invariants: the map is immutable once published (an atomic pointer, so a dial costs one
 // load and one map lookup); every connection a Rewriter returns is tracked until it is closed,
 // and only by the Rewriter that dialed it.
-package dialer
+
+package client
 
 import (
 	"context"
@@ -43,9 +43,6 @@ type Rewriter struct {
 	mu    sync.Mutex
 	conns map[*conn]struct{}
 }
-
-// Default is the process-wide Rewriter every internal client of humongod uses.
-var Default = &Rewriter{}
 
 // Rewrite returns the address to dial for host: its rewrite if one is set, else host.
 func (r *Rewriter) Rewrite(host string) string {

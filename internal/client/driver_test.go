@@ -1,4 +1,4 @@
-package dialer_test
+package client_test
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"humongo/internal/client"
 	"humongo/internal/commands"
 	"humongo/internal/operation"
-	"humongo/internal/repl/dialer"
 	"humongo/internal/server"
 	"humongo/internal/service"
 )
@@ -53,7 +53,7 @@ func startMarked(t *testing.T, name string) string {
 // connections are closed and it reconnects through the new target.
 func TestDriverFollowsRewrites(t *testing.T) {
 	a, b := startMarked(t, "a"), startMarked(t, "b")
-	var r dialer.Rewriter
+	var r client.Rewriter
 	const host = "127.0.0.1:1" // nothing listens there: only a rewrite makes it reachable
 	if _, _, err := r.Set(map[string]string{host: a}); err != nil {
 		t.Fatal(err)
