@@ -11,10 +11,6 @@ import (
 	"humongo/internal/service"
 )
 
-func init() {
-	registerExplain("count", countExplain)
-}
-
 func addCount(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "count",

@@ -15,10 +15,6 @@ import (
 	"humongo/internal/service"
 )
 
-func init() {
-	registerExplain("distinct", distinctExplain)
-}
-
 func addDistinct(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "distinct",

@@ -12,10 +12,6 @@ import (
 	"humongo/internal/service"
 )
 
-func init() {
-	registerExplain("find", findExplain)
-}
-
 func addFind(r *service.Registry) {
 	add(r, &service.Command{
 		Name:        "find",

@@ -15,13 +15,6 @@ import (
 // command, then planned in write mode under an UPDATE or DELETE stage. Nothing is written
 // (MongoDB's explain of a write is read-only too).
 
-func init() {
-	registerExplain("update", writeExplainUpdate)
-	registerExplain("delete", writeExplainDelete)
-	registerExplain("findAndModify", writeExplainFam)
-	registerExplain("findandmodify", writeExplainFam)
-}
-
 // writeExplainEnv returns env with the inner command's $db.
 func writeExplainEnv(env *service.Env, cmd bsoncore.Document) *service.Env {
 	if db, ok := lookup(cmd, "$db").StringValueOK(); ok && db != "" {
