@@ -368,7 +368,7 @@ func (w *aggWriter) FindOne(ctx context.Context, filter bsoncore.Document) (bson
 }
 
 func (w *aggWriter) Insert(ctx context.Context, d bsoncore.Document) error {
-	fixed, err := writeFixForInsert(d)
+	fixed, err := writeFixForInsert(w.db, d)
 	if err != nil {
 		return err
 	}

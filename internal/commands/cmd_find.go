@@ -106,7 +106,7 @@ func runFind(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bson
 	} else {
 		src.SaveState()
 		release()
-		id = cursorManager(env.State).Register(c)
+		id = env.State.Cursors().Register(c)
 	}
 	return cursor.AppendReply(b, id, o.ns, cursor.ReplyOptions{First: true, BatchBeforeID: true}), nil
 }

@@ -28,7 +28,7 @@ type WriteConcernReply = concern.WriteConcernReply
 
 // concernNode is st's view for repl/concern.
 func concernNode(st *service.State) concern.Node {
-	return concern.Node{DB: st.DB, Repl: st.Repl, State: &local(st).concern}
+	return concern.Node{DB: st.DB, Repl: st.Repl, State: &st.Concern}
 }
 
 // BeginOperation records the command's session and shard versions for the operations it

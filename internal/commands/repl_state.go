@@ -98,7 +98,7 @@ func AttachReplication(ctx context.Context, st *service.State, reg *service.Regi
 	}
 	rc.StartDataReplication(coord.DataReplication{Engine: st.DB.Engine, Catalog: st.DB.Catalog,
 		Colls: st.DB.Colls, Writer: w, RollbackDir: rollbackDir, OnRollback: retryable.Sessions(st.DB).Invalidate,
-		KillCursors: func() { cursorManager(st).KillIf(func(*cursor.Cursor) bool { return true }) }})
+		KillCursors: func() { st.Cursors().KillIf(func(*cursor.Cursor) bool { return true }) }})
 	return rc, nil
 }
 

@@ -61,7 +61,7 @@ func (r *Role) TopologyVersion() int64 {
 
 // Shutdown implements service.Role: idle cursors release their storage snapshots before the
 // engine closes.
-func (r *Role) Shutdown() { CloseCursors(r.st) }
+func (r *Role) Shutdown() { r.st.Cursors().Close() }
 
 // NewState returns humongod's server-wide state over db (nil: a server without storage, as
 // some protocol tests run). cfg.Params defaults to mongod's parameters (DefaultParamSpecs).
