@@ -66,7 +66,7 @@ func aggOpenInput(ctx context.Context, st *service.State, ns string, req plan.Re
 	db := st.DB
 	in := &aggInput{db: db, ns: ns, st: st, rs: findReadSource(ctx, ns)}
 	op := db.NewOp(ctx)
-	rd, release, err := openRead(ctx, op, ns, readOwned) // the read seam (read_seam.go)
+	rd, release, err := op.OpenRead(ctx, ns, operation.ReadOwned) // the read seam (operation/read.go)
 	if err != nil {
 		op.Close()
 		return nil, err
@@ -78,7 +78,7 @@ func aggOpenInput(ctx context.Context, st *service.State, ns string, req plan.Re
 		in.ru.Close()
 		return nil, err
 	}
-	in.ex, err = rd.plan(ctx, in.ru, req)
+	in.ex, err = rd.Plan(ctx, in.ru, req)
 	if err != nil {
 		in.unlockNoSave()
 		in.ru.Close()
@@ -215,15 +215,15 @@ func aggScan(ctx context.Context, db *operation.DB, ns string, filter bsoncore.D
 
 // aggScanOp is aggScan under op's Locker (its RecoveryUnit's snapshot is abandoned after).
 func aggScanOp(ctx context.Context, op *operation.Context, ns string, filter bsoncore.Document) ([]bsoncore.Document, error) {
-	rd, release, err := openRead(ctx, op, ns, readOwned) // the read seam (read_seam.go)
+	rd, release, err := op.OpenRead(ctx, ns, operation.ReadOwned) // the read seam (operation/read.go)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	if rd.meta == nil {
+	if rd.Meta() == nil {
 		return nil, nil
 	}
-	ex, err := rd.plan(ctx, op.RU, plan.Request{NS: ns, Filter: filter})
+	ex, err := rd.Plan(ctx, op.RU, plan.Request{NS: ns, Filter: filter})
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +368,7 @@ func (w *aggWriter) FindOne(ctx context.Context, filter bsoncore.Document) (bson
 }
 
 func (w *aggWriter) Insert(ctx context.Context, d bsoncore.Document) error {
-	fixed, err := writeFixForInsert(d)
+	fixed, err := writeFixForInsert(w.db, d)
 	if err != nil {
 		return err
 	}
@@ -409,11 +409,11 @@ func (w *aggWriter) Replace(ctx context.Context, filter, d bsoncore.Document) er
 			return nil
 		}
 		meta, _ := w.db.Catalog.Latest().ByNS(w.writeNS)
-		rd, err := readLocked(op, w.writeNS, meta, coll, readOwned) // the read seam (read_seam.go)
+		rd, err := op.ReadLocked(w.writeNS, meta, coll, operation.ReadOwned) // the read seam (operation/read.go)
 		if err != nil {
 			return err
 		}
-		targets, ex, err := rd.targets(ctx, op.RU, plan.Request{NS: w.writeNS, Filter: filter, Limit: 1})
+		targets, ex, err := rd.Targets(ctx, op.RU, plan.Request{NS: w.writeNS, Filter: filter, Limit: 1})
 		if err != nil {
 			return err
 		}

@@ -7,8 +7,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-
-	"humongo/internal/commands"
 )
 
 // tailOnce opens a tailable awaitData cursor with find (ns's existing documents are consumed
@@ -54,7 +52,7 @@ func tailOnce(t *testing.T, cl *mongo.Client, db, coll string, filter bson.D, wr
 func TestAwaitDataWakesOnWrite(t *testing.T) {
 	s, cl := rsTestServer(t)
 	ctx := context.Background()
-	stats := commands.AwaitStats(s.State())
+	stats := s.State().Cursors().AwaitStats()
 	if err := cl.Database("app").RunCommand(ctx, bson.D{{Key: "create", Value: "capped"}, {Key: "capped", Value: true},
 		{Key: "size", Value: 1 << 20}}).Err(); err != nil {
 		t.Fatal(err)

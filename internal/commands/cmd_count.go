@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/query/plan"
 	"humongo/internal/service"
 )
@@ -87,14 +88,14 @@ func runCount(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bso
 	if err := rcApplyRU(ctx, op.RU); err != nil { // readConcern (repl/concern)
 		return nil, err
 	}
-	rd, release, err := openRead(ctx, op, a.ns, readOwned) // the read seam (read_seam.go)
+	rd, release, err := op.OpenRead(ctx, a.ns, operation.ReadOwned) // the read seam (operation/read.go)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 	// Without a query this is the record store's fast count (plan.Count), unless an
 	// ownership filter must hide orphans.
-	n, err := rd.count(ctx, op.RU, a.req)
+	n, err := rd.Count(ctx, op.RU, a.req)
 	if err != nil {
 		return nil, err
 	}

@@ -235,14 +235,14 @@ func runCreateIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 
 // ddlCollectionEmpty checks that the collection has no record visible to op's snapshot.
 // Index builds see every record, orphans included (MongoDB indexes orphans: a migration back or
-// the range deleter finds them through the indexes), so this is a readAllRecords scan and
+// the range deleter finds them through the indexes), so this is an operation.ReadAllRecords scan and
 // index.Build reads the record store unfiltered.
 func ddlCollectionEmpty(op *operation.Context, m *catalog.CollectionMeta) (bool, error) {
-	rd, err := readLocked(op, m.NS, m, nil, readAllRecords) // the read seam (read_seam.go)
+	rd, err := op.ReadLocked(m.NS, m, nil, operation.ReadAllRecords) // the read seam (operation/read.go)
 	if err != nil {
 		return false, err
 	}
-	cur, err := rd.records(op.RU)
+	cur, err := rd.Records(op.RU)
 	if err != nil {
 		return false, err
 	}

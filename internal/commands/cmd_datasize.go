@@ -9,6 +9,7 @@ import (
 	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/service"
 )
 
@@ -63,12 +64,12 @@ func runDataSize(ctx context.Context, env *service.Env, cmd bsoncore.Document) (
 	defer op.Close()
 	// Orphans count: mongod's dataSize scans without a shard filter (the splitter and the
 	// balancer size the data physically in a range).
-	rd, release, err := openRead(ctx, op, ns, readAllRecords) // the read seam (read_seam.go)
+	rd, release, err := op.OpenRead(ctx, ns, operation.ReadAllRecords) // the read seam (operation/read.go)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	m := rd.meta
+	m := rd.Meta()
 	var size, n int64
 	switch {
 	case m == nil:
@@ -76,7 +77,7 @@ func runDataSize(ctx context.Context, env *service.Env, cmd bsoncore.Document) (
 		n, size = db.Engine.Counts(m.Ident)
 	default:
 		fields, _ := keyPattern.Elements()
-		cur, err := rd.records(op.RU)
+		cur, err := rd.Records(op.RU)
 		if err != nil {
 			return nil, err
 		}

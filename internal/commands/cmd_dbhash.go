@@ -195,13 +195,13 @@ func dbHashReplicated(m *catalog.CollectionMeta) bool {
 // RecordId, see ddlCreateCollection), or, for a capped collection without an _id index, the
 // record store's insertion order, as mongod's collection scan.
 //
-// Orphans are hashed too: mongod's dbHash scans without a shard filter (readAllRecords).
+// Orphans are hashed too: mongod's dbHash scans without a shard filter (operation.ReadAllRecords).
 func dbHashCollection(ctx context.Context, op *operation.Context, m *catalog.CollectionMeta) (string, error) {
-	rd, err := readLocked(op, m.NS, m, nil, readAllRecords) // the read seam (read_seam.go)
+	rd, err := op.ReadLocked(m.NS, m, nil, operation.ReadAllRecords) // the read seam (operation/read.go)
 	if err != nil {
 		return "", err
 	}
-	coll := rd.coll
+	coll := rd.Coll()
 	h := md5.New()
 	if idMeta, ok := m.Index(catalog.IDIndexName); ok && idMeta.Ready {
 		// The index access method is built from the snapshot's metadata, not the newest
@@ -242,7 +242,7 @@ func dbHashCollection(ctx context.Context, op *operation.Context, m *catalog.Col
 	if !m.Capped {
 		return dbHashNoIDIndex, nil
 	}
-	cur, err := rd.records(op.RU)
+	cur, err := rd.Records(op.RU)
 	if err != nil {
 		return "", err
 	}

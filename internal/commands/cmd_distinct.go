@@ -11,6 +11,7 @@ import (
 	"humongo/internal/bsonutil"
 	"humongo/internal/collation"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/query/plan"
 	"humongo/internal/service"
 )
@@ -98,12 +99,12 @@ func runDistinct(ctx context.Context, env *service.Env, cmd bsoncore.Document) (
 		if err := rcApplyRU(ctx, op.RU); err != nil { // readConcern (repl/concern)
 			return nil, err
 		}
-		rd, release, err := openRead(ctx, op, ns, readOwned) // the read seam (read_seam.go)
+		rd, release, err := op.OpenRead(ctx, ns, operation.ReadOwned) // the read seam (operation/read.go)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
-		ex, err := rd.plan(ctx, op.RU, req)
+		ex, err := rd.Plan(ctx, op.RU, req)
 		if err != nil {
 			return nil, err
 		}

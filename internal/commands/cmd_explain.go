@@ -20,6 +20,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/query/plan"
 	"humongo/internal/service"
 )
@@ -164,12 +165,12 @@ func explainPlan(ctx context.Context, env *service.Env, ns string, req plan.Requ
 	findFillRequestDefaults(env, &req)
 	op := db.NewOp(ctx)
 	defer op.Close()
-	rd, release, err := openRead(ctx, op, ns, readOwned) // the read seam (read_seam.go)
+	rd, release, err := op.OpenRead(ctx, ns, operation.ReadOwned) // the read seam (operation/read.go)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer release()
-	ex, err := rd.plan(ctx, op.RU, req)
+	ex, err := rd.Plan(ctx, op.RU, req)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"humongo/internal/cursor"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/query/plan"
 	"humongo/internal/service"
 )
@@ -47,11 +48,11 @@ func runFind(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bson
 	}
 	op := db.NewOp(ctx)
 	defer op.Close()
-	rd, release, err := openRead(ctx, op, o.ns, readOwned) // the read seam (read_seam.go)
+	rd, release, err := op.OpenRead(ctx, o.ns, operation.ReadOwned) // the read seam (operation/read.go)
 	if err != nil {
 		return nil, err
 	}
-	meta := rd.meta
+	meta := rd.Meta()
 	if o.tailable && meta != nil && !meta.Capped {
 		release()
 		return nil, mongoerr.Newf(mongoerr.BadValue, "error processing query: ns=%s tailable cursor requested on non capped collection", o.ns)
@@ -65,7 +66,7 @@ func runFind(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bson
 		ru.Close()
 		return nil, err
 	}
-	ex, err := rd.plan(ctx, ru, req)
+	ex, err := rd.Plan(ctx, ru, req)
 	if err != nil {
 		release()
 		ru.Close()
@@ -101,7 +102,7 @@ func runFind(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bson
 	} else {
 		src.SaveState()
 		release()
-		id = cursorManager(env.State).Register(c)
+		id = env.State.Cursors().Register(c)
 	}
 	return cursor.AppendReply(b, id, o.ns, cursor.ReplyOptions{First: true, BatchBeforeID: true}), nil
 }

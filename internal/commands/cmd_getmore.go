@@ -50,7 +50,7 @@ func runGetMore(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 	if hasBatch && batch > 0 {
 		count = batch
 	}
-	m := cursorManager(env.State)
+	m := env.State.Cursors()
 	c, err := m.Pin(id)
 	if err != nil {
 		return nil, err
@@ -138,7 +138,7 @@ func getMoreBatch(ctx context.Context, env *service.Env, c *cursor.Cursor, count
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	stats := AwaitStats(env.State)
+	stats := env.State.Cursors().AwaitStats()
 	for {
 		select {
 		case <-wake:

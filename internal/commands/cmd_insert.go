@@ -143,7 +143,7 @@ func (w *writeInserter) run(docs []bsoncore.Document) {
 			w.attempted++
 			continue
 		}
-		fixed, err := writeFixForInsert(d)
+		fixed, err := writeFixForInsert(w.op.DB, d)
 		if err != nil {
 			if !flush() {
 				return

@@ -38,7 +38,7 @@ func runKillCursors(ctx context.Context, env *service.Env, cmd bsoncore.Document
 	if err != nil {
 		return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid cursors array: %v", err)
 	}
-	m := cursorManager(env.State)
+	m := env.State.Cursors()
 	var ids, wrongNS []int64
 	for i, v := range vals {
 		if v.Type != bsoncore.TypeInt64 {

@@ -123,20 +123,3 @@ func withOplogSize(m *catalog.CollectionMeta, bytes int64) bsoncore.Document {
 		return bsoncore.AppendInt64Element(b, "size", bytes)
 	})
 }
-
-// oplogSizeAtStartup is the cap AttachReplication gives the oplog, in bytes: the size in
-// the existing oplog's catalog options (set at creation, changed by replSetResizeOplog), as
-// mongod ignores --oplogSize once the oplog exists; else requested (--oplogSize in bytes; 0
-// means the default).
-func oplogSizeAtStartup(db *operation.DB, requested int64) int64 {
-	m, ok := db.Catalog.Latest().ByNS(oplog.NS)
-	if !ok {
-		return requested
-	}
-	if v, err := bsoncore.Document(m.Options).LookupErr("size"); err == nil {
-		if f, ok := service.AsFloat(v); ok && f > 0 {
-			return int64(f)
-		}
-	}
-	return requested
-}

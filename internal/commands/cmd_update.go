@@ -397,7 +397,7 @@ func writeApplyOne(ctx context.Context, op *operation.Context, coll *index.Colle
 // new document is validated as an insert.
 func writeDoUpsert(ctx context.Context, op *operation.Context, coll *index.Collection, st *writeUpdateStmt, upd *writeModifier,
 	res *writeUpdateResult, keepImages bool) error {
-	newDoc, err := writeUpsertDoc(ctx, st.q, upd)
+	newDoc, err := writeUpsertDoc(ctx, op.DB, st.q, upd)
 	if err != nil {
 		return err
 	}
@@ -417,7 +417,7 @@ func writeDoUpsert(ctx context.Context, op *operation.Context, coll *index.Colle
 }
 
 // writeUpsertDoc builds the document an upsert inserts.
-func writeUpsertDoc(ctx context.Context, q bsoncore.Document, upd *writeModifier) (bsoncore.Document, error) {
+func writeUpsertDoc(ctx context.Context, db *operation.DB, q bsoncore.Document, upd *writeModifier) (bsoncore.Document, error) {
 	seed, err := update.UpsertSeed(q)
 	if err != nil {
 		return nil, err
@@ -434,5 +434,5 @@ func writeUpsertDoc(ctx context.Context, q bsoncore.Document, upd *writeModifier
 	if err != nil {
 		return nil, err
 	}
-	return writeFixForInsert(newDoc)
+	return writeFixForInsert(db, newDoc)
 }

@@ -20,22 +20,16 @@ import (
 	"humongo/internal/storage"
 )
 
-// OpState is one command's read/write concern state, carried in its context.
-type OpState = concern.OpState
-
-// WriteConcernReply is a write command's reply whose write concern wait failed.
-type WriteConcernReply = concern.WriteConcernReply
-
 // concernNode is st's view for repl/concern.
 func concernNode(st *service.State) concern.Node {
-	return concern.Node{DB: st.DB, Repl: st.Repl, State: &local(st).concern}
+	return concern.Node{DB: st.DB, Repl: st.Repl, State: &st.Concern}
 }
 
 // BeginOperation records the command's session and shard versions for the operations it
 // starts (operation.Request), gossips cmd's $clusterTime in and, for the read commands,
 // applies their readConcern (wait, read source). The returned context carries the state the
 // read paths and FinishOperation use.
-func BeginOperation(ctx context.Context, env *service.Env, c *service.Command, cmd bsoncore.Document) (context.Context, *OpState, error) {
+func BeginOperation(ctx context.Context, env *service.Env, c *service.Command, cmd bsoncore.Document) (context.Context, *concern.OpState, error) {
 	ctx = operation.WithRequest(ctx, requestOf(cmd))
 	name := ""
 	if c != nil {
@@ -59,13 +53,13 @@ func requestOf(cmd bsoncore.Document) *operation.Request {
 }
 
 // FinishOperation completes the read concern after a successful handler.
-func FinishOperation(ctx context.Context, env *service.Env, s *OpState, reply bsoncore.Document) (bsoncore.Document, error) {
+func FinishOperation(ctx context.Context, env *service.Env, s *concern.OpState, reply bsoncore.Document) (bsoncore.Document, error) {
 	return concern.Finish(ctx, concernNode(env.State), s, reply)
 }
 
 // AppendClusterTime appends `$clusterTime` and `operationTime` to a replica-set member's
 // reply; standalone replies are returned unchanged.
-func AppendClusterTime(env *service.Env, s *OpState, reply bsoncore.Document) bsoncore.Document {
+func AppendClusterTime(env *service.Env, s *concern.OpState, reply bsoncore.Document) bsoncore.Document {
 	if env == nil || env.State == nil {
 		return reply
 	}
@@ -82,7 +76,7 @@ func writeParseConcern(env *service.Env, cmd bsoncore.Document) (concern.WriteCo
 }
 
 // writeFinish waits for wc after a write command's writes; a failed wait returns a
-// *WriteConcernReply.
+// *concern.WriteConcernReply.
 func writeFinish(ctx context.Context, env *service.Env, wc concern.WriteConcern, reply bsoncore.Document) (bsoncore.Document, error) {
 	return concern.WaitForWrite(ctx, concernNode(env.State), wc, reply)
 }

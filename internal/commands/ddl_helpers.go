@@ -9,14 +9,12 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
 	"humongo/internal/cursor"
-	"humongo/internal/index"
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
 	"humongo/internal/optime"
@@ -233,18 +231,6 @@ func ddlCheckCtx(ctx context.Context) error {
 	return nil
 }
 
-// ddlTTLMonitor is the running TTL monitor (serverStatus metrics.ttl may read its counters).
-var ddlTTLMonitor atomic.Pointer[index.TTLMonitor]
-
-// TTLMonitorCounters returns the running TTL monitor's passes and deleted documents
-// (serverStatus metrics.ttl), zeros when none runs.
-func TTLMonitorCounters() (passes, deleted int64) {
-	if m := ddlTTLMonitor.Load(); m != nil {
-		return m.Passes(), m.Deleted()
-	}
-	return 0, 0
-}
-
 // ddlKillCursors kills the open cursors over the given namespaces (after a drop or rename, as
 // MongoDB does: their getMores would otherwise read a collection that is gone). It also kills
 // listIndexes cursors of those collections.
@@ -258,7 +244,7 @@ func ddlKillCursors(env *service.Env, namespaces ...string) {
 		db, coll := catalog.SplitNS(ns)
 		set[db+".$cmd.listIndexes."+coll] = true
 	}
-	cursorManager(env.State).KillIf(func(c *cursor.Cursor) bool { return set[c.NS] })
+	env.State.Cursors().KillIf(func(c *cursor.Cursor) bool { return set[c.NS] })
 }
 
 // ddlKillDatabaseCursors kills every cursor over a collection of db.
@@ -267,7 +253,7 @@ func ddlKillDatabaseCursors(env *service.Env, db string) {
 		return
 	}
 	prefix := db + "."
-	cursorManager(env.State).KillIf(func(c *cursor.Cursor) bool {
+	env.State.Cursors().KillIf(func(c *cursor.Cursor) bool {
 		return strings.HasPrefix(c.NS, prefix) && !strings.HasPrefix(c.NS, prefix+"$cmd.listCollections")
 	})
 }

@@ -590,7 +590,11 @@ func TestDDLTTLMonitor(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if passes, deleted := commands.TTLMonitorCounters(); passes == 0 || deleted != 2 {
+	if m := st.DB.Colls.TTLMonitor(); m == nil || m.Passes() == 0 || m.Deleted() != 2 {
+		var passes, deleted int64
+		if m != nil {
+			passes, deleted = m.Passes(), m.Deleted()
+		}
 		t.Errorf("counters: passes %d deleted %d", passes, deleted)
 	}
 	// Turning clustered TTL off keeps the option out of listCollections.

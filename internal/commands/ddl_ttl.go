@@ -54,10 +54,6 @@ func StartTTLMonitor(ctx context.Context, st *service.State) (stop func()) {
 		},
 	})
 	syncPeriod()
-	m.Start(ctx)
-	ddlTTLMonitor.Store(m)
-	return func() {
-		m.Stop()
-		ddlTTLMonitor.CompareAndSwap(m, nil)
-	}
+	m.Start(ctx) // the node's running monitor until stopped (index.Collections.TTLMonitor)
+	return m.Stop
 }

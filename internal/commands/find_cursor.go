@@ -1,17 +1,13 @@
 package commands
 
-// Cursor plumbing shared by the cursor-returning commands (QUERY engineer): the per-server
-// cursor manager, the Source that runs a query plan across getMores, the first-batch helper
+// Cursor plumbing shared by the cursor-returning commands (QUERY engineer): the Source that runs a query plan across getMores, the first-batch helper
 // for other cursor commands (listCollections, listIndexes), and what awaitData getMores wait
-// on: the capped-collection insert notifier, or on a replica-set member the oplog writer's
+// on: the cursor manager's capped-collection insert notifier, or on a replica-set member the oplog writer's
 // visibility signal (spec/replication.md "Oplog Fetching": the fetcher's long poll must end
 // as soon as an entry can be read, not at maxTimeMS).
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -25,29 +21,6 @@ import (
 	"humongo/internal/service"
 	"humongo/internal/storage"
 )
-
-// cursorManager returns the server's cursor manager, creating it on first use. Its idle
-// timeout follows the cursorTimeoutMillis parameter and it keeps serverStatus
-// metrics.cursor up to date.
-func cursorManager(st *service.State) *cursor.Manager {
-	l := local(st)
-	l.cursorsOnce.Do(func() {
-		c := &st.Counters
-		l.cursors = cursor.NewManager(cursor.Options{
-			Timeout: func() time.Duration {
-				if st.Params == nil {
-					return 10 * time.Minute
-				}
-				return time.Duration(st.Params.Int("cursorTimeoutMillis")) * time.Millisecond
-			},
-			Metrics: cursor.Metrics{
-				Open: &c.CursorsOpenTotal, OpenNoTimeout: &c.CursorsOpenNoTimeout,
-				OpenPinned: &c.CursorsOpenPinned, TimedOut: &c.CursorsTimedOut, TotalOpened: &c.CursorsTotalOpened,
-			},
-		})
-	})
-	return l.cursors
-}
 
 // cursorFirstBatch answers a cursor-returning command whose results are src: it fills the
 // first batch (batchSize documents, or 101 when batchSize < 0, always within 16 MiB),
@@ -69,7 +42,7 @@ func cursorFirstBatch(ctx context.Context, env *service.Env, ns string, src curs
 		src.Close()
 	} else {
 		src.SaveState()
-		id = cursorManager(env.State).Register(c)
+		id = env.State.Cursors().Register(c)
 	}
 	env.State.Counters.DocsReturned.Add(int64(b.Len()))
 	return cursor.AppendReply(b, id, ns, cursor.ReplyOptions{First: true}), nil
@@ -139,43 +112,6 @@ func (s *findSource) Close() {
 	s.ru.Close()
 }
 
-// findNotifier wakes awaitData getMores when documents are inserted into a capped
-// collection. The write path calls findNotifyInsert after an insert commits. The oplog has its
-// own signal (findWaitChan).
-type findNotifier struct {
-	mu sync.Mutex
-	ch map[string]chan struct{} // guarded by mu; nil until the first wait
-}
-
-func findNotifierFor(st *service.State) *findNotifier { return &local(st).notifier }
-
-// wait returns a channel closed at the next insert into ns.
-func (n *findNotifier) wait(ns string) <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	c, ok := n.ch[ns]
-	if !ok {
-		if n.ch == nil {
-			n.ch = map[string]chan struct{}{}
-		}
-		c = make(chan struct{})
-		n.ch[ns] = c
-	}
-	return c
-}
-
-// findNotifyInsert wakes the awaitData cursors of ns (call it from an OnCommit hook of inserts
-// into capped collections; cheap when nobody waits).
-func findNotifyInsert(st *service.State, ns string) {
-	n := findNotifierFor(st)
-	n.mu.Lock()
-	if c, ok := n.ch[ns]; ok {
-		close(c)
-		delete(n.ch, ns)
-	}
-	n.mu.Unlock()
-}
-
 // oplogVisibility is the oplog writer's wake-up for readers (oplog.Writer.VisibilityChanged):
 // closed once new entries may be readable, which on a primary is when the all-durable point
 // passes them (no holes) and on a secondary when lastApplied moves.
@@ -194,20 +130,8 @@ func findWaitChan(st *service.State, ns string) <-chan struct{} {
 			return v.VisibilityChanged()
 		}
 	}
-	return findNotifierFor(st).wait(ns)
+	return st.Cursors().WaitInsert(ns)
 }
-
-// AwaitDataStats counts how awaitData getMores that found nothing ended their waits.
-type AwaitDataStats struct {
-	// Notified: woken by an insert (capped collections) or new visible oplog entries.
-	Notified atomic.Int64
-	// Expired: the await time (maxTimeMS, or 1 s) ran out first.
-	Expired atomic.Int64
-}
-
-// AwaitStats is st's awaitData wait counters (tests assert on them: a replicated write
-// must reach the fetcher through a notification, not through the end of a long poll).
-func AwaitStats(st *service.State) *AwaitDataStats { return &local(st).awaitStats }
 
 // findCursorNotFound is getMore's error for an unknown id.
 func findCursorNotFound(id int64) error { return cursor.NotFound(id) }

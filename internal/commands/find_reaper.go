@@ -17,7 +17,7 @@ func StartCursorReaper(ctx context.Context, st *service.State) (stop func()) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		cursorManager(st).Run(ctx, 4*time.Second)
+		st.Cursors().Run(ctx, 4*time.Second)
 	}()
 	return func() {
 		cancel()

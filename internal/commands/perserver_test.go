@@ -2,7 +2,6 @@ package commands_test
 
 import (
 	"context"
-	"humongo/internal/service"
 	"runtime"
 	"testing"
 	"time"
@@ -12,16 +11,18 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
 	"humongo/internal/repl/indexbuild"
+	"humongo/internal/service"
 	"humongo/internal/txn/retryable"
 )
 
 // TestTwoServersShareNothing starts two replica-set members in one process and checks that
 // what one server holds per server — cursors, retryable-write sessions, default read/write
-// concern, index builds — is not visible on the other (issue 9: these lived in package
-// globals).
+// concern, index builds, the TTL monitor — is not visible on the other (issue 9: these lived
+// in package globals).
 func TestTwoServersShareNothing(t *testing.T) {
 	a, b := startRetryRS(t), startRetryRS(t)
 	docs := bson.A{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 3}}}
@@ -90,6 +91,37 @@ func TestTwoServersShareNothing(t *testing.T) {
 	}
 	if n := len(b.db.Colls.IndexBuilds().List()); n != 0 {
 		t.Fatalf("B lists %d index builds, want none", n)
+	}
+
+	// TTL monitors: each server runs its own over its own collections. A's monitor deletes
+	// A's expired document and counts it; B's monitor, started after A's (the old process-wide
+	// monitor pointer then named B's for both), counts nothing.
+	for _, r := range []*retryRS{a, b} {
+		r.must(t, "admin", bson.D{{Key: "setParameter", Value: 1}, {Key: "ttlMonitorSleepSecs", Value: 1}})
+	}
+	stopA := commands.StartTTLMonitor(context.Background(), a.st)
+	defer stopA()
+	stopB := commands.StartTTLMonitor(context.Background(), b.st)
+	defer stopB()
+	ma, mb := a.db.Colls.TTLMonitor(), b.db.Colls.TTLMonitor()
+	if ma == nil || mb == nil || ma == mb {
+		t.Fatalf("TTL monitors: A %p, B %p; want two running monitors", ma, mb)
+	}
+	a.must(t, "test", bson.D{{Key: "insert", Value: "ttl"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}, {Key: "at", Value: time.Now().Add(-time.Hour)}}}}})
+	a.must(t, "test", bson.D{{Key: "createIndexes", Value: "ttl"}, {Key: "indexes", Value: bson.A{bson.D{{Key: "key", Value: bson.D{{Key: "at", Value: 1}}}, {Key: "name", Value: "at_1"}, {Key: "expireAfterSeconds", Value: 1}}}}})
+	deadline := time.Now().Add(10 * time.Second)
+	for ma.Deleted() != 1 || len(a.find(t, "test.ttl", bson.D{})) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("A's TTL monitor deleted %d documents, want 1 (left: %v)", ma.Deleted(), a.find(t, "test.ttl", bson.D{}))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if a.db.Colls.TTLMonitor() != ma || mb.Deleted() != 0 {
+		t.Fatalf("A's TTL work is not A's: A's monitor %p (started %p), B deleted %d", a.db.Colls.TTLMonitor(), ma, mb.Deleted())
+	}
+	stopB()
+	if b.db.Colls.TTLMonitor() != nil || a.db.Colls.TTLMonitor() != ma {
+		t.Fatal("stopping B's TTL monitor changed which monitors run")
 	}
 }
 

@@ -2,7 +2,13 @@
 // cmd_find.go, ...), each adding itself to the registry value NewRegistry builds; the
 // handlers every role shares (ping, buildInfo, getParameter, listCommands, ...) live in
 // internal/service, and humongos's in internal/router. Role implements service.Role for a
-// data node: the replication gate, read and write concern, $clusterTime gossip.
+// data node: the replication gate, read and write concern, $clusterTime gossip, and the
+// wiring of a member's replication (AttachReplication over repl/member).
+//
+// Per-server state is not kept here: the cursor manager is service.State.Cursors, the concern
+// state service.State.Concern, the TTL monitor its node's index.Collections.TTLMonitor, and
+// the read seam is operation.Context.OpenRead. (The compiled-validator cache is still an
+// operation.DB decoration declared here, in valid_validator.go.)
 //
 // A handler receives the command body as raw BSON and a *service.Env, and returns the reply
 // fields or an error; internal/server turns errors into replies at its single boundary (see

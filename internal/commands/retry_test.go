@@ -28,6 +28,7 @@ import (
 // tests control lsid and txnNumber exactly (the driver would add its own).
 type retryRS struct {
 	db   *operation.DB
+	st   *service.State
 	addr string
 	conn net.Conn
 	reqs int32
@@ -66,7 +67,7 @@ func startRetryRS(t *testing.T) *retryRS {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	r := &retryRS{db: db, addr: addr, conn: conn}
+	r := &retryRS{db: db, st: s.State(), addr: addr, conn: conn}
 	r.must(t, "admin", bson.D{{Key: "replSetInitiate", Value: 1}})
 	deadline := time.Now().Add(10 * time.Second)
 	for !rc.IsWritablePrimary() {

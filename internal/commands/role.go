@@ -3,10 +3,11 @@ package commands
 import (
 	"context"
 	"errors"
-	"humongo/internal/operation"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/operation"
+	"humongo/internal/repl/concern"
 	"humongo/internal/service"
 )
 
@@ -38,10 +39,10 @@ func (r *Role) Begin(ctx context.Context, env *service.Env, c *service.Command, 
 // whose writes succeeded but whose write concern failed becomes ok: 1 with wce.
 func (r *Role) Finish(ctx context.Context, env *service.Env, op any, reply bsoncore.Document, err error) (bsoncore.Document, bsoncore.Document, error) {
 	if err == nil {
-		ops, _ := op.(*OpState)
+		ops, _ := op.(*concern.OpState)
 		reply, err = FinishOperation(ctx, env, ops, reply)
 	}
-	if wcr, ok := errors.AsType[*WriteConcernReply](err); ok {
+	if wcr, ok := errors.AsType[*concern.WriteConcernReply](err); ok {
 		return wcr.Reply, wcr.WCE, nil
 	}
 	return reply, nil, err
@@ -49,7 +50,7 @@ func (r *Role) Finish(ctx context.Context, env *service.Env, op any, reply bsonc
 
 // Decorate implements service.Role: a replica-set member's $clusterTime and operationTime.
 func (r *Role) Decorate(env *service.Env, op any, reply bsoncore.Document) bsoncore.Document {
-	ops, _ := op.(*OpState)
+	ops, _ := op.(*concern.OpState)
 	return AppendClusterTime(env, ops, reply)
 }
 
@@ -61,7 +62,7 @@ func (r *Role) TopologyVersion() int64 {
 
 // Shutdown implements service.Role: idle cursors release their storage snapshots before the
 // engine closes.
-func (r *Role) Shutdown() { CloseCursors(r.st) }
+func (r *Role) Shutdown() { r.st.Cursors().Close() }
 
 // NewState returns humongod's server-wide state over db (nil: a server without storage, as
 // some protocol tests run). cfg.Params defaults to mongod's parameters (DefaultParamSpecs).

@@ -9,8 +9,6 @@ package commands
 import (
 	"context"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -22,6 +20,7 @@ import (
 	"humongo/internal/operation"
 	"humongo/internal/query"
 	"humongo/internal/query/update"
+	"humongo/internal/repl/concern"
 	"humongo/internal/service"
 )
 
@@ -253,15 +252,11 @@ func writeParseArrayFilters(cmdName string, v bsoncore.Value) ([]bsoncore.Docume
 	return out, nil
 }
 
-// writeTSCounter makes top-level Timestamp(0, 0) values unique within a second, standing in
-// for the cluster time MongoDB substitutes for them.
-var writeTSCounter atomic.Uint32
-
 // writeFixForInsert is fixDocumentForInsert: it checks size, nesting, `_id` and returns the
 // document to store, with `_id` first (an ObjectId generated when missing) and top-level
-// Timestamp(0, 0) values replaced by the current time. It returns doc itself when it needs
-// no change.
-func writeFixForInsert(doc bsoncore.Document) (bsoncore.Document, error) {
+// Timestamp(0, 0) values replaced by the current time (concern.FillZeroTimestamp on db's
+// node). It returns doc itself when it needs no change.
+func writeFixForInsert(db *operation.DB, doc bsoncore.Document) (bsoncore.Document, error) {
 	if len(doc) > index.MaxDocumentSize {
 		return nil, mongoerr.Newf(mongoerr.BadValue, "object to insert too large. size in bytes: %d, max size: %d",
 			len(doc), index.MaxDocumentSize)
@@ -324,7 +319,8 @@ func writeFixForInsert(doc bsoncore.Document) (bsoncore.Document, error) {
 		v := e.Value()
 		if v.Type == bsoncore.TypeTimestamp {
 			if t, inc := v.Timestamp(); t == 0 && inc == 0 {
-				out = bsoncore.AppendTimestampElement(out, e.Key(), uint32(time.Now().Unix()), writeTSCounter.Add(1))
+				t, i := concern.FillZeroTimestamp(db)
+				out = bsoncore.AppendTimestampElement(out, e.Key(), t, i)
 				continue
 			}
 		}

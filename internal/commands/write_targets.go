@@ -44,15 +44,15 @@ func writeFindTargets(ctx context.Context, op *operation.Context, ns string, col
 		return nil, nil
 	}
 	ru := op.RU
-	rd, err := readLocked(op, ns, nil, coll, readOwned) // the read seam (read_seam.go)
+	rd, err := op.ReadLocked(ns, nil, coll, operation.ReadOwned) // the read seam (operation/read.go)
 	if err != nil {
 		return nil, err
 	}
-	if rd.coll == nil {
+	if rd.Coll() == nil {
 		return nil, nil
 	}
 	if id, ok := writeIDEquality(spec.filter); ok && spec.hint.Type == 0 && len(spec.sort) <= 5 {
-		rid, doc, found, err := rd.findByID(ru, id)
+		rid, doc, found, err := rd.FindByID(ru, id)
 		switch {
 		case err == nil && !found:
 			return nil, nil
@@ -66,7 +66,7 @@ func writeFindTargets(ctx context.Context, op *operation.Context, ns string, col
 			return nil, err
 		}
 	}
-	ts, ex, err := rd.targets(ctx, ru, plan.Request{
+	ts, ex, err := rd.Targets(ctx, ru, plan.Request{
 		NS: ns, Filter: spec.filter, Matcher: spec.matcher, Sort: spec.sort, Hint: spec.hint,
 		Limit: int64(spec.limit), TempDir: op.DB.TempDir,
 		Collation: spec.coll.c, CollationSet: spec.coll.set,
@@ -89,11 +89,11 @@ func writeFindRIDs(ctx context.Context, op *operation.Context, ns string, coll *
 	if coll == nil {
 		return nil, nil
 	}
-	rd, err := readLocked(op, ns, nil, coll, readOwned) // the read seam (read_seam.go)
-	if err != nil || rd.coll == nil {
+	rd, err := op.ReadLocked(ns, nil, coll, operation.ReadOwned) // the read seam (operation/read.go)
+	if err != nil || rd.Coll() == nil {
 		return nil, err
 	}
-	ex, err := rd.plan(ctx, op.RU, plan.Request{
+	ex, err := rd.Plan(ctx, op.RU, plan.Request{
 		NS: ns, Filter: spec.filter, Matcher: spec.matcher, Sort: spec.sort, Hint: spec.hint,
 		Limit: int64(spec.limit), TempDir: op.DB.TempDir, ForWrite: true,
 		Collation: spec.coll.c, CollationSet: spec.coll.set,

@@ -96,6 +96,10 @@ type Manager struct {
 	mu       sync.Mutex
 	cursors  map[int64]*Cursor
 	lastReap time.Time
+
+	// inserts and awaitStats serve awaitData getMores (await.go).
+	inserts    insertNotifier
+	awaitStats AwaitDataStats
 }
 
 // NewManager returns an empty manager.

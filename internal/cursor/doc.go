@@ -1,7 +1,9 @@
 // Package cursor is the server's cursor manager (MongoDB's CursorManager / ClientCursor): it
 // owns the open cursors of one server, hands out random non-zero int64 ids, pins a cursor while
 // a getMore uses it, kills cursors on request (killCursors) or when idle for longer than
-// cursorTimeoutMillis, and builds the standard cursor reply batches.
+// cursorTimeoutMillis, and builds the standard cursor reply batches. A server holds one
+// Manager (service.State.Cursors), which also wakes its awaitData getMores on capped
+// collections (WaitInsert, NotifyInsert) and counts how their waits end (AwaitStats).
 //
 // A cursor's results come from a Source: the query executor for find (wrapped by the command
 // layer), or a SliceSource of precomputed documents for listCollections, listIndexes and

@@ -446,6 +446,8 @@ type Collections struct {
 	// builds is the registry of running two-phase index builds (twophase.go).
 	buildsOnce sync.Once
 	builds     *IndexBuilds
+	// ttl is the TTL monitor running over these collections (ttl.go), nil when none runs.
+	ttl atomic.Pointer[TTLMonitor]
 }
 
 type observerBox struct{ o opobserver.Observer }

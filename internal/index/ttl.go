@@ -102,7 +102,8 @@ func (m *TTLMonitor) SetIndexDeleteTargetDocs(n int64) {
 func (m *TTLMonitor) Passes() int64  { return m.passes.Load() }
 func (m *TTLMonitor) Deleted() int64 { return m.deleted.Load() }
 
-// Start runs the monitor until ctx is done or Stop is called.
+// Start runs the monitor until ctx is done or Stop is called. Until Stop it is its
+// collections' running monitor (Collections.TTLMonitor).
 func (m *TTLMonitor) Start(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -111,6 +112,7 @@ func (m *TTLMonitor) Start(ctx context.Context) {
 	}
 	ctx, m.cancel = context.WithCancel(ctx)
 	m.done = make(chan struct{})
+	m.cs.ttl.Store(m)
 	go m.run(ctx, m.done)
 }
 
@@ -123,8 +125,13 @@ func (m *TTLMonitor) Stop() {
 	if cancel != nil {
 		cancel()
 		<-done
+		m.cs.ttl.CompareAndSwap(m, nil)
 	}
 }
+
+// TTLMonitor returns the monitor running over cs (started and not stopped), nil when none
+// runs: serverStatus metrics.ttl and tests read its counters. Each node has its own.
+func (cs *Collections) TTLMonitor() *TTLMonitor { return cs.ttl.Load() }
 
 func (m *TTLMonitor) run(ctx context.Context, done chan struct{}) {
 	defer close(done)

@@ -12,7 +12,10 @@
 //     RecoveryUnit, the read source its read concern chose, the logical session it runs in,
 //     and the shardVersion/databaseVersion the request carried;
 //   - the one way to open a collection with locks and a unit of work (ReadCollection,
-//     WriteCollection, EnsureCollection, DDL, DatabaseDDL, InUnit).
+//     WriteCollection, EnsureCollection, DDL, DatabaseDDL, InUnit);
+//   - the one read seam (read.go): every read of user data opens its snapshot with
+//     Context.OpenRead or Context.ReadLocked and plans through the returned Read, which
+//     applies the namespace's ownership filter (DB.OwnershipFilterFor).
 //
 // Read concern (repl), write concern (repl) and retryable writes (txn) sit above this package
 // and use it; command handlers sit above all of them.

@@ -219,6 +219,23 @@ func (cl *Clients) KillAll(cause error) {
 	}
 }
 
+// KillWrites interrupts every running operation whose command reg registers as a write
+// (step-down kills the operations that conflict with the state change, MongoDB's
+// killConflictingOperations).
+func (cl *Clients) KillWrites(reg *Registry, cause error) {
+	for _, c := range cl.Conns() {
+		c.mu.Lock()
+		op := c.op
+		c.mu.Unlock()
+		if op == nil {
+			continue
+		}
+		if cmd := reg.Lookup(op.Name); cmd != nil && cmd.Writes {
+			op.kill(cause)
+		}
+	}
+}
+
 func (o *Op) kill(cause error) {
 	o.killed.Store(true)
 	o.cancel(cause)

@@ -10,8 +10,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/cursor"
 	"humongo/internal/logv2"
 	"humongo/internal/operation"
+	"humongo/internal/repl/concern"
 	"humongo/internal/repl/coord"
 	"humongo/internal/txn/lsc"
 )
@@ -56,6 +58,13 @@ type State struct {
 	// ShutdownStarted is closed when shutdown begins: awaitable hellos stop waiting.
 	ShutdownStarted <-chan struct{}
 
+	// Concern is the server's gossiped cluster time and its default read and write concern
+	// (repl/concern; zero value ready).
+	Concern concern.ServerState
+
+	cursorsOnce sync.Once
+	cursors     *cursor.Manager // see Cursors
+
 	decoMu sync.Mutex
 	decos  map[any]any // guarded by decoMu; see Decorate
 }
@@ -76,6 +85,28 @@ func (s *State) Decorate(key any, init func() any) any {
 	v := init()
 	s.decos[key] = v
 	return v
+}
+
+// Cursors returns the server's cursor manager, built on first use. Its idle timeout follows
+// the cursorTimeoutMillis parameter and it keeps serverStatus metrics.cursor (Counters) up
+// to date. The role closes it at shutdown, before storage closes under its cursors.
+func (s *State) Cursors() *cursor.Manager {
+	s.cursorsOnce.Do(func() {
+		c := &s.Counters
+		s.cursors = cursor.NewManager(cursor.Options{
+			Timeout: func() time.Duration {
+				if s.Params == nil {
+					return 10 * time.Minute
+				}
+				return time.Duration(s.Params.Int("cursorTimeoutMillis")) * time.Millisecond
+			},
+			Metrics: cursor.Metrics{
+				Open: &c.CursorsOpenTotal, OpenNoTimeout: &c.CursorsOpenNoTimeout,
+				OpenPinned: &c.CursorsOpenPinned, TimedOut: &c.CursorsTimedOut, TotalOpened: &c.CursorsTotalOpened,
+			},
+		})
+	})
+	return s.cursors
 }
 
 // CmdLine is what getCmdLineOpts reports.

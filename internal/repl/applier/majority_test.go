@@ -16,7 +16,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
-	"humongo/internal/commands"
 	"humongo/internal/repl/applier"
 	"humongo/internal/repl/applier/repltest"
 	"humongo/internal/repl/oplog"
@@ -32,7 +31,7 @@ func TestMajorityWriteDoesNotWaitOutTheLongPoll(t *testing.T) {
 	const longPoll = 30 * time.Second
 	ns := repltest.StartReplSet(t, repltest.ReplSetOptions{Member: repltest.MemberOptions{AwaitTime: longPoll}})
 	p := ns[0]
-	stats := commands.AwaitStats(p.Srv.State())
+	stats := p.Srv.State().Cursors().AwaitStats()
 	coll := p.Client.Database("app").Collection("wmaj", options.Collection().SetWriteConcern(writeconcern.Majority()))
 	// Liveness only: a single insert that waited for a poll to run out would exceed this.
 	ctx, cancel := context.WithTimeout(context.Background(), longPoll-5*time.Second)

@@ -1,12 +1,14 @@
 package concern
 
 import (
-	"humongo/internal/optime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/operation"
+	"humongo/internal/optime"
 	"humongo/internal/repl/coord"
 )
 
@@ -82,3 +84,15 @@ func AppendClusterTime(n Node, s *OpState, reply bsoncore.Document) bsoncore.Doc
 
 // coordMajority is {w: "majority"} for the coordinator.
 func coordMajority() coord.WriteConcern { return coord.WriteConcern{Majority: true} }
+
+// zeroTSCounter is a node's increment for FillZeroTimestamp (an operation.DB decoration:
+// the insert paths that need it hold the operation context, not the server's State).
+var zeroTSCounter = operation.NewDecoration(func(*operation.DB) *atomic.Uint32 { return new(atomic.Uint32) })
+
+// FillZeroTimestamp is the value a top-level Timestamp(0, 0) of a document inserted on db's
+// node takes: the current second and an increment unique on the node, standing in for the
+// cluster-time tick MongoDB's LogicalClock reserves for it (unique per process there; each
+// node here has its own counter, as each in-process server has its own clock).
+func FillZeroTimestamp(db *operation.DB) (t, i uint32) {
+	return uint32(time.Now().Unix()), zeroTSCounter.Get(db).Add(1)
+}

@@ -15,13 +15,11 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
-	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/commands"
 	"humongo/internal/operation"
-	"humongo/internal/optime"
-	"humongo/internal/repl/applier"
 	"humongo/internal/repl/coord"
+	"humongo/internal/repl/member"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/server"
 	"humongo/internal/service"
@@ -292,21 +290,9 @@ func TopOfOplog(t testing.TB, n *Node) bson.Timestamp {
 	return bson.Timestamp{T: s, I: i}
 }
 
-// noopWriter adapts the oplog writer to the coordinator's no-op API (as the command layer's
-// AttachReplication does).
-type noopWriter struct{ w *oplog.Writer }
-
-func (r noopWriter) AppendNoop(ctx context.Context, msg string) (optime.OpTime, error) {
-	ot, err := r.w.LogNoop(ctx, bsoncore.NewDocumentBuilder().AppendString("msg", msg).Build())
-	if err != nil {
-		return optime.OpTime{}, err
-	}
-	return ot, nil
-}
-
 // StartReplSetMember starts a replica-set member of setName with data replication (initial
-// sync, fetcher, applier) wired to its coordinator: commands.AttachReplication plus
-// Coordinator.StartDataReplication. Its fetcher long-polls for 100 ms.
+// sync, fetcher, applier) wired to its coordinator by repl/member.Attach, without
+// humongod's rollback hooks. Its fetcher long-polls for 100 ms.
 func StartReplSetMember(t testing.TB, setName string) *Node {
 	t.Helper()
 	return StartReplSetMemberWith(t, setName, MemberOptions{AwaitTime: 100 * time.Millisecond})
@@ -325,24 +311,18 @@ func StartReplSetMemberWith(t testing.TB, setName string, o MemberOptions) *Node
 	n := start(t)
 	st := n.Srv.State()
 	ctx := context.Background()
-	var rc *coord.Coordinator
-	w, err := oplog.Open(ctx, oplog.Config{Engine: n.DB.Engine, Catalog: n.DB.Catalog, Colls: n.DB.Colls,
-		MaxSizeBytes: 64 << 20, Term: func() int64 { return rc.Term() }, TempDir: n.DB.TempDir})
+	rc, w, err := member.Attach(ctx, member.Config{
+		DB: n.DB,
+		Coord: coord.Options{SetName: setName, Self: n.Host, TickInterval: 20 * time.Millisecond,
+			KillWrites: func(cause error) { st.Clients.KillWrites(n.Srv.Registry(), cause) }},
+		OplogSizeBytes: 64 << 20,
+		Data: coord.DataReplication{AwaitTime: o.AwaitTime,
+			Fatal: func(err error) { t.Errorf("%s: fatal apply error: %v", n.Host, err) }},
+		Publish: func(rc *coord.Coordinator) { st.Repl = rc },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc = coord.New(coord.Options{SetName: setName, Self: n.Host, Store: commands.ReplStore{DB: n.DB},
-		Engine: n.DB.Engine, Locks: n.DB.Locks, Oplog: noopWriter{w}, TickInterval: 20 * time.Millisecond,
-		TopOfOplog: func() (optime.OpTime, error) { return applier.TopOfOplog(n.DB.Engine, w.Ident()) },
-		KillWrites: func(cause error) { commands.KillWritesForStepDown(st, n.Srv.Registry(), cause) }})
-	n.DB.SetObserver(w)
-	st.Repl = rc
-	commands.AttachIndexBuilds(st) // as commands.AttachReplication: two-phase index builds vote
-	if err := rc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rc.StartDataReplication(coord.DataReplication{Engine: n.DB.Engine, Catalog: n.DB.Catalog, Colls: n.DB.Colls,
-		Writer: w, AwaitTime: o.AwaitTime, Fatal: func(err error) { t.Errorf("%s: fatal apply error: %v", n.Host, err) }})
 	n.RC, n.Writer = rc, w
 	n.connect(t)
 	return n
