@@ -180,3 +180,30 @@ func UserOptions(m *catalog.CollectionMeta) bsoncore.Document {
 	b, _ = bsoncore.AppendDocumentEnd(b, idx)
 	return b
 }
+
+// FirstDocument returns a copy of the first record of ns in storage order, nil when ns is
+// missing or empty. It reads the single-document internal collections (the replica-set config
+// and election record, the default read/write concern), which are not user data and so do not
+// go through the read seam.
+func (d *DB) FirstDocument(ctx context.Context, ns string) (bsoncore.Document, error) {
+	op := d.NewOp(ctx)
+	defer op.Close()
+	_, coll, release, err := op.ReadCollection(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if coll == nil {
+		return nil, nil
+	}
+	cur, err := coll.RecordStore().NewCursor(op.RU, false)
+	if err != nil {
+		return nil, err
+	}
+	defer cur.Close()
+	_, doc, ok := cur.Next()
+	if !ok {
+		return nil, cur.Err()
+	}
+	return append(bsoncore.Document(nil), doc...), nil
+}

@@ -56,7 +56,7 @@ func (d *rwDefaults) get() defaultsValue {
 	if !d.loaded && d.db != nil {
 		d.loaded = true
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		doc, err := loadFirst(ctx, d.db, settingsNS)
+		doc, err := d.db.FirstDocument(ctx, settingsNS)
 		cancel()
 		if err == nil && doc != nil {
 			if id, _ := lookup(doc, "_id").StringValueOK(); id == settingsID {
@@ -67,29 +67,6 @@ func (d *rwDefaults) get() defaultsValue {
 		}
 	}
 	return d.v
-}
-
-// loadFirst returns the first document of ns, or nil.
-func loadFirst(ctx context.Context, db *operation.DB, ns string) (bsoncore.Document, error) {
-	op := db.NewOp(ctx)
-	defer op.Close()
-	_, coll, release, err := op.ReadCollection(ctx, ns)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	if coll == nil {
-		return nil, nil
-	}
-	cur, err := coll.RecordStore().NewCursor(op.RU, false)
-	if err != nil {
-		return nil, err
-	}
-	_, doc, ok := cur.Next()
-	if !ok {
-		return nil, cur.Err()
-	}
-	return append(bsoncore.Document(nil), doc...), nil
 }
 
 // defaultsFromDoc parses a stored defaults document.

@@ -18,25 +18,7 @@ var _ coord.Store = Store{}
 
 // Load returns the collection's only document, or nil.
 func (s Store) Load(ctx context.Context, ns string) (bsoncore.Document, error) {
-	op := s.DB.NewOp(ctx)
-	defer op.Close()
-	_, coll, release, err := op.ReadCollection(ctx, ns)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	if coll == nil {
-		return nil, nil
-	}
-	cur, err := coll.RecordStore().NewCursor(op.RU, false)
-	if err != nil {
-		return nil, err
-	}
-	_, doc, ok := cur.Next()
-	if !ok {
-		return nil, cur.Err()
-	}
-	return append(bsoncore.Document(nil), doc...), nil
+	return s.DB.FirstDocument(ctx, ns)
 }
 
 // Save replaces the collection's only document; durable waits for the journal.
