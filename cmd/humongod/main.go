@@ -1,7 +1,8 @@
 // Command humongod is Humongo's data node, the mongod analog: it takes mongod's flags and
-// YAML configuration (see config.go for what is understood and the precedence flags > config
-// file > defaults), locks its dbpath, serves the MongoDB wire protocol through
-// internal/server, and shuts down cleanly on SIGINT/SIGTERM or the shutdown command.
+// YAML configuration (see config.go and internal/process for what is understood and the
+// precedence flags > config file > defaults), locks its dbpath, serves the MongoDB wire
+// protocol through internal/server, and shuts down cleanly on SIGINT/SIGTERM or the shutdown
+// command (process.Run).
 //
 // Exit codes follow mongod: 0 clean shutdown, 2 bad options, 48 the port could not be bound,
 // 100 any other startup failure, including DBPathInUse (another process holds the dbpath).
@@ -9,18 +10,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
-	"path/filepath"
-	"runtime"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"humongo/internal/client"
@@ -28,18 +23,11 @@ import (
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
+	"humongo/internal/process"
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/recovery"
 	"humongo/internal/server"
 	"humongo/internal/service"
-)
-
-// Exit codes, as mongod's ExitCode enum.
-const (
-	exitClean      = 0
-	exitBadOptions = 2
-	exitNetError   = 48
-	exitUncaught   = 100
 )
 
 // openDB opens the data directory; the server closes it last at shutdown, after every command
@@ -55,23 +43,17 @@ func main() {
 func run(argv []string, stdout, stderr io.Writer) int {
 	opts, err := parseOptions(argv[1:], stderr)
 	if err != nil {
-		if errors.Is(err, errBadOptions) {
-			fmt.Fprintln(stderr, err)
-			return exitBadOptions
-		}
-		fmt.Fprintln(stderr, err)
-		return exitUncaught
+		return process.OptionsFailed(err, stderr)
 	}
 	if opts.Version {
-		fmt.Fprintf(stdout, "db version v%s\nBuild Info: {\"version\": %q, \"gitVersion\": %q, \"environment\": {\"distarch\": %q, \"target_os\": %q}}\n",
-			service.Version, service.Version, service.GitVersion, runtime.GOARCH, runtime.GOOS)
-		return exitClean
+		process.PrintVersion(stdout, "db")
+		return process.ExitClean
 	}
 
-	logOut, closeLog, err := openLog(opts, stdout)
+	logOut, closeLog, err := opts.OpenLog(stdout)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return exitBadOptions
+		return process.ExitBadOptions
 	}
 	defer closeLog()
 	h := logv2.NewHandler(logOut, nil)
@@ -81,30 +63,24 @@ func run(argv []string, stdout, stderr io.Writer) int {
 
 func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int {
 	params := service.NewParams(commands.DefaultParamSpecs())
-	for _, kv := range opts.SetParameters {
-		if err := params.SetString(kv[0], kv[1]); err != nil {
-			log.Error("Error setting parameter", logv2.C(logv2.Control), logv2.ID(20574), "error", err.Error())
-			return exitBadOptions
-		}
+	if err := process.SetParameters(params, opts.SetParameters, log); err != nil {
+		return process.ExitBadOptions
 	}
 	host, _ := os.Hostname()
 	log.Info("MongoDB starting", logv2.C(logv2.Control), logv2.ID(4615611), "pid", os.Getpid(), "port", opts.Port,
 		"dbPath", opts.DBPath, "architecture", "64-bit", "host", host)
-	log.Info("Build Info", logv2.C(logv2.Control), logv2.ID(23403), "version", service.Version,
-		"gitVersion", service.GitVersion, "goVersion", runtime.Version())
-	log.Info("Options set by command line", logv2.C(logv2.Control), logv2.ID(21951),
-		"options", logv2.BSON(opts.parsed()))
+	process.LogOptions(log, opts.parsed())
 
 	lock, err := lockDBPath(opts.DBPath)
 	if err != nil {
 		fatal(log, err)
-		return exitUncaught
+		return process.ExitUncaught
 	}
 	db, err := openDB(opts.DBPath, log)
 	if err != nil {
 		_ = lock.Close()
 		fatal(log, err)
-		return exitUncaught
+		return process.ExitUncaught
 	}
 	if opts.ReplSet != "" {
 		// Startup recovery runs before anything else can read or write (spec "Startup
@@ -113,7 +89,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 			_ = db.Close()
 			_ = lock.Close()
 			fatal(log, err)
-			return exitUncaught
+			return process.ExitUncaught
 		}
 	}
 	// Closed in reverse order: storage first (background work that writes through it, such as
@@ -126,8 +102,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		return db.Close()
 	})
 	closers := []server.Closer{lock, closeDB}
-	log.Warn("Access control is not enabled for the database. Read and write access to data and configuration is unrestricted",
-		logv2.C(logv2.Control), logv2.ID(22120), logv2.StartupWarning())
+	process.WarnNoAccessControl(log)
 
 	// The binary builds the server-wide state, mongod's registry and role; the front end is
 	// the same as humongos's.
@@ -156,7 +131,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 			_ = closers[i].Close()
 		}
 		fatal(log, err)
-		return exitNetError
+		return process.ExitNetError
 	}
 	ttl := commands.StartTTLMonitor(context.Background(), s.State())
 	reaper := commands.StartCursorReaper(context.Background(), s.State())
@@ -176,35 +151,14 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		if err != nil {
 			fatal(log, err)
 			_ = s.Close()
-			return exitUncaught
+			return process.ExitUncaught
 		}
 		stopBackground = func() {
 			rc.Close()
 			stopTTL()
 		}
 	}
-	s.Start()
-
-	sigc := make(chan os.Signal, 1)
-	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigc)
-	select {
-	case sig := <-sigc:
-		log.Info("Received signal", logv2.C(logv2.Control), logv2.ID(23377), logv2.Ctx("SignalHandler"),
-			"signal", int(sig.(syscall.Signal)), "error", sig.String())
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err = s.Shutdown(ctx)
-		cancel()
-	case <-s.Done():
-		err = s.Err()
-	}
-	code := exitClean
-	if err != nil {
-		log.Error("Error during shutdown", logv2.C(logv2.Control), logv2.ID(4784931), "error", err.Error())
-		code = exitUncaught
-	}
-	log.Info("Shutting down", logv2.C(logv2.Control), logv2.ID(23138), "exitCode", code)
-	return code
+	return process.Run(s, log)
 }
 
 // recoverReplicaSetMember runs startup recovery on a replica-set member's data (truncate
@@ -248,27 +202,4 @@ func fatal(log *slog.Logger, err error) {
 	code := mongoerr.CodeOf(err)
 	log.Log(context.Background(), logv2.LevelFatal, "Fatal assertion", logv2.C(logv2.Storage), logv2.ID(28595),
 		"code", int(code), "codeName", code.Name(), "error", err.Error())
-}
-
-// openLog opens the log destination: stdout, or --logpath, which without --logappend is
-// rotated aside first (renamed with a timestamp suffix) as mongod does.
-func openLog(o *Options, stdout io.Writer) (io.Writer, func(), error) {
-	if o.LogPath == "" || o.LogToSyslog {
-		return stdout, func() {}, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(o.LogPath), 0o750); err != nil {
-		return nil, nil, fmt.Errorf("logpath %s: %w", o.LogPath, err)
-	}
-	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
-	if !o.LogAppend {
-		if _, err := os.Stat(o.LogPath); err == nil {
-			suffix := strings.ReplaceAll(time.Now().UTC().Format("2006-01-02T15-04-05"), ":", "-")
-			_ = os.Rename(o.LogPath, o.LogPath+"."+suffix)
-		}
-	}
-	f, err := os.OpenFile(o.LogPath, flags, 0o640)
-	if err != nil {
-		return nil, nil, fmt.Errorf("Can't initialize rotatable log file: %w", err)
-	}
-	return f, func() { _ = f.Close() }, nil
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,108 +9,24 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"humongo/internal/cluster"
+	"humongo/internal/process"
 )
 
-// buildBinary runs `go build ./cmd/humongod` into a temp dir.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "humongod")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// proc is a running humongod whose stdout log is scanned for the listening port.
-type proc struct {
-	cmd  *exec.Cmd
-	port int
-	log  chan string // remaining log lines
-}
-
-func startProc(t *testing.T, bin string, args ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, log: make(chan string, 1024)}
-	portc := make(chan int, 1)
-	go func() {
-		defer close(p.log)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			line := sc.Text()
-			var rec struct {
-				Msg  string `json:"msg"`
-				Attr struct {
-					Port int `json:"port"`
-				} `json:"attr"`
-			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "Waiting for connections" {
-				portc <- rec.Attr.Port
-			}
-			select {
-			case p.log <- line:
-			default:
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	select {
-	case p.port = <-portc:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no 'Waiting for connections' line")
-	}
-	return p
-}
-
-func exitCode(t *testing.T, cmd *exec.Cmd) int {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("process did not exit")
-		return -1
-	}
-}
-
 func TestBinaryPingSigtermAndDBPathLock(t *testing.T) {
-	bin := buildBinary(t)
-	dbpath := filepath.Join(t.TempDir(), "db") // created by humongod
-	p := startProc(t, bin, "--port", "0", "--dbpath", dbpath)
+	bin := filepath.Join(cluster.MustBuild(t, "humongod"), "humongod")
+	p := cluster.StartProcess(t, cluster.ProcessOptions{Name: "humongod", Binary: bin, Dir: t.TempDir()})
+	dbpath := p.DBPath() // created by humongod
 
 	cl, err := mongo.Connect(options.Client().
-		ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", p.port)).
+		ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", p.Port())).
 		SetServerSelectionTimeout(5 * time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -138,11 +52,9 @@ func TestBinaryPingSigtermAndDBPathLock(t *testing.T) {
 		t.Errorf("second server: exit %d\n%s", second.ProcessState.ExitCode(), out)
 	}
 
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := exitCode(t, p.cmd); code != 0 {
-		t.Fatalf("exit code %d after SIGTERM", code)
+	// Stop sends SIGTERM and fails unless the exit code is 0.
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatalf("after SIGTERM: %v", err)
 	}
 	// The lock is released and emptied on clean shutdown.
 	if data, err := os.ReadFile(filepath.Join(dbpath, lockFileName)); err != nil || len(data) != 0 {
@@ -189,10 +101,10 @@ operationProfiling:
 	if err := os.WriteFile(cfg, []byte("net:\n  bogus: 1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := parseOptions([]string{"--config", cfg}, io.Discard); !errors.Is(err, errBadOptions) {
+	if _, err := parseOptions([]string{"--config", cfg}, io.Discard); !errors.Is(err, process.ErrBadOptions) {
 		t.Errorf("unknown config key: %v", err)
 	}
-	if code := run([]string{"humongod", "--nope"}, io.Discard, io.Discard); code != exitBadOptions {
+	if code := run([]string{"humongod", "--nope"}, io.Discard, io.Discard); code != process.ExitBadOptions {
 		t.Errorf("bad flag exit %d", code)
 	}
 }

@@ -13,29 +13,15 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"runtime"
-	"syscall"
-	"time"
 
 	"humongo/internal/logv2"
+	"humongo/internal/process"
 	"humongo/internal/router"
 	"humongo/internal/server"
 	"humongo/internal/service"
-)
-
-// Exit codes, as mongos's ExitCode enum.
-const (
-	exitClean      = 0
-	exitBadOptions = 2
-	exitNetError   = 48
-	exitUncaught   = 100
 )
 
 func main() {
@@ -45,16 +31,11 @@ func main() {
 func run(argv []string, stdout, stderr io.Writer) int {
 	opts, err := parseOptions(argv[1:], stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		if errors.Is(err, errBadOptions) {
-			return exitBadOptions
-		}
-		return exitUncaught
+		return process.OptionsFailed(err, stderr)
 	}
 	if opts.Version {
-		fmt.Fprintf(stdout, "mongos version v%s\nBuild Info: {\"version\": %q, \"gitVersion\": %q, \"environment\": {\"distarch\": %q, \"target_os\": %q}}\n",
-			service.Version, service.Version, service.GitVersion, runtime.GOARCH, runtime.GOOS)
-		return exitClean
+		process.PrintVersion(stdout, "mongos")
+		return process.ExitClean
 	}
 	h := logv2.NewHandler(stdout, nil)
 	log := slog.New(h).With(logv2.Ctx("mongosMain"))
@@ -63,18 +44,11 @@ func run(argv []string, stdout, stderr io.Writer) int {
 
 func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int {
 	params := service.NewParams(router.ParamSpecs())
-	for _, kv := range opts.SetParameters {
-		if err := params.SetString(kv[0], kv[1]); err != nil {
-			log.Error("Error setting parameter", logv2.C(logv2.Control), logv2.ID(20574), "error", err.Error())
-			return exitBadOptions
-		}
+	if err := process.SetParameters(params, opts.SetParameters, log); err != nil {
+		return process.ExitBadOptions
 	}
-	log.Info("Build Info", logv2.C(logv2.Control), logv2.ID(23403), "version", service.Version,
-		"gitVersion", service.GitVersion, "goVersion", runtime.Version())
-	log.Info("Options set by command line", logv2.C(logv2.Control), logv2.ID(21951),
-		"options", logv2.BSON(opts.parsed()))
-	log.Warn("Access control is not enabled for the database. Read and write access to data and configuration is unrestricted",
-		logv2.C(logv2.Control), logv2.ID(22120), logv2.StartupWarning())
+	process.LogOptions(log, opts.parsed())
+	process.WarnNoAccessControl(log)
 
 	st := service.NewState(service.Config{
 		Params:  params,
@@ -92,28 +66,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 	})
 	if err != nil {
 		log.Error("Error starting the router", logv2.C(logv2.Control), logv2.ID(23091), "error", err.Error())
-		return exitNetError
+		return process.ExitNetError
 	}
-	s.Start()
-
-	sigc := make(chan os.Signal, 1)
-	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigc)
-	select {
-	case sig := <-sigc:
-		log.Info("Received signal", logv2.C(logv2.Control), logv2.ID(23377), logv2.Ctx("SignalHandler"),
-			"signal", int(sig.(syscall.Signal)), "error", sig.String())
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err = s.Shutdown(ctx)
-		cancel()
-	case <-s.Done():
-		err = s.Err()
-	}
-	code := exitClean
-	if err != nil {
-		log.Error("Error during shutdown", logv2.C(logv2.Control), logv2.ID(4784931), "error", err.Error())
-		code = exitUncaught
-	}
-	log.Info("Shutting down", logv2.C(logv2.Control), logv2.ID(23138), "exitCode", code)
-	return code
+	return process.Run(s, log)
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,65 +16,16 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"humongo/internal/cluster"
 	"humongo/internal/mongoerr"
+	"humongo/internal/process"
 )
 
-// buildBinary runs `go build ./cmd/humongos` into a temp dir.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "humongos")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// startRouter starts bin with args and returns the process and the port its "Waiting for
-// connections" log line reports.
-func startRouter(t *testing.T, bin string, args ...string) (*exec.Cmd, int) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	portc := make(chan int, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			var rec struct {
-				Msg  string `json:"msg"`
-				Attr struct {
-					Port int `json:"port"`
-				} `json:"attr"`
-			}
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "Waiting for connections" {
-				portc <- rec.Attr.Port
-			}
-		}
-	}()
-	select {
-	case port := <-portc:
-		return cmd, port
-	case <-time.After(20 * time.Second):
-		t.Fatal("no 'Waiting for connections' line")
-		return nil, 0
-	}
-}
-
 func TestRouterSkeleton(t *testing.T) {
-	bin := buildBinary(t)
-	cmd, port := startRouter(t, bin, "--configdb", "cfg/127.0.0.1:1", "--port", "0", "--bind_ip", "127.0.0.1")
+	bin := filepath.Join(cluster.MustBuild(t, "humongos"), "humongos")
+	p := cluster.StartProcess(t, cluster.ProcessOptions{Name: "humongos", Binary: bin, Dir: t.TempDir(), NoDBPath: true,
+		Args: []string{"--configdb", "cfg/127.0.0.1:1", "--bind_ip", "127.0.0.1"}})
+	port := p.Port()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -129,16 +77,14 @@ func TestRouterSkeleton(t *testing.T) {
 		t.Fatalf("unknown command: got %v, want CommandNotFound", err)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
+	// Stop sends SIGTERM and fails unless the exit code is 0.
+	if err := p.Stop(context.Background()); err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
 	}
 }
 
 func TestBadConfigDBRefused(t *testing.T) {
-	bin := buildBinary(t)
+	bin := filepath.Join(cluster.MustBuild(t, "humongos"), "humongos")
 	for _, args := range [][]string{
 		{},                                    // --configdb is required
 		{"--configdb", "127.0.0.1:1"},         // not a replica-set connection string
@@ -150,8 +96,8 @@ func TestBadConfigDBRefused(t *testing.T) {
 		cmd := exec.Command(bin, append([]string{"--port", "0"}, args...)...)
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != exitBadOptions {
-			t.Errorf("%q: exit %v, want %d (output %s)", args, err, exitBadOptions, out)
+		if !errors.As(err, &ee) || ee.ExitCode() != process.ExitBadOptions {
+			t.Errorf("%q: exit %v, want %d (output %s)", args, err, process.ExitBadOptions, out)
 		}
 	}
 }
@@ -183,7 +129,7 @@ func TestConfigFileAndFlagPrecedence(t *testing.T) {
 	if err := os.WriteFile(path, []byte("sharding:\n  unknownKey: 1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := parseOptions([]string{"--config", path, "--configdb", "cfg/h:1"}, io.Discard); !errors.Is(err, errBadOptions) {
+	if _, err := parseOptions([]string{"--config", path, "--configdb", "cfg/h:1"}, io.Discard); !errors.Is(err, process.ErrBadOptions) {
 		t.Fatalf("unknown config key: %v", err)
 	}
 }

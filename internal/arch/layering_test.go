@@ -46,6 +46,7 @@ var rank = map[string]int{
 	"commands":   14,
 	"server":     15,
 	"bench":      15, // humongo bench's engine: a client of any server, used by cmd/humongo
+	"process":    16, // what every server binary does around its server: options, startup, signals
 }
 
 // harness lists the test-only packages: harnesses that start servers and processes, and

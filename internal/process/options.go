@@ -1,0 +1,380 @@
+// Package process is what every Humongo server binary (humongod, humongos) does around its
+// server, the part MongoDB's mongod and mongos share in their main: the options every server
+// process takes (net.port, net.bindIp, --config with mongod's YAML errors, systemLog,
+// setParameter, --version) and the getCmdLineOpts `parsed` document built from them, which
+// each binary extends with its own (storage and replication for humongod, sharding.configDB
+// for humongos); the startup log lines; and running the server until a signal or the shutdown
+// command, with mongod's log ids and exit codes. The spec does not cover process options;
+// the reference is MongoDB's configuration file options and ExitCode enum.
+//
+// A flag or config key every server process takes is added here once (NewFlags, File,
+// Options, Options.Parsed). Common options only some binaries take yet form a Group the binary
+// enables: humongod enables NetExtras and SystemLog; humongos gains them by passing them to
+// NewFlags (its flags, YAML keys and `parsed` follow), and the group goes away once every
+// binary has it.
+package process
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+	"gopkg.in/yaml.v3"
+)
+
+// ErrBadOptions marks option errors (the process exits with ExitBadOptions).
+var ErrBadOptions = errors.New("bad options")
+
+// Group is a set of optional common options: MongoDB gives them to every server process, a
+// Humongo binary accepts them once it enables the group.
+type Group uint
+
+const (
+	// NetExtras: --bind_ip_all, --maxConns, --networkMessageCompressors; net.bindIpAll,
+	// net.maxIncomingConnections, net.compression.compressors.
+	NetExtras Group = 1 << iota
+	// SystemLog: --logpath, --logappend, --quiet; systemLog.destination, path, quiet,
+	// logAppend.
+	SystemLog
+)
+
+// Defaults, as mongod's and mongos's.
+const (
+	defaultPort     = 27017
+	defaultBindIP   = "127.0.0.1"
+	defaultMaxConns = 1000000
+)
+
+// Options are the common effective settings. They come from, in decreasing precedence:
+// command-line flags, the YAML config file (--config), and the defaults — the order mongod
+// applies.
+type Options struct {
+	ConfigPath string
+
+	Port        int
+	BindIPs     []string
+	BindIPAll   bool     // NetExtras
+	MaxConns    int      // NetExtras
+	Compressors []string // NetExtras
+
+	LogPath     string // SystemLog; empty: stdout
+	LogAppend   bool   // SystemLog
+	Quiet       bool   // SystemLog
+	LogToSyslog bool   // SystemLog
+
+	// SetParameters are name=value pairs from the config file and then the command line (a
+	// later assignment of the same name wins).
+	SetParameters [][2]string
+
+	Version bool
+
+	groups Group
+}
+
+// File is the common part of the YAML configuration. A binary decodes its own sections
+// together with it (see Flags.Parse), so a key nobody knows is an error, as mongod reports
+// "Unrecognized option".
+type File struct {
+	Net struct {
+		Port                   *int    `yaml:"port"`
+		BindIP                 *string `yaml:"bindIp"`
+		BindIPAll              *bool   `yaml:"bindIpAll"`
+		MaxIncomingConnections *int    `yaml:"maxIncomingConnections"`
+		Compression            *struct {
+			Compressors *string `yaml:"compressors"`
+		} `yaml:"compression"`
+	} `yaml:"net"`
+	SystemLog *struct {
+		Destination *string `yaml:"destination"`
+		Path        *string `yaml:"path"`
+		Quiet       *bool   `yaml:"quiet"`
+		LogAppend   *bool   `yaml:"logAppend"`
+	} `yaml:"systemLog"`
+	SetParameter map[string]any `yaml:"setParameter"`
+}
+
+// Flags is a binary's flag set with the common flags registered on it.
+type Flags struct {
+	*flag.FlagSet
+	groups Group
+	set    map[string]bool
+	// override applies a common flag given on the command line over the config file.
+	override map[string]func(o *Options)
+
+	configPath, compressors *string
+	version                 *bool
+	cliParams               [][2]string
+}
+
+// overrides registers how the flag name, whose value p holds, overrides the config file.
+func overrides[T any](f *Flags, name string, p *T, set func(o *Options, v T)) {
+	f.override[name] = func(o *Options) { set(o, *p) }
+}
+
+// NewFlags returns the flag set of the binary name with the common flags of groups
+// registered; the binary adds its own to the embedded FlagSet before Parse.
+func NewFlags(name string, groups Group, stderr io.Writer) *Flags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := &Flags{FlagSet: fs, groups: groups, override: map[string]func(*Options){}}
+	overrides(f, "port", fs.Int("port", defaultPort, "TCP port to listen on (0: an ephemeral port)"),
+		func(o *Options, v int) { o.Port = v })
+	overrides(f, "bind_ip", fs.String("bind_ip", defaultBindIP, "comma-separated IP addresses to listen on"),
+		func(o *Options, v string) { o.BindIPs = splitList(v) })
+	f.configPath = fs.String("config", "", "YAML configuration file")
+	fs.StringVar(f.configPath, "f", "", "alias for --config")
+	f.version = fs.Bool("version", false, "show version information")
+	fs.Var(setParamFlag{&f.cliParams}, "setParameter", "set a server parameter: name=value (repeatable)")
+	if groups&NetExtras != 0 {
+		overrides(f, "bind_ip_all", fs.Bool("bind_ip_all", false, "listen on all IPv4 and IPv6 addresses"),
+			func(o *Options, v bool) { o.BindIPAll = v })
+		overrides(f, "maxConns", fs.Int("maxConns", defaultMaxConns, "maximum number of simultaneous connections"),
+			func(o *Options, v int) { o.MaxConns = v })
+		f.compressors = fs.String("networkMessageCompressors", "snappy,zstd,zlib", "comma-separated compressors, or 'disabled'")
+		overrides(f, "networkMessageCompressors", f.compressors, func(o *Options, v string) { o.Compressors = splitList(v) })
+	}
+	if groups&SystemLog != 0 {
+		overrides(f, "logpath", fs.String("logpath", "", "log file (default: standard output)"),
+			func(o *Options, v string) { o.LogPath = v })
+		overrides(f, "logappend", fs.Bool("logappend", false, "append to the log file instead of rotating it"),
+			func(o *Options, v bool) { o.LogAppend = v })
+		overrides(f, "quiet", fs.Bool("quiet", false, "quieter output"), func(o *Options, v bool) { o.Quiet = v })
+	}
+	return f
+}
+
+// IsSet reports whether the flag name was given on the command line (valid after Parse).
+func (f *Flags) IsSet(name string) bool { return f.set[name] }
+
+// Parse parses args (argv without the program name) and returns the common options: the
+// config file first, if --config names one, then the flags given over it. ext points to the
+// binary's own config-file sections (a struct with yaml tags), decoded from the same file so a
+// key neither knows is an error; the binary applies them and then its own flags (see IsSet).
+// Parse checks nothing a binary might want to skip (see Validate).
+func Parse[E any](f *Flags, args []string, ext *E) (*Options, error) {
+	if err := f.FlagSet.Parse(args); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadOptions, err)
+	}
+	if f.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected arguments %q", ErrBadOptions, f.Args())
+	}
+	f.set = map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+
+	o := &Options{Port: defaultPort, BindIPs: []string{defaultBindIP}, ConfigPath: *f.configPath,
+		Version: *f.version, groups: f.groups}
+	if f.groups&NetExtras != 0 {
+		o.MaxConns = defaultMaxConns
+		o.Compressors = splitList(*f.compressors)
+	}
+	if o.ConfigPath != "" {
+		var cf fileWith[E]
+		if err := decodeFile(o.ConfigPath, &cf); err != nil {
+			return nil, err
+		}
+		if err := o.applyFile(&cf.File); err != nil {
+			return nil, err
+		}
+		*ext = cf.Ext
+	}
+	// Flags override the config file.
+	for name := range f.set {
+		if set := f.override[name]; set != nil {
+			set(o)
+		}
+	}
+	o.SetParameters = append(o.SetParameters, f.cliParams...)
+	if o.BindIPAll {
+		o.BindIPs = []string{"0.0.0.0", "::"}
+	}
+	if len(o.Compressors) == 1 && o.Compressors[0] == "disabled" {
+		o.Compressors = []string{}
+	}
+	return o, nil
+}
+
+// Validate checks the common options.
+func (o *Options) Validate() error {
+	if o.Port < 0 || o.Port > 65535 {
+		return fmt.Errorf("%w: port number must be between 0 and 65535", ErrBadOptions)
+	}
+	if len(o.BindIPs) == 0 {
+		return fmt.Errorf("%w: bind_ip is empty", ErrBadOptions)
+	}
+	return nil
+}
+
+// fileWith decodes the common sections and a binary's own from one document.
+type fileWith[E any] struct {
+	File `yaml:",inline"`
+	Ext  E `yaml:",inline"`
+}
+
+func decodeFile(path string, into any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%w: Error reading config file: %v", ErrBadOptions, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(into); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: Error parsing YAML config file %s: %v", ErrBadOptions, path, err)
+	}
+	return nil
+}
+
+func (o *Options) applyFile(cf *File) error {
+	unrecognized := func(key string) error {
+		return fmt.Errorf("%w: Error parsing YAML config file %s: Unrecognized option: %s", ErrBadOptions, o.ConfigPath, key)
+	}
+	if v := cf.Net.Port; v != nil {
+		o.Port = *v
+	}
+	if v := cf.Net.BindIP; v != nil {
+		o.BindIPs = splitList(*v)
+	}
+	if o.groups&NetExtras == 0 {
+		switch {
+		case cf.Net.BindIPAll != nil:
+			return unrecognized("net.bindIpAll")
+		case cf.Net.MaxIncomingConnections != nil:
+			return unrecognized("net.maxIncomingConnections")
+		case cf.Net.Compression != nil:
+			return unrecognized("net.compression")
+		}
+	}
+	if v := cf.Net.BindIPAll; v != nil {
+		o.BindIPAll = *v
+	}
+	if v := cf.Net.MaxIncomingConnections; v != nil {
+		o.MaxConns = *v
+	}
+	if c := cf.Net.Compression; c != nil && c.Compressors != nil {
+		o.Compressors = splitList(*c.Compressors)
+	}
+	if sl := cf.SystemLog; sl != nil {
+		if o.groups&SystemLog == 0 {
+			return unrecognized("systemLog")
+		}
+		if v := sl.Destination; v != nil {
+			switch *v {
+			case "file":
+			case "syslog":
+				o.LogToSyslog = true
+			default:
+				return fmt.Errorf("%w: systemLog.destination must be 'file' or 'syslog'", ErrBadOptions)
+			}
+		}
+		if v := sl.Path; v != nil {
+			o.LogPath = *v
+		}
+		if v := sl.Quiet; v != nil {
+			o.Quiet = *v
+		}
+		if v := sl.LogAppend; v != nil {
+			o.LogAppend = *v
+		}
+	}
+	names := make([]string, 0, len(cf.SetParameter))
+	for k := range cf.SetParameter {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		o.SetParameters = append(o.SetParameters, [2]string{k, fmt.Sprint(cf.SetParameter[k])})
+	}
+	return nil
+}
+
+// Parsed returns the effective options in the shape getCmdLineOpts reports as `parsed`:
+// config, net, the binary's own sections (appended by sections, which may be nil; SystemLogDoc
+// is there for a binary that reports systemLog among them), setParameter.
+func (o *Options) Parsed(sections func(b *bsoncore.DocumentBuilder)) bsoncore.Document {
+	b := bsoncore.NewDocumentBuilder()
+	if o.ConfigPath != "" {
+		b.AppendString("config", o.ConfigPath)
+	}
+	net := bsoncore.NewDocumentBuilder().
+		AppendString("bindIp", strings.Join(o.BindIPs, ",")).
+		AppendInt32("port", int32(o.Port))
+	if o.groups&NetExtras != 0 {
+		net.AppendInt32("maxIncomingConnections", int32(o.MaxConns))
+	}
+	b.AppendDocument("net", net.Build())
+	if sections != nil {
+		sections(b)
+	}
+	if len(o.SetParameters) > 0 {
+		sp := bsoncore.NewDocumentBuilder()
+		for _, kv := range o.SetParameters {
+			sp.AppendString(kv[0], kv[1])
+		}
+		b.AppendDocument("setParameter", sp.Build())
+	}
+	return b.Build()
+}
+
+// SystemLogDoc is the systemLog section of Parsed.
+func (o *Options) SystemLogDoc() bsoncore.Document {
+	sl := bsoncore.NewDocumentBuilder()
+	if o.LogPath != "" {
+		sl.AppendString("destination", "file").AppendString("path", o.LogPath).AppendBoolean("logAppend", o.LogAppend)
+	}
+	if o.Quiet {
+		sl.AppendBoolean("quiet", true)
+	}
+	return sl.Build()
+}
+
+// OpenLog opens the log destination (SystemLog): stdout, or --logpath, which without
+// --logappend is rotated aside first (renamed with a timestamp suffix) as mongod does.
+func (o *Options) OpenLog(stdout io.Writer) (io.Writer, func(), error) {
+	if o.LogPath == "" || o.LogToSyslog {
+		return stdout, func() {}, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(o.LogPath), 0o750); err != nil {
+		return nil, nil, fmt.Errorf("logpath %s: %w", o.LogPath, err)
+	}
+	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	if !o.LogAppend {
+		if _, err := os.Stat(o.LogPath); err == nil {
+			suffix := strings.ReplaceAll(time.Now().UTC().Format("2006-01-02T15-04-05"), ":", "-")
+			_ = os.Rename(o.LogPath, o.LogPath+"."+suffix)
+		}
+	}
+	f, err := os.OpenFile(o.LogPath, flags, 0o640)
+	if err != nil {
+		return nil, nil, fmt.Errorf("Can't initialize rotatable log file: %w", err)
+	}
+	return f, func() { _ = f.Close() }, nil
+}
+
+type setParamFlag struct{ pairs *[][2]string }
+
+func (f setParamFlag) String() string { return "" }
+func (f setParamFlag) Set(v string) error {
+	name, value, ok := strings.Cut(v, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("--setParameter %q: expected name=value", v)
+	}
+	*f.pairs = append(*f.pairs, [2]string{name, value})
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
