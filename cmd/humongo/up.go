@@ -52,8 +52,8 @@ func parseUpFlags(args []string, stderr io.Writer) (*upOptions, error) {
 	o := &upOptions{}
 	fs := newFlagSet("up", stderr)
 	fs.BoolVar(&o.standalone, "standalone", false, "start one standalone humongod (the default)")
-	fs.IntVar(&o.replset, "replset", 0, "start a replica set of `N` members (with --shards: N members per shard, not implemented yet)")
-	fs.IntVar(&o.shards, "shards", 0, "start a sharded cluster of `S` shards (not implemented yet)")
+	fs.IntVar(&o.replset, "replset", 0, "start a replica set of `N` members, 1..50 (with --shards: N members per shard)")
+	fs.IntVar(&o.shards, "shards", 0, "start a sharded cluster of `S` shards (not available yet: sharding is a later issue)")
 	fs.IntVar(&o.routers, "routers", 1, "routers (humongos) of a sharded cluster")
 	fs.StringVar(&o.name, "name", "rs", "replica-set name prefix: sets are named <name>0, <name>1, ...")
 	fs.StringVar(&o.dir, "dir", "./humongo-local", "directory for data, logs and the state file")
@@ -72,9 +72,16 @@ func parseUpFlags(args []string, stderr io.Writer) (*upOptions, error) {
 	if len(o.extra) > 0 && (len(args) < len(o.extra)+1 || args[len(args)-len(o.extra)-1] != "--") {
 		return nil, usagef("unexpected arguments %q (pass humongod flags after --)", o.extra)
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
-	case o.replset < 0 || o.shards < 0 || o.routers < 0:
-		return nil, usagef("--replset, --shards and --routers must not be negative")
+	case set["replset"] && (o.replset < 1 || o.replset > maxMembers):
+		// 0 used to fall through to a standalone: the user asked for a set, so say why not.
+		return nil, usagef("--replset must be between 1 and %d members (a replica set's limit), got %d", maxMembers, o.replset)
+	case set["shards"] && (o.shards < 1 || o.shards > maxShards):
+		return nil, usagef("--shards must be between 1 and %d, got %d", maxShards, o.shards)
+	case o.routers < 0 || o.routers > maxRouters:
+		return nil, usagef("--routers must be between 0 and %d, got %d", maxRouters, o.routers)
 	case o.standalone && (o.replset > 0 || o.shards > 0):
 		return nil, usagef("--standalone cannot be combined with --replset or --shards")
 	case o.shards > 0 && o.routers < 1:
@@ -84,8 +91,19 @@ func parseUpFlags(args []string, stderr io.Writer) (*upOptions, error) {
 	case o.name == "" || strings.ContainsAny(o.name, "/ ,"):
 		return nil, usagef("--name %q is not a valid replica-set name", o.name)
 	}
+	if n := len(plan(o, "")); o.port+n-1 > 65535 {
+		return nil, usagef("%d processes from --port %d run past port 65535", n, o.port)
+	}
 	return o, nil
 }
+
+// Bounds on deployment sizes. A replica set has at most 50 members (MongoDB's limit); the
+// shard and router bounds only keep a typo (--shards 1000) from planning thousands of processes.
+const (
+	maxMembers = 50
+	maxShards  = 64
+	maxRouters = 16
+)
 
 // topology names the kind of deployment the options ask for.
 func (o *upOptions) topology() string {
@@ -160,7 +178,7 @@ func plan(o *upOptions, dir string) []Process {
 func notImplemented(topology string) error {
 	switch topology {
 	case "sharded":
-		return usagef("sharded clusters are not implemented yet: they need replica sets (issue #5) and sharding (use --standalone for now)")
+		return usagef("sharded clusters are not available yet: sharding is a later issue; use --standalone or --replset N for now")
 	}
 	return nil
 }
