@@ -402,9 +402,9 @@ func TestUpStatusBenchDown(t *testing.T) {
 		br.Phases[0].Ops[0].LatencyMicros.P50 <= 0 || br.Phases[0].Throughput <= 0 {
 		t.Fatalf("bench JSON: %+v", br)
 	}
-	// Workload C reports valid JSON whatever the server supports (errors are counted, not fatal).
+	// Workload C on the fresh server loads its records first, then reads them.
 	out, _, _ = humongo(t, "bench", "c", "--uri", uri, "--ops", "50", "--json")
-	if err := json.Unmarshal([]byte(out), &br); err != nil || br.Workload != "c" || br.Phases[0].Operations != 50 {
+	if err := json.Unmarshal([]byte(out), &br); err != nil || br.Workload != "c" || len(br.Phases) != 2 || br.Phases[1].Operations != 50 {
 		t.Fatalf("bench c --json: %v\n%s", err, out)
 	}
 
@@ -510,4 +510,67 @@ func TestBenchInterrupt(t *testing.T) {
 	if !br.Interrupted || br.Phases[0].StoppedBy != bench.StopInterrupted || br.Phases[0].Operations == 0 || br.Phases[0].Errors != 0 {
 		t.Fatalf("partial report: %+v", br)
 	}
+}
+
+// TestBenchCLI is issue 10's bench findings against a real humongod: the README's `bench c`
+// on a fresh server, progress lines, --duration with --drop, and failed operations.
+func TestBenchCLI(t *testing.T) {
+	buildBinaries(t)
+	uri := fmt.Sprintf("mongodb://127.0.0.1:%d", startHumongod(t))
+
+	t.Run("fresh server loads first", func(t *testing.T) {
+		// The README's example, smaller: it used to fail every read with "record not found".
+		out, errs, code := humongo(t, "bench", "c", "--uri", uri, "--records", "1000", "--ops", "500", "--threads", "4", "--json")
+		if code != 0 || !strings.Contains(errs, "holds 0 records, fewer than the 1000 asked for: loading them first") {
+			t.Fatalf("exit %d, stderr %q", code, errs)
+		}
+		var br bench.ReportJSON
+		if err := json.Unmarshal([]byte(out), &br); err != nil {
+			t.Fatalf("--json output: %v\n%s", err, out)
+		}
+		if len(br.Phases) != 2 || br.Phases[0].Phase != "load" || br.Phases[0].Operations != 1000 || br.Phases[1].Errors != 0 || br.Phases[1].Operations != 500 {
+			t.Fatalf("report: %+v", br.Phases)
+		}
+		// Loaded now: the next run reads at once.
+		_, errs, code = humongo(t, "bench", "c", "--uri", uri, "--records", "1000", "--ops", "200")
+		if code != 0 || strings.Contains(errs, "loading") {
+			t.Fatalf("second run: exit %d, stderr %q", code, errs)
+		}
+	})
+
+	t.Run("progress on stderr, none with --json", func(t *testing.T) {
+		args := []string{"bench", "ping", "--uri", uri, "--ops", "1000000000", "--duration", "1500ms", "--progress", "300ms"}
+		out, errs, code := humongo(t, args...)
+		if code != 0 || strings.Count(errs, "humongo bench: ping: ") < 2 || !strings.Contains(errs, "/1000000000 ops (") ||
+			strings.Contains(out, "humongo bench: ping: ") {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+		}
+		out, errs, code = humongo(t, append(args, "--json")...)
+		var br bench.ReportJSON
+		if code != 0 || errs != "" || json.Unmarshal([]byte(out), &br) != nil {
+			t.Fatalf("--json: exit %d, stderr %q, stdout %q", code, errs, out)
+		}
+	})
+
+	t.Run("duration caps the workload, not the load", func(t *testing.T) {
+		out, errs, code := humongo(t, "bench", "a", "--uri", uri, "--collection", "dur", "--drop", "--records", "3000",
+			"--ops", "1000000000", "--threads", "2", "--duration", "300ms", "--json")
+		var br bench.ReportJSON
+		if err := json.Unmarshal([]byte(out), &br); err != nil || code != 0 {
+			t.Fatalf("exit %d (%v), stderr %q", code, err, errs)
+		}
+		l, a := br.Phases[0], br.Phases[1]
+		if l.StoppedBy != bench.StopCompleted || l.Operations != 3000 || a.StoppedBy != bench.StopDuration || a.Errors != 0 {
+			t.Fatalf("phases %+v", br.Phases)
+		}
+	})
+
+	t.Run("failed operations fail the command", func(t *testing.T) {
+		// w:5 cannot be satisfied by a standalone: the updates fail, the reads do not.
+		out, errs, code := humongo(t, "bench", "a", "--uri", uri, "--records", "1000", "--ops", "400", "--write-concern", "5")
+		if code != exitFailure || !strings.Contains(errs, "phase a: ") || !strings.Contains(errs, "of 400 operations failed") ||
+			!strings.Contains(errs, "first UPDATE error") || !strings.Contains(out, "workload a: 400 ops") {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+		}
+	})
 }
