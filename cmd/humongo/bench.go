@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -20,6 +21,7 @@ type benchOptions struct {
 	readConcern  string
 	json         bool
 	timeout      time.Duration
+	progress     time.Duration
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
@@ -29,7 +31,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs := newFlagSet("bench", stderr)
 	fs.StringVar(&c.Workload, "workload", "", "workload: "+strings.Join(bench.WorkloadNames(), ", ")+" (required; also the first argument)")
 	fs.StringVar(&o.uri, "uri", "mongodb://127.0.0.1:27017", "connection string of the server to benchmark")
-	fs.Int64Var(&c.Records, "records", c.Records, "records to load, and assumed loaded by a workload")
+	fs.Int64Var(&c.Records, "records", c.Records, "records to load; a workload loads them first if the collection holds fewer")
 	fs.Int64Var(&c.Ops, "ops", c.Ops, "operations to run")
 	fs.IntVar(&c.Threads, "threads", c.Threads, "concurrent clients")
 	fs.IntVar(&c.FieldCount, "field-count", c.FieldCount, "fields per record")
@@ -37,7 +39,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs.StringVar(&c.Distribution, "distribution", "", "key distribution: zipfian, uniform or latest (default: the workload's, as YCSB: latest for d, zipfian otherwise)")
 	fs.IntVar(&c.MaxScanLength, "max-scan-length", c.MaxScanLength, "workload e: scans read 1..N records")
 	fs.BoolVar(&c.Drop, "drop", false, "drop the collection and load the records before the workload")
-	fs.DurationVar(&c.Duration, "duration", 0, "cap on each phase's run time (0: none)")
+	fs.DurationVar(&c.Duration, "duration", 0, "cap on the workload's run time (0: none); a load before it (--drop, or automatic) always completes")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "random seed")
 	fs.StringVar(&o.db, "db", "ycsb", "database")
 	fs.StringVar(&o.coll, "collection", "usertable", "collection")
@@ -46,6 +48,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs.StringVar(&o.readConcern, "read-concern", "", "read concern level: local, majority, available, linearizable, snapshot")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for the server to answer at start")
+	fs.DurationVar(&o.progress, "progress", 5*time.Second, "interval between progress lines on stderr (0: none; none with --json)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: humongo bench [--workload] a|b|c|d|e|f|load|ping [flags]\n")
 		fs.PrintDefaults()
@@ -59,6 +62,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected arguments %q", fs.Args())
+	}
+	if o.progress < 0 {
+		return nil, usagef("--progress must not be negative, got %s", o.progress)
 	}
 	if c.Workload == "" {
 		return nil, usagef("--workload is required (%s)", strings.Join(bench.WorkloadNames(), ", "))
@@ -95,6 +101,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer func() { _ = store.Close(context.WithoutCancel(ctx)) }()
 
+	o.cfg.Notice = func(msg string) { fmt.Fprintf(stderr, "humongo bench: %s\n", msg) }
+	if !o.json && o.progress > 0 {
+		o.cfg.Progress = func(p bench.Progress) { fmt.Fprintln(stderr, progressLine(p)) }
+		o.cfg.ProgressInterval = o.progress
+	}
 	res, err := bench.Run(ctx, store, o.cfg)
 	if err != nil && res == nil {
 		return err
@@ -122,10 +133,30 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "humongo bench: interrupted; the results above are partial")
 		return interruptedError{}
 	}
+	// Failed operations make the measurement wrong (a failed read is faster than a real one):
+	// they are listed in the report and fail the command.
+	var failed []string
 	for _, p := range res.Phases {
-		if n := p.Total(); n > 0 && p.Errors() == n {
-			return fmt.Errorf("every operation of phase %s failed (see the first error above)", p.Phase)
+		if n, e := p.Total(), p.Errors(); e > 0 {
+			first := ""
+			for _, s := range p.Ops {
+				if s != nil && s.FirstError != "" {
+					first = fmt.Sprintf("; first %s error: %s", s.Type, s.FirstError)
+					break
+				}
+			}
+			failed = append(failed, fmt.Sprintf("phase %s: %d of %d operations failed (%.2f%%)%s", p.Phase, e, n, 100*float64(e)/float64(n), first))
 		}
 	}
+	if len(failed) > 0 {
+		return errors.New(strings.Join(failed, "\n"))
+	}
 	return nil
+}
+
+// progressLine is one progress report of a running phase.
+func progressLine(p bench.Progress) string {
+	secs := p.Elapsed.Seconds()
+	return fmt.Sprintf("humongo bench: %s: %d/%d ops (%.0f%%) in %.1fs, %.0f ops/s, %d errors",
+		p.Phase, p.Done, p.Target, 100*float64(p.Done)/float64(max(p.Target, 1)), secs, float64(p.Done)/max(secs, 1e-9), p.Errors)
 }

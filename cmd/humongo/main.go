@@ -5,7 +5,7 @@
 // and `bench` runs YCSB-style workloads against any MongoDB-compatible URI (engine:
 // internal/bench; this package only parses flags and prints).
 //
-// Exit codes: 0 success, 1 failure, 2 bad usage or a topology that is not implemented yet,
+// Exit codes: 0 success, 1 failure (for bench: any failed operation), 2 bad usage or a topology that is not available yet (sharded),
 // 130 a benchmark interrupted by SIGINT (its partial results are still printed).
 package main
 

@@ -30,6 +30,13 @@ func TestParseUpFlags(t *testing.T) {
 	if o.topology() != "standalone" || o.dir != "./humongo-local" || o.port != 27017 || o.name != "rs" || o.bindIP != "127.0.0.1" {
 		t.Fatalf("defaults: %+v", o)
 	}
+	o, err = parseUpFlags([]string{"--replset", "3", "--ports", "30005,30001,30009"}, &bytes.Buffer{})
+	if err != nil || fmt.Sprint(o.ports) != "[30005 30001 30009]" {
+		t.Fatalf("--ports: %+v %v", o, err)
+	}
+	if ps := plan(o, "/d"); ps[0].Port != 30005 || ps[1].Port != 30001 || ps[2].Port != 30009 || ps[2].Args[1] != "30009" {
+		t.Fatalf("plan with --ports: %+v", ps)
+	}
 	o, err = parseUpFlags([]string{"--standalone", "--port", "30000", "--dir", "x", "--", "--setParameter", "a=b"}, &bytes.Buffer{})
 	if err != nil || o.port != 30000 || o.dir != "x" || strings.Join(o.extra, " ") != "--setParameter a=b" {
 		t.Fatalf("%+v %v", o, err)
@@ -39,6 +46,18 @@ func TestParseUpFlags(t *testing.T) {
 		{"--port", "0"},
 		{"--port", "70000"},
 		{"--replset", "-1"},
+		{"--replset", "0"}, // used to start a standalone silently
+		{"--replset", "51"},
+		{"--replset", "1000000"},
+		{"--shards", "0"},
+		{"--shards", "-2"},
+		{"--shards", "100000", "--replset", "3"},
+		{"--routers", "-1"},
+		{"--replset", "3", "--port", "65534"},
+		{"--replset", "3", "--ports", "30000,30001"},
+		{"--ports", "30000,30000"},
+		{"--ports", "x"},
+		{"--ports", "30000", "--port", "30000"},
 		{"--shards", "2", "--routers", "0"},
 		{"--name", "a/b"},
 		{"--nope"},
@@ -85,10 +104,12 @@ func TestPlanLayouts(t *testing.T) {
 }
 
 func TestUnimplementedTopologiesExit2(t *testing.T) {
-	for _, args := range [][]string{{"up", "--shards", "2", "--replset", "3", "--routers", "1"}} {
+	for _, args := range [][]string{{"up", "--shards", "2", "--replset", "3", "--routers", "1"}, {"up", "--shards", "1"}} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), append(args, "--dir", t.TempDir()), &out, &errb)
-		if code != exitUsage || !strings.Contains(errb.String(), "not implemented yet") || !strings.Contains(errb.String(), "issue #5") {
+		// Not "replica sets are missing": they exist; sharding is what is not there yet.
+		if code != exitUsage || !strings.Contains(errb.String(), "sharded clusters are not available yet") ||
+			!strings.Contains(errb.String(), "sharding is a later issue") || strings.Contains(errb.String(), "replica sets (issue") {
 			t.Errorf("%q: exit %d, stderr %q", args, code, errb.String())
 		}
 	}
@@ -219,14 +240,77 @@ func humongo(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
-func freePort(t *testing.T) int {
+// reservePorts returns n distinct ports the kernel handed out as free: all n are held open at
+// once (so none repeats), then closed for the child to bind. Another program may take one in
+// between; callers retry on a port conflict (upRetrying, startHumongod).
+func reservePorts(t *testing.T, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
+}
+
+func joinPorts(ports []int) string {
+	s := make([]string, len(ports))
+	for i, p := range ports {
+		s[i] = fmt.Sprint(p)
+	}
+	return strings.Join(s, ",")
+}
+
+// portConflict reports whether `humongo up` failed because a port was taken.
+func portConflict(stderr string) bool {
+	return strings.Contains(stderr, "is in use") || strings.Contains(stderr, "port already in use")
+}
+
+// upRetrying runs `humongo up args... --ports <n reserved ports>`, retrying with new ports when
+// one was taken between reservation and bind, as a busy machine can do. It returns the ports of
+// the attempt that counted.
+func upRetrying(t *testing.T, n int, args ...string) ([]int, string, string, int) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		ports := reservePorts(t, n)
+		out, errs, code := humongo(t, append(args, "--ports", joinPorts(ports))...)
+		if code == 0 || !portConflict(errs) || attempt == 5 {
+			return ports, out, errs, code
+		}
+		t.Logf("attempt %d: a port was taken before humongod bound it; retrying on new ports:\n%s", attempt, errs)
+	}
+}
+
+// startHumongod starts a humongod on a reserved port and waits until it answers, retrying on
+// new ports if the port was taken before it could bind. The process is killed at cleanup.
+func startHumongod(t *testing.T) int {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		port := reservePorts(t, 1)[0]
+		logPath := filepath.Join(t.TempDir(), "log")
+		var errb bytes.Buffer
+		srv := exec.Command(filepath.Join(binDir, "humongod"), "--port", fmt.Sprint(port), "--dbpath", t.TempDir(), "--logpath", logPath)
+		srv.Stdout, srv.Stderr = &errb, &errb
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		err := waitReady(context.Background(), &Process{Host: "127.0.0.1", Port: port}, srv.Process.Pid, 30*time.Second)
+		if err == nil {
+			t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+			return port
+		}
+		_ = srv.Process.Kill()
+		_ = srv.Wait()
+		logs := errb.String() + tailLogs(logPath)
+		if attempt == 5 || !strings.Contains(logs, "address already in use") {
+			t.Fatalf("humongod on port %d: %v\n%s", port, err, logs)
+		}
+		t.Logf("attempt %d: port %d was taken before humongod bound it; retrying", attempt, port)
+	}
 }
 
 func statusJSON(t *testing.T, dir string, extra ...string) statusReport {
@@ -250,9 +334,9 @@ func statusJSON(t *testing.T, dir string, extra ...string) statusReport {
 func TestUpStatusBenchDown(t *testing.T) {
 	buildBinaries(t)
 	dir := filepath.Join(t.TempDir(), "local")
-	port := freePort(t)
+	ports, out, errs, code := upRetrying(t, 1, "up", "--standalone", "--dir", dir)
+	port := ports[0]
 	uri := fmt.Sprintf("mongodb://127.0.0.1:%d", port)
-	out, errs, code := humongo(t, "up", "--standalone", "--dir", dir, "--port", fmt.Sprint(port))
 	if code != 0 {
 		t.Fatalf("up: exit %d\n%s%s", code, out, errs)
 	}
@@ -297,7 +381,7 @@ func TestUpStatusBenchDown(t *testing.T) {
 	_ = client.Disconnect(ctx)
 
 	// A second up on the running directory is refused.
-	if _, errs, code := humongo(t, "up", "--dir", dir, "--port", fmt.Sprint(port)); code != exitFailure || !strings.Contains(errs, "already running") {
+	if _, errs, code := humongo(t, "up", "--dir", dir, "--ports", fmt.Sprint(port)); code != exitFailure || !strings.Contains(errs, "already running") {
 		t.Errorf("second up: exit %d, %q", code, errs)
 	}
 
@@ -318,9 +402,9 @@ func TestUpStatusBenchDown(t *testing.T) {
 		br.Phases[0].Ops[0].LatencyMicros.P50 <= 0 || br.Phases[0].Throughput <= 0 {
 		t.Fatalf("bench JSON: %+v", br)
 	}
-	// Workload C reports valid JSON whatever the server supports (errors are counted, not fatal).
+	// Workload C on the fresh server loads its records first, then reads them.
 	out, _, _ = humongo(t, "bench", "c", "--uri", uri, "--ops", "50", "--json")
-	if err := json.Unmarshal([]byte(out), &br); err != nil || br.Workload != "c" || br.Phases[0].Operations != 50 {
+	if err := json.Unmarshal([]byte(out), &br); err != nil || br.Workload != "c" || len(br.Phases) != 2 || br.Phases[1].Operations != 50 {
 		t.Fatalf("bench c --json: %v\n%s", err, out)
 	}
 
@@ -349,7 +433,8 @@ func TestUpStatusBenchDown(t *testing.T) {
 	}
 
 	// up again restarts on the same dbpath; a stopped (SIGSTOPped) server is SIGKILLed by down.
-	if out, errs, code = humongo(t, "up", "--dir", dir, "--port", fmt.Sprint(port)); code != 0 {
+	// Its port was freed by down; if something took it meanwhile, any free port will do.
+	if _, out, errs, code = upRetrying(t, 1, "up", "--dir", dir); code != 0 {
 		t.Fatalf("second up after down: exit %d\n%s%s", code, out, errs)
 	}
 	p = statusJSON(t, dir).Processes[0]
@@ -368,19 +453,35 @@ func TestUpStatusBenchDown(t *testing.T) {
 	}
 }
 
+// TestUpRefusesTakenPort: a port of the plan that is taken fails `up` before anything starts,
+// naming the port, instead of starting the first members and dying at the next one's bind.
+func TestUpRefusesTakenPort(t *testing.T) {
+	buildBinaries(t)
+	ports := reservePorts(t, 3)
+	taken, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", ports[1]))
+	if err != nil {
+		t.Skipf("port %d was taken by someone else meanwhile: %v", ports[1], err)
+	}
+	defer taken.Close()
+	dir := filepath.Join(t.TempDir(), "rs")
+	t.Cleanup(func() {
+		if st, err := readState(dir); err == nil {
+			stopAll(st, &strings.Builder{}, 5*time.Second)
+		}
+	})
+	_, errs, code := humongo(t, "up", "--replset", "3", "--dir", dir, "--ports", joinPorts(ports))
+	if code != exitFailure || !strings.Contains(errs, fmt.Sprintf("port %d (for rs0-1) is in use", ports[1])) {
+		t.Fatalf("up with a taken port: exit %d, stderr %q", code, errs)
+	}
+	if _, err := readState(dir); !errors.Is(err, errNoState) {
+		t.Fatalf("up started processes before finding the taken port (state file: %v)", err)
+	}
+}
+
 // TestBenchInterrupt: SIGINT ends a run early with partial results and exit code 130.
 func TestBenchInterrupt(t *testing.T) {
 	buildBinaries(t)
-	port := freePort(t)
-	srv := exec.Command(filepath.Join(binDir, "humongod"), "--port", fmt.Sprint(port), "--dbpath", t.TempDir(), "--logpath", filepath.Join(t.TempDir(), "log"))
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	p := &Process{Host: "127.0.0.1", Port: port}
-	if err := waitReady(context.Background(), p, srv.Process.Pid, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	port := startHumongod(t)
 
 	cmd := exec.Command(filepath.Join(binDir, "humongo"), "bench", "ping", "--uri", fmt.Sprintf("mongodb://127.0.0.1:%d", port),
 		"--ops", "100000000", "--json")
@@ -409,4 +510,67 @@ func TestBenchInterrupt(t *testing.T) {
 	if !br.Interrupted || br.Phases[0].StoppedBy != bench.StopInterrupted || br.Phases[0].Operations == 0 || br.Phases[0].Errors != 0 {
 		t.Fatalf("partial report: %+v", br)
 	}
+}
+
+// TestBenchCLI is issue 10's bench findings against a real humongod: the README's `bench c`
+// on a fresh server, progress lines, --duration with --drop, and failed operations.
+func TestBenchCLI(t *testing.T) {
+	buildBinaries(t)
+	uri := fmt.Sprintf("mongodb://127.0.0.1:%d", startHumongod(t))
+
+	t.Run("fresh server loads first", func(t *testing.T) {
+		// The README's example, smaller: it used to fail every read with "record not found".
+		out, errs, code := humongo(t, "bench", "c", "--uri", uri, "--records", "1000", "--ops", "500", "--threads", "4", "--json")
+		if code != 0 || !strings.Contains(errs, "holds 0 records, fewer than the 1000 asked for: loading them first") {
+			t.Fatalf("exit %d, stderr %q", code, errs)
+		}
+		var br bench.ReportJSON
+		if err := json.Unmarshal([]byte(out), &br); err != nil {
+			t.Fatalf("--json output: %v\n%s", err, out)
+		}
+		if len(br.Phases) != 2 || br.Phases[0].Phase != "load" || br.Phases[0].Operations != 1000 || br.Phases[1].Errors != 0 || br.Phases[1].Operations != 500 {
+			t.Fatalf("report: %+v", br.Phases)
+		}
+		// Loaded now: the next run reads at once.
+		_, errs, code = humongo(t, "bench", "c", "--uri", uri, "--records", "1000", "--ops", "200")
+		if code != 0 || strings.Contains(errs, "loading") {
+			t.Fatalf("second run: exit %d, stderr %q", code, errs)
+		}
+	})
+
+	t.Run("progress on stderr, none with --json", func(t *testing.T) {
+		args := []string{"bench", "ping", "--uri", uri, "--ops", "1000000000", "--duration", "1500ms", "--progress", "300ms"}
+		out, errs, code := humongo(t, args...)
+		if code != 0 || strings.Count(errs, "humongo bench: ping: ") < 2 || !strings.Contains(errs, "/1000000000 ops (") ||
+			strings.Contains(out, "humongo bench: ping: ") {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+		}
+		out, errs, code = humongo(t, append(args, "--json")...)
+		var br bench.ReportJSON
+		if code != 0 || errs != "" || json.Unmarshal([]byte(out), &br) != nil {
+			t.Fatalf("--json: exit %d, stderr %q, stdout %q", code, errs, out)
+		}
+	})
+
+	t.Run("duration caps the workload, not the load", func(t *testing.T) {
+		out, errs, code := humongo(t, "bench", "a", "--uri", uri, "--collection", "dur", "--drop", "--records", "3000",
+			"--ops", "1000000000", "--threads", "2", "--duration", "300ms", "--json")
+		var br bench.ReportJSON
+		if err := json.Unmarshal([]byte(out), &br); err != nil || code != 0 {
+			t.Fatalf("exit %d (%v), stderr %q", code, err, errs)
+		}
+		l, a := br.Phases[0], br.Phases[1]
+		if l.StoppedBy != bench.StopCompleted || l.Operations != 3000 || a.StoppedBy != bench.StopDuration || a.Errors != 0 {
+			t.Fatalf("phases %+v", br.Phases)
+		}
+	})
+
+	t.Run("failed operations fail the command", func(t *testing.T) {
+		// w:5 cannot be satisfied by a standalone: the updates fail, the reads do not.
+		out, errs, code := humongo(t, "bench", "a", "--uri", uri, "--records", "1000", "--ops", "400", "--write-concern", "5")
+		if code != exitFailure || !strings.Contains(errs, "phase a: ") || !strings.Contains(errs, "of 400 operations failed") ||
+			!strings.Contains(errs, "first UPDATE error") || !strings.Contains(out, "workload a: 400 ops") {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+		}
+	})
 }

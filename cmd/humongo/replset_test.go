@@ -21,9 +21,8 @@ import (
 func TestUpReplicaSet(t *testing.T) {
 	buildBinaries(t)
 	dir := filepath.Join(t.TempDir(), "rs")
-	port := freePort(t)
-	// Three consecutive ports from a free one: taken ones fail `up` with a clear error.
-	out, errs, code := humongo(t, "up", "--replset", "3", "--dir", dir, "--port", fmt.Sprint(port))
+	// Three ports reserved from the kernel, not one plus the two after it, which may be taken.
+	ports, out, errs, code := upRetrying(t, 3, "up", "--replset", "3", "--dir", dir)
 	t.Cleanup(func() {
 		if st, err := readState(dir); err == nil {
 			stopAll(st, &strings.Builder{}, 5*time.Second)
@@ -32,7 +31,7 @@ func TestUpReplicaSet(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("up --replset 3: exit %d\n%s%s", code, out, errs)
 	}
-	uri := fmt.Sprintf("mongodb://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/?replicaSet=rs0", port, port+1, port+2)
+	uri := fmt.Sprintf("mongodb://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/?replicaSet=rs0", ports[0], ports[1], ports[2])
 	if !strings.Contains(out, "replset deployment is up: "+uri+"\n") {
 		t.Errorf("up did not print the connection string %s:\n%s", uri, out)
 	}

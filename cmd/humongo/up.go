@@ -25,6 +25,7 @@ type upOptions struct {
 	name       string // replica-set name prefix: sets are <name>0, <name>1, ...
 	dir        string
 	port       int
+	ports      []int // --ports: one port per process, in plan order; overrides port
 	bindIP     string
 	binDir     string
 	timeout    time.Duration
@@ -52,12 +53,13 @@ func parseUpFlags(args []string, stderr io.Writer) (*upOptions, error) {
 	o := &upOptions{}
 	fs := newFlagSet("up", stderr)
 	fs.BoolVar(&o.standalone, "standalone", false, "start one standalone humongod (the default)")
-	fs.IntVar(&o.replset, "replset", 0, "start a replica set of `N` members (with --shards: N members per shard, not implemented yet)")
-	fs.IntVar(&o.shards, "shards", 0, "start a sharded cluster of `S` shards (not implemented yet)")
+	fs.IntVar(&o.replset, "replset", 0, "start a replica set of `N` members, 1..50 (with --shards: N members per shard)")
+	fs.IntVar(&o.shards, "shards", 0, "start a sharded cluster of `S` shards (not available yet: sharding is a later issue)")
 	fs.IntVar(&o.routers, "routers", 1, "routers (humongos) of a sharded cluster")
 	fs.StringVar(&o.name, "name", "rs", "replica-set name prefix: sets are named <name>0, <name>1, ...")
 	fs.StringVar(&o.dir, "dir", "./humongo-local", "directory for data, logs and the state file")
 	fs.IntVar(&o.port, "port", 27017, "first port; processes take consecutive ports from here")
+	portList := fs.String("ports", "", "comma-separated `list` of ports, one per process in start order (instead of --port)")
 	fs.StringVar(&o.bindIP, "bind-ip", "127.0.0.1", "address every process listens on")
 	fs.StringVar(&o.binDir, "bin-dir", "", "directory holding humongod (default: next to humongo, else $PATH)")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "how long to wait for each process to become ready")
@@ -65,16 +67,33 @@ func parseUpFlags(args []string, stderr io.Writer) (*upOptions, error) {
 		fmt.Fprintf(stderr, "usage: humongo up [--standalone | --replset N | --shards S --replset N --routers R] [flags] [-- humongod flags]\n")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	err := parseFlags(fs, args)
+	if err != nil {
 		return nil, err
 	}
 	o.extra = fs.Args()
 	if len(o.extra) > 0 && (len(args) < len(o.extra)+1 || args[len(args)-len(o.extra)-1] != "--") {
 		return nil, usagef("unexpected arguments %q (pass humongod flags after --)", o.extra)
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["ports"] {
+		if set["port"] {
+			return nil, usagef("--port and --ports cannot be combined")
+		}
+		if o.ports, err = parsePorts(*portList); err != nil {
+			return nil, err
+		}
+		o.port = o.ports[0]
+	}
 	switch {
-	case o.replset < 0 || o.shards < 0 || o.routers < 0:
-		return nil, usagef("--replset, --shards and --routers must not be negative")
+	case set["replset"] && (o.replset < 1 || o.replset > maxMembers):
+		// 0 used to fall through to a standalone: the user asked for a set, so say why not.
+		return nil, usagef("--replset must be between 1 and %d members (a replica set's limit), got %d", maxMembers, o.replset)
+	case set["shards"] && (o.shards < 1 || o.shards > maxShards):
+		return nil, usagef("--shards must be between 1 and %d, got %d", maxShards, o.shards)
+	case o.routers < 0 || o.routers > maxRouters:
+		return nil, usagef("--routers must be between 0 and %d, got %d", maxRouters, o.routers)
 	case o.standalone && (o.replset > 0 || o.shards > 0):
 		return nil, usagef("--standalone cannot be combined with --replset or --shards")
 	case o.shards > 0 && o.routers < 1:
@@ -84,8 +103,41 @@ func parseUpFlags(args []string, stderr io.Writer) (*upOptions, error) {
 	case o.name == "" || strings.ContainsAny(o.name, "/ ,"):
 		return nil, usagef("--name %q is not a valid replica-set name", o.name)
 	}
+	n := len(plan(o, ""))
+	switch {
+	case o.ports != nil && len(o.ports) != n:
+		return nil, usagef("--ports lists %d ports for %d processes", len(o.ports), n)
+	case o.ports == nil && o.port+n-1 > 65535:
+		return nil, usagef("%d processes from --port %d run past port 65535", n, o.port)
+	}
 	return o, nil
 }
+
+// parsePorts parses --ports: distinct ports in 1..65535.
+func parsePorts(list string) ([]int, error) {
+	var ports []int
+	seen := map[int]bool{}
+	for _, f := range strings.Split(list, ",") {
+		p, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || p < 1 || p > 65535 {
+			return nil, usagef("--ports: %q is not a port in 1..65535", f)
+		}
+		if seen[p] {
+			return nil, usagef("--ports lists %d twice", p)
+		}
+		seen[p] = true
+		ports = append(ports, p)
+	}
+	return ports, nil
+}
+
+// Bounds on deployment sizes. A replica set has at most 50 members (MongoDB's limit); the
+// shard and router bounds only keep a typo (--shards 1000) from planning thousands of processes.
+const (
+	maxMembers = 50
+	maxShards  = 64
+	maxRouters = 16
+)
 
 // topology names the kind of deployment the options ask for.
 func (o *upOptions) topology() string {
@@ -99,13 +151,16 @@ func (o *upOptions) topology() string {
 }
 
 // plan lays the deployment out: names, roles, ports and paths of every process, in start
-// order. Ports are consecutive from --port: data-bearing members first (shard by shard), then
+// order. Ports are --ports in order, else consecutive from --port: data-bearing members first (shard by shard), then
 // config servers, then routers. Planning is pure, so every topology's layout is settled (and
 // tested) before the server side can run it.
 func plan(o *upOptions, dir string) []Process {
 	var ps []Process
 	port := o.port
 	add := func(name, role, set, bin string, dataBearing bool) {
+		if o.ports != nil && len(ps) < len(o.ports) {
+			port = o.ports[len(ps)]
+		}
 		p := Process{Name: name, Role: role, ReplSet: set, Host: o.bindIP, Port: port, Binary: bin,
 			LogPath: filepath.Join(dir, name, bin+".log")}
 		if dataBearing {
@@ -160,10 +215,28 @@ func plan(o *upOptions, dir string) []Process {
 func notImplemented(topology string) error {
 	switch topology {
 	case "sharded":
-		return usagef("sharded clusters are not implemented yet: they need replica sets (issue #5) and sharding (use --standalone for now)")
+		return usagef("sharded clusters are not available yet: sharding is a later issue; use --standalone or --replset N for now")
 	}
 	return nil
 }
+
+// portFree reports whether port can be listened on at every address of bindIP (a
+// comma-separated list, as humongod's --bind_ip). Another program may still take it between
+// this check and the process's own bind; startProcess reports that case as errPortInUse.
+func portFree(bindIP string, port int) error {
+	for _, ip := range strings.Split(bindIP, ",") {
+		l, err := net.Listen("tcp", net.JoinHostPort(strings.TrimSpace(ip), strconv.Itoa(port)))
+		if err != nil {
+			return err
+		}
+		_ = l.Close()
+	}
+	return nil
+}
+
+// errPortInUse marks a process that exited at startup because its port was taken (after
+// portFree's check): the caller may retry on other ports.
+var errPortInUse = errors.New("port already in use")
 
 // findBinary locates a binary: in --bin-dir if given, else next to the running humongo
 // executable, else on $PATH.
@@ -211,6 +284,13 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	procs := plan(o, dir)
+	// Every port is checked before anything starts, so a taken one fails `up` at once with its
+	// number instead of leaving the first members started and the next one dead at bind.
+	for _, p := range procs {
+		if err := portFree(o.bindIP, p.Port); err != nil {
+			return fmt.Errorf("port %d (for %s) is in use: %w; choose other ports with --port or --ports", p.Port, p.Name, err)
+		}
+	}
 	bins := map[string]string{}
 	for _, p := range procs {
 		if bins[p.Binary] == "" {
@@ -287,7 +367,11 @@ func startProcess(ctx context.Context, p *Process, timeout time.Duration) (int, 
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		// Killed and reaped: nothing left for the state file to record.
-		return 0, fmt.Errorf("%s (pid %d) did not become ready: %w\n%s", p.Name, pid, err, tailLogs(outPath, p.LogPath))
+		logs := tailLogs(outPath, p.LogPath)
+		if strings.Contains(logs, "address already in use") {
+			err = fmt.Errorf("%w (port %d): %w", errPortInUse, p.Port, err)
+		}
+		return 0, fmt.Errorf("%s (pid %d) did not become ready: %w\n%s", p.Name, pid, err, logs)
 	}
 	// From here the process is on its own; humongo exiting leaves it to init to reap.
 	_ = cmd.Process.Release()

@@ -17,6 +17,12 @@
 // histograms; they claim operations from one atomic counter until Ops are done, the Duration
 // cap passes or the context is cancelled, and their histograms are merged afterwards, so the hot
 // path shares nothing but the counter. Operations cut short by cancellation are not counted.
+// Duration caps the workload's own phase only: a load before it (Drop, or the automatic load
+// when Store.Count finds fewer than Records records) always completes, so no read looks for a
+// record that was never loaded; the automatic load keeps records already there and is announced
+// through Config.Notice. A workload's inserts take key numbers after the records present, so a
+// second run of D or E does not collide with the first's. Config.Progress, if set, receives the
+// running counts every ProgressInterval from a goroutine the phase owns and stops.
 // The database is reached through the Store interface (YCSB's DB); MongoStore implements it
 // with the official Go driver v2 and tests use an in-memory store.
 //
@@ -36,7 +42,7 @@
 //	  },
 //	  "labels": {"writeConcern": "...", "readConcern": "..."},   // omitted when empty
 //	  "interrupted": false,              // true if SIGINT cut the run short
-//	  "phases": [                        // "load" first when it ran (workload load, or --drop)
+//	  "phases": [                        // "load" first when it ran (workload load, --drop, or too few records)
 //	    {
 //	      "phase": "c",
 //	      "stoppedBy": "completed",      // completed | duration | interrupted

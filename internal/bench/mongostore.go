@@ -125,6 +125,9 @@ func (s *MongoStore) Insert(ctx context.Context, key string, fields [][]byte) er
 		return err
 	}
 	_, err = s.coll.InsertOne(ctx, bson.Raw(doc))
+	if mongo.IsDuplicateKeyError(err) {
+		return fmt.Errorf("%w: %w", ErrDuplicate, err)
+	}
 	return err
 }
 
@@ -154,6 +157,12 @@ func (s *MongoStore) ReadModifyWrite(ctx context.Context, key, field string, val
 
 // Drop implements Store.
 func (s *MongoStore) Drop(ctx context.Context) error { return s.coll.Drop(ctx) }
+
+// Count implements Store from the collection's metadata (the count command without a filter):
+// it decides whether to load, where a full count of a large collection would be a phase itself.
+func (s *MongoStore) Count(ctx context.Context) (int64, error) {
+	return s.coll.EstimatedDocumentCount(ctx)
+}
 
 // ParseWriteConcern builds a write concern from --write-concern (w: "majority", a number, or a
 // tag set name; empty for the server default) and --journal.

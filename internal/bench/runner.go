@@ -28,10 +28,27 @@ type Config struct {
 
 	// Drop drops the collection and runs the load phase before the workload.
 	Drop bool
-	// Duration, if positive, caps each phase's wall-clock time.
+	// Duration, if positive, caps the wall-clock time of the workload's own phase; a load run
+	// before it (--drop, or automatic) always completes, so the workload finds every record.
 	Duration time.Duration
 	// Seed makes key choices and values reproducible (per thread; thread interleaving is not).
 	Seed uint64
+
+	// Progress, if set, is called every ProgressInterval while a phase runs (from a goroutine of
+	// the runner's, never concurrently with itself).
+	Progress         func(Progress)
+	ProgressInterval time.Duration
+	// Notice, if set, is told what the runner decided on its own: an automatic load.
+	Notice func(string)
+}
+
+// Progress is a running phase's state, for a progress line.
+type Progress struct {
+	Phase   string
+	Elapsed time.Duration
+	Done    int64 // operations (or records, loading) completed or in flight
+	Target  int64 // operations the phase runs unless cut short
+	Errors  uint64
 }
 
 // Defaults are YCSB's CoreWorkload defaults where YCSB has one.
@@ -137,27 +154,63 @@ func Run(ctx context.Context, store Store, cfg Config) (*Result, error) {
 	if res.Distribution == "" {
 		res.Distribution = w.Distribution
 	}
-	// ping touches no data, so --drop does not apply to it.
-	if w.Name != "ping" && (w.Load || cfg.Drop) {
+	load := Workloads["load"]
+	// existing is how many records the collection holds before the workload phase: its inserts
+	// (workloads D and E) continue after them rather than collide with an earlier run's.
+	existing := cfg.Records
+	switch {
+	case w.Name == "ping": // touches no data, so --drop does not apply to it
+	case w.Load:
 		if cfg.Drop {
 			if err := store.Drop(ctx); err != nil {
 				return res, fmt.Errorf("dropping the collection: %w", err)
 			}
 		}
-		load := Workloads["load"]
-		pr := runPhase(ctx, store, &cfg, &load, res.Distribution)
+		pr := runPhase(ctx, store, &cfg, &w, res.Distribution, phaseOpts{capped: true})
+		res.Phases = append(res.Phases, pr)
+		res.Interrupted = pr.StoppedBy == StopInterrupted
+		return res, nil
+	case cfg.Drop:
+		if err := store.Drop(ctx); err != nil {
+			return res, fmt.Errorf("dropping the collection: %w", err)
+		}
+		pr := runPhase(ctx, store, &cfg, &load, res.Distribution, phaseOpts{})
 		res.Phases = append(res.Phases, pr)
 		if pr.StoppedBy == StopInterrupted {
 			res.Interrupted = true
 			return res, nil
 		}
+	default:
+		n, err := store.Count(ctx)
+		if err != nil {
+			return res, fmt.Errorf("counting the records: %w", err)
+		}
+		if n < cfg.Records {
+			// Reads of records never loaded would all fail "record not found".
+			if cfg.Notice != nil {
+				cfg.Notice(fmt.Sprintf("the collection holds %d records, fewer than the %d asked for: loading them first (records already there are kept)", n, cfg.Records))
+			}
+			pr := runPhase(ctx, store, &cfg, &load, res.Distribution, phaseOpts{skipExisting: true})
+			res.Phases = append(res.Phases, pr)
+			if pr.StoppedBy == StopInterrupted {
+				res.Interrupted = true
+				return res, nil
+			}
+			n = cfg.Records
+		}
+		existing = n
 	}
-	if !w.Load {
-		pr := runPhase(ctx, store, &cfg, &w, res.Distribution)
-		res.Phases = append(res.Phases, pr)
-		res.Interrupted = pr.StoppedBy == StopInterrupted
-	}
+	pr := runPhase(ctx, store, &cfg, &w, res.Distribution, phaseOpts{capped: true, existing: existing})
+	res.Phases = append(res.Phases, pr)
+	res.Interrupted = pr.StoppedBy == StopInterrupted
 	return res, nil
+}
+
+// phaseOpts are how Run runs one phase.
+type phaseOpts struct {
+	capped       bool  // Config.Duration applies
+	skipExisting bool  // loading: a record already there (ErrDuplicate) counts as loaded
+	existing     int64 // workload: records present; inserts take numbers from here (0: Records)
 }
 
 // phase is the state shared by the threads of one phase.
@@ -170,10 +223,12 @@ type phase struct {
 	claimed atomic.Int64 // operations (or, loading, records) claimed by threads
 	limit   int64
 	fields  []string // "field0".."fieldN-1"
+	errors  atomic.Uint64
+	opts    phaseOpts
 }
 
-func runPhase(ctx context.Context, store Store, cfg *Config, w *Workload, dist string) *PhaseResult {
-	p := &phase{cfg: cfg, w: w, store: store, inserts: NewAckCounter(cfg.Records), limit: cfg.Ops}
+func runPhase(ctx context.Context, store Store, cfg *Config, w *Workload, dist string, o phaseOpts) *PhaseResult {
+	p := &phase{cfg: cfg, w: w, store: store, inserts: NewAckCounter(max(cfg.Records, o.existing)), limit: cfg.Ops, opts: o}
 	if w.Load {
 		// Loading inserts key numbers 0..Records-1, claimed through the same counter.
 		p.inserts = NewAckCounter(0)
@@ -193,7 +248,7 @@ func runPhase(ctx context.Context, store Store, cfg *Config, w *Workload, dist s
 	}
 
 	runCtx, cancel := ctx, context.CancelFunc(func() {})
-	if cfg.Duration > 0 {
+	if cfg.Duration > 0 && o.capped {
 		runCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
 	}
 	defer cancel()
@@ -210,7 +265,9 @@ func runPhase(ctx context.Context, store Store, cfg *Config, w *Workload, dist s
 			t.run(runCtx)
 		}()
 	}
+	stopProgress := p.reportProgress(start)
 	wg.Wait()
+	stopProgress()
 	elapsed := time.Since(start)
 
 	pr := &PhaseResult{Phase: w.Name, Elapsed: elapsed, StoppedBy: StopCompleted}
@@ -242,6 +299,32 @@ func runPhase(ctx context.Context, store Store, cfg *Config, w *Workload, dist s
 	return pr
 }
 
+// reportProgress calls Config.Progress every ProgressInterval from a goroutine it owns, until
+// the returned stop is called (stop waits for it to end, so no call comes after).
+func (p *phase) reportProgress(start time.Time) (stop func()) {
+	if p.cfg.Progress == nil || p.cfg.ProgressInterval <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(p.cfg.ProgressInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				p.cfg.Progress(Progress{Phase: p.w.Name, Elapsed: time.Since(start),
+					Done: min(p.claimed.Load(), p.limit), Target: p.limit, Errors: p.errors.Load()})
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
 // thread is one benchmark client: it owns its random source, value buffer and histograms.
 type thread struct {
 	p     *phase
@@ -265,7 +348,7 @@ func (t *thread) run(ctx context.Context) {
 		start := time.Now()
 		err := t.do(ctx, op)
 		d := time.Since(start)
-		if err != nil && ctx.Err() != nil {
+		if err != nil && (ctx.Err() != nil || pastDeadline(ctx)) {
 			// Cut short by the deadline or SIGINT: neither a latency nor a failure of the server.
 			return
 		}
@@ -277,11 +360,19 @@ func (t *thread) run(ctx context.Context) {
 		s.Latency.RecordDuration(d)
 		if err != nil {
 			s.Errors++
+			p.errors.Add(1)
 			if s.FirstError == "" {
 				s.FirstError = err.Error()
 			}
 		}
 	}
+}
+
+// pastDeadline reports whether ctx's deadline has passed. The driver sets its socket deadline
+// from ctx's, so its i/o timeout can come a moment before ctx's own timer marks ctx done.
+func pastDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // do runs one operation of type op.
@@ -293,7 +384,7 @@ func (t *thread) do(ctx context.Context, op OpType) error {
 	case OpInsert:
 		n := p.inserts.Next()
 		t.fill(t.vals...)
-		if err := p.store.Insert(ctx, t.keyName(n), t.vals); err != nil {
+		if err := p.store.Insert(ctx, t.keyName(n), t.vals); err != nil && !(p.opts.skipExisting && errors.Is(err, ErrDuplicate)) {
 			return err
 		}
 		p.inserts.Ack(n)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"sort"
 	"strings"
@@ -97,7 +98,7 @@ func (m *memStore) Insert(ctx context.Context, key string, fields [][]byte) erro
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.docs[key]; ok {
-		return errors.New("duplicate key " + key)
+		return fmt.Errorf("%w: %s", ErrDuplicate, key)
 	}
 	cp := make([][]byte, len(fields))
 	for i, f := range fields {
@@ -137,6 +138,12 @@ func (m *memStore) Ping(ctx context.Context) error {
 	}
 	m.pings.Add(1)
 	return nil
+}
+
+func (m *memStore) Count(ctx context.Context) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return int64(len(m.docs)), nil
 }
 
 func (m *memStore) Drop(ctx context.Context) error {
@@ -503,5 +510,159 @@ func TestParseConcerns(t *testing.T) {
 	}
 	if _, err := ParseReadConcern("strong"); err == nil {
 		t.Error("unknown read concern accepted")
+	}
+}
+
+// slowStore delays every insert; reads and updates go straight to memStore.
+type slowStore struct {
+	*memStore
+	delay time.Duration
+}
+
+func (s slowStore) Insert(ctx context.Context, key string, fields [][]byte) error {
+	time.Sleep(s.delay)
+	return s.memStore.Insert(ctx, key, fields)
+}
+
+// TestDurationCapsWorkloadOnly: --duration cuts the workload short, never the load before it,
+// which used to end early and leave the workload reading records that were never loaded.
+func TestDurationCapsWorkloadOnly(t *testing.T) {
+	s := slowStore{newMemStore(), time.Millisecond}
+	c := cfg("a")
+	c.Drop = true
+	c.Records = 200 // 4 threads, 1 ms per insert: about 50 ms, longer than the cap
+	c.Ops = 100_000_000
+	c.Duration = 20 * time.Millisecond
+	res, err := Run(context.Background(), s, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Phases) != 2 {
+		t.Fatalf("%d phases", len(res.Phases))
+	}
+	l, a := res.Phases[0], res.Phases[1]
+	if l.StoppedBy != StopCompleted || l.Total() != 200 || len(s.docs) != 200 {
+		t.Fatalf("load stopped by %s after %d records (%d stored)", l.StoppedBy, l.Total(), len(s.docs))
+	}
+	if a.StoppedBy != StopDuration || a.Total() == 0 || a.Errors() != 0 {
+		t.Fatalf("workload stopped by %s after %d ops, %d errors", a.StoppedBy, a.Total(), a.Errors())
+	}
+	// The load workload itself is the run phase: the cap applies to it.
+	c = cfg("load")
+	c.Records = 100_000
+	c.Duration = 20 * time.Millisecond
+	if res, err = Run(context.Background(), slowStore{newMemStore(), time.Millisecond}, c); err != nil || res.Phases[0].StoppedBy != StopDuration {
+		t.Fatalf("load with a cap: %v %+v", err, res.Phases[0])
+	}
+}
+
+// TestAutoLoad: a workload on a collection with fewer records than asked loads the missing ones
+// first and says so, instead of failing every read with "record not found".
+func TestAutoLoad(t *testing.T) {
+	for _, before := range []int64{0, 100} {
+		s := newMemStore()
+		if before > 0 {
+			s = loaded(t, before)
+		}
+		var notices []string
+		c := cfg("c")
+		c.Records = 300
+		c.Ops = 2000
+		c.Notice = func(m string) { notices = append(notices, m) }
+		res := run(t, s, c)
+		if len(res.Phases) != 2 || res.Phases[0].Phase != "load" || len(s.docs) != 300 {
+			t.Fatalf("before %d: %d phases, %d records", before, len(res.Phases), len(s.docs))
+		}
+		if e := res.Phases[0].Errors() + res.Phases[1].Errors(); e != 0 {
+			t.Fatalf("before %d: %d errors (%+v)", before, e, res.Phases[1].Ops[OpRead])
+		}
+		if len(notices) != 1 || !strings.Contains(notices[0], fmt.Sprintf("holds %d records, fewer than the 300", before)) {
+			t.Fatalf("before %d: notices %q", before, notices)
+		}
+	}
+	// Enough records: no load, no notice.
+	s := loaded(t, 300)
+	c := cfg("c")
+	c.Records = 300
+	c.Notice = func(m string) { t.Errorf("unexpected notice %q", m) }
+	if res := run(t, s, c); len(res.Phases) != 1 {
+		t.Fatalf("%d phases on a loaded collection", len(res.Phases))
+	}
+}
+
+// TestInsertsContinueAfterExistingRecords: a second run of workload D inserts after the records
+// the first one added, not into them (which failed as duplicates).
+func TestInsertsContinueAfterExistingRecords(t *testing.T) {
+	s := loaded(t, 500)
+	for range 2 {
+		c := cfg("d")
+		c.Records = 500
+		c.Ops = 4000
+		res := run(t, s, c)
+		if e := res.Phases[len(res.Phases)-1].Errors(); e != 0 {
+			t.Fatalf("%d errors: %+v", e, res.Phases[len(res.Phases)-1].Ops[OpInsert])
+		}
+	}
+}
+
+// TestProgressReports: a running phase reports its state every ProgressInterval, and never
+// after Run returns.
+func TestProgressReports(t *testing.T) {
+	s := loaded(t, 100)
+	s.onOp = func(ctx context.Context) error { time.Sleep(100 * time.Microsecond); return nil }
+	var mu sync.Mutex
+	var reports []Progress
+	returned := false
+	c := cfg("c")
+	c.Records = 100
+	c.Ops = 1_000_000
+	c.Duration = 150 * time.Millisecond
+	c.ProgressInterval = 20 * time.Millisecond
+	c.Progress = func(p Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		if returned {
+			t.Error("progress reported after Run returned")
+		}
+		reports = append(reports, p)
+	}
+	if _, err := Run(context.Background(), s, c); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	returned = true
+	got := append([]Progress(nil), reports...)
+	mu.Unlock()
+	if len(got) < 3 {
+		t.Fatalf("%d progress reports in 150 ms at 20 ms intervals", len(got))
+	}
+	for i, p := range got {
+		if p.Phase != "c" || p.Target != c.Ops || p.Done <= 0 || p.Elapsed <= 0 || (i > 0 && p.Done < got[i-1].Done) {
+			t.Fatalf("report %d: %+v", i, p)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // a leaked reporter would call again now
+}
+
+// TestDeadlineErrorNotCounted: an operation failing at the Duration deadline is cut short, not
+// failed, even when its error comes before the context's timer marks it done (the driver's
+// socket deadline is the context's).
+func TestDeadlineErrorNotCounted(t *testing.T) {
+	s := newMemStore()
+	s.onOp = func(ctx context.Context) error {
+		dl, _ := ctx.Deadline()
+		time.Sleep(time.Until(dl))
+		return errors.New("i/o timeout") // not ctx.Err(): the context may not be done yet
+	}
+	c := cfg("ping")
+	c.Threads = 8
+	c.Ops = 1_000_000
+	c.Duration = 30 * time.Millisecond
+	res, err := Run(context.Background(), s, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := res.Phases[0]; p.Errors() != 0 {
+		t.Fatalf("%d errors at the deadline counted as failures: %q", p.Errors(), p.Ops[OpPing].FirstError)
 	}
 }

@@ -8,6 +8,9 @@ import (
 // ErrNotFound is returned by Store reads and updates when the key does not exist.
 var ErrNotFound = errors.New("record not found")
 
+// ErrDuplicate is wrapped by Store inserts when a record with the key already exists.
+var ErrDuplicate = errors.New("record already exists")
+
 // Store is the database as the benchmark sees it: YCSB's DB interface. Records are documents
 // {_id: key, field0: ..., fieldN: ...}. Implementations must be safe for concurrent use by the
 // benchmark threads and must not retain the value slices passed in after returning.
@@ -26,4 +29,6 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Drop removes every record.
 	Drop(ctx context.Context) error
+	// Count is how many records there are (an estimate from metadata is fine).
+	Count(ctx context.Context) (int64, error)
 }
