@@ -274,7 +274,9 @@ func runPhase(ctx context.Context, store Store, cfg *Config, w *Workload, dist s
 	switch {
 	case ctx.Err() != nil:
 		pr.StoppedBy = StopInterrupted
-	case runCtx.Err() != nil:
+	case runCtx.Err() != nil || pastDeadline(runCtx):
+		// The threads may all have stopped on the driver's i/o timeout (see pastDeadline)
+		// before runCtx's own timer marked it done.
 		pr.StoppedBy = StopDuration
 	}
 	for _, t := range threads {
