@@ -717,6 +717,11 @@ func Prepare(ctx context.Context, ru *storage.RecoveryUnit, meta *catalog.Collec
 	if err := p.validate(coll, meta); err != nil {
 		return nil, err
 	}
+	// Parsing and bounds building are O(n log n) in a $in's size but still take a while for
+	// a huge one: check between the phases.
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
 	ex := &Executor{p: p, meta: meta, ns: req.NS}
 	if meta == nil || coll == nil {
 		ex.root = &eofStage{}
@@ -727,6 +732,9 @@ func Prepare(ctx context.Context, ru *storage.RecoveryUnit, meta *catalog.Collec
 	builders, err := p.candidates(coll, meta)
 	if err != nil {
 		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
 	}
 	if len(builders) == 1 {
 		ex.root, ex.ixName = builders[0].build(ex.env)
