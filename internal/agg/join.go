@@ -283,6 +283,9 @@ func (fi *foreignIndex) load(ctx context.Context, rc *runCtx, db, coll string, p
 	}
 	fi.byKey = map[string][]int{}
 	for i, fd := range fi.docs {
+		if i%1024 == 0 && ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		if keep != nil && !keep(fd) {
 			continue
 		}
@@ -544,8 +547,8 @@ func (s *graphLookupStage) run(ctx context.Context, in Source, rc *runCtx) (Sour
 		visited := map[int]bool{}
 		var found []value
 		for depth := int64(0); len(frontier) > 0 && (s.maxDepth < 0 || depth <= s.maxDepth); depth++ {
-			if err := ctx.Err(); err != nil {
-				return nil, false, err
+			if ctx.Err() != nil {
+				return nil, false, context.Cause(ctx)
 			}
 			var next []value
 			queried := map[string]bool{}

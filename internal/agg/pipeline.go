@@ -329,7 +329,7 @@ func newRunCtx(ac *Context) *runCtx {
 func runStages(ctx context.Context, stages []stage, in Source, rc *runCtx) (Source, error) {
 	cur := in
 	for _, s := range stages {
-		next, err := s.run(ctx, cur, rc)
+		next, err := s.run(ctx, interruptible{cur}, rc)
 		if err != nil {
 			cur.Close()
 			return nil, err
@@ -337,6 +337,18 @@ func runStages(ctx context.Context, stages []stage, in Source, rc *runCtx) (Sour
 		cur = next
 	}
 	return cur, nil
+}
+
+// interruptible checks the operation's context before each pull from the stage below, so
+// every stage loop that consumes its input ($group, $sort, $bucket, $match over a long run
+// of rejected documents...) stops at killOp, maxTimeMS or shutdown with the cause.
+type interruptible struct{ Source }
+
+func (s interruptible) Next(ctx context.Context) (bsoncore.Document, bool, error) {
+	if ctx.Err() != nil {
+		return nil, false, context.Cause(ctx)
+	}
+	return s.Source.Next(ctx)
 }
 
 // Explain renders the stages after optimisation, as the "stages"/"pipeline" of explain.

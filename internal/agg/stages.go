@@ -66,8 +66,11 @@ func newMatch(d bsoncore.Document, p *pctx) (*matchStage, error) {
 func (s *matchStage) name() string { return "$match" }
 func (s *matchStage) spec() value  { return expr.Doc(s.filter) }
 
-func (s *matchStage) matches(d bsoncore.Document, ec *expr.EvalContext) (bool, error) {
-	ok, err := s.m.Matches(d)
+func (s *matchStage) matches(ctx context.Context, d bsoncore.Document, ec *expr.EvalContext, md *query.MatchDetails) (bool, error) {
+	// md carries the context so that one long match (a filter of many clauses) is
+	// interruptible too.
+	md.Interrupt = ctx
+	ok, err := s.m.MatchesWithDetails(d, md)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -86,8 +89,9 @@ func (s *matchStage) matches(d bsoncore.Document, ec *expr.EvalContext) (bool, e
 
 func (s *matchStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
 	ec := rc.evalCtx(nil)
-	return eachDoc(in, func(_ context.Context, d bsoncore.Document) (bsoncore.Document, bool, error) {
-		m, err := s.matches(d, ec)
+	var md query.MatchDetails
+	return eachDoc(in, func(ctx context.Context, d bsoncore.Document) (bsoncore.Document, bool, error) {
+		m, err := s.matches(ctx, d, ec, &md)
 		return d, m, err
 	}), nil
 }

@@ -117,3 +117,26 @@ func FuzzProjection(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkMatchIn100k matches a document against a 100k-value $in (a sorted set: a binary
+// search per value of the field).
+func BenchmarkMatchIn100k(b *testing.B) {
+	arr := bsoncore.NewArrayBuilder()
+	for i := range 100_000 {
+		arr.AppendInt32(int32((i * 7919) % 200_000))
+	}
+	filter := bsoncore.NewDocumentBuilder().AppendDocument("age",
+		bsoncore.NewDocumentBuilder().AppendArray("$in", arr.Build()).Build()).Build()
+	m, err := Parse(filter, ParseOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	doc := ej(b, benchDoc)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := m.Matches(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

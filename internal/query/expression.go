@@ -1,6 +1,7 @@
 package query
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -87,7 +88,44 @@ type MatchDetails struct {
 	ElemMatchKey    string
 	HasElemMatchKey bool
 
-	key []byte // into the document being matched, converted once at the end
+	// Interrupt, when set, is the operation's context: matching one document against a
+	// filter of many clauses (a large $and, $or, $nor or $all) checks it every
+	// interruptEvery clauses and fails with its cause, so killOp, maxTimeMS and shutdown
+	// stop even a single long match.
+	Interrupt context.Context
+
+	key   []byte // into the document being matched, converted once at the end
+	ticks uint32
+}
+
+// interruptEvery is how many clauses a match evaluates between checks of its Interrupt.
+const interruptEvery = 256
+
+// checkInterrupt counts one clause and, every interruptEvery, returns the cause if the
+// operation was interrupted.
+func (d *MatchDetails) checkInterrupt() error {
+	if d == nil || d.Interrupt == nil {
+		return nil
+	}
+	if d.ticks++; d.ticks%interruptEvery != 0 {
+		return nil
+	}
+	if d.Interrupt.Err() != nil {
+		return context.Cause(d.Interrupt)
+	}
+	return nil
+}
+
+// matchNoKey matches e without recording an elemMatchKey (under a negation a key means
+// nothing) but keeping d's interrupt checks.
+func matchNoKey(e MatchExpression, doc []byte, d *MatchDetails) (bool, error) {
+	if d == nil {
+		return e.match(doc, nil)
+	}
+	saved := d.key
+	m, err := e.match(doc, d)
+	d.key = saved
+	return m, err
 }
 
 func (d *MatchDetails) record(k []byte) {
@@ -559,6 +597,9 @@ func (n *logicalNode) match(doc []byte, d *MatchDetails) (bool, error) {
 	switch n.kind {
 	case KindAnd:
 		for _, c := range n.children {
+			if err := d.checkInterrupt(); err != nil {
+				return false, err
+			}
 			if m, err := c.match(doc, d); err != nil || !m {
 				return false, err
 			}
@@ -566,6 +607,9 @@ func (n *logicalNode) match(doc []byte, d *MatchDetails) (bool, error) {
 		return true, nil
 	case KindOr:
 		for _, c := range n.children {
+			if err := d.checkInterrupt(); err != nil {
+				return false, err
+			}
 			if m, err := c.match(doc, d); err != nil || m {
 				return m, err
 			}
@@ -573,7 +617,10 @@ func (n *logicalNode) match(doc []byte, d *MatchDetails) (bool, error) {
 		return false, nil
 	default: // Nor
 		for _, c := range n.children {
-			if m, err := c.match(doc, nil); err != nil || m {
+			if err := d.checkInterrupt(); err != nil {
+				return false, err
+			}
+			if m, err := matchNoKey(c, doc, d); err != nil || m {
 				return false, err
 			}
 		}
@@ -607,8 +654,8 @@ func (n *notNode) Path() string                { return n.child.Path() }
 func (n *notNode) Value() bsoncore.Value       { return bsoncore.Value{} }
 func (n *notNode) Children() []MatchExpression { return []MatchExpression{n.child} }
 func (n *notNode) String() string              { return "$not (" + n.child.String() + ")" }
-func (n *notNode) match(doc []byte, _ *MatchDetails) (bool, error) {
-	m, err := n.child.match(doc, nil)
+func (n *notNode) match(doc []byte, d *MatchDetails) (bool, error) {
+	m, err := matchNoKey(n.child, doc, d)
 	return !m && err == nil, err
 }
 func (n *notNode) expandsLeafArray() bool { return true }

@@ -371,8 +371,15 @@ func parseIn(path, op string, val bsoncore.Value) (MatchExpression, error) {
 		}
 		n.vals = append(n.vals, v)
 	}
-	slices.SortFunc(n.vals, bsonutil.Compare)
+	n.vals = sortedSet(n.vals, bsonutil.Compare)
 	return n, nil
+}
+
+// sortedSet sorts vals under cmp and drops duplicates (values cmp finds equal match the same
+// documents): $in matching is then a binary search, whatever the operand's size.
+func sortedSet(vals []bsoncore.Value, cmp func(a, b bsoncore.Value) int) []bsoncore.Value {
+	slices.SortFunc(vals, cmp)
+	return slices.CompactFunc(vals, func(a, b bsoncore.Value) bool { return cmp(a, b) == 0 })
 }
 
 // setCollator makes the comparison leaves of a parsed tree compare strings under c. It runs
@@ -385,7 +392,7 @@ func setCollator(e MatchExpression, c Collator) {
 		n.coll = c
 	case *inNode:
 		n.coll = c
-		slices.SortFunc(n.vals, func(a, b bsoncore.Value) int { return bsonutil.CompareWithCollator(a, b, c) })
+		n.vals = sortedSet(n.vals, func(a, b bsoncore.Value) int { return bsonutil.CompareWithCollator(a, b, c) })
 	}
 	for _, ch := range e.Children() {
 		setCollator(ch, c)

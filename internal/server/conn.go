@@ -151,7 +151,7 @@ func (s *Server) handleMsg(ctx context.Context, c *conn, m *wire.Message) bool {
 	if err != nil {
 		res = result{reply: errorReply(err, nil, nil), err: err}
 	} else {
-		res = s.runCommand(ctx, c.info, cmd, false, m.Msg.ExhaustAllowed() && !moreToCome)
+		res = s.runWatched(ctx, c, cmd, false, m.Msg.ExhaustAllowed() && !moreToCome)
 	}
 	for {
 		if res.closeConn {
@@ -179,8 +179,16 @@ func (s *Server) handleMsg(ctx context.Context, c *conn, m *wire.Message) bool {
 		// not the one in the original request (else it answers at once, forever).
 		responseTo = id
 		cmd = withReplyTopologyVersion(cmd, res.reply)
-		res = s.runCommand(ctx, c.info, cmd, false, true)
+		res = s.runWatched(ctx, c, cmd, false, true)
 	}
+}
+
+// runWatched runs a command whose context is cancelled (ClientDisconnect) if the client
+// closes the connection meanwhile (see peerWatch).
+func (s *Server) runWatched(ctx context.Context, c *conn, cmd bsoncore.Document, legacy, exhaustAllowed bool) result {
+	ctx, stop := s.watchPeer(ctx, c)
+	defer stop()
+	return s.runCommand(ctx, c.info, cmd, legacy, exhaustAllowed)
 }
 
 // withReplyTopologyVersion returns cmd with its topologyVersion replaced by reply's, when both
@@ -219,7 +227,7 @@ func (s *Server) handleQuery(ctx context.Context, c *conn, m *wire.Message) bool
 	} else if cmd, err := q.Command(); err != nil {
 		reply = errorReply(err, nil, nil)
 	} else {
-		res := s.runCommand(ctx, c.info, cmd, true, false)
+		res := s.runWatched(ctx, c, cmd, true, false)
 		if res.closeConn {
 			return true
 		}

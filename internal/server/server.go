@@ -7,9 +7,11 @@
 // of a service.Role; it imports neither the command handlers nor replication.
 //
 // Ownership. The Server owns every goroutine it starts: one accept loop per listener and one
-// goroutine per connection, all counted in one WaitGroup. Shutdown stops the accept loops,
-// wakes idle connections (a read deadline in the past), lets in-flight commands finish for a
-// bounded time, then interrupts what is left (InterruptedAtShutdown), closes every socket and
+// goroutine per connection, all counted in one WaitGroup; a connection whose command runs
+// past 50 ms also runs a watcher that interrupts the command if the client disconnects
+// (peerWatch), which the connection stops before it reads again. Shutdown stops the accept loops,
+// wakes idle connections (a read deadline in the past), interrupts the running commands
+// (InterruptedAtShutdown), waits a bounded time for them to end, closes every socket and
 // finally closes the registered Closers (the storage engine) in reverse order. After Shutdown
 // returns no goroutine of the server is running.
 //
@@ -58,8 +60,9 @@ type Config struct {
 	Role service.Role
 	// Closers are closed in reverse order at the end of shutdown (the storage engine).
 	Closers []Closer
-	// ShutdownTimeout bounds the wait for in-flight commands on a signal-initiated shutdown
-	// (default 15 s); the shutdown command passes its own timeoutSecs.
+	// ShutdownTimeout bounds the wait for interrupted in-flight commands to end on a
+	// signal-initiated shutdown before their sockets are closed (default 15 s); the shutdown
+	// command passes its own timeoutSecs.
 	ShutdownTimeout time.Duration
 	// Quiet lowers connection accept/end logs to debug, as mongod --quiet does.
 	Quiet bool
@@ -262,8 +265,8 @@ func (s *Server) connLog(msg string, id int, ctx string, args ...any) {
 }
 
 // Shutdown shuts the server down cleanly (see the package comment) and waits until it is
-// done or ctx ends. In-flight commands get up to Config.ShutdownTimeout, or until ctx's
-// deadline if sooner.
+// done or ctx ends. In-flight commands are interrupted and get up to Config.ShutdownTimeout
+// (or until ctx's deadline if sooner) to end before their connections are closed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	timeout := s.cfg.ShutdownTimeout
 	if dl, ok := ctx.Deadline(); ok {
@@ -319,6 +322,13 @@ func (s *Server) shutdown(drain time.Duration) {
 	}
 	s.mu.Unlock()
 
+	// Interrupt what is running now, as mongod does at shutdown (killAllOperations): a
+	// long query must not hold the process up. Every connection's context descends from
+	// rootCtx, so commands that begin after this are interrupted too.
+	cause := mongoerr.New(mongoerr.InterruptedAtShutdown, "interrupted at shutdown")
+	s.state.Clients.KillAll(cause)
+	s.rootCancel(cause)
+
 	allDone := make(chan struct{})
 	go func() {
 		s.wg.Wait()
@@ -329,10 +339,7 @@ func (s *Server) shutdown(drain time.Duration) {
 	case <-allDone:
 		timer.Stop()
 	case <-timer.C:
-		l.Info("Interrupting operations still running at shutdown", logv2.C(logv2.Command), logv2.ID(4695300))
-		cause := mongoerr.New(mongoerr.InterruptedAtShutdown, "interrupted at shutdown")
-		s.state.Clients.KillAll(cause)
-		s.rootCancel(cause)
+		l.Info("Closing connections still busy at shutdown", logv2.C(logv2.Command), logv2.ID(4695300))
 		s.mu.Lock()
 		for c := range s.conns {
 			_ = c.nc.Close()
@@ -340,7 +347,6 @@ func (s *Server) shutdown(drain time.Duration) {
 		s.mu.Unlock()
 		<-allDone
 	}
-	s.rootCancel(mongoerr.New(mongoerr.InterruptedAtShutdown, "interrupted at shutdown"))
 	s.role.Shutdown()
 
 	var errs []error

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -160,22 +161,25 @@ func leafBounds(e query.MatchExpression) (b oil, exact, ok bool) {
 		if err != nil {
 			return nil, false, false
 		}
-		var o oil
+		// Collect every value's intervals and normalize once (sort + merge): a large $in
+		// must not cost a merge per value.
+		o := make(oil, 0, len(vals))
 		exact := true
 		for _, x := range vals {
 			switch x.Type {
 			case bsoncore.TypeRegex:
 				rb, _, _ := regexBounds(x)
-				o = union(o, rb)
+				o = append(o, rb...)
 				exact = false
 			case bsoncore.TypeArray, bsoncore.TypeNull, bsoncore.TypeEmbeddedDocument:
 				sub, _, _ := leafBounds(eqExpr{v: x})
-				o = union(o, sub)
+				o = append(o, sub...)
 				exact = false
 			default:
-				o = union(o, oil{point(x)})
+				o = append(o, point(x))
 			}
 		}
+		o = normalize(o)
 		if len(o) == 0 {
 			// $in: [] matches nothing; an empty OIL scans nothing.
 			return oil{}, true, true
@@ -190,6 +194,26 @@ func leafBounds(e query.MatchExpression) (b oil, exact, ok bool) {
 		return full, false, true
 	}
 	return nil, false, false
+}
+
+// boundable is leafBounds's exact and ok without building the bounds, which for a $in of
+// many values costs a sort: the planner asks it of every predicate, and of a $in more than once.
+func boundable(e query.MatchExpression) (exact, ok bool) {
+	if e.Kind() != query.KindIn {
+		_, exact, ok = leafBounds(e)
+		return exact, ok
+	}
+	vals, err := bsoncore.Array(e.Value().Data).Values()
+	if err != nil {
+		return false, false
+	}
+	for _, x := range vals {
+		switch x.Type {
+		case bsoncore.TypeRegex, bsoncore.TypeArray, bsoncore.TypeNull, bsoncore.TypeEmbeddedDocument:
+			return false, true
+		}
+	}
+	return true, true
 }
 
 // eqExpr adapts a value to an equality leaf for leafBounds.
@@ -257,17 +281,28 @@ func simplePrefix(pattern, opts string) (string, bool) {
 
 // union merges two OILs.
 func union(a, b oil) oil {
-	all := append(append(oil{}, a...), b...)
+	return normalize(append(append(make(oil, 0, len(a)+len(b)), a...), b...))
+}
+
+// normalize sorts intervals by their low end and merges those that overlap or touch, in
+// place: O(n log n), so that bounds for a $in of many values stay cheap.
+func normalize(all oil) oil {
 	if len(all) <= 1 {
 		return all
 	}
-	// insertion sort by low (lists are short)
-	for i := 1; i < len(all); i++ {
-		for j := i; j > 0 && lowLess(all[j], all[j-1]); j-- {
-			all[j], all[j-1] = all[j-1], all[j]
+	byLow := func(a, b interval) int {
+		if lowLess(a, b) {
+			return -1
 		}
+		if lowLess(b, a) {
+			return 1
+		}
+		return 0
 	}
-	out := oil{all[0]}
+	if !slices.IsSortedFunc(all, byLow) {
+		slices.SortFunc(all, byLow)
+	}
+	out := all[:1]
 	for _, iv := range all[1:] {
 		last := &out[len(out)-1]
 		c := bsonutil.Compare(iv.low, last.high)
@@ -288,23 +323,31 @@ func lowLess(a, b interval) bool {
 	return c < 0 || (c == 0 && a.lowInc && !b.lowInc)
 }
 
-// intersect intersects two OILs.
+// intersect intersects two OILs. Both are normalized first (sorted, disjoint) so one merge
+// pass suffices: O(n log n) rather than a comparison of every pair.
 func intersect(a, b oil) oil {
+	a = normalize(slices.Clone(a))
+	b = normalize(slices.Clone(b))
 	var out oil
-	for _, x := range a {
-		for _, y := range b {
-			lo, loInc := x.low, x.lowInc
-			if c := bsonutil.Compare(y.low, lo); c > 0 || (c == 0 && !y.lowInc) {
-				lo, loInc = y.low, y.lowInc
-			}
-			hi, hiInc := x.high, x.highInc
-			if c := bsonutil.Compare(y.high, hi); c < 0 || (c == 0 && !y.highInc) {
-				hi, hiInc = y.high, y.highInc
-			}
-			c := bsonutil.Compare(lo, hi)
-			if c < 0 || (c == 0 && loInc && hiInc) {
-				out = append(out, interval{low: lo, high: hi, lowInc: loInc, highInc: hiInc})
-			}
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		x, y := a[i], b[j]
+		lo, loInc := x.low, x.lowInc
+		if c := bsonutil.Compare(y.low, lo); c > 0 || (c == 0 && !y.lowInc) {
+			lo, loInc = y.low, y.lowInc
+		}
+		hi, hiInc := x.high, x.highInc
+		if c := bsonutil.Compare(y.high, hi); c < 0 || (c == 0 && !y.highInc) {
+			hi, hiInc = y.high, y.highInc
+		}
+		c := bsonutil.Compare(lo, hi)
+		if c < 0 || (c == 0 && loInc && hiInc) {
+			out = append(out, interval{low: lo, high: hi, lowInc: loInc, highInc: hiInc})
+		}
+		// Advance the interval that ends first; the other may still overlap the next one.
+		if hc := bsonutil.Compare(x.high, y.high); hc < 0 || (hc == 0 && !x.highInc) {
+			i++
+		} else {
+			j++
 		}
 	}
 	return out

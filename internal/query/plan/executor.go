@@ -202,7 +202,9 @@ func (ex *Executor) Next(ctx context.Context) (recordid.ID, bsoncore.Document, b
 		yieldEvery = 1000
 	}
 	for n := 0; ; n++ {
-		if n%64 == 0 && ctx.Err() != nil {
+		// Each work is bounded (one key or document, and a long match checks on its own),
+		// so checking every few works stops an operation promptly.
+		if n%8 == 0 && ctx.Err() != nil {
 			return recordid.ID{}, nil, false, context.Cause(ctx)
 		}
 		m, st, err := ex.root.work(ctx)

@@ -51,14 +51,14 @@ func hashedBounds(e query.MatchExpression) (oil, bool) {
 		case bsoncore.TypeNull:
 			// {h: null} matches missing and null (both keyed as hash(null)) and undefined.
 			undef, _ := hashOf(bsoncore.Value{Type: bsoncore.TypeUndefined})
-			o = union(o, oil{point(hashedNull), point(undef)})
+			o = append(o, point(hashedNull), point(undef))
 			continue
 		}
 		hv, ok := hashOf(v)
 		if !ok {
 			return nil, false
 		}
-		o = union(o, oil{point(hv)})
+		o = append(o, point(hv))
 	}
-	return o, true
+	return normalize(o), true
 }

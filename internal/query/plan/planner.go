@@ -312,7 +312,7 @@ func collectPreds(e query.MatchExpression, out []pred, group *int) []pred {
 		*group++
 		g := *group
 		for _, c := range e.Children() {
-			if _, _, ok := leafBounds(c); ok {
+			if _, ok := boundable(c); ok {
 				out = append(out, pred{path: e.Path(), e: c, group: g})
 			}
 		}
@@ -324,7 +324,7 @@ func collectPreds(e query.MatchExpression, out []pred, group *int) []pred {
 		}
 	default:
 		if e.Path() != "" {
-			if _, _, ok := leafBounds(e); ok {
+			if _, ok := boundable(e); ok {
 				out = append(out, pred{path: e.Path(), e: e})
 			}
 		}
@@ -342,7 +342,7 @@ func collectElemObject(e query.MatchExpression, prefix string, out []pred, g int
 	if e.Path() == "" || e.Kind() == query.KindNot {
 		return out
 	}
-	if _, _, ok := leafBounds(e); ok {
+	if _, ok := boundable(e); ok {
 		out = append(out, pred{path: prefix + "." + e.Path(), e: e, group: g})
 	}
 	return out
@@ -365,7 +365,7 @@ func coverable(e query.MatchExpression, names map[string]bool) bool {
 		if !names[e.Path()] {
 			return false
 		}
-		_, exact, ok := leafBounds(e)
+		exact, ok := boundable(e)
 		return ok && exact
 	}
 	return false
@@ -465,10 +465,11 @@ func (p *prepared) planIndex(ix *index.Index, preds []pred, hinted bool) (*candi
 			if pr.path != n {
 				continue
 			}
-			var pb oil
-			if lb, _, _ := leafBounds(pr.e); touchesStrings(lb) && (!sameColl || (hashed[i] && ix.Collator() != nil)) {
+			lb, _, _ := leafBounds(pr.e)
+			if touchesStrings(lb) && (!sameColl || (hashed[i] && ix.Collator() != nil)) {
 				continue
 			}
+			pb := lb
 			if hashed[i] {
 				// Only equalities translate into the hash space; ranges cannot use it.
 				hb, ok := hashedBounds(pr.e)
@@ -476,8 +477,6 @@ func (p *prepared) planIndex(ix *index.Index, preds []pred, hinted bool) (*candi
 					continue
 				}
 				pb = hb
-			} else {
-				pb, _, _ = leafBounds(pr.e)
 			}
 			switch {
 			case b == nil:
@@ -718,6 +717,11 @@ func Prepare(ctx context.Context, ru *storage.RecoveryUnit, meta *catalog.Collec
 	if err := p.validate(coll, meta); err != nil {
 		return nil, err
 	}
+	// Parsing and bounds building are O(n log n) in a $in's size but still take a while for
+	// a huge one: check between the phases.
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
 	ex := &Executor{p: p, meta: meta, ns: req.NS}
 	if meta == nil || coll == nil {
 		ex.root = &eofStage{}
@@ -728,6 +732,9 @@ func Prepare(ctx context.Context, ru *storage.RecoveryUnit, meta *catalog.Collec
 	builders, err := p.candidates(coll, meta)
 	if err != nil {
 		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
 	}
 	if len(builders) == 1 {
 		ex.root, ex.ixName = builders[0].build(ex.env)

@@ -167,6 +167,7 @@ func (s *collScan) work(ctx context.Context) (*member, workState, error) {
 	if !ok {
 		return s.atEnd()
 	}
+	s.m.details.Interrupt = ctx
 	return s.emit(rid, doc)
 }
 
@@ -316,6 +317,7 @@ func (s *fetchStage) work(ctx context.Context) (*member, workState, error) {
 	}
 	m.doc = doc
 	if s.filter != nil {
+		m.details.Interrupt = ctx
 		ok, err := s.filter.MatchesWithDetails(doc, &m.details)
 		if err != nil {
 			return nil, isEOF, err
