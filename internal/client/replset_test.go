@@ -2,9 +2,7 @@ package client_test
 
 import (
 	"context"
-	"fmt"
-	"humongo/internal/operation"
-	"humongo/internal/service"
+	"humongo/internal/repl/applier/repltest"
 	"testing"
 	"time"
 
@@ -12,10 +10,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
 	"humongo/internal/client"
-	"humongo/internal/commands"
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/coord"
-	"humongo/internal/server"
 )
 
 func TestParseReplicaSetHosts(t *testing.T) {
@@ -33,33 +29,12 @@ func TestParseReplicaSetHosts(t *testing.T) {
 	}
 }
 
-// startMember starts an in-process replica-set member of rs0 and returns its host.
+// startMember starts an in-process replica-set member of rs0 (the replication tests'
+// harness) and returns its host.
 func startMember(t *testing.T) (string, *coord.Coordinator) {
 	t.Helper()
-	db, err := operation.OpenDB(context.Background(), t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mongod := commands.NewMongod(db, service.Config{})
-	s, err := server.New(server.Config{Port: 0, State: mongod.State, Registry: mongod.Registry, Role: mongod.Role,
-		Closers: []server.Closer{db}})
-	if err != nil {
-		_ = db.Close()
-		t.Fatal(err)
-	}
-	host := fmt.Sprintf("127.0.0.1:%d", s.Port())
-	rc, err := commands.AttachReplication(context.Background(), s.State(), s.Registry(), "rs0", host, 0,
-		coord.Options{TickInterval: 20 * time.Millisecond})
-	if err != nil {
-		_ = s.Close()
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() {
-		rc.Close()
-		_ = s.Close()
-	})
-	return host, rc
+	n := repltest.StartReplSetMember(t, "rs0")
+	return n.Host, n.RC
 }
 
 // A ReplicaSet client seeded with one member finds the others and sends each command to the
