@@ -63,11 +63,12 @@ func oplogTail(t *testing.T, ctx context.Context, n *node, k int64) []bson.M {
 func TestStepUpWaitsForTheLastBatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	// Chaining is off: a secondary syncing from the other would never see the held batch.
 	a, b := startSet(t, ctx, bson.D{{Key: "electionTimeoutMillis", Value: 2000}, {Key: "heartbeatIntervalMillis", Value: 200},
-		{Key: "catchUpTimeoutMillis", Value: 0}})
+		{Key: "catchUpTimeoutMillis", Value: 0}, {Key: "chainingAllowed", Value: false}})
 
-	// Both secondaries fetch the next write and stop inside its batch: neither reports it,
-	// so the one that steps up gets the other's vote.
+	// Both secondaries fetch the next write from the primary and stop inside its batch:
+	// neither reports it, so the one that steps up gets the other's vote.
 	fp := failpoint.Register("pauseBatchApplicationBeforeCompletion")
 	entered := fp.Configure(failpoint.AlwaysOn, 0, 0, nil)
 	t.Cleanup(fp.Disable) // runs before the nodes stop: a held batch would block their shutdown
