@@ -300,7 +300,8 @@ func (r *aggResolver) OpenWriter(ctx context.Context, db, coll string, replace b
 	if err := aggCheckOutputNS(ctx, r.env, ns); err != nil {
 		return nil, err
 	}
-	// On a member that is not primary the writes go to the primary (agg_remote.go).
+	// On a member that is not primary the writes go to the primary (agg_remote.go); the
+	// local database is this node's own.
 	if rw, err := r.aggPrimaryWriter(ctx, db, coll, replace); err != nil || rw != nil {
 		if err != nil {
 			return nil, err

@@ -49,7 +49,7 @@ type aggRemoteWriter struct {
 // when no other member is known to be primary.
 func (r *aggResolver) aggPrimaryWriter(ctx context.Context, db, coll string, replace bool) (*aggRemoteWriter, error) {
 	rc := r.env.State.Repl
-	if rc == nil || rc.IsWritablePrimary() {
+	if rc == nil || db == "local" || rc.IsWritablePrimary() {
 		return nil, nil
 	}
 	h := rc.Hello()
