@@ -161,6 +161,17 @@ func TestSecondaryOutAndMergeWriteOnPrimary(t *testing.T) {
 	}
 
 	sec := connectSecondaryPreferred(t, ns[1]).Database("db0")
+	// w:3 returned once the secondary applied coll0; wait until its reads see it too.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		k, err := sec.Collection("coll0").CountDocuments(ctx, bson.D{})
+		if err == nil && k == 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the secondary reads %d documents of db0.coll0 (%v), want 10", k, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	run := func(pipe bson.A) {
 		t.Helper()
 		cur, err := sec.Collection("coll0").Aggregate(ctx, pipe)
