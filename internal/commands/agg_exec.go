@@ -253,6 +253,9 @@ type aggResolver struct {
 	in  *aggInput // the pipeline's input, nil when it reads no collection
 	// bypassValidation is the command's bypassDocumentValidation.
 	bypassValidation bool
+	// writeConcern is the command's writeConcern, forwarded with the writes a secondary
+	// sends to the primary (agg_remote.go); nil when the command has none.
+	writeConcern bsoncore.Document
 	// coll is the operation's collation: a foreign view's pipeline runs under it.
 	coll *collation.Collator
 }
@@ -296,6 +299,14 @@ func (r *aggResolver) OpenWriter(ctx context.Context, db, coll string, replace b
 	ns := db + "." + coll
 	if err := aggCheckOutputNS(ctx, r.env, ns); err != nil {
 		return nil, err
+	}
+	// On a member that is not primary the writes go to the primary (agg_remote.go); the
+	// local database is this node's own.
+	if rw, err := r.aggPrimaryWriter(ctx, db, coll, replace); err != nil || rw != nil {
+		if err != nil {
+			return nil, err
+		}
+		return rw, nil
 	}
 	w := &aggWriter{db: r.env.State.DB, env: r.env, r: r, target: ns, writeNS: ns, replace: replace, bypass: r.bypassValidation}
 	if replace {

@@ -266,7 +266,7 @@ func aggPrepare(ctx context.Context, env *service.Env, r *aggRequest) (*aggPrepa
 	}
 	p.full, p.pl = full, full
 	p.ac = &agg.Context{Now: now, Vars: vars, AllowDiskUse: r.allowDiskUse, TempDir: env.State.DB.TempDir,
-		Resolver: &aggResolver{env: env, bypassValidation: r.bypass, coll: coll}}
+		Resolver: &aggResolver{env: env, bypassValidation: r.bypass, coll: coll, writeConcern: aggWriteConcern(r.cmd)}}
 	if p.leading != "" || collectionless {
 		p.backing = ""
 		return p, nil
@@ -456,4 +456,12 @@ func appendBoolField(d bsoncore.Document, key string) bsoncore.Document {
 	out = append(out, 0)
 	out[0], out[1], out[2], out[3] = byte(len(out)), byte(len(out)>>8), byte(len(out)>>16), byte(len(out)>>24)
 	return out
+}
+
+// aggWriteConcern is the command's writeConcern document (nil when absent).
+func aggWriteConcern(cmd bsoncore.Document) bsoncore.Document {
+	if wc, ok := lookup(cmd, "writeConcern").DocumentOK(); ok {
+		return wc
+	}
+	return nil
 }

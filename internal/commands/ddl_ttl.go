@@ -9,6 +9,7 @@ import (
 	"humongo/internal/index"
 	"humongo/internal/optime"
 	"humongo/internal/recordid"
+	"humongo/internal/repl/oplog"
 	"humongo/internal/service"
 	"humongo/internal/storage"
 )
@@ -36,12 +37,16 @@ func StartTTLMonitor(ctx context.Context, st *service.State) (stop func()) {
 	}
 	m = index.NewTTLMonitor(st.DB.Colls, index.TTLOptions{
 		IsPrimary: func() bool {
-			if st.Params == nil {
-				return true
+			if st.Params != nil {
+				syncPeriod()
+				if !st.Params.Bool("ttlMonitorEnabled") {
+					return false
+				}
 			}
-			syncPeriod()
-			return st.Params.Bool("ttlMonitorEnabled")
+			return ttlMayDelete(st)
 		},
+		// The delete goes through the op observer: on a member, the oplog writer logs it and
+		// refuses it (NotWritablePrimary) if the node stepped down since IsPrimary.
 		Delete: func(_ context.Context, coll *index.Collection, ru *storage.RecoveryUnit, rid recordid.ID, doc bsoncore.Document) error {
 			if err := coll.DeleteDocument(ru, rid, doc); err != nil {
 				return err
@@ -56,4 +61,28 @@ func StartTTLMonitor(ctx context.Context, st *service.State) (stop func()) {
 	syncPeriod()
 	m.Start(ctx) // the node's running monitor until stopped (index.Collections.TTLMonitor)
 	return m.Stop
+}
+
+// ttlMayDelete reports whether this node's TTL monitor may delete now: on a replica-set
+// member only while the replication coordinator says it is a writable primary (secondaries
+// delete by applying the primary's entries; a primary-elect still draining must not log
+// deletes of its own); on a standalone always. The coordinator is reached through the
+// installed oplog writer (read atomically, so the monitor may run while the coordinator is
+// attached); a member whose replication is not attached yet (--replSet given, NoOp observer
+// still installed) must not delete, or its deletes would not be logged.
+func ttlMayDelete(st *service.State) bool {
+	if w, ok := st.DB.Observer().(*oplog.Writer); ok {
+		return w.Writable()
+	}
+	return !replSetConfigured(st.CmdLine.Parsed)
+}
+
+// replSetConfigured reports whether the parsed options name a replica set
+// (replication.replSetName).
+func replSetConfigured(parsed bsoncore.Document) bool {
+	if len(parsed) == 0 {
+		return false
+	}
+	name, _ := parsed.Lookup("replication", "replSetName").StringValueOK()
+	return name != ""
 }

@@ -28,7 +28,9 @@
 // Writes to the `local` database are never logged (the observer checks). An oplog applier
 // replaying entries it received marks its RecoveryUnit with UnreplicatedWrites so the write
 // path's observer calls do nothing (MongoDB's UnreplicatedWritesBlock); the applier itself
-// writes the entries it received and sets their timestamps.
+// writes the entries it received and sets their timestamps. That mark is also what lets
+// replication write on a node that is not primary: the oplog writer refuses every other
+// replicated write there (NotWritablePrimary; see internal/repl/oplog).
 //
 // Session information for retryable writes (lsid, txnNumber, stmtId, prevOpTime) is attached
 // to the RecoveryUnit with WithSession for the duration of the operation.

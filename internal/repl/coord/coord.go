@@ -112,8 +112,13 @@ type Coordinator struct {
 	peers *client.Pool // connections to the other members, for heartbeats, votes and updatePosition
 	tv    atomic.Int64
 	term  atomic.Int64 // mirror of the core's term for Term(), readable without c.mu
-	rbid  atomic.Int32 // replSetGetRBID; persisted in local.system.rollback.id (secondary.go)
-	start time.Time
+	// writable mirrors the core's IsWritablePrimary for CanAcceptNonLocalWrites, the oplog
+	// writer's check on every replicated write (MongoDB's _canAcceptNonLocalWrites): it is
+	// read without c.mu, and refreshed after every change of the core (handleLocked,
+	// noteChangesLocked), cleared before a step-down kills the running writes.
+	writable atomic.Bool
+	rbid     atomic.Int32 // replSetGetRBID; persisted in local.system.rollback.id (secondary.go)
+	start    time.Time
 
 	// dataSyncer is the initial syncer, once one ran (secondary.go; guarded by mu).
 	dataSyncer *initialsync.Syncer
@@ -163,6 +168,16 @@ func New(opts Options) *Coordinator {
 // Term is the current term (the oplog writer's TermSource). It never takes c.mu, so writes
 // made while the coordinator holds its mutex may call it.
 func (c *Coordinator) Term() int64 { return c.term.Load() }
+
+// CanAcceptNonLocalWrites reports whether this node may write replicated data of its own
+// (a writable primary: not a secondary, not a primary-elect still draining). The oplog
+// writer asks it for every entry it logs; like Term it never takes c.mu.
+func (c *Coordinator) CanAcceptNonLocalWrites() bool { return c.writable.Load() }
+
+// syncWritableLocked refreshes the writable mirror from the core.
+func (c *Coordinator) syncWritableLocked() {
+	c.writable.Store(c.topo != nil && c.topo.IsWritablePrimary())
+}
 
 // HostRewriter is this server's host Rewriter (testingReplicaSetHostRewrites changes it).
 func (c *Coordinator) HostRewriter() *client.Rewriter { return c.opts.Dialer }
@@ -352,6 +367,7 @@ func (c *Coordinator) maybeFollowJournalLocked() {
 // that writes the state and then, under c.mu again, carries out the rest. A failed write
 // drops the rest.
 func (c *Coordinator) handleLocked(now time.Time, acts []topology.Action) {
+	defer c.syncWritableLocked()
 	for i, a := range acts {
 		switch a.Kind {
 		case topology.ActPersistDurable:
@@ -384,6 +400,7 @@ func (c *Coordinator) handleLocked(now time.Time, acts []topology.Action) {
 			c.sendVoteRequestsLocked(a)
 		case topology.ActStepDown:
 			c.log.Info("Stepping down", logv2.ID(21358), "reason", a.Reason)
+			c.writable.Store(false) // before the kill: no write may log an entry from now on
 			c.killConflictingLocked()
 			c.wakeLocked()
 		case topology.ActPrimaryElected:
@@ -574,6 +591,7 @@ func (c *Coordinator) appendNoop(ctx context.Context, term int64, msg string) (o
 // noteChangesLocked bumps topologyVersion.counter when anything hello reports changed and
 // wakes awaitable hellos.
 func (c *Coordinator) noteChangesLocked() {
+	c.syncWritableLocked()
 	sig := ""
 	if c.topo != nil {
 		cfg := c.topo.Config()

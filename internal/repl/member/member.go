@@ -52,7 +52,8 @@ func Attach(ctx context.Context, cfg Config) (*coord.Coordinator, *oplog.Writer,
 	// Every replicated write now logs its oplog entry in its own storage unit.
 	w, err := oplog.Open(ctx, oplog.Config{Engine: db.Engine, Catalog: db.Catalog, Colls: db.Colls,
 		MaxSizeBytes: oplogSizeAtStartup(db, cfg.OplogSizeBytes), Term: func() int64 { return rc.Term() },
-		TempDir: db.TempDir, Log: opts.Logger})
+		Writable: func() bool { return rc.CanAcceptNonLocalWrites() },
+		TempDir:  db.TempDir, Log: opts.Logger})
 	if err != nil {
 		return nil, nil, err
 	}

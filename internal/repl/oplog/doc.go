@@ -51,4 +51,16 @@
 // unreplicated (opobserver.UnreplicatedWrites), so they log nothing; the caller writes the
 // received entry itself with Writer.AppendEntry. Grouping a batch by document for parallel
 // writers (ApplyBatch) is a follow-up.
+//
+// # Only a writable primary logs writes of its own
+//
+// Every replicated write reaches the Writer (the op observer), so the Writer is where a node
+// that is not a writable primary is stopped (MongoDB's logOp check, "logOp() but can't accept
+// write to collection"): logEntries fails with NotWritablePrimary unless Config.Writable (the
+// coordinator's CanAcceptNonLocalWrites) says yes. Whatever the path (a command, an
+// aggregation stage, the TTL monitor, an index build), a secondary thus never writes
+// replicated data of its own. Replication's own writes (application, initial sync, rollback,
+// startup recovery) are unreplicated and never reach it; unreplicated namespaces
+// (opobserver.IsReplicatedNS: local, system.profile) and no-ops (ns "", such as the "new
+// primary" entry written while draining) are exempt.
 package oplog

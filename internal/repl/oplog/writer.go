@@ -14,6 +14,7 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/index"
+	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
 	"humongo/internal/optime"
 	"humongo/internal/recordid"
@@ -50,6 +51,15 @@ type Config struct {
 	MaxSizeBytes int64
 	// Term is the coordinator's current term (UninitializedTerm when nil).
 	Term TermSource
+	// Writable reports whether this node may log entries of its own: the coordinator's
+	// CanAcceptNonLocalWrites. Every replicated write passes logEntries, so a node that is
+	// not a writable primary fails it with NotWritablePrimary whatever the path (a command,
+	// an aggregation stage, the TTL monitor, an index build). Replication's own writes
+	// (oplog application, initial sync, rollback, startup recovery) run with
+	// opobserver.UnreplicatedWrites and never get here; no-ops (ns "") and the local
+	// database are exempt, as in MongoDB's logOp. nil: a writer with no coordinator (tests
+	// that drive a data node directly), which never refuses.
+	Writable func() bool
 	// Now is the wall clock (entries' wall field and slot seconds); default time.Now.
 	Now func() time.Time
 	// TempDir holds index-build spill files for applied createIndexes entries.
@@ -227,6 +237,9 @@ func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]optime.OpTi
 	if !ru.InUnitOfWork() {
 		return nil, storage.ErrNotInUnit
 	}
+	if err := w.checkWritable(es); err != nil {
+		return nil, err
+	}
 	var buf [1]optime.OpTime
 	// Registered before the slots: a rollback releases every slot already reserved, which
 	// can make later entries of other writers visible.
@@ -260,6 +273,19 @@ func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]optime.OpTi
 		w.NotifyVisible()
 	})
 	return slots, nil
+}
+
+// Writable reports whether this node may log entries of its own now (Config.Writable; true
+// for a writer without a coordinator).
+func (w *Writer) Writable() bool { return w.cfg.Writable == nil || w.cfg.Writable() }
+
+// checkWritable refuses entries a node that is not a writable primary must not log
+// (MongoDB's _logOpsInner: "logOp() but can't accept write to collection").
+func (w *Writer) checkWritable(es []entry) error {
+	if w.cfg.Writable == nil || len(es) == 0 || es[0].ns == "" || w.cfg.Writable() {
+		return nil
+	}
+	return mongoerr.Newf(mongoerr.NotWritablePrimary, "logOp() but can't accept write to collection %s", es[0].ns)
 }
 
 func (w *Writer) put(ru *storage.RecoveryUnit, ts optime.Timestamp, doc []byte) error {
