@@ -423,6 +423,9 @@ func parseFieldPathExpr(s string, pc *ParseContext) (Expression, error) {
 	if rest == "" {
 		return nil, mongoerr.New(mongoerr.Location16872, "'$' by itself is not a valid FieldPath")
 	}
+	if strings.HasSuffix(rest, ".") {
+		return nil, mongoerr.New(mongoerr.Location40353, "FieldPath must not end with a '.'.")
+	}
 	parts := strings.Split(rest, ".")
 	for _, p := range parts {
 		if p == "" {
