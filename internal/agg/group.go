@@ -61,19 +61,22 @@ func parseGroup(spec value, p *pctx) (stage, error) {
 			}
 			continue
 		}
-		if strings.HasPrefix(k, "$") {
-			return nil, mongoerr.Newf(mongoerr.Location40236, "The field name '%s' cannot be an operator name", k)
+		// accumulation_statement.cpp's parseAccumulationStatement, in its order.
+		ad, isDoc := v.DocumentOK()
+		var aels []bsoncore.Element
+		if isDoc {
+			if aels, err = expr.DocElems(ad); err != nil {
+				return nil, err
+			}
+		}
+		if len(aels) == 0 || !strings.HasPrefix(aels[0].Key(), "$") {
+			return nil, mongoerr.Newf(mongoerr.Location40234, "The field '%s' must be an accumulator object", k)
 		}
 		if strings.Contains(k, ".") {
 			return nil, mongoerr.Newf(mongoerr.Location40235, "The field name '%s' cannot contain '.'", k)
 		}
-		ad, isDoc := v.DocumentOK()
-		if !isDoc {
-			return nil, mongoerr.Newf(mongoerr.Location40234, "The field '%s' must be an accumulator object", k)
-		}
-		aels, err := expr.DocElems(ad)
-		if err != nil {
-			return nil, err
+		if strings.HasPrefix(k, "$") {
+			return nil, mongoerr.Newf(mongoerr.Location40236, "The field name '%s' cannot be an operator name", k)
 		}
 		if len(aels) != 1 {
 			return nil, mongoerr.Newf(mongoerr.Location40238, "The field '%s' must specify one accumulator", k)

@@ -116,3 +116,22 @@ func TestErrorCodesProjection(t *testing.T) {
 			code: 51247, cname: "Location51247", msg: "Executor error during find command :: caused by :: positional operator '.$' element mismatch"},
 	})
 }
+
+func TestErrorCodesVariables(t *testing.T) {
+	one := []bson.D{ins(bson.D{{Key: "a", Value: 1}})}
+	project := func(v any) bson.D { return agg(bson.D{{Key: "$project", Value: bson.D{{Key: "x", Value: v}}}}) }
+	runErrCases(t, []errCase{
+		{name: "empty variable reference", setup: one, cmd: project("$$"),
+			code: 9, cname: "FailedToParse", msg: "empty variable names are not allowed"},
+		{name: "variable starting with a digit", setup: one, cmd: project("$$1a"),
+			code: 9, cname: "FailedToParse", msg: "'1a' starts with an invalid character for a user variable name"},
+		{name: "variable with a bad character", setup: one, cmd: project("$$a-b"),
+			code: 9, cname: "FailedToParse", msg: "'a-b' contains an invalid character for a variable name: '-'"},
+		{name: "undefined variable", setup: one, cmd: project("$$nosuch"),
+			code: 17276, cname: "Location17276", msg: "Use of undefined variable: nosuch"},
+		{name: "group accumulator empty object", setup: one, cmd: agg(bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "x", Value: bson.D{}}}}}),
+			code: 40234, cname: "Location40234", msg: "The field 'x' must be an accumulator object"},
+		{name: "group accumulator not an operator", setup: one, cmd: agg(bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "x", Value: bson.D{{Key: "a", Value: 1}, {Key: "$sum", Value: 1}}}}}}),
+			code: 40234, cname: "Location40234", msg: "The field 'x' must be an accumulator object"},
+	})
+}
