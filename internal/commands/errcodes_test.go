@@ -18,6 +18,9 @@ type errCase struct {
 	code  int32
 	cname string
 	msg   string
+	db    string // run on this database instead of a fresh one (e.g. "admin")
+	ok    bool   // MongoDB accepts the command: it must succeed
+	write bool   // the error is the reply's first write error (codeName is not checked)
 }
 
 func runErrCases(t *testing.T, cases []errCase) {
@@ -27,13 +30,40 @@ func runErrCases(t *testing.T, cases []errCase) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			db := ts.cl.Database("ec" + string(rune('a'+i%26)) + string(rune('a'+i/26)))
-			t.Cleanup(func() { _ = db.Drop(ctx) })
+			if c.db != "" {
+				db = ts.cl.Database(c.db)
+			} else {
+				t.Cleanup(func() { _ = db.Drop(ctx) })
+			}
 			for _, s := range c.setup {
 				if err := db.RunCommand(ctx, s).Err(); err != nil {
 					t.Fatalf("setup %v: %v", s, err)
 				}
 			}
+			if c.write {
+				// The driver reports write errors as an error but still hands over the reply.
+				r, err := db.RunCommand(ctx, c.cmd).Raw()
+				if r == nil {
+					t.Fatalf("%v: %v", c.cmd, err)
+				}
+				we, err := r.LookupErr("writeErrors", "0")
+				if err != nil {
+					t.Fatalf("%v: no write error in %v", c.cmd, r)
+				}
+				code, _ := we.Document().Lookup("code").Int32OK()
+				msg := we.Document().Lookup("errmsg").StringValue()
+				if code != c.code || (c.msg != "" && msg != c.msg) {
+					t.Errorf("got %d %q\nwant %d %q", code, msg, c.code, c.msg)
+				}
+				return
+			}
 			err := db.RunCommand(ctx, c.cmd).Err()
+			if c.ok {
+				if err != nil {
+					t.Errorf("%v: %v, want success", c.cmd, err)
+				}
+				return
+			}
 			var ce mongo.CommandError
 			if !errors.As(err, &ce) {
 				t.Fatalf("%v: got %v, want code %d (%s)", c.cmd, err, c.code, c.cname)
@@ -133,5 +163,91 @@ func TestErrorCodesVariables(t *testing.T) {
 			code: 40234, cname: "Location40234", msg: "The field 'x' must be an accumulator object"},
 		{name: "group accumulator not an operator", setup: one, cmd: agg(bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "x", Value: bson.D{{Key: "a", Value: 1}, {Key: "$sum", Value: 1}}}}}}),
 			code: 40234, cname: "Location40234", msg: "The field 'x' must be an accumulator object"},
+	})
+}
+
+func TestErrorCodesCommandParsing(t *testing.T) {
+	one := []bson.D{ins(bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}})}
+	del := func(limit any) bson.D {
+		return bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: limit}}}}}
+	}
+	runErrCases(t, []errCase{
+		{name: "getLog null", db: "admin", cmd: bson.D{{Key: "getLog", Value: nil}},
+			code: 40414, cname: "Location40414", msg: "BSON field 'getLog.getLog' is missing but a required field"},
+		{name: "getLog wrong type", db: "admin", cmd: bson.D{{Key: "getLog", Value: bson.A{}}},
+			code: 14, cname: "TypeMismatch", msg: "BSON field 'getLog.getLog' is the wrong type 'array', expected type 'string'"},
+		{name: "getLog unknown log", db: "admin", cmd: bson.D{{Key: "getLog", Value: "nosuch"}},
+			code: 96, cname: "OperationFailed", msg: "No log named 'nosuch'"},
+		{name: "delete limit fractional", setup: one, cmd: del(0.5),
+			code: 9, cname: "FailedToParse", msg: "The limit field in delete objects must be 0 or 1. Got 0.5"},
+		{name: "delete limit 2", setup: one, cmd: del(2),
+			code: 9, cname: "FailedToParse", msg: "The limit field in delete objects must be 0 or 1. Got 2"},
+		{name: "delete limit not a number is multi", setup: one, cmd: del("x"), ok: true},
+		{name: "find batchSize fractional", setup: one, cmd: find(bson.E{Key: "batchSize", Value: 1.5}), ok: true},
+		{name: "aggregate batchSize fractional", setup: one, ok: true,
+			cmd: bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{}}, {Key: "cursor", Value: bson.D{{Key: "batchSize", Value: 1.5}}}}},
+		{name: "maxTimeMS negative", setup: one, cmd: find(bson.E{Key: "maxTimeMS", Value: -1}),
+			code: 2, cname: "BadValue", msg: "-1 value for maxTimeMS is out of range [0, 2147483647]"},
+		{name: "maxTimeMS fractional", setup: one, cmd: find(bson.E{Key: "maxTimeMS", Value: 1.5}),
+			code: 2, cname: "BadValue", msg: "maxTimeMS has non-integral value"},
+	})
+}
+
+func TestErrorCodesGetMore(t *testing.T) {
+	ts := startTestServer(t)
+	ctx := context.Background()
+	db := ts.cl.Database("gm")
+	if err := db.RunCommand(ctx, ins(bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 3}})).Err(); err != nil {
+		t.Fatal(err)
+	}
+	open := func(t *testing.T) int64 {
+		var r struct {
+			Cursor struct{ ID int64 } `bson:"cursor"`
+		}
+		if err := db.RunCommand(ctx, find(bson.E{Key: "batchSize", Value: 1})).Decode(&r); err != nil || r.Cursor.ID == 0 {
+			t.Fatalf("find: %v (cursor %d)", err, r.Cursor.ID)
+		}
+		return r.Cursor.ID
+	}
+	check := func(t *testing.T, cmd bson.D, code int32, name, msg string) {
+		t.Helper()
+		err := db.RunCommand(ctx, cmd).Err()
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) {
+			t.Fatalf("%v: got %v, want code %d", cmd, err, code)
+		}
+		if ce.Code != code || ce.Name != name || (msg != "" && ce.Message != msg) {
+			t.Errorf("got %d (%s) %q\nwant %d (%s) %q", ce.Code, ce.Name, ce.Message, code, name, msg)
+		}
+	}
+	t.Run("empty collection name", func(t *testing.T) {
+		id := open(t)
+		check(t, bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: ""}},
+			73, "InvalidNamespace", "Invalid namespace for getMore: gm.")
+	})
+	t.Run("maxTimeMS on a non-awaitData cursor", func(t *testing.T) {
+		id := open(t)
+		check(t, bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "c"}, {Key: "maxTimeMS", Value: 100}},
+			2, "BadValue", "cannot set maxTimeMS on getMore command for a non-awaitData cursor")
+		// The cursor survives the refusal.
+		if err := db.RunCommand(ctx, bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "c"}}).Err(); err != nil {
+			t.Errorf("getMore after the refusal: %v", err)
+		}
+	})
+	t.Run("cursor of a dropped database", func(t *testing.T) {
+		id := open(t)
+		if err := db.Drop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		check(t, bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "c"}}, 175, "QueryPlanKilled", "")
+	})
+}
+
+func TestErrorCodesWrites(t *testing.T) {
+	runErrCases(t, []errCase{
+		{name: "array _id", write: true, cmd: ins(bson.D{{Key: "_id", Value: bson.A{1}}}),
+			code: 53, msg: "The '_id' value cannot be of type array"},
+		{name: "regex _id", write: true, cmd: ins(bson.D{{Key: "_id", Value: bson.Regex{Pattern: "a"}}}),
+			code: 53, msg: "The '_id' value cannot be of type regex"},
 	})
 }

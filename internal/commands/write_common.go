@@ -280,13 +280,10 @@ func writeFixForInsert(db *operation.DB, doc bsoncore.Document) (bsoncore.Docume
 		if e.Key() != "_id" {
 			continue
 		}
+		// fixDocumentForInsert checks _id with storage_validation's storageValidIdField.
 		switch v.Type {
-		case bsoncore.TypeRegex:
-			return nil, mongoerr.New(mongoerr.BadValue, "can't use a regex for _id")
-		case bsoncore.TypeUndefined:
-			return nil, mongoerr.New(mongoerr.BadValue, "can't use a undefined for _id")
-		case bsoncore.TypeArray:
-			return nil, mongoerr.New(mongoerr.BadValue, "can't use an array for _id")
+		case bsoncore.TypeRegex, bsoncore.TypeUndefined, bsoncore.TypeArray:
+			return nil, mongoerr.Newf(mongoerr.InvalidIdField, "The '_id' value cannot be of type %s", bsonutil.TypeName(v.Type))
 		case bsoncore.TypeEmbeddedDocument:
 			if err := writeStorageValidEmbedded(v.Document()); err != nil {
 				return nil, err
