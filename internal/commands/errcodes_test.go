@@ -251,3 +251,23 @@ func TestErrorCodesWrites(t *testing.T) {
 			code: 53, msg: "The '_id' value cannot be of type regex"},
 	})
 }
+
+func TestErrorCodesIndexes(t *testing.T) {
+	one := []bson.D{ins(bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}})}
+	ci := func(specs ...bson.D) bson.D {
+		a := bson.A{}
+		for _, s := range specs {
+			a = append(a, s)
+		}
+		return bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: a}}
+	}
+	spec := func(key bson.D, name string, extra ...bson.E) bson.D {
+		return append(bson.D{{Key: "key", Value: key}, {Key: "name", Value: name}}, extra...)
+	}
+	runErrCases(t, []errCase{
+		{name: "indexes null", setup: one, cmd: bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: nil}},
+			code: 10065, cname: "Location10065", msg: "invalid parameter: expected an object (indexes)"},
+		{name: "_id index unique", setup: one, cmd: ci(spec(bson.D{{Key: "_id", Value: 1}}, "_id_", bson.E{Key: "unique", Value: true})),
+			code: 197, cname: "InvalidIndexSpecificationOption"},
+	})
+}
