@@ -178,6 +178,8 @@ func TestErrorCodesCommandParsing(t *testing.T) {
 			code: 14, cname: "TypeMismatch", msg: "BSON field 'getLog.getLog' is the wrong type 'array', expected type 'string'"},
 		{name: "getLog unknown log", db: "admin", cmd: bson.D{{Key: "getLog", Value: "nosuch"}},
 			code: 96, cname: "OperationFailed", msg: "No log named 'nosuch'"},
+		{name: "$lt with a regex", setup: one, cmd: find(bson.E{Key: "filter", Value: bson.D{{Key: "a", Value: bson.D{{Key: "$lt", Value: bson.Regex{Pattern: "x"}}}}}}),
+			code: 2, cname: "BadValue", msg: "Can't have RegEx as arg to predicate over field 'a'."},
 		{name: "delete limit fractional", setup: one, cmd: del(0.5),
 			code: 9, cname: "FailedToParse", msg: "The limit field in delete objects must be 0 or 1. Got 0.5"},
 		{name: "delete limit 2", setup: one, cmd: del(2),
