@@ -14,7 +14,14 @@ import (
 // returns the namespace.
 func findCollName(env *service.Env, cmdName string, v bsoncore.Value) (string, error) {
 	if v.Type != bsoncore.TypeString {
-		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "collection name has invalid type %s", bsonutil.TypeName(v.Type))
+		// IDL-parsed commands (find, killCursors) answer BadValue (IDLParserContext::
+		// checkAndAssertCollectionName); the others parse their namespace first with
+		// CommandHelpers::parseNsCollectionRequired, which answers InvalidNamespace.
+		code := mongoerr.InvalidNamespace
+		if cmdName == "find" || cmdName == "killCursors" {
+			code = mongoerr.BadValue
+		}
+		return "", mongoerr.Newf(code, "collection name has invalid type %s", bsonutil.TypeName(v.Type))
 	}
 	c := v.StringValue()
 	if c == "" {

@@ -123,7 +123,8 @@ func writeNamespace(env *service.Env, cmd bsoncore.Document) (string, error) {
 	v := commandArg(cmd)
 	coll, ok := v.StringValueOK()
 	if !ok {
-		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "collection name has invalid type %s", bsonutil.TypeName(v.Type))
+		// The write commands are IDL-parsed: IDLParserContext::checkAndAssertCollectionName.
+		return "", mongoerr.Newf(mongoerr.BadValue, "collection name has invalid type %s", bsonutil.TypeName(v.Type))
 	}
 	ns := env.DB + "." + coll
 	if coll == "" {

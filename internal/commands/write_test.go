@@ -299,7 +299,7 @@ func TestWriteBadInput(t *testing.T) {
 		cmd  bson.D
 		code mongoerr.Code
 	}{
-		{bson.D{{Key: "insert", Value: 1}, {Key: "documents", Value: bson.A{bson.D{}}}}, mongoerr.InvalidNamespace},
+		{bson.D{{Key: "insert", Value: 1}, {Key: "documents", Value: bson.A{bson.D{}}}}, mongoerr.BadValue},
 		{bson.D{{Key: "insert", Value: ""}, {Key: "documents", Value: bson.A{bson.D{}}}}, mongoerr.InvalidNamespace},
 		{bson.D{{Key: "insert", Value: "system.foo"}, {Key: "documents", Value: bson.A{bson.D{}}}}, mongoerr.InvalidNamespace},
 		{bson.D{{Key: "insert", Value: "system.profile"}, {Key: "documents", Value: bson.A{bson.D{}}}}, mongoerr.InvalidNamespace},
