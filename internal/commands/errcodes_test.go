@@ -184,6 +184,8 @@ func TestErrorCodesCommandParsing(t *testing.T) {
 			code: 2, cname: "BadValue", msg: "collection name has invalid type int"},
 		{name: "insert into a non-string collection name", cmd: bson.D{{Key: "insert", Value: 1}, {Key: "documents", Value: bson.A{bson.D{}}}},
 			code: 2, cname: "BadValue", msg: "collection name has invalid type int"},
+		{name: "duplicate field", setup: one, cmd: find(bson.E{Key: "filter", Value: bson.D{}}, bson.E{Key: "filter", Value: bson.D{}}),
+			code: 40413, cname: "Location40413", msg: "BSON field 'find.filter' is a duplicate field"},
 		{name: "delete limit fractional", setup: one, cmd: del(0.5),
 			code: 9, cname: "FailedToParse", msg: "The limit field in delete objects must be 0 or 1. Got 0.5"},
 		{name: "delete limit 2", setup: one, cmd: del(2),

@@ -89,12 +89,14 @@ func intArg(cmdName, field string, v bsoncore.Value) (int64, error) {
 }
 
 // checkStrict rejects top-level fields that are neither the command name, a generic argument
-// nor one of known, the way IDL "strict" commands do.
+// nor one of known, the way IDL "strict" commands do, and a known field given twice
+// (IDLParserContext::throwDuplicateField).
 func checkStrict(cmd bsoncore.Document, name string, known ...string) error {
 	elems, err := cmd.Elements()
 	if err != nil {
 		return mongoerr.Newf(mongoerr.InvalidBSON, "invalid command document: %v", err)
 	}
+	var seen map[string]bool
 outer:
 	for i, e := range elems {
 		k := e.Key()
@@ -103,6 +105,13 @@ outer:
 		}
 		for _, kn := range known {
 			if k == kn {
+				if seen[k] {
+					return mongoerr.Newf(mongoerr.Location40413, "BSON field '%s.%s' is a duplicate field", name, k)
+				}
+				if seen == nil {
+					seen = map[string]bool{}
+				}
+				seen[k] = true
 				continue outer
 			}
 		}
