@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/index"
 	"humongo/internal/index/sorter"
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
@@ -45,7 +46,14 @@ func parseGroup(spec value, p *pctx) (stage, error) {
 					return nil, err
 				}
 				if len(sels) > 0 {
+					seen := map[string]bool{}
 					for _, se := range sels {
+						// An _id document is an object literal (ExpressionObject::parse).
+						if seen[se.Key()] {
+							return nil, mongoerr.Newf(mongoerr.Location16406,
+								"duplicate field name specified in object literal: %s", index.FormatDoc(sd))
+						}
+						seen[se.Key()] = true
 						x, err := p.parseExpr(se.Value())
 						if err != nil {
 							return nil, err

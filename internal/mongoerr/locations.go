@@ -24,6 +24,7 @@ const (
 	Location16020   Code = 16020
 	Location16034   Code = 16034
 	Location16035   Code = 16035
+	Location16406   Code = 16406
 	Location16410   Code = 16410
 	Location16411   Code = 16411
 	Location16412   Code = 16412
