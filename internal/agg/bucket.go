@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cockroachdb/apd/v3"
 
@@ -42,7 +43,10 @@ func parseOutputAccs(v value, p *pctx, stageName string) ([]string, []*expr.AccS
 			return nil, nil, mongoerr.Newf(mongoerr.Location40234, "The field '%s' must be an accumulator object", el.Key())
 		}
 		aels, err := expr.DocElems(ad)
-		if err != nil || len(aels) != 1 {
+		if err != nil || len(aels) == 0 || !strings.HasPrefix(aels[0].Key(), "$") {
+			return nil, nil, mongoerr.Newf(mongoerr.Location40234, "The field '%s' must be an accumulator object", el.Key())
+		}
+		if len(aels) != 1 {
 			return nil, nil, mongoerr.Newf(mongoerr.Location40238, "The field '%s' must specify one accumulator", el.Key())
 		}
 		a, err := expr.ParseAccumulator(aels[0].Key(), aels[0].Value(), p.exprPC())

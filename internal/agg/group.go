@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/index"
 	"humongo/internal/index/sorter"
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
@@ -45,7 +46,14 @@ func parseGroup(spec value, p *pctx) (stage, error) {
 					return nil, err
 				}
 				if len(sels) > 0 {
+					seen := map[string]bool{}
 					for _, se := range sels {
+						// An _id document is an object literal (ExpressionObject::parse).
+						if seen[se.Key()] {
+							return nil, mongoerr.Newf(mongoerr.Location16406,
+								"duplicate field name specified in object literal: %s", index.FormatDoc(sd))
+						}
+						seen[se.Key()] = true
 						x, err := p.parseExpr(se.Value())
 						if err != nil {
 							return nil, err
@@ -61,19 +69,22 @@ func parseGroup(spec value, p *pctx) (stage, error) {
 			}
 			continue
 		}
-		if strings.HasPrefix(k, "$") {
-			return nil, mongoerr.Newf(mongoerr.Location40236, "The field name '%s' cannot be an operator name", k)
+		// accumulation_statement.cpp's parseAccumulationStatement, in its order.
+		ad, isDoc := v.DocumentOK()
+		var aels []bsoncore.Element
+		if isDoc {
+			if aels, err = expr.DocElems(ad); err != nil {
+				return nil, err
+			}
+		}
+		if len(aels) == 0 || !strings.HasPrefix(aels[0].Key(), "$") {
+			return nil, mongoerr.Newf(mongoerr.Location40234, "The field '%s' must be an accumulator object", k)
 		}
 		if strings.Contains(k, ".") {
 			return nil, mongoerr.Newf(mongoerr.Location40235, "The field name '%s' cannot contain '.'", k)
 		}
-		ad, isDoc := v.DocumentOK()
-		if !isDoc {
-			return nil, mongoerr.Newf(mongoerr.Location40234, "The field '%s' must be an accumulator object", k)
-		}
-		aels, err := expr.DocElems(ad)
-		if err != nil {
-			return nil, err
+		if strings.HasPrefix(k, "$") {
+			return nil, mongoerr.Newf(mongoerr.Location40236, "The field name '%s' cannot be an operator name", k)
 		}
 		if len(aels) != 1 {
 			return nil, mongoerr.Newf(mongoerr.Location40238, "The field '%s' must specify one accumulator", k)

@@ -95,6 +95,10 @@ func (pr *projection) parseLevel(d bsoncore.Document, n *pnode, prefix string, p
 	}
 	for _, el := range els {
 		key := el.Key()
+		if strings.HasSuffix(key, ".$") {
+			// projection_parser.cpp's parseElement: positional projection is find-only.
+			return mongoerr.Newf(mongoerr.Location31324, "Invalid %s :: caused by :: Cannot use positional projection in aggregation projection", stageNameOf(isProject))
+		}
 		if strings.HasPrefix(key, "$") {
 			return mongoerr.Newf(mongoerr.Location16410, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
 		}
@@ -112,7 +116,9 @@ func (pr *projection) parseLevel(d bsoncore.Document, n *pnode, prefix string, p
 			f := cur.get(c, true)
 			if f.sub == nil {
 				if f.include || f.exclude || f.x != nil {
-					return mongoerr.Newf(mongoerr.Location31250, "Path collision at %s", full)
+					// MongoDB names the path without its first component (FieldPath::tail).
+					return mongoerr.Newf(mongoerr.Location31249, "Path collision at %s remaining portion %s",
+						key, strings.Join(path[1:], "."))
 				}
 				f.sub = &pnode{}
 			}
@@ -472,4 +478,12 @@ func (s *projectStage) preserves(top string) bool {
 	}
 	f := s.pr.root.get(top, false)
 	return f != nil && f.include
+}
+
+// stageNameOf names the stage a projection specification belongs to in error messages.
+func stageNameOf(isProject bool) string {
+	if isProject {
+		return "$project"
+	}
+	return "$addFields"
 }

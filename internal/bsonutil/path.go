@@ -9,11 +9,10 @@ import (
 	"humongo/internal/mongoerr"
 )
 
-// SplitPath splits a dotted field path into its components, rejecting paths MongoDB rejects
-// everywhere a path is parsed (FieldRef/FieldPath): the empty path and empty components
-// ("a..b", ".a", "a."), both EmptyFieldName; and embedded NUL bytes (BadValue), which cannot
-// appear in a BSON field name. Context-specific rules ($-prefixed components, positional
-// operators, depth limits) belong to the caller.
+// SplitPath splits a dotted field path into its components, rejecting what MongoDB's FieldPath
+// constructor rejects (field_path.cpp): the empty path (40352), a trailing dot (40353), an
+// empty component ("a..b", ".a": 15998) and an embedded NUL byte (16411). Context-specific
+// rules ($-prefixed components, positional operators, depth limits) belong to the caller.
 func SplitPath(path string) ([]string, error) {
 	if err := ValidatePath(path); err != nil {
 		return nil, err
@@ -24,13 +23,16 @@ func SplitPath(path string) ([]string, error) {
 // ValidatePath applies SplitPath's checks without allocating.
 func ValidatePath(path string) error {
 	if path == "" {
-		return mongoerr.New(mongoerr.EmptyFieldName, "FieldPath cannot be constructed with empty string")
+		return mongoerr.New(mongoerr.Location40352, "FieldPath cannot be constructed with empty string")
+	}
+	if path[len(path)-1] == '.' {
+		return mongoerr.New(mongoerr.Location40353, "FieldPath must not end with a '.'.")
+	}
+	if path[0] == '.' || strings.Contains(path, "..") {
+		return mongoerr.New(mongoerr.Location15998, "FieldPath field names may not be empty strings.")
 	}
 	if strings.IndexByte(path, 0) >= 0 {
-		return mongoerr.Newf(mongoerr.BadValue, "FieldPath field names may not contain a NUL byte: %q", path)
-	}
-	if path[0] == '.' || path[len(path)-1] == '.' || strings.Contains(path, "..") {
-		return mongoerr.Newf(mongoerr.EmptyFieldName, "FieldPath field names may not be empty strings: %q", path)
+		return mongoerr.New(mongoerr.Location16411, "FieldPath field names may not contain '\\0'.")
 	}
 	return nil
 }

@@ -27,12 +27,12 @@ func TestSplitPath(t *testing.T) {
 		}
 	}
 	bad := map[string]mongoerr.Code{
-		"":       mongoerr.EmptyFieldName,
-		".":      mongoerr.EmptyFieldName,
-		"a..b":   mongoerr.EmptyFieldName,
-		".a":     mongoerr.EmptyFieldName,
-		"a.":     mongoerr.EmptyFieldName,
-		"a\x00b": mongoerr.BadValue,
+		"":       mongoerr.Location40352,
+		".":      mongoerr.Location40353,
+		"a..b":   mongoerr.Location15998,
+		".a":     mongoerr.Location15998,
+		"a.":     mongoerr.Location40353,
+		"a\x00b": mongoerr.Location16411,
 	}
 	for p, code := range bad {
 		if _, err := SplitPath(p); !mongoerr.Is(err, code) {
@@ -175,7 +175,7 @@ func TestMultikeyComponents(t *testing.T) {
 			t.Errorf("MultikeyComponents(%s, %q) = %v, %v; want %v", c.doc, c.path, got, err, c.want)
 		}
 	}
-	if _, err := MultikeyComponents(D("a", Int32(1)), "a..b"); !mongoerr.Is(err, mongoerr.EmptyFieldName) {
+	if _, err := MultikeyComponents(D("a", Int32(1)), "a..b"); !mongoerr.Is(err, mongoerr.Location15998) {
 		t.Errorf("bad path err = %v", err)
 	}
 	bad := D("a", Arr(Int32(1)))

@@ -93,6 +93,11 @@ func runCreateIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 		return nil, mongoerr.New(codeMissingField, "BSON field 'createIndexes.indexes' is missing but a required field")
 	}
 	arr, ok := iv.ArrayOK()
+	if iv.Type == bsoncore.TypeNull {
+		// MongoDB reads the field as an object (BSONElement::embeddedObjectUserCheck) before
+		// the IDL type check.
+		return nil, mongoerr.New(mongoerr.Location10065, "invalid parameter: expected an object (indexes)")
+	}
 	if !ok {
 		return nil, typeMismatch(c, "indexes", iv.Type, "array")
 	}
@@ -397,8 +402,8 @@ func ddlValidateIndexSpec(db *operation.DB, spec bsoncore.Document, ignoreUnknow
 	isID := ddlIsIDKey(bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: key})
 	if isID {
 		for _, f := range []string{"sparse", "partialFilterExpression", "expireAfterSeconds", "hidden", "unique"} {
-			if f == "unique" || f == "hidden" {
-				continue // checked below / accepted as MongoDB does
+			if f == "hidden" {
+				continue // checked below
 			}
 			if lookup(spec, f).Type != 0 {
 				return nil, mongoerr.Newf(mongoerr.InvalidIndexSpecificationOption,

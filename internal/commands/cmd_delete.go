@@ -2,9 +2,11 @@ package commands
 
 import (
 	"context"
+	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
@@ -55,13 +57,12 @@ func writeParseDeleteStmt(v bsoncore.Value, i int) (*writeDeleteStmt, error) {
 			}
 			haveQ = true
 		case "limit":
-			n, err := intArg("delete", "deletes.limit", ev)
-			if err != nil {
-				return nil, err
-			}
+			// write_ops.cpp's readMultiDeleteProperty: any type, read as a double (so a
+			// non-number is 0, a multi-delete), and only 0 or 1 allowed.
+			n, _ := bsonutil.ToFloat64(ev)
 			if n != 0 && n != 1 {
 				return nil, mongoerr.Newf(mongoerr.FailedToParse,
-					"The limit field in delete objects must be 0 or 1. Got %d", n)
+					"The limit field in delete objects must be 0 or 1. Got %s", strconv.FormatFloat(n, 'g', -1, 64))
 			}
 			st.multi, haveLimit = n == 0, true
 		case "hint":

@@ -5,7 +5,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 )
@@ -24,10 +23,13 @@ func addGetLog(r *service.Registry) {
 // lines and "startupWarnings" the warnings logged at startup.
 func runGetLog(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	arg := commandArg(cmd)
+	// GetLogCommand is IDL-parsed: a null argument counts as missing.
 	name, ok := arg.StringValueOK()
-	if !ok {
-		return nil, mongoerr.Newf(mongoerr.TypeMismatch,
-			"Argument to getLog must be of type String; found %s of type %s", arg.String(), bsonutil.TypeName(arg.Type))
+	switch {
+	case arg.Type == bsoncore.TypeNull:
+		return nil, mongoerr.New(codeMissingField, "BSON field 'getLog.getLog' is missing but a required field")
+	case !ok:
+		return nil, typeMismatch("getLog", "getLog", arg.Type, "string")
 	}
 	if name == "*" {
 		return doc(func(b []byte) []byte {
@@ -46,7 +48,7 @@ func runGetLog(_ context.Context, env *service.Env, cmd bsoncore.Document) (bson
 	case "startupWarnings":
 		lines, total = sink.Warnings.Lines()
 	default:
-		return nil, mongoerr.Newf(mongoerr.InvalidOptions, "No log named '%s'", name)
+		return nil, mongoerr.Newf(mongoerr.OperationFailed, "No log named '%s'", name)
 	}
 	return doc(func(b []byte) []byte {
 		b = bsoncore.AppendInt64Element(b, "totalLinesWritten", total)

@@ -42,6 +42,10 @@ func runGetMore(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 		return nil, typeMismatch(name, "collection", collv.Type, "string")
 	}
 	ns := env.DB + "." + collv.StringValue()
+	if collv.StringValue() == "" {
+		// getmore_cmd.cpp's Invocation: the namespace must be valid before the cursor is looked at.
+		return nil, mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid namespace for getMore: %s", ns)
+	}
 	batch, hasBatch, err := findNonNegative(name, "batchSize", lookup(cmd, "batchSize"))
 	if err != nil {
 		return nil, err
@@ -59,6 +63,10 @@ func runGetMore(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 		m.Unpin(c, false)
 		return nil, mongoerr.Newf(mongoerr.Unauthorized,
 			"Requested getMore on namespace '%s', but cursor belongs to a different namespace %s", ns, c.NS)
+	}
+	if lookup(cmd, "maxTimeMS").Type != 0 && !c.AwaitData {
+		m.Unpin(c, false)
+		return nil, mongoerr.New(mongoerr.BadValue, "cannot set maxTimeMS on getMore command for a non-awaitData cursor")
 	}
 	b, exhausted, err := getMoreBatch(ctx, env, c, count)
 	if err == nil && c.Killed() {

@@ -247,13 +247,18 @@ func ddlKillCursors(env *service.Env, namespaces ...string) {
 	env.State.Cursors().KillIf(func(c *cursor.Cursor) bool { return set[c.NS] })
 }
 
-// ddlKillDatabaseCursors kills every cursor over a collection of db.
+// ddlKillDatabaseCursors kills every cursor over a collection of db except find cursors: as in
+// MongoDB, those stay open and their next getMore fails with QueryPlanKilled when the plan
+// executor finds its collection gone (Executor.Restore), not with CursorNotFound.
 func ddlKillDatabaseCursors(env *service.Env, db string) {
 	if env.State == nil {
 		return
 	}
 	prefix := db + "."
 	env.State.Cursors().KillIf(func(c *cursor.Cursor) bool {
+		if _, isFind := c.Source.(*findSource); isFind {
+			return false
+		}
 		return strings.HasPrefix(c.NS, prefix) && !strings.HasPrefix(c.NS, prefix+"$cmd.listCollections")
 	})
 }

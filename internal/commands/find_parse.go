@@ -14,7 +14,14 @@ import (
 // returns the namespace.
 func findCollName(env *service.Env, cmdName string, v bsoncore.Value) (string, error) {
 	if v.Type != bsoncore.TypeString {
-		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "collection name has invalid type %s", bsonutil.TypeName(v.Type))
+		// IDL-parsed commands (find, killCursors) answer BadValue (IDLParserContext::
+		// checkAndAssertCollectionName); the others parse their namespace first with
+		// CommandHelpers::parseNsCollectionRequired, which answers InvalidNamespace.
+		code := mongoerr.InvalidNamespace
+		if cmdName == "find" || cmdName == "killCursors" {
+			code = mongoerr.BadValue
+		}
+		return "", mongoerr.Newf(code, "collection name has invalid type %s", bsonutil.TypeName(v.Type))
 	}
 	c := v.StringValue()
 	if c == "" {
@@ -34,18 +41,16 @@ func findDocArg(cmdName, field string, v bsoncore.Value) (bsoncore.Document, err
 	return nil, typeMismatch(cmdName, field, v.Type, "object")
 }
 
-// findBoolArg parses an optional IDL bool (booleans and numbers are accepted, as
-// "optionalBool" fields coerce them).
+// findBoolArg parses an IDL "optionalBool" field: absent is false and only a boolean is
+// accepted, not a number nor null (OptionalBool::parseFromBSON).
 func findBoolArg(cmdName, field string, v bsoncore.Value) (bool, error) {
 	switch v.Type {
-	case 0, bsoncore.TypeNull:
+	case 0:
 		return false, nil
 	case bsoncore.TypeBoolean:
 		return v.Boolean(), nil
-	case bsoncore.TypeInt32, bsoncore.TypeInt64, bsoncore.TypeDouble, bsoncore.TypeDecimal128:
-		return truthy(v), nil
 	}
-	return false, typeMismatch(cmdName, field, v.Type, "bool")
+	return false, mongoerr.Newf(mongoerr.TypeMismatch, "Field '%s' should be a boolean value, but found: %s", field, bsonutil.TypeName(v.Type))
 }
 
 // findNonNegative parses a safeInt64 field with a >= 0 validator.

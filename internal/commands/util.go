@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -63,8 +64,9 @@ func plural(n int) string {
 	return ""
 }
 
-// intArg parses a numeric field as an integer (doubles must be integral), as IDL
-// "safeInt64" fields do.
+// intArg parses a numeric field as an integer, as IDL "safeInt64" fields do: any number type,
+// read with BSONElement::safeNumberLong (a fraction is truncated, NaN is 0 and values out of
+// range saturate).
 func intArg(cmdName, field string, v bsoncore.Value) (int64, error) {
 	switch v.Type {
 	case bsoncore.TypeInt32:
@@ -72,22 +74,29 @@ func intArg(cmdName, field string, v bsoncore.Value) (int64, error) {
 	case bsoncore.TypeInt64:
 		return v.Int64(), nil
 	case bsoncore.TypeDouble, bsoncore.TypeDecimal128:
-		f, ok := service.AsFloat(v)
-		if ok && f == float64(int64(f)) {
-			return int64(f), nil
+		f, _ := service.AsFloat(v)
+		switch {
+		case math.IsNaN(f):
+			return 0, nil
+		case f >= math.MaxInt64:
+			return math.MaxInt64, nil
+		case f <= math.MinInt64:
+			return math.MinInt64, nil
 		}
-		return 0, mongoerr.Newf(mongoerr.BadValue, "BSON field '%s.%s' must be an integer", cmdName, field)
+		return int64(f), nil
 	}
 	return 0, typeMismatch(cmdName, field, v.Type, "int", "long", "double", "decimal")
 }
 
 // checkStrict rejects top-level fields that are neither the command name, a generic argument
-// nor one of known, the way IDL "strict" commands do.
+// nor one of known, the way IDL "strict" commands do, and a known field given twice
+// (IDLParserContext::throwDuplicateField).
 func checkStrict(cmd bsoncore.Document, name string, known ...string) error {
 	elems, err := cmd.Elements()
 	if err != nil {
 		return mongoerr.Newf(mongoerr.InvalidBSON, "invalid command document: %v", err)
 	}
+	var seen map[string]bool
 outer:
 	for i, e := range elems {
 		k := e.Key()
@@ -96,6 +105,13 @@ outer:
 		}
 		for _, kn := range known {
 			if k == kn {
+				if seen[k] {
+					return mongoerr.Newf(mongoerr.Location40413, "BSON field '%s.%s' is a duplicate field", name, k)
+				}
+				if seen == nil {
+					seen = map[string]bool{}
+				}
+				seen[k] = true
 				continue outer
 			}
 		}

@@ -123,7 +123,8 @@ func writeNamespace(env *service.Env, cmd bsoncore.Document) (string, error) {
 	v := commandArg(cmd)
 	coll, ok := v.StringValueOK()
 	if !ok {
-		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "collection name has invalid type %s", bsonutil.TypeName(v.Type))
+		// The write commands are IDL-parsed: IDLParserContext::checkAndAssertCollectionName.
+		return "", mongoerr.Newf(mongoerr.BadValue, "collection name has invalid type %s", bsonutil.TypeName(v.Type))
 	}
 	ns := env.DB + "." + coll
 	if coll == "" {
@@ -280,13 +281,10 @@ func writeFixForInsert(db *operation.DB, doc bsoncore.Document) (bsoncore.Docume
 		if e.Key() != "_id" {
 			continue
 		}
+		// fixDocumentForInsert checks _id with storage_validation's storageValidIdField.
 		switch v.Type {
-		case bsoncore.TypeRegex:
-			return nil, mongoerr.New(mongoerr.BadValue, "can't use a regex for _id")
-		case bsoncore.TypeUndefined:
-			return nil, mongoerr.New(mongoerr.BadValue, "can't use a undefined for _id")
-		case bsoncore.TypeArray:
-			return nil, mongoerr.New(mongoerr.BadValue, "can't use an array for _id")
+		case bsoncore.TypeRegex, bsoncore.TypeUndefined, bsoncore.TypeArray:
+			return nil, mongoerr.Newf(mongoerr.InvalidIdField, "The '_id' value cannot be of type %s", bsonutil.TypeName(v.Type))
 		case bsoncore.TypeEmbeddedDocument:
 			if err := writeStorageValidEmbedded(v.Document()); err != nil {
 				return nil, err

@@ -214,9 +214,9 @@ func TestWriteInsertIDAndValidation(t *testing.T) {
 		code  mongoerr.Code
 		msg   string
 	}{
-		{3, mongoerr.BadValue, "can't use an array for _id"},
+		{3, mongoerr.InvalidIdField, "The '_id' value cannot be of type array"},
 		{4, mongoerr.DollarPrefixedFieldName, "_id fields may not contain '$'-prefixed fields: $bad is not valid for storage."},
-		{5, mongoerr.BadValue, "can't use a regex for _id"},
+		{5, mongoerr.InvalidIdField, "The '_id' value cannot be of type regex"},
 	}
 	if len(errs) != len(want) {
 		t.Fatalf("writeErrors: %v", r)
@@ -299,7 +299,7 @@ func TestWriteBadInput(t *testing.T) {
 		cmd  bson.D
 		code mongoerr.Code
 	}{
-		{bson.D{{Key: "insert", Value: 1}, {Key: "documents", Value: bson.A{bson.D{}}}}, mongoerr.InvalidNamespace},
+		{bson.D{{Key: "insert", Value: 1}, {Key: "documents", Value: bson.A{bson.D{}}}}, mongoerr.BadValue},
 		{bson.D{{Key: "insert", Value: ""}, {Key: "documents", Value: bson.A{bson.D{}}}}, mongoerr.InvalidNamespace},
 		{bson.D{{Key: "insert", Value: "system.foo"}, {Key: "documents", Value: bson.A{bson.D{}}}}, mongoerr.InvalidNamespace},
 		{bson.D{{Key: "insert", Value: "system.profile"}, {Key: "documents", Value: bson.A{bson.D{}}}}, mongoerr.InvalidNamespace},

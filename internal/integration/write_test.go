@@ -88,8 +88,8 @@ func TestIntegrationInsert(t *testing.T) {
 	t.Run("bad input", func(t *testing.T) {
 		r := run(t, db, d("insert", "c", "documents", a(d("_id", a(1, 2)))))
 		wantInt32(t, r, "n", 0)
-		we := wantWriteErrors(t, r, [2]int32{0, int32(mongoerr.BadValue)})
-		if msg := lookup(t, we[0], "errmsg").StringValue(); msg != "can't use an array for _id" {
+		we := wantWriteErrors(t, r, [2]int32{0, int32(mongoerr.InvalidIdField)})
+		if msg := lookup(t, we[0], "errmsg").StringValue(); msg != "The '_id' value cannot be of type array" {
 			t.Errorf("errmsg %q", msg)
 		}
 		ce := runErr(t, db, d("insert", "c"), mongoerr.Location40414)

@@ -24,6 +24,7 @@ const (
 	Location16020   Code = 16020
 	Location16034   Code = 16034
 	Location16035   Code = 16035
+	Location16406   Code = 16406
 	Location16410   Code = 16410
 	Location16411   Code = 16411
 	Location16412   Code = 16412
@@ -90,19 +91,23 @@ const (
 	Location31119   Code = 31119
 	Location31120   Code = 31120
 	Location31138   Code = 31138
+	Location31249   Code = 31249
 	Location31250   Code = 31250
 	Location31252   Code = 31252
 	Location31253   Code = 31253
 	Location31254   Code = 31254
 	Location31255   Code = 31255
+	Location31271   Code = 31271
 	Location31274   Code = 31274
 	Location31275   Code = 31275
 	Location31276   Code = 31276
 	Location31308   Code = 31308
+	Location31324   Code = 31324
 	Location31368   Code = 31368
 	Location31372   Code = 31372
 	Location31382   Code = 31382
 	Location31394   Code = 31394
+	Location31395   Code = 31395
 	Location34443   Code = 34443
 	Location34445   Code = 34445
 	Location34447   Code = 34447
@@ -182,6 +187,7 @@ const (
 	Location40397   Code = 40397
 	Location40398   Code = 40398
 	Location40400   Code = 40400
+	Location40413   Code = 40413
 	Location40414   Code = 40414
 	Location40415   Code = 40415
 	Location40485   Code = 40485
@@ -231,6 +237,7 @@ const (
 	Location51198   Code = 51198
 	Location51199   Code = 51199
 	Location51246   Code = 51246
+	Location51247   Code = 51247
 	Location51270   Code = 51270
 	Location51272   Code = 51272
 	Location51300   Code = 51300

@@ -273,6 +273,10 @@ func (p *parser) parseOperator(path, op string, val bsoncore.Value, depth int) (
 		if val.Type == bsoncore.TypeUndefined {
 			return nil, mongoerr.New(mongoerr.BadValue, "cannot compare to undefined")
 		}
+		// expression_parser.cpp's parseComparison: only $eq may take a regex operand.
+		if k != KindEq && val.Type == bsoncore.TypeRegex {
+			return nil, mongoerr.Newf(mongoerr.BadValue, "Can't have RegEx as arg to predicate over field '%s'.", path)
+		}
 		return newCmp(k, path, val), nil
 	}
 	if k, ok := bitKinds[op]; ok {

@@ -142,24 +142,6 @@ func errPositionalAndElemMatch() error {
 	return mongoerr.New(mongoerr.Location31255, "Cannot specify positional operator and $elemMatch.")
 }
 
-// hasPositionalMatch is MongoDB's hasPositionalOperatorMatch: some leaf of the query (under
-// logical nodes only) has a path whose first component is field.
-func hasPositionalMatch(e MatchExpression, field string) bool {
-	switch e.Kind() {
-	case KindAnd, KindOr, KindNor, KindNot:
-		for _, c := range e.Children() {
-			if hasPositionalMatch(c, field) {
-				return true
-			}
-		}
-		return false
-	case KindExpr, KindJSONSchema, KindAlwaysTrue, KindAlwaysFalse:
-		return false
-	}
-	first, _, _ := strings.Cut(e.Path(), ".")
-	return first == field
-}
-
 // parseLevel parses the fields of spec (a sub-projection when prefix is non-empty).
 func (b *projBuilder) parseLevel(prefix string, spec bsoncore.Document, depth int) error {
 	if depth > maxDepth {
@@ -208,13 +190,20 @@ func (b *projBuilder) parseField(path string, v bsoncore.Value, depth int) error
 	if path == "_id" || strings.HasPrefix(path, "_id.") {
 		b.idMentioned = true
 	}
-	// Positional: "a.b.$".
+	// Positional: "a.b.$". The checks and their order are projection_parser.cpp's
+	// parseElement and parseInclusion; whether the query can supply the matching element is
+	// only known per document (51246/51247 in positionalElem).
+	if strings.Contains(path, ".$.") {
+		return errPositionalMiddle()
+	}
 	if base, ok := strings.CutSuffix(path, ".$"); ok {
-		if strings.Contains(base, ".$") || strings.HasPrefix(base, "$") {
-			return errPositionalMiddle()
-		}
-		if !bsonutil.TrueValue(v) || v.Type == bsoncore.TypeEmbeddedDocument {
+		switch {
+		case v.Type == bsoncore.TypeEmbeddedDocument:
+			return mongoerr.New(mongoerr.Location31271, "positional projection cannot be used with an expression or sub object")
+		case v.Type != bsoncore.TypeBoolean && !bsonutil.IsNumber(v.Type):
 			return mongoerr.New(mongoerr.Location31308, "positional projection cannot be used with a literal")
+		case !bsonutil.TrueValue(v):
+			return mongoerr.New(mongoerr.Location31395, "positional projection cannot be used with exclusion")
 		}
 		if b.positionals++; b.positionals > 1 {
 			return mongoerr.New(mongoerr.Location31276, "Cannot specify more than one positional projection per query.")
@@ -222,11 +211,11 @@ func (b *projBuilder) parseField(path string, v bsoncore.Value, depth int) error
 		if b.hasElemMatch {
 			return errPositionalAndElemMatch()
 		}
-		// The query must constrain the positional path's first field, or there is no
-		// elemMatchKey to apply.
-		first, _, _ := strings.Cut(base, ".")
-		if b.matcher == nil || !hasPositionalMatch(b.matcher.root, first) {
-			return mongoerr.Newf(mongoerr.Location51050, "Positional projection '%s' does not match the query document.", path)
+		if b.matcher == nil {
+			return mongoerr.New(mongoerr.Location51050, "Projections with a positional operator require a matcher")
+		}
+		if strings.Contains(base, ".$") || strings.HasPrefix(base, "$") {
+			return errPositionalMiddle()
 		}
 		if err := b.setMode(path, modeInclusion, false); err != nil {
 			return err
@@ -370,7 +359,7 @@ func (b *projBuilder) parseMeta(path string, v bsoncore.Value) error {
 func (b *projBuilder) insert(path string, f *projField, positional bool) error {
 	parts := strings.Split(path, ".")
 	n := b.pr.root
-	for i, part := range parts[:len(parts)-1] {
+	for _, part := range parts[:len(parts)-1] {
 		if positional {
 			n.positional = true
 		}
@@ -380,8 +369,9 @@ func (b *projBuilder) insert(path string, f *projField, positional bool) error {
 			existing = &projField{name: part, kind: projSub, sub: &projNode{}}
 			n.fields = append(n.fields, existing)
 		case existing.kind != projSub:
-			return mongoerr.Newf(mongoerr.Location31250, "Path collision at %s remaining portion %s",
-				path, strings.Join(parts[i+1:], "."))
+			// MongoDB's message names the path without its first component (FieldPath::tail).
+			return mongoerr.Newf(mongoerr.Location31249, "Path collision at %s remaining portion %s",
+				path, strings.Join(parts[1:], "."))
 		}
 		n = existing.sub
 	}
@@ -595,14 +585,19 @@ func mapArray(arr []byte, elem func(out []byte, key string, e bsoncore.Value) ([
 	return out, nil
 }
 
+// positionalElem is the element of arr the query matched (projection_executor_utils.cpp's
+// applyFindPositionalProjection): 51246 if the query recorded no array position, 51247 if
+// the position it recorded (in another array) is past the end of this one.
 func (a *applier) positionalElem(arr bsoncore.Value) (bsoncore.Value, error) {
-	if a.details != nil && a.details.HasElemMatchKey {
-		if e, ok := getField(arr.Data, a.details.ElemMatchKey); ok {
-			return e, nil
-		}
+	if a.details == nil || !a.details.HasElemMatchKey {
+		return bsoncore.Value{}, mongoerr.New(mongoerr.Location51246,
+			"Executor error during find command :: caused by :: positional operator '.$' couldn't find a matching element in the array")
 	}
-	return bsoncore.Value{}, mongoerr.New(mongoerr.Location51246,
-		"Executor error during find command :: caused by :: positional operator '.$' couldn't find a matching element in the array")
+	if e, ok := getField(arr.Data, a.details.ElemMatchKey); ok {
+		return e, nil
+	}
+	return bsoncore.Value{}, mongoerr.New(mongoerr.Location51247,
+		"Executor error during find command :: caused by :: positional operator '.$' element mismatch")
 }
 
 // exclude projects a document in exclusion mode.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"time"
 
@@ -249,8 +250,13 @@ func requestTimeout(cmd bsoncore.Document) (time.Duration, error) {
 	if !ok {
 		return 0, mongoerr.New(mongoerr.BadValue, "maxTimeMS must be a number")
 	}
-	if f < 0 || f > maxTimeMSLimit || f != float64(int64(f)) {
-		return 0, mongoerr.Newf(mongoerr.BadValue, "%v value for maxTimeMS is out of range [0, %d]", v, maxTimeMSLimit)
+	// max_time_ms_parser.cpp: the range is checked on the value as a long, then a double
+	// must be integral.
+	if n := int64(f); f < math.MinInt64 || f >= math.MaxInt64 || n < 0 || n > maxTimeMSLimit {
+		return 0, mongoerr.Newf(mongoerr.BadValue, "%d value for maxTimeMS is out of range [0, %d]", n, maxTimeMSLimit)
+	}
+	if f != float64(int64(f)) {
+		return 0, mongoerr.New(mongoerr.BadValue, "maxTimeMS has non-integral value")
 	}
 	return time.Duration(f) * time.Millisecond, nil
 }

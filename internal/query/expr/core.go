@@ -405,8 +405,8 @@ func parseFieldPathExpr(s string, pc *ParseContext) (Expression, error) {
 	variable, rest := "CURRENT", s[1:]
 	if strings.HasPrefix(s, "$$") {
 		name, tail, _ := strings.Cut(s[2:], ".")
-		if name == "" {
-			return nil, mongoerr.New(mongoerr.Location16869, "empty variable name")
+		if err := CheckVarNameRead(name); err != nil {
+			return nil, err
 		}
 		switch name {
 		case "ROOT", "CURRENT", "NOW", "REMOVE":
@@ -422,6 +422,9 @@ func parseFieldPathExpr(s string, pc *ParseContext) (Expression, error) {
 	}
 	if rest == "" {
 		return nil, mongoerr.New(mongoerr.Location16872, "'$' by itself is not a valid FieldPath")
+	}
+	if strings.HasSuffix(rest, ".") {
+		return nil, mongoerr.New(mongoerr.Location40353, "FieldPath must not end with a '.'.")
 	}
 	parts := strings.Split(rest, ".")
 	for _, p := range parts {

@@ -287,17 +287,33 @@ func IsOperatorDoc(v value) bool {
 	return err == nil && len(els) > 0 && strings.HasPrefix(els[0].Key(), "$")
 }
 
-// CheckVarName applies MongoDB's rule for user variable names.
+// CheckVarName applies MongoDB's rule for user variable names that are defined ($let, "as",
+// "let"): variable_validation.cpp's validateNameForUserWrite.
 func CheckVarName(n string) error {
+	if n == "CURRENT" {
+		return nil
+	}
+	return checkVarName(n, func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 0x80 })
+}
+
+// CheckVarNameRead is the rule for a referenced variable ("$$name"): validateNameForUserRead,
+// which also allows an upper-case first letter (ROOT, CURRENT, NOW...).
+func CheckVarNameRead(n string) error {
+	return checkVarName(n, func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80 })
+}
+
+func checkVarName(n string, first func(byte) bool) error {
 	if n == "" {
 		return mongoerr.New(mongoerr.FailedToParse, "empty variable names are not allowed")
 	}
-	c := n[0]
-	if !(c >= 'a' && c <= 'z') && c < 0x80 {
+	if !first(n[0]) {
 		return mongoerr.Newf(mongoerr.FailedToParse, "'%s' starts with an invalid character for a user variable name", n)
 	}
-	if strings.ContainsAny(n, ".$ ") {
-		return mongoerr.Newf(mongoerr.FailedToParse, "'%s' contains an invalid character for a variable name", n)
+	for i := 1; i < len(n); i++ {
+		c := n[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c >= 0x80) {
+			return mongoerr.Newf(mongoerr.FailedToParse, "'%s' contains an invalid character for a variable name: '%c'", n, c)
+		}
 	}
 	return nil
 }

@@ -86,7 +86,7 @@ func parseSort(spec bsoncore.Document) ([]sortField, int, error) {
 			return nil, 0, mongoerr.Newf(mongoerr.Location16410, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
 		}
 		if err := bsonutil.ValidatePath(k); err != nil {
-			return nil, 0, mongoerr.Newf(mongoerr.Location40353, "FieldPath must not end with a '.'.")
+			return nil, 0, err
 		}
 		out = append(out, sortField{path: k, desc: f < 0, keyPos: -1})
 	}
