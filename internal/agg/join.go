@@ -57,15 +57,6 @@ func (rc *runCtx) open(ctx context.Context, db, coll string) (Source, error) {
 	return rc.ac.Resolver.Open(ctx, db, coll)
 }
 
-// loadAll reads a whole collection into memory (the foreign side of joins).
-func (rc *runCtx) loadAll(ctx context.Context, db, coll string) ([]bsoncore.Document, error) {
-	src, err := rc.open(ctx, db, coll)
-	if err != nil {
-		return nil, err
-	}
-	return Drain(ctx, src)
-}
-
 // ---- $lookup ----
 
 type lookupStage struct {
@@ -190,71 +181,66 @@ func subPipeline(v value, p *pctx) ([]stage, error) {
 func (s *lookupStage) name() string { return "$lookup" }
 func (s *lookupStage) spec() value  { return s.raw }
 
-// run loads the foreign collection once: for the equality form it is indexed by the
-// KeyStrings of its foreignField values (each array element too), so each input document
-// costs a hash probe per localField value; the pipeline form reruns the sub-pipeline over
-// the cached foreign documents.
+// run probes the foreign side (foreign.go) for each input document: with localField, for the
+// documents whose foreignField equals one of its values; without, for the whole collection.
+// The pipeline form runs its sub-pipeline over what the probe returns. The matches of one
+// document are bounded by LookupMaxResultBytes (4568).
 func (s *lookupStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
-	fi := &foreignIndex{coll: rc.coll}
+	fs := &foreignSide{rc: rc, db: s.db, coll: s.coll, path: s.foreignField}
 	ec := rc.evalCtx(nil)
+	maxBytes := rc.lookupMaxResultBytes()
 	return eachDoc(in, func(ctx context.Context, d bsoncore.Document) (bsoncore.Document, bool, error) {
-		if !fi.loaded {
-			// Without "from" the sub-pipeline starts from nothing; without localField (and
-			// so foreignField) there is no index.
-			if err := fi.load(ctx, rc, s.db, s.coll, s.foreignField, nil); err != nil {
-				return nil, false, err
-			}
-		}
-		candidates := fi.docs
+		var vals []value
 		if s.localField != nil {
-			var idx []int
-			seen := map[int]bool{}
-			for _, v := range matchValues(d, s.localField) {
-				for _, i := range fi.byKey[fi.key(v)] {
-					if !seen[i] {
-						seen[i] = true
-						idx = append(idx, i)
-					}
-				}
-			}
-			sortInts(idx)
-			candidates = make([]bsoncore.Document, len(idx))
-			for j, i := range idx {
-				candidates[j] = fi.docs[i]
-			}
+			vals = matchValues(d, s.localField)
 		}
-		var matched []value
+		src, err := fs.probe(ctx, vals)
+		if err != nil {
+			return nil, false, err
+		}
 		if s.hasPipeline {
 			sub, err := rc.withLet(ec, d, s.letNames, s.letXs)
 			if err != nil {
+				src.Close()
 				return nil, false, err
 			}
-			out, err := runStages(ctx, s.pipeline, sliceSource(candidates), sub)
+			if src, err = runStages(ctx, s.pipeline, src, sub); err != nil {
+				return nil, false, err
+			}
+		}
+		defer src.Close()
+		matched := []value{}
+		var size int64
+		for {
+			if err := ctx.Err(); err != nil {
+				return nil, false, context.Cause(ctx)
+			}
+			fd, ok, err := src.Next(ctx)
 			if err != nil {
 				return nil, false, err
 			}
-			if candidates, err = Drain(ctx, out); err != nil {
-				return nil, false, err
+			if !ok {
+				break
 			}
-		}
-		for _, fd := range candidates {
+			// MongoDB checks the total before each further match (document_source_lookup.cpp).
+			if size > maxBytes {
+				return nil, false, mongoerr.Newf(mongoerr.Location4568,
+					"Total size of documents in %s matching pipeline's $lookup stage exceeds %d bytes", s.coll, maxBytes)
+			}
+			size += int64(len(fd))
 			matched = append(matched, expr.Doc(fd))
-		}
-		if matched == nil {
-			matched = []value{}
 		}
 		return setPath(d, s.as, expr.Array(matched)), true, nil
 	}), nil
 }
 
-// foreignIndex is the foreign side of $lookup and $graphLookup: the foreign collection,
-// read once on first use, indexed by the KeyStrings of the values of one field.
+// foreignIndex is a foreign collection held in memory, indexed by the KeyStrings of the
+// values of one field (foreignSide's hash join).
 type foreignIndex struct {
-	coll   *collation.Collator
-	loaded bool
-	docs   []bsoncore.Document
-	byKey  map[string][]int // KeyString → positions in docs, ascending
-	kb     keystring.Builder
+	coll  *collation.Collator
+	docs  []bsoncore.Document
+	byKey map[string][]int // KeyString → positions in docs, ascending
+	kb    keystring.Builder
 }
 
 // key is the KeyString of v (missing as null). Under a collation, strings equal under it
@@ -266,39 +252,6 @@ func (fi *foreignIndex) key(v value) string {
 	}
 	fi.kb.AppendValue(expr.CollKey(fi.coll, v))
 	return string(fi.kb.Bytes())
-}
-
-// load reads db.coll (nothing when coll is empty) and, when path is set, indexes the
-// documents keep accepts (nil: all) by the values matchValues finds at path.
-func (fi *foreignIndex) load(ctx context.Context, rc *runCtx, db, coll string, path []string, keep func(bsoncore.Document) bool) error {
-	fi.loaded = true
-	if coll != "" {
-		var err error
-		if fi.docs, err = rc.loadAll(ctx, db, coll); err != nil {
-			return err
-		}
-	}
-	if path == nil {
-		return nil
-	}
-	fi.byKey = map[string][]int{}
-	for i, fd := range fi.docs {
-		if i%1024 == 0 && ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		if keep != nil && !keep(fd) {
-			continue
-		}
-		seen := map[string]bool{}
-		for _, v := range matchValues(fd, path) {
-			k := fi.key(v)
-			if !seen[k] {
-				seen[k] = true
-				fi.byKey[k] = append(fi.byKey[k], i)
-			}
-		}
-	}
-	return nil
 }
 
 // withLet is the run context of a sub-pipeline ($lookup's, $merge's whenMatched): rc's
@@ -452,6 +405,7 @@ type graphLookupStage struct {
 	maxDepth    int64
 	depthField  string
 	restrict    *query.Matcher
+	restrictDoc bsoncore.Document
 }
 
 func parseGraphLookup(spec value, p *pctx) (stage, error) {
@@ -504,6 +458,7 @@ func parseGraphLookup(spec value, p *pctx) (stage, error) {
 			if s.restrict, err = query.Parse(md, matchOpts(query.ParseOptions{}, p.pc.Collator)); err != nil {
 				return nil, err
 			}
+			s.restrictDoc = md
 		default:
 			return nil, mongoerr.Newf(mongoerr.Location40104, "Unknown argument to $graphLookup: %s", el.Key())
 		}
@@ -517,24 +472,17 @@ func parseGraphLookup(spec value, p *pctx) (stage, error) {
 func (s *graphLookupStage) name() string { return "$graphLookup" }
 func (s *graphLookupStage) spec() value  { return s.raw }
 
-// run does a breadth-first search over the cached foreign collection, indexed by the
-// KeyStrings of connectToField values.
+// run does a breadth-first search per input document, one probe of the foreign side
+// (foreign.go) per depth for the frontier's values. Foreign documents are told apart by _id
+// (MongoDB's visited set); the visited documents and the frontier are bounded by
+// GraphLookupMaxMemoryBytes (40099).
 func (s *graphLookupStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
-	fi := &foreignIndex{coll: rc.coll}
-	var keep func(bsoncore.Document) bool
-	if s.restrict != nil {
-		keep = func(fd bsoncore.Document) bool {
-			m, err := s.restrict.Matches(fd)
-			return err == nil && m
-		}
-	}
+	fs := &foreignSide{rc: rc, db: s.db, coll: s.coll, path: s.connectTo,
+		restrict: s.restrict, restrictDoc: s.restrictDoc, skipMissing: true}
 	ec := rc.evalCtx(nil)
+	maxBytes := rc.graphLookupMaxMemoryBytes()
+	var kb keystring.Builder
 	return eachDoc(in, func(ctx context.Context, d bsoncore.Document) (bsoncore.Document, bool, error) {
-		if !fi.loaded {
-			if err := fi.load(ctx, rc, s.db, s.coll, s.connectTo, keep); err != nil {
-				return nil, false, err
-			}
-		}
 		ec.Root, ec.Current = d, nil
 		start, err := s.startWith.Eval(ec)
 		if err != nil {
@@ -544,40 +492,69 @@ func (s *graphLookupStage) run(ctx context.Context, in Source, rc *runCtx) (Sour
 		if start.Type == bsoncore.TypeArray {
 			frontier, _ = expr.ArrayValues(start)
 		}
-		visited := map[int]bool{}
+		var frontierBytes, visitedBytes int64
+		for _, v := range frontier {
+			frontierBytes += int64(len(v.Data)) + 16
+		}
+		visited := map[string]bool{}
 		var found []value
 		for depth := int64(0); len(frontier) > 0 && (s.maxDepth < 0 || depth <= s.maxDepth); depth++ {
-			if ctx.Err() != nil {
-				return nil, false, context.Cause(ctx)
+			src, err := fs.probe(ctx, frontier)
+			if err != nil {
+				return nil, false, err
 			}
 			var next []value
-			queried := map[string]bool{}
-			for _, v := range frontier {
-				k := fi.key(v)
-				if queried[k] {
-					continue
+			frontierBytes = 0
+			for {
+				if err := ctx.Err(); err != nil {
+					src.Close()
+					return nil, false, context.Cause(ctx)
 				}
-				queried[k] = true
-				for _, i := range fi.byKey[k] {
-					if visited[i] {
-						continue
+				fd, ok, err := src.Next(ctx)
+				if err != nil {
+					src.Close()
+					return nil, false, err
+				}
+				if !ok {
+					break
+				}
+				id := expr.Field(fd, "_id")
+				if id.Type == 0 {
+					src.Close()
+					return nil, false, mongoerr.Newf(mongoerr.Location40271,
+						"Documents in the '%s.%s' namespace must contain an _id for de-duplication in $graphLookup", s.db, s.coll)
+				}
+				// _id equality is binary, whatever the collation (MongoDB's visited map).
+				kb.Reset(keystring.AllAscending)
+				kb.AppendValue(id)
+				if k := string(kb.Bytes()); visited[k] {
+					continue
+				} else {
+					visited[k] = true
+				}
+				out := fd
+				if s.depthField != "" {
+					out = expr.SetField(fd, s.depthField, expr.Int64(depth))
+				}
+				found = append(found, expr.Doc(out))
+				visitedBytes += int64(len(id.Data)) + int64(len(out)) + 16
+				cv := expr.GetPath(fd, s.connectFrom)
+				if cv.Type == bsoncore.TypeArray {
+					vals, _ := expr.ArrayValues(cv)
+					next = append(next, vals...)
+					for _, v := range vals {
+						frontierBytes += int64(len(v.Data)) + 16
 					}
-					visited[i] = true
-					fd := fi.docs[i]
-					out := fd
-					if s.depthField != "" {
-						out = expr.SetField(fd, s.depthField, expr.Int64(depth))
-					}
-					found = append(found, expr.Doc(out))
-					cv := expr.GetPath(fd, s.connectFrom)
-					if cv.Type == bsoncore.TypeArray {
-						vals, _ := expr.ArrayValues(cv)
-						next = append(next, vals...)
-					} else if cv.Type != 0 {
-						next = append(next, cv)
-					}
+				} else if cv.Type != 0 {
+					next = append(next, cv)
+					frontierBytes += int64(len(cv.Data)) + 16
+				}
+				if visitedBytes+frontierBytes >= maxBytes {
+					src.Close()
+					return nil, false, mongoerr.New(mongoerr.Location40099, "$graphLookup reached maximum memory consumption")
 				}
 			}
+			src.Close()
 			frontier = next
 		}
 		if found == nil {

@@ -43,6 +43,15 @@ type CollectionResolver interface {
 	OpenWriter(ctx context.Context, db, coll string, replace bool) (Writer, error)
 }
 
+// Querier is implemented by a CollectionResolver that can run a filtered read of a foreign
+// collection through the query planner, so that the collection's indexes serve $lookup's and
+// $graphLookup's per-document reads.
+type Querier interface {
+	// Query streams the documents of db.coll (a collection or a view) matching filter, a
+	// find filter, and reports the index the plan uses ("" for a collection scan).
+	Query(ctx context.Context, db, coll string, filter bsoncore.Document) (src Source, index string, err error)
+}
+
 // Context is what a pipeline runs with.
 type Context struct {
 	Now         time.Time                 // $$NOW (zero: time.Now() at Run)
@@ -54,6 +63,16 @@ type Context struct {
 	MaxMemoryBytes int64
 	TempDir        string // spill files (os.TempDir() when empty)
 	Resolver       CollectionResolver
+	// Bounds of the $lookup family (<= 0: MongoDB's default, 100 MB each).
+	// LookupCacheBytes bounds a foreign collection held in memory for hash joins
+	// (internalDocumentSourceLookupCacheSizeBytes): a larger one is read per input document
+	// instead. LookupMaxResultBytes bounds one $lookup's matches for one document
+	// (internalLookupStageIntermediateDocumentMaxSizeBytes, error 4568).
+	// GraphLookupMaxMemoryBytes bounds $graphLookup's visited set and frontier for one
+	// document (internalDocumentSourceGraphLookupMaxMemoryBytes, error 40099).
+	LookupCacheBytes          int64
+	LookupMaxResultBytes      int64
+	GraphLookupMaxMemoryBytes int64
 	// Rand supplies $rand and $sample (nil: math/rand/v2's global source).
 	Rand func() float64
 	// Collator overrides, for run-time comparisons, the collation the pipeline was parsed

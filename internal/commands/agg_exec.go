@@ -13,9 +13,9 @@ package commands
 // also gives up its lock as soon as the plan reaches EOF, so a blocking $out that replaces the
 // collection it reads from does not wait on its own reader.
 //
-// Foreign collections ($lookup & co.) are read through aggResolver.Open, which materialises
-// them under their own short-lived lock and snapshot (agg caches the foreign side per Run
-// anyway), so no foreign storage state needs saving across getMores.
+// Foreign collections ($lookup & co.) are read through aggResolver.Open and Query, which
+// stream them in bounded chunks, each under its own short-lived lock and snapshot
+// (agg_foreign.go), so no foreign lock or snapshot is held across getMores.
 
 import (
 	"bytes"
@@ -260,28 +260,24 @@ type aggResolver struct {
 	coll *collation.Collator
 }
 
-// Open materialises db.coll; a view is resolved and its pipeline run over its backing
-// collection.
+// Open streams db.coll in bounded chunks (agg_foreign.go); a view is resolved and its
+// pipeline run over its streamed backing collection.
 func (r *aggResolver) Open(ctx context.Context, db, coll string) (agg.Source, error) {
 	ns := db + "." + coll
 	backing, pipe, isView, err := viewResolve(ctx, r.env, ns)
 	if err != nil {
 		return nil, err
 	}
-	op, done := r.op(ctx)
-	docs, err := aggScanOp(ctx, op, backing, nil)
-	done()
-	if err != nil {
-		return nil, err
-	}
+	src := r.newForeignReader(ctx, backing, nil)
 	if !isView || len(pipe) == 0 {
-		return agg.SliceSource(docs), nil
+		return src, nil
 	}
 	pl, err := agg.Parse(pipe, agg.ParseContext{DB: db, Collator: r.coll})
 	if err != nil {
+		src.Close()
 		return nil, err
 	}
-	return pl.Run(ctx, agg.SliceSource(docs), &agg.Context{Resolver: r, TempDir: r.env.State.DB.TempDir})
+	return pl.Run(ctx, src, &agg.Context{Resolver: r, TempDir: r.env.State.DB.TempDir})
 }
 
 // op returns the operation context for one storage access: the input's while it holds its lock, else a

@@ -296,3 +296,15 @@ const (
 	Location7749501 Code = 7749501
 	Location7750301 Code = 7750301
 )
+
+// Location codes of the $lookup family's memory bounds (issue 10).
+const (
+	// Location4568: a $lookup's matches for one document exceed
+	// internalLookupStageIntermediateDocumentMaxSizeBytes (document_source_lookup.cpp).
+	Location4568 Code = 4568
+	// Location40099: $graphLookup's visited set and frontier reach
+	// internalDocumentSourceGraphLookupMaxMemoryBytes (document_source_graph_lookup.cpp).
+	Location40099 Code = 40099
+	// Location40271: a $graphLookup foreign document without _id.
+	Location40271 Code = 40271
+)
