@@ -277,7 +277,7 @@ func (r *aggResolver) Open(ctx context.Context, db, coll string) (agg.Source, er
 		src.Close()
 		return nil, err
 	}
-	return pl.Run(ctx, src, &agg.Context{Resolver: r, TempDir: r.env.State.DB.TempDir})
+	return pl.Run(ctx, src, r.subContext())
 }
 
 // op returns the operation context for one storage access: the input's while it holds its lock, else a

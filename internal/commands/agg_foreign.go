@@ -21,6 +21,7 @@ import (
 	"humongo/internal/agg"
 	"humongo/internal/operation"
 	"humongo/internal/query/plan"
+	"humongo/internal/service"
 	"humongo/internal/storage"
 )
 
@@ -161,6 +162,28 @@ func (r *aggResolver) Query(ctx context.Context, db, coll string, filter bsoncor
 	if err != nil {
 		return nil, "", err
 	}
-	src, err := pl.Run(ctx, r.newForeignReader(ctx, backing, nil), &agg.Context{Resolver: r, TempDir: r.env.State.DB.TempDir})
+	src, err := pl.Run(ctx, r.newForeignReader(ctx, backing, nil), r.subContext())
 	return src, "", err
+}
+
+// subContext is the agg.Context of a foreign view's pipeline.
+func (r *aggResolver) subContext() *agg.Context {
+	ac := aggLookupLimits(r.env)
+	ac.Resolver, ac.TempDir = r, r.env.State.DB.TempDir
+	return ac
+}
+
+// aggLookupLimits is an agg.Context carrying the $lookup family's memory bounds from the
+// server parameters.
+func aggLookupLimits(env *service.Env) *agg.Context {
+	ac := &agg.Context{}
+	if p := env.State.Params; p != nil {
+		ac.LookupCacheBytes = p.Int("internalDocumentSourceLookupCacheSizeBytes")
+		ac.LookupMaxResultBytes = p.Int("internalLookupStageIntermediateDocumentMaxSizeBytes")
+		ac.GraphLookupMaxMemoryBytes = p.Int("internalDocumentSourceGraphLookupMaxMemoryBytes")
+	}
+	if ac.LookupMaxResultBytes <= 0 {
+		ac.LookupMaxResultBytes = 100 << 20
+	}
+	return ac
 }

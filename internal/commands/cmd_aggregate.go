@@ -265,8 +265,9 @@ func aggPrepare(ctx context.Context, env *service.Env, r *aggRequest) (*aggPrepa
 		}
 	}
 	p.full, p.pl = full, full
-	p.ac = &agg.Context{Now: now, Vars: vars, AllowDiskUse: r.allowDiskUse, TempDir: env.State.DB.TempDir,
-		Resolver: &aggResolver{env: env, bypassValidation: r.bypass, coll: coll, writeConcern: aggWriteConcern(r.cmd)}}
+	p.ac = aggLookupLimits(env)
+	p.ac.Now, p.ac.Vars, p.ac.AllowDiskUse, p.ac.TempDir = now, vars, r.allowDiskUse, env.State.DB.TempDir
+	p.ac.Resolver = &aggResolver{env: env, bypassValidation: r.bypass, coll: coll, writeConcern: aggWriteConcern(r.cmd)}
 	if p.leading != "" || collectionless {
 		p.backing = ""
 		return p, nil

@@ -146,7 +146,7 @@ func findServerParams(env *service.Env) bsoncore.Document {
 	return bsoncore.NewDocumentBuilder().
 		AppendInt32("internalQueryFacetBufferSizeBytes", 104857600).
 		AppendInt32("internalQueryFacetMaxOutputDocSizeBytes", 104857600).
-		AppendInt32("internalLookupStageIntermediateDocumentMaxSizeBytes", 104857600).
+		AppendInt32("internalLookupStageIntermediateDocumentMaxSizeBytes", int32(min(aggLookupLimits(env).LookupMaxResultBytes, 1<<31-1))).
 		AppendInt32("internalDocumentSourceGroupMaxMemoryBytes", 104857600).
 		AppendInt32("internalQueryMaxBlockingSortMemoryUsageBytes", int32(min(sortBytes, 1<<31-1))).
 		AppendInt32("internalQueryProhibitBlockingMergeOnMongoS", 0).
