@@ -258,8 +258,9 @@ func (fs *foreignSide) filter(vals []value) bsoncore.Document {
 		case bsoncore.TypeRegex:
 			regexes = append(regexes, v)
 		case bsoncore.TypeNull, bsoncore.TypeUndefined:
+			// A query may not compare with undefined; null matches it too.
 			hasNull = true
-			plain = append(plain, v)
+			plain = append(plain, expr.Null)
 		default:
 			plain = append(plain, v)
 		}

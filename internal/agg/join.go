@@ -69,6 +69,11 @@ type lookupStage struct {
 	letXs        []expr.Expression
 	pipeline     []stage
 	hasPipeline  bool
+	// eqField and eqVar: the pipeline starts with {$match: {$expr: {$eq: ["$eqField",
+	// "$$eqVar"]}}} on a let variable, so its probes can ask for eqField equal to the
+	// variable's value (a superset of what the $match keeps, which still runs).
+	eqField []string
+	eqVar   string
 }
 
 func parseLookup(spec value, p *pctx) (stage, error) {
@@ -162,8 +167,60 @@ func parseLookup(spec value, p *pctx) (stage, error) {
 			}
 		}
 		s.pipeline = optimize(sub, p.pc.Collator)
+		if s.localField == nil && len(s.pipeline) > 0 {
+			if m, ok := s.pipeline[0].(*matchStage); ok {
+				s.eqField, s.eqVar = exprEqJoin(m.filter, s.letNames)
+			}
+		}
 	}
 	return s, nil
+}
+
+// exprEqJoin recognises {$expr: {$eq: ["$field", "$$var"]}} (either order) on a top-level
+// field and one of lets. Whatever $expr's $eq keeps, an equality query on field for the
+// variable's value also returns: the field holds exactly that value.
+func exprEqJoin(filter bsoncore.Document, lets []string) (field []string, name string) {
+	els, err := filter.Elements()
+	if err != nil || len(els) != 1 || els[0].Key() != "$expr" {
+		return nil, ""
+	}
+	xd, ok := els[0].Value().DocumentOK()
+	if !ok {
+		return nil, ""
+	}
+	xels, err := xd.Elements()
+	if err != nil || len(xels) != 1 || xels[0].Key() != "$eq" {
+		return nil, ""
+	}
+	arr, ok := xels[0].Value().ArrayOK()
+	if !ok {
+		return nil, ""
+	}
+	vals, err := arr.Values()
+	if err != nil || len(vals) != 2 {
+		return nil, ""
+	}
+	a, okA := vals[0].StringValueOK()
+	b, okB := vals[1].StringValueOK()
+	if !okA || !okB {
+		return nil, ""
+	}
+	if strings.HasPrefix(a, "$$") {
+		a, b = b, a
+	}
+	if !strings.HasPrefix(b, "$$") || strings.HasPrefix(a, "$$") || !strings.HasPrefix(a, "$") {
+		return nil, ""
+	}
+	f, v := a[1:], b[2:]
+	if f == "" || strings.ContainsAny(f, ".$") || v == "" || strings.Contains(v, ".") {
+		return nil, ""
+	}
+	for _, l := range lets {
+		if l == v {
+			return []string{f}, v
+		}
+	}
+	return nil, ""
 }
 
 func subPipeline(v value, p *pctx) ([]stage, error) {
@@ -187,23 +244,31 @@ func (s *lookupStage) spec() value  { return s.raw }
 // document are bounded by LookupMaxResultBytes (4568).
 func (s *lookupStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
 	fs := &foreignSide{rc: rc, db: s.db, coll: s.coll, path: s.foreignField}
+	if s.eqField != nil {
+		fs.path = s.eqField
+	}
 	ec := rc.evalCtx(nil)
 	maxBytes := rc.lookupMaxResultBytes()
 	return eachDoc(in, func(ctx context.Context, d bsoncore.Document) (bsoncore.Document, bool, error) {
+		var sub *runCtx
+		if s.hasPipeline {
+			var err error
+			if sub, err = rc.withLet(ec, d, s.letNames, s.letXs); err != nil {
+				return nil, false, err
+			}
+		}
 		var vals []value
-		if s.localField != nil {
+		switch {
+		case s.localField != nil:
 			vals = matchValues(d, s.localField)
+		case s.eqField != nil:
+			vals = []value{sub.vars[s.eqVar]}
 		}
 		src, err := fs.probe(ctx, vals)
 		if err != nil {
 			return nil, false, err
 		}
 		if s.hasPipeline {
-			sub, err := rc.withLet(ec, d, s.letNames, s.letXs)
-			if err != nil {
-				src.Close()
-				return nil, false, err
-			}
 			if src, err = runStages(ctx, s.pipeline, src, sub); err != nil {
 				return nil, false, err
 			}

@@ -82,3 +82,29 @@ func benchAggLookup(b *testing.B, indexed bool) {
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "docs/s")
 }
+
+// BenchmarkAggLookupFewLocal joins 100 local documents to a 100k-document foreign
+// collection on an indexed field: the shape where reading the whole foreign side costs most.
+func BenchmarkAggLookupFewLocal(b *testing.B) {
+	db := aggServer(b)
+	ctx := context.Background()
+	local, foreign := db.Collection("l"), db.Collection("f")
+	aggBenchLoad(b, local, 100)
+	aggBenchLoad(b, foreign, 100000)
+	if _, err := foreign.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: D("v", 1)}); err != nil {
+		b.Fatal(err)
+	}
+	pipeline := bson.A{D("$lookup", D("from", "f", "localField", "v", "foreignField", "v", "as", "j")),
+		D("$match", D("j", D("$size", 1))), D("$count", "c")}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cur, err := local.Aggregate(ctx, pipeline)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var out []bson.Raw
+		if err := cur.All(ctx, &out); err != nil || len(out) != 1 || out[0].Lookup("c").AsInt64() != 100 {
+			b.Fatal(err, out)
+		}
+	}
+}
