@@ -5,9 +5,10 @@ package agg
 // in memory.
 //
 // The first probe of a Run decides the strategy. Through a Querier (the command layer's
-// resolver) it runs the probe as a query; when the planner answers with an index scan, every
-// later probe is such a query too (an indexed nested-loop join, MongoDB's usual plan when
-// foreignField is indexed). Otherwise the foreign collection is read once into a hash table
+// resolver) it runs the probe as a query; when the planner answers with an index scan, later
+// probes are such queries too (an indexed nested-loop join, MongoDB's plan when foreignField
+// is indexed) until there have been so many that a foreign collection small next to them is
+// cheaper hashed (then the hash join below takes over). Otherwise the foreign collection is read once into a hash table
 // keyed by the KeyStrings of the joined field, as long as it fits in LookupCacheBytes (a hash
 // join); a larger one is scanned again, streamed, for each probe (a nested-loop join), so
 // memory stays bounded whatever the foreign collection's size.
@@ -72,6 +73,9 @@ type foreignSide struct {
 
 	mode  joinMode
 	index string // the index of modeIndexed
+	// probes counts modeIndexed's queries; at nextLoad of them the collection is read into
+	// the hash table if it has at most loadPerProbe documents per probe made so far.
+	probes, nextLoad int64
 	fi    *foreignIndex
 	all   []bsoncore.Document // modeCached without path: the whole collection
 }
@@ -96,12 +100,12 @@ func (fs *foreignSide) probe(ctx context.Context, vals []value) (Source, error) 
 				return nil, err
 			}
 			if index != "" {
-				fs.mode, fs.index = modeIndexed, index
+				fs.mode, fs.index, fs.probes, fs.nextLoad = modeIndexed, index, 1, firstLoadProbes
 				return src, nil
 			}
 			src.Close()
 		}
-		cached, err := fs.load(ctx)
+		cached, err := fs.load(ctx, -1)
 		if err != nil {
 			return nil, err
 		}
@@ -110,8 +114,23 @@ func (fs *foreignSide) probe(ctx context.Context, vals []value) (Source, error) 
 			fs.mode = modeCached
 		}
 	}
+	if fs.mode == modeIndexed && fs.probes >= fs.nextLoad {
+		// Many probes: a foreign collection small next to the work done so far is cheaper
+		// hashed. Each attempt reads at most as many documents as the probes made (times
+		// loadPerProbe) and the next comes after twice the probes, so failed attempts cost
+		// a bounded fraction of the join.
+		fs.nextLoad *= 2
+		cached, err := fs.load(ctx, fs.probes*loadPerProbe)
+		if err != nil {
+			return nil, err
+		}
+		if cached {
+			fs.mode = modeCached
+		}
+	}
 	switch fs.mode {
 	case modeIndexed:
+		fs.probes++
 		src, _, err := fs.rc.ac.Resolver.(Querier).Query(ctx, fs.db, fs.coll, fs.filter(uniq))
 		return src, err
 	case modeCached:
@@ -290,9 +309,17 @@ func (fs *foreignSide) filter(vals []value) bsoncore.Document {
 	return expr.DocOf("$and", expr.Array(parts))
 }
 
+// Switching an indexed join to a hash join (foreignSide.probe).
+const (
+	firstLoadProbes = 1000
+	// loadPerProbe is about what one indexed probe costs in sequentially read documents.
+	loadPerProbe = 16
+)
+
 // load reads the foreign collection into memory (hashed by the joined field when there is
-// one), unless it needs more than LookupCacheBytes: then it reports false and keeps nothing.
-func (fs *foreignSide) load(ctx context.Context) (bool, error) {
+// one), unless it needs more than LookupCacheBytes or has more than maxDocs documents
+// (maxDocs < 0: any number): then it reports false and keeps nothing.
+func (fs *foreignSide) load(ctx context.Context, maxDocs int64) (bool, error) {
 	src, err := fs.rc.open(ctx, fs.db, fs.coll)
 	if err != nil {
 		return false, err
@@ -311,6 +338,9 @@ func (fs *foreignSide) load(ctx context.Context) (bool, error) {
 		}
 		if !ok {
 			break
+		}
+		if maxDocs--; maxDocs == -1 {
+			return false, nil
 		}
 		if !fs.keep(d) {
 			continue

@@ -161,3 +161,40 @@ func TestJoinMemoryLimits(t *testing.T) {
 		t.Errorf("graphLookup under the limit: %v", err)
 	}
 }
+
+// TestIndexedJoinSwitchesToHash: after many indexed probes, a foreign collection that is
+// small next to them is hashed instead; the matches stay the same.
+func TestIndexedJoinSwitchesToHash(t *testing.T) {
+	var foreign, local []bsoncore.Document
+	for i := range 50 {
+		foreign = append(foreign, parseDocs(t, fmt.Sprintf(`[{"_id": %d, "v": %d}]`, i, i%25))...)
+	}
+	for i := range 3000 {
+		local = append(local, parseDocs(t, fmt.Sprintf(`[{"_id": %d, "k": %d}]`, i, i%30))...)
+	}
+	p, err := Parse(parseDocs(t, `[{"$lookup": {"from": "f", "localField": "k", "foreignField": "v", "as": "j"}}, {"$project": {"n": {"$size": "$j"}}}]`), ParseContext{DB: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qr := &queryResolver{memResolver: &memResolver{colls: map[string][]bsoncore.Document{"test.f": foreign}}, index: "v_1"}
+	out, err := p.Run(context.Background(), SliceSource(local), &Context{Resolver: qr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := Drain(context.Background(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range docs {
+		want := int32(2)
+		if i%30 >= 25 {
+			want = 0
+		}
+		if n := d.Lookup("n").Int32(); n != want {
+			t.Fatalf("document %d: %d matches, want %d", i, n, want)
+		}
+	}
+	if n := len(qr.filters); n != firstLoadProbes {
+		t.Fatalf("%d indexed probes, want %d before the switch", n, firstLoadProbes)
+	}
+}
