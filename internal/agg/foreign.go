@@ -76,8 +76,8 @@ type foreignSide struct {
 	// probes counts modeIndexed's queries; at nextLoad of them the collection is read into
 	// the hash table if it has at most loadPerProbe documents per probe made so far.
 	probes, nextLoad int64
-	fi    *foreignIndex
-	all   []bsoncore.Document // modeCached without path: the whole collection
+	fi               *foreignIndex
+	all              []bsoncore.Document // modeCached without path: the whole collection
 }
 
 // IndexName is the index the probes use ("" unless they are planner queries served by one).
