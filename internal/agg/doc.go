@@ -23,14 +23,18 @@
 // position (spill.go). $bucketAuto spills its input keyed by (groupBy value, arrival order)
 // and cuts the buckets in one streaming pass. These stages stream their output.
 //
-// Joins ($lookup, $graphLookup) read the foreign collection once per Run through
-// Context.Resolver and index it by the KeyString of the joined field, so the equality form
-// costs one hash probe per local value; the pipeline form reruns its sub-pipeline over the
-// cached foreign documents for each input document.
+// Joins ($lookup, $graphLookup) probe the foreign side per input document (foreign.go): as
+// planner queries through the resolver's Querier while an index serves them (switching to a
+// hash join once the probes outweigh reading a small foreign collection), else through a
+// hash table of the foreign collection keyed by the KeyString of the joined field when it
+// fits in LookupCacheBytes, else by a streamed scan per probe. A $lookup pipeline starting
+// with {$match: {$expr: {$eq: ["$field", "$$var"]}}} probes field too. One document's
+// $lookup matches are bounded by LookupMaxResultBytes (4568) and a $graphLookup search by
+// GraphLookupMaxMemoryBytes (40099); $unionWith streams its collection.
 //
 // Files: pipeline.go (Parse/Run/Explain/LeadingMatch, sources), stages.go (simple stages
 // and the optimiser), project.go, group.go, sort.go, bucket.go, join.go ($lookup,
-// $graphLookup, $unionWith, $facet, $out, $merge), window.go ($setWindowFields, $densify,
-// $fill), spill.go (their partitioned, spillable input), value.go (document path helpers
-// only stages need).
+// $graphLookup, $unionWith, $facet, $out, $merge), foreign.go (the joins' foreign side),
+// window.go ($setWindowFields, $densify, $fill), spill.go (their partitioned, spillable
+// input), value.go (document path helpers only stages need).
 package agg

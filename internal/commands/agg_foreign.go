@@ -113,6 +113,9 @@ func (f *foreignReader) fill(ctx context.Context) (err error) {
 	}()
 	size := 0
 	for len(f.buf) < foreignChunkDocs && size < foreignChunkBytes {
+		if err := op.CheckForInterrupt(); err != nil {
+			return err
+		}
 		_, d, ok, err := f.ex.Next(ctx)
 		if err != nil {
 			return err
