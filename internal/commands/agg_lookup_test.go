@@ -136,6 +136,20 @@ func TestLookupForeignIndex(t *testing.T) {
 			t.Errorf("pipeline %d: %d accesses of %s, want one per input document or more", i, n, indexOf[i])
 		}
 	}
+	// A view as the foreign side: its pipeline runs, then the probe's $match.
+	if err := db.RunCommand(ctx, D("create", "fv", "viewOn", "f", "pipeline", bson.A{D("$match", D("_id", D("$lt", 1000)))})).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range pipelines {
+		vp := append(bson.A{}, p...)
+		st := vp[0].(bson.D)
+		spec := append(bson.D{}, st[0].Value.(bson.D)...)
+		spec[0].Value = "fv"
+		vp[0] = bson.D{{Key: st[0].Key, Value: spec}}
+		if got := norm(lookupRun(t, local, vp)); got != hashed[i] {
+			t.Errorf("pipeline %d from a view\n%s\nwant\n%s", i, got, hashed[i])
+		}
+	}
 	// An index helps even when the cache would hold the collection.
 	lookupSetParam(t, db, "internalDocumentSourceLookupCacheSizeBytes", 100<<20)
 	before := lookupIndexOps(t, foreign, "v_1")
