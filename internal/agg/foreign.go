@@ -15,6 +15,7 @@ package agg
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -147,7 +148,7 @@ func (fs *foreignSide) probe(ctx context.Context, vals []value) (Source, error) 
 				}
 			}
 		}
-		sortInts(idx)
+		slices.Sort(idx)
 		docs := make([]bsoncore.Document, len(idx))
 		for j, i := range idx {
 			docs[j] = fs.fi.docs[i]

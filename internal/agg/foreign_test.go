@@ -198,3 +198,63 @@ func TestIndexedJoinSwitchesToHash(t *testing.T) {
 		t.Fatalf("%d indexed probes, want %d before the switch", n, firstLoadProbes)
 	}
 }
+
+// cancelAfter cancels ctx with cause after n documents of src.
+type cancelAfter struct {
+	Source
+	n      int
+	cancel context.CancelCauseFunc
+	cause  error
+}
+
+func (c *cancelAfter) Next(ctx context.Context) (bsoncore.Document, bool, error) {
+	if c.n--; c.n == 0 {
+		c.cancel(c.cause)
+	}
+	return c.Source.Next(ctx)
+}
+
+type cancelResolver struct {
+	*memResolver
+	after  int
+	cancel context.CancelCauseFunc
+	cause  error
+}
+
+func (r *cancelResolver) Open(ctx context.Context, db, coll string) (Source, error) {
+	src, err := r.memResolver.Open(ctx, db, coll)
+	return &cancelAfter{Source: src, n: r.after, cancel: r.cancel, cause: r.cause}, err
+}
+
+// TestJoinInterrupted: a join stops with the operation's interruption cause in the middle of
+// reading the foreign side, in each strategy that reads it.
+func TestJoinInterrupted(t *testing.T) {
+	var foreign []bsoncore.Document
+	for i := range 3000 {
+		foreign = append(foreign, parseDocs(t, fmt.Sprintf(`[{"_id": %d, "v": %d}]`, i, i))...)
+	}
+	local := parseDocs(t, `[{"_id": 1, "k": 1}, {"_id": 2, "k": 2}, {"_id": 3, "k": 3}]`)
+	cause := mongoerr.New(mongoerr.Interrupted, "operation was interrupted")
+	for _, pl := range []string{
+		`[{"$lookup": {"from": "f", "localField": "k", "foreignField": "v", "as": "j"}}]`,
+		`[{"$graphLookup": {"from": "f", "startWith": "$k", "connectFromField": "v", "connectToField": "v", "as": "j"}}]`,
+	} {
+		for _, cache := range []int64{0, 1} {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			res := &cancelResolver{memResolver: &memResolver{colls: map[string][]bsoncore.Document{"test.f": foreign}},
+				after: 1500, cancel: cancel, cause: cause}
+			p, err := Parse(parseDocs(t, pl), ParseContext{DB: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := p.Run(ctx, SliceSource(local), &Context{Resolver: res, LookupCacheBytes: cache})
+			if err == nil {
+				_, err = Drain(ctx, out)
+			}
+			if !mongoerr.Is(err, mongoerr.Interrupted) {
+				t.Errorf("%s cache %d: %v, want the interruption", pl, cache, err)
+			}
+			cancel(nil)
+		}
+	}
+}

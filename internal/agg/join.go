@@ -375,13 +375,6 @@ func matchValues(d bsoncore.Document, path []string) []value {
 	return out
 }
 
-func sortInts(a []int) {
-	for i := 1; i < len(a); i++ {
-		for j := i; j > 0 && a[j] < a[j-1]; j-- {
-			a[j], a[j-1] = a[j-1], a[j]
-		}
-	}
-}
 
 // ---- $unionWith ----
 
