@@ -237,9 +237,10 @@ func TestGraphLookupMemoryLimit(t *testing.T) {
 	}
 }
 
-// TestUnionWithStreams: $unionWith reads its collection in chunks that each give the lock
-// back, so a cursor paused inside it does not hold the foreign collection: a drop of that
-// collection between getMores does not wait for the cursor.
+// TestUnionWithStreams: $unionWith reads its collection in chunks, each under its own lock
+// and snapshot: a chunk read after a getMore sees what was inserted meanwhile (as a find
+// cursor that yields does), and a cursor paused inside it does not hold the foreign
+// collection: a drop of that collection between getMores does not wait for the cursor.
 func TestUnionWithStreams(t *testing.T) {
 	db := aggServer(t)
 	ctx := context.Background()
@@ -261,6 +262,26 @@ func TestUnionWithStreams(t *testing.T) {
 	}
 	if n != 20 {
 		t.Fatalf("read %d documents: %v", n, cur.Err())
+	}
+	// Later chunks are read later: a document inserted now, past the first chunk, is seen
+	// (the whole collection read at the first batch would not have it).
+	aggInsert(t, foreign, D("_id", 5000))
+	seen := false
+	for cur.Next(ctx) {
+		n++
+		if cur.Current.Lookup("_id").AsInt64() == 5000 {
+			seen = true
+		}
+	}
+	if err := cur.Err(); err != nil || n != 3002 || !seen {
+		t.Fatalf("read %d documents (want 3002), inserted one seen: %v, err %v", n, seen, err)
+	}
+	cur, err = local.Aggregate(ctx, bson.A{D("$unionWith", "u")}, options.Aggregate().SetBatchSize(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close(ctx)
+	for n = 0; n < 20 && cur.Next(ctx); n++ {
 	}
 	dctx, cancel := context.WithTimeout(ctx, 10e9)
 	defer cancel()
