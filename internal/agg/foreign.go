@@ -138,6 +138,17 @@ func (fs *foreignSide) probe(ctx context.Context, vals []value) (Source, error) 
 		if fs.path == nil {
 			return sliceSource(fs.all), nil
 		}
+		if len(keys) == 1 {
+			// One key: its positions are already ascending and distinct.
+			for k := range keys {
+				pos := fs.fi.byKey[k]
+				docs := make([]bsoncore.Document, len(pos))
+				for j, i := range pos {
+					docs[j] = fs.fi.docs[i]
+				}
+				return sliceSource(docs), nil
+			}
+		}
 		var idx []int
 		seen := map[int]bool{}
 		for k := range keys {

@@ -375,7 +375,6 @@ func matchValues(d bsoncore.Document, path []string) []value {
 	return out
 }
 
-
 // ---- $unionWith ----
 
 type unionWithStage struct {
