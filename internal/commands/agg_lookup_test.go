@@ -84,8 +84,10 @@ func TestLookupForeignIndex(t *testing.T) {
 			"as", "g", "maxDepth", 3, "depthField", "d")), D("$sort", D("_id", 1))},
 		{D("$graphLookup", D("from", "f", "startWith", "$k", "connectFromField", "next", "connectToField", "v",
 			"as", "g", "depthField", "d")), D("$sort", D("_id", 1))},
+		{D("$lookup", D("from", "f", "let", D("kk", "$k"), "as", "j",
+			"pipeline", bson.A{D("$match", D("$expr", D("$eq", bson.A{"$v", "$$kk"}))), D("$project", D("s", 1))})), D("$sort", D("_id", 1))},
 	}
-	indexOf := []string{"v_1", "v_1", "v_1", "_id_", "v_1"}
+	indexOf := []string{"v_1", "v_1", "v_1", "_id_", "v_1", "v_1"}
 	norm := func(docs []bson.Raw) string {
 		// Matches come in index order from an index and in natural order otherwise: compare
 		// each document's matches as a set.
