@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 )
@@ -77,6 +78,7 @@ func ParamSpecs() []service.ParamSpec {
 		{Name: "enableTestCommands", Kind: service.ParamBool, Default: false, Startup: true},
 		{Name: "localLogicalSessionTimeoutMinutes", Kind: service.ParamInt, Default: int64(30), Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "logLevel", Kind: service.ParamInt, Default: int64(0), Runtime: true, Startup: true, Min: 0, Max: 5},
+		{Name: "maxLogSizeKB", Kind: service.ParamInt, Default: int64(logv2.DefaultMaxAttributeSizeKB), Runtime: true, Startup: true, Min: 0, Max: math.MaxInt32},
 		{Name: "maxSessions", Kind: service.ParamInt, Default: int64(1000000), Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "quiet", Kind: service.ParamBool, Default: false, Runtime: true, Startup: true},
 	}
