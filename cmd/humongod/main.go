@@ -158,7 +158,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 			stopTTL()
 		}
 	}
-	return process.Run(s, log)
+	return process.Run(s, log, sink)
 }
 
 // recoverReplicaSetMember runs startup recovery on a replica-set member's data (truncate

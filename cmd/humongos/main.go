@@ -68,5 +68,5 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		log.Error("Error starting the router", logv2.C(logv2.Control), logv2.ID(23091), "error", err.Error())
 		return process.ExitNetError
 	}
-	return process.Run(s, log)
+	return process.Run(s, log, sink)
 }

@@ -21,13 +21,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 	"gopkg.in/yaml.v3"
+
+	"humongo/internal/logv2"
 )
 
 // ErrBadOptions marks option errors (the process exits with ExitBadOptions).
@@ -41,8 +41,8 @@ const (
 	// NetExtras: --bind_ip_all, --maxConns, --networkMessageCompressors; net.bindIpAll,
 	// net.maxIncomingConnections, net.compression.compressors.
 	NetExtras Group = 1 << iota
-	// SystemLog: --logpath, --logappend, --quiet; systemLog.destination, path, quiet,
-	// logAppend.
+	// SystemLog: --logpath, --logappend, --logRotate, --quiet, -v/--verbose;
+	// systemLog.destination, path, quiet, logAppend, logRotate, verbosity.
 	SystemLog
 )
 
@@ -67,6 +67,8 @@ type Options struct {
 
 	LogPath     string // SystemLog; empty: stdout
 	LogAppend   bool   // SystemLog
+	// LogRotate is what log rotation does to the file: "rename" (the default) or "reopen".
+	LogRotate string // SystemLog
 	Quiet       bool   // SystemLog
 	LogToSyslog bool   // SystemLog
 
@@ -97,6 +99,7 @@ type File struct {
 		Path        *string `yaml:"path"`
 		Quiet       *bool   `yaml:"quiet"`
 		LogAppend   *bool   `yaml:"logAppend"`
+		LogRotate   *string `yaml:"logRotate"`
 	} `yaml:"systemLog"`
 	SetParameter map[string]any `yaml:"setParameter"`
 }
@@ -147,6 +150,8 @@ func NewFlags(name string, groups Group, stderr io.Writer) *Flags {
 		overrides(f, "logappend", fs.Bool("logappend", false, "append to the log file instead of rotating it"),
 			func(o *Options, v bool) { o.LogAppend = v })
 		overrides(f, "quiet", fs.Bool("quiet", false, "quieter output"), func(o *Options, v bool) { o.Quiet = v })
+		overrides(f, "logRotate", fs.String("logRotate", "rename", "log rotation: 'rename' moves the file aside, 'reopen' reopens it (needs --logappend)"),
+			func(o *Options, v string) { o.LogRotate = v })
 	}
 	return f
 }
@@ -208,6 +213,15 @@ func (o *Options) Validate() error {
 	}
 	if len(o.BindIPs) == 0 {
 		return fmt.Errorf("%w: bind_ip is empty", ErrBadOptions)
+	}
+	switch o.LogRotate {
+	case "", "rename":
+	case "reopen":
+		if !o.LogAppend {
+			return fmt.Errorf("%w: logAppend must equal true if logRotate is set to reopen", ErrBadOptions)
+		}
+	default:
+		return fmt.Errorf("%w: unsupported value for logRotate %s", ErrBadOptions, o.LogRotate)
 	}
 	return nil
 }
@@ -282,6 +296,9 @@ func (o *Options) applyFile(cf *File) error {
 		if v := sl.LogAppend; v != nil {
 			o.LogAppend = *v
 		}
+		if v := sl.LogRotate; v != nil {
+			o.LogRotate = *v
+		}
 	}
 	names := make([]string, 0, len(cf.SetParameter))
 	for k := range cf.SetParameter {
@@ -335,24 +352,15 @@ func (o *Options) SystemLogDoc() bsoncore.Document {
 }
 
 // OpenLog opens the log destination (SystemLog): stdout, or --logpath, which without
-// --logappend is rotated aside first (renamed with a timestamp suffix) as mongod does.
+// --logappend is rotated aside first (renamed with a timestamp suffix) as mongod does, and
+// which the logRotate command and SIGUSR1 rotate as --logRotate says.
 func (o *Options) OpenLog(stdout io.Writer) (io.Writer, func(), error) {
 	if o.LogPath == "" || o.LogToSyslog {
 		return stdout, func() {}, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(o.LogPath), 0o750); err != nil {
-		return nil, nil, fmt.Errorf("logpath %s: %w", o.LogPath, err)
-	}
-	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
-	if !o.LogAppend {
-		if _, err := os.Stat(o.LogPath); err == nil {
-			suffix := strings.ReplaceAll(time.Now().UTC().Format("2006-01-02T15-04-05"), ":", "-")
-			_ = os.Rename(o.LogPath, o.LogPath+"."+suffix)
-		}
-	}
-	f, err := os.OpenFile(o.LogPath, flags, 0o640)
+	f, err := logv2.OpenFile(o.LogPath, o.LogAppend, o.LogRotate != "reopen")
 	if err != nil {
-		return nil, nil, fmt.Errorf("Can't initialize rotatable log file: %w", err)
+		return nil, nil, err
 	}
 	return f, func() { _ = f.Close() }, nil
 }

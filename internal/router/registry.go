@@ -24,6 +24,7 @@ func NewRegistry() *service.Registry {
 	r.Register(service.ListCommandsCommand())
 	r.Register(service.EndSessionsCommand())
 	r.Register(service.GetCmdLineOptsCommand())
+	r.Register(service.LogRotateCommand())
 	for _, name := range unsupported {
 		r.Register(&service.Command{
 			Name:    name,
