@@ -65,10 +65,10 @@ type Options struct {
 	MaxConns    int      // NetExtras
 	Compressors []string // NetExtras
 
-	LogPath     string // SystemLog; empty: stdout
-	LogAppend   bool   // SystemLog
+	LogPath   string // SystemLog; empty: stdout
+	LogAppend bool   // SystemLog
 	// LogRotate is what log rotation does to the file: "rename" (the default) or "reopen".
-	LogRotate string // SystemLog
+	LogRotate   string // SystemLog
 	Quiet       bool   // SystemLog
 	LogToSyslog bool   // SystemLog
 
