@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -237,10 +238,19 @@ func decodeFile(path string, into any) error {
 	if err != nil {
 		return fmt.Errorf("%w: Error reading config file: %v", ErrBadOptions, err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(into); err != nil && !errors.Is(err, io.EOF) {
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		// A syntax error: yaml's message names the line, and no Go type.
+		return fmt.Errorf("%w: Error parsing YAML config file %s: %v", ErrBadOptions, path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := checkYAML(&doc, reflect.TypeOf(into), ""); err != nil {
 		return fmt.Errorf("%w: Error parsing YAML config file %s: %v", ErrBadOptions, path, err)
+	}
+	if err := doc.Decode(into); err != nil {
+		return fmt.Errorf("%w: Error parsing YAML config file %s: invalid value", ErrBadOptions, path)
 	}
 	return nil
 }
