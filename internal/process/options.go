@@ -23,6 +23,7 @@ import (
 	"os"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -39,11 +40,13 @@ var ErrBadOptions = errors.New("bad options")
 type Group uint
 
 const (
-	// NetExtras: --bind_ip_all, --maxConns, --networkMessageCompressors; net.bindIpAll,
-	// net.maxIncomingConnections, net.compression.compressors.
+	// NetExtras: --bind_ip_all, --ipv6, --maxConns, --networkMessageCompressors,
+	// --nounixsocket, --unixSocketPrefix; net.bindIpAll, net.ipv6, net.maxIncomingConnections,
+	// net.compression.compressors, net.unixDomainSocket.
 	NetExtras Group = 1 << iota
-	// SystemLog: --logpath, --logappend, --logRotate, --quiet, -v/--verbose;
-	// systemLog.destination, path, quiet, logAppend, logRotate, verbosity.
+	// SystemLog: --logpath, --logappend, --logRotate, --quiet, -v/--verbose, --fork,
+	// --pidfilepath, --timeStampFormat; systemLog.destination, path, quiet, logAppend,
+	// logRotate, verbosity, component, timeStampFormat, traceAllExceptions; processManagement.
 	SystemLog
 )
 
@@ -63,6 +66,7 @@ type Options struct {
 	Port        int
 	BindIPs     []string
 	BindIPAll   bool     // NetExtras
+	IPv6        bool     // NetExtras: --ipv6 / net.ipv6
 	MaxConns    int      // NetExtras
 	Compressors []string // NetExtras
 
@@ -72,6 +76,17 @@ type Options struct {
 	LogRotate   string // SystemLog
 	Quiet       bool   // SystemLog
 	LogToSyslog bool   // SystemLog
+	// Verbosity is -v (1) to -vvvvv (5), --verbose or systemLog.verbosity: the startup value
+	// of the logLevel parameter (SystemLog).
+	Verbosity int
+	// Fork is --fork / processManagement.fork: run in the background once ready (SystemLog).
+	Fork bool
+	// PIDFile is --pidfilepath / processManagement.pidFilePath (SystemLog).
+	PIDFile string
+
+	// Warnings are options accepted that have no effect in Humongo, one line each, for the
+	// binary to log at startup (LogWarnings).
+	Warnings []string
 
 	// SetParameters are name=value pairs from the config file and then the command line (a
 	// later assignment of the same name wins).
@@ -87,21 +102,33 @@ type Options struct {
 // "Unrecognized option".
 type File struct {
 	Net struct {
-		Port                   *int    `yaml:"port"`
-		BindIP                 *string `yaml:"bindIp"`
-		BindIPAll              *bool   `yaml:"bindIpAll"`
-		MaxIncomingConnections *int    `yaml:"maxIncomingConnections"`
+		Port                   *int           `yaml:"port"`
+		BindIP                 *string        `yaml:"bindIp"`
+		BindIPAll              *bool          `yaml:"bindIpAll"`
+		IPv6                   *bool          `yaml:"ipv6"`
+		UnixDomainSocket       map[string]any `yaml:"unixDomainSocket"`
+		MaxIncomingConnections *int           `yaml:"maxIncomingConnections"`
 		Compression            *struct {
 			Compressors *string `yaml:"compressors"`
 		} `yaml:"compression"`
 	} `yaml:"net"`
 	SystemLog *struct {
-		Destination *string `yaml:"destination"`
-		Path        *string `yaml:"path"`
-		Quiet       *bool   `yaml:"quiet"`
-		LogAppend   *bool   `yaml:"logAppend"`
-		LogRotate   *string `yaml:"logRotate"`
+		Destination        *string        `yaml:"destination"`
+		Path               *string        `yaml:"path"`
+		Quiet              *bool          `yaml:"quiet"`
+		LogAppend          *bool          `yaml:"logAppend"`
+		LogRotate          *string        `yaml:"logRotate"`
+		Verbosity          *int           `yaml:"verbosity"`
+		Component          map[string]any `yaml:"component"`
+		TimeStampFormat    *string        `yaml:"timeStampFormat"`
+		TraceAllExceptions *bool          `yaml:"traceAllExceptions"`
+		SyslogFacility     *string        `yaml:"syslogFacility"`
 	} `yaml:"systemLog"`
+	ProcessManagement *struct {
+		Fork         *bool   `yaml:"fork"`
+		PIDFilePath  *string `yaml:"pidFilePath"`
+		TimeZoneInfo *string `yaml:"timeZoneInfo"`
+	} `yaml:"processManagement"`
 	SetParameter map[string]any `yaml:"setParameter"`
 }
 
@@ -116,6 +143,9 @@ type Flags struct {
 	configPath, compressors *string
 	version                 *bool
 	cliParams               [][2]string
+	verbose                 verbosityFlag
+	// ignored are the flags accepted with no effect, by name.
+	ignored map[string]bool
 }
 
 // overrides registers how the flag name, whose value p holds, overrides the config file.
@@ -153,8 +183,54 @@ func NewFlags(name string, groups Group, stderr io.Writer) *Flags {
 		overrides(f, "quiet", fs.Bool("quiet", false, "quieter output"), func(o *Options, v bool) { o.Quiet = v })
 		overrides(f, "logRotate", fs.String("logRotate", "rename", "log rotation: 'rename' moves the file aside, 'reopen' reopens it (needs --logappend)"),
 			func(o *Options, v string) { o.LogRotate = v })
+		for n := 1; n <= 5; n++ {
+			name := strings.Repeat("v", n)
+			overrides(f, name, fs.Bool(name, false, fmt.Sprintf("log verbosity %d (as logLevel=%d)", n, n)),
+				func(o *Options, v bool) {
+					if v {
+						o.Verbosity = max(o.Verbosity, n)
+					}
+				})
+		}
+		fs.Var(&f.verbose, "verbose", "log verbosity: --verbose (1) or --verbose=vv... (the number of v)")
+		overrides(f, "fork", fs.Bool("fork", false, "run in the background once ready (needs --logpath or --syslog)"),
+			func(o *Options, v bool) { o.Fork = v })
+		overrides(f, "pidfilepath", fs.String("pidfilepath", "", "file to write the process id to"),
+			func(o *Options, v string) { o.PIDFile = v })
+		f.ignore("timeStampFormat", "")
+		f.ignore("syslogFacility", "")
+	}
+	if groups&NetExtras != 0 {
+		overrides(f, "ipv6", fs.Bool("ipv6", false, "enable IPv6 (--bind_ip_all then also listens on ::)"),
+			func(o *Options, v bool) { o.IPv6 = v })
+		f.ignore("nounixsocket", "bool")
+		f.ignore("unixSocketPrefix", "")
+		f.ignore("filePermissions", "")
 	}
 	return f
+}
+
+// ignore registers the mongod flag name, which has no effect in Humongo: it is accepted
+// with a startup warning. kind "bool" makes it a switch, otherwise it takes a value.
+func (f *Flags) ignore(name, kind string) {
+	if f.ignored == nil {
+		f.ignored = map[string]bool{}
+	}
+	f.ignored[name] = true
+	if kind == "bool" {
+		f.Bool(name, false, "accepted for mongod compatibility; no effect")
+	} else {
+		f.String(name, "", "accepted for mongod compatibility; no effect")
+	}
+}
+
+// Ignore registers a binary's own mongod flag that has no effect in Humongo (see ignore).
+func (f *Flags) Ignore(name string, isBool bool) {
+	kind := ""
+	if isBool {
+		kind = "bool"
+	}
+	f.ignore(name, kind)
 }
 
 // IsSet reports whether the flag name was given on the command line (valid after Parse).
@@ -197,9 +273,23 @@ func Parse[E any](f *Flags, args []string, ext *E) (*Options, error) {
 			set(o)
 		}
 	}
+	if f.set["verbose"] {
+		o.Verbosity = max(o.Verbosity, int(f.verbose))
+	}
+	for name := range f.set {
+		if f.ignored[name] {
+			o.Warnings = append(o.Warnings, "--"+name)
+		}
+	}
+	sort.Strings(o.Warnings)
 	o.SetParameters = append(o.SetParameters, f.cliParams...)
 	if o.BindIPAll {
-		o.BindIPs = []string{"0.0.0.0", "::"}
+		// mongod listens on every IPv4 address, and with --ipv6 also on every IPv6 one; each
+		// wildcard listens on its own family (see internal/server).
+		o.BindIPs = []string{"0.0.0.0"}
+		if o.IPv6 {
+			o.BindIPs = append(o.BindIPs, "::")
+		}
 	}
 	if len(o.Compressors) == 1 && o.Compressors[0] == "disabled" {
 		o.Compressors = []string{}
@@ -214,6 +304,9 @@ func (o *Options) Validate() error {
 	}
 	if len(o.BindIPs) == 0 {
 		return fmt.Errorf("%w: bind_ip is empty", ErrBadOptions)
+	}
+	if o.Fork && o.LogPath == "" && !o.LogToSyslog {
+		return fmt.Errorf("%w: --fork has to be used with --logpath or --syslog", ErrBadOptions)
 	}
 	switch o.LogRotate {
 	case "", "rename":
@@ -278,6 +371,12 @@ func (o *Options) applyFile(cf *File) error {
 	if v := cf.Net.BindIPAll; v != nil {
 		o.BindIPAll = *v
 	}
+	if v := cf.Net.IPv6; v != nil {
+		o.IPv6 = *v
+	}
+	if cf.Net.UnixDomainSocket != nil {
+		o.Warnings = append(o.Warnings, "net.unixDomainSocket")
+	}
 	if v := cf.Net.MaxIncomingConnections; v != nil {
 		o.MaxConns = *v
 	}
@@ -308,6 +407,33 @@ func (o *Options) applyFile(cf *File) error {
 		}
 		if v := sl.LogRotate; v != nil {
 			o.LogRotate = *v
+		}
+		if v := sl.Verbosity; v != nil {
+			if *v < 0 {
+				return fmt.Errorf("%w: systemLog.verbosity YAML Config cannot be negative", ErrBadOptions)
+			}
+			o.Verbosity = *v
+		}
+		for key, set := range map[string]bool{"systemLog.component": sl.Component != nil,
+			"systemLog.timeStampFormat": sl.TimeStampFormat != nil, "systemLog.traceAllExceptions": sl.TraceAllExceptions != nil,
+			"systemLog.syslogFacility": sl.SyslogFacility != nil} {
+			if set {
+				o.Warnings = append(o.Warnings, key)
+			}
+		}
+	}
+	if pm := cf.ProcessManagement; pm != nil {
+		if o.groups&SystemLog == 0 {
+			return unrecognized("processManagement")
+		}
+		if v := pm.Fork; v != nil {
+			o.Fork = *v
+		}
+		if v := pm.PIDFilePath; v != nil {
+			o.PIDFile = *v
+		}
+		if pm.TimeZoneInfo != nil {
+			o.Warnings = append(o.Warnings, "processManagement.timeZoneInfo")
 		}
 	}
 	names := make([]string, 0, len(cf.SetParameter))
@@ -358,7 +484,36 @@ func (o *Options) SystemLogDoc() bsoncore.Document {
 	if o.Quiet {
 		sl.AppendBoolean("quiet", true)
 	}
+	if o.Verbosity > 0 {
+		sl.AppendInt32("verbosity", int32(o.Verbosity))
+	}
 	return sl.Build()
+}
+
+// ProcessManagementDoc is the processManagement section of Parsed, nil when empty.
+func (o *Options) ProcessManagementDoc() bsoncore.Document {
+	if !o.Fork && o.PIDFile == "" {
+		return nil
+	}
+	b := bsoncore.NewDocumentBuilder()
+	if o.Fork {
+		b.AppendBoolean("fork", true)
+	}
+	if o.PIDFile != "" {
+		b.AppendString("pidFilePath", o.PIDFile)
+	}
+	return b.Build()
+}
+
+// StartupParameters are the server parameters to set at startup, in order: logLevel from
+// the verbosity options (-v, systemLog.verbosity), then every setParameter (so an explicit
+// --setParameter logLevel=N wins).
+func (o *Options) StartupParameters() [][2]string {
+	var out [][2]string
+	if o.Verbosity > 0 {
+		out = append(out, [2]string{"logLevel", strconv.Itoa(min(o.Verbosity, 5))})
+	}
+	return append(out, o.SetParameters...)
 }
 
 // OpenLog opens the log destination (SystemLog): stdout, or --logpath, which without
@@ -373,6 +528,25 @@ func (o *Options) OpenLog(stdout io.Writer) (io.Writer, func(), error) {
 		return nil, nil, err
 	}
 	return f, func() { _ = f.Close() }, nil
+}
+
+// verbosityFlag is --verbose: alone it means 1, --verbose=vvv the number of v.
+type verbosityFlag int
+
+func (v *verbosityFlag) String() string   { return "" }
+func (v *verbosityFlag) IsBoolFlag() bool { return true }
+func (v *verbosityFlag) Set(s string) error {
+	switch {
+	case s == "true":
+		*v = 1
+	case s == "false":
+		*v = 0
+	case strings.Trim(s, "v") == "":
+		*v = verbosityFlag(len(s))
+	default:
+		return fmt.Errorf("--verbose %q: expected a string of v (vv, vvv, ...)", s)
+	}
+	return nil
 }
 
 type setParamFlag struct{ pairs *[][2]string }

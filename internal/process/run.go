@@ -70,6 +70,15 @@ func WarnNoAccessControl(log *slog.Logger) {
 		logv2.C(logv2.Control), logv2.ID(22120), logv2.StartupWarning())
 }
 
+// LogWarnings logs, as startup warnings, the options given that have no effect in Humongo
+// (Options.Warnings).
+func LogWarnings(log *slog.Logger, o *Options) {
+	for _, name := range o.Warnings {
+		log.Warn("Option has no effect in Humongo and is ignored", logv2.C(logv2.Control), logv2.ID(9101001),
+			logv2.StartupWarning(), "option", name)
+	}
+}
+
 // Server is what Run needs of an internal/server.Server.
 type Server interface {
 	Start()
@@ -95,6 +104,7 @@ func Run(s Server, log *slog.Logger, sink *logv2.Sink) int {
 
 func run(s Server, log *slog.Logger, sink *logv2.Sink, sigc <-chan os.Signal) int {
 	s.Start()
+	NotifyReady()
 	var err error
 	var lastRotate time.Time
 loop:
