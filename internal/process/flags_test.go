@@ -102,7 +102,7 @@ func TestConfigErrorsNameTheOption(t *testing.T) {
 		"systemLog:\n  quiet: maybe\n":     `Bad value for option systemLog.quiet: "maybe" is not a boolean`,
 		"net:\n  port: [1, 2]\n":           "option net.port takes a single value",
 		"net: 5\n":                         "option net must be a section of options",
-		"systemLog:\n  verbosity: high\n": `Bad value for option systemLog.verbosity: "high" is not an integer`,
+		"systemLog:\n  verbosity: high\n":  `Bad value for option systemLog.verbosity: "high" is not an integer`,
 		"processManagement:\n  bogus: 1\n": "Unrecognized option: processManagement.bogus",
 		"net:\n  port: [\n":                "Error parsing YAML config file",
 	} {
