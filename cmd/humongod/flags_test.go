@@ -177,7 +177,12 @@ func TestBinaryForkBindIPAllAndSIGUSR1(t *testing.T) {
 		data, _ := os.ReadFile(logPath)
 		t.Fatalf("forked server did not shut down cleanly:\n%s", data)
 	}
-	// The new file holds what was logged after the rotation, the old one what came before.
+	// The new file holds what was logged after the rotation, starting with the build and the
+	// options; the old one what came before.
+	if cur, _ := os.ReadFile(logPath); !strings.Contains(string(cur), "Options set by command line") ||
+		strings.Contains(string(cur), "Waiting for connections") {
+		t.Errorf("new log file:\n%s", cur)
+	}
 	old, _ := os.ReadFile(rotated[0])
 	if !strings.Contains(string(old), "Waiting for connections") || !strings.Contains(string(old), "Log rotation initiated") {
 		t.Errorf("rotated file:\n%s", old)

@@ -73,6 +73,8 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 	log.Info("MongoDB starting", logv2.C(logv2.Control), logv2.ID(4615611), "pid", os.Getpid(), "port", opts.Port,
 		"dbPath", opts.DBPath, "architecture", "64-bit", "host", host)
 	process.LogOptions(log, opts.parsed())
+	// A rotated log file starts, as mongod's, with the build and the options.
+	sink.SetAfterRotate(func() { process.LogOptions(log, opts.parsed()) })
 	process.LogWarnings(log, opts.Options)
 	if warn, err := opts.checkStorageEngine(); err != nil {
 		log.Error("DBException in initAndListen, terminating", logv2.C(logv2.Storage), logv2.ID(20557),

@@ -136,5 +136,8 @@ func (s *Sink) Rotate(logType string) error {
 		log.Warn("Log rotation failed", ID(23168), "reason", err.Error(), "logType", ServerLogType)
 		return err
 	}
+	if after := s.afterRotate.Load(); after != nil {
+		(*after)()
+	}
 	return nil
 }

@@ -20,6 +20,7 @@ func TestFileRotateRename(t *testing.T) {
 	defer f.Close()
 	h := NewHandler(f, nil)
 	slog.New(h).Info("first")
+	h.Sink().SetAfterRotate(func() { slog.New(h).Info("process details") })
 	if err := h.Sink().Rotate(""); err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,8 @@ func TestFileRotateRename(t *testing.T) {
 	old, _ := os.ReadFile(rotated[0])
 	cur, _ := os.ReadFile(path)
 	if !strings.Contains(string(old), `"msg":"first"`) || strings.Contains(string(cur), "first") ||
-		!strings.Contains(string(cur), `"msg":"second"`) {
+		!strings.Contains(string(cur), `"msg":"second"`) || !strings.HasPrefix(string(cur), `{"t"`) ||
+		!strings.Contains(strings.SplitN(string(cur), "\n", 2)[0], "process details") {
 		t.Errorf("old %s\ncurrent %s", old, cur)
 	}
 	// A second rotation within the same second would overwrite the first: refused.

@@ -111,7 +111,13 @@ type Sink struct {
 	// parameters (see SetMaxAttributeSizeKB and SetVerbosity).
 	maxAttrKB atomic.Pointer[func() int64]
 	verbosity atomic.Pointer[func() int64]
+	// afterRotate logs the process details into a freshly rotated file (SetAfterRotate).
+	afterRotate atomic.Pointer[func()]
 }
+
+// SetAfterRotate makes f run after each successful rotation, to log what mongod logs at the
+// top of a new file (build info, options).
+func (s *Sink) SetAfterRotate(f func()) { s.afterRotate.Store(&f) }
 
 // SetMaxAttributeSizeKB makes f the source of the attribute size limit in KB (MongoDB's
 // maxLogSizeKB; 0: no limit). Until it is called the limit is DefaultMaxAttributeSizeKB.

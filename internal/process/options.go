@@ -1,10 +1,11 @@
 // Package process is what every Humongo server binary (humongod, humongos) does around its
 // server, the part MongoDB's mongod and mongos share in their main: the options every server
 // process takes (net.port, net.bindIp, --config with mongod's YAML errors, systemLog,
-// setParameter, --version) and the getCmdLineOpts `parsed` document built from them, which
-// each binary extends with its own (storage and replication for humongod, sharding.configDB
-// for humongos); the startup log lines; and running the server until a signal or the shutdown
-// command, with mongod's log ids and exit codes. The spec does not cover process options;
+// processManagement, setParameter, --version) and the getCmdLineOpts `parsed` document built
+// from them, which each binary extends with its own (storage and replication for humongod,
+// sharding.configDB for humongos); the startup log lines; --fork (Fork, NotifyReady); and
+// running the server until a signal or the shutdown command, with SIGUSR1 rotating the log,
+// with mongod's log ids and exit codes. The spec does not cover process options;
 // the reference is MongoDB's configuration file options and ExitCode enum.
 //
 // A flag or config key every server process takes is added here once (NewFlags, File,
@@ -460,6 +461,12 @@ func (o *Options) Parsed(sections func(b *bsoncore.DocumentBuilder)) bsoncore.Do
 		AppendInt32("port", int32(o.Port))
 	if o.groups&NetExtras != 0 {
 		net.AppendInt32("maxIncomingConnections", int32(o.MaxConns))
+		if o.BindIPAll {
+			net.AppendBoolean("bindIpAll", true)
+		}
+		if o.IPv6 {
+			net.AppendBoolean("ipv6", true)
+		}
 	}
 	b.AppendDocument("net", net.Build())
 	if sections != nil {
