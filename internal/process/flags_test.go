@@ -118,3 +118,18 @@ func TestConfigErrorsNameTheOption(t *testing.T) {
 		}
 	}
 }
+
+// A bad flag is reported as mongod reports it; --help prints the options and exits 0.
+func TestCommandLineErrors(t *testing.T) {
+	var stderr strings.Builder
+	_, err := Parse(NewFlags("humongod", NetExtras|SystemLog, &stderr), []string{"--nope"}, &noExt{})
+	if code := OptionsFailed(err, &stderr); code != ExitBadOptions ||
+		stderr.String() != "Error parsing command line: unrecognised option '--nope'\ntry 'humongod --help' for more information\n" {
+		t.Errorf("exit %d, stderr %q", code, stderr.String())
+	}
+	stderr.Reset()
+	_, err = Parse(NewFlags("humongod", NetExtras|SystemLog, &stderr), []string{"--help"}, &noExt{})
+	if code := OptionsFailed(err, &stderr); code != ExitClean || !strings.Contains(stderr.String(), "-bind_ip_all") {
+		t.Errorf("--help: exit %d, %q", code, stderr.String())
+	}
+}

@@ -36,6 +36,9 @@ import (
 // ErrBadOptions marks option errors (the process exits with ExitBadOptions).
 var ErrBadOptions = errors.New("bad options")
 
+// ErrHelp is Parse's answer to --help, after printing the options: the process exits 0.
+var ErrHelp = errors.New("help requested")
+
 // Group is a set of optional common options: MongoDB gives them to every server process, a
 // Humongo binary accepts them once it enables the group.
 type Group uint
@@ -145,6 +148,8 @@ type Flags struct {
 	version                 *bool
 	cliParams               [][2]string
 	verbose                 verbosityFlag
+	name                    string
+	stderr                  io.Writer
 	// ignored are the flags accepted with no effect, by name.
 	ignored map[string]bool
 }
@@ -158,8 +163,11 @@ func overrides[T any](f *Flags, name string, p *T, set func(o *Options, v T)) {
 // registered; the binary adds its own to the embedded FlagSet before Parse.
 func NewFlags(name string, groups Group, stderr io.Writer) *Flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := &Flags{FlagSet: fs, groups: groups, override: map[string]func(*Options){}}
+	fs.SetOutput(io.Discard) // the flag package's own error lines; --help writes to stderr
+	f := &Flags{FlagSet: fs, groups: groups, override: map[string]func(*Options){}, name: name, stderr: stderr}
+	// A bad flag is reported in mongod's words (see Parse), without the whole usage text;
+	// --help prints it.
+	fs.Usage = func() {}
 	overrides(f, "port", fs.Int("port", defaultPort, "TCP port to listen on (0: an ephemeral port)"),
 		func(o *Options, v int) { o.Port = v })
 	overrides(f, "bind_ip", fs.String("bind_ip", defaultBindIP, "comma-separated IP addresses to listen on"),
@@ -169,7 +177,7 @@ func NewFlags(name string, groups Group, stderr io.Writer) *Flags {
 	f.version = fs.Bool("version", false, "show version information")
 	fs.Var(setParamFlag{&f.cliParams}, "setParameter", "set a server parameter: name=value (repeatable)")
 	if groups&NetExtras != 0 {
-		overrides(f, "bind_ip_all", fs.Bool("bind_ip_all", false, "listen on all IPv4 and IPv6 addresses"),
+		overrides(f, "bind_ip_all", fs.Bool("bind_ip_all", false, "listen on all IPv4 addresses (and all IPv6 ones with --ipv6)"),
 			func(o *Options, v bool) { o.BindIPAll = v })
 		overrides(f, "maxConns", fs.Int("maxConns", defaultMaxConns, "maximum number of simultaneous connections"),
 			func(o *Options, v int) { o.MaxConns = v })
@@ -244,7 +252,18 @@ func (f *Flags) IsSet(name string) bool { return f.set[name] }
 // Parse checks nothing a binary might want to skip (see Validate).
 func Parse[E any](f *Flags, args []string, ext *E) (*Options, error) {
 	if err := f.FlagSet.Parse(args); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadOptions, err)
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(f.stderr, "Usage: %s [options]\n", f.name)
+			f.SetOutput(f.stderr)
+			f.PrintDefaults()
+			f.SetOutput(io.Discard)
+			return nil, ErrHelp
+		}
+		msg := err.Error()
+		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+			msg = fmt.Sprintf("unrecognised option '-%s'", name)
+		}
+		return nil, fmt.Errorf("%w: Error parsing command line: %s\ntry '%s --help' for more information", ErrBadOptions, msg, f.name)
 	}
 	if f.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected arguments %q", ErrBadOptions, f.Args())

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,9 +29,14 @@ const (
 const shutdownTimeout = 30 * time.Second
 
 // OptionsFailed reports an error from parsing the options on stderr and returns the exit
-// code: ExitBadOptions for ErrBadOptions, ExitUncaught otherwise.
+// code: ExitBadOptions for ErrBadOptions, ExitClean for ErrHelp (the help is printed),
+// ExitUncaught otherwise.
 func OptionsFailed(err error, stderr io.Writer) int {
-	fmt.Fprintln(stderr, err)
+	if errors.Is(err, ErrHelp) {
+		return ExitClean
+	}
+	// mongod prints the message alone.
+	fmt.Fprintln(stderr, strings.TrimPrefix(err.Error(), ErrBadOptions.Error()+": "))
 	if errors.Is(err, ErrBadOptions) {
 		return ExitBadOptions
 	}
