@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -77,8 +78,12 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 	sink.SetAfterRotate(func() { process.LogOptions(log, opts.parsed()) })
 	process.LogWarnings(log, opts.Options)
 	if warn, err := opts.checkStorageEngine(); err != nil {
-		log.Error("DBException in initAndListen, terminating", logv2.C(logv2.Storage), logv2.ID(20557),
-			"error", err.Error())
+		var me *mongoerr.Error
+		msg := err.Error()
+		if errors.As(err, &me) {
+			msg = me.Code.Name() + ": " + me.Msg
+		}
+		log.Error("DBException in initAndListen, terminating", logv2.C(logv2.Control), logv2.ID(20557), "error", msg)
 		return process.ExitUncaught
 	} else if warn {
 		log.Warn("The wiredTiger storage engine is not available: Humongo runs its own storage engine (Pebble) in its place",
