@@ -64,13 +64,18 @@ type configFile struct {
 		} `yaml:"wiredTiger"`
 	} `yaml:"storage"`
 	OperationProfiling struct {
-		SlowOpThresholdMs *int    `yaml:"slowOpThresholdMs"`
-		Mode              *string `yaml:"mode"`
+		SlowOpThresholdMs *int     `yaml:"slowOpThresholdMs"`
+		Mode              *string  `yaml:"mode"`
+		SlowOpSampleRate  *float64 `yaml:"slowOpSampleRate"`
 	} `yaml:"operationProfiling"`
 	Replication struct {
-		ReplSetName *string `yaml:"replSetName"`
-		OplogSizeMB *int    `yaml:"oplogSizeMB"`
+		ReplSetName               *string `yaml:"replSetName"`
+		OplogSizeMB               *int    `yaml:"oplogSizeMB"`
+		EnableMajorityReadConcern *bool   `yaml:"enableMajorityReadConcern"`
 	} `yaml:"replication"`
+	Security *struct {
+		JavascriptEnabled *bool `yaml:"javascriptEnabled"`
+	} `yaml:"security"`
 }
 
 // parseOptions parses argv (without the program name).
@@ -85,11 +90,12 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 		cacheGB   = fs.Float64("wiredTigerCacheSizeGB", 0, "storage engine block cache size in GB (0.25 to 10000)")
 	)
 	// mongod storage flags with no meaning for Humongo's engine.
-	for _, name := range []string{"journal", "nojournal", "directoryperdb", "wiredTigerDirectoryForIndexes"} {
+	for _, name := range []string{"journal", "nojournal", "directoryperdb", "wiredTigerDirectoryForIndexes",
+		"noscripting", "enableMajorityReadConcern", "cpu"} {
 		fs.Ignore(name, true)
 	}
 	for _, name := range []string{"wiredTigerJournalCompressor", "wiredTigerCollectionBlockCompressor",
-		"wiredTigerIndexPrefixCompression", "syncdelay"} {
+		"wiredTigerIndexPrefixCompression", "syncdelay", "slowOpSampleRate", "profile"} {
 		fs.Ignore(name, false)
 	}
 	var cf configFile
@@ -133,7 +139,11 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 		}
 	}
 	for key, set := range map[string]bool{"storage.journal": cf.Storage.Journal != nil,
-		"storage.directoryPerDB": cf.Storage.DirectoryPerDB != nil, "storage.syncPeriodSecs": cf.Storage.SyncPeriodSecs != nil} {
+		"operationProfiling.mode":               cf.OperationProfiling.Mode != nil && *cf.OperationProfiling.Mode != "off",
+		"operationProfiling.slowOpSampleRate":   cf.OperationProfiling.SlowOpSampleRate != nil,
+		"replication.enableMajorityReadConcern": cf.Replication.EnableMajorityReadConcern != nil,
+		"security.javascriptEnabled":            cf.Security != nil && cf.Security.JavascriptEnabled != nil,
+		"storage.directoryPerDB":                cf.Storage.DirectoryPerDB != nil, "storage.syncPeriodSecs": cf.Storage.SyncPeriodSecs != nil} {
 		if set {
 			o.Warnings = append(o.Warnings, key)
 		}

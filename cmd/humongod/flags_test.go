@@ -50,6 +50,22 @@ func TestStorageOptions(t *testing.T) {
 		t.Errorf("config: %+v %v", o, err)
 	}
 
+	// Accepted without meaning: a warning; a security option Humongo cannot honour: refused.
+	if err := os.WriteFile(cfg, []byte("security:\n  javascriptEnabled: false\noperationProfiling:\n  mode: slowOp\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if o, err = parseOptions([]string{"--config", cfg, "--noscripting"}, io.Discard); err != nil ||
+		strings.Join(o.Warnings, " ") != "--noscripting operationProfiling.mode security.javascriptEnabled" {
+		t.Errorf("warnings %v, %v", o, err)
+	}
+	if err := os.WriteFile(cfg, []byte("security:\n  authorization: enabled\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseOptions([]string{"--config", cfg}, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "Unrecognized option: security.authorization") {
+		t.Errorf("security.authorization: %v", err)
+	}
+
 	o, err = parseOptions([]string{"--storageEngine", "mmapv1"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
