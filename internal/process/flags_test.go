@@ -26,6 +26,7 @@ func TestVerbosityFlags(t *testing.T) {
 		{nil, 0}, {[]string{"-v"}, 1}, {[]string{"-vv"}, 2}, {[]string{"-vvvvv"}, 5},
 		{[]string{"--verbose"}, 1}, {[]string{"--verbose=vvv"}, 3},
 		{[]string{"--config", writeConfig(t, "systemLog:\n  verbosity: 4\n")}, 4},
+		{[]string{"--config", writeConfig(t, "systemLog:\n  verbosity: 4\n"), "-v"}, 1},
 	} {
 		o, err := parseAll(t, tc.args...)
 		if err != nil || o.Verbosity != tc.want {

@@ -193,13 +193,7 @@ func NewFlags(name string, groups Group, stderr io.Writer) *Flags {
 		overrides(f, "logRotate", fs.String("logRotate", "rename", "log rotation: 'rename' moves the file aside, 'reopen' reopens it (needs --logappend)"),
 			func(o *Options, v string) { o.LogRotate = v })
 		for n := 1; n <= 5; n++ {
-			name := strings.Repeat("v", n)
-			overrides(f, name, fs.Bool(name, false, fmt.Sprintf("log verbosity %d (as logLevel=%d)", n, n)),
-				func(o *Options, v bool) {
-					if v {
-						o.Verbosity = max(o.Verbosity, n)
-					}
-				})
+			fs.Bool(strings.Repeat("v", n), false, fmt.Sprintf("log verbosity %d (as logLevel=%d)", n, n))
 		}
 		fs.Var(&f.verbose, "verbose", "log verbosity: --verbose (1) or --verbose=vv... (the number of v)")
 		overrides(f, "fork", fs.Bool("fork", false, "run in the background once ready (needs --logpath or --syslog)"),
@@ -293,8 +287,22 @@ func Parse[E any](f *Flags, args []string, ext *E) (*Options, error) {
 			set(o)
 		}
 	}
+	// -v ... -vvvvv and --verbose given on the command line override systemLog.verbosity;
+	// the highest of them counts.
+	verbosity, given := 0, false
+	for n := 1; n <= 5; n++ {
+		if fl := f.Lookup(strings.Repeat("v", n)); fl != nil && f.set[fl.Name] {
+			given = true
+			if fl.Value.String() == "true" {
+				verbosity = max(verbosity, n)
+			}
+		}
+	}
 	if f.set["verbose"] {
-		o.Verbosity = max(o.Verbosity, int(f.verbose))
+		given, verbosity = true, max(verbosity, int(f.verbose))
+	}
+	if given {
+		o.Verbosity = verbosity
 	}
 	for name := range f.set {
 		if f.ignored[name] {
