@@ -2,7 +2,8 @@
 // YAML configuration (see config.go and internal/process for what is understood and the
 // precedence flags > config file > defaults), locks its dbpath, serves the MongoDB wire
 // protocol through internal/server, and shuts down cleanly on SIGINT/SIGTERM or the shutdown
-// command (process.Run).
+// command (process.Run); SIGUSR1 and the logRotate command rotate --logpath, and --fork runs
+// it in the background once it is ready (process.Fork).
 //
 // Exit codes follow mongod: 0 clean shutdown, 2 bad options, 48 the port could not be bound,
 // 100 any other startup failure, including DBPathInUse (another process holds the dbpath).
