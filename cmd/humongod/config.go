@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"sort"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/mongoerr"
 	"humongo/internal/process"
 )
 
@@ -24,6 +26,14 @@ type Options struct {
 	ReplSet string
 	// OplogSizeMB is --oplogSize / replication.oplogSizeMB (0: the default).
 	OplogSizeMB int
+
+	// StorageEngine is --storageEngine / storage.engine as given ("" when not). Humongo has
+	// one engine (Pebble); mongod's default name is accepted for it, others are refused at
+	// startup as mongod refuses an unknown engine (see checkStorageEngine).
+	StorageEngine string
+	// CacheSizeGB is --wiredTigerCacheSizeGB / storage.wiredTiger.engineConfig.cacheSizeGB:
+	// the storage engine's block cache (0: its default).
+	CacheSizeGB float64
 }
 
 // Defaults, as mongod's.
@@ -37,18 +47,35 @@ const (
 // option".
 type configFile struct {
 	Storage struct {
-		DBPath  *string        `yaml:"dbPath"`
-		Journal map[string]any `yaml:"journal"`
+		DBPath         *string        `yaml:"dbPath"`
+		Journal        map[string]any `yaml:"journal"`
+		Engine         *string        `yaml:"engine"`
+		DirectoryPerDB *bool          `yaml:"directoryPerDB"`
+		SyncPeriodSecs *float64       `yaml:"syncPeriodSecs"`
+		WiredTiger     *struct {
+			EngineConfig *struct {
+				CacheSizeGB          *float64 `yaml:"cacheSizeGB"`
+				JournalCompressor    *string  `yaml:"journalCompressor"`
+				DirectoryForIndexes  *bool    `yaml:"directoryForIndexes"`
+				ZstdCompressionLevel *int     `yaml:"zstdCompressionLevel"`
+			} `yaml:"engineConfig"`
+			CollectionConfig map[string]any `yaml:"collectionConfig"`
+			IndexConfig      map[string]any `yaml:"indexConfig"`
+		} `yaml:"wiredTiger"`
 	} `yaml:"storage"`
 	OperationProfiling struct {
-		SlowOpThresholdMs *int    `yaml:"slowOpThresholdMs"`
-		Mode              *string `yaml:"mode"`
+		SlowOpThresholdMs *int     `yaml:"slowOpThresholdMs"`
+		Mode              *string  `yaml:"mode"`
+		SlowOpSampleRate  *float64 `yaml:"slowOpSampleRate"`
 	} `yaml:"operationProfiling"`
-	ProcessManagement map[string]any `yaml:"processManagement"`
-	Replication       struct {
-		ReplSetName *string `yaml:"replSetName"`
-		OplogSizeMB *int    `yaml:"oplogSizeMB"`
+	Replication struct {
+		ReplSetName               *string `yaml:"replSetName"`
+		OplogSizeMB               *int    `yaml:"oplogSizeMB"`
+		EnableMajorityReadConcern *bool   `yaml:"enableMajorityReadConcern"`
 	} `yaml:"replication"`
+	Security *struct {
+		JavascriptEnabled *bool `yaml:"javascriptEnabled"`
+	} `yaml:"security"`
 }
 
 // parseOptions parses argv (without the program name).
@@ -59,7 +86,18 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 		slowMS    = fs.Int("slowms", defaultSlowMS, "slow operation threshold in milliseconds")
 		replSet   = fs.String("replSet", "", "replica set name: run as a replica-set member")
 		oplogSize = fs.Int("oplogSize", 0, "size of the oplog in megabytes (0: default)")
+		engine    = fs.String("storageEngine", "", "storage engine: wiredTiger (mongod's name) runs Humongo's engine")
+		cacheGB   = fs.Float64("wiredTigerCacheSizeGB", 0, "storage engine block cache size in GB (0.25 to 10000)")
 	)
+	// mongod storage flags with no meaning for Humongo's engine.
+	for _, name := range []string{"journal", "nojournal", "directoryperdb", "wiredTigerDirectoryForIndexes",
+		"noscripting", "enableMajorityReadConcern", "cpu"} {
+		fs.Ignore(name, true)
+	}
+	for _, name := range []string{"wiredTigerJournalCompressor", "wiredTigerCollectionBlockCompressor",
+		"wiredTigerIndexPrefixCompression", "syncdelay", "slowOpSampleRate", "profile"} {
+		fs.Ignore(name, false)
+	}
 	var cf configFile
 	common, err := process.Parse(fs, args, &cf)
 	if err != nil {
@@ -78,6 +116,39 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 	if v := cf.Replication.OplogSizeMB; v != nil {
 		o.OplogSizeMB = *v
 	}
+	if v := cf.Storage.Engine; v != nil {
+		o.StorageEngine = *v
+	}
+	if wt := cf.Storage.WiredTiger; wt != nil {
+		if ec := wt.EngineConfig; ec != nil {
+			if ec.CacheSizeGB != nil {
+				o.CacheSizeGB = *ec.CacheSizeGB
+			}
+			for key, set := range map[string]bool{"journalCompressor": ec.JournalCompressor != nil,
+				"directoryForIndexes": ec.DirectoryForIndexes != nil, "zstdCompressionLevel": ec.ZstdCompressionLevel != nil} {
+				if set {
+					o.Warnings = append(o.Warnings, "storage.wiredTiger.engineConfig."+key)
+				}
+			}
+		}
+		if wt.CollectionConfig != nil {
+			o.Warnings = append(o.Warnings, "storage.wiredTiger.collectionConfig")
+		}
+		if wt.IndexConfig != nil {
+			o.Warnings = append(o.Warnings, "storage.wiredTiger.indexConfig")
+		}
+	}
+	for key, set := range map[string]bool{"storage.journal": cf.Storage.Journal != nil,
+		"operationProfiling.mode":               cf.OperationProfiling.Mode != nil && *cf.OperationProfiling.Mode != "off",
+		"operationProfiling.slowOpSampleRate":   cf.OperationProfiling.SlowOpSampleRate != nil,
+		"replication.enableMajorityReadConcern": cf.Replication.EnableMajorityReadConcern != nil,
+		"security.javascriptEnabled":            cf.Security != nil && cf.Security.JavascriptEnabled != nil,
+		"storage.directoryPerDB":                cf.Storage.DirectoryPerDB != nil, "storage.syncPeriodSecs": cf.Storage.SyncPeriodSecs != nil} {
+		if set {
+			o.Warnings = append(o.Warnings, key)
+		}
+	}
+	sort.Strings(o.Warnings)
 	// Flags override the config file.
 	if fs.IsSet("dbpath") {
 		o.DBPath = *dbPath
@@ -91,6 +162,15 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 	if fs.IsSet("oplogSize") {
 		o.OplogSizeMB = *oplogSize
 	}
+	if fs.IsSet("storageEngine") {
+		o.StorageEngine = *engine
+	}
+	if fs.IsSet("wiredTigerCacheSizeGB") {
+		o.CacheSizeGB = *cacheGB
+	}
+	if o.CacheSizeGB != 0 && (o.CacheSizeGB < 0.25 || o.CacheSizeGB > 10000) {
+		return nil, fmt.Errorf("%w: wiredTigerCacheSizeGB must be between 0.25 and 10000, not %v", process.ErrBadOptions, o.CacheSizeGB)
+	}
 	if o.OplogSizeMB < 0 {
 		return nil, fmt.Errorf("%w: oplogSize must be positive", process.ErrBadOptions)
 	}
@@ -103,7 +183,18 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 // parsed returns the effective options in the shape getCmdLineOpts reports as `parsed`.
 func (o *Options) parsed() bsoncore.Document {
 	return o.Parsed(func(b *bsoncore.DocumentBuilder) {
-		b.AppendDocument("storage", bsoncore.NewDocumentBuilder().AppendString("dbPath", o.DBPath).Build())
+		if pm := o.ProcessManagementDoc(); pm != nil {
+			b.AppendDocument("processManagement", pm)
+		}
+		storage := bsoncore.NewDocumentBuilder().AppendString("dbPath", o.DBPath)
+		if o.StorageEngine != "" {
+			storage.AppendString("engine", o.StorageEngine)
+		}
+		if o.CacheSizeGB != 0 {
+			storage.AppendDocument("wiredTiger", bsoncore.NewDocumentBuilder().AppendDocument("engineConfig",
+				bsoncore.NewDocumentBuilder().AppendDouble("cacheSizeGB", o.CacheSizeGB).Build()).Build())
+		}
+		b.AppendDocument("storage", storage.Build())
 		b.AppendDocument("systemLog", o.SystemLogDoc())
 		b.AppendDocument("operationProfiling", bsoncore.NewDocumentBuilder().
 			AppendInt32("slowOpThresholdMs", int32(o.SlowMS)).Build())
@@ -115,4 +206,20 @@ func (o *Options) parsed() bsoncore.Document {
 			b.AppendDocument("replication", rb.Build())
 		}
 	})
+}
+
+// cacheBytes is the storage engine's block cache size in bytes (0: its default).
+func (o *Options) cacheBytes() int64 { return int64(o.CacheSizeGB * (1 << 30)) }
+
+// checkStorageEngine reports whether Humongo runs the storage engine named by the options:
+// its own ("pebble") and mongod's default name, "wiredTiger", which it stands in for (with a
+// startup warning); any other name is mongod's error 18656.
+func (o *Options) checkStorageEngine() (warn bool, err error) {
+	switch o.StorageEngine {
+	case "", "pebble":
+		return false, nil
+	case "wiredTiger":
+		return true, nil
+	}
+	return false, mongoerr.Newf(mongoerr.Location18656, "Cannot start server with an unknown storage engine: %s", o.StorageEngine)
 }

@@ -2,7 +2,8 @@
 // YAML configuration (see config.go and internal/process for what is understood and the
 // precedence flags > config file > defaults), locks its dbpath, serves the MongoDB wire
 // protocol through internal/server, and shuts down cleanly on SIGINT/SIGTERM or the shutdown
-// command (process.Run).
+// command (process.Run); SIGUSR1 and the logRotate command rotate --logpath, and --fork runs
+// it in the background once it is ready (process.Fork).
 //
 // Exit codes follow mongod: 0 clean shutdown, 2 bad options, 48 the port could not be bound,
 // 100 any other startup failure, including DBPathInUse (another process holds the dbpath).
@@ -10,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,8 +34,8 @@ import (
 
 // openDB opens the data directory; the server closes it last at shutdown, after every command
 // has finished.
-func openDB(dbpath string, log *slog.Logger) (*operation.DB, error) {
-	return operation.OpenDB(context.Background(), dbpath, log.With(logv2.C(logv2.Storage)))
+func openDB(dbpath string, log *slog.Logger, cacheBytes int64) (*operation.DB, error) {
+	return operation.OpenDBWithCache(context.Background(), dbpath, log.With(logv2.C(logv2.Storage)), cacheBytes)
 }
 
 func main() {
@@ -49,6 +51,9 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		process.PrintVersion(stdout, "db")
 		return process.ExitClean
 	}
+	if opts.Fork && !process.Forked() {
+		return process.Fork(argv, stdout, stderr)
+	}
 
 	logOut, closeLog, err := opts.OpenLog(stdout)
 	if err != nil {
@@ -63,20 +68,42 @@ func run(argv []string, stdout, stderr io.Writer) int {
 
 func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int {
 	params := service.NewParams(commands.DefaultParamSpecs())
-	if err := process.SetParameters(params, opts.SetParameters, log); err != nil {
+	if err := process.SetParameters(params, opts.StartupParameters(), log); err != nil {
 		return process.ExitBadOptions
 	}
 	host, _ := os.Hostname()
 	log.Info("MongoDB starting", logv2.C(logv2.Control), logv2.ID(4615611), "pid", os.Getpid(), "port", opts.Port,
 		"dbPath", opts.DBPath, "architecture", "64-bit", "host", host)
 	process.LogOptions(log, opts.parsed())
+	// A rotated log file starts, as mongod's, with the build and the options.
+	sink.SetAfterRotate(func() { process.LogOptions(log, opts.parsed()) })
+	process.LogWarnings(log, opts.Options)
+	if warn, err := opts.checkStorageEngine(); err != nil {
+		var me *mongoerr.Error
+		msg := err.Error()
+		if errors.As(err, &me) {
+			msg = me.Code.Name() + ": " + me.Msg
+		}
+		log.Error("DBException in initAndListen, terminating", logv2.C(logv2.Control), logv2.ID(20557), "error", msg)
+		return process.ExitUncaught
+	} else if warn {
+		log.Warn("The wiredTiger storage engine is not available: Humongo runs its own storage engine (Pebble) in its place",
+			logv2.C(logv2.Storage), logv2.ID(9101002), logv2.StartupWarning(), "storageEngine", opts.StorageEngine)
+	}
 
 	lock, err := lockDBPath(opts.DBPath)
 	if err != nil {
 		fatal(log, err)
 		return process.ExitUncaught
 	}
-	db, err := openDB(opts.DBPath, log)
+	if opts.PIDFile != "" {
+		if err := os.WriteFile(opts.PIDFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			_ = lock.Close()
+			log.Error("Failed to write the pid file", logv2.C(logv2.Control), logv2.ID(21976), "path", opts.PIDFile, "error", err.Error())
+			return process.ExitUncaught
+		}
+	}
+	db, err := openDB(opts.DBPath, log, opts.cacheBytes())
 	if err != nil {
 		_ = lock.Close()
 		fatal(log, err)
@@ -158,7 +185,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 			stopTTL()
 		}
 	}
-	return process.Run(s, log)
+	return process.Run(s, log, sink)
 }
 
 // recoverReplicaSetMember runs startup recovery on a replica-set member's data (truncate

@@ -44,7 +44,7 @@ func run(argv []string, stdout, stderr io.Writer) int {
 
 func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int {
 	params := service.NewParams(router.ParamSpecs())
-	if err := process.SetParameters(params, opts.SetParameters, log); err != nil {
+	if err := process.SetParameters(params, opts.StartupParameters(), log); err != nil {
 		return process.ExitBadOptions
 	}
 	process.LogOptions(log, opts.parsed())
@@ -68,5 +68,5 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		log.Error("Error starting the router", logv2.C(logv2.Control), logv2.ID(23091), "error", err.Error())
 		return process.ExitNetError
 	}
-	return process.Run(s, log)
+	return process.Run(s, log, sink)
 }

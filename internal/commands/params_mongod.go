@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/logv2"
 	"humongo/internal/service"
 )
 
@@ -26,6 +27,7 @@ func DefaultParamSpecs() []service.ParamSpec {
 		{Name: "journalCommitInterval", Kind: service.ParamInt, Default: int64(100), Runtime: true, Startup: true, Min: 1, Max: 500},
 		{Name: "localLogicalSessionTimeoutMinutes", Kind: service.ParamInt, Default: int64(30), Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "logLevel", Kind: service.ParamInt, Default: int64(0), Runtime: true, Startup: true, Min: 0, Max: 5},
+		{Name: "maxLogSizeKB", Kind: service.ParamInt, Default: int64(logv2.DefaultMaxAttributeSizeKB), Runtime: true, Startup: true, Min: 0, Max: math.MaxInt32},
 		{Name: "logicalSessionRefreshMillis", Kind: service.ParamInt, Default: int64(300000), Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "maxIndexBuildMemoryUsageMegabytes", Kind: service.ParamInt, Default: int64(200), Runtime: true, Startup: true, Min: 50, Max: math.MaxInt32},
 		{Name: "maxNumActiveUserIndexBuilds", Kind: service.ParamInt, Default: int64(3), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},

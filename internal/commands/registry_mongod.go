@@ -52,6 +52,7 @@ func NewRegistry() *service.Registry {
 	r.Register(service.ListCommandsCommand())
 	r.Register(service.EndSessionsCommand())
 	r.Register(service.GetCmdLineOptsCommand())
+	r.Register(service.LogRotateCommand())
 	addAggregate(r)
 	addCollMod(r)
 	addCollStats(r)

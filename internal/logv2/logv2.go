@@ -21,10 +21,12 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
 // Components, as in MongoDB's log component list.
@@ -105,6 +107,45 @@ type Sink struct {
 	now      func() time.Time
 	// fixedClock: Options.Now was given and overrides record times (tests).
 	fixedClock bool
+	// maxAttrKB and verbosity, when set, read the maxLogSizeKB and logLevel server
+	// parameters (see SetMaxAttributeSizeKB and SetVerbosity).
+	maxAttrKB atomic.Pointer[func() int64]
+	verbosity atomic.Pointer[func() int64]
+	// afterRotate logs the process details into a freshly rotated file (SetAfterRotate).
+	afterRotate atomic.Pointer[func()]
+}
+
+// SetAfterRotate makes f run after each successful rotation, to log what mongod logs at the
+// top of a new file (build info, options).
+func (s *Sink) SetAfterRotate(f func()) { s.afterRotate.Store(&f) }
+
+// SetMaxAttributeSizeKB makes f the source of the attribute size limit in KB (MongoDB's
+// maxLogSizeKB; 0: no limit). Until it is called the limit is DefaultMaxAttributeSizeKB.
+func (s *Sink) SetMaxAttributeSizeKB(f func() int64) { s.maxAttrKB.Store(&f) }
+
+// SetVerbosity makes f the source of the log verbosity (MongoDB's logLevel: 0 writes
+// Info and above, 1 to 5 also debug lines D1 to that level). It overrides Options.Level.
+func (s *Sink) SetVerbosity(f func() int64) { s.verbosity.Store(&f) }
+
+// maxAttrBytes is the current attribute size limit in bytes.
+func (s *Sink) maxAttrBytes() int {
+	kb := int64(DefaultMaxAttributeSizeKB)
+	if f := s.maxAttrKB.Load(); f != nil {
+		kb = (*f)()
+	}
+	if kb <= 0 || kb > math.MaxInt32/1024 {
+		return 0
+	}
+	return int(kb) * 1024
+}
+
+// VerbosityLevel is the slog level of MongoDB's log verbosity v: Info for 0, D1 (slog's
+// Debug) for 1, one level lower for each step up to D5.
+func VerbosityLevel(v int64) slog.Level {
+	if v <= 0 {
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug - slog.Level(min(v, 5)-1)
 }
 
 // Options configures a handler.
@@ -148,7 +189,12 @@ func NewHandler(w io.Writer, opts *Options) *Handler {
 func (h *Handler) Sink() *Sink { return h.sink }
 
 // Enabled implements slog.Handler.
-func (h *Handler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level.Level() }
+func (h *Handler) Enabled(_ context.Context, l slog.Level) bool {
+	if f := h.sink.verbosity.Load(); f != nil {
+		return l >= VerbosityLevel((*f)())
+	}
+	return l >= h.level.Level()
+}
 
 // WithAttrs implements slog.Handler.
 func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler {
@@ -159,7 +205,7 @@ func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler {
 		if (len(h2.groups) == 0 || a.Key == keyTags) && h2.envelope(a) {
 			continue
 		}
-		h2.pre = appendAttr(h2.pre, a)
+		h2.pre = appendAttr(h2.pre, a, nil)
 	}
 	return &h2
 }
@@ -216,11 +262,12 @@ func (h *Handler) Handle(_ context.Context, r slog.Record) error {
 	env := *h // record-level envelope attributes override the handler's
 	var attrs []byte
 	attrs = append(attrs, h.pre...)
+	trunc := &truncation{limit: h.sink.maxAttrBytes()}
 	r.Attrs(func(a slog.Attr) bool {
 		if (len(h.groups) == 0 || a.Key == keyTags) && env.envelope(a) {
 			return true
 		}
-		attrs = appendAttr(attrs, a)
+		attrs = appendAttr(attrs, a, trunc)
 		return true
 	})
 	attrs = trimComma(attrs)
@@ -249,6 +296,7 @@ func (h *Handler) Handle(_ context.Context, r slog.Record) error {
 		b = append(b, `,"attr":{`...)
 		b = append(b, attrs...)
 		b = append(b, '}')
+		b = trunc.appendTo(b)
 	}
 	if env.tagged {
 		b = append(b, `,"tags":["startupWarnings"]`...)
@@ -277,8 +325,9 @@ func trimComma(b []byte) []byte {
 	return b
 }
 
-// appendAttr appends `"key":value,`. Empty attributes are dropped, as slog asks.
-func appendAttr(b []byte, a slog.Attr) []byte {
+// appendAttr appends `"key":value,`. Empty attributes are dropped, as slog asks. BSON and
+// string values are cut at t's limit (t nil: not cut).
+func appendAttr(b []byte, a slog.Attr, t *truncation) []byte {
 	a.Value = a.Value.Resolve()
 	if a.Equal(slog.Attr{}) {
 		return b
@@ -290,28 +339,28 @@ func appendAttr(b []byte, a slog.Attr) []byte {
 		}
 		if a.Key == "" { // inline group
 			for _, ga := range g {
-				b = appendAttr(b, ga)
+				b = appendAttr(b, ga, t)
 			}
 			return b
 		}
 		b = appendString(b, a.Key)
 		b = append(b, ":{"...)
 		for _, ga := range g {
-			b = appendAttr(b, ga)
+			b = appendAttr(b, ga, t)
 		}
 		b = trimComma(b)
 		return append(b, "},"...)
 	}
 	b = appendString(b, a.Key)
 	b = append(b, ':')
-	b = appendValue(b, a.Value)
+	b = appendValue(b, a.Key, a.Value, t)
 	return append(b, ',')
 }
 
-func appendValue(b []byte, v slog.Value) []byte {
+func appendValue(b []byte, key string, v slog.Value, t *truncation) []byte {
 	switch v.Kind() {
 	case slog.KindString:
-		return appendString(b, v.String())
+		return appendTruncatedString(b, key, v.String(), t)
 	case slog.KindInt64:
 		return strconv.AppendInt(b, v.Int64(), 10)
 	case slog.KindUint64:
@@ -333,8 +382,11 @@ func appendValue(b []byte, v slog.Value) []byte {
 		return append(b, `"}`...)
 	}
 	a := v.Any()
+	if d, ok := a.(bsonDoc); ok {
+		return appendBSONAttr(b, key, bsoncore.Document(d), t)
+	}
 	if err, ok := a.(error); ok {
-		return appendString(b, err.Error())
+		return appendTruncatedString(b, key, err.Error(), t)
 	}
 	if m, ok := a.(json.Marshaler); ok {
 		if j, err := m.MarshalJSON(); err == nil {
@@ -387,7 +439,8 @@ func appendString(b []byte, s string) []byte {
 }
 
 // BSON wraps a BSON document so it logs as relaxed Extended JSON (an object inside "attr"),
-// as mongod logs commands and options, instead of as a string.
+// as mongod logs commands and options, instead of as a string; a large one is truncated (see
+// truncate.go).
 func BSON(doc []byte) json.Marshaler { return bsonDoc(doc) }
 
 type bsonDoc []byte

@@ -2,6 +2,7 @@ package logv2
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -54,5 +55,24 @@ func TestRingKeepsLast(t *testing.T) {
 	lines, total := h.Sink().Global.Lines()
 	if total != RingSize+10 || len(lines) != RingSize || !strings.Contains(lines[0], `"i":10}`) {
 		t.Errorf("total %d, len %d, first %s", total, len(lines), lines[0])
+	}
+}
+
+// logLevel (SetVerbosity) decides which debug lines are written: D1 to Dn for level n.
+func TestVerbosity(t *testing.T) {
+	var buf bytes.Buffer
+	h := NewHandler(&buf, nil)
+	level := int64(0)
+	h.Sink().SetVerbosity(func() int64 { return level })
+	l := slog.New(h)
+	l.Debug("d1")
+	level = 2
+	l.Log(context.Background(), slog.LevelDebug, "d1 at 2")
+	l.Log(context.Background(), VerbosityLevel(2), "d2 at 2")
+	l.Log(context.Background(), VerbosityLevel(3), "d3 at 2")
+	out := buf.String()
+	if strings.Contains(out, `"msg":"d1"`) || !strings.Contains(out, `"s":"D1"`) || !strings.Contains(out, `"s":"D2"`) ||
+		strings.Contains(out, "d3 at 2") {
+		t.Errorf("log:\n%s", out)
 	}
 }

@@ -45,10 +45,16 @@ type DB struct {
 // startup reconciliation, and the collection write paths; then it restarts the index builds
 // that the last shutdown or crash interrupted (before the server accepts connections).
 func OpenDB(ctx context.Context, dbpath string, log *slog.Logger) (*DB, error) {
+	return OpenDBWithCache(ctx, dbpath, log, 0)
+}
+
+// OpenDBWithCache is OpenDB with the storage engine's block cache of cacheBytes (0: the
+// engine's default), what mongod's WiredTiger cache size options map onto.
+func OpenDBWithCache(ctx context.Context, dbpath string, log *slog.Logger, cacheBytes int64) (*DB, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	e, err := storage.Open(storage.Options{Dir: dbpath, Logger: log})
+	e, err := storage.Open(storage.Options{Dir: dbpath, Logger: log, CacheSize: cacheBytes})
 	if err != nil {
 		return nil, fmt.Errorf("open storage engine in %s: %w", dbpath, err)
 	}

@@ -1,10 +1,11 @@
 // Package process is what every Humongo server binary (humongod, humongos) does around its
 // server, the part MongoDB's mongod and mongos share in their main: the options every server
 // process takes (net.port, net.bindIp, --config with mongod's YAML errors, systemLog,
-// setParameter, --version) and the getCmdLineOpts `parsed` document built from them, which
-// each binary extends with its own (storage and replication for humongod, sharding.configDB
-// for humongos); the startup log lines; and running the server until a signal or the shutdown
-// command, with mongod's log ids and exit codes. The spec does not cover process options;
+// processManagement, setParameter, --version) and the getCmdLineOpts `parsed` document built
+// from them, which each binary extends with its own (storage and replication for humongod,
+// sharding.configDB for humongos); the startup log lines; --fork (Fork, NotifyReady); and
+// running the server until a signal or the shutdown command, with SIGUSR1 rotating the log,
+// with mongod's log ids and exit codes. The spec does not cover process options;
 // the reference is MongoDB's configuration file options and ExitCode enum.
 //
 // A flag or config key every server process takes is added here once (NewFlags, File,
@@ -21,28 +22,35 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"reflect"
 	"sort"
+	"strconv"
 	"strings"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 	"gopkg.in/yaml.v3"
+
+	"humongo/internal/logv2"
 )
 
 // ErrBadOptions marks option errors (the process exits with ExitBadOptions).
 var ErrBadOptions = errors.New("bad options")
+
+// ErrHelp is Parse's answer to --help, after printing the options: the process exits 0.
+var ErrHelp = errors.New("help requested")
 
 // Group is a set of optional common options: MongoDB gives them to every server process, a
 // Humongo binary accepts them once it enables the group.
 type Group uint
 
 const (
-	// NetExtras: --bind_ip_all, --maxConns, --networkMessageCompressors; net.bindIpAll,
-	// net.maxIncomingConnections, net.compression.compressors.
+	// NetExtras: --bind_ip_all, --ipv6, --maxConns, --networkMessageCompressors,
+	// --nounixsocket, --unixSocketPrefix; net.bindIpAll, net.ipv6, net.maxIncomingConnections,
+	// net.compression.compressors, net.unixDomainSocket.
 	NetExtras Group = 1 << iota
-	// SystemLog: --logpath, --logappend, --quiet; systemLog.destination, path, quiet,
-	// logAppend.
+	// SystemLog: --logpath, --logappend, --logRotate, --quiet, -v/--verbose, --fork,
+	// --pidfilepath, --timeStampFormat; systemLog.destination, path, quiet, logAppend,
+	// logRotate, verbosity, component, timeStampFormat, traceAllExceptions; processManagement.
 	SystemLog
 )
 
@@ -62,13 +70,27 @@ type Options struct {
 	Port        int
 	BindIPs     []string
 	BindIPAll   bool     // NetExtras
+	IPv6        bool     // NetExtras: --ipv6 / net.ipv6
 	MaxConns    int      // NetExtras
 	Compressors []string // NetExtras
 
-	LogPath     string // SystemLog; empty: stdout
-	LogAppend   bool   // SystemLog
+	LogPath   string // SystemLog; empty: stdout
+	LogAppend bool   // SystemLog
+	// LogRotate is what log rotation does to the file: "rename" (the default) or "reopen".
+	LogRotate   string // SystemLog
 	Quiet       bool   // SystemLog
 	LogToSyslog bool   // SystemLog
+	// Verbosity is -v (1) to -vvvvv (5), --verbose or systemLog.verbosity: the startup value
+	// of the logLevel parameter (SystemLog).
+	Verbosity int
+	// Fork is --fork / processManagement.fork: run in the background once ready (SystemLog).
+	Fork bool
+	// PIDFile is --pidfilepath / processManagement.pidFilePath (SystemLog).
+	PIDFile string
+
+	// Warnings are options accepted that have no effect in Humongo, one line each, for the
+	// binary to log at startup (LogWarnings).
+	Warnings []string
 
 	// SetParameters are name=value pairs from the config file and then the command line (a
 	// later assignment of the same name wins).
@@ -84,20 +106,33 @@ type Options struct {
 // "Unrecognized option".
 type File struct {
 	Net struct {
-		Port                   *int    `yaml:"port"`
-		BindIP                 *string `yaml:"bindIp"`
-		BindIPAll              *bool   `yaml:"bindIpAll"`
-		MaxIncomingConnections *int    `yaml:"maxIncomingConnections"`
+		Port                   *int           `yaml:"port"`
+		BindIP                 *string        `yaml:"bindIp"`
+		BindIPAll              *bool          `yaml:"bindIpAll"`
+		IPv6                   *bool          `yaml:"ipv6"`
+		UnixDomainSocket       map[string]any `yaml:"unixDomainSocket"`
+		MaxIncomingConnections *int           `yaml:"maxIncomingConnections"`
 		Compression            *struct {
 			Compressors *string `yaml:"compressors"`
 		} `yaml:"compression"`
 	} `yaml:"net"`
 	SystemLog *struct {
-		Destination *string `yaml:"destination"`
-		Path        *string `yaml:"path"`
-		Quiet       *bool   `yaml:"quiet"`
-		LogAppend   *bool   `yaml:"logAppend"`
+		Destination        *string        `yaml:"destination"`
+		Path               *string        `yaml:"path"`
+		Quiet              *bool          `yaml:"quiet"`
+		LogAppend          *bool          `yaml:"logAppend"`
+		LogRotate          *string        `yaml:"logRotate"`
+		Verbosity          *int           `yaml:"verbosity"`
+		Component          map[string]any `yaml:"component"`
+		TimeStampFormat    *string        `yaml:"timeStampFormat"`
+		TraceAllExceptions *bool          `yaml:"traceAllExceptions"`
+		SyslogFacility     *string        `yaml:"syslogFacility"`
 	} `yaml:"systemLog"`
+	ProcessManagement *struct {
+		Fork         *bool   `yaml:"fork"`
+		PIDFilePath  *string `yaml:"pidFilePath"`
+		TimeZoneInfo *string `yaml:"timeZoneInfo"`
+	} `yaml:"processManagement"`
 	SetParameter map[string]any `yaml:"setParameter"`
 }
 
@@ -112,6 +147,11 @@ type Flags struct {
 	configPath, compressors *string
 	version                 *bool
 	cliParams               [][2]string
+	verbose                 verbosityFlag
+	name                    string
+	stderr                  io.Writer
+	// ignored are the flags accepted with no effect, by name.
+	ignored map[string]bool
 }
 
 // overrides registers how the flag name, whose value p holds, overrides the config file.
@@ -123,8 +163,11 @@ func overrides[T any](f *Flags, name string, p *T, set func(o *Options, v T)) {
 // registered; the binary adds its own to the embedded FlagSet before Parse.
 func NewFlags(name string, groups Group, stderr io.Writer) *Flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := &Flags{FlagSet: fs, groups: groups, override: map[string]func(*Options){}}
+	fs.SetOutput(io.Discard) // the flag package's own error lines; --help writes to stderr
+	f := &Flags{FlagSet: fs, groups: groups, override: map[string]func(*Options){}, name: name, stderr: stderr}
+	// A bad flag is reported in mongod's words (see Parse), without the whole usage text;
+	// --help prints it.
+	fs.Usage = func() {}
 	overrides(f, "port", fs.Int("port", defaultPort, "TCP port to listen on (0: an ephemeral port)"),
 		func(o *Options, v int) { o.Port = v })
 	overrides(f, "bind_ip", fs.String("bind_ip", defaultBindIP, "comma-separated IP addresses to listen on"),
@@ -134,7 +177,7 @@ func NewFlags(name string, groups Group, stderr io.Writer) *Flags {
 	f.version = fs.Bool("version", false, "show version information")
 	fs.Var(setParamFlag{&f.cliParams}, "setParameter", "set a server parameter: name=value (repeatable)")
 	if groups&NetExtras != 0 {
-		overrides(f, "bind_ip_all", fs.Bool("bind_ip_all", false, "listen on all IPv4 and IPv6 addresses"),
+		overrides(f, "bind_ip_all", fs.Bool("bind_ip_all", false, "listen on all IPv4 addresses (and all IPv6 ones with --ipv6)"),
 			func(o *Options, v bool) { o.BindIPAll = v })
 		overrides(f, "maxConns", fs.Int("maxConns", defaultMaxConns, "maximum number of simultaneous connections"),
 			func(o *Options, v int) { o.MaxConns = v })
@@ -147,8 +190,50 @@ func NewFlags(name string, groups Group, stderr io.Writer) *Flags {
 		overrides(f, "logappend", fs.Bool("logappend", false, "append to the log file instead of rotating it"),
 			func(o *Options, v bool) { o.LogAppend = v })
 		overrides(f, "quiet", fs.Bool("quiet", false, "quieter output"), func(o *Options, v bool) { o.Quiet = v })
+		overrides(f, "logRotate", fs.String("logRotate", "rename", "log rotation: 'rename' moves the file aside, 'reopen' reopens it (needs --logappend)"),
+			func(o *Options, v string) { o.LogRotate = v })
+		for n := 1; n <= 5; n++ {
+			fs.Bool(strings.Repeat("v", n), false, fmt.Sprintf("log verbosity %d (as logLevel=%d)", n, n))
+		}
+		fs.Var(&f.verbose, "verbose", "log verbosity: --verbose (1) or --verbose=vv... (the number of v)")
+		overrides(f, "fork", fs.Bool("fork", false, "run in the background once ready (needs --logpath or --syslog)"),
+			func(o *Options, v bool) { o.Fork = v })
+		overrides(f, "pidfilepath", fs.String("pidfilepath", "", "file to write the process id to"),
+			func(o *Options, v string) { o.PIDFile = v })
+		f.ignore("timeStampFormat", "")
+		f.ignore("syslogFacility", "")
+	}
+	if groups&NetExtras != 0 {
+		overrides(f, "ipv6", fs.Bool("ipv6", false, "enable IPv6 (--bind_ip_all then also listens on ::)"),
+			func(o *Options, v bool) { o.IPv6 = v })
+		f.ignore("nounixsocket", "bool")
+		f.ignore("unixSocketPrefix", "")
+		f.ignore("filePermissions", "")
 	}
 	return f
+}
+
+// ignore registers the mongod flag name, which has no effect in Humongo: it is accepted
+// with a startup warning. kind "bool" makes it a switch, otherwise it takes a value.
+func (f *Flags) ignore(name, kind string) {
+	if f.ignored == nil {
+		f.ignored = map[string]bool{}
+	}
+	f.ignored[name] = true
+	if kind == "bool" {
+		f.Bool(name, false, "accepted for mongod compatibility; no effect")
+	} else {
+		f.String(name, "", "accepted for mongod compatibility; no effect")
+	}
+}
+
+// Ignore registers a binary's own mongod flag that has no effect in Humongo (see ignore).
+func (f *Flags) Ignore(name string, isBool bool) {
+	kind := ""
+	if isBool {
+		kind = "bool"
+	}
+	f.ignore(name, kind)
 }
 
 // IsSet reports whether the flag name was given on the command line (valid after Parse).
@@ -161,7 +246,18 @@ func (f *Flags) IsSet(name string) bool { return f.set[name] }
 // Parse checks nothing a binary might want to skip (see Validate).
 func Parse[E any](f *Flags, args []string, ext *E) (*Options, error) {
 	if err := f.FlagSet.Parse(args); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadOptions, err)
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(f.stderr, "Usage: %s [options]\n", f.name)
+			f.SetOutput(f.stderr)
+			f.PrintDefaults()
+			f.SetOutput(io.Discard)
+			return nil, ErrHelp
+		}
+		msg := err.Error()
+		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+			msg = fmt.Sprintf("unrecognised option '-%s'", name)
+		}
+		return nil, fmt.Errorf("%w: Error parsing command line: %s\ntry '%s --help' for more information", ErrBadOptions, msg, f.name)
 	}
 	if f.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected arguments %q", ErrBadOptions, f.Args())
@@ -191,9 +287,37 @@ func Parse[E any](f *Flags, args []string, ext *E) (*Options, error) {
 			set(o)
 		}
 	}
+	// -v ... -vvvvv and --verbose given on the command line override systemLog.verbosity;
+	// the highest of them counts.
+	verbosity, given := 0, false
+	for n := 1; n <= 5; n++ {
+		if fl := f.Lookup(strings.Repeat("v", n)); fl != nil && f.set[fl.Name] {
+			given = true
+			if fl.Value.String() == "true" {
+				verbosity = max(verbosity, n)
+			}
+		}
+	}
+	if f.set["verbose"] {
+		given, verbosity = true, max(verbosity, int(f.verbose))
+	}
+	if given {
+		o.Verbosity = verbosity
+	}
+	for name := range f.set {
+		if f.ignored[name] {
+			o.Warnings = append(o.Warnings, "--"+name)
+		}
+	}
+	sort.Strings(o.Warnings)
 	o.SetParameters = append(o.SetParameters, f.cliParams...)
 	if o.BindIPAll {
-		o.BindIPs = []string{"0.0.0.0", "::"}
+		// mongod listens on every IPv4 address, and with --ipv6 also on every IPv6 one; each
+		// wildcard listens on its own family (see internal/server).
+		o.BindIPs = []string{"0.0.0.0"}
+		if o.IPv6 {
+			o.BindIPs = append(o.BindIPs, "::")
+		}
 	}
 	if len(o.Compressors) == 1 && o.Compressors[0] == "disabled" {
 		o.Compressors = []string{}
@@ -209,6 +333,18 @@ func (o *Options) Validate() error {
 	if len(o.BindIPs) == 0 {
 		return fmt.Errorf("%w: bind_ip is empty", ErrBadOptions)
 	}
+	if o.Fork && o.LogPath == "" && !o.LogToSyslog {
+		return fmt.Errorf("%w: --fork has to be used with --logpath or --syslog", ErrBadOptions)
+	}
+	switch o.LogRotate {
+	case "", "rename":
+	case "reopen":
+		if !o.LogAppend {
+			return fmt.Errorf("%w: logAppend must equal true if logRotate is set to reopen", ErrBadOptions)
+		}
+	default:
+		return fmt.Errorf("%w: unsupported value for logRotate %s", ErrBadOptions, o.LogRotate)
+	}
 	return nil
 }
 
@@ -223,10 +359,19 @@ func decodeFile(path string, into any) error {
 	if err != nil {
 		return fmt.Errorf("%w: Error reading config file: %v", ErrBadOptions, err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(into); err != nil && !errors.Is(err, io.EOF) {
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		// A syntax error: yaml's message names the line, and no Go type.
+		return fmt.Errorf("%w: Error parsing YAML config file %s: %v", ErrBadOptions, path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := checkYAML(&doc, reflect.TypeOf(into), ""); err != nil {
 		return fmt.Errorf("%w: Error parsing YAML config file %s: %v", ErrBadOptions, path, err)
+	}
+	if err := doc.Decode(into); err != nil {
+		return fmt.Errorf("%w: Error parsing YAML config file %s: invalid value", ErrBadOptions, path)
 	}
 	return nil
 }
@@ -253,6 +398,12 @@ func (o *Options) applyFile(cf *File) error {
 	}
 	if v := cf.Net.BindIPAll; v != nil {
 		o.BindIPAll = *v
+	}
+	if v := cf.Net.IPv6; v != nil {
+		o.IPv6 = *v
+	}
+	if cf.Net.UnixDomainSocket != nil {
+		o.Warnings = append(o.Warnings, "net.unixDomainSocket")
 	}
 	if v := cf.Net.MaxIncomingConnections; v != nil {
 		o.MaxConns = *v
@@ -282,6 +433,36 @@ func (o *Options) applyFile(cf *File) error {
 		if v := sl.LogAppend; v != nil {
 			o.LogAppend = *v
 		}
+		if v := sl.LogRotate; v != nil {
+			o.LogRotate = *v
+		}
+		if v := sl.Verbosity; v != nil {
+			if *v < 0 {
+				return fmt.Errorf("%w: systemLog.verbosity YAML Config cannot be negative", ErrBadOptions)
+			}
+			o.Verbosity = *v
+		}
+		for key, set := range map[string]bool{"systemLog.component": sl.Component != nil,
+			"systemLog.timeStampFormat": sl.TimeStampFormat != nil, "systemLog.traceAllExceptions": sl.TraceAllExceptions != nil,
+			"systemLog.syslogFacility": sl.SyslogFacility != nil} {
+			if set {
+				o.Warnings = append(o.Warnings, key)
+			}
+		}
+	}
+	if pm := cf.ProcessManagement; pm != nil {
+		if o.groups&SystemLog == 0 {
+			return unrecognized("processManagement")
+		}
+		if v := pm.Fork; v != nil {
+			o.Fork = *v
+		}
+		if v := pm.PIDFilePath; v != nil {
+			o.PIDFile = *v
+		}
+		if pm.TimeZoneInfo != nil {
+			o.Warnings = append(o.Warnings, "processManagement.timeZoneInfo")
+		}
 	}
 	names := make([]string, 0, len(cf.SetParameter))
 	for k := range cf.SetParameter {
@@ -307,6 +488,12 @@ func (o *Options) Parsed(sections func(b *bsoncore.DocumentBuilder)) bsoncore.Do
 		AppendInt32("port", int32(o.Port))
 	if o.groups&NetExtras != 0 {
 		net.AppendInt32("maxIncomingConnections", int32(o.MaxConns))
+		if o.BindIPAll {
+			net.AppendBoolean("bindIpAll", true)
+		}
+		if o.IPv6 {
+			net.AppendBoolean("ipv6", true)
+		}
 	}
 	b.AppendDocument("net", net.Build())
 	if sections != nil {
@@ -331,30 +518,69 @@ func (o *Options) SystemLogDoc() bsoncore.Document {
 	if o.Quiet {
 		sl.AppendBoolean("quiet", true)
 	}
+	if o.Verbosity > 0 {
+		sl.AppendInt32("verbosity", int32(o.Verbosity))
+	}
 	return sl.Build()
 }
 
+// ProcessManagementDoc is the processManagement section of Parsed, nil when empty.
+func (o *Options) ProcessManagementDoc() bsoncore.Document {
+	if !o.Fork && o.PIDFile == "" {
+		return nil
+	}
+	b := bsoncore.NewDocumentBuilder()
+	if o.Fork {
+		b.AppendBoolean("fork", true)
+	}
+	if o.PIDFile != "" {
+		b.AppendString("pidFilePath", o.PIDFile)
+	}
+	return b.Build()
+}
+
+// StartupParameters are the server parameters to set at startup, in order: logLevel from
+// the verbosity options (-v, systemLog.verbosity), then every setParameter (so an explicit
+// --setParameter logLevel=N wins).
+func (o *Options) StartupParameters() [][2]string {
+	var out [][2]string
+	if o.Verbosity > 0 {
+		out = append(out, [2]string{"logLevel", strconv.Itoa(min(o.Verbosity, 5))})
+	}
+	return append(out, o.SetParameters...)
+}
+
 // OpenLog opens the log destination (SystemLog): stdout, or --logpath, which without
-// --logappend is rotated aside first (renamed with a timestamp suffix) as mongod does.
+// --logappend is rotated aside first (renamed with a timestamp suffix) as mongod does, and
+// which the logRotate command and SIGUSR1 rotate as --logRotate says.
 func (o *Options) OpenLog(stdout io.Writer) (io.Writer, func(), error) {
 	if o.LogPath == "" || o.LogToSyslog {
 		return stdout, func() {}, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(o.LogPath), 0o750); err != nil {
-		return nil, nil, fmt.Errorf("logpath %s: %w", o.LogPath, err)
-	}
-	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
-	if !o.LogAppend {
-		if _, err := os.Stat(o.LogPath); err == nil {
-			suffix := strings.ReplaceAll(time.Now().UTC().Format("2006-01-02T15-04-05"), ":", "-")
-			_ = os.Rename(o.LogPath, o.LogPath+"."+suffix)
-		}
-	}
-	f, err := os.OpenFile(o.LogPath, flags, 0o640)
+	f, err := logv2.OpenFile(o.LogPath, o.LogAppend, o.LogRotate != "reopen")
 	if err != nil {
-		return nil, nil, fmt.Errorf("Can't initialize rotatable log file: %w", err)
+		return nil, nil, err
 	}
 	return f, func() { _ = f.Close() }, nil
+}
+
+// verbosityFlag is --verbose: alone it means 1, --verbose=vvv the number of v.
+type verbosityFlag int
+
+func (v *verbosityFlag) String() string   { return "" }
+func (v *verbosityFlag) IsBoolFlag() bool { return true }
+func (v *verbosityFlag) Set(s string) error {
+	switch {
+	case s == "true":
+		*v = 1
+	case s == "false":
+		*v = 0
+	case strings.Trim(s, "v") == "":
+		*v = verbosityFlag(len(s))
+	default:
+		return fmt.Errorf("--verbose %q: expected a string of v (vv, vvv, ...)", s)
+	}
+	return nil
 }
 
 type setParamFlag struct{ pairs *[][2]string }

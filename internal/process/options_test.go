@@ -51,7 +51,7 @@ func TestParseCommonAndExtension(t *testing.T) {
 	}
 	o, err = Parse(NewFlags("t", NetExtras|SystemLog, io.Discard),
 		[]string{"--config", writeConfig(t, "net:\n  bindIpAll: true\nsystemLog:\n  path: /l\n"), "--networkMessageCompressors", "disabled"}, &ext)
-	if err != nil || len(o.BindIPs) != 2 || o.BindIPs[1] != "::" || o.LogPath != "/l" || o.Compressors == nil || len(o.Compressors) != 0 {
+	if err != nil || len(o.BindIPs) != 1 || o.BindIPs[0] != "0.0.0.0" || o.LogPath != "/l" || o.Compressors == nil || len(o.Compressors) != 0 {
 		t.Fatalf("groups: %+v %v", o, err)
 	}
 	if err := (&Options{Port: 70000, BindIPs: []string{"x"}}).Validate(); !errors.Is(err, ErrBadOptions) {

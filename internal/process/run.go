@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,9 +29,14 @@ const (
 const shutdownTimeout = 30 * time.Second
 
 // OptionsFailed reports an error from parsing the options on stderr and returns the exit
-// code: ExitBadOptions for ErrBadOptions, ExitUncaught otherwise.
+// code: ExitBadOptions for ErrBadOptions, ExitClean for ErrHelp (the help is printed),
+// ExitUncaught otherwise.
 func OptionsFailed(err error, stderr io.Writer) int {
-	fmt.Fprintln(stderr, err)
+	if errors.Is(err, ErrHelp) {
+		return ExitClean
+	}
+	// mongod prints the message alone.
+	fmt.Fprintln(stderr, strings.TrimPrefix(err.Error(), ErrBadOptions.Error()+": "))
 	if errors.Is(err, ErrBadOptions) {
 		return ExitBadOptions
 	}
@@ -70,6 +76,15 @@ func WarnNoAccessControl(log *slog.Logger) {
 		logv2.C(logv2.Control), logv2.ID(22120), logv2.StartupWarning())
 }
 
+// LogWarnings logs, as startup warnings, the options given that have no effect in Humongo
+// (Options.Warnings).
+func LogWarnings(log *slog.Logger, o *Options) {
+	for _, name := range o.Warnings {
+		log.Warn("Option has no effect in Humongo and is ignored", logv2.C(logv2.Control), logv2.ID(9101001),
+			logv2.StartupWarning(), "option", name)
+	}
+}
+
 // Server is what Run needs of an internal/server.Server.
 type Server interface {
 	Start()
@@ -82,31 +97,50 @@ type Server interface {
 }
 
 // Run starts s and serves until SIGINT or SIGTERM, which shuts it down (allowing 30
-// seconds), or until it stops by itself. It logs as mongod does and returns the exit code:
-// ExitClean, or ExitUncaught if the shutdown failed.
-func Run(s Server, log *slog.Logger) int {
+// seconds), or until it stops by itself. SIGUSR1 rotates the log through sink (nil: the
+// signal is ignored), at most once a second as mongod does. It logs as mongod does and
+// returns the exit code: ExitClean, or ExitUncaught if the shutdown failed. Signals are
+// handled on the caller's goroutine and no longer caught once Run returns.
+func Run(s Server, log *slog.Logger, sink *logv2.Sink) int {
 	sigc := make(chan os.Signal, 1)
-	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
 	defer signal.Stop(sigc)
-	return run(s, log, sigc)
+	return run(s, log, sink, sigc)
 }
 
-func run(s Server, log *slog.Logger, sigc <-chan os.Signal) int {
+func run(s Server, log *slog.Logger, sink *logv2.Sink, sigc <-chan os.Signal) int {
 	s.Start()
+	NotifyReady()
 	var err error
-	select {
-	case sig := <-sigc:
-		signum := 0
-		if n, ok := sig.(syscall.Signal); ok {
-			signum = int(n)
+	var lastRotate time.Time
+loop:
+	for {
+		select {
+		case sig := <-sigc:
+			signum := 0
+			if n, ok := sig.(syscall.Signal); ok {
+				signum = int(n)
+			}
+			log.Info("Received signal", logv2.C(logv2.Control), logv2.ID(23377), logv2.Ctx("SignalHandler"),
+				"signal", signum, "error", sig.String())
+			if sig == syscall.SIGUSR1 {
+				if sink != nil && time.Since(lastRotate) > time.Second {
+					lastRotate = time.Now()
+					if rerr := sink.Rotate(""); rerr != nil {
+						log.Error("Log rotation failed", logv2.C(logv2.Control), logv2.ID(4719800),
+							logv2.Ctx("SignalHandler"), "error", rerr.Error())
+					}
+				}
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+			err = s.Shutdown(ctx)
+			cancel()
+			break loop
+		case <-s.Done():
+			err = s.Err()
+			break loop
 		}
-		log.Info("Received signal", logv2.C(logv2.Control), logv2.ID(23377), logv2.Ctx("SignalHandler"),
-			"signal", signum, "error", sig.String())
-		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		err = s.Shutdown(ctx)
-		cancel()
-	case <-s.Done():
-		err = s.Err()
 	}
 	code := ExitClean
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,7 +52,7 @@ func TestRunExitCodes(t *testing.T) {
 				close(s.done)
 			}
 			var buf bytes.Buffer
-			code := run(s, slog.New(logv2.NewHandler(&buf, nil)), sigc)
+			code := run(s, slog.New(logv2.NewHandler(&buf, nil)), nil, sigc)
 			if code != tc.code || !s.started || s.shutdowns != tc.shutdowns {
 				t.Fatalf("code %d started %v shutdowns %d, want %d, true, %d", code, s.started, s.shutdowns, tc.code, tc.shutdowns)
 			}
@@ -61,5 +62,35 @@ func TestRunExitCodes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// SIGUSR1 rotates the log file and the server keeps running until SIGTERM.
+func TestSIGUSR1RotatesLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mongod.log")
+	f, err := logv2.OpenFile(path, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := logv2.NewHandler(f, nil)
+	log := slog.New(h)
+	log.Info("before rotation")
+	s := &fakeServer{done: make(chan struct{})}
+	sigc := make(chan os.Signal, 2)
+	sigc <- syscall.SIGUSR1
+	sigc <- syscall.SIGTERM
+	if code := run(s, log, h.Sink(), sigc); code != ExitClean || s.shutdowns != 1 {
+		t.Fatalf("code %d, shutdowns %d", code, s.shutdowns)
+	}
+	rotated, _ := filepath.Glob(path + ".*")
+	if len(rotated) != 1 {
+		t.Fatalf("rotated files %v", rotated)
+	}
+	old, _ := os.ReadFile(rotated[0])
+	cur, _ := os.ReadFile(path)
+	if !strings.Contains(string(old), "before rotation") || !strings.Contains(string(old), `"Log rotation initiated"`) ||
+		strings.Contains(string(cur), "before rotation") || !strings.Contains(string(cur), `"id":23138`) {
+		t.Errorf("rotated file:\n%s\ncurrent file:\n%s", old, cur)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 )
@@ -23,6 +24,7 @@ func NewRegistry() *service.Registry {
 	r.Register(service.ListCommandsCommand())
 	r.Register(service.EndSessionsCommand())
 	r.Register(service.GetCmdLineOptsCommand())
+	r.Register(service.LogRotateCommand())
 	for _, name := range unsupported {
 		r.Register(&service.Command{
 			Name:    name,
@@ -77,6 +79,7 @@ func ParamSpecs() []service.ParamSpec {
 		{Name: "enableTestCommands", Kind: service.ParamBool, Default: false, Startup: true},
 		{Name: "localLogicalSessionTimeoutMinutes", Kind: service.ParamInt, Default: int64(30), Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "logLevel", Kind: service.ParamInt, Default: int64(0), Runtime: true, Startup: true, Min: 0, Max: 5},
+		{Name: "maxLogSizeKB", Kind: service.ParamInt, Default: int64(logv2.DefaultMaxAttributeSizeKB), Runtime: true, Startup: true, Min: 0, Max: math.MaxInt32},
 		{Name: "maxSessions", Kind: service.ParamInt, Default: int64(1000000), Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "quiet", Kind: service.ParamBool, Default: false, Runtime: true, Startup: true},
 	}

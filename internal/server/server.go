@@ -26,6 +26,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"sync"
@@ -127,7 +128,7 @@ func New(cfg Config) (*Server, error) {
 
 	port := cfg.Port
 	for _, ip := range cfg.BindIPs {
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		ln, err := net.Listen(listenNetwork(ip), net.JoinHostPort(ip, strconv.Itoa(port)))
 		if err != nil {
 			for _, l := range s.listeners {
 				_ = l.Close()
@@ -390,4 +391,19 @@ func (c countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n.Add(int64(n))
 	return n, err
+}
+
+// listenNetwork is the network to listen on ip with: "tcp4" for an IPv4 address and "tcp6"
+// for an IPv6 one, so that each listens on its own family only (Go's "tcp" makes 0.0.0.0 a
+// dual-stack socket, which also takes the port on IPv6 and then conflicts with "::", where
+// mongod's 0.0.0.0 is IPv4 only); "tcp" for a host name.
+func listenNetwork(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	switch {
+	case err != nil:
+		return "tcp"
+	case a.Is4():
+		return "tcp4"
+	}
+	return "tcp6"
 }

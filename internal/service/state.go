@@ -180,6 +180,7 @@ func NewState(cfg Config) *State {
 	if cfg.SlowOpThreshold <= 0 {
 		cfg.SlowOpThreshold = 100 * time.Millisecond
 	}
+	wireLogParams(cfg.Params, cfg.LogSink)
 	timeout := time.Duration(cfg.Params.Int("localLogicalSessionTimeoutMinutes")) * time.Minute
 	return &State{
 		ProcessID:              bson.NewObjectID(),
@@ -194,5 +195,19 @@ func NewState(cfg Config) *State {
 		Compressors:            cfg.Compressors,
 		MaxIncomingConnections: cfg.MaxIncomingConnections,
 		SlowOpThreshold:        cfg.SlowOpThreshold,
+	}
+}
+
+// wireLogParams makes the log sink follow the maxLogSizeKB and logLevel server parameters
+// (set at startup or at runtime), when the role declares them.
+func wireLogParams(params *Params, sink *logv2.Sink) {
+	if sink == nil {
+		return
+	}
+	if _, ok := params.Spec("maxLogSizeKB"); ok {
+		sink.SetMaxAttributeSizeKB(func() int64 { return params.Int("maxLogSizeKB") })
+	}
+	if _, ok := params.Spec("logLevel"); ok {
+		sink.SetVerbosity(func() int64 { return params.Int("logLevel") })
 	}
 }
