@@ -42,7 +42,7 @@ func cursorFirstBatch(ctx context.Context, env *service.Env, ns string, src curs
 		src.Close()
 	} else {
 		src.SaveState()
-		id = env.State.Cursors().Register(c)
+		id = registerCursor(ctx, env, c)
 	}
 	env.State.Counters.DocsReturned.Add(int64(b.Len()))
 	return cursor.AppendReply(b, id, ns, cursor.ReplyOptions{First: true}), nil
