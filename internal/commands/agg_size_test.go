@@ -67,4 +67,6 @@ func TestAggregateResultTooLarge(t *testing.T) {
 	check("getMore", cur.Err())
 }
 
-func optsBatch0() options.Lister[options.AggregateOptions] { return options.Aggregate().SetBatchSize(0) }
+func optsBatch0() options.Lister[options.AggregateOptions] {
+	return options.Aggregate().SetBatchSize(0)
+}
