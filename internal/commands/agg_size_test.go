@@ -55,6 +55,11 @@ func TestAggregateResultTooLarge(t *testing.T) {
 	_, err = coll.Aggregate(ctx, double)
 	check("first batch", err)
 
+	// A find whose projection builds such a document fails the same way.
+	err = ts.cl.Database("app").RunCommand(ctx, bson.D{{Key: "find", Value: "big"}, {Key: "filter", Value: bson.D{{Key: "_id", Value: 1}}},
+		{Key: "projection", Value: bson.D{{Key: "_id", Value: nil}, {Key: "a", Value: "$x"}, {Key: "b", Value: "$x"}}}}).Err()
+	check("find", err)
+
 	// In a getMore: the first batch (batchSize 0) is empty.
 	cur, err = coll.Aggregate(ctx, double, optsBatch0())
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"humongo/internal/repl/oplog"
 	"humongo/internal/service"
 	"humongo/internal/storage"
+	"humongo/internal/wire"
 )
 
 // cursorFirstBatch answers a cursor-returning command whose results are src: it fills the
@@ -96,6 +97,9 @@ func (s *findSource) Next(ctx context.Context) (bsoncore.Document, bool, error) 
 	_, doc, ok, err := s.ex.Next(ctx)
 	if err != nil || !ok {
 		return nil, ok, err
+	}
+	if len(doc) > wire.MaxBSONInternalSize { // a projection can build one (aggResultTooLarge)
+		return nil, false, aggResultTooLarge(doc)
 	}
 	return doc, true, nil
 }
