@@ -50,6 +50,30 @@ func TestSnapshotReadBeforeCatalogChange(t *testing.T) {
 			t.Fatalf("%s: got %d (%s) %q, want 246 (SnapshotUnavailable) matching %s", cmd[0].Key, ce.Code, ce.Name, ce.Message, msg)
 		}
 	}
+	// A collection created after the snapshot, and an index dropped after it, too.
+	if err := db.RunCommand(ctx, bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{
+		bson.D{{Key: "key", Value: bson.D{{Key: "x", Value: 1}}}, {Key: "name", Value: "x_1"}}}}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RunCommand(ctx, bson.D{{Key: "find", Value: "c"}, {Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}}}}).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	atT, atI = r.Lookup("cursor", "atClusterTime").Timestamp()
+	at2 := bson.D{{Key: "level", Value: "snapshot"}, {Key: "atClusterTime", Value: bson.Timestamp{T: atT, I: atI}}}
+	if err := db.RunCommand(ctx, bson.D{{Key: "dropIndexes", Value: "c"}, {Key: "index", Value: "x_1"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RunCommand(ctx, bson.D{{Key: "create", Value: "later"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, coll := range []string{"c", "later"} {
+		err := db.RunCommand(ctx, bson.D{{Key: "find", Value: coll}, {Key: "readConcern", Value: at2}}).Err()
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) || ce.Code != 246 {
+			t.Fatalf("find %s at a snapshot before its catalog change: got %v, want 246", coll, err)
+		}
+	}
+
 	// A majority read sees the new collection (waiting for the commit point if it must).
 	if err := db.RunCommand(ctx, bson.D{{Key: "find", Value: "c"}, {Key: "readConcern", Value: bson.D{{Key: "level", Value: "majority"}}}}).Decode(&r); err != nil {
 		t.Fatalf("majority read after the re-creation: %v", err)
