@@ -65,13 +65,16 @@ const aggSlabSize = 64 << 10
 // aggOpenInput locks ns, plans req over it and returns the locked leaf.
 func aggOpenInput(ctx context.Context, st *service.State, ns string, req plan.Request) (*aggInput, error) {
 	db := st.DB
-	in := &aggInput{db: db, ns: ns, st: st, rs: findReadSource(ctx, ns)}
+	in := &aggInput{db: db, ns: ns, st: st}
 	op := db.NewOp(ctx)
 	rd, release, err := op.OpenRead(ctx, ns, operation.ReadOwned) // the read seam (operation/read.go)
 	if err != nil {
 		op.Close()
 		return nil, err
 	}
+	// After OpenRead: a majority read point may have moved past the collection's last
+	// catalog change there.
+	in.rs = findReadSource(ctx, ns)
 	in.op, in.rel = op, release
 	in.ru = db.Engine.NewRecoveryUnit()
 	if err := applyReadSource(in.rs, in.ru); err != nil { // readConcern (repl/concern)

@@ -3,6 +3,7 @@ package operation_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
@@ -63,5 +64,57 @@ func TestReadBeforeCatalogChangeAfterRestart(t *testing.T) {
 	}
 	if err := read(ts(5)); !mongoerr.Is(err, mongoerr.SnapshotUnavailable) {
 		t.Fatalf("read from before the collection's creation: %v, want SnapshotUnavailable", err)
+	}
+}
+
+// TestMajorityReadWaitsForCatalogChange: a majority read whose point is older than its
+// collection's creation waits until the commit point passes it, then reads there (the
+// command's later reads too), instead of reading the new collection at the old point.
+func TestMajorityReadWaitsForCatalogChange(t *testing.T) {
+	ctx := context.Background()
+	db, err := operation.OpenDB(ctx, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ts := func(i uint32) optime.Timestamp { return optime.Timestamp(uint64(100)<<32 | uint64(i)) }
+	db.Engine.SetOldestTimestamp(ts(1))
+	db.Engine.SetStableTimestamp(ts(5))
+	op := db.NewOp(ctx)
+	if err := op.DDL(ctx, "t.c", func() error {
+		if err := op.RU.SetCommitTimestamp(ts(10)); err != nil {
+			return err
+		}
+		_, err := db.Catalog.CreateCollection(op.RU, "t.c", nil)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	op.Close()
+
+	r := &operation.Request{ReadSource: operation.ReadSource{Kind: operation.ReadMajority, TS: ts(5)}}
+	rctx := operation.WithRequest(ctx, r)
+	// Interrupted while the commit point stays behind: the operation's error, no read.
+	short, cancel := context.WithTimeout(rctx, 50*time.Millisecond)
+	defer cancel()
+	rop := db.NewOp(short)
+	if _, _, _, err := rop.ReadCollection(short, "t.c"); err == nil {
+		t.Fatal("a majority read older than the collection read it")
+	}
+	rop.Close()
+
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		db.Engine.SetStableTimestamp(ts(12))
+	}()
+	rop = db.NewOp(rctx)
+	defer rop.Close()
+	m, _, release, err := rop.ReadCollection(rctx, "t.c")
+	if err != nil || m == nil {
+		t.Fatalf("majority read after the commit point passed the creation: %v, %v", m, err)
+	}
+	release()
+	if rop.ReadSource.TS != ts(12) || r.ReadSource.TS != ts(12) {
+		t.Fatalf("read point %v (request %v), want %v", rop.ReadSource.TS, r.ReadSource.TS, ts(12))
 	}
 }
