@@ -122,6 +122,10 @@ type CollectionMeta struct {
 	// metadata (0 for metadata loaded from disk at startup). A read at an older timestamp must
 	// not use this instance: use Catalog.At instead.
 	MinValidSnapshot optime.Timestamp
+	// MinValidLoaded: MinValidSnapshot is the bound of a load from disk (startup, recovery),
+	// not a DDL's commit timestamp, so an older read may still be valid for this collection
+	// (compare with Catalog.At at the read's timestamp).
+	MinValidLoaded bool
 
 	// Decoded from Options for convenience.
 	Capped    bool

@@ -41,7 +41,11 @@
 // committing); otherwise it instantiates the catalog from the durable entries read through the
 // caller's snapshot (the spec's historical instantiation; no per-namespace history map yet).
 // Instances loaded at startup carry max(stable, oldest, all-durable) as their timestamp, which
-// is conservative for older reads.
+// is conservative for older reads; their metadata is marked MinValidLoaded, so a reader older
+// than the bound asks At whether the collection was already the same one then. The read seam
+// (operation.Context.ReadCollection) checks every timestamped read against MinValidSnapshot:
+// a snapshot read older than it fails with SnapshotUnavailable, a majority read waits for the
+// commit point to pass it.
 //
 // # Two-phase drop
 //

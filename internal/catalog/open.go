@@ -194,7 +194,7 @@ func (c *Catalog) reload(startup bool) error {
 	var missing []string
 	nextLocal := int64(-1)
 	for _, m := range metas {
-		m.MinValidSnapshot = loadTs
+		m.MinValidSnapshot, m.MinValidLoaded = loadTs, true
 		if m.CatalogID <= nextLocal {
 			nextLocal = m.CatalogID - 1
 		}

@@ -97,7 +97,7 @@ func (s *Snapshot) with(changes []change, commitTs optime.Timestamp) *Snapshot {
 					n.remove(old)
 				}
 				if commitTs != 0 {
-					m.MinValidSnapshot = commitTs
+					m.MinValidSnapshot, m.MinValidLoaded = commitTs, false
 				}
 			}
 			n.add(m)

@@ -35,6 +35,7 @@ import (
 	"humongo/internal/query/plan"
 	"humongo/internal/service"
 	"humongo/internal/storage"
+	"humongo/internal/wire"
 )
 
 // aggInput is the pipeline's leaf: a query plan over the source collection (with the
@@ -64,13 +65,16 @@ const aggSlabSize = 64 << 10
 // aggOpenInput locks ns, plans req over it and returns the locked leaf.
 func aggOpenInput(ctx context.Context, st *service.State, ns string, req plan.Request) (*aggInput, error) {
 	db := st.DB
-	in := &aggInput{db: db, ns: ns, st: st, rs: findReadSource(ctx, ns)}
+	in := &aggInput{db: db, ns: ns, st: st}
 	op := db.NewOp(ctx)
 	rd, release, err := op.OpenRead(ctx, ns, operation.ReadOwned) // the read seam (operation/read.go)
 	if err != nil {
 		op.Close()
 		return nil, err
 	}
+	// After OpenRead: a majority read point may have moved past the collection's last
+	// catalog change there.
+	in.rs = findReadSource(ctx, ns)
 	in.op, in.rel = op, release
 	in.ru = db.Engine.NewRecoveryUnit()
 	if err := applyReadSource(in.rs, in.ru); err != nil { // readConcern (repl/concern)
@@ -182,7 +186,41 @@ type aggCursor struct {
 func (c *aggCursor) collation() *collation.Collator { return c.coll }
 
 func (c *aggCursor) Next(ctx context.Context) (bsoncore.Document, bool, error) {
-	return c.out.Next(ctx)
+	doc, ok, err := c.out.Next(ctx)
+	if err == nil && ok && len(doc) > wire.MaxBSONInternalSize {
+		return nil, false, aggResultTooLarge(doc)
+	}
+	return doc, ok, err
+}
+
+// aggResultTooLarge is the error for a pipeline result larger than any BSON object may be.
+// Stages may build larger documents along the way; a result is serialised into a BSONObj,
+// whose constructor refuses more than BSONObjMaxInternalSize (16 MiB + 16 KiB, so results
+// just over 16 MiB are still returned, as MongoDB's bson_size_limit.js checks) with
+// BSONObj::_assertInvalid's message.
+func aggResultTooLarge(doc bsoncore.Document) error {
+	n := len(doc)
+	return mongoerr.Newf(mongoerr.BSONObjectTooLarge,
+		"BSONObj size: %d (0x%X) is invalid. Size must be between 0 and %d(%dMB) First element: %s",
+		n, n, wire.MaxBSONInternalSize, wire.MaxBSONInternalSize>>20, firstElementString(doc))
+}
+
+// firstElementString prints doc's first element as BSONElement::toString does for error
+// messages ("name: value"; a string of 160 bytes or more is cut to 150 and '..."').
+func firstElementString(doc bsoncore.Document) string {
+	e, err := doc.IndexErr(0)
+	if err != nil {
+		return "EOO"
+	}
+	if str, ok := e.Value().StringValueOK(); ok && len(str)+1 > 160 {
+		return e.Key() + `: "` + str[:150] + `..."`
+	}
+	one := bsoncore.NewDocumentBuilder().AppendValue(e.Key(), e.Value()).Build()
+	s := strings.TrimSuffix(strings.TrimPrefix(index.FormatDoc(one), "{ "), " }")
+	if len(s) > 1024 { // an error message need not carry a whole large value
+		s = s[:1024] + "..."
+	}
+	return s
 }
 
 func (c *aggCursor) SaveState() {

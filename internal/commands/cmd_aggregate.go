@@ -334,7 +334,7 @@ func aggCursorReply(ctx context.Context, env *service.Env, r *aggRequest) (bsonc
 		src.Close()
 	} else {
 		src.SaveState()
-		id = env.State.Cursors().Register(c)
+		id = registerCursor(ctx, env, c)
 	}
 	env.State.Counters.DocsReturned.Add(int64(b.Len()))
 	return cursor.AppendReply(b, id, r.ns, cursor.ReplyOptions{First: true, BatchBeforeID: true}), nil

@@ -102,7 +102,7 @@ func runFind(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bson
 	} else {
 		src.SaveState()
 		release()
-		id = env.State.Cursors().Register(c)
+		id = registerCursor(ctx, env, c)
 	}
 	return cursor.AppendReply(b, id, o.ns, cursor.ReplyOptions{First: true, BatchBeforeID: true}), nil
 }

@@ -59,6 +59,10 @@ func runGetMore(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 	if err != nil {
 		return nil, err
 	}
+	if err := checkCursorSession(ctx, id, c); err != nil {
+		m.Unpin(c, false)
+		return nil, err
+	}
 	if c.NS != ns {
 		m.Unpin(c, false)
 		return nil, mongoerr.Newf(mongoerr.Unauthorized,

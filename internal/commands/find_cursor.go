@@ -20,6 +20,7 @@ import (
 	"humongo/internal/repl/oplog"
 	"humongo/internal/service"
 	"humongo/internal/storage"
+	"humongo/internal/wire"
 )
 
 // cursorFirstBatch answers a cursor-returning command whose results are src: it fills the
@@ -42,7 +43,7 @@ func cursorFirstBatch(ctx context.Context, env *service.Env, ns string, src curs
 		src.Close()
 	} else {
 		src.SaveState()
-		id = env.State.Cursors().Register(c)
+		id = registerCursor(ctx, env, c)
 	}
 	env.State.Counters.DocsReturned.Add(int64(b.Len()))
 	return cursor.AppendReply(b, id, ns, cursor.ReplyOptions{First: true}), nil
@@ -96,6 +97,9 @@ func (s *findSource) Next(ctx context.Context) (bsoncore.Document, bool, error) 
 	_, doc, ok, err := s.ex.Next(ctx)
 	if err != nil || !ok {
 		return nil, ok, err
+	}
+	if len(doc) > wire.MaxBSONInternalSize { // a projection can build one (aggResultTooLarge)
+		return nil, false, aggResultTooLarge(doc)
 	}
 	return doc, true, nil
 }

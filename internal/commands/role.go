@@ -73,6 +73,9 @@ func NewState(db *operation.DB, cfg service.Config) *service.State {
 	st := service.NewState(cfg)
 	if db != nil {
 		st.DB = db
+		// Committed inserts into capped collections wake this server's awaitData getMores
+		// (find_cursor.go's findWaitChan picks the signal a cursor waits on).
+		db.Colls.SetCappedInsertHook(st.Cursors().NotifyInsert)
 	}
 	return st
 }

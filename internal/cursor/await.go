@@ -42,8 +42,10 @@ func (m *Manager) WaitInsert(ns string) <-chan struct{} {
 	return c
 }
 
-// NotifyInsert wakes the awaitData cursors of ns (call it from an OnCommit hook of inserts
-// into capped collections; cheap when nobody waits).
+// NotifyInsert wakes the awaitData cursors of ns. The write path calls it from an OnCommit
+// hook of every unit that inserted into a capped collection (index.Collections'
+// SetCappedInsertHook, installed by the command layer): commands on a standalone or primary
+// and a secondary's applier alike. Cheap when nobody waits.
 func (m *Manager) NotifyInsert(ns string) {
 	n := &m.inserts
 	n.mu.Lock()

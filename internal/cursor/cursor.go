@@ -39,7 +39,8 @@ type Cursor struct {
 	Tailable, AwaitData bool
 	// NoTimeout exempts the cursor from the idle reaper (find's noCursorTimeout).
 	NoTimeout bool
-	// LSID is the session id (raw bytes of lsid.id) the cursor was opened under, nil if none;
+	// LSID is the session the cursor was opened under (lsid's id then uid, 48 bytes; the
+	// command layer compares it with each getMore's), nil if none;
 	// TxnNumber its transaction, when in one.
 	LSID      []byte
 	TxnNumber *int64

@@ -12,6 +12,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
+	"humongo/internal/optime"
 	"humongo/internal/query"
 	"humongo/internal/recordid"
 	"humongo/internal/storage"
@@ -249,6 +250,9 @@ func (c *Collection) InsertDocuments(ru *storage.RecoveryUnit, docs []bsoncore.D
 		}
 		rids = append(rids, rid)
 	}
+	if len(rids) > 0 {
+		c.noteCappedInsert(ru, st)
+	}
 	return rids, nil
 }
 
@@ -270,7 +274,11 @@ func (c *Collection) InsertDocument(ru *storage.RecoveryUnit, doc bsoncore.Docum
 	if err != nil {
 		return recordid.ID{}, err
 	}
-	return rid, c.indexRecord(ru, st, s, doc, rid)
+	if err := c.indexRecord(ru, st, s, doc, rid); err != nil {
+		return recordid.ID{}, err
+	}
+	c.noteCappedInsert(ru, st)
+	return rid, nil
 }
 
 func (c *Collection) indexRecord(ru *storage.RecoveryUnit, st *collState, s *scratch, doc bsoncore.Document, rid recordid.ID) error {
@@ -448,6 +456,35 @@ type Collections struct {
 	builds     *IndexBuilds
 	// ttl is the TTL monitor running over these collections (ttl.go), nil when none runs.
 	ttl atomic.Pointer[TTLMonitor]
+	// cappedInsert is told the namespace of every committed insert into a capped collection
+	// (SetCappedInsertHook), nil when nobody listens.
+	cappedInsert atomic.Pointer[func(ns string)]
+}
+
+// SetCappedInsertHook installs f, called (from an OnCommit hook, after the unit's writes are
+// visible) with the namespace of each committed unit that inserted into a capped collection:
+// the server's cursor manager wakes its awaitData getMores with it (MongoDB's
+// CappedInsertNotifier). Every insert goes through here, whoever writes: a standalone's or a
+// primary's commands, and a secondary's oplog applier. nil removes it.
+func (cs *Collections) SetCappedInsertHook(f func(ns string)) {
+	if f == nil {
+		cs.cappedInsert.Store(nil)
+		return
+	}
+	cs.cappedInsert.Store(&f)
+}
+
+// noteCappedInsert makes ru's commit call the capped-insert hook for st's collection.
+func (c *Collection) noteCappedInsert(ru *storage.RecoveryUnit, st *collState) {
+	if c.owner == nil || !st.meta.Capped {
+		return
+	}
+	f := c.owner.cappedInsert.Load()
+	if f == nil {
+		return
+	}
+	ns := st.meta.NS
+	ru.OnCommit(func(optime.Timestamp) { (*f)(ns) })
 }
 
 type observerBox struct{ o opobserver.Observer }

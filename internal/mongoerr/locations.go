@@ -295,6 +295,11 @@ const (
 	Location7436100 Code = 7436100
 	Location7749501 Code = 7749501
 	Location7750301 Code = 7750301
+
+	// getMore from another logical session than the cursor's (getmore_cmd.cpp validateLSID).
+	Location50736 Code = 50736
+	Location50737 Code = 50737
+	Location50738 Code = 50738
 )
 
 // Location codes of the $lookup family's memory bounds (issue 10).

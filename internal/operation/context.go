@@ -2,6 +2,7 @@ package operation
 
 import (
 	"context"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -139,25 +140,118 @@ func (o *Context) ReadCollection(ctx context.Context, ns string) (meta *catalog.
 	if err := catalog.ValidateNS(ns); err != nil {
 		return nil, nil, nil, err
 	}
-	scope, err := o.Locker.CollectionLock(ctx, ns, lock.ModeIS)
-	if err != nil {
-		return nil, nil, nil, err
+	for {
+		scope, err := o.Locker.CollectionLock(ctx, ns, lock.ModeIS)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		release = func() {
+			o.RU.AbandonSnapshot()
+			_ = scope.Release()
+		}
+		meta, ok := o.DB.Catalog.Latest().ByNS(ns)
+		if !ok {
+			return nil, nil, release, nil
+		}
+		wait, err := o.checkMinVisible(meta)
+		if err != nil {
+			release()
+			return nil, nil, nil, err
+		}
+		if wait != 0 {
+			// Wait without the lock (the commit point may take long: DDL must not queue
+			// behind us meanwhile), then look again: the catalog may have changed.
+			release()
+			if err := o.advanceMajority(ctx, wait); err != nil {
+				return nil, nil, nil, err
+			}
+			continue
+		}
+		coll, err = o.DB.Colls.ByUUID(meta.UUID)
+		if err != nil {
+			release()
+			return nil, nil, nil, err
+		}
+		return meta, coll, release, nil
 	}
-	release = func() {
-		o.RU.AbandonSnapshot()
-		_ = scope.Release()
-	}
-	meta, ok := o.DB.Catalog.Latest().ByNS(ns)
-	if !ok {
-		return nil, nil, release, nil
-	}
-	coll, err = o.DB.Colls.ByUUID(meta.UUID)
-	if err != nil {
-		release()
-		return nil, nil, nil, err
-	}
-	return meta, coll, release, nil
 }
+
+// checkMinVisible refuses to read meta, the latest catalog's metadata, at a timestamp older
+// than its last catalog change (create, re-create after a drop, rename, index changes): the
+// read would use a collection or indexes that did not exist then. A snapshot read fails with
+// SnapshotUnavailable, as MongoDB's AutoGetCollectionForRead answers; for a majority read it
+// returns the timestamp the commit point must reach first (MongoDB waits for the majority
+// snapshot too). A secondary's lastApplied read is left alone: the applier changes the
+// catalog only at timestamps it then makes visible.
+func (o *Context) checkMinVisible(meta *catalog.CollectionMeta) (wait optime.Timestamp, err error) {
+	rs := o.ReadSource
+	if rs.TS == 0 || meta.MinValidSnapshot <= rs.TS || (rs.Kind != ReadProvided && rs.Kind != ReadMajority) {
+		return 0, nil
+	}
+	if meta.MinValidLoaded {
+		// Loaded from disk after the read's time: only the durable catalog as of that time
+		// says whether this is the same collection.
+		same, err := o.sameCollectionAt(meta, rs.TS)
+		if err != nil || same {
+			return 0, err
+		}
+	}
+	switch rs.Kind {
+	case ReadProvided:
+		return 0, mongoerr.Newf(mongoerr.SnapshotUnavailable,
+			"Unable to read from a snapshot due to pending collection catalog changes; please retry the operation. Snapshot timestamp is %s. Collection minimum is %s",
+			rs.TS, meta.MinValidSnapshot)
+	case ReadMajority:
+		return meta.MinValidSnapshot, nil
+	}
+	return 0, nil
+}
+
+// sameCollectionAt reports whether the durable catalog at ts has meta's collection under
+// meta's name.
+func (o *Context) sameCollectionAt(meta *catalog.CollectionMeta, ts optime.Timestamp) (bool, error) {
+	ru := o.DB.Engine.NewRecoveryUnit()
+	defer ru.Close()
+	if err := ru.SetReadSource(storage.ReadProvided, ts); err != nil {
+		return false, err
+	}
+	snap, err := o.DB.Catalog.At(ru)
+	if err != nil {
+		return false, err
+	}
+	old, ok := snap.ByNS(meta.NS)
+	return ok && old.UUID == meta.UUID, nil
+}
+
+// advanceMajority waits until the stable timestamp (the majority snapshot) reaches ts and
+// moves the operation's majority read point there: this read and the command's later
+// operations and cursors (its Request) read at the new point. It stops with the operation's
+// interruption (maxTimeMS, killOp, shutdown).
+func (o *Context) advanceMajority(ctx context.Context, ts optime.Timestamp) error {
+	t := time.NewTicker(stablePoll)
+	defer t.Stop()
+	st := o.DB.Engine.StableTimestamp()
+	for st < ts {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+		st = o.DB.Engine.StableTimestamp()
+	}
+	o.ReadSource.TS = st
+	if r := RequestOf(ctx); r != nil && r.ReadSource.Kind == ReadMajority && r.ReadSource.TS < st {
+		r.ReadSource.TS = st
+	}
+	if src, _ := o.RU.ReadSource(); src == storage.ReadProvided {
+		return o.RU.SetReadSource(storage.ReadProvided, st)
+	}
+	return nil
+}
+
+// stablePoll is how often advanceMajority looks at the stable timestamp (the commit point of a
+// healthy set passes a new write within milliseconds).
+const stablePoll = 5 * time.Millisecond
 
 // WriteCollection runs f in a WriteUnitOfWork on the collection ns under its IX lock,
 // retrying the whole of f on WriteConflict. When the collection does not exist it is created
