@@ -2,6 +2,7 @@ package query
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -16,7 +17,8 @@ type exprNode struct {
 	operand bsoncore.Value
 	x       expr.Expression
 	now     func() time.Time
-	coll    Collator // the query's collation (setCollator)
+	coll    Collator                  // the query's collation (setCollator)
+	vars    map[string]bsoncore.Value // the command's let variables (ParseOptions.Vars)
 }
 
 func (n *exprNode) Kind() Kind                  { return KindExpr }
@@ -29,7 +31,7 @@ func (n *exprNode) String() string              { return fmt.Sprintf("$expr %s",
 func (n *exprNode) Expr() expr.Expression { return n.x }
 
 func (n *exprNode) match(doc []byte, _ *MatchDetails) (bool, error) {
-	ctx := expr.EvalContext{Root: doc, Now: n.now(), Collator: n.coll}
+	ctx := expr.EvalContext{Root: doc, Now: n.now(), Collator: n.coll, Vars: evalVars(n.vars)}
 	v, err := n.x.Eval(&ctx)
 	if err != nil {
 		return false, err
@@ -38,7 +40,7 @@ func (n *exprNode) match(doc []byte, _ *MatchDetails) (bool, error) {
 }
 
 func (p *parser) parseExprMatch(val bsoncore.Value) (MatchExpression, error) {
-	x, err := expr.Parse(val, &expr.ParseContext{})
+	x, err := expr.Parse(val, varsParseContext(p.opts.Vars))
 	if err != nil {
 		return nil, err
 	}
@@ -46,5 +48,28 @@ func (p *parser) parseExprMatch(val bsoncore.Value) (MatchExpression, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &exprNode{operand: val, x: x, now: now}, nil
+	return &exprNode{operand: val, x: x, now: now, vars: p.opts.Vars}, nil
+}
+
+// varsParseContext is the expression parse context in which the command's let variables are
+// defined.
+func varsParseContext(vars map[string]bsoncore.Value) *expr.ParseContext {
+	pc := &expr.ParseContext{}
+	if len(vars) > 0 {
+		pc.Vars = make(map[string]bool, len(vars))
+		for k := range vars {
+			pc.Vars[k] = true
+		}
+	}
+	return pc
+}
+
+// evalVars returns the let variables for one evaluation: a copy, because binding operators
+// ($let, $map, $filter, ...) add their own names to the map while they run and a Matcher is
+// shared by concurrent readers.
+func evalVars(vars map[string]bsoncore.Value) map[string]bsoncore.Value {
+	if len(vars) == 0 {
+		return nil
+	}
+	return maps.Clone(vars)
 }
