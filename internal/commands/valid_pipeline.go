@@ -11,7 +11,6 @@ package commands
 import (
 	"bytes"
 	"context"
-	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -134,7 +133,8 @@ func validApplyPipeline(ctx context.Context, pl *agg.Pipeline, ac *agg.Context, 
 
 // validReplacementResult is ObjectReplaceExecutor::applyReplacementUpdate for a pipeline's
 // output: _id first (the output's, which must equal the old one, else the old one), then the
-// output's other fields in order; plus the storage checks of an updated document.
+// output's other fields in order; plus the storage checks of an updated document (_id type,
+// nesting; an upsert's _id is checked again by writeFixForInsert).
 func validReplacementResult(old, out bsoncore.Document) (bsoncore.Document, error) {
 	oldID, oldErr := old.LookupErr("_id")
 	newID, newErr := out.LookupErr("_id")
@@ -159,10 +159,9 @@ func validReplacementResult(old, out bsoncore.Document) (bsoncore.Document, erro
 		if k == "_id" {
 			continue
 		}
-		if strings.HasPrefix(k, "$") {
-			return nil, mongoerr.Newf(mongoerr.DollarPrefixedFieldName,
-				"The dollar ($) prefixed field '%s' in '%s' is not valid for storage.", k, k)
-		}
+		// Top-level '$'-prefixed names ({$setField: {field: {$literal: "$a"}, ...}}) are stored:
+		// since 5.0 only replacement- and operator-style updates refuse them, a pipeline's
+		// result may hold any field name (MongoDB's jstests/core/field_name_validation.js).
 		res = append(res, e...)
 	}
 	res, _ = bsoncore.AppendDocumentEnd(res, idx)
