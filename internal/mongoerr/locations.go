@@ -295,4 +295,5 @@ const (
 	Location7436100 Code = 7436100
 	Location7749501 Code = 7749501
 	Location7750301 Code = 7750301
+	Location51181   Code = 51181
 )
