@@ -146,6 +146,7 @@ func aggCollStats(env *service.Env, ns string, m *catalog.CollectionMeta, spec b
 			bb = ddlAppendNumber(bb, "storageSize", storageSize/scale)
 			bb = ddlAppendNumber(bb, "freeStorageSize", 0)
 			bb = bsoncore.AppendBooleanElement(bb, "capped", m.Capped)
+			bb = aggAppendCappedLimits(bb, m, scale)
 			bb = ddlAppendNumber(bb, "nindexes", int64(len(names)))
 			bb = ddlAppendNumber(bb, "totalIndexSize", indexTotal/scale)
 			bb = ddlAppendNumber(bb, "totalSize", (storageSize+indexTotal)/scale)
@@ -321,4 +322,22 @@ func aggListLocalSessions(env *service.Env) []bsoncore.Document {
 		}))
 	}
 	return out
+}
+
+// aggAppendCappedLimits appends a capped collection's max (documents) and maxSize (bytes,
+// scaled) to $collStats's storageStats, as collStats shows them; nothing for other
+// collections.
+func aggAppendCappedLimits(b []byte, m *catalog.CollectionMeta, scale int64) []byte {
+	if !m.Capped {
+		return b
+	}
+	if v := lookup(m.Options, "max"); v.Type != 0 {
+		n, _ := v.AsInt64OK()
+		b = ddlAppendNumber(b, "max", n)
+	}
+	if v := lookup(m.Options, "size"); v.Type != 0 {
+		n, _ := v.AsInt64OK()
+		b = ddlAppendNumber(b, "maxSize", n/scale)
+	}
+	return b
 }
