@@ -131,6 +131,62 @@ func TestCommandLet(t *testing.T) {
 			t.Errorf("%d documents left, want 2", n)
 		}
 	})
+	t.Run("aggregate", func(t *testing.T) {
+		seed(t)
+		// $expr under $or sees the command's let; a $lookup let of the same name hides it.
+		pipe := bson.A{
+			bson.D{{Key: "$match", Value: byName}},
+			bson.D{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "c"}, {Key: "let", Value: bson.D{{Key: "name", Value: "a"}}},
+				{Key: "pipeline", Value: bson.A{bson.D{{Key: "$match", Value: byName}}}}, {Key: "as", Value: "j"}}}},
+			bson.D{{Key: "$project", Value: bson.D{{Key: "_id", Value: 1}, {Key: "j", Value: "$j._id"}}}},
+		}
+		cur, err := coll.Aggregate(ctx, pipe, options.Aggregate().SetLet(nameLet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []bson.D
+		if err := cur.All(ctx, &got); err != nil {
+			t.Fatal(err)
+		}
+		want := []bson.D{
+			{{Key: "_id", Value: int32(2)}, {Key: "j", Value: bson.A{int32(1)}}},
+			{{Key: "_id", Value: int32(3)}, {Key: "j", Value: bson.A{int32(1)}}},
+		}
+		if !equalDocs(got, want) {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	})
+	t.Run("bad let", func(t *testing.T) {
+		seed(t)
+		// variables.cpp seedVariablesWithLetParameters / validateVariable.
+		for _, c := range []struct {
+			let  bson.D
+			code int32
+			msg  string
+		}{
+			{bson.D{{Key: "x", Value: "$name"}}, 4890500, "Command let Expression tried to access a field, but this is not allowed becauseCommand let Expressions run before the query examines any documents."},
+			{bson.D{{Key: "x", Value: bson.D{{Key: "$concat", Value: bson.A{"a", "$$ROOT.name"}}}}}, 4890500, ""},
+			{bson.D{{Key: "x", Value: bson.D{{Key: "$getField", Value: "name"}}}}, 4890500, ""},
+			{bson.D{{Key: "NOW", Value: 1}}, 4738901, "Attempt to set internal constant: NOW"},
+			{bson.D{{Key: "Foo", Value: 1}}, 9, "Invalid 'let' parameter :: caused by :: 'Foo' starts with an invalid character for a user variable name"},
+		} {
+			for _, cmd := range []bson.D{
+				{{Key: "find", Value: "c"}, {Key: "let", Value: c.let}},
+				{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{}}, {Key: "cursor", Value: bson.D{}}, {Key: "let", Value: c.let}},
+			} {
+				err := ts.cl.Database("let").RunCommand(ctx, cmd).Err()
+				var ce mongo.CommandError
+				if !errors.As(err, &ce) || ce.Code != c.code || (c.msg != "" && ce.Message != c.msg) {
+					t.Errorf("%v: got %v, want %d %q", cmd, err, c.code, c.msg)
+				}
+			}
+		}
+		// Constant expressions are fine: $literal, $$NOW, $rand.
+		let := bson.D{{Key: "a", Value: bson.D{{Key: "$literal", Value: "$name"}}}, {Key: "b", Value: "$$NOW"}, {Key: "c", Value: bson.D{{Key: "$rand", Value: bson.D{}}}}}
+		if err := ts.cl.Database("let").RunCommand(ctx, bson.D{{Key: "find", Value: "c"}, {Key: "let", Value: let}}).Err(); err != nil {
+			t.Errorf("constant let: %v", err)
+		}
+	})
 	t.Run("undefined variable", func(t *testing.T) {
 		seed(t)
 		_, err := coll.Find(ctx, byID, options.Find().SetLet(bson.D{{Key: "other", Value: 1}}))

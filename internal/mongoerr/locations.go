@@ -296,4 +296,6 @@ const (
 	Location7749501 Code = 7749501
 	Location7750301 Code = 7750301
 	Location51181   Code = 51181
+	Location4738901 Code = 4738901
+	Location4890500 Code = 4890500
 )

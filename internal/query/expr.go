@@ -30,8 +30,16 @@ func (n *exprNode) String() string              { return fmt.Sprintf("$expr %s",
 // Expr returns the parsed expression.
 func (n *exprNode) Expr() expr.Expression { return n.x }
 
-func (n *exprNode) match(doc []byte, _ *MatchDetails) (bool, error) {
-	ctx := expr.EvalContext{Root: doc, Now: n.now(), Collator: n.coll, Vars: evalVars(n.vars)}
+func (n *exprNode) match(doc []byte, d *MatchDetails) (bool, error) {
+	var ctx expr.EvalContext
+	if d != nil && d.Vars != nil {
+		ctx = expr.EvalContext{Root: doc, Now: d.Now, Collator: n.coll, Vars: d.Vars}
+		if ctx.Now.IsZero() {
+			ctx.Now = n.now()
+		}
+	} else {
+		ctx = expr.EvalContext{Root: doc, Now: n.now(), Collator: n.coll, Vars: evalVars(n.vars)}
+	}
 	v, err := n.x.Eval(&ctx)
 	if err != nil {
 		return false, err
@@ -40,7 +48,16 @@ func (n *exprNode) match(doc []byte, _ *MatchDetails) (bool, error) {
 }
 
 func (p *parser) parseExprMatch(val bsoncore.Value) (MatchExpression, error) {
-	x, err := expr.Parse(val, varsParseContext(p.opts.Vars))
+	pc := varsParseContext(p.opts.Vars)
+	if len(p.opts.VarNames) > 0 {
+		if pc.Vars == nil {
+			pc.Vars = make(map[string]bool, len(p.opts.VarNames))
+		}
+		for _, n := range p.opts.VarNames {
+			pc.Vars[n] = true
+		}
+	}
+	x, err := expr.Parse(val, pc)
 	if err != nil {
 		return nil, err
 	}

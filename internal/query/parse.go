@@ -34,6 +34,10 @@ type ParseOptions struct {
 	// name without "$$". $expr and computed projection fields may reference them as
 	// $$name; a reference to any other user variable fails to parse with 17276.
 	Vars map[string]bsoncore.Value
+	// VarNames declares variables bound per match rather than at parse time (an aggregation's
+	// $lookup let, its pipeline's variables): $expr may reference them and reads their
+	// values from MatchDetails.Vars; a match without MatchDetails.Vars sees them missing.
+	VarNames []string
 }
 
 // Matcher is a parsed filter. It is immutable and safe for concurrent use.

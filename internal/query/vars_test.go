@@ -53,3 +53,28 @@ func TestParseVars(t *testing.T) {
 		t.Errorf("projection: %v", bsoncore.Document(out))
 	}
 }
+
+// TestParseVarNames: variables declared by name (ParseOptions.VarNames) parse anywhere in
+// the filter's $expr and take their values from MatchDetails.Vars at each match.
+func TestParseVarNames(t *testing.T) {
+	filter := ej(t, `{"$and": [{"a": {"$gt": 0}}, {"$or": [{"$expr": {"$eq": ["$a", "$$x"]}}, {"b": 1}]}]}`)
+	m, err := Parse(filter, ParseOptions{AllowExpr: true, VarNames: []string{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	five := bsoncore.Value{Type: bsoncore.TypeInt32, Data: bsoncore.AppendInt32(nil, 5)}
+	six := bsoncore.Value{Type: bsoncore.TypeInt32, Data: bsoncore.AppendInt32(nil, 6)}
+	for _, c := range []struct {
+		x    bsoncore.Value
+		want bool
+	}{{five, true}, {six, false}} {
+		d := &MatchDetails{Vars: map[string]bsoncore.Value{"x": c.x}}
+		if ok, err := m.MatchesWithDetails(ej(t, `{"a": 5}`), d); ok != c.want || err != nil {
+			t.Errorf("x = %v: %v %v, want %v", c.x, ok, err, c.want)
+		}
+	}
+	// Without values the variable is missing.
+	if ok, err := m.Matches(ej(t, `{"a": 5}`)); ok || err != nil {
+		t.Errorf("unbound: %v %v", ok, err)
+	}
+}
