@@ -111,5 +111,6 @@ func NewRegistry() *service.Registry {
 	addWhatsmyuri(r)
 	addVoteCommitIndexBuild(r)
 	addGetDefaultRWConcern(r)
+	addSearchIndexCommands(r)
 	return r
 }

@@ -372,6 +372,7 @@ const (
 	UnsupportedOpQueryCommand                                   Code = 352
 	CannotConvertIndexToUnique                                  Code = 359
 	CollectionUUIDMismatch                                      Code = 361
+	SearchNotEnabled                                            Code = 31082
 )
 
 // codeNames maps each code to its MongoDB codeName. Location codes are named "Location<N>".
