@@ -7,6 +7,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"humongo/internal/repl/applier/repltest"
 )
 
 // TestMergeWhenMatchedFail: $merge {whenMatched: "fail"} inserts, so a match is the insert's
@@ -63,5 +65,42 @@ func TestMergeWhenMatchedFail(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Code != 51181 ||
 		ce.Message != "Combination of $merge modes 'whenMatched: fail' and 'whenNotMatched: discard' is not supported" {
 		t.Errorf("fail/discard: %v, want 51181", err)
+	}
+}
+
+// TestOutMergeRefuseLinearizable: $out and $merge refuse a linearizable read concern with
+// InvalidOptions (their supportsReadConcern); a plain aggregate may use it. A one-member
+// replica set, as a standalone refuses linearizable reads altogether.
+func TestOutMergeRefuseLinearizable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a replica set")
+	}
+	ns := repltest.StartReplSet(t, repltest.ReplSetOptions{Members: 1})
+	ctx := context.Background()
+	db := ns[0].Client.Database("lin")
+	if _, err := db.Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	lin := bson.D{{Key: "level", Value: "linearizable"}}
+	for _, c := range []struct {
+		stage bson.D
+		msg   string
+	}{
+		{bson.D{{Key: "$out", Value: "o"}}, "$out cannot be used with a 'linearizable' read concern level"},
+		{bson.D{{Key: "$merge", Value: bson.D{{Key: "into", Value: "o"}}}}, "$merge cannot be used with a 'linearizable' read concern level"},
+	} {
+		err := db.RunCommand(ctx, bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{c.stage}},
+			{Key: "cursor", Value: bson.D{}}, {Key: "readConcern", Value: lin}}).Err()
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) || ce.Code != 72 || ce.Message != c.msg {
+			t.Errorf("%v: got %v, want 72 %q", c.stage, err, c.msg)
+		}
+	}
+	if err := db.RunCommand(ctx, bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{}},
+		{Key: "cursor", Value: bson.D{}}, {Key: "readConcern", Value: lin}}).Err(); err != nil {
+		t.Errorf("linearizable aggregate without $out: %v", err)
+	}
+	if n, _ := db.Collection("o").CountDocuments(ctx, bson.D{}); n != 0 {
+		t.Errorf("the refused $out/$merge wrote %d documents", n)
 	}
 }
