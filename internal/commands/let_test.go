@@ -94,6 +94,31 @@ func TestCommandLet(t *testing.T) {
 			t.Errorf("replace: modified %d, want 1", res.ModifiedCount)
 		}
 	})
+	t.Run("update constants", func(t *testing.T) {
+		seed(t)
+		// An update's c binds values, not expressions (pipeline_executor.cpp), and its names
+		// follow the rule for variable references (validateNameForUserRead: "Up" is fine).
+		c := bson.D{{Key: "f", Value: "$name"}, {Key: "e", Value: bson.D{{Key: "$add", Value: bson.A{1, 2}}}}, {Key: "Up", Value: 1}}
+		r, err := ts.cl.Database("let").RunCommand(ctx, bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{
+			{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}},
+			{Key: "u", Value: bson.A{bson.D{{Key: "$set", Value: bson.D{{Key: "f", Value: "$$f"}, {Key: "e", Value: "$$e"}, {Key: "u", Value: "$$Up"}}}}}},
+			{Key: "c", Value: c}}}}}).Raw()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := r.Lookup("nModified").AsInt64OK(); n != 1 {
+			t.Fatalf("update: %v", r)
+		}
+		var got bson.D
+		if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&got); err != nil {
+			t.Fatal(err)
+		}
+		want := bson.D{{Key: "_id", Value: int32(1)}, {Key: "name", Value: "a"}, {Key: "f", Value: "$name"},
+			{Key: "e", Value: bson.D{{Key: "$add", Value: bson.A{int32(1), int32(2)}}}}, {Key: "u", Value: int32(1)}}
+		if !equalDocs([]bson.D{got}, []bson.D{want}) {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	})
 	t.Run("delete", func(t *testing.T) {
 		seed(t)
 		res, err := coll.DeleteMany(ctx, byName, options.DeleteMany().SetLet(nameLet))

@@ -11,6 +11,7 @@ package commands
 import (
 	"bytes"
 	"context"
+	"maps"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -18,6 +19,7 @@ import (
 	"humongo/internal/agg"
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
+	"humongo/internal/query/expr"
 	"humongo/internal/query/update"
 )
 
@@ -66,19 +68,30 @@ func validParsePipelineUpdate(u bsoncore.Value, let, c bsoncore.Document, now ti
 	}
 	vars := map[string]bsoncore.Value{}
 	var names []string
-	for _, l := range []bsoncore.Document{let, c} {
-		if len(l) <= 5 {
-			continue
-		}
-		vs, ns, err := agg.EvalLet(l, now)
+	if len(let) > 5 {
+		vs, ns, err := agg.EvalLet(let, now)
 		if err != nil {
 			return nil, err
 		}
-		for _, n := range ns {
-			if _, dup := vars[n]; !dup {
-				names = append(names, n)
+		names = ns
+		maps.Copy(vars, vs)
+	}
+	// The statement's constants are values, not expressions: {c: {x: "$a"}} binds the string
+	// "$a" (pipeline_executor.cpp: setConstantValue(Value(constElem)), the name checked as a
+	// variable reference).
+	if len(c) > 5 {
+		els, err := c.Elements()
+		if err != nil {
+			return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid c: %v", err)
+		}
+		for _, el := range els {
+			if err := expr.CheckVarNameRead(el.Key()); err != nil {
+				return nil, err
 			}
-			vars[n] = vs[n]
+			if _, dup := vars[el.Key()]; !dup {
+				names = append(names, el.Key())
+			}
+			vars[el.Key()] = el.Value()
 		}
 	}
 	pc := agg.ParseContext{Vars: names}
