@@ -828,6 +828,14 @@ func parseMerge(spec value, p *pctx) (stage, error) {
 		if s.coll == "" {
 			return nil, mongoerr.New(mongoerr.Location40414, "BSON field '$merge.into' is missing but a required field")
 		}
+		if !mergeModes[s.whenMatched+"/"+s.whenNotMatched] {
+			wm := s.whenMatched
+			if wm == "pipeline" {
+				wm = "[pipeline]"
+			}
+			return nil, mongoerr.Newf(mongoerr.Location51181,
+				"Combination of $merge modes 'whenMatched: %s' and 'whenNotMatched: %s' is not supported", wm, s.whenNotMatched)
+		}
 		names := []string{"new"}
 		if letDoc != nil {
 			if s.whenMatched != "pipeline" {
@@ -875,6 +883,22 @@ func (currentX) Eval(ec *expr.EvalContext) (value, error) {
 	return expr.Doc(ec.Root), nil
 }
 
+// mergeModes are the supported (whenMatched, whenNotMatched) pairs (document_source_merge.cpp's
+// strategy descriptors); whenMatched "fail" goes only with "insert".
+var mergeModes = map[string]bool{
+	"replace/insert":      true,
+	"replace/fail":        true,
+	"replace/discard":     true,
+	"merge/insert":        true,
+	"merge/fail":          true,
+	"merge/discard":       true,
+	"keepExisting/insert": true,
+	"pipeline/insert":     true,
+	"pipeline/fail":       true,
+	"pipeline/discard":    true,
+	"fail/insert":         true,
+}
+
 func (s *mergeStage) name() string { return "$merge" }
 func (s *mergeStage) spec() value  { return s.raw }
 func (s *mergeStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {
@@ -914,6 +938,11 @@ func (s *mergeStage) mergeOne(ctx context.Context, w Writer, d bsoncore.Document
 		filter.Add(f, v)
 	}
 	fd := filter.Done()
+	if s.whenMatched == "fail" {
+		// MongoDB's insert strategy: a plain insert, so a match surfaces as the insert's own
+		// E11000 with the index's keyPattern and keyValue.
+		return w.Insert(ctx, d)
+	}
 	existing, found, err := w.FindOne(ctx, fd)
 	if err != nil {
 		return err
@@ -931,8 +960,6 @@ func (s *mergeStage) mergeOne(ctx context.Context, w Writer, d bsoncore.Document
 	switch s.whenMatched {
 	case "keepExisting":
 		return nil
-	case "fail":
-		return mongoerr.Newf(mongoerr.DuplicateKey, "$merge with whenMatched: fail found an existing document with the same values for the 'on' expr.Field(s): %s", fd)
 	case "replace":
 		nd = d
 	case "merge":

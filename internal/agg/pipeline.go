@@ -3,6 +3,7 @@ package agg
 import (
 	"context"
 	"os"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -450,7 +451,19 @@ func EvalLet(let bsoncore.Document, now time.Time) (map[string]bsoncore.Value, [
 	rc := newRunCtx(&Context{Now: now})
 	for _, el := range els {
 		if err := expr.CheckVarName(el.Key()); err != nil {
-			return nil, nil, err
+			// variables.cpp's validateVariable: the system variables are internal constants
+			// a client may not set; other bad names fail with the name check's error.
+			switch el.Key() {
+			case "NOW", "CLUSTER_TIME", "JS_SCOPE", "IS_MR", "USER_ROLES":
+				return nil, nil, mongoerr.Newf(mongoerr.Location4738901, "Attempt to set internal constant: %s", el.Key())
+			}
+			me, _ := mongoerr.As(err)
+			return nil, nil, mongoerr.Newf(me.Code, "Invalid 'let' parameter :: caused by :: %s", me.Msg)
+		}
+		if letReadsDocument(el.Value()) {
+			// The message is MongoDB's, two literals joined without a space.
+			return nil, nil, mongoerr.New(mongoerr.Location4890500, "Command let Expression tried to access a field, "+
+				"but this is not allowed becauseCommand let Expressions run before the query examines any documents.")
 		}
 		x, err := p.parseExpr(el.Value())
 		if err != nil {
@@ -464,6 +477,48 @@ func EvalLet(let bsoncore.Document, now time.Time) (map[string]bsoncore.Value, [
 		names = append(names, el.Key())
 	}
 	return vars, names, nil
+}
+
+// letReadsDocument reports whether a let expression depends on the document: a field path
+// ("$a"), $$ROOT or $$CURRENT, or $getField without an input (which reads $$CURRENT) outside
+// $literal. MongoDB refuses such a command let (the expression's dependencies must have no
+// requirements), as command let expressions run before any document is read.
+func letReadsDocument(v value) bool {
+	switch v.Type {
+	case bsoncore.TypeString:
+		s := v.StringValue()
+		if !strings.HasPrefix(s, "$") {
+			return false
+		}
+		if !strings.HasPrefix(s, "$$") {
+			return true
+		}
+		name, _, _ := strings.Cut(s[2:], ".")
+		return name == "ROOT" || name == "CURRENT"
+	case bsoncore.TypeArray:
+		vals, _ := v.Array().Values()
+		for _, x := range vals {
+			if letReadsDocument(x) {
+				return true
+			}
+		}
+	case bsoncore.TypeEmbeddedDocument:
+		els, _ := v.Document().Elements()
+		for _, el := range els {
+			switch el.Key() {
+			case "$literal":
+				continue
+			case "$getField":
+				if d, ok := el.Value().DocumentOK(); !ok || d.Lookup("input").Type == 0 {
+					return true
+				}
+			}
+			if letReadsDocument(el.Value()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ---- sources ----

@@ -18,9 +18,9 @@ import (
 
 type matchStage struct {
 	filter bsoncore.Document
-	m      *query.Matcher    // the filter without the top-level $expr handled below
-	exprs  []expr.Expression // top-level $expr clauses parsed with the pipeline's variables
-	// usesVars: the filter references pipeline variables, so it cannot be pushed down.
+	m      *query.Matcher
+	// usesVars: the filter's $expr references pipeline variables (the command's let, a
+	// $lookup's let), bound per run: it is matched with them and cannot be pushed down.
 	usesVars bool
 }
 
@@ -41,26 +41,15 @@ func newMatch(d bsoncore.Document, p *pctx) (*matchStage, error) {
 	if mongoerr.CodeOf(err) != mongoerr.Location17276 {
 		return nil, err
 	}
-	// query's $expr parser does not know the pipeline's variables ($lookup let, command
-	// let): evaluate top-level $expr clauses here and the rest with the matcher.
-	s := &matchStage{filter: d, usesVars: true}
-	rest := expr.NewDoc()
-	els, _ := d.Elements()
-	for _, el := range els {
-		if el.Key() != "$expr" {
-			rest.AddElement(el)
-			continue
-		}
-		x, err := p.parseExpr(el.Value())
-		if err != nil {
-			return nil, err
-		}
-		s.exprs = append(s.exprs, x)
+	// The filter's $expr reads the pipeline's variables: declare them; matches binds their
+	// values for each run (MatchDetails.Vars).
+	for k := range p.vars {
+		opts.VarNames = append(opts.VarNames, k)
 	}
-	if s.m, err = query.Parse(rest.Done(), opts); err != nil {
+	if m, err = query.Parse(d, opts); err != nil {
 		return nil, err
 	}
-	return s, nil
+	return &matchStage{filter: d, m: m, usesVars: true}, nil
 }
 
 func (s *matchStage) name() string { return "$match" }
@@ -70,21 +59,10 @@ func (s *matchStage) matches(ctx context.Context, d bsoncore.Document, ec *expr.
 	// md carries the context so that one long match (a filter of many clauses) is
 	// interruptible too.
 	md.Interrupt = ctx
-	ok, err := s.m.MatchesWithDetails(d, md)
-	if err != nil || !ok {
-		return false, err
+	if s.usesVars {
+		md.Vars, md.Now = ec.Vars, ec.Now
 	}
-	for _, x := range s.exprs {
-		ec.Root, ec.Current = d, nil
-		v, err := x.Eval(ec)
-		if err != nil {
-			return false, err
-		}
-		if !expr.Truthy(v) {
-			return false, nil
-		}
-	}
-	return true, nil
+	return s.m.MatchesWithDetails(d, md)
 }
 
 func (s *matchStage) run(ctx context.Context, in Source, rc *runCtx) (Source, error) {

@@ -151,7 +151,7 @@ func (w *aggRemoteWriter) runOn(ctx context.Context, db string, cmd bsoncore.Doc
 	if err != nil {
 		var ce mongo.CommandError
 		if errors.As(err, &ce) {
-			return nil, mongoerr.New(mongoerr.Code(ce.Code), ce.Message)
+			return nil, aggRemoteError(mongoerr.Code(ce.Code), ce.Message, bsoncore.Document(ce.Raw))
 		}
 		if ctx.Err() != nil {
 			return nil, err
@@ -164,7 +164,7 @@ func (w *aggRemoteWriter) runOn(ctx context.Context, db string, cmd bsoncore.Doc
 			we, _ := vals[0].DocumentOK()
 			code, _ := we.Lookup("code").AsInt64OK()
 			msg, _ := we.Lookup("errmsg").StringValueOK()
-			return nil, mongoerr.New(mongoerr.Code(code), msg)
+			return nil, aggRemoteError(mongoerr.Code(code), msg, we)
 		}
 	}
 	if wce, ok := reply.Lookup("writeConcernError").DocumentOK(); ok {
@@ -173,6 +173,33 @@ func (w *aggRemoteWriter) runOn(ctx context.Context, db string, cmd bsoncore.Doc
 		return nil, mongoerr.New(mongoerr.Code(code), msg)
 	}
 	return reply, nil
+}
+
+// aggRemoteError is the primary's error as this node answers it: the code and message, and
+// the extra fields of the primary's error or write error (a DuplicateKey's keyPattern and
+// keyValue, a validation failure's errInfo) so that the client sees what the primary said.
+func aggRemoteError(code mongoerr.Code, msg string, reply bsoncore.Document) error {
+	e := mongoerr.New(code, msg)
+	elems, err := reply.Elements()
+	if err != nil {
+		return e
+	}
+	var info []byte
+	for _, el := range elems {
+		switch el.Key() {
+		case "ok", "errmsg", "code", "codeName", "errorLabels", "index", "topologyVersion",
+			"$clusterTime", "operationTime", "writeConcernError", "electionId", "opTime":
+			continue
+		}
+		info = append(info, el...)
+	}
+	if len(info) == 0 {
+		return e
+	}
+	idx, doc := bsoncore.AppendDocumentStart(nil)
+	doc = append(doc, info...)
+	doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
+	return e.WithInfo(bsoncore.Document(doc))
 }
 
 // write sends a write command, with the aggregate's writeConcern and

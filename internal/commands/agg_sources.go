@@ -22,7 +22,7 @@ import (
 // aggServerStages are the stage names handled here.
 var aggServerStages = map[string]bool{
 	"$collStats": true, "$indexStats": true, "$listCatalog": true, "$currentOp": true,
-	"$listLocalSessions": true, "$planCacheStats": true,
+	"$listLocalSessions": true, "$planCacheStats": true, "$listSearchIndexes": true,
 }
 
 // aggServerStage reports whether st is one of the server source stages, with its spec.
@@ -39,6 +39,10 @@ func aggServerStage(st bsoncore.Document) (name string, spec bsoncore.Document, 
 
 // aggRunServerStage checks where stage name may run and produces its documents.
 func aggRunServerStage(ctx context.Context, env *service.Env, r *aggRequest, name string, spec bsoncore.Document) ([]bsoncore.Document, error) {
+	if name == "$listSearchIndexes" {
+		// Checked before the spec, as MongoDB does (cmd_searchindexes.go).
+		return nil, errSearchNotEnabled()
+	}
 	if spec == nil {
 		return nil, mongoerr.Newf(mongoerr.FailedToParse, "%s must be specified as an object", name)
 	}
@@ -146,6 +150,7 @@ func aggCollStats(env *service.Env, ns string, m *catalog.CollectionMeta, spec b
 			bb = ddlAppendNumber(bb, "storageSize", storageSize/scale)
 			bb = ddlAppendNumber(bb, "freeStorageSize", 0)
 			bb = bsoncore.AppendBooleanElement(bb, "capped", m.Capped)
+			bb = aggAppendCappedLimits(bb, m, scale)
 			bb = ddlAppendNumber(bb, "nindexes", int64(len(names)))
 			bb = ddlAppendNumber(bb, "totalIndexSize", indexTotal/scale)
 			bb = ddlAppendNumber(bb, "totalSize", (storageSize+indexTotal)/scale)
@@ -321,4 +326,22 @@ func aggListLocalSessions(env *service.Env) []bsoncore.Document {
 		}))
 	}
 	return out
+}
+
+// aggAppendCappedLimits appends a capped collection's max (documents) and maxSize (bytes,
+// scaled) to $collStats's storageStats, as collStats shows them; nothing for other
+// collections.
+func aggAppendCappedLimits(b []byte, m *catalog.CollectionMeta, scale int64) []byte {
+	if !m.Capped {
+		return b
+	}
+	if v := lookup(m.Options, "max"); v.Type != 0 {
+		n, _ := v.AsInt64OK()
+		b = ddlAppendNumber(b, "max", n)
+	}
+	if v := lookup(m.Options, "size"); v.Type != 0 {
+		n, _ := v.AsInt64OK()
+		b = ddlAppendNumber(b, "maxSize", n/scale)
+	}
+	return b
 }

@@ -566,6 +566,19 @@ func TestAggServerStages(t *testing.T) {
 		cs[0].Lookup("latencyStats", "reads", "ops").Type == 0 || cs[0].Lookup("ns").StringValue() != "aggtest.st" {
 		t.Errorf("$collStats: %v", aggJSON(cs))
 	}
+	// A capped collection's limits, as collStats shows them (the unified format's
+	// collectionData-createOptions.json reads storageStats.maxSize).
+	if err := db.CreateCollection(ctx, "capped", options.CreateCollection().SetCapped(true).SetSizeInBytes(4096).SetMaxDocuments(10)); err != nil {
+		t.Fatal(err)
+	}
+	cs = one(db.Collection("capped").Aggregate(ctx, bson.A{D("$collStats", D("storageStats", bson.D{}))}))
+	capped := func(f string) int64 {
+		n, _ := cs[0].Lookup("storageStats", f).AsInt64OK()
+		return n
+	}
+	if len(cs) != 1 || !cs[0].Lookup("storageStats", "capped").Boolean() || capped("maxSize") != 4096 || capped("max") != 10 {
+		t.Errorf("$collStats of a capped collection: %v", aggJSON(cs))
+	}
 	is := one(c.Aggregate(ctx, bson.A{D("$indexStats", bson.D{}), D("$sort", D("name", 1))}))
 	if len(is) != 2 || is[0].Lookup("name").StringValue() != "_id_" || is[1].Lookup("key", "x").Type == 0 ||
 		is[0].Lookup("accesses", "since").Type != bson.TypeDateTime || is[0].Lookup("host").Type != bson.TypeString {

@@ -392,6 +392,8 @@ func viewList(ctx context.Context, env *service.Env, dbName string, nameOnly boo
 // runs for it (the view's pipeline is prepended by aggPrepare). cmd must be owned.
 func viewReadRequest(env *service.Env, name string, cmd bsoncore.Document) (*aggRequest, error) {
 	r := &aggRequest{db: env.DB, batchSize: -1, cmd: cmd, verbosity: "queryPlanner"}
+	// The command's let variables carry over to the aggregation (the parsers below checked it).
+	r.let, _ = lookup(cmd, "let").DocumentOK()
 	stage := func(k string, v bsoncore.Value) {
 		r.pipeline = append(r.pipeline, bsoncore.NewDocumentBuilder().AppendValue(k, v).Build())
 	}

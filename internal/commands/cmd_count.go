@@ -44,6 +44,9 @@ func countParse(env *service.Env, cmd bsoncore.Document) (countArgs, error) {
 	if _, err = findDocArg(name, "fields", lookup(cmd, "fields")); err != nil {
 		return a, err
 	}
+	if a.req.Vars, err = findLetArg(name, cmd); err != nil {
+		return a, err
+	}
 	if a.req.Hint, err = findHintArg(name, lookup(cmd, "hint")); err != nil {
 		return a, err
 	}

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -35,6 +36,10 @@ type writeDeleteStmt struct {
 	hint  bsoncore.Value
 	coll  writeCollation
 	retry *retryable.Stmt // the retryable write's statement; nil when not one
+
+	// Set from the command, not the statement.
+	let bsoncore.Document // the command's let; nil when absent
+	now time.Time         // the command's $$NOW
 }
 
 func writeParseDeleteStmt(v bsoncore.Value, i int) (*writeDeleteStmt, error) {
@@ -96,8 +101,9 @@ func runDelete(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 	if err != nil {
 		return nil, err
 	}
+	var let bsoncore.Document
 	if v := lookup(cmd, "let"); v.Type != 0 {
-		if _, err := writeDocArg("delete", "let", v); err != nil {
+		if let, err = writeDocArg("delete", "let", v); err != nil {
 			return nil, err
 		}
 	}
@@ -122,10 +128,12 @@ func runDelete(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 			"Write batch sizes must be between 1 and %d. Got %d operations.", writeMaxBatch, len(vals))
 	}
 	stmts := make([]*writeDeleteStmt, len(vals))
+	now := time.Now()
 	for i, v := range vals {
 		if stmts[i], err = writeParseDeleteStmt(v, i); err != nil {
 			return nil, err
 		}
+		stmts[i].let, stmts[i].now = let, now
 	}
 	if err := writeRejectView(ctx, env, ns); err != nil {
 		return nil, err
@@ -184,11 +192,15 @@ type writeDeleteResult struct {
 // a multi-delete collects RecordIds first and deletes them in chunks, re-matching each.
 func writeExecDelete(ctx context.Context, op *operation.Context, ns string, st *writeDeleteStmt, sortSpec bsoncore.Document, keepImage bool) (writeDeleteResult, error) {
 	var res writeDeleteResult
-	matcher, err := writeParseFilterCollated(op, ns, st.q, st.coll)
+	vars, err := evalCommandLet(st.let, st.now)
 	if err != nil {
 		return res, err
 	}
-	spec := &writeScan{filter: st.q, matcher: matcher, sort: sortSpec, hint: st.hint, limit: 1, coll: st.coll}
+	matcher, err := writeParseFilterCollated(op, ns, st.q, st.coll, vars)
+	if err != nil {
+		return res, err
+	}
+	spec := &writeScan{filter: st.q, matcher: matcher, sort: sortSpec, hint: st.hint, limit: 1, coll: st.coll, vars: vars}
 	if !st.multi {
 		err := op.WriteCollection(ctx, ns, false, st.retry.Wrap(op, func(coll *index.Collection) error {
 			res = writeDeleteResult{}

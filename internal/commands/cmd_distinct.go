@@ -58,6 +58,9 @@ func distinctParse(env *service.Env, cmd bsoncore.Document) (string, string, pla
 	if req.Hint, err = findHintArg(name, lookup(cmd, "hint")); err != nil {
 		return "", "", req, err
 	}
+	if req.Vars, err = findLetArg(name, cmd); err != nil {
+		return "", "", req, err
+	}
 	if err := findParseCollation(name, lookup(cmd, "collation"), &req); err != nil {
 		return "", "", req, err
 	}

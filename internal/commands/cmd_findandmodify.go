@@ -154,10 +154,15 @@ func runFindAndModify(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 	if err := writeRejectView(ctx, env, ns); err != nil {
 		return nil, err
 	}
+	now := time.Now()
 	var proj *query.Projection
 	var matcher *query.Matcher
 	if len(r.fields) > 5 {
-		if matcher, err = writeParseFilter(r.query); err != nil {
+		vars, err := evalCommandLet(r.let, now)
+		if err != nil {
+			return nil, err
+		}
+		if matcher, err = writeParseFilter(r.query, vars); err != nil {
 			return nil, err
 		}
 		if proj, err = query.ParseProjection(r.fields, matcher); err != nil {
@@ -190,14 +195,14 @@ func runFindAndModify(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 		// A retry of a findAndModify that already ran returns what the first one did.
 		n, value, existed, upserted, wrote = replay.n, replay.value, replay.existed, replay.upserted, true
 	} else if r.remove {
-		res, err := writeExecDelete(ctx, op, ns, &writeDeleteStmt{q: r.query, hint: r.hint, coll: r.coll, retry: rs}, r.sort, true)
+		res, err := writeExecDelete(ctx, op, ns, &writeDeleteStmt{q: r.query, hint: r.hint, coll: r.coll, retry: rs, let: r.let, now: now}, r.sort, true)
 		if err != nil {
 			return nil, err
 		}
 		n, value, wrote = res.n, res.deleted, res.n > 0
 		env.State.Counters.DocsDeleted.Add(int64(res.n))
 	} else {
-		st := r.updateStmt(time.Now())
+		st := r.updateStmt(now)
 		st.retry = rs
 		res, err := writeExecUpdateSorted(ctx, op, ns, st, r.sort, true)
 		if err != nil {

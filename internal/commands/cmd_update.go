@@ -258,7 +258,11 @@ func writeExecUpdate(ctx context.Context, op *operation.Context, ns string, st *
 
 func writeExecUpdateSorted(ctx context.Context, op *operation.Context, ns string, st *writeUpdateStmt, sortSpec bsoncore.Document, keepImages bool) (writeUpdateResult, error) {
 	var res writeUpdateResult
-	matcher, err := writeParseFilterCollated(op, ns, st.q, st.coll)
+	vars, err := evalCommandLet(st.let, st.now)
+	if err != nil {
+		return res, err
+	}
+	matcher, err := writeParseFilterCollated(op, ns, st.q, st.coll, vars)
 	if err != nil {
 		return res, err
 	}
@@ -269,7 +273,7 @@ func writeExecUpdateSorted(ctx context.Context, op *operation.Context, ns string
 	if st.multi && upd.isReplacement() {
 		return res, mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
 	}
-	spec := &writeScan{filter: st.q, matcher: matcher, sort: sortSpec, hint: st.hint, limit: 1, coll: st.coll}
+	spec := &writeScan{filter: st.q, matcher: matcher, sort: sortSpec, hint: st.hint, limit: 1, coll: st.coll, vars: vars}
 	if st.multi {
 		spec.limit = 0
 	}

@@ -29,26 +29,26 @@ func writeParseCollation(cmdName string, v bsoncore.Value) (writeCollation, erro
 }
 
 // writeParseFilterCollated parses a write's filter under the statement's collation or, when it
-// gave none, the collection's default (the planner applies the same rule when it picks
+// gave none, the collection's default, with the command's let variables vars (the planner applies the same rule when it picks
 // targets, and writes re-match documents with this matcher).
-func writeParseFilterCollated(op *operation.Context, ns string, q bsoncore.Document, wc writeCollation) (*query.Matcher, error) {
+func writeParseFilterCollated(op *operation.Context, ns string, q bsoncore.Document, wc writeCollation, vars map[string]bsoncore.Value) (*query.Matcher, error) {
 	if wc.set {
 		if wc.c == nil {
-			return writeParseFilter(q)
+			return writeParseFilter(q, vars)
 		}
-		return query.Parse(q, query.ParseOptions{AllowExpr: true, AllowJSONSchema: true, Collator: wc.c})
+		return query.Parse(q, query.ParseOptions{AllowExpr: true, AllowJSONSchema: true, Collator: wc.c, Vars: vars})
 	}
 	m, ok := op.DB.Catalog.Latest().ByNS(ns)
 	if !ok {
-		return writeParseFilter(q)
+		return writeParseFilter(q, vars)
 	}
 	d, ok := lookup(m.Options, "collation").DocumentOK()
 	if !ok {
-		return writeParseFilter(q)
+		return writeParseFilter(q, vars)
 	}
 	c, err := collation.Parse(d)
 	if err != nil || c == nil {
-		return writeParseFilter(q)
+		return writeParseFilter(q, vars)
 	}
-	return query.Parse(q, query.ParseOptions{AllowExpr: true, AllowJSONSchema: true, Collator: c})
+	return query.Parse(q, query.ParseOptions{AllowExpr: true, AllowJSONSchema: true, Collator: c, Vars: vars})
 }

@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"time"
+
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/bsonutil"
@@ -109,6 +111,16 @@ type findOptions struct {
 	allowPartialResults bool
 }
 
+// findLetArg validates and evaluates a read command's "let" (find, count, distinct): its
+// variables are the request's Vars, seen by the filter's $expr and the projection.
+func findLetArg(cmdName string, cmd bsoncore.Document) (map[string]bsoncore.Value, error) {
+	let, err := findDocArg(cmdName, "let", lookup(cmd, "let"))
+	if err != nil {
+		return nil, err
+	}
+	return evalCommandLet(let, time.Now())
+}
+
 // findParse validates a find command into a plan request and cursor options.
 func findParse(env *service.Env, cmd bsoncore.Document) (plan.Request, findOptions, error) {
 	const name = "find"
@@ -140,7 +152,7 @@ func findParse(env *service.Env, cmd bsoncore.Document) (plan.Request, findOptio
 	if req.Max, err = findDocArg(name, "max", lookup(cmd, "max")); err != nil {
 		return req, o, err
 	}
-	if _, err = findDocArg(name, "let", lookup(cmd, "let")); err != nil {
+	if req.Vars, err = findLetArg(name, cmd); err != nil {
 		return req, o, err
 	}
 	if req.Hint, err = findHintArg(name, lookup(cmd, "hint")); err != nil {

@@ -112,5 +112,6 @@ func NewRegistry() *service.Registry {
 	addWhatsmyuri(r)
 	addVoteCommitIndexBuild(r)
 	addGetDefaultRWConcern(r)
+	addSearchIndexCommands(r)
 	return r
 }

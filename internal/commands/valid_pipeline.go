@@ -11,7 +11,7 @@ package commands
 import (
 	"bytes"
 	"context"
-	"strings"
+	"maps"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -19,6 +19,7 @@ import (
 	"humongo/internal/agg"
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
+	"humongo/internal/query/expr"
 	"humongo/internal/query/update"
 )
 
@@ -67,19 +68,30 @@ func validParsePipelineUpdate(u bsoncore.Value, let, c bsoncore.Document, now ti
 	}
 	vars := map[string]bsoncore.Value{}
 	var names []string
-	for _, l := range []bsoncore.Document{let, c} {
-		if len(l) <= 5 {
-			continue
-		}
-		vs, ns, err := agg.EvalLet(l, now)
+	if len(let) > 5 {
+		vs, ns, err := agg.EvalLet(let, now)
 		if err != nil {
 			return nil, err
 		}
-		for _, n := range ns {
-			if _, dup := vars[n]; !dup {
-				names = append(names, n)
+		names = ns
+		maps.Copy(vars, vs)
+	}
+	// The statement's constants are values, not expressions: {c: {x: "$a"}} binds the string
+	// "$a" (pipeline_executor.cpp: setConstantValue(Value(constElem)), the name checked as a
+	// variable reference).
+	if len(c) > 5 {
+		els, err := c.Elements()
+		if err != nil {
+			return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid c: %v", err)
+		}
+		for _, el := range els {
+			if err := expr.CheckVarNameRead(el.Key()); err != nil {
+				return nil, err
 			}
-			vars[n] = vs[n]
+			if _, dup := vars[el.Key()]; !dup {
+				names = append(names, el.Key())
+			}
+			vars[el.Key()] = el.Value()
 		}
 	}
 	pc := agg.ParseContext{Vars: names}
@@ -134,7 +146,8 @@ func validApplyPipeline(ctx context.Context, pl *agg.Pipeline, ac *agg.Context, 
 
 // validReplacementResult is ObjectReplaceExecutor::applyReplacementUpdate for a pipeline's
 // output: _id first (the output's, which must equal the old one, else the old one), then the
-// output's other fields in order; plus the storage checks of an updated document.
+// output's other fields in order; plus the storage checks of an updated document (_id type,
+// nesting; an upsert's _id is checked again by writeFixForInsert).
 func validReplacementResult(old, out bsoncore.Document) (bsoncore.Document, error) {
 	oldID, oldErr := old.LookupErr("_id")
 	newID, newErr := out.LookupErr("_id")
@@ -159,10 +172,9 @@ func validReplacementResult(old, out bsoncore.Document) (bsoncore.Document, erro
 		if k == "_id" {
 			continue
 		}
-		if strings.HasPrefix(k, "$") {
-			return nil, mongoerr.Newf(mongoerr.DollarPrefixedFieldName,
-				"The dollar ($) prefixed field '%s' in '%s' is not valid for storage.", k, k)
-		}
+		// Top-level '$'-prefixed names ({$setField: {field: {$literal: "$a"}, ...}}) are stored:
+		// since 5.0 only replacement- and operator-style updates refuse them, a pipeline's
+		// result may hold any field name (MongoDB's jstests/core/field_name_validation.js).
 		res = append(res, e...)
 	}
 	res, _ = bsoncore.AppendDocumentEnd(res, idx)

@@ -9,10 +9,12 @@ package commands
 import (
 	"context"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/agg"
 	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
 	"humongo/internal/index"
@@ -213,9 +215,22 @@ func writeCheckHint(cmdName string, v bsoncore.Value) error {
 	return typeMismatch(cmdName, "hint", v.Type, "string", "object")
 }
 
-// writeParseFilter parses a q/query filter the way writes do ($expr allowed).
-func writeParseFilter(q bsoncore.Document) (*query.Matcher, error) {
-	return query.Parse(q, query.ParseOptions{AllowExpr: true, AllowJSONSchema: true})
+// writeParseFilter parses a q/query filter the way writes do ($expr allowed, with the
+// command's let variables vars).
+func writeParseFilter(q bsoncore.Document, vars map[string]bsoncore.Value) (*query.Matcher, error) {
+	return query.Parse(q, query.ParseOptions{AllowExpr: true, AllowJSONSchema: true, Vars: vars})
+}
+
+// evalCommandLet evaluates a command's "let" (nil or empty: no variables) into the values its
+// filter's $expr and its projection see as $$name. The expressions are constants evaluated
+// once, before any document is read (MongoDB's seedVariablesWithLetParameters); now is the
+// command's $$NOW.
+func evalCommandLet(let bsoncore.Document, now time.Time) (map[string]bsoncore.Value, error) {
+	if len(let) <= 5 {
+		return nil, nil
+	}
+	vars, _, err := agg.EvalLet(let, now)
+	return vars, err
 }
 
 // writeParseUpdate parses an update statement's `u` with its arrayFilters; a pipeline

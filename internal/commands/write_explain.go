@@ -71,7 +71,11 @@ func writeExplainUpdate(ctx context.Context, env *service.Env, cmd bsoncore.Docu
 	if st.multi && upd.isReplacement() {
 		return nil, nil, mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
 	}
-	req := plan.Request{Filter: st.q, Hint: st.hint, ForWrite: true, WriteStage: "UPDATE"}
+	vars, err := evalCommandLet(st.let, st.now)
+	if err != nil {
+		return nil, nil, err
+	}
+	req := plan.Request{Filter: st.q, Hint: st.hint, ForWrite: true, WriteStage: "UPDATE", Vars: vars}
 	if !st.multi {
 		req.Limit = 1
 	}
@@ -95,7 +99,12 @@ func writeExplainDelete(ctx context.Context, env *service.Env, cmd bsoncore.Docu
 	if err != nil {
 		return nil, nil, err
 	}
-	req := plan.Request{Filter: st.q, Hint: st.hint, ForWrite: true, WriteStage: "DELETE"}
+	let, _ := lookup(cmd, "let").DocumentOK()
+	vars, err := evalCommandLet(let, time.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	req := plan.Request{Filter: st.q, Hint: st.hint, ForWrite: true, WriteStage: "DELETE", Vars: vars}
 	if !st.multi {
 		req.Limit = 1
 	}
@@ -118,6 +127,10 @@ func writeExplainFam(ctx context.Context, env *service.Env, cmd bsoncore.Documen
 	} else if _, err := writeParseUpdate(r.updateStmt(time.Now())); err != nil {
 		return nil, nil, err
 	}
-	req := plan.Request{Filter: r.query, Sort: r.sort, Hint: r.hint, Limit: 1, ForWrite: true, WriteStage: stage}
+	vars, err := evalCommandLet(r.let, time.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	req := plan.Request{Filter: r.query, Sort: r.sort, Hint: r.hint, Limit: 1, ForWrite: true, WriteStage: stage, Vars: vars}
 	return explainPlan(ctx, env, ns, req, v)
 }

@@ -25,10 +25,11 @@ type writeTarget struct {
 type writeScan struct {
 	filter  bsoncore.Document
 	matcher *query.Matcher
-	sort    bsoncore.Document // findAndModify only
-	hint    bsoncore.Value    // Type 0 when absent
-	limit   int               // 0: every match; n: at most n (after sorting)
-	coll    writeCollation    // the statement's collation (else the collection default)
+	sort    bsoncore.Document         // findAndModify only
+	hint    bsoncore.Value            // Type 0 when absent
+	limit   int                       // 0: every match; n: at most n (after sorting)
+	coll    writeCollation            // the statement's collation (else the collection default)
+	vars    map[string]bsoncore.Value // the command's let variables (the matcher has them too)
 }
 
 // writeFindTargets returns the documents spec targets, read through ru's snapshot (the caller
@@ -69,7 +70,7 @@ func writeFindTargets(ctx context.Context, op *operation.Context, ns string, col
 	ts, ex, err := rd.Targets(ctx, ru, plan.Request{
 		NS: ns, Filter: spec.filter, Matcher: spec.matcher, Sort: spec.sort, Hint: spec.hint,
 		Limit: int64(spec.limit), TempDir: op.DB.TempDir,
-		Collation: spec.coll.c, CollationSet: spec.coll.set,
+		Collation: spec.coll.c, CollationSet: spec.coll.set, Vars: spec.vars,
 	})
 	if err != nil {
 		return nil, err
@@ -96,7 +97,7 @@ func writeFindRIDs(ctx context.Context, op *operation.Context, ns string, coll *
 	ex, err := rd.Plan(ctx, op.RU, plan.Request{
 		NS: ns, Filter: spec.filter, Matcher: spec.matcher, Sort: spec.sort, Hint: spec.hint,
 		Limit: int64(spec.limit), TempDir: op.DB.TempDir, ForWrite: true,
-		Collation: spec.coll.c, CollationSet: spec.coll.set,
+		Collation: spec.coll.c, CollationSet: spec.coll.set, Vars: spec.vars,
 	})
 	if err != nil {
 		return nil, err

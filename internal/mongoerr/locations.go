@@ -312,4 +312,9 @@ const (
 	Location40099 Code = 40099
 	// Location40271: a $graphLookup foreign document without _id.
 	Location40271 Code = 40271
+
+	// $merge modes, command let variables (issue 10 driver-spec fixes).
+	Location51181   Code = 51181
+	Location4738901 Code = 4738901
+	Location4890500 Code = 4890500
 )

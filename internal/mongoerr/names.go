@@ -354,5 +354,6 @@ var codeTable = []codeEntry{
 	{UnsupportedOpQueryCommand, "UnsupportedOpQueryCommand"},
 	{CannotConvertIndexToUnique, "CannotConvertIndexToUnique"},
 	{CollectionUUIDMismatch, "CollectionUUIDMismatch"},
+	{SearchNotEnabled, "SearchNotEnabled"},
 	{SocketException, "SocketException"},
 }

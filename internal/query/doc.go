@@ -43,6 +43,10 @@
 //
 // $expr and computed projection fields are aggregation expressions, parsed and evaluated by
 // internal/query/expr, which ranks below this package; expr.go wraps one as a match node.
+// They may read variables: a command's let (ParseOptions.Vars, constants evaluated once,
+// MongoDB 5.0+), or variables bound per evaluation (ParseOptions.VarNames, whose values an
+// aggregation passes in MatchDetails.Vars, e.g. a $lookup's let). Any other $$name fails to
+// parse with 17276.
 //
 // # Projection
 //

@@ -2,6 +2,7 @@ package query
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -16,7 +17,8 @@ type exprNode struct {
 	operand bsoncore.Value
 	x       expr.Expression
 	now     func() time.Time
-	coll    Collator // the query's collation (setCollator)
+	coll    Collator                  // the query's collation (setCollator)
+	vars    map[string]bsoncore.Value // the command's let variables (ParseOptions.Vars)
 }
 
 func (n *exprNode) Kind() Kind                  { return KindExpr }
@@ -28,8 +30,16 @@ func (n *exprNode) String() string              { return fmt.Sprintf("$expr %s",
 // Expr returns the parsed expression.
 func (n *exprNode) Expr() expr.Expression { return n.x }
 
-func (n *exprNode) match(doc []byte, _ *MatchDetails) (bool, error) {
-	ctx := expr.EvalContext{Root: doc, Now: n.now(), Collator: n.coll}
+func (n *exprNode) match(doc []byte, d *MatchDetails) (bool, error) {
+	var ctx expr.EvalContext
+	if d != nil && d.Vars != nil {
+		ctx = expr.EvalContext{Root: doc, Now: d.Now, Collator: n.coll, Vars: d.Vars}
+		if ctx.Now.IsZero() {
+			ctx.Now = n.now()
+		}
+	} else {
+		ctx = expr.EvalContext{Root: doc, Now: n.now(), Collator: n.coll, Vars: evalVars(n.vars)}
+	}
 	v, err := n.x.Eval(&ctx)
 	if err != nil {
 		return false, err
@@ -38,7 +48,16 @@ func (n *exprNode) match(doc []byte, _ *MatchDetails) (bool, error) {
 }
 
 func (p *parser) parseExprMatch(val bsoncore.Value) (MatchExpression, error) {
-	x, err := expr.Parse(val, &expr.ParseContext{})
+	pc := varsParseContext(p.opts.Vars)
+	if len(p.opts.VarNames) > 0 {
+		if pc.Vars == nil {
+			pc.Vars = make(map[string]bool, len(p.opts.VarNames))
+		}
+		for _, n := range p.opts.VarNames {
+			pc.Vars[n] = true
+		}
+	}
+	x, err := expr.Parse(val, pc)
 	if err != nil {
 		return nil, err
 	}
@@ -46,5 +65,28 @@ func (p *parser) parseExprMatch(val bsoncore.Value) (MatchExpression, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &exprNode{operand: val, x: x, now: now}, nil
+	return &exprNode{operand: val, x: x, now: now, vars: p.opts.Vars}, nil
+}
+
+// varsParseContext is the expression parse context in which the command's let variables are
+// defined.
+func varsParseContext(vars map[string]bsoncore.Value) *expr.ParseContext {
+	pc := &expr.ParseContext{}
+	if len(vars) > 0 {
+		pc.Vars = make(map[string]bool, len(vars))
+		for k := range vars {
+			pc.Vars[k] = true
+		}
+	}
+	return pc
+}
+
+// evalVars returns the let variables for one evaluation: a copy, because binding operators
+// ($let, $map, $filter, ...) add their own names to the map while they run and a Matcher is
+// shared by concurrent readers.
+func evalVars(vars map[string]bsoncore.Value) map[string]bsoncore.Value {
+	if len(vars) == 0 {
+		return nil
+	}
+	return maps.Clone(vars)
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dlclark/regexp2"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -93,6 +94,12 @@ type MatchDetails struct {
 	// interruptEvery clauses and fails with its cause, so killOp, maxTimeMS and shutdown
 	// stop even a single long match.
 	Interrupt context.Context
+
+	// Vars and Now, when Vars is set, are the variables and $$NOW a $expr evaluates with
+	// (ParseOptions.VarNames; an aggregation passes its run's variables). The map is the
+	// caller's, used only during the call (binding operators add and remove names in it).
+	Vars map[string]bsoncore.Value
+	Now  time.Time
 
 	key   []byte // into the document being matched, converted once at the end
 	ticks uint32

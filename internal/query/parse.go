@@ -30,11 +30,20 @@ type ParseOptions struct {
 	Collator Collator
 	// Now supplies $$NOW for $expr; nil means time.Now.
 	Now func() time.Time
+	// Vars are the command's "let" variables (already evaluated: they are constants), by
+	// name without "$$". $expr and computed projection fields may reference them as
+	// $$name; a reference to any other user variable fails to parse with 17276.
+	Vars map[string]bsoncore.Value
+	// VarNames declares variables bound per match rather than at parse time (an aggregation's
+	// $lookup let, its pipeline's variables): $expr may reference them and reads their
+	// values from MatchDetails.Vars; a match without MatchDetails.Vars sees them missing.
+	VarNames []string
 }
 
 // Matcher is a parsed filter. It is immutable and safe for concurrent use.
 type Matcher struct {
 	root MatchExpression
+	vars map[string]bsoncore.Value // ParseOptions.Vars, for the projection (ParseProjection)
 }
 
 // maxDepth bounds filter nesting (MongoDB: BSONDepth and the parser's depth check), so hostile
@@ -60,7 +69,7 @@ func Parse(filter bsoncore.Document, opts ParseOptions) (*Matcher, error) {
 	if opts.Collator != nil {
 		setCollator(root, opts.Collator)
 	}
-	return &Matcher{root: root}, nil
+	return &Matcher{root: root, vars: opts.Vars}, nil
 }
 
 // Matches reports whether doc satisfies the filter. Errors come only from $expr evaluation

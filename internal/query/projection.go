@@ -22,6 +22,7 @@ type Projection struct {
 	inclusion bool
 	identity  bool // {} : the document unchanged
 	root      *projNode
+	vars      map[string]bsoncore.Value // the command's let variables (the matcher's)
 }
 
 type projKind int
@@ -82,6 +83,9 @@ func ParseProjection(spec bsoncore.Document, matcher *Matcher) (*Projection, err
 		return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid projection: %v", err)
 	}
 	pr := &Projection{root: &projNode{}}
+	if matcher != nil {
+		pr.vars = matcher.vars
+	}
 	if len(elems) == 0 {
 		pr.identity = true
 		return pr, nil
@@ -278,7 +282,7 @@ func (b *projBuilder) parseExprField(path string, v bsoncore.Value) error {
 	if err := b.setMode(path, modeInclusion, true); err != nil {
 		return err
 	}
-	x, err := expr.Parse(v, &expr.ParseContext{})
+	x, err := expr.Parse(v, varsParseContext(b.pr.vars))
 	if err != nil {
 		return err
 	}
@@ -393,7 +397,7 @@ func (p *Projection) Apply(doc bsoncore.Document, details *MatchDetails, dst []b
 	if p.identity {
 		return append(dst, doc...), nil
 	}
-	a := applier{root: doc, details: details}
+	a := applier{root: doc, details: details, vars: p.vars}
 	if p.inclusion {
 		return a.include(p.root, doc, dst, false)
 	}
@@ -403,6 +407,7 @@ func (p *Projection) Apply(doc bsoncore.Document, details *MatchDetails, dst []b
 type applier struct {
 	root    bsoncore.Document
 	details *MatchDetails
+	vars    map[string]bsoncore.Value
 }
 
 // include projects a document in inclusion mode. posDone is true once the positional index
@@ -435,7 +440,7 @@ func (a *applier) include(n *projNode, doc []byte, dst []byte, posDone bool) ([]
 		}
 		switch {
 		case f.kind == projExpr:
-			val, err := f.expr.Eval(&expr.EvalContext{Root: a.root})
+			val, err := f.expr.Eval(&expr.EvalContext{Root: a.root, Vars: evalVars(a.vars)})
 			if err != nil {
 				return nil, err
 			}

@@ -35,6 +35,10 @@ type Request struct {
 	// parses Filter with AllowExpr and AllowJSONSchema otherwise).
 	Filter  bsoncore.Document
 	Matcher *query.Matcher
+	// Vars are the command's "let" variables (constants), which the filter's $expr and the
+	// projection's expressions may reference as $$name. A Matcher passed in must have
+	// been parsed with them.
+	Vars map[string]bsoncore.Value
 	// Sort is the sort specification ({a: 1, b: -1}, {$natural: 1}, {x: {$meta: ...}}).
 	Sort bsoncore.Document
 	// Projection is the raw projection (nil means the whole document).

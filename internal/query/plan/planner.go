@@ -163,7 +163,7 @@ func (p *prepared) validate(coll *index.Collection, meta *catalog.CollectionMeta
 	if p.matcher == nil || r.Collation != nil {
 		// A matcher parsed by the caller compares strings bytewise: re-parse under the
 		// collation (the collection default may only be known here).
-		po := query.ParseOptions{AllowExpr: true, AllowJSONSchema: true}
+		po := query.ParseOptions{AllowExpr: true, AllowJSONSchema: true, Vars: r.Vars}
 		if r.Collation != nil {
 			po.Collator = r.Collation
 		}
