@@ -191,6 +191,9 @@ func (s *Server) dispatch(ctx context.Context, env *service.Env, cmd bsoncore.Do
 	if roleWCE != nil {
 		wce = roleWCE
 	}
+	if env.CloseConnection {
+		return nil, service.ErrCloseConnection
+	}
 	if closeConnectionAfterCommand.Enabled() && c.Name != "configureFailPoint" {
 		if _, on := closeConnectionAfterCommand.Evaluate(func(data bsoncore.Document) bool {
 			return failCommandApplies(data, env, c, name)
