@@ -2,13 +2,14 @@ package concern
 
 import (
 	"context"
-	"humongo/internal/optime"
+	"fmt"
 	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
+	"humongo/internal/optime"
 	"humongo/internal/storage"
 )
 
@@ -98,6 +99,46 @@ func ParseReadConcern(d bsoncore.Document) (ReadConcern, error) {
 
 // readCommands are the commands whose readConcern is honoured (getMore inherits).
 var readCommands = map[string]bool{"find": true, "aggregate": true, "count": true, "distinct": true}
+
+// snapshotCommands may read at level snapshot outside a transaction besides find, aggregate
+// and distinct (readCommands without count): MongoDB's dbHash (test builds) and explain of
+// those reads.
+var snapshotCommands = map[string]bool{"dbHash": true, "explain": true}
+
+// snapshotOnlyRefused are the commands MongoDB lets read at every level but snapshot ("read
+// concern snapshot not supported"); the others support only local ("read concern not
+// supported": the writes, listDatabases, ...).
+var snapshotOnlyRefused = map[string]bool{"count": true, "listCollections": true, "listIndexes": true}
+
+// refuseSnapshot is service_entry_point_common's read concern support check for readConcern
+// level snapshot outside a transaction: only find, aggregate and distinct (and dbHash) read
+// at a snapshot; any other command (a write, listCollections, ...) fails with InvalidOptions
+// instead of silently reading or writing the latest data. Other levels on commands that
+// ignore them stay accepted, as before.
+func refuseSnapshot(command string, cmd bsoncore.Document) error {
+	if snapshotCommands[command] {
+		return nil
+	}
+	d, ok := lookup(cmd, "readConcern").DocumentOK()
+	if !ok {
+		return nil
+	}
+	if lvl, _ := lookup(d, "level").StringValueOK(); lvl != LevelSnapshot {
+		return nil
+	}
+	reason := "read concern not supported"
+	if snapshotOnlyRefused[command] {
+		reason = "read concern snapshot not supported"
+	}
+	args := `level: "snapshot"`
+	for _, f := range []string{"afterClusterTime", "atClusterTime"} {
+		if t, i, ok := lookup(d, f).TimestampOK(); ok {
+			args += fmt.Sprintf(", %s: Timestamp(%d, %d)", f, t, i)
+		}
+	}
+	return mongoerr.Newf(mongoerr.InvalidOptions, "Command %s does not support { readConcern: { %s, provenance: \"clientSupplied\" } } :: caused by :: %s",
+		command, args, reason)
+}
 
 // OpState is one command's read/write concern state, carried in its context.
 type OpState struct {
@@ -199,7 +240,12 @@ func Begin(ctx context.Context, n Node, command string, cmd bsoncore.Document) (
 		}
 	}
 	if !readCommands[command] {
-		return ctx, s, nil
+		return ctx, s, refuseSnapshot(command, cmd)
+	}
+	if command == "count" {
+		if err := refuseSnapshot(command, cmd); err != nil {
+			return ctx, s, err
+		}
 	}
 	v := lookup(cmd, "readConcern")
 	if v.Type == 0 {
