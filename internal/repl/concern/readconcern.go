@@ -389,13 +389,21 @@ func Finish(ctx context.Context, n Node, s *OpState, reply bsoncore.Document) (b
 	return reply, nil
 }
 
-// addAtClusterTime appends atClusterTime to the reply's cursor document.
+// addAtClusterTime appends atClusterTime to the reply's cursor document, or to the reply
+// itself when it has no cursor (distinct, as distinct.cpp does): drivers take a snapshot
+// session's time from the first read's reply either way.
 func addAtClusterTime(reply bsoncore.Document, ts uint64) bsoncore.Document {
 	elems, err := reply.Elements()
 	if err != nil {
 		return reply
 	}
 	idx, out := bsoncore.AppendDocumentStart(make([]byte, 0, len(reply)+32))
+	if _, ok := reply.Lookup("cursor").DocumentOK(); !ok {
+		out = append(out, reply[4:len(reply)-1]...)
+		out = bsoncore.AppendTimestampElement(out, "atClusterTime", uint32(ts>>32), uint32(ts))
+		out, _ = bsoncore.AppendDocumentEnd(out, idx)
+		return out
+	}
 	for _, e := range elems {
 		cd, ok := e.Value().DocumentOK()
 		if e.Key() != "cursor" || !ok {
