@@ -56,6 +56,7 @@ func NewRegistry() *service.Registry {
 	addCollMod(r)
 	addCollStats(r)
 	addConfigureFailPoint(r)
+	addAPIVersionTestCommands(r)
 	addConnectionStatus(r)
 	addCount(r)
 	addCreate(r)

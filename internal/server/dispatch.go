@@ -140,6 +140,11 @@ func (s *Server) dispatch(ctx context.Context, env *service.Env, cmd bsoncore.Do
 	if c.LocalhostOnly && !env.Conn.Loopback {
 		return nil, mongoerr.Newf(mongoerr.Unauthorized, "%s may only be run from localhost without authentication", name)
 	}
+	// Stable API parameters (initializeAPIParameters): before the command does anything.
+	if err := service.CheckAPIParameters(c, cmd, s.state.Params.Bool("requireApiVersion"),
+		s.state.Params.Bool("acceptApiVersion2"), env.Conn.IsInternal()); err != nil {
+		return nil, err
+	}
 	if v, err := cmd.LookupErr("lsid"); err == nil && s.state.Sessions != nil {
 		k, err := service.ParseLsid(v)
 		if err != nil {
