@@ -49,8 +49,8 @@ var driverSpecsAllowed = map[string]string{
 	"unified-test-format/tests/valid-pass/poc-change-streams.json":                "change streams",
 	// Multi-document transactions are not implemented.
 	"run-command/tests/unified/runCommand.json/attaches_transaction_fields_to_given_command": "transactions",
-	"versioned-api/tests/transaction-handling.json":                                         "transactions",
-	"unified-test-format/tests/valid-pass/poc-transactions.json":                            "transactions",
+	"versioned-api/tests/transaction-handling.json":                                          "transactions",
+	"unified-test-format/tests/valid-pass/poc-transactions.json":                             "transactions",
 	// Time-series collections are not implemented.
 	"collection-management/tests/timeseries-collection.json": "time-series",
 	// The spec data has no command-logging-and-monitoring/tests/logging directory, which the
