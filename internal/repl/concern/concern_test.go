@@ -124,3 +124,26 @@ func TestSnapshotRefusedOutsideReads(t *testing.T) {
 		}
 	}
 }
+
+// $out and $merge refuse read concern linearizable (their supportsReadConcern), with the
+// command-level message; other pipelines and levels pass the check.
+func TestLinearizableWriteStagesRefused(t *testing.T) {
+	n := Node{State: &ServerState{}}
+	lin := bson.E{Key: "readConcern", Value: bson.D{{Key: "level", Value: "linearizable"}}}
+	for _, stage := range []string{"$out", "$merge"} {
+		_, _, err := Begin(context.Background(), n, "aggregate", raw(t, bson.D{{Key: "aggregate", Value: "c"},
+			{Key: "pipeline", Value: bson.A{bson.D{{Key: "$match", Value: bson.D{}}}, bson.D{{Key: stage, Value: "out"}}}}, lin}))
+		me, ok := mongoerr.As(err)
+		want := `Command aggregate does not support { readConcern: { level: "linearizable", provenance: "clientSupplied" } } :: caused by :: ` +
+			stage + " cannot be used with a 'linearizable' read concern level"
+		if !ok || me.Code != mongoerr.InvalidOptions || me.Msg != want {
+			t.Errorf("%s: %v, want %q", stage, err, want)
+		}
+	}
+	// Without a write stage, linearizable reaches the standalone check.
+	_, _, err := Begin(context.Background(), n, "aggregate", raw(t, bson.D{{Key: "aggregate", Value: "c"},
+		{Key: "pipeline", Value: bson.A{bson.D{{Key: "$match", Value: bson.D{}}}}}, lin}))
+	if !mongoerr.Is(err, mongoerr.NotAReplicaSet) {
+		t.Errorf("plain aggregate: %v, want NotAReplicaSet", err)
+	}
+}

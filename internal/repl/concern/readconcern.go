@@ -130,7 +130,14 @@ func refuseSnapshot(command string, cmd bsoncore.Document) error {
 	if snapshotOnlyRefused[command] {
 		reason = "read concern snapshot not supported"
 	}
-	args := `level: "snapshot"`
+	return readConcernNotSupported(command, d, reason)
+}
+
+// readConcernNotSupported is the command-level refusal of a read concern (InvalidOptions
+// "Command <name> does not support <readConcern> :: caused by :: <reason>").
+func readConcernNotSupported(command string, d bsoncore.Document, reason string) error {
+	lvl, _ := lookup(d, "level").StringValueOK()
+	args := fmt.Sprintf("level: %q", lvl)
 	for _, f := range []string{"afterClusterTime", "atClusterTime"} {
 		if t, i, ok := lookup(d, f).TimestampOK(); ok {
 			args += fmt.Sprintf(", %s: Timestamp(%d, %d)", f, t, i)
@@ -138,6 +145,33 @@ func refuseSnapshot(command string, cmd bsoncore.Document) error {
 	}
 	return mongoerr.Newf(mongoerr.InvalidOptions, "Command %s does not support { readConcern: { %s, provenance: \"clientSupplied\" } } :: caused by :: %s",
 		command, args, reason)
+}
+
+// refuseLinearizableWrite refuses an aggregate writing with $out or $merge at read concern
+// linearizable, as those stages' supportsReadConcern do.
+func refuseLinearizableWrite(command string, cmd bsoncore.Document) error {
+	d, ok := lookup(cmd, "readConcern").DocumentOK()
+	if !ok || command != "aggregate" {
+		return nil
+	}
+	if lvl, _ := lookup(d, "level").StringValueOK(); lvl != LevelLinearizable {
+		return nil
+	}
+	arr, ok := lookup(cmd, "pipeline").ArrayOK()
+	if !ok {
+		return nil
+	}
+	vals, _ := arr.Values()
+	for _, v := range vals {
+		st, ok := v.DocumentOK()
+		if !ok {
+			continue
+		}
+		if first, err := st.IndexErr(0); err == nil && (first.Key() == "$out" || first.Key() == "$merge") {
+			return readConcernNotSupported(command, d, first.Key()+" cannot be used with a 'linearizable' read concern level")
+		}
+	}
+	return nil
 }
 
 // OpState is one command's read/write concern state, carried in its context.
@@ -246,6 +280,9 @@ func Begin(ctx context.Context, n Node, command string, cmd bsoncore.Document) (
 		if err := refuseSnapshot(command, cmd); err != nil {
 			return ctx, s, err
 		}
+	}
+	if err := refuseLinearizableWrite(command, cmd); err != nil {
+		return ctx, s, err
 	}
 	v := lookup(cmd, "readConcern")
 	if v.Type == 0 {
