@@ -1,11 +1,14 @@
 package commands_test
 
 import (
+	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"humongo/internal/mongoerr"
 )
@@ -97,4 +100,34 @@ func TestFailGetMoreAfterCursorCheckout(t *testing.T) {
 		t.Errorf("errmsg %q", msg)
 	}
 	wantErrCode(t, r.run(t, "test", getMore), mongoerr.CursorNotFound)
+}
+
+// Search index commands and $listSearchIndexes refuse as MongoDB 7.0 does without Atlas's
+// mongot: a named error mentioning Atlas, not "no such command".
+func TestSearchIndexesNeedAtlas(t *testing.T) {
+	ts := startTestServer(t)
+	run := func(cmd bson.D) mongo.CommandError {
+		t.Helper()
+		err := ts.cl.Database("test").RunCommand(context.Background(), cmd).Err()
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) {
+			t.Fatalf("%v: want a command error, got %v", cmd, err)
+		}
+		return ce
+	}
+	for _, cmd := range []bson.D{
+		{{Key: "createSearchIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{bson.D{{Key: "definition", Value: bson.D{}}}}}},
+		{{Key: "dropSearchIndex", Value: "c"}, {Key: "name", Value: "x"}},
+		{{Key: "updateSearchIndex", Value: "c"}, {Key: "name", Value: "x"}, {Key: "definition", Value: bson.D{}}},
+	} {
+		ce := run(cmd)
+		if ce.Code != int32(mongoerr.CommandNotSupported) || ce.Message != "Search index commands are only supported with Atlas." {
+			t.Errorf("%s: %d %s", cmd[0].Key, ce.Code, ce.Message)
+		}
+	}
+	ce := run(bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$listSearchIndexes", Value: bson.D{}}}}},
+		{Key: "cursor", Value: bson.D{}}})
+	if ce.Code != int32(mongoerr.Location6047401) || ce.Message != "$listSearchIndexes stage is only allowed on MongoDB Atlas" {
+		t.Errorf("$listSearchIndexes: %d %s", ce.Code, ce.Message)
+	}
 }

@@ -57,6 +57,7 @@ func NewRegistry() *service.Registry {
 	addCollStats(r)
 	addConfigureFailPoint(r)
 	addAPIVersionTestCommands(r)
+	addSearchIndexCommands(r)
 	addConnectionStatus(r)
 	addCount(r)
 	addCreate(r)
