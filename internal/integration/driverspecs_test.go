@@ -175,7 +175,11 @@ func failedSpecTests(path string) ([]specFailure, error) {
 		}
 		reason := ""
 		for _, l := range output[name] {
-			if l = strings.TrimSpace(l); strings.Contains(l, "error") || strings.Contains(l, "failed") {
+			l = strings.TrimSpace(l)
+			if strings.HasPrefix(l, "=== ") || strings.HasPrefix(l, "--- ") {
+				continue
+			}
+			if strings.Contains(l, "error") || strings.Contains(l, "failed") {
 				reason = l
 				break
 			}
