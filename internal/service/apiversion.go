@@ -49,8 +49,8 @@ func APIVersionsOf(c *Command) []string {
 // CheckAPIParameters validates cmd's Stable API parameters for command c: their types, the
 // version ("1"; "2" only with acceptApiVersion2), apiStrict (the command, and an aggregate's
 // stages, must be in the version) and apiDeprecationErrors. requireAPIVersion (the
-// requireApiVersion parameter) makes apiVersion mandatory for external clients except on
-// the handshake's hello/isMaster.
+// requireApiVersion parameter) makes apiVersion mandatory for every command of an external
+// client (internal: the connection identified itself as an internal client).
 func CheckAPIParameters(c *Command, cmd bsoncore.Document, requireAPIVersion, acceptV2, internal bool) error {
 	var version string
 	var hasVersion, strict, hasStrict, deprecationErrors, hasDeprecationErrors bool
@@ -79,7 +79,12 @@ func CheckAPIParameters(c *Command, cmd bsoncore.Document, requireAPIVersion, ac
 			deprecationErrors, hasDeprecationErrors = v.Boolean(), true
 		}
 	}
-	if requireAPIVersion && !internal && !hasVersion && c.Name != "hello" && c.Name != "isMaster" {
+	// enforceRequireAPIVersion: internal clients are exempt, and so is a pre-auth hello that
+	// claims to be one ({hello: 1, internalClient: ...}), which is how they identify.
+	if !internal && !c.RequiresAuth && Truthy(cmd.Lookup("internalClient")) {
+		internal = true
+	}
+	if requireAPIVersion && !internal && !hasVersion {
 		return mongoerr.New(mongoerr.Location498870,
 			"The apiVersion parameter is required, please configure your MongoClient's API version")
 	}
