@@ -104,14 +104,13 @@ func TestDriverSpecs(t *testing.T) {
 	})
 }
 
-// runDriverSpecs runs the areas against uri and fails on every failure not allowed.
+// runDriverSpecs runs the areas against uri and fails on every failure not allowed. An area
+// whose runner reported no test at all (it could not start: a harness failure, seen once
+// under load) is run once more on its own, and fails the stage if it again reports nothing.
 func runDriverSpecs(t *testing.T, runSh, root, work, uri string) {
 	out := t.TempDir()
 	start := time.Now()
-	cmd := exec.Command("bash", append([]string{runSh, uri}, driverSpecAreas...)...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "OUT="+out, "DRIVER_SPECS_WORK="+work)
-	summary, err := cmd.CombinedOutput()
+	summary, err := runSpecAreas(runSh, root, work, uri, out, driverSpecAreas)
 	t.Logf("driver specs against %s (%v):\n%s", uri, time.Since(start).Round(time.Second), summary)
 	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 2 {
 		// run.sh could not download the driver module or build its runner (no network).
@@ -119,11 +118,23 @@ func runDriverSpecs(t *testing.T, runSh, root, work, uri string) {
 	}
 	var unexpected, allowed []string
 	for _, area := range driverSpecAreas {
-		fails, err := failedSpecTests(filepath.Join(out, area+".json"))
+		res, err := readSpecResults(filepath.Join(out, area+".json"))
 		if err != nil {
 			t.Fatalf("%s: %v", area, err)
 		}
-		for _, f := range fails {
+		if !res.ranArea(area) {
+			t.Logf("%s: the runner reported no test; its output ends:\n%s", area, tailFile(filepath.Join(out, area+".raw"), 20))
+			again := t.TempDir()
+			summary, _ := runSpecAreas(runSh, root, work, uri, again, []string{area})
+			t.Logf("%s run again: %s", area, summary)
+			if res, err = readSpecResults(filepath.Join(again, area+".json")); err != nil {
+				t.Fatalf("%s: %v", area, err)
+			}
+			if !res.ranArea(area) {
+				t.Errorf("%s: the runner reported no test twice:\n%s", area, tailFile(filepath.Join(again, area+".raw"), 20))
+			}
+		}
+		for _, f := range res.failures() {
 			if why := allowedFailure(f.name); why != "" {
 				allowed = append(allowed, f.name+" ("+why+")")
 			} else {
@@ -137,18 +148,44 @@ func runDriverSpecs(t *testing.T, runSh, root, work, uri string) {
 	}
 }
 
+// runSpecAreas runs run.sh for areas against uri, its per-area output going to out.
+func runSpecAreas(runSh, root, work, uri, out string, areas []string) ([]byte, error) {
+	cmd := exec.Command("bash", append([]string{runSh, uri}, areas...)...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "OUT="+out, "DRIVER_SPECS_WORK="+work)
+	return cmd.CombinedOutput()
+}
+
+// tailFile returns the last n lines of path (or why it cannot).
+func tailFile(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
 type specFailure struct{ name, reason string }
 
-// failedSpecTests reads run.sh's test2json output and returns the failed leaf tests (names
-// without the TestUnifiedSpec/ prefix) with the runner's first error line.
-func failedSpecTests(path string) ([]specFailure, error) {
+// specResults is run.sh's test2json output of one area: each test's outcome and its first
+// lines of output.
+type specResults struct {
+	results map[string]string
+	output  map[string][]string
+}
+
+// readSpecResults reads the test2json file run.sh wrote for an area.
+func readSpecResults(path string) (*specResults, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	result := map[string]string{}
-	output := map[string][]string{}
+	r := &specResults{results: map[string]string{}, output: map[string][]string{}}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
@@ -158,23 +195,36 @@ func failedSpecTests(path string) ([]specFailure, error) {
 		}
 		switch e.Action {
 		case "pass", "fail", "skip":
-			result[e.Test] = e.Action
+			r.results[e.Test] = e.Action
 		case "output":
-			if len(output[e.Test]) < 40 {
-				output[e.Test] = append(output[e.Test], e.Output)
+			if len(r.output[e.Test]) < 40 {
+				r.output[e.Test] = append(r.output[e.Test], e.Output)
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
+	return r, sc.Err()
+}
+
+// ranArea reports whether any test of area ran (passed, failed or was skipped).
+func (r *specResults) ranArea(area string) bool {
+	for name := range r.results {
+		if strings.HasPrefix(name, "TestUnifiedSpec/"+area+"/") {
+			return true
+		}
 	}
+	return false
+}
+
+// failures returns the failed leaf tests (names without the TestUnifiedSpec/ prefix) with
+// the runner's first error line.
+func (r *specResults) failures() []specFailure {
 	var fails []specFailure
-	for name, action := range result {
-		if action != "fail" || hasSubtest(result, name) {
+	for name, action := range r.results {
+		if action != "fail" || hasSubtest(r.results, name) {
 			continue
 		}
 		reason := ""
-		for _, l := range output[name] {
+		for _, l := range r.output[name] {
 			l = strings.TrimSpace(l)
 			if strings.HasPrefix(l, "=== ") || strings.HasPrefix(l, "--- ") {
 				continue
@@ -187,7 +237,7 @@ func failedSpecTests(path string) ([]specFailure, error) {
 		fails = append(fails, specFailure{strings.TrimPrefix(name, "TestUnifiedSpec/"), reason})
 	}
 	sort.Slice(fails, func(i, j int) bool { return fails[i].name < fails[j].name })
-	return fails, nil
+	return fails
 }
 
 func hasSubtest(result map[string]string, name string) bool {
