@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README): unit, property, integration and crash tests with the race
-# detector, then each fuzz target for a bounded time. CI runs this via .ci/run.
+# detector, the e2e clients, the driver spec tests, then each fuzz target for a bounded time. CI
+# runs this via .ci/run.
 #
 #   FUZZTIME=10s scripts/test.sh   # shorter fuzzing for a quick local run
 set -euo pipefail
@@ -14,6 +15,11 @@ go test -race -timeout 20m ./...
 # Real clients against a real humongod: mongosh and the Node driver (npm), pymongo (Debian).
 echo "== e2e"
 bash e2e/run.sh
+
+# The Go driver's own spec tests against a standalone and a replica set (needs
+# ../shared/driver-specs; skipped with a message without it or offline).
+echo "== driver specs"
+bash scripts/driver-specs.sh
 
 # Fuzz targets. The storage-engine issue requires 60 s each for KeyString decode and raw BSON
 # access; the wire framing gets the same. The rest get a shorter run (FUZZTIME_SHORT) to keep

@@ -251,6 +251,10 @@ func parseStages(pipeline []bsoncore.Document, p *pctx) ([]stage, error) {
 		}
 		name := els[0].Key()
 		parser, ok := stageParsers[name]
+		if !ok && name == "$listSearchIndexes" {
+			// Search indexes live in Atlas's mongot: MongoDB 7.0 without it refuses the stage so.
+			return nil, mongoerr.New(mongoerr.Location6047401, "$listSearchIndexes stage is only allowed on MongoDB Atlas")
+		}
 		if !ok {
 			return nil, mongoerr.Newf(mongoerr.Location40324, "Unrecognized pipeline stage name: '%s'", name)
 		}

@@ -193,6 +193,13 @@ func needsIDIndex(ns string, opts bsoncore.Document) bool {
 	return true
 }
 
+// appendSpecElement returns a copy of spec with key: v appended.
+func appendSpecElement(spec bsoncore.Document, key string, v bsoncore.Value) bsoncore.Document {
+	out := bsoncore.AppendValueElement(append([]byte(nil), spec[:len(spec)-1]...), key, v)
+	out = append(out, 0)
+	return bsoncore.UpdateLength(out, 0, int32(len(out)))
+}
+
 var idIndexSpec = func() bsoncore.Document {
 	idx, dst := bsoncore.AppendDocumentStart(nil)
 	dst = bsoncore.AppendInt32Element(dst, "v", 2)
@@ -244,15 +251,21 @@ func (c *Catalog) CreateCollection(ru *storage.RecoveryUnit, ns string, options 
 	if m.Ident, err = c.createIdent(st, "collection", ns); err != nil {
 		return nil, err
 	}
-	if needsIDIndex(ns, options) {
+	// A clustered collection's record store is keyed by RecordId, so it too gets a unique _id
+	// index, which enforces the cluster key and serves _id lookups (listIndexes shows it as
+	// the clustered index). It is made here, with the collection, so that every member
+	// applying the create entry builds the same catalog as the primary.
+	if needsIDIndex(ns, options) || m.Clustered {
 		ix := IndexMeta{Ready: true}
 		spec := idIndexSpec
 		if coll, err := options.LookupErr("collation"); err == nil && coll.Type == bsoncore.TypeEmbeddedDocument {
 			// The _id index inherits the collection's default collation, as in MongoDB.
-			spec = bsoncore.Document(bsoncore.AppendValueElement(idIndexSpec[:len(idIndexSpec)-1:len(idIndexSpec)-1],
-				"collation", coll))
-			spec = append(spec, 0)
-			spec = bsoncore.UpdateLength(spec, 0, int32(len(spec)))
+			spec = appendSpecElement(spec, "collation", coll)
+		}
+		if exp, err := options.LookupErr("expireAfterSeconds"); err == nil && m.Clustered {
+			// A clustered collection's TTL expires documents by their _id date: the index
+			// package's TTL monitor reads it from the _id index.
+			spec = appendSpecElement(spec, "expireAfterSeconds", exp)
 		}
 		if err := decodeIndexSpec(&ix, spec); err != nil {
 			return nil, err

@@ -80,19 +80,14 @@ func runCreate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 }
 
 // ddlCreateCollection creates ns with normalised options inside op's open unit. Clustered
-// collections get the catalog entry with their clusteredIndex option and, because the record
-// store is keyed by RecordId rather than by _id, a regular unique _id index that enforces the
-// cluster key's uniqueness and serves _id lookups (listIndexes shows it as the clustered
-// index).
+// collections get the catalog entry with their clusteredIndex option and (from the catalog,
+// so that secondaries applying the create get it too) a regular unique _id index that
+// enforces the cluster key's uniqueness and serves _id lookups (listIndexes shows it as the
+// clustered index).
 func ddlCreateCollection(op *operation.Context, ns string, opts bsoncore.Document) error {
 	m, err := op.DB.Catalog.CreateCollection(op.RU, ns, opts)
 	if err != nil {
 		return err
-	}
-	if m.Clustered {
-		if _, err := op.DB.Catalog.AddIndex(op.RU, ns, ddlClusteredIDSpec(opts), true, nil); err != nil {
-			return err
-		}
 	}
 	return op.LogCreate(m)
 }

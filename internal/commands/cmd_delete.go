@@ -143,7 +143,7 @@ func runDelete(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 	if err != nil {
 		return nil, err
 	}
-	defer rc.End()
+	defer retryEnd(env, rc)
 
 	op := db.NewOp(ctx)
 	defer op.Close()

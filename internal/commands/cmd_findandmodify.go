@@ -174,7 +174,7 @@ func runFindAndModify(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 	if err != nil {
 		return nil, err
 	}
-	defer rc.End()
+	defer retryEnd(env, rc)
 	rs := rc.Stmt(0, false)
 	rs.SetImageKind(retryable.ImageKindFor(r.remove, r.returnNew))
 	replay, err := retryReplayFam(ctx, rs, r.remove, r.returnNew)

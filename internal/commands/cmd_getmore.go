@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/cursor"
+	"humongo/internal/failpoint"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 )
@@ -23,6 +24,10 @@ func addGetMore(r *service.Registry) {
 
 // getMoreAwaitDefault is how long an awaitData getMore waits without maxTimeMS.
 const getMoreAwaitDefault = time.Second
+
+// failGetMoreAfterCursorCheckout is MongoDB's fail point of that name: a getMore fails with
+// the data's errorCode once it has checked its cursor out (drivers' change-stream resume tests).
+var failGetMoreAfterCursorCheckout = failpoint.Register("failGetMoreAfterCursorCheckout")
 
 func runGetMore(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	const name = "getMore"
@@ -71,6 +76,16 @@ func runGetMore(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 	if lookup(cmd, "maxTimeMS").Type != 0 && !c.AwaitData {
 		m.Unpin(c, false)
 		return nil, mongoerr.New(mongoerr.BadValue, "cannot set maxTimeMS on getMore command for a non-awaitData cursor")
+	}
+	if data, on := failGetMoreAfterCursorCheckout.Evaluate(nil); on {
+		// As getmore_cmd.cpp: the error (InternalError without errorCode) is raised with the
+		// cursor pinned, which kills it.
+		code, ok := lookup(data, "errorCode").AsInt64OK()
+		if !ok {
+			code = int64(mongoerr.InternalError)
+		}
+		m.Unpin(c, true)
+		return nil, mongoerr.New(mongoerr.Code(code), "Hit the 'failGetMoreAfterCursorCheckout' failpoint")
 	}
 	b, exhausted, err := getMoreBatch(ctx, env, c, count)
 	if err == nil && c.Killed() {

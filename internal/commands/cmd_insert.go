@@ -82,7 +82,7 @@ func runInsert(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 	if err != nil {
 		return nil, err
 	}
-	defer rc.End()
+	defer retryEnd(env, rc)
 
 	op := db.NewOp(ctx)
 	defer op.Close()

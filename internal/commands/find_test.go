@@ -407,6 +407,12 @@ func TestFindSortSemanticsAndProjection(t *testing.T) {
 	if d := r.Lookup("cursor", "firstBatch", "0").Document(); d.String() != `{"_id": {"$numberInt":"2"}}` {
 		t.Fatalf("returnKey: %s", d)
 	}
+	// returnKey drops the record id, so showRecordId adds nothing (ReturnKeyStage).
+	r = e.must(bson.D{{Key: "find", Value: "s"}, {Key: "returnKey", Value: true}, {Key: "showRecordId", Value: true},
+		{Key: "filter", Value: bson.D{{Key: "_id", Value: 2}}}})
+	if d := r.Lookup("cursor", "firstBatch", "0").Document(); d.String() != `{"_id": {"$numberInt":"2"}}` {
+		t.Fatalf("returnKey with showRecordId: %s", d)
+	}
 	// count and distinct.
 	r = e.must(bson.D{{Key: "count", Value: "s"}})
 	if r.Lookup("n").Type != bson.TypeInt32 || r.Lookup("n").Int32() != 4 {

@@ -57,6 +57,8 @@ func NewRegistry() *service.Registry {
 	addCollMod(r)
 	addCollStats(r)
 	addConfigureFailPoint(r)
+	addAPIVersionTestCommands(r)
+	addSearchIndexCommands(r)
 	addConnectionStatus(r)
 	addCount(r)
 	addCreate(r)

@@ -52,6 +52,15 @@ func retryBegin(ctx context.Context, env *service.Env, cmd bsoncore.Document) (*
 	return retryable.Begin(ctx, db, key, txn, env.State.Repl.Term)
 }
 
+// retryEnd checks a retryable write's session back in and passes on a fail point's request
+// to close the client's connection (onPrimaryTransactionalWrite) to the server.
+func retryEnd(env *service.Env, rc *retryable.Txn) {
+	if rc.CloseRequested() {
+		env.CloseConnection = true
+	}
+	rc.End()
+}
+
 // replayUpdate rebuilds the result of an update statement that already ran: an insert
 // entry is an upsert, an update entry one modified document.
 func retryReplayUpdate(ctx context.Context, s *retryable.Stmt) (writeUpdateResult, bool, error) {

@@ -270,6 +270,16 @@ func TestReadConcernReplicaSet(t *testing.T) {
 	if err != nil || count(r) != 1 {
 		t.Fatalf("aggregate atClusterTime: %v %v", r, err)
 	}
+	// distinct at snapshot reports the time it read at in the reply (no cursor): a driver's
+	// snapshot session takes its time from there.
+	r, err = run(bson.D{{Key: "distinct", Value: "c"}, {Key: "key", Value: "_id"},
+		{Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}}}})
+	if err != nil {
+		t.Fatalf("distinct snapshot: %v", err)
+	}
+	if _, _, ok := r.Lookup("atClusterTime").TimestampOK(); !ok {
+		t.Fatalf("distinct snapshot without atClusterTime: %v", r)
+	}
 	// $clusterTime gossip: a reply's cluster time is at least what the client sent.
 	if _, _, ok := r.Lookup("$clusterTime", "clusterTime").TimestampOK(); !ok {
 		t.Errorf("aggregate reply without $clusterTime: %v", r)

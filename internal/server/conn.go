@@ -121,10 +121,10 @@ func (s *Server) answerBadMessage(c *conn, m *wire.Message, err error) bool {
 		if m.Msg.MoreToCome() {
 			return false
 		}
-		return c.w.WriteMsg(s.nextRequestID(), m.Header.RequestID, 0, errorReply(err, nil, nil), m.Compressor) != nil
+		return c.w.WriteMsg(s.nextRequestID(), m.Header.RequestID, 0, errorReply(err, nil, topology{}), m.Compressor) != nil
 	case m.OpCode == wire.OpQuery:
 		return c.w.WriteReply(s.nextRequestID(), m.Header.RequestID, wire.ReplyAwaitCapable,
-			errorReply(err, nil, nil), m.Compressor) != nil
+			errorReply(err, nil, topology{}), m.Compressor) != nil
 	}
 	return true
 }
@@ -150,7 +150,7 @@ func (s *Server) handleMsg(ctx context.Context, c *conn, m *wire.Message) bool {
 	cmd, err := m.Msg.Command()
 	var res result
 	if err != nil {
-		res = result{reply: errorReply(err, nil, nil), err: err}
+		res = result{reply: errorReply(err, nil, topology{}), err: err}
 	} else {
 		res = s.runWatched(ctx, c, cmd, false, m.Msg.ExhaustAllowed() && !moreToCome)
 	}
@@ -226,7 +226,7 @@ func (s *Server) handleQuery(ctx context.Context, c *conn, m *wire.Message) bool
 		_, err := q.Command()
 		reply, flags = legacyFailure(err), wire.ReplyQueryFailure
 	} else if cmd, err := q.Command(); err != nil {
-		reply = errorReply(err, nil, nil)
+		reply = errorReply(err, nil, topology{})
 	} else {
 		res := s.runWatched(ctx, c, cmd, true, false)
 		if res.closeConn {

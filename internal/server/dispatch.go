@@ -52,7 +52,7 @@ func (s *Server) runCommand(ctx context.Context, c *service.Conn, cmd bsoncore.D
 	}
 	var res result
 	if err != nil {
-		res = result{reply: errorReply(err, cmd, s.topologyVersion()), err: err}
+		res = result{reply: errorReply(err, cmd, s.topology()), err: err}
 	} else {
 		res = result{reply: reply, exhaust: env.Exhaust}
 	}
@@ -140,6 +140,11 @@ func (s *Server) dispatch(ctx context.Context, env *service.Env, cmd bsoncore.Do
 	if c.LocalhostOnly && !env.Conn.Loopback {
 		return nil, mongoerr.Newf(mongoerr.Unauthorized, "%s may only be run from localhost without authentication", name)
 	}
+	// Stable API parameters (initializeAPIParameters): before the command does anything.
+	if err := service.CheckAPIParameters(c, cmd, s.state.Params.Bool("requireApiVersion"),
+		s.state.Params.Bool("acceptApiVersion2"), env.Conn.IsInternal()); err != nil {
+		return nil, err
+	}
 	if v, err := cmd.LookupErr("lsid"); err == nil && s.state.Sessions != nil {
 		k, err := service.ParseLsid(v)
 		if err != nil {
@@ -169,7 +174,7 @@ func (s *Server) dispatch(ctx context.Context, env *service.Env, cmd bsoncore.Do
 	defer s.state.Clients.EndOp(op)
 	env.Op = op
 
-	wce, err := s.evalFailCommand(ctx, env, c, name)
+	wce, fcLabels, err := s.evalFailCommand(ctx, env, c, name)
 	if err != nil {
 		return nil, err
 	}
@@ -191,6 +196,9 @@ func (s *Server) dispatch(ctx context.Context, env *service.Env, cmd bsoncore.Do
 	if roleWCE != nil {
 		wce = roleWCE
 	}
+	if env.CloseConnection {
+		return nil, service.ErrCloseConnection
+	}
 	if closeConnectionAfterCommand.Enabled() && c.Name != "configureFailPoint" {
 		if _, on := closeConnectionAfterCommand.Evaluate(func(data bsoncore.Document) bool {
 			return failCommandApplies(data, env, c, name)
@@ -206,7 +214,13 @@ func (s *Server) dispatch(ctx context.Context, env *service.Env, cmd bsoncore.Do
 		}
 		return nil, err
 	}
-	return finishReply(reply, wce, wceLabels(cmd, wce)), nil
+	labels := wceLabels(cmd, wce)
+	if fcLabels != nil {
+		// failCommand's errorLabels replace the server's own, at the top level of the
+		// reply as mongod's errorLabelsOverride does (never inside writeConcernError).
+		labels = fcLabels
+	}
+	return finishReply(reply, wce, labels), nil
 }
 
 // wceLabels are the top-level errorLabels of a reply carrying writeConcernError wce: a
@@ -214,12 +228,9 @@ func (s *Server) dispatch(ctx context.Context, env *service.Env, cmd bsoncore.Do
 // while it waited, 11602) is labelled RetryableWriteError, as mongod's getErrorLabels does.
 // Drivers on wire version ≥ 9 retry on the label alone, so without it such a write fails to
 // the application although a retry would succeed. A writeConcernError that already carries
-// its own labels (failCommand) keeps them there.
+// failCommand's errorLabels, when given, replace these (dispatch).
 func wceLabels(cmd, wce bsoncore.Document) []string {
 	if wce == nil {
-		return nil
-	}
-	if _, err := wce.LookupErr("errorLabels"); err == nil {
 		return nil
 	}
 	code, ok := wce.Lookup("code").AsInt64OK()
@@ -264,7 +275,7 @@ func unsupportedOpQuery(name string) error {
 // errorReply is the error boundary: {ok: 0, errmsg, code, codeName, errorLabels?, <info>}.
 // Errors without a MongoDB code become InternalError. cmd (may be nil) decides the
 // retryable-write and transaction labels.
-func errorReply(err error, cmd bsoncore.Document, tv bsoncore.Document) bsoncore.Document {
+func errorReply(err error, cmd bsoncore.Document, topo topology) bsoncore.Document {
 	me, ok := mongoerr.As(err)
 	if !ok {
 		switch {
@@ -297,25 +308,40 @@ func errorReply(err error, cmd bsoncore.Document, tv bsoncore.Document) bsoncore
 		}
 		b, _ = bsoncore.AppendArrayEnd(b2, ai)
 	}
-	// Not-primary and shutdown errors carry the topologyVersion so drivers can tell a stale
-	// error from a real state change and keep the server selectable (SDAM error handling).
-	// During a real shutdown it is left out, so drivers do mark the server unknown.
-	if tv != nil && (mongoerr.IsNotPrimaryError(me.Code) || mongoerr.IsShutdownError(me.Code)) {
-		b = bsoncore.AppendDocumentElement(b, "topologyVersion", tv)
+	// Not-primary errors carry the topologyVersion so drivers can tell a stale error from a
+	// real state change (SDAM error handling). Shutdown errors carry it only while the server
+	// really shuts down, as mongod's appendErrorLabelsAndTopologyVersion does (quiesce mode):
+	// a ShutdownInProgress without one (failCommand's, say) makes drivers clear their pool.
+	if topo.version != nil && (mongoerr.IsNotPrimaryError(me.Code) ||
+		(topo.shuttingDown && mongoerr.IsShutdownError(me.Code))) {
+		b = bsoncore.AppendDocumentElement(b, "topologyVersion", topo.version)
 	}
 	b = appendInfo(b, me.Info)
 	b, _ = bsoncore.AppendDocumentEnd(b, idx)
 	return b
 }
 
-// topologyVersion is this server's {processId, counter}, or nil while shutting down.
-func (s *Server) topologyVersion() bsoncore.Document {
-	if s.isClosing() {
-		return nil
-	}
+// topology is what an error reply needs to decide its topologyVersion.
+type topology struct {
+	version      bsoncore.Document // {processId, counter}
+	shuttingDown bool
+}
+
+// topology returns this server's topologyVersion and whether it is shutting down. Entering
+// shutdown is a topology change (mongod's quiesce mode increments the counter), so while
+// shutting down the counter reads one higher: drivers then take the error as newer than
+// what they know and mark the server unknown instead of discarding the error as stale.
+func (s *Server) topology() topology {
+	closing := s.isClosing()
 	counter := s.role.TopologyVersion()
-	return bsoncore.NewDocumentBuilder().AppendObjectID("processId", s.state.ProcessID).
-		AppendInt64("counter", counter).Build()
+	if closing {
+		counter++
+	}
+	return topology{
+		version: bsoncore.NewDocumentBuilder().AppendObjectID("processId", s.state.ProcessID).
+			AppendInt64("counter", counter).Build(),
+		shuttingDown: closing,
+	}
 }
 
 // appendInfo appends an error's extra reply fields: a raw document's elements, or any value
@@ -385,26 +411,27 @@ func errorLabelsFor(cmd bsoncore.Document, code mongoerr.Code) []string {
 
 // evalFailCommand applies the failCommand fail point to this command: it may close the
 // connection, block, fail the command with a code, or return a writeConcernError to attach
-// to a successful reply.
-func (s *Server) evalFailCommand(ctx context.Context, env *service.Env, c *service.Command, name string) (bsoncore.Document, error) {
+// to a successful reply, with the errorLabels that replace the reply's own (non-nil, maybe
+// empty, when the fail point's data lists errorLabels).
+func (s *Server) evalFailCommand(ctx context.Context, env *service.Env, c *service.Command, name string) (wce bsoncore.Document, labels []string, err error) {
 	fp := failCommand
 	if !fp.Enabled() {
-		return nil, nil
+		return nil, nil, nil
 	}
 	// configureFailPoint must stay usable to turn the fail point off again.
 	if c.Name == "configureFailPoint" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	data, ok := fp.Evaluate(func(data bsoncore.Document) bool {
 		return failCommandApplies(data, env, c, name)
 	})
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if truthy(data, "closeConnection") {
 		s.log.Info("Failing command via 'failCommand' failpoint: closing connection",
 			logv2.C(logv2.Command), logv2.ID(4721400), logv2.Ctx(env.Conn.Desc()), "command", name)
-		return nil, service.ErrCloseConnection
+		return nil, nil, service.ErrCloseConnection
 	}
 	if truthy(data, "blockConnection") {
 		ms, _ := lookupNumber(data, "blockTimeMS")
@@ -413,10 +440,9 @@ func (s *Server) evalFailCommand(ctx context.Context, env *service.Env, c *servi
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, context.Cause(ctx)
+			return nil, nil, context.Cause(ctx)
 		}
 	}
-	var labels []string
 	hasLabels := false
 	if v, err := data.LookupErr("errorLabels"); err == nil {
 		if arr, ok := v.ArrayOK(); ok {
@@ -440,18 +466,14 @@ func (s *Server) evalFailCommand(ctx context.Context, env *service.Env, c *servi
 				e.Info = d
 			}
 		}
-		return nil, e
+		return nil, nil, e
 	}
 	if v, err := data.LookupErr("writeConcernError"); err == nil {
 		if d, ok := v.DocumentOK(); ok {
-			if hasLabels {
-				// Labels for a writeConcernError travel inside it, as mongod places them.
-				d = withLabels(d, labels)
-			}
-			return d, nil
+			return d, labels, nil
 		}
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // failCommandApplies is failCommand's predicate: the command is listed in failCommands, the
@@ -481,23 +503,6 @@ func failCommandApplies(data bsoncore.Document, env *service.Env, c *service.Com
 		}
 	}
 	return false
-}
-
-func withLabels(d bsoncore.Document, labels []string) bsoncore.Document {
-	elems, _ := d.Elements()
-	idx, b := bsoncore.AppendDocumentStart(nil)
-	for _, e := range elems {
-		if e.Key() != "errorLabels" {
-			b = append(b, e...)
-		}
-	}
-	ai, b := bsoncore.AppendArrayElementStart(b, "errorLabels")
-	for i, l := range labels {
-		b = bsoncore.AppendStringElement(b, itoa(i), l)
-	}
-	b, _ = bsoncore.AppendArrayEnd(b, ai)
-	b, _ = bsoncore.AppendDocumentEnd(b, idx)
-	return b
 }
 
 func truthy(d bsoncore.Document, key string) bool {

@@ -22,4 +22,8 @@ type Env struct {
 	// run leaves Exhaust false, fails, or the connection closes. Awaitable hello uses this; a
 	// getMore on an exhaust cursor will too.
 	Exhaust bool
+	// CloseConnection may be set by a handler to make the server close the connection once
+	// the command has run, without replying (the onPrimaryTransactionalWrite fail point: the
+	// write commits but the client never learns it).
+	CloseConnection bool
 }

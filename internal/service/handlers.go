@@ -166,8 +166,8 @@ func runListCommands(_ context.Context, env *Env, _ bsoncore.Document) (bsoncore
 		b2 = bsoncore.AppendBooleanElement(b2, "requiresAuth", c.RequiresAuth)
 		b2 = bsoncore.AppendBooleanElement(b2, "secondaryOk", c.SecondaryOk)
 		b2 = bsoncore.AppendBooleanElement(b2, "adminOnly", c.AdminOnly)
-		b2 = appendStrings(b2, "apiVersions", nil)
-		b2 = appendStrings(b2, "deprecatedApiVersions", nil)
+		b2 = appendStrings(b2, "apiVersions", APIVersionsOf(c))
+		b2 = appendStrings(b2, "deprecatedApiVersions", c.DeprecatedAPIVersions)
 		b, _ = bsoncore.AppendDocumentEnd(b2, di)
 	}
 	b, _ = bsoncore.AppendDocumentEnd(b, ci)

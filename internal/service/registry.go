@@ -46,6 +46,10 @@ type Command struct {
 	LocalhostOnly bool
 	// Counter is the opcounters field this command increments ("command" when empty).
 	Counter string
+	// APIVersions are the Stable API versions the command is in; nil means by name
+	// (APIVersionsOf: the API Version 1 commands). DeprecatedAPIVersions are those it is
+	// deprecated in (apiDeprecationErrors).
+	APIVersions, DeprecatedAPIVersions []string
 }
 
 // SecondaryAllowed is MongoDB's Command::AllowedOnSecondary: whether a replica-set member

@@ -96,7 +96,8 @@ func (b *builder) build(env *execEnv) (stage, string) {
 	switch {
 	case r.ForWrite || r.CountOnly:
 	case r.ReturnKey:
-		root = &projStage{oneChild: oneChild{child: root}, kind: projReturnKey, showRID: r.ShowRecordID}
+		// MongoDB's ReturnKeyStage clears the record id: showRecordId adds nothing then.
+		root = &projStage{oneChild: oneChild{child: root}, kind: projReturnKey}
 	case covered:
 		ps := &projStage{oneChild: oneChild{child: root}, kind: projCovered, spec: r.Projection}
 		if p.projID {

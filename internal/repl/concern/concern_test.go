@@ -86,9 +86,64 @@ func TestBeginStandalone(t *testing.T) {
 	if !mongoerr.Is(err, mongoerr.NotAReplicaSet) {
 		t.Fatalf("snapshot on a standalone: %v, want NotAReplicaSet", err)
 	}
-	// Commands without read concern support ignore readConcern.
+	// Commands without read concern support ignore levels other than snapshot.
 	if _, _, err := Begin(context.Background(), n, "insert", raw(t, bson.D{{Key: "insert", Value: "c"},
-		{Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}}}})); err != nil {
+		{Key: "readConcern", Value: bson.D{{Key: "level", Value: "majority"}}}})); err != nil {
 		t.Fatalf("insert with readConcern: %v", err)
+	}
+}
+
+// Level snapshot outside a transaction is for find, aggregate and distinct only: writes and
+// the list commands fail with InvalidOptions and MongoDB's message (the driver sessions
+// spec's snapshot-sessions-unsupported-ops), on a standalone as on a replica set.
+func TestSnapshotRefusedOutsideReads(t *testing.T) {
+	n := Node{State: &ServerState{}}
+	snap := bson.E{Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}}}
+	for _, tc := range []struct{ command, reason string }{
+		{"insert", "read concern not supported"},
+		{"update", "read concern not supported"},
+		{"delete", "read concern not supported"},
+		{"findAndModify", "read concern not supported"},
+		{"listDatabases", "read concern not supported"},
+		{"listCollections", "read concern snapshot not supported"},
+		{"listIndexes", "read concern snapshot not supported"},
+		{"count", "read concern snapshot not supported"},
+	} {
+		_, _, err := Begin(context.Background(), n, tc.command, raw(t, bson.D{{Key: tc.command, Value: "c"}, snap}))
+		me, ok := mongoerr.As(err)
+		want := "Command " + tc.command + ` does not support { readConcern: { level: "snapshot", provenance: "clientSupplied" } } :: caused by :: ` + tc.reason
+		if !ok || me.Code != mongoerr.InvalidOptions || me.Msg != want {
+			t.Errorf("%s: %v, want InvalidOptions %q", tc.command, err, want)
+		}
+	}
+	// The reads that support it get past the support check (a standalone then refuses it).
+	for _, c := range []string{"find", "aggregate", "distinct"} {
+		_, _, err := Begin(context.Background(), n, c, raw(t, bson.D{{Key: c, Value: "c"}, snap}))
+		if !mongoerr.Is(err, mongoerr.NotAReplicaSet) {
+			t.Errorf("%s: %v, want NotAReplicaSet", c, err)
+		}
+	}
+}
+
+// $out and $merge refuse read concern linearizable (their supportsReadConcern), with the
+// command-level message; other pipelines and levels pass the check.
+func TestLinearizableWriteStagesRefused(t *testing.T) {
+	n := Node{State: &ServerState{}}
+	lin := bson.E{Key: "readConcern", Value: bson.D{{Key: "level", Value: "linearizable"}}}
+	for _, stage := range []string{"$out", "$merge"} {
+		_, _, err := Begin(context.Background(), n, "aggregate", raw(t, bson.D{{Key: "aggregate", Value: "c"},
+			{Key: "pipeline", Value: bson.A{bson.D{{Key: "$match", Value: bson.D{}}}, bson.D{{Key: stage, Value: "out"}}}}, lin}))
+		me, ok := mongoerr.As(err)
+		want := `Command aggregate does not support { readConcern: { level: "linearizable", provenance: "clientSupplied" } } :: caused by :: ` +
+			stage + " cannot be used with a 'linearizable' read concern level"
+		if !ok || me.Code != mongoerr.InvalidOptions || me.Msg != want {
+			t.Errorf("%s: %v, want %q", stage, err, want)
+		}
+	}
+	// Without a write stage, linearizable reaches the standalone check.
+	_, _, err := Begin(context.Background(), n, "aggregate", raw(t, bson.D{{Key: "aggregate", Value: "c"},
+		{Key: "pipeline", Value: bson.A{bson.D{{Key: "$match", Value: bson.D{}}}}}, lin}))
+	if !mongoerr.Is(err, mongoerr.NotAReplicaSet) {
+		t.Errorf("plain aggregate: %v, want NotAReplicaSet", err)
 	}
 }

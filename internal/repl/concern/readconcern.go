@@ -2,13 +2,14 @@ package concern
 
 import (
 	"context"
-	"humongo/internal/optime"
+	"fmt"
 	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
+	"humongo/internal/optime"
 	"humongo/internal/storage"
 )
 
@@ -98,6 +99,80 @@ func ParseReadConcern(d bsoncore.Document) (ReadConcern, error) {
 
 // readCommands are the commands whose readConcern is honoured (getMore inherits).
 var readCommands = map[string]bool{"find": true, "aggregate": true, "count": true, "distinct": true}
+
+// snapshotCommands may read at level snapshot outside a transaction besides find, aggregate
+// and distinct (readCommands without count): MongoDB's dbHash (test builds) and explain of
+// those reads.
+var snapshotCommands = map[string]bool{"dbHash": true, "explain": true}
+
+// snapshotOnlyRefused are the commands MongoDB lets read at every level but snapshot ("read
+// concern snapshot not supported"); the others support only local ("read concern not
+// supported": the writes, listDatabases, ...).
+var snapshotOnlyRefused = map[string]bool{"count": true, "listCollections": true, "listIndexes": true}
+
+// refuseSnapshot is service_entry_point_common's read concern support check for readConcern
+// level snapshot outside a transaction: only find, aggregate and distinct (and dbHash) read
+// at a snapshot; any other command (a write, listCollections, ...) fails with InvalidOptions
+// instead of silently reading or writing the latest data. Other levels on commands that
+// ignore them stay accepted, as before.
+func refuseSnapshot(command string, cmd bsoncore.Document) error {
+	if snapshotCommands[command] {
+		return nil
+	}
+	d, ok := lookup(cmd, "readConcern").DocumentOK()
+	if !ok {
+		return nil
+	}
+	if lvl, _ := lookup(d, "level").StringValueOK(); lvl != LevelSnapshot {
+		return nil
+	}
+	reason := "read concern not supported"
+	if snapshotOnlyRefused[command] {
+		reason = "read concern snapshot not supported"
+	}
+	return readConcernNotSupported(command, d, reason)
+}
+
+// readConcernNotSupported is the command-level refusal of a read concern (InvalidOptions
+// "Command <name> does not support <readConcern> :: caused by :: <reason>").
+func readConcernNotSupported(command string, d bsoncore.Document, reason string) error {
+	lvl, _ := lookup(d, "level").StringValueOK()
+	args := fmt.Sprintf("level: %q", lvl)
+	for _, f := range []string{"afterClusterTime", "atClusterTime"} {
+		if t, i, ok := lookup(d, f).TimestampOK(); ok {
+			args += fmt.Sprintf(", %s: Timestamp(%d, %d)", f, t, i)
+		}
+	}
+	return mongoerr.Newf(mongoerr.InvalidOptions, "Command %s does not support { readConcern: { %s, provenance: \"clientSupplied\" } } :: caused by :: %s",
+		command, args, reason)
+}
+
+// refuseLinearizableWrite refuses an aggregate writing with $out or $merge at read concern
+// linearizable, as those stages' supportsReadConcern do.
+func refuseLinearizableWrite(command string, cmd bsoncore.Document) error {
+	d, ok := lookup(cmd, "readConcern").DocumentOK()
+	if !ok || command != "aggregate" {
+		return nil
+	}
+	if lvl, _ := lookup(d, "level").StringValueOK(); lvl != LevelLinearizable {
+		return nil
+	}
+	arr, ok := lookup(cmd, "pipeline").ArrayOK()
+	if !ok {
+		return nil
+	}
+	vals, _ := arr.Values()
+	for _, v := range vals {
+		st, ok := v.DocumentOK()
+		if !ok {
+			continue
+		}
+		if first, err := st.IndexErr(0); err == nil && (first.Key() == "$out" || first.Key() == "$merge") {
+			return readConcernNotSupported(command, d, first.Key()+" cannot be used with a 'linearizable' read concern level")
+		}
+	}
+	return nil
+}
 
 // OpState is one command's read/write concern state, carried in its context.
 type OpState struct {
@@ -199,7 +274,15 @@ func Begin(ctx context.Context, n Node, command string, cmd bsoncore.Document) (
 		}
 	}
 	if !readCommands[command] {
-		return ctx, s, nil
+		return ctx, s, refuseSnapshot(command, cmd)
+	}
+	if command == "count" {
+		if err := refuseSnapshot(command, cmd); err != nil {
+			return ctx, s, err
+		}
+	}
+	if err := refuseLinearizableWrite(command, cmd); err != nil {
+		return ctx, s, err
 	}
 	v := lookup(cmd, "readConcern")
 	if v.Type == 0 {
@@ -343,13 +426,21 @@ func Finish(ctx context.Context, n Node, s *OpState, reply bsoncore.Document) (b
 	return reply, nil
 }
 
-// addAtClusterTime appends atClusterTime to the reply's cursor document.
+// addAtClusterTime appends atClusterTime to the reply's cursor document, or to the reply
+// itself when it has no cursor (distinct, as distinct.cpp does): drivers take a snapshot
+// session's time from the first read's reply either way.
 func addAtClusterTime(reply bsoncore.Document, ts uint64) bsoncore.Document {
 	elems, err := reply.Elements()
 	if err != nil {
 		return reply
 	}
 	idx, out := bsoncore.AppendDocumentStart(make([]byte, 0, len(reply)+32))
+	if _, ok := reply.Lookup("cursor").DocumentOK(); !ok {
+		out = append(out, reply[4:len(reply)-1]...)
+		out = bsoncore.AppendTimestampElement(out, "atClusterTime", uint32(ts>>32), uint32(ts))
+		out, _ = bsoncore.AppendDocumentEnd(out, idx)
+		return out
+	}
 	for _, e := range elems {
 		cd, ok := e.Value().DocumentOK()
 		if e.Key() != "cursor" || !ok {

@@ -126,7 +126,8 @@ func (s *Syncer) cloneCollection(ctx context.Context, coll *mongo.Collection, ns
 	var specs []bsoncore.Document
 	for icur.Next(ctx) {
 		name, _ := icur.Current.Lookup("name").StringValueOK()
-		if name == catalog.IDIndexName {
+		if clustered, _ := icur.Current.Lookup("clustered").BooleanOK(); name == catalog.IDIndexName || clustered {
+			// The _id index (a clustered collection's too) comes with the collection.
 			continue
 		}
 		specs = append(specs, bsoncore.Document(append([]byte(nil), icur.Current...)))

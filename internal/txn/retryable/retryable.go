@@ -28,15 +28,17 @@ package retryable
 import (
 	"context"
 	"fmt"
-	"humongo/internal/optime"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/failpoint"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
 	"humongo/internal/opobserver"
+	"humongo/internal/optime"
 	"humongo/internal/recordid"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/txn/lsc"
@@ -68,6 +70,38 @@ type Txn struct {
 	s    *session.Session
 	lsid bsoncore.Document // canonical {id, uid}: the config.transactions _id
 	txn  int64
+	// closeConn is set when onPrimaryTransactionalWrite asked for the client's connection
+	// to be closed (CloseRequested).
+	closeConn atomic.Bool
+}
+
+// onPrimaryTransactionalWrite is MongoDB's fail point of that name, evaluated after each
+// unit of a retryable write that wrote something, before it commits. Its data:
+// closeConnection (default true) closes the client's connection once the command has run
+// (the write commits, the client never hears of it: CloseRequested);
+// failBeforeCommitExceptionCode fails the unit with that code, so the write does not commit.
+var onPrimaryTransactionalWrite = failpoint.Register("onPrimaryTransactionalWrite")
+
+// CloseRequested reports whether onPrimaryTransactionalWrite asked to close the client's
+// connection instead of replying to this command.
+func (t *Txn) CloseRequested() bool { return t != nil && t.closeConn.Load() }
+
+// failPointBeforeCommit applies onPrimaryTransactionalWrite to the statement's unit.
+func (s *Stmt) failPointBeforeCommit() error {
+	data, on := onPrimaryTransactionalWrite.Evaluate(nil)
+	if !on {
+		return nil
+	}
+	if v, err := data.LookupErr("closeConnection"); err != nil || v.Type != bsoncore.TypeBoolean || v.Boolean() {
+		s.t.closeConn.Store(true)
+	}
+	if v, err := data.LookupErr("failBeforeCommitExceptionCode"); err == nil {
+		if code, ok := v.AsInt64OK(); ok {
+			return mongoerr.Newf(mongoerr.Code(code), "Failing write for %x:%d due to failpoint. The write must not be reflected.",
+				s.t.lsid.Lookup("id").Data, s.id)
+		}
+	}
+	return nil
 }
 
 // Begin checks out session key for transaction number txn on db (the caller defers End):
@@ -191,6 +225,9 @@ func (s *Stmt) record(op *operation.Context, pre, post bsoncore.Document) error 
 	n := int(s.sess.StmtID - s.id)
 	if n <= 0 {
 		return nil // nothing written: nothing to remember
+	}
+	if err := s.failPointBeforeCommit(); err != nil {
+		return err
 	}
 	last := optime.OpTime{TS: s.sess.PrevTS, Term: s.sess.PrevTerm}
 	// The bookkeeping writes are not statements of the session themselves.
