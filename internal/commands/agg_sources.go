@@ -22,7 +22,7 @@ import (
 // aggServerStages are the stage names handled here.
 var aggServerStages = map[string]bool{
 	"$collStats": true, "$indexStats": true, "$listCatalog": true, "$currentOp": true,
-	"$listLocalSessions": true, "$planCacheStats": true, "$listSearchIndexes": true,
+	"$listLocalSessions": true, "$planCacheStats": true,
 }
 
 // aggServerStage reports whether st is one of the server source stages, with its spec.
@@ -39,10 +39,6 @@ func aggServerStage(st bsoncore.Document) (name string, spec bsoncore.Document, 
 
 // aggRunServerStage checks where stage name may run and produces its documents.
 func aggRunServerStage(ctx context.Context, env *service.Env, r *aggRequest, name string, spec bsoncore.Document) ([]bsoncore.Document, error) {
-	if name == "$listSearchIndexes" {
-		// Checked before the spec, as MongoDB does (cmd_searchindexes.go).
-		return nil, errSearchNotEnabled()
-	}
 	if spec == nil {
 		return nil, mongoerr.Newf(mongoerr.FailedToParse, "%s must be specified as an object", name)
 	}

@@ -114,6 +114,5 @@ func NewRegistry() *service.Registry {
 	addWhatsmyuri(r)
 	addVoteCommitIndexBuild(r)
 	addGetDefaultRWConcern(r)
-	addSearchIndexCommands(r)
 	return r
 }

@@ -373,8 +373,7 @@ const (
 	CannotConvertIndexToUnique                                  Code = 359
 	CollectionUUIDMismatch                                      Code = 361
 	// Location18656: mongod refuses to start with an unknown --storageEngine.
-	Location18656    Code = 18656
-	SearchNotEnabled Code = 31082
+	Location18656 Code = 18656
 )
 
 // codeNames maps each code to its MongoDB codeName. Location codes are named "Location<N>".

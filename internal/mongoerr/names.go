@@ -354,6 +354,5 @@ var codeTable = []codeEntry{
 	{UnsupportedOpQueryCommand, "UnsupportedOpQueryCommand"},
 	{CannotConvertIndexToUnique, "CannotConvertIndexToUnique"},
 	{CollectionUUIDMismatch, "CollectionUUIDMismatch"},
-	{SearchNotEnabled, "SearchNotEnabled"},
 	{SocketException, "SocketException"},
 }
