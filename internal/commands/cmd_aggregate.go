@@ -106,6 +106,7 @@ func aggParse(env *service.Env, cmd bsoncore.Document) (*aggRequest, error) {
 	if r.allowDiskUse, err = findBoolArg(name, "allowDiskUse", lookup(cmd, "allowDiskUse")); err != nil {
 		return nil, err
 	}
+	r.allowDiskUse = allowDiskUse(env, cmd, r.allowDiskUse)
 	if r.bypass, err = findBoolArg(name, "bypassDocumentValidation", lookup(cmd, "bypassDocumentValidation")); err != nil {
 		return nil, err
 	}
@@ -373,7 +374,7 @@ func aggExplain(ctx context.Context, env *service.Env, r *aggRequest) (bsoncore.
 			return nil, err
 		}
 	}
-	inner := ddlWithout(r.cmd, "$db", "explain", "lsid", "$clusterTime", "$readPreference")
+	inner := ddlWithout(r.cmd, "explain", "lsid", "$clusterTime", "$readPreference")
 	return doc(func(b []byte) []byte {
 		b = bsoncore.AppendStringElement(b, "explainVersion", "1")
 		if p.req != nil && len(p.pl.Stages()) == 0 {

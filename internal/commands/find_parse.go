@@ -53,6 +53,15 @@ func findBoolArg(cmdName, field string, v bsoncore.Value) (bool, error) {
 	return false, mongoerr.Newf(mongoerr.TypeMismatch, "Field '%s' should be a boolean value, but found: %s", field, bsonutil.TypeName(v.Type))
 }
 
+// allowDiskUse is the command's allowDiskUse (given) when it says it, else the
+// allowDiskUseByDefault parameter, as mongod 6.0+ decides whether blocking stages may spill.
+func allowDiskUse(env *service.Env, cmd bsoncore.Document, given bool) bool {
+	if lookup(cmd, "allowDiskUse").Type != 0 {
+		return given
+	}
+	return env.State.Params.Bool("allowDiskUseByDefault")
+}
+
 // findNonNegative parses a safeInt64 field with a >= 0 validator.
 func findNonNegative(cmdName, field string, v bsoncore.Value) (int64, bool, error) {
 	if v.Type == 0 {
@@ -169,6 +178,7 @@ func findParse(env *service.Env, cmd bsoncore.Document) (plan.Request, findOptio
 			return req, o, err
 		}
 	}
+	req.AllowDiskUse = allowDiskUse(env, cmd, req.AllowDiskUse)
 	if err := findParseCollation(name, lookup(cmd, "collation"), &req); err != nil {
 		return req, o, err
 	}
