@@ -106,7 +106,9 @@ func TestShapeAllowDiskUseByDefault(t *testing.T) {
 		t.Helper()
 		findCode(t, ts.cl.Database("t").RunCommand(ctx, cmd).Err(), 292)
 	}
-	withFalse := func(cmd bson.D) bson.D { return append(append(bson.D{}, cmd...), bson.E{Key: "allowDiskUse", Value: false}) }
+	withFalse := func(cmd bson.D) bson.D {
+		return append(append(bson.D{}, cmd...), bson.E{Key: "allowDiskUse", Value: false})
+	}
 	for _, cmd := range []bson.D{sortFind, sortAgg} {
 		if n := count(t, cmd); n == 0 {
 			t.Errorf("%v without allowDiskUse: %d documents", cmd[0], n)
