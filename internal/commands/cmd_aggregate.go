@@ -235,6 +235,11 @@ func aggPrepare(ctx context.Context, env *service.Env, r *aggRequest) (*aggPrepa
 	}
 	p.coll = coll
 	collectionless := r.collectionless
+	for _, st := range pipeline {
+		if err := aggLiteParse(st); err != nil {
+			return nil, err
+		}
+	}
 	for i := 1; i < len(pipeline); i++ {
 		if n, _, ok := aggServerStage(pipeline[i]); ok {
 			return nil, mongoerr.Newf(mongoerr.Location40602, "%s is only valid as the first stage in a pipeline", n)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -130,8 +131,10 @@ func (s *Server) dispatch(ctx context.Context, env *service.Env, cmd bsoncore.Do
 		return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '$db' is the wrong type '%s', expected type 'string'",
 			bsonutil.TypeName(dbv.Type))
 	}
-	if db == "" {
-		return nil, mongoerr.New(mongoerr.InvalidNamespace, "Invalid database name: ''")
+	// ServiceEntryPointCommon refuses every command on a database name that
+	// NamespaceString::validDBName rejects ('$' allowed), whatever the command does with it.
+	if !validCommandDBName(db) {
+		return nil, mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid database name: '%s'", db)
 	}
 	env.DB = db
 	if c.AdminOnly && db != "admin" {
@@ -280,6 +283,9 @@ func errorReply(err error, cmd bsoncore.Document, tv bsoncore.Document) bsoncore
 	if msg == "" && me.Err != nil {
 		msg = me.Err.Error()
 	}
+	// Messages echo user input (command names, field names, values); an invalid UTF-8 byte in
+	// them would make the whole reply undecodable for drivers, so it becomes U+FFFD.
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
 	labels := me.Labels
 	if labels == nil && cmd != nil {
 		labels = errorLabelsFor(cmd, me.Code)
@@ -532,4 +538,10 @@ func itoa(i int) string {
 		return digits[i : i+1]
 	}
 	return itoa(i/10) + digits[i%10:i%10+1]
+}
+
+// validCommandDBName is NamespaceString::validDBName with DollarInDbNameBehavior::Allow, as
+// mongod checks a command's $db on Linux: 1 to 63 bytes, none of NUL / \ . space ".
+func validCommandDBName(db string) bool {
+	return db != "" && len(db) < 64 && !strings.ContainsAny(db, "\x00/\\. \"")
 }
