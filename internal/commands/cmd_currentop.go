@@ -88,11 +88,13 @@ func currentOpDoc(host string, now time.Time, c *service.Conn, op *service.Op, m
 		b = bsoncore.AppendInt64Element(b, "secs_running", int64(running.Seconds()))
 		b = bsoncore.AppendInt64Element(b, "microsecs_running", running.Microseconds())
 		b = bsoncore.AppendStringElement(b, "op", "command")
-		b = bsoncore.AppendStringElement(b, "ns", op.NS)
+		b = bsoncore.AppendStringElement(b, "ns", op.Namespace())
 		b = bsoncore.AppendDocumentElement(b, "command", op.Cmd)
-		b = bsoncore.AppendInt64Element(b, "numYields", 0)
-		b = bsoncore.AppendDocumentElement(b, "locks", emptyDoc)
-		b = bsoncore.AppendBooleanElement(b, "waitingForLock", false)
+		// numYields counts the plan yields of the command so far; waitingForLock is whether
+		// one of its lockers is blocked now. The locks held are not reported: a Locker's held
+		// set belongs to its goroutine and cannot be read from here without a race.
+		b = bsoncore.AppendInt32Element(b, "numYields", int32(min(op.Stats.Yields.Load(), 1<<31-1)))
+		b = bsoncore.AppendBooleanElement(b, "waitingForLock", op.Stats.WaitingForLock())
 		if op.Killed() {
 			b = bsoncore.AppendBooleanElement(b, "killPending", true)
 		}

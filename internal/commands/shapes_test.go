@@ -3,8 +3,11 @@ package commands_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"humongo/internal/lock"
 )
 
 // Reply shapes MongoDB 7.0 gives and drivers, tools and the shell read (issue 10, "Shapes").
@@ -124,5 +127,132 @@ func TestShapeAllowDiskUseByDefault(t *testing.T) {
 		if n := count(t, append(append(bson.D{}, cmd...), bson.E{Key: "allowDiskUse", Value: true})); n == 0 {
 			t.Errorf("%v with allowDiskUse: %d documents", cmd[0], n)
 		}
+	}
+}
+
+func TestShapeDBStatsFreeStorage(t *testing.T) {
+	ts := startTestServer(t)
+	shapeRun(t, ts, "t", ins(bson.D{{Key: "a", Value: 1}}))
+	r := shapeRun(t, ts, "t", bson.D{{Key: "dbStats", Value: 1}, {Key: "freeStorage", Value: 1}})
+	for _, k := range []string{"freeStorageSize", "indexFreeStorageSize", "totalFreeStorageSize"} {
+		if _, err := r.LookupErr(k); err != nil {
+			t.Errorf("dbStats {freeStorage: 1} lacks %s: %v", k, r)
+		}
+	}
+	r = shapeRun(t, ts, "t", bson.D{{Key: "dbStats", Value: 1}})
+	if _, err := r.LookupErr("freeStorageSize"); err == nil {
+		t.Errorf("dbStats without freeStorage has freeStorageSize: %v", r)
+	}
+}
+
+func TestShapeServerStatusSections(t *testing.T) {
+	ts := startTestServer(t)
+	ctx := context.Background()
+	shapeRun(t, ts, "t", ins(bson.D{{Key: "a", Value: 1}}))
+	shapeRun(t, ts, "t", bson.D{{Key: "create", Value: "cap"}, {Key: "capped", Value: true}, {Key: "size", Value: 4096}})
+	shapeRun(t, ts, "t", bson.D{{Key: "create", Value: "v"}, {Key: "viewOn", Value: "c"}, {Key: "pipeline", Value: bson.A{}}})
+	_ = ts.cl.Database("t").RunCommand(ctx, bson.D{{Key: "nosuchcommand", Value: 1}}).Err()
+	r := shapeRun(t, ts, "admin", bson.D{{Key: "serverStatus", Value: 1}})
+	if n := r.Lookup("asserts", "user").AsInt64(); n < 1 {
+		t.Errorf("asserts.user %d after a failed command: %v", n, r.Lookup("asserts"))
+	}
+	if v, err := r.LookupErr("globalLock", "totalTime"); err != nil || v.AsInt64() <= 0 {
+		t.Errorf("globalLock %v", r.Lookup("globalLock"))
+	}
+	if n := r.Lookup("globalLock", "activeClients", "total").Int32(); n < 1 {
+		t.Errorf("globalLock.activeClients.total %d (serverStatus itself runs)", n)
+	}
+	if n := r.Lookup("locks", "Global", "acquireCount", "w").AsInt64(); n < 1 {
+		t.Errorf("locks.Global.acquireCount.w %d after writes: %v", n, r.Lookup("locks"))
+	}
+	if r.Lookup("storageEngine", "name").StringValue() != "pebble" || !r.Lookup("storageEngine", "supportsCommittedReads").Boolean() {
+		t.Errorf("storageEngine %v", r.Lookup("storageEngine"))
+	}
+	if tx := r.Lookup("transactions").Document(); tx.Lookup("currentOpen").AsInt64() != 0 {
+		t.Errorf("transactions %v", tx)
+	}
+	cs := r.Lookup("catalogStats").Document()
+	// t.c, t.cap and t.system.views (a view definition's collection is a collection too).
+	if cs.Lookup("collections").Int32() != 3 || cs.Lookup("capped").Int32() != 1 || cs.Lookup("views").Int32() != 1 {
+		t.Errorf("catalogStats %v", cs)
+	}
+	// Each section can be left out.
+	r = shapeRun(t, ts, "admin", bson.D{{Key: "serverStatus", Value: 1}, {Key: "locks", Value: 0}, {Key: "catalogStats", Value: 0}})
+	for _, k := range []string{"locks", "catalogStats"} {
+		if _, err := r.LookupErr(k); err == nil {
+			t.Errorf("serverStatus {%s: 0} still has it", k)
+		}
+	}
+}
+
+// TestShapeCurrentOpLockWait: an aggregate blocked on a collection lock shows in currentOp
+// with its collection namespace and waitingForLock, and in globalLock.currentQueue.
+func TestShapeCurrentOpLockWait(t *testing.T) {
+	ts := startTestServer(t)
+	ctx := context.Background()
+	shapeRun(t, ts, "t", ins(bson.D{{Key: "a", Value: 1}}))
+	l := ts.db.Locks.NewLocker()
+	scope, err := l.CollectionLock(ctx, "t.c", lock.ModeX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- ts.cl.Database("t").RunCommand(ctx, agg(bson.D{{Key: "$match", Value: bson.D{}}})).Err()
+	}()
+	var op bson.Raw
+	deadline := time.Now().Add(20 * time.Second)
+	for op == nil && time.Now().Before(deadline) {
+		r := shapeRun(t, ts, "admin", bson.D{{Key: "currentOp", Value: 1}, {Key: "command.aggregate", Value: "c"}, {Key: "waitingForLock", Value: true}})
+		if vals, _ := r.Lookup("inprog").Array().Values(); len(vals) == 1 {
+			op = vals[0].Document()
+		} else {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if op == nil {
+		_ = scope.Release()
+		t.Fatal("the blocked aggregate never showed as waiting for a lock")
+	}
+	if ns := op.Lookup("ns").StringValue(); ns != "t.c" {
+		t.Errorf("ns %q, want t.c", ns)
+	}
+	if v := op.Lookup("numYields"); v.Type != bson.TypeInt32 {
+		t.Errorf("numYields %v", v)
+	}
+	st := shapeRun(t, ts, "admin", bson.D{{Key: "serverStatus", Value: 1}})
+	if n := st.Lookup("globalLock", "currentQueue", "readers").Int32(); n != 1 {
+		t.Errorf("globalLock.currentQueue %v, want 1 reader", st.Lookup("globalLock", "currentQueue"))
+	}
+	if err := scope.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("aggregate after the lock was released: %v", err)
+	}
+}
+
+// TestShapeServerStatusTransactions: a retried retryable write (on a replica-set member)
+// counts in serverStatus.transactions.
+func TestShapeServerStatusTransactions(t *testing.T) {
+	ts, rc := startMember(t, t.TempDir(), 0)
+	defer func() {
+		rc.Close()
+		ts.close(t)
+	}()
+	ctx := context.Background()
+	sess, err := ts.cl.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.EndSession(ctx)
+	retry := bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 99}}}},
+		{Key: "lsid", Value: sess.ID()}, {Key: "txnNumber", Value: int64(1)}}
+	shapeRun(t, ts, "t", retry)
+	shapeRun(t, ts, "t", retry) // the second attempt finds its statement already executed
+	tx := shapeRun(t, ts, "admin", bson.D{{Key: "serverStatus", Value: 1}}).Lookup("transactions").Document()
+	if tx.Lookup("retriedCommandsCount").AsInt64() != 1 || tx.Lookup("retriedStatementsCount").AsInt64() != 1 ||
+		tx.Lookup("transactionsCollectionWriteCount").AsInt64() != 1 {
+		t.Errorf("transactions %v", tx)
 	}
 }

@@ -53,6 +53,7 @@ func (s *Server) runCommand(ctx context.Context, c *service.Conn, cmd bsoncore.D
 	}
 	var res result
 	if err != nil {
+		countAssert(&s.state.Counters, err)
 		res = result{reply: errorReply(err, cmd, s.topologyVersion()), err: err}
 	} else {
 		res = result{reply: reply, exhaust: env.Exhaust}
@@ -544,4 +545,15 @@ func itoa(i int) string {
 // mongod checks a command's $db on Linux: 1 to 63 bytes, none of NUL / \ . space ".
 func validCommandDBName(db string) bool {
 	return db != "" && len(db) < 64 && !strings.ContainsAny(db, "\x00/\\. \"")
+}
+
+// countAssert counts a failed command in serverStatus.asserts: an internal error (a Go error
+// that is no MongoDB error, or InternalError) is a "regular" assertion, any other MongoDB
+// error a "user" one, as mongod counts uasserts.
+func countAssert(c *service.Counters, err error) {
+	if me, ok := mongoerr.As(err); ok && me.Code != mongoerr.InternalError {
+		c.AssertsUser.Add(1)
+		return
+	}
+	c.AssertsRegular.Add(1)
 }
