@@ -121,3 +121,79 @@ func wantCode(t *testing.T, err error, code int32, name, msg string) {
 		t.Errorf("got %d (%s) %q\nwant %d (%s) %q", ce.Code, ce.Name, ce.Message, code, name, msg)
 	}
 }
+
+// TestErrorCodesMessages: the common paths' wording. $project/$addFields/$set parse errors
+// carry "Invalid <stage> :: caused by ::" (DocumentSource*::create adds that context); find's
+// fields are named under FindCommandRequest, its IDL struct; several expected types are
+// listed the way IDLParserContext::throwBadType prints them.
+func TestErrorCodesMessages(t *testing.T) {
+	one := []bson.D{ins(bson.D{{Key: "a", Value: 1}})}
+	unknownExpr := bson.D{{Key: "x", Value: bson.D{{Key: "$foo", Value: 1}}}}
+	runErrCases(t, []errCase{
+		{name: "addFields unknown expression", setup: one, cmd: agg(bson.D{{Key: "$addFields", Value: unknownExpr}}),
+			code: 168, cname: "InvalidPipelineOperator", msg: "Invalid $addFields :: caused by :: Unrecognized expression '$foo'"},
+		{name: "set unknown expression", setup: one, cmd: agg(bson.D{{Key: "$set", Value: unknownExpr}}),
+			code: 168, cname: "InvalidPipelineOperator", msg: "Invalid $set :: caused by :: Unrecognized expression '$foo'"},
+		{name: "project unknown expression", setup: one, cmd: agg(bson.D{{Key: "$project", Value: unknownExpr}}),
+			code: 168, cname: "InvalidPipelineOperator", msg: "Invalid $project :: caused by :: Unrecognized expression '$foo'"},
+		{name: "addFields dollar field", setup: one, cmd: agg(bson.D{{Key: "$addFields", Value: bson.D{{Key: "$a", Value: 1}}}}),
+			code: 16410, cname: "Location16410", msg: "Invalid $addFields :: caused by :: FieldPath field names may not start with '$'. Consider using $getField or $setField."},
+		{name: "addFields not an object", setup: one, cmd: agg(bson.D{{Key: "$addFields", Value: 1}}),
+			code: 40272, cname: "Location40272", msg: "$addFields specification must be an object"},
+		{name: "find filter wrong type", setup: one, cmd: find(bson.E{Key: "filter", Value: 1}),
+			code: 14, cname: "TypeMismatch", msg: "BSON field 'FindCommandRequest.filter' is the wrong type 'int', expected type 'object'"},
+		{name: "find unknown field", setup: one, cmd: find(bson.E{Key: "foo", Value: 1}),
+			code: 40415, cname: "Location40415", msg: "BSON field 'FindCommandRequest.foo' is an unknown field."},
+		{name: "find limit wrong type", setup: one, cmd: find(bson.E{Key: "limit", Value: "x"}),
+			code: 14, cname: "TypeMismatch", msg: "BSON field 'FindCommandRequest.limit' is the wrong type 'string', expected types '[long, int, decimal, double']"},
+		{name: "find batchSize double accepted", setup: one, cmd: find(bson.E{Key: "batchSize", Value: 1.0}), ok: true},
+		{name: "aggregate batchSize double accepted", setup: one, ok: true,
+			cmd: bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{}}, {Key: "cursor", Value: bson.D{{Key: "batchSize", Value: 1.0}}}}},
+		{name: "group duplicate field prints { k: v }", setup: one,
+			cmd:  agg(bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "a", Value: 1}, {Key: "a", Value: 2}}}}}}),
+			code: 16406, cname: "Location16406", msg: "duplicate field name specified in object literal: { a: 1, a: 2 }"},
+	})
+}
+
+// TestErrorCodesPathNotViable: creating a field under a scalar is PathNotViable (28) on every
+// update path (modifiers, upsert seeding, findAndModify).
+func TestErrorCodesPathNotViable(t *testing.T) {
+	one := []bson.D{ins(bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}, {Key: "arr", Value: bson.A{1, 2}}})}
+	up := func(q, u bson.D, upsert bool) bson.D {
+		return bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: q}, {Key: "u", Value: u}, {Key: "upsert", Value: upsert}}}}}
+	}
+	set := func(path string) bson.D { return bson.D{{Key: "$set", Value: bson.D{{Key: path, Value: 1}}}} }
+	id1 := bson.D{{Key: "_id", Value: 1}}
+	runErrCases(t, []errCase{
+		{name: "set under a scalar", setup: one, write: true, cmd: up(id1, set("a.b"), false),
+			code: 28, msg: "Cannot create field 'b' in element {a: 1}"},
+		{name: "set a name under an array", setup: one, write: true, cmd: up(id1, set("arr.x"), false),
+			code: 28, msg: "Cannot create field 'x' in element {arr: [ 1, 2 ]}"},
+		{name: "inc under a scalar", setup: one, write: true, cmd: up(id1, bson.D{{Key: "$inc", Value: bson.D{{Key: "a.b", Value: 1}}}}, false),
+			code: 28, msg: "Cannot create field 'b' in element {a: 1}"},
+		{name: "upsert seeded from the query", write: true, cmd: up(bson.D{{Key: "_id", Value: 2}, {Key: "a", Value: 1}}, set("a.b"), true),
+			code: 28, msg: "Cannot create field 'b' in element {a: 1}"},
+		{name: "findAndModify", setup: one,
+			cmd:  bson.D{{Key: "findAndModify", Value: "c"}, {Key: "query", Value: id1}, {Key: "update", Value: set("a.b")}},
+			code: 28, cname: "PathNotViable", msg: "Cannot create field 'b' in element {a: 1}"},
+	})
+}
+
+// TestErrorCodesIndexOptionsConflict: the same key and options under another name is
+// IndexOptionsConflict (85), whatever the numeric types of the key pattern.
+func TestErrorCodesIndexOptionsConflict(t *testing.T) {
+	spec := func(name string, dir any, extra ...bson.E) bson.D {
+		return append(bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: dir}}}, {Key: "name", Value: name}}, extra...)
+	}
+	ci := func(s bson.D) bson.D {
+		return bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{s}}}
+	}
+	first := []bson.D{ci(spec("a1", 1, bson.E{Key: "unique", Value: true}))}
+	runErrCases(t, []errCase{
+		{name: "same spec new name", setup: first, cmd: ci(spec("a2", 1, bson.E{Key: "unique", Value: true})),
+			code: 85, cname: "IndexOptionsConflict", msg: "Index already exists with a different name: a1"},
+		{name: "double key direction", setup: first, cmd: ci(spec("a2", 1.0, bson.E{Key: "unique", Value: true})),
+			code: 85, cname: "IndexOptionsConflict", msg: "Index already exists with a different name: a1"},
+		{name: "same spec same name", setup: first, ok: true, cmd: ci(spec("a1", 1, bson.E{Key: "unique", Value: true}))},
+	})
+}

@@ -121,9 +121,12 @@ type findOptions struct {
 // findParse validates a find command into a plan request and cursor options.
 func findParse(env *service.Env, cmd bsoncore.Document) (plan.Request, findOptions, error) {
 	const name = "find"
+	// find's fields are parsed by IDL under the FindCommandRequest struct's context, which
+	// names them in its messages ("BSON field 'FindCommandRequest.filter' is the wrong type").
+	const idl = "FindCommandRequest"
 	var o findOptions
 	var req plan.Request
-	if err := checkStrict(cmd, name, "filter", "projection", "sort", "hint", "skip", "limit",
+	if err := checkStrict(cmd, idl, "filter", "projection", "sort", "hint", "skip", "limit",
 		"batchSize", "singleBatch", "max", "min", "returnKey", "showRecordId", "tailable",
 		"oplogReplay", "noCursorTimeout", "awaitData", "allowPartialResults", "collation",
 		"allowDiskUse", "let", "readOnce", "term", "isTimeseriesNamespace", "includeQueryStatsMetrics"); err != nil {
@@ -134,34 +137,34 @@ func findParse(env *service.Env, cmd bsoncore.Document) (plan.Request, findOptio
 		return req, o, err
 	}
 	o.ns, req.NS = ns, ns
-	if req.Filter, err = findDocArg(name, "filter", lookup(cmd, "filter")); err != nil {
+	if req.Filter, err = findDocArg(idl, "filter", lookup(cmd, "filter")); err != nil {
 		return req, o, err
 	}
-	if req.Projection, err = findDocArg(name, "projection", lookup(cmd, "projection")); err != nil {
+	if req.Projection, err = findDocArg(idl, "projection", lookup(cmd, "projection")); err != nil {
 		return req, o, err
 	}
-	if req.Sort, err = findDocArg(name, "sort", lookup(cmd, "sort")); err != nil {
+	if req.Sort, err = findDocArg(idl, "sort", lookup(cmd, "sort")); err != nil {
 		return req, o, err
 	}
-	if req.Min, err = findDocArg(name, "min", lookup(cmd, "min")); err != nil {
+	if req.Min, err = findDocArg(idl, "min", lookup(cmd, "min")); err != nil {
 		return req, o, err
 	}
-	if req.Max, err = findDocArg(name, "max", lookup(cmd, "max")); err != nil {
+	if req.Max, err = findDocArg(idl, "max", lookup(cmd, "max")); err != nil {
 		return req, o, err
 	}
-	if _, err = findDocArg(name, "let", lookup(cmd, "let")); err != nil {
+	if _, err = findDocArg(idl, "let", lookup(cmd, "let")); err != nil {
 		return req, o, err
 	}
 	if req.Hint, err = findHintArg(name, lookup(cmd, "hint")); err != nil {
 		return req, o, err
 	}
-	if req.Skip, _, err = findNonNegative(name, "skip", lookup(cmd, "skip")); err != nil {
+	if req.Skip, _, err = findNonNegative(idl, "skip", lookup(cmd, "skip")); err != nil {
 		return req, o, err
 	}
-	if req.Limit, _, err = findNonNegative(name, "limit", lookup(cmd, "limit")); err != nil {
+	if req.Limit, _, err = findNonNegative(idl, "limit", lookup(cmd, "limit")); err != nil {
 		return req, o, err
 	}
-	if o.batchSize, o.hasBatchSize, err = findNonNegative(name, "batchSize", lookup(cmd, "batchSize")); err != nil {
+	if o.batchSize, o.hasBatchSize, err = findNonNegative(idl, "batchSize", lookup(cmd, "batchSize")); err != nil {
 		return req, o, err
 	}
 	bools := []struct {
@@ -179,7 +182,7 @@ func findParse(env *service.Env, cmd bsoncore.Document) (plan.Request, findOptio
 		}
 	}
 	req.AllowDiskUse = allowDiskUse(env, cmd, req.AllowDiskUse)
-	if err := findParseCollation(name, lookup(cmd, "collation"), &req); err != nil {
+	if err := findParseCollation(idl, lookup(cmd, "collation"), &req); err != nil {
 		return req, o, err
 	}
 	if o.awaitData && !o.tailable {
