@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"humongo/internal/commands"
 	"humongo/internal/lock"
 )
 
@@ -254,5 +255,43 @@ func TestShapeServerStatusTransactions(t *testing.T) {
 	if tx.Lookup("retriedCommandsCount").AsInt64() != 1 || tx.Lookup("retriedStatementsCount").AsInt64() != 1 ||
 		tx.Lookup("transactionsCollectionWriteCount").AsInt64() != 1 {
 		t.Errorf("transactions %v", tx)
+	}
+}
+
+// TestShapeListDatabasesStartup: after humongod's start records (commands.RecordStartup),
+// listDatabases shows admin and local as a fresh mongod does; a restart adds a startup_log
+// entry and leaves the FCV document alone.
+func TestShapeListDatabasesStartup(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, dir)
+	ctx := context.Background()
+	if err := commands.RecordStartup(ctx, ts.srv.State(), true); err != nil {
+		t.Fatal(err)
+	}
+	names, err := ts.cl.ListDatabaseNames(ctx, bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 2 || names[0] != "admin" || names[1] != "local" {
+		t.Errorf("databases %v, want [admin local]", names)
+	}
+	fcv := ts.cl.Database("admin").Collection("system.version").FindOne(ctx, bson.D{{Key: "_id", Value: "featureCompatibilityVersion"}})
+	var got struct{ Version string }
+	if err := fcv.Decode(&got); err != nil || got.Version != "7.0" {
+		t.Errorf("FCV document: %v %+v", err, got)
+	}
+	ts.close(t)
+	ts = startServer(t, dir)
+	defer ts.close(t)
+	if err := commands.RecordStartup(ctx, ts.srv.State(), true); err != nil {
+		t.Fatal(err)
+	}
+	n, err := ts.cl.Database("local").Collection("startup_log").CountDocuments(ctx, bson.D{})
+	if err != nil || n != 2 {
+		t.Errorf("startup_log holds %d documents (%v), want 2", n, err)
+	}
+	r := shapeRun(t, ts, "local", bson.D{{Key: "collStats", Value: "startup_log"}})
+	if !r.Lookup("capped").Boolean() || r.Lookup("maxSize").AsInt64() != 10*1024*1024 {
+		t.Errorf("startup_log collStats %v", r)
 	}
 }
