@@ -295,3 +295,38 @@ func TestShapeListDatabasesStartup(t *testing.T) {
 		t.Errorf("startup_log collStats %v", r)
 	}
 }
+
+// TestShapeListIndexesSpec: listIndexes shows v, key, name first and unique/sparse as
+// booleans whatever number they were given as.
+func TestShapeListIndexesSpec(t *testing.T) {
+	ts := startTestServer(t)
+	shapeRun(t, ts, "t", bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{
+		bson.D{{Key: "name", Value: "x_1"}, {Key: "sparse", Value: 12345}, {Key: "key", Value: bson.D{{Key: "x", Value: 1}}}, {Key: "unique", Value: 1.0}},
+	}}})
+	r := shapeRun(t, ts, "t", bson.D{{Key: "listIndexes", Value: "c"}})
+	specs, _ := r.Lookup("cursor", "firstBatch").Array().Values()
+	if len(specs) != 2 {
+		t.Fatalf("listIndexes %v", r)
+	}
+	spec := specs[1].Document()
+	elems, _ := spec.Elements()
+	var keys []string
+	for _, e := range elems {
+		keys = append(keys, e.Key())
+	}
+	want := []string{"v", "key", "name", "sparse", "unique"}
+	if len(keys) != len(want) {
+		t.Fatalf("spec %v, want fields %v", spec, want)
+	}
+	for i := range want {
+		if keys[i] != want[i] {
+			t.Fatalf("spec %v, want fields %v", spec, want)
+		}
+	}
+	if v := spec.Lookup("sparse"); v.Type != bson.TypeBoolean || !v.Boolean() {
+		t.Errorf("sparse %v", v)
+	}
+	if v := spec.Lookup("unique"); v.Type != bson.TypeBoolean || !v.Boolean() {
+		t.Errorf("unique %v", v)
+	}
+}
