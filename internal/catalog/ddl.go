@@ -452,11 +452,11 @@ func checkIndexConflict(ns string, req *IndexMeta, ex *IndexMeta) error {
 		case equivalent:
 			return mongoerr.Newf(mongoerr.IndexOptionsConflict,
 				"An equivalent index already exists with the same name but different options. Requested index: %s, existing index: %s",
-				req.Spec, ex.Spec)
+				bsonutil.FormatDoc(req.Spec), bsonutil.FormatDoc(ex.Spec))
 		default:
 			return mongoerr.Newf(mongoerr.IndexKeySpecsConflict,
 				"An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: %s, existing index: %s",
-				req.Spec, ex.Spec)
+				bsonutil.FormatDoc(req.Spec), bsonutil.FormatDoc(ex.Spec))
 		}
 	}
 	if equivalent {
