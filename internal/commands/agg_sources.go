@@ -210,6 +210,10 @@ func aggCollStats(env *service.Env, ns string, m *catalog.CollectionMeta, spec b
 			bb = ddlAppendNumber(bb, "storageSize", storageSize/scale)
 			bb = ddlAppendNumber(bb, "freeStorageSize", 0)
 			bb = bsoncore.AppendBooleanElement(bb, "capped", m.Capped)
+			if m.Capped {
+				// mongosh's stats() (and so rs.printReplicationInfo) reads maxSize here.
+				bb = appendCappedLimits(bb, db, m, scale)
+			}
 			bb = ddlAppendNumber(bb, "nindexes", int64(len(names)))
 			bb = ddlAppendNumber(bb, "totalIndexSize", indexTotal/scale)
 			bb = ddlAppendNumber(bb, "totalSize", (storageSize+indexTotal)/scale)

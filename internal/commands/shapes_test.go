@@ -330,3 +330,38 @@ func TestShapeListIndexesSpec(t *testing.T) {
 		t.Errorf("unique %v", v)
 	}
 }
+
+// TestShapeOplogReplicationInfo: what rs.printReplicationInfo() reads on a member: the
+// oplog's maxSize through collStats and $collStats (mongosh's stats()), and its first and last
+// entries in natural order.
+func TestShapeOplogReplicationInfo(t *testing.T) {
+	ts, rc := startMember(t, t.TempDir(), 0)
+	defer func() {
+		rc.Close()
+		ts.close(t)
+	}()
+	shapeRun(t, ts, "t", ins(bson.D{{Key: "a", Value: 1}}))
+	r := shapeRun(t, ts, "local", bson.D{{Key: "collStats", Value: "oplog.rs"}})
+	maxSize := r.Lookup("maxSize").AsInt64()
+	if !r.Lookup("capped").Boolean() || maxSize <= 0 {
+		t.Fatalf("collStats local.oplog.rs: %v", r)
+	}
+	r = shapeRun(t, ts, "local", bson.D{{Key: "aggregate", Value: "oplog.rs"},
+		{Key: "pipeline", Value: bson.A{bson.D{{Key: "$collStats", Value: bson.D{{Key: "storageStats", Value: bson.D{}}}}}}},
+		{Key: "cursor", Value: bson.D{}}})
+	if got := r.Lookup("cursor", "firstBatch", "0", "storageStats", "maxSize").AsInt64(); got != maxSize {
+		t.Errorf("$collStats storageStats.maxSize %d, want %d", got, maxSize)
+	}
+	var ends []int64
+	for _, dir := range []int{1, -1} {
+		r = shapeRun(t, ts, "local", bson.D{{Key: "find", Value: "oplog.rs"}, {Key: "sort", Value: bson.D{{Key: "$natural", Value: dir}}}, {Key: "limit", Value: 1}})
+		sec, _ := r.Lookup("cursor", "firstBatch", "0", "ts").Timestamp()
+		if sec == 0 {
+			t.Fatalf("oplog entry in order %d: %v", dir, r)
+		}
+		ends = append(ends, int64(sec))
+	}
+	if ends[0] > ends[1] {
+		t.Errorf("first entry at %d is after the last at %d", ends[0], ends[1])
+	}
+}
