@@ -9,6 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 )
@@ -90,10 +91,15 @@ func currentOpDoc(host string, now time.Time, c *service.Conn, op *service.Op, m
 		b = bsoncore.AppendStringElement(b, "op", "command")
 		b = bsoncore.AppendStringElement(b, "ns", op.Namespace())
 		b = bsoncore.AppendDocumentElement(b, "command", op.Cmd)
-		// numYields counts the plan yields of the command so far; waitingForLock is whether
-		// one of its lockers is blocked now. The locks held are not reported: a Locker's held
-		// set belongs to its goroutine and cannot be read from here without a race.
+		// numYields counts the plan yields of the command so far; locks are the lock types
+		// its lockers hold now with their strongest modes (r, w, R, W); waitingForLock is
+		// whether one of them is blocked.
 		b = bsoncore.AppendInt32Element(b, "numYields", int32(min(op.Stats.Yields.Load(), 1<<31-1)))
+		li, lb := bsoncore.AppendDocumentElementStart(b, "locks")
+		for _, h := range op.Stats.HeldLocks() {
+			lb = bsoncore.AppendStringElement(lb, h.Name, lock.ModeKey(h.Mode))
+		}
+		b, _ = bsoncore.AppendDocumentEnd(lb, li)
 		b = bsoncore.AppendBooleanElement(b, "waitingForLock", op.Stats.WaitingForLock())
 		if op.Killed() {
 			b = bsoncore.AppendBooleanElement(b, "killPending", true)

@@ -221,6 +221,10 @@ func TestShapeCurrentOpLockWait(t *testing.T) {
 	if v := op.Lookup("numYields"); v.Type != bson.TypeInt32 {
 		t.Errorf("numYields %v", v)
 	}
+	// Blocked on the collection, it holds the global and database locks in intent-shared mode.
+	if g, d := op.Lookup("locks", "Global").StringValue(), op.Lookup("locks", "Database").StringValue(); g != "r" || d != "r" {
+		t.Errorf("locks %v, want Global and Database r", op.Lookup("locks"))
+	}
 	st := shapeRun(t, ts, "admin", bson.D{{Key: "serverStatus", Value: 1}})
 	if n := st.Lookup("globalLock", "currentQueue", "readers").Int32(); n != 1 {
 		t.Errorf("globalLock.currentQueue %v, want 1 reader", st.Lookup("globalLock", "currentQueue"))

@@ -66,6 +66,9 @@ type Locker struct {
 
 	waiting atomic.Bool
 	stats   [numStatCategories][numModes]ModeStats
+	// heldModes is the strongest mode held per lock type (publishHeld), readable from any
+	// goroutine for currentOp.
+	heldModes [numStatCategories]atomic.Uint32
 }
 
 // NewLocker returns a Locker for one operation.
@@ -183,6 +186,7 @@ func (l *Locker) LockWith(ctx context.Context, res ResourceID, mode Mode, opts O
 			}
 		}
 		r.recursive++
+		l.publishHeld()
 		return nil
 	}
 
@@ -199,6 +203,7 @@ func (l *Locker) LockWith(ctx context.Context, res ResourceID, mode Mode, opts O
 	r.recursive = 1
 	l.held = append(l.held, r)
 	l.heldByType[res.Type()]++
+	l.publishHeld()
 	return nil
 }
 
@@ -352,6 +357,7 @@ func (l *Locker) release(i int, r *request) {
 	l.held = append(l.held[:i], l.held[i+1:]...)
 	l.heldByType[r.res.Type()]--
 	l.freeRequest(r)
+	l.publishHeld()
 }
 
 // UnlockAll releases every lock, deferred or not, bottom-up, and closes any open write unit
@@ -404,6 +410,7 @@ func (l *Locker) Downgrade(res ResourceID, mode Mode) error {
 	}
 	if r.mode != mode {
 		l.m.downgrade(r, mode)
+		l.publishHeld()
 	}
 	return nil
 }

@@ -57,3 +57,23 @@ func (s *OpStats) remove(l *lock.Locker) {
 	}
 	s.mu.Unlock()
 }
+
+// HeldLocks returns the lock types the command's lockers hold now, each with the strongest
+// mode any of them holds it in (currentOp's "locks").
+func (s *OpStats) HeldLocks() []lock.HeldMode {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []lock.HeldMode
+	for _, l := range s.lockers {
+		for _, h := range l.HeldModes() {
+			i := slices.IndexFunc(out, func(o lock.HeldMode) bool { return o.Name == h.Name })
+			switch {
+			case i < 0:
+				out = append(out, h)
+			case h.Mode > out[i].Mode:
+				out[i].Mode = h.Mode
+			}
+		}
+	}
+	return out
+}
