@@ -7,19 +7,26 @@ type HeldMode struct {
 	Mode Mode
 }
 
-// publishHeld recomputes, from the held requests, the strongest mode held per lock type and
-// stores it where HeldModes can read it from another goroutine. Called by the owner whenever
-// its held set or a held mode changes.
-func (l *Locker) publishHeld() {
-	var modes [numStatCategories]Mode
-	for _, r := range l.held {
-		c := r.res.statCategory()
-		modes[c] = supremum(modes[c], r.mode)
+// raiseHeld records that a lock of category c is now held in mode (a grant or a conversion).
+// The owner keeps a plain copy so the atomic is only written when the strongest mode changes.
+func (l *Locker) raiseHeld(c statCategory, mode Mode) {
+	if m := supremum(l.heldShadow[c], mode); m != l.heldShadow[c] {
+		l.heldShadow[c] = m
+		l.heldModes[c].Store(uint32(m))
 	}
-	for c := range modes {
-		if Mode(l.heldModes[c].Load()) != modes[c] {
-			l.heldModes[c].Store(uint32(modes[c]))
+}
+
+// recomputeHeld recomputes category c's strongest held mode after a release or downgrade.
+func (l *Locker) recomputeHeld(c statCategory) {
+	m := ModeNone
+	for _, r := range l.held {
+		if r.res.statCategory() == c {
+			m = supremum(m, r.mode)
 		}
+	}
+	if m != l.heldShadow[c] {
+		l.heldShadow[c] = m
+		l.heldModes[c].Store(uint32(m))
 	}
 }
 
