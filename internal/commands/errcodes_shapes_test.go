@@ -83,6 +83,12 @@ func TestErrorCodesDatabaseNames(t *testing.T) {
 			wantCode(t, err, 73, "InvalidNamespace", "Invalid database name: '"+db+"'")
 		}
 	}
+	// Nor can a pipeline write into one.
+	target := bson.D{{Key: "db", Value: "a.b"}, {Key: "coll", Value: "c"}}
+	for _, st := range []bson.D{{{Key: "$out", Value: target}}, {{Key: "$merge", Value: bson.D{{Key: "into", Value: target}}}}} {
+		cmd := bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{st}}, {Key: "cursor", Value: bson.D{}}}
+		wantCode(t, ts.cl.Database("t").RunCommand(ctx, cmd).Err(), 73, "InvalidNamespace", "")
+	}
 	// The database with the dotted name was never created.
 	names, err := ts.cl.ListDatabaseNames(ctx, bson.D{})
 	if err != nil {
