@@ -237,5 +237,5 @@ func helloInt(field string, v bsoncore.Value) (int64, error) {
 		return 0, mongoerr.Newf(mongoerr.BadValue, "BSON field 'hello.%s' must be an integer", field)
 	}
 	return 0, mongoerr.Newf(mongoerr.TypeMismatch,
-		"BSON field 'hello.%s' is the wrong type '%s', expected types 'int, long, double, decimal'", field, bsonutil.TypeName(v.Type))
+		"BSON field 'hello.%s' is the wrong type '%s', expected types '[long, int, decimal, double']", field, bsonutil.TypeName(v.Type))
 }
