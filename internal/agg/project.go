@@ -56,7 +56,11 @@ func (n *pnode) get(name string, create bool) *pfield {
 func parseProjection(spec value, p *pctx, stageName string, isProject bool) (*projection, error) {
 	d, ok := spec.DocumentOK()
 	if !ok {
-		return nil, mongoerr.Newf(mongoerr.Location40272, "%s specification must be an object", stageName)
+		// DocumentSourceProject / DocumentSourceAddFields::createFromBson.
+		if isProject {
+			return nil, mongoerr.Newf(mongoerr.Location15969, "%s specification must be an object", stageName)
+		}
+		return nil, mongoerr.Newf(mongoerr.Location40272, "%s specification stage must be an object, got %s", stageName, expr.TypeName(spec))
 	}
 	pr := &projection{root: &pnode{}, raw: spec, mode: pmAddFields}
 	if isProject {

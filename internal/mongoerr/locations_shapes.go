@@ -5,4 +5,5 @@ package mongoerr
 const (
 	Location5447000 Code = 5447000 // $collStats given a non-object
 	Location31170   Code = 31170   // IDL validateObjectIsEmpty ($collStats count, queryExecStats)
+	Location15969   Code = 15969   // $project specification not an object
 )
