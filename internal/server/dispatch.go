@@ -132,10 +132,8 @@ func (s *Server) dispatch(ctx context.Context, env *service.Env, cmd bsoncore.Do
 		return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '$db' is the wrong type '%s', expected type 'string'",
 			bsonutil.TypeName(dbv.Type))
 	}
-	// ServiceEntryPointCommon refuses every command on a database name that
-	// NamespaceString::validDBName rejects ('$' allowed), whatever the command does with it.
-	if !validCommandDBName(db) {
-		return nil, mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid database name: '%s'", db)
+	if err := checkCommandDBName(db); err != nil {
+		return nil, err
 	}
 	env.DB = db
 	if c.AdminOnly && db != "admin" {
@@ -541,10 +539,22 @@ func itoa(i int) string {
 	return itoa(i/10) + digits[i%10:i%10+1]
 }
 
-// validCommandDBName is NamespaceString::validDBName with DollarInDbNameBehavior::Allow, as
-// mongod checks a command's $db on Linux: 1 to 63 bytes, none of NUL / \ . space ".
-func validCommandDBName(db string) bool {
-	return db != "" && len(db) < 64 && !strings.ContainsAny(db, "\x00/\\. \"")
+// checkCommandDBName refuses a $db that no command may run on, whatever it does with it:
+// mongod builds a DatabaseName from $db first, and its constructor refuses a '.', a NUL and
+// more than 63 bytes. Other characters mongod refuses (space, '/', '\', '"') are left to
+// the command's namespace checks ("Invalid namespace specified 'a b.c'").
+func checkCommandDBName(db string) error {
+	switch {
+	case db == "":
+		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid database name: ''")
+	case strings.Contains(db, "."):
+		return mongoerr.Newf(mongoerr.InvalidNamespace, "'.' is an invalid character in a db name: %s", db)
+	case strings.Contains(db, "\x00"):
+		return mongoerr.New(mongoerr.InvalidNamespace, "database names cannot have embedded null characters")
+	case len(db) > 63:
+		return mongoerr.Newf(mongoerr.InvalidNamespace, "db name must be at most 63 characters, found: %d", len(db))
+	}
+	return nil
 }
 
 // countAssert counts a failed command in serverStatus.asserts: an internal error (a Go error
