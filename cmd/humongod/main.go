@@ -160,6 +160,13 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		fatal(log, err)
 		return process.ExitNetError
 	}
+	// mongod's own start records: local.startup_log, and the FCV document of a clean
+	// standalone (so listDatabases shows local and admin as mongod does).
+	if err := commands.RecordStartup(context.Background(), s.State(), opts.ReplSet == ""); err != nil {
+		fatal(log, err)
+		_ = s.Close()
+		return process.ExitUncaught
+	}
 	ttl := commands.StartTTLMonitor(context.Background(), s.State())
 	reaper := commands.StartCursorReaper(context.Background(), s.State())
 	stopTTL := func() {

@@ -56,7 +56,11 @@ func (n *pnode) get(name string, create bool) *pfield {
 func parseProjection(spec value, p *pctx, stageName string, isProject bool) (*projection, error) {
 	d, ok := spec.DocumentOK()
 	if !ok {
-		return nil, mongoerr.Newf(mongoerr.Location40272, "%s specification must be an object", stageName)
+		// DocumentSourceProject / DocumentSourceAddFields::createFromBson.
+		if isProject {
+			return nil, mongoerr.Newf(mongoerr.Location15969, "%s specification must be an object", stageName)
+		}
+		return nil, mongoerr.Newf(mongoerr.Location40272, "%s specification stage must be an object, got %s", stageName, expr.TypeName(spec))
 	}
 	pr := &projection{root: &pnode{}, raw: spec, mode: pmAddFields}
 	if isProject {
@@ -420,7 +424,7 @@ func (s *projectStage) run(ctx context.Context, in Source, rc *runCtx) (Source, 
 func parseProject(spec value, p *pctx) (stage, error) {
 	pr, err := parseProjection(spec, p, "$project", true)
 	if err != nil {
-		return nil, err
+		return nil, invalidStage("$project", spec, err)
 	}
 	return &projectStage{stageName: "$project", pr: pr}, nil
 }
@@ -429,7 +433,7 @@ func parseAddFields(name string) stageParser {
 	return func(spec value, p *pctx) (stage, error) {
 		pr, err := parseProjection(spec, p, name, false)
 		if err != nil {
-			return nil, err
+			return nil, invalidStage(name, spec, err)
 		}
 		return &projectStage{stageName: name, pr: pr}, nil
 	}
@@ -486,4 +490,21 @@ func stageNameOf(isProject bool) string {
 		return "$project"
 	}
 	return "$addFields"
+}
+
+// invalidStage gives a $project/$addFields/$set parse error the context mongod adds around
+// building the stage's projection (DBException::addContext("Invalid <stage>")): "Invalid
+// $addFields :: caused by :: <reason>". The non-object check comes before and stays bare.
+func invalidStage(stage string, spec value, err error) error {
+	me, ok := mongoerr.As(err)
+	if !ok || spec.Type != bsoncore.TypeEmbeddedDocument {
+		return err
+	}
+	prefix := "Invalid " + stage + " :: caused by :: "
+	if strings.HasPrefix(me.Msg, prefix) {
+		return err
+	}
+	c := *me
+	c.Msg = prefix + me.Msg
+	return &c
 }

@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
 	"humongo/internal/optime"
 	"humongo/internal/recordid"
@@ -448,7 +449,9 @@ func optionsIdentical(a, b bsoncore.Document) bool {
 
 // checkIndexConflict applies MongoDB's rules for a new index against an existing one.
 func checkIndexConflict(ns string, req *IndexMeta, ex *IndexMeta) error {
-	sameKey := bsoncore.Document(req.KeyPattern).String() == ex.KeyPattern.String()
+	// Key patterns compare as BSON (SimpleBSONObjComparator): field names and order, numbers
+	// by value, so {a: 1} and {a: 1.0} are the same key.
+	sameKey := bsonutil.CompareDocuments(bsoncore.Document(req.KeyPattern), bsoncore.Document(ex.KeyPattern)) == 0
 	equivalent := sameKey
 	for _, k := range identifyingIndexOptions {
 		if !valuesEqual(req.Spec, ex.Spec, k) {
@@ -462,11 +465,11 @@ func checkIndexConflict(ns string, req *IndexMeta, ex *IndexMeta) error {
 		case equivalent:
 			return mongoerr.Newf(mongoerr.IndexOptionsConflict,
 				"An equivalent index already exists with the same name but different options. Requested index: %s, existing index: %s",
-				req.Spec, ex.Spec)
+				bsonutil.FormatDoc(req.Spec), bsonutil.FormatDoc(ex.Spec))
 		default:
 			return mongoerr.Newf(mongoerr.IndexKeySpecsConflict,
 				"An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: %s, existing index: %s",
-				req.Spec, ex.Spec)
+				bsonutil.FormatDoc(req.Spec), bsonutil.FormatDoc(ex.Spec))
 		}
 	}
 	if equivalent {

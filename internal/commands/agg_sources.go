@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
+	"humongo/internal/index"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 	"humongo/internal/txn/lsc"
@@ -92,19 +93,82 @@ func aggHost(env *service.Env) string {
 	return h
 }
 
-// aggCollStats is $collStats: one document with the sections the spec asks for.
-func aggCollStats(env *service.Env, ns string, m *catalog.CollectionMeta, spec bsoncore.Document) ([]bsoncore.Document, error) {
-	els, _ := spec.Elements()
+// aggLiteParse checks a stage's spec before the pipeline's shape, as MongoDB's LiteParsed
+// stages do for every stage when the request is parsed.
+func aggLiteParse(st bsoncore.Document) error {
+	if el, err := st.IndexErr(0); err == nil && el.Key() == "$collStats" {
+		return aggCollStatsSpec(st)
+	}
+	return nil
+}
+
+// aggCollStatsSpec checks a $collStats stage the way DocumentSourceCollStats::LiteParsed does:
+// an object (5447000), then DocumentSourceCollStatsSpec's strict IDL (unknown fields 40415,
+// types 14, storageStats.scale {gte: 1} 51024). Null and undefined count as absent, as in IDL.
+func aggCollStatsSpec(stage bsoncore.Document) error {
+	el, err := stage.IndexErr(0)
+	if err != nil {
+		return mongoerr.Newf(mongoerr.InvalidBSON, "invalid stage: %v", err)
+	}
+	spec, ok := el.Value().DocumentOK()
+	if !ok {
+		shown := index.FormatDoc(stage)
+		shown = strings.TrimSuffix(strings.TrimPrefix(shown, "{ "), " }")
+		return mongoerr.Newf(mongoerr.Location5447000, "$collStats must take a nested object but found: %s", shown)
+	}
+	els, err := spec.Elements()
+	if err != nil {
+		return mongoerr.Newf(mongoerr.InvalidBSON, "invalid $collStats: %v", err)
+	}
+	seen := map[string]bool{}
 	for _, e := range els {
-		switch e.Key() {
-		case "latencyStats", "storageStats", "count", "queryExecStats":
-			if e.Value().Type != bsoncore.TypeEmbeddedDocument {
-				return nil, mongoerr.Newf(mongoerr.TypeMismatch, "%s argument must be an object", e.Key())
-			}
+		k, v := e.Key(), e.Value()
+		switch k {
+		case "latencyStats", "storageStats", "count", "queryExecStats", "$_requestOnTimeseriesView":
 		default:
-			return nil, mongoerr.Newf(mongoerr.BadValue, "unrecognized option to $collStats: %s", e.Key())
+			return mongoerr.Newf(codeUnknownField, "BSON field '$collStats.%s' is an unknown field.", k)
+		}
+		if seen[k] {
+			return mongoerr.Newf(mongoerr.Location40413, "BSON field '$collStats.%s' is a duplicate field", k)
+		}
+		seen[k] = true
+		if v.Type == bsoncore.TypeNull || v.Type == bsoncore.TypeUndefined {
+			continue
+		}
+		if k == "$_requestOnTimeseriesView" {
+			if v.Type != bsoncore.TypeBoolean {
+				return typeMismatch("$collStats", k, v.Type, "bool")
+			}
+			continue
+		}
+		d, ok := v.DocumentOK()
+		if !ok {
+			return typeMismatch("$collStats", k, v.Type, "object")
+		}
+		switch k {
+		case "count", "queryExecStats":
+			if len(d) > 5 { // validateObjectIsEmpty
+				return mongoerr.Newf(mongoerr.Location31170, "expected an empty object, but got %s", index.FormatDoc(d))
+			}
+		case "storageStats":
+			sv := lookup(d, "scale")
+			if sv.Type == 0 || sv.Type == bsoncore.TypeNull || sv.Type == bsoncore.TypeUndefined {
+				continue
+			}
+			n, err := intArg("$collStats.storageStats", "scale", sv)
+			if err != nil {
+				return err
+			}
+			if n < 1 {
+				return mongoerr.Newf(mongoerr.Location51024, "BSON field 'scale' value must be >= 1, actual value '%d'", n)
+			}
 		}
 	}
+	return nil
+}
+
+// aggCollStats is $collStats: one document with the sections the spec asks for.
+func aggCollStats(env *service.Env, ns string, m *catalog.CollectionMeta, spec bsoncore.Document) ([]bsoncore.Document, error) {
 	needColl := lookup(spec, "storageStats").Type != 0 || lookup(spec, "count").Type != 0
 	if needColl && m == nil {
 		return nil, mongoerr.Newf(mongoerr.NamespaceNotFound,
@@ -146,7 +210,10 @@ func aggCollStats(env *service.Env, ns string, m *catalog.CollectionMeta, spec b
 			bb = ddlAppendNumber(bb, "storageSize", storageSize/scale)
 			bb = ddlAppendNumber(bb, "freeStorageSize", 0)
 			bb = bsoncore.AppendBooleanElement(bb, "capped", m.Capped)
-			bb = aggAppendCappedLimits(bb, m, scale)
+			if m.Capped {
+				// mongosh's stats() (and so rs.printReplicationInfo) reads maxSize here.
+				bb = appendCappedLimits(bb, db, m, scale)
+			}
 			bb = ddlAppendNumber(bb, "nindexes", int64(len(names)))
 			bb = ddlAppendNumber(bb, "totalIndexSize", indexTotal/scale)
 			bb = ddlAppendNumber(bb, "totalSize", (storageSize+indexTotal)/scale)
@@ -322,22 +389,4 @@ func aggListLocalSessions(env *service.Env) []bsoncore.Document {
 		}))
 	}
 	return out
-}
-
-// aggAppendCappedLimits appends a capped collection's max (documents) and maxSize (bytes,
-// scaled) to $collStats's storageStats, as collStats shows them; nothing for other
-// collections.
-func aggAppendCappedLimits(b []byte, m *catalog.CollectionMeta, scale int64) []byte {
-	if !m.Capped {
-		return b
-	}
-	if v := lookup(m.Options, "max"); v.Type != 0 {
-		n, _ := v.AsInt64OK()
-		b = ddlAppendNumber(b, "max", n)
-	}
-	if v := lookup(m.Options, "size"); v.Type != 0 {
-		n, _ := v.AsInt64OK()
-		b = ddlAppendNumber(b, "maxSize", n/scale)
-	}
-	return b
 }

@@ -106,6 +106,7 @@ func aggParse(env *service.Env, cmd bsoncore.Document) (*aggRequest, error) {
 	if r.allowDiskUse, err = findBoolArg(name, "allowDiskUse", lookup(cmd, "allowDiskUse")); err != nil {
 		return nil, err
 	}
+	r.allowDiskUse = allowDiskUse(env, cmd, r.allowDiskUse)
 	if r.bypass, err = findBoolArg(name, "bypassDocumentValidation", lookup(cmd, "bypassDocumentValidation")); err != nil {
 		return nil, err
 	}
@@ -234,6 +235,11 @@ func aggPrepare(ctx context.Context, env *service.Env, r *aggRequest) (*aggPrepa
 	}
 	p.coll = coll
 	collectionless := r.collectionless
+	for _, st := range pipeline {
+		if err := aggLiteParse(st); err != nil {
+			return nil, err
+		}
+	}
 	for i := 1; i < len(pipeline); i++ {
 		if n, _, ok := aggServerStage(pipeline[i]); ok {
 			return nil, mongoerr.Newf(mongoerr.Location40602, "%s is only valid as the first stage in a pipeline", n)
@@ -383,7 +389,7 @@ func aggExplain(ctx context.Context, env *service.Env, r *aggRequest) (bsoncore.
 			return nil, err
 		}
 	}
-	inner := ddlWithout(r.cmd, "$db", "explain", "lsid", "$clusterTime", "$readPreference")
+	inner := ddlWithout(r.cmd, "explain", "lsid", "$clusterTime", "$readPreference")
 	return doc(func(b []byte) []byte {
 		b = bsoncore.AppendStringElement(b, "explainVersion", "1")
 		if p.req != nil && len(p.pl.Stages()) == 0 {

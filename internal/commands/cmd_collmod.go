@@ -203,6 +203,10 @@ func ddlCollModOptions(m *catalog.CollectionMeta, changes []bsoncore.Element) (b
 			if err != nil {
 				return nil, err
 			}
+			// collMod's IDL: cappedSize {gte: 1} (51024).
+			if key == "cappedSize" && n < 1 {
+				return nil, mongoerr.Newf(mongoerr.Location51024, "BSON field 'cappedSize' value must be >= 1, actual value '%d'", n)
+			}
 			field := "size"
 			if key == "cappedMax" {
 				field = "max"

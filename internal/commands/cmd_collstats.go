@@ -5,7 +5,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"humongo/internal/mongoerr"
+	"humongo/internal/catalog"
+	"humongo/internal/operation"
 	"humongo/internal/service"
 )
 
@@ -47,7 +48,18 @@ func runCollStats(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 	}
 	defer release()
 	if m == nil {
-		return nil, mongoerr.Newf(mongoerr.NamespaceNotFound, "Collection [%s] not found.", ns)
+		// MongoDB 7.0's collStats answers ok with zero statistics for a missing collection
+		// (appendCollectionStorageStats fills them in and the command ignores its
+		// NamespaceNotFound).
+		return doc(func(b []byte) []byte {
+			b = bsoncore.AppendStringElement(b, "ns", ns)
+			for _, k := range []string{"size", "count", "numOrphanDocs", "storageSize", "totalSize", "nindexes", "totalIndexSize"} {
+				b = bsoncore.AppendInt32Element(b, k, 0)
+			}
+			b = bsoncore.AppendDocumentElement(b, "indexDetails", bsoncore.NewDocumentBuilder().Build())
+			b = bsoncore.AppendDocumentElement(b, "indexSizes", bsoncore.NewDocumentBuilder().Build())
+			return bsoncore.AppendInt32Element(b, "scaleFactor", int32(min(scale, 1<<31-1)))
+		}), nil
 	}
 	count, data, storage, idxTotal, names, sizes := ddlCollectionSizes(db, m)
 	return doc(func(b []byte) []byte {
@@ -62,14 +74,7 @@ func runCollStats(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 		b = ddlAppendNumber(b, "freeStorageSize", 0)
 		b = bsoncore.AppendBooleanElement(b, "capped", m.Capped)
 		if m.Capped {
-			if v := lookup(m.Options, "max"); v.Type != 0 {
-				n, _ := v.AsInt64OK()
-				b = ddlAppendNumber(b, "max", n)
-			}
-			if v := lookup(m.Options, "size"); v.Type != 0 {
-				n, _ := v.AsInt64OK()
-				b = ddlAppendNumber(b, "maxSize", n/scale)
-			}
+			b = appendCappedLimits(b, db, m, scale)
 		}
 		b = bsoncore.AppendInt32Element(b, "nindexes", int32(len(names)))
 		ai, b := bsoncore.AppendArrayElementStart(b, "indexBuilds")
@@ -90,4 +95,21 @@ func runCollStats(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 		b, _ = bsoncore.AppendDocumentEnd(b, di)
 		return bsoncore.AppendInt32Element(b, "scaleFactor", int32(min(scale, 1<<31-1)))
 	}), nil
+}
+
+// appendCappedLimits appends a capped collection's max (documents) and maxSize (bytes /
+// scale). The oplog's cap lives in the storage engine (--oplogSize, replSetResizeOplog), not
+// in its options; rs.printReplicationInfo() reads it as maxSize.
+func appendCappedLimits(b []byte, db *operation.DB, m *catalog.CollectionMeta, scale int64) []byte {
+	if v := lookup(m.Options, "max"); v.Type != 0 {
+		n, _ := v.AsInt64OK()
+		b = ddlAppendNumber(b, "max", n)
+	}
+	if n := db.Engine.OplogMaxSize(m.Ident); n > 0 {
+		b = ddlAppendNumber(b, "maxSize", n/scale)
+	} else if v := lookup(m.Options, "size"); v.Type != 0 {
+		n, _ := v.AsInt64OK()
+		b = ddlAppendNumber(b, "maxSize", n/scale)
+	}
+	return b
 }

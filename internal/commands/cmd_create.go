@@ -118,8 +118,9 @@ func ddlParseCreateOptions(cmd bsoncore.Document) (bsoncore.Document, error) {
 		if size, err = ddlSafeLong(c, "size", v); err != nil {
 			return nil, err
 		}
-		if size < 0 {
-			return nil, mongoerr.New(mongoerr.BadValue, "size has to be >= 0")
+		// create's IDL validates size with {gte: 1} (51024) before CollectionOptions sees it.
+		if size < 1 {
+			return nil, mongoerr.Newf(mongoerr.Location51024, "BSON field 'size' value must be >= 1, actual value '%d'", size)
 		}
 		// MongoDB rounds capped sizes up to a multiple of 256 bytes.
 		size = (size + 0xff) &^ 0xff

@@ -9,6 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 )
@@ -88,11 +89,18 @@ func currentOpDoc(host string, now time.Time, c *service.Conn, op *service.Op, m
 		b = bsoncore.AppendInt64Element(b, "secs_running", int64(running.Seconds()))
 		b = bsoncore.AppendInt64Element(b, "microsecs_running", running.Microseconds())
 		b = bsoncore.AppendStringElement(b, "op", "command")
-		b = bsoncore.AppendStringElement(b, "ns", op.NS)
+		b = bsoncore.AppendStringElement(b, "ns", op.Namespace())
 		b = bsoncore.AppendDocumentElement(b, "command", op.Cmd)
-		b = bsoncore.AppendInt64Element(b, "numYields", 0)
-		b = bsoncore.AppendDocumentElement(b, "locks", emptyDoc)
-		b = bsoncore.AppendBooleanElement(b, "waitingForLock", false)
+		// numYields counts the plan yields of the command so far; locks are the lock types
+		// its lockers hold now with their strongest modes (r, w, R, W); waitingForLock is
+		// whether one of them is blocked.
+		b = bsoncore.AppendInt32Element(b, "numYields", int32(min(op.Stats.Yields.Load(), 1<<31-1)))
+		li, lb := bsoncore.AppendDocumentElementStart(b, "locks")
+		for _, h := range op.Stats.HeldLocks() {
+			lb = bsoncore.AppendStringElement(lb, h.Name, lock.ModeKey(h.Mode))
+		}
+		b, _ = bsoncore.AppendDocumentEnd(lb, li)
+		b = bsoncore.AppendBooleanElement(b, "waitingForLock", op.Stats.WaitingForLock())
 		if op.Killed() {
 			b = bsoncore.AppendBooleanElement(b, "killPending", true)
 		}

@@ -40,7 +40,8 @@ func runDBStats(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 	if err != nil {
 		return nil, err
 	}
-	if _, err := ddlBoolArg(c, "freeStorage", lookup(cmd, "freeStorage")); err != nil {
+	freeStorage, err := ddlBoolArg(c, "freeStorage", lookup(cmd, "freeStorage"))
+	if err != nil {
 		return nil, err
 	}
 	var colls, objects, dataSize, storageSize, indexes, indexSize int64
@@ -75,9 +76,21 @@ func runDBStats(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 		b = bsoncore.AppendDoubleElement(b, "avgObjSize", avg)
 		b = bsoncore.AppendDoubleElement(b, "dataSize", float64(dataSize)/sc)
 		b = bsoncore.AppendDoubleElement(b, "storageSize", float64(storageSize)/sc)
+		// {freeStorage: 1} adds the free-space figures, as in mongod. Storage here is
+		// estimated from live data (ddlCollectionSizes), so it holds no reusable free space:
+		// the figures are 0 by construction, not by default.
+		if freeStorage {
+			b = bsoncore.AppendDoubleElement(b, "freeStorageSize", 0)
+		}
 		b = bsoncore.AppendInt64Element(b, "indexes", indexes)
 		b = bsoncore.AppendDoubleElement(b, "indexSize", float64(indexSize)/sc)
+		if freeStorage {
+			b = bsoncore.AppendDoubleElement(b, "indexFreeStorageSize", 0)
+		}
 		b = bsoncore.AppendDoubleElement(b, "totalSize", float64(storageSize+indexSize)/sc)
+		if freeStorage {
+			b = bsoncore.AppendDoubleElement(b, "totalFreeStorageSize", 0)
+		}
 		b = bsoncore.AppendInt64Element(b, "scaleFactor", scale)
 		b = bsoncore.AppendDoubleElement(b, "fsUsedSize", fsUsed/sc)
 		return bsoncore.AppendDoubleElement(b, "fsTotalSize", fsTotal/sc)

@@ -110,7 +110,7 @@ func runExplain(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 		if es != nil {
 			b = bsoncore.AppendDocumentElement(b, "executionStats", es)
 		}
-		b = bsoncore.AppendDocumentElement(b, "command", inner)
+		b = bsoncore.AppendDocumentElement(b, "command", innerCmd)
 		b = bsoncore.AppendDocumentElement(b, "serverInfo", findServerInfo(env))
 		b = bsoncore.AppendDocumentElement(b, "serverParameters", findServerParams(env))
 		return b

@@ -20,8 +20,8 @@ func addListIndexes(r *service.Registry) {
 	})
 }
 
-// runListIndexes returns the ready indexes' specs as stored ({v, key, name, ...options} in
-// the order the user gave the options), in catalog order.
+// runListIndexes returns the ready indexes' specs in catalog order, as listIndexes shows them
+// (listIndexesSpec).
 func runListIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
@@ -55,8 +55,39 @@ func runListIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Document
 		}
 	}
 	specs := ddlIndexSpecs(meta)
+	for i, sp := range specs {
+		specs[i] = listIndexesSpec(sp)
+	}
 	release()
 	release = func() {}
 	_, coll := catalog.SplitNS(ns)
 	return cursorFirstBatch(ctx, env, env.DB+".$cmd.listIndexes."+coll, cursor.SliceSource(specs), batchSize)
+}
+
+// listIndexesSpec is a stored index spec as listIndexes shows it: v, key and name first, then
+// the options in the order they were given, with unique and sparse as booleans (the catalog
+// keeps a number such as sparse: 12345 as given; listIndexes shows sparse: true, as MongoDB's
+// index_sparse_create_index_non_boolean_value test pins).
+func listIndexesSpec(spec bsoncore.Document) bsoncore.Document {
+	elems, err := spec.Elements()
+	if err != nil {
+		return spec
+	}
+	return doc(func(b []byte) []byte {
+		for _, k := range []string{"v", "key", "name"} {
+			if v := lookup(spec, k); v.Type != 0 {
+				b = bsoncore.AppendValueElement(b, k, v)
+			}
+		}
+		for _, e := range elems {
+			switch k := e.Key(); k {
+			case "v", "key", "name":
+			case "unique", "sparse":
+				b = bsoncore.AppendBooleanElement(b, k, truthy(e.Value()))
+			default:
+				b = append(b, e...)
+			}
+		}
+		return b
+	})
 }

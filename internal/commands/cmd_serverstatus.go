@@ -28,6 +28,7 @@ func runServerStatus(_ context.Context, env *service.Env, cmd bsoncore.Document)
 	want := service.ServerStatusWant(cmd)
 	return doc(func(b []byte) []byte {
 		b = service.AppendServerStatusBase(b, env, "humongod", want)
+		b = appendServerStatusShapes(b, env, want)
 		if want("mem") {
 			res, virt := procMemMB()
 			b = bsoncore.AppendDocumentElement(b, "mem", bsoncore.NewDocumentBuilder().

@@ -150,11 +150,11 @@ func TestErrorCodesVariables(t *testing.T) {
 	project := func(v any) bson.D { return agg(bson.D{{Key: "$project", Value: bson.D{{Key: "x", Value: v}}}}) }
 	runErrCases(t, []errCase{
 		{name: "empty variable reference", setup: one, cmd: project("$$"),
-			code: 9, cname: "FailedToParse", msg: "empty variable names are not allowed"},
+			code: 9, cname: "FailedToParse", msg: "Invalid $project :: caused by :: empty variable names are not allowed"},
 		{name: "variable starting with a digit", setup: one, cmd: project("$$1a"),
-			code: 9, cname: "FailedToParse", msg: "'1a' starts with an invalid character for a user variable name"},
+			code: 9, cname: "FailedToParse", msg: "Invalid $project :: caused by :: '1a' starts with an invalid character for a user variable name"},
 		{name: "variable with a bad character", setup: one, cmd: project("$$a-b"),
-			code: 9, cname: "FailedToParse", msg: "'a-b' contains an invalid character for a variable name: '-'"},
+			code: 9, cname: "FailedToParse", msg: "Invalid $project :: caused by :: 'a-b' contains an invalid character for a variable name: '-'"},
 		{name: "group _id with a duplicate field", setup: one,
 			cmd:  agg(bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "a", Value: "$a"}, {Key: "a", Value: 1}}}}}}),
 			code: 16406, cname: "Location16406", msg: "duplicate field name specified in object literal: { a: \"$a\", a: 1 }"},
@@ -184,7 +184,7 @@ func TestErrorCodesCommandParsing(t *testing.T) {
 		{name: "insert into a non-string collection name", cmd: bson.D{{Key: "insert", Value: 1}, {Key: "documents", Value: bson.A{bson.D{}}}},
 			code: 2, cname: "BadValue", msg: "collection name has invalid type int"},
 		{name: "duplicate field", setup: one, cmd: find(bson.E{Key: "filter", Value: bson.D{}}, bson.E{Key: "filter", Value: bson.D{}}),
-			code: 40413, cname: "Location40413", msg: "BSON field 'find.filter' is a duplicate field"},
+			code: 40413, cname: "Location40413", msg: "BSON field 'FindCommandRequest.filter' is a duplicate field"},
 		{name: "showRecordId as a number", setup: one, cmd: find(bson.E{Key: "showRecordId", Value: 1}),
 			code: 14, cname: "TypeMismatch", msg: "Field 'showRecordId' should be a boolean value, but found: int"},
 		{name: "singleBatch null", setup: one, cmd: find(bson.E{Key: "singleBatch", Value: nil}),

@@ -55,6 +55,15 @@ func findBoolArg(cmdName, field string, v bsoncore.Value) (bool, error) {
 	return false, mongoerr.Newf(mongoerr.TypeMismatch, "Field '%s' should be a boolean value, but found: %s", field, bsonutil.TypeName(v.Type))
 }
 
+// allowDiskUse is the command's allowDiskUse (given) when it says it, else the
+// allowDiskUseByDefault parameter, as mongod 6.0+ decides whether blocking stages may spill.
+func allowDiskUse(env *service.Env, cmd bsoncore.Document, given bool) bool {
+	if lookup(cmd, "allowDiskUse").Type != 0 {
+		return given
+	}
+	return env.State.Params.Bool("allowDiskUseByDefault")
+}
+
 // findNonNegative parses a safeInt64 field with a >= 0 validator.
 func findNonNegative(cmdName, field string, v bsoncore.Value) (int64, bool, error) {
 	if v.Type == 0 {
@@ -124,9 +133,12 @@ func findLetArg(cmdName string, cmd bsoncore.Document) (map[string]bsoncore.Valu
 // findParse validates a find command into a plan request and cursor options.
 func findParse(env *service.Env, cmd bsoncore.Document) (plan.Request, findOptions, error) {
 	const name = "find"
+	// find's fields are parsed by IDL under the FindCommandRequest struct's context, which
+	// names them in its messages ("BSON field 'FindCommandRequest.filter' is the wrong type").
+	const idl = "FindCommandRequest"
 	var o findOptions
 	var req plan.Request
-	if err := checkStrict(cmd, name, "filter", "projection", "sort", "hint", "skip", "limit",
+	if err := checkStrict(cmd, idl, "filter", "projection", "sort", "hint", "skip", "limit",
 		"batchSize", "singleBatch", "max", "min", "returnKey", "showRecordId", "tailable",
 		"oplogReplay", "noCursorTimeout", "awaitData", "allowPartialResults", "collation",
 		"allowDiskUse", "let", "readOnce", "term", "isTimeseriesNamespace", "includeQueryStatsMetrics"); err != nil {
@@ -137,19 +149,19 @@ func findParse(env *service.Env, cmd bsoncore.Document) (plan.Request, findOptio
 		return req, o, err
 	}
 	o.ns, req.NS = ns, ns
-	if req.Filter, err = findDocArg(name, "filter", lookup(cmd, "filter")); err != nil {
+	if req.Filter, err = findDocArg(idl, "filter", lookup(cmd, "filter")); err != nil {
 		return req, o, err
 	}
-	if req.Projection, err = findDocArg(name, "projection", lookup(cmd, "projection")); err != nil {
+	if req.Projection, err = findDocArg(idl, "projection", lookup(cmd, "projection")); err != nil {
 		return req, o, err
 	}
-	if req.Sort, err = findDocArg(name, "sort", lookup(cmd, "sort")); err != nil {
+	if req.Sort, err = findDocArg(idl, "sort", lookup(cmd, "sort")); err != nil {
 		return req, o, err
 	}
-	if req.Min, err = findDocArg(name, "min", lookup(cmd, "min")); err != nil {
+	if req.Min, err = findDocArg(idl, "min", lookup(cmd, "min")); err != nil {
 		return req, o, err
 	}
-	if req.Max, err = findDocArg(name, "max", lookup(cmd, "max")); err != nil {
+	if req.Max, err = findDocArg(idl, "max", lookup(cmd, "max")); err != nil {
 		return req, o, err
 	}
 	if req.Vars, err = findLetArg(name, cmd); err != nil {
@@ -158,13 +170,13 @@ func findParse(env *service.Env, cmd bsoncore.Document) (plan.Request, findOptio
 	if req.Hint, err = findHintArg(name, lookup(cmd, "hint")); err != nil {
 		return req, o, err
 	}
-	if req.Skip, _, err = findNonNegative(name, "skip", lookup(cmd, "skip")); err != nil {
+	if req.Skip, _, err = findNonNegative(idl, "skip", lookup(cmd, "skip")); err != nil {
 		return req, o, err
 	}
-	if req.Limit, _, err = findNonNegative(name, "limit", lookup(cmd, "limit")); err != nil {
+	if req.Limit, _, err = findNonNegative(idl, "limit", lookup(cmd, "limit")); err != nil {
 		return req, o, err
 	}
-	if o.batchSize, o.hasBatchSize, err = findNonNegative(name, "batchSize", lookup(cmd, "batchSize")); err != nil {
+	if o.batchSize, o.hasBatchSize, err = findNonNegative(idl, "batchSize", lookup(cmd, "batchSize")); err != nil {
 		return req, o, err
 	}
 	bools := []struct {
@@ -181,7 +193,8 @@ func findParse(env *service.Env, cmd bsoncore.Document) (plan.Request, findOptio
 			return req, o, err
 		}
 	}
-	if err := findParseCollation(name, lookup(cmd, "collation"), &req); err != nil {
+	req.AllowDiskUse = allowDiskUse(env, cmd, req.AllowDiskUse)
+	if err := findParseCollation(idl, lookup(cmd, "collation"), &req); err != nil {
 		return req, o, err
 	}
 	if o.awaitData && !o.tailable {

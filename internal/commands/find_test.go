@@ -345,7 +345,7 @@ func TestFindSortMemoryLimit(t *testing.T) {
 		bson.D{{Key: "setParameter", Value: 1}, {Key: "internalQueryMaxBlockingSortMemoryUsageBytes", Value: 50000}}).Raw(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.run(bson.D{{Key: "find", Value: "big"}, {Key: "sort", Value: bson.D{{Key: "k", Value: 1}}}})
+	_, err := e.run(bson.D{{Key: "find", Value: "big"}, {Key: "sort", Value: bson.D{{Key: "k", Value: 1}}}, {Key: "allowDiskUse", Value: false}})
 	findCode(t, err, 292)
 	cur, err := e.cl.Database("test").Collection("big").Find(context.Background(), bson.D{},
 		options.Find().SetSort(bson.D{{Key: "k", Value: 1}}).SetAllowDiskUse(true).SetProjection(bson.D{{Key: "pad", Value: 0}}))

@@ -15,6 +15,12 @@ func DefaultParamSpecs() []service.ParamSpec {
 		return bsoncore.NewDocumentBuilder().AppendString("version", "7.0").Build()
 	}
 	return []service.ParamSpec{
+		// allowDiskUseByDefault (true since 6.0) lets blocking sorts and $group spill to disk
+		// when a command does not say allowDiskUse.
+		{Name: "allowDiskUseByDefault", Kind: service.ParamBool, Default: true, Runtime: true, Startup: true},
+		// authSchemaVersion is the version of the user/role schema (5: SCRAM credentials since
+		// 3.0); mongod reports it and refuses to set it.
+		{Name: "authSchemaVersion", Kind: service.ParamInt, Default: int64(5)},
 		{Name: "authenticationMechanisms", Kind: service.ParamString, Default: "SCRAM-SHA-1,SCRAM-SHA-256", Startup: true},
 		{Name: "cursorTimeoutMillis", Kind: service.ParamInt, Default: int64(600000), Runtime: true, Startup: true},
 		{Name: "disableLogicalSessionCacheRefresh", Kind: service.ParamBool, Default: false, Startup: true},

@@ -281,7 +281,7 @@ func TestPlan2TopKSort(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err := e.run(p2d("find", "big", "sort", p2d("k", 1)))
+	_, err := e.run(p2d("find", "big", "sort", p2d("k", 1), "allowDiskUse", false))
 	findCode(t, err, 292)
 
 	find := func(extra ...any) []string {
@@ -331,7 +331,7 @@ func TestPlan2TopKSort(t *testing.T) {
 	}
 	// k documents that exceed the limit themselves: error without allowDiskUse, an
 	// external sort with it.
-	_, err = e.run(p2d("find", "big", "sort", p2d("k", 1), "limit", 1000))
+	_, err = e.run(p2d("find", "big", "sort", p2d("k", 1), "limit", 1000, "allowDiskUse", false))
 	findCode(t, err, 292)
 	got := find("limit", 1000, "allowDiskUse", true, "batchSize", 1000)
 	if len(got) != 1000 || got[0] != num(2999)[0] || got[999] != num(2000)[0] {

@@ -37,6 +37,9 @@ func add(r *service.Registry, c *service.Command) {
 	if s, ok := secondaryByName[c.Name]; ok && c.Secondary == service.SecondaryUnset {
 		c.Secondary = s
 	}
+	if collectionScoped[c.Name] {
+		c.Handler = withOpNamespace(c.Handler)
+	}
 	r.Register(c)
 }
 

@@ -111,7 +111,10 @@ func TestReplSetResizeOplog(t *testing.T) {
 	if err := ts.cl.Database("local").RunCommand(context.Background(), bson.D{{Key: "collStats", Value: "oplog.rs"}}).Decode(&stats); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("collStats local.oplog.rs: capped=%v maxSize=%v", stats["capped"], stats["maxSize"])
+	// rs.printReplicationInfo() needs the real cap: an int64 here (over 2^30 bytes).
+	if stats["capped"] != true || stats["maxSize"] != want {
+		t.Errorf("collStats local.oplog.rs: capped=%v maxSize=%v (%T), want true %d", stats["capped"], stats["maxSize"], stats["maxSize"], want)
+	}
 }
 
 // TestSecondaryClassification pins the registry's MongoDB secondaryAllowed classes that

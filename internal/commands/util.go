@@ -51,10 +51,16 @@ func commandArg(cmd bsoncore.Document) bsoncore.Value {
 	return e.Value()
 }
 
-// typeMismatch is the error IDL parsers give for a field of the wrong type.
+// typeMismatch is the error IDL parsers give for a field of the wrong type: one type
+// (IDLParserContext::checkAndAssertTypeSlowPath) or several (throwBadType, whose list is
+// bracketed with the closing quote inside: "expected types '[long, int, decimal, double']").
 func typeMismatch(cmdName, field string, got bsoncore.Type, want ...string) error {
-	return mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type%s '%s'",
-		cmdName, field, bsonutil.TypeName(got), plural(len(want)), strings.Join(want, ", "))
+	if len(want) > 1 {
+		return mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected types '[%s']",
+			cmdName, field, bsonutil.TypeName(got), strings.Join(want, ", "))
+	}
+	return mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type '%s'",
+		cmdName, field, bsonutil.TypeName(got), strings.Join(want, ", "))
 }
 
 func plural(n int) string {
@@ -85,7 +91,7 @@ func intArg(cmdName, field string, v bsoncore.Value) (int64, error) {
 		}
 		return int64(f), nil
 	}
-	return 0, typeMismatch(cmdName, field, v.Type, "int", "long", "double", "decimal")
+	return 0, typeMismatch(cmdName, field, v.Type, "long", "int", "decimal", "double")
 }
 
 // checkStrict rejects top-level fields that are neither the command name, a generic argument

@@ -137,11 +137,11 @@ func TestIntegrationFindGetMore(t *testing.T) {
 			t.Errorf("errmsg %q", ce.Message)
 		}
 		ce = runErr(t, db, d("find", "c", "filter", 1), mongoerr.TypeMismatch)
-		if ce.Message != "BSON field 'find.filter' is the wrong type 'int', expected type 'object'" {
+		if ce.Message != "BSON field 'FindCommandRequest.filter' is the wrong type 'int', expected type 'object'" {
 			t.Errorf("errmsg %q", ce.Message)
 		}
 		ce = runErr(t, db, d("find", "c", "foo", 1), mongoerr.Location40415)
-		if ce.Message != "BSON field 'find.foo' is an unknown field." {
+		if ce.Message != "BSON field 'FindCommandRequest.foo' is an unknown field." {
 			t.Errorf("errmsg %q", ce.Message)
 		}
 		runErr(t, db, d("find", "c", "limit", -1), mongoerr.Location51024)

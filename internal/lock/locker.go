@@ -66,6 +66,10 @@ type Locker struct {
 
 	waiting atomic.Bool
 	stats   [numStatCategories][numModes]ModeStats
+	// heldModes is the strongest mode held per lock type, readable from any goroutine for
+	// currentOp; heldShadow is the owner's plain copy.
+	heldModes  [numStatCategories]atomic.Uint32
+	heldShadow [numStatCategories]Mode
 }
 
 // NewLocker returns a Locker for one operation.
@@ -183,6 +187,7 @@ func (l *Locker) LockWith(ctx context.Context, res ResourceID, mode Mode, opts O
 			}
 		}
 		r.recursive++
+		l.raiseHeld(cat, r.mode)
 		return nil
 	}
 
@@ -199,6 +204,7 @@ func (l *Locker) LockWith(ctx context.Context, res ResourceID, mode Mode, opts O
 	r.recursive = 1
 	l.held = append(l.held, r)
 	l.heldByType[res.Type()]++
+	l.raiseHeld(cat, r.mode)
 	return nil
 }
 
@@ -351,7 +357,9 @@ func (l *Locker) release(i int, r *request) {
 	l.m.unlock(r)
 	l.held = append(l.held[:i], l.held[i+1:]...)
 	l.heldByType[r.res.Type()]--
+	c := r.res.statCategory()
 	l.freeRequest(r)
+	l.recomputeHeld(c)
 }
 
 // UnlockAll releases every lock, deferred or not, bottom-up, and closes any open write unit
@@ -404,6 +412,7 @@ func (l *Locker) Downgrade(res ResourceID, mode Mode) error {
 	}
 	if r.mode != mode {
 		l.m.downgrade(r, mode)
+		l.recomputeHeld(res.statCategory())
 	}
 	return nil
 }

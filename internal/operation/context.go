@@ -36,7 +36,8 @@ type Context struct {
 	// StaleDbVersion.
 	ShardVersion, DatabaseVersion bsoncore.Value
 
-	ctx context.Context
+	ctx   context.Context
+	stats *OpStats // the command's, when its ctx carries one (WithOpStats)
 }
 
 // Session identifies the logical session of an operation.
@@ -105,6 +106,10 @@ func (d *DB) NewOp(ctx context.Context) *Context {
 	l := d.Locks.NewLocker()
 	l.SetDeadlineKind(lock.DeadlineMaxTimeMS)
 	o := &Context{DB: d, Locker: l, RU: d.Engine.NewRecoveryUnit(), ctx: ctx}
+	if s := opStatsOf(ctx); s != nil {
+		s.add(l)
+		o.stats = s
+	}
 	if r := RequestOf(ctx); r != nil {
 		o.ReadSource, o.Session, o.ShardVersion, o.DatabaseVersion = r.ReadSource, r.Session, r.ShardVersion, r.DatabaseVersion
 	}
@@ -127,6 +132,9 @@ func (o *Context) CheckForInterrupt() error {
 func (o *Context) Close() {
 	o.RU.Close()
 	o.Locker.UnlockAll()
+	if o.stats != nil {
+		o.stats.remove(o.Locker)
+	}
 }
 
 // The collection access methods take a ctx of their own: callers pass the operation's, or a

@@ -556,24 +556,28 @@ func parseBits(path, op string, kind Kind, val bsoncore.Value) (MatchExpression,
 			}
 		}
 	case val.Type == bsoncore.TypeArray:
-		vals, err := val.Array().Values()
+		elems, err := bsoncore.Document(val.Array()).Elements()
 		if err != nil {
 			return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid %s: %v", op, err)
 		}
-		for _, v := range vals {
+		for _, e := range elems {
+			// parseBitPositionsArray prints the offending element with its array index
+			// ("bit positions must be >= 0 but got: 0: -1").
+			v := e.Value()
+			shown := bsonutil.FormatElement(e.Key(), v)
 			if !bsonutil.IsNumber(v.Type) {
 				return nil, mongoerr.Newf(mongoerr.BadValue,
-					"bit positions must be an integer but got: %s", shellString(v))
+					"bit positions must be an integer but got: %s", shown)
 			}
 			i, ok := bsonutil.ToInt64Exact(v)
 			switch {
 			case !ok:
-				return nil, mongoerr.Newf(mongoerr.BadValue, "bit positions must be an integer but got: %s", shellString(v))
+				return nil, mongoerr.Newf(mongoerr.BadValue, "bit positions must be an integer but got: %s", shown)
 			case i < 0:
-				return nil, mongoerr.Newf(mongoerr.BadValue, "bit positions must be >= 0 but got: %s", shellString(v))
+				return nil, mongoerr.Newf(mongoerr.BadValue, "bit positions must be >= 0 but got: %s", shown)
 			case i > math.MaxInt32:
 				return nil, mongoerr.Newf(mongoerr.BadValue,
-					"bit positions cannot be represented as a 32-bit signed integer: %s", shellString(v))
+					"bit positions cannot be represented as a 32-bit signed integer: %s", shown)
 			}
 			n.positions = append(n.positions, uint32(i))
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -52,6 +53,7 @@ func (s *Server) runCommand(ctx context.Context, c *service.Conn, cmd bsoncore.D
 	}
 	var res result
 	if err != nil {
+		countAssert(&s.state.Counters, err)
 		res = result{reply: errorReply(err, cmd, s.topology()), err: err}
 	} else {
 		res = result{reply: reply, exhaust: env.Exhaust}
@@ -130,8 +132,8 @@ func (s *Server) dispatch(ctx context.Context, env *service.Env, cmd bsoncore.Do
 		return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '$db' is the wrong type '%s', expected type 'string'",
 			bsonutil.TypeName(dbv.Type))
 	}
-	if db == "" {
-		return nil, mongoerr.New(mongoerr.InvalidNamespace, "Invalid database name: ''")
+	if err := checkCommandDBName(db); err != nil {
+		return nil, err
 	}
 	env.DB = db
 	if c.AdminOnly && db != "admin" {
@@ -291,6 +293,9 @@ func errorReply(err error, cmd bsoncore.Document, topo topology) bsoncore.Docume
 	if msg == "" && me.Err != nil {
 		msg = me.Err.Error()
 	}
+	// Messages echo user input (command names, field names, values); an invalid UTF-8 byte in
+	// them would make the whole reply undecodable for drivers, so it becomes U+FFFD.
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
 	labels := me.Labels
 	if labels == nil && cmd != nil {
 		labels = errorLabelsFor(cmd, me.Code)
@@ -537,4 +542,33 @@ func itoa(i int) string {
 		return digits[i : i+1]
 	}
 	return itoa(i/10) + digits[i%10:i%10+1]
+}
+
+// checkCommandDBName refuses a $db that no command may run on, whatever it does with it:
+// mongod builds a DatabaseName from $db first, and its constructor refuses a '.', a NUL and
+// more than 63 bytes. Other characters mongod refuses (space, '/', '\', '"') are left to
+// the command's namespace checks ("Invalid namespace specified 'a b.c'").
+func checkCommandDBName(db string) error {
+	switch {
+	case db == "":
+		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid database name: ''")
+	case strings.Contains(db, "."):
+		return mongoerr.Newf(mongoerr.InvalidNamespace, "'.' is an invalid character in a db name: %s", db)
+	case strings.Contains(db, "\x00"):
+		return mongoerr.New(mongoerr.InvalidNamespace, "database names cannot have embedded null characters")
+	case len(db) > 63:
+		return mongoerr.Newf(mongoerr.InvalidNamespace, "db name must be at most 63 characters, found: %d", len(db))
+	}
+	return nil
+}
+
+// countAssert counts a failed command in serverStatus.asserts: an internal error (a Go error
+// that is no MongoDB error, or InternalError) is a "regular" assertion, any other MongoDB
+// error a "user" one, as mongod counts uasserts.
+func countAssert(c *service.Counters, err error) {
+	if me, ok := mongoerr.As(err); ok && me.Code != mongoerr.InternalError {
+		c.AssertsUser.Add(1)
+		return
+	}
+	c.AssertsRegular.Add(1)
 }

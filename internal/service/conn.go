@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 )
 
 // Conn is the per-connection state. The connection's own goroutine is the only writer of the
@@ -110,6 +111,23 @@ type Op struct {
 
 	cancel context.CancelCauseFunc
 	killed atomic.Bool
+
+	// Stats are the running command's yields and lock waits, for currentOp and
+	// serverStatus.globalLock.
+	Stats operation.OpStats
+	ns    atomic.Pointer[string]
+}
+
+// SetNS sets the namespace currentOp reports once the command knows it (a collection's
+// "db.coll" instead of "db.$cmd").
+func (o *Op) SetNS(ns string) { o.ns.Store(&ns) }
+
+// Namespace is the namespace currentOp reports: SetNS's, else NS.
+func (o *Op) Namespace() string {
+	if p := o.ns.Load(); p != nil {
+		return *p
+	}
+	return o.NS
 }
 
 // Killed reports whether killOp (or shutdown) interrupted the op.
@@ -179,7 +197,7 @@ func (cl *Clients) BeginOp(ctx context.Context, conn *Conn, name, db string, cmd
 	conn.mu.Lock()
 	conn.op = op
 	conn.mu.Unlock()
-	return op, ctx
+	return op, operation.WithOpStats(ctx, &op.Stats)
 }
 
 // EndOp clears the connection's running op and releases its context.

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
 	"humongo/internal/wire"
 )
@@ -104,8 +105,21 @@ func runGetParameter(_ context.Context, env *Env, cmd bsoncore.Document) (bsonco
 		all = arg.StringValue() == "*"
 	case bsoncore.TypeEmbeddedDocument:
 		d := arg.Document()
-		all = Truthy(lookupValue(d, "allParameters"))
-		details = Truthy(lookupValue(d, "showDetails"))
+		// GetParameterOptions is IDL: its flags are bools (null counts as absent).
+		for _, f := range []struct {
+			name string
+			dst  *bool
+		}{{"allParameters", &all}, {"showDetails", &details}} {
+			v := lookupValue(d, f.name)
+			switch v.Type {
+			case 0, bsoncore.TypeNull, bsoncore.TypeUndefined:
+			case bsoncore.TypeBoolean:
+				*f.dst = v.Boolean()
+			default:
+				return nil, mongoerr.Newf(mongoerr.TypeMismatch,
+					"BSON field 'getParameter.%s' is the wrong type '%s', expected type 'bool'", f.name, bsonutil.TypeName(v.Type))
+			}
+		}
 	}
 	var names []string
 	if all {

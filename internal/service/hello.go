@@ -57,7 +57,12 @@ func AppendHelloLimits(b []byte, env *Env, cmd bsoncore.Document) []byte {
 	b = bsoncore.AppendInt32Element(b, "maxWriteBatchSize", wire.MaxWriteBatchSize)
 	b = bsoncore.AppendDateTimeElement(b, "localTime", time.Now().UnixMilli())
 	b = bsoncore.AppendInt32Element(b, "logicalSessionTimeoutMinutes", int32(env.State.Params.Int("localLogicalSessionTimeoutMinutes")))
-	b = bsoncore.AppendInt64Element(b, "connectionId", env.Conn.ID)
+	// mongod appends it with BSONObjBuilder::appendNumber: int32 while it fits in 30 bits.
+	if id := env.Conn.ID; id > -(1<<30) && id < 1<<30 {
+		b = bsoncore.AppendInt32Element(b, "connectionId", int32(id))
+	} else {
+		b = bsoncore.AppendInt64Element(b, "connectionId", id)
+	}
 	b = bsoncore.AppendInt32Element(b, "minWireVersion", MinWireVersion)
 	b = bsoncore.AppendInt32Element(b, "maxWireVersion", MaxWireVersion)
 	b = bsoncore.AppendBooleanElement(b, "readOnly", false)
@@ -232,5 +237,5 @@ func helloInt(field string, v bsoncore.Value) (int64, error) {
 		return 0, mongoerr.Newf(mongoerr.BadValue, "BSON field 'hello.%s' must be an integer", field)
 	}
 	return 0, mongoerr.Newf(mongoerr.TypeMismatch,
-		"BSON field 'hello.%s' is the wrong type '%s', expected types 'int, long, double, decimal'", field, bsonutil.TypeName(v.Type))
+		"BSON field 'hello.%s' is the wrong type '%s', expected types '[long, int, decimal, double']", field, bsonutil.TypeName(v.Type))
 }

@@ -127,6 +127,8 @@ type Counters struct {
 	DocsDeleted, DocsInserted, DocsReturned, DocsUpdated atomic.Int64
 	// metrics.cursor
 	CursorsTimedOut, CursorsOpenNoTimeout, CursorsOpenPinned, CursorsOpenTotal, CursorsTotalOpened atomic.Int64
+	// asserts: commands that failed with a user error (uassert) or an internal one
+	AssertsUser, AssertsRegular atomic.Int64
 }
 
 // OpCounter returns the opcounters field named name ("insert", "query", ...).

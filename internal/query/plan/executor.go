@@ -227,6 +227,7 @@ func (ex *Executor) Next(ctx context.Context) (recordid.ID, bsoncore.Document, b
 			// Yield: release the snapshot so long scans do not pin old versions (locks stay
 			// held; MongoDB also yields them).
 			ex.sinceYield = 0
+			countYield(ctx)
 			ex.root.save()
 			ex.env.ru.AbandonSnapshot()
 			if err := ex.root.restore(ex.env); err != nil {

@@ -59,6 +59,19 @@ var catalogs = operation.NewDecoration(func(db *operation.DB) *session.Catalog {
 	return session.New(store{db}, 0)
 })
 
+// Metrics are a node's retryable-write counters (serverStatus.transactions).
+type Metrics struct {
+	// RetriedCommands: commands with at least one statement that had already run;
+	// RetriedStatements: such statements; TransactionsCollectionWrites: session records
+	// written to config.transactions.
+	RetriedCommands, RetriedStatements, TransactionsCollectionWrites atomic.Int64
+}
+
+var metrics = operation.NewDecoration(func(*operation.DB) *Metrics { return &Metrics{} })
+
+// MetricsOf returns db's retryable-write counters.
+func MetricsOf(db *operation.DB) *Metrics { return metrics.Get(db) }
+
 // Sessions returns db's session catalog.
 func Sessions(db *operation.DB) *session.Catalog { return catalogs.Get(db) }
 
@@ -73,6 +86,8 @@ type Txn struct {
 	// closeConn is set when onPrimaryTransactionalWrite asked for the client's connection
 	// to be closed (CloseRequested).
 	closeConn atomic.Bool
+	// retried: a statement of this command had already run (a retry).
+	retried bool
 }
 
 // onPrimaryTransactionalWrite is MongoDB's fail point of that name, evaluated after each
@@ -143,6 +158,9 @@ func LsidDoc(k lsc.Key) bsoncore.Document {
 // End checks the session back in.
 func (t *Txn) End() {
 	if t != nil {
+		if t.retried {
+			MetricsOf(t.db).RetriedCommands.Add(1)
+		}
 		t.cat.CheckIn(t.s)
 	}
 }
@@ -154,6 +172,10 @@ func (t *Txn) Executed(i int) (bool, error) {
 		return false, nil
 	}
 	_, ok, err := t.s.Executed(int32(i))
+	if ok && err == nil {
+		t.retried = true
+		MetricsOf(t.db).RetriedStatements.Add(1)
+	}
 	return ok, err
 }
 
@@ -296,6 +318,9 @@ func upsert(op *operation.Context, ns string, doc bsoncore.Document) error {
 	rid, old, found, err := coll.FindByID(op.RU, id)
 	if err != nil {
 		return err
+	}
+	if ns == TxnsNS {
+		MetricsOf(op.DB).TransactionsCollectionWrites.Add(1)
 	}
 	if found {
 		return coll.UpdateDocument(op.RU, rid, append(bsoncore.Document(nil), old...), doc)
