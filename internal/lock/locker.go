@@ -66,6 +66,9 @@ type Locker struct {
 
 	waiting atomic.Bool
 	stats   [numStatCategories][numModes]ModeStats
+
+	adm       *Admission // nil: no tickets (SetAdmission)
+	admTicket ticketKind // the ticket kind this Locker holds a reference on while it holds Global
 }
 
 // NewLocker returns a Locker for one operation.
@@ -351,7 +354,18 @@ func (l *Locker) release(i int, r *request) {
 	l.m.unlock(r)
 	l.held = append(l.held[:i], l.held[i+1:]...)
 	l.heldByType[r.res.Type()]--
+	if r.res == ResourceGlobal {
+		l.releaseTicket()
+	}
 	l.freeRequest(r)
+}
+
+// releaseTicket drops the Locker's ticket reference (the Global lock is gone for good).
+func (l *Locker) releaseTicket() {
+	if l.admTicket != ticketNone {
+		l.adm.release(l.admTicket)
+		l.admTicket = ticketNone
+	}
 }
 
 // UnlockAll releases every lock, deferred or not, bottom-up, and closes any open write unit

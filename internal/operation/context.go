@@ -72,6 +72,9 @@ type Request struct {
 	// ShardVersion and DatabaseVersion are the raw shardVersion / databaseVersion fields.
 	// Session.LSID and these point into the command document: valid while the command runs.
 	ShardVersion, DatabaseVersion bsoncore.Value
+	// Admission is the request's read/write tickets, shared by its operations so a nested
+	// operation does not queue for a second ticket (nil: each operation is admitted alone).
+	Admission *lock.Admission
 }
 
 type requestKey struct{}
@@ -104,9 +107,17 @@ func (d *DB) NewOp(ctx context.Context) *Context {
 	l := d.Locks.NewLocker()
 	l.SetDeadlineKind(lock.DeadlineMaxTimeMS)
 	o := &Context{DB: d, Locker: l, RU: d.Engine.NewRecoveryUnit(), ctx: ctx}
+	adm := (*lock.Admission)(nil)
 	if r := RequestOf(ctx); r != nil {
 		o.ReadSource, o.Session, o.ShardVersion, o.DatabaseVersion = r.ReadSource, r.Session, r.ShardVersion, r.DatabaseVersion
+		adm = r.Admission
 	}
+	if adm == nil {
+		adm = new(lock.Admission)
+	}
+	// Admission control: the operation takes a read or write ticket with its first Global
+	// lock (storageEngineConcurrentRead/WriteTransactions).
+	l.SetAdmission(adm)
 	return o
 }
 
