@@ -66,6 +66,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Quiet lowers connection accept/end logs to debug, as mongod --quiet does.
 	Quiet bool
+	// InFlightMessageBytes bounds the bytes of large messages read and run at once (default
+	// DefaultInFlightMessageBytes; see inflight.go).
+	InFlightMessageBytes int64
 }
 
 // Server is the front end of one humongod or humongos process.
@@ -84,7 +87,11 @@ type Server struct {
 	rootCtx    context.Context
 	rootCancel context.CancelCauseFunc
 
-	wg sync.WaitGroup // accept loops and connection goroutines
+	wg sync.WaitGroup // accept loops, connection goroutines and the memory releaser
+
+	// inflight bounds large messages in flight; its releaser goroutine returns their memory
+	// to the OS once they are done.
+	inflight *byteBudget
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
@@ -113,6 +120,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 15 * time.Second
 	}
+	if cfg.InFlightMessageBytes <= 0 {
+		cfg.InFlightMessageBytes = DefaultInFlightMessageBytes
+	}
 	s := &Server{
 		cfg:             cfg,
 		log:             cfg.State.Logger,
@@ -120,6 +130,7 @@ func New(cfg Config) (*Server, error) {
 		registry:        cfg.Registry,
 		role:            cfg.Role,
 		conns:           map[*conn]struct{}{},
+		inflight:        newByteBudget(cfg.InFlightMessageBytes),
 		shutdownStarted: make(chan struct{}),
 		done:            make(chan struct{}),
 	}
@@ -180,8 +191,12 @@ func (s *Server) Start() {
 		return
 	}
 	s.started = true
-	s.wg.Add(len(s.listeners))
+	s.wg.Add(len(s.listeners) + 1)
 	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		s.inflight.releaseMemory(s.shutdownStarted)
+	}()
 	for _, ln := range s.listeners {
 		s.log.Info("Listening on", logv2.C(logv2.Network), logv2.ID(23015), logv2.Ctx("listener"),
 			"address", ln.Addr().String())

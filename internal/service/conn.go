@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/wire"
 )
 
 // Conn is the per-connection state. The connection's own goroutine is the only writer of the
@@ -174,12 +175,23 @@ func (cl *Clients) BeginOp(ctx context.Context, conn *Conn, name, db string, cmd
 	ctx, cancel := context.WithCancelCause(ctx)
 	op := &Op{
 		ID: cl.nextOp.Add(1), Conn: conn, Name: name, NS: db + ".$cmd",
-		Cmd: append(bsoncore.Document(nil), cmd...), Start: time.Now(), cancel: cancel,
+		Cmd: keepCmd(cmd), Start: time.Now(), cancel: cancel,
 	}
 	conn.mu.Lock()
 	conn.op = op
 	conn.mu.Unlock()
 	return op, ctx
+}
+
+// keepCmd returns the command for Op.Cmd, which may outlive the message buffer a small command
+// aliases (the connection reuses it): small commands are copied; a large one (over
+// wire.LargeMessageBytes) is kept as is, since the wire layer never reuses such buffers, so a
+// 48 MB insert is not copied once more.
+func keepCmd(cmd bsoncore.Document) bsoncore.Document {
+	if len(cmd) > wire.LargeMessageBytes {
+		return cmd
+	}
+	return append(bsoncore.Document(nil), cmd...)
 }
 
 // EndOp clears the connection's running op and releases its context.
