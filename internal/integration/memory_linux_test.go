@@ -40,7 +40,7 @@ func TestIntegrationMemoryLargeInserts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 190 MB through a real server")
 	}
-	s := newServer(t, "")
+	s := newServer(t, "", strings.Fields(os.Getenv("MEMTEST_ARGS"))...)
 	cl := connect(t, s.uri())
 	pid := s.cmd.Process.Pid
 	base := procStatusKB(t, pid, "VmRSS", "VmHWM")

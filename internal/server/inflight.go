@@ -21,6 +21,13 @@ const DefaultInFlightMessageBytes = 128 << 20
 // forced collection of the whole heap costs CPU, so it runs at most this often.
 const freeOSMemoryEvery = time.Second
 
+// burstGCPercent is the garbage collector's GOGC while large messages are in flight. Each
+// one leaves tens of megabytes of garbage (its buffer, the merged command, the write batch),
+// and with the default 100 the heap may grow to twice what is live before a collection: a
+// lower value trades some CPU, during bursts only, for a peak close to the live data. The
+// previous setting comes back when the last large message ends.
+const burstGCPercent = 25
+
 // byteBudget is a FIFO counting semaphore over bytes: the bound on large messages in flight.
 // Safe for concurrent use.
 type byteBudget struct {
@@ -29,6 +36,9 @@ type byteBudget struct {
 	mu      sync.Mutex
 	used    int64           // guarded by mu
 	waiters []*budgetWaiter // guarded by mu; FIFO
+	// savedGC is the GC percentage to restore when the last large message ends (-2: the
+	// budget did not change it); see burstGCPercent.
+	savedGC int // guarded by mu
 	// idle is signalled (capacity 1) when used drops to zero: the releaser then gives the
 	// memory of the finished messages back to the OS.
 	idle chan struct{}
@@ -41,7 +51,7 @@ type budgetWaiter struct {
 }
 
 func newByteBudget(capacity int64) *byteBudget {
-	return &byteBudget{capacity: capacity, idle: make(chan struct{}, 1)}
+	return &byteBudget{capacity: capacity, idle: make(chan struct{}, 1), savedGC: -2}
 }
 
 // acquire waits, in arrival order, until n bytes fit in the budget (n is clamped to the whole
@@ -51,7 +61,7 @@ func (b *byteBudget) acquire(ctx context.Context, n int64) (func(), error) {
 	n = min(n, b.capacity)
 	b.mu.Lock()
 	if len(b.waiters) == 0 && b.used+n <= b.capacity {
-		b.used += n
+		b.admitLocked(n)
 		b.mu.Unlock()
 		return b.releaser(n), nil
 	}
@@ -89,11 +99,28 @@ func (b *byteBudget) releaser(n int64) func() {
 	return func() { once.Do(func() { b.release(n) }) }
 }
 
+// admitLocked counts n more bytes in flight; the first large message of a burst lowers GOGC.
+func (b *byteBudget) admitLocked(n int64) {
+	if b.used == 0 && b.savedGC == -2 {
+		prev := debug.SetGCPercent(burstGCPercent)
+		if prev < 0 || prev <= burstGCPercent { // GC off, or already eager: the operator's choice
+			debug.SetGCPercent(prev)
+		} else {
+			b.savedGC = prev
+		}
+	}
+	b.used += n
+}
+
 func (b *byteBudget) release(n int64) {
 	b.mu.Lock()
 	b.used -= n
 	b.grantLocked()
 	idle := b.used == 0
+	if idle && b.savedGC != -2 {
+		debug.SetGCPercent(b.savedGC)
+		b.savedGC = -2
+	}
 	b.mu.Unlock()
 	if idle {
 		select {
@@ -108,7 +135,7 @@ func (b *byteBudget) grantLocked() {
 		w := b.waiters[0]
 		b.waiters[0] = nil
 		b.waiters = b.waiters[1:]
-		b.used += w.n
+		b.admitLocked(w.n)
 		w.granted = true
 		close(w.ch)
 	}
