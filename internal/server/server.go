@@ -9,7 +9,9 @@
 // Ownership. The Server owns every goroutine it starts: one accept loop per listener and one
 // goroutine per connection, all counted in one WaitGroup; a connection whose command runs
 // past 50 ms also runs a watcher that interrupts the command if the client disconnects
-// (peerWatch), which the connection stops before it reads again. Shutdown stops the accept loops,
+// (peerWatch), which the connection stops before it reads again; and one memory releaser that
+// returns the heap to the OS after large messages (inflight.go: large messages also wait for
+// room in an in-flight byte budget before their body is read). Shutdown stops the accept loops,
 // wakes idle connections (a read deadline in the past), interrupts the running commands
 // (InterruptedAtShutdown), waits a bounded time for them to end, closes every socket and
 // finally closes the registered Closers (the storage engine) in reverse order. After Shutdown
