@@ -101,3 +101,34 @@ func TestReaderLargeMessageAllocation(t *testing.T) {
 		t.Errorf("reading a %d-byte message allocated %d bytes", len(big), got)
 	}
 }
+
+// A small compressed message that decompresses to a large one is admitted for its
+// decompressed size.
+func TestReaderGateCompressed(t *testing.T) {
+	big := largeInsert(t, 3<<20) // zeros: compresses to a few kB
+	comp, err := AppendCompressed(nil, big, CompressorZstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(comp) > LargeMessageBytes {
+		t.Fatalf("compressed message is %d bytes; the test needs a small one", len(comp))
+	}
+	r := NewReader(bytes.NewReader(comp))
+	var admitted []int
+	released := 0
+	r.SetGate(func(n int) (func(), error) {
+		admitted = append(admitted, n)
+		return func() { released++ }, nil
+	})
+	var m Message
+	if err := r.ReadMessage(&m); err != nil {
+		t.Fatal(err)
+	}
+	if len(admitted) != 1 || admitted[0] != len(big) {
+		t.Fatalf("admitted %v, want [%d]", admitted, len(big))
+	}
+	r.Release()
+	if released != 1 {
+		t.Fatalf("released %d times", released)
+	}
+}

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"io"
 
@@ -110,6 +111,24 @@ func (r *Reader) ReadMessage(m *Message) error {
 		m.reset()
 		m.Header = h
 		return framingErr("reading %d-byte message body: %v", n-HeaderLen, err)
+	}
+	// A compressed message is admitted for what it decompresses to (as declared, which
+	// decompression then enforces): 1 MB of zstd may carry a 48 MB insert.
+	if h.OpCode == OpCompressed && r.gate != nil && len(msg) >= HeaderLen+8 {
+		if size := int(int32(binary.LittleEndian.Uint32(msg[HeaderLen+4:]))) + HeaderLen; size > LargeMessageBytes && size > n &&
+			size <= MaxMessageSizeBytes {
+			if r.release != nil {
+				r.release()
+				r.release = nil
+			}
+			rel, err := r.gate(size)
+			if err != nil {
+				m.reset()
+				m.Header = h
+				return framingErr("admitting a message of %d bytes decompressed: %v", size, err)
+			}
+			r.release = rel
+		}
 	}
 	return m.Parse(msg)
 }
