@@ -36,9 +36,7 @@ type byteBudget struct {
 	mu      sync.Mutex
 	used    int64           // guarded by mu
 	waiters []*budgetWaiter // guarded by mu; FIFO
-	// savedGC is the GC percentage to restore when the last large message ends (-2: the
-	// budget did not change it); see burstGCPercent.
-	savedGC int // guarded by mu
+	inBurst bool            // guarded by mu; counted in burstGC
 	// idle is signalled (capacity 1) when used drops to zero: the releaser then gives the
 	// memory of the finished messages back to the OS.
 	idle chan struct{}
@@ -51,7 +49,7 @@ type budgetWaiter struct {
 }
 
 func newByteBudget(capacity int64) *byteBudget {
-	return &byteBudget{capacity: capacity, idle: make(chan struct{}, 1), savedGC: -2}
+	return &byteBudget{capacity: capacity, idle: make(chan struct{}, 1)}
 }
 
 // acquire waits, in arrival order, until n bytes fit in the budget (n is clamped to the whole
@@ -101,15 +99,48 @@ func (b *byteBudget) releaser(n int64) func() {
 
 // admitLocked counts n more bytes in flight; the first large message of a burst lowers GOGC.
 func (b *byteBudget) admitLocked(n int64) {
-	if b.used == 0 && b.savedGC == -2 {
-		prev := debug.SetGCPercent(burstGCPercent)
-		if prev < 0 || prev <= burstGCPercent { // GC off, or already eager: the operator's choice
-			debug.SetGCPercent(prev)
-		} else {
-			b.savedGC = prev
-		}
+	if !b.inBurst {
+		burstGC.enter()
+		b.inBurst = true
 	}
 	b.used += n
+}
+
+// burstGC lowers GOGC to burstGCPercent while any server of the process (tests run several)
+// has large messages in flight, and restores the previous setting after the last one.
+var burstGC burstGCState
+
+type burstGCState struct {
+	mu      sync.Mutex
+	n       int  // servers in a burst
+	saved   int  // GOGC to restore
+	changed bool // whether enter changed GOGC
+}
+
+func (g *burstGCState) enter() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.n++
+	if g.n > 1 {
+		return
+	}
+	prev := debug.SetGCPercent(burstGCPercent)
+	if prev < 0 || prev <= burstGCPercent { // GC off, or already eager: the operator's choice
+		debug.SetGCPercent(prev)
+		g.changed = false
+		return
+	}
+	g.saved, g.changed = prev, true
+}
+
+func (g *burstGCState) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.n--
+	if g.n == 0 && g.changed {
+		debug.SetGCPercent(g.saved)
+		g.changed = false
+	}
 }
 
 func (b *byteBudget) release(n int64) {
@@ -117,9 +148,9 @@ func (b *byteBudget) release(n int64) {
 	b.used -= n
 	b.grantLocked()
 	idle := b.used == 0
-	if idle && b.savedGC != -2 {
-		debug.SetGCPercent(b.savedGC)
-		b.savedGC = -2
+	if idle && b.inBurst {
+		burstGC.leave()
+		b.inBurst = false
 	}
 	b.mu.Unlock()
 	if idle {

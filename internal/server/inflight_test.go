@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -28,6 +29,8 @@ func waitWaiting(t *testing.T, b *byteBudget, n int) {
 // when its context ends.
 func TestByteBudget(t *testing.T) {
 	ctx := context.Background()
+	gc0 := debug.SetGCPercent(100)
+	debug.SetGCPercent(gc0)
 	b := newByteBudget(100)
 	r1, err := b.acquire(ctx, 60)
 	if err != nil {
@@ -86,5 +89,11 @@ func TestByteBudget(t *testing.T) {
 	case <-b.idle:
 	default:
 		t.Error("no idle signal for the memory releaser")
+	}
+	burstGC.mu.Lock()
+	n := burstGC.n
+	burstGC.mu.Unlock()
+	if n != 0 || debug.SetGCPercent(gc0) != gc0 {
+		t.Errorf("after the burst: %d budgets counted in a burst, GOGC not restored", n)
 	}
 }
