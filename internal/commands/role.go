@@ -71,10 +71,12 @@ func NewState(db *operation.DB, cfg service.Config) *service.State {
 	if cfg.Params == nil {
 		cfg.Params = service.NewParams(DefaultParamSpecs())
 	}
+	if db != nil {
+		watchTickets(cfg.Params, db)
+	}
 	st := service.NewState(cfg)
 	if db != nil {
 		st.DB = db
-		watchTickets(cfg.Params, db)
 	}
 	return st
 }

@@ -64,11 +64,11 @@ type Locker struct {
 	sharedTwoPhase bool
 	noPBWM         bool // reads at a timestamp do not conflict with batch application
 
-	waiting atomic.Bool
-	stats   [numStatCategories][numModes]ModeStats
-
 	adm       *Admission // nil: no tickets (SetAdmission)
 	admTicket ticketKind // the ticket kind this Locker holds a reference on while it holds Global
+
+	waiting atomic.Bool
+	stats   [numStatCategories][numModes]ModeStats
 }
 
 // NewLocker returns a Locker for one operation.
@@ -348,15 +348,15 @@ func (l *Locker) Unlock(res ResourceID) error {
 
 // release gives up held request r at index i of l.held, whatever its counts.
 func (l *Locker) release(i int, r *request) {
+	if r.res == ResourceGlobal {
+		l.releaseTicket() // admission ends with the Global lock
+	}
 	if r.unlockPending > 0 {
 		l.pendingUnlocks--
 	}
 	l.m.unlock(r)
 	l.held = append(l.held[:i], l.held[i+1:]...)
 	l.heldByType[r.res.Type()]--
-	if r.res == ResourceGlobal {
-		l.releaseTicket()
-	}
 	l.freeRequest(r)
 }
 

@@ -107,18 +107,22 @@ func (d *DB) NewOp(ctx context.Context) *Context {
 	l := d.Locks.NewLocker()
 	l.SetDeadlineKind(lock.DeadlineMaxTimeMS)
 	o := &Context{DB: d, Locker: l, RU: d.Engine.NewRecoveryUnit(), ctx: ctx}
-	adm := (*lock.Admission)(nil)
 	if r := RequestOf(ctx); r != nil {
 		o.ReadSource, o.Session, o.ShardVersion, o.DatabaseVersion = r.ReadSource, r.Session, r.ShardVersion, r.DatabaseVersion
-		adm = r.Admission
 	}
-	if adm == nil {
-		adm = new(lock.Admission)
-	}
+
 	// Admission control: the operation takes a read or write ticket with its first Global
-	// lock (storageEngineConcurrentRead/WriteTransactions).
-	l.SetAdmission(adm)
+	// lock (storageEngineConcurrentRead/WriteTransactions), shared with its request's others.
+	l.SetAdmission(admissionOf(ctx))
 	return o
+}
+
+// admissionOf is the ticket state of ctx's request, or a fresh one for an operation alone.
+func admissionOf(ctx context.Context) *lock.Admission {
+	if r := RequestOf(ctx); r != nil && r.Admission != nil {
+		return r.Admission
+	}
+	return new(lock.Admission)
 }
 
 // Ctx is the context the operation was created with.

@@ -11,7 +11,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
-	"humongo/internal/wire"
 )
 
 // Conn is the per-connection state. The connection's own goroutine is the only writer of the
@@ -183,12 +182,16 @@ func (cl *Clients) BeginOp(ctx context.Context, conn *Conn, name, db string, cmd
 	return op, ctx
 }
 
+// LargeCommandBytes is wire.LargeMessageBytes (a test checks they agree): the wire layer
+// never reuses the buffer of a message larger than that.
+const LargeCommandBytes = 1 << 20
+
 // keepCmd returns the command for Op.Cmd, which may outlive the message buffer a small command
 // aliases (the connection reuses it): small commands are copied; a large one (over
-// wire.LargeMessageBytes) is kept as is, since the wire layer never reuses such buffers, so a
-// 48 MB insert is not copied once more.
+// LargeCommandBytes) is kept as is, since its buffer is never reused, so a 48 MB insert is
+// not copied once more.
 func keepCmd(cmd bsoncore.Document) bsoncore.Document {
-	if len(cmd) > wire.LargeMessageBytes {
+	if len(cmd) > LargeCommandBytes {
 		return cmd
 	}
 	return append(bsoncore.Document(nil), cmd...)
