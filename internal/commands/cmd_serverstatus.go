@@ -58,6 +58,7 @@ func runServerStatus(_ context.Context, env *service.Env, cmd bsoncore.Document)
 				AppendDocument("open", open).Build())
 			b, _ = bsoncore.AppendDocumentEnd(mb, idx)
 		}
+		b = appendTicketsSection(b, st, want)
 		return b
 	}), nil
 }

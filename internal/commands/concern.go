@@ -14,6 +14,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/lock"
 	"humongo/internal/operation"
 	"humongo/internal/repl/concern"
 	"humongo/internal/service"
@@ -42,7 +43,8 @@ func BeginOperation(ctx context.Context, env *service.Env, c *service.Command, c
 // as sent (validated where they are used: retryable writes, session commands), and
 // shardVersion / databaseVersion raw (the sharding layer will check them).
 func requestOf(cmd bsoncore.Document) *operation.Request {
-	r := &operation.Request{ShardVersion: lookup(cmd, "shardVersion"), DatabaseVersion: lookup(cmd, "databaseVersion")}
+	r := &operation.Request{ShardVersion: lookup(cmd, "shardVersion"), DatabaseVersion: lookup(cmd, "databaseVersion"),
+		Admission: new(lock.Admission)}
 	if d, ok := lookup(cmd, "lsid").DocumentOK(); ok {
 		r.Session.LSID = d
 	}

@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/lock"
 	"humongo/internal/operation"
 	"humongo/internal/repl/concern"
 	"humongo/internal/service"
@@ -70,6 +71,9 @@ func NewState(db *operation.DB, cfg service.Config) *service.State {
 	if cfg.Params == nil {
 		cfg.Params = service.NewParams(DefaultParamSpecs())
 	}
+	if db != nil {
+		watchTickets(cfg.Params, db)
+	}
 	st := service.NewState(cfg)
 	if db != nil {
 		st.DB = db
@@ -78,6 +82,23 @@ func NewState(db *operation.DB, cfg service.Config) *service.State {
 		db.Colls.SetCappedInsertHook(st.Cursors().NotifyInsert)
 	}
 	return st
+}
+
+// watchTickets keeps db's admission-control pools at the sizes of the
+// storageEngineConcurrent{Read,Write}Transactions parameters, at startup and after each
+// setParameter.
+func watchTickets(p *service.Params, db *operation.DB) {
+	ts := db.Locks.Tickets()
+	for name, h := range map[string]*lock.TicketHolder{
+		"storageEngineConcurrentReadTransactions":  ts.Read,
+		"storageEngineConcurrentWriteTransactions": ts.Write,
+	} {
+		p.Watch(name, func(v any) {
+			if n, ok := v.(int64); ok && n > 0 {
+				h.Resize(int(n))
+			}
+		})
+	}
 }
 
 // Mongod is what a humongod server is built from: its state, mongod's registry and role.

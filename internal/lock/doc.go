@@ -43,6 +43,11 @@
 // the Locker reads at a timestamp, RSTL IX, Global, Database, Collection) and return a Scope
 // whose Release undoes exactly those acquisitions. Do not copy a Scope.
 //
+// Admission control (tickets.go): a Locker given an Admission (operation.NewOp gives every
+// operation its request's) takes a read ticket before Global IS/S and a write ticket before
+// Global IX, from the Manager's two TicketHolders (storageEngineConcurrentRead/Write-
+// Transactions), and gives it back when Global is released for good.
+//
 // # Waiting, deadlines and errors
 //
 // Lock blocks until the request is granted or the context is done; it never polls. What a

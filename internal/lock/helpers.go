@@ -66,8 +66,18 @@ func (l *Locker) GlobalLock(ctx context.Context, mode Mode) (Scope, error) {
 func (l *Locker) GlobalLockWith(ctx context.Context, mode Mode, opts GlobalOptions) (Scope, error) {
 	s := Scope{l: l}
 	if !l.holds(ResourceGlobal) {
+		// Admission first, as MongoDB's lockGlobal: the ticket is held until the Global lock
+		// is released for good (release), and given back here if the locks below fail.
+		if l.adm != nil {
+			kind, err := l.adm.acquire(ctx, l.m.Tickets(), mode, l.deadlineKind)
+			if err != nil {
+				return Scope{}, err
+			}
+			l.admTicket = kind
+		}
 		if !l.noPBWM {
 			if err := l.Lock(ctx, ResourcePBWM, intentMode(mode)); err != nil {
+				l.releaseTicket()
 				return Scope{}, err
 			}
 			s.push(ResourcePBWM)
@@ -75,6 +85,7 @@ func (l *Locker) GlobalLockWith(ctx context.Context, mode Mode, opts GlobalOptio
 		if !opts.SkipRSTL {
 			if err := l.Lock(ctx, ResourceRSTL, ModeIX); err != nil {
 				_ = s.Release()
+				l.releaseTicket()
 				return Scope{}, err
 			}
 			s.push(ResourceRSTL)
@@ -82,6 +93,9 @@ func (l *Locker) GlobalLockWith(ctx context.Context, mode Mode, opts GlobalOptio
 	}
 	if err := l.Lock(ctx, ResourceGlobal, mode); err != nil {
 		_ = s.Release()
+		if !l.holds(ResourceGlobal) {
+			l.releaseTicket()
+		}
 		return Scope{}, err
 	}
 	s.push(ResourceGlobal)

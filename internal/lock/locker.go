@@ -64,6 +64,9 @@ type Locker struct {
 	sharedTwoPhase bool
 	noPBWM         bool // reads at a timestamp do not conflict with batch application
 
+	adm       *Admission // nil: no tickets (SetAdmission)
+	admTicket ticketKind // the ticket kind this Locker holds a reference on while it holds Global
+
 	waiting atomic.Bool
 	stats   [numStatCategories][numModes]ModeStats
 	// heldModes is the strongest mode held per lock type, readable from any goroutine for
@@ -351,6 +354,9 @@ func (l *Locker) Unlock(res ResourceID) error {
 
 // release gives up held request r at index i of l.held, whatever its counts.
 func (l *Locker) release(i int, r *request) {
+	if r.res == ResourceGlobal {
+		l.releaseTicket() // admission ends with the Global lock
+	}
 	if r.unlockPending > 0 {
 		l.pendingUnlocks--
 	}
@@ -360,6 +366,14 @@ func (l *Locker) release(i int, r *request) {
 	c := r.res.statCategory()
 	l.freeRequest(r)
 	l.recomputeHeld(c)
+}
+
+// releaseTicket drops the Locker's ticket reference (the Global lock is gone for good).
+func (l *Locker) releaseTicket() {
+	if l.admTicket != ticketNone {
+		l.adm.release(l.admTicket)
+		l.admTicket = ticketNone
+	}
 }
 
 // UnlockAll releases every lock, deferred or not, bottom-up, and closes any open write unit

@@ -26,6 +26,9 @@ type Manager struct {
 	stats    statStripes
 	lockerID atomic.Uint64
 
+	ticketsOnce sync.Once
+	tickets     *Tickets // admission control pools (Tickets)
+
 	// hookQueued, when set (tests only, before any Locker runs), is called under the shard
 	// mutex whenever a request starts waiting, so tests synchronise without sleeping.
 	hookQueued func(res ResourceID, mode Mode)

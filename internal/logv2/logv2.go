@@ -68,18 +68,35 @@ func StartupWarning() slog.Attr { return slog.String(keyTags, "startupWarnings")
 // RingSize is the number of recent lines kept for getLog.
 const RingSize = 1024
 
-// Ring keeps the last RingSize log lines. It is safe for concurrent use.
+// RingMaxBytes caps the bytes of the lines a Ring keeps, as MongoDB's RamLog (kMaxSizeBytes):
+// older lines go first, but the newest two always stay, so one huge line (a slow insert
+// logged whole) can be retained, never hundreds of them.
+const RingMaxBytes = 1 << 20
+
+// Ring keeps the last RingSize log lines, at most RingMaxBytes of them (see there). It is
+// safe for concurrent use.
 type Ring struct {
 	mu    sync.Mutex
 	lines [RingSize]string
-	next  int   // index of the slot the next line goes to
+	first int   // index of the oldest retained line
+	n     int   // lines retained
+	bytes int   // their total length
 	total int64 // lines ever written
 }
 
 func (r *Ring) add(line string) {
 	r.mu.Lock()
-	r.lines[r.next] = line
-	r.next = (r.next + 1) % RingSize
+	// Make room: RamLog::trimIfNeeded drops the oldest lines while the new one would not fit,
+	// keeping at least one.
+	for r.n > 1 && r.bytes+len(line) > RingMaxBytes || r.n == RingSize {
+		r.bytes -= len(r.lines[r.first])
+		r.lines[r.first] = ""
+		r.first = (r.first + 1) % RingSize
+		r.n--
+	}
+	r.lines[(r.first+r.n)%RingSize] = line
+	r.n++
+	r.bytes += len(line)
 	r.total++
 	r.mu.Unlock()
 }
@@ -88,11 +105,9 @@ func (r *Ring) add(line string) {
 func (r *Ring) Lines() (lines []string, total int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := int(min(r.total, RingSize))
-	lines = make([]string, 0, n)
-	start := (r.next - n + RingSize) % RingSize
-	for i := range n {
-		lines = append(lines, r.lines[(start+i)%RingSize])
+	lines = make([]string, 0, r.n)
+	for i := range r.n {
+		lines = append(lines, r.lines[(r.first+i)%RingSize])
 	}
 	return lines, r.total
 }

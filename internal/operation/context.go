@@ -74,6 +74,9 @@ type Request struct {
 	// ShardVersion and DatabaseVersion are the raw shardVersion / databaseVersion fields.
 	// Session.LSID and these point into the command document: valid while the command runs.
 	ShardVersion, DatabaseVersion bsoncore.Value
+	// Admission is the request's read/write tickets, shared by its operations so a nested
+	// operation does not queue for a second ticket (nil: each operation is admitted alone).
+	Admission *lock.Admission
 }
 
 type requestKey struct{}
@@ -113,7 +116,19 @@ func (d *DB) NewOp(ctx context.Context) *Context {
 	if r := RequestOf(ctx); r != nil {
 		o.ReadSource, o.Session, o.ShardVersion, o.DatabaseVersion = r.ReadSource, r.Session, r.ShardVersion, r.DatabaseVersion
 	}
+
+	// Admission control: the operation takes a read or write ticket with its first Global
+	// lock (storageEngineConcurrentRead/WriteTransactions), shared with its request's others.
+	l.SetAdmission(admissionOf(ctx))
 	return o
+}
+
+// admissionOf is the ticket state of ctx's request, or a fresh one for an operation alone.
+func admissionOf(ctx context.Context) *lock.Admission {
+	if r := RequestOf(ctx); r != nil && r.Admission != nil {
+		return r.Admission
+	}
+	return new(lock.Admission)
 }
 
 // Ctx is the context the operation was created with.

@@ -59,6 +59,10 @@ func (s *Server) serveConn(c *conn) {
 // shutdown.
 func (s *Server) connLoop(ctx context.Context, c *conn) error {
 	var m wire.Message
+	// A large message waits for room in the in-flight budget before its body is read, and
+	// holds it until its command has answered (Release below).
+	c.r.SetGate(func(n int) (func(), error) { return s.inflight.acquire(ctx, int64(n)) })
+	defer c.r.Release()
 	for {
 		err := c.r.ReadMessage(&m)
 		if err != nil {
@@ -88,6 +92,7 @@ func (s *Server) connLoop(ctx context.Context, c *conn) error {
 			// never crash on it.
 			return mongoerr.Newf(mongoerr.ProtocolError, "unexpected opcode %v", m.OpCode)
 		}
+		c.r.Release()
 		if closeConn {
 			return nil
 		}
@@ -147,12 +152,16 @@ func (s *Server) handleMsg(ctx context.Context, c *conn, m *wire.Message) bool {
 	compressor := m.Compressor
 	responseTo := m.Header.RequestID
 	moreToCome := m.Msg.MoreToCome()
+	exhaustAllowed := m.Msg.ExhaustAllowed() && !moreToCome
 	cmd, err := m.Msg.Command()
+	// The command is all that is needed now: let a large message's own buffers go (with
+	// document sequences, cmd is a merged copy and the message's bytes are garbage).
+	c.r.ReleaseBuffers()
 	var res result
 	if err != nil {
 		res = result{reply: errorReply(err, nil, topology{}), err: err}
 	} else {
-		res = s.runWatched(ctx, c, cmd, false, m.Msg.ExhaustAllowed() && !moreToCome)
+		res = s.runWatched(ctx, c, cmd, false, exhaustAllowed)
 	}
 	for {
 		if res.closeConn {

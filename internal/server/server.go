@@ -9,7 +9,9 @@
 // Ownership. The Server owns every goroutine it starts: one accept loop per listener and one
 // goroutine per connection, all counted in one WaitGroup; a connection whose command runs
 // past 50 ms also runs a watcher that interrupts the command if the client disconnects
-// (peerWatch), which the connection stops before it reads again. Shutdown stops the accept loops,
+// (peerWatch), which the connection stops before it reads again; and one memory releaser that
+// returns the heap to the OS after large messages (inflight.go: large messages also wait for
+// room in an in-flight byte budget before their body is read). Shutdown stops the accept loops,
 // wakes idle connections (a read deadline in the past), interrupts the running commands
 // (InterruptedAtShutdown), waits a bounded time for them to end, closes every socket and
 // finally closes the registered Closers (the storage engine) in reverse order. After Shutdown
@@ -67,6 +69,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Quiet lowers connection accept/end logs to debug, as mongod --quiet does.
 	Quiet bool
+	// InFlightMessageBytes bounds the bytes of large messages read and run at once (default
+	// DefaultInFlightMessageBytes; see inflight.go).
+	InFlightMessageBytes int64
 }
 
 // Server is the front end of one humongod or humongos process.
@@ -85,7 +90,11 @@ type Server struct {
 	rootCtx    context.Context
 	rootCancel context.CancelCauseFunc
 
-	wg sync.WaitGroup // accept loops and connection goroutines
+	wg sync.WaitGroup // accept loops, connection goroutines and the memory releaser
+
+	// inflight bounds large messages in flight; its releaser goroutine returns their memory
+	// to the OS once they are done.
+	inflight *byteBudget
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
@@ -114,6 +123,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 15 * time.Second
 	}
+	if cfg.InFlightMessageBytes <= 0 {
+		cfg.InFlightMessageBytes = DefaultInFlightMessageBytes
+	}
 	s := &Server{
 		cfg:             cfg,
 		log:             cfg.State.Logger,
@@ -121,6 +133,7 @@ func New(cfg Config) (*Server, error) {
 		registry:        cfg.Registry,
 		role:            cfg.Role,
 		conns:           map[*conn]struct{}{},
+		inflight:        newByteBudget(cfg.InFlightMessageBytes),
 		shutdownStarted: make(chan struct{}),
 		done:            make(chan struct{}),
 	}
@@ -181,8 +194,12 @@ func (s *Server) Start() {
 		return
 	}
 	s.started = true
-	s.wg.Add(len(s.listeners))
+	s.wg.Add(len(s.listeners) + 1)
 	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		s.inflight.releaseMemory(s.shutdownStarted)
+	}()
 	for _, ln := range s.listeners {
 		s.log.Info("Listening on", logv2.C(logv2.Network), logv2.ID(23015), logv2.Ctx("listener"),
 			"address", ln.Addr().String())

@@ -192,12 +192,27 @@ func (cl *Clients) BeginOp(ctx context.Context, conn *Conn, name, db string, cmd
 	ctx, cancel := context.WithCancelCause(ctx)
 	op := &Op{
 		ID: cl.nextOp.Add(1), Conn: conn, Name: name, NS: db + ".$cmd",
-		Cmd: append(bsoncore.Document(nil), cmd...), Start: time.Now(), cancel: cancel,
+		Cmd: keepCmd(cmd), Start: time.Now(), cancel: cancel,
 	}
 	conn.mu.Lock()
 	conn.op = op
 	conn.mu.Unlock()
 	return op, operation.WithOpStats(ctx, &op.Stats)
+}
+
+// LargeCommandBytes is wire.LargeMessageBytes (a test checks they agree): the wire layer
+// never reuses the buffer of a message larger than that.
+const LargeCommandBytes = 1 << 20
+
+// keepCmd returns the command for Op.Cmd, which may outlive the message buffer a small command
+// aliases (the connection reuses it): small commands are copied; a large one (over
+// LargeCommandBytes) is kept as is, since its buffer is never reused, so a 48 MB insert is
+// not copied once more.
+func keepCmd(cmd bsoncore.Document) bsoncore.Document {
+	if len(cmd) > LargeCommandBytes {
+		return cmd
+	}
+	return append(bsoncore.Document(nil), cmd...)
 }
 
 // EndOp clears the connection's running op and releases its context.

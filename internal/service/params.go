@@ -45,6 +45,32 @@ type Params struct {
 	mu     sync.RWMutex
 	specs  map[string]*ParamSpec
 	values map[string]any
+	// watchers are called with a parameter's new value after each change (Watch).
+	watchers map[string][]func(any)
+}
+
+// Watch calls f with the parameter's current value now and with its new value after every
+// change (setParameter, --setParameter), so that state derived from it (ticket pools) follows.
+// f runs outside the registry's lock and must not block.
+func (p *Params) Watch(name string, f func(v any)) {
+	p.mu.Lock()
+	if p.watchers == nil {
+		p.watchers = map[string][]func(any){}
+	}
+	p.watchers[name] = append(p.watchers[name], f)
+	v := p.values[name]
+	p.mu.Unlock()
+	f(v)
+}
+
+// notify runs name's watchers with v (called without p.mu held).
+func (p *Params) notify(name string, v any) {
+	p.mu.RLock()
+	ws := p.watchers[name]
+	p.mu.RUnlock()
+	for _, f := range ws {
+		f(v)
+	}
 }
 
 // NewParams returns a registry holding specs at their defaults.
@@ -156,22 +182,30 @@ func UnrecognizedParam(name string) error {
 // SetValue sets a parameter at runtime from a BSON value (the setParameter command),
 // type-checking it, and returns the previous value as a BSON value.
 func (p *Params) SetValue(name string, v bsoncore.Value) (was bsoncore.Value, err error) {
+	nv, was, err := p.setValue(name, v)
+	if err == nil {
+		p.notify(name, nv)
+	}
+	return was, err
+}
+
+func (p *Params) setValue(name string, v bsoncore.Value) (any, bsoncore.Value, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s, ok := p.specs[name]
 	if !ok {
-		return was, UnrecognizedParam(name)
+		return nil, bsoncore.Value{}, UnrecognizedParam(name)
 	}
 	if !s.Runtime {
-		return was, mongoerr.Newf(mongoerr.IllegalOperation, "not allowed to change [%s] at runtime", name)
+		return nil, bsoncore.Value{}, mongoerr.Newf(mongoerr.IllegalOperation, "not allowed to change [%s] at runtime", name)
 	}
 	nv, err := coerceBSON(s, v)
 	if err != nil {
-		return was, err
+		return nil, bsoncore.Value{}, err
 	}
 	old := p.values[name]
 	p.values[name] = nv
-	return goToValue(old), nil
+	return nv, goToValue(old), nil
 }
 
 // Check reports whether v is a valid runtime value for the parameter name, without setting
@@ -192,14 +226,22 @@ func (p *Params) Check(name string, v bsoncore.Value) error {
 
 // SetString sets a parameter at startup from "--setParameter name=value".
 func (p *Params) SetString(name, value string) error {
+	nv, err := p.setString(name, value)
+	if err == nil {
+		p.notify(name, nv)
+	}
+	return err
+}
+
+func (p *Params) setString(name, value string) (any, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s, ok := p.specs[name]
 	if !ok {
-		return mongoerr.Newf(mongoerr.BadValue, "Unknown --setParameter '%s'", name)
+		return nil, mongoerr.Newf(mongoerr.BadValue, "Unknown --setParameter '%s'", name)
 	}
 	if !s.Startup {
-		return mongoerr.Newf(mongoerr.BadValue, "Cannot use --setParameter to set '%s' at startup", name)
+		return nil, mongoerr.Newf(mongoerr.BadValue, "Cannot use --setParameter to set '%s' at startup", name)
 	}
 	var nv any
 	switch s.Kind {
@@ -210,30 +252,30 @@ func (p *Params) SetString(name, value string) error {
 		case "0", "false":
 			nv = false
 		default:
-			return badParam(name, "expected a boolean, got %q", value)
+			return nil, badParam(name, "expected a boolean, got %q", value)
 		}
 	case ParamInt:
 		n, err := strconv.ParseInt(value, 10, 64)
 		if err != nil {
-			return badParam(name, "expected an integer, got %q", value)
+			return nil, badParam(name, "expected an integer, got %q", value)
 		}
 		nv = n
 	case ParamDouble:
 		f, err := strconv.ParseFloat(value, 64)
 		if err != nil {
-			return badParam(name, "expected a number, got %q", value)
+			return nil, badParam(name, "expected a number, got %q", value)
 		}
 		nv = f
 	case ParamString:
 		nv = value
 	default:
-		return mongoerr.Newf(mongoerr.BadValue, "Cannot use --setParameter to set '%s' at startup", name)
+		return nil, mongoerr.Newf(mongoerr.BadValue, "Cannot use --setParameter to set '%s' at startup", name)
 	}
 	if err := checkRange(s, nv); err != nil {
-		return err
+		return nil, err
 	}
 	p.values[name] = nv
-	return nil
+	return nv, nil
 }
 
 func badParam(name, format string, args ...any) error {

@@ -30,5 +30,8 @@
 //
 // Memory. Reader reuses one buffer across messages; parsed documents alias it and are valid
 // only until the next ReadMessage. Parsing a small OP_MSG into a reused Message does not
-// allocate. Nothing here panics on client bytes; FuzzReadMessage checks that.
+// allocate. A large message (over LargeMessageBytes) first passes the Reader's Gate (the
+// server's in-flight byte budget), gets a buffer of its exact size that is never reused, and
+// Release drops it and gives the admission back. Nothing here panics on client bytes;
+// FuzzReadMessage checks that.
 package wire

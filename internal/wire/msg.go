@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"slices"
 	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -209,6 +210,16 @@ func (m *Msg) AppendCommand(dst []byte) ([]byte, error) {
 				"Duplicate field between command body and document sequence: %s", m.Sequences[i].Identifier)
 		}
 	}
+	// Size the result first: a 48 MB insert is copied once, not grown by doubling.
+	size := len(m.Body)
+	for i := range m.Sequences {
+		s := &m.Sequences[i]
+		size += 1 + len(s.Identifier) + 1 + 4 + 1
+		for j, d := range s.Docs {
+			size += 1 + decimalLen(j) + 1 + len(d)
+		}
+	}
+	dst = slices.Grow(dst, size)
 	start, dst := bsoncore.ReserveLength(dst)
 	dst = append(dst, m.Body[4:len(m.Body)-1]...)
 	for i := range m.Sequences {
@@ -230,6 +241,15 @@ func (m *Msg) AppendCommand(dst []byte) ([]byte, error) {
 	dst = append(dst, 0)
 	dst = bsoncore.UpdateLength(dst, start, int32(len(dst[start:])))
 	return dst, nil
+}
+
+// decimalLen is the number of digits of j >= 0 (an array index key).
+func decimalLen(j int) int {
+	n := 1
+	for ; j >= 10; j /= 10 {
+		n++
+	}
+	return n
 }
 
 // AppendMsg appends an OP_MSG with a single body section. With FlagChecksumPresent in flags

@@ -153,6 +153,18 @@ func (m *Message) reset() {
 	}
 }
 
+// dropLarge forgets buffers grown for a large message (Reader.Release): the decompression
+// buffer and the parsed sections, which alias the message.
+func (m *Message) dropLarge() {
+	if cap(m.dbuf) > keepBufferCap {
+		m.dbuf = nil
+	}
+	if int(m.Header.MessageLength) > keepBufferCap {
+		m.Msg.reset()
+		m.Query = Query{}
+	}
+}
+
 // Parse parses one whole message held in b (header included), decompressing OP_COMPRESSED.
 // Documents in m alias b (or, when compressed, a buffer m owns) until the next Parse. It is
 // the in-memory core of Reader.ReadMessage.

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
 	"humongo/internal/optime"
@@ -261,7 +262,7 @@ func Reapply(n Node, r *operation.ReadSource, ru *storage.RecoveryUnit) error {
 func Begin(ctx context.Context, n Node, command string, cmd bsoncore.Document) (context.Context, *OpState, error) {
 	s := &OpState{req: operation.RequestOf(ctx)}
 	if s.req == nil {
-		s.req = &operation.Request{}
+		s.req = &operation.Request{Admission: new(lock.Admission)}
 		ctx = operation.WithRequest(ctx, s.req)
 	}
 	ctx = context.WithValue(ctx, stateKey{}, s)
