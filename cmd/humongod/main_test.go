@@ -27,7 +27,7 @@ func TestBinaryPingSigtermAndDBPathLock(t *testing.T) {
 
 	cl, err := mongo.Connect(options.Client().
 		ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", p.Port())).
-		SetServerSelectionTimeout(5 * time.Second))
+		SetServerSelectionTimeout(30 * time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestRouterSkeleton(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := mongo.Connect(options.Client().ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/", port)).
-		SetServerSelectionTimeout(5 * time.Second).SetRetryWrites(false))
+		SetServerSelectionTimeout(30 * time.Second).SetRetryWrites(false))
 	if err != nil {
 		t.Fatal(err)
 	}

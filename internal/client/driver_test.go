@@ -59,7 +59,7 @@ func TestDriverFollowsRewrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + host + "/?directConnection=true").
-		SetDialer(&r).SetServerSelectionTimeout(5 * time.Second).SetRetryReads(false).
+		SetDialer(&r).SetServerSelectionTimeout(30 * time.Second).SetRetryReads(false).
 		SetHeartbeatInterval(500 * time.Millisecond).SetServerMonitoringMode(options.ServerMonitoringModePoll))
 	if err != nil {
 		t.Fatal(err)

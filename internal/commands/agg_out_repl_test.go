@@ -59,7 +59,7 @@ func (n *outReplNode) client(t *testing.T) *mongo.Client {
 	s.Start()
 	cl, err := mongo.Connect(options.Client().
 		ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", s.Port())).
-		SetServerSelectionTimeout(5 * time.Second).SetRetryWrites(false))
+		SetServerSelectionTimeout(30 * time.Second).SetRetryWrites(false))
 	if err != nil {
 		_ = s.Close()
 		t.Fatal(err)

@@ -261,15 +261,6 @@ func aggPrepare(ctx context.Context, env *service.Env, r *aggRequest) (*aggPrepa
 		return nil, err
 	}
 	if db, coll, ok := full.OutputNamespace(); ok {
-		// $out and $merge refuse a linearizable read (their LiteParsed supportsReadConcern).
-		rc, _ := lookup(r.cmd, "readConcern").DocumentOK()
-		if lvl, _ := lookup(rc, "level").StringValueOK(); lvl == "linearizable" {
-			stage := "$out"
-			if el, err := pipeline[len(pipeline)-1].IndexErr(0); err == nil {
-				stage = el.Key()
-			}
-			return nil, mongoerr.Newf(mongoerr.InvalidOptions, "%s cannot be used with a 'linearizable' read concern level", stage)
-		}
 		if err := aggCheckOutputNS(ctx, env, db+"."+coll); err != nil {
 			return nil, err
 		}

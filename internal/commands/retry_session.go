@@ -45,6 +45,13 @@ func retryBegin(ctx context.Context, env *service.Env, cmd bsoncore.Document) (*
 	if err != nil {
 		return nil, err
 	}
+	if env.DB == "local" {
+		// Writes to local are never logged, so there is nothing to record them by: like
+		// mongod (no oplog for local, so no config.transactions entry), they run as plain
+		// writes. Recording would also create config.transactions, a replicated write a
+		// member that is not primary (say, in initial sync) must refuse.
+		return nil, nil
+	}
 	db, err := writeRequireDB(env)
 	if err != nil {
 		return nil, err

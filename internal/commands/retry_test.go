@@ -319,7 +319,7 @@ func TestRetryableWriteStandaloneRejected(t *testing.T) {
 func TestRetryableWriteDriverRetryAfterApply(t *testing.T) {
 	r := startRetryRS(t)
 	cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + r.addr + "/?directConnection=true").
-		SetRetryWrites(true).SetServerSelectionTimeout(5 * time.Second))
+		SetRetryWrites(true).SetServerSelectionTimeout(30 * time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,7 +123,7 @@ func connectSecondaryPreferred(t *testing.T, n *repltest.Node) *mongo.Client {
 	t.Helper()
 	cl, err := mongo.Connect(options.Client().
 		ApplyURI("mongodb://" + n.Host + "/?directConnection=true&readPreference=secondaryPreferred").
-		SetServerSelectionTimeout(5 * time.Second).SetServerMonitoringMode(options.ServerMonitoringModePoll))
+		SetServerSelectionTimeout(30 * time.Second).SetServerMonitoringMode(options.ServerMonitoringModePoll))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func startServerWith(t testing.TB, dir string, beforeStart func(*server.Server) 
 	}
 	s.Start()
 	o := options.Client().ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", s.Port())).
-		SetServerSelectionTimeout(5 * time.Second).SetRetryReads(false).SetRetryWrites(false)
+		SetServerSelectionTimeout(30 * time.Second).SetRetryReads(false).SetRetryWrites(false)
 	cl, err := mongo.Connect(o)
 	if err != nil {
 		_ = s.Close()

@@ -46,7 +46,7 @@ func rsTestServerWith(t *testing.T, cfg func(host string) bson.D) (*server.Serve
 	}
 	s.Start()
 	cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + host + "/?directConnection=true").
-		SetServerSelectionTimeout(5 * time.Second).SetRetryWrites(false))
+		SetServerSelectionTimeout(30 * time.Second).SetRetryWrites(false))
 	if err != nil {
 		t.Fatal(err)
 	}

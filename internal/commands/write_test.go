@@ -42,7 +42,7 @@ func writeTestServer(t testing.TB) (*server.Server, *mongo.Client) {
 		}
 	})
 	o := options.Client().ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", s.Port())).
-		SetServerSelectionTimeout(5 * time.Second).SetRetryWrites(false).SetRetryReads(false)
+		SetServerSelectionTimeout(30 * time.Second).SetRetryWrites(false).SetRetryReads(false)
 	cl, err := mongo.Connect(o)
 	if err != nil {
 		t.Fatal(err)

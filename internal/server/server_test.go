@@ -64,7 +64,7 @@ func mongodConfig(params *service.Params, reg *service.Registry) Config {
 func connect(t *testing.T, s *Server, opts ...*options.ClientOptions) *mongo.Client {
 	t.Helper()
 	o := options.Client().ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", s.Port())).
-		SetServerSelectionTimeout(5 * time.Second).SetRetryReads(false).SetRetryWrites(false).
+		SetServerSelectionTimeout(30 * time.Second).SetRetryReads(false).SetRetryWrites(false).
 		// A short heartbeat bounds the awaitable hello, so after a network error (closeConnection)
 		// the monitor rediscovers the server quickly, as driver spec tests configure it.
 		SetHeartbeatInterval(500 * time.Millisecond)

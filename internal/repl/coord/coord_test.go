@@ -52,7 +52,7 @@ func startNode(t *testing.T, setName string) *node {
 	}
 	s.Start()
 	n.client, err = mongo.Connect(options.Client().ApplyURI("mongodb://" + n.host + "/?directConnection=true").
-		SetServerSelectionTimeout(5 * time.Second))
+		SetServerSelectionTimeout(30 * time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func (n *node) serve() *mongo.Client {
 	}
 	s.Start()
 	o := options.Client().ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", s.Port())).
-		SetServerSelectionTimeout(5 * time.Second).SetRetryWrites(false)
+		SetServerSelectionTimeout(30 * time.Second).SetRetryWrites(false)
 	cl, err := mongo.Connect(o)
 	if err != nil {
 		_ = s.Close()

@@ -111,7 +111,7 @@ func writeHistory(t *testing.T) *history {
 	}
 	srv, rc := startMember(t, db)
 	cl, err := mongo.Connect(options.Client().ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", srv.Port())).
-		SetServerSelectionTimeout(5 * time.Second))
+		SetServerSelectionTimeout(30 * time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

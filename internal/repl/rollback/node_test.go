@@ -54,7 +54,7 @@ func startDataNode(t *testing.T, term int64) *dataNode {
 	}
 	s.Start()
 	cl, err := mongo.Connect(options.Client().ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", s.Port())).
-		SetServerSelectionTimeout(5 * time.Second).SetServerMonitoringMode(options.ServerMonitoringModePoll).
+		SetServerSelectionTimeout(30 * time.Second).SetServerMonitoringMode(options.ServerMonitoringModePoll).
 		SetWriteConcern(writeconcern.W1()))
 	if err != nil {
 		t.Fatal(err)

@@ -58,7 +58,7 @@ func (n *Node) connect(t testing.TB) {
 	var err error
 	// Polling server monitoring: see fetcher.Connect.
 	n.Client, err = mongo.Connect(options.Client().ApplyURI("mongodb://" + n.Host + "/?directConnection=true").
-		SetServerSelectionTimeout(5 * time.Second).SetServerMonitoringMode(options.ServerMonitoringModePoll).
+		SetServerSelectionTimeout(30 * time.Second).SetServerMonitoringMode(options.ServerMonitoringModePoll).
 		SetWriteConcern(writeconcern.W1())) // tests ask for w:"majority" where they mean it
 	if err != nil {
 		t.Fatal(err)
