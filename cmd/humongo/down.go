@@ -107,7 +107,7 @@ func hello(ctx context.Context, addr string) (*helloReply, error) {
 	client, err := mongo.Connect(options.Client().
 		ApplyURI("mongodb://" + addr + "/?directConnection=true").
 		SetAppName("humongo").
-		SetServerSelectionTimeout(30 * time.Second).
+		SetServerSelectionTimeout(5 * time.Second).
 		SetConnectTimeout(5 * time.Second))
 	if err != nil {
 		return nil, err
