@@ -296,13 +296,40 @@ type aggResolver struct {
 	writeConcern bsoncore.Document
 	// coll is the operation's collation: a foreign view's pipeline runs under it.
 	coll *collation.Collator
+	// views caches each foreign namespace's view resolution for the command: $lookup asks
+	// once per input document, and resolving reads system.views through an operation of
+	// its own (a second Locker in this goroutine), which should happen once per run.
+	views map[string]resolvedView
+}
+
+// resolvedView is viewResolve's answer for one namespace.
+type resolvedView struct {
+	backing string
+	pipe    []bsoncore.Document
+	isView  bool
+}
+
+// resolveView is viewResolve, once per namespace and command.
+func (r *aggResolver) resolveView(ctx context.Context, ns string) (string, []bsoncore.Document, bool, error) {
+	if v, ok := r.views[ns]; ok {
+		return v.backing, v.pipe, v.isView, nil
+	}
+	backing, pipe, isView, err := viewResolve(ctx, r.env, ns)
+	if err != nil {
+		return "", nil, false, err
+	}
+	if r.views == nil {
+		r.views = map[string]resolvedView{}
+	}
+	r.views[ns] = resolvedView{backing, pipe, isView}
+	return backing, pipe, isView, nil
 }
 
 // Open streams db.coll in bounded chunks (agg_foreign.go); a view is resolved and its
 // pipeline run over its streamed backing collection.
 func (r *aggResolver) Open(ctx context.Context, db, coll string) (agg.Source, error) {
 	ns := db + "." + coll
-	backing, pipe, isView, err := viewResolve(ctx, r.env, ns)
+	backing, pipe, isView, err := r.resolveView(ctx, ns)
 	if err != nil {
 		return nil, err
 	}

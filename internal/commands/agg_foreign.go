@@ -147,7 +147,7 @@ func (f *foreignReader) Close() {
 // a $match of filter over its streamed backing collection (no index: "").
 func (r *aggResolver) Query(ctx context.Context, db, coll string, filter bsoncore.Document) (agg.Source, string, error) {
 	ns := db + "." + coll
-	backing, pipe, isView, err := viewResolve(ctx, r.env, ns)
+	backing, pipe, isView, err := r.resolveView(ctx, ns)
 	if err != nil {
 		return nil, "", err
 	}
