@@ -239,31 +239,13 @@ func (fs *foreignSide) keep(d bsoncore.Document) bool {
 // reached, an array's elements and the array itself; missing as null unless skipMissing.
 func (fs *foreignSide) foreignValues(d bsoncore.Document) []value {
 	var out []value
-	var walk func(v value, i int)
-	walk = func(v value, i int) {
-		if i == len(fs.path) {
-			if v.Type == bsoncore.TypeArray {
-				vals, _ := expr.ArrayValues(v)
-				out = append(out, vals...)
-			}
-			out = append(out, v)
-			return
-		}
-		switch v.Type {
-		case bsoncore.TypeEmbeddedDocument:
-			walk(expr.Field(v.Data, fs.path[i]), i+1)
-		case bsoncore.TypeArray:
+	walkPath(d, fs.path, func(v value) {
+		if v.Type == bsoncore.TypeArray {
 			vals, _ := expr.ArrayValues(v)
-			for _, e := range vals {
-				if e.Type == bsoncore.TypeEmbeddedDocument {
-					walk(e, i)
-				}
-			}
-		default:
-			out = append(out, expr.Missing)
+			out = append(out, vals...)
 		}
-	}
-	walk(expr.Doc(d), 0)
+		out = append(out, v)
+	})
 	if fs.skipMissing {
 		kept := out[:0]
 		for _, v := range out {

@@ -339,22 +339,31 @@ func (rc *runCtx) withLet(ec *expr.EvalContext, d bsoncore.Document, names []str
 	return sub, nil
 }
 
-// matchValues are the values an equality match on path compares with: each value reached
-// (array elements expanded one level, and the array itself), missing as null.
+// matchValues are the values the local side of an equality join compares with: each value
+// reached, an array's elements in its place (an empty array as missing), missing as null.
 func matchValues(d bsoncore.Document, path []string) []value {
 	var out []value
+	walkPath(d, path, func(v value) {
+		if v.Type != bsoncore.TypeArray {
+			out = append(out, v)
+			return
+		}
+		vals, _ := expr.ArrayValues(v)
+		out = append(out, vals...)
+		if len(vals) == 0 {
+			out = append(out, expr.Missing)
+		}
+	})
+	return out
+}
+
+// walkPath calls leaf with each value path reaches in d, descending into arrays of documents
+// on the way, and with missing where the path stops at a non-document.
+func walkPath(d bsoncore.Document, path []string, leaf func(v value)) {
 	var walk func(v value, i int)
 	walk = func(v value, i int) {
 		if i == len(path) {
-			if v.Type == bsoncore.TypeArray {
-				vals, _ := expr.ArrayValues(v)
-				out = append(out, vals...)
-				if len(vals) == 0 {
-					out = append(out, expr.Missing)
-				}
-				return
-			}
-			out = append(out, v)
+			leaf(v)
 			return
 		}
 		switch v.Type {
@@ -368,11 +377,10 @@ func matchValues(d bsoncore.Document, path []string) []value {
 				}
 			}
 		default:
-			out = append(out, expr.Missing)
+			leaf(expr.Missing)
 		}
 	}
 	walk(expr.Doc(d), 0)
-	return out
 }
 
 // ---- $unionWith ----
