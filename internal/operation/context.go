@@ -2,7 +2,6 @@ package operation
 
 import (
 	"context"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -251,16 +250,9 @@ func (o *Context) sameCollectionAt(meta *catalog.CollectionMeta, ts optime.Times
 // operations and cursors (its Request) read at the new point. It stops with the operation's
 // interruption (maxTimeMS, killOp, shutdown).
 func (o *Context) advanceMajority(ctx context.Context, ts optime.Timestamp) error {
-	t := time.NewTicker(stablePoll)
-	defer t.Stop()
-	st := o.DB.Engine.StableTimestamp()
-	for st < ts {
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-t.C:
-		}
-		st = o.DB.Engine.StableTimestamp()
+	st, err := o.DB.Engine.WaitStable(ctx, ts)
+	if err != nil {
+		return err
 	}
 	o.ReadSource.TS = st
 	if r := RequestOf(ctx); r != nil && r.ReadSource.Kind == ReadMajority && r.ReadSource.TS < st {
@@ -271,10 +263,6 @@ func (o *Context) advanceMajority(ctx context.Context, ts optime.Timestamp) erro
 	}
 	return nil
 }
-
-// stablePoll is how often advanceMajority looks at the stable timestamp (the commit point of a
-// healthy set passes a new write within milliseconds).
-const stablePoll = 5 * time.Millisecond
 
 // WriteCollection runs f in a WriteUnitOfWork on the collection ns under its IX lock,
 // retrying the whole of f on WriteConflict. When the collection does not exist it is created

@@ -84,6 +84,9 @@ type Engine struct {
 	pinned atomic.Uint64
 	// stableMu serialises stable-timestamp persistence so the durable value never regresses.
 	stableMu sync.Mutex
+	// stableMoved is closed (and cleared) when the stable timestamp moves: WaitStable's
+	// signal. Guarded by stableMu; nil while nobody waits.
+	stableMoved chan struct{}
 
 	snaps     snapshotRegistry
 	conflicts conflictTable
@@ -631,6 +634,10 @@ func (e *Engine) setStable(ts optime.Timestamp, force bool) {
 		return
 	}
 	e.stable.Store(uint64(ts))
+	if e.stableMoved != nil {
+		close(e.stableMoved)
+		e.stableMoved = nil
+	}
 	e.ts.mu.Lock()
 	e.observeLocked(ts)
 	e.ts.mu.Unlock()
@@ -644,6 +651,29 @@ func (e *Engine) setStable(ts optime.Timestamp, force bool) {
 
 // StableTimestamp returns the stable timestamp.
 func (e *Engine) StableTimestamp() optime.Timestamp { return optime.Timestamp(e.stable.Load()) }
+
+// WaitStable waits until the stable timestamp reaches ts or ctx is done, and returns the
+// stable timestamp it saw (a majority read that must not read below ts waits here).
+func (e *Engine) WaitStable(ctx context.Context, ts optime.Timestamp) (optime.Timestamp, error) {
+	for {
+		e.stableMu.Lock()
+		st := optime.Timestamp(e.stable.Load())
+		if st >= ts {
+			e.stableMu.Unlock()
+			return st, nil
+		}
+		if e.stableMoved == nil {
+			e.stableMoved = make(chan struct{})
+		}
+		moved := e.stableMoved
+		e.stableMu.Unlock()
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return st, context.Cause(ctx)
+		}
+	}
+}
 
 // SetOldestTimestamp lets history below ts be garbage collected; it never moves backwards.
 func (e *Engine) SetOldestTimestamp(ts optime.Timestamp) {
