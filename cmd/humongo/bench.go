@@ -43,14 +43,14 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "random seed")
 	fs.StringVar(&o.db, "db", "ycsb", "database")
 	fs.StringVar(&o.coll, "collection", "usertable", "collection")
-	fs.StringVar(&o.writeConcern, "write-concern", "", "write concern w: majority, a number or a tag set (default: the server's)")
+	fs.StringVar(&o.writeConcern, "write-concern", "", "write concern w: majority, a number or a tag set (default: the server's; workload txn commits with majority)")
 	fs.BoolVar(&o.journal, "journal", false, "write concern j:true")
 	fs.StringVar(&o.readConcern, "read-concern", "", "read concern level: local, majority, available, linearizable, snapshot")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for the server to answer at start")
 	fs.DurationVar(&o.progress, "progress", 5*time.Second, "interval between progress lines on stderr (0: none; none with --json)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: humongo bench [--workload] a|b|c|d|e|f|load|ping [flags]\n")
+		fmt.Fprintf(stderr, "usage: humongo bench [--workload] a|b|c|d|e|f|load|ping|update|txn [flags]\n")
 		fs.PrintDefaults()
 	}
 	// The workload may come first, as a positional argument, before the flags.

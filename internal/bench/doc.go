@@ -8,7 +8,14 @@
 // generator.go — ZipfianGenerator (Gray et al.'s method, constant 0.99), ScrambledZipfianGenerator
 // (a fixed 10^10-item Zipfian folded onto the keys by FNV hash), SkewedLatestGenerator and the
 // AcknowledgedCounterGenerator that keeps readers from choosing keys whose insert has not been
-// acknowledged. Deviations from YCSB, each deliberate: "latest" can also pick record 0; "uniform"
+// acknowledged. Beyond YCSB, "update" (single-record updates only) and "txn" price a
+// multi-document transaction (spec/replication.md, "Transactions"): each txn operation moves a
+// random amount between two distinct records chosen from the key distribution (uniform by
+// default, as for "update"), $inc of a numeric "balance" field by -x on one and +x on the other
+// in one transaction that MongoStore runs with the driver's Session.WithTransaction (which
+// retries TransientTransactionError and UnknownTransactionCommitResult as applications do) and
+// commits with w:"majority" unless --write-concern names another; the sum of all balances
+// stays 0. Deviations from YCSB, each deliberate: "latest" can also pick record 0; "uniform"
 // follows acknowledged inserts instead of the loaded range only; when a Zipfian's item count
 // grows, eta is recomputed for the new count (YCSB keeps using the initial count there).
 //
@@ -33,7 +40,7 @@
 // # JSON report (humongo bench --json)
 //
 //	{
-//	  "workload": "c",                   // a..f, load or ping
+//	  "workload": "c",                   // a..f, load, ping, update or txn
 //	  "target": "mongodb://127.0.0.1:27017", // password, if any, masked
 //	  "config": {
 //	    "records": 1000, "ops": 10000, "threads": 1, "fieldCount": 10, "fieldLength": 100,
@@ -52,7 +59,7 @@
 //	      "throughput": 8103.7,          // operations per second
 //	      "ops": [                       // one entry per operation type that ran
 //	        {
-//	          "op": "READ",              // READ UPDATE INSERT SCAN READ-MODIFY-WRITE PING
+//	          "op": "READ",              // READ UPDATE INSERT SCAN READ-MODIFY-WRITE PING TXN
 //	          "count": 10000, "errors": 0,
 //	          "firstError": "...",       // omitted when errors is 0
 //	          "latencyMicros": {"min": 52.1, "mean": 118.4, "p50": 101.2, "p95": 201.0, "p99": 350.3, "max": 2101.9}

@@ -35,6 +35,7 @@ type MongoStore struct {
 	client *mongo.Client
 	coll   *mongo.Collection
 	admin  *mongo.Database
+	txn    *options.TransactionOptionsBuilder // Transfer's transactions
 }
 
 // NewMongoStore connects to uri and checks the server answers a ping within timeout.
@@ -62,6 +63,15 @@ func NewMongoStore(ctx context.Context, uri string, o MongoOptions, timeout time
 		collOpts.SetReadConcern(o.ReadConcern)
 	}
 	s.coll = client.Database(o.Database).Collection(o.Collection, collOpts)
+	// A transaction's statements carry no write concern (the driver leaves the collection's
+	// out inside one); its commit carries the transaction's, w:"majority" unless set.
+	s.txn = options.Transaction().SetWriteConcern(writeconcern.Majority())
+	if o.WriteConcern != nil {
+		s.txn.SetWriteConcern(o.WriteConcern)
+	}
+	if o.ReadConcern != nil {
+		s.txn.SetReadConcern(o.ReadConcern)
+	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := s.Ping(pctx); err != nil {
@@ -153,6 +163,41 @@ func (s *MongoStore) ReadModifyWrite(ctx context.Context, key, field string, val
 		return err
 	}
 	return s.Update(ctx, key, field, value)
+}
+
+// errTxnNotFound aborts a Transfer whose record is missing (returned by the callback, so
+// WithTransaction aborts and does not retry).
+var errTxnNotFound = fmt.Errorf("transfer: %w", ErrNotFound)
+
+// Transfer implements Store: Session.WithTransaction around two UpdateOne $inc, committed with
+// the store's transaction write concern. A session is started per call: the driver pools the
+// server sessions, so this costs no round trip.
+func (s *MongoStore) Transfer(ctx context.Context, from, to string, amount int64) error {
+	sess, err := s.client.StartSession()
+	if err != nil {
+		return err
+	}
+	defer sess.EndSession(context.WithoutCancel(ctx))
+	_, err = sess.WithTransaction(ctx, func(tctx context.Context) (any, error) {
+		for _, u := range [2]struct {
+			key string
+			by  int64
+		}{{from, -amount}, {to, amount}} {
+			res, err := s.coll.UpdateOne(tctx, bson.D{{Key: "_id", Value: u.key}},
+				bson.D{{Key: "$inc", Value: bson.D{{Key: "balance", Value: u.by}}}})
+			if err != nil {
+				return nil, err
+			}
+			if res.MatchedCount == 0 {
+				return nil, errTxnNotFound
+			}
+		}
+		return nil, nil
+	}, s.txn)
+	if errors.Is(err, errTxnNotFound) {
+		return ErrNotFound
+	}
+	return err
 }
 
 // Drop implements Store.

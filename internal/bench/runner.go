@@ -13,7 +13,7 @@ import (
 
 // Config is one benchmark run.
 type Config struct {
-	Workload string // a..f, load or ping
+	Workload string // a..f, load, ping, update or txn
 
 	Records     int64 // records loaded (and assumed loaded by a workload)
 	Ops         int64 // operations of the workload phase
@@ -68,6 +68,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("threads must be at least 1, got %d", c.Threads)
 	case c.Records < 0 || (c.Records == 0 && w.Name != "ping"):
 		return fmt.Errorf("records must be at least 1, got %d", c.Records)
+	case w.Mix[OpTxn] > 0 && c.Records < 2:
+		return fmt.Errorf("workload %s moves amounts between two records: records must be at least 2, got %d", w.Name, c.Records)
 	case c.Ops < 0:
 		return fmt.Errorf("ops must not be negative, got %d", c.Ops)
 	case c.FieldCount < 1:
@@ -406,8 +408,30 @@ func (t *thread) do(ctx context.Context, op OpType) error {
 		key := t.keyName(p.keys.Next(t.rng))
 		_, err := p.store.Scan(ctx, key, 1+t.rng.IntN(p.cfg.MaxScanLength))
 		return err
+	case OpTxn:
+		a, b := t.twoKeys()
+		return p.store.Transfer(ctx, t.keyName(a), t.keyName(b), 1+t.rng.Int64N(maxTransfer))
 	}
 	return errors.New("bench: unknown operation type " + op.String())
+}
+
+// maxTransfer bounds the amount one OpTxn moves (uniform in 1..maxTransfer).
+const maxTransfer = 100
+
+// twoKeys draws two distinct key numbers from the phase's distribution: a second draw equal to
+// the first is redrawn a few times (a hot Zipfian key repeats often), then replaced by the
+// next record, so the loop is bounded whatever the distribution.
+func (t *thread) twoKeys() (a, b int64) {
+	a = t.p.keys.Next(t.rng)
+	for range 8 {
+		if b = t.p.keys.Next(t.rng); b != a {
+			return a, b
+		}
+	}
+	if last := t.p.inserts.Last(); a < last {
+		return a, a + 1
+	}
+	return a, 0 // a is the last record; Validate guarantees a record 0 distinct from it
 }
 
 func (t *thread) keyName(n int64) string {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,8 @@ type memStore struct {
 	sorted []string // keys in order, for Scan
 
 	reads         map[string]int
+	balances      map[string]int64 // Transfer's "balance" field; absent is 0
+	transfers     int
 	pings, drops  atomic.Int64
 	scanned       atomic.Int64
 	failUpdates   bool
@@ -31,7 +34,7 @@ type memStore struct {
 }
 
 func newMemStore() *memStore {
-	return &memStore{docs: map[string][][]byte{}, reads: map[string]int{}}
+	return &memStore{docs: map[string][][]byte{}, reads: map[string]int{}, balances: map[string]int64{}}
 }
 
 func (m *memStore) hook(ctx context.Context) error {
@@ -132,6 +135,28 @@ func (m *memStore) ReadModifyWrite(ctx context.Context, key, field string, value
 	return m.Update(ctx, key, field, value)
 }
 
+// Transfer is atomic under the store's mutex, as a transaction is; it refuses what a real
+// store's contract forbids (equal keys, a non-positive amount) so the runner is checked too.
+func (m *memStore) Transfer(ctx context.Context, from, to string, amount int64) error {
+	if err := m.hook(ctx); err != nil {
+		return err
+	}
+	if from == to || amount <= 0 {
+		return fmt.Errorf("bad transfer %s -> %s of %d", from, to, amount)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, okFrom := m.docs[from]
+	_, okTo := m.docs[to]
+	if !okFrom || !okTo {
+		return ErrNotFound
+	}
+	m.balances[from] -= amount
+	m.balances[to] += amount
+	m.transfers++
+	return nil
+}
+
 func (m *memStore) Ping(ctx context.Context) error {
 	if err := m.hook(ctx); err != nil {
 		return err
@@ -225,7 +250,7 @@ func share(p *PhaseResult, op OpType) float64 {
 }
 
 func TestWorkloadMixes(t *testing.T) {
-	for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
+	for _, name := range []string{"a", "b", "c", "d", "e", "f", "update", "txn"} {
 		t.Run(name, func(t *testing.T) {
 			s := loaded(t, 1000)
 			res := run(t, s, cfg(name))
@@ -415,6 +440,7 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.FieldCount = 0 },
 		func(c *Config) { c.Distribution = "gaussian" },
 		func(c *Config) { c.Ops = -1 },
+		func(c *Config) { c.Workload, c.Records = "txn", 1 },
 	} {
 		c := Defaults()
 		bad(&c)
@@ -422,7 +448,7 @@ func TestValidate(t *testing.T) {
 			t.Errorf("config %+v accepted", c)
 		}
 	}
-	for _, name := range []string{"A", "workloadb", " c ", "load", "PING"} {
+	for _, name := range []string{"A", "workloadb", " c ", "load", "PING", "update", "TXN"} {
 		if _, err := LookupWorkload(name); err != nil {
 			t.Errorf("LookupWorkload(%q): %v", name, err)
 		}
@@ -664,5 +690,52 @@ func TestDeadlineErrorNotCounted(t *testing.T) {
 	}
 	if p := res.Phases[0]; p.Errors() != 0 {
 		t.Fatalf("%d errors at the deadline counted as failures: %q", p.Errors(), p.Ops[OpPing].FirstError)
+	}
+}
+
+// TestTxnWorkload: every txn operation is one Transfer between two distinct existing records
+// (memStore refuses anything else), money is conserved, and the phase reports TXN only.
+func TestTxnWorkload(t *testing.T) {
+	for _, dist := range []string{"", DistZipfian, DistLatest} {
+		s := loaded(t, 1000)
+		c := cfg("txn")
+		c.Distribution = dist
+		res := run(t, s, c)
+		p := res.Phases[0]
+		if want := cmp.Or(dist, DistUniform); res.Distribution != want {
+			t.Errorf("distribution %q for %q", res.Distribution, dist)
+		}
+		tx := p.Ops[OpTxn]
+		if tx == nil || tx.Latency.Count() != uint64(c.Ops) || tx.Errors != 0 || p.Total() != uint64(c.Ops) {
+			t.Fatalf("%s: txn stats %+v, total %d", dist, tx, p.Total())
+		}
+		var sum int64
+		moved := 0
+		for _, b := range s.balances {
+			sum += b
+			if b != 0 {
+				moved++
+			}
+		}
+		if sum != 0 || s.transfers != int(c.Ops) || moved < 2 {
+			t.Fatalf("%s: balances sum to %d over %d records after %d transfers", dist, sum, moved, s.transfers)
+		}
+	}
+}
+
+// TestTxnTwoRecords: with two records every transfer still has two distinct keys, even under
+// a Zipfian draw that keeps choosing the same one.
+func TestTxnTwoRecords(t *testing.T) {
+	s := loaded(t, 2)
+	c := cfg("txn")
+	c.Records = 2
+	c.Ops = 2000
+	c.Distribution = DistZipfian
+	res := run(t, s, c)
+	if e := res.Phases[0].Errors(); e != 0 {
+		t.Fatalf("%d errors: %s", e, res.Phases[0].Ops[OpTxn].FirstError)
+	}
+	if s.balances[KeyName(0)]+s.balances[KeyName(1)] != 0 || s.transfers != 2000 {
+		t.Fatalf("balances %v after %d transfers", s.balances, s.transfers)
 	}
 }

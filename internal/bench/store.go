@@ -25,6 +25,11 @@ type Store interface {
 	Scan(ctx context.Context, startKey string, limit int) (int, error)
 	// ReadModifyWrite reads the record, then sets one field.
 	ReadModifyWrite(ctx context.Context, key, field string, value []byte) error
+	// Transfer moves amount from the record `from` to the record `to` atomically, in one
+	// multi-document transaction: $inc of the numeric field "balance" (absent means 0) by
+	// -amount on from and +amount on to, then commit. It returns ErrNotFound, having changed
+	// nothing, if either record does not exist. from and to differ.
+	Transfer(ctx context.Context, from, to string, amount int64) error
 	// Ping is one round trip that touches no data.
 	Ping(ctx context.Context) error
 	// Drop removes every record.

@@ -17,10 +17,13 @@ const (
 	OpScan
 	OpReadModifyWrite
 	OpPing
+	// OpTxn moves an amount between two distinct records in one multi-document transaction
+	// (Store.Transfer): two updates and a commit.
+	OpTxn
 	numOpTypes
 )
 
-var opNames = [numOpTypes]string{"READ", "UPDATE", "INSERT", "SCAN", "READ-MODIFY-WRITE", "PING"}
+var opNames = [numOpTypes]string{"READ", "UPDATE", "INSERT", "SCAN", "READ-MODIFY-WRITE", "PING", "TXN"}
 
 func (o OpType) String() string {
 	if o < 0 || o >= numOpTypes {
@@ -38,7 +41,9 @@ const (
 
 // Workload is an operation mix: the proportion of each operation type (summing to 1) and the
 // key distribution used when the user does not choose one. The core workloads are YCSB's
-// workloads/workload[a-f] files; "load" and "ping" are phases of their own.
+// workloads/workload[a-f] files; "load" and "ping" are phases of their own; "update" and "txn"
+// are the pair that prices a transaction: the same records, uniform keys, one retryable update
+// against a transaction of two updates (run both with --write-concern majority).
 type Workload struct {
 	Name         string
 	Description  string
@@ -66,6 +71,10 @@ var Workloads = map[string]Workload{
 		Mix: [numOpTypes]float64{OpInsert: 1}},
 	"ping": {Name: "ping", Description: "round-trip baseline: the ping command", Distribution: DistUniform,
 		Mix: [numOpTypes]float64{OpPing: 1}},
+	"update": {Name: "update", Description: "update only: 100% single-record update (retryable write), uniform keys", Distribution: DistUniform,
+		Mix: [numOpTypes]float64{OpUpdate: 1}},
+	"txn": {Name: "txn", Description: "transactions: move an amount between two random records ($inc -x, $inc +x, commit; w:majority unless --write-concern says otherwise)",
+		Distribution: DistUniform, Mix: [numOpTypes]float64{OpTxn: 1}},
 }
 
 // WorkloadNames lists the built-in workloads, sorted.
