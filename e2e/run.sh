@@ -5,8 +5,12 @@
 # needs (npm: mongosh, the Node driver and Mongoose into e2e/node_modules, pinned by
 # package-lock.json; Debian: python3-pymongo), runs e2e/mongosh_smoke.js, e2e/node_smoke.js,
 # e2e/pymongo_smoke.py and e2e/mongoose_smoke.js, stops the server with SIGTERM, and prints one
-# summary line per client. Then it starts the humongos router skeleton (--configdb
-# cfg/127.0.0.1:1) and checks with mongosh that hello answers msg "isdbgrid".
+# summary line per client. Then it starts a 3-member replica set of humongod (--replSet, each on
+# a free port, initiated with mongosh) and runs the transaction checks: e2e/mongosh_txn.js,
+# e2e/node_txn.js and e2e/mongoose_txn.js (withTransaction / connection.transaction commits,
+# aborts leave nothing behind, uncommitted writes are invisible outside), and stops it with
+# SIGTERM. Then it starts the humongos router skeleton (--configdb cfg/127.0.0.1:1) and
+# checks with mongosh that hello answers msg "isdbgrid".
 # Exits non-zero if any client failed or the server did not shut down cleanly. A client is
 # skipped ("SKIP: registry unreachable") only when installing it failed with a network error.
 #
@@ -48,8 +52,23 @@ stop_server() {
 	return "$rc"
 }
 
+# The replica set's member pids (empty when it is not running).
+rs_pids=()
+
+# stop_replset: SIGTERM every member, as stop_server does one; fails if any did not exit cleanly.
+stop_replset() {
+	local rc=0 p
+	for p in "${rs_pids[@]}"; do
+		pid=$p
+		stop_server || rc=1
+	done
+	rs_pids=()
+	return "$rc"
+}
+
 cleanup() {
 	stop_server >/dev/null 2>&1
+	stop_replset >/dev/null 2>&1
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -210,6 +229,75 @@ if ! stop_server; then
 	failed=$((failed + 1))
 fi
 
+# --- transactions on a 3-member replica set -------------------------------------------------
+# Transactions need a replica set (a standalone refuses them with code 20). Each member starts
+# on a free port and logs it; the set is initiated with those ports, the first member is asked
+# to stand for election until it wins (else the set waits out electionTimeoutMillis, 10 s), and the
+# clients connect with the replica-set URI so that they follow the primary.
+start_replset() {
+	local i hosts="" members="" rport
+	for i in 0 1 2; do
+		log="$work/rs$i.log"
+		"$work/humongod" --port 0 --bind_ip 127.0.0.1 --dbpath "$work/rs$i" --replSet rs0 >"$log" 2>&1 &
+		pid=$!
+		rs_pids+=("$pid")
+		rport=$(wait_port "$log")
+		if [ -z "$rport" ]; then
+			say "replica-set member $i did not log \"Waiting for connections\" within 30s"
+			tail -30 "$log"
+			return 1
+		fi
+		hosts="$hosts${hosts:+,}127.0.0.1:$rport"
+		members="$members${members:+, }{_id: $i, host: '127.0.0.1:$rport'}"
+	done
+	pid=""
+	rs_uri="mongodb://$hosts/?replicaSet=rs0"
+	local first=${hosts%%,*} out
+	if ! out=$(timeout "$step_timeout" env HOME="$work/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$work/mongosh.conf" \
+		"$here/node_modules/.bin/mongosh" "mongodb://$first/?directConnection=true" --quiet --norc --eval "
+		rs.initiate({_id: 'rs0', members: [$members]});
+		const deadline = Date.now() + 60000;
+		let tries = 0;
+		while (!db.hello().isWritablePrimary) {
+			if (Date.now() > deadline) throw new Error('no primary within 60s: ' + EJSON.stringify(rs.status()));
+			// The votes come once the others have the config by heartbeat: until an attempt
+			// wins, ask again (a refusal while an election runs is harmless).
+			if (tries++ % 3 === 0) { try { db.adminCommand({replSetStepUp: 1}); } catch (e) {} }
+			sleep(100);
+		}
+		print('primary ' + db.hello().me);" 2>&1); then
+		say "initiating the replica set failed:"
+		printf '%s\n' "$out"
+		return 1
+	fi
+	say "replica set rs0 ($hosts): $out"
+}
+if [ "$npm_state" = ok ]; then
+	t0=$SECONDS
+	if start_replset; then
+		say "replica set up in $((SECONDS - t0))s"
+		run_client mongosh-txn "$npm_state" env HOME="$work/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$work/mongosh.conf" \
+			"$here/node_modules/.bin/mongosh" "$rs_uri" --quiet --norc --file "$here/mongosh_txn.js"
+		run_client node-txn "$npm_state" node "$here/node_txn.js" "$rs_uri"
+		run_client mongoose-txn "$npm_state" node "$here/mongoose_txn.js" "$rs_uri"
+	else
+		for name in mongosh-txn node-txn mongoose-txn; do
+			result[$name]="FAIL: the replica set did not start"
+			failed=$((failed + 1))
+		done
+	fi
+	if ! stop_replset; then
+		say "FAIL: a replica-set member did not shut down cleanly on SIGTERM"
+		for i in 0 1 2; do tail -10 "$work/rs$i.log"; done
+		failed=$((failed + 1))
+	fi
+else
+	for name in mongosh-txn node-txn mongoose-txn; do
+		result[$name]=${result[mongosh]}
+		[ "$npm_state" = skip ] || failed=$((failed + 1))
+	done
+fi
+
 # --- humongos: the router skeleton answers the handshake as a mongos ------------------------
 # Runs in this shell (not through run_client) so stop_server and cleanup see its pid.
 mongos_smoke() {
@@ -256,8 +344,8 @@ fail)
 	;;
 esac
 
-for name in mongosh node pymongo mongoose humongos; do
-	say "$(printf '%-8s %s' "$name" "${result[$name]}")"
+for name in mongosh node pymongo mongoose mongosh-txn node-txn mongoose-txn humongos; do
+	say "$(printf '%-12s %s' "$name" "${result[$name]}")"
 done
 if [ "$failed" -ne 0 ]; then
 	say "FAILED ($failed)"

@@ -15,6 +15,9 @@
 //     without knowing the database's internal order; cycles in the dependency graph are
 //     classified as Adya's G0, G1c, G-single and G2, and non-cyclic anomalies (G1a aborted read,
 //     G1b intermediate read, duplicate elements, incompatible orders) are found directly.
+//     CheckListAppendFinal adds a read of every key's final list, taken after the faults are
+//     healed, as one more transaction, and reports each committed append it lacks (LostCommit:
+//     an acknowledged commit was lost).
 //
 // The checkers are pure: they take a recorded history and return a report, so they are unit
 // tested on hand-written histories, good and bad, with no database involved.
