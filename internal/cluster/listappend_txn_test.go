@@ -1,0 +1,343 @@
+package cluster
+
+// Issue 11's transaction-isolation acceptance (spec/replication.md, "Transactions"): Elle's
+// list-append workload (checker.CheckListAppend) run as multi-document transactions of 1–4
+// micro-operations, each a read of a key's list or an append to it ($push to the document
+// {_id: key, vals: [...]}), through the Go driver's Session.WithTransaction with read concern
+// "snapshot" and write concern "majority", while the nemesis kills, pauses and partitions the
+// primary (nemesis.go). Snapshot isolation allows no G0, G1a, G1b, G1c or G-single (G2, write
+// skew, it allows, and is only logged); every committed append must be in the final lists
+// (checker.CheckListAppendFinal), read-only transactions must have seen a snapshot (an anomaly
+// through one would say otherwise), and the members must end up with the same data.
+//
+// A transaction's outcome is what the client learned: WithTransaction returned nil, committed;
+// its last attempt's callback failed, aborted (WithTransaction retries only after a
+// TransientTransactionError, which says that attempt did not commit, so no attempt committed);
+// otherwise the commit's outcome is unknown. Every attempt appends the same values, so an
+// unknown transaction is one transaction whichever attempt, if any, committed.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+
+	"humongo/internal/cluster/checker"
+)
+
+const (
+	laDB      = "elle"
+	laColl    = "lists"
+	laKeys    = 6
+	laClients = 5
+	// laTxnTimeout bounds one WithTransaction, retries and commit included: it is the
+	// client's operation timeout (CSOT), the only bound the driver's commit honours (it
+	// commits under a context without the caller's deadline).
+	laTxnTimeout = 8 * time.Second
+	// laPerPhase is how many transactions must commit before each fault and after it.
+	laPerPhase = 25
+)
+
+// laHistory is the recorded history, shared by the clients.
+type laHistory struct {
+	mu   sync.Mutex
+	txns []checker.Txn
+
+	committed, aborted, unknown atomic.Int64
+	errs                        []string // a sample of failures, for the log
+	bugs                        []string // impossible results: the test fails
+}
+
+func (h *laHistory) bug(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.bugs = append(h.bugs, err.Error())
+}
+
+func (h *laHistory) add(t checker.Txn, err error) {
+	switch t.Outcome {
+	case checker.Committed:
+		h.committed.Add(1)
+	case checker.Aborted:
+		h.aborted.Add(1)
+	default:
+		h.unknown.Add(1)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.txns = append(h.txns, t)
+	if err != nil && len(h.errs) < 12 {
+		h.errs = append(h.errs, fmt.Sprintf("%v: %v", t.Outcome, err))
+	}
+}
+
+// laClient runs transactions until ctx ends. next hands out append values, unique across the
+// history.
+func laClient(ctx context.Context, cl *mongo.Client, coll *mongo.Collection, h *laHistory, client int, rng *rand.Rand, next *atomic.Int64) {
+	sess, err := cl.StartSession()
+	if err != nil {
+		h.add(checker.Txn{Process: client, Outcome: checker.Aborted}, fmt.Errorf("start session: %w", err))
+		return
+	}
+	defer sess.EndSession(context.Background())
+	topts := options.Transaction().SetReadConcern(readconcern.Snapshot()).SetWriteConcern(writeconcern.Majority())
+	for ctx.Err() == nil {
+		plan := make([]checker.Mop, 1+rng.IntN(4))
+		for i := range plan {
+			key := fmt.Sprintf("k%d", rng.IntN(laKeys))
+			if rng.IntN(2) == 0 {
+				plan[i] = checker.Append(key, next.Add(1))
+			} else {
+				plan[i] = checker.Mop{Kind: checker.MopRead, Key: key} // List nil until read
+			}
+		}
+		var done []checker.Mop // the last attempt's micro-operations as observed
+		var cbErr error        // the last attempt's callback error
+		_, err := sess.WithTransaction(ctx, func(tctx context.Context) (any, error) {
+			done = append(done[:0:0], plan...)
+			cbErr = laRun(tctx, coll, done)
+			return nil, cbErr
+		}, topts)
+		t := checker.Txn{Process: client, Ops: done}
+		switch {
+		case err == nil:
+			t.Outcome = checker.Committed
+		case cbErr != nil:
+			t.Outcome = checker.Aborted
+		default:
+			t.Outcome = checker.Unknown
+		}
+		if done == nil { // WithTransaction failed before the first attempt
+			t.Ops, t.Outcome = plan, checker.Aborted
+		}
+		if errors.Is(err, errBadWriteResult) {
+			h.bug(err)
+		}
+		h.add(t, err)
+	}
+}
+
+// laRun performs ops inside a transaction, filling in what each read returned.
+func laRun(ctx context.Context, coll *mongo.Collection, ops []checker.Mop) error {
+	for i, m := range ops {
+		filter := bson.D{{Key: "_id", Value: m.Key}}
+		switch m.Kind {
+		case checker.MopAppend:
+			res, err := coll.UpdateOne(ctx, filter, bson.D{{Key: "$push", Value: bson.D{{Key: "vals", Value: m.Value}}}})
+			if err != nil {
+				return err
+			}
+			if res.MatchedCount != 1 {
+				return fmt.Errorf("%w: $push to %s matched %d", errBadWriteResult, m.Key, res.MatchedCount)
+			}
+		case checker.MopRead:
+			var doc struct {
+				Vals []int64 `bson:"vals"`
+			}
+			err := coll.FindOne(ctx, filter).Decode(&doc)
+			if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+				return err
+			}
+			if doc.Vals == nil {
+				doc.Vals = []int64{}
+			}
+			ops[i].List = doc.Vals
+		}
+	}
+	return nil
+}
+
+// laReadFinal reads every key's list on the primary with read concern "majority".
+func laReadFinal(ctx context.Context, coll *mongo.Collection) (map[string][]int64, error) {
+	cur, err := coll.Find(ctx, bson.D{})
+	if err != nil {
+		return nil, err
+	}
+	var docs []struct {
+		ID   string  `bson:"_id"`
+		Vals []int64 `bson:"vals"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, err
+	}
+	final := make(map[string][]int64, len(docs))
+	for _, d := range docs {
+		final[d.ID] = d.Vals
+	}
+	return final, nil
+}
+
+func TestListAppendTransactions(t *testing.T) {
+	ft, ctx := startFaultTest(t, "HUMONGO_LISTAPPEND_CYCLES", 5, 2, 90*time.Second)
+	d, seed, rng, cycles, start := ft.d, ft.seed, ft.rng, ft.cycles, ft.start
+
+	// The lists exist before the workload, majority-committed: appends are then plain
+	// updates (an upsert racing another would be a duplicate-key error, not what this is about).
+	setup := d.Client.Database(laDB).Collection(laColl, options.Collection().SetWriteConcern(writeconcern.Majority()))
+	var docs []any
+	for k := range laKeys {
+		docs = append(docs, bson.D{{Key: "_id", Value: fmt.Sprintf("k%d", k)}, {Key: "vals", Value: bson.A{}}})
+	}
+	if _, err := setup.InsertMany(ctx, docs); err != nil {
+		t.Fatalf("create the lists: %v", err)
+	}
+
+	cl, err := mongo.Connect(options.Client().ApplyURI(d.URI).
+		SetServerSelectionTimeout(10 * time.Second).SetConnectTimeout(5 * time.Second).
+		SetHeartbeatInterval(500 * time.Millisecond).SetTimeout(laTxnTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = cl.Disconnect(dctx)
+	})
+	coll := cl.Database(laDB).Collection(laColl)
+
+	h := &laHistory{}
+	var next atomic.Int64
+	wctx, stopClients := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for c := range laClients {
+		crng := rand.New(rand.NewPCG(seed, uint64(c+200)))
+		wg.Go(func() { laClient(wctx, cl, coll, h, c, crng, &next) })
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			stopClients()
+			wg.Wait()
+		}
+	}
+	defer stop()
+
+	for cycle, kind := range faultSchedule(rng, cycles) {
+		before := h.committed.Load()
+		waitFor(t, ctx, "transactions before the fault", func() bool { return h.committed.Load() >= before+laPerPhase })
+		time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
+		f, err := d.FailPrimary(ctx, kind, majElect)
+		if err != nil {
+			t.Fatalf("cycle %d: %v", cycle, err)
+		}
+		// Heal at once (see TestMajorityWritesSurviveFailovers for why).
+		if err := d.Heal(ctx, f, majRejoin); err != nil {
+			t.Fatalf("cycle %d: heal: %v", cycle, err)
+		}
+		after := h.committed.Load()
+		actx, acancel := context.WithTimeout(ctx, majElect)
+		waitFor(t, actx, "transactions committing after the failover", func() bool { return h.committed.Load() >= after+laPerPhase })
+		acancel()
+		t.Logf("cycle %d: %v; transactions committing again %v after the fault", cycle, f, time.Since(f.At).Round(time.Millisecond))
+	}
+	stop()
+
+	// Every member caught up holds the same lists; the primary's majority-committed lists
+	// are the final state.
+	cctx, ccancel := context.WithTimeout(ctx, 60*time.Second)
+	target, err := d.WaitCaughtUp(cctx)
+	ccancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CompareDBHashes(ctx, laDB); err != nil {
+		t.Errorf("members differ after catch-up to %v: %v", target, err)
+	}
+	final, err := laReadFinal(ctx, d.Client.Database(laDB).Collection(laColl, options.Collection().SetReadConcern(readconcern.Majority())))
+	if err != nil {
+		t.Fatalf("final read: %v", err)
+	}
+
+	h.mu.Lock()
+	history, bugs := h.txns, h.bugs
+	h.mu.Unlock()
+	if len(bugs) > 0 {
+		t.Errorf("impossible write results: %s", strings.Join(bugs, "; "))
+	}
+	var readOnly, reads, nonEmptyReads int
+	for _, tx := range history {
+		if tx.Outcome != checker.Committed {
+			continue
+		}
+		if tx.ReadOnly() {
+			readOnly++
+		}
+		for _, m := range tx.Ops {
+			if m.Kind == checker.MopRead {
+				reads++
+				if len(m.List) > 0 {
+					nonEmptyReads++
+				}
+			}
+		}
+	}
+	total := 0
+	for _, l := range final {
+		total += len(l)
+	}
+	t.Logf("%d cycles in %v: %d transactions (%d committed, %d of them read-only; %d aborted; %d unknown), %d committed reads (%d non-empty), %d elements in the final lists; failures (sample): %s",
+		cycles, time.Since(start).Round(time.Millisecond), len(history), h.committed.Load(), readOnly, h.aborted.Load(), h.unknown.Load(),
+		reads, nonEmptyReads, total, strings.Join(h.errs, "; "))
+
+	rep := checker.CheckListAppendFinal(history, final)
+	var bad []string
+	g2 := 0
+	for _, a := range rep.Anomalies {
+		if a.Type == checker.G2 {
+			g2++ // write skew: snapshot isolation allows it
+			continue
+		}
+		if len(bad) < 20 {
+			ro := ""
+			for _, ti := range a.Txns {
+				if ti < len(history) && history[ti].ReadOnly() {
+					ro = " (involves read-only T" + fmt.Sprint(ti) + ")"
+					break
+				}
+			}
+			bad = append(bad, a.String()+ro)
+		}
+	}
+	t.Logf("checker: %d transactions, %d dependency edges, %d G2 (allowed under snapshot isolation)", rep.Txns, rep.Edges, g2)
+	if len(bad) > 0 {
+		for _, ti := range anomalyTxns(rep) {
+			if ti < len(history) {
+				t.Logf("T%d (client %d, %v): %v", ti, history[ti].Process, history[ti].Outcome, history[ti].Ops)
+			}
+		}
+		t.Fatalf("(seed %d) transaction anomalies:\n  %s", seed, strings.Join(bad, "\n  "))
+	}
+	// The run must have exercised what it checks.
+	if reads == 0 || nonEmptyReads == 0 || readOnly == 0 || rep.Edges == 0 {
+		t.Fatalf("too little was checked: %d reads (%d non-empty), %d read-only transactions, %d edges", reads, nonEmptyReads, readOnly, rep.Edges)
+	}
+}
+
+// anomalyTxns lists the transactions the non-G2 anomalies name (at most 30), for the log.
+func anomalyTxns(rep checker.ListAppendReport) []int {
+	var out []int
+	for _, a := range rep.Anomalies {
+		if a.Type == checker.G2 {
+			continue
+		}
+		for _, ti := range a.Txns {
+			if len(out) < 30 && !slices.Contains(out, ti) {
+				out = append(out, ti)
+			}
+		}
+	}
+	return out
+}
