@@ -87,6 +87,7 @@ func NewRegistry() *service.Registry {
 	addKillCursors(r)
 	addKillOp(r)
 	addKillSessions(r)
+	addTxnCommands(r)
 	addListCollections(r)
 	addListDatabases(r)
 	addListIndexes(r)
