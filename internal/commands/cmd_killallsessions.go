@@ -70,10 +70,13 @@ func runKillAllSessionsByPattern(_ context.Context, env *service.Env, cmd bsonco
 		for _, e := range elems {
 			switch e.Key() {
 			case "uid":
-				sub, u, ok := e.Value().BinaryOK()
-				if !ok || sub != 0 || len(u) != 32 {
-					return nil, mongoerr.New(mongoerr.TypeMismatch,
-						"BSON field 'KillAllSessionsByPattern.uid' must be a 32-byte binary field")
+				_, u, ok := e.Value().BinaryOK()
+				if !ok {
+					return nil, typeMismatch("KillAllSessionsByPattern", "uid", e.Value().Type, "binData")
+				}
+				if len(u) != 32 {
+					// SHA256Block::fromBinData.
+					return nil, mongoerr.Newf(mongoerr.UnsupportedFormat, "Unsupported SHA256Block hash length: %d", len(u))
 				}
 				var x [32]byte
 				copy(x[:], u)

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"humongo/internal/commands"
 	"humongo/internal/repl/applier/repltest"
 	"humongo/internal/txn/lsc"
 )
@@ -344,5 +345,83 @@ func TestReplSetSessionsWrittenByPrimaryOnly(t *testing.T) {
 	}
 	if sessionDoc(t, ctx, p.Client, ks) != nil {
 		t.Fatal("the secondary's session was written")
+	}
+}
+
+// TestSessionRefresherPeriodic: the background refresh persists a used session without the
+// test command, and its stop returns once the goroutine has ended.
+func TestSessionRefresherPeriodic(t *testing.T) {
+	ts := startTestServer(t)
+	if err := ts.params.SetString("logicalSessionRefreshMillis", "20"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stop := commands.StartSessionRefresher(context.Background(), ts.srv.State())
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+		}
+	}()
+	s, err := ts.cl.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.EndSession(ctx)
+	k, _ := sessionKey(t, s)
+	if err := ts.cl.Database("app").Collection("c").FindOne(mongo.NewSessionContext(ctx, s), bson.D{}).Err(); err != nil &&
+		!errors.Is(err, mongo.ErrNoDocuments) {
+		t.Fatal(err)
+	}
+	for sessionDoc(t, ctx, ts.cl, k) == nil {
+		if ctx.Err() != nil {
+			t.Fatal("the periodic refresh never stored the session")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	stopped = true
+	n := ts.srv.State().Sessions.Stats().SessionsCollectionJobCount
+	time.Sleep(100 * time.Millisecond)
+	if m := ts.srv.State().Sessions.Stats().SessionsCollectionJobCount; m != n {
+		t.Fatalf("refreshes went on after stop: %d -> %d", n, m)
+	}
+}
+
+func TestKillSessionsBadInput(t *testing.T) {
+	ts := startTestServer(t)
+	ctx := context.Background()
+	run := func(cmd bson.D) error { return ts.cl.Database("admin").RunCommand(ctx, cmd).Err() }
+	uid := bson.Binary{Subtype: 0, Data: make([]byte, 32)}
+	for _, c := range []struct {
+		cmd  bson.D
+		code int32
+	}{
+		{bson.D{{Key: "killAllSessionsByPattern", Value: bson.A{bson.D{{Key: "bogus", Value: 1}}}}}, 40415},
+		{bson.D{{Key: "killAllSessionsByPattern", Value: bson.A{bson.D{{Key: "uid", Value: "x"}}}}}, 14},
+		{bson.D{{Key: "killAllSessionsByPattern", Value: bson.A{bson.D{{Key: "uid", Value: bson.Binary{Data: []byte{1}}}}}}}, 12},
+		{bson.D{{Key: "killAllSessionsByPattern", Value: bson.A{bson.D{{Key: "users", Value: bson.A{
+			bson.D{{Key: "user", Value: "a"}, {Key: "db", Value: "x"}}, bson.D{{Key: "user", Value: "b"}, {Key: "db", Value: "x"}}}}}}}}, 2},
+		{bson.D{{Key: "killAllSessionsByPattern", Value: bson.A{bson.D{{Key: "roles", Value: bson.A{bson.D{{Key: "role", Value: "r"}}}}}}}}, 40414},
+		{bson.D{{Key: "killAllSessionsByPattern", Value: 1}}, 14},
+		{bson.D{{Key: "killAllSessions", Value: bson.A{bson.D{{Key: "user", Value: "a"}}}}}, 40414},
+		{bson.D{{Key: "killSessions", Value: bson.A{bson.D{{Key: "id", Value: 1}}}}}, 14},
+	} {
+		if got := errCode(run(c.cmd)); got != c.code {
+			t.Errorf("%v: code %d, want %d", c.cmd, got, c.code)
+		}
+	}
+	// Well-formed patterns are accepted (users/roles as impersonation data).
+	for _, cmd := range []bson.D{
+		{{Key: "killAllSessionsByPattern", Value: bson.A{bson.D{{Key: "uid", Value: uid}}}}},
+		{{Key: "killAllSessionsByPattern", Value: bson.A{bson.D{{Key: "users", Value: bson.A{bson.D{{Key: "user", Value: "a"}, {Key: "db", Value: "x"}}}},
+			{Key: "roles", Value: bson.A{bson.D{{Key: "role", Value: "r"}, {Key: "db", Value: "x"}}}}}}}},
+		{{Key: "killAllSessions", Value: bson.A{bson.D{{Key: "user", Value: "a"}, {Key: "db", Value: "x"}}}}},
+		{{Key: "killSessions", Value: bson.A{}}},
+	} {
+		if err := run(cmd); err != nil {
+			t.Errorf("%v: %v", cmd, err)
+		}
 	}
 }
