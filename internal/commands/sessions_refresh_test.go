@@ -425,3 +425,56 @@ func TestKillSessionsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionsCollectionSetupRepairs: a refresh puts the TTL index back when it was dropped
+// (the collection holding records) and resets a changed expireAfterSeconds.
+func TestSessionsCollectionSetupRepairs(t *testing.T) {
+	ts := startTestServer(t)
+	if err := ts.params.SetString("enableTestCommands", "1"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	admin := ts.cl.Database("admin")
+	sessions := ts.cl.Database("config").Collection("system.sessions")
+	refresh := func() {
+		t.Helper()
+		if err := admin.RunCommand(ctx, bson.D{{Key: "refreshLogicalSessionCacheNow", Value: 1}}).Err(); err != nil {
+			t.Fatalf("refreshLogicalSessionCacheNow: %v", err)
+		}
+	}
+	ttlSecs := func() int32 {
+		t.Helper()
+		specs, err := sessions.Indexes().ListSpecifications(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range specs {
+			if s.Name == "lsidTTLIndex" && s.ExpireAfterSeconds != nil {
+				return *s.ExpireAfterSeconds
+			}
+		}
+		return -1
+	}
+	if err := ts.srv.State().Sessions.Vivify(lsc.Key{ID: [16]byte{7}, UID: lsc.NoUserUID}, ""); err != nil {
+		t.Fatal(err)
+	}
+	refresh()
+	if n, err := sessions.CountDocuments(ctx, bson.D{}); err != nil || n == 0 { // with the driver's implicit session
+		t.Fatalf("records %d %v", n, err)
+	}
+	if err := ts.cl.Database("config").RunCommand(ctx, bson.D{{Key: "collMod", Value: "system.sessions"},
+		{Key: "index", Value: bson.D{{Key: "name", Value: "lsidTTLIndex"}, {Key: "expireAfterSeconds", Value: 60}}}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	refresh()
+	if got := ttlSecs(); got != 1800 {
+		t.Fatalf("expireAfterSeconds after refresh: %d, want 1800", got)
+	}
+	if err := sessions.Indexes().DropOne(ctx, "lsidTTLIndex"); err != nil {
+		t.Fatal(err)
+	}
+	refresh()
+	if got := ttlSecs(); got != 1800 {
+		t.Fatalf("TTL index after a refresh of a collection without it: %d, want 1800", got)
+	}
+}
