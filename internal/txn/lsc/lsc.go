@@ -50,7 +50,7 @@ type Record struct {
 type Cache struct {
 	mu        sync.Mutex
 	active    map[Key]*Record // guarded by mu
-	ending    map[Key]struct{}
+	ending    map[Key]time.Time // when endSessions named them
 	timeout   time.Duration
 	max       int
 	now       func() time.Time
@@ -75,7 +75,7 @@ func New(timeout time.Duration, max int, now func() time.Time) *Cache {
 	if now == nil {
 		now = time.Now
 	}
-	c := &Cache{active: map[Key]*Record{}, ending: map[Key]struct{}{}, timeout: timeout, max: max, now: now}
+	c := &Cache{active: map[Key]*Record{}, ending: map[Key]time.Time{}, timeout: timeout, max: max, now: now}
 	c.stats.LastSessionsCollectionJobTimestamp = now()
 	c.stats.LastTransactionReaperJobTimestamp = c.stats.LastSessionsCollectionJobTimestamp
 	return c
@@ -138,8 +138,10 @@ func (c *Cache) vivifyLocked(k Key, user string) error {
 func (c *Cache) End(keys []Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := c.now()
+	c.sweepLocked(now)
 	for _, k := range keys {
-		c.ending[k] = struct{}{}
+		c.ending[k] = now
 	}
 }
 
@@ -181,8 +183,9 @@ func (c *Cache) Ending(k Key) bool {
 	return ok
 }
 
-// sweepLocked drops records idle for longer than the timeout, at most once per sweepEvery:
-// a refresh normally takes them first; this bounds a cache nobody refreshes.
+// sweepLocked drops records idle and ended sessions older than the timeout, at most once per
+// sweepEvery: a refresh normally takes them first; this bounds a cache nobody refreshes (a
+// router's, until it has a sessions collection).
 func (c *Cache) sweepLocked(now time.Time) {
 	if now.Sub(c.lastSweep) < sweepEvery {
 		return
@@ -191,6 +194,11 @@ func (c *Cache) sweepLocked(now time.Time) {
 	for k, r := range c.active {
 		if now.Sub(r.LastUse) >= c.timeout {
 			delete(c.active, k)
+		}
+	}
+	for k, at := range c.ending {
+		if now.Sub(at) >= c.timeout {
+			delete(c.ending, k)
 		}
 	}
 }

@@ -35,6 +35,11 @@ func TestExpiryAndLimits(t *testing.T) {
 	if !c.Ending(a.Key) || c.Len() != 1 {
 		t.Fatalf("end: ending=%v len=%d", c.Ending(a.Key), c.Len())
 	}
+	// Without a refresh (a router), ended sessions do not pile up past the timeout.
+	now = now.Add(31 * time.Minute)
+	if c.Len() != 0 || c.Ending(a.Key) {
+		t.Fatalf("after the timeout: len=%d ending=%v", c.Len(), c.Ending(a.Key))
+	}
 }
 
 // memStore is a sessions collection in memory.

@@ -86,7 +86,7 @@ func (c *Cache) Refresh(ctx context.Context, store Store, svc Service, writable 
 
 	c.mu.Lock()
 	active, ending := c.active, c.ending
-	c.active, c.ending = map[Key]*Record{}, map[Key]struct{}{}
+	c.active, c.ending = map[Key]*Record{}, map[Key]time.Time{}
 	c.mu.Unlock()
 
 	for k := range ending {
@@ -165,7 +165,7 @@ func (c *Cache) Refresh(ctx context.Context, store Store, svc Service, writable 
 }
 
 // restore puts taken sessions back after a failed refresh, keeping newer uses.
-func (c *Cache) restore(active map[Key]*Record, ending map[Key]struct{}) {
+func (c *Cache) restore(active map[Key]*Record, ending map[Key]time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, r := range active {
@@ -173,8 +173,10 @@ func (c *Cache) restore(active map[Key]*Record, ending map[Key]struct{}) {
 			c.active[k] = r
 		}
 	}
-	for k := range ending {
-		c.ending[k] = struct{}{}
+	for k, at := range ending {
+		if _, ok := c.ending[k]; !ok {
+			c.ending[k] = at
+		}
 	}
 }
 
