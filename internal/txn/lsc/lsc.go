@@ -49,7 +49,7 @@ type Record struct {
 // Safe for concurrent use.
 type Cache struct {
 	mu        sync.Mutex
-	active    map[Key]*Record // guarded by mu
+	active    map[Key]*Record   // guarded by mu
 	ending    map[Key]time.Time // when endSessions named them
 	timeout   time.Duration
 	max       int
