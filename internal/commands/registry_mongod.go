@@ -111,6 +111,7 @@ func NewRegistry() *service.Registry {
 	addSetParameter(r)
 	addShutdown(r)
 	addStartSession(r)
+	addSessionCacheTestCommands(r)
 	addTestingReplicaSetHostRewrites(r)
 	addUpdate(r)
 	addValidate(r)
