@@ -10,6 +10,7 @@ import (
 	"humongo/internal/operation"
 	"humongo/internal/repl/concern"
 	"humongo/internal/service"
+	"humongo/internal/txn/lsc"
 	"humongo/internal/txn/participant"
 )
 
@@ -111,6 +112,13 @@ func NewState(db *operation.DB, cfg service.Config) *service.State {
 		// Committed inserts into capped collections wake this server's awaitData getMores
 		// (find_cursor.go's findWaitChan picks the signal a cursor waits on).
 		db.Colls.SetCappedInsertHook(st.Cursors().NotifyInsert)
+		// killSessions and friends abort the sessions' transactions (after killing their
+		// running statements, so the sessions can be checked out).
+		st.Sessions.OnKill(func(match func(lsc.Key) bool) {
+			if ids := participant.AbortAll(db, match, "session killed"); len(ids) > 0 {
+				st.Cursors().Kill(ids)
+			}
+		})
 	}
 	return st
 }

@@ -126,6 +126,16 @@ var managers = operation.NewDecoration(func(db *operation.DB) *Manager {
 // Of returns db's transaction manager.
 func Of(db *operation.DB) *Manager { return managers.Get(db) }
 
+// AbortAll aborts db's transactions that match (killSessions, step-down), if db ever had any,
+// and returns their cursors for the caller to kill.
+func AbortAll(db *operation.DB, match func(lsc.Key) bool, cause string) []int64 {
+	m, ok := managers.Lookup(db)
+	if !ok {
+		return nil
+	}
+	return m.AbortMatching(context.Background(), match, cause)
+}
+
 // close stops the reaper and aborts every transaction (the engine closes after this).
 func (m *Manager) close() {
 	m.stopReaper()
