@@ -255,3 +255,103 @@ func TestTransactionRefusals(t *testing.T) {
 		t.Fatalf("commit after abort: code %d", c)
 	}
 }
+
+// A transaction larger than one oplog entry commits as a chain: partialTxn entries linked by
+// prevOpTime and a last entry with the operation count, all its data visible at once.
+func TestTransactionLargerThan16MBCommitsAsChain(t *testing.T) {
+	r := startRetryRS(t)
+	cl := txnClient(t, r)
+	ctx := context.Background()
+	coll := cl.Database("test").Collection("big")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	pad := make([]byte, 1<<20)
+	sess, _ := cl.StartSession()
+	defer sess.EndSession(ctx)
+	if _, err := sess.WithTransaction(ctx, func(sctx context.Context) (any, error) {
+		for i := range 20 {
+			if _, err := coll.InsertOne(sctx, bson.D{{Key: "_id", Value: i}, {Key: "pad", Value: bson.Binary{Data: pad}}}); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := coll.CountDocuments(ctx, bson.D{}); n != 21 {
+		t.Fatalf("count %d, want 21", n)
+	}
+	cur, err := cl.Database("local").Collection("oplog.rs").Find(ctx, bson.D{{Key: "o.applyOps", Value: bson.D{{Key: "$exists", Value: true}}}},
+		options.Find().SetProjection(bson.D{{Key: "o.applyOps", Value: 0}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []bson.Raw
+	for cur.Next(ctx) {
+		entries = append(entries, append(bson.Raw(nil), cur.Current...))
+	}
+	if len(entries) != 2 {
+		t.Fatalf("want a chain of 2 entries, got %d", len(entries))
+	}
+	first, last := entries[0], entries[1]
+	if !first.Lookup("o", "partialTxn").Boolean() || last.Lookup("o", "partialTxn").Type != 0 {
+		t.Fatalf("partialTxn flags: %v / %v", first.Lookup("o", "partialTxn"), last.Lookup("o", "partialTxn"))
+	}
+	if c, _ := last.Lookup("o", "count").AsInt64OK(); c != 20 {
+		t.Fatalf("count on the commit entry: %v", last.Lookup("o", "count"))
+	}
+	fts, fi := first.Lookup("ts").Timestamp()
+	pts, pi := last.Lookup("prevOpTime", "ts").Timestamp()
+	if fts != pts || fi != pi {
+		t.Fatal("the commit entry's prevOpTime is not the partial entry")
+	}
+}
+
+// transactionLifetimeLimitSeconds: the reaper aborts a transaction left open too long.
+func TestTransactionLifetimeReaper(t *testing.T) {
+	r := startRetryRS(t)
+	r.must(t, "admin", bson.D{{Key: "setParameter", Value: 1}, {Key: "transactionLifetimeLimitSeconds", Value: 1}})
+	lsid := newLsid()
+	stmt := func(cmd bson.D, start bool) bson.D {
+		cmd = append(cmd, bson.E{Key: "lsid", Value: lsid}, bson.E{Key: "txnNumber", Value: int64(1)}, bson.E{Key: "autocommit", Value: false})
+		if start {
+			cmd = append(cmd, bson.E{Key: "startTransaction", Value: true})
+		}
+		return cmd
+	}
+	r.must(t, "test", stmt(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}, true))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		reply := r.run(t, "test", stmt(bson.D{{Key: "find", Value: "c"}}, false))
+		if c, _ := reply.Lookup("code").Int32OK(); c == int32(mongoerr.NoSuchTransaction) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("transaction not reaped after its lifetime")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The document the reaped transaction inserted is not there, and its key is free.
+	if docs := r.find(t, "test.c", bson.D{}); len(docs) != 0 {
+		t.Fatalf("reaped transaction's write visible: %v", docs)
+	}
+	r.must(t, "test", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}})
+}
+
+// killSessions aborts the session's transaction.
+func TestTransactionKilledWithSession(t *testing.T) {
+	r := startRetryRS(t)
+	lsid := newLsid()
+	r.must(t, "test", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "autocommit", Value: false}, {Key: "startTransaction", Value: true}})
+	r.must(t, "admin", bson.D{{Key: "killSessions", Value: bson.A{lsid}}})
+	reply := r.run(t, "admin", bson.D{{Key: "commitTransaction", Value: 1}, {Key: "lsid", Value: lsid},
+		{Key: "txnNumber", Value: int64(1)}, {Key: "autocommit", Value: false}})
+	if c, _ := reply.Lookup("code").Int32OK(); c != int32(mongoerr.NoSuchTransaction) {
+		t.Fatalf("commit after killSessions: %v", reply)
+	}
+	if docs := r.find(t, "test.c", bson.D{}); len(docs) != 0 {
+		t.Fatalf("killed transaction's write visible: %v", docs)
+	}
+}
