@@ -41,6 +41,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -410,11 +411,15 @@ func (a *Applier) writeOplog(ctx context.Context, entries []*oplog.Entry) error 
 }
 
 // applyEntries applies a batch's data writes: a lone command directly, CRUD in parallel
-// writers partitioned by document.
+// writers partitioned by document. Command entries, applyOps entries (transactions) among
+// them, are barriers: the CRUD entries before one are applied first, then it alone, in its
+// own unit. A transaction chain's earlier entries are looked up in the batch first
+// (batchPrevs), then in our oplog (writeOplog has written the batch already).
 func (a *Applier) applyEntries(ctx context.Context, entries []*oplog.Entry) error {
 	if len(entries) == 1 && entries[0].Op == "c" {
-		return a.applyOne(ctx, entries[0])
+		return a.applyOne(ctx, entries[0], nil)
 	}
+	prevs := batchPrevs(entries)
 	n := a.cfg.Writers
 	groups := make([][]*oplog.Entry, n)
 	for _, e := range entries {
@@ -428,7 +433,7 @@ func (a *Applier) applyEntries(ctx context.Context, entries []*oplog.Entry) erro
 				return err
 			}
 			clear(groups)
-			if err := a.applyOne(ctx, e); err != nil {
+			if err := a.applyOne(ctx, e, prevs); err != nil {
 				return err
 			}
 			continue
@@ -439,10 +444,23 @@ func (a *Applier) applyEntries(ctx context.Context, entries []*oplog.Entry) erro
 	return a.applyGroups(ctx, groups)
 }
 
-func (a *Applier) applyOne(ctx context.Context, e *oplog.Entry) error {
+// batchPrevs finds an entry of the batch (sorted by timestamp) by its timestamp.
+func batchPrevs(entries []*oplog.Entry) oplog.PrevEntries {
+	return func(ts optime.Timestamp) (bsoncore.Document, bool) {
+		i, ok := slices.BinarySearchFunc(entries, ts, func(e *oplog.Entry, ts optime.Timestamp) int {
+			return e.OpTime.TS.Compare(ts)
+		})
+		if !ok {
+			return nil, false
+		}
+		return entries[i].Raw, true
+	}
+}
+
+func (a *Applier) applyOne(ctx context.Context, e *oplog.Entry, prevs oplog.PrevEntries) error {
 	ru := a.cfg.Engine.NewRecoveryUnit()
 	defer ru.Close()
-	if err := a.apply.Apply(ctx, ru, e.Raw, a.cfg.Mode); err != nil {
+	if err := a.apply.ApplyWith(ctx, ru, e.Raw, a.cfg.Mode, prevs); err != nil {
 		return fmt.Errorf("applying %s entry at %v on %s: %w", e.Op, e.OpTime, e.NS, err)
 	}
 	return nil
@@ -481,7 +499,7 @@ func (a *Applier) applyGroups(ctx context.Context, groups [][]*oplog.Entry) erro
 	if len(retry) > 0 {
 		sortByTS(retry)
 		for _, e := range retry {
-			if err := a.applyOne(ctx, e); err != nil {
+			if err := a.applyOne(ctx, e, nil); err != nil {
 				return err
 			}
 		}
