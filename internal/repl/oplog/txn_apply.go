@@ -13,7 +13,9 @@ package oplog
 // Application is atomic: every operation of the transaction is applied in ONE storage unit
 // at the timestamp of the entry that commits it (the single entry, or the last of the
 // chain), so a reader at any timestamp (lastApplied, the majority snapshot) sees all of it
-// or none of it. A partialTxn entry changes no data when applied: it is only written to the
+// or none of it. The exception is a transaction's DDL (create, createIndexes: the only
+// commands allowed inside one), which commits first in a unit of its own at the same
+// timestamp (applyApplyOps says why that is safe). A partialTxn entry changes no data when applied: it is only written to the
 // oplog (the caller's AppendEntry); the final entry walks prevOpTime back through the oplog
 // to collect the chain's operations, oldest first. The primary writes a whole chain in one
 // storage unit at commit, so the chain's entries are committed, and fetched, together: the
@@ -161,7 +163,7 @@ func innerEntry(op bsoncore.Document, ot optime.OpTime) (*Entry, error) {
 	case "i", "u", "d", "n":
 	case "c":
 		switch name, _ := firstKey(e.O); name {
-		case "create", "createIndexes", "drop", "dropIndexes", "collMod", "renameCollection":
+		case "create", "createIndexes": // what a transaction may do (its DDL is applied first)
 		default:
 			return nil, mongoerr.Newf(mongoerr.BadValue, "command %q is not supported inside applyOps", name)
 		}
@@ -195,6 +197,26 @@ func (a *Applier) applyApplyOps(ctx context.Context, ru *storage.RecoveryUnit, e
 	if err != nil {
 		return err
 	}
+	if ddl, crud := splitDDL(inner); len(ddl) > 0 && !ru.InUnitOfWork() {
+		// A transaction may create collections and indexes on them, then write to them. A
+		// collection created in a unit cannot take writes before the unit commits (the
+		// write path opens committed collections only), so the catalog changes commit
+		// first, in units of their own at the same timestamp. Readers still see all of
+		// the transaction or none of it: a secondary's readers read at lastApplied, which
+		// moves after the batch; a crash between the two units replays the entry (creates
+		// are idempotent). Applying the DDL first gives the same result as the original
+		// order: a transaction only creates collections and indexes on collections it
+		// created (txn's rules), so its writes to them come after the create and are
+		// indexed either way.
+		// Each command commits alone: an index on a collection created by the same
+		// transaction needs the collection committed, like the writes.
+		for _, ie := range ddl {
+			if err := a.applyCommand(ctx, ru, ie, mode); err != nil {
+				return err
+			}
+		}
+		inner = crud
+	}
 	return a.inUnit(ctx, ru, e.OpTime.TS, func() error {
 		if err := a.applyInner(ctx, ru, inner, mode); err != nil {
 			return err
@@ -216,6 +238,18 @@ func innerEntries(ops []bsoncore.Document, ot optime.OpTime) ([]*Entry, error) {
 		inner = append(inner, ie)
 	}
 	return inner, nil
+}
+
+// splitDDL separates command operations from the others, each in order.
+func splitDDL(inner []*Entry) (ddl, crud []*Entry) {
+	for _, ie := range inner {
+		if ie.Op == "c" {
+			ddl = append(ddl, ie)
+		} else {
+			crud = append(crud, ie)
+		}
+	}
+	return ddl, crud
 }
 
 // applyInner applies inner operations in ru's open unit, each at the unit's timestamp.

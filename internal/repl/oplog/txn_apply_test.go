@@ -269,3 +269,42 @@ func TestApplyOpsBadEntries(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyTransactionWithDDL: a transaction that creates a collection, an index on it and
+// writes to it applies on a member (the DDL first, then the writes, all at the commit
+// timestamp), and replaying it is a no-op.
+func TestApplyTransactionWithDDL(t *testing.T) {
+	ctx := context.Background()
+	n := txnFixture(t)
+	ts := n.w.LastWritten().TS + 100
+	uuid := bson.Binary{Subtype: 4, Data: []byte("0123456789abcdef")}
+	raw := txnEntry(t, sessionLsid(10), 1, ts, 0, applyOpsO([]bson.D{
+		ins("test.c", 10),
+		bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "test.$cmd"}, {Key: "ui", Value: uuid}, {Key: "o", Value: bson.D{{Key: "create", Value: "n"}}}},
+		bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "test.$cmd"}, {Key: "ui", Value: uuid}, {Key: "o", Value: bson.D{
+			{Key: "createIndexes", Value: "n"}, {Key: "v", Value: 2}, {Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a_1"}}}},
+		bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "test.n"}, {Key: "ui", Value: uuid}, {Key: "o", Value: bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 5}}}},
+	}))
+	n.appendOplog(raw)
+	a := n.w.Applier()
+	for range 2 {
+		ru := n.db.Engine.NewRecoveryUnit()
+		if err := a.Apply(ctx, ru, raw, oplog.ModeSecondary); err != nil {
+			t.Fatal(err)
+		}
+		ru.Close()
+	}
+	m, ok := n.db.Catalog.Latest().ByNS("test.n")
+	if !ok {
+		t.Fatal("test.n not created")
+	}
+	if _, ok := m.Index("a_1"); !ok {
+		t.Fatal("index a_1 not created")
+	}
+	if got := n.docsAt("test.n", ts); len(got) != 1 {
+		t.Fatalf("test.n at the commit: %v", got)
+	}
+	if got := n.docsAt("test.c", ts); len(got) != 3 {
+		t.Fatalf("test.c at the commit: %v", got)
+	}
+}
