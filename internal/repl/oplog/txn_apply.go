@@ -271,8 +271,9 @@ func (a *Applier) applyInner(ctx context.Context, ru *storage.RecoveryUnit, inne
 	return nil
 }
 
-// ApplyOpsInUnit applies operations of an applyOps array in ru's open unit, all at ts,
-// without logging them (the applyOps command, which logs its one entry itself).
+// ApplyOpsInUnit applies operations of an applyOps array in ru's open unit, all at ts (0: a
+// standalone's untimestamped writes), without logging them (the applyOps command, which
+// logs its one entry itself).
 func (a *Applier) ApplyOpsInUnit(ctx context.Context, ru *storage.RecoveryUnit, ops []bsoncore.Document, ts optime.Timestamp, mode Mode) error {
 	if !ru.InUnitOfWork() {
 		return storage.ErrNotInUnit
@@ -283,8 +284,10 @@ func (a *Applier) ApplyOpsInUnit(ctx context.Context, ru *storage.RecoveryUnit, 
 	}
 	release := opobserver.UnreplicatedWrites(ru)
 	defer release()
-	if err := ru.SetTimestamp(ts); err != nil {
-		return err
+	if ts != 0 {
+		if err := ru.SetTimestamp(ts); err != nil {
+			return err
+		}
 	}
 	return a.applyInner(ctx, ru, inner, mode)
 }
