@@ -94,7 +94,7 @@ func TestApplyOpsReplicatesAtomically(t *testing.T) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var polls atomic.Int64
-	var seen sync.Map // distinct states observed on secondaries
+	var seen sync.Map      // distinct states observed on secondaries
 	for _, s := range ns { // the primary reads its newest data, secondaries at lastApplied
 		coll := s.Client.Database("app").Collection("atomic",
 			options.Collection().SetReadPreference(readpref.SecondaryPreferred()))
