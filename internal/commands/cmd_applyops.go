@@ -261,6 +261,10 @@ func parseApplyOpsOp(i int, v bsoncore.Value, alwaysUpsert bool) (applyOp, error
 				return applyOp{}, mongoerr.Newf(mongoerr.FailedToParse,
 					"applyOps operation %s: modifier updates (%s) are not supported; use a replacement or {$v: 2, diff: ...}", name, els[0].Key())
 			}
+			if id, err := op.o.LookupErr("_id"); err == nil && !id.Equal(op.o2.Lookup("_id")) {
+				return applyOp{}, mongoerr.Newf(mongoerr.ImmutableField,
+					"After applying the update, the (immutable) field '_id' was found to have been altered to _id: %s", id)
+			}
 			op.upsert = alwaysUpsert
 			if b, ok := d.Lookup("b").BooleanOK(); ok {
 				op.upsert = op.upsert || b
