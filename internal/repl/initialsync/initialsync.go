@@ -28,8 +28,11 @@
 //
 // Simplifications (known, documented in the report): the oplog is fetched after the clone,
 // not buffered while cloning, so a source oplog smaller than the clone's duration fails the
-// attempt (TooStaleToSyncFromSource) instead of succeeding; no transaction table handling
-// (no prepared transactions yet); views are cloned as system.views documents only if the
+// attempt (TooStaleToSyncFromSource) instead of succeeding; no prepared transactions yet
+// (committed transactions need nothing special: config.transactions is cloned like any
+// collection, and applyOps entries, partialTxn chains included, go through the batch
+// applier; beginFetching is a visible entry of the source, and a primary commits a chain's
+// entries together, so a chain is never cut by it: see repl/oplog txn_apply.go); views are cloned as system.views documents only if the
 // source lists system.views as a collection.
 package initialsync
 
