@@ -13,7 +13,11 @@
 //  3. apply the data: CRUD entries are partitioned by document (hash of the collection UUID and
 //     _id) over Writers parallel writers, each writer applying its entries in oplog order in one
 //     storage unit, every entry at its own timestamp (the secondary's data has the primary's
-//     history, so reads at a timestamp see what the primary had then); commands run alone;
+//     history, so reads at a timestamp see what the primary had then); commands run alone,
+//     in oplog order, as barriers between the CRUD groups around them: among them applyOps
+//     entries (transactions, the applyOps command), each applied in one unit at its own
+//     timestamp, a partialTxn chain by its last entry (oplog/txn_apply.go; the chain's
+//     earlier entries are found in the batch or in our oplog, written in step 2);
 //  4. clear the truncate point and move lastApplied to the batch's last entry; after a journal
 //     flush OnApplied tells the coordinator, which records it as applied and durable and reports
 //     both to the sync source with replSetUpdatePosition, and the oplog writer wakes the
