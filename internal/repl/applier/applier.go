@@ -2,7 +2,8 @@
 // Application", "Life as a Secondary"; MongoDB's OplogApplier / SyncTail).
 //
 // Run takes batches from the fetcher's Buffer (at most MaxOps entries and MaxBytes; a command
-// entry is a batch of its own) and ApplyBatch applies each one:
+// entry is a batch of its own, except a transaction's CRUD-only applyOps entry) and
+// ApplyBatch applies each one:
 //
 //  1. persist oplogTruncateAfterPoint = lastApplied.ts (local.replset.oplogTruncateAfterPoint):
 //     a crash in the middle of the batch truncates the oplog back to the last complete batch
@@ -181,11 +182,16 @@ func (a *Applier) WaitApplied(ctx context.Context, ts optime.Timestamp) error {
 	}
 }
 
-// isCommand: command entries end a batch and are applied alone.
+// isCommand: command entries end a batch and are applied alone, except CRUD-only applyOps
+// entries (transactions), which share batches (oplog.SharesBatch says why that is safe).
 func isCommand(d bsoncore.Document) bool {
 	op, _ := d.Lookup("op").StringValueOK()
-	return op == "c"
+	return op == "c" && !oplog.SharesBatch(d)
 }
+
+// IsolatedEntry reports whether d must be a batch of its own (Buffer.Next's alone
+// predicate, for callers that run their own batch loop, such as initial sync).
+func IsolatedEntry(d bsoncore.Document) bool { return isCommand(d) }
 
 // Run applies batches from buf until ctx ends (returning its cause) or a fatal error. Applied
 // batches are journaled and reported by a goroutine Run owns (durableReporter); Run returns

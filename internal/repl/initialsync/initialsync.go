@@ -311,10 +311,7 @@ func (s *Syncer) applyOplog(ctx context.Context, host string, begin, stop optime
 	ferr := make(chan error, 1)
 	go func() { ferr <- f.Run(fctx) }()
 	for a.LastApplied().TS < stop.TS {
-		batch, err := buf.Next(ctx, applier.DefaultMaxOps, applier.DefaultMaxBytes, func(d bsoncore.Document) bool {
-			op, _ := d.Lookup("op").StringValueOK()
-			return op == "c"
-		})
+		batch, err := buf.Next(ctx, applier.DefaultMaxOps, applier.DefaultMaxBytes, applier.IsolatedEntry)
 		if err != nil {
 			cancel()
 			<-ferr

@@ -358,3 +358,42 @@ func (a *Applier) findEntry(ru *storage.RecoveryUnit, ts optime.Timestamp, prevs
 	}
 	return raw, nil
 }
+
+// SharesBatch reports whether a `c` entry may share a secondary's batch with other entries:
+// an applyOps entry whose operations are all CRUD (or no-ops) and that is not prepared. The
+// batch applier applies it alone anyway, in oplog order between the CRUD entries around it
+// and in one unit of its own, and readers see only whole batches (lastApplied), so sharing
+// a batch changes nothing they can observe; it saves a batch's fixed costs (truncate point,
+// oplog write, session records) per transaction. Other commands are batches of their own.
+func SharesBatch(raw bsoncore.Document) bool {
+	o, ok := raw.Lookup("o").DocumentOK()
+	if !ok {
+		return false
+	}
+	if name, _ := firstKey(o); name != "applyOps" {
+		return false
+	}
+	if b, _ := o.Lookup("prepare").BooleanOK(); b {
+		return false
+	}
+	arr, ok := o.Lookup("applyOps").ArrayOK()
+	if !ok {
+		return false
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return false
+	}
+	for _, v := range vals {
+		d, ok := v.DocumentOK()
+		if !ok {
+			return false
+		}
+		switch op, _ := d.Lookup("op").StringValueOK(); op {
+		case "i", "u", "d", "n":
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -308,3 +308,24 @@ func TestApplyTransactionWithDDL(t *testing.T) {
 		t.Fatalf("test.c at the commit: %v", got)
 	}
 }
+
+// TestSharesBatch: only CRUD-only, unprepared applyOps entries may share a batch.
+func TestSharesBatch(t *testing.T) {
+	ls := sessionLsid(1)
+	create := bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "test.$cmd"}, {Key: "o", Value: bson.D{{Key: "create", Value: "x"}}}}
+	for _, c := range []struct {
+		raw  bsoncore.Document
+		want bool
+	}{
+		{txnEntry(t, ls, 1, 10, 0, applyOpsO([]bson.D{ins("test.c", 1), upd("test.c", 1, "a", 1), del("test.c", 1)})), true},
+		{txnEntry(t, ls, 1, 10, 0, applyOpsO([]bson.D{ins("test.c", 1)}, bson.E{Key: "partialTxn", Value: true})), true},
+		{txnEntry(t, ls, 1, 10, 0, applyOpsO([]bson.D{ins("test.c", 1)}, bson.E{Key: "prepare", Value: true})), false},
+		{txnEntry(t, ls, 1, 10, 0, applyOpsO([]bson.D{create, ins("test.x", 1)})), false},
+		{txnEntry(t, ls, 1, 10, 0, bson.D{{Key: "commitTransaction", Value: 1}}), false},
+		{mustDoc(t, append(create, bson.E{Key: "ts", Value: bson.Timestamp{T: 1, I: 1}})), false},
+	} {
+		if got := oplog.SharesBatch(c.raw); got != c.want {
+			t.Errorf("SharesBatch(%v) = %v, want %v", bson.Raw(c.raw), got, c.want)
+		}
+	}
+}
