@@ -104,6 +104,9 @@ func runApplyOps(ctx context.Context, env *service.Env, cmd bsoncore.Document) (
 				final = append(final, d)
 			}
 		}
+		if len(final) == 0 {
+			return nil // nothing to write (no-ops, deletes from missing collections): no entry
+		}
 		var ts optime.Timestamp
 		if replicated {
 			ot, err := w.LogApplyOps(o.RU, final)
