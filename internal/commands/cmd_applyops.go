@@ -73,6 +73,9 @@ func runApplyOps(ctx context.Context, env *service.Env, cmd bsoncore.Document) (
 			namespaces = append(namespaces, op.ns)
 		}
 	}
+	if len(parsed) == 0 {
+		return applyOpsReply(0, true), nil
+	}
 	// Like every write, applyOps logs when the node's observer is the oplog writer (a
 	// replica-set member; the writer refuses unless it is a writable primary).
 	w, replicated := db.Observer().(*oplog.Writer)

@@ -106,3 +106,16 @@ func TestApplyOpsStandalone(t *testing.T) {
 		t.Fatalf("error reply %v (%v), want applied: 2", raw, err)
 	}
 }
+
+// TestApplyOpsOnlyNoops: an applyOps of no-ops only applies nothing and succeeds.
+func TestApplyOpsOnlyNoops(t *testing.T) {
+	ctx := context.Background()
+	ts := startTestServer(t)
+	var res bson.Raw
+	if err := ts.cl.Database("admin").RunCommand(ctx, bson.D{{Key: "applyOps", Value: bson.A{op("n", "", bson.D{{Key: "msg", Value: "x"}})}}}).Decode(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Lookup("applied").Int32() != 0 {
+		t.Fatalf("reply %v", res)
+	}
+}

@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
 	"humongo/internal/optime"
 	"humongo/internal/storage"
@@ -12,6 +13,10 @@ import (
 
 // ApplyOpsNS is the namespace of applyOps entries.
 const ApplyOpsNS = "admin.$cmd"
+
+// maxEntryO bounds an applyOps entry's o: BSON's 16 MB document limit less room for the
+// entry's other fields.
+const maxEntryO = 16<<20 - 1<<10
 
 // LogApplyOps writes the applyOps command's one entry {op: "c", ns: "admin.$cmd", o:
 // {applyOps: ops}} (no lsid: it is no transaction) in ru's open unit. It reserves one slot
@@ -30,6 +35,12 @@ func (w *Writer) LogApplyOps(ru *storage.RecoveryUnit, ops []bsoncore.Document) 
 	ostart, o := bsoncore.AppendDocumentStart(nil)
 	o = bsoncore.AppendArrayElement(o, "applyOps", arr)
 	o, _ = bsoncore.AppendDocumentEnd(o, ostart)
+	// The entry must stay a valid document for fetchers (BSON's 16 MB limit; the entry's
+	// other fields take well under 1 KB).
+	if len(o) > maxEntryO {
+		return optime.OpTime{}, mongoerr.Newf(mongoerr.BSONObjectTooLarge,
+			"applyOps operations take %d bytes, more than an oplog entry can hold (%d)", len(o), maxEntryO)
+	}
 	slots, err := w.logEntries(ru, []entry{{op: "c", ns: ApplyOpsNS, o: o}})
 	if err != nil {
 		return optime.OpTime{}, err

@@ -329,3 +329,41 @@ func TestSharesBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestLogApplyOps: the applyOps command's entry is {op: "c", ns: "admin.$cmd", o: {applyOps}}
+// without session fields, at the slot it leaves as the unit's timestamp; operations too
+// large for one entry fail with BSONObjectTooLarge and log nothing.
+func TestLogApplyOps(t *testing.T) {
+	n := openNode(t, true)
+	before := len(n.oplogEntries())
+	log := func(ops []bsoncore.Document) error {
+		ru := n.db.Engine.NewRecoveryUnit()
+		defer ru.Close()
+		w := ru.BeginUnitOfWork()
+		defer w.End()
+		if _, err := n.w.LogApplyOps(ru, ops); err != nil {
+			return err
+		}
+		return w.Commit()
+	}
+	if err := log([]bsoncore.Document{mustDoc(t, ins("test.c", 1))}); err != nil {
+		t.Fatal(err)
+	}
+	es := n.oplogEntries()
+	if len(es) != before+1 {
+		t.Fatalf("%d entries logged, want 1", len(es)-before)
+	}
+	if got, want := strip(t, es[len(es)-1]), `{"op":"c","ns":"admin.$cmd","o":{"applyOps":[{"op":"i","ns":"test.c","o":{"_id":1}}]},"t":3,"v":2}`; got != want {
+		t.Fatalf("entry %s, want %s", got, want)
+	}
+	big := make([]bsoncore.Document, 20)
+	for i := range big {
+		big[i] = mustDoc(t, ins("test.c", i, bson.E{Key: "pad", Value: string(make([]byte, 1<<20))}))
+	}
+	if err := log(big); !mongoerr.Is(err, mongoerr.BSONObjectTooLarge) {
+		t.Fatalf("20 MB of operations: %v, want BSONObjectTooLarge", err)
+	}
+	if es := n.oplogEntries(); len(es) != before+1 {
+		t.Fatalf("a refused entry was logged")
+	}
+}
