@@ -32,7 +32,9 @@
 // (committed transactions need nothing special: config.transactions is cloned like any
 // collection, and applyOps entries, partialTxn chains included, go through the batch
 // applier; beginFetching is a visible entry of the source, and a primary commits a chain's
-// entries together, so a chain is never cut by it: see repl/oplog txn_apply.go); views are cloned as system.views documents only if the
+// entries together, so a chain is never cut by it: see repl/oplog txn_apply.go; prepared
+// transactions will need beginFetching moved back to the oldest active transaction's
+// startOpTime in the source's config.transactions, as MongoDB does); views are cloned as system.views documents only if the
 // source lists system.views as a collection.
 package initialsync
 
