@@ -57,6 +57,7 @@ func NewRegistry() *service.Registry {
 	r.Register(service.GetCmdLineOptsCommand())
 	r.Register(service.LogRotateCommand())
 	addAggregate(r)
+	addApplyOps(r)
 	addCollMod(r)
 	addCollStats(r)
 	addConfigureFailPoint(r)
