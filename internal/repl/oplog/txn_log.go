@@ -55,23 +55,24 @@ func collectTxnOps(tc *opobserver.TxnCollector, es []entry) error {
 }
 
 // LogTransaction logs a committing transaction's operations in ru's unit (see the file
-// comment) and returns the OpTime of every entry written, the commit entry last. lsid and
-// txnNumber identify the transaction; ops must not be empty.
-func (w *Writer) LogTransaction(ru *storage.RecoveryUnit, lsid bsoncore.Document, txnNumber int64, ops [][]byte) ([]optime.OpTime, error) {
+// comment) and returns the OpTime of every entry written, the commit entry last, and the
+// entries' wall clock (milliseconds; the session record's lastWriteDate, which members
+// applying the entries take from them too). lsid and txnNumber identify the transaction.
+func (w *Writer) LogTransaction(ru *storage.RecoveryUnit, lsid bsoncore.Document, txnNumber int64, ops [][]byte) ([]optime.OpTime, int64, error) {
 	if !ru.InUnitOfWork() {
-		return nil, storage.ErrNotInUnit
+		return nil, 0, storage.ErrNotInUnit
 	}
 	if len(ops) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if !w.Writable() {
-		return nil, mongoerr.New(mongoerr.NotWritablePrimary, "logOp() but can't accept write to collection admin.$cmd")
+		return nil, 0, mongoerr.New(mongoerr.NotWritablePrimary, "logOp() but can't accept write to collection admin.$cmd")
 	}
 	groups := splitOps(ops)
 	ru.OnRollback(w.NotifyVisible)
 	slots, err := w.info.ReserveSlots(ru, len(groups), make([]optime.OpTime, 0, len(groups)))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	wall := w.cfg.Now().UnixMilli()
 	prev := optime.OpTime{Term: optime.UninitializedTerm}
@@ -79,16 +80,16 @@ func (w *Writer) LogTransaction(ru *storage.RecoveryUnit, lsid bsoncore.Document
 	for i, g := range groups {
 		if len(groups) > 1 {
 			if err := ru.SetTimestamp(slots[i].TS); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
 		last := i == len(groups)-1
 		doc = appendTxnEntry(doc[:0], lsid, txnNumber, g, !last, len(ops), slots[i], wall, prev)
 		if len(doc) > 16*1024*1024+16*1024 {
-			return nil, mongoerr.Newf(mongoerr.TransactionTooLarge, "Total size of all transaction operations must be less than 16793600. Actual size is %d", len(doc))
+			return nil, 0, mongoerr.Newf(mongoerr.TransactionTooLarge, "Total size of all transaction operations must be less than 16793600. Actual size is %d", len(doc))
 		}
 		if err := w.put(ru, slots[i].TS, doc); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		prev = slots[i]
 	}
@@ -96,7 +97,7 @@ func (w *Writer) LogTransaction(ru *storage.RecoveryUnit, lsid bsoncore.Document
 	// commit: make it the commit entry's.
 	if len(groups) > 1 {
 		if err := ru.SetTimestamp(slots[len(slots)-1].TS); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	commit := slots[len(slots)-1]
@@ -104,7 +105,7 @@ func (w *Writer) LogTransaction(ru *storage.RecoveryUnit, lsid bsoncore.Document
 		w.noteCommitted(commit)
 		w.NotifyVisible()
 	})
-	return slots, nil
+	return slots, wall, nil
 }
 
 // splitOps packs ops into groups that each fit one entry, in order.

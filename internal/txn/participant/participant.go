@@ -363,13 +363,13 @@ func (st *Stmt) commit(ctx context.Context) error {
 		if !ok {
 			return mongoerr.New(mongoerr.IllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos")
 		}
-		ots, err := w.LogTransaction(ru, t.lsid, t.number, t.ops.Ops)
+		ots, wall, err := w.LogTransaction(ru, t.lsid, t.number, t.ops.Ops)
 		if err != nil {
 			return err
 		}
 		commit := ots[len(ots)-1]
-		rec := oplog.SessionRecord(t.lsid, t.number, commit, time.Now().UnixMilli())
-		rec = appendState(rec, "committed")
+		// The same record members applying the commit entry write (oplog.TxnCommitted).
+		rec := oplog.TxnSessionRecord(t.lsid, t.number, commit, wall, "committed")
 		if err := retryable.UpsertRecord(op, rec); err != nil {
 			return err
 		}
@@ -386,15 +386,6 @@ func (st *Stmt) commit(ctx context.Context) error {
 		st.s.NoteCommitted(t.number, 0, []optime.OpTime{t.commitOT})
 	}
 	return nil
-}
-
-// appendState appends {state: s} to a session record.
-func appendState(rec bsoncore.Document, s string) bsoncore.Document {
-	out := append(bsoncore.Document(nil), rec[:len(rec)-1]...)
-	out = bsoncore.AppendStringElement(out, "state", s)
-	out = append(out, 0)
-	copy(out[:4], bsoncore.Document(bsoncore.AppendInt32(nil, int32(len(out)))))
-	return out
 }
 
 // Abort aborts the transaction (abortTransaction).
