@@ -35,6 +35,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -75,6 +76,7 @@ func (s State) String() string {
 // Txn is one multi-document transaction. Its fields are owned by whoever has its session
 // checked out.
 type Txn struct {
+	m      *Manager
 	key    lsc.Key
 	lsid   bsoncore.Document
 	number int64
@@ -112,6 +114,9 @@ type Manager struct {
 
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
+
+	// Counters for serverStatus.transactions.
+	Started, Committed, Aborted, Active atomic.Int64
 }
 
 var managers = operation.NewDecoration(func(db *operation.DB) *Manager {
@@ -125,6 +130,9 @@ var managers = operation.NewDecoration(func(db *operation.DB) *Manager {
 
 // Of returns db's transaction manager.
 func Of(db *operation.DB) *Manager { return managers.Get(db) }
+
+// Existing returns db's transaction manager if one was ever needed.
+func Existing(db *operation.DB) (*Manager, bool) { return managers.Lookup(db) }
 
 // AbortAll aborts db's transactions that match (killSessions, step-down), if db ever had any,
 // and returns their cursors for the caller to kill.
@@ -183,6 +191,7 @@ func (m *Manager) Begin(ctx context.Context, a BeginArgs) (*Stmt, error) {
 		st.checkIn()
 		return nil, err
 	}
+	m.Active.Add(1)
 	return st, nil
 }
 
@@ -224,6 +233,8 @@ func (st *Stmt) begin(ctx context.Context, a BeginArgs) error {
 		}
 		t.wuow = ru.BeginUnitOfWork()
 		t.detach = opobserver.WithTransaction(ru, t.ops)
+		t.m = m
+		m.Started.Add(1)
 		m.mu.Lock()
 		m.txns[a.Key] = t
 		m.mu.Unlock()
@@ -317,6 +328,9 @@ func (st *Stmt) End(err error) {
 	if t := st.Txn; t != nil && err != nil && t.state == InProgress {
 		t.abort("")
 	}
+	if st.s != nil {
+		st.m.Active.Add(-1)
+	}
 	st.checkIn()
 }
 
@@ -381,6 +395,7 @@ func (st *Stmt) commit(ctx context.Context) error {
 	}
 	t.wuow.End()
 	t.state = Committed
+	m.Committed.Add(1)
 	t.release()
 	if !t.commitOT.IsNull() {
 		st.s.NoteCommitted(t.number, 0, []optime.OpTime{t.commitOT})
@@ -408,6 +423,9 @@ func (t *Txn) abort(cause string) {
 		return
 	}
 	t.state, t.abortCause = Aborted, cause
+	if t.m != nil {
+		t.m.Aborted.Add(1)
+	}
 	if t.detach != nil {
 		t.detach()
 	}
