@@ -355,3 +355,36 @@ func TestTransactionKilledWithSession(t *testing.T) {
 		t.Fatalf("killed transaction's write visible: %v", docs)
 	}
 }
+
+// A step-down aborts the transactions in progress; the next statement fails with a label
+// that makes drivers retry the whole transaction.
+func TestTransactionAbortedByStepDown(t *testing.T) {
+	r := startRetryRS(t)
+	lsid := newLsid()
+	r.must(t, "test", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "autocommit", Value: false}, {Key: "startTransaction", Value: true}})
+	r.run(t, "admin", bson.D{{Key: "replSetStepDown", Value: 1}, {Key: "force", Value: true}})
+	reply := r.run(t, "test", bson.D{{Key: "find", Value: "c"}, {Key: "lsid", Value: lsid},
+		{Key: "txnNumber", Value: int64(1)}, {Key: "autocommit", Value: false}})
+	labels, _ := reply.Lookup("errorLabels").ArrayOK()
+	vals, _ := labels.Values()
+	if ok, _ := reply.Lookup("ok").AsFloat64OK(); ok != 0 || len(vals) == 0 || vals[0].StringValue() != "TransientTransactionError" {
+		t.Fatalf("statement after step-down: %v", reply)
+	}
+	// Once primary again, the transaction is gone and its write with it.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		reply = r.run(t, "admin", bson.D{{Key: "commitTransaction", Value: 1}, {Key: "lsid", Value: lsid},
+			{Key: "txnNumber", Value: int64(1)}, {Key: "autocommit", Value: false}})
+		if c, _ := reply.Lookup("code").Int32OK(); c == int32(mongoerr.NoSuchTransaction) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("commit after step-down: %v", reply)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if docs := r.find(t, "test.c", bson.D{}); len(docs) != 0 {
+		t.Fatalf("aborted transaction's write visible: %v", docs)
+	}
+}
