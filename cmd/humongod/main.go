@@ -169,7 +169,9 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 	}
 	ttl := commands.StartTTLMonitor(context.Background(), s.State())
 	reaper := commands.StartCursorReaper(context.Background(), s.State())
+	sessions := commands.StartSessionRefresher(context.Background(), s.State())
 	stopTTL := func() {
+		sessions()
 		reaper()
 		ttl()
 	}

@@ -41,13 +41,14 @@ import (
 // aggInput is the pipeline's leaf: a query plan over the source collection (with the
 // pushed-down $match/$sort/$limit). It is an agg.Source.
 type aggInput struct {
-	db  *operation.DB
-	ns  string
-	ru  *storage.RecoveryUnit // the cursor's own; outlives each command
-	ex  *plan.Executor
-	op  *operation.Context // holds the collection lock while locked; nil otherwise
-	rel func()
-	eof bool
+	db        *operation.DB
+	ns        string
+	ru        *storage.RecoveryUnit // the cursor's own (a transaction's inside one); outlives each command
+	ruRelease func()
+	ex        *plan.Executor
+	op        *operation.Context // holds the collection lock while locked; nil otherwise
+	rel       func()
+	eof       bool
 	// rs is the read concern's read source and st the server: each later batch (getMore)
 	// re-resolves the timestamp before the new snapshot opens, as find cursors do: a
 	// secondary's current lastApplied, the current committed snapshot for majority.
@@ -76,16 +77,16 @@ func aggOpenInput(ctx context.Context, st *service.State, ns string, req plan.Re
 	// catalog change there.
 	in.rs = findReadSource(ctx, ns)
 	in.op, in.rel = op, release
-	in.ru = db.Engine.NewRecoveryUnit()
+	in.ru, in.ruRelease = db.CursorUnit(ctx)
 	if err := applyReadSource(in.rs, in.ru); err != nil { // readConcern (repl/concern)
 		in.unlockNoSave()
-		in.ru.Close()
+		in.ruRelease()
 		return nil, err
 	}
 	in.ex, err = rd.Plan(ctx, in.ru, req)
 	if err != nil {
 		in.unlockNoSave()
-		in.ru.Close()
+		in.ruRelease()
 		return nil, err
 	}
 	return in, nil
@@ -171,7 +172,7 @@ func (in *aggInput) Close() {
 	}
 	in.unlock()
 	in.ex.Close()
-	in.ru.Close()
+	in.ruRelease()
 	in.ex = nil
 }
 

@@ -33,15 +33,16 @@ const (
 
 // foreignReader streams one plan over a foreign collection (an agg.Source).
 type foreignReader struct {
-	r   *aggResolver
-	ns  string
-	req plan.Request
-	rs  operation.ReadSource
-	ru  *storage.RecoveryUnit // nil until the first chunk
-	ex  *plan.Executor        // nil until the first chunk, and for a missing collection
-	buf []bsoncore.Document
-	i   int
-	eof bool
+	r         *aggResolver
+	ns        string
+	req       plan.Request
+	rs        operation.ReadSource
+	ru        *storage.RecoveryUnit // nil until the first chunk
+	ruRelease func()
+	ex        *plan.Executor // nil until the first chunk, and for a missing collection
+	buf       []bsoncore.Document
+	i         int
+	eof       bool
 	// index is the index the plan uses ("" for a collection scan), known after the first
 	// chunk.
 	index string
@@ -86,7 +87,7 @@ func (f *foreignReader) fill(ctx context.Context) (err error) {
 			f.eof = true
 			return nil
 		}
-		f.ru = f.r.env.State.DB.Engine.NewRecoveryUnit()
+		f.ru, f.ruRelease = f.r.env.State.DB.CursorUnit(ctx)
 		if err := applyReadSource(f.rs, f.ru); err != nil {
 			return err
 		}
@@ -137,7 +138,7 @@ func (f *foreignReader) Close() {
 		f.ex = nil
 	}
 	if f.ru != nil {
-		f.ru.Close()
+		f.ruRelease()
 		f.ru = nil
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
-	"humongo/internal/txn/lsc"
 )
 
 // aggServerStages are the stage names handled here.
@@ -371,9 +370,7 @@ func aggListLocalSessions(env *service.Env) []bsoncore.Document {
 	if env.State.Sessions == nil {
 		return nil
 	}
-	var recs []lsc.Record
-	// The cache has no iterator; KillMatching visits every record and keeps all of them.
-	env.State.Sessions.KillMatching(func(r lsc.Record) bool { recs = append(recs, r); return false })
+	recs := env.State.Sessions.Records()
 	out := make([]bsoncore.Document, 0, len(recs))
 	for _, r := range recs {
 		out = append(out, doc(func(b []byte) []byte {

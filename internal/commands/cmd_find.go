@@ -58,21 +58,21 @@ func runFind(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bson
 		return nil, mongoerr.Newf(mongoerr.BadValue, "error processing query: ns=%s tailable cursor requested on non capped collection", o.ns)
 	}
 	// The cursor's own RecoveryUnit outlives this command; op's holds only the locks.
-	ru := db.Engine.NewRecoveryUnit()
+	ru, ruRelease := db.CursorUnit(ctx)
 	// readConcern's read source (repl/concern); every getMore re-resolves its timestamp.
 	rs := findReadSource(ctx, o.ns)
 	if err := applyReadSource(rs, ru); err != nil {
 		release()
-		ru.Close()
+		ruRelease()
 		return nil, err
 	}
 	ex, err := rd.Plan(ctx, ru, req)
 	if err != nil {
 		release()
-		ru.Close()
+		ruRelease()
 		return nil, err
 	}
-	src := &findSource{db: db, ns: o.ns, ru: ru, ex: ex, meta: meta, rs: rs}
+	src := &findSource{db: db, ns: o.ns, ru: ru, ruRelease: ruRelease, ex: ex, meta: meta, rs: rs}
 	c := &cursor.Cursor{NS: o.ns, Source: src, Tailable: o.tailable, AwaitData: o.awaitData,
 		NoTimeout: o.noCursorTimeout, Command: append(bsoncore.Document(nil), cmd...)}
 	n := int64(cursor.DefaultFirstBatch)

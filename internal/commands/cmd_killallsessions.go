@@ -27,75 +27,138 @@ func addKillAllSessions(r *service.Registry) {
 	})
 }
 
-// runKillAllSessions takes [{user, db}, ...]; an empty array kills every session.
+// runKillAllSessions takes [{user, db}, ...] and kills those users' sessions (uid =
+// SHA-256 of "user@db"); an empty array kills every session. Killing interrupts the
+// sessions' running operations, kills their cursors and aborts their transactions.
 func runKillAllSessions(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	pats, err := arrayOfDocs("killAllSessions", commandArg(cmd))
 	if err != nil {
 		return nil, err
 	}
-	var uids [][32]byte
+	m := newSessionMatcher()
+	m.all = len(pats) == 0
 	for _, p := range pats {
-		user, ok := lookup(p, "user").StringValueOK()
-		if !ok {
-			return nil, mongoerr.New(codeMissingField, "BSON field 'KillAllSessionsUser.user' is missing but a required field")
+		user, db, err := parseUserPattern(p, "KillAllSessionsUser", "user")
+		if err != nil {
+			return nil, err
 		}
-		db, ok := lookup(p, "db").StringValueOK()
-		if !ok {
-			return nil, mongoerr.New(codeMissingField, "BSON field 'KillAllSessionsUser.db' is missing but a required field")
-		}
-		uids = append(uids, lsc.UIDOf(user+"@"+db))
+		m.uids[lsc.UIDOf(user+"@"+db)] = true
 	}
-	killByUIDs(env, uids, len(pats) == 0)
+	killSessions(env, m)
 	return emptyDoc, nil
 }
 
-// runKillAllSessionsByPattern takes [{lsid: ...} | {uid: BinData} | {}, ...]; an empty array
-// or an empty pattern kills every session.
+// runKillAllSessionsByPattern takes [{lsid: LogicalSessionId} | {uid: BinData} |
+// {users: [{user, db}], roles: [{role, db}]} | {}, ...]. A pattern with uid selects that
+// user's sessions, else one with lsid that session, else (only impersonation data, or
+// nothing) every session; an empty array kills every session. users and roles are the
+// impersonation data of an authenticated caller: accepted and validated, no filter.
 func runKillAllSessionsByPattern(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	pats, err := arrayOfDocs("killAllSessionsByPattern", commandArg(cmd))
 	if err != nil {
 		return nil, err
 	}
-	all := len(pats) == 0
-	var keys []lsc.Key
-	var uids [][32]byte
+	m := newSessionMatcher()
+	m.all = len(pats) == 0
 	for _, p := range pats {
+		elems, err := p.Elements()
+		if err != nil {
+			return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid pattern: %v", err)
+		}
+		var uid *[32]byte
+		var lsid *lsc.Key
+		for _, e := range elems {
+			switch e.Key() {
+			case "uid":
+				_, u, ok := e.Value().BinaryOK()
+				if !ok {
+					return nil, typeMismatch("KillAllSessionsByPattern", "uid", e.Value().Type, "binData")
+				}
+				if len(u) != 32 {
+					// SHA256Block::fromBinData.
+					return nil, mongoerr.Newf(mongoerr.UnsupportedFormat, "Unsupported SHA256Block hash length: %d", len(u))
+				}
+				var x [32]byte
+				copy(x[:], u)
+				uid = &x
+			case "lsid":
+				k, err := service.ParseLsid(e.Value())
+				if err != nil {
+					return nil, err
+				}
+				lsid = &k
+			case "users":
+				users, err := arrayOfDocs("users", e.Value())
+				if err != nil {
+					return nil, err
+				}
+				for _, u := range users {
+					if _, _, err := parseUserPattern(u, "KillAllSessionsUser", "user"); err != nil {
+						return nil, err
+					}
+				}
+				if len(users) > 1 {
+					return nil, mongoerr.New(mongoerr.BadValue, "Too many users in impersonation data")
+				}
+			case "roles":
+				roles, err := arrayOfDocs("roles", e.Value())
+				if err != nil {
+					return nil, err
+				}
+				for _, r := range roles {
+					if _, _, err := parseUserPattern(r, "KillAllSessionsRole", "role"); err != nil {
+						return nil, err
+					}
+				}
+			default:
+				return nil, mongoerr.Newf(mongoerr.Location40415,
+					"BSON field 'KillAllSessionsByPattern.%s' is an unknown field.", e.Key())
+			}
+		}
 		switch {
-		case lookup(p, "lsid").Type != 0:
-			k, err := service.ParseLsid(lookup(p, "lsid"))
-			if err != nil {
-				return nil, err
-			}
-			keys = append(keys, k)
-		case lookup(p, "uid").Type != 0:
-			_, u, ok := lookup(p, "uid").BinaryOK()
-			if !ok || len(u) != 32 {
-				return nil, mongoerr.New(mongoerr.BadValue, "uid must be a 32-byte binary field")
-			}
-			var uid [32]byte
-			copy(uid[:], u)
-			uids = append(uids, uid)
+		case uid != nil:
+			m.uids[*uid] = true
+		case lsid != nil:
+			m.lsids[*lsid] = true
 		default:
-			all = true
+			m.all = true
 		}
 	}
-	env.State.Sessions.End(keys)
-	killByUIDs(env, uids, all)
+	killSessions(env, m)
 	return emptyDoc, nil
 }
 
-func killByUIDs(env *service.Env, uids [][32]byte, all bool) {
-	env.State.Sessions.KillMatching(func(r lsc.Record) bool {
-		if all {
-			return true
-		}
-		for _, u := range uids {
-			if r.Key.UID == u {
-				return true
+// parseUserPattern parses {<nameField>: string, db: string} (KillAllSessionsUser or
+// KillAllSessionsRole).
+func parseUserPattern(p bsoncore.Document, typ, nameField string) (name, db string, err error) {
+	elems, err := p.Elements()
+	if err != nil {
+		return "", "", mongoerr.Newf(mongoerr.InvalidBSON, "invalid %s: %v", typ, err)
+	}
+	var haveName, haveDB bool
+	for _, e := range elems {
+		switch e.Key() {
+		case nameField, "db":
+			s, ok := e.Value().StringValueOK()
+			if !ok {
+				return "", "", typeMismatch(typ, e.Key(), e.Value().Type, "string")
 			}
+			if e.Key() == "db" {
+				db, haveDB = s, true
+			} else {
+				name, haveName = s, true
+			}
+		default:
+			return "", "", mongoerr.Newf(mongoerr.Location40415, "BSON field '%s.%s' is an unknown field.", typ, e.Key())
 		}
-		return false
-	})
+	}
+	if !haveName {
+		return "", "", mongoerr.Newf(codeMissingField, "BSON field '%s.%s' is missing but a required field", typ, nameField)
+	}
+	if !haveDB {
+		return "", "", mongoerr.Newf(codeMissingField, "BSON field '%s.db' is missing but a required field", typ)
+	}
+	return name, db, nil
 }
 
 func arrayOfDocs(cmdName string, v bsoncore.Value) ([]bsoncore.Document, error) {

@@ -22,7 +22,7 @@ func runRefreshSessions(_ context.Context, env *service.Env, cmd bsoncore.Docume
 	if err != nil {
 		return nil, err
 	}
-	if err := env.State.Sessions.Refresh(keys, ""); err != nil {
+	if err := env.State.Sessions.VivifyAll(keys, ""); err != nil {
 		return nil, err
 	}
 	return emptyDoc, nil

@@ -38,8 +38,7 @@ func runServerStatus(_ context.Context, env *service.Env, cmd bsoncore.Document)
 				AppendBoolean("supported", res > 0).Build())
 		}
 		if want("logicalSessionRecordCache") {
-			b = bsoncore.AppendDocumentElement(b, "logicalSessionRecordCache", bsoncore.NewDocumentBuilder().
-				AppendInt32("activeSessionsCount", int32(st.Sessions.Len())).Build())
+			b = bsoncore.AppendDocumentElement(b, "logicalSessionRecordCache", sessionCacheStatus(st.Sessions))
 		}
 		if want("metrics") {
 			idx, mb := bsoncore.AppendDocumentElementStart(b, "metrics")

@@ -9,6 +9,7 @@ import (
 	"humongo/internal/lock"
 	"humongo/internal/operation"
 	"humongo/internal/service"
+	"humongo/internal/txn/participant"
 	"humongo/internal/txn/retryable"
 )
 
@@ -124,21 +125,26 @@ func appendLockStats(b []byte, s lock.Stats) []byte {
 	return b
 }
 
-// appendTransactionsStatus is serverStatus.transactions. Retryable writes are counted;
-// multi-document transactions are refused (IllegalOperation) so none is ever open, started,
-// committed or aborted.
+// appendTransactionsStatus is serverStatus.transactions: retryable writes and
+// multi-document transactions (prepared transactions are not implemented yet: zero).
 func appendTransactionsStatus(b []byte, db *operation.DB) []byte {
 	m := retryable.MetricsOf(db)
+	var open, active, started, committed, aborted int64
+	if p, ok := participant.Existing(db); ok {
+		open, active = int64(p.InProgressCount()), p.Active.Load()
+		started, committed, aborted = p.Started.Load(), p.Committed.Load(), p.Aborted.Load()
+	}
+	active = min(active, open)
 	return bsoncore.AppendDocumentElement(b, "transactions", bsoncore.NewDocumentBuilder().
 		AppendInt64("retriedCommandsCount", m.RetriedCommands.Load()).
 		AppendInt64("retriedStatementsCount", m.RetriedStatements.Load()).
 		AppendInt64("transactionsCollectionWriteCount", m.TransactionsCollectionWrites.Load()).
-		AppendInt64("currentActive", 0).
-		AppendInt64("currentInactive", 0).
-		AppendInt64("currentOpen", 0).
-		AppendInt64("totalAborted", 0).
-		AppendInt64("totalCommitted", 0).
-		AppendInt64("totalStarted", 0).
+		AppendInt64("currentActive", active).
+		AppendInt64("currentInactive", open-active).
+		AppendInt64("currentOpen", open).
+		AppendInt64("totalAborted", aborted).
+		AppendInt64("totalCommitted", committed).
+		AppendInt64("totalStarted", started).
 		AppendInt64("totalPrepared", 0).
 		AppendInt64("totalPreparedThenCommitted", 0).
 		AppendInt64("totalPreparedThenAborted", 0).

@@ -36,7 +36,11 @@ func cursorSessionKey(ctx context.Context) []byte {
 // registerCursor registers c under the session of the command that opened it.
 func registerCursor(ctx context.Context, env *service.Env, c *cursor.Cursor) int64 {
 	c.LSID = cursorSessionKey(ctx)
-	return env.State.Cursors().Register(c)
+	id := env.State.Cursors().Register(c)
+	if stmt := txnStmtOf(ctx); stmt != nil {
+		stmt.NoteCursor(id)
+	}
+	return id
 }
 
 // lsidString prints a session key as MongoDB prints a LogicalSessionId: id, uid, txnNumber and

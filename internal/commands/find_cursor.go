@@ -61,13 +61,15 @@ func opCmd(env *service.Env) bsoncore.Document {
 // as the cursor; between commands the snapshot is abandoned and no locks are held. A getMore
 // re-locks the collection (findRelock) before RestoreState.
 type findSource struct {
-	db     *operation.DB
-	ns     string
-	ru     *storage.RecoveryUnit
-	ex     *plan.Executor
-	limit  int64 // remaining documents for a negative-limit/ntoreturn style cap (0 = none)
-	meta   *catalog.CollectionMeta
-	counts *service.Counters
+	db *operation.DB
+	ns string
+	ru *storage.RecoveryUnit
+	// ruRelease releases ru when the cursor closes (nothing for a transaction's unit).
+	ruRelease func()
+	ex        *plan.Executor
+	limit     int64 // remaining documents for a negative-limit/ntoreturn style cap (0 = none)
+	meta      *catalog.CollectionMeta
+	counts    *service.Counters
 	// rs is the read concern's read source; each getMore re-resolves its timestamp
 	// (rcReapply) before RestoreState opens a new snapshot.
 	rs operation.ReadSource
@@ -113,7 +115,7 @@ func (s *findSource) RestoreState(context.Context) error { return s.ex.Restore(s
 
 func (s *findSource) Close() {
 	s.ex.Close()
-	s.ru.Close()
+	s.ruRelease()
 }
 
 // oplogVisibility is the oplog writer's wake-up for readers (oplog.Writer.VisibilityChanged):

@@ -45,6 +45,9 @@ func DefaultParamSpecs() []service.ParamSpec {
 		{Name: "storageEngineConcurrentReadTransactions", Kind: service.ParamInt, Default: int64(128), Runtime: true, Startup: true, Min: 5, Max: math.MaxInt32},
 		{Name: "storageEngineConcurrentWriteTransactions", Kind: service.ParamInt, Default: int64(128), Runtime: true, Startup: true, Min: 5, Max: math.MaxInt32},
 		{Name: "syncdelay", Kind: service.ParamDouble, Default: float64(60), Runtime: true, Startup: true, Min: 0, Max: 9.0 * 1000 * 1000},
+		// transactionRecordMinimumLifetimeMinutes: the session reaper leaves config.transactions
+		// entries written less than this long ago.
+		{Name: "transactionRecordMinimumLifetimeMinutes", Kind: service.ParamInt, Default: int64(30), Startup: true, Min: 0, Max: math.MaxInt32},
 		{Name: "transactionLifetimeLimitSeconds", Kind: service.ParamInt, Default: int64(60), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "ttlMonitorEnabled", Kind: service.ParamBool, Default: true, Runtime: true, Startup: true},
 		{Name: "ttlMonitorSleepSecs", Kind: service.ParamInt, Default: int64(60), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},

@@ -11,6 +11,8 @@ import (
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/member"
 	"humongo/internal/service"
+	"humongo/internal/txn/lsc"
+	"humongo/internal/txn/participant"
 	"humongo/internal/txn/retryable"
 )
 
@@ -59,7 +61,15 @@ func AttachReplication(ctx context.Context, st *service.State, reg *service.Regi
 		return nil, mongoerr.New(mongoerr.IllegalOperation, "replication needs storage")
 	}
 	opts.SetName, opts.Self = setName, self
-	opts.KillWrites = func(cause error) { st.Clients.KillWrites(reg, cause) }
+	opts.KillWrites = func(cause error) {
+		st.Clients.KillWrites(reg, cause)
+		// A member that stops being primary aborts its transactions in progress: their
+		// writes could never be logged, and their claims on documents would stall the
+		// applier (MongoDB aborts unprepared transactions on step-down too).
+		if ids := participant.AbortAll(st.DB, func(lsc.Key) bool { return true }, "primary stepped down"); len(ids) > 0 {
+			st.Cursors().Kill(ids)
+		}
+	}
 	if opts.Logger == nil {
 		opts.Logger = st.Logger
 	}

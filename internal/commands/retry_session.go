@@ -38,8 +38,8 @@ func retryBegin(ctx context.Context, env *service.Env, cmd bsoncore.Document) (*
 	if txn < 0 {
 		return nil, mongoerr.New(mongoerr.BadValue, "Transaction number cannot be negative")
 	}
-	if lookup(cmd, "autocommit").Type != 0 || lookup(cmd, "startTransaction").Type != 0 {
-		return nil, mongoerr.New(mongoerr.IllegalOperation, "multi-document transactions are not supported yet")
+	if txnStmtOf(ctx) != nil {
+		return nil, nil // a transaction statement: the transaction records it at commit
 	}
 	key, err := service.ParseLsid(lv)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"humongo/internal/operation"
 	"humongo/internal/repl/concern"
 	"humongo/internal/service"
+	"humongo/internal/txn/lsc"
+	"humongo/internal/txn/participant"
 )
 
 // Role is humongod's service.Role: the data node's hooks around every command, wrapping the
@@ -29,19 +31,50 @@ func (r *Role) Admit(env *service.Env, c *service.Command, cmd bsoncore.Document
 
 // Begin implements service.Role: $clusterTime gossip, readConcern waits, the read timestamp.
 func (r *Role) Begin(ctx context.Context, env *service.Env, c *service.Command, cmd bsoncore.Document) (context.Context, any, error) {
+	stmt, err := txnBegin(ctx, env, c, cmd)
+	if err != nil {
+		return ctx, nil, err
+	}
+	if stmt != nil {
+		ctx, ops, err := txnBeginOperation(ctx, env, stmt, cmd)
+		if err != nil {
+			txnFinish(env, stmt, err)
+			if ops == nil {
+				return ctx, nil, err
+			}
+			return ctx, &roleOp{ops: ops}, err
+		}
+		return ctx, &roleOp{ops: ops, stmt: stmt}, nil
+	}
 	ctx, ops, err := BeginOperation(ctx, env, c, cmd)
 	if ops == nil {
 		return ctx, nil, err // no typed nil inside the token
 	}
-	return ctx, ops, err
+	return ctx, &roleOp{ops: ops}, err
+}
+
+// roleOp is the role's token for one command: its concern state and, inside a
+// transaction, its statement.
+type roleOp struct {
+	ops  *concern.OpState
+	stmt *participant.Stmt
+}
+
+func opsOf(op any) *concern.OpState {
+	if r, ok := op.(*roleOp); ok {
+		return r.ops
+	}
+	return nil
 }
 
 // Finish implements service.Role: linearizable and snapshot reads complete, and a write
 // whose writes succeeded but whose write concern failed becomes ok: 1 with wce.
 func (r *Role) Finish(ctx context.Context, env *service.Env, op any, reply bsoncore.Document, err error) (bsoncore.Document, bsoncore.Document, error) {
 	if err == nil {
-		ops, _ := op.(*concern.OpState)
-		reply, err = FinishOperation(ctx, env, ops, reply)
+		reply, err = FinishOperation(ctx, env, opsOf(op), reply)
+	}
+	if r, ok := op.(*roleOp); ok && r.stmt != nil {
+		txnFinish(env, r.stmt, err)
 	}
 	if wcr, ok := errors.AsType[*concern.WriteConcernReply](err); ok {
 		return wcr.Reply, wcr.WCE, nil
@@ -51,8 +84,7 @@ func (r *Role) Finish(ctx context.Context, env *service.Env, op any, reply bsonc
 
 // Decorate implements service.Role: a replica-set member's $clusterTime and operationTime.
 func (r *Role) Decorate(env *service.Env, op any, reply bsoncore.Document) bsoncore.Document {
-	ops, _ := op.(*concern.OpState)
-	return AppendClusterTime(env, ops, reply)
+	return AppendClusterTime(env, opsOf(op), reply)
 }
 
 // TopologyVersion implements service.Role.
@@ -80,6 +112,13 @@ func NewState(db *operation.DB, cfg service.Config) *service.State {
 		// Committed inserts into capped collections wake this server's awaitData getMores
 		// (find_cursor.go's findWaitChan picks the signal a cursor waits on).
 		db.Colls.SetCappedInsertHook(st.Cursors().NotifyInsert)
+		// killSessions and friends abort the sessions' transactions (after killing their
+		// running statements, so the sessions can be checked out).
+		st.Sessions.OnKill(func(match func(lsc.Key) bool) {
+			if ids := participant.AbortAll(db, match, "session killed"); len(ids) > 0 {
+				st.Cursors().Kill(ids)
+			}
+		})
 	}
 	return st
 }

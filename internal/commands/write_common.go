@@ -115,6 +115,12 @@ func writeIsFatal(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return true
 	}
+	if txnStmtOf(ctx) != nil {
+		// Inside a transaction the first error fails the whole batch and the transaction
+		// (mongod's handleError in a multi-document transaction): the client retries or
+		// gives up the transaction as a whole.
+		return true
+	}
 	c := mongoerr.CodeOf(err)
 	return c == mongoerr.Interrupted || c == mongoerr.MaxTimeMSExpired || mongoerr.IsShutdownError(c)
 }

@@ -330,3 +330,20 @@ func (s *sliceSource) Next(ctx context.Context) (bsoncore.Document, bool, error)
 func (s *sliceSource) SaveState()                         {}
 func (s *sliceSource) RestoreState(context.Context) error { return nil }
 func (s *sliceSource) Close()                             { s.docs = nil }
+
+// Sessions returns the session keys (Cursor.LSID) of the open cursors opened in a session,
+// each once (the logical session cache's refresh looks for expired ones among them).
+func (m *Manager) Sessions() [][]byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := map[string]bool{}
+	var out [][]byte
+	for _, c := range m.cursors {
+		if c.LSID == nil || seen[string(c.LSID)] {
+			continue
+		}
+		seen[string(c.LSID)] = true
+		out = append(out, c.LSID)
+	}
+	return out
+}

@@ -318,3 +318,13 @@ const (
 	Location4738901 Code = 4738901
 	Location4890500 Code = 4890500
 )
+
+// applyOps (repl/apply_ops.cpp).
+const (
+	// Location31056: an applyOps command with partialTxn (a transaction-entry-only field).
+	Location31056 Code = 31056
+	// Location31240: an applyOps command with count (a transaction-entry-only field).
+	Location31240 Code = 31240
+	// Location3318200: an applyOps operation whose ns and ui name different collections.
+	Location3318200 Code = 3318200
+)

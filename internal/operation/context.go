@@ -2,6 +2,7 @@ package operation
 
 import (
 	"context"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -37,6 +38,42 @@ type Context struct {
 
 	ctx   context.Context
 	stats *OpStats // the command's, when its ctx carries one (WithOpStats)
+	txn   *Txn     // the multi-document transaction the operation is a statement of
+}
+
+// Txn is a multi-document transaction's storage state, kept between its statements
+// (MongoDB's TxnResources): the RecoveryUnit whose outer WriteUnitOfWork stays open from the
+// first statement to commit or abort, so every statement reads the transaction's snapshot and
+// its own writes, and buffers its writes there. Owned by internal/txn; operations started
+// under a Request carrying it run in it.
+type Txn struct {
+	RU *storage.RecoveryUnit
+	// LockTimeout bounds each lock wait of the transaction's statements
+	// (maxTransactionLockRequestTimeoutMillis); 0 = no bound.
+	LockTimeout time.Duration
+}
+
+// InTxn reports whether the operation is a statement of a multi-document transaction.
+func (o *Context) InTxn() bool { return o.txn != nil }
+
+// TxnOf returns the transaction ctx's request runs in, or nil.
+func TxnOf(ctx context.Context) *Txn {
+	if r := RequestOf(ctx); r != nil {
+		return r.Txn
+	}
+	return nil
+}
+
+// CursorUnit returns the RecoveryUnit a cursor opened under ctx reads through and the
+// function that releases it when the cursor closes: a fresh unit of the cursor's own, or,
+// inside a multi-document transaction, the transaction's (a cursor reads the transaction's
+// snapshot and writes; the transaction outlives it and its end closes it).
+func (d *DB) CursorUnit(ctx context.Context) (*storage.RecoveryUnit, func()) {
+	if t := TxnOf(ctx); t != nil {
+		return t.RU, func() {}
+	}
+	ru := d.Engine.NewRecoveryUnit()
+	return ru, ru.Close
 }
 
 // Session identifies the logical session of an operation.
@@ -76,6 +113,8 @@ type Request struct {
 	// Admission is the request's read/write tickets, shared by its operations so a nested
 	// operation does not queue for a second ticket (nil: each operation is admitted alone).
 	Admission *lock.Admission
+	// Txn is the multi-document transaction the command is a statement of (nil: none).
+	Txn *Txn
 }
 
 type requestKey struct{}
@@ -114,6 +153,16 @@ func (d *DB) NewOp(ctx context.Context) *Context {
 	}
 	if r := RequestOf(ctx); r != nil {
 		o.ReadSource, o.Session, o.ShardVersion, o.DatabaseVersion = r.ReadSource, r.Session, r.ShardVersion, r.DatabaseVersion
+		if r.Txn != nil {
+			// A statement of a transaction: its unit is the transaction's (not closed by
+			// this operation), and lock waits are bounded so a statement never queues
+			// behind DDL for long while holding the transaction's writes.
+			o.RU.Close()
+			o.RU, o.txn = r.Txn.RU, r.Txn
+			if r.Txn.LockTimeout > 0 {
+				l.SetLockRequestTimeout(r.Txn.LockTimeout)
+			}
+		}
 	}
 
 	// Admission control: the operation takes a read or write ticket with its first Global
@@ -144,7 +193,9 @@ func (o *Context) CheckForInterrupt() error {
 
 // Close releases the operation's snapshot and any locks still held.
 func (o *Context) Close() {
-	o.RU.Close()
+	if o.txn == nil {
+		o.RU.Close()
+	}
 	o.Locker.UnlockAll()
 	if o.stats != nil {
 		o.stats.remove(o.Locker)
@@ -282,7 +333,7 @@ func (o *Context) WriteCollection(ctx context.Context, ns string, create bool, f
 		return err
 	}
 	defer func() { _ = scope.Release() }()
-	return storage.WriteConflictRetry(ctx, "write", func() error {
+	return o.writeConflictRetry(ctx, "write", func() error {
 		defer o.RU.AbandonSnapshot()
 		var coll *index.Collection
 		if meta, ok := o.DB.Catalog.Latest().ByNS(ns); ok {
@@ -306,6 +357,14 @@ func (o *Context) WriteCollection(ctx context.Context, ns string, create bool, f
 func (o *Context) EnsureCollection(ctx context.Context, ns string, options bsoncore.Document) error {
 	if _, ok := o.DB.Catalog.Latest().ByNS(ns); ok {
 		return nil
+	}
+	if o.txn != nil {
+		// Known deviation: a transaction creates a collection it writes to in a unit of its
+		// own, committed at once (MongoDB 4.4+ creates it inside the transaction, undone by
+		// an abort). The transaction's writes to it still commit or abort together.
+		side := &Context{DB: o.DB, Locker: o.Locker, RU: o.DB.Engine.NewRecoveryUnit(), ctx: o.ctx}
+		defer side.RU.Close()
+		return side.EnsureCollection(ctx, ns, options)
 	}
 	err := o.DDL(ctx, ns, func() error {
 		if _, ok := o.DB.Catalog.Latest().ByNS(ns); ok {
@@ -358,7 +417,7 @@ func (o *Context) DatabaseDDL(ctx context.Context, db string, f func() error) er
 // InUnit runs f in a WriteUnitOfWork under the locks the caller holds, retrying on
 // WriteConflict.
 func (o *Context) InUnit(ctx context.Context, f func() error) error {
-	return storage.WriteConflictRetry(ctx, "ddl", func() error {
+	return o.writeConflictRetry(ctx, "ddl", func() error {
 		defer o.RU.AbandonSnapshot()
 		w := o.RU.BeginUnitOfWork()
 		defer w.End()
@@ -367,4 +426,14 @@ func (o *Context) InUnit(ctx context.Context, f func() error) error {
 		}
 		return w.Commit()
 	})
+}
+
+// writeConflictRetry runs f, retrying on WriteConflict outside a transaction. Inside one a
+// conflict fails the statement at once: the transaction's snapshot cannot move, so only the
+// client's retry of the whole transaction (TransientTransactionError) can succeed.
+func (o *Context) writeConflictRetry(ctx context.Context, opName string, f func() error) error {
+	if o.txn != nil {
+		return f()
+	}
+	return storage.WriteConflictRetry(ctx, opName, f)
 }

@@ -147,6 +147,7 @@ type SessionInfo struct {
 type opState struct {
 	unreplicated int
 	session      *SessionInfo
+	txn          *TxnCollector
 }
 
 // stateOf returns ru's state, kept on ru itself (so two servers in one process, or a unit
@@ -164,7 +165,7 @@ func stateOf(ru *storage.RecoveryUnit, create bool) *opState {
 }
 
 func (st *opState) release(ru *storage.RecoveryUnit) {
-	if st.unreplicated == 0 && st.session == nil {
+	if st.unreplicated == 0 && st.session == nil && st.txn == nil {
 		ru.SetObserverState(nil)
 	}
 }
@@ -200,6 +201,41 @@ func WithSession(ru *storage.RecoveryUnit, s *SessionInfo) (release func()) {
 func Session(ru *storage.RecoveryUnit) *SessionInfo {
 	if st := stateOf(ru, false); st != nil {
 		return st.session
+	}
+	return nil
+}
+
+// TxnCollector gathers a multi-document transaction's operations: while it is attached to a
+// unit (WithTransaction), the oplog writer appends each document write's operation
+// ({op, ns, ui, o, o2?}) here instead of logging an entry, and the transaction logs them all
+// at commit as applyOps (spec: replication.md "Transactions").
+type TxnCollector struct {
+	Ops [][]byte
+	// Bytes is the total size of Ops.
+	Bytes int
+}
+
+// Add appends one operation document.
+func (c *TxnCollector) Add(op []byte) {
+	c.Ops = append(c.Ops, op)
+	c.Bytes += len(op)
+}
+
+// WithTransaction attaches c to ru until release is called.
+func WithTransaction(ru *storage.RecoveryUnit, c *TxnCollector) (release func()) {
+	st := stateOf(ru, true)
+	prev := st.txn
+	st.txn = c
+	return func() {
+		st.txn = prev
+		st.release(ru)
+	}
+}
+
+// Transaction returns the transaction collector attached to ru, or nil.
+func Transaction(ru *storage.RecoveryUnit) *TxnCollector {
+	if st := stateOf(ru, false); st != nil {
+		return st.txn
 	}
 	return nil
 }

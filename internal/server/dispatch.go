@@ -239,10 +239,17 @@ func wceLabels(cmd, wce bsoncore.Document) []string {
 	if !ok {
 		return nil
 	}
+	var labels []string
 	if slices.Contains(errorLabelsFor(cmd, mongoerr.Code(code)), mongoerr.LabelRetryableWrite) {
-		return []string{mongoerr.LabelRetryableWrite}
+		labels = append(labels, mongoerr.LabelRetryableWrite)
 	}
-	return nil
+	// A commit whose write concern failed may or may not stay committed (mongod labels it
+	// UnknownTransactionCommitResult unless the write concern can never be satisfied).
+	if first, err := cmd.IndexErr(0); err == nil && first.Key() == "commitTransaction" &&
+		mongoerr.Code(code) != mongoerr.UnsatisfiableWriteConcern && mongoerr.Code(code) != mongoerr.UnknownReplWriteConcern {
+		labels = append(labels, mongoerr.LabelUnknownTransactionCommit)
+	}
+	return labels
 }
 
 // finishReply appends `ok: 1.0` (and a writeConcernError with its errorLabels) to a
@@ -400,13 +407,31 @@ func errorLabelsFor(cmd bsoncore.Document, code mongoerr.Code) []string {
 	_, hasTxn := cmd.LookupErr("txnNumber")
 	ac, acErr := cmd.LookupErr("autocommit")
 	inTxn := acErr == nil && ac.Type == bsoncore.TypeBoolean && !ac.Boolean()
-	if inTxn && name != "commitTransaction" && name != "abortTransaction" {
-		switch {
-		case code == mongoerr.WriteConflict, code == mongoerr.LockTimeout, code == mongoerr.NoSuchTransaction,
-			mongoerr.IsNotPrimaryError(code), mongoerr.IsShutdownError(code):
-			return []string{mongoerr.LabelTransientTransaction}
+	commitOrAbort := name == "commitTransaction" || name == "abortTransaction"
+	if inTxn {
+		// mongod's isTransientTransactionError: the whole transaction may be retried.
+		var labels []string
+		transient := false
+		switch code {
+		case mongoerr.WriteConflict, mongoerr.LockTimeout, mongoerr.PreparedTransactionInProgress,
+			mongoerr.SnapshotTooOld, mongoerr.SnapshotUnavailable:
+			transient = true
+		case mongoerr.NoSuchTransaction:
+			transient = true
 		}
-		return nil
+		if !commitOrAbort && mongoerr.IsRetriableError(code) {
+			transient = true
+		}
+		if transient {
+			labels = append(labels, mongoerr.LabelTransientTransaction)
+		}
+		if commitOrAbort && mongoerr.IsRetriableError(code) {
+			labels = append(labels, mongoerr.LabelRetryableWrite)
+		}
+		if name == "commitTransaction" && (mongoerr.IsRetriableError(code) || code == mongoerr.MaxTimeMSExpired) {
+			labels = append(labels, mongoerr.LabelUnknownTransactionCommit)
+		}
+		return labels
 	}
 	if (hasTxn == nil) && retryableWriteCommands[name] && mongoerr.IsRetriableError(code) {
 		return []string{mongoerr.LabelRetryableWrite}

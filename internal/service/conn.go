@@ -12,6 +12,7 @@ import (
 
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
+	"humongo/internal/txn/lsc"
 )
 
 // Conn is the per-connection state. The connection's own goroutine is the only writer of the
@@ -108,6 +109,10 @@ type Op struct {
 	NS    string
 	Cmd   bsoncore.Document // a copy, valid after the request buffer is reused
 	Start time.Time
+	// Session is the command's logical session (its lsid), when InSession: killSessions and
+	// the session cache's refresh find the session's operations by it.
+	Session   lsc.Key
+	InSession bool
 
 	cancel context.CancelCauseFunc
 	killed atomic.Bool
@@ -193,6 +198,11 @@ func (cl *Clients) BeginOp(ctx context.Context, conn *Conn, name, db string, cmd
 	op := &Op{
 		ID: cl.nextOp.Add(1), Conn: conn, Name: name, NS: db + ".$cmd",
 		Cmd: keepCmd(cmd), Start: time.Now(), cancel: cancel,
+	}
+	if v, err := cmd.LookupErr("lsid"); err == nil {
+		if k, err := ParseLsid(v); err == nil {
+			op.Session, op.InSession = k, true
+		}
 	}
 	conn.mu.Lock()
 	conn.op = op

@@ -2,7 +2,8 @@
 // Application", "Life as a Secondary"; MongoDB's OplogApplier / SyncTail).
 //
 // Run takes batches from the fetcher's Buffer (at most MaxOps entries and MaxBytes; a command
-// entry is a batch of its own) and ApplyBatch applies each one:
+// entry is a batch of its own, except a transaction's CRUD-only applyOps entry) and
+// ApplyBatch applies each one:
 //
 //  1. persist oplogTruncateAfterPoint = lastApplied.ts (local.replset.oplogTruncateAfterPoint):
 //     a crash in the middle of the batch truncates the oplog back to the last complete batch
@@ -13,7 +14,11 @@
 //  3. apply the data: CRUD entries are partitioned by document (hash of the collection UUID and
 //     _id) over Writers parallel writers, each writer applying its entries in oplog order in one
 //     storage unit, every entry at its own timestamp (the secondary's data has the primary's
-//     history, so reads at a timestamp see what the primary had then); commands run alone;
+//     history, so reads at a timestamp see what the primary had then); commands run alone,
+//     in oplog order, as barriers between the CRUD groups around them: among them applyOps
+//     entries (transactions, the applyOps command), each applied in one unit at its own
+//     timestamp, a partialTxn chain by its last entry (oplog/txn_apply.go; the chain's
+//     earlier entries are found in the batch or in our oplog, written in step 2);
 //  4. clear the truncate point and move lastApplied to the batch's last entry; after a journal
 //     flush OnApplied tells the coordinator, which records it as applied and durable and reports
 //     both to the sync source with replSetUpdatePosition, and the oplog writer wakes the
@@ -41,6 +46,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,11 +182,16 @@ func (a *Applier) WaitApplied(ctx context.Context, ts optime.Timestamp) error {
 	}
 }
 
-// isCommand: command entries end a batch and are applied alone.
+// isCommand: command entries end a batch and are applied alone, except CRUD-only applyOps
+// entries (transactions), which share batches (oplog.SharesBatch says why that is safe).
 func isCommand(d bsoncore.Document) bool {
 	op, _ := d.Lookup("op").StringValueOK()
-	return op == "c"
+	return op == "c" && !oplog.SharesBatch(d)
 }
+
+// IsolatedEntry reports whether d must be a batch of its own (Buffer.Next's alone
+// predicate, for callers that run their own batch loop, such as initial sync).
+func IsolatedEntry(d bsoncore.Document) bool { return isCommand(d) }
 
 // Run applies batches from buf until ctx ends (returning its cause) or a fatal error. Applied
 // batches are journaled and reported by a goroutine Run owns (durableReporter); Run returns
@@ -410,11 +421,15 @@ func (a *Applier) writeOplog(ctx context.Context, entries []*oplog.Entry) error 
 }
 
 // applyEntries applies a batch's data writes: a lone command directly, CRUD in parallel
-// writers partitioned by document.
+// writers partitioned by document. Command entries, applyOps entries (transactions) among
+// them, are barriers: the CRUD entries before one are applied first, then it alone, in its
+// own unit. A transaction chain's earlier entries are looked up in the batch first
+// (batchPrevs), then in our oplog (writeOplog has written the batch already).
 func (a *Applier) applyEntries(ctx context.Context, entries []*oplog.Entry) error {
 	if len(entries) == 1 && entries[0].Op == "c" {
-		return a.applyOne(ctx, entries[0])
+		return a.applyOne(ctx, entries[0], nil)
 	}
+	prevs := batchPrevs(entries)
 	n := a.cfg.Writers
 	groups := make([][]*oplog.Entry, n)
 	for _, e := range entries {
@@ -428,7 +443,7 @@ func (a *Applier) applyEntries(ctx context.Context, entries []*oplog.Entry) erro
 				return err
 			}
 			clear(groups)
-			if err := a.applyOne(ctx, e); err != nil {
+			if err := a.applyOne(ctx, e, prevs); err != nil {
 				return err
 			}
 			continue
@@ -439,10 +454,23 @@ func (a *Applier) applyEntries(ctx context.Context, entries []*oplog.Entry) erro
 	return a.applyGroups(ctx, groups)
 }
 
-func (a *Applier) applyOne(ctx context.Context, e *oplog.Entry) error {
+// batchPrevs finds an entry of the batch (sorted by timestamp) by its timestamp.
+func batchPrevs(entries []*oplog.Entry) oplog.PrevEntries {
+	return func(ts optime.Timestamp) (bsoncore.Document, bool) {
+		i, ok := slices.BinarySearchFunc(entries, ts, func(e *oplog.Entry, ts optime.Timestamp) int {
+			return e.OpTime.TS.Compare(ts)
+		})
+		if !ok {
+			return nil, false
+		}
+		return entries[i].Raw, true
+	}
+}
+
+func (a *Applier) applyOne(ctx context.Context, e *oplog.Entry, prevs oplog.PrevEntries) error {
 	ru := a.cfg.Engine.NewRecoveryUnit()
 	defer ru.Close()
-	if err := a.apply.Apply(ctx, ru, e.Raw, a.cfg.Mode); err != nil {
+	if err := a.apply.ApplyWith(ctx, ru, e.Raw, a.cfg.Mode, prevs); err != nil {
 		return fmt.Errorf("applying %s entry at %v on %s: %w", e.Op, e.OpTime, e.NS, err)
 	}
 	return nil
@@ -481,7 +509,7 @@ func (a *Applier) applyGroups(ctx context.Context, groups [][]*oplog.Entry) erro
 	if len(retry) > 0 {
 		sortByTS(retry)
 		for _, e := range retry {
-			if err := a.applyOne(ctx, e); err != nil {
+			if err := a.applyOne(ctx, e, nil); err != nil {
 				return err
 			}
 		}

@@ -28,8 +28,13 @@
 //
 // Simplifications (known, documented in the report): the oplog is fetched after the clone,
 // not buffered while cloning, so a source oplog smaller than the clone's duration fails the
-// attempt (TooStaleToSyncFromSource) instead of succeeding; no transaction table handling
-// (no prepared transactions yet); views are cloned as system.views documents only if the
+// attempt (TooStaleToSyncFromSource) instead of succeeding; no prepared transactions yet
+// (committed transactions need nothing special: config.transactions is cloned like any
+// collection, and applyOps entries, partialTxn chains included, go through the batch
+// applier; beginFetching is a visible entry of the source, and a primary commits a chain's
+// entries together, so a chain is never cut by it: see repl/oplog txn_apply.go; prepared
+// transactions will need beginFetching moved back to the oldest active transaction's
+// startOpTime in the source's config.transactions, as MongoDB does); views are cloned as system.views documents only if the
 // source lists system.views as a collection.
 package initialsync
 
@@ -308,10 +313,7 @@ func (s *Syncer) applyOplog(ctx context.Context, host string, begin, stop optime
 	ferr := make(chan error, 1)
 	go func() { ferr <- f.Run(fctx) }()
 	for a.LastApplied().TS < stop.TS {
-		batch, err := buf.Next(ctx, applier.DefaultMaxOps, applier.DefaultMaxBytes, func(d bsoncore.Document) bool {
-			op, _ := d.Lookup("op").StringValueOK()
-			return op == "c"
-		})
+		batch, err := buf.Next(ctx, applier.DefaultMaxOps, applier.DefaultMaxBytes, applier.IsolatedEntry)
 		if err != nil {
 			cancel()
 			<-ferr

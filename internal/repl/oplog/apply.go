@@ -141,7 +141,17 @@ func (w *Writer) Applier() *Applier { return NewApplier(w.cfg) }
 // produce no oplog entries (the caller writes the received entry itself, AppendEntry).
 // A retryable write's entry also updates its session's config.transactions record in the
 // same unit (sessions.go), unless the applier was made WithBatchSessionUpdates.
+//
+// An applyOps entry (a committed transaction, or the applyOps command's) applies all its
+// operations in one unit at its timestamp; a transaction chain's final entry finds the
+// chain's earlier entries in the oplog (txn_apply.go).
 func (a *Applier) Apply(ctx context.Context, ru *storage.RecoveryUnit, raw bsoncore.Document, mode Mode) error {
+	return a.ApplyWith(ctx, ru, raw, mode, nil)
+}
+
+// ApplyWith is Apply for an entry whose transaction chain may have earlier entries that
+// are not in the oplog yet: prevs finds them (it is consulted before the oplog).
+func (a *Applier) ApplyWith(ctx context.Context, ru *storage.RecoveryUnit, raw bsoncore.Document, mode Mode, prevs PrevEntries) error {
 	e, err := ParseEntry(raw)
 	if err != nil {
 		return err
@@ -152,6 +162,9 @@ func (a *Applier) Apply(ctx context.Context, ru *storage.RecoveryUnit, raw bsonc
 	case "n":
 		return nil
 	case "c":
+		if IsApplyOps(e) {
+			return a.applyApplyOps(ctx, ru, e, mode, prevs)
+		}
 		return a.applyCommand(ctx, ru, e, mode)
 	}
 	return a.inUnit(ctx, ru, e.OpTime.TS, func() error {
@@ -442,6 +455,9 @@ func (a *Applier) applyCommand(ctx context.Context, ru *storage.RecoveryUnit, e 
 			}
 			return a.applyCollMod(ru, m, e.O)
 		})
+	case "commitTransaction", "abortTransaction":
+		return mongoerr.Newf(mongoerr.CommandNotSupported,
+			"applying %s (the decision of a prepared transaction) at %v is not supported yet", name, e.OpTime)
 	case "dropDatabase":
 		return a.inUnit(ctx, ru, ts, func() error {
 			var uuids []catalog.UUID

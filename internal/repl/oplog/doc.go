@@ -52,6 +52,12 @@
 // received entry itself with Writer.AppendEntry. Grouping a batch by document for parallel
 // writers (ApplyBatch) is a follow-up.
 //
+// An applyOps entry (a committed transaction, or the applyOps command's) applies all its
+// operations in one unit at its own timestamp; a partialTxn entry applies nothing, and the
+// last entry of its chain applies the whole chain's operations, read back through
+// prevOpTime (txn_apply.go). A transaction's commit entry also derives its
+// config.transactions record, state "committed" (sessions.go).
+//
 // # Only a writable primary logs writes of its own
 //
 // Every replicated write reaches the Writer (the op observer), so the Writer is where a node

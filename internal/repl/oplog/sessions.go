@@ -17,6 +17,12 @@ package oplog
 //   - single-entry application (Applier.Apply: startup recovery and rollback replay) upserts
 //     the record in the entry's own unit.
 //
+// A transaction's commit (an applyOps entry with lsid and txnNumber: a single entry, or the
+// last of a partialTxn chain; txn_apply.go) records the same fields plus state: "committed",
+// with lastWriteOpTime the commit entry's optime, as MongoDB's config.transactions does, so a
+// member that becomes primary knows the transaction committed. partialTxn entries record
+// nothing (the transaction is not committed until its last entry).
+//
 // An upsert never moves a record backwards (a lower txnNum, or an older lastWriteOpTime for
 // the same txnNum): replayed entries and records cloned by initial sync may already be newer.
 // A member without config.transactions (no retryable write was ever made on the set; the
@@ -47,6 +53,20 @@ func SessionRecord(lsid bsoncore.Document, txnNum int64, last optime.OpTime, wal
 		AppendDateTime("lastWriteDate", wallMillis).Build()
 }
 
+// TxnCommitted is the state of a committed transaction's record.
+const TxnCommitted = "committed"
+
+// TxnSessionRecord builds a transaction's config.transactions document: SessionRecord's
+// fields followed by state.
+func TxnSessionRecord(lsid bsoncore.Document, txnNum int64, last optime.OpTime, wallMillis int64, state string) bsoncore.Document {
+	return bsoncore.NewDocumentBuilder().
+		AppendDocument("_id", lsid).
+		AppendInt64("txnNum", txnNum).
+		AppendDocument("lastWriteOpTime", last.Document()).
+		AppendDateTime("lastWriteDate", wallMillis).
+		AppendString("state", state).Build()
+}
+
 // SessionUpdate is a session's newest write among some entries.
 type SessionUpdate struct {
 	LSID      bsoncore.Document
@@ -54,13 +74,24 @@ type SessionUpdate struct {
 	OpTime    optime.OpTime
 	// Wall is the entry's wall clock in milliseconds (the record's lastWriteDate).
 	Wall int64
+	// State is the transaction state to record ("" for a retryable write's record).
+	State string
 }
 
 // sessionOf returns the session write an entry records: a CRUD entry with lsid and
-// txnNumber (a retryable write's statement).
+// txnNumber (a retryable write's statement), or a transaction's commit entry.
 func sessionOf(e *Entry) (SessionUpdate, bool) {
+	state := ""
 	switch e.Op {
 	case "i", "u", "d":
+	case "c":
+		if !IsApplyOps(e) || IsPartialTxn(e) {
+			return SessionUpdate{}, false
+		}
+		if b, _ := e.O.Lookup("prepare").BooleanOK(); b {
+			return SessionUpdate{}, false
+		}
+		state = TxnCommitted
 	default:
 		return SessionUpdate{}, false
 	}
@@ -72,7 +103,7 @@ func sessionOf(e *Entry) (SessionUpdate, bool) {
 	if !ok {
 		return SessionUpdate{}, false
 	}
-	u := SessionUpdate{LSID: lsid, TxnNumber: txn, OpTime: e.OpTime}
+	u := SessionUpdate{LSID: lsid, TxnNumber: txn, OpTime: e.OpTime, State: state}
 	u.Wall, _ = e.Raw.Lookup("wall").DateTimeOK()
 	return u, true
 }
@@ -174,6 +205,9 @@ func (a *Applier) applyEntrySession(ru *storage.RecoveryUnit, e *Entry) error {
 // upsertSession writes u's record unless the stored one is as new or newer.
 func upsertSession(ru *storage.RecoveryUnit, coll *index.Collection, u SessionUpdate) error {
 	rec := SessionRecord(u.LSID, u.TxnNumber, u.OpTime, u.Wall)
+	if u.State != "" {
+		rec = TxnSessionRecord(u.LSID, u.TxnNumber, u.OpTime, u.Wall, u.State)
+	}
 	rid, cur, found, err := coll.FindByID(ru, bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: u.LSID})
 	if err != nil {
 		return err

@@ -240,6 +240,11 @@ func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]optime.OpTi
 	if err := w.checkWritable(es); err != nil {
 		return nil, err
 	}
+	if tc := opobserver.Transaction(ru); tc != nil {
+		// Inside a multi-document transaction: the operations are logged together at
+		// commit (LogTransaction), so the data writes carry the commit's timestamp.
+		return nil, collectTxnOps(tc, es)
+	}
 	var buf [1]optime.OpTime
 	// Registered before the slots: a rollback releases every slot already reserved, which
 	// can make later entries of other writers visible.

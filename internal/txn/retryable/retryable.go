@@ -446,3 +446,30 @@ func oplogEntry(ctx context.Context, db *operation.DB, ts optime.Timestamp) (bso
 	}
 	return append(bsoncore.Document(nil), d...), nil
 }
+
+// UpsertRecord writes doc, a session's config.transactions document, in op's unit as an
+// unlogged write (members applying the oplog derive the record from the entries).
+func UpsertRecord(op *operation.Context, doc bsoncore.Document) error {
+	release := opobserver.WithSession(op.RU, nil)
+	defer release()
+	unlogged := opobserver.UnreplicatedWrites(op.RU)
+	defer unlogged()
+	return upsert(op, TxnsNS, doc)
+}
+
+// LoadRecord returns session lsid's config.transactions document (nil when it has none).
+func LoadRecord(ctx context.Context, db *operation.DB, lsid bsoncore.Document) (bsoncore.Document, error) {
+	return store{db}.LoadRecord(ctx, lsid)
+}
+
+// EnsureCollections creates the collections retryable writes and transactions record into.
+func EnsureCollections(ctx context.Context, db *operation.DB) error {
+	op := db.NewOp(ctx)
+	defer op.Close()
+	for _, ns := range []string{TxnsNS, ImagesNS} {
+		if err := op.EnsureCollection(ctx, ns, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,248 @@
+package commands
+
+// Multi-document transactions: the glue between dispatch (the role's Begin/Finish) and
+// internal/txn/participant. A command carrying autocommit: false is a statement of a
+// transaction: txnBegin validates its session arguments as MongoDB's
+// initializeOperationSessionInfo and validateSessionOptions do, checks the session out and
+// starts or continues the transaction; the statement's operations then run in the
+// transaction's storage unit (operation.Request.Txn), and the role's Finish ends the
+// statement (a failed statement aborts the transaction). commitTransaction and
+// abortTransaction end it.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
+	"humongo/internal/repl/concern"
+	"humongo/internal/service"
+	"humongo/internal/txn/participant"
+)
+
+// txnCommands may run inside a multi-document transaction (MongoDB 7.0's
+// allowedInTransactions; create and createIndexes are not among them here, see
+// operation.EnsureCollection's deviation note).
+var txnCommands = map[string]bool{
+	"abortTransaction": true, "aggregate": true, "commitTransaction": true, "delete": true,
+	"distinct": true, "find": true, "findAndModify": true, "getMore": true, "insert": true,
+	"killCursors": true, "update": true, "bulkWrite": true,
+}
+
+// txnAdminCommands may run against the admin database inside a transaction.
+var txnAdminCommands = map[string]bool{"abortTransaction": true, "commitTransaction": true}
+
+type txnStmtKey struct{}
+
+// txnStmtOf returns the transaction statement ctx runs, or nil.
+func txnStmtOf(ctx context.Context) *participant.Stmt {
+	st, _ := ctx.Value(txnStmtKey{}).(*participant.Stmt)
+	return st
+}
+
+// txnBegin starts or continues the transaction a command with autocommit belongs to; nil
+// (no error) for every other command. The caller ends the statement.
+func txnBegin(ctx context.Context, env *service.Env, c *service.Command, cmd bsoncore.Document) (*participant.Stmt, error) {
+	ac := lookup(cmd, "autocommit")
+	st := lookup(cmd, "startTransaction")
+	tv := lookup(cmd, "txnNumber")
+	if ac.Type == 0 {
+		if st.Type != 0 {
+			return nil, mongoerr.New(mongoerr.InvalidOptions, "'startTransaction' field requires 'autocommit' field to also be specified")
+		}
+		if c.Name == "commitTransaction" || c.Name == "abortTransaction" {
+			if tv.Type == 0 {
+				return nil, mongoerr.Newf(mongoerr.InvalidOptions, "%s must be run within a transaction", c.Name)
+			}
+			return nil, mongoerr.New(mongoerr.InvalidOptions, "Must specify autocommit=false on all operations of a multi-statement transaction.")
+		}
+		return nil, nil
+	}
+	if tv.Type == 0 {
+		return nil, mongoerr.New(mongoerr.InvalidOptions, "'autocommit' field requires a transaction number to also be specified")
+	}
+	lv := lookup(cmd, "lsid")
+	if lv.Type == 0 {
+		return nil, mongoerr.New(mongoerr.InvalidOptions, "Transaction number requires a session ID to also be specified")
+	}
+	if env.State == nil || env.State.Repl == nil {
+		return nil, mongoerr.New(mongoerr.IllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos")
+	}
+	if tv.Type != bsoncore.TypeInt64 {
+		return nil, typeMismatch("OperationSessionInfo", "txnNumber", tv.Type, "long")
+	}
+	txnNumber := tv.Int64()
+	if txnNumber < 0 {
+		return nil, mongoerr.New(mongoerr.InvalidOptions, "Transaction number cannot be negative")
+	}
+	if ac.Type != bsoncore.TypeBoolean {
+		return nil, typeMismatch("OperationSessionInfo", "autocommit", ac.Type, "bool")
+	}
+	if ac.Boolean() {
+		return nil, mongoerr.New(mongoerr.InvalidOptions, "Specifying autocommit=true is not allowed.")
+	}
+	start := false
+	if st.Type != 0 {
+		if st.Type != bsoncore.TypeBoolean {
+			return nil, typeMismatch("OperationSessionInfo", "startTransaction", st.Type, "bool")
+		}
+		if !st.Boolean() {
+			return nil, mongoerr.New(mongoerr.InvalidOptions, "Specifying startTransaction=false is not allowed.")
+		}
+		start = true
+	}
+	if err := txnCheckCommand(env, c, cmd, start); err != nil {
+		return nil, err
+	}
+	if !env.State.Repl.IsWritablePrimary() {
+		return nil, mongoerr.New(mongoerr.NotWritablePrimary, "Transactions are only supported on the primary")
+	}
+	key, err := service.ParseLsid(lv)
+	if err != nil {
+		return nil, err
+	}
+	db, err := writeRequireDB(env)
+	if err != nil {
+		return nil, err
+	}
+	p := env.State.Params
+	return participant.Of(db).Begin(ctx, participant.BeginArgs{
+		Key: key, TxnNumber: txnNumber, Start: start, Command: c.Name, Term: env.State.Repl.Term,
+		Lifetime:    time.Duration(p.Int("transactionLifetimeLimitSeconds")) * time.Second,
+		LockTimeout: time.Duration(p.Int("maxTransactionLockRequestTimeoutMillis")) * time.Millisecond,
+	})
+}
+
+// txnCheckCommand refuses what may not run in a transaction: other commands, the local,
+// config and (for all but commit/abort) admin databases, system collections, $out/$merge,
+// and a writeConcern on a statement other than commit/abort.
+func txnCheckCommand(env *service.Env, c *service.Command, cmd bsoncore.Document, start bool) error {
+	name := c.Name
+	if name == "count" {
+		return mongoerr.New(mongoerr.OperationNotSupportedInTransaction,
+			"Cannot run 'count' in a multi-document transaction. Please see http://dochub.mongodb.org/core/transaction-count for a recommended alternative.")
+	}
+	if !txnCommands[name] && !(name == "dbHash" && env.State.Params.Bool("enableTestCommands")) {
+		return mongoerr.Newf(mongoerr.OperationNotSupportedInTransaction, "Cannot run '%s' in a multi-document transaction.", name)
+	}
+	if start {
+		switch name {
+		case "killCursors":
+			return mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "Cannot run killCursors as the first operation in a multi-document transaction.")
+		case "commitTransaction":
+			return mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "Cannot start a transaction with a commit")
+		case "abortTransaction":
+			return mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "Cannot start a transaction with an abort")
+		}
+	}
+	switch db := env.DB; {
+	case db == "local", db == "config", db == "admin" && !txnAdminCommands[name]:
+		return mongoerr.Newf(mongoerr.OperationNotSupportedInTransaction, "Cannot run command against the '%s' database in a transaction.", db)
+	}
+	if coll, ok := commandArg(cmd).StringValueOK(); ok && name != "getMore" && len(coll) > 7 && coll[:7] == "system." {
+		return mongoerr.Newf(mongoerr.OperationNotSupportedInTransaction,
+			"Cannot run command against the '%s.%s' collection in a transaction.", env.DB, coll)
+	}
+	if name != "commitTransaction" && name != "abortTransaction" && lookup(cmd, "writeConcern").Type != 0 {
+		return mongoerr.New(mongoerr.InvalidOptions, "writeConcern is not allowed within a multi-statement transaction")
+	}
+	if name == "aggregate" {
+		if arr, ok := lookup(cmd, "pipeline").ArrayOK(); ok {
+			vals, _ := arr.Values()
+			for _, v := range vals {
+				d, ok := v.DocumentOK()
+				if !ok {
+					continue
+				}
+				if first, err := d.IndexErr(0); err == nil {
+					switch k := first.Key(); k {
+					case "$out", "$merge", "$changeStream", "$collStats", "$currentOp", "$indexStats", "$listSessions", "$listLocalSessions", "$planCacheStats":
+						return mongoerr.Newf(mongoerr.OperationNotSupportedInTransaction,
+							"Operation not permitted in transaction :: caused by :: Stage not supported inside of a multi-document transaction: %s", k)
+					}
+				}
+			}
+		}
+		if explainArg := lookup(cmd, "explain"); explainArg.Type != 0 && truthyValue(explainArg) {
+			return mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "Cannot run 'explain' in a multi-document transaction.")
+		}
+	}
+	return nil
+}
+
+func truthyValue(v bsoncore.Value) bool { return service.Truthy(v) }
+
+// txnBeginOperation is BeginOperation for a transaction statement: the statement's
+// operations run in the transaction's unit, whose snapshot the first statement opens at
+// the read concern's point.
+func txnBeginOperation(ctx context.Context, env *service.Env, stmt *participant.Stmt, cmd bsoncore.Document) (context.Context, *concern.OpState, error) {
+	req := requestOf(cmd)
+	req.Txn = stmt.Resources()
+	ctx = context.WithValue(ctx, txnStmtKey{}, stmt)
+	ctx, ops, snap, err := concern.BeginTxn(operation.WithRequest(ctx, req), concernNode(env.State), cmd, stmt.First())
+	if err != nil {
+		return ctx, ops, err
+	}
+	if stmt.First() {
+		if err := stmt.OpenSnapshot(snap.Source, snap.TS); err != nil {
+			return ctx, ops, err
+		}
+	}
+	return ctx, ops, nil
+}
+
+// txnFinish ends a statement after its handler (and, for commit, its write concern): a
+// statement that failed aborts the transaction. Cursors of a transaction that ended are
+// killed (they read through its unit).
+func txnFinish(env *service.Env, stmt *participant.Stmt, err error) {
+	if _, ok := errors.AsType[*concern.WriteConcernReply](err); ok {
+		err = nil // the commit happened; only its write concern failed
+	}
+	stmt.End(err)
+	if stmt.Txn != nil && stmt.Txn.State() != participant.InProgress {
+		if ids := stmt.Cursors(); len(ids) > 0 {
+			env.State.Cursors().Kill(ids)
+		}
+	}
+}
+
+// addTxnCommands registers commitTransaction and abortTransaction.
+func addTxnCommands(r *service.Registry) {
+	add(r, &service.Command{Name: "commitTransaction", Handler: runCommitTransaction, AdminOnly: true,
+		Help: "commit a multi-document transaction", Writes: true, Secondary: service.SecondaryNever})
+	add(r, &service.Command{Name: "abortTransaction", Handler: runAbortTransaction, AdminOnly: true,
+		Help: "abort a multi-document transaction", Writes: true, Secondary: service.SecondaryNever})
+}
+
+func runCommitTransaction(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	stmt := txnStmtOf(ctx)
+	if stmt == nil {
+		return nil, mongoerr.New(mongoerr.InvalidOptions, "commitTransaction must be run within a transaction")
+	}
+	wc, err := writeParseConcern(env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if err := stmt.Commit(ctx); err != nil {
+		return nil, err
+	}
+	return writeFinish(ctx, env, wc, emptyDoc)
+}
+
+func runAbortTransaction(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	stmt := txnStmtOf(ctx)
+	if stmt == nil {
+		return nil, mongoerr.New(mongoerr.InvalidOptions, "abortTransaction must be run within a transaction")
+	}
+	wc, err := writeParseConcern(env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if err := stmt.Abort(); err != nil {
+		return nil, err
+	}
+	return writeFinish(ctx, env, wc, emptyDoc)
+}
