@@ -232,8 +232,9 @@ fi
 # --- transactions on a 3-member replica set -------------------------------------------------
 # Transactions need a replica set (a standalone refuses them with code 20). Each member starts
 # on a free port and logs it; the set is initiated with those ports, the first member is asked
-# to stand for election until it wins (else the set waits out electionTimeoutMillis, 10 s), and the
-# clients connect with the replica-set URI so that they follow the primary.
+# to stand for election once the others are SECONDARY (else the set waits out
+# electionTimeoutMillis, 10 s), and the clients connect with the replica-set URI so that they
+# follow the primary.
 start_replset() {
 	local i hosts="" members="" rport
 	for i in 0 1 2; do
@@ -257,12 +258,14 @@ start_replset() {
 		"$here/node_modules/.bin/mongosh" "mongodb://$first/?directConnection=true" --quiet --norc --eval "
 		rs.initiate({_id: 'rs0', members: [$members]});
 		const deadline = Date.now() + 60000;
-		let tries = 0;
 		while (!db.hello().isWritablePrimary) {
 			if (Date.now() > deadline) throw new Error('no primary within 60s: ' + EJSON.stringify(rs.status()));
-			// The votes come once the others have the config by heartbeat: until an attempt
-			// wins, ask again (a refusal while an election runs is harmless).
-			if (tries++ % 3 === 0) { try { db.adminCommand({replSetStepUp: 1}); } catch (e) {} }
+			// Votes come only from members that have the config and finished their initial
+			// sync (an election asked earlier waits ~10 s for them and fails): stand once every
+			// member is a SECONDARY, and again if an attempt failed.
+			if (rs.status().members.every((m) => m.self || m.stateStr === 'SECONDARY')) {
+				try { db.adminCommand({replSetStepUp: 1}); } catch (e) {}
+			}
 			sleep(100);
 		}
 		print('primary ' + db.hello().me);" 2>&1); then
