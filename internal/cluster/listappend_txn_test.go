@@ -221,21 +221,28 @@ func laReadFinal(ctx context.Context, coll *mongo.Collection) (map[string][]int6
 	return final, nil
 }
 
-// laEnableVar runs TestListAppendTransactions. It is off by default only because the test
-// fails on the base it was written on, by two server bugs it found (issue 11, reported with
-// it): a commitTransaction retried on a new primary after a failover panics with a nil
-// dereference (participant.(*Stmt).OpenSnapshot reached from txnBeginOperation), and a reply's
-// operationTime can exceed its $clusterTime (repl/concern AppendClusterTime: a snapshot
-// read's all-durable timestamp, a commit's timestamp), so a causally consistent session's next
-// transaction asks for afterClusterTime beyond the node's cluster time and is refused
-// (InvalidOptions, which withTransaction does not retry; after a failover every session that
-// talked to the old primary is refused until the new primary's clock passes it). Once both are
-// fixed, delete the gate.
-const laEnableVar = "HUMONGO_LISTAPPEND_TXN"
+// txnKnownBugsVar runs TestListAppendTransactions and TestTxnCausalSessionsKeepCommitting.
+// They are off by default only because they fail on the base they were written on, by two
+// server bugs they found (issue 11, reported with them):
+//   - a reply's operationTime can exceed its $clusterTime (repl/concern AppendClusterTime reports
+//     $clusterTime = max(clock, the oplog writer's LastWritten), while a snapshot transaction's
+//     operationTime is the engine's all-durable timestamp, which concurrent commits can put
+//     ahead of it), so a causally consistent session's next transaction asks for
+//     afterClusterTime beyond the node's cluster time and is refused (InvalidOptions, which
+//     withTransaction does not retry); once every session is in that state nothing advances
+//     the clock (21 of 300 transactions failed in TestTxnCausalSessionsKeepCommitting, 495 of
+//     500 in a variant with fewer writes; one TestListAppendTransactions run committed nothing
+//     for 20 s after a partition, likely for this reason);
+//   - a commitTransaction retried on a new primary after a failover panics with a nil
+//     dereference (participant.(*Stmt).OpenSnapshot, participant.go:300, reached from
+//     txnBeginOperation, commands/txn.go:190), answered as InternalError.
+//
+// Once both are fixed, delete the gates.
+const txnKnownBugsVar = "HUMONGO_TXN_KNOWN_BUGS"
 
 func TestListAppendTransactions(t *testing.T) {
-	if os.Getenv(laEnableVar) == "" {
-		t.Skipf("set %s=1: fails on this base by two known server bugs (see laEnableVar)", laEnableVar)
+	if os.Getenv(txnKnownBugsVar) == "" {
+		t.Skipf("set %s=1: fails on this base by two known server bugs (see txnKnownBugsVar)", txnKnownBugsVar)
 	}
 	ft, ctx := startFaultTest(t, "HUMONGO_LISTAPPEND_CYCLES", 5, 2, 90*time.Second)
 	d, seed, rng, cycles, start := ft.d, ft.seed, ft.rng, ft.cycles, ft.start
