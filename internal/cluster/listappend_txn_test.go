@@ -318,14 +318,14 @@ func TestListAppendTransactions(t *testing.T) {
 	stop()
 
 	// Every member caught up holds the same lists; the primary's majority-committed lists
-	// are the final state.
+	// are the final state. A member that does not catch up fails the test, but the history is
+	// still checked against the primary.
 	cctx, ccancel := context.WithTimeout(ctx, 60*time.Second)
 	target, err := d.WaitCaughtUp(cctx)
 	ccancel()
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.CompareDBHashes(ctx, laDB); err != nil {
+		t.Errorf("members did not catch up: %v", err)
+	} else if _, err := d.CompareDBHashes(ctx, laDB); err != nil {
 		t.Errorf("members differ after catch-up to %v: %v", target, err)
 	}
 	final, err := laReadFinal(ctx, d.Client.Database(laDB).Collection(laColl, options.Collection().SetReadConcern(readconcern.Majority())))
