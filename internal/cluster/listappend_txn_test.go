@@ -337,7 +337,7 @@ func TestListAppendTransactions(t *testing.T) {
 	history, bugs := h.txns, h.bugs
 	h.mu.Unlock()
 	if len(bugs) > 0 {
-		t.Errorf("impossible write results: %s", strings.Join(bugs, "; "))
+		t.Errorf("errors no fault or conflict explains, or impossible write results (first %d): %s", len(bugs), strings.Join(bugs, "; "))
 	}
 	var readOnly, reads, nonEmptyReads int
 	for _, tx := range history {
