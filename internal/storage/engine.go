@@ -90,6 +90,7 @@ type Engine struct {
 
 	snaps     snapshotRegistry
 	conflicts conflictTable
+	prep      prepareState // prepared units' keys (prepare.go)
 
 	cleanShutdownLast bool
 
@@ -396,6 +397,7 @@ func (e *Engine) Close() error {
 	}
 	e.bgCancel()
 	e.bgWG.Wait()
+	e.prep.closeAll() // prepared units die with the process; their waiters fail with ErrClosed
 	e.journal.shutdown(ErrClosed)
 	var errs []error
 	errs = append(errs, e.persistCounts(true))
@@ -765,6 +767,8 @@ func (e *Engine) startBackground(ctx context.Context) {
 				if err := e.persistCounts(false); err != nil {
 					e.logger.Error("persisting counts failed", "err", err)
 				}
+				// Committed prepared keys every snapshot now contains stop being checked.
+				e.prep.prune(e.snaps.minOpen)
 			}
 		}
 	}()
