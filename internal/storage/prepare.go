@@ -353,6 +353,10 @@ func (ru *RecoveryUnit) Prepare(ts optime.Timestamp) error {
 	e.ts.mu.Unlock()
 	ru.prepareTs = ts
 	e.prep.add(ru, ts, ru.owned)
+	// The unit will not write again, so its snapshot has done its work (the write-conflict
+	// checks); a prepared transaction may wait long, and an open view pins Pebble's memtables
+	// and sstables and the conflict table's history. Its own reads open a new one.
+	ru.releaseSnapshot()
 	return nil
 }
 
@@ -441,9 +445,10 @@ func (e *Engine) PreparedUnits() int64 { return e.prep.units.Load() }
 // PrepareConflictRetry runs f until it returns something other than a prepare conflict. After
 // a conflict it waits until the conflicting prepared unit (or some other) commits or rolls
 // back, or until ctx is done (then it returns context.Cause(ctx)). It abandons nothing
-// itself: like WriteConflictRetry's, f must start from a fresh snapshot each time (roll back
-// its WriteUnitOfWork and call AbandonSnapshot, or use a new RecoveryUnit), or it would meet
-// the same stale view again. Nest it inside WriteConflictRetry for operations that write.
+// itself: like WriteConflictRetry's, f must start from a fresh snapshot each time, or it would
+// meet the same stale view again; f should end a failed attempt by rolling back its
+// WriteUnitOfWork and calling AbandonSnapshot (or closing its RecoveryUnit), so no view stays
+// pinned while it waits (an open view also keeps Engine.Close from closing Pebble cleanly). Nest it inside WriteConflictRetry for operations that write.
 func (e *Engine) PrepareConflictRetry(ctx context.Context, f func() error) error {
 	for {
 		err := f()
