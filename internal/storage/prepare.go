@@ -62,12 +62,16 @@ package storage
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"humongo/internal/optime"
 )
@@ -465,4 +469,198 @@ func (e *Engine) PrepareConflictRetry(ctx context.Context, f func() error) error
 			return context.Cause(ctx)
 		}
 	}
+}
+
+// ---- prepared commits below the stable timestamp (durable timestamp records) ----
+//
+// A prepared unit may commit at a timestamp at or below the stable timestamp (the prepare
+// timestamp does not hold the all-durable point, so stable can pass it while the unit is
+// prepared), while its commitTransaction oplog entry, at the durable timestamp, is above
+// stable. If that entry is then rolled back (replication rollback, or a crash before it was
+// majority committed), RecoverToStable must undo the commit too, or the data would say
+// committed while the oplog says prepared, and a later abortTransaction would leave the
+// commit's versions behind. Versions carry one timestamp (the commit's), so the commit batch
+// also writes a record (metadata, untimestamped) keyed by the durable timestamp and listing
+// the versions it wrote; WiredTiger keeps the durable timestamp on each update for the same
+// purpose. RecoverToStable deletes the listed versions of every record whose durable
+// timestamp is above stable, then all records; records whose durable timestamp stable has
+// reached are deleted in the background. While a record is outstanding, history GC keeps the
+// versions below its commit timestamp (its horizon is min(oldest, commit − 1)), so undoing
+// the commit uncovers the previous version rather than nothing.
+
+const metaPreparedCommitTag = "pcommit/" // + durable ts (8) ‖ random (8) -> commit ts (8) ‖ (ident id (4) ‖ uvarint len ‖ key)*
+
+// preparedCommitRecord is an outstanding record (in memory; loaded at Open).
+type preparedCommitRecord struct {
+	metaKey   []byte
+	durableTs optime.Timestamp
+	commitTs  optime.Timestamp
+}
+
+type preparedCommits struct {
+	mu      sync.Mutex
+	records []preparedCommitRecord
+}
+
+// encodePreparedCommit returns the record's metadata key and value for a commit at commitTs
+// of the ops (timestamped, non-oplog idents only); ok is false when there is nothing to record.
+func encodePreparedCommit(durableTs, commitTs optime.Timestamp, ops []pendingOp) (key, val []byte, ok bool) {
+	val = binary.BigEndian.AppendUint64(nil, uint64(commitTs))
+	n := 0
+	for i := range ops {
+		op := &ops[i]
+		if op.ii.untimestamped() || op.ii.isOplog() {
+			continue
+		}
+		val = binary.BigEndian.AppendUint32(val, op.ii.id)
+		val = binary.AppendUvarint(val, uint64(len(op.key)))
+		val = append(val, op.key...)
+		n++
+	}
+	if n == 0 {
+		return nil, nil, false
+	}
+	name := make([]byte, 0, len(metaPreparedCommitTag)+16)
+	name = append(name, metaPreparedCommitTag...)
+	name = binary.BigEndian.AppendUint64(name, uint64(durableTs))
+	name = binary.BigEndian.AppendUint64(name, rand.Uint64()) // two commits may share a durable ts
+	return metaKey(string(name)), val, true
+}
+
+// decodePreparedCommit calls f for each (ident id, user key) of a record value.
+func decodePreparedCommit(val []byte, f func(id uint32, key []byte)) (optime.Timestamp, error) {
+	if len(val) < 8 {
+		return 0, fmt.Errorf("%w: prepared commit record of %d bytes", ErrCorrupt, len(val))
+	}
+	commitTs := optime.Timestamp(binary.BigEndian.Uint64(val))
+	for rest := val[8:]; len(rest) > 0; {
+		if len(rest) < 5 {
+			return 0, fmt.Errorf("%w: truncated prepared commit record", ErrCorrupt)
+		}
+		id := binary.BigEndian.Uint32(rest)
+		n, w := binary.Uvarint(rest[4:])
+		if w <= 0 || uint64(len(rest)-4-w) < n {
+			return 0, fmt.Errorf("%w: truncated prepared commit record", ErrCorrupt)
+		}
+		if f != nil {
+			f(id, rest[4+w:4+w+int(n)])
+		}
+		rest = rest[4+w+int(n):]
+	}
+	return commitTs, nil
+}
+
+// add registers an outstanding record; called before its batch is applied, so no GC
+// pass between the apply and the registration can drop the history it protects.
+func (p *preparedCommits) add(r preparedCommitRecord) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.records = append(p.records, r)
+}
+
+func (p *preparedCommits) remove(metaKey []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.records = slices.DeleteFunc(p.records, func(r preparedCommitRecord) bool { return string(r.metaKey) == string(metaKey) })
+}
+
+// gcHorizon is the timestamp history GC collects below: the oldest timestamp, lowered below
+// the commit timestamp of every outstanding prepared-commit record.
+func (e *Engine) gcHorizon() optime.Timestamp {
+	h := e.OldestTimestamp()
+	e.pcommits.mu.Lock()
+	for _, r := range e.pcommits.records {
+		if r.commitTs-1 < h {
+			h = r.commitTs - 1
+		}
+	}
+	e.pcommits.mu.Unlock()
+	return h
+}
+
+// loadPreparedCommits reads the outstanding records at Open.
+func (e *Engine) loadPreparedCommits() error {
+	return e.scanMeta(metaPreparedCommitTag, func(name string, val []byte) error {
+		if len(name) != 16 {
+			return fmt.Errorf("%w: prepared commit record name of %d bytes", ErrCorrupt, len(name))
+		}
+		commitTs, err := decodePreparedCommit(val, nil)
+		if err != nil {
+			return err
+		}
+		e.pcommits.records = append(e.pcommits.records, preparedCommitRecord{
+			metaKey:   metaKey(metaPreparedCommitTag + name),
+			durableTs: optime.Timestamp(binary.BigEndian.Uint64([]byte(name[:8]))),
+			commitTs:  commitTs,
+		})
+		return nil
+	})
+}
+
+// settlePreparedCommits deletes the records whose durable timestamp stable has reached: their
+// commits can no longer be rolled back.
+func (e *Engine) settlePreparedCommits() {
+	stable := e.StableTimestamp()
+	e.pcommits.mu.Lock()
+	var done [][]byte
+	for _, r := range e.pcommits.records {
+		if r.durableTs <= stable {
+			done = append(done, r.metaKey)
+		}
+	}
+	e.pcommits.mu.Unlock()
+	for _, k := range done {
+		if err := e.db.Delete(k, pebble.NoSync); err != nil {
+			e.logger.Error("deleting a prepared commit record failed", "err", err)
+			return
+		}
+		e.journal.dirty.Store(true)
+		e.pcommits.remove(k)
+	}
+}
+
+// undoPreparedCommitsAfter (RecoverToStable) deletes the versions written by prepared commits
+// whose durable timestamp is above stable, then every record. It returns the idents touched.
+func (e *Engine) undoPreparedCommitsAfter(stable optime.Timestamp) (map[uint32]bool, error) {
+	e.pcommits.mu.Lock()
+	records := slices.Clone(e.pcommits.records)
+	e.pcommits.mu.Unlock()
+	if len(records) == 0 {
+		return nil, nil
+	}
+	byID := make(map[uint32]*identInfo)
+	for _, ii := range *e.idents.Load() {
+		byID[ii.id] = ii
+	}
+	touched := make(map[uint32]bool)
+	b := e.db.NewBatch()
+	defer func() { _ = b.Close() }()
+	for _, r := range records {
+		if r.durableTs > stable {
+			v, found, err := e.getMeta(r.metaKey)
+			if err != nil {
+				return nil, err
+			}
+			if found {
+				var kb []byte
+				if _, err := decodePreparedCommit(v, func(id uint32, key []byte) {
+					if ii := byID[id]; ii != nil && !ii.untimestamped() && !ii.dropped.Load() {
+						kb = appendVersionedKey(kb[:0], id, key, r.commitTs)
+						_ = b.Delete(kb, nil)
+						touched[id] = true
+					}
+				}); err != nil {
+					return nil, err
+				}
+			}
+		}
+		_ = b.Delete(r.metaKey, nil)
+	}
+	if err := e.db.Apply(b, pebble.NoSync); err != nil {
+		return nil, err
+	}
+	e.pcommits.mu.Lock()
+	e.pcommits.records = nil
+	e.pcommits.mu.Unlock()
+	return touched, nil
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"humongo/internal/optime"
 )
 
@@ -476,5 +478,80 @@ func waitGoroutines(t *testing.T, before int) {
 	}
 	if n := runtime.NumGoroutine(); n > before {
 		t.Errorf("goroutines: %d before, %d after", before, n)
+	}
+}
+
+// A prepared commit below the stable timestamp whose commit oplog entry (durable timestamp) is
+// above it is undone by RecoverToStable, across a restart, and GC keeps the version it
+// uncovers; once stable reaches the durable timestamp the commit is kept.
+func TestPrepareCommitBelowStableUndoneByRecoverToStable(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	opts := Options{Dir: "db", Logger: quietLogger(), CacheSize: 8 << 20}
+	e, err := openEngine(opts, fs)
+	must(t, err)
+	defer func() { _ = e.Close() }()
+	mustCreate(t, e, "c", IdentOptions{})
+	put(t, e, "c", "k1", "old", ts(10))
+	put(t, e, "c", "k3", "keep", ts(10))
+
+	commitPrepared := func(puts map[string]string, prepare, commit, durable optime.Timestamp) {
+		ru := e.NewRecoveryUnit()
+		defer ru.Close()
+		w := ru.BeginUnitOfWork()
+		defer w.End()
+		for k, v := range puts {
+			must(t, ru.Put("c", []byte(k), []byte(v)))
+		}
+		must(t, ru.Prepare(prepare))
+		// Stable and oldest pass the prepare (and commit) timestamp while prepared.
+		e.SetStableTimestamp(ts(30))
+		e.SetOldestTimestamp(ts(30))
+		if _, err := e.RecoverToStable(); !errors.Is(err, ErrSnapshotsOpen) {
+			t.Errorf("RecoverToStable with a prepared unit: %v", err)
+		}
+		must(t, w.CommitPrepared(commit, durable))
+	}
+	commitPrepared(map[string]string{"k1": "new", "k2": "ins"}, ts(20), ts(22), ts(40))
+	must(t, e.gcStep(ctx)) // oldest 30 > commit 22: GC must still keep k1@10
+	if v, _ := getAt(t, e, "c", "k1", ts(30)); v != "new" {
+		t.Fatalf("k1 at 30 = %q after the prepared commit", v)
+	}
+
+	// Restart (clean), then recover to stable 30: the commit's entry at 40 is gone.
+	must(t, e.Close())
+	e, err = openEngine(opts, fs)
+	must(t, err)
+	if n := len(e.pcommits.records); n != 1 {
+		t.Fatalf("%d prepared commit records after reopen, want 1", n)
+	}
+	got, err := e.RecoverToStable()
+	if err != nil || got != ts(30) {
+		t.Fatalf("RecoverToStable: %v %v", got, err)
+	}
+	for _, c := range []struct{ k, want string }{{"k1", "old"}, {"k2", ""}, {"k3", "keep"}} {
+		if v, _ := getAt(t, e, "c", c.k, 0); v != c.want {
+			t.Errorf("%s after recovery = %q, want %q", c.k, v, c.want)
+		}
+	}
+	if r, d := e.Counts("c"); r != 2 || d != 7 {
+		t.Errorf("counts after recovery: %d %d", r, d)
+	}
+	if len(e.pcommits.records) != 0 {
+		t.Error("records left after RecoverToStable")
+	}
+
+	// Durable timestamp at or below stable: settled, kept by RecoverToStable.
+	commitPrepared(map[string]string{"k1": "new2"}, ts(31), ts(31), ts(35))
+	e.SetStableTimestamp(ts(35))
+	e.settlePreparedCommits()
+	if len(e.pcommits.records) != 0 {
+		t.Error("settled record not deleted")
+	}
+	if _, err := e.RecoverToStable(); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := getAt(t, e, "c", "k1", 0); v != "new2" {
+		t.Errorf("k1 after recovery past the durable timestamp = %q", v)
 	}
 }

@@ -531,10 +531,22 @@ func (ru *RecoveryUnit) commit() error {
 			kb = appendVersionedKey(kb[:0], op.ii.id, []byte(op.key), ots)
 			_ = b.Set(kb, op.val, nil)
 		}
+		var pcKey []byte
+		if !ru.prepareTs.IsNull() && ru.durableTs > ts {
+			// A prepared commit whose commit oplog entry is later than its data (prepare.go).
+			if k, v, ok := encodePreparedCommit(ru.durableTs, ts, ru.ops); ok {
+				pcKey = k
+				_ = b.Set(k, v, nil)
+				e.pcommits.add(preparedCommitRecord{metaKey: k, durableTs: ru.durableTs, commitTs: ts})
+			}
+		}
 		err := e.db.Apply(b, pebble.NoSync)
 		e.dropMu.RUnlock()
 		_ = b.Close()
 		if err != nil {
+			if pcKey != nil {
+				e.pcommits.remove(pcKey)
+			}
 			ru.rollback()
 			if !auto.IsNull() {
 				e.finishInflight([]optime.Timestamp{auto}, false)
