@@ -70,6 +70,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -443,6 +444,46 @@ func (w *WriteUnitOfWork) CommitPrepared(commitTs, durableTs optime.Timestamp) e
 	return w.Commit()
 }
 
+// RefreshSnapshot replaces the unit's Pebble view by a new one at the same read timestamp,
+// inside a unit of work too: what a reader at a fixed timestamp needs after waiting out a
+// prepare conflict, since the only commits at or below its timestamp that a newer view can
+// add are prepared commits "in the past" (the all-durable point bounds every other). A
+// multi-document transaction reading at a timestamp (snapshot, majority) thus waits and
+// continues, as with WiredTiger, instead of aborting. Refused for ReadNoTimestamp units (a
+// newer view is a different snapshot) and for units with writes that are not isolated
+// (SetIsolatedWrites; the write-conflict check would otherwise forget what the old view did
+// not show). The unit's cursors must be saved before and restored after.
+func (ru *RecoveryUnit) RefreshSnapshot() error {
+	if !ru.snapOpen {
+		return nil
+	}
+	if ru.readTs == optime.MaxTimestamp {
+		return errors.New("storage: RefreshSnapshot on a unit reading without a timestamp")
+	}
+	if len(ru.ops) > 0 && !ru.isolatedWrites {
+		return errors.New("storage: RefreshSnapshot on a unit with writes that are not isolated")
+	}
+	for _, c := range ru.cursors {
+		if c.it != nil {
+			return errors.New("storage: RefreshSnapshot with an unsaved cursor")
+		}
+	}
+	e := ru.e
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	seq := e.snaps.register()
+	it, err := e.db.NewIter(nil)
+	if err != nil {
+		e.snaps.unregister(seq)
+		return err
+	}
+	_ = ru.iter.Close()
+	e.snaps.unregister(ru.snapSeq)
+	ru.iter, ru.snapSeq = it, seq
+	return nil
+}
+
 // PreparedUnits returns the number of prepared units not yet resolved.
 func (e *Engine) PreparedUnits() int64 { return e.prep.units.Load() }
 
@@ -454,6 +495,8 @@ func (e *Engine) PreparedUnits() int64 { return e.prep.units.Load() }
 // WriteUnitOfWork and calling AbandonSnapshot (or closing its RecoveryUnit), so no view stays
 // pinned while it waits (an open view also keeps Engine.Close from closing Pebble cleanly). Nest it inside WriteConflictRetry for operations that write.
 func (e *Engine) PrepareConflictRetry(ctx context.Context, f func() error) error {
+	backoff := retryBackoffStart
+	var timer *time.Timer
 	for {
 		err := f()
 		var pc *prepareConflictError
@@ -463,8 +506,27 @@ func (e *Engine) PrepareConflictRetry(ctx context.Context, f func() error) error
 		if e.closed.Load() {
 			return ErrClosed
 		}
+		wait := pc.resolved
+		if wait == closedChan {
+			// Already resolved: the retry with a new view succeeds at once, unless f keeps
+			// its stale view (a caller bug), which must not become a busy loop.
+			if timer == nil {
+				timer = time.NewTimer(0)
+				defer timer.Stop()
+				<-timer.C
+				continue
+			}
+			timer.Reset(backoff)
+			backoff = min(backoff*2, retryBackoffMax)
+			wait = nil
+		}
+		var tick <-chan time.Time
+		if timer != nil && wait == nil {
+			tick = timer.C
+		}
 		select {
-		case <-pc.resolved:
+		case <-wait:
+		case <-tick:
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}

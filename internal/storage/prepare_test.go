@@ -555,3 +555,62 @@ func TestPrepareCommitBelowStableUndoneByRecoverToStable(t *testing.T) {
 		t.Errorf("k1 after recovery past the durable timestamp = %q", v)
 	}
 }
+
+// A transaction reading at a timestamp inside a unit of work with writes waits out a prepare
+// conflict and continues in the same unit with a refreshed view.
+func TestPrepareRefreshSnapshotInUnit(t *testing.T) {
+	e, _, pw := setupPrepared(t)
+	tx := readerAt(t, e, ts(40))
+	tx.SetIsolatedWrites(true)
+	w := tx.BeginUnitOfWork()
+	defer w.End()
+	must(t, tx.Put("c", []byte("k7"), []byte("mine")))
+	_, _, err := tx.Get("c", []byte("k1"))
+	if !IsPrepareConflict(err) {
+		t.Fatalf("Get: %v", err)
+	}
+	must(t, pw.CommitPrepared(ts(30), 0))
+	pw.End()
+	var got string
+	err = e.PrepareConflictRetry(context.Background(), func() error {
+		if err := tx.RefreshSnapshot(); err != nil {
+			return err
+		}
+		v, _, err := tx.Get("c", []byte("k1"))
+		got = string(v)
+		return err
+	})
+	if err != nil || got != "new" {
+		t.Fatalf("after refresh: %q %v", got, err)
+	}
+	if v, ok, err := tx.Get("c", []byte("k7")); err != nil || !ok || string(v) != "mine" {
+		t.Errorf("own write lost by the refresh: %q %v %v", v, ok, err)
+	}
+	must(t, w.Commit())
+
+	nt := readerAt(t, e, 0)
+	must(t, nt.PreallocateSnapshot())
+	if err := nt.RefreshSnapshot(); err == nil {
+		t.Error("refreshed a ReadNoTimestamp unit")
+	}
+}
+
+// A caller that keeps its stale view after a resolved conflict backs off instead of spinning.
+func TestPrepareConflictRetryStaleViewBacksOff(t *testing.T) {
+	e, _, pw := setupPrepared(t)
+	r := readerAt(t, e, ts(40))
+	must(t, r.PreallocateSnapshot())
+	must(t, pw.CommitPrepared(ts(30), 0))
+	pw.End()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	attempts := 0
+	err := e.PrepareConflictRetry(ctx, func() error {
+		attempts++
+		_, _, err := r.Get("c", []byte("k1"))
+		return err
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || attempts > 30 {
+		t.Errorf("stale-view retry: %v after %d attempts", err, attempts)
+	}
+}
