@@ -56,9 +56,17 @@ package storage
 // sync reconstruct it by re-applying the entry's operations into a new unit and calling
 // Prepare with the entry's timestamp. Engine.Close with prepared units open loses them (their
 // writes were never applied: a rollback) and wakes their waiters, who then fail with
-// ErrClosed; RecoverToStable needs all snapshots closed, so rollback aborts prepared units
-// first and reconstructs them after. GC needs nothing: prepared writes are not in Pebble,
-// and readers below the prepare timestamp read versions at or above oldest like any reader.
+// ErrClosed. RecoverToStable refuses to run while a unit is prepared (ErrSnapshotsOpen), so
+// rollback aborts prepared units first and reconstructs them after. A prepared commit may land
+// at or below stable while its commit oplog entry (the durable timestamp) is above it; such a
+// commit writes a record that lets RecoverToStable undo it (see "prepared commits below the
+// stable timestamp" below). GC: prepared writes are not in Pebble, and readers below the
+// prepare timestamp read versions at or above oldest like any reader; the only GC change is
+// the horizon those records lower.
+//
+// Readers at a fixed timestamp (a transaction's snapshot or majority reads) need not abandon
+// their unit of work after a conflict: RefreshSnapshot gives them a newer view at the same
+// timestamp, which can differ from the old one only by prepared commits.
 
 import (
 	"context"
