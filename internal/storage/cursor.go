@@ -64,12 +64,16 @@ type Cursor struct {
 	// redoFirst, redoSeek (from conflictFrom inclusive) or redoAfter (after conflictFrom).
 	conflictRedo int
 	conflictFrom []byte
+	// redoState is the saved state whose Restore met the conflict (redoRestore): redoing the
+	// Restore keeps its meaning (e.g. "continue after savedKey").
+	redoState int
 }
 
 const (
 	redoFirst = 1 + iota
 	redoSeek
 	redoAfter
+	redoRestore
 )
 
 // NewCursor opens a cursor on ident in the unit's snapshot.
@@ -455,8 +459,12 @@ func (c *Cursor) Save() {
 	switch {
 	case c.conflictRedo != 0 && IsPrepareConflict(c.err):
 		// Redo the move that met the prepare conflict once the caller has a new snapshot.
-		c.savedKey = append(c.savedKey[:0], c.conflictFrom...)
+		if c.conflictRedo != redoRestore {
+			c.savedKey = append(c.savedKey[:0], c.conflictFrom...)
+		}
 		switch c.conflictRedo {
+		case redoRestore:
+			c.savedState = c.redoState // savedKey is unchanged
 		case redoFirst:
 			c.savedState = 4
 		case redoSeek:
@@ -492,21 +500,24 @@ func (c *Cursor) Restore() (bool, error) {
 		c.err = err
 		return false, err
 	}
+	var ok bool
 	switch c.savedState {
 	case 1, 5:
-		ok := c.Seek(c.savedKey)
-		return ok, c.err
+		ok = c.Seek(c.savedKey)
 	case 4:
-		ok := c.First()
-		return ok, c.err
+		ok = c.First()
 	case 3:
-		ok := c.Seek(c.savedKey)
+		ok = c.Seek(c.savedKey)
 		if ok && bytes.Equal(c.key, c.savedKey) {
 			ok = c.Next()
 		}
-		return ok, c.err
+	default:
+		return false, nil
 	}
-	return false, nil
+	if c.conflictRedo != 0 {
+		c.conflictRedo, c.redoState = redoRestore, c.savedState
+	}
+	return ok, c.err
 }
 
 // restoredExact reports whether, after Restore, the cursor is on exactly the saved key.
