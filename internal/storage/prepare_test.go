@@ -463,6 +463,9 @@ func TestPrepareConflictCursorRestore(t *testing.T) {
 // Prepare and resolution keep the read hot path at one atomic load: nothing is allocated or
 // locked when nothing is prepared.
 func TestPrepareNoOverheadWhenNothingPrepared(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts under the race detector")
+	}
 	e := openMem(t)
 	mustCreate(t, e, "c", IdentOptions{})
 	put(t, e, "c", "k1", "v", ts(10))
