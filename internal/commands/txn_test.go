@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
+	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
 )
 
@@ -387,4 +388,32 @@ func TestTransactionAbortedByStepDown(t *testing.T) {
 	if docs := r.find(t, "test.c", bson.D{}); len(docs) != 0 {
 		t.Fatalf("aborted transaction's write visible: %v", docs)
 	}
+}
+
+// maxTransactionLockRequestTimeoutMillis: a statement that cannot get its lock at once (DDL
+// holds the collection) fails with LockTimeout, labelled for a retry of the transaction,
+// instead of queueing behind the DDL.
+func TestTransactionLockTimeout(t *testing.T) {
+	r := startRetryRS(t)
+	r.must(t, "test", bson.D{{Key: "create", Value: "c"}})
+	ddl := r.db.Locks.NewLocker()
+	scope, err := ddl.CollectionLock(context.Background(), "test.c", lock.ModeX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lsid := newLsid()
+	start := time.Now()
+	reply := r.run(t, "test", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "autocommit", Value: false}, {Key: "startTransaction", Value: true}})
+	waited := time.Since(start)
+	_ = scope.Release()
+	ddl.UnlockAll()
+	if c, _ := reply.Lookup("code").Int32OK(); c != int32(mongoerr.LockTimeout) {
+		t.Fatalf("statement behind an X lock: %v", reply)
+	}
+	vals, _ := reply.Lookup("errorLabels").Array().Values()
+	if len(vals) != 1 || vals[0].StringValue() != "TransientTransactionError" {
+		t.Fatalf("labels: %v", reply)
+	}
+	t.Logf("LockTimeout after %v", waited)
 }

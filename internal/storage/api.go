@@ -67,7 +67,8 @@ var (
 	ErrCorrupt        = errors.New("storage: corrupt data")
 	ErrSnapshotActive = errors.New("storage: cannot change read source with an open snapshot")
 	// ErrSnapshotsOpen: RecoverToStable was called while some RecoveryUnit had an open
-	// snapshot (a live caller excludes users first and may retry once they are gone).
+	// snapshot or was prepared (a live caller excludes users and aborts prepared units first
+	// and may retry once they are gone).
 	ErrSnapshotsOpen = errors.New("storage: open snapshots")
 )
 
@@ -169,6 +170,22 @@ var (
 //	func (c *Cursor) Save()                  // before the unit abandons its snapshot (yield)
 //	func (c *Cursor) Restore() (bool, error) // after: repositions at the saved key or the next one
 //	func (c *Cursor) Close()
+//
+// Prepared units (prepare.go; doc.go "Prepared units"). Prepare inside an open unit of work;
+// the unit then only commits (at a commit timestamp ≥ prepare) or rolls back.
+//
+//	func (ru *RecoveryUnit) Prepare(ts Timestamp) error    // no writes afterwards; keys block readers ≥ ts
+//	func (ru *RecoveryUnit) IsPrepared() bool
+//	func (ru *RecoveryUnit) PrepareTimestamp() Timestamp
+//	func (w *WriteUnitOfWork) CommitPrepared(commitTs, durableTs Timestamp) error // outermost unit; durableTs 0 = commitTs
+//	func (ru *RecoveryUnit) SetDurableTimestamp(ts Timestamp) error // prepared units, after SetCommitTimestamp
+//	// SetCommitTimestamp on a prepared unit requires ts ≥ prepare; Commit without it fails and
+//	// the unit stays prepared; End without commit rolls it back.
+//	var ErrPrepareConflict; func IsPrepareConflict(err error) bool
+//	func (ru *RecoveryUnit) SetPrepareConflictBehavior(b PrepareConflictBehavior) error // Enforce (default), Ignore, IgnoreAllowWrites
+//	func (ru *RecoveryUnit) RefreshSnapshot() error         // new view at the same fixed read timestamp (after a conflict)
+//	func (e *Engine) PrepareConflictRetry(ctx context.Context, f func() error) error // waits for a resolution between attempts
+//	func (e *Engine) PreparedUnits() int64
 //
 // A RecordStore (record_store.go) is a collection's table of BSON documents keyed by RecordId.
 //

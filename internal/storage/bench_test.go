@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"humongo/internal/optime"
 )
 
 const benchKeys = 100_000
@@ -141,4 +143,34 @@ func cpuTime() time.Duration {
 func reportRates(b *testing.B, unit string) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
 	b.ReportMetric(float64(cpuTime()-cpuStart)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkPointGetWithPrepared: BenchmarkPointGet while a unit holds 100 prepared keys of the
+// same ident (the reads miss them): the cost of the prepared-set check.
+func BenchmarkPointGetWithPrepared(b *testing.B) {
+	e := openBench(b)
+	loadBench(b, e, benchKeys)
+	pru := e.NewRecoveryUnit()
+	defer pru.Close()
+	w := pru.BeginUnitOfWork()
+	defer w.End()
+	for i := range 100 {
+		if err := pru.Put("b", append(benchKey(i*97), 'p'), []byte("v")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := pru.Prepare(optime.MakeTimestamp(1000, 1)); err != nil {
+		b.Fatal(err)
+	}
+	ru := e.NewRecoveryUnit()
+	defer ru.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	b.ResetTimer()
+	cpuStart = cpuTime()
+	for b.Loop() {
+		if _, ok, err := ru.Get("b", benchKey(rng.IntN(benchKeys))); err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+	}
+	reportRates(b, "ops/s")
 }

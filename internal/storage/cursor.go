@@ -56,9 +56,25 @@ type Cursor struct {
 	lastKey    []byte // the last key before Next exhausted the cursor
 	savedKey   []byte
 	// savedState: 0 unpositioned, 1 at savedKey, 2 exhausted with no known last key,
-	// 3 exhausted after savedKey (Restore continues after it).
+	// 3 exhausted after savedKey (Restore continues after it), 4 redo First, 5 redo
+	// Seek(savedKey) (the last two after a prepare conflict: nothing there was returned yet).
 	savedState int
+
+	// After a prepare conflict (checkPrepared): how Save/Restore redo the failed move:
+	// redoFirst, redoSeek (from conflictFrom inclusive) or redoAfter (after conflictFrom).
+	conflictRedo int
+	conflictFrom []byte
+	// redoState is the saved state whose Restore met the conflict (redoRestore): redoing the
+	// Restore keeps its meaning (e.g. "continue after savedKey").
+	redoState int
 }
+
+const (
+	redoFirst = 1 + iota
+	redoSeek
+	redoAfter
+	redoRestore
+)
 
 // NewCursor opens a cursor on ident in the unit's snapshot.
 func (ru *RecoveryUnit) NewCursor(ident string, opts CursorOptions) (*Cursor, error) {
@@ -125,7 +141,8 @@ func (c *Cursor) First() bool {
 		c.eSettleFwd(c.it.First())
 		c.bLocate(nil, true)
 	}
-	return c.merge()
+	c.merge()
+	return c.checkPrepared(nil, true, redoFirst)
 }
 
 // Seek positions at the first key >= key (forward) or the last key <= key (reverse).
@@ -159,7 +176,8 @@ func (c *Cursor) Seek(key []byte) bool {
 		}
 	}
 	c.bLocate(key, true)
-	return c.merge()
+	c.merge()
+	return c.checkPrepared(key, true, redoSeek)
 }
 
 // Next moves to the next key in the cursor's direction.
@@ -194,11 +212,53 @@ func (c *Cursor) Next() bool {
 	default:
 		c.bLocate(c.kbuf, false)
 	}
-	if !c.merge() {
+	c.merge()
+	if !c.checkPrepared(c.kbuf, false, redoAfter) {
 		c.kbuf, c.lastKey = c.lastKey[:0], c.kbuf
 		return false
 	}
 	return true
+}
+
+// checkPrepared fails the cursor with a prepare conflict (prepare.go) if a key of a prepared
+// unit lies in the interval the move just crossed: from where it started (from, nil = where
+// the direction begins) to the new position inclusive, or to the far bound when exhausted.
+// Checking the interval, not only the landing key, catches a prepared insert the cursor's
+// view does not contain. It returns c.valid. With nothing prepared it is one atomic load.
+func (c *Cursor) checkPrepared(from []byte, fromIncl bool, redo int) bool {
+	s := c.ru.e.prep.set.Load()
+	if s == nil || c.err != nil {
+		return c.valid
+	}
+	var lo, hi []byte
+	var loIncl, hiIncl bool
+	if !c.reverse {
+		lo, loIncl = from, fromIncl
+		if lo == nil || (c.lower != nil && bytes.Compare(lo, c.lower) < 0) {
+			lo, loIncl = c.lower, true
+		}
+		if c.valid {
+			hi, hiIncl = c.key, true
+		} else {
+			hi = c.upper
+		}
+	} else {
+		hi, hiIncl = from, fromIncl
+		if hi == nil || (c.upper != nil && bytes.Compare(hi, c.upper) >= 0) {
+			hi, hiIncl = c.upper, false
+		}
+		if c.valid {
+			lo, loIncl = c.key, true
+		} else {
+			lo, loIncl = c.lower, true
+		}
+	}
+	if err := c.ru.checkPreparedRange(s, c.ii, lo, loIncl, hi, hiIncl); err != nil {
+		c.conflictRedo = redo
+		c.conflictFrom = append(c.conflictFrom[:0], from...)
+		return c.fail(err)
+	}
+	return c.valid
 }
 
 // Valid reports whether the cursor is positioned on a key.
@@ -397,6 +457,22 @@ func (c *Cursor) Save() {
 		return
 	}
 	switch {
+	case c.conflictRedo != 0 && IsPrepareConflict(c.err):
+		// Redo the move that met the prepare conflict once the caller has a new snapshot.
+		if c.conflictRedo != redoRestore {
+			c.savedKey = append(c.savedKey[:0], c.conflictFrom...)
+		}
+		switch c.conflictRedo {
+		case redoRestore:
+			c.savedState = c.redoState // savedKey is unchanged
+		case redoFirst:
+			c.savedState = 4
+		case redoSeek:
+			c.savedState = 5
+		default:
+			c.savedState = 3 // continue after the key before the conflict
+		}
+		c.err = nil
 	case c.valid:
 		c.savedKey = append(c.savedKey[:0], c.key...)
 		c.savedState = 1
@@ -410,6 +486,7 @@ func (c *Cursor) Save() {
 	}
 	_ = c.it.Close()
 	c.it = nil
+	c.conflictRedo = 0
 	c.valid, c.eValid, c.bValid = false, false, false
 }
 
@@ -423,18 +500,24 @@ func (c *Cursor) Restore() (bool, error) {
 		c.err = err
 		return false, err
 	}
+	var ok bool
 	switch c.savedState {
-	case 1:
-		ok := c.Seek(c.savedKey)
-		return ok, c.err
+	case 1, 5:
+		ok = c.Seek(c.savedKey)
+	case 4:
+		ok = c.First()
 	case 3:
-		ok := c.Seek(c.savedKey)
+		ok = c.Seek(c.savedKey)
 		if ok && bytes.Equal(c.key, c.savedKey) {
 			ok = c.Next()
 		}
-		return ok, c.err
+	default:
+		return false, nil
 	}
-	return false, nil
+	if c.conflictRedo != 0 {
+		c.conflictRedo, c.redoState = redoRestore, c.savedState
+	}
+	return ok, c.err
 }
 
 // restoredExact reports whether, after Restore, the cursor is on exactly the saved key.

@@ -2,7 +2,8 @@
 // (spec/execution.md): "Storage Transactions" (RecoveryUnit, WriteUnitOfWork, lazy
 // initialization, WriteConflictException), "Startup Recovery" and "Recovery To A Stable
 // Timestamp", "Checkpoints", "Journaling", and "Oplog Collection" (Oplog Visibility, Oplog
-// Truncation).
+// Truncation); and the storage half of prepared transactions (spec/replication.md
+// "Cross-Shard Transactions and the Prepared State", "Prepare Conflicts").
 //
 // It plays the part WiredTiger plays for MongoDB: tables ("idents") of byte keys and values,
 // snapshot-isolated transactions with timestamps, write-write conflict detection, history
@@ -141,6 +142,28 @@
 // the maximum changes) and extended by commits. When the total exceeds the maximum, the
 // oldest whole segments are range-deleted, never one whose last entry is at or above the
 // pinned timestamp or above stable; counts drop by the segment's totals.
+//
+// # Prepared units (prepare.go)
+//
+// Prepare(ts) freezes an open unit of work for two-phase commit: its buffered writes stay in
+// memory and its keys stay owned (writers get WriteConflict), and the keys are published with
+// ts in an immutable sorted set behind an atomic pointer that is nil when nothing is prepared
+// (the read hot path pays one atomic load). A point read, or a cursor move whose crossed key
+// interval holds a prepared key (so prepared inserts absent from the view count too), by
+// another unit reading at or above ts (or without a timestamp) fails with an error matching
+// ErrPrepareConflict; readers below ts, and units set to PrepareConflictIgnore, read the old
+// version. The unit resolves by commit at a commit timestamp ≥ ts (WriteUnitOfWork
+// CommitPrepared, or SetCommitTimestamp then Commit) or by rollback; either wakes waiters
+// (Engine.PrepareConflictRetry waits on a channel carried by the error). A committed key keeps
+// conflicting with readers whose view predates the commit and whose read timestamp covers it,
+// until no open snapshot predates it. The prepare and commit timestamps are not held in
+// flight: holding the all-durable (oplog visibility) point below the prepare timestamp would
+// hide the prepare oplog entry from secondaries until the transaction resolved; prepare
+// conflicts protect readers instead. Prepared units are not durable (their oplog entry is;
+// the transaction layer reconstructs them), so Close loses them and RecoverToStable refuses to
+// run with one open. A prepared commit at or below stable whose durable timestamp (commit
+// oplog entry) is above it writes a metadata record so RecoverToStable can undo it, and GC
+// keeps history below its commit timestamp until stable reaches the durable timestamp.
 //
 // # Invariants
 //

@@ -90,6 +90,8 @@ type Engine struct {
 
 	snaps     snapshotRegistry
 	conflicts conflictTable
+	prep      prepareState    // prepared units' keys (prepare.go)
+	pcommits  preparedCommits // outstanding prepared-commit records (prepare.go)
 
 	cleanShutdownLast bool
 
@@ -160,7 +162,11 @@ func openEngine(opts Options, fs vfs.FS) (*Engine, error) {
 	}
 	e.snaps.open = make(map[uint64]int)
 	e.conflicts.init()
-	if err := e.loadMetadata(); err != nil {
+	err = e.loadMetadata()
+	if err == nil {
+		err = e.loadPreparedCommits()
+	}
+	if err != nil {
 		_ = db.Close()
 		cache.Unref()
 		return nil, err
@@ -396,6 +402,7 @@ func (e *Engine) Close() error {
 	}
 	e.bgCancel()
 	e.bgWG.Wait()
+	e.prep.closeAll() // prepared units die with the process; their waiters fail with ErrClosed
 	e.journal.shutdown(ErrClosed)
 	var errs []error
 	errs = append(errs, e.persistCounts(true))
@@ -765,6 +772,10 @@ func (e *Engine) startBackground(ctx context.Context) {
 				if err := e.persistCounts(false); err != nil {
 					e.logger.Error("persisting counts failed", "err", err)
 				}
+				// Committed prepared keys every snapshot now contains stop being checked;
+				// prepared-commit records stable has passed are dropped.
+				e.prep.prune(e.snaps.minOpen)
+				e.settlePreparedCommits()
 			}
 		}
 	}()

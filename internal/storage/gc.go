@@ -69,7 +69,7 @@ func (e *Engine) gcLoop(ctx context.Context) {
 // gcStep runs the GC work that is due: the sweep, if tracking is (re)starting or a sweep is
 // unfinished, in bounded passes that yield to ctx; then one queue pass.
 func (e *Engine) gcStep(ctx context.Context) error {
-	oldest := e.OldestTimestamp()
+	oldest := e.gcHorizon()
 	if oldest.IsNull() || e.closed.Load() {
 		return nil
 	}
@@ -136,7 +136,7 @@ func (e *Engine) gcPass(limit int) (done bool, err error) {
 // newest timestamp, so the queue finishes what the sweep cannot collect yet. Oplog idents
 // are skipped. done is true when the pass reached the end of the key space.
 func (e *Engine) gcPassLocked(limit int) (done bool, err error) {
-	oldest := e.OldestTimestamp()
+	oldest := e.gcHorizon()
 	if oldest.IsNull() || e.closed.Load() {
 		return true, nil
 	}
@@ -302,6 +302,17 @@ func (e *Engine) RecoverToStable() (optime.Timestamp, error) {
 	if open > 0 {
 		return 0, fmt.Errorf("%w: RecoverToStable with %d open snapshots", ErrSnapshotsOpen, open)
 	}
+	// Prepared units hold no snapshot but their writes build on the data being rolled back:
+	// the caller aborts them first and reconstructs them after (prepare.go).
+	if n := e.prep.units.Load(); n > 0 {
+		return 0, fmt.Errorf("%w: RecoverToStable with %d prepared units", ErrSnapshotsOpen, n)
+	}
+	// Prepared commits whose commit oplog entry is above stable are undone even when their
+	// commit timestamp is not (prepare.go).
+	undone, err := e.undoPreparedCommitsAfter(stable)
+	if err != nil {
+		return 0, err
+	}
 	for _, ii := range *e.idents.Load() {
 		if ii.untimestamped() {
 			continue
@@ -310,7 +321,7 @@ func (e *Engine) RecoverToStable() (optime.Timestamp, error) {
 		if err != nil {
 			return 0, err
 		}
-		if removed > 0 {
+		if removed > 0 || undone[ii.id] {
 			if err := e.recomputeCounts(ii); err != nil {
 				return 0, err
 			}

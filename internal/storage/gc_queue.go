@@ -91,7 +91,7 @@ func (e *Engine) noteGCWrites(ops []pendingOp) {
 	}
 	if len(q.log) > q.maxLocked() {
 		// No pass has drained the log for a long time: oldest is not moving.
-		q.overflowLocked(e.OldestTimestamp())
+		q.overflowLocked(e.gcHorizon())
 	}
 }
 
@@ -136,7 +136,7 @@ func (q *gcQueue) recycle(buf []gcNote) {
 // gcQueuePass visits the keys of queued writes that are now at or below the oldest
 // timestamp and removes their collectible versions.
 func (e *Engine) gcQueuePass(ctx context.Context) error {
-	oldest := e.OldestTimestamp()
+	oldest := e.gcHorizon()
 	if oldest.IsNull() || e.closed.Load() {
 		return nil
 	}

@@ -54,6 +54,12 @@ type RecoveryUnit struct {
 	// opened but above its read timestamp (SetIsolatedWrites).
 	isolatedWrites bool
 
+	// Prepared state (prepare.go): the prepare timestamp (null unless prepared), the durable
+	// timestamp of its commit, and how this unit's reads treat other units' prepared keys.
+	prepareTs    optime.Timestamp
+	durableTs    optime.Timestamp
+	prepBehavior PrepareConflictBehavior
+
 	closed bool
 }
 
@@ -277,6 +283,9 @@ func (ru *RecoveryUnit) SetCommitTimestamp(ts optime.Timestamp) error {
 	if ru.commitTs == ts {
 		return nil
 	}
+	if !ru.prepareTs.IsNull() {
+		return ru.setPreparedCommitTimestamp(ts)
+	}
 	ru.commitTs = ts
 	ru.e.registerInflight(ts)
 	ru.inflight = append(ru.inflight, ts)
@@ -290,6 +299,9 @@ func (ru *RecoveryUnit) SetTimestamp(ts optime.Timestamp) error {
 	}
 	if !ru.commitTs.IsNull() {
 		return errors.New("storage: SetTimestamp after SetCommitTimestamp")
+	}
+	if !ru.prepareTs.IsNull() {
+		return errors.New("storage: SetTimestamp on a prepared unit")
 	}
 	ru.curTs = ts
 	ru.e.registerInflight(ts)
@@ -322,8 +334,18 @@ func (ru *RecoveryUnit) Get(ident string, key []byte) ([]byte, bool, error) {
 		}
 	}
 	payload, found, err := ru.snapshotGet(ii, key)
-	if err != nil || !found {
+	if err != nil {
 		return nil, false, err
+	}
+	// Prepared keys (prepare.go): one atomic load when nothing is prepared.
+	if s := ru.e.prep.set.Load(); s != nil {
+		ck := string(appendPrefix(make([]byte, 0, prefixLen+len(key)), ii.id)) + string(key)
+		if err := ru.checkPreparedPoint(s, ii, ck); err != nil {
+			return nil, false, err
+		}
+	}
+	if !found {
+		return nil, false, nil
 	}
 	return slices.Clone(payload), true, nil
 }
@@ -371,6 +393,12 @@ func (ru *RecoveryUnit) Delete(ident string, key []byte) error {
 func (ru *RecoveryUnit) write(ident string, key, val []byte, tomb bool) error {
 	if ru.depth == 0 {
 		return ErrNotInUnit
+	}
+	if !ru.prepareTs.IsNull() {
+		return errors.New("storage: write to a prepared unit")
+	}
+	if ru.prepBehavior == PrepareConflictIgnore {
+		return errors.New("storage: write in a unit that ignores prepare conflicts")
 	}
 	ii, err := ru.e.lookupIdent(ident)
 	if err != nil {
@@ -456,6 +484,10 @@ func (ru *RecoveryUnit) commit() error {
 		return ErrClosed
 	}
 	ts := ru.commitTs
+	if !ru.prepareTs.IsNull() && ts.IsNull() {
+		// The unit stays prepared: only its decision (a commit timestamp or a rollback) ends it.
+		return errors.New("storage: commit of a prepared unit without a commit timestamp")
+	}
 	var auto optime.Timestamp
 	if ts.IsNull() {
 		ts = ru.curTs
@@ -499,10 +531,22 @@ func (ru *RecoveryUnit) commit() error {
 			kb = appendVersionedKey(kb[:0], op.ii.id, []byte(op.key), ots)
 			_ = b.Set(kb, op.val, nil)
 		}
+		var pcKey []byte
+		if !ru.prepareTs.IsNull() && ru.durableTs > ts {
+			// A prepared commit whose commit oplog entry is later than its data (prepare.go).
+			if k, v, ok := encodePreparedCommit(ru.durableTs, ts, ru.ops); ok {
+				pcKey = k
+				_ = b.Set(k, v, nil)
+				e.pcommits.add(preparedCommitRecord{metaKey: k, durableTs: ru.durableTs, commitTs: ts})
+			}
+		}
 		err := e.db.Apply(b, pebble.NoSync)
 		e.dropMu.RUnlock()
 		_ = b.Close()
 		if err != nil {
+			if pcKey != nil {
+				e.pcommits.remove(pcKey)
+			}
 			ru.rollback()
 			if !auto.IsNull() {
 				e.finishInflight([]optime.Timestamp{auto}, false)
@@ -523,8 +567,16 @@ func (ru *RecoveryUnit) commit() error {
 		}
 	}
 	e.finishInflight(used, true)
+	if !ru.prepareTs.IsNull() {
+		e.noteCommitted(ts) // a prepared commit timestamp was never in flight
+	}
 	e.journal.dirty.Store(true)
 	seq := e.snaps.nextCommitSeq()
+	if !ru.prepareTs.IsNull() {
+		// After the batch and its sequence: a reader whose snapshot lacks the commit either
+		// still sees the key prepared or sees it committed after its snapshot (prepare.go).
+		e.prep.resolve(ru, true, ts, seq, e.snaps.minOpen)
+	}
 	e.conflicts.release(ru, ru.owned, seq, e.snaps.minOpen)
 
 	// The hook timestamp is the commit timestamp, or the last SetTimestamp for vectored
@@ -542,6 +594,9 @@ func (ru *RecoveryUnit) commit() error {
 // rollback discards the unit's writes and runs rollback hooks in reverse order.
 func (ru *RecoveryUnit) rollback() {
 	e := ru.e
+	if !ru.prepareTs.IsNull() {
+		e.prep.resolve(ru, false, 0, 0, e.snaps.minOpen)
+	}
 	e.conflicts.release(ru, ru.owned, 0, e.snaps.minOpen)
 	e.finishInflight(ru.inflight, false)
 	ru.inflight = nil
@@ -560,6 +615,8 @@ func (ru *RecoveryUnit) resetUnit() {
 	ru.counts = nil
 	ru.commitTs = 0
 	ru.curTs = 0
+	ru.prepareTs = 0
+	ru.durableTs = 0
 	ru.onCommit = nil
 	ru.onRollback = nil
 }
