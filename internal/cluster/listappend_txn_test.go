@@ -221,28 +221,16 @@ func laReadFinal(ctx context.Context, coll *mongo.Collection) (map[string][]int6
 	return final, nil
 }
 
-// txnKnownBugsVar runs TestListAppendTransactions and TestTxnCausalSessionsKeepCommitting.
-// They are off by default only because they fail on the base they were written on, by two
-// server bugs they found (issue 11, reported with them):
-//   - a reply's operationTime can exceed its $clusterTime (repl/concern AppendClusterTime reports
-//     $clusterTime = max(clock, the oplog writer's LastWritten), while a snapshot transaction's
-//     operationTime is the engine's all-durable timestamp, which concurrent commits can put
-//     ahead of it), so a causally consistent session's next transaction asks for
-//     afterClusterTime beyond the node's cluster time and is refused (InvalidOptions, which
-//     withTransaction does not retry); once every session is in that state nothing advances
-//     the clock (21 of 300 transactions failed in TestTxnCausalSessionsKeepCommitting, 495 of
-//     500 in a variant with fewer writes; one TestListAppendTransactions run committed nothing
-//     for 20 s after a partition, likely for this reason);
-//   - a commitTransaction retried on a new primary after a failover panics with a nil
-//     dereference (participant.(*Stmt).OpenSnapshot, participant.go:300, reached from
-//     txnBeginOperation, commands/txn.go:190), answered as InternalError.
-//
-// Once both are fixed, delete the gates.
+// txnKnownBugsVar runs TestListAppendTransactions, off by default until the catch-up stall it
+// found is fixed: in about one run in five a member stays one entry behind the primary after
+// the last fault (not isolation: no anomaly and no lost commit was seen; the two transaction
+// bugs it also found, operationTime ahead of $clusterTime and a nil dereference in a commit
+// retried after failover, are fixed and TestTxnCausalSessionsKeepCommitting guards the first).
 const txnKnownBugsVar = "HUMONGO_TXN_KNOWN_BUGS"
 
 func TestListAppendTransactions(t *testing.T) {
 	if os.Getenv(txnKnownBugsVar) == "" {
-		t.Skipf("set %s=1: fails on this base by two known server bugs (see txnKnownBugsVar)", txnKnownBugsVar)
+		t.Skipf("set %s=1: a member sometimes does not catch up after the last fault (see txnKnownBugsVar)", txnKnownBugsVar)
 	}
 	ft, ctx := startFaultTest(t, "HUMONGO_LISTAPPEND_CYCLES", 5, 2, 90*time.Second)
 	d, seed, rng, cycles, start := ft.d, ft.seed, ft.rng, ft.cycles, ft.start

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,9 +26,6 @@ import (
 )
 
 func TestTxnCausalSessionsKeepCommitting(t *testing.T) {
-	if os.Getenv(txnKnownBugsVar) == "" {
-		t.Skipf("set %s=1: fails on this base by a known server bug (see txnKnownBugsVar)", txnKnownBugsVar)
-	}
 	d := Start(t, Topology{Kind: ReplicaSet, Name: "rs0", Members: 3}, Options{ReplSetSettings: ShortElections})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -67,6 +67,14 @@ func AppendClusterTime(n Node, s *OpState, reply bsoncore.Document) bsoncore.Doc
 	if opTime == 0 {
 		opTime = uint64(n.lastOpTS())
 	}
+	if opTime > ct {
+		// A snapshot read's operationTime (the all-durable point) can be ahead of the newest
+		// entry the writer has noted committed: the cluster time must cover it, or a causally
+		// consistent client's next afterClusterTime would be "greater than the current
+		// clusterTime" (InvalidOptions).
+		n.State.advanceClusterTime(opTime)
+		ct = n.State.clusterTime.Load()
+	}
 	out := make([]byte, 0, len(reply)+96)
 	out = append(out, reply[:len(reply)-1]...)
 	ci, out := bsoncore.AppendDocumentElementStart(out, "$clusterTime")

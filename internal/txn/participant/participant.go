@@ -283,11 +283,18 @@ func (st *Stmt) begin(ctx context.Context, a BeginArgs) error {
 	return nil
 }
 
-// Resources are the transaction's storage resources for the statement's operations.
-func (st *Stmt) Resources() *operation.Txn { return st.Txn.res }
+// Resources are the transaction's storage resources for the statement's operations; nil
+// once the transaction ended (a retried commit, an abort of an aborted transaction), when
+// the statement runs no operation in it.
+func (st *Stmt) Resources() *operation.Txn {
+	if st.Txn.state != InProgress {
+		return nil
+	}
+	return st.Txn.res
+}
 
 // First reports whether this statement is the transaction's first (it chooses the snapshot).
-func (st *Stmt) First() bool { return !st.Txn.started }
+func (st *Stmt) First() bool { return st.Txn.state == InProgress && !st.Txn.started }
 
 // OpenSnapshot opens the transaction's snapshot at the first statement: src/ts are the read
 // concern's choice (storage.ReadNoTimestamp for local). Reads at a timestamp make the
