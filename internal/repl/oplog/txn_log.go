@@ -39,15 +39,7 @@ func collectTxnOps(tc *opobserver.TxnCollector, es []entry) error {
 				"Cannot run a catalog change on %s in a multi-document transaction", e.ns)
 		}
 		start, d := bsoncore.AppendDocumentStart(make([]byte, 0, 64+len(e.o)+len(e.o2)))
-		d = bsoncore.AppendStringElement(d, "op", e.op)
-		d = bsoncore.AppendStringElement(d, "ns", e.ns)
-		if e.ui != nil {
-			d = bsoncore.AppendBinaryElement(d, "ui", 4, e.ui[:])
-		}
-		d = bsoncore.AppendDocumentElement(d, "o", e.o)
-		if e.o2 != nil {
-			d = bsoncore.AppendDocumentElement(d, "o2", e.o2)
-		}
+		d = appendOpFields(d, e)
 		d, _ = bsoncore.AppendDocumentEnd(d, start)
 		tc.Add(d)
 	}

@@ -301,13 +301,9 @@ func (w *Writer) put(ru *storage.RecoveryUnit, ts optime.Timestamp, doc []byte) 
 	return nil
 }
 
-// appendEntry builds the entry document, in MongoDB's field order.
-func appendEntry(dst []byte, e *entry, ot optime.OpTime, wall int64, sess *opobserver.SessionInfo) []byte {
-	start, dst := bsoncore.AppendDocumentStart(dst)
-	if sess != nil && len(sess.LSID) > 0 {
-		dst = bsoncore.AppendDocumentElement(dst, "lsid", sess.LSID)
-		dst = bsoncore.AppendInt64Element(dst, "txnNumber", sess.TxnNumber)
-	}
+// appendOpFields appends what an operation is: op, ns, ui, o, o2 (an entry's, or an inner
+// operation of a transaction's applyOps).
+func appendOpFields(dst []byte, e *entry) []byte {
 	dst = bsoncore.AppendStringElement(dst, "op", e.op)
 	dst = bsoncore.AppendStringElement(dst, "ns", e.ns)
 	if e.ui != nil {
@@ -317,6 +313,17 @@ func appendEntry(dst []byte, e *entry, ot optime.OpTime, wall int64, sess *opobs
 	if e.o2 != nil {
 		dst = bsoncore.AppendDocumentElement(dst, "o2", e.o2)
 	}
+	return dst
+}
+
+// appendEntry builds the entry document, in MongoDB's field order.
+func appendEntry(dst []byte, e *entry, ot optime.OpTime, wall int64, sess *opobserver.SessionInfo) []byte {
+	start, dst := bsoncore.AppendDocumentStart(dst)
+	if sess != nil && len(sess.LSID) > 0 {
+		dst = bsoncore.AppendDocumentElement(dst, "lsid", sess.LSID)
+		dst = bsoncore.AppendInt64Element(dst, "txnNumber", sess.TxnNumber)
+	}
+	dst = appendOpFields(dst, e)
 	if e.fromMigrate {
 		dst = bsoncore.AppendBooleanElement(dst, "fromMigrate", true)
 	}

@@ -23,6 +23,16 @@
 // wrote to it makes the commit fail with WriteConflict (the engine refuses writes to dropped
 // idents), so the outcome is the same: the transaction aborts, DDL is not blocked.
 //
+// # Not yet
+//
+// Prepared transactions (prepareTransaction, commit at a commitTimestamp, prepare and
+// commit/abort oplog entries, reconstruction at startup and step-up): the storage half is in
+// place (storage.RecoveryUnit.Prepare, prepare conflicts, CommitPrepared); the read paths'
+// PrepareConflictRetry, the participant's prepared state and the oplog side are not. Creating
+// a collection or index inside a transaction (operation.EnsureCollection creates it at once,
+// outside the transaction; explicit create/createIndexes are refused) needs a per-unit
+// catalog view that does not hold the catalog's DDL mutex for the transaction's life.
+//
 // # Sessions
 //
 // Transactions and retryable writes share a session's transaction number and its
