@@ -12,6 +12,7 @@ import (
 
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
+	"humongo/internal/txn/participant"
 	"humongo/internal/txn/retryable"
 )
 
@@ -54,6 +55,9 @@ func retryBegin(ctx context.Context, env *service.Env, cmd bsoncore.Document) (*
 	}
 	db, err := writeRequireDB(env)
 	if err != nil {
+		return nil, err
+	}
+	if err := participant.BeforeRetryableWrite(ctx, db, key, txn); err != nil {
 		return nil, err
 	}
 	return retryable.Begin(ctx, db, key, txn, env.State.Repl.Term)

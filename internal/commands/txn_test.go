@@ -417,3 +417,29 @@ func TestTransactionLockTimeout(t *testing.T) {
 	}
 	t.Logf("LockTimeout after %v", waited)
 }
+
+// A retryable write at a newer transaction number aborts the session's transaction in
+// progress (its claims on documents go with it); at the same number it is refused.
+func TestTransactionEndedByNewerRetryableWrite(t *testing.T) {
+	r := startRetryRS(t)
+	lsid := newLsid()
+	r.must(t, "test", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "autocommit", Value: false}, {Key: "startTransaction", Value: true}})
+	reply := r.run(t, "test", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 2}}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}})
+	if c, _ := reply.Lookup("code").Int32OK(); c != int32(mongoerr.InvalidOptions) {
+		t.Fatalf("retryable write at the transaction's number: %v", reply)
+	}
+	// Same _id as the transaction's insert: it would be a WriteConflict while the
+	// transaction still held the key.
+	reply = r.must(t, "test", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(2)}})
+	if n, _ := reply.Lookup("n").Int32OK(); n != 1 {
+		t.Fatalf("retryable write at a newer number: %v", reply)
+	}
+	reply = r.run(t, "admin", bson.D{{Key: "commitTransaction", Value: 1}, {Key: "lsid", Value: lsid},
+		{Key: "txnNumber", Value: int64(1)}, {Key: "autocommit", Value: false}})
+	if c, _ := reply.Lookup("code").Int32OK(); c != int32(mongoerr.TransactionTooOld) {
+		t.Fatalf("commit of the superseded transaction: %v", reply)
+	}
+}

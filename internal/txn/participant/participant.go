@@ -492,6 +492,30 @@ func (m *Manager) AbortMatching(ctx context.Context, match func(lsc.Key) bool, c
 	return cursors
 }
 
+// BeforeRetryableWrite is called before a retryable write with txnNumber checks session key
+// out: a transaction in progress at a lower number is aborted (the session moves on, as
+// MongoDB's beginOrContinue does), and one at the same number refuses the write, which must
+// then carry autocommit: false.
+func BeforeRetryableWrite(ctx context.Context, db *operation.DB, key lsc.Key, txnNumber int64) error {
+	m, ok := managers.Lookup(db)
+	if !ok {
+		return nil
+	}
+	m.mu.Lock()
+	t := m.txns[key]
+	m.mu.Unlock()
+	if t == nil || t.state != InProgress {
+		return nil
+	}
+	if t.number == txnNumber {
+		return mongoerr.New(mongoerr.InvalidOptions, "Must specify autocommit=false on all operations of a multi-statement transaction.")
+	}
+	if t.number < txnNumber {
+		m.AbortMatching(ctx, func(k lsc.Key) bool { return k == key }, "a newer retryable write started")
+	}
+	return nil
+}
+
 // reap aborts transactions that outlived transactionLifetimeLimitSeconds, once a second.
 func (m *Manager) reap(ctx context.Context) {
 	defer close(m.reaperDone)
