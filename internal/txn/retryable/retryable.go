@@ -464,6 +464,12 @@ func LoadRecord(ctx context.Context, db *operation.DB, lsid bsoncore.Document) (
 
 // EnsureCollections creates the collections retryable writes and transactions record into.
 func EnsureCollections(ctx context.Context, db *operation.DB) error {
+	cat := db.Catalog.Latest()
+	if _, ok := cat.ByNS(TxnsNS); ok {
+		if _, ok := cat.ByNS(ImagesNS); ok {
+			return nil // the common case: no operation (locker, unit) to set up
+		}
+	}
 	op := db.NewOp(ctx)
 	defer op.Close()
 	for _, ns := range []string{TxnsNS, ImagesNS} {
