@@ -90,7 +90,9 @@ type Txn struct {
 	key    lsc.Key
 	lsid   bsoncore.Document
 	number int64
-	state  State
+	// state is written by the session's holder and read by the reaper and kill paths
+	// without the session (they check it out before acting on it).
+	state atomic.Int32
 
 	res      *operation.Txn
 	wuow     *storage.WriteUnitOfWork
@@ -110,7 +112,7 @@ type Txn struct {
 func (t *Txn) Number() int64 { return t.number }
 
 // State is the transaction's state.
-func (t *Txn) State() State { return t.state }
+func (t *Txn) State() State { return State(t.state.Load()) }
 
 // CommitOpTime is the commit entry's OpTime (null for a read-only transaction).
 func (t *Txn) CommitOpTime() optime.OpTime { return t.commitOT }
@@ -229,18 +231,19 @@ func (st *Stmt) begin(ctx context.Context, a BeginArgs) error {
 			return mongoerr.New(mongoerr.ConflictingOperationInProgress,
 				"Only servers in a sharded cluster can start a new transaction at the active transaction number")
 		}
-		if t != nil && t.state == InProgress {
+		if t != nil && t.State() == InProgress {
 			t.abort("a newer transaction started")
 		}
 		if err := st.s.Begin(a.TxnNumber, desc); err != nil {
 			return err
 		}
 		ru := m.db.Engine.NewRecoveryUnit()
-		t = &Txn{key: a.Key, lsid: lsid, number: a.TxnNumber, state: InProgress,
+		t = &Txn{key: a.Key, lsid: lsid, number: a.TxnNumber,
 			res: &operation.Txn{RU: ru}, ops: &opobserver.TxnCollector{}, expires: time.Now().Add(a.Lifetime)}
 		if a.LockTimeout >= 0 {
 			t.res.LockTimeout = max(a.LockTimeout, time.Millisecond)
 		}
+		t.state.Store(int32(InProgress))
 		t.wuow = ru.BeginUnitOfWork()
 		t.detach = opobserver.WithTransaction(ru, t.ops)
 		t.m = m
@@ -264,7 +267,8 @@ func (st *Stmt) begin(ctx context.Context, a BeginArgs) error {
 		}
 		if n, _ := rec.Lookup("txnNum").AsInt64OK(); rec != nil && n == a.TxnNumber {
 			if state, _ := rec.Lookup("state").StringValueOK(); state == "committed" {
-				t = &Txn{key: a.Key, lsid: lsid, number: n, state: Committed}
+				t = &Txn{key: a.Key, lsid: lsid, number: n}
+				t.state.Store(int32(Committed))
 			}
 		}
 	}
@@ -274,7 +278,7 @@ func (st *Stmt) begin(ctx context.Context, a BeginArgs) error {
 			a.TxnNumber, active)
 	}
 	st.Txn = t
-	switch t.state {
+	switch t.State() {
 	case Aborted:
 		if a.Command == "abortTransaction" {
 			return nil // the handler answers NoSuchTransaction
@@ -297,14 +301,14 @@ func (st *Stmt) begin(ctx context.Context, a BeginArgs) error {
 // once the transaction ended (a retried commit, an abort of an aborted transaction), when
 // the statement runs no operation in it.
 func (st *Stmt) Resources() *operation.Txn {
-	if st.Txn.state != InProgress {
+	if st.Txn.State() != InProgress {
 		return nil
 	}
 	return st.Txn.res
 }
 
 // First reports whether this statement is the transaction's first (it chooses the snapshot).
-func (st *Stmt) First() bool { return st.Txn.state == InProgress && !st.Txn.started }
+func (st *Stmt) First() bool { return st.Txn.State() == InProgress && !st.Txn.started }
 
 // OpenSnapshot opens the transaction's snapshot at the first statement: src/ts are the read
 // concern's choice (storage.ReadNoTimestamp for local). Reads at a timestamp make the
@@ -342,7 +346,7 @@ func (st *Stmt) Cursors() []int64 {
 // End finishes the statement: a statement that failed aborts the transaction (MongoDB
 // aborts on any error inside a transaction), then the session is checked back in.
 func (st *Stmt) End(err error) {
-	if t := st.Txn; t != nil && err != nil && t.state == InProgress {
+	if t := st.Txn; t != nil && err != nil && t.State() == InProgress {
 		t.abort("")
 	}
 	if st.s != nil {
@@ -363,7 +367,7 @@ func (st *Stmt) checkIn() {
 // committed commits again as a no-op (a retry). Read-only transactions log nothing.
 func (st *Stmt) Commit(ctx context.Context) error {
 	t := st.Txn
-	switch t.state {
+	switch t.State() {
 	case Committed:
 		return nil
 	case Aborted:
@@ -411,7 +415,7 @@ func (st *Stmt) commit(ctx context.Context) error {
 		return err
 	}
 	t.wuow.End()
-	t.state = Committed
+	t.state.Store(int32(Committed))
 	m.Committed.Add(1)
 	t.release()
 	if !t.commitOT.IsNull() {
@@ -423,7 +427,7 @@ func (st *Stmt) commit(ctx context.Context) error {
 // Abort aborts the transaction (abortTransaction).
 func (st *Stmt) Abort() error {
 	t := st.Txn
-	switch t.state {
+	switch t.State() {
 	case Committed:
 		return mongoerr.Newf(mongoerr.TransactionCommitted, "Transaction with { txnNumber: %d } has been committed.", t.number)
 	case Aborted:
@@ -436,10 +440,11 @@ func (st *Stmt) Abort() error {
 // abort rolls the transaction back and releases its resources. Its session must be
 // checked out by the caller (or the transaction never reachable by anyone else).
 func (t *Txn) abort(cause string) {
-	if t.state != InProgress {
+	if t.State() != InProgress {
 		return
 	}
-	t.state, t.abortCause = Aborted, cause
+	t.state.Store(int32(Aborted))
+	t.abortCause = cause
 	if t.m != nil {
 		t.m.Aborted.Add(1)
 	}
@@ -468,7 +473,7 @@ func (m *Manager) AbortMatching(ctx context.Context, match func(lsc.Key) bool, c
 	m.mu.Lock()
 	var victims []*Txn
 	for k, t := range m.txns {
-		if t.state == InProgress && match(k) {
+		if t.State() == InProgress && match(k) {
 			victims = append(victims, t)
 		}
 	}
@@ -482,7 +487,7 @@ func (m *Manager) AbortMatching(ctx context.Context, match func(lsc.Key) bool, c
 		if err != nil {
 			continue
 		}
-		if t.state == InProgress {
+		if t.State() == InProgress {
 			t.abort(cause)
 			cursors = append(cursors, t.cursors...)
 			t.cursors = nil
@@ -504,7 +509,7 @@ func BeforeRetryableWrite(ctx context.Context, db *operation.DB, key lsc.Key, tx
 	m.mu.Lock()
 	t := m.txns[key]
 	m.mu.Unlock()
-	if t == nil || t.state != InProgress {
+	if t == nil || t.State() != InProgress {
 		return nil
 	}
 	if t.number == txnNumber {
@@ -531,10 +536,10 @@ func (m *Manager) reap(ctx context.Context) {
 		m.mu.Lock()
 		expired := map[lsc.Key]bool{}
 		for k, t := range m.txns {
-			if t.state == InProgress && now.After(t.expires) {
+			if t.State() == InProgress && now.After(t.expires) {
 				expired[k] = true
 			}
-			if t.state != InProgress && len(m.txns) > 10000 {
+			if t.State() != InProgress && len(m.txns) > 10000 {
 				delete(m.txns, k) // a retry after this finds the durable record
 			}
 		}
@@ -551,7 +556,7 @@ func (m *Manager) InProgressCount() int {
 	defer m.mu.Unlock()
 	n := 0
 	for _, t := range m.txns {
-		if t.state == InProgress {
+		if t.State() == InProgress {
 			n++
 		}
 	}
