@@ -100,6 +100,8 @@ func oplogSizeAtStartup(db *operation.DB, requested int64) int64 {
 // noopWriter adapts the oplog writer to the coordinator's no-op API.
 type noopWriter struct{ w *oplog.Writer }
 
+func (r noopWriter) LastVisible() optime.OpTime { return r.w.LastVisible() }
+
 func (r noopWriter) AppendNoop(ctx context.Context, msg string) (optime.OpTime, error) {
 	ot, err := r.w.LogNoop(ctx, bsoncore.NewDocumentBuilder().AppendString("msg", msg).Build())
 	if err != nil {
