@@ -44,6 +44,9 @@ type Oplog interface {
 	// AppendNoop writes a no-op ("n") entry {msg: msg} in the current term and returns its
 	// optime once committed.
 	AppendNoop(ctx context.Context, msg string) (optime.OpTime, error)
+	// LastVisible is the optime of the newest entry this node logged as primary that oplog
+	// readers can see (nothing in flight at or below it): a writable primary's lastApplied.
+	LastVisible() optime.OpTime
 }
 
 // Options configure a Coordinator.
@@ -316,15 +319,21 @@ func (c *Coordinator) tick() {
 	c.noteChangesLocked()
 }
 
-// refreshAppliedLocked: on a writable primary every committed write is an oplog entry of
-// the current term, so the storage engine's all-durable timestamp (no holes below it) is our
-// lastApplied.
+// refreshAppliedLocked: a writable primary's lastApplied is its newest oplog entry that
+// readers can see (Oplog.LastVisible). Not the storage engine's all-durable timestamp: commits
+// that log no entry move it too (a unit with no writes, such as a read-only transaction's
+// commit; a write to local), and a lastApplied at such a timestamp names an entry no
+// secondary can fetch: whatever waits for the members to reach the primary's lastApplied
+// would wait for the next write. Without an oplog (protocol-only tests) the all-durable
+// timestamp stands in.
 func (c *Coordinator) refreshAppliedLocked(now time.Time) {
 	if c.opts.Engine == nil || !c.topo.IsWritablePrimary() {
 		return
 	}
-	ts := c.opts.Engine.AllDurableTimestamp()
-	op := optime.OpTime{TS: ts, Term: c.topo.Term()}
+	op := optime.OpTime{TS: c.opts.Engine.AllDurableTimestamp(), Term: c.topo.Term()}
+	if c.opts.Oplog != nil {
+		op = c.opts.Oplog.LastVisible()
+	}
 	if c.topo.LastApplied().Less(op) {
 		c.handleLocked(now, c.topo.UpdateLastAppliedOpTime(now, op))
 	}

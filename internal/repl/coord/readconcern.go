@@ -22,7 +22,7 @@ func (c *Coordinator) MajorityCommitted() optime.OpTime {
 // WaitUntilTimestamp waits until this node's lastApplied (with majority: its commit point)
 // reaches ts, or ctx ends (maxTimeMS). It wakes on every optime or commit-point change the
 // coordinator signals and re-checks at least once per tick, because a primary's lastApplied
-// follows the storage engine's all-durable point, which the coordinator samples on its tick.
+// follows its newest visible oplog entry, which the coordinator samples on its tick.
 func (c *Coordinator) WaitUntilTimestamp(ctx context.Context, ts optime.Timestamp, majority bool) error {
 	t := c.clock.NewTicker(c.opts.TickInterval)
 	defer t.Stop()

@@ -97,8 +97,11 @@ func oplogSizeAtStartup(db *operation.DB, requested int64) int64 {
 	return requested
 }
 
-// noopWriter adapts the oplog writer to the coordinator's no-op API.
+// noopWriter adapts the oplog writer to the coordinator's Oplog API.
 type noopWriter struct{ w *oplog.Writer }
+
+// LastVisible is the writer's newest visible entry of its own (the primary's lastApplied).
+func (r noopWriter) LastVisible() optime.OpTime { return r.w.LastVisible() }
 
 func (r noopWriter) AppendNoop(ctx context.Context, msg string) (optime.OpTime, error) {
 	ot, err := r.w.LogNoop(ctx, bsoncore.NewDocumentBuilder().AppendString("msg", msg).Build())

@@ -95,6 +95,7 @@ func (w *Writer) LogTransaction(ru *storage.RecoveryUnit, lsid bsoncore.Document
 	commit := slots[len(slots)-1]
 	ru.OnCommit(func(optime.Timestamp) {
 		w.noteCommitted(commit)
+		w.noteOwnCommitted(commit)
 		w.NotifyVisible()
 	})
 	return slots, wall, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -82,6 +83,13 @@ type Writer struct {
 	// waiter pays one uncontended lock.
 	visMu sync.Mutex
 	visCh chan struct{} // guarded by visMu
+
+	// The newest of this node's own entries (logged as primary) that readers can see, for
+	// LastVisible. pending holds committed entries still behind a hole (an earlier slot in
+	// flight), in timestamp order; it stays as short as the number of concurrent writers.
+	ownMu   sync.Mutex
+	pending []optime.OpTime // guarded by ownMu
+	visTop  optime.OpTime   // guarded by ownMu
 }
 
 var _ opobserver.Observer = (*Writer)(nil)
@@ -194,6 +202,58 @@ func (w *Writer) noteCommitted(o optime.OpTime) {
 func (w *Writer) ResetLastWritten(o optime.OpTime) {
 	w.lastTS.Store(uint64(o.TS))
 	w.lastTerm.Store(o.Term)
+	w.ownMu.Lock()
+	w.pending, w.visTop = nil, o
+	w.ownMu.Unlock()
+}
+
+// noteOwnCommitted records a committed unit's newest entry logged by this node (not one
+// copied from a sync source), after the engine released the unit's slots.
+func (w *Writer) noteOwnCommitted(o optime.OpTime) {
+	vis := w.cfg.Engine.AllDurableTimestamp()
+	w.ownMu.Lock()
+	defer w.ownMu.Unlock()
+	w.advanceVisibleLocked(vis)
+	if o.TS <= vis {
+		if w.visTop.Less(o) {
+			w.visTop = o
+		}
+		return
+	}
+	i := len(w.pending)
+	for i > 0 && o.TS < w.pending[i-1].TS {
+		i--
+	}
+	w.pending = slices.Insert(w.pending, i, o)
+}
+
+// advanceVisibleLocked moves the pending entries at or below the all-durable point vis into
+// visTop.
+func (w *Writer) advanceVisibleLocked(vis optime.Timestamp) {
+	n := 0
+	for n < len(w.pending) && w.pending[n].TS <= vis {
+		if w.visTop.Less(w.pending[n]) {
+			w.visTop = w.pending[n]
+		}
+		n++
+	}
+	if n > 0 {
+		w.pending = slices.Delete(w.pending, 0, n)
+	}
+}
+
+// LastVisible is the optime of the newest entry this node logged as primary that oplog
+// readers can see (every timestamp at or below it has committed): a primary's lastApplied.
+// It is not the all-durable timestamp itself, which commits that log no entry also move
+// (a unit with no writes, such as a read-only transaction's commit, or a write to an
+// unreplicated collection, takes an engine-assigned timestamp): a lastApplied at such a
+// timestamp names an entry that does not exist, which no secondary can ever reach.
+func (w *Writer) LastVisible() optime.OpTime {
+	vis := w.cfg.Engine.AllDurableTimestamp()
+	w.ownMu.Lock()
+	defer w.ownMu.Unlock()
+	w.advanceVisibleLocked(vis)
+	return w.visTop
 }
 
 // VisibilityChanged returns a channel closed at the next NotifyVisible. Readers take it
@@ -275,6 +335,7 @@ func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]optime.OpTi
 	last := slots[len(slots)-1]
 	ru.OnCommit(func(optime.Timestamp) {
 		w.noteCommitted(last)
+		w.noteOwnCommitted(last)
 		w.NotifyVisible()
 	})
 	return slots, nil
