@@ -80,6 +80,16 @@ func writeParseConcern(env *service.Env, cmd bsoncore.Document) (concern.WriteCo
 // writeFinish waits for wc after a write command's writes; a failed wait returns a
 // *concern.WriteConcernReply.
 func writeFinish(ctx context.Context, env *service.Env, wc concern.WriteConcern, reply bsoncore.Document) (bsoncore.Document, error) {
+	if txnStmtOf(ctx) != nil {
+		// A statement of a transaction: its writes are not durable anywhere until the
+		// commit, which alone waits for the write concern (txnFinishConcern).
+		return reply, nil
+	}
+	return concern.WaitForWrite(ctx, concernNode(env.State), wc, reply)
+}
+
+// txnFinishConcern waits for commitTransaction's or abortTransaction's write concern.
+func txnFinishConcern(ctx context.Context, env *service.Env, wc concern.WriteConcern, reply bsoncore.Document) (bsoncore.Document, error) {
 	return concern.WaitForWrite(ctx, concernNode(env.State), wc, reply)
 }
 

@@ -229,7 +229,7 @@ func runCommitTransaction(ctx context.Context, env *service.Env, cmd bsoncore.Do
 	if err := stmt.Commit(ctx); err != nil {
 		return nil, err
 	}
-	return writeFinish(ctx, env, wc, emptyDoc)
+	return txnFinishConcern(ctx, env, wc, emptyDoc)
 }
 
 func runAbortTransaction(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
@@ -244,5 +244,5 @@ func runAbortTransaction(ctx context.Context, env *service.Env, cmd bsoncore.Doc
 	if err := stmt.Abort(); err != nil {
 		return nil, err
 	}
-	return writeFinish(ctx, env, wc, emptyDoc)
+	return txnFinishConcern(ctx, env, wc, emptyDoc)
 }

@@ -443,3 +443,22 @@ func TestTransactionEndedByNewerRetryableWrite(t *testing.T) {
 		t.Fatalf("commit of the superseded transaction: %v", reply)
 	}
 }
+
+// Statements of a transaction do not wait for a write concern (not even the server's
+// default): nothing they write is durable before the commit.
+func TestTransactionStatementsSkipWriteConcern(t *testing.T) {
+	r := startRetryRS(t)
+	r.must(t, "admin", bson.D{{Key: "setDefaultRWConcern", Value: 1},
+		{Key: "defaultWriteConcern", Value: bson.D{{Key: "w", Value: 5}, {Key: "wtimeout", Value: 100}}}})
+	lsid := newLsid()
+	reply := r.must(t, "test", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "autocommit", Value: false}, {Key: "startTransaction", Value: true}})
+	if reply.Lookup("writeConcernError").Type != 0 {
+		t.Fatalf("statement waited for the default write concern: %v", reply)
+	}
+	reply = r.must(t, "admin", bson.D{{Key: "commitTransaction", Value: 1}, {Key: "lsid", Value: lsid},
+		{Key: "txnNumber", Value: int64(1)}, {Key: "autocommit", Value: false}})
+	if reply.Lookup("writeConcernError").Type == 0 {
+		t.Fatalf("commit did not wait for the default write concern (w: 5 on one member): %v", reply)
+	}
+}
