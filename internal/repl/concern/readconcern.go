@@ -376,7 +376,7 @@ func prepare(ctx context.Context, n Node, s *OpState) error {
 		if r.AtClusterTime != 0 {
 			s.req.ReadSource.TS = optime.Timestamp(r.AtClusterTime)
 		} else {
-			s.req.ReadSource.TS = eng.AllDurableTimestamp()
+			s.req.ReadSource.TS = snapshotReadTS(n)
 			s.retAtCT = true
 		}
 	case LevelLinearizable:
@@ -455,4 +455,27 @@ func addAtClusterTime(reply bsoncore.Document, ts uint64) bsoncore.Document {
 	}
 	out, _ = bsoncore.AppendDocumentEnd(out, idx)
 	return out
+}
+
+// lastVisible is the oplog writer's newest visible entry of its own (a primary's lastApplied).
+type lastVisible interface{ LastVisible() optime.OpTime }
+
+// snapshotReadTS is where a snapshot read without atClusterTime reads: the all-durable point,
+// except that a writable primary reads at its newest visible oplog entry when that is older.
+// Commits that log nothing (a read-only transaction's, writes to local) move the all-durable
+// point past every entry; a snapshot read there would report an operationTime no member's
+// oplog reaches, and a causally consistent read on a secondary after it would wait for the
+// primary's next write. Every commit at or below the entry is done, so the view is the same
+// for replicated data.
+func snapshotReadTS(n Node) optime.Timestamp {
+	ts := n.DB.Engine.AllDurableTimestamp()
+	if n.Repl == nil || !n.Repl.IsWritablePrimary() {
+		return ts
+	}
+	if lv, ok := n.DB.Observer().(lastVisible); ok {
+		if v := lv.LastVisible().TS; v != 0 && v < ts {
+			return v
+		}
+	}
+	return ts
 }
