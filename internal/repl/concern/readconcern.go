@@ -260,20 +260,8 @@ func Reapply(n Node, r *operation.ReadSource, ru *storage.RecoveryUnit) error {
 // operation.Request, which Begin adds when ctx has none).
 // command is the command's canonical name ("" when unknown).
 func Begin(ctx context.Context, n Node, command string, cmd bsoncore.Document) (context.Context, *OpState, error) {
-	s := &OpState{req: operation.RequestOf(ctx)}
-	if s.req == nil {
-		s.req = &operation.Request{Admission: new(lock.Admission)}
-		ctx = operation.WithRequest(ctx, s.req)
-	}
-	ctx = context.WithValue(ctx, stateKey{}, s)
+	ctx, s := beginState(ctx, n, cmd)
 	rc := n.Repl
-	if rc != nil {
-		if ct, ok := lookup(cmd, "$clusterTime").DocumentOK(); ok {
-			if t, i, ok := lookup(ct, "clusterTime").TimestampOK(); ok {
-				n.State.advanceClusterTime(uint64(t)<<32 | uint64(i))
-			}
-		}
-	}
 	if !readCommands[command] {
 		return ctx, s, refuseSnapshot(command, cmd)
 	}
@@ -388,6 +376,25 @@ func prepare(ctx context.Context, n Node, s *OpState) error {
 		NoteOperationTime(ctx, optime.Timestamp(s.req.ReadSource.TS))
 	}
 	return nil
+}
+
+// beginState starts a command's concern state in ctx (and its operation.Request when ctx
+// has none) and gossips the command's $clusterTime in on a replica-set member.
+func beginState(ctx context.Context, n Node, cmd bsoncore.Document) (context.Context, *OpState) {
+	s := &OpState{req: operation.RequestOf(ctx)}
+	if s.req == nil {
+		s.req = &operation.Request{Admission: new(lock.Admission)}
+		ctx = operation.WithRequest(ctx, s.req)
+	}
+	ctx = context.WithValue(ctx, stateKey{}, s)
+	if n.Repl != nil {
+		if ct, ok := lookup(cmd, "$clusterTime").DocumentOK(); ok {
+			if t, i, ok := lookup(ct, "clusterTime").TimestampOK(); ok {
+				n.State.advanceClusterTime(uint64(t)<<32 | uint64(i))
+			}
+		}
+	}
+	return ctx, s
 }
 
 // noopWriter is the oplog writer's no-op API.

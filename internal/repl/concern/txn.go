@@ -5,7 +5,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
 	"humongo/internal/optime"
@@ -26,19 +25,7 @@ type TxnSnapshot struct {
 // The statements' operations read through the transaction's unit, so the request's own read
 // source stays empty.
 func BeginTxn(ctx context.Context, n Node, cmd bsoncore.Document, first bool) (context.Context, *OpState, TxnSnapshot, error) {
-	s := &OpState{req: operation.RequestOf(ctx)}
-	if s.req == nil {
-		s.req = &operation.Request{Admission: new(lock.Admission)}
-		ctx = operation.WithRequest(ctx, s.req)
-	}
-	ctx = context.WithValue(ctx, stateKey{}, s)
-	if n.Repl != nil {
-		if ct, ok := lookup(cmd, "$clusterTime").DocumentOK(); ok {
-			if t, i, ok := lookup(ct, "clusterTime").TimestampOK(); ok {
-				n.State.advanceClusterTime(uint64(t)<<32 | uint64(i))
-			}
-		}
-	}
+	ctx, s := beginState(ctx, n, cmd)
 	v := lookup(cmd, "readConcern")
 	if !first {
 		if v.Type != 0 {
