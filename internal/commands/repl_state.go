@@ -66,9 +66,7 @@ func AttachReplication(ctx context.Context, st *service.State, reg *service.Regi
 		// A member that stops being primary aborts its transactions in progress: their
 		// writes could never be logged, and their claims on documents would stall the
 		// applier (MongoDB aborts unprepared transactions on step-down too).
-		if ids := participant.AbortAll(st.DB, func(lsc.Key) bool { return true }, "primary stepped down"); len(ids) > 0 {
-			st.Cursors().Kill(ids)
-		}
+		participant.AbortAll(st.DB, func(lsc.Key) bool { return true }, "primary stepped down")
 	}
 	if opts.Logger == nil {
 		opts.Logger = st.Logger

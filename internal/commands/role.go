@@ -38,7 +38,7 @@ func (r *Role) Begin(ctx context.Context, env *service.Env, c *service.Command, 
 	if stmt != nil {
 		ctx, ops, err := txnBeginOperation(ctx, env, stmt, cmd)
 		if err != nil {
-			txnFinish(env, stmt, err)
+			txnFinish(stmt, err)
 			if ops == nil {
 				return ctx, nil, err
 			}
@@ -74,7 +74,7 @@ func (r *Role) Finish(ctx context.Context, env *service.Env, op any, reply bsonc
 		reply, err = FinishOperation(ctx, env, opsOf(op), reply)
 	}
 	if r, ok := op.(*roleOp); ok && r.stmt != nil {
-		txnFinish(env, r.stmt, err)
+		txnFinish(r.stmt, err)
 	}
 	if wcr, ok := errors.AsType[*concern.WriteConcernReply](err); ok {
 		return wcr.Reply, wcr.WCE, nil
@@ -112,12 +112,12 @@ func NewState(db *operation.DB, cfg service.Config) *service.State {
 		// Committed inserts into capped collections wake this server's awaitData getMores
 		// (find_cursor.go's findWaitChan picks the signal a cursor waits on).
 		db.Colls.SetCappedInsertHook(st.Cursors().NotifyInsert)
-		// killSessions and friends abort the sessions' transactions (after killing their
-		// running statements, so the sessions can be checked out).
+		// A transaction that ends kills the cursors it opened; killSessions and friends
+		// abort the sessions' transactions (after killing their running statements, so the
+		// sessions can be checked out).
+		participant.SetCursorKiller(db, func(ids []int64) { st.Cursors().Kill(ids) })
 		st.Sessions.OnKill(func(match func(lsc.Key) bool) {
-			if ids := participant.AbortAll(db, match, "session killed"); len(ids) > 0 {
-				st.Cursors().Kill(ids)
-			}
+			participant.AbortAll(db, match, "session killed")
 		})
 	}
 	return st

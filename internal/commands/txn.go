@@ -195,18 +195,12 @@ func txnBeginOperation(ctx context.Context, env *service.Env, stmt *participant.
 }
 
 // txnFinish ends a statement after its handler (and, for commit, its write concern): a
-// statement that failed aborts the transaction. Cursors of a transaction that ended are
-// killed (they read through its unit).
-func txnFinish(env *service.Env, stmt *participant.Stmt, err error) {
+// statement that failed aborts the transaction.
+func txnFinish(stmt *participant.Stmt, err error) {
 	if _, ok := errors.AsType[*concern.WriteConcernReply](err); ok {
 		err = nil // the commit happened; only its write concern failed
 	}
 	stmt.End(err)
-	if stmt.Txn != nil && stmt.Txn.State() != participant.InProgress {
-		if ids := stmt.Cursors(); len(ids) > 0 {
-			env.State.Cursors().Kill(ids)
-		}
-	}
 }
 
 // addTxnCommands registers commitTransaction and abortTransaction.

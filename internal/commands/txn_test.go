@@ -462,3 +462,35 @@ func TestTransactionStatementsSkipWriteConcern(t *testing.T) {
 		t.Fatalf("commit did not wait for the default write concern (w: 5 on one member): %v", reply)
 	}
 }
+
+// A cursor opened in a transaction reads through the transaction's unit: when the
+// transaction ends, whatever ends it (commit, a newer retryable write on its session), the
+// cursor is killed and a getMore finds nothing.
+func TestTransactionCursorsDieWithTheTransaction(t *testing.T) {
+	r := startRetryRS(t)
+	r.must(t, "test", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}}}})
+	lsid := newLsid()
+	for _, end := range []string{"commit", "retryable write"} {
+		txn := int64(10)
+		if end != "commit" {
+			txn = 20
+		}
+		reply := r.must(t, "test", bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 1},
+			{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: txn}, {Key: "autocommit", Value: false}, {Key: "startTransaction", Value: true}})
+		id := reply.Lookup("cursor", "id").Int64()
+		if id == 0 {
+			t.Fatalf("%s: no cursor left open: %v", end, reply)
+		}
+		if end == "commit" {
+			r.must(t, "admin", bson.D{{Key: "commitTransaction", Value: 1}, {Key: "lsid", Value: lsid},
+				{Key: "txnNumber", Value: txn}, {Key: "autocommit", Value: false}})
+		} else {
+			r.must(t, "test", bson.D{{Key: "insert", Value: "d"}, {Key: "documents", Value: bson.A{bson.D{}}},
+				{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: txn + 1}})
+		}
+		reply = r.run(t, "test", bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "c"}, {Key: "lsid", Value: lsid}})
+		if c, _ := reply.Lookup("code").Int32OK(); c != int32(mongoerr.CursorNotFound) {
+			t.Fatalf("getMore after the transaction ended by a %s: %v", end, reply)
+		}
+	}
+}

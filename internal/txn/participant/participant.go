@@ -146,15 +146,23 @@ func Of(db *operation.DB) *Manager { return managers.Get(db) }
 // Existing returns db's transaction manager if one was ever needed.
 func Existing(db *operation.DB) (*Manager, bool) { return managers.Lookup(db) }
 
-// AbortAll aborts db's transactions that match (killSessions, step-down), if db ever had any,
-// and returns their cursors for the caller to kill.
-func AbortAll(db *operation.DB, match func(lsc.Key) bool, cause string) []int64 {
-	m, ok := managers.Lookup(db)
-	if !ok {
-		return nil
+// AbortAll aborts db's transactions that match (killSessions, step-down), if db ever had any.
+func AbortAll(db *operation.DB, match func(lsc.Key) bool, cause string) {
+	if m, ok := managers.Lookup(db); ok {
+		m.AbortMatching(context.Background(), match, cause)
 	}
-	return m.AbortMatching(context.Background(), match, cause)
 }
+
+// cursorKillers holds, per node, how a transaction that ends kills the cursors it opened
+// (they read through its unit, which goes away with it). Kept apart from the Manager so
+// that installing it starts no reaper on a node that never runs a transaction.
+var cursorKillers = operation.NewDecoration(func(*operation.DB) *atomic.Pointer[func([]int64)] {
+	return new(atomic.Pointer[func([]int64)])
+})
+
+// SetCursorKiller installs kill as db's way to kill cursors by id (the server's cursor
+// manager), used whenever a transaction ends, whatever ended it.
+func SetCursorKiller(db *operation.DB, kill func(ids []int64)) { cursorKillers.Get(db).Store(&kill) }
 
 // close stops the reaper and aborts every transaction (the engine closes after this).
 func (m *Manager) close() {
@@ -217,7 +225,7 @@ func (st *Stmt) begin(ctx context.Context, a BeginArgs) error {
 	m.mu.Lock()
 	t := m.txns[a.Key]
 	m.mu.Unlock()
-	if t != nil && t.number != active && t.number < active {
+	if t != nil && t.number < active {
 		t = nil // a retryable write moved the session on
 	}
 	desc := fmt.Sprintf("%x - %x -  - ", a.Key.ID[:], a.Key.UID[:])
@@ -335,14 +343,6 @@ func (st *Stmt) OpenSnapshot(src storage.ReadSource, ts optime.Timestamp) error 
 // transaction ends (its unit goes away).
 func (st *Stmt) NoteCursor(id int64) { st.Txn.cursors = append(st.Txn.cursors, id) }
 
-// Cursors returns and forgets the transaction's cursors (for the caller to kill once the
-// transaction ended).
-func (st *Stmt) Cursors() []int64 {
-	ids := st.Txn.cursors
-	st.Txn.cursors = nil
-	return ids
-}
-
 // End finishes the statement: a statement that failed aborts the transaction (MongoDB
 // aborts on any error inside a transaction), then the session is checked back in.
 func (st *Stmt) End(err error) {
@@ -457,19 +457,25 @@ func (t *Txn) abort(cause string) {
 	t.release()
 }
 
+// release closes the transaction's unit and kills the cursors that read through it.
 func (t *Txn) release() {
 	if t.res != nil && t.res.RU != nil {
 		t.res.RU.Close()
 	}
 	t.wuow, t.detach = nil, nil
+	if len(t.cursors) > 0 && t.m != nil {
+		if kill := cursorKillers.Get(t.m.db).Load(); kill != nil {
+			(*kill)(t.cursors)
+		}
+		t.cursors = nil
+	}
 }
 
 // AbortMatching aborts the in-progress transactions of the sessions match selects
 // (killSessions, step-down, shutdown), checking each session out first; a session busy
 // for longer than a short wait is skipped (its running statement is killed by the caller,
-// and its End aborts the transaction). It returns the cursors of the aborted transactions,
-// for the caller to kill.
-func (m *Manager) AbortMatching(ctx context.Context, match func(lsc.Key) bool, cause string) []int64 {
+// and its End aborts the transaction).
+func (m *Manager) AbortMatching(ctx context.Context, match func(lsc.Key) bool, cause string) {
 	m.mu.Lock()
 	var victims []*Txn
 	for k, t := range m.txns {
@@ -479,7 +485,6 @@ func (m *Manager) AbortMatching(ctx context.Context, match func(lsc.Key) bool, c
 	}
 	m.mu.Unlock()
 	cat := retryable.Sessions(m.db)
-	var cursors []int64
 	for _, t := range victims {
 		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		s, err := cat.CheckOut(wctx, t.key)
@@ -489,12 +494,9 @@ func (m *Manager) AbortMatching(ctx context.Context, match func(lsc.Key) bool, c
 		}
 		if t.State() == InProgress {
 			t.abort(cause)
-			cursors = append(cursors, t.cursors...)
-			t.cursors = nil
 		}
 		cat.CheckIn(s)
 	}
-	return cursors
 }
 
 // BeforeRetryableWrite is called before a retryable write with txnNumber checks session key
