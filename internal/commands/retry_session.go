@@ -12,39 +12,45 @@ import (
 
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
+	"humongo/internal/txn/lsc"
 	"humongo/internal/txn/participant"
 	"humongo/internal/txn/retryable"
 )
+
+// parseTxnNumber validates a command's txnNumber (present) with its lsid as MongoDB's
+// initializeOperationSessionInfo does, for retryable writes and transactions alike.
+func parseTxnNumber(env *service.Env, cmd bsoncore.Document) (lsc.Key, int64, error) {
+	lv, tv := lookup(cmd, "lsid"), lookup(cmd, "txnNumber")
+	if lv.Type == 0 {
+		return lsc.Key{}, 0, mongoerr.New(mongoerr.InvalidOptions, "Transaction number requires a session ID to also be specified")
+	}
+	if env.State == nil || env.State.Repl == nil {
+		return lsc.Key{}, 0, mongoerr.New(mongoerr.IllegalOperation,
+			"Transaction numbers are only allowed on a replica set member or mongos")
+	}
+	if tv.Type != bsoncore.TypeInt64 {
+		return lsc.Key{}, 0, typeMismatch("OperationSessionInfo", "txnNumber", tv.Type, "long")
+	}
+	if tv.Int64() < 0 {
+		return lsc.Key{}, 0, mongoerr.New(mongoerr.InvalidOptions, "Transaction number cannot be negative")
+	}
+	key, err := service.ParseLsid(lv)
+	return key, tv.Int64(), err
+}
 
 // retryBegin validates the command's session arguments and, for a retryable write, checks
 // the session out (the caller defers end). Outside a session or inside a multi-document
 // transaction it returns nil.
 func retryBegin(ctx context.Context, env *service.Env, cmd bsoncore.Document) (*retryable.Txn, error) {
-	tv := lookup(cmd, "txnNumber")
-	if tv.Type == 0 {
+	if lookup(cmd, "txnNumber").Type == 0 {
 		return nil, nil
 	}
-	lv := lookup(cmd, "lsid")
-	if lv.Type == 0 {
-		return nil, mongoerr.New(mongoerr.InvalidOptions, "Transaction number requires a session ID to also be specified")
-	}
-	if env.State == nil || env.State.Repl == nil {
-		return nil, mongoerr.New(mongoerr.IllegalOperation,
-			"Transaction numbers are only allowed on a replica set member or mongos")
-	}
-	if tv.Type != bsoncore.TypeInt64 {
-		return nil, typeMismatch("OperationSessionInfo", "txnNumber", tv.Type, "long")
-	}
-	txn := tv.Int64()
-	if txn < 0 {
-		return nil, mongoerr.New(mongoerr.BadValue, "Transaction number cannot be negative")
+	key, txn, err := parseTxnNumber(env, cmd)
+	if err != nil {
+		return nil, err
 	}
 	if txnStmtOf(ctx) != nil {
 		return nil, nil // a transaction statement: the transaction records it at commit
-	}
-	key, err := service.ParseLsid(lv)
-	if err != nil {
-		return nil, err
 	}
 	if env.DB == "local" {
 		// Writes to local are never logged, so there is nothing to record them by: like

@@ -64,19 +64,9 @@ func txnBegin(ctx context.Context, env *service.Env, c *service.Command, cmd bso
 	if tv.Type == 0 {
 		return nil, mongoerr.New(mongoerr.InvalidOptions, "'autocommit' field requires a transaction number to also be specified")
 	}
-	lv := lookup(cmd, "lsid")
-	if lv.Type == 0 {
-		return nil, mongoerr.New(mongoerr.InvalidOptions, "Transaction number requires a session ID to also be specified")
-	}
-	if env.State == nil || env.State.Repl == nil {
-		return nil, mongoerr.New(mongoerr.IllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos")
-	}
-	if tv.Type != bsoncore.TypeInt64 {
-		return nil, typeMismatch("OperationSessionInfo", "txnNumber", tv.Type, "long")
-	}
-	txnNumber := tv.Int64()
-	if txnNumber < 0 {
-		return nil, mongoerr.New(mongoerr.InvalidOptions, "Transaction number cannot be negative")
+	key, txnNumber, err := parseTxnNumber(env, cmd)
+	if err != nil {
+		return nil, err
 	}
 	if ac.Type != bsoncore.TypeBoolean {
 		return nil, typeMismatch("OperationSessionInfo", "autocommit", ac.Type, "bool")
@@ -99,10 +89,6 @@ func txnBegin(ctx context.Context, env *service.Env, c *service.Command, cmd bso
 	}
 	if !env.State.Repl.IsWritablePrimary() {
 		return nil, mongoerr.New(mongoerr.NotWritablePrimary, "Transactions are only supported on the primary")
-	}
-	key, err := service.ParseLsid(lv)
-	if err != nil {
-		return nil, err
 	}
 	db, err := writeRequireDB(env)
 	if err != nil {
