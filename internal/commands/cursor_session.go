@@ -8,7 +8,6 @@ package commands
 
 import (
 	"context"
-	"encoding/base64"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -49,7 +48,7 @@ func lsidString(key []byte) string {
 	var k lsc.Key
 	copy(k.ID[:], key)
 	copy(k.UID[:], key[len(k.ID):])
-	return k.ID.String() + " - " + base64.StdEncoding.EncodeToString(k.UID[:]) + " -  - "
+	return k.String()
 }
 
 // checkCursorSession refuses a getMore on cursor c (id) from another session than c's.

@@ -12,6 +12,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -128,7 +129,7 @@ func txnCheckCommand(env *service.Env, c *service.Command, cmd bsoncore.Document
 	case db == "local", db == "config", db == "admin" && !txnAdminCommands[name]:
 		return mongoerr.Newf(mongoerr.OperationNotSupportedInTransaction, "Cannot run command against the '%s' database in a transaction.", db)
 	}
-	if coll, ok := commandArg(cmd).StringValueOK(); ok && name != "getMore" && len(coll) > 7 && coll[:7] == "system." {
+	if coll, ok := commandArg(cmd).StringValueOK(); ok && name != "getMore" && strings.HasPrefix(coll, "system.") {
 		return mongoerr.Newf(mongoerr.OperationNotSupportedInTransaction,
 			"Cannot run command against the '%s.%s' collection in a transaction.", env.DB, coll)
 	}

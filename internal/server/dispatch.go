@@ -414,9 +414,7 @@ func errorLabelsFor(cmd bsoncore.Document, code mongoerr.Code) []string {
 		transient := false
 		switch code {
 		case mongoerr.WriteConflict, mongoerr.LockTimeout, mongoerr.PreparedTransactionInProgress,
-			mongoerr.SnapshotTooOld, mongoerr.SnapshotUnavailable:
-			transient = true
-		case mongoerr.NoSuchTransaction:
+			mongoerr.SnapshotTooOld, mongoerr.SnapshotUnavailable, mongoerr.NoSuchTransaction:
 			transient = true
 		}
 		if !commitOrAbort && mongoerr.IsRetriableError(code) {

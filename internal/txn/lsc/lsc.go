@@ -22,6 +22,7 @@ package lsc
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"sync"
 	"time"
 
@@ -33,6 +34,12 @@ import (
 type Key struct {
 	ID  catalog.UUID
 	UID [32]byte
+}
+
+// String prints k as MongoDB prints a LogicalSessionId in messages: id, uid (base64),
+// txnNumber and txnUUID separated by " - " (the last two empty for a client's session).
+func (k Key) String() string {
+	return k.ID.String() + " - " + base64.StdEncoding.EncodeToString(k.UID[:]) + " -  - "
 }
 
 // NoUserUID is the uid of sessions started without authentication: SHA-256("").

@@ -228,7 +228,7 @@ func (st *Stmt) begin(ctx context.Context, a BeginArgs) error {
 	if t != nil && t.number < active {
 		t = nil // a retryable write moved the session on
 	}
-	desc := fmt.Sprintf("%x - %x -  - ", a.Key.ID[:], a.Key.UID[:])
+	desc := a.Key.String()
 	if a.Start {
 		switch {
 		case a.TxnNumber < active:
