@@ -8,6 +8,7 @@ import (
 
 	"humongo/internal/lock"
 	"humongo/internal/operation"
+	"humongo/internal/repl/oplog"
 	"humongo/internal/service"
 	"humongo/internal/txn/participant"
 	"humongo/internal/txn/retryable"
@@ -126,13 +127,15 @@ func appendLockStats(b []byte, s lock.Stats) []byte {
 }
 
 // appendTransactionsStatus is serverStatus.transactions: retryable writes and
-// multi-document transactions (prepared transactions are not implemented yet: zero).
+// multi-document transactions. currentPrepared counts the prepared transactions the node
+// holds, whatever its role (a secondary holds those it applied).
 func appendTransactionsStatus(b []byte, db *operation.DB) []byte {
 	m := retryable.MetricsOf(db)
-	var open, active, started, committed, aborted int64
+	var open, active, started, committed, aborted, prepared, prepCommitted, prepAborted int64
 	if p, ok := participant.Existing(db); ok {
 		open, active = int64(p.InProgressCount()), p.Active.Load()
 		started, committed, aborted = p.Started.Load(), p.Committed.Load(), p.Aborted.Load()
+		prepared, prepCommitted, prepAborted = p.Prepared.Load(), p.PreparedCommitted.Load(), p.PreparedAborted.Load()
 	}
 	active = min(active, open)
 	return bsoncore.AppendDocumentElement(b, "transactions", bsoncore.NewDocumentBuilder().
@@ -145,10 +148,10 @@ func appendTransactionsStatus(b []byte, db *operation.DB) []byte {
 		AppendInt64("totalAborted", aborted).
 		AppendInt64("totalCommitted", committed).
 		AppendInt64("totalStarted", started).
-		AppendInt64("totalPrepared", 0).
-		AppendInt64("totalPreparedThenCommitted", 0).
-		AppendInt64("totalPreparedThenAborted", 0).
-		AppendInt64("currentPrepared", 0).Build())
+		AppendInt64("totalPrepared", prepared).
+		AppendInt64("totalPreparedThenCommitted", prepCommitted).
+		AppendInt64("totalPreparedThenAborted", prepAborted).
+		AppendInt64("currentPrepared", int64(oplog.PreparedOf(db.Engine).Len())).Build())
 }
 
 // appendCatalogStats is serverStatus.catalogStats, counted from the latest catalog: user

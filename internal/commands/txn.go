@@ -19,6 +19,7 @@ import (
 
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
+	"humongo/internal/optime"
 	"humongo/internal/repl/concern"
 	"humongo/internal/service"
 	"humongo/internal/txn/participant"
@@ -30,11 +31,11 @@ import (
 var txnCommands = map[string]bool{
 	"abortTransaction": true, "aggregate": true, "commitTransaction": true, "delete": true,
 	"distinct": true, "find": true, "findAndModify": true, "getMore": true, "insert": true,
-	"killCursors": true, "update": true, "bulkWrite": true,
+	"killCursors": true, "update": true, "bulkWrite": true, "prepareTransaction": true,
 }
 
 // txnAdminCommands may run against the admin database inside a transaction.
-var txnAdminCommands = map[string]bool{"abortTransaction": true, "commitTransaction": true}
+var txnAdminCommands = map[string]bool{"abortTransaction": true, "commitTransaction": true, "prepareTransaction": true}
 
 type txnStmtKey struct{}
 
@@ -123,6 +124,8 @@ func txnCheckCommand(env *service.Env, c *service.Command, cmd bsoncore.Document
 			return mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "Cannot start a transaction with a commit")
 		case "abortTransaction":
 			return mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "Cannot start a transaction with an abort")
+		case "prepareTransaction":
+			return mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "Cannot start a transaction with a prepare")
 		}
 	}
 	switch db := env.DB; {
@@ -133,7 +136,7 @@ func txnCheckCommand(env *service.Env, c *service.Command, cmd bsoncore.Document
 		return mongoerr.Newf(mongoerr.OperationNotSupportedInTransaction,
 			"Cannot run command against the '%s.%s' collection in a transaction.", env.DB, coll)
 	}
-	if name != "commitTransaction" && name != "abortTransaction" && lookup(cmd, "writeConcern").Type != 0 {
+	if name != "commitTransaction" && name != "abortTransaction" && name != "prepareTransaction" && lookup(cmd, "writeConcern").Type != 0 {
 		return mongoerr.New(mongoerr.InvalidOptions, "writeConcern is not allowed within a multi-statement transaction")
 	}
 	if name == "aggregate" {
@@ -196,6 +199,56 @@ func addTxnCommands(r *service.Registry) {
 		Help: "commit a multi-document transaction", Writes: true, Secondary: service.SecondaryNever})
 	add(r, &service.Command{Name: "abortTransaction", Handler: runAbortTransaction, AdminOnly: true,
 		Help: "abort a multi-document transaction", Writes: true, Secondary: service.SecondaryNever})
+	add(r, &service.Command{Name: "prepareTransaction", Handler: runPrepareTransaction, AdminOnly: true,
+		Help: "Prepares a transaction on this shard; sent by a router or re-sent by the transaction commit coordinator for a cross-shard transaction",
+		Writes: true, Secondary: service.SecondaryNever})
+}
+
+// runPrepareTransaction prepares the session's transaction (the participant half of
+// two-phase commit). Until sharding's coordinator exists, only test commands send it.
+func runPrepareTransaction(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	if !env.State.Params.Bool("enableTestCommands") {
+		return nil, mongoerr.New(mongoerr.ShardingStateNotInitialized,
+			"Cannot accept sharding commands if sharding state has not been initialized with a shardIdentity document")
+	}
+	if txnSetHasArbiter(env) {
+		return nil, mongoerr.New(mongoerr.ReadConcernMajorityNotEnabled, "'prepareTransaction' is not supported for replica sets with arbiters")
+	}
+	stmt := txnStmtOf(ctx)
+	if stmt == nil {
+		return nil, mongoerr.New(mongoerr.CommandFailed, "prepareTransaction must be run within a transaction")
+	}
+	wc, err := writeParseConcern(env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	ot, err := stmt.Prepare(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reply := bsoncore.NewDocumentBuilder().AppendTimestamp("prepareTimestamp", ot.TS.Secs(), ot.TS.Inc()).Build()
+	return txnFinishConcern(ctx, env, wc, reply)
+}
+
+// txnSetHasArbiter reports whether the replica set's config has an arbiter.
+func txnSetHasArbiter(env *service.Env) bool {
+	if env.State.Repl == nil {
+		return false
+	}
+	cfg, err := env.State.Repl.Config()
+	if err != nil {
+		return false
+	}
+	members, _ := cfg.Lookup("members").ArrayOK()
+	vals, _ := members.Values()
+	for _, v := range vals {
+		if d, ok := v.DocumentOK(); ok {
+			if b, _ := d.Lookup("arbiterOnly").BooleanOK(); b {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func runCommitTransaction(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
@@ -206,6 +259,28 @@ func runCommitTransaction(ctx context.Context, env *service.Env, cmd bsoncore.Do
 	wc, err := writeParseConcern(env, cmd)
 	if err != nil {
 		return nil, err
+	}
+	if v := lookup(cmd, "commitTimestamp"); v.Type != 0 {
+		s, i, ok := v.TimestampOK()
+		if !ok {
+			return nil, typeMismatch("CommitTransaction", "commitTimestamp", v.Type, "timestamp")
+		}
+		ts := optime.MakeTimestamp(s, i)
+		if stmt.Txn.State() == participant.Prepared && !ts.IsNull() && ts >= stmt.Txn.PrepareOpTime().TS {
+			// MongoDB refuses a commit its node cannot know is final: the prepare entry
+			// must be majority committed (else this node may be a deposed primary).
+			if env.State.Repl == nil || env.State.Repl.MajorityCommitted().TS < stmt.Txn.PrepareOpTime().TS {
+				return nil, mongoerr.New(mongoerr.InvalidOptions,
+					"commitTransaction for a prepared transaction cannot be run before its prepare oplog entry has been majority committed")
+			}
+		}
+		if err := stmt.CommitPrepared(ctx, ts); err != nil {
+			return nil, err
+		}
+		return txnFinishConcern(ctx, env, wc, emptyDoc)
+	}
+	if stmt.Txn.State() == participant.Prepared {
+		return nil, mongoerr.New(mongoerr.InvalidOptions, "commitTransaction must provide commitTimestamp to prepared transaction.")
 	}
 	if err := stmt.Commit(ctx); err != nil {
 		return nil, err
@@ -222,7 +297,7 @@ func runAbortTransaction(ctx context.Context, env *service.Env, cmd bsoncore.Doc
 	if err != nil {
 		return nil, err
 	}
-	if err := stmt.Abort(); err != nil {
+	if err := stmt.Abort(ctx); err != nil {
 		return nil, err
 	}
 	return txnFinishConcern(ctx, env, wc, emptyDoc)

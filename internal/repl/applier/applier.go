@@ -522,6 +522,7 @@ func (a *Applier) applyGroups(ctx context.Context, groups [][]*oplog.Entry) erro
 func (a *Applier) applyGroup(ctx context.Context, g []*oplog.Entry) error {
 	ru := a.cfg.Engine.NewRecoveryUnit()
 	defer ru.Close()
+	_ = ru.SetPrepareConflictBehavior(storage.PrepareConflictIgnoreAllowWrites) // as oplog.Applier.ApplyWith
 	return storage.WriteConflictRetry(ctx, "applyBatchWriter", func() error {
 		defer ru.AbandonSnapshot()
 		w := ru.BeginUnitOfWork()

@@ -28,13 +28,13 @@
 //
 // Simplifications (known, documented in the report): the oplog is fetched after the clone,
 // not buffered while cloning, so a source oplog smaller than the clone's duration fails the
-// attempt (TooStaleToSyncFromSource) instead of succeeding; no prepared transactions yet
+// attempt (TooStaleToSyncFromSource) instead of succeeding. Transactions
 // (committed transactions need nothing special: config.transactions is cloned like any
 // collection, and applyOps entries, partialTxn chains included, go through the batch
 // applier; beginFetching is a visible entry of the source, and a primary commits a chain's
-// entries together, so a chain is never cut by it: see repl/oplog txn_apply.go; prepared
-// transactions will need beginFetching moved back to the oldest active transaction's
-// startOpTime in the source's config.transactions, as MongoDB does); views are cloned as system.views documents only if the
+// entries together, so a chain is never cut by it: see repl/oplog txn_apply.go; the entries
+// of transactions prepared before beginFetching are copied first, fetchPreparedEntries, and
+// transactions still prepared at the end are rebuilt); views are cloned as system.views documents only if the
 // source lists system.views as a collection.
 package initialsync
 
@@ -249,6 +249,7 @@ func (s *Syncer) attempt(ctx context.Context) (optime.OpTime, error) {
 		_ = cl.Disconnect(dctx)
 		cancel()
 	}()
+	oplog.PreparedOf(s.cfg.Engine).DropAll() // a failed attempt's, rebuilt from nothing
 	if err := s.dropUserData(ctx); err != nil {
 		return optime.OpTime{}, fmt.Errorf("drop existing data: %w", err)
 	}
@@ -270,6 +271,9 @@ func (s *Syncer) attempt(ctx context.Context) (optime.OpTime, error) {
 	s.mu.Unlock()
 	if err := s.seedOplog(ctx, beginRaw); err != nil {
 		return optime.OpTime{}, fmt.Errorf("seed oplog: %w", err)
+	}
+	if err := s.fetchPreparedEntries(ctx, cl, begin.TS); err != nil {
+		return optime.OpTime{}, fmt.Errorf("fetch the entries of prepared transactions: %w", err)
 	}
 	if err := s.hangWhileOn(ctx, hangBeforeCopyingDatabases); err != nil {
 		return optime.OpTime{}, err
@@ -294,6 +298,11 @@ func (s *Syncer) attempt(ctx context.Context) (optime.OpTime, error) {
 		return optime.OpTime{}, err
 	} else if after != rbid {
 		return optime.OpTime{}, mongoerr.Newf(mongoerr.InitialSyncFailure, "sync source %s rolled back during initial sync (rbid %d → %d)", host, rbid, after)
+	}
+	// Transactions still prepared at the end are rebuilt from their entries, now all in our
+	// oplog (spec: initial sync "Finish": reconstruct prepared transactions).
+	if _, err := s.cfg.Writer.Applier().ReconstructPrepared(ctx); err != nil {
+		return optime.OpTime{}, fmt.Errorf("reconstruct prepared transactions: %w", err)
 	}
 	// Our data is consistent at last: make it the stable point recovery starts from.
 	s.cfg.Engine.SetStableTimestamp(last.TS)
@@ -333,6 +342,45 @@ func (s *Syncer) applyOplog(ctx context.Context, host string, begin, stop optime
 		s.log.Debug("fetcher ended", "error", err.Error())
 	}
 	return a.LastApplied(), nil
+}
+
+// fetchPreparedEntries copies into our oplog the entries, older than beginFetching, of the
+// transactions prepared on the source: the clone does not see their writes (reads ignore
+// prepare conflicts), so their commit entries, fetched later, or the reconstruction at the
+// end need them. MongoDB moves beginFetching back to the oldest active transaction's
+// startOpTime instead; copying just those entries is the same for the applier, which reads
+// a chain from our oplog, and fetches less.
+func (s *Syncer) fetchPreparedEntries(ctx context.Context, cl *mongo.Client, begin optime.Timestamp) error {
+	cur, err := cl.Database("config").Collection("transactions").Find(ctx, bson.D{{Key: "state", Value: oplog.TxnPrepared}})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
+	oplogColl := cl.Database("local").Collection("oplog.rs")
+	for cur.Next(ctx) {
+		d, ok := bsoncore.Document(cur.Current).Lookup("lastWriteOpTime").DocumentOK()
+		if !ok {
+			continue
+		}
+		sec, inc, ok := d.Lookup("ts").TimestampOK()
+		for ts := optime.MakeTimestamp(sec, inc); ok && !ts.IsNull() && ts <= begin; {
+			var r bson.Raw
+			err := oplogColl.FindOne(ctx, bson.D{{Key: "ts", Value: bson.Timestamp{T: ts.Secs(), I: ts.Inc()}}}).Decode(&r)
+			if err != nil {
+				return fmt.Errorf("read the source's entry at %v: %w", ts, err)
+			}
+			raw := bsoncore.Document(append([]byte(nil), r...))
+			if ts != begin {
+				if err := s.seedOplog(ctx, raw); err != nil {
+					return err
+				}
+			}
+			prev, _ := raw.Lookup("prevOpTime").DocumentOK()
+			sec, inc, ok = prev.Lookup("ts").TimestampOK()
+			ts = optime.MakeTimestamp(sec, inc)
+		}
+	}
+	return cur.Err()
 }
 
 // seedOplog writes the source's beginFetching entry into our oplog.

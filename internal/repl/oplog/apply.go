@@ -106,6 +106,7 @@ func (m Mode) tolerant() bool { return m != ModeSecondary }
 // Batching by document for parallel writers is a follow-up (ApplyBatch); the secondary's
 // applier calls Apply per entry until then.
 type Applier struct {
+	e       *storage.Engine
 	cat     *catalog.Catalog
 	colls   *index.Collections
 	tempDir string
@@ -126,7 +127,7 @@ func (a *Applier) WithBatchSessionUpdates() *Applier {
 
 // NewApplier returns an applier over cfg's catalog and collections.
 func NewApplier(cfg Config) *Applier {
-	return &Applier{cat: cfg.Catalog, colls: cfg.Colls, tempDir: cfg.TempDir}
+	return &Applier{e: cfg.Engine, cat: cfg.Catalog, colls: cfg.Colls, tempDir: cfg.TempDir}
 }
 
 // Applier returns an applier sharing the writer's configuration.
@@ -158,6 +159,11 @@ func (a *Applier) ApplyWith(ctx context.Context, ru *storage.RecoveryUnit, raw b
 	}
 	release := opobserver.UnreplicatedWrites(ru)
 	defer release()
+	if !ru.InUnitOfWork() {
+		// MongoDB's oplog application ignores prepare conflicts: the entries it applies
+		// never depend on a prepared transaction's writes (the primary made them wait).
+		_ = ru.SetPrepareConflictBehavior(storage.PrepareConflictIgnoreAllowWrites)
+	}
 	switch e.Op {
 	case "n":
 		return nil
@@ -456,8 +462,7 @@ func (a *Applier) applyCommand(ctx context.Context, ru *storage.RecoveryUnit, e 
 			return a.applyCollMod(ru, m, e.O)
 		})
 	case "commitTransaction", "abortTransaction":
-		return mongoerr.Newf(mongoerr.CommandNotSupported,
-			"applying %s (the decision of a prepared transaction) at %v is not supported yet", name, e.OpTime)
+		return a.applyDecision(ctx, ru, e, mode, name == "commitTransaction")
 	case "dropDatabase":
 		return a.inUnit(ctx, ru, ts, func() error {
 			var uuids []catalog.UUID

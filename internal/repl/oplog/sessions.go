@@ -76,6 +76,8 @@ type SessionUpdate struct {
 	Wall int64
 	// State is the transaction state to record ("" for a retryable write's record).
 	State string
+	// Start is a prepared transaction's first entry (null: OpTime).
+	Start optime.OpTime
 }
 
 // sessionOf returns the session write an entry records: a CRUD entry with lsid and
@@ -85,13 +87,19 @@ func sessionOf(e *Entry) (SessionUpdate, bool) {
 	switch e.Op {
 	case "i", "u", "d":
 	case "c":
-		if !IsApplyOps(e) || IsPartialTxn(e) {
+		switch name, _ := firstKey(e.O); {
+		case name == "commitTransaction":
+			state = TxnCommitted
+		case name == "abortTransaction":
+			state = TxnAborted
+		case !IsApplyOps(e) || IsPartialTxn(e):
 			return SessionUpdate{}, false
+		default:
+			state = TxnCommitted
+			if b, _ := e.O.Lookup("prepare").BooleanOK(); b {
+				state = TxnPrepared
+			}
 		}
-		if b, _ := e.O.Lookup("prepare").BooleanOK(); b {
-			return SessionUpdate{}, false
-		}
-		state = TxnCommitted
 	default:
 		return SessionUpdate{}, false
 	}
@@ -205,7 +213,15 @@ func (a *Applier) applyEntrySession(ru *storage.RecoveryUnit, e *Entry) error {
 // upsertSession writes u's record unless the stored one is as new or newer.
 func upsertSession(ru *storage.RecoveryUnit, coll *index.Collection, u SessionUpdate) error {
 	rec := SessionRecord(u.LSID, u.TxnNumber, u.OpTime, u.Wall)
-	if u.State != "" {
+	switch u.State {
+	case "":
+	case TxnPrepared:
+		start := u.Start
+		if start.IsNull() {
+			start = u.OpTime
+		}
+		rec = PreparedSessionRecord(u.LSID, u.TxnNumber, u.OpTime, start, u.Wall)
+	default:
 		rec = TxnSessionRecord(u.LSID, u.TxnNumber, u.OpTime, u.Wall, u.State)
 	}
 	rid, cur, found, err := coll.FindByID(ru, bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: u.LSID})

@@ -29,8 +29,7 @@ package oplog
 // (insert as upsert, diff replay, tolerant modes for initial sync and recovery).
 //
 // Prepared transactions (o.prepare: true, then commitTransaction / abortTransaction
-// entries) are not supported yet: applying one fails with a clear error (a secondary
-// treats that as fatal rather than silently diverging).
+// entries) are held in a prepared unit until their decision: prepared.go.
 
 import (
 	"context"
@@ -180,8 +179,7 @@ func (a *Applier) applyApplyOps(ctx context.Context, ru *storage.RecoveryUnit, e
 		return err
 	}
 	if info.prepare {
-		return mongoerr.Newf(mongoerr.CommandNotSupported,
-			"applying a prepared transaction (applyOps entry with prepare: true at %v) is not supported yet", e.OpTime)
+		return a.applyPrepare(ctx, ru, e, info, mode, prevs)
 	}
 	if info.partial {
 		// Written to the oplog only; the chain's final entry applies it.
@@ -189,7 +187,7 @@ func (a *Applier) applyApplyOps(ctx context.Context, ru *storage.RecoveryUnit, e
 	}
 	ops := info.ops
 	if !info.prev.IsNull() {
-		if ops, err = a.chainOps(ru, e, info, prevs); err != nil {
+		if ops, _, err = a.chainOpsFrom(ru, e, info, prevs); err != nil {
 			return err
 		}
 	}
@@ -292,52 +290,55 @@ func (a *Applier) ApplyOpsInUnit(ctx context.Context, ru *storage.RecoveryUnit, 
 	return a.applyInner(ctx, ru, inner, mode)
 }
 
-// chainOps collects a chain's operations, oldest entry first, by walking prevOpTime back from
-// the final entry e (whose own operations come last).
-func (a *Applier) chainOps(ru *storage.RecoveryUnit, e *Entry, info *applyOpsEntry, prevs PrevEntries) ([]bsoncore.Document, error) {
+// chainOpsFrom collects a chain's operations, oldest entry first, by walking prevOpTime back
+// from the final entry e (whose own operations come last), and returns the OpTime of the
+// chain's first entry too.
+func (a *Applier) chainOpsFrom(ru *storage.RecoveryUnit, e *Entry, info *applyOpsEntry, prevs PrevEntries) ([]bsoncore.Document, optime.OpTime, error) {
 	parts := [][]bsoncore.Document{info.ops}
+	start := e.OpTime
 	total := len(info.ops)
 	for p, below := info.prev, e.OpTime.TS; !p.IsNull(); {
 		if p.TS >= below {
-			return nil, mongoerr.Newf(mongoerr.BadValue, "transaction entry at %v: prevOpTime %v does not go back in time", e.OpTime, p)
+			return nil, optime.OpTime{}, mongoerr.Newf(mongoerr.BadValue, "transaction entry at %v: prevOpTime %v does not go back in time", e.OpTime, p)
 		}
 		raw, err := a.findEntry(ru, p.TS, prevs)
 		if err != nil {
-			return nil, err
+			return nil, optime.OpTime{}, err
 		}
 		if raw == nil {
-			return nil, mongoerr.Newf(mongoerr.NoSuchKey,
+			return nil, optime.OpTime{}, mongoerr.Newf(mongoerr.NoSuchKey,
 				"applying the transaction committed at %v: its entry at %v is not in the oplog", e.OpTime, p)
 		}
 		pe, err := ParseEntry(raw)
 		if err != nil {
-			return nil, err
+			return nil, optime.OpTime{}, err
 		}
 		if !IsPartialTxn(pe) {
-			return nil, mongoerr.Newf(mongoerr.BadValue,
+			return nil, optime.OpTime{}, mongoerr.Newf(mongoerr.BadValue,
 				"applying the transaction committed at %v: the entry at %v is not a partialTxn applyOps entry", e.OpTime, p)
 		}
 		pinfo, err := parseApplyOps(pe)
 		if err != nil {
-			return nil, err
+			return nil, optime.OpTime{}, err
 		}
 		if info.hasTxn && (!pinfo.hasTxn || pinfo.txn != info.txn || string(pinfo.lsid) != string(info.lsid)) {
-			return nil, mongoerr.Newf(mongoerr.BadValue,
+			return nil, optime.OpTime{}, mongoerr.Newf(mongoerr.BadValue,
 				"applying the transaction committed at %v: the entry at %v belongs to another transaction", e.OpTime, p)
 		}
 		parts = append(parts, pinfo.ops)
 		total += len(pinfo.ops)
+		start = p
 		p, below = pinfo.prev, p.TS
 	}
 	if info.hasCount && info.count != int64(total) {
-		return nil, mongoerr.Newf(mongoerr.BadValue,
+		return nil, optime.OpTime{}, mongoerr.Newf(mongoerr.BadValue,
 			"applying the transaction committed at %v: count is %d but its chain holds %d operations", e.OpTime, info.count, total)
 	}
 	ops := make([]bsoncore.Document, 0, total)
 	for _, part := range slices.Backward(parts) {
 		ops = append(ops, part...)
 	}
-	return ops, nil
+	return ops, start, nil
 }
 
 // findEntry returns the entry at ts: from prevs, else from our oplog (a point read, which

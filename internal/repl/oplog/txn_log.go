@@ -51,11 +51,20 @@ func collectTxnOps(tc *opobserver.TxnCollector, es []entry) error {
 // entries' wall clock (milliseconds; the session record's lastWriteDate, which members
 // applying the entries take from them too). lsid and txnNumber identify the transaction.
 func (w *Writer) LogTransaction(ru *storage.RecoveryUnit, lsid bsoncore.Document, txnNumber int64, ops [][]byte) ([]optime.OpTime, int64, error) {
+	if len(ops) == 0 {
+		if !ru.InUnitOfWork() {
+			return nil, 0, storage.ErrNotInUnit
+		}
+		return nil, 0, nil
+	}
+	return w.logTxn(ru, lsid, txnNumber, ops, false)
+}
+
+// logTxn writes a transaction's entries: a commit's (LogTransaction) or a prepare's
+// (LogPrepare, whose last entry says prepare: true).
+func (w *Writer) logTxn(ru *storage.RecoveryUnit, lsid bsoncore.Document, txnNumber int64, ops [][]byte, prepare bool) ([]optime.OpTime, int64, error) {
 	if !ru.InUnitOfWork() {
 		return nil, 0, storage.ErrNotInUnit
-	}
-	if len(ops) == 0 {
-		return nil, 0, nil
 	}
 	if !w.Writable() {
 		return nil, 0, mongoerr.New(mongoerr.NotWritablePrimary, "logOp() but can't accept write to collection admin.$cmd")
@@ -76,7 +85,7 @@ func (w *Writer) LogTransaction(ru *storage.RecoveryUnit, lsid bsoncore.Document
 			}
 		}
 		last := i == len(groups)-1
-		doc = appendTxnEntry(doc[:0], lsid, txnNumber, g, !last, len(ops), slots[i], wall, prev)
+		doc = appendTxnEntry(doc[:0], lsid, txnNumber, g, !last, prepare && last, len(ops), slots[i], wall, prev)
 		if len(doc) > 16*1024*1024+16*1024 {
 			return nil, 0, mongoerr.Newf(mongoerr.TransactionTooLarge, "Total size of all transaction operations must be less than 16793600. Actual size is %d", len(doc))
 		}
@@ -118,7 +127,7 @@ func splitOps(ops [][]byte) [][][]byte {
 }
 
 // appendTxnEntry builds one applyOps entry of a transaction.
-func appendTxnEntry(dst []byte, lsid bsoncore.Document, txnNumber int64, ops [][]byte, partial bool, count int, ot optime.OpTime, wall int64, prev optime.OpTime) []byte {
+func appendTxnEntry(dst []byte, lsid bsoncore.Document, txnNumber int64, ops [][]byte, partial, prepare bool, count int, ot optime.OpTime, wall int64, prev optime.OpTime) []byte {
 	start, dst := bsoncore.AppendDocumentStart(dst)
 	dst = bsoncore.AppendDocumentElement(dst, "lsid", lsid)
 	dst = bsoncore.AppendInt64Element(dst, "txnNumber", txnNumber)
@@ -130,6 +139,9 @@ func appendTxnEntry(dst []byte, lsid bsoncore.Document, txnNumber int64, ops [][
 		dst = bsoncore.AppendDocumentElement(dst, itoa(i), op)
 	}
 	dst, _ = bsoncore.AppendArrayEnd(dst, ai)
+	if prepare {
+		dst = bsoncore.AppendBooleanElement(dst, "prepare", true)
+	}
 	if partial {
 		dst = bsoncore.AppendBooleanElement(dst, "partialTxn", true)
 	} else if !prev.IsNull() {

@@ -147,10 +147,11 @@ func Recover(ctx context.Context, cfg Config) (Result, error) {
 
 	stable := e.StableTimestamp()
 	res.Stable = stable
+	a := oplog.NewApplier(oplog.Config{Engine: e, Catalog: cat, Colls: colls, TempDir: cfg.TempDir})
 	if stable.IsNull() {
 		log.Info("No stable timestamp to recover to; the data is the journal's", logv2.ID(21559),
 			"topOfOplog", top.String())
-		return res, nil
+		return res, reconstructPrepared(ctx, a, log)
 	}
 	if stable > top.TS {
 		return res, fmt.Errorf("recovery timestamp %v is ahead of the top of the oplog %v: %w", stable, top, storage.ErrCorrupt)
@@ -171,10 +172,12 @@ func Recover(ctx context.Context, cfg Config) (Result, error) {
 	for _, u := range uuids {
 		colls.Forget(u)
 	}
-	a := oplog.NewApplier(oplog.Config{Engine: e, Catalog: cat, Colls: colls, TempDir: cfg.TempDir})
 	n, err := ReplayOplog(ctx, e, a, ident, stable, top.TS)
 	res.Replayed = n
 	if err != nil {
+		return res, err
+	}
+	if err := reconstructPrepared(ctx, a, log); err != nil {
 		return res, err
 	}
 	if err := index.RestartUnfinishedBuilds(ctx, colls, index.BuildOptions{TempDir: cfg.TempDir, Log: log}); err != nil {
@@ -186,6 +189,19 @@ func Recover(ctx context.Context, cfg Config) (Result, error) {
 	log.Info("Applied oplog entries during startup recovery", logv2.ID(21536), "numOpsApplied", n,
 		"from", stable.String(), "to", top.String())
 	return res, nil
+}
+
+// reconstructPrepared rebuilds the transactions left prepared (spec: "Startup Recovery":
+// reconstruct prepared transactions after replaying the oplog).
+func reconstructPrepared(ctx context.Context, a *oplog.Applier, log *slog.Logger) error {
+	n, err := a.ReconstructPrepared(ctx)
+	if err != nil {
+		return fmt.Errorf("reconstruct prepared transactions: %w", err)
+	}
+	if n > 0 {
+		log.Info("Reconstructed prepared transactions", "count", n)
+	}
+	return nil
 }
 
 // replayChunk bounds the oplog entries ReplayOplog holds in memory.

@@ -160,6 +160,9 @@ const (
 // may name tables that no longer exist.
 func (n *Node) RecoverToStable(ctx context.Context) (optime.Timestamp, error) {
 	before := n.Catalog.Latest().All()
+	// Prepared transactions are rebuilt after the replay (ReplayOplog): their units would
+	// keep RecoverToStable from running, and the replay may decide them.
+	oplog.PreparedOf(n.Engine).DropAll()
 	var stable optime.Timestamp
 	var err error
 	for attempt := 0; ; attempt++ {
@@ -202,7 +205,15 @@ func (n *Node) TruncateOplogAfter(_ context.Context, ts optime.Timestamp) error 
 // ReplayOplog applies our oplog entries in (from, to] again (recovery.ReplayOplog, the
 // replay of startup recovery).
 func (n *Node) ReplayOplog(ctx context.Context, from, to optime.Timestamp) (int, error) {
-	return recovery.ReplayOplog(ctx, n.Engine, n.Writer.Applier(), n.Writer.Ident(), from, to)
+	a := n.Writer.Applier()
+	applied, err := recovery.ReplayOplog(ctx, n.Engine, a, n.Writer.Ident(), from, to)
+	if err != nil {
+		return applied, err
+	}
+	if _, err := a.ReconstructPrepared(ctx); err != nil {
+		return applied, fmt.Errorf("reconstruct prepared transactions after rollback: %w", err)
+	}
+	return applied, nil
 }
 
 // SetMinValid persists minValid (recovery.SetMinValid) and waits for the journal.

@@ -67,6 +67,7 @@ type State int
 
 const (
 	InProgress State = iota + 1
+	Prepared
 	Committed
 	Aborted
 )
@@ -75,6 +76,8 @@ func (s State) String() string {
 	switch s {
 	case InProgress:
 		return "inProgress"
+	case Prepared:
+		return "prepared"
 	case Committed:
 		return "committed"
 	case Aborted:
@@ -103,6 +106,10 @@ type Txn struct {
 	readTS   optime.Timestamp // the snapshot's timestamp (0: newest data)
 	cursors  []int64
 	commitOT optime.OpTime
+	// prep is the transaction once prepared: the unit is held by the node's
+	// oplog.PreparedTxns, where a member applying the decision (after a step-down) resolves
+	// it too.
+	prep *oplog.PreparedTxn
 	// abortCause is why the transaction was aborted by someone other than its client
 	// (reaper, kill, step-down); reported by the next statement.
 	abortCause string
@@ -111,8 +118,30 @@ type Txn struct {
 // Number is the transaction number.
 func (t *Txn) Number() int64 { return t.number }
 
-// State is the transaction's state.
-func (t *Txn) State() State { return State(t.state.Load()) }
+// State is the transaction's state. A prepared transaction resolved by someone else (the
+// oplog applier, after this node stepped down) reports its outcome.
+func (t *Txn) State() State {
+	st := State(t.state.Load())
+	if st == Prepared && t.prep != nil {
+		select {
+		case <-t.prep.Done():
+			if t.prep.Outcome() == oplog.TxnCommitted {
+				return Committed
+			}
+			return Aborted // aborted, or dropped by a rollback that removed its prepare
+		default:
+		}
+	}
+	return st
+}
+
+// PrepareOpTime is the prepare entry's OpTime (null unless the transaction was prepared).
+func (t *Txn) PrepareOpTime() optime.OpTime {
+	if t.prep == nil {
+		return optime.OpTime{}
+	}
+	return t.prep.Prepare
+}
 
 // CommitOpTime is the commit entry's OpTime (null for a read-only transaction).
 func (t *Txn) CommitOpTime() optime.OpTime { return t.commitOT }
@@ -129,6 +158,7 @@ type Manager struct {
 
 	// Counters for serverStatus.transactions.
 	Started, Committed, Aborted, Active atomic.Int64
+	Prepared, PreparedCommitted, PreparedAborted atomic.Int64
 }
 
 var managers = operation.NewDecoration(func(db *operation.DB) *Manager {
@@ -169,6 +199,8 @@ func (m *Manager) close() {
 	m.stopReaper()
 	<-m.reaperDone
 	m.AbortMatching(context.Background(), func(lsc.Key) bool { return true }, "server shutting down")
+	// Prepared transactions stay prepared in the oplog; the restarted node rebuilds them.
+	oplog.PreparedOf(m.db.Engine).Close()
 }
 
 // BeginArgs are a statement's session arguments.
@@ -228,7 +260,22 @@ func (st *Stmt) begin(ctx context.Context, a BeginArgs) error {
 	if t != nil && t.number < active {
 		t = nil // a retryable write moved the session on
 	}
+	// A transaction prepared before this node became primary (or rebuilt at startup or
+	// after a rollback) is held by the node, not yet by this Txn.
+	if p := oplog.PreparedOf(m.db.Engine).Get(lsid); p != nil && p.TxnNumber >= active && (t == nil || t.prep != p) {
+		{
+			t = &Txn{m: m, key: a.Key, lsid: lsid, number: p.TxnNumber, prep: p}
+			t.state.Store(int32(Prepared))
+			m.mu.Lock()
+			m.txns[a.Key] = t
+			m.mu.Unlock()
+		}
+	}
 	desc := a.Key.String()
+	if t != nil && t.State() == Prepared && a.TxnNumber > t.number {
+		return mongoerr.New(mongoerr.PreparedTransactionInProgress,
+			"Cannot change transaction number while the session has a prepared transaction")
+	}
 	if a.Start {
 		switch {
 		case a.TxnNumber < active:
@@ -301,6 +348,13 @@ func (st *Stmt) begin(ctx context.Context, a BeginArgs) error {
 			return nil // a retried commit: the handler waits for its write concern again
 		}
 		return mongoerr.Newf(mongoerr.TransactionCommitted, "Transaction with { txnNumber: %d } has been committed.", t.number)
+	case Prepared:
+		switch a.Command {
+		case "commitTransaction", "abortTransaction", "prepareTransaction":
+			return nil
+		}
+		return mongoerr.New(mongoerr.PreparedTransactionInProgress,
+			"Cannot call any operation other than abort, prepare or commit on a prepared transaction")
 	}
 	return nil
 }
@@ -372,6 +426,8 @@ func (st *Stmt) Commit(ctx context.Context) error {
 		return nil
 	case Aborted:
 		return mongoerr.Newf(mongoerr.NoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", t.number)
+	case Prepared:
+		return mongoerr.New(mongoerr.InvalidOptions, "commitTransaction must provide commitTimestamp to prepared transaction.")
 	}
 	if err := st.commit(ctx); err != nil {
 		t.abort("")
@@ -424,14 +480,17 @@ func (st *Stmt) commit(ctx context.Context) error {
 	return nil
 }
 
-// Abort aborts the transaction (abortTransaction).
-func (st *Stmt) Abort() error {
+// Abort aborts the transaction (abortTransaction). A prepared transaction's abort is logged
+// (an abortTransaction entry) before its unit is rolled back.
+func (st *Stmt) Abort(ctx context.Context) error {
 	t := st.Txn
 	switch t.State() {
 	case Committed:
 		return mongoerr.Newf(mongoerr.TransactionCommitted, "Transaction with { txnNumber: %d } has been committed.", t.number)
 	case Aborted:
 		return mongoerr.Newf(mongoerr.NoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", t.number)
+	case Prepared:
+		return st.decidePrepared(ctx, 0)
 	}
 	t.abort("")
 	return nil
@@ -463,12 +522,7 @@ func (t *Txn) release() {
 		t.res.RU.Close()
 	}
 	t.wuow, t.detach = nil, nil
-	if len(t.cursors) > 0 && t.m != nil {
-		if kill := cursorKillers.Get(t.m.db).Load(); kill != nil {
-			(*kill)(t.cursors)
-		}
-		t.cursors = nil
-	}
+	t.killCursors()
 }
 
 // AbortMatching aborts the in-progress transactions of the sessions match selects
@@ -504,6 +558,10 @@ func (m *Manager) AbortMatching(ctx context.Context, match func(lsc.Key) bool, c
 // MongoDB's beginOrContinue does), and one at the same number refuses the write, which must
 // then carry autocommit: false.
 func BeforeRetryableWrite(ctx context.Context, db *operation.DB, key lsc.Key, txnNumber int64) error {
+	if p := oplog.PreparedOf(db.Engine).Get(retryable.LsidDoc(key)); p != nil && p.TxnNumber != txnNumber {
+		return mongoerr.New(mongoerr.PreparedTransactionInProgress,
+			"Cannot change transaction number while the session has a prepared transaction")
+	}
 	m, ok := managers.Lookup(db)
 	if !ok {
 		return nil
@@ -563,4 +621,165 @@ func (m *Manager) InProgressCount() int {
 		}
 	}
 	return n
+}
+
+// Prepare prepares the transaction (prepareTransaction) and returns the prepare entry's
+// OpTime, whose timestamp is the prepare timestamp: the operations are logged in an entry
+// with prepare: true (or a chain ending in one), written in a unit of its own together with
+// the session record {state: "prepared"}, and the transaction's unit is prepared at that
+// timestamp and handed to the node's oplog.PreparedTxns. From then on it takes no more
+// operations, survives step-down, failover and restarts, and only commitTransaction with a
+// commitTimestamp or abortTransaction ends it. Preparing again returns the same OpTime.
+func (st *Stmt) Prepare(ctx context.Context) (optime.OpTime, error) {
+	t := st.Txn
+	switch t.State() {
+	case Prepared:
+		return t.prep.Prepare, nil
+	case Committed:
+		return optime.OpTime{}, mongoerr.Newf(mongoerr.TransactionCommitted, "Transaction with { txnNumber: %d } has been committed.", t.number)
+	case Aborted:
+		return optime.OpTime{}, mongoerr.New(mongoerr.NoSuchTransaction, "Transaction isn't in progress")
+	}
+	ot, err := st.prepare(ctx)
+	if err != nil {
+		t.abort("")
+		return optime.OpTime{}, err
+	}
+	return ot, nil
+}
+
+func (st *Stmt) prepare(ctx context.Context) (optime.OpTime, error) {
+	t := st.Txn
+	m := st.m
+	w, ok := m.db.Observer().(*oplog.Writer)
+	if !ok {
+		return optime.OpTime{}, mongoerr.New(mongoerr.ReadConcernMajorityNotEnabled, "'prepareTransaction' is not supported on standalone nodes.")
+	}
+	// The prepare is logged by a unit of its own: the transaction's unit takes no writes
+	// once prepared (MongoDB writes the entry in a side transaction too).
+	op := m.db.NewOp(operation.WithRequest(ctx, &operation.Request{Admission: new(lock.Admission)}))
+	defer op.Close()
+	scope, err := op.Locker.GlobalLock(ctx, lock.ModeIX)
+	if err != nil {
+		return optime.OpTime{}, err
+	}
+	defer func() { _ = scope.Release() }()
+	t.detach()
+	t.detach = nil
+	ru := op.RU
+	wu := ru.BeginUnitOfWork()
+	defer wu.End()
+	ots, wall, err := w.LogPrepare(ru, t.lsid, t.number, t.ops.Ops)
+	if err != nil {
+		return optime.OpTime{}, err
+	}
+	prep, start := ots[len(ots)-1], ots[0]
+	if err := t.res.RU.Prepare(prep.TS); err != nil {
+		return optime.OpTime{}, err
+	}
+	if err := retryable.UpsertRecord(op, oplog.PreparedSessionRecord(t.lsid, t.number, prep, start, wall)); err != nil {
+		return optime.OpTime{}, err
+	}
+	if err := wu.Commit(); err != nil {
+		return optime.OpTime{}, err
+	}
+	// Cursors read through the unit, which now belongs to the prepared state.
+	t.killCursors()
+	t.prep = oplog.PreparedOf(m.db.Engine).Hold(t.lsid, t.number, prep, start, t.res.RU, t.wuow, nil)
+	t.res, t.wuow = nil, nil
+	t.state.Store(int32(Prepared))
+	m.Prepared.Add(1)
+	return prep, nil
+}
+
+// CommitPrepared commits a prepared transaction at commitTs (commitTransaction with a
+// commitTimestamp): the commitTransaction entry and the session record {state: "committed"}
+// are written at a new slot, above commitTs, in a unit of their own, and the transaction's
+// writes become visible at exactly commitTs. A committed transaction commits again as a
+// no-op (a retry).
+func (st *Stmt) CommitPrepared(ctx context.Context, commitTs optime.Timestamp) error {
+	t := st.Txn
+	switch t.State() {
+	case Committed:
+		return nil
+	case Aborted:
+		return mongoerr.Newf(mongoerr.NoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", t.number)
+	case InProgress:
+		return mongoerr.New(mongoerr.InvalidOptions, "commitTransaction cannot provide commitTimestamp to unprepared transaction.")
+	}
+	if commitTs.IsNull() {
+		return mongoerr.New(mongoerr.InvalidOptions, "'commitTimestamp' cannot be null")
+	}
+	if commitTs < t.prep.Prepare.TS {
+		return mongoerr.New(mongoerr.InvalidOptions, "'commitTimestamp' must be greater than or equal to 'prepareTimestamp'")
+	}
+	return st.decidePrepared(ctx, commitTs)
+}
+
+// decidePrepared logs and applies a prepared transaction's decision: commit at commitTs, or
+// abort when commitTs is null.
+func (st *Stmt) decidePrepared(ctx context.Context, commitTs optime.Timestamp) error {
+	t := st.Txn
+	m := st.m
+	w, ok := m.db.Observer().(*oplog.Writer)
+	if !ok {
+		return mongoerr.New(mongoerr.IllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos")
+	}
+	op := m.db.NewOp(operation.WithRequest(ctx, &operation.Request{Admission: new(lock.Admission)}))
+	defer op.Close()
+	scope, err := op.Locker.GlobalLock(ctx, lock.ModeIX)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = scope.Release() }()
+	ru := op.RU
+	wu := ru.BeginUnitOfWork()
+	defer wu.End()
+	ot, wall, err := w.LogPreparedDecision(ru, t.lsid, t.number, t.prep.Prepare, commitTs)
+	if err != nil {
+		return err
+	}
+	state := oplog.TxnCommitted
+	if commitTs.IsNull() {
+		state = oplog.TxnAborted
+	}
+	if err := retryable.UpsertRecord(op, oplog.TxnSessionRecord(t.lsid, t.number, ot, wall, state)); err != nil {
+		return err
+	}
+	if commitTs.IsNull() {
+		if err := wu.Commit(); err != nil {
+			return err
+		}
+		t.prep.Abort()
+		t.state.Store(int32(Aborted))
+		m.Aborted.Add(1)
+		m.PreparedAborted.Add(1)
+		return nil
+	}
+	// The data first, then the entry (MongoDB's order): the entry's slot is in flight
+	// until both are done, so nothing reads the oplog past it before the data is there,
+	// and a crash in between leaves the transaction prepared (a commit at or below the
+	// stable timestamp is undone by recovery; see storage's prepared commit records).
+	if err := t.prep.Commit(commitTs, ot.TS); err != nil {
+		return err
+	}
+	t.state.Store(int32(Committed))
+	t.commitOT = ot
+	m.Committed.Add(1)
+	m.PreparedCommitted.Add(1)
+	if err := wu.Commit(); err != nil {
+		return fmt.Errorf("logging the commit of prepared transaction %d (its writes are committed): %w", t.number, err)
+	}
+	st.s.NoteCommitted(t.number, 0, []optime.OpTime{ot})
+	return nil
+}
+
+// killCursors kills the cursors the transaction opened.
+func (t *Txn) killCursors() {
+	if len(t.cursors) > 0 && t.m != nil {
+		if kill := cursorKillers.Get(t.m.db).Load(); kill != nil {
+			(*kill)(t.cursors)
+		}
+		t.cursors = nil
+	}
 }
