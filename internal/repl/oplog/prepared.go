@@ -112,6 +112,7 @@ func (p *PreparedTxns) Hold(lsid bsoncore.Document, txnNumber int64, prepare, st
 	p.mu.Lock()
 	old := p.m[string(lsid)]
 	p.m[string(lsid)] = t
+	p.pinLocked()
 	p.mu.Unlock()
 	if old != nil {
 		old.finish("")
@@ -133,11 +134,21 @@ func (p *PreparedTxns) Len() int {
 	return len(p.m)
 }
 
+// pinLocked keeps the oplog entries of the held transactions from truncation (spec: the
+// prepare entries "cannot fall off the back of the oplog").
+func (p *PreparedTxns) pinLocked() {
+	p.e.SetPinnedOplogTimestamp(p.oldestLocked().TS)
+}
+
 // OldestStart is the start OpTime of the oldest prepared transaction held (null if none):
-// the oplog must keep it, and an initial sync of this node's data must fetch from it.
+// the oplog keeps its entries.
 func (p *PreparedTxns) OldestStart() optime.OpTime {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.oldestLocked()
+}
+
+func (p *PreparedTxns) oldestLocked() optime.OpTime {
 	var oldest optime.OpTime
 	for _, t := range p.m {
 		if oldest.IsNull() || t.Start.TS < oldest.TS {
@@ -157,6 +168,7 @@ func (p *PreparedTxns) DropAll() {
 		ts = append(ts, t)
 	}
 	p.m = map[string]*PreparedTxn{}
+	p.pinLocked()
 	p.mu.Unlock()
 	for _, t := range ts {
 		t.finish("")
@@ -205,6 +217,7 @@ func (t *PreparedTxn) finish(outcome string) {
 	t.set.mu.Lock()
 	if t.set.m[string(t.LSID)] == t {
 		delete(t.set.m, string(t.LSID))
+		t.set.pinLocked()
 	}
 	t.set.mu.Unlock()
 	close(t.done)

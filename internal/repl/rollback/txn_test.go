@@ -11,6 +11,7 @@ import (
 
 	"humongo/internal/optime"
 	"humongo/internal/repl/applier"
+	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/rollback"
 )
 
@@ -117,4 +118,100 @@ func TestRollbackAcrossTransactionEntries(t *testing.T) {
 	if top := must[optime.OpTime](t)(applier.TopOfOplog(us.db.Engine, us.w.Ident())); top.TS != opTime(t, srcEntries[len(srcEntries)-1]).TS {
 		t.Fatalf("top of oplog %v", top)
 	}
+}
+
+// preparedEntries builds a prepare entry of transaction txn at ts inserting ids into prep.p
+// and, if commitAt is not null, its commit entry at commitAt (commit timestamp commitAt-1).
+func preparedEntries(t *testing.T, lsid bson.D, txn int64, ts, commitAt optime.Timestamp, ids ...int) []bsoncore.Document {
+	t.Helper()
+	bts := func(ts optime.Timestamp) bson.Timestamp { return bson.Timestamp{T: ts.Secs(), I: ts.Inc()} }
+	ops := bson.A{}
+	for _, id := range ids {
+		ops = append(ops, bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "prep.p"}, {Key: "o", Value: bson.D{{Key: "_id", Value: id}}}})
+	}
+	entry := func(ts optime.Timestamp, o, prev bson.D) bsoncore.Document {
+		b, err := bson.Marshal(bson.D{{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: txn},
+			{Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"}, {Key: "o", Value: o},
+			{Key: "ts", Value: bts(ts)}, {Key: "t", Value: int64(1)},
+			{Key: "v", Value: int64(2)}, {Key: "wall", Value: bson.DateTime(1)}, {Key: "prevOpTime", Value: prev}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	out := []bsoncore.Document{entry(ts, bson.D{{Key: "applyOps", Value: ops}, {Key: "prepare", Value: true}},
+		bson.D{{Key: "ts", Value: bson.Timestamp{}}, {Key: "t", Value: int64(-1)}})}
+	if !commitAt.IsNull() {
+		out = append(out, entry(commitAt, bson.D{{Key: "commitTransaction", Value: 1}, {Key: "commitTimestamp", Value: bts(commitAt - 1)}},
+			bson.D{{Key: "ts", Value: bts(ts)}, {Key: "t", Value: int64(1)}}))
+	}
+	return out
+}
+
+// TestRollbackKeepsPreparedTransactions: rollback drops the prepared units before it
+// recovers to the stable timestamp and rebuilds the ones still prepared after its replay. A
+// transaction prepared in the shared history and committed only on our branch is prepared
+// again afterwards; one prepared only on our branch is gone.
+func TestRollbackKeepsPreparedTransactions(t *testing.T) {
+	ctx := context.Background()
+	us, src := startDataNode(t, 1), startDataNode(t, 2)
+	if err := us.client.Database("config").CreateCollection(ctx, "transactions"); err != nil {
+		t.Fatal(err)
+	}
+	if err := us.client.Database("prep").CreateCollection(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	stable := us.w.LastWritten().TS
+	us.db.Engine.SetStableTimestamp(stable)
+	lsidA := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}}
+	lsidB := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: append(make([]byte, 15), 1)}}}
+	top := us.w.LastWritten()
+	us.apply(t, top, preparedEntries(t, lsidA, 1, top.TS+1, 0, 1, 2))
+	shared := us.oplogEntries(t)
+	src.apply(t, optime.OpTime{}, shared)
+	common := opTime(t, shared[len(shared)-1])
+	held := oplog.PreparedOf(us.db.Engine)
+	if held.Len() != 1 {
+		t.Fatalf("%d prepared transactions held before our branch, want 1", held.Len())
+	}
+	// Our branch: A commits, B prepares.
+	top = us.w.LastWritten()
+	us.apply(t, top, preparedEntries(t, lsidA, 1, common.TS, top.TS+2)[1:])
+	top = us.w.LastWritten()
+	us.apply(t, top, preparedEntries(t, lsidB, 1, top.TS+1, 0, 3))
+	if held.Len() != 1 || held.Get(bsonDoc(t, lsidB)) == nil {
+		t.Fatalf("before rollback: want only B held, %d held", held.Len())
+	}
+	must[*mongo.InsertOneResult](t)(src.client.Database("app").Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: "theirs"}}))
+
+	rbid := int32(0)
+	res, err := rollback.Run(ctx, rollback.Config{Local: us.local(), Remote: rollback.ClientRemote{Client: src.client},
+		Dir: t.TempDir(), IncrementRBID: func(context.Context) (int32, error) { rbid++; return rbid, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CommonPoint != common {
+		t.Fatalf("common point %v, want %v", res.CommonPoint, common)
+	}
+	held = oplog.PreparedOf(us.db.Engine)
+	a := held.Get(bsonDoc(t, lsidA))
+	if held.Len() != 1 || a == nil || a.Prepare != common {
+		t.Fatalf("after rollback: %d held, A %+v; want A prepared at %v", held.Len(), a, common)
+	}
+	var rec struct{ State string }
+	if err := us.client.Database("config").Collection("transactions").FindOne(ctx, bson.D{{Key: "_id", Value: lsidA}}).Decode(&rec); err != nil || rec.State != "prepared" {
+		t.Fatalf("A's record after rollback: %+v %v", rec, err)
+	}
+	if n, err := us.client.Database("config").Collection("transactions").CountDocuments(ctx, bson.D{{Key: "_id", Value: lsidB}}); err != nil || n != 0 {
+		t.Fatalf("B's record after rollback: %d %v", n, err)
+	}
+}
+
+func bsonDoc(t *testing.T, d bson.D) bsoncore.Document {
+	t.Helper()
+	b, err := bson.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
