@@ -99,6 +99,34 @@ const (
 type ReadSource struct {
 	Kind ReadSourceKind
 	TS   optime.Timestamp
+	// IgnorePrepare: the read returns the data as it was before prepared transactions wrote
+	// it instead of waiting for them to commit or abort (spec: replication.md "Prepare
+	// Conflicts"; MongoDB's canIgnorePrepareConflicts): read concern local, available or
+	// majority without afterClusterTime/atClusterTime, outside a transaction, for the
+	// commands that may (find, aggregate, count, distinct and their getMores). Read concern
+	// decides it; false (enforce: wait) for everything else, every write included.
+	IgnorePrepare bool
+}
+
+// PrepareConflictBehavior is the storage behaviour r's reads run with.
+func (r ReadSource) PrepareConflictBehavior() storage.PrepareConflictBehavior {
+	if r.IgnorePrepare {
+		return storage.PrepareConflictIgnore
+	}
+	return storage.PrepareConflictEnforce
+}
+
+// Apply points ru, between snapshots, at r: its timestamp (none when 0: newest data) and its
+// prepare conflict behaviour. Call it before ru's first read (and before each later snapshot
+// of a cursor, after the timestamp was re-resolved).
+func (r ReadSource) Apply(ru *storage.RecoveryUnit) error {
+	if err := ru.SetPrepareConflictBehavior(r.PrepareConflictBehavior()); err != nil {
+		return err
+	}
+	if r.TS == 0 {
+		return nil
+	}
+	return ru.SetReadSource(storage.ReadProvided, r.TS)
 }
 
 // Request is what a command's generic arguments say about every operation it starts: the
