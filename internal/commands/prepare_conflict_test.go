@@ -499,9 +499,9 @@ func TestPrepareConflictTransactionStatements(t *testing.T) {
 	_ = localSess.AbortTransaction(ctx)
 }
 
-// A cursor's getMore meets a key prepared after its first batch: with afterClusterTime it
-// waits and returns the committed version (and every later document); a local cursor's
-// getMore reads on past it.
+// A cursor's getMore meets keys prepared after its first batch (the one it stands on and a
+// later one): with afterClusterTime it waits and returns the committed version (and every
+// later document, none twice); a local cursor's getMore reads on past them.
 func TestPrepareConflictGetMore(t *testing.T) {
 	r := startRetryRS(t)
 	cl, _ := prepColl(t, r)
@@ -525,7 +525,11 @@ func TestPrepareConflictGetMore(t *testing.T) {
 	}
 	causalID := open(bson.D{{Key: "level", Value: "local"}, {Key: "afterClusterTime", Value: bson.Timestamp{T: tt, I: ti}}})
 	localID := open(bson.D{{Key: "level", Value: "local"}})
-	p := prepareWrites(t, r, "test.prep", setField(6, "v", 5))
+	// Document 2 is where both cursors stand (the last one returned): restoring the cursor
+	// meets it too.
+	p := prepareWrites(t, r, "test.prep", func(ru *storage.RecoveryUnit, coll *index.Collection) error {
+		return errors.Join(setField(2, "v", 5)(ru, coll), setField(6, "v", 5)(ru, coll))
+	})
 	getMore := func(id int64, want int32) <-chan error {
 		return async(func() error {
 			raw, err := db.RunCommand(ctx, bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "prep"}, {Key: "batchSize", Value: 100}}).Raw()
