@@ -252,7 +252,7 @@ func TestPrepareConflictCausalAndSnapshotReadsWait(t *testing.T) {
 	r := startRetryRS(t)
 	cl, coll := prepColl(t, r)
 	ctx := context.Background()
-	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "k", Value: 1}}}); err != nil {
+	if _, err := coll.Indexes().CreateMany(ctx, []mongo.IndexModel{{Keys: bson.D{{Key: "k", Value: 1}}}, {Keys: bson.D{{Key: "v", Value: 1}}}}); err != nil {
 		t.Fatal(err)
 	}
 	db := cl.Database("test")
@@ -288,12 +288,15 @@ func TestPrepareConflictCausalAndSnapshotReadsWait(t *testing.T) {
 	atPrepare := bson.Timestamp{T: uint32(p.ts >> 32), I: uint32(p.ts)}
 	causalIx := read(bson.D{{Key: "level", Value: "majority"}, {Key: "afterClusterTime", Value: atPrepare}}, bson.D{{Key: "k", Value: int32(4)}})
 	snap := read(bson.D{{Key: "level", Value: "snapshot"}}, bson.D{{Key: "k", Value: int32(4)}})
+	// Two candidate plans (k_1, v_1): the trial runs meet the prepared keys and wait too.
+	snapTrial := read(bson.D{{Key: "level", Value: "snapshot"}}, bson.D{{Key: "k", Value: int32(4)}, {Key: "v", Value: bson.D{{Key: "$gte", Value: int32(0)}}}})
 	stillBlocked(t, causal, "afterClusterTime read")
 	stillBlocked(t, causalIx, "majority afterClusterTime read through an index")
 	stillBlocked(t, snap, "snapshot read")
+	stillBlocked(t, snapTrial, "snapshot read planned by trial runs")
 	// Commit at the prepare timestamp: the snapshot read (at or above it) must see it too.
 	p.commitAt(p.ts)
-	for what, ch := range map[string]<-chan error{"afterClusterTime": causal, "majority afterClusterTime": causalIx, "snapshot": snap} {
+	for what, ch := range map[string]<-chan error{"afterClusterTime": causal, "majority afterClusterTime": causalIx, "snapshot": snap, "snapshot, trial runs": snapTrial} {
 		if err := waitDone(t, ch, what); err != nil {
 			t.Fatalf("%s read: %v", what, err)
 		}
