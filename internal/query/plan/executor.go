@@ -244,11 +244,12 @@ func (ex *Executor) Next(ctx context.Context) (recordid.ID, bsoncore.Document, b
 }
 
 // waitPrepared waits out a prepare conflict (spec: replication.md "Prepare Conflicts") that a
-// work of root met (in a query, or in a candidate's trial run), then lets the plan continue in a new view from where it stood: the stages redo
-// the step that failed (the storage cursors their failed move, FETCH its pending record,
-// IDHACK its lookup). A Pebble view never gains a commit made after it opened, so the new
-// view is needed. Outside a unit of work that is the yield's save / AbandonSnapshot / restore
-// around the wait, with no view pinned while waiting. Inside one (a transaction's statement)
+// work of root met (in a query, or in a candidate's trial run), then lets the plan continue
+// in a new view from where it stood: the stages redo the step that failed (the storage
+// cursors their failed move, FETCH its pending record, IDHACK its lookup). A Pebble view
+// never gains a commit made after it opened, so the new view is needed. Outside a unit of
+// work that is the yield's save / AbandonSnapshot / restore around the wait, with no view
+// pinned while waiting. Inside one (a transaction's statement)
 // the unit's view is refreshed at the same timestamp when the unit allows it
 // (RecoveryUnit.RefreshSnapshot: it reads at a timestamp, its writes are isolated);
 // otherwise the conflict is returned at once for the caller's retry loop (a write rolls its
@@ -288,7 +289,7 @@ func waitPrepared(ctx context.Context, env *execEnv, root stage, inTxn bool, con
 		if err == nil || !storage.IsPrepareConflict(err) {
 			return err
 		}
-		conflict = err // the restore's own move met another prepared key
+		conflict = err // a stage's restore met another prepared key (none defers it)
 	}
 }
 

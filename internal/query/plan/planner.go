@@ -758,6 +758,12 @@ func Prepare(ctx context.Context, ru *storage.RecoveryUnit, meta *catalog.Collec
 				closeAll(trials)
 				return nil, context.Cause(ctx)
 			}
+			if storage.IsPrepareConflict(err) || mongoerr.Is(err, mongoerr.WriteConflict) {
+				// The unit must be rolled back (or the transaction retried): any plan
+				// would meet the same document.
+				closeAll(trials)
+				return nil, err
+			}
 			if firstErr == nil {
 				firstErr = err
 			}
