@@ -77,27 +77,35 @@ func runDataSize(ctx context.Context, env *service.Env, cmd bsoncore.Document) (
 		n, size = db.Engine.Counts(m.Ident)
 	default:
 		fields, _ := keyPattern.Elements()
-		cur, err := rd.Records(op.RU)
-		if err != nil {
-			return nil, err
-		}
-		defer cur.Close()
-		for i := 0; ; i++ {
-			_, raw, ok := cur.Next()
-			if !ok {
-				break
+		// dataSize may not ignore prepare conflicts (mongod's default): a record a prepared
+		// transaction wrote makes the scan wait for it to commit or abort and start over in a
+		// new snapshot.
+		err := db.Engine.PrepareConflictRetry(ctx, func() error {
+			defer op.RU.AbandonSnapshot()
+			n, size = 0, 0
+			cur, err := rd.Records(op.RU)
+			if err != nil {
+				return err
 			}
-			if i%1000 == 0 {
-				if err := ddlCheckCtx(ctx); err != nil {
-					return nil, err
+			defer cur.Close()
+			for i := 0; ; i++ {
+				_, raw, ok := cur.Next()
+				if !ok {
+					break
+				}
+				if i%1000 == 0 {
+					if err := ddlCheckCtx(ctx); err != nil {
+						return err
+					}
+				}
+				if ddlInKeyRange(bsoncore.Document(raw), fields, minKey, maxKey) {
+					n++
+					size += int64(len(raw))
 				}
 			}
-			if ddlInKeyRange(bsoncore.Document(raw), fields, minKey, maxKey) {
-				n++
-				size += int64(len(raw))
-			}
-		}
-		if err := cur.Err(); err != nil {
+			return cur.Err()
+		})
+		if err != nil {
 			return nil, err
 		}
 	}

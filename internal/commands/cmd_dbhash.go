@@ -62,6 +62,13 @@ func runDBHash(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 
 	op := db.NewOp(ctx)
 	defer op.Close()
+	// dbHash reads the data as it was before any prepared transaction wrote it, as mongod's
+	// (canIgnorePrepareConflicts; it reads at read concern local only): a consistency check
+	// must not wait for a coordinator's decision, and members holding the same prepared
+	// transaction hash the same pre-prepare data.
+	if err := op.RU.SetPrepareConflictBehavior(storage.PrepareConflictIgnore); err != nil {
+		return nil, err
+	}
 	mode := lock.ModeS
 	if rc := env.State.Repl; rc != nil && !rc.IsWritablePrimary() {
 		if la := rc.LastApplied(); !la.IsNull() {

@@ -13,6 +13,7 @@ import (
 	"humongo/internal/operation"
 	"humongo/internal/opobserver"
 	"humongo/internal/service"
+	"humongo/internal/storage"
 )
 
 func addRenameCollection(r *service.Registry) {
@@ -215,6 +216,20 @@ func ddlRenameAcrossDatabases(ctx context.Context, op *operation.Context, src *c
 	for {
 		_, raw, ok := cur.Next()
 		if !ok {
+			if err := cur.Err(); storage.IsPrepareConflict(err) {
+				// A record a prepared transaction wrote (transactions hold no locks between
+				// statements): copy it as decided, from a new snapshot once it commits or
+				// aborts; the cursor redoes its move.
+				cur.Save()
+				readRU.AbandonSnapshot()
+				if err := storage.WaitPrepareConflict(ctx, err); err != nil {
+					return err
+				}
+				if _, err := cur.Restore(); err != nil && !storage.IsPrepareConflict(err) {
+					return err
+				}
+				continue
+			}
 			break
 		}
 		batch = append(batch, append(bsoncore.Document(nil), raw...))

@@ -81,18 +81,15 @@ type findSource struct {
 func findReadSource(ctx context.Context, ns string) operation.ReadSource {
 	rs := operation.ReadSourceOf(ctx)
 	if rs.Kind == operation.ReadLastApplied && !opobserver.IsReplicatedNS(ns) && ns != oplog.NS {
-		return operation.ReadSource{}
+		return operation.ReadSource{IgnorePrepare: rs.IgnorePrepare}
 	}
 	return rs
 }
 
-// applyReadSource points a cursor's unit at its read source's timestamp (before its first
-// read).
+// applyReadSource points a cursor's unit at its read source's timestamp and prepare conflict
+// behaviour (before its first read).
 func applyReadSource(r operation.ReadSource, ru *storage.RecoveryUnit) error {
-	if r.TS == 0 {
-		return nil
-	}
-	return ru.SetReadSource(storage.ReadProvided, r.TS)
+	return r.Apply(ru)
 }
 
 func (s *findSource) Next(ctx context.Context) (bsoncore.Document, bool, error) {

@@ -505,6 +505,21 @@ func (b *builder) scan(srt *sorter.Sorter) error {
 	for {
 		rid, doc, ok := cur.Next()
 		if !ok {
+			if err := cur.Err(); storage.IsPrepareConflict(err) {
+				// A record a prepared transaction wrote: wait until it commits or aborts and
+				// read it then, in a new snapshot (the cursor redoes the move). Ignoring it
+				// would miss a prepared write made before the build began, which the
+				// side table never sees (transactions hold no locks between statements).
+				cur.Save()
+				ru.AbandonSnapshot()
+				if err := storage.WaitPrepareConflict(b.ctx, err); err != nil {
+					return mongoerr.Newf(mongoerr.IndexBuildAborted, "index build aborted: %v", err)
+				}
+				if _, err := cur.Restore(); err != nil && !storage.IsPrepareConflict(err) {
+					return err
+				}
+				continue
+			}
 			break
 		}
 		b.stats.Scanned++
@@ -527,8 +542,8 @@ func (b *builder) scan(srt *sorter.Sorter) error {
 			if err := b.ctx.Err(); err != nil {
 				return mongoerr.Newf(mongoerr.IndexBuildAborted, "index build aborted: %v", err)
 			}
-			if _, err := cur.Restore(); err != nil {
-				return err
+			if _, err := cur.Restore(); err != nil && !storage.IsPrepareConflict(err) {
+				return err // a prepare conflict surfaces at the next Next
 			}
 		}
 	}

@@ -189,20 +189,24 @@ func (c *Collection) IDIndex() (*Index, error) {
 	return st.id, nil
 }
 
-// Write runs f in a WriteUnitOfWork on ru, retrying on WriteConflict, while holding the
-// default write gate shared. It is the write-path entry point for callers that do not use the
-// lock manager (tests, the TTL monitor in a standalone setup).
+// Write runs f in a WriteUnitOfWork on ru, retrying on WriteConflict and, after a prepare
+// conflict, once the prepared transaction committed or aborted (the attempt rolled back and
+// released its snapshot first), while holding the default write gate shared. It is the
+// write-path entry point for callers that do not use the lock manager (tests, the TTL monitor
+// in a standalone setup).
 func (c *Collection) Write(ctx context.Context, ru *storage.RecoveryUnit, f func() error) error {
 	c.gate.RLock()
 	defer c.gate.RUnlock()
 	return storage.WriteConflictRetry(ctx, "write", func() error {
-		defer ru.AbandonSnapshot()
-		w := ru.BeginUnitOfWork()
-		defer w.End()
-		if err := f(); err != nil {
-			return err
-		}
-		return w.Commit()
+		return c.e.PrepareConflictRetry(ctx, func() error {
+			defer ru.AbandonSnapshot()
+			w := ru.BeginUnitOfWork()
+			defer w.End()
+			if err := f(); err != nil {
+				return err
+			}
+			return w.Commit()
+		})
 	})
 }
 

@@ -259,6 +259,11 @@ func (m *TTLMonitor) deleteExpired(ctx context.Context, t *ttlTarget) (n int64, 
 
 	ru := t.coll.e.NewRecoveryUnit()
 	defer ru.Close()
+	// The candidates are re-checked under the delete's unit, which waits for a prepared
+	// transaction that wrote one: the scan itself need not wait for any.
+	if err := ru.SetPrepareConflictBehavior(storage.PrepareConflictIgnore); err != nil {
+		return 0, false, err
+	}
 	c, err := t.ix.NewCursor(ru, so)
 	if err != nil {
 		return 0, false, err
@@ -281,6 +286,9 @@ func (m *TTLMonitor) deleteExpired(ctx context.Context, t *ttlTarget) (n int64, 
 	c.Close()
 	ru.AbandonSnapshot()
 	if err != nil {
+		return 0, false, err
+	}
+	if err := ru.SetPrepareConflictBehavior(storage.PrepareConflictEnforce); err != nil {
 		return 0, false, err
 	}
 	for start := 0; start < len(rids); start += ttlDeleteBatch {

@@ -99,6 +99,34 @@ const (
 type ReadSource struct {
 	Kind ReadSourceKind
 	TS   optime.Timestamp
+	// IgnorePrepare: the read returns the data as it was before prepared transactions wrote
+	// it instead of waiting for them to commit or abort (spec: replication.md "Prepare
+	// Conflicts"; MongoDB's canIgnorePrepareConflicts): read concern local, available or
+	// majority without afterClusterTime/atClusterTime, outside a transaction, for the
+	// commands that may (find, aggregate, count, distinct and their getMores). Read concern
+	// decides it; false (enforce: wait) for everything else, every write included.
+	IgnorePrepare bool
+}
+
+// PrepareConflictBehavior is the storage behaviour r's reads run with.
+func (r ReadSource) PrepareConflictBehavior() storage.PrepareConflictBehavior {
+	if r.IgnorePrepare {
+		return storage.PrepareConflictIgnore
+	}
+	return storage.PrepareConflictEnforce
+}
+
+// Apply points ru, between snapshots, at r: its timestamp (none when 0: newest data) and its
+// prepare conflict behaviour. Call it before ru's first read (and before each later snapshot
+// of a cursor, after the timestamp was re-resolved).
+func (r ReadSource) Apply(ru *storage.RecoveryUnit) error {
+	if err := ru.SetPrepareConflictBehavior(r.PrepareConflictBehavior()); err != nil {
+		return err
+	}
+	if r.TS == 0 {
+		return nil
+	}
+	return ru.SetReadSource(storage.ReadProvided, r.TS)
 }
 
 // Request is what a command's generic arguments say about every operation it starts: the
@@ -428,12 +456,39 @@ func (o *Context) InUnit(ctx context.Context, f func() error) error {
 	})
 }
 
-// writeConflictRetry runs f, retrying on WriteConflict outside a transaction. Inside one a
-// conflict fails the statement at once: the transaction's snapshot cannot move, so only the
-// client's retry of the whole transaction (TransientTransactionError) can succeed.
+// writeConflictRetry runs f, retrying on WriteConflict outside a transaction, and after a
+// prepare conflict (a read of a document a prepared transaction wrote, spec: replication.md
+// "Prepare Conflicts") waiting until that transaction commits or aborts, then retrying: f
+// ends each attempt by rolling back its unit of work and abandoning its snapshot, so the
+// retry reads the decided state in a new view and nothing stays pinned while it waits. The
+// waits end with ctx (maxTimeMS, killOp, disconnect).
+//
+// Inside a transaction a WriteConflict fails the statement at once: the transaction's
+// snapshot cannot move, so only the client's retry of the whole transaction
+// (TransientTransactionError) can succeed. A prepare conflict that reached here (the query
+// executor continues in a refreshed view where the unit allows it) has rolled back the
+// statement's nested unit, which dooms the transaction: it waits for the prepared
+// transaction to resolve, so the client's retry does not meet it again at once, and fails
+// with WriteConflict.
 func (o *Context) writeConflictRetry(ctx context.Context, opName string, f func() error) error {
 	if o.txn != nil {
-		return f()
+		err := f()
+		if !storage.IsPrepareConflict(err) {
+			return err
+		}
+		if werr := storage.WaitPrepareConflict(ctx, err); werr != nil {
+			return werr
+		}
+		return prepareWriteConflict()
 	}
-	return storage.WriteConflictRetry(ctx, opName, f)
+	return storage.WriteConflictRetry(ctx, opName, func() error {
+		return o.DB.Engine.PrepareConflictRetry(ctx, f)
+	})
+}
+
+// prepareWriteConflict is the WriteConflict a transaction statement fails with after a
+// prepare conflict it could not continue past.
+func prepareWriteConflict() error {
+	return mongoerr.New(mongoerr.WriteConflict,
+		"WriteConflict error: this operation conflicted with another operation. Please retry your operation or multi-document transaction.")
 }

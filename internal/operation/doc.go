@@ -13,6 +13,11 @@
 //     and the shardVersion/databaseVersion the request carried;
 //   - the one way to open a collection with locks and a unit of work (ReadCollection,
 //     WriteCollection, EnsureCollection, DDL, DatabaseDDL, InUnit);
+//   - prepare conflicts for everything above storage (spec: replication.md "Prepare
+//     Conflicts"): ReadSource.IgnorePrepare (set by read concern) makes a read return the
+//     pre-prepare data; every write's retry loop (writeConflictRetry) waits for a prepared
+//     transaction it met and retries in a new unit, and a transaction's statement waits and
+//     fails with WriteConflict when its unit cannot continue past it;
 //   - the one read seam (read.go): every read of user data opens its snapshot with
 //     Context.OpenRead or Context.ReadLocked and plans through the returned Read, which
 //     applies the namespace's ownership filter (DB.OwnershipFilterFor).

@@ -49,6 +49,9 @@ type Read struct {
 	scope ReadScope
 	// owner is the ownership filter of a ReadOwned snapshot; nil on unsharded data.
 	owner plan.OwnershipFilter
+	// inTxn: the read is a statement of a multi-document transaction (plan.Request's
+	// InTransaction: how its plans treat prepare conflicts).
+	inTxn bool
 }
 
 // OpenRead locks ns for reading in op (see ReadCollection) and returns its snapshot with the
@@ -59,7 +62,9 @@ func (op *Context) OpenRead(ctx context.Context, ns string, scope ReadScope) (Re
 	if err != nil {
 		return Read{}, nil, err
 	}
-	return newRead(op.DB, ns, meta, coll, scope), release, nil
+	r := newRead(op.DB, ns, meta, coll, scope)
+	r.inTxn = op.InTxn()
+	return r, release, nil
 }
 
 // ReadLocked is OpenRead for a caller that already holds a lock on the collection (write
@@ -84,7 +89,9 @@ func (op *Context) ReadLocked(ns string, meta *catalog.CollectionMeta, coll *ind
 	if ns == "" && meta != nil {
 		ns = meta.NS
 	}
-	return newRead(op.DB, ns, meta, coll, scope), nil
+	r := newRead(op.DB, ns, meta, coll, scope)
+	r.inTxn = op.InTxn()
+	return r, nil
 }
 
 func newRead(db *DB, ns string, meta *catalog.CollectionMeta, coll *index.Collection, scope ReadScope) Read {
@@ -108,19 +115,19 @@ func (r Read) Coll() *index.Collection { return r.coll }
 
 // Plan builds req's plan over the snapshot, read through ru (op's, or a cursor's own).
 func (r Read) Plan(ctx context.Context, ru *storage.RecoveryUnit, req plan.Request) (*plan.Executor, error) {
-	req.Ownership = r.owner
+	req.Ownership, req.InTransaction = r.owner, r.inTxn
 	return plan.Prepare(ctx, ru, r.meta, r.coll, req)
 }
 
 // Targets collects the records a write statement acts on (plan.Targets).
 func (r Read) Targets(ctx context.Context, ru *storage.RecoveryUnit, req plan.Request) ([]plan.Target, *plan.Executor, error) {
-	req.Ownership = r.owner
+	req.Ownership, req.InTransaction = r.owner, r.inTxn
 	return plan.Targets(ctx, ru, r.meta, r.coll, req)
 }
 
 // Count counts req's matches (plan.Count: no fast count under an ownership filter).
 func (r Read) Count(ctx context.Context, ru *storage.RecoveryUnit, req plan.Request) (int64, error) {
-	req.Ownership = r.owner
+	req.Ownership, req.InTransaction = r.owner, r.inTxn
 	return plan.Count(ctx, ru, r.meta, r.coll, req)
 }
 

@@ -169,6 +169,12 @@ func ValidateWithOptions(ctx context.Context, e *storage.Engine, cat *catalog.Ca
 	// the same data for the bucket counts to mean anything.
 	v.ru = e.NewRecoveryUnit()
 	defer v.ru.Close()
+	// Foreground validation reads the data as it was before any prepared transaction wrote
+	// it, as mongod's does (kIgnoreConflictsAllowWrites): it checks the structures, and a
+	// prepared transaction must not make it wait or fail.
+	if err := v.ru.SetPrepareConflictBehavior(storage.PrepareConflictIgnore); err != nil {
+		return nil, err
+	}
 	if err := v.ru.PreallocateSnapshot(); err != nil {
 		return nil, err
 	}

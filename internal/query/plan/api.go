@@ -75,6 +75,13 @@ type Request struct {
 	// CollationSet says the command gave a collation (possibly the simple one, then
 	// Collation is nil); otherwise Prepare applies the collection's default collation.
 	CollationSet bool
+	// InTransaction: the plan reads through a multi-document transaction's unit, which it
+	// may neither roll back nor leave. After a prepare conflict that the unit's view cannot
+	// be refreshed past (the transaction reads without a timestamp, or its writes are not
+	// isolated) the plan waits for the prepared transaction to resolve, then fails with
+	// WriteConflict (the client retries the whole transaction). Otherwise such a conflict is
+	// returned as is, for the caller's retry loop to roll back and wait.
+	InTransaction bool
 	// Ownership, when set, hides the documents this node does not own (orphans of a sharded
 	// collection): a SHARDING_FILTER stage drops them. nil is an unsharded read, no stage.
 	Ownership OwnershipFilter

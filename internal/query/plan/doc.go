@@ -41,6 +41,17 @@
 // Save / Restore; Restore fails with QueryPlanKilled if the collection or scanned index was
 // dropped. Context cancellation (maxTimeMS, killOp) stops Next with the context's cause.
 //
+// Prepare conflicts (spec: replication.md "Prepare Conflicts"): a storage read that meets a
+// document a prepared transaction wrote fails with storage.ErrPrepareConflict (unless the
+// unit ignores them: read concern local/available/majority). The stage that met it keeps its
+// place (the storage cursors redo their failed move, FETCH its pending record, IDHACK its
+// lookup), and Next (or a trial run) waits for the transaction to commit or abort, then
+// continues in a new view: outside a unit of work as a yield does; inside one (a
+// transaction's statement) by RecoveryUnit.RefreshSnapshot at the same timestamp when the
+// unit allows it. Otherwise the conflict is returned for the caller's write retry loop to
+// roll back and wait (operation), or, in a transaction (Request.InTransaction), the plan
+// waits and then fails with WriteConflict. The waits end with the context.
+//
 // Known deviations from MongoDB: $or plans pick one index per branch by a bounds heuristic
 // instead of enumerating and ranking every branch combination, never use SORT_MERGE, and
 // only the first top-level $or is indexed (nested $or inside a branch disables the OR plan);

@@ -13,6 +13,7 @@ import (
 	"humongo/internal/keystring"
 	"humongo/internal/mongoerr"
 	"humongo/internal/recordid"
+	"humongo/internal/storage"
 )
 
 var nilRID recordid.ID
@@ -210,6 +211,11 @@ func (ex *Executor) Next(ctx context.Context) (recordid.ID, bsoncore.Document, b
 		}
 		m, st, err := ex.root.work(ctx)
 		if err != nil {
+			if storage.IsPrepareConflict(err) {
+				if err = waitPrepared(ctx, ex.env, ex.root, ex.p.req.InTransaction, err); err == nil {
+					continue
+				}
+			}
 			return recordid.ID{}, nil, false, err
 		}
 		switch st {
@@ -235,6 +241,63 @@ func (ex *Executor) Next(ctx context.Context) (recordid.ID, bsoncore.Document, b
 			}
 		}
 	}
+}
+
+// waitPrepared waits out a prepare conflict (spec: replication.md "Prepare Conflicts") that a
+// work of root met (in a query, or in a candidate's trial run), then lets the plan continue
+// in a new view from where it stood: the stages redo the step that failed (the storage
+// cursors their failed move, FETCH its pending record, IDHACK its lookup). A Pebble view
+// never gains a commit made after it opened, so the new view is needed. Outside a unit of
+// work that is the yield's save / AbandonSnapshot / restore around the wait, with no view
+// pinned while waiting. Inside one (a transaction's statement)
+// the unit's view is refreshed at the same timestamp when the unit allows it
+// (RecoveryUnit.RefreshSnapshot: it reads at a timestamp, its writes are isolated);
+// otherwise the conflict is returned at once for the caller's retry loop (a write rolls its
+// unit back and waits), except in a transaction's unit (inTxn), which nothing can roll back
+// and retry: it waits for the prepared transaction to resolve, then fails with WriteConflict
+// for the client to retry the transaction. The waits end with ctx (maxTimeMS, killOp,
+// disconnect): the plan is then left saved and must be closed.
+func waitPrepared(ctx context.Context, env *execEnv, root stage, inTxn bool, conflict error) error {
+	ru := env.ru
+	inUnit := ru.InUnitOfWork()
+	if inUnit && !ru.CanRefreshSnapshot() {
+		if !inTxn {
+			return conflict
+		}
+		if err := storage.WaitPrepareConflict(ctx, conflict); err != nil {
+			return err
+		}
+		return prepareWriteConflict()
+	}
+	for {
+		root.save()
+		ru.AbandonSnapshot() // a no-op inside a unit of work
+		if err := storage.WaitPrepareConflict(ctx, conflict); err != nil {
+			return err
+		}
+		if inUnit {
+			if err := ru.RefreshSnapshot(); err != nil {
+				// Something else of the unit still reads the old view (an unsaved cursor):
+				// the statement cannot continue here.
+				if inTxn {
+					return prepareWriteConflict()
+				}
+				return conflict
+			}
+		}
+		err := root.restore(env)
+		if err == nil || !storage.IsPrepareConflict(err) {
+			return err
+		}
+		conflict = err // a stage's restore met another prepared key (none defers it)
+	}
+}
+
+// prepareWriteConflict is the error a transaction's statement fails with after waiting out a
+// prepare conflict it cannot continue past (operation's writeConflictRetry answers the same).
+func prepareWriteConflict() error {
+	return mongoerr.New(mongoerr.WriteConflict,
+		"WriteConflict error: this operation conflicted with another operation. Please retry your operation or multi-document transaction.")
 }
 
 // recordIndexAccesses counts one use of each index the plan reads ($indexStats accesses).

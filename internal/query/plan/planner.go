@@ -748,11 +748,21 @@ func Prepare(ctx context.Context, ru *storage.RecoveryUnit, meta *catalog.Collec
 	for i, b := range builders {
 		root, _ := b.build(ex.env)
 		trials = append(trials, root)
-		score, err := trial(ctx, root, b)
+		score, err := trial(ctx, ex.env, root, b)
+		// Release the trial's storage cursors now (it is kept only for its statistics): a
+		// later candidate waiting out a prepare conflict inside a unit of work can then
+		// refresh the unit's view.
+		root.save()
 		if err != nil {
 			if ctx.Err() != nil {
 				closeAll(trials)
 				return nil, context.Cause(ctx)
+			}
+			if storage.IsPrepareConflict(err) || mongoerr.Is(err, mongoerr.WriteConflict) {
+				// The unit must be rolled back (or the transaction retried): any plan
+				// would meet the same document.
+				closeAll(trials)
+				return nil, err
 			}
 			if firstErr == nil {
 				firstErr = err
@@ -784,7 +794,7 @@ func closeAll(ss []stage) {
 	}
 }
 
-func trial(ctx context.Context, root stage, b *builder) (float64, error) {
+func trial(ctx context.Context, env *execEnv, root stage, b *builder) (float64, error) {
 	var works, adv int64
 	eof := false
 	for works < trialWorks && adv < trialResults {
@@ -793,6 +803,13 @@ func trial(ctx context.Context, root stage, b *builder) (float64, error) {
 		}
 		_, st, err := root.work(ctx)
 		works++
+		if err != nil && storage.IsPrepareConflict(err) {
+			// Wait, as the chosen plan would: a candidate that gave up here would lose
+			// the trial (or fail the query) for a document it has not seen yet.
+			if err = waitPrepared(ctx, env, root, b.p.req.InTransaction, err); err == nil {
+				continue
+			}
+		}
 		if err != nil {
 			return 0, err
 		}

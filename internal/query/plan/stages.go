@@ -156,6 +156,13 @@ func (s *collScan) work(ctx context.Context) (*member, workState, error) {
 			// A tailable scan resuming after EOF: continue after the last record returned.
 			rid, doc, ok := c.SeekID(s.lastRID)
 			if !ok {
+				if err := c.Err(); storage.IsPrepareConflict(err) {
+					// Reopen and seek again after the wait: a redone seek would land on
+					// the last record returned without this check.
+					c.Close()
+					s.c = nil
+					return nil, isEOF, err
+				}
 				return s.atEnd()
 			}
 			if recordid.Compare(rid, s.lastRID) != 0 {
@@ -212,7 +219,10 @@ func (s *collScan) restore(env *execEnv) error {
 	s.cs.restoreState++
 	s.env = env
 	if s.c != nil {
-		if _, err := s.c.Restore(); err != nil {
+		// A prepare conflict met while repositioning stays on the cursor and surfaces at the
+		// next work, where the executor waits for it (Restore has no context to wait with);
+		// the cursor then redoes the repositioning.
+		if _, err := s.c.Restore(); err != nil && !storage.IsPrepareConflict(err) {
 			return err
 		}
 	}
@@ -259,11 +269,12 @@ func (s *idHack) work(context.Context) (*member, workState, error) {
 		s.cs.eof = true
 		return nil, isEOF, nil
 	}
-	s.done = true
 	rid, doc, found, err := s.env.coll.FindByID(s.env.ru, s.id)
 	if err != nil {
+		// Not done: after a prepare conflict the executor waits and works again.
 		return nil, isEOF, err
 	}
+	s.done = true
 	s.keys++
 	s.env.keys++
 	if !found {
@@ -297,16 +308,32 @@ type fetchStage struct {
 	filter  *query.Matcher
 	rawFilt bsoncore.Document
 	docs    int64
+	// pending is the child's member whose record read met a prepare conflict: the child has
+	// moved past it, so the next work (after the executor waited) fetches it again.
+	pending *member
+	held    member
 }
 
 func (s *fetchStage) work(ctx context.Context) (*member, workState, error) {
 	s.cs.works++
-	m, st, err := s.child.work(ctx)
-	if err != nil || st != advanced {
-		return s.cs.passOn(st, err)
+	m := s.pending
+	s.pending = nil
+	if m == nil {
+		var st workState
+		var err error
+		m, st, err = s.child.work(ctx)
+		if err != nil || st != advanced {
+			return s.cs.passOn(st, err)
+		}
 	}
 	doc, found, err := s.env.rs.Get(s.env.ru, m.rid)
 	if err != nil {
+		if storage.IsPrepareConflict(err) {
+			// The member's key values are private copies and its rid is immutable, so it
+			// survives the save and restore around the wait.
+			s.held = *m
+			s.pending = &s.held
+		}
 		return nil, isEOF, err
 	}
 	s.docs++

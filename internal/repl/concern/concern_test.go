@@ -78,8 +78,8 @@ func TestBeginStandalone(t *testing.T) {
 	if err != nil || s == nil {
 		t.Fatalf("Begin: %v", err)
 	}
-	if r := operation.RequestOf(ctx); r == nil || r.ReadSource != (operation.ReadSource{}) {
-		t.Fatalf("request = %+v, want one reading the newest data", r)
+	if r := operation.RequestOf(ctx); r == nil || r.ReadSource != (operation.ReadSource{IgnorePrepare: true}) {
+		t.Fatalf("request = %+v, want one reading the newest data, ignoring prepare conflicts", r)
 	}
 	_, _, err = Begin(context.Background(), n, "find", raw(t, bson.D{{Key: "find", Value: "c"},
 		{Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}}}}))
@@ -145,5 +145,30 @@ func TestLinearizableWriteStagesRefused(t *testing.T) {
 		{Key: "pipeline", Value: bson.A{bson.D{{Key: "$match", Value: bson.D{}}}}}, lin}))
 	if !mongoerr.Is(err, mongoerr.NotAReplicaSet) {
 		t.Errorf("plain aggregate: %v, want NotAReplicaSet", err)
+	}
+}
+
+// Which reads ignore prepare conflicts (MongoDB's canIgnorePrepareConflicts): local,
+// available and majority without a cluster time; snapshot, linearizable and causally
+// consistent reads wait (spec: replication.md "Prepare Conflicts").
+func TestCanIgnorePrepareConflicts(t *testing.T) {
+	for _, tc := range []struct {
+		rc   ReadConcern
+		want bool
+	}{
+		{ReadConcern{}, true},
+		{ReadConcern{Level: LevelLocal}, true},
+		{ReadConcern{Level: LevelAvailable}, true},
+		{ReadConcern{Level: LevelMajority}, true},
+		{ReadConcern{Level: LevelSnapshot}, false},
+		{ReadConcern{Level: LevelLinearizable}, false},
+		{ReadConcern{Level: LevelLocal, AfterClusterTime: 5}, false},
+		{ReadConcern{AfterClusterTime: 5}, false},
+		{ReadConcern{Level: LevelMajority, AfterClusterTime: 5}, false},
+		{ReadConcern{Level: LevelSnapshot, AtClusterTime: 5}, false},
+	} {
+		if got := canIgnorePrepareConflicts(tc.rc); got != tc.want {
+			t.Errorf("%+v: %v, want %v", tc.rc, got, tc.want)
+		}
 	}
 }

@@ -205,14 +205,25 @@ func NoteOperationTime(ctx context.Context, ts optime.Timestamp) {
 	}
 }
 
-// ApplyReadSource makes ru read at the command's read-concern timestamp (no-op without one).
-// Call it before ru's first read.
+// ApplyReadSource makes ru read at the command's read-concern timestamp (none without one)
+// with its prepare conflict behaviour. Call it before ru's first read.
 func ApplyReadSource(ctx context.Context, ru *storage.RecoveryUnit) error {
-	rs := operation.ReadSourceOf(ctx)
-	if rs.TS == 0 {
-		return nil
+	return operation.ReadSourceOf(ctx).Apply(ru)
+}
+
+// canIgnorePrepareConflicts is MongoDB's rule (read_concern_mongod.cpp) for the commands that
+// may ignore prepare conflicts (the read commands Begin applies a read concern to, whose
+// getMores inherit it): reads at local, available or majority without afterClusterTime or
+// atClusterTime return the data as it was before a prepared transaction wrote it; snapshot,
+// linearizable and causally consistent reads wait for the transaction to commit or abort
+// (spec: replication.md "Prepare Conflicts"). Transactions never ignore them (BeginTxn).
+func canIgnorePrepareConflicts(r ReadConcern) bool {
+	switch r.Level {
+	case "", LevelLocal, LevelAvailable, LevelMajority:
+	default:
+		return false
 	}
-	return ru.SetReadSource(storage.ReadProvided, rs.TS)
+	return r.AfterClusterTime == 0 && r.AtClusterTime == 0
 }
 
 // lastAppliedTS is the timestamp reads on a member that cannot accept writes use: its
@@ -246,7 +257,10 @@ func Reapply(n Node, r *operation.ReadSource, ru *storage.RecoveryUnit) error {
 			r.TS = st
 		}
 	case operation.ReadNewest, operation.ReadProvided:
-		return nil
+		return ru.SetPrepareConflictBehavior(r.PrepareConflictBehavior())
+	}
+	if err := ru.SetPrepareConflictBehavior(r.PrepareConflictBehavior()); err != nil {
+		return err
 	}
 	if r.TS == 0 {
 		return ru.SetReadSource(storage.ReadNoTimestamp, 0)
@@ -291,7 +305,11 @@ func Begin(ctx context.Context, n Node, command string, cmd bsoncore.Document) (
 			return ctx, s, err
 		}
 	}
-	return ctx, s, prepare(ctx, n, s)
+	if err := prepare(ctx, n, s); err != nil {
+		return ctx, s, err
+	}
+	s.req.ReadSource.IgnorePrepare = canIgnorePrepareConflicts(s.rc)
+	return ctx, s, nil
 }
 
 // prepare waits for the read concern's preconditions and picks the read timestamp.
