@@ -3,7 +3,8 @@ package cluster
 // Prepared transactions survive the death of their primary (issue 11, Scope 4): after
 // prepareTransaction the primary is killed with SIGKILL; the new primary holds the
 // transaction prepared (applied from the prepare entry) and so does the killed member once
-// restarted (rebuilt by startup recovery); a writer of a prepared document waits; a reader
+// restarted (rebuilt by startup recovery), and so does a member that initial-syncs while it
+// is prepared; a writer of a prepared document waits; a reader
 // that must see it waits too, then sees the decided result; commitTransaction with a
 // commitTimestamp on the new primary makes the writes visible on every member at exactly that
 // timestamp and not before.
@@ -98,6 +99,21 @@ func TestPreparedTxnSurvivesPrimaryKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPrepared(t, ctx, d, f.Node, 1) // rebuilt by startup recovery
+	// A member that initial-syncs while the transaction is prepared holds it too: the entries
+	// older than its copy come with it, and it rebuilds the transaction at the end.
+	other := d.Nodes[0]
+	for _, n := range d.Nodes {
+		if n != f.Node && n != f.NewPrimary {
+			other = n
+		}
+	}
+	if err := d.Resync(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WaitForState(ctx, other, "SECONDARY"); err != nil {
+		t.Fatal(err)
+	}
+	waitPrepared(t, ctx, d, other, 1)
 
 	// A writer of a prepared document waits for the decision (here until its maxTimeMS).
 	pcoll := primary.Database("prep").Collection("c")
