@@ -636,6 +636,31 @@ func (c *Catalog) AddIndex(ru *storage.RecoveryUnit, ns string, spec bsoncore.Do
 	return &out, nil
 }
 
+// IndexExists reports whether m already has an index identical to spec (what AddIndex
+// answers with IndexAlreadyExists), without changing anything; a conflicting index is the
+// error AddIndex would return. A transaction uses it on a collection it may not add indexes
+// to.
+func IndexExists(m *CollectionMeta, spec bsoncore.Document) (bool, error) {
+	norm, err := normalizeIndexSpec(spec)
+	if err != nil {
+		return false, mongoerr.Newf(mongoerr.FailedToParse, "invalid index specification: %v", err)
+	}
+	var req IndexMeta
+	if err := decodeIndexSpec(&req, norm); err != nil {
+		return false, mongoerr.Newf(mongoerr.FailedToParse, "invalid index specification: %v", err)
+	}
+	for i := range m.Indexes {
+		err := checkIndexConflict(m.NS, &req, &m.Indexes[i])
+		if mongoerr.Is(err, mongoerr.IndexAlreadyExists) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
 // modifyIndex reads ns's entry, applies f to the named index and writes it back.
 func (c *Catalog) modifyIndex(ru *storage.RecoveryUnit, ns, name string, f func(d *CollectionMeta, i int) error) error {
 	st, done, err := c.beginDDL(ru)

@@ -25,12 +25,11 @@ import (
 )
 
 // txnCommands may run inside a multi-document transaction (MongoDB 7.0's
-// allowedInTransactions; create and createIndexes are not among them here, see
-// operation.EnsureCollection's deviation note).
+// allowedInTransactions).
 var txnCommands = map[string]bool{
 	"abortTransaction": true, "aggregate": true, "commitTransaction": true, "delete": true,
 	"distinct": true, "find": true, "findAndModify": true, "getMore": true, "insert": true,
-	"killCursors": true, "update": true, "bulkWrite": true,
+	"killCursors": true, "update": true, "bulkWrite": true, "create": true, "createIndexes": true,
 }
 
 // txnAdminCommands may run against the admin database inside a transaction.
