@@ -791,6 +791,8 @@ func (c *Catalog) SetMultikey(ru *storage.RecoveryUnit, ns, name string, paths [
 	if err := c.writeEntry(ru, d); err != nil {
 		return err
 	}
-	st.record(change{id: d.CatalogID, meta: d, multikeyOnly: !st.ddl})
+	// A transaction's unit merges multikey state even after DDL: it only ever changed
+	// collections it created, whose full changes come first in st.changes.
+	st.record(change{id: d.CatalogID, meta: d, multikeyOnly: !st.ddl || st.txn})
 	return nil
 }

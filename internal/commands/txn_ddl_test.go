@@ -58,6 +58,8 @@ func TestTransactionCreatesCollectionAndIndex(t *testing.T) {
 		t.Fatalf("createIndexes in transaction: %v", reply)
 	}
 	r.must(t, "test", txnStmt(lsid, bson.D{{Key: "insert", Value: "newc"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}, {Key: "x", Value: 7}}}}}, 1, false))
+	// An array makes the new index multikey, inside the transaction.
+	r.must(t, "test", txnStmt(lsid, bson.D{{Key: "insert", Value: "newc"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 4}, {Key: "x", Value: bson.A{8, 9}}}}}}, 1, false))
 	// Implicit creation by insert, in the same transaction.
 	r.must(t, "test", txnStmt(lsid, bson.D{{Key: "insert", Value: "implicit"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 2}}}}}, 1, false))
 	// The transaction reads its own collection (through the new index too).
@@ -93,6 +95,10 @@ func TestTransactionCreatesCollectionAndIndex(t *testing.T) {
 	if docs := r.find(t, "test.newc", bson.D{{Key: "x", Value: 7}}); len(docs) != 1 {
 		t.Fatalf("after commit: %v", docs)
 	}
+	reply = r.must(t, "test", bson.D{{Key: "find", Value: "newc"}, {Key: "filter", Value: bson.D{{Key: "x", Value: 9}}}, {Key: "hint", Value: "x_1"}})
+	if docs, _ := reply.Lookup("cursor", "firstBatch").Array().Values(); len(docs) != 1 {
+		t.Fatalf("multikey lookup after commit: %v", reply)
+	}
 
 	entries := r.find(t, "local.oplog.rs", bson.D{{Key: "o.applyOps", Value: bson.D{{Key: "$exists", Value: true}}}})
 	if len(entries) != 1 {
@@ -117,7 +123,7 @@ func TestTransactionCreatesCollectionAndIndex(t *testing.T) {
 		}
 		kinds = append(kinds, k)
 	}
-	want := []string{"c:create:newc", "c:createIndexes:newc", "i", "c:create:implicit", "i"}
+	want := []string{"c:create:newc", "c:createIndexes:newc", "i", "i", "c:create:implicit", "i"}
 	if len(kinds) != len(want) {
 		t.Fatalf("applyOps ops %v, want %v", kinds, want)
 	}
