@@ -267,3 +267,33 @@ func TestTransactionDDLDoesNotBlockOtherDDL(t *testing.T) {
 		t.Fatalf("indexes: %v", ix)
 	}
 }
+
+// Upserts create their collection inside the transaction too, and the transaction's reads
+// (aggregate, distinct, count through $count) see it.
+func TestTransactionUpsertsCreateCollections(t *testing.T) {
+	r := startRetryRS(t)
+	lsid := newLsid()
+	r.must(t, "test", txnStmt(lsid, bson.D{{Key: "findAndModify", Value: "fam"}, {Key: "query", Value: bson.D{{Key: "_id", Value: 1}}},
+		{Key: "update", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 1}}}}}, {Key: "upsert", Value: true}}, 1, true))
+	r.must(t, "test", txnStmt(lsid, bson.D{{Key: "update", Value: "upd"}, {Key: "updates", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 2}}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "w", Value: "a"}}}}}, {Key: "upsert", Value: true}}}}}, 1, false))
+	reply := r.must(t, "test", txnStmt(lsid, bson.D{{Key: "aggregate", Value: "fam"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$count", Value: "n"}}}},
+		{Key: "cursor", Value: bson.D{}}}, 1, false))
+	if n, _ := reply.Lookup("cursor", "firstBatch", "0", "n").AsInt64OK(); n != 1 {
+		t.Fatalf("aggregate inside the transaction: %v", reply)
+	}
+	reply = r.must(t, "test", txnStmt(lsid, bson.D{{Key: "distinct", Value: "upd"}, {Key: "key", Value: "w"}}, 1, false))
+	if vals, _ := reply.Lookup("values").Array().Values(); len(vals) != 1 {
+		t.Fatalf("distinct inside the transaction: %v", reply)
+	}
+	if names := collNames(t, r, "test"); len(names) != 0 {
+		t.Fatalf("uncommitted collections visible outside: %v", names)
+	}
+	r.must(t, "admin", txnStmt(lsid, bson.D{{Key: "commitTransaction", Value: 1}}, 1, false))
+	if docs := r.find(t, "test.fam", bson.D{}); len(docs) != 1 {
+		t.Fatalf("fam after commit: %v", docs)
+	}
+	if docs := r.find(t, "test.upd", bson.D{}); len(docs) != 1 {
+		t.Fatalf("upd after commit: %v", docs)
+	}
+}
