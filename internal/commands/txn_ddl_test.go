@@ -259,12 +259,18 @@ func TestTransactionDDLDoesNotBlockOtherDDL(t *testing.T) {
 		t.Fatalf("insert into the transaction's uncommitted collection did not wait: %v", err)
 	case <-time.After(100 * time.Millisecond):
 	}
+	// The waiter does not hold the collection's lock between its attempts: the transaction
+	// still writes to its collection (its lock requests give up after 5 ms).
+	r.must(t, "test", txnStmt(lsid, bson.D{{Key: "insert", Value: "mine"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: "txn"}, {Key: "x", Value: 2}}}}}, 1, false))
 	r.must(t, "admin", txnStmt(lsid, bson.D{{Key: "commitTransaction", Value: 1}}, 1, false))
 	if err := <-done; err != nil {
 		t.Fatalf("insert after the commit: %v", err)
 	}
 	if ix := txnIndexNames(t, r, "test", "mine"); !ix["x_1"] {
 		t.Fatalf("indexes: %v", ix)
+	}
+	if docs := r.find(t, "test.mine", bson.D{}); len(docs) != 2 {
+		t.Fatalf("documents of mine: %v", docs)
 	}
 }
 

@@ -420,21 +420,32 @@ func (o *Context) LogCreate(m *catalog.CollectionMeta) error {
 }
 
 // DDL runs f in a WriteUnitOfWork under the collection X lock of ns (and database IX),
-// retrying on WriteConflict. Catalog DDL calls go inside f. In a multi-document transaction
-// f runs in the transaction's unit, marked as such for the catalog (catalog.MarkTransaction:
-// the lock and the catalog's DDL mutex are held for this statement only).
+// retrying on WriteConflict. Catalog DDL calls go inside f. The lock is released between
+// attempts: a conflict with a transaction that created ns (catalog reservation) lasts until
+// that transaction ends, and its statements on ns must not queue behind this retry loop. In
+// a multi-document transaction f runs once in the transaction's unit, marked as such for the
+// catalog (catalog.MarkTransaction: the lock and the catalog's DDL mutex are held for this
+// statement only).
 func (o *Context) DDL(ctx context.Context, ns string, f func() error) error {
-	scope, err := o.Locker.CollectionLock(ctx, ns, lock.ModeX)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = scope.Release() }()
 	if o.txn != nil {
+		scope, err := o.Locker.CollectionLock(ctx, ns, lock.ModeX)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = scope.Release() }()
 		if err := o.DB.Catalog.MarkTransaction(o.RU); err != nil {
 			return err
 		}
+		return o.unitOnce(f)
 	}
-	return o.InUnit(ctx, f)
+	return storage.WriteConflictRetry(ctx, "ddl", func() error {
+		scope, err := o.Locker.CollectionLock(ctx, ns, lock.ModeX)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = scope.Release() }()
+		return o.unitOnce(f)
+	})
 }
 
 // DatabaseDDL runs f in a WriteUnitOfWork under the database X lock of db (dropDatabase,
@@ -451,15 +462,18 @@ func (o *Context) DatabaseDDL(ctx context.Context, db string, f func() error) er
 // InUnit runs f in a WriteUnitOfWork under the locks the caller holds, retrying on
 // WriteConflict.
 func (o *Context) InUnit(ctx context.Context, f func() error) error {
-	return o.writeConflictRetry(ctx, "ddl", func() error {
-		defer o.RU.AbandonSnapshot()
-		w := o.RU.BeginUnitOfWork()
-		defer w.End()
-		if err := f(); err != nil {
-			return err
-		}
-		return w.Commit()
-	})
+	return o.writeConflictRetry(ctx, "ddl", func() error { return o.unitOnce(f) })
+}
+
+// unitOnce runs f in one WriteUnitOfWork.
+func (o *Context) unitOnce(f func() error) error {
+	defer o.RU.AbandonSnapshot()
+	w := o.RU.BeginUnitOfWork()
+	defer w.End()
+	if err := f(); err != nil {
+		return err
+	}
+	return w.Commit()
 }
 
 // writeConflictRetry runs f, retrying on WriteConflict outside a transaction. Inside one a
