@@ -275,7 +275,7 @@ func TestTransactionDDLDoesNotBlockOtherDDL(t *testing.T) {
 }
 
 // Upserts create their collection inside the transaction too, and the transaction's reads
-// (aggregate, distinct, count through $count) see it.
+// (aggregate, distinct, find) see the new collections and their default collation.
 func TestTransactionUpsertsCreateCollections(t *testing.T) {
 	r := startRetryRS(t)
 	lsid := newLsid()
@@ -291,6 +291,18 @@ func TestTransactionUpsertsCreateCollections(t *testing.T) {
 	reply = r.must(t, "test", txnStmt(lsid, bson.D{{Key: "distinct", Value: "upd"}, {Key: "key", Value: "w"}}, 1, false))
 	if vals, _ := reply.Lookup("values").Array().Values(); len(vals) != 1 {
 		t.Fatalf("distinct inside the transaction: %v", reply)
+	}
+	// A collection created with a default collation: the transaction's reads use it.
+	r.must(t, "test", txnStmt(lsid, bson.D{{Key: "create", Value: "coll"}, {Key: "collation", Value: bson.D{{Key: "locale", Value: "en"}, {Key: "strength", Value: 2}}}}, 1, false))
+	r.must(t, "test", txnStmt(lsid, bson.D{{Key: "insert", Value: "coll"}, {Key: "documents", Value: bson.A{bson.D{{Key: "s", Value: "a"}}, bson.D{{Key: "s", Value: "A"}}}}}, 1, false))
+	for _, cmd := range []bson.D{
+		{{Key: "aggregate", Value: "coll"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$match", Value: bson.D{{Key: "s", Value: "a"}}}}}}, {Key: "cursor", Value: bson.D{}}},
+		{{Key: "find", Value: "coll"}, {Key: "filter", Value: bson.D{{Key: "s", Value: "a"}}}},
+	} {
+		reply = r.must(t, "test", txnStmt(lsid, cmd, 1, false))
+		if docs, _ := reply.Lookup("cursor", "firstBatch").Array().Values(); len(docs) != 2 {
+			t.Fatalf("%v inside the transaction ignores the new collection's collation: %v", cmd[0].Key, reply)
+		}
 	}
 	if names := collNames(t, r, "test"); len(names) != 0 {
 		t.Fatalf("uncommitted collections visible outside: %v", names)
