@@ -237,7 +237,8 @@ type Catalog struct {
 	latest atomic.Pointer[Snapshot]
 
 	// ddlMu serializes DDL units: it is taken by a unit's first DDL call and released when
-	// that unit commits (after the new Snapshot is installed) or rolls back.
+	// that unit commits (after the new Snapshot is installed) or rolls back; a transaction's
+	// unit holds it during each DDL call only.
 	ddlMu sync.Mutex
 
 	// mu guards the fields below and the installation of new snapshots (short sections).
@@ -247,8 +248,14 @@ type Catalog struct {
 	units map[*storage.RecoveryUnit]*unitState
 	// nextLocalID is the next (negative) catalog id for an entry of the local database.
 	nextLocalID int64
-	// ddlActive counts units holding ddlMu (At's fast path must not race a DDL commit).
+	// ddlActive counts units that made DDL changes and have not ended (At's fast path must
+	// not race a DDL commit).
 	ddlActive atomic.Int32
+	// txnDDL counts transactions' units with DDL changes (LatestFor's fast path).
+	txnDDL atomic.Int32
+	// reserved maps each namespace created by a transaction's uncommitted unit to that unit
+	// (see doc.go, "DDL in multi-document transactions").
+	reserved map[string]*unitState
 
 	log *slog.Logger
 

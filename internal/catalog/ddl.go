@@ -20,8 +20,16 @@ const maxIndexesPerCollection = 64
 // commit/rollback hooks run on that same goroutine.
 type unitState struct {
 	ru *storage.RecoveryUnit
-	// ddl is set once the unit holds Catalog.ddlMu.
+	// ddl is set once the unit made a DDL change (for an ordinary unit: once it holds
+	// Catalog.ddlMu, until it ends).
 	ddl bool
+	// txn marks a multi-document transaction's unit (MarkTransaction): it holds ddlMu only
+	// during each DDL call and reserves the namespaces it creates instead (see doc.go).
+	txn bool
+	// locked is set while the unit holds ddlMu.
+	locked bool
+	// reserved are the namespaces a transaction's unit created (Catalog.reserved).
+	reserved []string
 	// changes are applied to the Latest instance at commit.
 	changes []change
 	// view caches Latest-at-viewBase with changes applied, for lookups inside the unit.
@@ -55,22 +63,112 @@ func (c *Catalog) unit(ru *storage.RecoveryUnit) (*unitState, error) {
 	return st, nil
 }
 
-// beginDDL returns ru's state holding ddlMu. The mutex is held until the unit ends, so a
-// DDL decides against a catalog no other DDL can change underneath it (namespace uniqueness,
-// catalog id allocation), and two DDL units never lose each other's entries.
-func (c *Catalog) beginDDL(ru *storage.RecoveryUnit) (*unitState, error) {
+// beginDDL returns ru's state holding ddlMu, and the function the DDL call defers. An
+// ordinary unit keeps the mutex until it ends, so a DDL decides against a catalog no other
+// DDL can change underneath it (namespace uniqueness, catalog id allocation), and two DDL
+// units never lose each other's entries. A transaction's unit holds it for the call only
+// (done releases it): between its statements other DDL runs, and the namespaces it created
+// stay its own through Catalog.reserved.
+func (c *Catalog) beginDDL(ru *storage.RecoveryUnit) (st *unitState, done func(), err error) {
+	st, err = c.unit(ru)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !st.locked {
+		c.ddlMu.Lock()
+		st.locked = true
+		st.view = nil // Latest may have moved while we waited
+		if !st.ddl {
+			st.ddl = true
+			c.ddlActive.Add(1)
+			if st.txn {
+				c.txnDDL.Add(1)
+			} else {
+				c.cleanupStaleRecords(st)
+			}
+		}
+	}
+	if !st.txn {
+		return st, func() {}, nil
+	}
+	return st, func() {
+		st.locked = false
+		c.ddlMu.Unlock()
+	}, nil
+}
+
+// MarkTransaction declares ru the unit of a multi-document transaction, which lives across
+// statements: its DDL calls hold the DDL mutex only while they run, and the collections it
+// creates are visible only through LatestFor(ru) until it commits. Call it before the unit's
+// first catalog call.
+func (c *Catalog) MarkTransaction(ru *storage.RecoveryUnit) error {
 	st, err := c.unit(ru)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if !st.ddl {
-		c.ddlMu.Lock()
-		c.ddlActive.Add(1)
-		st.ddl = true
-		st.view = nil // Latest may have moved while we waited
-		c.cleanupStaleRecords(st)
+	if st.ddl && !st.txn {
+		return errors.New("catalog: MarkTransaction after the unit's first DDL")
 	}
-	return st, nil
+	st.txn = true
+	return nil
+}
+
+// LatestFor returns the catalog ru sees: Latest, plus the uncommitted changes of ru's unit
+// when ru is a transaction's unit that made DDL changes (the collections and indexes it
+// created). Only ru's owner may call it.
+func (c *Catalog) LatestFor(ru *storage.RecoveryUnit) *Snapshot {
+	if c.txnDDL.Load() == 0 {
+		return c.latest.Load()
+	}
+	c.mu.Lock()
+	st := c.units[ru]
+	c.mu.Unlock()
+	if st == nil || !st.txn || !st.ddl {
+		return c.latest.Load()
+	}
+	return c.viewOf(st)
+}
+
+// reserve claims ns for st until its unit ends, or fails with WriteConflict when another
+// transaction's unit holds it (that unit created ns and has not committed: the caller's
+// retry, or the client's retry of its transaction, finds it committed or gone). Every unit
+// checks; only transactions' units reserve (an ordinary unit holds ddlMu until it ends).
+func (c *Catalog) reserve(st *unitState, ns string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if o := c.reserved[ns]; o != nil && o != st {
+		return mongoerr.Newf(mongoerr.WriteConflict,
+			"WriteConflict: namespace %s is being created by a multi-document transaction", ns)
+	}
+	if st.txn && c.reserved[ns] == nil {
+		c.reserved[ns] = st
+		st.reserved = append(st.reserved, ns)
+	}
+	return nil
+}
+
+// endUnit releases what st holds when its unit ends (c.mu held).
+func (c *Catalog) endUnitLocked(st *unitState) {
+	delete(c.units, st.ru)
+	for _, ns := range st.reserved {
+		if c.reserved[ns] == st {
+			delete(c.reserved, ns)
+		}
+	}
+	st.reserved = nil
+}
+
+func (c *Catalog) releaseDDL(st *unitState) {
+	if st.ddl {
+		c.ddlActive.Add(-1)
+		if st.txn {
+			c.txnDDL.Add(-1)
+		}
+	}
+	if st.locked {
+		st.locked = false
+		c.ddlMu.Unlock()
+	}
 }
 
 // viewOf returns the catalog as seen inside the unit: Latest plus the unit's changes.
@@ -93,15 +191,12 @@ func (c *Catalog) commitUnit(st *unitState, ts optime.Timestamp) {
 	if len(st.changes) > 0 {
 		c.latest.Store(c.latest.Load().with(st.changes, ts))
 	}
-	delete(c.units, st.ru)
+	c.endUnitLocked(st)
 	c.mu.Unlock()
 	if len(st.dropped) > 0 {
 		c.reaper.add(st.dropped, ts)
 	}
-	if st.ddl {
-		c.ddlActive.Add(-1)
-		c.ddlMu.Unlock()
-	}
+	c.releaseDDL(st)
 }
 
 func (c *Catalog) rollbackUnit(st *unitState) {
@@ -113,12 +208,9 @@ func (c *Catalog) rollbackUnit(st *unitState) {
 	}
 	c.reaper.requeueStale(st.cleaned)
 	c.mu.Lock()
-	delete(c.units, st.ru)
+	c.endUnitLocked(st)
 	c.mu.Unlock()
-	if st.ddl {
-		c.ddlActive.Add(-1)
-		c.ddlMu.Unlock()
-	}
+	c.releaseDDL(st)
 }
 
 // storeFor returns the durable catalog table holding ns's entry.
@@ -225,13 +317,17 @@ func (c *Catalog) CreateCollection(ru *storage.RecoveryUnit, ns string, options 
 			return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid collection options: %v", err)
 		}
 	}
-	st, err := c.beginDDL(ru)
+	st, done, err := c.beginDDL(ru)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	view := c.viewOf(st)
 	if _, ok := view.ByNS(ns); ok {
 		return nil, mongoerr.Newf(mongoerr.NamespaceExists, "Collection %s already exists.", ns)
+	}
+	if err := c.reserve(st, ns); err != nil {
+		return nil, err
 	}
 	u, found, err := uuidFromOptions(options)
 	if err != nil {
@@ -306,10 +402,11 @@ func (c *Catalog) DropCollection(ru *storage.RecoveryUnit, ns string) error {
 	if err := ValidateNS(ns); err != nil {
 		return err
 	}
-	st, err := c.beginDDL(ru)
+	st, done, err := c.beginDDL(ru)
 	if err != nil {
 		return err
 	}
+	defer done()
 	m, ok := c.viewOf(st).ByNS(ns)
 	if !ok {
 		return mongoerr.New(mongoerr.NamespaceNotFound, "ns not found")
@@ -348,10 +445,11 @@ func (c *Catalog) RenameCollection(ru *storage.RecoveryUnit, from, to string, dr
 		return mongoerr.New(mongoerr.IllegalOperation,
 			"Cannot rename collections between a replicated and an unreplicated database")
 	}
-	st, err := c.beginDDL(ru)
+	st, done, err := c.beginDDL(ru)
 	if err != nil {
 		return err
 	}
+	defer done()
 	view := c.viewOf(st)
 	src, ok := view.ByNS(from)
 	if !ok {
@@ -359,6 +457,9 @@ func (c *Catalog) RenameCollection(ru *storage.RecoveryUnit, from, to string, dr
 	}
 	if from == to {
 		return mongoerr.New(mongoerr.IllegalOperation, "Can't rename a collection to itself")
+	}
+	if err := c.reserve(st, to); err != nil {
+		return err
 	}
 	if tgt, ok := view.ByNS(to); ok {
 		if !dropTarget {
@@ -388,10 +489,11 @@ func (c *Catalog) UpdateOptions(ru *storage.RecoveryUnit, ns string, options bso
 			return mongoerr.Newf(mongoerr.InvalidBSON, "invalid collection options: %v", err)
 		}
 	}
-	st, err := c.beginDDL(ru)
+	st, done, err := c.beginDDL(ru)
 	if err != nil {
 		return err
 	}
+	defer done()
 	m, err := c.lookup(st, ns)
 	if err != nil {
 		return err
@@ -500,10 +602,11 @@ func (c *Catalog) AddIndex(ru *storage.RecoveryUnit, ns string, spec bsoncore.Do
 		req.BuildUUID = &u
 	}
 	req.MultikeyPaths = emptyMultikeyPaths(req.KeyPattern)
-	st, err := c.beginDDL(ru)
+	st, done, err := c.beginDDL(ru)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	m, err := c.lookup(st, ns)
 	if err != nil {
 		return nil, err
@@ -533,12 +636,38 @@ func (c *Catalog) AddIndex(ru *storage.RecoveryUnit, ns string, spec bsoncore.Do
 	return &out, nil
 }
 
+// IndexExists reports whether m already has an index identical to spec (what AddIndex
+// answers with IndexAlreadyExists), without changing anything; a conflicting index is the
+// error AddIndex would return. A transaction uses it on a collection it may not add indexes
+// to.
+func IndexExists(m *CollectionMeta, spec bsoncore.Document) (bool, error) {
+	norm, err := normalizeIndexSpec(spec)
+	if err != nil {
+		return false, mongoerr.Newf(mongoerr.FailedToParse, "invalid index specification: %v", err)
+	}
+	var req IndexMeta
+	if err := decodeIndexSpec(&req, norm); err != nil {
+		return false, mongoerr.Newf(mongoerr.FailedToParse, "invalid index specification: %v", err)
+	}
+	for i := range m.Indexes {
+		err := checkIndexConflict(m.NS, &req, &m.Indexes[i])
+		if mongoerr.Is(err, mongoerr.IndexAlreadyExists) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
 // modifyIndex reads ns's entry, applies f to the named index and writes it back.
 func (c *Catalog) modifyIndex(ru *storage.RecoveryUnit, ns, name string, f func(d *CollectionMeta, i int) error) error {
-	st, err := c.beginDDL(ru)
+	st, done, err := c.beginDDL(ru)
 	if err != nil {
 		return err
 	}
+	defer done()
 	m, err := c.lookup(st, ns)
 	if err != nil {
 		return err
@@ -662,6 +791,8 @@ func (c *Catalog) SetMultikey(ru *storage.RecoveryUnit, ns, name string, paths [
 	if err := c.writeEntry(ru, d); err != nil {
 		return err
 	}
-	st.record(change{id: d.CatalogID, meta: d, multikeyOnly: !st.ddl})
+	// A transaction's unit merges multikey state even after DDL: it only ever changed
+	// collections it created, whose full changes come first in st.changes.
+	st.record(change{id: d.CatalogID, meta: d, multikeyOnly: !st.ddl || st.txn})
 	return nil
 }

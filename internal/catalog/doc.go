@@ -34,6 +34,35 @@
 // A unit that holds ddlMu must not wait for a lock held by another thread that may itself be
 // waiting for ddlMu (take collection/database locks before the first DDL call).
 //
+// # DDL in multi-document transactions
+//
+// A transaction's unit (MarkTransaction) lives across statements, up to
+// transactionLifetimeLimitSeconds; holding ddlMu that long would stop every DDL on the node.
+// So it holds ddlMu only during each DDL call (its uniqueness checks and catalog id
+// allocation still see every committed DDL and none runs concurrently with them), and keeps
+// what it created to itself by two means:
+//
+//   - Visibility: its changes stay in its unitState; Latest does not show them. LatestFor(ru)
+//     is Latest plus the unit's changes, the view every statement of the transaction reads
+//     the catalog through (operation.Context.Catalog; index.Collections.ForUnit gives the
+//     write path of a collection only that view knows). The catalog entries are written
+//     through the transaction's storage unit, so they commit or vanish with its data; the
+//     commit hook installs the changes at the commit timestamp like any unit's.
+//   - Reservation: each namespace it creates is reserved (Catalog.reserved) until the unit
+//     ends. Any other unit creating or renaming onto a reserved namespace gets WriteConflict
+//     at once, never a wait under ddlMu: an ordinary DDL retries (operation's
+//     writeConflictRetry, bounded by its maxTimeMS and interruptible) until the transaction
+//     committed (then it finds the collection) or aborted; another transaction fails its
+//     statement with a transient WriteConflict and the client retries it. This is MongoDB's
+//     outcome too (an uncommitted create makes a conflicting create throw WriteConflict).
+//
+// A transaction may only create collections and add indexes to collections it created (the
+// create and createIndexes commands enforce MongoDB's rules), so no other unit can have
+// changed what it modifies: its changes commute with every other unit's and the commit
+// cannot lose anything. No lock is held between statements, so nothing can deadlock on it;
+// ddlActive counts the unit for its whole life, which only sends At to its slow path
+// meanwhile.
+//
 // # Versioning
 //
 // CollectionMeta.MinValidSnapshot and Snapshot.DDLTimestamp are DDL commit timestamps. At

@@ -51,10 +51,11 @@ func OpenWithConfig(ctx context.Context, e *storage.Engine, cfg Config) (*Catalo
 		cfg.Logger = slog.Default()
 	}
 	c := &Catalog{
-		e:     e,
-		cfg:   cfg,
-		units: map[*storage.RecoveryUnit]*unitState{},
-		log:   cfg.Logger.With("c", "STORAGE"),
+		e:        e,
+		cfg:      cfg,
+		units:    map[*storage.RecoveryUnit]*unitState{},
+		reserved: map[string]*unitState{},
+		log:      cfg.Logger.With("c", "STORAGE"),
 	}
 	c.reaper = newReaper(c)
 	for _, t := range []struct {

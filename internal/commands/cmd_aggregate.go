@@ -12,6 +12,7 @@ import (
 	"humongo/internal/collation"
 	"humongo/internal/cursor"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/query/plan"
 	"humongo/internal/service"
 )
@@ -184,8 +185,12 @@ type aggPrepared struct {
 
 // aggCollectionCollation is the default collation of collection ns (nil: simple or no such
 // collection).
-func aggCollectionCollation(env *service.Env, ns string) (*collation.Collator, error) {
-	meta, ok := env.State.DB.Catalog.Latest().ByNS(ns)
+func aggCollectionCollation(ctx context.Context, env *service.Env, ns string) (*collation.Collator, error) {
+	snap := env.State.DB.Catalog.Latest()
+	if t := operation.TxnOf(ctx); t != nil {
+		snap = env.State.DB.Catalog.LatestFor(t.RU) // a collection the transaction created
+	}
+	meta, ok := snap.ByNS(ns)
 	if !ok || meta == nil {
 		return nil, nil
 	}
@@ -228,7 +233,7 @@ func aggPrepare(ctx context.Context, env *service.Env, r *aggRequest) (*aggPrepa
 			coll = viewColl
 			pipeline = append(append([]bsoncore.Document(nil), viewPipe...), r.pipeline...)
 		case !r.collSet:
-			if coll, err = aggCollectionCollation(env, backing); err != nil {
+			if coll, err = aggCollectionCollation(ctx, env, backing); err != nil {
 				return nil, err
 			}
 		}

@@ -46,6 +46,9 @@ func runCreate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 		return nil, err
 	}
 	if lookup(cmd, "viewOn").Type != 0 || lookup(cmd, "pipeline").Type != 0 {
+		if txnStmtOf(ctx) != nil {
+			return nil, mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "Cannot create a view in a multi-document transaction.")
+		}
 		return viewCreate(ctx, env, ns, cmd)
 	}
 	opts, err := ddlParseCreateOptions(cmd)
@@ -62,6 +65,20 @@ func runCreate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 	}
 	op := db.NewOp(ctx)
 	defer op.Close()
+	if op.InTxn() {
+		// In a transaction the collection must not exist yet, whatever its options
+		// (MongoDB's create inside a transaction); it is created in the transaction's unit.
+		if err := txnCheckLocalReadConcern(op, "create a collection"); err != nil {
+			return nil, err
+		}
+		if _, ok := op.Catalog().ByNS(ns); ok {
+			return nil, mongoerr.Newf(mongoerr.NamespaceExists, "Collection %s already exists.", ns)
+		}
+		if err := op.DDL(ctx, ns, func() error { return ddlCreateCollection(op, ns, opts) }); err != nil {
+			return nil, err
+		}
+		return emptyDoc, nil
+	}
 	err = op.DDL(ctx, ns, func() error {
 		if m, ok := db.Catalog.Latest().ByNS(ns); ok {
 			existing := operation.UserOptions(m)

@@ -17,6 +17,7 @@ import (
 	"humongo/internal/query"
 	"humongo/internal/repl/indexbuild"
 	"humongo/internal/service"
+	"humongo/internal/storage"
 )
 
 func addCreateIndexes(r *service.Registry) {
@@ -123,6 +124,9 @@ func runCreateIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 
 	op := db.NewOp(ctx)
 	defer op.Close()
+	if op.InTxn() {
+		return txnCreateIndexes(ctx, op, ns, cmd, vals, specs)
+	}
 	created := false
 	if _, ok := db.Catalog.Latest().ByNS(ns); !ok {
 		if ddlIsSystem(ns) {
@@ -483,4 +487,124 @@ func ddlValidateKeyPattern(key bsoncore.Document) error {
 		}
 	}
 	return nil
+}
+
+// txnCheckLocalReadConcern refuses explicit collection and index creation in a transaction
+// whose read concern is not local (MongoDB answers InvalidOptions: the new catalog entry
+// could not be read at the transaction's older snapshot).
+func txnCheckLocalReadConcern(op *operation.Context, what string) error {
+	if src, _ := op.RU.ReadSource(); src != storage.ReadNoTimestamp {
+		return mongoerr.Newf(mongoerr.InvalidOptions,
+			"Cannot %s in a multi-document transaction with a readConcern level other than 'local'", what)
+	}
+	return nil
+}
+
+// txnCreateIndexes is createIndexes inside a multi-document transaction, as MongoDB 7.0 runs
+// it (create_indexes_cmd.cpp): on a collection that does not exist (created here, in the
+// transaction) or that the transaction created and that is still empty, the indexes are
+// added ready in the transaction's unit and logged in its applyOps entry; on any other
+// collection only a request whose indexes all exist already succeeds, anything new is
+// OperationNotSupportedInTransaction (it would need an index build and its exclusive lock).
+func txnCreateIndexes(ctx context.Context, op *operation.Context, ns string, cmd bsoncore.Document, vals []bsoncore.Value, specs []bsoncore.Document) (bsoncore.Document, error) {
+	db := op.DB
+	if err := txnCheckLocalReadConcern(op, "create indexes"); err != nil {
+		return nil, err
+	}
+	m, ok := op.Catalog().ByNS(ns)
+	switch {
+	case ok && !op.CreatedInTxn(ns):
+		if v := lookup(cmd, "collectionUUID"); v.Type != 0 {
+			if err := ddlCheckCollectionUUID(v, m); err != nil {
+				return nil, err
+			}
+		}
+		for _, s := range specs {
+			exists, err := catalog.IndexExists(m, s)
+			if err != nil {
+				return nil, err
+			}
+			if !exists {
+				return nil, mongoerr.Newf(mongoerr.OperationNotSupportedInTransaction,
+					"Cannot create new indexes on existing collection %s in a multi-document transaction.", ns)
+			}
+		}
+		n := int32(len(ddlIndexSpecs(m)))
+		return doc(func(b []byte) []byte {
+			b = bsoncore.AppendInt32Element(b, "numIndexesBefore", n)
+			b = bsoncore.AppendInt32Element(b, "numIndexesAfter", n)
+			return bsoncore.AppendStringElement(b, "note", "all indexes already exist")
+		}), nil
+	case !ok:
+		if ddlIsSystem(ns) {
+			return nil, mongoerr.Newf(mongoerr.IllegalOperation, "cannot write to '%s'", ns)
+		}
+		for _, s := range specs {
+			if lookup(s, "clustered").Type != 0 {
+				return nil, mongoerr.New(mongoerr.Code(6100900), "Cannot implicitly create a new collection with createIndex 'clustered' option")
+			}
+		}
+		if err := op.DDL(ctx, ns, func() error { return ddlCreateCollection(op, ns, nil) }); err != nil {
+			return nil, err
+		}
+	}
+	var before, after int
+	var added []bsoncore.Document
+	err := op.DDL(ctx, ns, func() error {
+		m, ok := op.Catalog().ByNS(ns)
+		if !ok {
+			return mongoerr.Newf(mongoerr.NamespaceNotFound, "Collection %s was dropped", ns)
+		}
+		if v := lookup(cmd, "collectionUUID"); v.Type != 0 {
+			if err := ddlCheckCollectionUUID(v, m); err != nil {
+				return err
+			}
+		}
+		if empty, err := ddlCollectionEmpty(op, m); err != nil {
+			return err
+		} else if !empty {
+			return mongoerr.Newf(mongoerr.OperationNotSupportedInTransaction,
+				"Cannot create new indexes on non-empty collection %s in a multi-document transaction.", ns)
+		}
+		before = len(ddlIndexSpecs(m))
+		for i, s := range specs {
+			if m.Clustered && ddlIsIDKey(lookup(s, "key")) {
+				continue // the clustered index already covers {_id: 1}
+			}
+			if def := lookup(m.Options, "collation"); def.Type == bsoncore.TypeEmbeddedDocument &&
+				lookup(vals[i].Document(), "collation").Type == 0 {
+				s = ddlSetField(s, "collation", def)
+			}
+			im, err := db.Catalog.AddIndex(op.RU, ns, s, true, nil)
+			if mongoerr.Is(err, mongoerr.IndexAlreadyExists) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			added = append(added, im.Spec)
+		}
+		after = before + len(added)
+		if len(added) == 0 {
+			return nil
+		}
+		return db.Observer().OnCreateIndexes(op.RU, ns, m.UUID, added)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return doc(func(b []byte) []byte {
+		b = bsoncore.AppendInt32Element(b, "numIndexesBefore", int32(before))
+		b = bsoncore.AppendInt32Element(b, "numIndexesAfter", int32(after))
+		// MongoDB reports true here whether this command or an earlier statement of the
+		// transaction created the collection (runCreateIndexesOnNewCollection).
+		b = bsoncore.AppendBooleanElement(b, "createdCollectionAutomatically", true)
+		if len(added) == 0 {
+			return bsoncore.AppendStringElement(b, "note", "all indexes already exist")
+		}
+		if len(added) < len(specs) {
+			return bsoncore.AppendStringElement(b, "note", "index already exists")
+		}
+		return b
+	}), nil
 }

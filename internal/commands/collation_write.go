@@ -38,7 +38,7 @@ func writeParseFilterCollated(op *operation.Context, ns string, q bsoncore.Docum
 		}
 		return query.Parse(q, query.ParseOptions{AllowExpr: true, AllowJSONSchema: true, Collator: wc.c, Vars: vars})
 	}
-	m, ok := op.DB.Catalog.Latest().ByNS(ns)
+	m, ok := op.Catalog().ByNS(ns)
 	if !ok {
 		return writeParseFilter(q, vars)
 	}

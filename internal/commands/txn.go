@@ -26,12 +26,12 @@ import (
 )
 
 // txnCommands may run inside a multi-document transaction (MongoDB 7.0's
-// allowedInTransactions; create and createIndexes are not among them here, see
-// operation.EnsureCollection's deviation note).
+// allowedInTransactions).
 var txnCommands = map[string]bool{
 	"abortTransaction": true, "aggregate": true, "commitTransaction": true, "delete": true,
 	"distinct": true, "find": true, "findAndModify": true, "getMore": true, "insert": true,
-	"killCursors": true, "update": true, "bulkWrite": true, "prepareTransaction": true,
+	"killCursors": true, "update": true, "bulkWrite": true, "create": true, "createIndexes": true,
+	"prepareTransaction": true,
 }
 
 // txnAdminCommands may run against the admin database inside a transaction.
@@ -200,7 +200,7 @@ func addTxnCommands(r *service.Registry) {
 	add(r, &service.Command{Name: "abortTransaction", Handler: runAbortTransaction, AdminOnly: true,
 		Help: "abort a multi-document transaction", Writes: true, Secondary: service.SecondaryNever})
 	add(r, &service.Command{Name: "prepareTransaction", Handler: runPrepareTransaction, AdminOnly: true,
-		Help: "Prepares a transaction on this shard; sent by a router or re-sent by the transaction commit coordinator for a cross-shard transaction",
+		Help:   "Prepares a transaction on this shard; sent by a router or re-sent by the transaction commit coordinator for a cross-shard transaction",
 		Writes: true, Secondary: service.SecondaryNever})
 }
 

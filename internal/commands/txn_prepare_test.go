@@ -10,7 +10,7 @@ import (
 )
 
 // txnStmt adds a transaction statement's session fields to cmd.
-func txnStmt(cmd bson.D, lsid bson.D, n int64, start bool) bson.D {
+func prepStmt(cmd bson.D, lsid bson.D, n int64, start bool) bson.D {
 	cmd = append(cmd, bson.E{Key: "lsid", Value: lsid}, bson.E{Key: "txnNumber", Value: n}, bson.E{Key: "autocommit", Value: false})
 	if start {
 		cmd = append(cmd, bson.E{Key: "startTransaction", Value: true})
@@ -39,10 +39,10 @@ func TestPreparedTransactionCommitsAtCommitTimestamp(t *testing.T) {
 	r := startRetryRS(t)
 	r.must(t, "test", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: 0}}}}})
 	lsid := newLsid()
-	r.must(t, "test", txnStmt(bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{
+	r.must(t, "test", prepStmt(bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{
 		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 1}}}}}}}}}, lsid, 1, true))
-	r.must(t, "test", txnStmt(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 2}}}}}, lsid, 1, false))
-	reply := r.must(t, "admin", txnStmt(bson.D{{Key: "prepareTransaction", Value: 1}}, lsid, 1, false))
+	r.must(t, "test", prepStmt(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 2}}}}}, lsid, 1, false))
+	reply := r.must(t, "admin", prepStmt(bson.D{{Key: "prepareTransaction", Value: 1}}, lsid, 1, false))
 	ps, pi, ok := reply.Lookup("prepareTimestamp").TimestampOK()
 	if !ok {
 		t.Fatalf("prepareTransaction reply without prepareTimestamp: %v", reply)
@@ -66,19 +66,19 @@ func TestPreparedTransactionCommitsAtCommitTimestamp(t *testing.T) {
 		t.Fatalf("serverStatus transactions.currentPrepared = %d, want 1", n)
 	}
 	// Preparing again answers the same timestamp.
-	again := r.must(t, "admin", txnStmt(bson.D{{Key: "prepareTransaction", Value: 1}}, lsid, 1, false))
+	again := r.must(t, "admin", prepStmt(bson.D{{Key: "prepareTransaction", Value: 1}}, lsid, 1, false))
 	if s, i, _ := again.Lookup("prepareTimestamp").TimestampOK(); s != ps || i != pi {
 		t.Fatalf("second prepare answered %d,%d", s, i)
 	}
 	// No more operations; not a new transaction number either.
 	wantTxnCode(t, "statement on a prepared transaction",
-		r.run(t, "test", txnStmt(bson.D{{Key: "find", Value: "c"}}, lsid, 1, false)), mongoerr.PreparedTransactionInProgress)
+		r.run(t, "test", prepStmt(bson.D{{Key: "find", Value: "c"}}, lsid, 1, false)), mongoerr.PreparedTransactionInProgress)
 	wantTxnCode(t, "new transaction on a session with a prepared one",
-		r.run(t, "test", txnStmt(bson.D{{Key: "find", Value: "c"}}, lsid, 2, true)), mongoerr.PreparedTransactionInProgress)
+		r.run(t, "test", prepStmt(bson.D{{Key: "find", Value: "c"}}, lsid, 2, true)), mongoerr.PreparedTransactionInProgress)
 	wantTxnCode(t, "commit without commitTimestamp",
-		r.run(t, "admin", txnStmt(bson.D{{Key: "commitTransaction", Value: 1}}, lsid, 1, false)), mongoerr.InvalidOptions)
+		r.run(t, "admin", prepStmt(bson.D{{Key: "commitTransaction", Value: 1}}, lsid, 1, false)), mongoerr.InvalidOptions)
 	wantTxnCode(t, "commit below the prepare timestamp",
-		r.run(t, "admin", txnStmt(bson.D{{Key: "commitTransaction", Value: 1}, {Key: "commitTimestamp", Value: bson.Timestamp{T: ps, I: pi - 1}}}, lsid, 1, false)), mongoerr.InvalidOptions)
+		r.run(t, "admin", prepStmt(bson.D{{Key: "commitTransaction", Value: 1}, {Key: "commitTimestamp", Value: bson.Timestamp{T: ps, I: pi - 1}}}, lsid, 1, false)), mongoerr.InvalidOptions)
 	// A writer of a prepared document waits (here until its maxTimeMS).
 	wantTxnCode(t, "write to a prepared document",
 		r.run(t, "test", bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{
@@ -91,9 +91,9 @@ func TestPreparedTransactionCommitsAtCommitTimestamp(t *testing.T) {
 		t.Fatalf("the reaper aborted a prepared transaction (currentPrepared %d)", n)
 	}
 	commit := bson.Timestamp{T: ps, I: pi + 1}
-	r.must(t, "admin", txnStmt(bson.D{{Key: "commitTransaction", Value: 1}, {Key: "commitTimestamp", Value: commit}}, lsid, 1, false))
+	r.must(t, "admin", prepStmt(bson.D{{Key: "commitTransaction", Value: 1}, {Key: "commitTimestamp", Value: commit}}, lsid, 1, false))
 	// A retried commit succeeds.
-	r.must(t, "admin", txnStmt(bson.D{{Key: "commitTransaction", Value: 1}, {Key: "commitTimestamp", Value: commit}}, lsid, 1, false))
+	r.must(t, "admin", prepStmt(bson.D{{Key: "commitTransaction", Value: 1}, {Key: "commitTimestamp", Value: commit}}, lsid, 1, false))
 	if n := currentPrepared(t, r); n != 0 {
 		t.Fatalf("currentPrepared after commit = %d", n)
 	}
@@ -137,18 +137,18 @@ func TestPreparedTransactionAbort(t *testing.T) {
 	lsid := newLsid()
 	wantTxnCode(t, "prepare outside a transaction",
 		r.run(t, "admin", bson.D{{Key: "prepareTransaction", Value: 1}}), mongoerr.CommandFailed)
-	r.must(t, "test", txnStmt(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}, lsid, 1, true))
+	r.must(t, "test", prepStmt(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}, lsid, 1, true))
 	wantTxnCode(t, "commitTimestamp on an unprepared transaction",
-		r.run(t, "admin", txnStmt(bson.D{{Key: "commitTransaction", Value: 1}, {Key: "commitTimestamp", Value: bson.Timestamp{T: 1, I: 1}}}, lsid, 1, false)), mongoerr.InvalidOptions)
+		r.run(t, "admin", prepStmt(bson.D{{Key: "commitTransaction", Value: 1}, {Key: "commitTimestamp", Value: bson.Timestamp{T: 1, I: 1}}}, lsid, 1, false)), mongoerr.InvalidOptions)
 	lsid = newLsid()
-	r.must(t, "test", txnStmt(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}, lsid, 1, true))
-	r.must(t, "admin", txnStmt(bson.D{{Key: "prepareTransaction", Value: 1}}, lsid, 1, false))
+	r.must(t, "test", prepStmt(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}, lsid, 1, true))
+	r.must(t, "admin", prepStmt(bson.D{{Key: "prepareTransaction", Value: 1}}, lsid, 1, false))
 	// Killing the session does not abort a prepared transaction.
 	r.must(t, "admin", bson.D{{Key: "killSessions", Value: bson.A{lsid}}})
 	if n := currentPrepared(t, r); n != 1 {
 		t.Fatalf("killSessions aborted a prepared transaction (currentPrepared %d)", n)
 	}
-	r.must(t, "admin", txnStmt(bson.D{{Key: "abortTransaction", Value: 1}}, lsid, 1, false))
+	r.must(t, "admin", prepStmt(bson.D{{Key: "abortTransaction", Value: 1}}, lsid, 1, false))
 	if n := currentPrepared(t, r); n != 0 {
 		t.Fatalf("currentPrepared after abort = %d", n)
 	}

@@ -13,7 +13,7 @@ import (
 // order is insertion order) in the same unit, as MongoDB's capped deletes do. Concurrent
 // inserters that race for the same oldest document get a WriteConflict and retry.
 func writeCappedTrim(op *operation.Context, coll *index.Collection, added, addedBytes int64) error {
-	meta, ok := op.DB.Catalog.Latest().ByUUID(coll.UUID())
+	meta, ok := op.Catalog().ByUUID(coll.UUID())
 	if !ok || !meta.Capped {
 		return nil
 	}

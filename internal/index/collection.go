@@ -45,6 +45,18 @@ type Collection struct {
 	mu     sync.Mutex
 	builds map[string]*interceptor // by index ident; guarded by mu
 	state  atomic.Pointer[collState]
+	// view, when set, is the catalog this handle resolves its metadata in: the unit's view
+	// of a multi-document transaction that created the collection (Collections.ForUnit),
+	// cleared when that transaction commits. nil: the catalog's latest instance.
+	view atomic.Pointer[func() *catalog.Snapshot]
+}
+
+// snapshot is the catalog instance c's metadata is read from.
+func (c *Collection) snapshot() *catalog.Snapshot {
+	if f := c.view.Load(); f != nil {
+		return (*f)()
+	}
+	return c.cat.Latest()
 }
 
 // collState is an immutable view of the collection's indexes for one catalog metadata value.
@@ -87,7 +99,7 @@ func (c *Collection) Catalog() *catalog.Catalog { return c.cat }
 // current returns the index view for the catalog's latest metadata, rebuilding it when the
 // metadata or the set of running builds changed.
 func (c *Collection) current() (*collState, error) {
-	meta, ok := c.cat.Latest().ByUUID(c.uuid)
+	meta, ok := c.snapshot().ByUUID(c.uuid)
 	if !ok {
 		return nil, mongoerr.Newf(mongoerr.NamespaceNotFound, "collection %s was dropped", c.uuid)
 	}
@@ -317,7 +329,7 @@ func (c *Collection) indexRecord(ru *storage.RecoveryUnit, st *collState, s *scr
 // catalog's copy-on-write metadata is the in-memory record: once it covers the paths, writers
 // skip the call entirely (spec: multikey state "only persisted when it changes to true").
 func (c *Collection) noteMultikey(ru *storage.RecoveryUnit, ns string, ix *Index, masks []uint64) error {
-	if meta, ok := c.cat.Latest().ByUUID(c.uuid); ok {
+	if meta, ok := c.snapshot().ByUUID(c.uuid); ok {
 		if im, ok := meta.Index(ix.name); ok && im.Ident == ix.ident && covers(im, masks) {
 			return nil
 		}
@@ -547,6 +559,38 @@ func (cs *Collections) ByUUID(uuid catalog.UUID) (*Collection, error) {
 	}
 	c.owner = cs
 	cs.m[uuid] = c
+	return c, nil
+}
+
+// ForUnit returns the handle of the collection with uuid as ru sees it: the shared handle of
+// a committed collection, or, for one that ru's multi-document transaction created
+// (catalog.LatestFor), a handle resolving its metadata in the transaction's view. That handle
+// is registered under uuid at once (nobody else can name the uuid before the commit
+// publishes it), so it stays the collection's one handle after the commit, which clears its
+// view; a rollback forgets it.
+func (cs *Collections) ForUnit(ru *storage.RecoveryUnit, uuid catalog.UUID) (*Collection, error) {
+	if _, ok := cs.cat.Latest().ByUUID(uuid); ok {
+		return cs.ByUUID(uuid)
+	}
+	meta, ok := cs.cat.LatestFor(ru).ByUUID(uuid)
+	if !ok {
+		return nil, mongoerr.Newf(mongoerr.NamespaceNotFound, "collection %s not found", uuid)
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if c, ok := cs.m[uuid]; ok {
+		return c, nil
+	}
+	rs, err := storage.OpenRecordStore(cs.e, meta.Ident)
+	if err != nil {
+		return nil, err
+	}
+	c := &Collection{e: cs.e, cat: cs.cat, uuid: uuid, rs: rs, builds: map[string]*interceptor{}, owner: cs}
+	view := func() *catalog.Snapshot { return cs.cat.LatestFor(ru) }
+	c.view.Store(&view)
+	cs.m[uuid] = c
+	ru.OnCommit(func(optime.Timestamp) { c.view.Store(nil) })
+	ru.OnRollback(func() { cs.Forget(uuid) })
 	return c, nil
 }
 

@@ -48,13 +48,6 @@ var driverSpecsAllowed = map[string]string{
 	"retryable-reads/tests/unified/changeStreams-db.watch.json":                   "change streams",
 	"retryable-reads/tests/unified/changeStreams-db.watch-serverErrors.json":      "change streams",
 	"unified-test-format/tests/valid-pass/poc-change-streams.json":                "change streams",
-	// A transaction creates the collections and indexes it needs in units of their own,
-	// committed at once (operation.EnsureCollection's deviation note); explicit create and
-	// createIndexes are refused inside a transaction.
-	"transactions/tests/unified/create-collection.json":                                                            "collection creation inside a transaction",
-	"transactions/tests/unified/create-index.json":                                                                 "collection creation inside a transaction",
-	"unified-test-format/tests/valid-pass/poc-transactions.json/explicitly_create_collection_using_create_command": "collection creation inside a transaction",
-	"unified-test-format/tests/valid-pass/poc-transactions.json/create_index_on_a_non-existing_collection":         "collection creation inside a transaction",
 	// Time-series collections are not implemented.
 	"collection-management/tests/timeseries-collection.json": "time-series",
 	// The spec data has no command-logging-and-monitoring/tests/logging directory, which the

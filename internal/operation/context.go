@@ -56,6 +56,39 @@ type Txn struct {
 // InTxn reports whether the operation is a statement of a multi-document transaction.
 func (o *Context) InTxn() bool { return o.txn != nil }
 
+// Catalog is the catalog as the operation sees it: the latest instance, plus, in a
+// multi-document transaction, the collections and indexes the transaction created
+// (catalog.LatestFor), which no other operation sees before the commit.
+func (o *Context) Catalog() *catalog.Snapshot {
+	if o.txn != nil {
+		return o.DB.Catalog.LatestFor(o.RU)
+	}
+	return o.DB.Catalog.Latest()
+}
+
+// Collection returns the write path of the collection with uuid as the operation sees it
+// (see Catalog).
+func (o *Context) Collection(uuid catalog.UUID) (*index.Collection, error) {
+	if o.txn != nil {
+		return o.DB.Colls.ForUnit(o.RU, uuid)
+	}
+	return o.DB.Colls.ByUUID(uuid)
+}
+
+// CreatedInTxn reports whether ns is a collection the operation's transaction created (it
+// exists in the transaction's view of the catalog and not in the latest instance).
+func (o *Context) CreatedInTxn(ns string) bool {
+	if o.txn == nil {
+		return false
+	}
+	m, ok := o.Catalog().ByNS(ns)
+	if !ok {
+		return false
+	}
+	_, committed := o.DB.Catalog.Latest().ByUUID(m.UUID)
+	return !committed
+}
+
 // TxnOf returns the transaction ctx's request runs in, or nil.
 func TxnOf(ctx context.Context) *Txn {
 	if r := RequestOf(ctx); r != nil {
@@ -250,7 +283,7 @@ func (o *Context) ReadCollection(ctx context.Context, ns string) (meta *catalog.
 			o.RU.AbandonSnapshot()
 			_ = scope.Release()
 		}
-		meta, ok := o.DB.Catalog.Latest().ByNS(ns)
+		meta, ok := o.Catalog().ByNS(ns)
 		if !ok {
 			return nil, nil, release, nil
 		}
@@ -268,7 +301,7 @@ func (o *Context) ReadCollection(ctx context.Context, ns string) (meta *catalog.
 			}
 			continue
 		}
-		coll, err = o.DB.Colls.ByUUID(meta.UUID)
+		coll, err = o.Collection(meta.UUID)
 		if err != nil {
 			release()
 			return nil, nil, nil, err
@@ -364,8 +397,8 @@ func (o *Context) WriteCollection(ctx context.Context, ns string, create bool, f
 	return o.writeConflictRetry(ctx, "write", func() error {
 		defer o.RU.AbandonSnapshot()
 		var coll *index.Collection
-		if meta, ok := o.DB.Catalog.Latest().ByNS(ns); ok {
-			c, err := o.DB.Colls.ByUUID(meta.UUID)
+		if meta, ok := o.Catalog().ByNS(ns); ok {
+			c, err := o.Collection(meta.UUID)
 			if err != nil {
 				return err
 			}
@@ -382,20 +415,14 @@ func (o *Context) WriteCollection(ctx context.Context, ns string, create bool, f
 
 // EnsureCollection creates ns with options unless it exists (implicit creation: a concurrent
 // creator winning the race is not an error). It takes the database IX and collection X locks.
+// Inside a multi-document transaction the collection is created in the transaction's unit:
+// invisible to others until the commit, logged in its applyOps entry, gone if it aborts.
 func (o *Context) EnsureCollection(ctx context.Context, ns string, options bsoncore.Document) error {
-	if _, ok := o.DB.Catalog.Latest().ByNS(ns); ok {
+	if _, ok := o.Catalog().ByNS(ns); ok {
 		return nil
 	}
-	if o.txn != nil {
-		// Known deviation: a transaction creates a collection it writes to in a unit of its
-		// own, committed at once (MongoDB 4.4+ creates it inside the transaction, undone by
-		// an abort). The transaction's writes to it still commit or abort together.
-		side := &Context{DB: o.DB, Locker: o.Locker, RU: o.DB.Engine.NewRecoveryUnit(), ctx: o.ctx}
-		defer side.RU.Close()
-		return side.EnsureCollection(ctx, ns, options)
-	}
 	err := o.DDL(ctx, ns, func() error {
-		if _, ok := o.DB.Catalog.Latest().ByNS(ns); ok {
+		if _, ok := o.Catalog().ByNS(ns); ok {
 			return nil
 		}
 		m, err := o.DB.Catalog.CreateCollection(o.RU, ns, options)
@@ -404,7 +431,7 @@ func (o *Context) EnsureCollection(ctx context.Context, ns string, options bsonc
 		}
 		return o.LogCreate(m)
 	})
-	if mongoerr.Is(err, mongoerr.NamespaceExists) {
+	if mongoerr.Is(err, mongoerr.NamespaceExists) && o.txn == nil {
 		return nil
 	}
 	return err
@@ -421,14 +448,32 @@ func (o *Context) LogCreate(m *catalog.CollectionMeta) error {
 }
 
 // DDL runs f in a WriteUnitOfWork under the collection X lock of ns (and database IX),
-// retrying on WriteConflict. Catalog DDL calls go inside f.
+// retrying on WriteConflict. Catalog DDL calls go inside f. The lock is released between
+// attempts: a conflict with a transaction that created ns (catalog reservation) lasts until
+// that transaction ends, and its statements on ns must not queue behind this retry loop. In
+// a multi-document transaction f runs once in the transaction's unit, marked as such for the
+// catalog (catalog.MarkTransaction: the lock and the catalog's DDL mutex are held for this
+// statement only).
 func (o *Context) DDL(ctx context.Context, ns string, f func() error) error {
-	scope, err := o.Locker.CollectionLock(ctx, ns, lock.ModeX)
-	if err != nil {
-		return err
+	if o.txn != nil {
+		scope, err := o.Locker.CollectionLock(ctx, ns, lock.ModeX)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = scope.Release() }()
+		if err := o.DB.Catalog.MarkTransaction(o.RU); err != nil {
+			return err
+		}
+		return o.unitOnce(f)
 	}
-	defer func() { _ = scope.Release() }()
-	return o.InUnit(ctx, f)
+	return storage.WriteConflictRetry(ctx, "ddl", func() error {
+		scope, err := o.Locker.CollectionLock(ctx, ns, lock.ModeX)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = scope.Release() }()
+		return o.unitOnce(f)
+	})
 }
 
 // DatabaseDDL runs f in a WriteUnitOfWork under the database X lock of db (dropDatabase,
@@ -445,15 +490,18 @@ func (o *Context) DatabaseDDL(ctx context.Context, db string, f func() error) er
 // InUnit runs f in a WriteUnitOfWork under the locks the caller holds, retrying on
 // WriteConflict.
 func (o *Context) InUnit(ctx context.Context, f func() error) error {
-	return o.writeConflictRetry(ctx, "ddl", func() error {
-		defer o.RU.AbandonSnapshot()
-		w := o.RU.BeginUnitOfWork()
-		defer w.End()
-		if err := f(); err != nil {
-			return err
-		}
-		return w.Commit()
-	})
+	return o.writeConflictRetry(ctx, "ddl", func() error { return o.unitOnce(f) })
+}
+
+// unitOnce runs f in one WriteUnitOfWork.
+func (o *Context) unitOnce(f func() error) error {
+	defer o.RU.AbandonSnapshot()
+	w := o.RU.BeginUnitOfWork()
+	defer w.End()
+	if err := f(); err != nil {
+		return err
+	}
+	return w.Commit()
 }
 
 // writeConflictRetry runs f, retrying on WriteConflict outside a transaction, and after a

@@ -74,13 +74,13 @@ func (op *Context) OpenRead(ctx context.Context, ns string, scope ReadScope) (Re
 func (op *Context) ReadLocked(ns string, meta *catalog.CollectionMeta, coll *index.Collection, scope ReadScope) (Read, error) {
 	switch {
 	case meta == nil && coll != nil:
-		m, ok := op.DB.Catalog.Latest().ByUUID(coll.UUID())
+		m, ok := op.Catalog().ByUUID(coll.UUID())
 		if !ok {
 			coll = nil // dropped: reads as a missing collection
 		}
 		meta = m
 	case meta != nil && coll == nil:
-		c, err := op.DB.Colls.ByUUID(meta.UUID)
+		c, err := op.Collection(meta.UUID)
 		if err != nil {
 			return Read{}, err
 		}

@@ -30,11 +30,12 @@ var maxApplyOpsBytes = 16*1024*1024 - 16*1024
 // TxnNS is the namespace of transaction entries.
 const TxnNS = "admin.$cmd"
 
-// collectTxnOps appends es (document writes) to a transaction's collector.
+// collectTxnOps appends es (document writes, and the create / createIndexes commands of
+// collections the transaction created) to a transaction's collector.
 func collectTxnOps(tc *opobserver.TxnCollector, es []entry) error {
 	for i := range es {
 		e := &es[i]
-		if e.op != "i" && e.op != "u" && e.op != "d" {
+		if e.op != "i" && e.op != "u" && e.op != "d" && !txnDDL(e) {
 			return mongoerr.Newf(mongoerr.OperationNotSupportedInTransaction,
 				"Cannot run a catalog change on %s in a multi-document transaction", e.ns)
 		}
@@ -44,6 +45,17 @@ func collectTxnOps(tc *opobserver.TxnCollector, es []entry) error {
 		tc.Add(d)
 	}
 	return nil
+}
+
+// txnDDL reports whether e is a catalog change a transaction may make: create a collection,
+// or an index on one it created (MongoDB's rules, enforced by the create and createIndexes
+// commands); secondaries apply them first (txn_apply.go).
+func txnDDL(e *entry) bool {
+	if e.op != "c" {
+		return false
+	}
+	first, err := e.o.IndexErr(0)
+	return err == nil && (first.Key() == "create" || first.Key() == "createIndexes")
 }
 
 // LogTransaction logs a committing transaction's operations in ru's unit (see the file

@@ -157,7 +157,7 @@ type Manager struct {
 	reaperDone chan struct{}
 
 	// Counters for serverStatus.transactions.
-	Started, Committed, Aborted, Active atomic.Int64
+	Started, Committed, Aborted, Active          atomic.Int64
 	Prepared, PreparedCommitted, PreparedAborted atomic.Int64
 }
 
