@@ -137,6 +137,16 @@ func TestPreparedTransactionAbort(t *testing.T) {
 	lsid := newLsid()
 	wantTxnCode(t, "prepare outside a transaction",
 		r.run(t, "admin", bson.D{{Key: "prepareTransaction", Value: 1}}), mongoerr.CommandFailed)
+	// A transaction that created a collection cannot be prepared (MongoDB refuses DDL in
+	// distributed transactions); the failed prepare aborts it.
+	r.must(t, "test", prepStmt(bson.D{{Key: "insert", Value: "new"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}, lsid, 1, true))
+	wantTxnCode(t, "prepare after a collection creation",
+		r.run(t, "admin", prepStmt(bson.D{{Key: "prepareTransaction", Value: 1}}, lsid, 1, false)), mongoerr.OperationNotSupportedInTransaction)
+	if n := currentPrepared(t, r); n != 0 {
+		t.Fatalf("currentPrepared after a refused prepare = %d", n)
+	}
+	r.must(t, "test", bson.D{{Key: "create", Value: "c"}})
+	lsid = newLsid()
 	r.must(t, "test", prepStmt(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}, lsid, 1, true))
 	wantTxnCode(t, "commitTimestamp on an unprepared transaction",
 		r.run(t, "admin", prepStmt(bson.D{{Key: "commitTransaction", Value: 1}, {Key: "commitTimestamp", Value: bson.Timestamp{T: 1, I: 1}}}, lsid, 1, false)), mongoerr.InvalidOptions)
