@@ -272,13 +272,21 @@ func (s *Syncer) attempt(ctx context.Context) (optime.OpTime, error) {
 	if err := s.seedOplog(ctx, beginRaw); err != nil {
 		return optime.OpTime{}, fmt.Errorf("seed oplog: %w", err)
 	}
-	if err := s.fetchPreparedEntries(ctx, cl, begin.TS); err != nil {
+	oldestPrepare, err := s.fetchPreparedEntries(ctx, cl, begin.TS)
+	if err != nil {
 		return optime.OpTime{}, fmt.Errorf("fetch the entries of prepared transactions: %w", err)
+	}
+	// The clone's writes are timestamped below every later write: the entries after
+	// beginFetching, and the commits of transactions prepared before it, whose commit
+	// timestamps may be as old as their prepare timestamps.
+	cloneTS := begin.TS
+	if !oldestPrepare.IsNull() && oldestPrepare-1 < cloneTS {
+		cloneTS = oldestPrepare - 1
 	}
 	if err := s.hangWhileOn(ctx, hangBeforeCopyingDatabases); err != nil {
 		return optime.OpTime{}, err
 	}
-	if err := s.cloneAll(ctx, cl, begin.TS); err != nil {
+	if err := s.cloneAll(ctx, cl, cloneTS); err != nil {
 		return optime.OpTime{}, fmt.Errorf("clone: %w", err)
 	}
 	_, stop, err := newestEntry(ctx, cl)
@@ -350,10 +358,13 @@ func (s *Syncer) applyOplog(ctx context.Context, host string, begin, stop optime
 // end need them. MongoDB moves beginFetching back to the oldest active transaction's
 // startOpTime instead; copying just those entries is the same for the applier, which reads
 // a chain from our oplog, and fetches less.
-func (s *Syncer) fetchPreparedEntries(ctx context.Context, cl *mongo.Client, begin optime.Timestamp) error {
+//
+// It returns the oldest prepare timestamp among them (null if none).
+func (s *Syncer) fetchPreparedEntries(ctx context.Context, cl *mongo.Client, begin optime.Timestamp) (optime.Timestamp, error) {
+	var oldest optime.Timestamp
 	cur, err := cl.Database("config").Collection("transactions").Find(ctx, bson.D{{Key: "state", Value: oplog.TxnPrepared}})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
 	oplogColl := cl.Database("local").Collection("oplog.rs")
@@ -363,16 +374,19 @@ func (s *Syncer) fetchPreparedEntries(ctx context.Context, cl *mongo.Client, beg
 			continue
 		}
 		sec, inc, ok := d.Lookup("ts").TimestampOK()
+		if prep := optime.MakeTimestamp(sec, inc); ok && !prep.IsNull() && (oldest.IsNull() || prep < oldest) {
+			oldest = prep
+		}
 		for ts := optime.MakeTimestamp(sec, inc); ok && !ts.IsNull() && ts <= begin; {
 			var r bson.Raw
 			err := oplogColl.FindOne(ctx, bson.D{{Key: "ts", Value: bson.Timestamp{T: ts.Secs(), I: ts.Inc()}}}).Decode(&r)
 			if err != nil {
-				return fmt.Errorf("read the source's entry at %v: %w", ts, err)
+				return 0, fmt.Errorf("read the source's entry at %v: %w", ts, err)
 			}
 			raw := bsoncore.Document(append([]byte(nil), r...))
 			if ts != begin {
 				if err := s.seedOplog(ctx, raw); err != nil {
-					return err
+					return 0, err
 				}
 			}
 			prev, _ := raw.Lookup("prevOpTime").DocumentOK()
@@ -380,7 +394,7 @@ func (s *Syncer) fetchPreparedEntries(ctx context.Context, cl *mongo.Client, beg
 			ts = optime.MakeTimestamp(sec, inc)
 		}
 	}
-	return cur.Err()
+	return oldest, cur.Err()
 }
 
 // seedOplog writes the source's beginFetching entry into our oplog.
