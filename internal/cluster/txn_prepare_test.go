@@ -49,7 +49,7 @@ func waitPrepared(t *testing.T, ctx context.Context, d *Deployment, node *Proces
 
 func TestPreparedTxnSurvivesPrimaryKill(t *testing.T) {
 	d := Start(t, Topology{Kind: ReplicaSet, Name: "rs0", Members: 3}, Options{ReplSetSettings: ShortElections,
-		Args: []string{"--setParameter", "enableTestCommands=1"}})
+		Args: []string{"--setParameter", "enableTestCommands=1", "--setParameter", "minSnapshotHistoryWindowInSeconds=120"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	coll := d.Client.Database("prep").Collection("c", options.Collection().SetWriteConcern(writeconcern.Majority()))

@@ -48,6 +48,9 @@ func DefaultParamSpecs() []service.ParamSpec {
 		// transactionRecordMinimumLifetimeMinutes: the session reaper leaves config.transactions
 		// entries written less than this long ago.
 		{Name: "transactionRecordMinimumLifetimeMinutes", Kind: service.ParamInt, Default: int64(30), Startup: true, Min: 0, Max: math.MaxInt32},
+		// MongoDB keeps 300 s of history behind the stable timestamp; Humongo keeps 5 s by
+		// default (each second of history costs Pebble versions under update load).
+		{Name: "minSnapshotHistoryWindowInSeconds", Kind: service.ParamInt, Default: int64(5), Runtime: true, Startup: true, Min: 0, Max: math.MaxInt32},
 		{Name: "transactionLifetimeLimitSeconds", Kind: service.ParamInt, Default: int64(60), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "ttlMonitorEnabled", Kind: service.ParamBool, Default: true, Runtime: true, Startup: true},
 		{Name: "ttlMonitorSleepSecs", Kind: service.ParamInt, Default: int64(60), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"sort"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -70,6 +71,11 @@ func AttachReplication(ctx context.Context, st *service.State, reg *service.Regi
 	}
 	if opts.Logger == nil {
 		opts.Logger = st.Logger
+	}
+	if opts.HistoryWindow == nil && st.Params != nil {
+		opts.HistoryWindow = func() time.Duration {
+			return time.Duration(st.Params.Int("minSnapshotHistoryWindowInSeconds")) * time.Second
+		}
 	}
 	rc, _, err := member.Attach(ctx, member.Config{
 		DB: st.DB, Coord: opts, OplogSizeBytes: oplogSizeMB * (1 << 20),

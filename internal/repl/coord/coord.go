@@ -69,6 +69,9 @@ type Options struct {
 	Logger *slog.Logger
 	// TickInterval is how often Tick runs (default 50 ms).
 	TickInterval time.Duration
+	// HistoryWindow is how much history the oldest timestamp keeps behind the stable
+	// timestamp for snapshot reads (minSnapshotHistoryWindowInSeconds; nil: 5 s).
+	HistoryWindow func() time.Duration
 	// Seed seeds the election-timeout randomness (0: random).
 	Seed uint64
 	// TopOfOplog reads this node's newest oplog entry (null when the oplog is empty); may be
@@ -498,8 +501,12 @@ func (c *Coordinator) commitPointAdvancedLocked(cp optime.OpTime) {
 	}
 	c.opts.Engine.SetStableTimestamp(st.TS)
 	// Keep some history behind stable for snapshot reads that are a little behind.
-	if st.TS.Secs() > 5 {
-		c.opts.Engine.SetOldestTimestamp(optime.MakeTimestamp(st.TS.Secs()-5, 0))
+	window := uint32(5)
+	if c.opts.HistoryWindow != nil {
+		window = uint32(max(c.opts.HistoryWindow()/time.Second, 0))
+	}
+	if st.TS.Secs() > window {
+		c.opts.Engine.SetOldestTimestamp(optime.MakeTimestamp(st.TS.Secs()-window, 0))
 	}
 }
 

@@ -191,6 +191,8 @@ func (t *PreparedTxn) Commit(commitTs, durableTs optime.Timestamp) error {
 	if commitTs < t.Prepare.TS {
 		return mongoerr.New(mongoerr.InvalidOptions, "'commitTimestamp' must be greater than or equal to 'prepareTimestamp'")
 	}
+	// Rounded up with the prepare timestamp (prepareUnit): below oldest nothing reads.
+	commitTs = max(commitTs, t.ru.PrepareTimestamp())
 	if err := t.wuow.CommitPrepared(commitTs, durableTs); err != nil {
 		return fmt.Errorf("committing the prepared transaction %d at %v: %w", t.TxnNumber, commitTs, err)
 	}
@@ -397,7 +399,12 @@ func (a *Applier) prepareUnit(ctx context.Context, ru *storage.RecoveryUnit, e *
 		if err := a.applyInner(ctx, pru, inner, mode); err != nil {
 			return fail(err)
 		}
-		if err := pru.Prepare(e.OpTime.TS); err != nil {
+		// A transaction rebuilt long after its prepare (a rollback, a restart) may be
+		// older than the history the engine keeps: its storage prepare timestamp is rounded
+		// up to the oldest timestamp, as MongoDB's reconstruction has WiredTiger round
+		// prepared timestamps up; no reader reads below oldest, so no one can tell.
+		ts := max(e.OpTime.TS, a.e.OldestTimestamp())
+		if err := pru.Prepare(ts); err != nil {
 			return fail(err)
 		}
 		held = PreparedOf(a.e).Hold(info.lsid, info.txn, e.OpTime, start, pru, w, release)
