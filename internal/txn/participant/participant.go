@@ -23,15 +23,27 @@
 // wrote to it makes the commit fail with WriteConflict (the engine refuses writes to dropped
 // idents), so the outcome is the same: the transaction aborts, DDL is not blocked.
 //
-// # Not yet
+// # Prepared transactions
 //
-// Prepared transactions (prepareTransaction, commit at a commitTimestamp, prepare and
-// commit/abort oplog entries, reconstruction at startup and step-up): the storage half is in
-// place (storage.RecoveryUnit.Prepare, prepare conflicts, CommitPrepared); the read paths'
-// PrepareConflictRetry, the participant's prepared state and the oplog side are not. Creating
-// a collection or index inside a transaction (operation.EnsureCollection creates it at once,
-// outside the transaction; explicit create/createIndexes are refused) needs a per-unit
-// catalog view that does not hold the catalog's DDL mutex for the transaction's life.
+// prepareTransaction (the participant half of two-phase commit; spec: "Cross-Shard
+// Transactions and the Prepared State") logs the transaction's operations in an entry with
+// prepare: true at a new slot, in a unit of its own with the session record {state:
+// "prepared"}, and prepares the transaction's unit at that timestamp
+// (storage.RecoveryUnit.Prepare). The unit then belongs to the node's oplog.PreparedTxns, which
+// members applying the oplog fill the same way from the prepare entry, so the transaction
+// survives step-down and failover (a new primary adopts it at the session's next statement),
+// and startup recovery, rollback and initial sync rebuild it from the oplog. A prepared
+// transaction takes no statement but prepare, commit and abort; the reaper, killSessions and
+// step-down leave it alone. commitTransaction with a commitTimestamp (≥ the prepare timestamp,
+// once the prepare entry is majority committed) logs a commitTransaction entry at a new slot
+// and commits the unit at exactly commitTimestamp; abortTransaction logs an abortTransaction
+// entry and rolls it back. Readers and writers of its documents wait for the decision (query
+// executor and write paths; reads at local/majority without afterClusterTime read the
+// pre-prepare data). A transaction that created a collection cannot be prepared, as in
+// MongoDB.
+//
+// Collections and indexes created inside a transaction are the catalog's: see its package
+// doc, "DDL in multi-document transactions".
 //
 // # Sessions
 //
