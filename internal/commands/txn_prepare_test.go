@@ -183,3 +183,38 @@ func mustValues(t *testing.T, a bson.RawArray) []bson.RawValue {
 	}
 	return vals
 }
+
+// A prepared transaction keeps the collections it wrote locked until its decision: a drop
+// waits (here until its maxTimeMS) instead of pulling the collection from under it, and
+// succeeds once the transaction has committed.
+func TestPreparedTransactionBlocksDDL(t *testing.T) {
+	r := startRetryRS(t)
+	r.must(t, "test", bson.D{{Key: "create", Value: "c"}})
+	r.must(t, "test", bson.D{{Key: "create", Value: "other"}})
+	lsid := newLsid()
+	r.must(t, "test", prepStmt(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}, lsid, 1, true))
+	reply := r.must(t, "admin", prepStmt(bson.D{{Key: "prepareTransaction", Value: 1}}, lsid, 1, false))
+	ps, pi, _ := reply.Lookup("prepareTimestamp").TimestampOK()
+	wantTxnCode(t, "drop of a collection a prepared transaction wrote",
+		r.run(t, "test", bson.D{{Key: "drop", Value: "c"}, {Key: "maxTimeMS", Value: 300}}), mongoerr.MaxTimeMSExpired)
+	r.must(t, "test", bson.D{{Key: "drop", Value: "other"}}) // other collections are not held
+	r.must(t, "admin", prepStmt(bson.D{{Key: "commitTransaction", Value: 1}, {Key: "commitTimestamp", Value: bson.Timestamp{T: ps, I: pi}}}, lsid, 1, false))
+	if docs := r.find(t, "test.c", bson.D{}); len(docs) != 1 {
+		t.Fatalf("after commit: %v", docs)
+	}
+	r.must(t, "test", bson.D{{Key: "drop", Value: "c"}})
+}
+
+// A collection dropped between a transaction's last statement and its prepare fails the
+// prepare with WriteConflict (the transaction's locks are held only while statements run).
+func TestPrepareAfterDropFails(t *testing.T) {
+	r := startRetryRS(t)
+	r.must(t, "test", bson.D{{Key: "create", Value: "c"}})
+	lsid := newLsid()
+	r.must(t, "test", prepStmt(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}, lsid, 1, true))
+	r.must(t, "test", bson.D{{Key: "drop", Value: "c"}})
+	wantTxnCode(t, "prepare after a drop", r.run(t, "admin", prepStmt(bson.D{{Key: "prepareTransaction", Value: 1}}, lsid, 1, false)), mongoerr.WriteConflict)
+	if n := currentPrepared(t, r); n != 0 {
+		t.Fatalf("currentPrepared = %d", n)
+	}
+}

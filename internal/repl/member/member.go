@@ -48,6 +48,8 @@ func Attach(ctx context.Context, cfg Config) (*coord.Coordinator, *oplog.Writer,
 	opts.Store = Store{DB: db}
 	opts.Engine = db.Engine
 	opts.Locks = db.Locks
+	// Prepared transactions, held from startup recovery on, lock their collections.
+	oplog.PreparedOf(db.Engine).SetLocks(db.Locks)
 	var rc *coord.Coordinator
 	// Every replicated write now logs its oplog entry in its own storage unit.
 	w, err := oplog.Open(ctx, oplog.Config{Engine: db.Engine, Catalog: db.Catalog, Colls: db.Colls,

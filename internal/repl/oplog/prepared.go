@@ -32,10 +32,12 @@ package oplog
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
 	"humongo/internal/optime"
@@ -57,6 +59,7 @@ type PreparedTxn struct {
 	Prepare, Start optime.OpTime
 
 	set     *PreparedTxns
+	locks   *HeldLocks
 	ru      *storage.RecoveryUnit
 	wuow    *storage.WriteUnitOfWork
 	release func()
@@ -80,9 +83,66 @@ func (t *PreparedTxn) Outcome() string {
 
 // PreparedTxns holds a node's prepared transactions, by session.
 type PreparedTxns struct {
-	e  *storage.Engine
-	mu sync.Mutex
-	m  map[string]*PreparedTxn // string(lsid) →
+	e     *storage.Engine
+	mu    sync.Mutex
+	m     map[string]*PreparedTxn // string(lsid) →
+	locks *lock.Manager           // nil: held transactions take no locks (tests of storage paths)
+}
+
+// SetLocks makes held transactions lock the collections they wrote (intent exclusive, from
+// their prepare to their decision), as MongoDB's prepared transactions keep their locks: DDL
+// on those collections (drop, rename, index changes) waits for the decision instead of
+// pulling the collection from under a transaction that must be able to commit. The locks skip
+// the RSTL and the PBWM, so state transitions and batch application never wait for them.
+func (p *PreparedTxns) SetLocks(m *lock.Manager) {
+	p.mu.Lock()
+	p.locks = m
+	p.mu.Unlock()
+}
+
+// HeldLocks are a prepared transaction's collection locks.
+type HeldLocks struct{ l *lock.Locker }
+
+// Release releases the locks (nil: none).
+func (h *HeldLocks) Release() {
+	if h != nil {
+		h.l.UnlockAll()
+	}
+}
+
+// LockNamespaces takes the collection locks a prepared transaction that wrote nss holds
+// (nil without a lock manager).
+func (p *PreparedTxns) LockNamespaces(ctx context.Context, nss []string) (*HeldLocks, error) {
+	p.mu.Lock()
+	m := p.locks
+	p.mu.Unlock()
+	if m == nil || len(nss) == 0 {
+		return nil, nil
+	}
+	l := m.NewLocker()
+	l.SetShouldConflictWithSecondaryBatchApplication(false)
+	if _, err := l.GlobalLockWith(ctx, lock.ModeIX, lock.GlobalOptions{SkipRSTL: true}); err != nil {
+		l.UnlockAll()
+		return nil, err
+	}
+	if _, err := l.LockCollections(ctx, lock.ModeIX, nss...); err != nil {
+		l.UnlockAll()
+		return nil, err
+	}
+	return &HeldLocks{l: l}, nil
+}
+
+// OpNamespaces returns the distinct namespaces of a transaction's operations (documents
+// with "ns").
+func OpNamespaces[D ~[]byte](ops []D) []string {
+	var nss []string
+	for _, op := range ops {
+		ns, _ := bsoncore.Document(op).Lookup("ns").StringValueOK()
+		if ns != "" && !slices.Contains(nss, ns) {
+			nss = append(nss, ns)
+		}
+	}
+	return nss
 }
 
 var (
@@ -103,12 +163,13 @@ func PreparedOf(e *storage.Engine) *PreparedTxns {
 }
 
 // Hold makes ru (in its outermost unit of work w, already prepared) a held prepared
-// transaction; release runs when it resolves. A transaction of the same session held before
-// is dropped (it cannot still be prepared: a session has one transaction at a time).
+// transaction holding locks (LockNamespaces); release runs when it resolves. A transaction
+// of the same session held before is dropped (it cannot still be prepared: a session has one
+// transaction at a time).
 func (p *PreparedTxns) Hold(lsid bsoncore.Document, txnNumber int64, prepare, start optime.OpTime,
-	ru *storage.RecoveryUnit, w *storage.WriteUnitOfWork, release func()) *PreparedTxn {
+	ru *storage.RecoveryUnit, w *storage.WriteUnitOfWork, locks *HeldLocks, release func()) *PreparedTxn {
 	t := &PreparedTxn{LSID: lsid, TxnNumber: txnNumber, Prepare: prepare, Start: start,
-		set: p, ru: ru, wuow: w, release: release, done: make(chan struct{})}
+		set: p, locks: locks, ru: ru, wuow: w, release: release, done: make(chan struct{})}
 	p.mu.Lock()
 	old := p.m[string(lsid)]
 	p.m[string(lsid)] = t
@@ -215,6 +276,7 @@ func (t *PreparedTxn) finish(outcome string) {
 		t.release()
 	}
 	t.ru.Close()
+	t.locks.Release()
 	t.outcome = outcome
 	t.set.mu.Lock()
 	if t.set.m[string(t.LSID)] == t {
@@ -383,6 +445,16 @@ func (a *Applier) prepareUnit(ctx context.Context, ru *storage.RecoveryUnit, e *
 			return nil, mongoerr.Newf(mongoerr.BadValue, "prepared transaction at %v contains a command", e.OpTime)
 		}
 	}
+	var nss []string
+	for _, ie := range inner {
+		if !slices.Contains(nss, ie.NS) {
+			nss = append(nss, ie.NS)
+		}
+	}
+	locks, err := PreparedOf(a.e).LockNamespaces(ctx, nss)
+	if err != nil {
+		return nil, err
+	}
 	var held *PreparedTxn
 	err = storage.WriteConflictRetry(ctx, "applyPrepare", func() error {
 		pru := a.e.NewRecoveryUnit()
@@ -407,9 +479,12 @@ func (a *Applier) prepareUnit(ctx context.Context, ru *storage.RecoveryUnit, e *
 		if err := pru.Prepare(ts); err != nil {
 			return fail(err)
 		}
-		held = PreparedOf(a.e).Hold(info.lsid, info.txn, e.OpTime, start, pru, w, release)
+		held = PreparedOf(a.e).Hold(info.lsid, info.txn, e.OpTime, start, pru, w, locks, release)
 		return nil
 	})
+	if err != nil {
+		locks.Release()
+	}
 	return held, err
 }
 

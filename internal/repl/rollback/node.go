@@ -126,6 +126,9 @@ func scanForID(ru *storage.RecoveryUnit, coll *index.Collection, id bsoncore.Val
 // LockForRecovery takes the global lock in X (with PBWM and RSTL in IX): it waits for every
 // operation holding a lock to finish, and no new one starts until unlock.
 func (n *Node) LockForRecovery(ctx context.Context) (func(), error) {
+	// Prepared transactions hold collection locks (and their units would keep
+	// RecoverToStable from running): they are dropped first and rebuilt after the replay.
+	oplog.PreparedOf(n.Engine).DropAll()
 	if n.Locks == nil {
 		return func() {}, nil
 	}

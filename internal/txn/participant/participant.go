@@ -20,8 +20,10 @@
 //
 // Locks are taken per statement, not held between statements (MongoDB holds the
 // transaction's intent locks to its end). A collection dropped under a transaction that
-// wrote to it makes the commit fail with WriteConflict (the engine refuses writes to dropped
-// idents), so the outcome is the same: the transaction aborts, DDL is not blocked.
+// wrote to it makes the commit (or the prepare) fail with WriteConflict (the engine refuses
+// writes to dropped idents), so the outcome is the same: the transaction aborts, DDL is not
+// blocked. A prepared transaction, which must stay able to commit, does hold intent locks on
+// the collections it wrote, from its prepare to its decision (oplog.PreparedTxns).
 //
 // # Prepared transactions
 //
@@ -62,6 +64,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/catalog"
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
@@ -678,6 +681,35 @@ func (st *Stmt) prepare(ctx context.Context) (optime.OpTime, error) {
 	defer func() { _ = scope.Release() }()
 	t.detach()
 	t.detach = nil
+	for _, op := range t.ops.Ops {
+		if o, _ := bsoncore.Document(op).Lookup("op").StringValueOK(); o == "c" {
+			return optime.OpTime{}, mongoerr.New(mongoerr.OperationNotSupportedInTransaction,
+				"Cannot create new collections inside distributed transactions")
+		}
+	}
+	// The prepared transaction keeps its collections locked until its decision (statements
+	// lock only while they run): DDL that came between statements is found here.
+	held := oplog.PreparedOf(m.db.Engine)
+	locks, err := held.LockNamespaces(ctx, oplog.OpNamespaces(t.ops.Ops))
+	if err != nil {
+		return optime.OpTime{}, err
+	}
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			locks.Release()
+		}
+	}()
+	cat := m.db.Catalog.Latest()
+	for _, op := range t.ops.Ops {
+		if st, b, ok := bsoncore.Document(op).Lookup("ui").BinaryOK(); ok && st == 4 && len(b) == 16 {
+			if _, ok := cat.ByUUID(catalog.UUID(b)); !ok {
+				ns, _ := bsoncore.Document(op).Lookup("ns").StringValueOK()
+				return optime.OpTime{}, mongoerr.Newf(mongoerr.WriteConflict,
+					"WriteConflict error: collection %s was dropped while the transaction was open", ns)
+			}
+		}
+	}
 	ru := op.RU
 	wu := ru.BeginUnitOfWork()
 	defer wu.End()
@@ -697,7 +729,8 @@ func (st *Stmt) prepare(ctx context.Context) (optime.OpTime, error) {
 	}
 	// Cursors read through the unit, which now belongs to the prepared state.
 	t.killCursors()
-	t.prep = oplog.PreparedOf(m.db.Engine).Hold(t.lsid, t.number, prep, start, t.res.RU, t.wuow, nil)
+	t.prep = held.Hold(t.lsid, t.number, prep, start, t.res.RU, t.wuow, locks, nil)
+	handedOver = true
 	t.res, t.wuow = nil, nil
 	t.state.Store(int32(Prepared))
 	m.Prepared.Add(1)
