@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -86,6 +87,7 @@ type PreparedTxns struct {
 	e     *storage.Engine
 	mu    sync.Mutex
 	m     map[string]*PreparedTxn // string(lsid) →
+	n     atomic.Int64            // len(m), for Len without the mutex
 	locks *lock.Manager           // nil: held transactions take no locks (tests of storage paths)
 }
 
@@ -145,21 +147,17 @@ func OpNamespaces[D ~[]byte](ops []D) []string {
 	return nss
 }
 
-var (
-	preparedMu   sync.Mutex
-	preparedSets = map[*storage.Engine]*PreparedTxns{}
-)
+// preparedSets maps each engine to its node's PreparedTxns (read on every retryable write:
+// lock-free).
+var preparedSets sync.Map // *storage.Engine → *PreparedTxns
 
 // PreparedOf returns the prepared transactions held on e's node.
 func PreparedOf(e *storage.Engine) *PreparedTxns {
-	preparedMu.Lock()
-	defer preparedMu.Unlock()
-	p := preparedSets[e]
-	if p == nil {
-		p = &PreparedTxns{e: e, m: map[string]*PreparedTxn{}}
-		preparedSets[e] = p
+	if p, ok := preparedSets.Load(e); ok {
+		return p.(*PreparedTxns)
 	}
-	return p
+	p, _ := preparedSets.LoadOrStore(e, &PreparedTxns{e: e, m: map[string]*PreparedTxn{}})
+	return p.(*PreparedTxns)
 }
 
 // Hold makes ru (in its outermost unit of work w, already prepared) a held prepared
@@ -189,15 +187,12 @@ func (p *PreparedTxns) Get(lsid bsoncore.Document) *PreparedTxn {
 }
 
 // Len is the number of prepared transactions held.
-func (p *PreparedTxns) Len() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.m)
-}
+func (p *PreparedTxns) Len() int { return int(p.n.Load()) }
 
 // pinLocked keeps the oplog entries of the held transactions from truncation (spec: the
 // prepare entries "cannot fall off the back of the oplog").
 func (p *PreparedTxns) pinLocked() {
+	p.n.Store(int64(len(p.m)))
 	p.e.SetPinnedOplogTimestamp(p.oldestLocked().TS)
 }
 
@@ -239,11 +234,7 @@ func (p *PreparedTxns) DropAll() {
 // Close drops every held unit and forgets e's set (the engine is closing).
 func (p *PreparedTxns) Close() {
 	p.DropAll()
-	preparedMu.Lock()
-	if preparedSets[p.e] == p {
-		delete(preparedSets, p.e)
-	}
-	preparedMu.Unlock()
+	preparedSets.CompareAndDelete(p.e, p)
 }
 
 // Commit commits the transaction at commitTs (≥ the prepare timestamp); durableTs is its

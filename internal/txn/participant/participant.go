@@ -277,8 +277,8 @@ func (st *Stmt) begin(ctx context.Context, a BeginArgs) error {
 	}
 	// A transaction prepared before this node became primary (or rebuilt at startup or
 	// after a rollback) is held by the node, not yet by this Txn.
-	if p := oplog.PreparedOf(m.db.Engine).Get(lsid); p != nil && p.TxnNumber >= active && (t == nil || t.prep != p) {
-		{
+	if held := oplog.PreparedOf(m.db.Engine); held.Len() > 0 {
+		if p := held.Get(lsid); p != nil && p.TxnNumber >= active && (t == nil || t.prep != p) {
 			t = &Txn{m: m, key: a.Key, lsid: lsid, number: p.TxnNumber, prep: p}
 			t.state.Store(int32(Prepared))
 			m.mu.Lock()
@@ -573,9 +573,11 @@ func (m *Manager) AbortMatching(ctx context.Context, match func(lsc.Key) bool, c
 // MongoDB's beginOrContinue does), and one at the same number refuses the write, which must
 // then carry autocommit: false.
 func BeforeRetryableWrite(ctx context.Context, db *operation.DB, key lsc.Key, txnNumber int64) error {
-	if p := oplog.PreparedOf(db.Engine).Get(retryable.LsidDoc(key)); p != nil && p.TxnNumber != txnNumber {
-		return mongoerr.New(mongoerr.PreparedTransactionInProgress,
-			"Cannot change transaction number while the session has a prepared transaction")
+	if held := oplog.PreparedOf(db.Engine); held.Len() > 0 {
+		if p := held.Get(retryable.LsidDoc(key)); p != nil && p.TxnNumber != txnNumber {
+			return mongoerr.New(mongoerr.PreparedTransactionInProgress,
+				"Cannot change transaction number while the session has a prepared transaction")
+		}
 	}
 	m, ok := managers.Lookup(db)
 	if !ok {
