@@ -25,8 +25,10 @@ import (
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
+	"humongo/internal/repl/oplog"
 	"humongo/internal/service"
 	"humongo/internal/txn/lsc"
+	"humongo/internal/txn/retryable"
 )
 
 const (
@@ -67,7 +69,12 @@ func reapSessionCache(ctx context.Context, st *service.State) (int, error) {
 		busy[k] = true
 	}
 	olderThan := st.Sessions.Now().Add(-time.Duration(minutes) * time.Minute)
-	return st.Sessions.Reap(ctx, sessionsStore{st}, txnTable{st}, olderThan, func(k lsc.Key) bool { return busy[k] })
+	// A prepared transaction's record outlives its session: it is how the transaction
+	// survives failover.
+	held := oplog.PreparedOf(st.DB.Engine)
+	return st.Sessions.Reap(ctx, sessionsStore{st}, txnTable{st}, olderThan, func(k lsc.Key) bool {
+		return busy[k] || (held.Len() > 0 && held.Get(retryable.LsidDoc(k)) != nil)
+	})
 }
 
 // StartSessionRefresher starts the logical session cache's periodic refresh and reap over

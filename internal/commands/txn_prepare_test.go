@@ -218,3 +218,24 @@ func TestPrepareAfterDropFails(t *testing.T) {
 		t.Fatalf("currentPrepared = %d", n)
 	}
 }
+
+// The config.transactions record of a prepared transaction cannot be changed by hand.
+func TestPreparedTransactionRecordIsProtected(t *testing.T) {
+	r := startRetryRS(t)
+	r.must(t, "test", bson.D{{Key: "create", Value: "c"}})
+	lsid := newLsid()
+	r.must(t, "test", prepStmt(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}, lsid, 1, true))
+	r.must(t, "admin", prepStmt(bson.D{{Key: "prepareTransaction", Value: 1}}, lsid, 1, false))
+	recs := r.find(t, "config.transactions", bson.D{})
+	if len(recs) != 1 {
+		t.Fatalf("records: %v", recs)
+	}
+	reply := r.run(t, "config", bson.D{{Key: "delete", Value: "transactions"}, {Key: "deletes", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: recs[0].Lookup("_id")}}}, {Key: "limit", Value: 1}}}}})
+	if c, _ := reply.Lookup("writeErrors", "0", "code").AsInt64OK(); c != int64(mongoerr.PreparedTransactionInProgress) {
+		t.Fatalf("delete of a prepared transaction's record: %v", reply)
+	}
+	if recs := r.find(t, "config.transactions", bson.D{{Key: "state", Value: "prepared"}}); len(recs) != 1 {
+		t.Fatalf("records after the refused delete: %v", recs)
+	}
+}

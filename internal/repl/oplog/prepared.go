@@ -278,6 +278,27 @@ func (t *PreparedTxn) finish(outcome string) {
 	close(t.done)
 }
 
+// checkNotPrepared refuses a logged write (a user's, or the session reaper's) to the
+// config.transactions record _id id of a session whose transaction is prepared: the record
+// is what makes the transaction survive failover (MongoDB's
+// OpObserverImpl "Cannot modify the entry for session").
+func (w *Writer) checkNotPrepared(id bsoncore.Value) error {
+	held := PreparedOf(w.cfg.Engine)
+	if held.Len() == 0 {
+		return nil
+	}
+	lsid, ok := id.DocumentOK()
+	if !ok || held.Get(lsid) == nil {
+		return nil
+	}
+	desc := lsid.String()
+	if st, b, ok := lsid.Lookup("id").BinaryOK(); ok && st == 4 && len(b) == 16 {
+		desc = fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	}
+	return mongoerr.Newf(mongoerr.PreparedTransactionInProgress,
+		"Cannot modify the entry for session %s because it is in the prepared state", desc)
+}
+
 // ---- logging (primary) ----
 
 // LogPrepare logs a transaction's prepare in ru's unit (a unit of its own, not the

@@ -428,6 +428,13 @@ func (w *Writer) OnInserts(ru *storage.RecoveryUnit, ns string, uuid catalog.UUI
 	if !logged(ru, ns) || len(docs) == 0 {
 		return nil
 	}
+	if ns == TransactionsNS {
+		for _, d := range docs {
+			if err := w.checkNotPrepared(d.Lookup("_id")); err != nil {
+				return err
+			}
+		}
+	}
 	var one [1]entry
 	es := one[:0]
 	if len(docs) > 1 {
@@ -445,6 +452,11 @@ func (w *Writer) OnInserts(ru *storage.RecoveryUnit, ns string, uuid catalog.UUI
 func (w *Writer) OnUpdate(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, args *opobserver.OnUpdateArgs) error {
 	if !logged(ru, ns) {
 		return nil
+	}
+	if ns == TransactionsNS {
+		if err := w.checkNotPrepared(args.ID); err != nil {
+			return err
+		}
 	}
 	o, err := UpdateO(args.Pre, args.Post)
 	if err != nil {
@@ -476,6 +488,11 @@ func UpdateO(pre, post bsoncore.Document) (bsoncore.Document, error) {
 func (w *Writer) OnDelete(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, id bsoncore.Value, _ bsoncore.Document, fromMigrate bool) error {
 	if !logged(ru, ns) {
 		return nil
+	}
+	if ns == TransactionsNS {
+		if err := w.checkNotPrepared(id); err != nil {
+			return err
+		}
 	}
 	_, err := w.logEntries(ru, []entry{{op: "d", ns: ns, ui: &uuid, o: idDoc(id), fromMigrate: fromMigrate}})
 	return err
