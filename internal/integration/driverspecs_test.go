@@ -4,8 +4,8 @@ package integration
 // driver's own unified-format spec tests (../shared/driver-specs/run.sh, outside this
 // repository) against a standalone humongod and a three-member replica set, both with
 // enableTestCommands. A test fails the stage unless it is on driverSpecsAllowed, the short
-// list of tests that need what Humongo does not have yet (collection creation inside a
-// transaction, change streams, authentication, time-series collections) or that the spec data itself
+// list of tests that need what Humongo does not have yet (change streams, authentication,
+// time-series collections) or that the spec data itself
 // cannot run. After the replica-set run every member must still be up and every database
 // must hash the same on all members (dbHash).
 //
@@ -139,7 +139,7 @@ func runDriverSpecs(t *testing.T, runSh, root, work, uri string) {
 			}
 		}
 	}
-	t.Logf("%d allowed failures (collection creation inside transactions, change streams, time-series, harness gaps):\n  %s", len(allowed), strings.Join(allowed, "\n  "))
+	t.Logf("%d allowed failures (change streams, time-series, harness gaps):\n  %s", len(allowed), strings.Join(allowed, "\n  "))
 	if len(unexpected) > 0 {
 		t.Errorf("%d driver spec tests failed:\n  %s", len(unexpected), strings.Join(unexpected, "\n  "))
 	}
