@@ -457,13 +457,11 @@ func (st *Stmt) commit(ctx context.Context) error {
 	ru := t.res.RU
 	// The commit takes the global intent lock: a step-down (which kills writers under the
 	// global lock) cannot interleave with logging the commit.
-	op := m.db.NewOp(operation.WithRequest(ctx, &operation.Request{Txn: t.res, Admission: new(lock.Admission)}))
-	defer op.Close()
-	scope, err := op.Locker.GlobalLock(ctx, lock.ModeIX)
+	op, done, err := m.loggingOp(ctx, t.res)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = scope.Release() }()
+	defer done()
 	if len(t.ops.Ops) > 0 {
 		w, ok := m.db.Observer().(*oplog.Writer)
 		if !ok {
@@ -674,13 +672,11 @@ func (st *Stmt) prepare(ctx context.Context) (optime.OpTime, error) {
 	}
 	// The prepare is logged by a unit of its own: the transaction's unit takes no writes
 	// once prepared (MongoDB writes the entry in a side transaction too).
-	op := m.db.NewOp(operation.WithRequest(ctx, &operation.Request{Admission: new(lock.Admission)}))
-	defer op.Close()
-	scope, err := op.Locker.GlobalLock(ctx, lock.ModeIX)
+	op, done, err := m.loggingOp(ctx, nil)
 	if err != nil {
 		return optime.OpTime{}, err
 	}
-	defer func() { _ = scope.Release() }()
+	defer done()
 	t.detach()
 	t.detach = nil
 	for _, op := range t.ops.Ops {
@@ -772,13 +768,11 @@ func (st *Stmt) decidePrepared(ctx context.Context, commitTs optime.Timestamp) e
 	if !ok {
 		return mongoerr.New(mongoerr.IllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos")
 	}
-	op := m.db.NewOp(operation.WithRequest(ctx, &operation.Request{Admission: new(lock.Admission)}))
-	defer op.Close()
-	scope, err := op.Locker.GlobalLock(ctx, lock.ModeIX)
+	op, done, err := m.loggingOp(ctx, nil)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = scope.Release() }()
+	defer done()
 	ru := op.RU
 	wu := ru.BeginUnitOfWork()
 	defer wu.End()
@@ -819,6 +813,23 @@ func (st *Stmt) decidePrepared(ctx context.Context, commitTs optime.Timestamp) e
 	}
 	st.s.NoteCommitted(t.number, 0, []optime.OpTime{ot})
 	return nil
+}
+
+// loggingOp opens the operation a commit, prepare or decision logs in: in the transaction's
+// unit (res) or, for the prepared paths, a unit of its own, holding the global intent lock so
+// that a step-down (which kills writers under the global lock) cannot interleave with the
+// logging. done closes it.
+func (m *Manager) loggingOp(ctx context.Context, res *operation.Txn) (*operation.Context, func(), error) {
+	op := m.db.NewOp(operation.WithRequest(ctx, &operation.Request{Txn: res, Admission: new(lock.Admission)}))
+	scope, err := op.Locker.GlobalLock(ctx, lock.ModeIX)
+	if err != nil {
+		op.Close()
+		return nil, nil, err
+	}
+	return op, func() {
+		_ = scope.Release()
+		op.Close()
+	}, nil
 }
 
 // killCursors kills the cursors the transaction opened.
