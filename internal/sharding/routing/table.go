@@ -1,0 +1,301 @@
+package routing
+
+import (
+	"bytes"
+	"slices"
+	"sort"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/bsonutil"
+	"humongo/internal/catalog"
+	"humongo/internal/keystring"
+	"humongo/internal/mongoerr"
+	"humongo/internal/recordid"
+	"humongo/internal/sharding/shardkey"
+)
+
+// RoutingTable is the routing information of one sharded collection generation (MongoDB's
+// RoutingTableHistory over a ChunkMap): its chunks sorted by min, covering
+// [GlobalMin, GlobalMax) without gap or overlap, with keystring-encoded bounds so that a
+// lookup is a binary search of byte strings. It is immutable: Update returns a new table.
+type RoutingTable struct {
+	uuid    catalog.UUID
+	gen     Generation
+	pattern *shardkey.Pattern
+	chunks  []Chunk
+	maxKS   [][]byte // maxKS[i] is the keystring of chunks[i].Max
+	collVer ChunkVersion
+	shardV  map[string]ChunkVersion
+	shards  []string // sorted
+}
+
+// encodeKey returns the keystring of a shard key document's values (all fields ascending:
+// shard keys have no descending fields, and hashed fields hold NumberLongs).
+func encodeKey(key bsoncore.Document) []byte {
+	ks, _ := keystring.Encode(shardkey.Values(key), 0, recordid.ID{})
+	return ks
+}
+
+// inconsistent is the error MongoDB raises for a routing table that does not cover the key
+// space exactly (ConflictingOperationInProgress: a concurrent change, the caller refreshes).
+func inconsistent(format string, args ...any) error {
+	return mongoerr.Newf(mongoerr.ConflictingOperationInProgress, format, args...)
+}
+
+// New builds and validates the routing table of a collection from all its chunks (a full
+// refresh). Chunks may come in any order; each must be of generation gen, have bounds that
+// are keys of pattern, and together they must cover [GlobalMin, GlobalMax) with no gap or
+// overlap.
+func New(uuid catalog.UUID, pattern *shardkey.Pattern, gen Generation, chunks []Chunk) (*RoutingTable, error) {
+	rt := &RoutingTable{uuid: uuid, gen: gen, pattern: pattern}
+	cs := make([]Chunk, len(chunks))
+	copy(cs, chunks)
+	if err := rt.install(cs); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+// install sorts, checks and indexes the chunks.
+func (rt *RoutingTable) install(cs []Chunk) error {
+	if len(cs) == 0 {
+		return inconsistent("Routing table for collection with uuid %s has no chunks", rt.uuid)
+	}
+	type enc struct{ min, max []byte }
+	keys := make(map[*Chunk]enc, len(cs))
+	for i := range cs {
+		c := &cs[i]
+		if !c.Version.SameCollection(rt.gen) || c.Version.Epoch != rt.gen.Epoch {
+			return inconsistent("Chunk %s has a version of another collection generation than the routing table's %s",
+				c.String(), ChunkVersion{Generation: rt.gen})
+		}
+		if !rt.pattern.IsShardKey(c.Min) || !rt.pattern.IsShardKey(c.Max) {
+			return inconsistent("Chunk %s has bounds that do not match the shard key pattern %s", c.RangeString(), rt.pattern)
+		}
+		e := enc{encodeKey(c.Min), encodeKey(c.Max)}
+		if bytes.Compare(e.min, e.max) >= 0 {
+			return inconsistent("Chunk %s has a min that is not less than its max", c.RangeString())
+		}
+		keys[c] = e
+	}
+	order := make([]int, len(cs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		return bytes.Compare(keys[&cs[order[a]]].min, keys[&cs[order[b]]].min) < 0
+	})
+	sorted := make([]Chunk, len(cs))
+	rt.maxKS = make([][]byte, len(cs))
+	for i, j := range order {
+		sorted[i] = cs[j]
+		rt.maxKS[i] = keys[&cs[j]].max
+	}
+	if first := encodeKey(sorted[0].Min); !bytes.Equal(first, encodeKey(rt.pattern.GlobalMin())) {
+		return inconsistent("Routing table does not start at the global min %s: first chunk is %s",
+			bsonutil.FormatDoc(rt.pattern.GlobalMin()), sorted[0].RangeString())
+	}
+	if !bytes.Equal(rt.maxKS[len(sorted)-1], encodeKey(rt.pattern.GlobalMax())) {
+		return inconsistent("Routing table does not end at the global max %s: last chunk is %s",
+			bsonutil.FormatDoc(rt.pattern.GlobalMax()), sorted[len(sorted)-1].RangeString())
+	}
+	for i := 1; i < len(sorted); i++ {
+		c := bytes.Compare(rt.maxKS[i-1], encodeKey(sorted[i].Min))
+		switch {
+		case c < 0:
+			return inconsistent("Gap exists in the routing table between chunks %s and %s",
+				sorted[i-1].RangeString(), sorted[i].RangeString())
+		case c > 0:
+			return inconsistent("Overlap exists in the routing table between chunks %s and %s",
+				sorted[i-1].RangeString(), sorted[i].RangeString())
+		}
+	}
+	rt.chunks = sorted
+	rt.shardV = map[string]ChunkVersion{}
+	rt.collVer = ChunkVersion{Generation: rt.gen}
+	for i := range sorted {
+		c := &sorted[i]
+		if rt.collVer.placementLess(c.Version) {
+			rt.collVer = c.Version
+		}
+		if v, ok := rt.shardV[c.Shard]; !ok || v.placementLess(c.Version) {
+			rt.shardV[c.Shard] = c.Version
+		}
+	}
+	rt.shards = rt.shards[:0]
+	for s := range rt.shardV {
+		rt.shards = append(rt.shards, s)
+	}
+	slices.Sort(rt.shards)
+	return nil
+}
+
+// Update applies the chunks changed since the table's version (the catalog cache's
+// incremental refresh: config.chunks with lastmod >= the collection version): each changed
+// chunk replaces the chunks its range overlaps. Changed chunks must be of the table's
+// generation; after a drop/re-create or a refined shard key the caller builds a new table
+// (Refresh does so). The result is validated as New validates.
+func (rt *RoutingTable) Update(changed []Chunk) (*RoutingTable, error) {
+	if len(changed) == 0 {
+		return rt, nil
+	}
+	for i := range changed {
+		c := &changed[i]
+		if !c.Version.SameCollection(rt.gen) || c.Version.Epoch != rt.gen.Epoch {
+			return nil, inconsistent("Changed chunk %s has a version of another collection generation than the routing table's %s",
+				c.String(), rt.collVer)
+		}
+		if c.Version.placementLess(rt.collVer) {
+			return nil, inconsistent("Changed chunk %s has a version older than the routing table's %s", c.String(), rt.collVer)
+		}
+	}
+	// Apply in version order so that a later change of the same range wins.
+	ch := slices.Clone(changed)
+	slices.SortStableFunc(ch, func(a, b Chunk) int {
+		switch {
+		case a.Version.placementLess(b.Version):
+			return -1
+		case b.Version.placementLess(a.Version):
+			return 1
+		}
+		return 0
+	})
+	cur := slices.Clone(rt.chunks)
+	for _, c := range ch {
+		if !rt.pattern.IsShardKey(c.Min) || !rt.pattern.IsShardKey(c.Max) {
+			return nil, inconsistent("Chunk %s has bounds that do not match the shard key pattern %s", c.RangeString(), rt.pattern)
+		}
+		lo, hi := encodeKey(c.Min), encodeKey(c.Max)
+		kept := cur[:0:0]
+		for _, o := range cur {
+			if bytes.Compare(encodeKey(o.Max), lo) <= 0 || bytes.Compare(encodeKey(o.Min), hi) >= 0 {
+				kept = append(kept, o)
+			}
+		}
+		cur = append(kept, c)
+	}
+	nt := &RoutingTable{uuid: rt.uuid, gen: rt.gen, pattern: rt.pattern}
+	if err := nt.install(cur); err != nil {
+		return nil, err
+	}
+	return nt, nil
+}
+
+// Refresh is the catalog cache's refresh decision: with no previous table, or one of another
+// generation (epoch or timestamp changed), chunks must be all the collection's chunks and a
+// new table is built; otherwise chunks are the changes since old's version.
+func Refresh(old *RoutingTable, uuid catalog.UUID, pattern *shardkey.Pattern, gen Generation, chunks []Chunk) (*RoutingTable, error) {
+	if old == nil || old.gen != gen || old.uuid != uuid {
+		return New(uuid, pattern, gen, chunks)
+	}
+	return old.Update(chunks)
+}
+
+// UUID is the collection's uuid.
+func (rt *RoutingTable) UUID() catalog.UUID { return rt.uuid }
+
+// Generation is the collection's epoch and timestamp.
+func (rt *RoutingTable) Generation() Generation { return rt.gen }
+
+// Pattern is the shard key pattern.
+func (rt *RoutingTable) Pattern() *shardkey.Pattern { return rt.pattern }
+
+// Chunks returns the chunks sorted by min; the caller must not modify them.
+func (rt *RoutingTable) Chunks() []Chunk { return rt.chunks }
+
+// NumChunks is the number of chunks.
+func (rt *RoutingTable) NumChunks() int { return len(rt.chunks) }
+
+// Version is the collection version: the highest chunk version.
+func (rt *RoutingTable) Version() ChunkVersion { return rt.collVer }
+
+// ShardVersion is the shard's placement version: the highest version of its chunks, or 0|0
+// of the collection's generation when it owns none (RoutingTableHistory::getVersion).
+func (rt *RoutingTable) ShardVersion(shard string) ChunkVersion {
+	if v, ok := rt.shardV[shard]; ok {
+		return v
+	}
+	return ChunkVersion{Generation: rt.gen}
+}
+
+// Shards returns the shards owning at least one chunk, sorted.
+func (rt *RoutingTable) Shards() []string { return rt.shards }
+
+// chunkIndexKS returns the index of the chunk containing the key with keystring ks: the first
+// chunk whose max is greater (upper_bound by max). A key at or past GlobalMax (MaxKey) maps
+// to the last chunk.
+func (rt *RoutingTable) chunkIndexKS(ks []byte) int {
+	i := sort.Search(len(rt.maxKS), func(i int) bool { return bytes.Compare(rt.maxKS[i], ks) > 0 })
+	if i == len(rt.maxKS) {
+		i--
+	}
+	return i
+}
+
+// ChunkForKey returns the chunk owning a shard key (a document with the pattern's fields, as
+// ExtractKey returns: hashed fields already hashed); MongoDB's findIntersectingChunk.
+func (rt *RoutingTable) ChunkForKey(key bsoncore.Document) (*Chunk, error) {
+	if !rt.pattern.IsShardKey(key) {
+		return nil, mongoerr.Newf(mongoerr.ShardKeyNotFound, "%s is not a shard key for the collection's shard key pattern %s",
+			bsonutil.FormatDoc(key), rt.pattern)
+	}
+	return &rt.chunks[rt.chunkIndexKS(encodeKey(key))], nil
+}
+
+// ShardForKey returns the shard owning a shard key.
+func (rt *RoutingTable) ShardForKey(key bsoncore.Document) (string, error) {
+	c, err := rt.ChunkForKey(key)
+	if err != nil {
+		return "", err
+	}
+	return c.Shard, nil
+}
+
+// ShardForDoc returns the shard a document belongs to (its shard key extracted first).
+func (rt *RoutingTable) ShardForDoc(doc bsoncore.Document) (string, error) {
+	key, err := rt.pattern.ExtractKey(doc)
+	if err != nil {
+		return "", err
+	}
+	return rt.ShardForKey(key)
+}
+
+// ShardsForRanges returns the shards owning a chunk that overlaps one of the inclusive ranges
+// (MongoDB's getShardIdsForRange with isMaxInclusive, over a BoundList), sorted. No ranges,
+// no shards.
+func (rt *RoutingTable) ShardsForRanges(ranges []shardkey.Range) []string {
+	set := map[string]bool{}
+	for _, r := range ranges {
+		lo := rt.chunkIndexKS(encodeKey(r.Min))
+		hi := rt.chunkIndexKS(encodeKey(r.Max))
+		for i := lo; i <= hi; i++ {
+			set[rt.chunks[i].Shard] = true
+		}
+		if len(set) == len(rt.shards) {
+			break
+		}
+	}
+	out := make([]string, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ShardsForQuery returns the shards a find filter can match documents on (the targeter's
+// getShardIdsForQuery), never none; collated says the query has a non-simple collation.
+func (rt *RoutingTable) ShardsForQuery(filter bsoncore.Document, collated bool) ([]string, error) {
+	ranges, err := rt.pattern.Ranges(filter, collated)
+	if err != nil {
+		return nil, err
+	}
+	shards := rt.ShardsForRanges(ranges)
+	if len(shards) == 0 {
+		// As MongoDB (SERVER-4914): callers expect a shard even when nothing can match; the
+		// owner of the global min answers with no documents.
+		shards = []string{rt.chunks[0].Shard}
+	}
+	return shards, nil
+}
