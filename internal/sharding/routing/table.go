@@ -161,22 +161,34 @@ func (rt *RoutingTable) Update(changed []Chunk) (*RoutingTable, error) {
 		}
 		return 0
 	})
-	cur := slices.Clone(rt.chunks)
+	// cur stays sorted by min and free of overlaps: each change removes the chunks its range
+	// overlaps (found by binary search on the encoded bounds) and takes their place.
+	type entry struct {
+		c        Chunk
+		min, max []byte
+	}
+	cur := make([]entry, len(rt.chunks))
+	for i, c := range rt.chunks {
+		cur[i] = entry{c: c, min: encodeKey(c.Min), max: rt.maxKS[i]}
+	}
 	for _, c := range ch {
 		if !rt.pattern.IsShardKey(c.Min) || !rt.pattern.IsShardKey(c.Max) {
 			return nil, inconsistent("Chunk %s has bounds that do not match the shard key pattern %s", c.RangeString(), rt.pattern)
 		}
-		lo, hi := encodeKey(c.Min), encodeKey(c.Max)
-		kept := cur[:0:0]
-		for _, o := range cur {
-			if bytes.Compare(encodeKey(o.Max), lo) <= 0 || bytes.Compare(encodeKey(o.Min), hi) >= 0 {
-				kept = append(kept, o)
-			}
+		e := entry{c: c, min: encodeKey(c.Min), max: encodeKey(c.Max)}
+		i := sort.Search(len(cur), func(k int) bool { return bytes.Compare(cur[k].max, e.min) > 0 })
+		j := sort.Search(len(cur), func(k int) bool { return bytes.Compare(cur[k].min, e.max) >= 0 })
+		if j < i {
+			j = i
 		}
-		cur = append(kept, c)
+		cur = slices.Replace(cur, i, j, e)
+	}
+	chunks := make([]Chunk, len(cur))
+	for i, e := range cur {
+		chunks[i] = e.c
 	}
 	nt := &RoutingTable{uuid: rt.uuid, gen: rt.gen, pattern: rt.pattern}
-	if err := nt.install(cur); err != nil {
+	if err := nt.install(chunks); err != nil {
 		return nil, err
 	}
 	return nt, nil
@@ -234,13 +246,31 @@ func (rt *RoutingTable) chunkIndexKS(ks []byte) int {
 }
 
 // ChunkForKey returns the chunk owning a shard key (a document with the pattern's fields, as
-// ExtractKey returns: hashed fields already hashed); MongoDB's findIntersectingChunk.
+// ExtractKey returns: hashed fields already hashed); MongoDB's findIntersectingChunk. It
+// checks and encodes the key in one pass over its bytes.
 func (rt *RoutingTable) ChunkForKey(key bsoncore.Document) (*Chunk, error) {
-	if !rt.pattern.IsShardKey(key) {
+	var b keystring.Builder
+	fields := rt.pattern.Fields()
+	n := 0
+	ok := len(key) >= 5
+	if ok {
+		rest := key[4 : len(key)-1]
+		for len(rest) > 0 {
+			e, r, valid := bsoncore.ReadElement(rest)
+			if !valid || n >= len(fields) || e.Key() != fields[n] || e.Value().Type == bsoncore.TypeArray {
+				ok = false
+				break
+			}
+			b.AppendValue(e.Value())
+			rest = r
+			n++
+		}
+	}
+	if !ok || n != len(fields) || b.Err() != nil {
 		return nil, mongoerr.Newf(mongoerr.ShardKeyNotFound, "%s is not a shard key for the collection's shard key pattern %s",
 			bsonutil.FormatDoc(key), rt.pattern)
 	}
-	return &rt.chunks[rt.chunkIndexKS(encodeKey(key))], nil
+	return &rt.chunks[rt.chunkIndexKS(b.Bytes())], nil
 }
 
 // ShardForKey returns the shard owning a shard key.
