@@ -267,4 +267,3 @@ func ParseDatabaseVersion(v bsoncore.Value) (DatabaseVersion, error) {
 	d.LastMod = f["lastMod"].Int32()
 	return d, nil
 }
-
