@@ -19,7 +19,7 @@
 // What exists so far are the pure cores, as subpackages:
 //
 //   - shardkey: shard key patterns (validation as shardCollection does, key extraction with
-//     hashing, global bounds, the 512-byte bound limit) and targeting a find filter to the
+//     hashing, global bounds, checks on stored chunk bounds) and targeting a find filter to the
 //     shard key ranges it can touch ("Query routing"), on the planner's index bounds;
 //   - routing: chunk versions (with UNSHARDED and IGNORED), shard versions and database
 //     versions with their ordering and 7.0 wire forms, config.chunks documents, and the

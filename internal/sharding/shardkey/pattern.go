@@ -1,8 +1,8 @@
 // Package shardkey owns shard key patterns (spec: /work/shared/spec/sharding.md, "Sharding a
 // collection" and "Query routing"; MongoDB's ShardKeyPattern): parsing and validating a key
 // pattern as shardCollection does, extracting a document's shard key (hashed fields through
-// index.Hash64, as MongoDB stores them), the global MinKey/MaxKey bounds, the shard key size
-// limit, and targeting: the shard key ranges a find filter can touch. It is pure: no I/O.
+// index.Hash64, as MongoDB stores them), the global MinKey/MaxKey bounds, the checks on keys
+// stored as chunk bounds, and targeting: the shard key ranges a find filter can touch. It is pure: no I/O.
 package shardkey
 
 import (
@@ -15,9 +15,9 @@ import (
 	"humongo/internal/mongoerr"
 )
 
-// MaxShardKeySizeBytes is ShardKeyPattern::kMaxShardKeySizeBytes. Since 4.4 MongoDB no longer
-// limits the shard key of stored documents; the limit still applies to chunk bounds (split
-// points and zone ranges), where CheckShardKeySize is called.
+// MaxShardKeySizeBytes is the pre-4.4 ShardKeyPattern::kMaxShardKeySizeBytes. MongoDB 4.4
+// removed the limit (7.0's ShardKeyPattern has no size check); CheckShardKeySize keeps it
+// for callers that choose to enforce it.
 const MaxShardKeySizeBytes = 512
 
 // Pattern is a parsed, valid shard key pattern: {a: 1, "b.c": 1} or with one "hashed" field.
@@ -28,9 +28,10 @@ type Pattern struct {
 }
 
 // Parse validates a key pattern as MongoDB's ShardKeyPattern constructor does
-// (parseShardKeyPattern): not empty; each field a valid dotted path whose parts neither are
-// empty nor start with '$'; each value the number 1 or the string "hashed", at most one
-// hashed field.
+// (parseShardKeyPattern): not empty; each field a dotted path without empty parts; each value
+// a number that truncates to 1 or the string "hashed", at most one hashed field (compound
+// hashed keys such as {a: 1, b: "hashed"} are valid since 4.4). A part starting with '$' is
+// refused as creating the shard key index would refuse it, and a repeated field too.
 func Parse(kp bsoncore.Document) (*Pattern, error) {
 	if err := kp.Validate(); err != nil {
 		return nil, mongoerr.Newf(mongoerr.BadValue, "invalid shard key pattern: %v", err)
@@ -52,7 +53,7 @@ func Parse(kp bsoncore.Document) (*Pattern, error) {
 				return nil, mongoerr.Newf(mongoerr.BadValue, "Field %s contains empty parts", name)
 			}
 			if strings.HasPrefix(part, "$") {
-				return nil, mongoerr.Newf(mongoerr.BadValue, "Field %s contains parts that start with '$'", name)
+				return nil, mongoerr.New(mongoerr.CannotCreateIndex, "Index key contains an illegal field name: field name starts with '$'.")
 			}
 		}
 		if seen[name] {
@@ -65,7 +66,7 @@ func Parse(kp bsoncore.Document) (*Pattern, error) {
 		n, isNum := bsonutil.ToFloat64(v)
 		if !(isNum && int64(n) == 1) && !(isHashed && p.hashed < 0) {
 			return nil, mongoerr.Newf(mongoerr.BadValue,
-				"Shard key %s can contain either a single 'hashed' field or multiple numerical fields set to a value of 1. Failed to parse field %s",
+				"Shard key %s can contain at most one 'hashed' field, and/or multiple numerical fields set to a value of 1. Failed to parse field %s",
 				bsonutil.FormatDoc(kp), name)
 		}
 		if isHashed {
@@ -233,4 +234,40 @@ func CheckShardKeySize(key bsoncore.Document) error {
 	}
 	return mongoerr.Newf(mongoerr.ShardKeyTooBig, "shard keys must be less than %d bytes, but key %s is %d bytes",
 		MaxShardKeySizeBytes, bsonutil.FormatDoc(key), len(key))
+}
+
+// CheckKeyForMetadataStorage is ShardKeyPattern::checkShardKeyIsValidForMetadataStorage, for
+// keys stored as chunk bounds (split points, zone ranges): no arrays, regexes, or embedded
+// documents with $-prefixed field names.
+func CheckKeyForMetadataStorage(key bsoncore.Document) error {
+	elems, err := key.Elements()
+	if err != nil {
+		return mongoerr.Newf(mongoerr.BadValue, "invalid shard key: %v", err)
+	}
+	for _, e := range elems {
+		v := e.Value()
+		bad := v.Type == bsoncore.TypeArray || v.Type == bsoncore.TypeRegex || v.Type == 0
+		if v.Type == bsoncore.TypeEmbeddedDocument && hasDollarField(v.Document()) {
+			bad = true
+		}
+		if bad {
+			return mongoerr.Newf(mongoerr.BadValue, "Shard key element %s is not valid for storage",
+				bsonutil.FormatElement(e.Key(), v))
+		}
+	}
+	return nil
+}
+
+// hasDollarField reports a $-prefixed field name at any depth (storageValidEmbedded).
+func hasDollarField(d bsoncore.Document) bool {
+	elems, _ := d.Elements()
+	for _, e := range elems {
+		if strings.HasPrefix(e.Key(), "$") {
+			return true
+		}
+		if v := e.Value(); v.Type == bsoncore.TypeEmbeddedDocument && hasDollarField(v.Document()) {
+			return true
+		}
+	}
+	return false
 }

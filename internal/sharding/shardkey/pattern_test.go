@@ -34,13 +34,15 @@ func TestParse(t *testing.T) {
 		{kp: bson.D{{Key: "_id", Value: "hashed"}}, hashed: 0},
 		{kp: bson.D{}, errCode: mongoerr.BadValue, errMsg: "Shard key is empty"},
 		{kp: bson.D{{Key: "a", Value: -1}}, errCode: mongoerr.BadValue,
-			errMsg: "Shard key { a: -1 } can contain either a single 'hashed' field or multiple numerical fields set to a value of 1. Failed to parse field a"},
+			errMsg: "Shard key { a: -1 } can contain at most one 'hashed' field, and/or multiple numerical fields set to a value of 1. Failed to parse field a"},
 		{kp: bson.D{{Key: "a", Value: 2}}, errCode: mongoerr.BadValue, errMsg: "Failed to parse field a"},
 		{kp: bson.D{{Key: "a", Value: "text"}}, errCode: mongoerr.BadValue, errMsg: "Failed to parse field a"},
 		{kp: bson.D{{Key: "a", Value: true}}, errCode: mongoerr.BadValue, errMsg: "Failed to parse field a"},
 		{kp: bson.D{{Key: "a", Value: "hashed"}, {Key: "b", Value: "hashed"}}, errCode: mongoerr.BadValue, errMsg: "Failed to parse field b"},
-		{kp: bson.D{{Key: "$a", Value: 1}}, errCode: mongoerr.BadValue, errMsg: "Field $a contains parts that start with '$'"},
-		{kp: bson.D{{Key: "a.$b", Value: 1}}, errCode: mongoerr.BadValue, errMsg: "contains parts that start with '$'"},
+		{kp: bson.D{{Key: "$a", Value: 1}}, errCode: mongoerr.CannotCreateIndex, errMsg: "Index key contains an illegal field name: field name starts with '$'."},
+		{kp: bson.D{{Key: "a.$b", Value: 1}}, errCode: mongoerr.CannotCreateIndex, errMsg: "field name starts with '$'"},
+		{kp: bson.D{{Key: "a", Value: 1.5}}, hashed: -1}, // safeNumberInt truncates
+		{kp: bson.D{{Key: "a", Value: "hashed"}, {Key: "b", Value: 1}, {Key: "c", Value: 1}}, hashed: 0},
 		{kp: bson.D{{Key: "a..b", Value: 1}}, errCode: mongoerr.BadValue, errMsg: "Field a..b contains empty parts"},
 		{kp: bson.D{{Key: "a.", Value: 1}}, errCode: mongoerr.BadValue, errMsg: "contains empty parts"},
 		{kp: bson.D{{Key: "", Value: 1}}, errCode: mongoerr.BadValue, errMsg: "is empty"},
@@ -121,6 +123,25 @@ func TestExtractKey(t *testing.T) {
 	hv, _ := HashValue(bsoncore.Value{Type: bsoncore.TypeInt32, Data: bsoncore.AppendInt32(nil, 0)})
 	if hv.Type != bsoncore.TypeInt64 || hv.Int64() != 4854801880128277513 {
 		t.Errorf("HashValue(0) = %v", hv)
+	}
+}
+
+func TestCheckKeyForMetadataStorage(t *testing.T) {
+	if err := CheckKeyForMetadataStorage(doc(t, bson.D{{Key: "a", Value: 1}, {Key: "b", Value: bson.D{{Key: "c", Value: 1}}}})); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		key  bson.D
+		want string
+	}{
+		{bson.D{{Key: "a", Value: bson.A{1}}}, "Shard key element a: [ 1 ] is not valid for storage"},
+		{bson.D{{Key: "a", Value: bson.Regex{Pattern: "x"}}}, "Shard key element a: /x/ is not valid for storage"},
+		{bson.D{{Key: "a", Value: bson.D{{Key: "$x", Value: 1}}}}, "Shard key element a: { $x: 1 } is not valid for storage"},
+	} {
+		err := CheckKeyForMetadataStorage(doc(t, c.key))
+		if !mongoerr.Is(err, mongoerr.BadValue) || msg(err) != c.want {
+			t.Errorf("CheckKeyForMetadataStorage(%v) = %v, want %q", c.key, err, c.want)
+		}
 	}
 }
 
