@@ -1,11 +1,12 @@
 // Package routing owns the versioned routing data that routers, shards and the config server
-// share (spec: /work/shared/spec/sharding.md, "Shard versioning and database versioning" and
-// "The routing table cache"; MongoDB's chunk_version.h, shard_version.h, database_version.idl,
-// type_chunk.cpp and chunk_manager.cpp): chunk, shard and database versions with their
-// ordering rules and BSON wire forms, config.chunks documents, and the routing table of one
-// sharded collection (chunks by key range, built, validated and refreshed incrementally,
-// answering which shard owns a key or which shards a set of ranges touches). It is pure:
-// no I/O and no goroutines; a RoutingTable is immutable once built.
+// share (spec: /work/shared/spec/sharding.md, "Shard versioning and database versioning"
+// with its "Special versioning conventions", and "The routing table cache"; MongoDB's
+// chunk_version.h, shard_version.h, database_version.idl, type_chunk.cpp and
+// chunk_manager.cpp): chunk, shard and database versions with their ordering rules and BSON
+// wire forms, config.chunks documents, and the routing table of one sharded collection
+// (chunks by key range, built, validated and refreshed incrementally, answering which shard
+// owns a key or which shards a set of ranges touches). It is pure: no I/O and no goroutines;
+// a RoutingTable is immutable once built.
 package routing
 
 import (

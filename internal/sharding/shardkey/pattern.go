@@ -1,8 +1,9 @@
-// Package shardkey owns shard key patterns (spec: /work/shared/spec/sharding.md, "Sharding a
-// collection" and "Query routing"; MongoDB's ShardKeyPattern): parsing and validating a key
+// Package shardkey owns shard key patterns (spec: /work/shared/spec/sharding.md, "Routing" and
+// "The authoritative routing table"; MongoDB's ShardKeyPattern and shard key targeting): parsing and validating a key
 // pattern as shardCollection does, extracting a document's shard key (hashed fields through
 // index.Hash64, as MongoDB stores them), the global MinKey/MaxKey bounds, the checks on keys
-// stored as chunk bounds, and targeting: the shard key ranges a find filter can touch. It is pure: no I/O.
+// stored as chunk bounds, and targeting: the shard key ranges a find filter can touch. It is
+// pure: no I/O.
 package shardkey
 
 import (
