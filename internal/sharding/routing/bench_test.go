@@ -73,3 +73,26 @@ func BenchmarkShardsForQueryEquality(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkIncrementalRefresh: a split of one chunk applied to a large cached table.
+func BenchmarkIncrementalRefresh(b *testing.B) {
+	for _, n := range []int{1000, 100000} {
+		rt := benchTable(b, bson.D{{Key: "a", Value: 1}}, n)
+		c := *rt.Chunks()[n/2]
+		v1, _ := rt.Version().IncMinor()
+		v2, _ := v1.IncMinor()
+		mid := intKey(rt.Pattern(), int64((n/2)*1000+500))
+		left, right := c, c
+		left.Max, left.Version = mid, v1
+		right.Min, right.Version = mid, v2
+		changed := []Chunk{left, right}
+		b.Run(fmt.Sprintf("chunks=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := rt.Update(changed); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -23,7 +23,8 @@ type RoutingTable struct {
 	uuid    catalog.UUID
 	gen     Generation
 	pattern *shardkey.Pattern
-	chunks  []Chunk
+	chunks  []*Chunk // shared, immutable: tables built by Update share unchanged chunks
+	minKS   [][]byte // minKS[i] is the keystring of chunks[i].Min
 	maxKS   [][]byte // maxKS[i] is the keystring of chunks[i].Max
 	collVer ChunkVersion
 	shardV  map[string]ChunkVersion
@@ -43,87 +44,92 @@ func inconsistent(format string, args ...any) error {
 	return mongoerr.Newf(mongoerr.ConflictingOperationInProgress, format, args...)
 }
 
+// entry is a chunk with its encoded bounds.
+type entry struct {
+	c        *Chunk
+	min, max []byte
+}
+
+// checkChunk validates one chunk against the table's generation and pattern and encodes its
+// bounds.
+func (rt *RoutingTable) checkChunk(c Chunk, what string) (entry, error) {
+	if !c.Version.SameCollection(rt.gen) || c.Version.Epoch != rt.gen.Epoch {
+		return entry{}, inconsistent("%s %s has a version of another collection generation than the routing table's %s",
+			what, c.String(), ChunkVersion{Generation: rt.gen})
+	}
+	if !rt.pattern.IsShardKey(c.Min) || !rt.pattern.IsShardKey(c.Max) {
+		return entry{}, inconsistent("%s %s has bounds that do not match the shard key pattern %s", what, c.RangeString(), rt.pattern)
+	}
+	e := entry{c: &c, min: encodeKey(c.Min), max: encodeKey(c.Max)}
+	if bytes.Compare(e.min, e.max) >= 0 {
+		return entry{}, inconsistent("%s %s has a min that is not less than its max", what, c.RangeString())
+	}
+	return e, nil
+}
+
 // New builds and validates the routing table of a collection from all its chunks (a full
 // refresh). Chunks may come in any order; each must be of generation gen, have bounds that
 // are keys of pattern, and together they must cover [GlobalMin, GlobalMax) with no gap or
 // overlap.
 func New(uuid catalog.UUID, pattern *shardkey.Pattern, gen Generation, chunks []Chunk) (*RoutingTable, error) {
 	rt := &RoutingTable{uuid: uuid, gen: gen, pattern: pattern}
-	cs := make([]Chunk, len(chunks))
-	copy(cs, chunks)
-	if err := rt.install(cs); err != nil {
+	es := make([]entry, len(chunks))
+	for i, c := range chunks {
+		e, err := rt.checkChunk(c, "Chunk")
+		if err != nil {
+			return nil, err
+		}
+		es[i] = e
+	}
+	if err := rt.install(es); err != nil {
 		return nil, err
 	}
 	return rt, nil
 }
 
-// install sorts, checks and indexes the chunks.
-func (rt *RoutingTable) install(cs []Chunk) error {
-	if len(cs) == 0 {
+// install sorts the checked entries by min, verifies that they cover the key space exactly
+// and indexes them.
+func (rt *RoutingTable) install(es []entry) error {
+	if len(es) == 0 {
 		return inconsistent("Routing table for collection with uuid %s has no chunks", rt.uuid)
 	}
-	type enc struct{ min, max []byte }
-	keys := make(map[*Chunk]enc, len(cs))
-	for i := range cs {
-		c := &cs[i]
-		if !c.Version.SameCollection(rt.gen) || c.Version.Epoch != rt.gen.Epoch {
-			return inconsistent("Chunk %s has a version of another collection generation than the routing table's %s",
-				c.String(), ChunkVersion{Generation: rt.gen})
-		}
-		if !rt.pattern.IsShardKey(c.Min) || !rt.pattern.IsShardKey(c.Max) {
-			return inconsistent("Chunk %s has bounds that do not match the shard key pattern %s", c.RangeString(), rt.pattern)
-		}
-		e := enc{encodeKey(c.Min), encodeKey(c.Max)}
-		if bytes.Compare(e.min, e.max) >= 0 {
-			return inconsistent("Chunk %s has a min that is not less than its max", c.RangeString())
-		}
-		keys[c] = e
+	byMin := func(a, b entry) int { return bytes.Compare(a.min, b.min) }
+	if !slices.IsSortedFunc(es, byMin) {
+		slices.SortStableFunc(es, byMin)
 	}
-	order := make([]int, len(cs))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool {
-		return bytes.Compare(keys[&cs[order[a]]].min, keys[&cs[order[b]]].min) < 0
-	})
-	sorted := make([]Chunk, len(cs))
-	rt.maxKS = make([][]byte, len(cs))
-	for i, j := range order {
-		sorted[i] = cs[j]
-		rt.maxKS[i] = keys[&cs[j]].max
-	}
-	if first := encodeKey(sorted[0].Min); !bytes.Equal(first, encodeKey(rt.pattern.GlobalMin())) {
+	if !bytes.Equal(es[0].min, encodeKey(rt.pattern.GlobalMin())) {
 		return inconsistent("Routing table does not start at the global min %s: first chunk is %s",
-			bsonutil.FormatDoc(rt.pattern.GlobalMin()), sorted[0].RangeString())
+			bsonutil.FormatDoc(rt.pattern.GlobalMin()), es[0].c.RangeString())
 	}
-	if !bytes.Equal(rt.maxKS[len(sorted)-1], encodeKey(rt.pattern.GlobalMax())) {
+	if last := es[len(es)-1]; !bytes.Equal(last.max, encodeKey(rt.pattern.GlobalMax())) {
 		return inconsistent("Routing table does not end at the global max %s: last chunk is %s",
-			bsonutil.FormatDoc(rt.pattern.GlobalMax()), sorted[len(sorted)-1].RangeString())
+			bsonutil.FormatDoc(rt.pattern.GlobalMax()), last.c.RangeString())
 	}
-	for i := 1; i < len(sorted); i++ {
-		c := bytes.Compare(rt.maxKS[i-1], encodeKey(sorted[i].Min))
-		switch {
+	for i := 1; i < len(es); i++ {
+		switch c := bytes.Compare(es[i-1].max, es[i].min); {
 		case c < 0:
 			return inconsistent("Gap exists in the routing table between chunks %s and %s",
-				sorted[i-1].RangeString(), sorted[i].RangeString())
+				es[i-1].c.RangeString(), es[i].c.RangeString())
 		case c > 0:
 			return inconsistent("Overlap exists in the routing table between chunks %s and %s",
-				sorted[i-1].RangeString(), sorted[i].RangeString())
+				es[i-1].c.RangeString(), es[i].c.RangeString())
 		}
 	}
-	rt.chunks = sorted
+	rt.chunks = make([]*Chunk, len(es))
+	rt.minKS = make([][]byte, len(es))
+	rt.maxKS = make([][]byte, len(es))
 	rt.shardV = map[string]ChunkVersion{}
 	rt.collVer = ChunkVersion{Generation: rt.gen}
-	for i := range sorted {
-		c := &sorted[i]
-		if rt.collVer.placementLess(c.Version) {
-			rt.collVer = c.Version
+	for i, e := range es {
+		rt.chunks[i], rt.minKS[i], rt.maxKS[i] = e.c, e.min, e.max
+		if rt.collVer.placementLess(e.c.Version) {
+			rt.collVer = e.c.Version
 		}
-		if v, ok := rt.shardV[c.Shard]; !ok || v.placementLess(c.Version) {
-			rt.shardV[c.Shard] = c.Version
+		if v, ok := rt.shardV[e.c.Shard]; !ok || v.placementLess(e.c.Version) {
+			rt.shardV[e.c.Shard] = e.c.Version
 		}
 	}
-	rt.shards = rt.shards[:0]
+	rt.shards = make([]string, 0, len(rt.shardV))
 	for s := range rt.shardV {
 		rt.shards = append(rt.shards, s)
 	}
@@ -134,61 +140,47 @@ func (rt *RoutingTable) install(cs []Chunk) error {
 // Update applies the chunks changed since the table's version (the catalog cache's
 // incremental refresh: config.chunks with lastmod >= the collection version): each changed
 // chunk replaces the chunks its range overlaps. Changed chunks must be of the table's
-// generation; after a drop/re-create or a refined shard key the caller builds a new table
-// (Refresh does so). The result is validated as New validates.
+// generation and not older than its version; after a drop/re-create or a refined shard key
+// the caller builds a new table (Refresh does so). The result is validated as New validates;
+// the unchanged chunks keep their encoded bounds.
 func (rt *RoutingTable) Update(changed []Chunk) (*RoutingTable, error) {
 	if len(changed) == 0 {
 		return rt, nil
 	}
-	for i := range changed {
-		c := &changed[i]
-		if !c.Version.SameCollection(rt.gen) || c.Version.Epoch != rt.gen.Epoch {
-			return nil, inconsistent("Changed chunk %s has a version of another collection generation than the routing table's %s",
-				c.String(), rt.collVer)
+	ch := make([]entry, len(changed))
+	for i, c := range changed {
+		e, err := rt.checkChunk(c, "Changed chunk")
+		if err != nil {
+			return nil, err
 		}
 		if c.Version.placementLess(rt.collVer) {
 			return nil, inconsistent("Changed chunk %s has a version older than the routing table's %s", c.String(), rt.collVer)
 		}
+		ch[i] = e
 	}
 	// Apply in version order so that a later change of the same range wins.
-	ch := slices.Clone(changed)
-	slices.SortStableFunc(ch, func(a, b Chunk) int {
+	slices.SortStableFunc(ch, func(a, b entry) int {
 		switch {
-		case a.Version.placementLess(b.Version):
+		case a.c.Version.placementLess(b.c.Version):
 			return -1
-		case b.Version.placementLess(a.Version):
+		case b.c.Version.placementLess(a.c.Version):
 			return 1
 		}
 		return 0
 	})
 	// cur stays sorted by min and free of overlaps: each change removes the chunks its range
 	// overlaps (found by binary search on the encoded bounds) and takes their place.
-	type entry struct {
-		c        Chunk
-		min, max []byte
+	cur := make([]entry, len(rt.chunks), len(rt.chunks)+len(ch))
+	for i := range rt.chunks {
+		cur[i] = entry{c: rt.chunks[i], min: rt.minKS[i], max: rt.maxKS[i]}
 	}
-	cur := make([]entry, len(rt.chunks))
-	for i, c := range rt.chunks {
-		cur[i] = entry{c: c, min: encodeKey(c.Min), max: rt.maxKS[i]}
-	}
-	for _, c := range ch {
-		if !rt.pattern.IsShardKey(c.Min) || !rt.pattern.IsShardKey(c.Max) {
-			return nil, inconsistent("Chunk %s has bounds that do not match the shard key pattern %s", c.RangeString(), rt.pattern)
-		}
-		e := entry{c: c, min: encodeKey(c.Min), max: encodeKey(c.Max)}
+	for _, e := range ch {
 		i := sort.Search(len(cur), func(k int) bool { return bytes.Compare(cur[k].max, e.min) > 0 })
 		j := sort.Search(len(cur), func(k int) bool { return bytes.Compare(cur[k].min, e.max) >= 0 })
-		if j < i {
-			j = i
-		}
-		cur = slices.Replace(cur, i, j, e)
-	}
-	chunks := make([]Chunk, len(cur))
-	for i, e := range cur {
-		chunks[i] = e.c
+		cur = slices.Replace(cur, i, max(i, j), e)
 	}
 	nt := &RoutingTable{uuid: rt.uuid, gen: rt.gen, pattern: rt.pattern}
-	if err := nt.install(chunks); err != nil {
+	if err := nt.install(cur); err != nil {
 		return nil, err
 	}
 	return nt, nil
@@ -214,7 +206,7 @@ func (rt *RoutingTable) Generation() Generation { return rt.gen }
 func (rt *RoutingTable) Pattern() *shardkey.Pattern { return rt.pattern }
 
 // Chunks returns the chunks sorted by min; the caller must not modify them.
-func (rt *RoutingTable) Chunks() []Chunk { return rt.chunks }
+func (rt *RoutingTable) Chunks() []*Chunk { return rt.chunks }
 
 // NumChunks is the number of chunks.
 func (rt *RoutingTable) NumChunks() int { return len(rt.chunks) }
@@ -270,7 +262,7 @@ func (rt *RoutingTable) ChunkForKey(key bsoncore.Document) (*Chunk, error) {
 		return nil, mongoerr.Newf(mongoerr.ShardKeyNotFound, "%s is not a shard key for the collection's shard key pattern %s",
 			bsonutil.FormatDoc(key), rt.pattern)
 	}
-	return &rt.chunks[rt.chunkIndexKS(b.Bytes())], nil
+	return rt.chunks[rt.chunkIndexKS(b.Bytes())], nil
 }
 
 // ShardForKey returns the shard owning a shard key.
