@@ -272,3 +272,11 @@ func hasDollarField(d bsoncore.Document) bool {
 	}
 	return false
 }
+
+// CheckUnique is shardCollection's check that a hashed shard key is not declared unique.
+func (p *Pattern) CheckUnique(unique bool) error {
+	if unique && p.IsHashed() {
+		return mongoerr.New(mongoerr.InvalidOptions, "Hashed shard keys cannot be declared unique. It's possible to ensure uniqueness on the hashed field by declaring an additional (non-hashed) unique index on the field.")
+	}
+	return nil
+}

@@ -165,3 +165,14 @@ func msg(err error) string {
 	}
 	return ""
 }
+
+func TestCheckUnique(t *testing.T) {
+	h := MustParse(doc(t, bson.D{{Key: "a", Value: 1}, {Key: "b", Value: "hashed"}}))
+	r := MustParse(doc(t, bson.D{{Key: "a", Value: 1}}))
+	if err := h.CheckUnique(true); !mongoerr.Is(err, mongoerr.InvalidOptions) || !strings.HasPrefix(msg(err), "Hashed shard keys cannot be declared unique.") {
+		t.Errorf("hashed unique: %v", err)
+	}
+	if h.CheckUnique(false) != nil || r.CheckUnique(true) != nil {
+		t.Error("only hashed and unique together are refused")
+	}
+}
