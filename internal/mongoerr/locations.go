@@ -327,4 +327,9 @@ const (
 	Location31240 Code = 31240
 	// Location3318200: an applyOps operation whose ns and ui name different collections.
 	Location3318200 Code = 3318200
+	// Location17439: shard key targeting exceeded kMaxFlattenedInCombinations $in combinations.
+	Location17439 Code = 17439
+	// Location31180 and Location31181: a chunk major / minor version at its maximum value.
+	Location31180 Code = 31180
+	Location31181 Code = 31181
 )

@@ -16,6 +16,16 @@
 //   - the config server's catalog (config.databases, config.collections, config.chunks,
 //     config.shards).
 //
-// It holds no code yet: the router skeleton (internal/router, cmd/humongos) exists so the
-// front end is known to serve both roles before this package fills in.
+// What exists so far are the pure cores, as subpackages:
+//
+//   - shardkey: shard key patterns (validation as shardCollection does, key extraction with
+//     hashing, global bounds, checks on stored chunk bounds) and targeting a find filter to the
+//     shard key ranges it can touch ("Query routing"), on the planner's index bounds;
+//   - routing: chunk versions (with UNSHARDED and IGNORED), shard versions and database
+//     versions with their ordering and 7.0 wire forms, config.chunks documents, and the
+//     routing table of one collection: validated, incrementally refreshed, answering which
+//     shard owns a key and which shards a set of ranges touches.
+//
+// The router skeleton (internal/router, cmd/humongos) answers the handshake and diagnostics;
+// the rest above is still to come.
 package sharding
