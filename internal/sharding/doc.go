@@ -24,7 +24,10 @@
 //   - routing: chunk versions (with UNSHARDED and IGNORED), shard versions and database
 //     versions with their ordering and 7.0 wire forms, config.chunks documents, and the
 //     routing table of one collection: validated, incrementally refreshed, answering which
-//     shard owns a key and which shards a set of ranges touches.
+//     shard owns a key and which shards a set of ranges touches;
+//   - catalogcache: the routing table cache over a Loader (the config server's catalog, to
+//     come): lazy, single-flight, incremental refreshes, stale marks from StaleConfig and
+//     StaleDbVersion answers, invalidation.
 //
 // The router skeleton (internal/router, cmd/humongos) answers the handshake and diagnostics;
 // the rest above is still to come.
