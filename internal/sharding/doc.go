@@ -27,7 +27,9 @@
 //     shard owns a key and which shards a set of ranges touches;
 //   - catalogcache: the routing table cache over a Loader (the config server's catalog, to
 //     come): lazy, single-flight, incremental refreshes, stale marks from StaleConfig and
-//     StaleDbVersion answers, invalidation.
+//     StaleDbVersion answers, invalidation;
+//   - shardregistry: the mirror of config.shards (lookups by shard id, replica set name, host
+//     or connection string; reload on a miss and periodically).
 //
 // The router skeleton (internal/router, cmd/humongos) answers the handshake and diagnostics;
 // the rest above is still to come.
