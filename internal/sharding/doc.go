@@ -29,7 +29,10 @@
 //     come): lazy, single-flight, incremental refreshes, stale marks from StaleConfig and
 //     StaleDbVersion answers, invalidation;
 //   - shardregistry: the mirror of config.shards (lookups by shard id, replica set name, host
-//     or connection string; reload on a miss and periodically).
+//     or connection string; reload on a miss and periodically);
+//   - configclient: the loader of both from the config server's config.databases,
+//     config.collections, config.chunks and config.shards (majority reads), and the
+//     documents' formats.
 //
 // The router skeleton (internal/router, cmd/humongos) answers the handshake and diagnostics;
 // the rest above is still to come.
