@@ -6,6 +6,11 @@
 // endSessions, getCmdLineOpts) and refuses every other MongoDB command with
 // CommandNotSupported, naming the command, until sharding lands.
 //
+// Exists but is not wired into humongos yet: Cluster (cluster.go), the router's connection to
+// the config servers (catalog cache, shard registry) and to the shards, Versioned (the
+// shardVersion/databaseVersion a request carries) and WithRouting (refresh and retry on
+// StaleConfig/StaleEpoch/StaleDbVersion, at most 10 times).
+//
 // It will own, over internal/sharding's catalog cache and shard registry and the internal
 // client (spec: /work/shared/spec/sharding.md):
 //

@@ -231,7 +231,8 @@ func (c *Cache) OnStaleDatabaseVersion(name string, wanted *routing.DatabaseVers
 }
 
 // OnStaleShardVersion marks the collection's entry stale unless the cached table is already
-// at least as new as wanted (the version the shard has, nil if unknown).
+// at least as new as wanted (the version the shard has, nil if unknown, 0|0 if the shard
+// owns no chunks).
 func (c *Cache) OnStaleShardVersion(ns string, wanted *routing.ChunkVersion) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -239,7 +240,9 @@ func (c *Cache) OnStaleShardVersion(ns string, wanted *routing.ChunkVersion) {
 	if e == nil {
 		return
 	}
-	if wanted != nil && e.valid && e.val.Table != nil {
+	// A shard reporting 0|0 (it owns no chunks any more) always refreshes the entry, as
+	// MongoDB's ComparableChunkVersion orders unset versions by arrival.
+	if wanted != nil && wanted.IsSet() && e.valid && e.val.Table != nil {
 		have := e.val.Table.Version()
 		if have.SameCollection(wanted.Generation) && !have.IsOlderThan(*wanted) {
 			return // a refresh already caught up with the shard

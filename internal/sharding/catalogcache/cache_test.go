@@ -205,6 +205,13 @@ func TestLazyIncrementalRefresh(t *testing.T) {
 	if n := f.loads.Load(); n != 2 {
 		t.Fatalf("%d collection loads after an old stale report, want 2", n)
 	}
+	// A shard that owns no chunks any more reports 0|0: that always refreshes.
+	empty := routing.ChunkVersion{Generation: f.coll.Gen}
+	c.OnStaleShardVersion("test.c", &empty)
+	shardOf(t, c, 5)
+	if n := f.loads.Load(); n != 3 {
+		t.Fatalf("%d collection loads after a 0|0 stale report, want 3", n)
+	}
 }
 
 // A stale router routes a dropped and re-created namespace to the new incarnation: the
