@@ -202,4 +202,6 @@ func cut(ns string) (db, coll string, ok bool) {
 }
 
 // String describes the cluster for logs.
-func (c *Cluster) String() string { return fmt.Sprintf("cluster with config servers %s", c.config.Hosts()) }
+func (c *Cluster) String() string {
+	return fmt.Sprintf("cluster with config servers %s", c.config.Hosts())
+}
