@@ -2,6 +2,8 @@ package router
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,6 +17,8 @@ import (
 	"humongo/internal/client"
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/applier/repltest"
+	"humongo/internal/server"
+	"humongo/internal/service"
 	"humongo/internal/sharding/catalogcache"
 	"humongo/internal/sharding/configclient"
 	"humongo/internal/sharding/routing"
@@ -154,5 +158,70 @@ func TestWithRoutingRetriesStale(t *testing.T) {
 	}
 	if attempts != maxStaleRetries+1 {
 		t.Fatalf("%d attempts, want %d", attempts, maxStaleRetries+1)
+	}
+}
+
+// listShards and flushRouterConfig through a router server attached to the cluster; before
+// it is attached they fail with ShardingStateNotInitialized.
+func TestClusterCommands(t *testing.T) {
+	tc := startTestCluster(t)
+	st := service.NewState(service.Config{Params: service.NewParams(ParamSpecs())})
+	s, err := server.New(server.Config{Name: "humongos", State: st, Registry: NewRegistry(), Role: Role{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := mongo.Connect(options.Client().ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", s.Port())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cl.Disconnect(context.Background()) }()
+	admin := cl.Database("admin")
+	var ce mongo.CommandError
+	if err := admin.RunCommand(ctx, bson.D{{Key: "listShards", Value: 1}}).Err(); !errors.As(err, &ce) || ce.Code != int32(mongoerr.ShardingStateNotInitialized) {
+		t.Fatalf("listShards before the router is attached: %v", err)
+	}
+	Attach(st, tc.cluster)
+	var ls struct {
+		Shards []struct {
+			ID   string `bson:"_id"`
+			Host string `bson:"host"`
+		} `bson:"shards"`
+	}
+	if err := admin.RunCommand(ctx, bson.D{{Key: "listShards", Value: 1}}).Decode(&ls); err != nil {
+		t.Fatal(err)
+	}
+	if len(ls.Shards) != 1 || ls.Shards[0].ID != "shard0" || ls.Shards[0].Host != "rs0/"+tc.shard.Host {
+		t.Fatalf("listShards: %+v", ls)
+	}
+	// flushRouterConfig makes the next use reload.
+	loads := func() *catalogcache.Routing {
+		r, err := tc.cluster.Cache.Routing(ctx, "app.c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	before := loads()
+	for _, arg := range []any{1, "app", "app.c"} {
+		var reply struct{ Flushed bool }
+		if err := admin.RunCommand(ctx, bson.D{{Key: "flushRouterConfig", Value: arg}}).Decode(&reply); err != nil || !reply.Flushed {
+			t.Fatalf("flushRouterConfig %v: %+v %v", arg, reply, err)
+		}
+		if after := loads(); after == before {
+			t.Fatalf("flushRouterConfig %v did not make the cache reload", arg)
+		} else {
+			before = after
+		}
+	}
+	if err := cl.Database("app").RunCommand(ctx, bson.D{{Key: "listShards", Value: 1}}).Err(); !errors.As(err, &ce) || ce.Code != int32(mongoerr.Unauthorized) {
+		t.Fatalf("listShards outside admin: %v", err)
 	}
 }

@@ -9,7 +9,9 @@
 // Exists but is not wired into humongos yet: Cluster (cluster.go), the router's connection to
 // the config servers (catalog cache, shard registry) and to the shards, Versioned (the
 // shardVersion/databaseVersion a request carries) and WithRouting (refresh and retry on
-// StaleConfig/StaleEpoch/StaleDbVersion, at most 10 times).
+// StaleConfig/StaleEpoch/StaleDbVersion, at most 10 times), and the first cluster commands
+// over it (listShards, flushRouterConfig), answering ShardingStateNotInitialized until a
+// Cluster is attached (Attach).
 //
 // It will own, over internal/sharding's catalog cache and shard registry and the internal
 // client (spec: /work/shared/spec/sharding.md):

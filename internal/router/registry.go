@@ -25,6 +25,9 @@ func NewRegistry() *service.Registry {
 	r.Register(service.EndSessionsCommand())
 	r.Register(service.GetCmdLineOptsCommand())
 	r.Register(service.LogRotateCommand())
+	for _, c := range clusterCommands() {
+		r.Register(c)
+	}
 	for _, name := range unsupported {
 		r.Register(&service.Command{
 			Name:    name,
@@ -59,10 +62,10 @@ var unsupported = []string{
 	"saslStart", "saslContinue", "authenticate", "logout", "createUser", "dropUser", "createRole",
 	"dropRole", "usersInfo", "rolesInfo",
 	// Sharding administration.
-	"addShard", "removeShard", "listShards", "enableSharding", "shardCollection",
+	"addShard", "removeShard", "enableSharding", "shardCollection",
 	"reshardCollection", "refineCollectionShardKey", "movePrimary", "moveChunk", "moveRange",
 	"split", "mergeChunks", "balancerStart", "balancerStop", "balancerStatus",
-	"flushRouterConfig", "getShardMap", "getShardVersion", "addShardToZone",
+	"getShardMap", "getShardVersion", "addShardToZone",
 	"removeShardFromZone", "updateZoneKeyRange", "configureCollectionBalancing",
 	"checkMetadataConsistency",
 }
