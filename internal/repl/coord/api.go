@@ -25,6 +25,8 @@ func (c *Coordinator) Initiate(ctx context.Context, cfgDoc bsoncore.Document) er
 	var cfg topology.ReplSetConfig
 	if cfgDoc == nil {
 		cfg = topology.NewDefaultConfig(c.opts.SetName, c.opts.Self)
+		// replSetInitiate without a config marks a config server's set as one.
+		cfg.ConfigSvr = c.opts.ConfigServer
 	} else {
 		var err error
 		if cfg, err = ParseConfig(cfgDoc); err != nil {
@@ -36,6 +38,9 @@ func (c *Coordinator) Initiate(ctx context.Context, cfgDoc bsoncore.Document) er
 			"Attempting to initiate a replica set with name %s, but command line reports %s; rejecting", cfg.SetName, c.opts.SetName)
 	}
 	if err := ValidateConfig(cfg); err != nil {
+		return err
+	}
+	if err := ValidateClusterRole(cfg, c.opts.ConfigServer); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -156,6 +161,10 @@ func (c *Coordinator) Reconfig(ctx context.Context, doc bsoncore.Document, force
 	old := c.topo.Config()
 	term := c.topo.Term()
 	cfg.Term = term
+	if err := ValidateClusterRole(cfg, c.opts.ConfigServer); err != nil {
+		me, _ := mongoerr.As(err)
+		return mongoerr.New(mongoerr.NewReplicaSetConfigurationIncompatible, me.Msg)
+	}
 	if err := CheckReconfig(old, cfg, false); err != nil {
 		return err
 	}
@@ -201,6 +210,10 @@ func (c *Coordinator) forceReconfigLocked(cfg topology.ReplSetConfig) error {
 	// and votes compare config terms, and every member must adopt this config.
 	cfg.Version = max(cfg.Version, old.Version) + 10000 + rand.Int64N(90000)
 	cfg.Term = old.Term
+	if err := ValidateClusterRole(cfg, c.opts.ConfigServer); err != nil {
+		me, _ := mongoerr.As(err)
+		return mongoerr.New(mongoerr.NewReplicaSetConfigurationIncompatible, me.Msg)
+	}
 	if err := CheckReconfig(old, cfg, true); err != nil {
 		return err
 	}
