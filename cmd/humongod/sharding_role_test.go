@@ -93,6 +93,11 @@ func TestConfigServerCatalog(t *testing.T) {
 	if err != nil || !raw.Lookup("config", "configsvr").Boolean() {
 		t.Errorf("replSetGetConfig: %v %v", raw, err)
 	}
+	// hello carries mongod's configServerModeNumber on a config server.
+	raw, err = admin.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Raw()
+	if v, ok := raw.Lookup("configsvr").Int32OK(); err != nil || !ok || v != 2 {
+		t.Errorf("hello: configsvr %v, %v", raw.Lookup("configsvr"), err)
+	}
 
 	config := cl.Database("config")
 	names, err := config.ListCollectionNames(ctx, bson.D{})
@@ -201,6 +206,9 @@ func TestShardServerIdentity(t *testing.T) {
 	})
 	if _, ok := serverStatusSharding(ctx, cl); ok {
 		t.Fatalf("serverStatus.sharding before the shard identity")
+	}
+	if raw, err := admin.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Raw(); err != nil || raw.Lookup("configsvr").Type != 0 {
+		t.Errorf("hello on a shard: %v %v", raw, err)
 	}
 	versions := admin.Collection("system.version")
 	clusterID := bson.NewObjectID()
