@@ -11,11 +11,13 @@ import (
 	"humongo/internal/logv2"
 )
 
-// Node is what the watcher needs of the replication coordinator: its topology changes and
-// whether this node is a writable primary (drain complete).
+// Node is what the watcher needs of the replication coordinator: its topology changes,
+// whether this node is a writable primary (drain complete), and the term, which tells one
+// primary stint from the next even when the watcher never saw the node step down between.
 type Node interface {
 	TopologyVersion() (counter int64, changed <-chan struct{})
 	IsWritablePrimary() bool
+	Term() int64
 }
 
 // Config configures Start.
@@ -32,8 +34,8 @@ type Config struct {
 
 // Start runs the catalog initialisation on every step-up of this config server (MongoDB
 // runs initializeConfigDatabaseIfNeeded in the config server's onStepUpComplete): once per
-// primary stint, retried while it fails and the node is still primary. stop ends the
-// watcher and waits for it.
+// term in which the node is a writable primary, retried while it fails and the node is
+// still primary. stop ends the watcher and waits for it.
 func Start(ctx context.Context, cfg Config) (stop func()) {
 	if cfg.Retry <= 0 {
 		cfg.Retry = time.Second
@@ -43,15 +45,12 @@ func Start(ctx context.Context, cfg Config) (stop func()) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		done := false // initialised during the current primary stint
+		doneTerm := int64(-1) // the term whose primary stint has been initialised
 		for {
 			_, changed := cfg.Node.TopologyVersion()
 			var timer *time.Timer
 			var retry <-chan time.Time
-			switch primary := cfg.Node.IsWritablePrimary(); {
-			case !primary:
-				done = false
-			case !done:
+			if term := cfg.Node.Term(); cfg.Node.IsWritablePrimary() && term != doneTerm {
 				id, err := InitCatalog(ctx, cfg.Run)
 				if ctx.Err() != nil {
 					return
@@ -63,11 +62,11 @@ func Start(ctx context.Context, cfg Config) (stop func()) {
 					}
 					timer = time.NewTimer(cfg.Retry)
 					retry = timer.C
-					break
-				}
-				done = true
-				if cfg.Initialized != nil {
-					cfg.Initialized(id)
+				} else {
+					doneTerm = term
+					if cfg.Initialized != nil {
+						cfg.Initialized(id)
+					}
 				}
 			}
 			select {
