@@ -16,6 +16,7 @@
 //   - the config server's catalog (config.databases, config.collections, config.chunks,
 //     config.shards).
 //
-// It holds no code yet: the router skeleton (internal/router, cmd/humongos) exists so the
-// front end is known to serve both roles before this package fills in.
+// Subpackages so far: shardstate (a data node's cluster role, its shard identity and
+// shard awareness, serverStatus.sharding) and configsvr (the config server's catalog
+// collections and indexes, created on step-up).
 package sharding
