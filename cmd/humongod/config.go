@@ -122,7 +122,7 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 	// The switches are mutually exclusive (moe's incompatibleWith, checked on the command
 	// line as given, before the config file is merged).
 	if *configsvr && *shardsvr {
-		return nil, fmt.Errorf("%w: shardsvr is not allowed when configsvr is specified", process.ErrBadOptions)
+		return nil, fmt.Errorf("%w: BadValue: shardsvr is not allowed when configsvr is specified", process.ErrBadOptions)
 	}
 	o := &Options{Options: common, DBPath: defaultDBPath, SlowMS: defaultSlowMS}
 	if v := cf.Storage.DBPath; v != nil {
@@ -212,7 +212,7 @@ func (o *Options) applyClusterRole(fromFile *string, configsvr, shardsvr bool) e
 	if fromFile != nil {
 		o.ClusterRole = *fromFile
 		if o.ClusterRole != "configsvr" && o.ClusterRole != "shardsvr" {
-			return fmt.Errorf("%w: sharding.clusterRole must be a string of the format: (configsvr/shardsvr)", process.ErrBadOptions)
+			return fmt.Errorf("%w: BadValue: sharding.clusterRole must be a string of the format: (configsvr/shardsvr)", process.ErrBadOptions)
 		}
 	}
 	switch {
@@ -231,7 +231,7 @@ func (o *Options) applyClusterRole(fromFile *string, configsvr, shardsvr bool) e
 		}
 	}
 	if o.ReplSet == "" {
-		return fmt.Errorf("%w: Cannot start a %s as a standalone server. Please use the option --replSet to start the node as a replica set.",
+		return fmt.Errorf("%w: BadValue: Cannot start a %s as a standalone server. Please use the option --replSet to start the node as a replica set.",
 			process.ErrBadOptions, o.ClusterRole)
 	}
 	return nil

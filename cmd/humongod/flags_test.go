@@ -241,10 +241,10 @@ func TestClusterRoleOptions(t *testing.T) {
 		{args: []string{"--config", yaml("net:\n  port: 27400\nsharding:\n  clusterRole: shardsvr\nreplication:\n  replSetName: rs\n")}, role: "shardsvr", port: 27400},
 		// The flag overrides the file's role.
 		{args: []string{"--config", yaml("sharding:\n    clusterRole: shardsvr\nreplication:\n  replSetName: cfg\n"), "--configsvr"}, role: "configsvr", port: 27019},
-		{args: []string{"--configsvr", "--shardsvr", "--replSet", "x"}, err: "shardsvr is not allowed when configsvr is specified"},
-		{args: []string{"--configsvr"}, err: "Cannot start a configsvr as a standalone server. Please use the option --replSet to start the node as a replica set."},
-		{args: []string{"--shardsvr", "--port", "1"}, err: "Cannot start a shardsvr as a standalone server. Please use the option --replSet to start the node as a replica set."},
-		{args: []string{"--config", yaml("sharding:\n  clusterRole: router\n")}, err: "sharding.clusterRole must be a string of the format: (configsvr/shardsvr)"},
+		{args: []string{"--configsvr", "--shardsvr", "--replSet", "x"}, err: "BadValue: shardsvr is not allowed when configsvr is specified"},
+		{args: []string{"--configsvr"}, err: "BadValue: Cannot start a configsvr as a standalone server. Please use the option --replSet to start the node as a replica set."},
+		{args: []string{"--shardsvr", "--port", "1"}, err: "BadValue: Cannot start a shardsvr as a standalone server. Please use the option --replSet to start the node as a replica set."},
+		{args: []string{"--config", yaml("sharding:\n  clusterRole: router\n")}, err: "BadValue: sharding.clusterRole must be a string of the format: (configsvr/shardsvr)"},
 	} {
 		o, err := parseOptions(tc.args, io.Discard)
 		if tc.err != "" {

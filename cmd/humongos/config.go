@@ -56,7 +56,7 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 		return nil, err
 	}
 	if o.ConfigDB == "" {
-		return nil, fmt.Errorf("%w: error: no args for --configdb", process.ErrBadOptions)
+		return nil, fmt.Errorf("%w: BadValue: error: no args for --configdb", process.ErrBadOptions)
 	}
 	if o.ConfigSet, o.ConfigHosts, err = parseConfigDB(o.ConfigDB); err != nil {
 		return nil, fmt.Errorf("%w: %v", process.ErrBadOptions, err)

@@ -127,7 +127,7 @@ func TestParseConfigDB(t *testing.T) {
 			t.Errorf("%q = %q %q %v, want %q %q", tc.in, set, hosts, err, tc.set, tc.hosts)
 		}
 	}
-	if _, err := parseOptions([]string{"--port", "0"}, io.Discard); err == nil || !strings.Contains(err.Error(), "error: no args for --configdb") {
+	if _, err := parseOptions([]string{"--port", "0"}, io.Discard); err == nil || !strings.Contains(err.Error(), "BadValue: error: no args for --configdb") {
 		t.Errorf("no --configdb: %v", err)
 	}
 }
