@@ -254,3 +254,40 @@ func TestShardServerIdentity(t *testing.T) {
 		t.Fatalf("serverStatus.sharding after restart: %v", ss)
 	}
 }
+
+// TestShardSecondaryBecomesAware: the shardIdentity document inserted on a shard's primary
+// makes its secondary shard-aware once replicated.
+func TestShardSecondaryBecomesAware(t *testing.T) {
+	bin := filepath.Join(cluster.MustBuild(t, "humongod"), "humongod")
+	dir := t.TempDir()
+	args := []string{"--shardsvr", "--replSet", "rs1", "--bind_ip", "127.0.0.1"}
+	p0 := cluster.StartProcess(t, cluster.ProcessOptions{Name: "n0", Binary: bin, Dir: dir, Args: args})
+	p1 := cluster.StartProcess(t, cluster.ProcessOptions{Name: "n1", Binary: bin, Dir: dir, Args: args})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c0, c1 := connect(t, p0), connect(t, p1)
+	members := bson.A{bson.D{{Key: "_id", Value: 0}, {Key: "host", Value: p0.Addr()}},
+		bson.D{{Key: "_id", Value: 1}, {Key: "host", Value: p1.Addr()}, {Key: "priority", Value: 0}}}
+	if err := c0.Database("admin").RunCommand(ctx, bson.D{{Key: "replSetInitiate", Value: bson.D{{Key: "_id", Value: "rs1"},
+		{Key: "members", Value: members}}}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a primary", func() bool {
+		var h struct {
+			W bool `bson:"isWritablePrimary"`
+		}
+		return c0.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&h) == nil && h.W
+	})
+	if _, ok := serverStatusSharding(ctx, c1); ok {
+		t.Fatal("the secondary is shard-aware before any identity")
+	}
+	if _, err := c0.Database("admin").Collection("system.version").InsertOne(ctx, bson.D{{Key: "_id", Value: "shardIdentity"},
+		{Key: "shardName", Value: "rs1"}, {Key: "clusterId", Value: bson.NewObjectID()},
+		{Key: "configsvrConnectionString", Value: "cfg/h:1"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the secondary to become shard-aware", func() bool {
+		ss, ok := serverStatusSharding(ctx, c1)
+		return ok && ss.Lookup("configsvrConnectionString").StringValue() == "cfg/h:1"
+	})
+}

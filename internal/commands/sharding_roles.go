@@ -48,16 +48,84 @@ func StartShardingRole(ctx context.Context, st *service.State, reg *service.Regi
 			}})
 		return stop, nil
 	}
-	doc, found, err := readShardIdentity(ctx, run)
-	if err != nil || !found {
+	if st.DB == nil {
+		return stop, nil
+	}
+	doc, found, err := readLocalShardIdentity(ctx, st)
+	if err != nil {
 		return stop, err
 	}
-	if role != shardstate.RoleShardServer {
+	if found && role != shardstate.RoleShardServer {
 		st.Logger.Warn("Not started with --shardsvr, but a shardIdentity document was found on disk",
 			logv2.C(logv2.Sharding), logv2.ID(22075), "namespace", shardstate.IdentityNS, "shardIdentityDocument", doc.String())
 		return stop, nil
 	}
-	return stop, initShardIdentity(st, doc)
+	if found {
+		return stop, initShardIdentity(st, doc)
+	}
+	if role == shardstate.RoleShardServer && rc != nil {
+		return watchReplicatedShardIdentity(ctx, st, rc), nil
+	}
+	return stop, nil
+}
+
+// watchReplicatedShardIdentity makes a shard's secondary shard-aware when the shardIdentity
+// document reaches it through replication (MongoDB's ShardServerOpObserver runs on
+// secondaries too): after each applied batch, until the node is aware, it looks the document
+// up in its own storage. The primary's insert path does the same at once; either way the
+// identity is the same, so whichever comes second does nothing.
+func watchReplicatedShardIdentity(ctx context.Context, st *service.State, rc *coord.Coordinator) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			progress := rc.Progress()
+			if _, aware := st.Sharding.Identity(); aware {
+				return
+			}
+			doc, found, err := readLocalShardIdentity(ctx, st)
+			if err == nil && found {
+				err = initShardIdentity(st, doc)
+			}
+			if err != nil && ctx.Err() == nil {
+				st.Logger.Error("Failed to initialize sharding state from the replicated shard identity",
+					logv2.C(logv2.Sharding), logv2.ID(9120004), "error", err.Error())
+			}
+			if found {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-progress:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// readLocalShardIdentity reads the shardIdentity document straight from this node's storage
+// (on any member state: no read-preference rules apply to the server's own lookup).
+func readLocalShardIdentity(ctx context.Context, st *service.State) (bsoncore.Document, bool, error) {
+	op := st.DB.NewOp(ctx)
+	defer op.Close()
+	_, coll, release, err := op.ReadCollection(ctx, shardstate.IdentityNS)
+	if err != nil {
+		return nil, false, err
+	}
+	defer release()
+	if coll == nil {
+		return nil, false, nil
+	}
+	_, d, found, err := coll.FindByID(op.RU, bsoncore.Value{Type: bsoncore.TypeString, Data: bsoncore.AppendString(nil, shardstate.IdentityID)})
+	if err != nil || !found {
+		return nil, false, err
+	}
+	return append(bsoncore.Document(nil), d...), true, nil
 }
 
 // initShardIdentity makes a shard shard-aware from its identity document.

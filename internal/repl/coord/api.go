@@ -447,6 +447,15 @@ func (c *Coordinator) SyncFrom(host string) (prev string, err error) {
 // RBID is the rollback id (replSetGetRBID).
 func (c *Coordinator) RBID() int32 { return c.rbid.Load() }
 
+// Progress returns a channel closed the next time this node's optimes or the commit point
+// move (a batch applied on a secondary, a write on the primary): for watchers of replicated
+// data that must not poll.
+func (c *Coordinator) Progress() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.progress
+}
+
 // TopologyVersion is hello's topologyVersion.counter; Changed is closed when it next moves.
 func (c *Coordinator) TopologyVersion() (counter int64, changed <-chan struct{}) {
 	c.mu.Lock()
