@@ -27,6 +27,10 @@ type Options struct {
 	// OplogSizeMB is --oplogSize / replication.oplogSizeMB (0: the default).
 	OplogSizeMB int
 
+	// ClusterRole is --configsvr, --shardsvr or sharding.clusterRole: "configsvr",
+	// "shardsvr", or "" outside a sharded cluster.
+	ClusterRole string
+
 	// StorageEngine is --storageEngine / storage.engine as given ("" when not). Humongo has
 	// one engine (Pebble); mongod's default name is accepted for it, others are refused at
 	// startup as mongod refuses an unknown engine (see checkStorageEngine).
@@ -76,7 +80,17 @@ type configFile struct {
 	Security *struct {
 		JavascriptEnabled *bool `yaml:"javascriptEnabled"`
 	} `yaml:"security"`
+	Sharding struct {
+		ClusterRole *string `yaml:"clusterRole"`
+	} `yaml:"sharding"`
 }
+
+// mongod's ports for the sharded-cluster roles when neither --port nor net.port is given
+// (ServerGlobalParams::ConfigServerPort, ShardServerPort).
+const (
+	configServerPort = 27019
+	shardServerPort  = 27018
+)
 
 // parseOptions parses argv (without the program name).
 func parseOptions(args []string, stderr io.Writer) (*Options, error) {
@@ -88,6 +102,8 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 		oplogSize = fs.Int("oplogSize", 0, "size of the oplog in megabytes (0: default)")
 		engine    = fs.String("storageEngine", "", "storage engine: wiredTiger (mongod's name) runs Humongo's engine")
 		cacheGB   = fs.Float64("wiredTigerCacheSizeGB", 0, "storage engine block cache size in GB (0.25 to 10000)")
+		configsvr = fs.Bool("configsvr", false, "declare this is a config db of a cluster; default port 27019")
+		shardsvr  = fs.Bool("shardsvr", false, "declare this is a shard db of a cluster; default port 27018")
 	)
 	// mongod storage flags with no meaning for Humongo's engine.
 	for _, name := range []string{"journal", "nojournal", "directoryperdb", "wiredTigerDirectoryForIndexes",
@@ -102,6 +118,11 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 	common, err := process.Parse(fs, args, &cf)
 	if err != nil {
 		return nil, err
+	}
+	// The switches are mutually exclusive (moe's incompatibleWith, checked on the command
+	// line as given, before the config file is merged).
+	if *configsvr && *shardsvr {
+		return nil, fmt.Errorf("%w: BadValue: shardsvr is not allowed when configsvr is specified", process.ErrBadOptions)
 	}
 	o := &Options{Options: common, DBPath: defaultDBPath, SlowMS: defaultSlowMS}
 	if v := cf.Storage.DBPath; v != nil {
@@ -168,6 +189,9 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 	if fs.IsSet("wiredTigerCacheSizeGB") {
 		o.CacheSizeGB = *cacheGB
 	}
+	if err := o.applyClusterRole(cf.Sharding.ClusterRole, *configsvr, *shardsvr); err != nil {
+		return nil, err
+	}
 	if o.CacheSizeGB != 0 && (o.CacheSizeGB < 0.25 || o.CacheSizeGB > 10000) {
 		return nil, fmt.Errorf("%w: wiredTigerCacheSizeGB must be between 0.25 and 10000, not %v", process.ErrBadOptions, o.CacheSizeGB)
 	}
@@ -178,6 +202,39 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// applyClusterRole settles sharding.clusterRole as mongod does: --configsvr / --shardsvr
+// override the config file's value (canonicalizeMongodOptions), the file's value must be one
+// of the two roles, the role picks the default port when none was given, and both roles
+// need --replSet (storeMongodOptions).
+func (o *Options) applyClusterRole(fromFile *string, configsvr, shardsvr bool) error {
+	if fromFile != nil {
+		o.ClusterRole = *fromFile
+		if o.ClusterRole != "configsvr" && o.ClusterRole != "shardsvr" {
+			return fmt.Errorf("%w: BadValue: sharding.clusterRole must be a string of the format: (configsvr/shardsvr)", process.ErrBadOptions)
+		}
+	}
+	switch {
+	case configsvr:
+		o.ClusterRole = "configsvr"
+	case shardsvr:
+		o.ClusterRole = "shardsvr"
+	}
+	if o.ClusterRole == "" {
+		return nil
+	}
+	if !o.PortSet {
+		o.Port = shardServerPort
+		if o.ClusterRole == "configsvr" {
+			o.Port = configServerPort
+		}
+	}
+	if o.ReplSet == "" {
+		return fmt.Errorf("%w: BadValue: Cannot start a %s as a standalone server. Please use the option --replSet to start the node as a replica set.",
+			process.ErrBadOptions, o.ClusterRole)
+	}
+	return nil
 }
 
 // parsed returns the effective options in the shape getCmdLineOpts reports as `parsed`.
@@ -204,6 +261,9 @@ func (o *Options) parsed() bsoncore.Document {
 				rb.AppendInt32("oplogSizeMB", int32(o.OplogSizeMB))
 			}
 			b.AppendDocument("replication", rb.Build())
+		}
+		if o.ClusterRole != "" {
+			b.AppendDocument("sharding", bsoncore.NewDocumentBuilder().AppendString("clusterRole", o.ClusterRole).Build())
 		}
 	})
 }

@@ -216,3 +216,53 @@ func TestBinaryForkChildFails(t *testing.T) {
 		t.Errorf("parent: %v\n%s", err, out)
 	}
 }
+
+func TestClusterRoleOptions(t *testing.T) {
+	dir := t.TempDir()
+	yaml := func(body string) string {
+		p := filepath.Join(dir, strconv.Itoa(len(body))+".yaml")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		args       []string
+		role       string
+		port       int
+		err        string
+		parsedRole string
+	}{
+		{args: []string{"--configsvr", "--replSet", "cfg"}, role: "configsvr", port: 27019},
+		{args: []string{"--shardsvr", "--replSet", "rs0"}, role: "shardsvr", port: 27018},
+		{args: []string{"--shardsvr", "--replSet", "rs0", "--port", "27300"}, role: "shardsvr", port: 27300},
+		{args: []string{"--replSet", "rs0"}, role: "", port: 27017},
+		{args: []string{"--config", yaml("sharding:\n  clusterRole: configsvr\nreplication:\n  replSetName: cfg\n")}, role: "configsvr", port: 27019},
+		{args: []string{"--config", yaml("net:\n  port: 27400\nsharding:\n  clusterRole: shardsvr\nreplication:\n  replSetName: rs\n")}, role: "shardsvr", port: 27400},
+		// The flag overrides the file's role.
+		{args: []string{"--config", yaml("sharding:\n    clusterRole: shardsvr\nreplication:\n  replSetName: cfg\n"), "--configsvr"}, role: "configsvr", port: 27019},
+		{args: []string{"--configsvr", "--shardsvr", "--replSet", "x"}, err: "BadValue: shardsvr is not allowed when configsvr is specified"},
+		{args: []string{"--configsvr"}, err: "BadValue: Cannot start a configsvr as a standalone server. Please use the option --replSet to start the node as a replica set."},
+		{args: []string{"--shardsvr", "--port", "1"}, err: "BadValue: Cannot start a shardsvr as a standalone server. Please use the option --replSet to start the node as a replica set."},
+		{args: []string{"--config", yaml("sharding:\n  clusterRole: router\n")}, err: "BadValue: sharding.clusterRole must be a string of the format: (configsvr/shardsvr)"},
+	} {
+		o, err := parseOptions(tc.args, io.Discard)
+		if tc.err != "" {
+			if !errors.Is(err, process.ErrBadOptions) || !strings.HasSuffix(err.Error(), ": "+tc.err) {
+				t.Errorf("%q: error %v, want %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if o.ClusterRole != tc.role || o.Port != tc.port {
+			t.Errorf("%q: role %q port %d, want %q %d", tc.args, o.ClusterRole, o.Port, tc.role, tc.port)
+		}
+		got, _ := o.parsed().Lookup("sharding", "clusterRole").StringValueOK()
+		if got != tc.role {
+			t.Errorf("%q: parsed sharding.clusterRole %q, want %q", tc.args, got, tc.role)
+		}
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"humongo/internal/repl/recovery"
 	"humongo/internal/server"
 	"humongo/internal/service"
+	"humongo/internal/sharding/shardstate"
 )
 
 // openDB opens the data directory; the server closes it last at shutdown, after every command
@@ -180,7 +181,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		// A replica-set member: the coordinator must exist before the first connection.
 		self := net.JoinHostPort(advertisedHost(opts.BindIPs), strconv.Itoa(s.Port()))
 		rc, err := commands.AttachReplication(context.Background(), s.State(), registry, opts.ReplSet, self,
-			int64(opts.OplogSizeMB), coord.Options{Logger: log,
+			int64(opts.OplogSizeMB), coord.Options{Logger: log, ConfigServer: opts.ClusterRole == "configsvr",
 				// This server's own host rewriter: every connection to another member dials
 				// through it (testingReplicaSetHostRewrites changes it).
 				Dialer: &client.Rewriter{}})
@@ -193,6 +194,18 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 			rc.Close()
 			stopTTL()
 		}
+	}
+	role, _ := shardstate.ParseRole(opts.ClusterRole) // checked by parseOptions
+	stopRole, err := commands.StartShardingRole(context.Background(), s.State(), registry, role, s.State().Repl)
+	if err != nil {
+		fatal(log, err)
+		_ = s.Close()
+		return process.ExitUncaught
+	}
+	stopRepl := stopBackground
+	stopBackground = func() {
+		stopRole()
+		stopRepl()
 	}
 	return process.Run(s, log, sink)
 }

@@ -56,7 +56,7 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 		return nil, err
 	}
 	if o.ConfigDB == "" {
-		return nil, fmt.Errorf("%w: error: no args for --configdb", process.ErrBadOptions)
+		return nil, fmt.Errorf("%w: BadValue: error: no args for --configdb", process.ErrBadOptions)
 	}
 	if o.ConfigSet, o.ConfigHosts, err = parseConfigDB(o.ConfigDB); err != nil {
 		return nil, fmt.Errorf("%w: %v", process.ErrBadOptions, err)
@@ -64,22 +64,39 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 	return o, nil
 }
 
-// parseConfigDB checks --configdb the way mongos does: a replica-set connection string
-// "setName/host:port[,host:port...]" (mirrored config servers, a bare host list, are gone
-// since 3.4), each host a valid HostAndPort.
+// parseConfigDB checks --configdb the way mongos does (ConnectionString::parse, then the
+// replica-set check): "setName/host[:port][,host[:port]...]" is the only accepted form
+// (mirrored config servers, a bare host list, are gone since 3.4). A single host (or a "/"
+// with no set name before it) is BadValue; a comma-separated list without a set name is
+// FailedToParse "invalid url"; each host must be a valid HostAndPort. A host without a port
+// gets the config server's default port, 27019.
 func parseConfigDB(s string) (set string, hosts []string, err error) {
-	set, list, ok := strings.Cut(s, "/")
-	if !ok || set == "" {
+	i := strings.Index(s, "/")
+	if i <= 0 {
+		if strings.Contains(s, ",") {
+			return "", nil, fmt.Errorf("FailedToParse: invalid url [%s]", s)
+		}
+		if err := checkHostAndPort(s); err != nil {
+			return "", nil, err
+		}
 		return "", nil, errors.New("BadValue: configdb supports only replica set connection string")
 	}
+	set, list := s[:i], s[i+1:]
 	for _, h := range strings.Split(list, ",") {
 		if err := checkHostAndPort(h); err != nil {
 			return "", nil, err
+		}
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			h = net.JoinHostPort(strings.Trim(h, "[]"), strconv.Itoa(configServerPort))
 		}
 		hosts = append(hosts, h)
 	}
 	return set, hosts, nil
 }
+
+// configServerPort is a config server's default port (ServerGlobalParams::ConfigServerPort),
+// the port of a --configdb host given without one.
+const configServerPort = 27019
 
 // checkHostAndPort validates "host[:port]" as MongoDB's HostAndPort::parse does.
 func checkHostAndPort(h string) error {
@@ -87,7 +104,9 @@ func checkHostAndPort(h string) error {
 		return fmt.Errorf("FailedToParse: Empty host component parsing HostAndPort from %q", h)
 	}
 	host, port := h, ""
-	if strings.HasPrefix(h, "[") || strings.Count(h, ":") == 1 {
+	if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+		host = h[1 : len(h)-1] // a bracketed IPv6 address without a port
+	} else if strings.HasPrefix(h, "[") || strings.Count(h, ":") == 1 {
 		var err error
 		if host, port, err = net.SplitHostPort(h); err != nil {
 			return fmt.Errorf("FailedToParse: %v parsing HostAndPort from %q", err, h)

@@ -103,12 +103,32 @@ func TestBadConfigDBRefused(t *testing.T) {
 }
 
 func TestParseConfigDB(t *testing.T) {
-	set, hosts, err := parseConfigDB("cfg/a:1,b:2")
-	if err != nil || set != "cfg" || len(hosts) != 2 || hosts[1] != "b:2" {
-		t.Fatalf("parseConfigDB = %q %q %v", set, hosts, err)
+	for _, tc := range []struct {
+		in, set, hosts, err string
+	}{
+		{in: "cfg/a:1,b:2", set: "cfg", hosts: "a:1 b:2"},
+		{in: "cfg/a,b:2", set: "cfg", hosts: "a:27019 b:2"}, // a host without a port: 27019
+		{in: "cfg/[::1]", set: "cfg", hosts: "[::1]:27019"},
+		{in: "a:1", err: "BadValue: configdb supports only replica set connection string"},
+		{in: "/a:1", err: "BadValue: configdb supports only replica set connection string"},
+		{in: "a:1,b:2", err: "FailedToParse: invalid url [a:1,b:2]"},
+		{in: "cfg/", err: `FailedToParse: Empty host component parsing HostAndPort from ""`},
+		{in: "cfg/a:1,,b:2", err: "FailedToParse: Empty host component"},
+		{in: "cfg/a:99999", err: "FailedToParse: Port number 99999 out of range"},
+	} {
+		set, hosts, err := parseConfigDB(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || set != tc.set || strings.Join(hosts, " ") != tc.hosts {
+			t.Errorf("%q = %q %q %v, want %q %q", tc.in, set, hosts, err, tc.set, tc.hosts)
+		}
 	}
-	if _, _, err := parseConfigDB("a:1"); err == nil || !strings.Contains(err.Error(), "configdb supports only replica set connection string") {
-		t.Fatalf("bare host list: %v", err)
+	if _, err := parseOptions([]string{"--port", "0"}, io.Discard); err == nil || !strings.Contains(err.Error(), "BadValue: error: no args for --configdb") {
+		t.Errorf("no --configdb: %v", err)
 	}
 }
 

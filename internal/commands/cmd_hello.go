@@ -6,6 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/service"
+	"humongo/internal/sharding/shardstate"
 )
 
 func addHello(r *service.Registry) {
@@ -51,6 +52,10 @@ func runHello(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bso
 	tv := bsoncore.NewDocumentBuilder().AppendObjectID("processId", st.ProcessID).
 		AppendInt64("counter", counter).Build()
 	b = bsoncore.AppendDocumentElement(b, "topologyVersion", tv)
+	if st.Sharding.Role() == shardstate.RoleConfigServer {
+		// mongod's configServerModeNumber: config servers run as a replica set (CSRS).
+		b = bsoncore.AppendInt32Element(b, "configsvr", 2)
+	}
 	b = service.AppendHelloLimits(b, env, cmd)
 	b, _ = bsoncore.AppendDocumentEnd(b, idx)
 	return b, nil

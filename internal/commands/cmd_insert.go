@@ -86,8 +86,12 @@ func runInsert(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 
 	op := db.NewOp(ctx)
 	defer op.Close()
-	w := &writeInserter{ctx: ctx, op: op, ns: ns, ordered: ordered, bypass: bypass, retry: rc}
+	w := &writeInserter{ctx: ctx, op: op, ns: ns, ordered: ordered, bypass: bypass, retry: rc,
+		check: shardIdentityCheck(env.State, ns)}
 	w.run(docs)
+	if w.n > 0 {
+		afterShardIdentityInsert(ctx, env, ns, docs)
+	}
 	writeCountOps(env, "insert", w.attempted)
 	env.State.Counters.DocsInserted.Add(int64(w.n))
 	if w.fatal != nil {
@@ -109,6 +113,9 @@ type writeInserter struct {
 	ordered bool
 	bypass  bool           // bypassDocumentValidation
 	retry   *retryable.Txn // the retryable write's session; nil when not one
+	// check vets each document before it is inserted (a shard's shardIdentity document);
+	// nil when none applies.
+	check func(bsoncore.Document) error
 
 	n         int // documents inserted
 	attempted int // documents processed (opcounters.insert)
@@ -144,6 +151,9 @@ func (w *writeInserter) run(docs []bsoncore.Document) {
 			continue
 		}
 		fixed, err := writeFixForInsert(w.op.DB, d)
+		if err == nil && w.check != nil {
+			err = w.check(fixed)
+		}
 		if err != nil {
 			if !flush() {
 				return

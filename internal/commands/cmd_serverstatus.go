@@ -58,6 +58,9 @@ func runServerStatus(_ context.Context, env *service.Env, cmd bsoncore.Document)
 			b, _ = bsoncore.AppendDocumentEnd(mb, idx)
 		}
 		b = appendTicketsSection(b, st, want)
+		if want("sharding") {
+			b = st.Sharding.AppendServerStatus(b)
+		}
 		return b
 	}), nil
 }

@@ -67,7 +67,10 @@ const (
 type Options struct {
 	ConfigPath string
 
-	Port        int
+	Port int
+	// PortSet: --port or net.port was given (mongod's default port then depends on
+	// sharding.clusterRole: 27019 for a config server, 27018 for a shard).
+	PortSet     bool
 	BindIPs     []string
 	BindIPAll   bool     // NetExtras
 	IPv6        bool     // NetExtras: --ipv6 / net.ipv6
@@ -281,6 +284,7 @@ func Parse[E any](f *Flags, args []string, ext *E) (*Options, error) {
 		}
 		*ext = cf.Ext
 	}
+	o.PortSet = o.PortSet || f.set["port"]
 	// Flags override the config file.
 	for name := range f.set {
 		if set := f.override[name]; set != nil {
@@ -381,7 +385,7 @@ func (o *Options) applyFile(cf *File) error {
 		return fmt.Errorf("%w: Error parsing YAML config file %s: Unrecognized option: %s", ErrBadOptions, o.ConfigPath, key)
 	}
 	if v := cf.Net.Port; v != nil {
-		o.Port = *v
+		o.Port, o.PortSet = *v, true
 	}
 	if v := cf.Net.BindIP; v != nil {
 		o.BindIPs = splitList(*v)

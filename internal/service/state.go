@@ -15,6 +15,7 @@ import (
 	"humongo/internal/operation"
 	"humongo/internal/repl/concern"
 	"humongo/internal/repl/coord"
+	"humongo/internal/sharding/shardstate"
 	"humongo/internal/txn/lsc"
 )
 
@@ -37,6 +38,10 @@ type State struct {
 	// Repl is the replication coordinator of a replica-set member (--replSet); nil on a
 	// standalone and on a router.
 	Repl *coord.Coordinator
+
+	// Sharding is a data node's sharded-cluster role and sharding state (--configsvr,
+	// --shardsvr); nil outside a sharded cluster and on a router.
+	Sharding *shardstate.State
 
 	Params   *Params
 	Log      *logv2.Sink

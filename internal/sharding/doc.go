@@ -16,7 +16,7 @@
 //   - the config server's catalog (config.databases, config.collections, config.chunks,
 //     config.shards).
 //
-// What exists so far are the pure cores, as subpackages:
+// What exists so far, as subpackages:
 //
 //   - shardkey: shard key patterns (validation as shardCollection does, key extraction with
 //     hashing, global bounds, checks on stored chunk bounds) and targeting a find filter to the
@@ -25,15 +25,16 @@
 //     versions with their ordering and 7.0 wire forms, config.chunks documents, and the
 //     routing table of one collection: validated, incrementally refreshed, answering which
 //     shard owns a key and which shards a set of ranges touches;
-//   - catalogcache: the routing table cache over a Loader (the config server's catalog, to
-//     come): lazy, single-flight, incremental refreshes, stale marks from StaleConfig and
-//     StaleDbVersion answers, invalidation;
+//   - catalogcache: the routing table cache over a Loader: lazy, single-flight, incremental
+//     refreshes, stale marks from StaleConfig and StaleDbVersion answers, invalidation;
 //   - shardregistry: the mirror of config.shards (lookups by shard id, replica set name, host
 //     or connection string; reload on a miss and periodically);
 //   - configclient: the loader of both from the config server's config.databases,
 //     config.collections, config.chunks and config.shards (majority reads), and the
-//     documents' formats.
+//     documents' formats;
+//   - shardstate: a data node's cluster role, its shard identity and shard awareness,
+//     serverStatus.sharding;
+//   - configsvr: the config server's catalog collections and indexes, created on step-up.
 //
-// The router skeleton (internal/router, cmd/humongos) answers the handshake and diagnostics;
-// the rest above is still to come.
+// The router (internal/router, cmd/humongos) has its Cluster over these, not yet wired.
 package sharding

@@ -25,6 +25,8 @@ func (c *Coordinator) Initiate(ctx context.Context, cfgDoc bsoncore.Document) er
 	var cfg topology.ReplSetConfig
 	if cfgDoc == nil {
 		cfg = topology.NewDefaultConfig(c.opts.SetName, c.opts.Self)
+		// replSetInitiate without a config marks a config server's set as one.
+		cfg.ConfigSvr = c.opts.ConfigServer
 	} else {
 		var err error
 		if cfg, err = ParseConfig(cfgDoc); err != nil {
@@ -36,6 +38,9 @@ func (c *Coordinator) Initiate(ctx context.Context, cfgDoc bsoncore.Document) er
 			"Attempting to initiate a replica set with name %s, but command line reports %s; rejecting", cfg.SetName, c.opts.SetName)
 	}
 	if err := ValidateConfig(cfg); err != nil {
+		return err
+	}
+	if err := ValidateClusterRole(cfg, c.opts.ConfigServer); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -156,6 +161,10 @@ func (c *Coordinator) Reconfig(ctx context.Context, doc bsoncore.Document, force
 	old := c.topo.Config()
 	term := c.topo.Term()
 	cfg.Term = term
+	if err := ValidateClusterRole(cfg, c.opts.ConfigServer); err != nil {
+		me, _ := mongoerr.As(err)
+		return mongoerr.New(mongoerr.NewReplicaSetConfigurationIncompatible, me.Msg)
+	}
 	if err := CheckReconfig(old, cfg, false); err != nil {
 		return err
 	}
@@ -201,6 +210,10 @@ func (c *Coordinator) forceReconfigLocked(cfg topology.ReplSetConfig) error {
 	// and votes compare config terms, and every member must adopt this config.
 	cfg.Version = max(cfg.Version, old.Version) + 10000 + rand.Int64N(90000)
 	cfg.Term = old.Term
+	if err := ValidateClusterRole(cfg, c.opts.ConfigServer); err != nil {
+		me, _ := mongoerr.As(err)
+		return mongoerr.New(mongoerr.NewReplicaSetConfigurationIncompatible, me.Msg)
+	}
 	if err := CheckReconfig(old, cfg, true); err != nil {
 		return err
 	}
@@ -433,6 +446,15 @@ func (c *Coordinator) SyncFrom(host string) (prev string, err error) {
 
 // RBID is the rollback id (replSetGetRBID).
 func (c *Coordinator) RBID() int32 { return c.rbid.Load() }
+
+// Progress returns a channel closed the next time this node's optimes or the commit point
+// move (a batch applied on a secondary, a write on the primary): for watchers of replicated
+// data that must not poll.
+func (c *Coordinator) Progress() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.progress
+}
 
 // TopologyVersion is hello's topologyVersion.counter; Changed is closed when it next moves.
 func (c *Coordinator) TopologyVersion() (counter int64, changed <-chan struct{}) {

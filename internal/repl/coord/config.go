@@ -88,7 +88,13 @@ func ParseConfig(doc bsoncore.Document) (topology.ReplSetConfig, error) {
 			if err := parseSettings(sd, &cfg.Settings); err != nil {
 				return topology.ReplSetConfig{}, err
 			}
-		case "configsvr", "replicaSetId":
+		case "configsvr":
+			b, ok := v.BooleanOK()
+			if !ok {
+				return bad("configsvr field must be a boolean")
+			}
+			cfg.ConfigSvr = b
+		case "replicaSetId":
 		default:
 			return topology.ReplSetConfig{}, mongoerr.Newf(mongoerr.BadValue, "Unexpected field %s in replica set configuration", e.Key())
 		}
@@ -224,6 +230,37 @@ func ValidateConfig(cfg topology.ReplSetConfig) error {
 	return cfg.Validate()
 }
 
+// ValidateClusterRole checks cfg against this node's sharded-cluster role as MongoDB's
+// ReplSetConfig::validate does: a `configsvr: true` config allows no arbiter and no delayed
+// member, and needs a node started with --configsvr and writeConcernMajorityJournalDefault;
+// a node started with --configsvr needs `configsvr: true`.
+func ValidateClusterRole(cfg topology.ReplSetConfig, configServer bool) error {
+	bad := func(msg string) error { return mongoerr.New(mongoerr.InvalidReplicaSetConfig, msg) }
+	if !cfg.ConfigSvr {
+		if configServer {
+			return bad("Nodes started with the --configsvr flag must have configsvr:true in their config")
+		}
+		return nil
+	}
+	for _, m := range cfg.Members {
+		if m.ArbiterOnly {
+			return bad("Arbiters are not allowed in replica set configurations being used for config servers")
+		}
+	}
+	for _, m := range cfg.Members {
+		if m.SecondaryDelaySecs != 0 {
+			return bad("Members in replica set configurations being used for config servers cannot have a non-zero secondaryDelaySecs")
+		}
+	}
+	if !configServer {
+		return bad("Nodes being used for config servers must be started with the --configsvr flag")
+	}
+	if !cfg.Settings.WriteConcernMajorityJournalDefault {
+		return bad("writeConcernMajorityJournalDefault must be true in replica set configurations being used for config servers")
+	}
+	return nil
+}
+
 func parseSettings(sd bsoncore.Document, s *topology.Settings) error {
 	elems, err := sd.Elements()
 	if err != nil {
@@ -281,6 +318,9 @@ func ConfigDocument(cfg topology.ReplSetConfig) bsoncore.Document {
 		AppendInt64("term", cfg.Term).
 		AppendInt64("protocolVersion", 1).
 		AppendBoolean("writeConcernMajorityJournalDefault", cfg.Settings.WriteConcernMajorityJournalDefault)
+	if cfg.ConfigSvr {
+		b.AppendBoolean("configsvr", true)
+	}
 	ab := bsoncore.NewArrayBuilder()
 	for _, m := range cfg.Members {
 		md := bsoncore.NewDocumentBuilder().

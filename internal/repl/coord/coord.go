@@ -54,8 +54,11 @@ type Options struct {
 	// SetName is --replSet.
 	SetName string
 	// Self is this node's "host:port" as members list it.
-	Self  string
-	Store Store
+	Self string
+	// ConfigServer: this node runs with --configsvr; the set's config must say
+	// `configsvr: true` (ValidateClusterRole).
+	ConfigServer bool
+	Store        Store
 	// Engine receives the stable/oldest timestamps and journal waits; may be nil in
 	// protocol-only tests.
 	Engine *storage.Engine

@@ -73,6 +73,9 @@ type ReplSetConfig struct {
 	Term     int64
 	Members  []MemberConfig
 	Settings Settings
+	// ConfigSvr is the config's `configsvr: true`: the set is a sharded cluster's config
+	// server replica set (its members run with --configsvr).
+	ConfigSvr bool
 }
 
 // NewDefaultConfig returns a config of n members with ids 0..n-1, priority 1,
