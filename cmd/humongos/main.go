@@ -1,9 +1,9 @@
-// Command humongos is Humongo's router, the mongos analog. Today it is a skeleton on the same
-// front end as humongod (internal/server) with its own registry and role (internal/router):
-// it answers the handshake and diagnostics (hello with msg "isdbgrid", ping, buildInfo,
-// getParameter, serverStatus, listCommands) and refuses every other command with
-// CommandNotSupported until sharding lands. It does not contact the config servers yet;
-// --configdb is required and validated as mongos validates it.
+// Command humongos is Humongo's router, the mongos analog, on the same front end as humongod
+// (internal/server) with its own registry and role (internal/router). It answers the
+// handshake and diagnostics (hello with msg "isdbgrid", ping, buildInfo, getParameter,
+// serverStatus, listCommands), reaches its cluster through the config servers named by
+// --configdb (internal/router.Cluster: listShards, flushRouterConfig), and refuses the other
+// commands with CommandNotSupported until routing lands (issue 12).
 //
 // Flags: --configdb setName/host:port[,host:port], --port (default 27017), --bind_ip (default
 // 127.0.0.1), --config (YAML: net.port, net.bindIp, sharding.configDB, setParameter),
@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 
+	"humongo/internal/client"
 	"humongo/internal/logv2"
 	"humongo/internal/process"
 	"humongo/internal/router"
@@ -56,6 +57,15 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		LogSink: sink,
 		CmdLine: service.CmdLine{Argv: argv, Parsed: opts.parsed()},
 	})
+	// The config servers are reached lazily (the driver connects on first use), as mongos
+	// starts before its config servers answer.
+	cl, err := router.NewCluster(client.ReplicaSetHosts{SetName: opts.ConfigSet, Seeds: opts.ConfigHosts},
+		client.Options{AppName: "humongos", Dialer: &client.Rewriter{}})
+	if err != nil {
+		log.Error("Error connecting to the config servers", logv2.C(logv2.Sharding), "error", err.Error())
+		return process.ExitBadOptions
+	}
+	router.Attach(st, cl)
 	s, err := server.New(server.Config{
 		Name:     "humongos",
 		BindIPs:  opts.BindIPs,
@@ -63,6 +73,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		State:    st,
 		Registry: router.NewRegistry(),
 		Role:     router.Role{},
+		Closers:  []server.Closer{closerFunc(cl.Close)},
 	})
 	if err != nil {
 		log.Error("Error starting the router", logv2.C(logv2.Control), logv2.ID(23091), "error", err.Error())
@@ -70,3 +81,8 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 	}
 	return process.Run(s, log, sink)
 }
+
+// closerFunc adapts a func() to server.Closer.
+type closerFunc func()
+
+func (f closerFunc) Close() error { f(); return nil }

@@ -1,17 +1,15 @@
 // Package router holds humongos's command handlers and its service.Role: MongoDB's
 // src/mongo/s/commands over the shared front end (internal/server).
 //
-// Today humongos is a skeleton: it answers the handshake and diagnostics (hello/isMaster
-// with msg "isdbgrid", ping, buildInfo, getParameter, serverStatus, listCommands,
-// endSessions, getCmdLineOpts) and refuses every other MongoDB command with
-// CommandNotSupported, naming the command, until sharding lands.
-//
-// Exists but is not wired into humongos yet: Cluster (cluster.go), the router's connection to
-// the config servers (catalog cache, shard registry) and to the shards, Versioned (the
+// Today humongos answers the handshake and diagnostics (hello/isMaster with msg "isdbgrid",
+// ping, buildInfo, getParameter, serverStatus, listCommands, endSessions, getCmdLineOpts),
+// reaches its cluster through Cluster (cluster.go): its config-server client, the catalog
+// cache and shard registry over it, a client per shard, Versioned (the
 // shardVersion/databaseVersion a request carries) and WithRouting (refresh and retry on
-// StaleConfig/StaleEpoch/StaleDbVersion, at most 10 times), and the first cluster commands
-// over it (listShards, flushRouterConfig), answering ShardingStateNotInitialized until a
-// Cluster is attached (Attach).
+// StaleConfig/StaleEpoch/StaleDbVersion, at most 10 times). The cluster commands over it so
+// far are listShards and flushRouterConfig (ShardingStateNotInitialized until a Cluster is
+// attached: Attach; cmd/humongos attaches one built from --configdb). Every other MongoDB
+// command is refused with CommandNotSupported, naming the command, until routing lands.
 //
 // It will own, over internal/sharding's catalog cache and shard registry and the internal
 // client (spec: /work/shared/spec/sharding.md):

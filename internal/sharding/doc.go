@@ -36,5 +36,5 @@
 //     serverStatus.sharding;
 //   - configsvr: the config server's catalog collections and indexes, created on step-up.
 //
-// The router (internal/router, cmd/humongos) has its Cluster over these, not yet wired.
+// The router (internal/router, cmd/humongos) reaches its cluster through these (Cluster).
 package sharding
