@@ -25,10 +25,19 @@ func runReplSetInitiate(ctx context.Context, env *service.Env, cmd bsoncore.Docu
 	}
 	var cfg bsoncore.Document
 	if v := lookup(cmd, "replSetInitiate"); v.Type == bsoncore.TypeEmbeddedDocument {
-		cfg = v.Document()
+		// An empty object is no configuration, as mongod's `givenConfig.isEmpty()`: what
+		// mongosh's rs.initiate() sends.
+		if elems, _ := v.Document().Elements(); len(elems) > 0 {
+			cfg = v.Document()
+		}
 	}
 	if err := rc.Initiate(ctx, cfg); err != nil {
 		return nil, err
+	}
+	if cfg == nil {
+		return bsoncore.NewDocumentBuilder().
+			AppendString("info2", "no configuration specified. Using a default configuration for the set").
+			AppendString("me", rc.Self()).Build(), nil
 	}
 	return nil, nil
 }

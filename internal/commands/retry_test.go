@@ -32,9 +32,17 @@ type retryRS struct {
 	addr string
 	conn net.Conn
 	reqs int32
+	// initiated is the replSetInitiate reply.
+	initiated bson.Raw
 }
 
 func startRetryRS(t *testing.T) *retryRS {
+	t.Helper()
+	return startRetryRSWith(t, bson.D{{Key: "replSetInitiate", Value: 1}})
+}
+
+// startRetryRSWith starts a single-member replica set initiated with initiate.
+func startRetryRSWith(t *testing.T, initiate bson.D) *retryRS {
 	t.Helper()
 	db, err := operation.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
@@ -68,7 +76,7 @@ func startRetryRS(t *testing.T) *retryRS {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	r := &retryRS{db: db, st: s.State(), addr: addr, conn: conn}
-	r.must(t, "admin", bson.D{{Key: "replSetInitiate", Value: 1}})
+	r.initiated = r.must(t, "admin", initiate)
 	deadline := time.Now().Add(10 * time.Second)
 	for !rc.IsWritablePrimary() {
 		if time.Now().After(deadline) {

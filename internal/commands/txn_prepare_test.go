@@ -239,3 +239,15 @@ func TestPreparedTransactionRecordIsProtected(t *testing.T) {
 		t.Fatalf("records after the refused delete: %v", recs)
 	}
 }
+
+// replSetInitiate with an empty object (what mongosh's rs.initiate() sends) makes the
+// default single-member configuration, as mongod does, and says so.
+func TestReplSetInitiateEmptyConfig(t *testing.T) {
+	r := startRetryRSWith(t, bson.D{{Key: "replSetInitiate", Value: bson.D{}}})
+	if info, _ := r.initiated.Lookup("info2").StringValueOK(); info != "no configuration specified. Using a default configuration for the set" {
+		t.Fatalf("replSetInitiate {} reply: %v", r.initiated)
+	}
+	if me, _ := r.initiated.Lookup("me").StringValueOK(); me != r.addr {
+		t.Fatalf("me = %q, want %q", me, r.addr)
+	}
+}

@@ -360,15 +360,13 @@ func rawCommand(t *testing.T, host string, cmd bson.D) bson.Raw {
 
 func TestSingleNodeInitiate(t *testing.T) {
 	n := startNode(t, "solo")
-	if _, err := n.admin(t, bson.D{{Key: "replSetInitiate", Value: bson.D{}}}); err != nil {
-		// an empty document is a config without _id: rejected
-		if codeOf(err) != int(mongoerr.InvalidReplicaSetConfig) {
-			t.Fatalf("initiate {}: %v", err)
-		}
-	}
 	start := time.Now()
-	if _, err := n.admin(t, bson.D{{Key: "replSetInitiate", Value: 1}}); err != nil {
+	// An empty document is no configuration (mongod's givenConfig.isEmpty()): the default.
+	if _, err := n.admin(t, bson.D{{Key: "replSetInitiate", Value: bson.D{}}}); err != nil {
 		t.Fatalf("default initiate: %v", err)
+	}
+	if _, err := n.admin(t, bson.D{{Key: "replSetInitiate", Value: 1}}); codeOf(err) != int(mongoerr.AlreadyInitialized) {
+		t.Fatalf("second initiate: %v", err)
 	}
 	waitFor(t, 5*time.Second, "single node primary", n.rc.IsWritablePrimary)
 	t.Logf("single node writable after %v", time.Since(start))
