@@ -428,6 +428,11 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Msg == "" && t.Code == e.Code
 }
 
+// NewWriteConflict is the WriteConflict (112) MongoDB's WriteConflictException carries.
+func NewWriteConflict() *Error {
+	return New(WriteConflict, "WriteConflict error: this operation conflicted with another operation. Please retry your operation or multi-document transaction.")
+}
+
 // New returns an error with code c and message msg.
 func New(c Code, msg string) *Error { return &Error{Code: c, Msg: msg} }
 

@@ -527,16 +527,9 @@ func (o *Context) writeConflictRetry(ctx context.Context, opName string, f func(
 		if werr := storage.WaitPrepareConflict(ctx, err); werr != nil {
 			return werr
 		}
-		return prepareWriteConflict()
+		return mongoerr.NewWriteConflict()
 	}
 	return storage.WriteConflictRetry(ctx, opName, func() error {
 		return o.DB.Engine.PrepareConflictRetry(ctx, f)
 	})
-}
-
-// prepareWriteConflict is the WriteConflict a transaction statement fails with after a
-// prepare conflict it could not continue past.
-func prepareWriteConflict() error {
-	return mongoerr.New(mongoerr.WriteConflict,
-		"WriteConflict error: this operation conflicted with another operation. Please retry your operation or multi-document transaction.")
 }

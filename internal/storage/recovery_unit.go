@@ -418,15 +418,13 @@ func (ru *RecoveryUnit) write(ident string, key, val []byte, tomb bool) error {
 				return err
 			}
 			if newer {
-				return mongoerr.New(mongoerr.WriteConflict,
-					"WriteConflict error: this operation conflicted with another operation. Please retry your operation or multi-document transaction.")
+				return mongoerr.NewWriteConflict()
 			}
 		}
 	}
 	newly, conflict := ru.e.conflicts.acquire(ru, cks, ru.snapSeq)
 	if conflict {
-		return mongoerr.New(mongoerr.WriteConflict,
-			"WriteConflict error: this operation conflicted with another operation. Please retry your operation or multi-document transaction.")
+		return mongoerr.NewWriteConflict()
 	}
 	if newly {
 		ru.owned = append(ru.owned, cks)

@@ -267,7 +267,7 @@ func waitPrepared(ctx context.Context, env *execEnv, root stage, inTxn bool, con
 		if err := storage.WaitPrepareConflict(ctx, conflict); err != nil {
 			return err
 		}
-		return prepareWriteConflict()
+		return mongoerr.NewWriteConflict()
 	}
 	for {
 		root.save()
@@ -280,7 +280,7 @@ func waitPrepared(ctx context.Context, env *execEnv, root stage, inTxn bool, con
 				// Something else of the unit still reads the old view (an unsaved cursor):
 				// the statement cannot continue here.
 				if inTxn {
-					return prepareWriteConflict()
+					return mongoerr.NewWriteConflict()
 				}
 				return conflict
 			}
@@ -291,13 +291,6 @@ func waitPrepared(ctx context.Context, env *execEnv, root stage, inTxn bool, con
 		}
 		conflict = err // a stage's restore met another prepared key (none defers it)
 	}
-}
-
-// prepareWriteConflict is the error a transaction's statement fails with after waiting out a
-// prepare conflict it cannot continue past (operation's writeConflictRetry answers the same).
-func prepareWriteConflict() error {
-	return mongoerr.New(mongoerr.WriteConflict,
-		"WriteConflict error: this operation conflicted with another operation. Please retry your operation or multi-document transaction.")
 }
 
 // recordIndexAccesses counts one use of each index the plan reads ($indexStats accesses).

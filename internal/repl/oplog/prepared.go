@@ -38,6 +38,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/catalog"
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
@@ -293,7 +294,7 @@ func (w *Writer) checkNotPrepared(id bsoncore.Value) error {
 	}
 	desc := lsid.String()
 	if st, b, ok := lsid.Lookup("id").BinaryOK(); ok && st == 4 && len(b) == 16 {
-		desc = fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+		desc = catalog.UUID(b).String()
 	}
 	return mongoerr.Newf(mongoerr.PreparedTransactionInProgress,
 		"Cannot modify the entry for session %s because it is in the prepared state", desc)
@@ -336,25 +337,13 @@ func (w *Writer) LogPreparedDecision(ru *storage.RecoveryUnit, lsid bsoncore.Doc
 	}
 	ot := slots[0]
 	wall := w.cfg.Now().UnixMilli()
-	start, doc := bsoncore.AppendDocumentStart(nil)
-	doc = bsoncore.AppendDocumentElement(doc, "lsid", lsid)
-	doc = bsoncore.AppendInt64Element(doc, "txnNumber", txnNumber)
-	doc = bsoncore.AppendStringElement(doc, "op", "c")
-	doc = bsoncore.AppendStringElement(doc, "ns", TxnNS)
-	oi, doc := bsoncore.AppendDocumentElementStart(doc, "o")
-	if commitTs.IsNull() {
-		doc = bsoncore.AppendInt32Element(doc, "abortTransaction", 1)
-	} else {
-		doc = bsoncore.AppendInt32Element(doc, "commitTransaction", 1)
-		doc = bsoncore.AppendTimestampElement(doc, "commitTimestamp", commitTs.Secs(), commitTs.Inc())
-	}
-	doc, _ = bsoncore.AppendDocumentEnd(doc, oi)
-	doc = bsoncore.AppendTimestampElement(doc, "ts", ot.TS.Secs(), ot.TS.Inc())
-	doc = bsoncore.AppendInt64Element(doc, "t", ot.Term)
-	doc = bsoncore.AppendInt64Element(doc, "v", 2)
-	doc = bsoncore.AppendDateTimeElement(doc, "wall", wall)
-	doc = prepare.AppendElement(doc, "prevOpTime")
-	doc, _ = bsoncore.AppendDocumentEnd(doc, start)
+	doc := appendTxnEnvelope(nil, lsid, txnNumber, ot, wall, prepare, func(dst []byte) []byte {
+		if commitTs.IsNull() {
+			return bsoncore.AppendInt32Element(dst, "abortTransaction", 1)
+		}
+		dst = bsoncore.AppendInt32Element(dst, "commitTransaction", 1)
+		return bsoncore.AppendTimestampElement(dst, "commitTimestamp", commitTs.Secs(), commitTs.Inc())
+	})
 	if err := w.put(ru, ot.TS, doc); err != nil {
 		return optime.OpTime{}, 0, err
 	}

@@ -140,25 +140,35 @@ func splitOps(ops [][]byte) [][][]byte {
 
 // appendTxnEntry builds one applyOps entry of a transaction.
 func appendTxnEntry(dst []byte, lsid bsoncore.Document, txnNumber int64, ops [][]byte, partial, prepare bool, count int, ot optime.OpTime, wall int64, prev optime.OpTime) []byte {
+	return appendTxnEnvelope(dst, lsid, txnNumber, ot, wall, prev, func(dst []byte) []byte {
+		ai, dst := bsoncore.AppendArrayElementStart(dst, "applyOps")
+		for i, op := range ops {
+			dst = bsoncore.AppendDocumentElement(dst, itoa(i), op)
+		}
+		dst, _ = bsoncore.AppendArrayEnd(dst, ai)
+		if prepare {
+			dst = bsoncore.AppendBooleanElement(dst, "prepare", true)
+		}
+		if partial {
+			dst = bsoncore.AppendBooleanElement(dst, "partialTxn", true)
+		} else if !prev.IsNull() {
+			dst = bsoncore.AppendInt64Element(dst, "count", int64(count))
+		}
+		return dst
+	})
+}
+
+// appendTxnEnvelope builds a transaction's command entry (applyOps, or a prepared
+// transaction's decision): lsid, txnNumber, op "c" on admin.$cmd, o's fields from appendO, and
+// the entry's ts, t, v, wall and prevOpTime.
+func appendTxnEnvelope(dst []byte, lsid bsoncore.Document, txnNumber int64, ot optime.OpTime, wall int64, prev optime.OpTime, appendO func([]byte) []byte) []byte {
 	start, dst := bsoncore.AppendDocumentStart(dst)
 	dst = bsoncore.AppendDocumentElement(dst, "lsid", lsid)
 	dst = bsoncore.AppendInt64Element(dst, "txnNumber", txnNumber)
 	dst = bsoncore.AppendStringElement(dst, "op", "c")
 	dst = bsoncore.AppendStringElement(dst, "ns", TxnNS)
 	oi, dst := bsoncore.AppendDocumentElementStart(dst, "o")
-	ai, dst := bsoncore.AppendArrayElementStart(dst, "applyOps")
-	for i, op := range ops {
-		dst = bsoncore.AppendDocumentElement(dst, itoa(i), op)
-	}
-	dst, _ = bsoncore.AppendArrayEnd(dst, ai)
-	if prepare {
-		dst = bsoncore.AppendBooleanElement(dst, "prepare", true)
-	}
-	if partial {
-		dst = bsoncore.AppendBooleanElement(dst, "partialTxn", true)
-	} else if !prev.IsNull() {
-		dst = bsoncore.AppendInt64Element(dst, "count", int64(count))
-	}
+	dst = appendO(dst)
 	dst, _ = bsoncore.AppendDocumentEnd(dst, oi)
 	dst = bsoncore.AppendTimestampElement(dst, "ts", ot.TS.Secs(), ot.TS.Inc())
 	dst = bsoncore.AppendInt64Element(dst, "t", ot.Term)
