@@ -37,6 +37,9 @@ func runServerStatus(_ context.Context, env *service.Env, cmd bsoncore.Document)
 				AppendInt64("virtual", virt).
 				AppendBoolean("supported", res > 0).Build())
 		}
+		if want("tcmalloc") {
+			b = appendHeapSection(b)
+		}
 		if want("logicalSessionRecordCache") {
 			b = bsoncore.AppendDocumentElement(b, "logicalSessionRecordCache", sessionCacheStatus(st.Sessions))
 		}

@@ -177,9 +177,14 @@ func TestShapeServerStatusSections(t *testing.T) {
 	if cs.Lookup("collections").Int32() != 3 || cs.Lookup("capped").Int32() != 1 || cs.Lookup("views").Int32() != 1 {
 		t.Errorf("catalogStats %v", cs)
 	}
+	// The Go heap in tcmalloc's shape: in use ≤ mapped.
+	alloc, heap := r.Lookup("tcmalloc", "generic", "current_allocated_bytes").AsInt64(), r.Lookup("tcmalloc", "generic", "heap_size").AsInt64()
+	if alloc <= 0 || heap < alloc {
+		t.Errorf("tcmalloc %v", r.Lookup("tcmalloc"))
+	}
 	// Each section can be left out.
-	r = shapeRun(t, ts, "admin", bson.D{{Key: "serverStatus", Value: 1}, {Key: "locks", Value: 0}, {Key: "catalogStats", Value: 0}})
-	for _, k := range []string{"locks", "catalogStats"} {
+	r = shapeRun(t, ts, "admin", bson.D{{Key: "serverStatus", Value: 1}, {Key: "locks", Value: 0}, {Key: "catalogStats", Value: 0}, {Key: "tcmalloc", Value: 0}})
+	for _, k := range []string{"locks", "catalogStats", "tcmalloc"} {
 		if _, err := r.LookupErr(k); err == nil {
 			t.Errorf("serverStatus {%s: 0} still has it", k)
 		}

@@ -21,6 +21,9 @@ const DefaultInFlightMessageBytes = 128 << 20
 // forced collection of the whole heap costs CPU, so it runs at most this often.
 const freeOSMemoryEvery = time.Second
 
+// settleAfter is when releaseMemory returns memory a second time after a burst.
+const settleAfter = 5 * time.Second
+
 // burstGCPercent is the garbage collector's GOGC while large messages are in flight. Each
 // one leaves tens of megabytes of garbage (its buffer, the merged command, the write batch),
 // and with the default 100 the heap may grow to twice what is live before a collection: a
@@ -181,16 +184,26 @@ func (b *byteBudget) inUse() (used int64, waiting int) {
 
 // releaseMemory runs until stop is closed: each time the large messages in flight have all
 // finished it returns the freed heap to the OS (debug.FreeOSMemory), at most once per
-// freeOSMemoryEvery. Without it the Go runtime keeps the pages of a burst of 48 MB inserts
-// for minutes: an idle server collects only every two minutes and the scavenger returns
-// memory slowly.
+// freeOSMemoryEvery, and once more settleAfter later if no large message came meanwhile.
+// Without it the Go runtime keeps the pages of a burst of 48 MB inserts for minutes: an idle
+// server collects only every two minutes and the scavenger returns memory slowly. The second
+// pass is for what the storage engine lets go after the answer: a large write batch stays
+// referenced until its memtable is flushed, which happens in the background.
 func (b *byteBudget) releaseMemory(stop <-chan struct{}) {
 	var last time.Time
+	settle := time.NewTimer(time.Hour)
+	settle.Stop()
+	defer settle.Stop()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-b.idle:
+		case <-settle.C:
+			if used, _ := b.inUse(); used == 0 {
+				debug.FreeOSMemory()
+			}
+			continue
 		}
 		if wait := freeOSMemoryEvery - time.Since(last); wait > 0 {
 			t := time.NewTimer(wait)
@@ -204,6 +217,7 @@ func (b *byteBudget) releaseMemory(stop <-chan struct{}) {
 		if used, _ := b.inUse(); used == 0 {
 			debug.FreeOSMemory()
 			last = time.Now()
+			settle.Reset(settleAfter)
 		}
 	}
 }
