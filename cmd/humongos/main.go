@@ -60,7 +60,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 	// The config servers are reached lazily (the driver connects on first use), as mongos
 	// starts before its config servers answer.
 	cl, err := router.NewCluster(client.ReplicaSetHosts{SetName: opts.ConfigSet, Seeds: opts.ConfigHosts},
-		client.Options{AppName: "humongos", Dialer: &client.Rewriter{}})
+		client.Options{AppName: "humongos", Dialer: &client.Rewriter{}, Clock: &st.Concern.Clock})
 	if err != nil {
 		log.Error("Error connecting to the config servers", logv2.C(logv2.Sharding), "error", err.Error())
 		return process.ExitBadOptions

@@ -27,6 +27,7 @@ var rank = map[string]int{
 	"keystring":  2,
 	"storage":    2,
 	"lock":       2,
+	"vclock":     2,
 	"catalog":    3,
 	"client":     3,
 	"query/expr": 3,

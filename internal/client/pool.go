@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/vclock"
 )
 
 // Options are what differs between the internal clients a server opens to others;
@@ -25,6 +26,9 @@ type Options struct {
 	ServerSelectionTimeout time.Duration
 	// PollMonitoring makes server monitoring poll instead of stream.
 	PollMonitoring bool
+	// Clock, when set, is the owning server's vector clock, gossiped with every command
+	// (gossip.go): a sharded-cluster member's clients set it.
+	Clock *vclock.Clock
 }
 
 // driverOptions are the driver options every internal client shares; uri names the hosts.
@@ -41,6 +45,9 @@ func (o Options) driverOptions(uri string) *options.ClientOptions {
 	}
 	if o.PollMonitoring {
 		opts.SetServerMonitoringMode(options.ServerMonitoringModePoll)
+	}
+	if o.Clock != nil {
+		opts.SetMonitor(o.monitor())
 	}
 	return opts
 }

@@ -46,6 +46,7 @@ func (h ReplicaSetHosts) String() string { return h.SetName + "/" + strings.Join
 // a member by the read preference it is given.
 type ReplicaSet struct {
 	hosts ReplicaSetHosts
+	opts  Options
 	cl    *mongo.Client
 }
 
@@ -60,7 +61,7 @@ func NewReplicaSet(h ReplicaSetHosts, o Options) (*ReplicaSet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to replica set %s: %w", h.String(), err)
 	}
-	return &ReplicaSet{hosts: h, cl: cl}, nil
+	return &ReplicaSet{hosts: h, opts: o, cl: cl}, nil
 }
 
 // Hosts is the set name and seed list the client was built with.
@@ -73,7 +74,7 @@ func (r *ReplicaSet) RunCommand(ctx context.Context, db string, cmd any, rp *rea
 	if rp == nil {
 		rp = readpref.Primary()
 	}
-	res := r.cl.Database(db).RunCommand(ctx, cmd, options.RunCmd().SetReadPreference(rp))
+	res := r.cl.Database(db).RunCommand(ctx, r.opts.withGossip(cmd), options.RunCmd().SetReadPreference(rp))
 	raw, err := res.Raw()
 	if err != nil {
 		return nil, fmt.Errorf("%s on replica set %s: %w", commandName(cmd), r.hosts.SetName, err)

@@ -18,12 +18,15 @@ import (
 	"humongo/internal/operation"
 	"humongo/internal/repl/concern"
 	"humongo/internal/service"
+	"humongo/internal/sharding/shardstate"
 	"humongo/internal/storage"
 )
 
 // concernNode is st's view for repl/concern.
 func concernNode(st *service.State) concern.Node {
-	return concern.Node{DB: st.DB, Repl: st.Repl, State: &st.Concern}
+	role := st.Sharding.Role()
+	return concern.Node{DB: st.DB, Repl: st.Repl, State: &st.Concern,
+		Member: role != shardstate.RoleNone, ConfigServer: role == shardstate.RoleConfigServer}
 }
 
 // BeginOperation records the command's session and shard versions for the operations it

@@ -374,6 +374,8 @@ const (
 	CollectionUUIDMismatch                                      Code = 361
 	// Location18656: mongod refuses to start with an unknown --storageEngine.
 	Location18656 Code = 18656
+	// Location40484: a gossiped vector clock component at the end of time.
+	Location40484 Code = 40484
 )
 
 // codeNames maps each code to its MongoDB codeName. Location codes are named "Location<N>".

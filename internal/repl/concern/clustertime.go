@@ -10,32 +10,25 @@ import (
 	"humongo/internal/operation"
 	"humongo/internal/optime"
 	"humongo/internal/repl/coord"
+	"humongo/internal/vclock"
 )
 
-// ServerState is one server's concern state: the cluster time it gossips and its default
-// read/write concern. Its zero value is ready; a server owns one and drops it with itself.
+// ServerState is one server's concern state: its vector clock and its default read/write
+// concern. Its zero value is ready; a server owns one and drops it with itself.
 type ServerState struct {
-	clusterTime atomic.Uint64 // optime.Timestamp encoding
+	// Clock is the server's vector clock; concern gossips it in and out and advances its
+	// ClusterTime to the node's newest oplog entry.
+	Clock vclock.Clock
 
 	defaultsOnce sync.Once
 	rwDefaults   *rwDefaults
 }
 
-// advanceClusterTime moves the node's cluster time forward to ts (never back).
-func (s *ServerState) advanceClusterTime(ts uint64) {
-	for {
-		cur := s.clusterTime.Load()
-		if ts <= cur || s.clusterTime.CompareAndSwap(cur, ts) {
-			return
-		}
-	}
-}
-
 // clusterTimeNow is the node's cluster time: the newest of what it gossiped in and its own
 // newest oplog entry.
 func (n Node) clusterTimeNow() uint64 {
-	n.State.advanceClusterTime(uint64(n.lastOpTS()))
-	return n.State.clusterTime.Load()
+	n.State.Clock.AdvanceCluster(n.lastOpTS())
+	return uint64(n.State.Clock.ClusterTime())
 }
 
 // lastWritten is the oplog writer's view of its newest committed entry.
@@ -72,19 +65,22 @@ func AppendClusterTime(n Node, s *OpState, reply bsoncore.Document) bsoncore.Doc
 		// entry the writer has noted committed: the cluster time must cover it, or a causally
 		// consistent client's next afterClusterTime would be "greater than the current
 		// clusterTime" (InvalidOptions).
-		n.State.advanceClusterTime(opTime)
-		ct = n.State.clusterTime.Load()
+		n.State.Clock.AdvanceCluster(optime.Timestamp(opTime))
+		ct = uint64(n.State.Clock.ClusterTime())
 	}
 	out := make([]byte, 0, len(reply)+96)
 	out = append(out, reply[:len(reply)-1]...)
-	ci, out := bsoncore.AppendDocumentElementStart(out, "$clusterTime")
-	out = bsoncore.AppendTimestampElement(out, "clusterTime", uint32(ct>>32), uint32(ct))
-	si, out := bsoncore.AppendDocumentElementStart(out, "signature")
-	out = bsoncore.AppendBinaryElement(out, "hash", 0, make([]byte, 20))
-	out = bsoncore.AppendInt64Element(out, "keyId", 0)
-	out, _ = bsoncore.AppendDocumentEnd(out, si)
-	out, _ = bsoncore.AppendDocumentEnd(out, ci)
+	out = vclock.AppendClusterTime(out, optime.Timestamp(ct))
 	out = bsoncore.AppendTimestampElement(out, "operationTime", uint32(opTime>>32), uint32(opTime))
+	if s != nil && s.member {
+		if n.ConfigServer {
+			// ConfigTime follows the config server's commit point (ticked when read: only
+			// gossip shows it).
+			n.State.Clock.TickConfigTo(n.Repl.MajorityCommitted().TS)
+		}
+		t := n.State.Clock.Time()
+		out = vclock.AppendMemberGossip(out, t)
+	}
 	out = append(out, 0)
 	bsoncore.UpdateLength(out, 0, int32(len(out)))
 	return out

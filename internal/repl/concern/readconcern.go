@@ -12,6 +12,7 @@ import (
 	"humongo/internal/operation"
 	"humongo/internal/optime"
 	"humongo/internal/storage"
+	"humongo/internal/vclock"
 )
 
 // Read concern levels.
@@ -181,6 +182,7 @@ type OpState struct {
 	opTime  atomic.Uint64
 	rc      ReadConcern
 	retAtCT bool // snapshot without atClusterTime: report the chosen one
+	member  bool // the request came from a cluster member (it carried $configTime)
 }
 
 type stateKey struct{}
@@ -274,7 +276,10 @@ func Reapply(n Node, r *operation.ReadSource, ru *storage.RecoveryUnit) error {
 // operation.Request, which Begin adds when ctx has none).
 // command is the command's canonical name ("" when unknown).
 func Begin(ctx context.Context, n Node, command string, cmd bsoncore.Document) (context.Context, *OpState, error) {
-	ctx, s := beginState(ctx, n, cmd)
+	ctx, s, err := beginState(ctx, n, cmd)
+	if err != nil {
+		return ctx, s, err
+	}
 	rc := n.Repl
 	if !readCommands[command] {
 		return ctx, s, refuseSnapshot(command, cmd)
@@ -397,22 +402,25 @@ func prepare(ctx context.Context, n Node, s *OpState) error {
 }
 
 // beginState starts a command's concern state in ctx (and its operation.Request when ctx
-// has none) and gossips the command's $clusterTime in on a replica-set member.
-func beginState(ctx context.Context, n Node, cmd bsoncore.Document) (context.Context, *OpState) {
+// has none) and gossips the command's vector clock in on a replica-set member: $clusterTime
+// from anyone, $configTime and $topologyTime only on a sharded-cluster member and from
+// another member. A gossiped time the rate limiter refuses fails the command.
+func beginState(ctx context.Context, n Node, cmd bsoncore.Document) (context.Context, *OpState, error) {
 	s := &OpState{req: operation.RequestOf(ctx)}
 	if s.req == nil {
 		s.req = &operation.Request{Admission: new(lock.Admission)}
 		ctx = operation.WithRequest(ctx, s.req)
 	}
 	ctx = context.WithValue(ctx, stateKey{}, s)
-	if n.Repl != nil {
-		if ct, ok := lookup(cmd, "$clusterTime").DocumentOK(); ok {
-			if t, i, ok := lookup(ct, "clusterTime").TimestampOK(); ok {
-				n.State.advanceClusterTime(uint64(t)<<32 | uint64(i))
-			}
-		}
+	if n.Repl == nil {
+		return ctx, s, nil
 	}
-	return ctx, s
+	g := vclock.ReadGossip(cmd)
+	if !n.Member || !g.Internal {
+		g.Time = vclock.Time{Cluster: g.Cluster}
+	}
+	s.member = n.Member && g.Internal
+	return ctx, s, n.State.Clock.Advance(g.Time)
 }
 
 // noopWriter is the oplog writer's no-op API.

@@ -25,7 +25,10 @@ type TxnSnapshot struct {
 // The statements' operations read through the transaction's unit, so the request's own read
 // source stays empty.
 func BeginTxn(ctx context.Context, n Node, cmd bsoncore.Document, first bool) (context.Context, *OpState, TxnSnapshot, error) {
-	ctx, s := beginState(ctx, n, cmd)
+	ctx, s, err := beginState(ctx, n, cmd)
+	if err != nil {
+		return ctx, s, TxnSnapshot{}, err
+	}
 	v := lookup(cmd, "readConcern")
 	if !first {
 		if v.Type != 0 {
