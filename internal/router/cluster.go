@@ -51,7 +51,7 @@ func NewCluster(configDB client.ReplicaSetHosts, o client.Options) (*Cluster, er
 	if err != nil {
 		return nil, err
 	}
-	loader := configclient.New(cfg.Client())
+	loader := configclient.New(cfg.Client()).WithClock(o.Clock)
 	return &Cluster{opts: o, config: cfg, Cache: catalogcache.New(loader), Shards: shardregistry.New(loader),
 		conns: map[string]*client.ReplicaSet{}}, nil
 }

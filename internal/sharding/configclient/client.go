@@ -4,11 +4,11 @@
 // nothing a config server failover can roll back is ever routed on. It is the Loader of the
 // routing table cache (catalogcache) and of the shard registry (shardregistry).
 //
-// Not yet: MongoDB's reads also wait for the node's configTime (afterClusterTime, gossiped as
-// $configTime by the vector clock, issue 12 Scope 7), so a router sees the catalog writes it
-// has heard of even before they reach the majority snapshot it reads from. Until then a
-// writer of the catalog waits for majority commit (which its writes need anyway) before
-// anyone is told to refresh.
+// Reads also wait for the reader's ConfigTime (WithClock): they run in a causally consistent
+// session whose operationTime is the ConfigTime, so the driver sends afterClusterTime and the
+// config server answers only once its majority snapshot covers every catalog write the
+// reader has heard of through $configTime gossip (MongoDB's config reads with
+// ReadConcernArgs(configTime, majority)).
 package configclient
 
 import (
@@ -28,17 +28,48 @@ import (
 	"humongo/internal/sharding/routing"
 	"humongo/internal/sharding/shardkey"
 	"humongo/internal/sharding/shardregistry"
+	"humongo/internal/vclock"
 )
 
 // Client reads the catalog through a driver client connected to the config server replica
 // set.
 type Client struct {
 	config *mongo.Database
+	clock  *vclock.Clock
 }
 
 // New returns a reader over cl (connected to the config servers).
 func New(cl *mongo.Client) *Client {
 	return &Client{config: cl.Database("config", options.Database().SetReadConcern(readconcern.Majority()))}
+}
+
+// WithClock makes the reads wait for clock's ConfigTime (see the package doc). Call before
+// the first read.
+func (c *Client) WithClock(clock *vclock.Clock) *Client {
+	c.clock = clock
+	return c
+}
+
+// reading returns the context of one load: with a ConfigTime to wait for, a causally
+// consistent session that starts at it; done ends the session.
+func (c *Client) reading(ctx context.Context) (_ context.Context, done func()) {
+	if c.clock == nil {
+		return ctx, func() {}
+	}
+	t := c.clock.Time().Config
+	if t.IsNull() {
+		return ctx, func() {}
+	}
+	sess, err := c.config.Client().StartSession(options.Session().SetCausalConsistency(true))
+	if err != nil {
+		return ctx, func() {}
+	}
+	ts := bson.Timestamp{T: t.Secs(), I: t.Inc()}
+	if err := sess.AdvanceOperationTime(&ts); err != nil {
+		sess.EndSession(ctx)
+		return ctx, func() {}
+	}
+	return mongo.NewSessionContext(ctx, sess), func() { sess.EndSession(context.WithoutCancel(ctx)) }
 }
 
 var (
@@ -53,6 +84,8 @@ func (c *Client) Database(ctx context.Context, name string) (catalogcache.Databa
 	if name == "config" || name == "admin" {
 		return catalogcache.Database{Name: name, Primary: "config", Version: routing.DatabaseVersion{}}, nil
 	}
+	ctx, done := c.reading(ctx)
+	defer done()
 	var raw bson.Raw
 	err := c.config.Collection("databases").FindOne(ctx, bson.D{{Key: "_id", Value: name}}).Decode(&raw)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -88,6 +121,8 @@ func ParseDatabase(doc bsoncore.Document) (catalogcache.Database, error) {
 // or those changed since *since when it is of the collection's current generation), as the
 // catalog cache's refresh does. A collection without an entry is not sharded.
 func (c *Client) Collection(ctx context.Context, ns string, since *routing.ChunkVersion) (catalogcache.Collection, []routing.Chunk, bool, error) {
+	ctx, done := c.reading(ctx)
+	defer done()
 	var raw bson.Raw
 	err := c.config.Collection("collections").FindOne(ctx, bson.D{{Key: "_id", Value: ns}}).Decode(&raw)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -181,6 +216,8 @@ func DatabaseDoc(d catalogcache.Database) bsoncore.Document {
 
 // Shards reads config.shards.
 func (c *Client) Shards(ctx context.Context) ([]shardregistry.Shard, error) {
+	ctx, done := c.reading(ctx)
+	defer done()
 	cur, err := c.config.Collection("shards").Find(ctx, bson.D{})
 	if err != nil {
 		return nil, fmt.Errorf("read config.shards: %w", err)

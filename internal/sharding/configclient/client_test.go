@@ -2,22 +2,27 @@ package configclient_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/applier/repltest"
 	"humongo/internal/sharding/catalogcache"
 	"humongo/internal/sharding/configclient"
 	"humongo/internal/sharding/routing"
 	"humongo/internal/sharding/shardkey"
 	"humongo/internal/sharding/shardregistry"
+	"humongo/internal/vclock"
 )
 
 func doc(d bson.D) bsoncore.Document {
@@ -102,5 +107,61 @@ func TestCacheOverConfigServer(t *testing.T) {
 	reg := shardregistry.New(cl)
 	if s, err := reg.Lookup(ctx, "shard1"); err != nil || s.Host != "shard1/127.0.0.1:2" {
 		t.Fatalf("shard registry: %+v %v", s, err)
+	}
+}
+
+// With a clock whose ConfigTime is set, every read waits for it: the driver sends
+// afterClusterTime = ConfigTime with the majority read concern.
+func TestReadsWaitForConfigTime(t *testing.T) {
+	p := repltest.StartPrimary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	config := p.Client.Database("config", options.Database().SetWriteConcern(writeconcern.Majority()))
+	dbv := routing.NewDatabaseVersion(catalog.NewUUID(), bson.Timestamp{T: 100, I: 1})
+	res, err := config.Collection("databases").InsertOne(ctx, bson.Raw(configclient.DatabaseDoc(catalogcache.Database{Name: "app", Primary: "shard0", Version: dbv})))
+	if err != nil || res == nil {
+		t.Fatal(err)
+	}
+	var sent []bson.Raw
+	var mu sync.Mutex
+	mon := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if e.CommandName == "find" {
+			mu.Lock()
+			sent = append(sent, e.Command)
+			mu.Unlock()
+		}
+	}}
+	cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + p.Host + "/?directConnection=true").SetMonitor(mon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Disconnect(context.Background())
+	var clock vclock.Clock
+	// The ConfigTime a member would have heard of: the node's newest write.
+	var hello struct {
+		LastWrite struct {
+			OpTime struct{ TS bson.Timestamp } `bson:"opTime"`
+		} `bson:"lastWrite"`
+	}
+	if err := p.Client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+		t.Fatal(err)
+	}
+	ts := hello.LastWrite.OpTime.TS
+	clock.TickConfigTo(optime.MakeTimestamp(ts.T, ts.I))
+	got, err := configclient.New(cl).WithClock(&clock).Database(ctx, "app")
+	if err != nil || got.Primary != "shard0" {
+		t.Fatalf("Database: %+v, %v", got, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != 1 {
+		t.Fatalf("%d finds sent", len(sent))
+	}
+	rc := sent[0].Lookup("readConcern").Document()
+	if rc.Lookup("level").StringValue() != "majority" {
+		t.Fatalf("readConcern %v", rc)
+	}
+	if at, ai := rc.Lookup("afterClusterTime").Timestamp(); at != ts.T || ai != ts.I {
+		t.Fatalf("readConcern %v, want afterClusterTime %v", rc, ts)
 	}
 }
