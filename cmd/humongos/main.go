@@ -13,9 +13,11 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"humongo/internal/client"
 	"humongo/internal/logv2"
@@ -44,6 +46,7 @@ func run(argv []string, stdout, stderr io.Writer) int {
 }
 
 func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int {
+	started := time.Now()
 	params := service.NewParams(router.ParamSpecs())
 	if err := process.SetParameters(params, opts.StartupParameters(), log); err != nil {
 		return process.ExitBadOptions
@@ -66,6 +69,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		return process.ExitBadOptions
 	}
 	router.Attach(st, cl)
+	stopReport := func() {}
 	s, err := server.New(server.Config{
 		Name:     "humongos",
 		BindIPs:  opts.BindIPs,
@@ -73,11 +77,23 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		State:    st,
 		Registry: router.NewRegistry(),
 		Role:     router.Role{},
-		Closers:  []server.Closer{closerFunc(cl.Close)},
+		Closers:  []server.Closer{closerFunc(func() { stopReport() }), closerFunc(cl.Close)},
 	})
 	if err != nil {
 		log.Error("Error starting the router", logv2.C(logv2.Control), logv2.ID(23091), "error", err.Error())
 		return process.ExitNetError
+	}
+	// The uptime reporter runs for the server's life; the first closer stops it, before the
+	// cluster's clients close.
+	ctx, cancel := context.WithCancel(context.Background())
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		cl.ReportUptime(ctx, s.Port(), started)
+	}()
+	stopReport = func() {
+		cancel()
+		<-reported
 	}
 	return process.Run(s, log, sink)
 }

@@ -150,6 +150,18 @@ func TestVectorClockGossip(t *testing.T) {
 	if _, err := r.LookupErr("$configTime"); err == nil {
 		t.Fatalf("the router gave a driver $configTime: %v", r)
 	}
+	// The router reports itself in config.mongos (sh.status's "active mongoses").
+	var mongos bson.M
+	for {
+		err = cl.Database("config").Collection("mongos").FindOne(ctx, bson.D{}).Decode(&mongos)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil || mongos["mongoVersion"] == nil || mongos["ping"] == nil {
+		t.Fatalf("config.mongos: %v, %v", mongos, err)
+	}
 	// A router never ticks: with no new writes anywhere, its time stays.
 	r2 := rawCommand(t, rt.Addr(), bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}})
 	if got := ts(r2, "$clusterTime", "clusterTime"); less(got, rct) {

@@ -1,0 +1,85 @@
+// mongosh against a sharded cluster through humongos (run by e2e/run.sh, after
+// `humongo up --shards 2`):
+//   mongosh "mongodb://127.0.0.1:<router port>" --quiet --file e2e/mongosh_sharded.js
+// sh.enableSharding and sh.shardCollection (a hashed and a ranged key), inserts, finds (by
+// shard key and scatter-gather, sorted), an aggregation, sh.status() and
+// db.coll.getShardDistribution(): the mongosh helpers read config.* through the router and
+// the data really is spread over both shards. Every step asserts its result; any failure
+// exits non-zero.
+function check(cond, what, got) {
+  if (!cond) {
+    throw new Error('mongosh sharded: ' + what + (got === undefined ? '' : ': got ' + EJSON.stringify(got)));
+  }
+}
+
+try {
+  const dbName = 'e2e_sharded';
+  db = db.getSiblingDB(dbName);
+  const shards = db.adminCommand({ listShards: 1 }).shards;
+  check(shards.length === 2, 'two shards', shards);
+
+  check(sh.enableSharding(dbName).ok === 1, 'sh.enableSharding');
+  const hashed = sh.shardCollection(dbName + '.users', { _id: 'hashed' });
+  check(hashed.ok === 1, 'sh.shardCollection hashed', hashed);
+  const ranged = sh.shardCollection(dbName + '.orders', { region: 1, _id: 1 });
+  check(ranged.ok === 1, 'sh.shardCollection ranged', ranged);
+  // Spread the ranged collection: split at region "m" and move nothing (balancing comes in a
+  // later release): the split alone must show in the chunk list.
+  check(sh.splitAt(dbName + '.orders', { region: 'm', _id: MinKey }).ok === 1, 'sh.splitAt');
+
+  const users = [];
+  for (let i = 0; i < 1000; i++) {
+    users.push({ _id: i, name: 'user' + i, age: 18 + (i % 60), city: ['oslo', 'rome', 'lima', 'kyiv'][i % 4] });
+  }
+  check(db.users.insertMany(users).insertedIds[999] === 999, 'insertMany 1000 users');
+  const orders = [];
+  for (let i = 0; i < 200; i++) {
+    orders.push({ _id: i, region: ['asia', 'europe', 'north', 'south'][i % 4], total: i * 3 });
+  }
+  db.orders.insertMany(orders);
+
+  // Finds: by shard key (one shard), scatter-gather sorted with a limit, a count.
+  check(db.users.findOne({ _id: 123 }).name === 'user123', 'findOne by shard key');
+  const want = users.filter((u) => u.city === 'rome').sort((a, b) => b.age - a.age || a._id - b._id).slice(0, 3);
+  const oldest = db.users.find({ city: 'rome' }).sort({ age: -1, _id: 1 }).limit(3).toArray();
+  check(EJSON.stringify(oldest) === EJSON.stringify(want), 'sorted scatter-gather find', oldest);
+  const old = users.filter((u) => u.age >= 70).length;
+  check(db.users.countDocuments({ age: { $gte: 70 } }) === old, 'countDocuments', old);
+  const all = db.users.find({}, { _id: 1 }).batchSize(7).toArray();
+  check(all.length === 1000, 'a full scan in small batches', all.length);
+
+  // An aggregation split over the shards.
+  const byCity = db.users.aggregate([
+    { $group: { _id: '$city', n: { $sum: 1 }, avgAge: { $avg: '$age' } } },
+    { $sort: { _id: 1 } },
+  ]).toArray();
+  check(byCity.length === 4 && byCity.every((g) => g.n === 250), 'aggregate $group over shards', byCity);
+  const north = db.orders.aggregate([{ $match: { region: 'north' } }, { $count: 'n' }]).toArray();
+  check(north.length === 1 && north[0].n === 50, 'aggregate targeted by range', north);
+
+  // Updates and deletes by shard key and multi.
+  check(db.users.updateOne({ _id: 5 }, { $set: { vip: true } }).modifiedCount === 1, 'updateOne by shard key');
+  check(db.users.updateMany({ city: 'lima' }, { $inc: { age: 1 } }).modifiedCount === 250, 'updateMany broadcast');
+  check(db.users.deleteMany({ age: { $gt: 76 } }).deletedCount > 0, 'deleteMany broadcast');
+
+  // The data is on both shards: the hashed collection's chunks cover both.
+  const dist = db.users.getShardDistribution();
+  const status = sh.status();
+  const printed = EJSON.stringify(status.value || status);
+  check(printed.includes(dbName + '.users') && printed.includes(dbName + '.orders'), 'sh.status lists both collections');
+  const chunks = db.getSiblingDB('config').chunks.aggregate([
+    { $lookup: { from: 'collections', localField: 'uuid', foreignField: 'uuid', as: 'c' } },
+    { $match: { 'c._id': dbName + '.users' } },
+    { $group: { _id: '$shard', n: { $sum: 1 } } },
+  ]).toArray();
+  check(chunks.length === 2, 'hashed chunks on both shards', chunks);
+  const orderChunks = db.getSiblingDB('config').chunks.countDocuments({
+    uuid: db.getSiblingDB('config').collections.findOne({ _id: dbName + '.orders' }).uuid,
+  });
+  check(orderChunks === 2, 'the split made two chunks', orderChunks);
+  print('mongosh sharded: ok ' + (dist === undefined ? '' : ''));
+  db.dropDatabase();
+} catch (e) {
+  print(e.stack || String(e));
+  quit(1);
+}
