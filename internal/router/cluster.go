@@ -42,6 +42,8 @@ type Cluster struct {
 	mu     sync.Mutex
 	conns  map[string]*client.ReplicaSet // shard id → client
 	closed bool
+	// onClose run first at Close (the router cursors' reaper and cursors: cursors.go).
+	onClose []func()
 }
 
 // NewCluster connects (lazily, as the driver does) to the config server replica set
@@ -90,6 +92,13 @@ func (c *Cluster) Shard(ctx context.Context, id string) (*client.ReplicaSet, err
 
 // Close disconnects from the shards and the config servers.
 func (c *Cluster) Close() {
+	c.mu.Lock()
+	hooks := c.onClose
+	c.onClose = nil
+	c.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
 	c.mu.Lock()
 	conns := c.conns
 	c.conns, c.closed = nil, true
