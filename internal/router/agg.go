@@ -263,7 +263,9 @@ type aggRequest struct {
 	let       bsoncore.Document
 }
 
-func parseAggregate(env *service.Env, cmd bsoncore.Document) (*aggRequest, error) {
+// parseAggregate parses an aggregate command; inExplain is the explain command's inner
+// aggregate, which needs no cursor option.
+func parseAggregate(env *service.Env, cmd bsoncore.Document, inExplain bool) (*aggRequest, error) {
 	v := firstArg(cmd)
 	if v.Type != bsoncore.TypeString {
 		return nil, mongoerr.New(mongoerr.CommandNotSupported, "aggregate: 1 (collectionless) is not supported by humongos yet")
@@ -291,7 +293,7 @@ func parseAggregate(env *service.Env, cmd bsoncore.Document) (*aggRequest, error
 			}
 			req.batchSize, req.hasBatch = n, true
 		}
-	} else if !req.explain {
+	} else if !req.explain && !inExplain {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument")
 	}
 	return req, checkStages(req.stages)
@@ -322,7 +324,7 @@ func runAggregate(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 	if err != nil {
 		return nil, err
 	}
-	req, err := parseAggregate(env, cmd)
+	req, err := parseAggregate(env, cmd, false)
 	if err != nil {
 		return nil, err
 	}

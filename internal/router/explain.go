@@ -46,7 +46,7 @@ func runExplain(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 	switch name {
 	case "find", "count", "distinct":
 	case "aggregate":
-		req, err := parseAggregate(env, inner)
+		req, err := parseAggregate(env, inner, true)
 		if err != nil {
 			return nil, err
 		}
