@@ -45,7 +45,7 @@ func readDoc(i int) bson.D {
 		{Key: "g", Value: i % 5}, {Key: "s", Value: fmt.Sprintf("s%02d", (i*7)%31)}, {Key: "a", Value: bson.A{i % 3, i % 4}}}
 }
 
-func startReadCluster(t *testing.T) *readCluster {
+func startReadCluster(t testing.TB) *readCluster {
 	t.Helper()
 	rc := &readCluster{cfg: repltest.StartPrimary(t), sh0: repltest.StartPrimary(t), sh1: repltest.StartPrimary(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -486,5 +486,45 @@ func TestRouterAggregate(t *testing.T) {
 	if ex.MergeType != "mongos" || len(ex.SplitPipeline.ShardsPart) != 1 || len(ex.SplitPipeline.MergerPart) != 2 ||
 		ex.Shards.Lookup("shard0").Type == 0 || ex.Shards.Lookup("shard1").Type == 0 {
 		t.Fatalf("aggregate explain: %+v", ex)
+	}
+}
+
+// BenchmarkRouterFind compares, on the same machine and data, a find by shard key and a
+// scatter-gather find with sort and limit 100 through the router against the same queries on
+// one node holding all the documents (issue 12's router overhead targets).
+func BenchmarkRouterFind(b *testing.B) {
+	rc := startReadCluster(b)
+	ctx := context.Background()
+	s, ref := rc.app.Collection("s"), rc.ref.Collection("all")
+	sortLimit := options.Find().SetSort(bson.D{{Key: "v", Value: 1}, {Key: "_id", Value: 1}}).SetLimit(100)
+	for _, bc := range []struct {
+		name string
+		coll *mongo.Collection
+		run  func(c *mongo.Collection) error
+	}{
+		{"byShardKey/router", s, func(c *mongo.Collection) error { return c.FindOne(ctx, bson.D{{Key: "k", Value: 7}}).Err() }},
+		{"byShardKey/node", ref, func(c *mongo.Collection) error { return c.FindOne(ctx, bson.D{{Key: "k", Value: 7}}).Err() }},
+		{"sortLimit100/router", s, func(c *mongo.Collection) error {
+			cur, err := c.Find(ctx, bson.D{}, sortLimit)
+			if err != nil {
+				return err
+			}
+			return cur.All(ctx, &[]bson.Raw{})
+		}},
+		{"sortLimit100/node", ref, func(c *mongo.Collection) error {
+			cur, err := c.Find(ctx, bson.D{}, sortLimit)
+			if err != nil {
+				return err
+			}
+			return cur.All(ctx, &[]bson.Raw{})
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := bc.run(bc.coll); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
