@@ -403,6 +403,29 @@ func TestRouterCountDistinctList(t *testing.T) {
 			t.Fatalf("distinct %s: %s, want %s", key, g, w)
 		}
 	}
+	// Collated: "Zz" on shard0 and "zZ" on shard1 are one value at strength 2, and a sorted
+	// merge orders them by the collation.
+	if _, err := rc.sh0.Client.Database("app").Collection("s").InsertOne(ctx, bson.D{{Key: "_id", Value: "c0"}, {Key: "k", Value: -1000}, {Key: "s", Value: "Zz"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.sh1.Client.Database("app").Collection("s").InsertOne(ctx, bson.D{{Key: "_id", Value: "c1"}, {Key: "k", Value: 1000}, {Key: "s", Value: "zZ"}}); err != nil {
+		t.Fatal(err)
+	}
+	ci := bson.D{{Key: "locale", Value: "en"}, {Key: "strength", Value: 2}}
+	var dv struct{ Values []any }
+	if err := rc.app.RunCommand(ctx, bson.D{{Key: "distinct", Value: "s"}, {Key: "key", Value: "s"},
+		{Key: "query", Value: bson.D{{Key: "s", Value: bson.D{{Key: "$gt", Value: "y"}}}}}, {Key: "collation", Value: ci}}).Decode(&dv); err != nil {
+		t.Fatal(err)
+	}
+	if len(dv.Values) != 1 {
+		t.Fatalf("collated distinct: %v, want one of Zz/zZ", dv.Values)
+	}
+	cur, err := rc.app.Collection("s").Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "s", Value: -1}, {Key: "k", Value: 1}}).
+		SetCollation(&options.Collation{Locale: "en", Strength: 1}).SetLimit(3).SetBatchSize(1))
+	got := drain(t, ctx, cur, err)
+	if len(got) != 3 || got[0].Lookup("_id").StringValue() != "c0" || got[1].Lookup("_id").StringValue() != "c1" {
+		t.Fatalf("collated sorted merge: %v", got)
+	}
 	names, err := rc.app.ListCollectionNames(ctx, bson.D{})
 	if err != nil {
 		t.Fatal(err)
