@@ -16,6 +16,7 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/client"
+	"humongo/internal/failpoint"
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/applier/repltest"
 	"humongo/internal/server"
@@ -549,5 +550,36 @@ func BenchmarkRouterFind(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A shard answering StaleConfig makes the router refresh and retry (the client never sees
+// it); another error from a shard reaches the client with the shard's code.
+func TestRouterStaleRetryAndShardErrors(t *testing.T) {
+	rc := startReadCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	fp := failpoint.Get("failCommand")
+	t.Cleanup(fp.Disable)
+	// Only the router's connections to its shards carry this appName.
+	fail := func(code int32, times int64) {
+		fp.Configure(failpoint.Times, times, 0, mustDoc(bson.D{{Key: "failCommands", Value: bson.A{"count", "distinct"}},
+			{Key: "appName", Value: "humongos-test"}, {Key: "errorCode", Value: code},
+			{Key: "errorExtraInfo", Value: bson.D{{Key: "ns", Value: "app.s"}}}}))
+	}
+	before := fp.TimesEntered()
+	fail(int32(mongoerr.StaleConfig), 2)
+	var cnt struct{ N int64 }
+	if err := rc.app.RunCommand(ctx, bson.D{{Key: "count", Value: "s"}}).Decode(&cnt); err != nil || cnt.N != readDocs {
+		t.Fatalf("count after StaleConfig: %+v %v", cnt, err)
+	}
+	if entered := fp.TimesEntered() - before; entered < 2 {
+		t.Fatalf("the fail point was entered %d times, want 2", entered)
+	}
+	fail(int32(mongoerr.BadValue), 1)
+	var ce mongo.CommandError
+	err := rc.app.RunCommand(ctx, bson.D{{Key: "distinct", Value: "s"}, {Key: "key", Value: "v"}}).Err()
+	if !errors.As(err, &ce) || ce.Code != int32(mongoerr.BadValue) {
+		t.Fatalf("distinct with a failing shard: %v", err)
 	}
 }
