@@ -5,6 +5,8 @@ package router
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -67,7 +69,20 @@ func runGetMore(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 			src.setBatchSize(batch)
 		}
 	}
+	st, _ := c.Extra.(*routerCursorState)
+	var cancel context.CancelFunc = func() {}
+	start := time.Now()
+	if st != nil && st.leftover > 0 {
+		ctx, cancel = context.WithTimeoutCause(ctx, st.leftover, mongoerr.New(mongoerr.MaxTimeMSExpired, "operation exceeded time limit"))
+	}
 	b, exhausted, err := cursor.FillBatch(ctx, c, count)
+	if err != nil && errors.Is(context.Cause(ctx), mongoerr.New(mongoerr.MaxTimeMSExpired, "")) {
+		err = context.Cause(ctx)
+	}
+	cancel()
+	if st != nil && st.leftover > 0 {
+		st.leftover = max(st.leftover-time.Since(start), time.Millisecond)
+	}
 	if err == nil && c.Killed() {
 		err = mongoerr.Newf(mongoerr.CursorKilled, "cursor id %d was killed", id)
 	}

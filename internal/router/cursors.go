@@ -148,7 +148,7 @@ func (s *shardCursor) fetch(ctx context.Context, batchSize int64) error {
 	if batchSize > 0 {
 		b.AppendInt64("batchSize", batchSize)
 	}
-	reply, err := s.run(ctx, s.db, b.Build())
+	reply, err := s.run(noDeadline{ctx}, s.db, b.Build())
 	if err != nil {
 		return err
 	}
@@ -159,6 +159,13 @@ func (s *shardCursor) fetch(ctx context.Context, batchSize int64) error {
 	s.id, s.buf = id, append(s.buf, docs...)
 	return nil
 }
+
+// noDeadline hides its context's deadline but not its cancellation: the driver turns a
+// deadline into maxTimeMS, which a shard refuses on the getMore of a non-awaitData cursor;
+// the router's own deadline still interrupts the getMore through Done.
+type noDeadline struct{ context.Context }
+
+func (noDeadline) Deadline() (time.Time, bool) { return time.Time{}, false }
 
 // kill kills the shard's cursor if still open (best effort: the shard's own idle timeout
 // reaps it otherwise) and ends the session.
@@ -214,6 +221,13 @@ func checkRouterCursorSession(cmd bsoncore.Document, id int64, c *cursor.Cursor)
 // firstBatchReply fills the first batch of src (count documents; cursor.DefaultFirstBatch
 // when batchSize is absent) and, when documents remain, registers a router cursor for ns
 // owned by cmd's session. The reply is {cursor: {firstBatch, id, ns}}.
+// routerCursorState is a router cursor's own state (cursor.Cursor.Extra).
+type routerCursorState struct {
+	// leftover is what remains of the opening command's maxTimeMS (0: none): the getMores
+	// share it, as mongos's getLeftoverMaxTimeMicros.
+	leftover time.Duration
+}
+
 // routerSource is a router cursor's source: the merge itself or a pipeline over it.
 type routerSource interface {
 	cursor.Source
@@ -235,7 +249,11 @@ func firstBatchReply(ctx context.Context, env *service.Env, cmd bsoncore.Documen
 	if exhausted || singleBatch || src.exhausted() {
 		src.Close()
 	} else {
-		c.Extra = src
+		st := &routerCursorState{}
+		if dl, ok := ctx.Deadline(); ok && cmd.Lookup("maxTimeMS").Type != 0 {
+			st.leftover = max(time.Until(dl), time.Millisecond)
+		}
+		c.Extra = st
 		id = env.State.Cursors().Register(c)
 	}
 	env.State.Counters.DocsReturned.Add(int64(b.Len()))

@@ -295,7 +295,9 @@ func TestRouterCursors(t *testing.T) {
 			NextBatch []bson.Raw `bson:"nextBatch"`
 		}
 	}
-	// (Without a deadline: the driver turns one into maxTimeMS, which getMore refuses.)
+	// (Without a deadline: the driver turns one into maxTimeMS, which getMore refuses. The find
+	// above carried one: its leftover bounds this getMore on the router, and the router's
+	// getMores to the shards must not turn it into maxTimeMS.)
 	if err := rc.app.RunCommand(context.Background(), bson.D{{Key: "getMore", Value: fr.Cursor.ID}, {Key: "collection", Value: "s"}, {Key: "batchSize", Value: 3}}).Decode(&gm); err != nil {
 		t.Fatal(err)
 	}
