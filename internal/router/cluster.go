@@ -29,6 +29,10 @@ import (
 	"humongo/internal/sharding/shardregistry"
 )
 
+// configShardID is the shard id of the config server replica set (MongoDB's
+// ShardId::kConfigServerId).
+const configShardID = "config"
+
 // maxStaleRetries bounds the retries of one request after stale-version answers.
 const maxStaleRetries = 10
 
@@ -64,6 +68,11 @@ func (c *Cluster) Config() *client.ReplicaSet { return c.config }
 // Shard returns a client for shard id (looked up in the registry; a shard whose connection
 // string changed gets a new client).
 func (c *Cluster) Shard(ctx context.Context, id string) (*client.ReplicaSet, error) {
+	if id == configShardID {
+		// The config and admin databases live on the config servers (the catalog cache
+		// names "config" as their primary shard).
+		return c.config, nil
+	}
 	s, err := c.Shards.Lookup(ctx, id)
 	if err != nil {
 		return nil, err

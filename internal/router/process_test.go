@@ -138,6 +138,9 @@ func TestRouterReadsRealProcesses(t *testing.T) {
 	if err := router.Database("app").RunCommand(ctx, bson.D{{Key: "count", Value: "s"}}).Decode(&cnt); err != nil || cnt.N != readDocs {
 		t.Fatalf("count: %+v %v", cnt, err)
 	}
+	if n, err := router.Database("config").Collection("shards").CountDocuments(ctx, bson.D{}); err != nil || n != 2 {
+		t.Fatalf("config.shards through the router: %d %v", n, err)
+	}
 	if stage, shards := explainStage(t, ctx, router.Database("app"), bson.D{{Key: "find", Value: "s"}, {Key: "filter", Value: d("k", -3)}}); stage != "SINGLE_SHARD" || len(shards) != 1 || shards[0] != "shard0" {
 		t.Fatalf("explain: %s %v", stage, shards)
 	}

@@ -429,6 +429,14 @@ func TestRouterCountDistinctList(t *testing.T) {
 	if len(got) != 3 || got[0].Lookup("_id").StringValue() != "c0" || got[1].Lookup("_id").StringValue() != "c1" {
 		t.Fatalf("collated sorted merge: %v", got)
 	}
+	// config.* lives on the config servers (sh.status() reads it through the router).
+	shards := drainer(t, ctx)(rc.router.Database("config").Collection("shards").Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}})))
+	if len(shards) != 2 || shards[0].Lookup("_id").StringValue() != "shard0" {
+		t.Fatalf("config.shards through the router: %v", shards)
+	}
+	if n, err := rc.router.Database("config").Collection("chunks").CountDocuments(ctx, bson.D{}); err != nil || n != 2 {
+		t.Fatalf("config.chunks count through the router: %d %v", n, err)
+	}
 	names, err := rc.app.ListCollectionNames(ctx, bson.D{})
 	if err != nil {
 		t.Fatal(err)
