@@ -353,6 +353,11 @@ func runAggregate(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 			reply, err = firstBatchReply(ctx, env, cmd, req.ns, &mergeSource{cursors: cursors}, count, false, true)
 			return err
 		}
+		// Parse the whole pipeline first: a bad stage fails with its own error rather than
+		// one about the stages the split rewrote it into.
+		if _, err := agg.Parse(req.stages, agg.ParseContext{DB: env.DB, Collator: coll, Vars: letNames(req.let)}); err != nil {
+			return err
+		}
 		sp := split(req.stages)
 		shardCmd := forward(cmd, map[string]bool{"pipeline": true, "cursor": true},
 			bsoncore.NewDocumentBuilder().AppendArray("pipeline", pipelineArray(sp.shards)).
@@ -382,6 +387,16 @@ func runAggregate(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 		return emptyCursorReply(req.ns), nil
 	}
 	return reply, err
+}
+
+// letNames are the names of an aggregate's let variables.
+func letNames(let bsoncore.Document) []string {
+	els, _ := let.Elements()
+	names := make([]string, 0, len(els))
+	for _, el := range els {
+		names = append(names, el.Key())
+	}
+	return names
 }
 
 // mergePipeline runs the router's part of a split pipeline over the merged shard streams.

@@ -504,6 +504,10 @@ func TestRouterAggregate(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Code != int32(mongoerr.CommandNotSupported) {
 		t.Fatalf("$lookup: %v", err)
 	}
+	_, err = s.Aggregate(ctx, pipe{d("$count", "$bad")})
+	if !errors.As(err, &ce) || ce.Code != 40158 {
+		t.Fatalf("$count with a bad field: %v", err)
+	}
 	// explain of a split pipeline.
 	var ex struct {
 		MergeType     string `bson:"mergeType"`
