@@ -18,8 +18,9 @@ package router
 //     merged stream).
 //
 // Stages that read or write other collections ($lookup, $graphLookup, $unionWith, $out,
-// $merge) and change streams are refused (CommandNotSupported): their foreign side needs
-// routing of its own.
+// $merge) run only where the shard holding everything can run them alone: the collection and
+// every other namespace unsharded with the same primary shard, the pipeline then passed
+// through to it. Otherwise they, and change streams, are refused (CommandNotSupported).
 
 import (
 	"context"
@@ -37,10 +38,8 @@ import (
 	"humongo/internal/sharding/catalogcache"
 )
 
-// refusedStages need routing of another namespace (or a change stream's) the router does not
-// do yet.
-var refusedStages = map[string]bool{"$lookup": true, "$graphLookup": true, "$unionWith": true,
-	"$out": true, "$merge": true, "$changeStream": true, "$changeStreamSplitLargeEvent": true}
+// refusedStages are change streams, which the router does not merge yet.
+var refusedStages = map[string]bool{"$changeStream": true, "$changeStreamSplitLargeEvent": true}
 
 // shardStreamingStages run on the shards before the split point.
 var shardStreamingStages = map[string]bool{"$match": true, "$project": true, "$addFields": true, "$set": true,
@@ -261,6 +260,8 @@ type aggRequest struct {
 	explain   bool
 	allowDisk bool
 	let       bsoncore.Document
+	// others are the namespaces the pipeline reads or writes besides its own collection.
+	others []string
 }
 
 // parseAggregate parses an aggregate command; inExplain is the explain command's inner
@@ -296,7 +297,51 @@ func parseAggregate(env *service.Env, cmd bsoncore.Document, inExplain bool) (*a
 	} else if !req.explain && !inExplain {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument")
 	}
-	return req, checkStages(req.stages)
+	if err := checkStages(req.stages); err != nil {
+		return nil, err
+	}
+	// Parse the whole pipeline first: a bad stage fails with its own error rather than one
+	// about the stages a split rewrites it into.
+	pl, err := agg.Parse(req.stages, agg.ParseContext{DB: env.DB, Vars: letNames(req.let)})
+	if err != nil {
+		return nil, err
+	}
+	req.others = pl.ForeignNamespaces()
+	if db, coll, ok := pl.OutputNamespace(); ok {
+		req.others = append(req.others, db+"."+coll)
+	}
+	return req, nil
+}
+
+// checkOthers allows a pipeline reading or writing other namespaces only when one shard
+// holds them all: the collection and each other namespace unsharded, with the same primary.
+func checkOthers(ctx context.Context, c *Cluster, r *catalogcache.Routing, req *aggRequest) error {
+	if len(req.others) == 0 {
+		return nil
+	}
+	refuse := func(ns, why string) error {
+		return mongoerr.Newf(mongoerr.CommandNotSupported,
+			"humongos cannot yet run a pipeline on %s involving %s: %s", req.ns, ns, why)
+	}
+	if r.Sharded() {
+		return refuse(req.ns, "the collection is sharded")
+	}
+	for _, ns := range req.others {
+		o, err := c.Cache.Routing(ctx, ns)
+		if err != nil {
+			if missingDatabase(err) {
+				return refuse(ns, "its database does not exist")
+			}
+			return err
+		}
+		if o.Sharded() {
+			return refuse(ns, "it is sharded")
+		}
+		if o.DB.Primary != r.DB.Primary {
+			return refuse(ns, "its database has another primary shard")
+		}
+	}
+	return nil
 }
 
 // leadingFilter is the filter of the pipeline's leading $match, for targeting.
@@ -341,6 +386,9 @@ func runAggregate(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 	}
 	var reply bsoncore.Document
 	err = c.WithRouting(ctx, req.ns, func(r *catalogcache.Routing) error {
+		if err := checkOthers(ctx, c, r, req); err != nil {
+			return err
+		}
 		shards, err := targetShards(r, leadingFilter(req.stages), collated)
 		if err != nil {
 			return err
@@ -351,11 +399,6 @@ func runAggregate(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 				return err
 			}
 			reply, err = firstBatchReply(ctx, env, cmd, req.ns, &mergeSource{cursors: cursors}, count, false, true)
-			return err
-		}
-		// Parse the whole pipeline first: a bad stage fails with its own error rather than
-		// one about the stages the split rewrote it into.
-		if _, err := agg.Parse(req.stages, agg.ParseContext{DB: env.DB, Collator: coll, Vars: letNames(req.let)}); err != nil {
 			return err
 		}
 		sp := split(req.stages)

@@ -183,6 +183,9 @@ func explainAggregate(ctx context.Context, c *Cluster, env *service.Env, cmd bso
 	var replies []bsoncore.Document
 	var sp *splitPipeline
 	err = c.WithRouting(ctx, req.ns, func(r *catalogcache.Routing) error {
+		if err := checkOthers(ctx, c, r, req); err != nil {
+			return err
+		}
 		if shards, err = targetShards(r, leadingFilter(req.stages), collated); err != nil {
 			return err
 		}

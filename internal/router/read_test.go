@@ -500,9 +500,25 @@ func TestRouterAggregate(t *testing.T) {
 		sameDocs(t, tc.name, got, want)
 	}
 	var ce mongo.CommandError
-	_, err := s.Aggregate(ctx, pipe{d("$lookup", bson.D{{Key: "from", Value: "u"}, {Key: "localField", Value: "k"}, {Key: "foreignField", Value: "k"}, {Key: "as", Value: "j"}})})
+	lookup := d("$lookup", bson.D{{Key: "from", Value: "u"}, {Key: "localField", Value: "k"}, {Key: "foreignField", Value: "k"}, {Key: "as", Value: "j"}})
+	_, err := s.Aggregate(ctx, pipe{lookup})
 	if !errors.As(err, &ce) || ce.Code != int32(mongoerr.CommandNotSupported) {
-		t.Fatalf("$lookup: %v", err)
+		t.Fatalf("$lookup from a sharded collection: %v", err)
+	}
+	lookupS := d("$lookup", bson.D{{Key: "from", Value: "s"}, {Key: "localField", Value: "k"}, {Key: "foreignField", Value: "k"}, {Key: "as", Value: "j"}})
+	if _, err := rc.app.Collection("u").Aggregate(ctx, pipe{lookupS}); !errors.As(err, &ce) || ce.Code != int32(mongoerr.CommandNotSupported) {
+		t.Fatalf("$lookup of a sharded collection: %v", err)
+	}
+	// Between unsharded collections on the same primary shard: passed through.
+	joined := dr(rc.app.Collection("u").Aggregate(ctx, pipe{d("$match", d("k", d("$lt", -45))), d("$sort", d("_id", 1)),
+		d("$lookup", bson.D{{Key: "from", Value: "u"}, {Key: "localField", Value: "g"}, {Key: "foreignField", Value: "_id"}, {Key: "as", Value: "j"}})}))
+	if len(joined) != 5 {
+		t.Fatalf("$lookup between unsharded collections: %d documents", len(joined))
+	}
+	for _, j := range joined {
+		if arr, ok := j.Lookup("j").ArrayOK(); !ok || len(mustValues(t, arr)) != 1 {
+			t.Fatalf("$lookup between unsharded collections: %s", j)
+		}
 	}
 	_, err = s.Aggregate(ctx, pipe{d("$count", "$bad")})
 	if !errors.As(err, &ce) || ce.Code != 40158 {
@@ -596,4 +612,13 @@ func TestRouterStaleRetryAndShardErrors(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Code != int32(mongoerr.BadValue) {
 		t.Fatalf("distinct with a failing shard: %v", err)
 	}
+}
+
+func mustValues(t *testing.T, a bson.RawArray) []bson.RawValue {
+	t.Helper()
+	vs, err := a.Values()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vs
 }
