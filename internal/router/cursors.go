@@ -50,7 +50,9 @@ func newRemote(ctx context.Context, c *Cluster, shard string) (*remote, error) {
 // run runs cmd on the shard's primary in the remote's session; a failure a shard answered is
 // returned as a mongoerr (see shardError).
 func (r *remote) run(ctx context.Context, db string, cmd bsoncore.Document) (bsoncore.Document, error) {
-	raw, err := r.rs.Client().Database(db).RunCommand(mongo.NewSessionContext(ctx, r.sess), bson.Raw(cmd)).Raw()
+	// Through ReplicaSet.RunCommand, as every internal request (the driver takes the session
+	// from the context).
+	raw, err := r.rs.RunCommand(mongo.NewSessionContext(ctx, r.sess), db, bson.Raw(cmd), nil)
 	if err != nil {
 		return nil, shardError(r.shard, err)
 	}

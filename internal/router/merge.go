@@ -198,7 +198,7 @@ func runOnShards(ctx context.Context, c *Cluster, db string, shards []string, cm
 				errs[i] = err
 				return
 			}
-			raw, err := rs.Client().Database(db).RunCommand(ctx, rawDoc(cmds[shard])).Raw()
+			raw, err := rs.RunCommand(ctx, db, rawDoc(cmds[shard]), nil)
 			if err != nil {
 				errs[i] = shardError(shard, err)
 				return
