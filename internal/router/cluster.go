@@ -29,6 +29,10 @@ import (
 	"humongo/internal/sharding/shardregistry"
 )
 
+// configShardID is the shard id of the config server replica set (MongoDB's
+// ShardId::kConfigServerId).
+const configShardID = "config"
+
 // maxStaleRetries bounds the retries of one request after stale-version answers.
 const maxStaleRetries = 10
 
@@ -42,6 +46,8 @@ type Cluster struct {
 	mu     sync.Mutex
 	conns  map[string]*client.ReplicaSet // shard id → client
 	closed bool
+	// onClose run first at Close (the router cursors' reaper and cursors: cursors.go).
+	onClose []func()
 }
 
 // NewCluster connects (lazily, as the driver does) to the config server replica set
@@ -62,6 +68,11 @@ func (c *Cluster) Config() *client.ReplicaSet { return c.config }
 // Shard returns a client for shard id (looked up in the registry; a shard whose connection
 // string changed gets a new client).
 func (c *Cluster) Shard(ctx context.Context, id string) (*client.ReplicaSet, error) {
+	if id == configShardID {
+		// The config and admin databases live on the config servers (the catalog cache
+		// names "config" as their primary shard).
+		return c.config, nil
+	}
 	s, err := c.Shards.Lookup(ctx, id)
 	if err != nil {
 		return nil, err
@@ -90,6 +101,13 @@ func (c *Cluster) Shard(ctx context.Context, id string) (*client.ReplicaSet, err
 
 // Close disconnects from the shards and the config servers.
 func (c *Cluster) Close() {
+	c.mu.Lock()
+	hooks := c.onClose
+	c.onClose = nil
+	c.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
 	c.mu.Lock()
 	conns := c.conns
 	c.conns, c.closed = nil, true

@@ -15,7 +15,10 @@ type clusterKey struct{}
 
 // Attach makes c the cluster the router's commands reach (cmd/humongos, once connected to
 // the config servers).
-func Attach(st *service.State, c *Cluster) { clusterOf(st).Store(c) }
+func Attach(st *service.State, c *Cluster) {
+	clusterOf(st).Store(c)
+	startCursorReaper(st, c)
+}
 
 func clusterOf(st *service.State) *atomic.Pointer[Cluster] {
 	return st.Decorate(clusterKey{}, func() any { return new(atomic.Pointer[Cluster]) }).(*atomic.Pointer[Cluster])

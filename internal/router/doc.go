@@ -8,8 +8,20 @@
 // shardVersion/databaseVersion a request carries) and WithRouting (refresh and retry on
 // StaleConfig/StaleEpoch/StaleDbVersion, at most 10 times). The cluster commands over it so
 // far are listShards and flushRouterConfig (ShardingStateNotInitialized until a Cluster is
-// attached: Attach; cmd/humongos attaches one built from --configdb). Every other MongoDB
-// command is refused with CommandNotSupported, naming the command, until routing lands.
+// attached: Attach; cmd/humongos attaches one built from --configdb).
+//
+// Reads are routed (spec sharding.md "Routing"; MongoDB's src/mongo/s/query): find, getMore,
+// killCursors, count, distinct, aggregate, explain, listCollections and listIndexes
+// (cmd_read.go registers them). A read targets the shards the filter's shard-key bounds reach
+// (an unsharded collection's primary shard, with UNSHARDED and the databaseVersion) and is
+// retried through WithRouting on stale versions. Router cursors (cursors.go) live in the
+// server's cursor manager (idle timeout, killCursors, session ownership) with a mergeSource
+// (merge.go) over the shards' cursors as their source: a k-way merge by sort key computed on
+// the router, then skip, limit and projection. aggregate (agg.go) passes a single-shard
+// pipeline through and otherwise splits it into a shards part and a merging part run on the
+// router by internal/agg; explain.go wraps the shards' plans (SINGLE_SHARD, SHARD_MERGE,
+// SHARD_MERGE_SORT). Writes, DDL and the other commands are refused with
+// CommandNotSupported, naming the command, until routing lands for them.
 //
 // It will own, over internal/sharding's catalog cache and shard registry and the internal
 // client (spec: /work/shared/spec/sharding.md):

@@ -28,6 +28,9 @@ func NewRegistry() *service.Registry {
 	for _, c := range clusterCommands() {
 		r.Register(c)
 	}
+	for _, c := range readCommands() {
+		r.Register(c)
+	}
 	for _, name := range unsupported {
 		r.Register(&service.Command{
 			Name:    name,
@@ -46,11 +49,10 @@ func NewRegistry() *service.Registry {
 // not listed still answer CommandNotFound.
 var unsupported = []string{
 	// CRUD and cursors.
-	"insert", "update", "delete", "find", "findAndModify", "aggregate", "count", "distinct",
-	"getMore", "killCursors", "explain", "bulkWrite",
+	"insert", "update", "delete", "findAndModify", "bulkWrite",
 	// DDL.
-	"create", "drop", "dropDatabase", "createIndexes", "dropIndexes", "listIndexes",
-	"listCollections", "listDatabases", "collMod", "renameCollection", "validate",
+	"create", "drop", "dropDatabase", "createIndexes", "dropIndexes",
+	"listDatabases", "collMod", "renameCollection", "validate",
 	// Sessions and transactions.
 	"startSession", "refreshSessions", "killSessions", "killAllSessions", "commitTransaction",
 	"abortTransaction",
@@ -79,6 +81,7 @@ func notSupported(_ context.Context, env *service.Env, _ bsoncore.Document) (bso
 // read, with mongos 7.0's defaults.
 func ParamSpecs() []service.ParamSpec {
 	return []service.ParamSpec{
+		{Name: "cursorTimeoutMillis", Kind: service.ParamInt, Default: int64(600000), Runtime: true, Startup: true},
 		{Name: "enableTestCommands", Kind: service.ParamBool, Default: false, Startup: true},
 		{Name: "localLogicalSessionTimeoutMinutes", Kind: service.ParamInt, Default: int64(30), Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "logLevel", Kind: service.ParamInt, Default: int64(0), Runtime: true, Startup: true, Min: 0, Max: 5},

@@ -66,7 +66,9 @@ func (Role) Decorate(env *service.Env, op any, reply bsoncore.Document) bsoncore
 // changes, as a standalone mongod's.
 func (Role) TopologyVersion() int64 { return topologyCounter }
 
-// Shutdown implements service.Role: a router holds no cursors yet.
+// Shutdown implements service.Role. The router's cursors are closed with its Cluster (a
+// server Closer; see startCursorReaper), which kills their shard cursors while the shards'
+// connections are still open.
 func (Role) Shutdown() {}
 
 // topologyCounter is humongos's topologyVersion counter.

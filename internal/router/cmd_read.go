@@ -1,0 +1,280 @@
+package router
+
+// The read commands humongos routes (this file registers them: readCommands), and count,
+// distinct, listCollections and listIndexes (MongoDB's cluster_count_cmd,
+// cluster_distinct_cmd, cluster_list_collections_cmd, cluster_list_indexes_cmd).
+
+import (
+	"context"
+	"slices"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/bsonutil"
+	"humongo/internal/mongoerr"
+	"humongo/internal/service"
+	"humongo/internal/sharding/catalogcache"
+)
+
+// readCommands are the routed read commands; NewRegistry registers them and unsupported
+// no longer lists their names.
+func readCommands() []*service.Command {
+	return []*service.Command{
+		{Name: "find", Handler: noTxn(runFind), Help: "query for documents", Secondary: service.SecondaryAlways, Counter: "query"},
+		{Name: "getMore", Handler: noTxn(runGetMore), Help: "retrieve more results from an existing cursor", Secondary: service.SecondaryAlways, Counter: "getmore"},
+		{Name: "killCursors", Handler: runKillCursors, Help: "kill a list of cursors", Secondary: service.SecondaryAlways},
+		{Name: "count", Handler: noTxn(runCount), Help: "count documents matching a query", Secondary: service.SecondaryAlways},
+		{Name: "distinct", Handler: noTxn(runDistinct), Help: "the distinct values of a field", Secondary: service.SecondaryAlways},
+		{Name: "aggregate", Handler: noTxn(runAggregate), Help: "run an aggregation pipeline", Secondary: service.SecondaryAlways},
+		{Name: "explain", Handler: noTxn(runExplain), Help: "explain a find, aggregate, count or distinct", Secondary: service.SecondaryAlways},
+		{Name: "listCollections", Handler: noTxn(runListCollections), Help: "list a database's collections", Secondary: service.SecondaryAlways},
+		{Name: "listIndexes", Handler: noTxn(runListIndexes), Help: "list a collection's indexes", Secondary: service.SecondaryAlways},
+	}
+}
+
+// noTxn wraps a handler with refuseTransaction.
+func noTxn(h service.Handler) service.Handler {
+	return func(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+		if err := refuseTransaction(cmd); err != nil {
+			return nil, err
+		}
+		return h(ctx, env, cmd)
+	}
+}
+
+// appendNumber is BSONObjBuilder::appendNumber: an int when it fits, else a long.
+func appendNumber(b *bsoncore.DocumentBuilder, k string, n int64) *bsoncore.DocumentBuilder {
+	if n >= -1<<31 && n < 1<<31 {
+		return b.AppendInt32(k, int32(n))
+	}
+	return b.AppendInt64(k, n)
+}
+
+func runCount(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "count"
+	c, err := cluster(env)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := collectionArg(env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	filter, err := docArg(name, cmd, "query")
+	if err != nil {
+		return nil, err
+	}
+	limit, _, err := intField(name, cmd, "limit")
+	if err != nil {
+		return nil, err
+	}
+	if limit < 0 {
+		limit = -limit // count's negative limit is its absolute value
+	}
+	skip, _, err := intField(name, cmd, "skip")
+	if err != nil {
+		return nil, err
+	}
+	if skip < 0 {
+		return nil, mongoerr.New(mongoerr.BadValue, "skip value is negative in count query")
+	}
+	_, collated, err := readCollation(name, cmd)
+	if err != nil {
+		return nil, err
+	}
+	var total int64
+	err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
+		shards, err := targetShards(r, filter, collated)
+		if err != nil {
+			return err
+		}
+		fwd := forward(cmd, nil, nil)
+		if len(shards) > 1 {
+			// As mongos: each shard counts up to skip+limit with no skip; the router
+			// applies skip and limit to the sum.
+			set := bsoncore.NewDocumentBuilder()
+			if limit > 0 {
+				set.AppendInt64("limit", limit+skip)
+			}
+			fwd = forward(cmd, map[string]bool{"skip": true}, set.Build())
+		}
+		replies, err := runOnShards(ctx, c, env.DB, shards, versionedFor(fwd, r, shards))
+		if err != nil {
+			return err
+		}
+		total = 0
+		for _, rep := range replies {
+			n, _ := rep.Lookup("n").AsInt64OK()
+			total += n
+		}
+		if len(shards) > 1 {
+			total = max(total-skip, 0)
+			if limit > 0 {
+				total = min(total, limit)
+			}
+		}
+		return nil
+	})
+	if missingDatabase(err) {
+		err, total = nil, 0
+	}
+	if err != nil {
+		return nil, err
+	}
+	return appendNumber(bsoncore.NewDocumentBuilder(), "n", total).Build(), nil
+}
+
+func runDistinct(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "distinct"
+	c, err := cluster(env)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := collectionArg(env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	filter, err := docArg(name, cmd, "query")
+	if err != nil {
+		return nil, err
+	}
+	coll, collated, err := readCollation(name, cmd)
+	if err != nil {
+		return nil, err
+	}
+	var sc bsonutil.StringComparer
+	if coll != nil {
+		sc = coll
+	}
+	var values []bsoncore.Value
+	err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
+		shards, err := targetShards(r, filter, collated)
+		if err != nil {
+			return err
+		}
+		replies, err := runOnShards(ctx, c, env.DB, shards, versionedFor(forward(cmd, nil, nil), r, shards))
+		if err != nil {
+			return err
+		}
+		values = values[:0]
+		for _, rep := range replies {
+			arr, _ := rep.Lookup("values").ArrayOK()
+			vals, err := arr.Values()
+			if err != nil {
+				return mongoerr.Newf(mongoerr.FailedToParse, "distinct reply from a shard: %v", err)
+			}
+			values = append(values, vals...)
+		}
+		if len(shards) > 1 {
+			// The union, deduplicated under the query's collation and ordered by it, as
+			// mongos's BSONObjSet of the shards' values.
+			slices.SortStableFunc(values, func(a, b bsoncore.Value) int { return bsonutil.CompareWithCollator(a, b, sc) })
+			values = slices.CompactFunc(values, func(a, b bsoncore.Value) bool { return bsonutil.CompareWithCollator(a, b, sc) == 0 })
+		}
+		return nil
+	})
+	if missingDatabase(err) {
+		err, values = nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ab := bsoncore.NewArrayBuilder()
+	for _, v := range values {
+		ab.AppendValue(v)
+	}
+	return bsoncore.NewDocumentBuilder().AppendArray("values", ab.Build()).Build(), nil
+}
+
+// withDBVersion returns cmd carrying database db's version (commands on a database's
+// primary shard that name no collection).
+func withDBVersion(cmd bsoncore.Document, d catalogcache.Database) bsoncore.Document {
+	if d.Version.IsFixed() {
+		return cmd
+	}
+	return forward(cmd, nil, bsoncore.NewDocumentBuilder().AppendDocument("databaseVersion", d.Version.Doc()).Build())
+}
+
+// withDatabase runs f with database db's cached entry, refreshing and retrying on
+// StaleDbVersion as WithRouting does for collections.
+func (c *Cluster) withDatabase(ctx context.Context, db string, f func(d catalogcache.Database) error) error {
+	var err error
+	for attempt := 0; attempt <= maxStaleRetries; attempt++ {
+		var d catalogcache.Database
+		if d, err = c.Cache.Database(ctx, db); err != nil {
+			return err
+		}
+		if err = f(d); err == nil || !c.NoteStale(db+".$cmd", err) {
+			return err
+		}
+	}
+	return err
+}
+
+// runListCollections asks the database's primary shard, rewriting its cursor.
+func runListCollections(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	c, err := cluster(env)
+	if err != nil {
+		return nil, err
+	}
+	ns := env.DB + ".$cmd.listCollections"
+	var reply bsoncore.Document
+	err = c.withDatabase(ctx, env.DB, func(d catalogcache.Database) error {
+		cursors, err := openCursors(ctx, c, env.DB, []string{d.Primary},
+			map[string]bsoncore.Document{d.Primary: withDBVersion(forward(cmd, nil, nil), d)})
+		if err != nil {
+			return err
+		}
+		reply, err = firstBatchReply(ctx, env, cmd, ns, &mergeSource{cursors: cursors}, firstCount(cmd), false, false)
+		return err
+	})
+	if missingDatabase(err) {
+		return emptyListReply(ns), nil
+	}
+	return reply, err
+}
+
+// runListIndexes asks the primary shard of an unsharded collection, or the shard owning a
+// sharded collection's first chunk (both hold the collection and its indexes).
+func runListIndexes(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	c, err := cluster(env)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := collectionArg(env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	var reply bsoncore.Document
+	err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
+		shard := r.DB.Primary
+		if r.Sharded() {
+			shard = r.Table.Chunks()[0].Shard
+		}
+		cursors, err := openCursors(ctx, c, env.DB, []string{shard}, versionedFor(forward(cmd, nil, nil), r, []string{shard}))
+		if err != nil {
+			return err
+		}
+		reply, err = firstBatchReply(ctx, env, cmd, ns, &mergeSource{cursors: cursors}, firstCount(cmd), false, false)
+		return err
+	})
+	if missingDatabase(err) {
+		return nil, mongoerr.Newf(mongoerr.NamespaceNotFound, "ns does not exist: %s", ns)
+	}
+	return reply, err
+}
+
+// firstCount is a list command's first batch size (cursor.batchSize, else all).
+func firstCount(cmd bsoncore.Document) int64 {
+	if cur, ok := cmd.Lookup("cursor").DocumentOK(); ok {
+		if n, ok := cur.Lookup("batchSize").AsInt64OK(); ok && n > 0 {
+			return n
+		}
+	}
+	return 1<<63 - 1
+}
+
+func emptyListReply(ns string) bsoncore.Document {
+	return bsoncore.NewDocumentBuilder().AppendDocument("cursor", bsoncore.NewDocumentBuilder().
+		AppendInt64("id", 0).AppendString("ns", ns).AppendArray("firstBatch", bsoncore.NewArrayBuilder().Build()).Build()).Build()
+}
