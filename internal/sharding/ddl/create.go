@@ -89,14 +89,14 @@ func (r CreateResponse) Doc() bsoncore.Document {
 type Coordinator struct {
 	Local  RunFunc
 	Remote func() (*Remote, error)
-	// Self is this shard's id (its shardIdentity shardName).
-	Self string
 
 	mu sync.Mutex
 }
 
 // CreateCollection shards req.NS (the database's primary shard runs it).
-func (c *Coordinator) CreateCollection(ctx context.Context, req CreateRequest) (CreateResponse, error) {
+//
+// self is this shard's id (its shardIdentity shardName).
+func (c *Coordinator) CreateCollection(ctx context.Context, self string, req CreateRequest) (CreateResponse, error) {
 	p, err := shardkey.Parse(req.Key)
 	if err != nil {
 		return CreateResponse{}, err
@@ -120,9 +120,9 @@ func (c *Coordinator) CreateCollection(ctx context.Context, req CreateRequest) (
 	if err != nil {
 		return CreateResponse{}, err
 	}
-	if dbEntry.Primary != c.Self {
+	if dbEntry.Primary != self {
 		return CreateResponse{}, mongoerr.Newf(mongoerr.StaleDbVersion,
-			"the primary shard of database %s is %s, not this shard (%s)", db, dbEntry.Primary, c.Self)
+			"the primary shard of database %s is %s, not this shard (%s)", db, dbEntry.Primary, self)
 	}
 
 	// Already sharded: the same options are a success, others AlreadyInitialized.
@@ -206,7 +206,7 @@ func (c *Coordinator) CreateCollection(ctx context.Context, req CreateRequest) (
 		ids = append(ids, s.ID)
 	}
 	gen := routing.Generation{Epoch: bson.NewObjectID(), Timestamp: clusterTime(ctx, remote)}
-	newChunks, err := InitialChunks(SplitParams{Pattern: p, UUID: local.uuid, Gen: gen, Primary: c.Self, Shards: ids,
+	newChunks, err := InitialChunks(SplitParams{Pattern: p, UUID: local.uuid, Gen: gen, Primary: self, Shards: ids,
 		NumInitialChunks: req.NumInitialChunks, Presplit: req.Presplit, Empty: empty})
 	if err != nil {
 		return CreateResponse{}, err
@@ -216,12 +216,12 @@ func (c *Coordinator) CreateCollection(ctx context.Context, req CreateRequest) (
 	// indexes.
 	participants := map[string]bool{}
 	for _, ch := range newChunks {
-		if ch.Shard != c.Self {
+		if ch.Shard != self {
 			participants[ch.Shard] = true
 		}
 	}
 	for id := range participants {
-		if err := c.createOnParticipant(ctx, remote, id, db, coll, local, indexes); err != nil {
+		if err := c.createOnParticipant(ctx, remote, self, id, db, coll, local, indexes); err != nil {
 			return CreateResponse{}, fmt.Errorf("create %s on shard %s: %w", req.NS, id, err)
 		}
 	}
@@ -362,7 +362,7 @@ func (c *Coordinator) hasArrayOnKey(ctx context.Context, db, coll string, p *sha
 }
 
 // createOnParticipant sends _shardsvrCreateCollectionParticipant to shard id.
-func (c *Coordinator) createOnParticipant(ctx context.Context, remote *Remote, id, db, coll string, local LocalColl, indexes []IndexSpec) error {
+func (c *Coordinator) createOnParticipant(ctx context.Context, remote *Remote, self, id, db, coll string, local LocalColl, indexes []IndexSpec) error {
 	rs, err := remote.Shard(ctx, id)
 	if err != nil {
 		return err
@@ -380,7 +380,7 @@ func (c *Coordinator) createOnParticipant(ctx context.Context, remote *Remote, i
 		AppendArray("indexes", ixs.Build()).
 		AppendDocument("options", emptyIfNil(local.options)).
 		AppendBinary("collectionUUID", 4, local.uuid[:]).
-		AppendString("primaryShardId", c.Self)
+		AppendString("primaryShardId", self)
 	if idIndex != nil {
 		b.AppendDocument("idIndex", idIndex)
 	}
