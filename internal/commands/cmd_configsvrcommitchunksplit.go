@@ -93,4 +93,3 @@ func versionsReply(vs configsvr.Versions) bsoncore.Document {
 	b, _ = bsoncore.AppendDocumentEnd(b, idx)
 	return b
 }
-
