@@ -479,6 +479,24 @@ func TestShardCollectionSplitMerge(t *testing.T) {
 		if ok != 1 || failed != 1 {
 			t.Fatalf("concurrent splits: %v", errs)
 		}
+		// The config server validates what it commits.
+		_, cur := sc.collEntry(ctx, t, "app.cs")
+		splitChunk := func(ep bson.ObjectID, min, max bson.Raw, keys ...int) error {
+			arr := bson.A{}
+			for _, k := range keys {
+				arr = append(arr, bson.D{{Key: "k", Value: k}})
+			}
+			return sc.shards["sh0"].Database("admin").RunCommand(ctx, bson.D{{Key: "splitChunk", Value: "app.cs"},
+				{Key: "from", Value: "sh0"}, {Key: "keyPattern", Value: bson.D{{Key: "k", Value: 1}}},
+				{Key: "epoch", Value: ep}, {Key: "timestamp", Value: bson.Timestamp{T: tt, I: ti}},
+				{Key: "min", Value: min}, {Key: "max", Value: max}, {Key: "splitKeys", Value: arr}}).Err()
+		}
+		last := cur[len(cur)-1]
+		lo := last.Min.Lookup("k").AsInt64()
+		expectCode(t, "split point outside", splitChunk(epoch, last.Min, last.Max, int(lo)-1), mongoerr.InvalidOptions, "not contained within chunk")
+		expectCode(t, "decreasing split points", splitChunk(epoch, last.Min, last.Max, int(lo)+20, int(lo)+10), mongoerr.InvalidOptions, "strictly increasing order")
+		expectCode(t, "split on the lower bound", splitChunk(epoch, last.Min, last.Max, int(lo)), mongoerr.InvalidOptions, "Split on lower bound of chunk")
+		expectCode(t, "stale epoch", splitChunk(bson.NewObjectID(), last.Min, last.Max, int(lo)+10), mongoerr.StaleEpoch, "Epoch of collection 'app.cs' has changed")
 		_, after := sc.collEntry(ctx, t, "app.cs")
 		if len(after) != 2 || after[0].Lastmod != (bson.Timestamp{T: 1, I: 1}) || after[1].Lastmod != (bson.Timestamp{T: 1, I: 2}) {
 			t.Errorf("chunks after concurrent splits: %v", after)
