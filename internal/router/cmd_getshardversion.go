@@ -21,7 +21,7 @@ func getShardVersionCommand() *service.Command {
 const maxUserSize = 16 * 1024 * 1024
 
 // runGetShardVersion is mongos's getShardVersion from the router's catalog cache (refreshed
-// first if stale): for a database {primaryShard, version}; for a sharded collection
+// first): for a database {primaryShard, version}; for a sharded collection
 // {version: Timestamp(major, minor), versionEpoch, versionTimestamp} and, with fullMetadata,
 // chunks: [[min, max], ...] (or exceededSize: true when they would not fit a reply).
 func runGetShardVersion(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
@@ -36,6 +36,7 @@ func runGetShardVersion(ctx context.Context, env *service.Env, cmd bsoncore.Docu
 	}
 	db, coll, _ := strings.Cut(ns, ".")
 	if coll == "" {
+		c.Cache.OnStaleDatabaseVersion(db, nil)
 		d, err := c.Cache.Database(ctx, db)
 		if err != nil {
 			return nil, err
@@ -43,6 +44,7 @@ func runGetShardVersion(ctx context.Context, env *service.Env, cmd bsoncore.Docu
 		return bsoncore.NewDocumentBuilder().AppendString("primaryShard", d.Primary).
 			AppendDocument("version", d.Version.Doc()).Build(), nil
 	}
+	c.Cache.OnStaleShardVersion(ns, nil) // refreshed first, incrementally
 	r, err := c.Cache.Routing(ctx, ns)
 	if err != nil {
 		return nil, err

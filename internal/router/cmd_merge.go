@@ -58,7 +58,9 @@ func runMergeChunks(ctx context.Context, env *service.Env, cmd bsoncore.Document
 		AppendObjectID("epoch", r.Table.Generation().Epoch).
 		AppendTimestamp("timestamp", r.Table.Generation().Timestamp.T, r.Table.Generation().Timestamp.I).Build()
 	_, err = ddl.Run(ctx, rs, "admin", merge)
-	c.Cache.InvalidateCollection(ns)
+	// The next use refreshes (incrementally: the merged chunk has the newest version and
+	// replaces the ones it covers).
+	c.Cache.OnStaleShardVersion(ns, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -27,10 +27,10 @@ func splitErr(format string, args ...any) error {
 	return mongoerr.Newf(mongoerr.InvalidOptions, format, args...)
 }
 
-// shardedRouting refreshes ns's routing (as getShardedCollectionRoutingInfoWithRefresh) and
-// requires the collection to be sharded.
+// shardedRouting refreshes ns's routing (incrementally, as
+// getShardedCollectionRoutingInfoWithRefresh) and requires the collection to be sharded.
 func shardedRouting(ctx context.Context, c *Cluster, ns string) (*catalogcache.Routing, error) {
-	c.Cache.InvalidateCollection(ns)
+	c.Cache.OnStaleShardVersion(ns, nil)
 	r, err := c.Cache.Routing(ctx, ns)
 	if err != nil {
 		return nil, err
@@ -151,7 +151,8 @@ func runSplit(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bso
 	split := ddl.SplitChunkCommand(ddl.SplitRequest{NS: ns, From: chunk.Shard, KeyPattern: p.Doc(), Gen: r.Table.Generation(),
 		Min: chunk.Min, Max: chunk.Max, SplitKeys: []bsoncore.Document{point}})
 	_, err = ddl.Run(ctx, rs, "admin", split)
-	c.Cache.InvalidateCollection(ns)
+	// The next use refreshes (incrementally: the split pieces have newer versions).
+	c.Cache.OnStaleShardVersion(ns, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -57,32 +57,34 @@ func IsSimpleCollation(c bsoncore.Document) bool {
 	return ok && l == "simple"
 }
 
-// hasPrefix reports whether the index key starts with the shard key's fields with the
-// same kinds (a hashed shard key field needs a hashed index field; a ranged field any
-// ascending or descending one: MongoDB's isIndexPrefixOf... here as
-// ShardKeyPattern::isUniqueIndexCompatible / isPrefixOf over field names and "hashed").
-func hasPrefix(p *shardkey.Pattern, key bsoncore.Document) bool {
+// isPrefixOf is BSONObj::isPrefixOf with the simple element comparator: the shard key's
+// elements (names and values: 1 equals 1.0, "hashed" only "hashed") start the index key.
+func isPrefixOf(p *shardkey.Pattern, key bsoncore.Document) bool {
 	pe, _ := p.Doc().Elements()
 	ke, err := key.Elements()
 	if err != nil || len(ke) < len(pe) {
 		return false
 	}
 	for i, e := range pe {
-		if ke[i].Key() != e.Key() {
-			return false
-		}
-		if isHashedValue(e.Value()) != isHashedValue(ke[i].Value()) {
+		if ke[i].Key() != e.Key() || bsonutil.Compare(e.Value(), ke[i].Value()) != 0 {
 			return false
 		}
 	}
 	return true
 }
 
-// isFieldPrefix reports whether the shard key's field names are a prefix of the index
-// key's, whatever their kinds (the unique-index compatibility rule).
-func isFieldPrefix(p *shardkey.Pattern, key bsoncore.Document) bool {
+// isUniqueIndexCompatible is ShardKeyPattern::isUniqueIndexCompatible: the _id index is
+// always compatible (unless the shard key itself starts with _id); otherwise the shard key's
+// field names must be a prefix of the unique index's.
+func isUniqueIndexCompatible(p *shardkey.Pattern, key bsoncore.Document) bool {
 	ke, err := key.Elements()
-	if err != nil || len(ke) < p.NumFields() {
+	if err != nil || len(ke) == 0 {
+		return false
+	}
+	if p.Fields()[0] != "_id" && ke[0].Key() == "_id" {
+		return true
+	}
+	if len(ke) < p.NumFields() {
 		return false
 	}
 	for i, f := range p.Fields() {
@@ -93,75 +95,83 @@ func isFieldPrefix(p *shardkey.Pattern, key bsoncore.Document) bool {
 	return true
 }
 
-func isHashedValue(v bsoncore.Value) bool {
-	s, ok := v.StringValueOK()
-	return ok && s == "hashed"
-}
-
 // IndexPlan is what CheckIndexes decided: nothing to do, or the shard key index to create.
 type IndexPlan struct {
 	Create bool
 	Spec   bsoncore.Document // {key, name, unique?, collation?} for createIndexes
 }
 
-// CheckIndexes applies 7.0's validShardKeyIndexExists to the collection's indexes:
+// CheckIndexes is 7.0's validateShardKeyIndexExistsOrCreateIfPossible over the collection's
+// indexes (shard_key_util.cpp):
 //
-//   - every unique index (other than _id's) must have the shard key as a prefix;
-//   - a useful index has the shard key as a prefix, is not sparse, not partial, not hidden,
-//     has the simple collation and is not multikey on the key's fields (multikeyOnKey says
-//     whether a document holds an array along a key field);
-//   - with unique, an index exactly on the key must be unique (or be _id's);
-//   - with no useful index, a non-empty collection is refused and an empty one gets the
+//  1. every unique index must be compatible with the shard key (isUniqueIndexCompatible);
+//  2. a useful index is not sparse, not partial, has no collation and has the shard key as a
+//     prefix; the reasons the last unusable index could not serve are kept for the message;
+//  3. with unique, the index exactly on the key must be unique (or be on _id);
+//  4. a useful index must not be multikey on the key (multikeyOnKey: a document holds an
+//     array along a key field), else "couldn't find valid index for shard key";
+//  5. with no useful index, a non-empty collection is refused and an empty one gets the
 //     index (simple collation when the collection has a default collation).
 func CheckIndexes(ns string, p *shardkey.Pattern, unique bool, indexes []IndexSpec, collDefaultCollation bool, empty, multikeyOnKey bool) (IndexPlan, error) {
 	for _, ix := range indexes {
-		if !ix.Unique || ix.Name == "_id_" {
-			continue
-		}
-		if !isFieldPrefix(p, ix.Key) {
+		if ix.Unique && !isUniqueIndexCompatible(p, ix.Key) {
 			return IndexPlan{}, mongoerr.Newf(mongoerr.InvalidOptions,
 				"can't shard collection '%s' with unique index on %s and proposed shard key %s. Uniqueness can't be maintained unless shard key is a prefix",
 				ns, bsonutil.FormatDoc(ix.Key), p)
 		}
 	}
 	useful := false
+	allReasons := ""
 	for _, ix := range indexes {
-		if !hasPrefix(p, ix.Key) || ix.Sparse || ix.Partial || ix.Hidden || ix.Collation != nil {
-			continue
+		if !ix.Sparse && !ix.Partial && ix.Collation == nil && !ix.Hidden && isPrefixOf(p, ix.Key) {
+			useful = true
 		}
-		if multikeyOnKey {
-			continue
+		reasons := ""
+		if ix.Sparse {
+			reasons += " Index key is sparse."
 		}
-		useful = true
+		if ix.Partial {
+			reasons += " Index key is partial."
+		}
+		if ix.Collation != nil {
+			reasons += " Index has a non-simple collation."
+		}
+		if reasons != "" {
+			allReasons = " Index " + ix.Name + " cannot be used for sharding because [" + reasons + " ]"
+		}
 	}
 	if useful && unique {
 		var exact *IndexSpec
 		for i := range indexes {
-			if string(indexes[i].Key) == string(p.Doc()) {
+			if bsonutil.CompareDocuments(indexes[i].Key, p.Doc()) == 0 {
 				exact = &indexes[i]
 				break
 			}
 		}
 		if exact == nil {
 			useful = false
-		} else if !exact.Unique && !strings.HasPrefix(p.Fields()[0], "_id") {
+		} else if first, err := exact.Key.IndexErr(0); !exact.Unique && (err != nil || first.Key() != "_id") {
 			return IndexPlan{}, mongoerr.Newf(mongoerr.InvalidOptions,
 				"can't shard collection %s, %s index not unique, and unique index explicitly specified", ns, p)
 		}
 	}
 	if useful {
+		if multikeyOnKey && !(p.NumFields() == 1 && p.Fields()[0] == "_id") {
+			return IndexPlan{}, mongoerr.New(mongoerr.InvalidOptions, "couldn't find valid index for shard key")
+		}
 		return IndexPlan{}, nil
 	}
 	if !empty {
 		return IndexPlan{}, mongoerr.New(mongoerr.InvalidOptions,
-			"Please create an index that starts with the proposed shard key before sharding the collection")
+			"Please create an index that starts with the proposed shard key before sharding the collection. "+allReasons)
 	}
 	b := bsoncore.NewDocumentBuilder().AppendDocument("key", p.Doc()).AppendString("name", IndexName(p.Doc()))
-	if unique && !p.IsHashed() {
-		b.AppendBoolean("unique", true)
-	}
 	if collDefaultCollation {
+		b.AppendInt32("v", 2)
 		b.AppendDocument("collation", bsoncore.NewDocumentBuilder().AppendString("locale", "simple").Build())
+	}
+	if unique && !(p.NumFields() == 1 && p.Fields()[0] == "_id") {
+		b.AppendBoolean("unique", true)
 	}
 	return IndexPlan{Create: true, Spec: b.Build()}, nil
 }
