@@ -363,6 +363,34 @@ func TestShardCollectionSplitMerge(t *testing.T) {
 		}
 	})
 
+	t.Run("defaultCollation", func(t *testing.T) {
+		if err := sc.shards["sh0"].Database("app").CreateCollection(ctx, "fr",
+			options.CreateCollection().SetCollation(&options.Collation{Locale: "fr"})); err != nil {
+			t.Fatal(err)
+		}
+		_, err := shardColl("app.fr", key(bson.D{{Key: "k", Value: 1}}))
+		expectCode(t, "default collation", err, mongoerr.BadValue, "Must specify collation {locale: 'simple'}")
+		if _, err := shardColl("app.fr", key(bson.D{{Key: "k", Value: 1}}), bson.E{Key: "collation", Value: bson.D{{Key: "locale", Value: "simple"}}}); err != nil {
+			t.Fatalf("with the simple collation: %v", err)
+		}
+		entry, _ := sc.collEntry(ctx, t, "app.fr")
+		if loc, _ := entry.Lookup("defaultCollation", "locale").StringValueOK(); loc != "fr" {
+			t.Errorf("config.collections defaultCollation: %s", entry)
+		}
+		specs, err := sc.shards["sh0"].Database("app").Collection("fr").Indexes().ListSpecifications(ctx)
+		if err != nil || len(specs) != 2 || specs[1].Name != "k_1" {
+			t.Fatalf("indexes: %v %v", specs, err)
+		}
+		raw, err := sc.shards["sh0"].Database("app").RunCommand(ctx, bson.D{{Key: "listIndexes", Value: "fr"}}).Raw()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ixs := mustValues(t, raw.Lookup("cursor", "firstBatch").Array())
+		if loc, _ := ixs[1].Document().Lookup("collation", "locale").StringValueOK(); loc != "" && loc != "simple" {
+			t.Errorf("shard key index collation: %s", ixs[1])
+		}
+	})
+
 	t.Run("splitMerge", func(t *testing.T) {
 		if _, err := shardColl("app.s", key(bson.D{{Key: "k", Value: 1}})); err != nil {
 			t.Fatal(err)

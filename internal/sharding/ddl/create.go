@@ -228,6 +228,11 @@ func (c *Coordinator) CreateCollection(ctx context.Context, self string, req Cre
 
 	entry := catalogcache.Collection{NS: req.NS, UUID: local.uuid, Pattern: p, Gen: gen, Unique: req.Unique}
 	collDoc := configclient.CollectionDoc(entry, time.Now().UnixMilli())
+	if local.defaultCollation != nil {
+		// CollectionType keeps the collection's default collation (shard key ranges
+		// themselves always compare with the simple one).
+		collDoc = appendField(collDoc, "defaultCollation", local.defaultCollation)
+	}
 	chunkDocs := bsoncore.NewArrayBuilder()
 	for _, ch := range newChunks {
 		chunkDocs.AppendDocument(ch.ConfigDoc())
@@ -252,6 +257,14 @@ func (c *Coordinator) CreateCollection(ctx context.Context, self string, req Cre
 		return CreateResponse{UUID: existing.UUID, CollectionVersion: rt.Version()}, nil
 	}
 	return CreateResponse{UUID: local.uuid, CollectionVersion: newChunks[len(newChunks)-1].Version}, nil
+}
+
+// appendField returns d with the document field name: v appended.
+func appendField(d bsoncore.Document, name string, v bsoncore.Document) bsoncore.Document {
+	out := append([]byte(nil), d[:len(d)-1]...)
+	out = bsoncore.AppendDocumentElement(out, name, v)
+	out = append(out, 0)
+	return bsoncore.UpdateLength(out, 0, int32(len(out)))
 }
 
 func majority() bsoncore.Document {
