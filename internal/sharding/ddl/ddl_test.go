@@ -95,6 +95,14 @@ func TestInitialChunks(t *testing.T) {
 	}
 }
 
+func TestPresplitHashedZonesNeedsZones(t *testing.T) {
+	sp := SplitParams{Pattern: shardkey.MustParse(doc(bson.D{{Key: "h", Value: "hashed"}})), Primary: "a", Shards: []string{"a"},
+		Empty: true, Presplit: true}
+	if _, err := InitialChunks(sp); !mongoerr.Is(err, mongoerr.Location31387) {
+		t.Errorf("presplitHashedZones without zones: %v", err)
+	}
+}
+
 func TestCheckIndexes(t *testing.T) {
 	p := shardkey.MustParse(doc(bson.D{{Key: "a", Value: 1}}))
 	ix := func(d bson.D) IndexSpec { return ParseIndexSpec(doc(d)) }

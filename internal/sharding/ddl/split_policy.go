@@ -54,9 +54,10 @@ func InitialChunks(sp SplitParams) ([]routing.Chunk, error) {
 			"When the prefix of the hashed shard key is a range field, 'numInitialChunks' can only be used when the 'presplitHashedZones' is true")
 	}
 	if sp.Presplit {
-		// presplitHashedZones needs zones (config.tags), which issue 12 does not have.
-		return nil, mongoerr.Newf(mongoerr.InvalidOptions,
-			"Chunks cannot be pre-split for a collection with hashed shard key %s: presplitHashedZones requires zones defined for the collection, and none are", p)
+		// presplitHashedZones needs zones (config.tags), which issue 12 does not define:
+		// 7.0's PresplitHashedZonesSplitPolicy refuses a collection without any.
+		return nil, mongoerr.New(mongoerr.Location31387,
+			"'presplitHashedZones' is only supported when the collection is empty, zones are set up and shard key pattern has a hashed field")
 	}
 	shards := append([]string(nil), sp.Shards...)
 	sort.Strings(shards)
