@@ -39,11 +39,15 @@ func addShardingDDL(r *service.Registry) {
 	}
 }
 
-// requireShard refuses a shard command on a node that is not a shard-aware shard server and
-// returns its shard id.
+// requireShard refuses a shard command on a node that is not a shard-aware shard server
+// (ShardingState::canAcceptShardedCommands) and returns its shard id.
 func requireShard(env *service.Env, name string) (string, error) {
-	if env.State.Sharding.Role() != shardstate.RoleShardServer {
+	switch env.State.Sharding.Role() {
+	case shardstate.RoleShardServer:
+	case shardstate.RoleConfigServer:
 		return "", mongoerr.Newf(mongoerr.IllegalOperation, "%s can only be run on shard servers", name)
+	default:
+		return "", mongoerr.New(mongoerr.NoShardingEnabled, "Cannot accept sharding commands if not started with --shardsvr")
 	}
 	id, aware := env.State.Sharding.Identity()
 	if !aware {

@@ -295,6 +295,11 @@ func TestShardCollectionSplitMerge(t *testing.T) {
 		expectCode(t, "timeseries", err, mongoerr.CommandNotSupported, "time-series")
 		_, err = shardColl("admin.x", key(bson.D{{Key: "k", Value: 1}}))
 		expectCode(t, "admin", err, mongoerr.IllegalOperation, "admin")
+		// Internal commands run only where they belong.
+		err = sc.cfg.Database("app").RunCommand(ctx, bson.D{{Key: "_shardsvrCreateCollection", Value: "x"}, {Key: "shardKey", Value: bson.D{{Key: "k", Value: 1}}}}).Err()
+		expectCode(t, "_shardsvrCreateCollection on the config server", err, mongoerr.IllegalOperation, "can only be run on shard servers")
+		err = sc.shards["sh0"].Database("admin").RunCommand(ctx, bson.D{{Key: "_configsvrCommitChunkSplit", Value: "app.r"}}).Err()
+		expectCode(t, "_configsvrCommitChunkSplit on a shard", err, mongoerr.IllegalOperation, "_configsvrCommitChunkSplit can only be run on config servers")
 		if n, _ := sc.cfg.Database("config").Collection("collections").CountDocuments(ctx, bson.D{{Key: "_id", Value: "app.bad"}}); n != 0 {
 			t.Errorf("a refused shardCollection left a config.collections entry")
 		}
