@@ -58,6 +58,7 @@ func NewRegistry() *service.Registry {
 	r.Register(service.LogRotateCommand())
 	addAggregate(r)
 	addApplyOps(r)
+	addShardingDDL(r)
 	addCollMod(r)
 	addCollStats(r)
 	addConfigureFailPoint(r)

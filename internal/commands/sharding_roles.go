@@ -28,6 +28,8 @@ import (
 // runs after AttachReplication, before the first connection; stop ends what it started.
 func StartShardingRole(ctx context.Context, st *service.State, reg *service.Registry, role shardstate.Role, rc *coord.Coordinator) (stop func(), err error) {
 	stop = func() {}
+	// The shard's connections to its cluster (sharding DDL) close with the role.
+	defer func() { stop = closeShardingDDL(st, reg, stop) }()
 	if role != shardstate.RoleNone {
 		st.Sharding = shardstate.New(role)
 	}

@@ -332,4 +332,7 @@ const (
 	// Location31180 and Location31181: a chunk major / minor version at its maximum value.
 	Location31180 Code = 31180
 	Location31181 Code = 31181
+	// Location31387: presplitHashedZones without zones, on a non-empty collection or without a
+	// hashed field (PresplitHashedZonesSplitPolicy::_validate).
+	Location31387 Code = 31387
 )

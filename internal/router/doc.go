@@ -7,8 +7,10 @@
 // cache and shard registry over it, a client per shard, Versioned (the
 // shardVersion/databaseVersion a request carries) and WithRouting (refresh and retry on
 // StaleConfig/StaleEpoch/StaleDbVersion, at most 10 times). The cluster commands over it so
-// far are listShards and flushRouterConfig (ShardingStateNotInitialized until a Cluster is
-// attached: Attach; cmd/humongos attaches one built from --configdb).
+// far are listShards, flushRouterConfig, shardCollection (to the database's primary shard's
+// _shardsvrCreateCollection), split and mergeChunks (to the chunk owner's splitChunk /
+// mergeChunks) and getShardVersion (from the cache) (ShardingStateNotInitialized until a
+// Cluster is attached: Attach; cmd/humongos attaches one built from --configdb).
 //
 // Reads are routed (spec sharding.md "Routing"; MongoDB's src/mongo/s/query): find, getMore,
 // killCursors, count, distinct, aggregate, explain, listCollections and listIndexes

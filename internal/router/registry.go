@@ -31,6 +31,9 @@ func NewRegistry() *service.Registry {
 	for _, c := range readCommands() {
 		r.Register(c)
 	}
+	for _, c := range shardingDDLCommands() {
+		r.Register(c)
+	}
 	for _, name := range unsupported {
 		r.Register(&service.Command{
 			Name:    name,
@@ -64,10 +67,10 @@ var unsupported = []string{
 	"saslStart", "saslContinue", "authenticate", "logout", "createUser", "dropUser", "createRole",
 	"dropRole", "usersInfo", "rolesInfo",
 	// Sharding administration.
-	"addShard", "removeShard", "enableSharding", "shardCollection",
+	"addShard", "removeShard", "enableSharding",
 	"reshardCollection", "refineCollectionShardKey", "movePrimary", "moveChunk", "moveRange",
-	"split", "mergeChunks", "balancerStart", "balancerStop", "balancerStatus",
-	"getShardMap", "getShardVersion", "addShardToZone",
+	"balancerStart", "balancerStop", "balancerStatus",
+	"getShardMap", "addShardToZone",
 	"removeShardFromZone", "updateZoneKeyRange", "configureCollectionBalancing",
 	"checkMetadataConsistency",
 }

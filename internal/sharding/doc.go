@@ -34,7 +34,12 @@
 //     documents' formats;
 //   - shardstate: a data node's cluster role, its shard identity and shard awareness,
 //     serverStatus.sharding;
-//   - configsvr: the config server's catalog collections and indexes, created on step-up.
+//   - configsvr: the config server's catalog collections and indexes, created on step-up,
+//     and its commits of catalog changes (a newly sharded collection with its chunks, chunk
+//     splits and merges: atomic, serialized, majority);
+//   - ddl: the shard side of sharding DDL: shardCollection's key and index rules, the
+//     initial split policy, the (non-resumable) create-collection coordinator, splitChunk
+//     and mergeChunks.
 //
 // The router (internal/router, cmd/humongos) reaches its cluster through these (Cluster).
 package sharding

@@ -7,6 +7,11 @@
 // {_id: 1, clusterId: ObjectId}. Everything goes through ordinary replicated commands run on
 // the node itself (create, createIndexes, insert, find), so secondaries get it from the oplog
 // and a later primary finds it all in place and writes nothing.
+//
+// The Committer (collection.go, chunks.go) applies the catalog changes shards ask for
+// (spec: "Sharding a collection", "Chunks", "Splits"): a newly sharded collection's entry
+// and initial chunks, chunk splits and merges, each checked against config.chunks and
+// written with one atomic applyOps, one at a time.
 package configsvr
 
 import (

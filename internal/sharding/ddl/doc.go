@@ -1,0 +1,28 @@
+// Package ddl owns the shard side of sharding DDL (spec: /work/shared/spec/sharding.md,
+// "Sharding a collection", "Chunks", "Splits"; MongoDB 7.0's ShardsvrCreateCollection,
+// CreateCollectionCoordinator, InitialSplitPolicy, ShardsvrCreateCollectionParticipant,
+// splitChunk and mergeChunks):
+//
+//   - the shard key and supporting-index rules of shardCollection (index.go);
+//   - the initial chunk placement (split_policy.go): one chunk [MinKey, MaxKey) on the
+//     database's primary shard, or for a hashed-prefix key on an empty collection
+//     numInitialChunks chunks spread over all shards (7.0's SplitPointsBasedSplitPolicy);
+//   - the create-collection coordinator (create.go) that the database's primary shard runs
+//     for _shardsvrCreateCollection: validate, create the collection and its shard key index
+//     locally, create them with the same UUID on every other shard that gets chunks, and
+//     commit config.collections and config.chunks on the config server in one atomic
+//     command (majority);
+//   - the shard's view of the rest of the cluster (Remote: the config server replica set,
+//     the shard registry, a client per shard).
+//
+// The coordinator here is NOT resumable: it runs inside the request and leaves no state
+// document, so a primary failing mid-way leaves what it had done (a local collection and
+// index, participants' collections) for the retried command to find and reuse; only the
+// config-server commit makes the collection sharded, atomically. MongoDB's resumable DDL
+// coordinators (state documents in config.system.sharding_ddl_coordinators, recovered on
+// step-up) are issue 14. The shard-side filtering metadata and version checks are
+// elsewhere (the shard refreshes lazily after these commits).
+//
+// Commands reach the local node through a RunFunc (in-process, as DBDirectClient) so the
+// package stays below the command layer.
+package ddl
