@@ -8,4 +8,6 @@ import "humongo/internal/service"
 func addClusterCommands(r *service.Registry) {
 	addConfigsvrAddShard(r)
 	addAddShardIdentity(r)
+	addConfigsvrCreateDatabase(r)
+	addConfigsvrBalancerStatus(r)
 }

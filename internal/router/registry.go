@@ -28,6 +28,7 @@ func NewRegistry() *service.Registry {
 	for _, c := range clusterCommands() {
 		r.Register(c)
 	}
+	addCatalogCommands(r)
 	for _, name := range unsupported {
 		r.Register(&service.Command{
 			Name:    name,
@@ -62,9 +63,9 @@ var unsupported = []string{
 	"saslStart", "saslContinue", "authenticate", "logout", "createUser", "dropUser", "createRole",
 	"dropRole", "usersInfo", "rolesInfo",
 	// Sharding administration.
-	"addShard", "removeShard", "enableSharding", "shardCollection",
+	"removeShard", "shardCollection",
 	"reshardCollection", "refineCollectionShardKey", "movePrimary", "moveChunk", "moveRange",
-	"split", "mergeChunks", "balancerStart", "balancerStop", "balancerStatus",
+	"split", "mergeChunks", "balancerStart", "balancerStop",
 	"getShardMap", "getShardVersion", "addShardToZone",
 	"removeShardFromZone", "updateZoneKeyRange", "configureCollectionBalancing",
 	"checkMetadataConsistency",
