@@ -49,6 +49,8 @@ func (d *Deployment) startSharded(t testing.TB, opts Options) {
 	if opts.Proxy || opts.Partitionable {
 		t.Fatalf("cluster: proxies are not supported for sharded clusters yet")
 	}
+	t0 := time.Now()
+	defer func() { t.Logf("sharded cluster %v started in %v", d.Topology, time.Since(t0)) }()
 	d.Config = startMemberSet(t, opts, ConfigSetName, topo.ConfigMembers, "--configsvr")
 	d.Nodes = append(d.Nodes, d.Config.Nodes...)
 	for i := 0; i < topo.Shards; i++ {
@@ -76,6 +78,7 @@ func (d *Deployment) startSharded(t testing.TB, opts Options) {
 	if err := d.waitConfigCatalog(ctx); err != nil {
 		t.Fatal(err)
 	}
+
 	for _, s := range d.Shards {
 		if err := d.AddShard(ctx, s.ConnectionString()); err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -99,8 +100,7 @@ func TestShardedAddShardEnableSharding(t *testing.T) {
 	fails(bson.D{{Key: "addShard", Value: d.Shards[0].ConnectionString()}, {Key: "name", Value: "other"}},
 		20, "A shard already exists containing the replica set 'shard0'")
 	fails(bson.D{{Key: "addShard", Value: "shard9/" + d.Shards[0].Nodes[0].Addr()}},
-		96, "does not match the actual set name shard0")
-	fails(bson.D{{Key: "addShard", Value: d.Shards[0].Nodes[0].Addr()}}, 96, "host is part of set shard0")
+		20, "'"+d.Shards[0].Nodes[0].Addr()+"' is already a member of the existing shard '"+d.Shards[0].ConnectionString()+"' (shard0).")
 	fails(bson.D{{Key: "addShard", Value: "a:1,b:2"}}, 9, "invalid url")
 
 	// enableSharding: shard0 holds more data, so a new database goes to shard1.
@@ -131,7 +131,8 @@ func TestShardedAddShardEnableSharding(t *testing.T) {
 	}
 	run(bson.D{{Key: "enableSharding", Value: "app"}}) // again: the same entry
 	var again dbEntry
-	if err := config.Collection("databases").FindOne(ctx, bson.D{{Key: "_id", Value: "app"}}).Decode(&again); err != nil || again != app {
+	if err := config.Collection("databases").FindOne(ctx, bson.D{{Key: "_id", Value: "app"}}).Decode(&again); err != nil || again.Primary != app.Primary || again.Version.Timestamp != app.Version.Timestamp ||
+		!bytes.Equal(again.Version.UUID.Data, app.Version.UUID.Data) {
 		t.Fatalf("second enableSharding changed the entry: %+v %v", again, err)
 	}
 	run(bson.D{{Key: "enableSharding", Value: "pinned"}, {Key: "primaryShard", Value: "shard0"}})
@@ -165,6 +166,8 @@ func TestShardedAddShardEnableSharding(t *testing.T) {
 	// A set started without --shardsvr is refused by its own _addShard.
 	plain := d.StartSet(t, "plain", 1)
 	fails(bson.D{{Key: "addShard", Value: plain.ConnectionString()}}, 50876, "Cannot run addShard on a node started without --shardsvr")
+	fails(bson.D{{Key: "addShard", Value: "wrong/" + plain.Nodes[0].Addr()}}, 96, "does not match the actual set name plain")
+	fails(bson.D{{Key: "addShard", Value: plain.Nodes[0].Addr()}}, 96, "host is part of set plain")
 	if err := bson.Unmarshal(run(bson.D{{Key: "listShards", Value: 1}}), &ls); err != nil || len(ls.Shards) != 2 {
 		t.Fatalf("listShards after the refusals: %+v %v", ls, err)
 	}

@@ -6,7 +6,9 @@ package configsvr
 // through its primary, make it shard-aware with _addShard (its shardIdentity document), and
 // record it in config.shards together with the databases it already holds.
 //
-// Not done here, as MongoDB does: setFeatureCompatibilityVersion, cluster parameters and
+// Not done here, as MongoDB does: dropping the candidate's own config.system.sessions
+// (humongod refuses to drop that system collection, and its shards still keep their sessions
+// locally until the sessions collection is sharded), setFeatureCompatibilityVersion, cluster parameters and
 // user-write blocking pushed to the new shard (humongo has none of them yet), the changelog
 // entry, and writing config.shards and config.databases in one transaction: they are written
 // one after the other, config.shards first, so that a failure in between leaves a shard whose
@@ -263,12 +265,6 @@ func (m *Manager) AddShard(ctx context.Context, req AddShardRequest) (string, er
 				cs, db, d.Primary)
 		}
 	}
-	// A shard must not keep a config.system.sessions of its own (the cluster's is sharded).
-	if _, err := cand.run(ctx, "config", bson.D{{Key: "drop", Value: "system.sessions"},
-		{Key: "writeConcern", Value: bson.D{{Key: "w", Value: "majority"}}}}); err != nil && mongoerr.CodeOf(err) != mongoerr.NamespaceNotFound {
-		return "", fmt.Errorf("can't add shard with a local copy of config.system.sessions, please drop this collection from the shard manually and try again.: %w", err)
-	}
-
 	clusterID, ok, err := ReadClusterID(ctx, m.Run)
 	if err != nil {
 		return "", err
