@@ -22,7 +22,7 @@ type upOptions struct {
 	replset    int // members per replica set; 0: none
 	shards     int
 	routers    int
-	configs    int // config server replica set members of a sharded cluster
+	configs    int    // config server replica set members of a sharded cluster
 	name       string // replica-set name prefix: sets are <name>0, <name>1, ...
 	dir        string
 	port       int
