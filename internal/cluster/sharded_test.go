@@ -146,6 +146,19 @@ func TestShardedAddShardEnableSharding(t *testing.T) {
 	fails(bson.D{{Key: "enableSharding", Value: "admin"}}, 72, "Cannot manually create database'admin'")
 	fails(bson.D{{Key: "enableSharding", Value: "a.b"}}, 73, "Invalid db name specified: a.b")
 
+	// The config server's commands run only there, and only with majority write concern.
+	direct := func(cl *mongo.Client, cmd bson.D, code int32, msg string) {
+		t.Helper()
+		err := cl.Database("admin").RunCommand(ctx, cmd).Err()
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) || ce.Code != code || !strings.Contains(ce.Message, msg) {
+			t.Fatalf("%v: want code %d with %q, got %v", cmd, code, msg, err)
+		}
+	}
+	direct(d.Shards[0].Client, bson.D{{Key: "_configsvrAddShard", Value: "x/h:1"}, {Key: "writeConcern", Value: bson.D{{Key: "w", Value: "majority"}}}},
+		20, "_configsvrAddShard can only be run on config servers")
+	direct(d.Config.Client, bson.D{{Key: "_configsvrCreateDatabase", Value: "y"}}, 72, "_configsvrCreateDatabase must be called with majority writeConcern")
+
 	// balancerStatus: no balancer runs yet.
 	var bs struct {
 		Mode              string `bson:"mode"`
@@ -166,6 +179,7 @@ func TestShardedAddShardEnableSharding(t *testing.T) {
 	// A set started without --shardsvr is refused by its own _addShard.
 	plain := d.StartSet(t, "plain", 1)
 	fails(bson.D{{Key: "addShard", Value: plain.ConnectionString()}}, 50876, "Cannot run addShard on a node started without --shardsvr")
+	fails(bson.D{{Key: "addShard", Value: plain.ConnectionString()}, {Key: "name", Value: "shard0"}}, 20, "A shard named shard0 already exists")
 	fails(bson.D{{Key: "addShard", Value: "wrong/" + plain.Nodes[0].Addr()}}, 96, "does not match the actual set name plain")
 	fails(bson.D{{Key: "addShard", Value: plain.Nodes[0].Addr()}}, 96, "host is part of set plain")
 	if err := bson.Unmarshal(run(bson.D{{Key: "listShards", Value: 1}}), &ls); err != nil || len(ls.Shards) != 2 {

@@ -26,28 +26,34 @@ func runEnableSharding(ctx context.Context, env *service.Env, cmd bsoncore.Docum
 		return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field 'enableSharding.enableSharding' is the wrong type '%s', expected type 'string'",
 			lookupFirst(cmd).Type)
 	}
-	fwd := bson.D{{Key: "_configsvrCreateDatabase", Value: db}}
+	primary := ""
 	if v, err := cmd.LookupErr("primaryShard"); err == nil {
 		s, ok := v.StringValueOK()
 		if !ok {
 			return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field 'enableSharding.primaryShard' is the wrong type '%s', expected type 'string'", v.Type)
 		}
-		fwd = append(fwd, bson.E{Key: "primaryShardId", Value: s})
+		if s == "" {
+			return nil, mongoerr.Newf(mongoerr.BadValue, "invalid shard name: %s", s)
+		}
+		primary = s
 	}
-	v, err := CreateDatabase(ctx, c, fwd)
-	if err != nil {
+	if _, err := c.CreateDatabase(ctx, db, primary); err != nil {
 		return nil, err
 	}
-	c.Cache.OnStaleDatabaseVersion(db, &v)
 	return bsoncore.NewDocumentBuilder().Build(), nil
 }
 
-// CreateDatabase runs cmd, a _configsvrCreateDatabase, on the config server and returns the
-// database's version; a failure names the database as mongos's does ("Database <db> could
-// not be created"). The router's implicit creation of a database on first write goes
-// through here too.
-func CreateDatabase(ctx context.Context, c *Cluster, cmd bson.D) (routing.DatabaseVersion, error) {
-	db, _ := cmd[0].Value.(string)
+// CreateDatabase has the config server create database db (or find it), on primaryShard
+// when not "" (else the shard with the least data), as mongos's cluster_ddl::createDatabase
+// does: _configsvrCreateDatabase on the config server primary with majority write concern,
+// then the catalog cache learns the version it was created with, so the next routing of db
+// reloads it. A failure names the database ("Database <db> could not be created"). The
+// router's implicit creation of a database on first write goes through here too.
+func (c *Cluster) CreateDatabase(ctx context.Context, db, primaryShard string) (routing.DatabaseVersion, error) {
+	cmd := bson.D{{Key: "_configsvrCreateDatabase", Value: db}}
+	if primaryShard != "" {
+		cmd = append(cmd, bson.E{Key: "primaryShardId", Value: primaryShard})
+	}
 	reply, err := c.runOnConfig(ctx, cmd)
 	if err != nil {
 		if me, ok := mongoerr.As(err); ok {
@@ -55,9 +61,14 @@ func CreateDatabase(ctx context.Context, c *Cluster, cmd bson.D) (routing.Databa
 		}
 		return routing.DatabaseVersion{}, fmt.Errorf("Database %s could not be created: %w", db, err)
 	}
-	v, err := reply.LookupErr("databaseVersion")
+	raw, err := reply.LookupErr("databaseVersion")
 	if err != nil {
 		return routing.DatabaseVersion{}, mongoerr.Newf(mongoerr.NoSuchKey, "_configsvrCreateDatabase answered without databaseVersion: %s", reply)
 	}
-	return routing.ParseDatabaseVersion(v)
+	v, err := routing.ParseDatabaseVersion(raw)
+	if err != nil {
+		return routing.DatabaseVersion{}, err
+	}
+	c.Cache.OnStaleDatabaseVersion(db, &v)
+	return v, nil
 }
