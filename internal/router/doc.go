@@ -7,7 +7,9 @@
 // cache and shard registry over it, a client per shard, Versioned (the
 // shardVersion/databaseVersion a request carries) and WithRouting (refresh and retry on
 // StaleConfig/StaleEpoch/StaleDbVersion, at most 10 times). The cluster commands over it so
-// far are listShards and flushRouterConfig (ShardingStateNotInitialized until a Cluster is
+// far are listShards, flushRouterConfig, and those the config server carries out: addShard,
+// enableSharding (Cluster.CreateDatabase, also the path of implicit database creation) and
+// balancerStatus (ShardingStateNotInitialized until a Cluster is
 // attached: Attach; cmd/humongos attaches one built from --configdb). Every other MongoDB
 // command is refused with CommandNotSupported, naming the command, until routing lands.
 //

@@ -7,6 +7,13 @@
 // {_id: 1, clusterId: ObjectId}. Everything goes through ordinary replicated commands run on
 // the node itself (create, createIndexes, insert, find), so secondaries get it from the oplog
 // and a later primary finds it all in place and writes nothing.
+//
+// Manager is the config server primary's writer of that catalog (MongoDB's
+// ShardingCatalogManager; spec sharding.md "The config server"): addShard (addshard.go:
+// validate the candidate set, _addShard on it, config.shards and the databases it holds),
+// createDatabase (database.go: config.databases entries, the primary being the shard with
+// the least data) and the balancer's status (balancer.go). The commands over it are in
+// internal/commands (_configsvrAddShard, _configsvrCreateDatabase, _configsvrBalancerStatus).
 package configsvr
 
 import (
