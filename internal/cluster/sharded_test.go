@@ -182,6 +182,11 @@ func TestShardedAddShardEnableSharding(t *testing.T) {
 	fails(bson.D{{Key: "addShard", Value: plain.ConnectionString()}, {Key: "name", Value: "shard0"}}, 20, "A shard named shard0 already exists")
 	fails(bson.D{{Key: "addShard", Value: "wrong/" + plain.Nodes[0].Addr()}}, 96, "does not match the actual set name plain")
 	fails(bson.D{{Key: "addShard", Value: plain.Nodes[0].Addr()}}, 96, "host is part of set plain")
+	// A standalone cannot be a shard: humongod refuses --shardsvr without --replSet, and
+	// without --shardsvr its _addShard refuses.
+	standalone := StartProcess(t, ProcessOptions{Name: "standalone", Binary: d.opts.BinDir + "/humongod", Dir: t.TempDir(),
+		StartTimeout: d.opts.StartTimeout})
+	fails(bson.D{{Key: "addShard", Value: standalone.Addr()}}, 50876, "Cannot run addShard on a node started without --shardsvr")
 	if err := bson.Unmarshal(run(bson.D{{Key: "listShards", Value: 1}}), &ls); err != nil || len(ls.Shards) != 2 {
 		t.Fatalf("listShards after the refusals: %+v %v", ls, err)
 	}
