@@ -50,7 +50,7 @@ func (d *Deployment) startSharded(t testing.TB, opts Options) {
 		t.Fatalf("cluster: proxies are not supported for sharded clusters yet")
 	}
 	t0 := time.Now()
-	defer func() { t.Logf("sharded cluster %v started in %v", d.Topology, time.Since(t0)) }()
+	defer func() { t.Logf("%v started in %v", d.Topology, time.Since(t0)) }()
 	d.Config = startMemberSet(t, opts, ConfigSetName, topo.ConfigMembers, "--configsvr")
 	d.Nodes = append(d.Nodes, d.Config.Nodes...)
 	for i := 0; i < topo.Shards; i++ {

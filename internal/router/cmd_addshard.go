@@ -58,12 +58,25 @@ func runAddShard(ctx context.Context, env *service.Env, cmd bsoncore.Document) (
 	return bsoncore.NewDocumentBuilder().AppendString("shardAdded", name).Build(), nil
 }
 
+// configRetries is how many times a catalog command is tried (MongoDB's
+// runCommandWithFixedRetryAttempts with the idempotent policy: the catalog commands are
+// idempotent).
+const configRetries = 3
+
 // runOnConfig runs a catalog command on the config server primary against admin with
-// majority write concern (CommandHelpers::appendMajorityWriteConcern); the config server's
-// error is the router's, with its code and message.
+// majority write concern (CommandHelpers::appendMajorityWriteConcern), again after a
+// retriable error (a config primary stepping down, a dropped connection), up to
+// configRetries times; the config server's error is the router's, with its code and message.
 func (c *Cluster) runOnConfig(ctx context.Context, cmd bson.D) (bsoncore.Document, error) {
 	cmd = append(cmd, bson.E{Key: "writeConcern", Value: bson.D{{Key: "w", Value: "majority"}}})
-	raw, err := c.config.RunCommand(ctx, "admin", cmd, nil)
+	var raw bson.Raw
+	var err error
+	for attempt := 1; ; attempt++ {
+		raw, err = c.config.RunCommand(ctx, "admin", cmd, nil)
+		if err == nil || attempt == configRetries || ctx.Err() != nil || !retriable(err) {
+			break
+		}
+	}
 	if err != nil {
 		return nil, remoteError(err)
 	}
@@ -72,6 +85,16 @@ func (c *Cluster) runOnConfig(ctx context.Context, cmd bson.D) (bsoncore.Documen
 		return nil, err
 	}
 	return reply, nil
+}
+
+// retriable reports an error worth another attempt at an idempotent command: MongoDB's
+// RetriableError category, or a network error the driver saw.
+func retriable(err error) bool {
+	var ce mongo.CommandError
+	if errors.As(err, &ce) {
+		return mongoerr.IsRetriableError(mongoerr.Code(ce.Code))
+	}
+	return mongo.IsNetworkError(err)
 }
 
 // remoteError keeps a remote command's code and message (a driver CommandError) as the
