@@ -144,6 +144,8 @@ func TestShardedAddShardEnableSharding(t *testing.T) {
 	fails(bson.D{{Key: "enableSharding", Value: "app"}, {Key: "primaryShard", Value: "shard0"}}, 48, "database already created on a primary which is different from shard0")
 	fails(bson.D{{Key: "enableSharding", Value: "x"}, {Key: "primaryShard", Value: "nope"}}, 70, "nope")
 	fails(bson.D{{Key: "enableSharding", Value: "admin"}}, 72, "Cannot manually create database'admin'")
+	fails(bson.D{{Key: "enableSharding", Value: "local"}}, 72, "Database local could not be created :: caused by :: Cannot manually create database'local'")
+	run(bson.D{{Key: "enableSharding", Value: "config"}}) // config lives on the config server: nothing to create
 	fails(bson.D{{Key: "enableSharding", Value: "a.b"}}, 73, "Invalid db name specified: a.b")
 
 	// The config server's commands run only there, and only with majority write concern.
