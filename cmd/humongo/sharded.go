@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -14,7 +16,7 @@ import (
 )
 
 // startSharded finishes `up --shards`: with every process running, it initiates the config
-// server replica set (configsvr: true) and each shard's set, then adds each shard through
+// server replica set (configsvr: true) and the shards' sets, then adds each shard through
 // the first router, and returns the routers' connection string.
 func startSharded(ctx context.Context, procs []Process, out io.Writer, timeout time.Duration) (string, error) {
 	var order []string // config set first: its catalog initialises while the shards elect
@@ -32,10 +34,24 @@ func startSharded(ctx context.Context, procs []Process, out io.Writer, timeout t
 		}
 		sets[p.ReplSet] = append(sets[p.ReplSet], p)
 	}
-	for _, set := range order {
-		if _, err := initiateReplicaSet(ctx, sets[set], out, timeout); err != nil {
-			return "", err
-		}
+	// The sets are initiated at once (each waits for its own primary, seconds with several
+	// members); each one's progress is printed when all are done, in order.
+	bufs := make([]bytes.Buffer, len(order))
+	errs := make([]error, len(order))
+	var wg sync.WaitGroup
+	for i, set := range order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = initiateReplicaSet(ctx, sets[set], &bufs[i], timeout)
+		}()
+	}
+	wg.Wait()
+	for i := range bufs {
+		_, _ = out.Write(bufs[i].Bytes())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return "", err
 	}
 	var router *Process
 	for i := range procs {
