@@ -209,3 +209,36 @@ func TestBalancerStatus(t *testing.T) {
 		}
 	}
 }
+
+// A creation that loses the insert race (DuplicateKey on _id) answers the winner's entry.
+func TestCreateDatabaseLosesRace(t *testing.T) {
+	winner := doc(t, bson.D{{Key: "_id", Value: "db"}, {Key: "primary", Value: "s0"}, {Key: "version", Value: bson.D{
+		{Key: "uuid", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}, {Key: "timestamp", Value: bson.Timestamp{T: 7, I: 1}},
+		{Key: "lastMod", Value: int32(1)}}}})
+	shard := doc(t, bson.D{{Key: "_id", Value: "s0"}, {Key: "host", Value: "rs/h:1"}})
+	inserted := false
+	m := &Manager{Now: func() bson.Timestamp { return bson.Timestamp{T: 9, I: 1} },
+		Run: func(_ context.Context, _ string, cmd bsoncore.Document) (bsoncore.Document, error) {
+			if cmd.Lookup("insert").Type != 0 {
+				inserted = true
+				return bsoncore.NewDocumentBuilder().AppendArray("writeErrors", bsoncore.NewArrayBuilder().AppendDocument(
+					bsoncore.NewDocumentBuilder().AppendInt32("index", 0).AppendInt32("code", int32(mongoerr.DuplicateKey)).
+						AppendString("errmsg", "E11000 duplicate key error").Build()).Build()).Build(), nil
+			}
+			batch := bsoncore.NewArrayBuilder()
+			switch cmd.Lookup("find").StringValue() {
+			case "shards":
+				batch.AppendDocument(shard)
+			case "databases":
+				if inserted { // the other creation's entry is there only after this one's insert
+					batch.AppendDocument(winner)
+				}
+			}
+			return bsoncore.NewDocumentBuilder().AppendDocument("cursor", bsoncore.NewDocumentBuilder().
+				AppendArray("firstBatch", batch.Build()).Build()).Build(), nil
+		}}
+	d, err := m.CreateDatabase(context.Background(), CreateDatabaseRequest{Name: "db", PrimaryShard: "s0"})
+	if err != nil || !inserted || d.Version.Timestamp.T != 7 {
+		t.Fatalf("%+v %v (inserted %v)", d, err, inserted)
+	}
+}
