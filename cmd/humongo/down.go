@@ -159,7 +159,8 @@ type procStatus struct {
 type statusReport struct {
 	Dir      string `json:"dir"`
 	Topology string `json:"topology"`
-	// URI is the replica-set connection string of a replset deployment.
+	// URI is the replica-set connection string of a replset deployment, the routers' of a
+	// sharded one.
 	URI       string       `json:"uri,omitempty"`
 	Processes []procStatus `json:"processes"`
 }
@@ -184,8 +185,11 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	rep := statusReport{Dir: st.Dir, Topology: st.Topology, Processes: make([]procStatus, len(st.Processes))}
-	if st.Topology == "replset" && len(st.Processes) > 0 {
+	switch {
+	case st.Topology == "replset" && len(st.Processes) > 0:
 		rep.URI = replicaSetURI(st.Processes)
+	case st.Topology == "sharded":
+		rep.URI = routerURI(st.Processes)
 	}
 	var wg sync.WaitGroup
 	for i := range st.Processes {
@@ -221,7 +225,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				rs += "/" + p.Hello.StateStr
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Name, p.Role, p.Port, pid, p.State, h, rs)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Name, roleLabel(p.Role), p.Port, pid, p.State, h, rs)
 	}
 	return tw.Flush()
 }

@@ -1,11 +1,12 @@
 // Command humongo is Humongo's operator tool (issues 4 and 5; ARCHITECTURE.md "Processes and
 // binaries"): `up` starts a local deployment of humongod processes in one command (as mlaunch
-// does for mongod) — a standalone, or with --replset N a replica set it initiates and waits
-// on for a primary — `status` and `down` inspect and stop it through the state file `up` writes,
+// does for mongod) — a standalone, with --replset N a replica set it initiates and waits on
+// for a primary, with --shards S a sharded cluster (shard sets, a config server set, humongos
+// routers) whose shards it adds — `status` and `down` inspect and stop it through the state file `up` writes,
 // and `bench` runs YCSB-style workloads against any MongoDB-compatible URI (engine:
 // internal/bench; this package only parses flags and prints).
 //
-// Exit codes: 0 success, 1 failure (for bench: any failed operation), 2 bad usage or a topology that is not available yet (sharded),
+// Exit codes: 0 success, 1 failure (for bench: any failed operation), 2 bad usage,
 // 130 a benchmark interrupted by SIGINT (its partial results are still printed).
 package main
 
@@ -36,7 +37,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 const usage = `usage: humongo <command> [flags]
 
 commands:
-  up       start a local deployment: a standalone or a replica set (sharded clusters later)
+  up       start a local deployment: a standalone, a replica set or a sharded cluster
   status   show the processes of a deployment
   down     stop the processes of a deployment
   bench    run a YCSB-style benchmark against a MongoDB URI

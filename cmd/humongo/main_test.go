@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,6 +60,10 @@ func TestParseUpFlags(t *testing.T) {
 		{"--ports", "x"},
 		{"--ports", "30000", "--port", "30000"},
 		{"--shards", "2", "--routers", "0"},
+		{"--shards", "2", "--config-servers", "0"},
+		{"--shards", "2", "--config-servers", "51"},
+		{"--config-servers", "3"}, // without --shards
+		{"--routers", "2"},        // without --shards
 		{"--name", "a/b"},
 		{"--nope"},
 		{"stray"},
@@ -92,26 +97,35 @@ func TestPlanLayouts(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("sharded plan %v, want %v", got, want)
 	}
-	if r := ps[len(ps)-1]; r.Binary != "humongos" || r.DBPath != "" {
+	if r := ps[len(ps)-1]; r.Binary != "humongos" || r.DBPath != "" || r.Role != "router" ||
+		!strings.Contains(strings.Join(r.Args, " "), "--configdb configRS/127.0.0.1:40004") {
 		t.Errorf("router planned as %+v", r)
+	}
+	if p := ps[0]; p.Role != "shard" || p.ReplSet != "sh0" || !slices.Contains(p.Args, "--shardsvr") {
+		t.Errorf("shard member planned as %+v", p)
+	}
+	if p := ps[4]; p.Role != "config" || p.ReplSet != "configRS" || !slices.Contains(p.Args, "--configsvr") {
+		t.Errorf("config server planned as %+v", p)
+	}
+	// The defaults: one member per shard, one config server, one router.
+	o, err := parseUpFlags([]string{"--shards", "2", "--config-servers", "3", "--port", "40000"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = got[:0]
+	for _, p := range plan(o, "/d") {
+		got = append(got, fmt.Sprintf("%s:%s:%d", p.Name, p.Role, p.Port))
+	}
+	want = []string{"rs0-0:shard:40000", "rs1-0:shard:40001", "configRS-0:config:40002", "configRS-1:config:40003",
+		"configRS-2:config:40004", "router-0:router:40005"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("default sharded plan %v, want %v", got, want)
 	}
 	o, _ = parseUpFlags([]string{"--dir", "d"}, &bytes.Buffer{})
 	p := plan(o, "/abs/d")[0]
 	wantArgs := "--port 27017 --bind_ip 127.0.0.1 --logpath /abs/d/standalone/humongod.log --dbpath /abs/d/standalone/db"
 	if strings.Join(p.Args, " ") != wantArgs {
 		t.Errorf("standalone args %q, want %q", strings.Join(p.Args, " "), wantArgs)
-	}
-}
-
-func TestUnimplementedTopologiesExit2(t *testing.T) {
-	for _, args := range [][]string{{"up", "--shards", "2", "--replset", "3", "--routers", "1"}, {"up", "--shards", "1"}} {
-		var out, errb bytes.Buffer
-		code := run(context.Background(), append(args, "--dir", t.TempDir()), &out, &errb)
-		// Not "replica sets are missing": they exist; sharding is what is not there yet.
-		if code != exitUsage || !strings.Contains(errb.String(), "sharded clusters are not available yet") ||
-			!strings.Contains(errb.String(), "sharding is a later issue") || strings.Contains(errb.String(), "replica sets (issue") {
-			t.Errorf("%q: exit %d, stderr %q", args, code, errb.String())
-		}
 	}
 }
 

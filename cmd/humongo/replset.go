@@ -65,6 +65,9 @@ func initiateReplicaSet(ctx context.Context, procs []Process, out io.Writer, tim
 	}
 	defer func() { _ = client.Disconnect(context.WithoutCancel(ctx)) }()
 	cfg := bson.D{{Key: "_id", Value: set}, {Key: "members", Value: members}}
+	if procs[0].Role == "config" {
+		cfg = append(cfg, bson.E{Key: "configsvr", Value: true})
+	}
 	err = client.Database("admin").RunCommand(ctx, bson.D{{Key: "replSetInitiate", Value: cfg}}).Err()
 	var ce mongo.CommandError
 	switch {

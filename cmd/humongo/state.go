@@ -26,7 +26,7 @@ type State struct {
 // Process is one started process. Pid is 0 once the process has been stopped by `down`.
 type Process struct {
 	Name    string   `json:"name"`
-	Role    string   `json:"role"` // standalone | member | config | router
+	Role    string   `json:"role"` // standalone | member | shard | config | router
 	ReplSet string   `json:"replSet,omitempty"`
 	Host    string   `json:"host"`
 	Port    int      `json:"port"`

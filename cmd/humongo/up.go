@@ -22,6 +22,7 @@ type upOptions struct {
 	replset    int // members per replica set; 0: none
 	shards     int
 	routers    int
+	configs    int    // config server replica set members of a sharded cluster
 	name       string // replica-set name prefix: sets are <name>0, <name>1, ...
 	dir        string
 	port       int
@@ -54,8 +55,9 @@ func parseUpFlags(args []string, stderr io.Writer) (*upOptions, error) {
 	fs := newFlagSet("up", stderr)
 	fs.BoolVar(&o.standalone, "standalone", false, "start one standalone humongod (the default)")
 	fs.IntVar(&o.replset, "replset", 0, "start a replica set of `N` members, 1..50 (with --shards: N members per shard)")
-	fs.IntVar(&o.shards, "shards", 0, "start a sharded cluster of `S` shards (not available yet: sharding is a later issue)")
+	fs.IntVar(&o.shards, "shards", 0, "start a sharded cluster of `S` shards (each a replica set of --replset members, default 1)")
 	fs.IntVar(&o.routers, "routers", 1, "routers (humongos) of a sharded cluster")
+	fs.IntVar(&o.configs, "config-servers", 1, "members of a sharded cluster's config server replica set, 1..50")
 	fs.StringVar(&o.name, "name", "rs", "replica-set name prefix: sets are named <name>0, <name>1, ...")
 	fs.StringVar(&o.dir, "dir", "./humongo-local", "directory for data, logs and the state file")
 	fs.IntVar(&o.port, "port", 27017, "first port; processes take consecutive ports from here")
@@ -64,7 +66,7 @@ func parseUpFlags(args []string, stderr io.Writer) (*upOptions, error) {
 	fs.StringVar(&o.binDir, "bin-dir", "", "directory holding humongod (default: next to humongo, else $PATH)")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "how long to wait for each process to become ready")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: humongo up [--standalone | --replset N | --shards S --replset N --routers R] [flags] [-- humongod flags]\n")
+		fmt.Fprintf(stderr, "usage: humongo up [--standalone | --replset N | --shards S [--replset N] [--routers R] [--config-servers C]] [flags] [-- humongod flags]\n")
 		fs.PrintDefaults()
 	}
 	err := parseFlags(fs, args)
@@ -98,6 +100,10 @@ func parseUpFlags(args []string, stderr io.Writer) (*upOptions, error) {
 		return nil, usagef("--standalone cannot be combined with --replset or --shards")
 	case o.shards > 0 && o.routers < 1:
 		return nil, usagef("a sharded cluster needs at least one router")
+	case o.configs < 1 || o.configs > maxMembers:
+		return nil, usagef("--config-servers must be between 1 and %d members, got %d", maxMembers, o.configs)
+	case o.shards == 0 && (set["config-servers"] || set["routers"]):
+		return nil, usagef("--config-servers and --routers need --shards")
 	case o.port < 1 || o.port > 65535:
 		return nil, usagef("--port must be in 1..65535, got %d", o.port)
 	case o.name == "" || strings.ContainsAny(o.name, "/ ,"):
@@ -157,6 +163,7 @@ func (o *upOptions) topology() string {
 func plan(o *upOptions, dir string) []Process {
 	var ps []Process
 	port := o.port
+	configDB := "" // the config server set's connection string, for the routers' --configdb
 	add := func(name, role, set, bin string, dataBearing bool) {
 		if o.ports != nil && len(ps) < len(o.ports) {
 			port = o.ports[len(ps)]
@@ -167,6 +174,12 @@ func plan(o *upOptions, dir string) []Process {
 			p.DBPath = filepath.Join(dir, name, "db")
 		}
 		p.Args = []string{"--port", strconv.Itoa(p.Port), "--bind_ip", o.bindIP, "--logpath", p.LogPath}
+		if bin == "humongos" {
+			// humongos has no --logpath yet: its log is its standard output, which
+			// startProcess keeps in <name>/humongos.out.
+			p.LogPath = filepath.Join(dir, name, bin+".out")
+			p.Args = p.Args[:4]
+		}
 		if dataBearing {
 			p.Args = append(p.Args, "--dbpath", p.DBPath)
 		}
@@ -176,10 +189,10 @@ func plan(o *upOptions, dir string) []Process {
 		switch role {
 		case "config":
 			p.Args = append(p.Args, "--configsvr")
-		case "member":
-			if o.shards > 0 {
-				p.Args = append(p.Args, "--shardsvr")
-			}
+		case "shard":
+			p.Args = append(p.Args, "--shardsvr")
+		case "router":
+			p.Args = append(p.Args, "--configdb", configDB)
 		}
 		if bin == "humongod" {
 			p.Args = append(p.Args, o.extra...)
@@ -200,10 +213,15 @@ func plan(o *upOptions, dir string) []Process {
 		for s := 0; s < o.shards; s++ {
 			set := o.name + strconv.Itoa(s)
 			for m := 0; m < members; m++ {
-				add(fmt.Sprintf("%s-%d", set, m), "member", set, "humongod", true)
+				add(fmt.Sprintf("%s-%d", set, m), "shard", set, "humongod", true)
 			}
 		}
-		add("configRS-0", "config", "configRS", "humongod", true)
+		var hosts []string
+		for c := 0; c < o.configs; c++ {
+			add(fmt.Sprintf("%s-%d", configSetName, c), "config", configSetName, "humongod", true)
+			hosts = append(hosts, memberHost(&ps[len(ps)-1]))
+		}
+		configDB = configSetName + "/" + strings.Join(hosts, ",")
 		for r := 0; r < o.routers; r++ {
 			add(fmt.Sprintf("router-%d", r), "router", "", "humongos", false)
 		}
@@ -211,14 +229,8 @@ func plan(o *upOptions, dir string) []Process {
 	return ps
 }
 
-// notImplemented says which issue a topology waits for.
-func notImplemented(topology string) error {
-	switch topology {
-	case "sharded":
-		return usagef("sharded clusters are not available yet: sharding is a later issue; use --standalone or --replset N for now")
-	}
-	return nil
-}
+// configSetName is the config server replica set's name in a sharded deployment.
+const configSetName = "configRS"
 
 // portFree reports whether port can be listened on at every address of bindIP (a
 // comma-separated list, as humongod's --bind_ip). Another program may still take it between
@@ -264,9 +276,6 @@ func findBinary(name, binDir string) (string, error) {
 func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseUpFlags(args, stderr)
 	if err != nil {
-		return err
-	}
-	if err := notImplemented(o.topology()); err != nil {
 		return err
 	}
 	dir, err := filepath.Abs(o.dir)
@@ -327,12 +336,16 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	prog.finish()
 	uri := "mongodb://" + procs[0].addr() + "/"
-	if st.Topology == "replset" {
-		if uri, err = initiateReplicaSet(ctx, procs, stdout, o.timeout); err != nil {
-			stopAll(st, stdout, 10*time.Second)
-			_ = writeState(st)
-			return err
-		}
+	switch st.Topology {
+	case "replset":
+		uri, err = initiateReplicaSet(ctx, procs, stdout, o.timeout)
+	case "sharded":
+		uri, err = startSharded(ctx, procs, stdout, o.timeout)
+	}
+	if err != nil {
+		stopAll(st, stdout, 10*time.Second)
+		_ = writeState(st)
+		return err
 	}
 	fmt.Fprintf(stdout, "%s deployment is up: %s\nstate file %s; stop it with `humongo down --dir %s`\n",
 		st.Topology, uri, statePath(dir), o.dir)

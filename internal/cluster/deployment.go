@@ -23,7 +23,7 @@ const (
 	// voting members at default priority.
 	ReplicaSet
 	// Sharded is a config server replica set, Shards shard replica sets and Routers
-	// humongos routers (not yet supported).
+	// humongos routers, the shards added through the first router (sharded.go).
 	Sharded
 )
 
@@ -42,11 +42,13 @@ func (k Kind) String() string {
 // Topology describes a deployment to start. The zero value is a standalone.
 type Topology struct {
 	Kind Kind
-	// ReplicaSet: set name (default "rs0") and member count (default 3). Sharded: the same,
-	// for each shard ("shard0", ...).
+	// ReplicaSet: set name (default "rs0") and member count (default 3). Sharded: the
+	// shards' set name prefix (default "shard": "shard0", ...) and each shard's member count
+	// (default 1).
 	Name    string
 	Members int
-	// Sharded only.
+	// Sharded only: shards (default 2), config server members (default 1), routers
+	// (default 1).
 	Shards        int
 	ConfigMembers int
 	Routers       int
@@ -104,6 +106,10 @@ type Deployment struct {
 	Nodes []*Process
 	// Routers are the humongos processes of a sharded cluster.
 	Routers []*Process
+	// Config and Shards are a sharded cluster's replica sets, each a Deployment of its own
+	// (its Nodes, DirectClient, Primary, ...; Client connected to the set itself).
+	Config *Deployment
+	Shards []*Deployment
 	// URI is how Client connected (through the proxies when Options.Proxy).
 	URI    string
 	Client *mongo.Client
@@ -113,6 +119,14 @@ type Deployment struct {
 	direct map[*Process]*mongo.Client
 	// links are the member-to-member proxies (nil without Options.Partitionable).
 	links *memberLinks
+	// roleArgs, configsvr and namePrefix make a replica set a sharded cluster's member set:
+	// --configsvr or --shardsvr, configsvr: true in its initiate config, and process names
+	// telling the sets apart ("cfg-n0", "shard1-n0").
+	roleArgs   []string
+	configsvr  bool
+	namePrefix string
+	// opts are the options the deployment was started with.
+	opts Options
 }
 
 // ClientProxy is the proxy on the link from the test's client to node (nil without
@@ -127,7 +141,9 @@ func Start(t testing.TB, topo Topology, opts Options) *Deployment {
 		// HUMONGO_BIN_DIR pins prebuilt binaries, e.g. while the shared tree does not build.
 		opts.BinDir = os.Getenv("HUMONGO_BIN_DIR")
 	}
-	if opts.BinDir == "" {
+	if opts.BinDir == "" && topo.Kind == Sharded {
+		opts.BinDir = MustBuild(t, "humongod", "humongos")
+	} else if opts.BinDir == "" {
 		opts.BinDir = MustBuild(t, "humongod")
 	}
 	if opts.StartTimeout <= 0 {
@@ -152,11 +168,12 @@ func Start(t testing.TB, topo Topology, opts Options) *Deployment {
 		d.startReplicaSet(t, opts)
 		d.Client = ConnectReplicaSet(t, d.URI)
 		return d
+	case Sharded:
+		d.opts = opts
+		d.startSharded(t, opts)
+		return d
 	default:
-		// Sharded clusters need humongos. Their layout is: per shard s<i>n<j>, config
-		// cfg<j>, each node-to-node link through its own proxy, client links as for
-		// Standalone.
-		t.Fatalf("cluster: %v is not supported yet", topo)
+		t.Fatalf("cluster: %v is not supported", topo)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
 	defer cancel()

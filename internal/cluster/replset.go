@@ -79,7 +79,7 @@ func (d *Deployment) startReplicaSet(t testing.TB, opts Options) {
 		// client-side proxy would be bypassed; member links need proxies inside the config.
 		t.Fatalf("cluster: Options.Proxy is not supported for replica sets yet")
 	}
-	args := append(append([]string{"--replSet", d.Topology.Name}, opts.Args...), partitionArgs(opts)...)
+	args := append(append(append([]string{"--replSet", d.Topology.Name}, d.roleArgs...), opts.Args...), partitionArgs(opts)...)
 	dir := t.TempDir()
 	d.Nodes = make([]*Process, d.Topology.Members)
 	// Members start concurrently: each start waits for its own "Waiting for connections".
@@ -87,7 +87,7 @@ func (d *Deployment) startReplicaSet(t testing.TB, opts Options) {
 	errs := make([]error, len(d.Nodes))
 	for i := range d.Nodes {
 		p, err := NewProcess(ProcessOptions{
-			Name: fmt.Sprintf("n%d", i), Binary: opts.BinDir + "/humongod", Dir: dir,
+			Name: fmt.Sprintf("%sn%d", d.namePrefix, i), Binary: opts.BinDir + "/humongod", Dir: dir,
 			Args: args, StartTimeout: opts.StartTimeout,
 		})
 		if err != nil {
@@ -162,6 +162,9 @@ func (d *Deployment) initiate(ctx context.Context, settings bson.D) error {
 		hosts[i] = n.Addr()
 	}
 	cfg := InitiateConfig(d.Topology.Name, hosts, settings)
+	if d.configsvr {
+		cfg = append(cfg, bson.E{Key: "configsvr", Value: true})
+	}
 	admin := d.direct[d.Nodes[0]].Database("admin")
 	if err := admin.RunCommand(ctx, bson.D{{Key: "replSetInitiate", Value: cfg}}).Err(); err != nil {
 		return fmt.Errorf("replSetInitiate on %s: %w", d.Nodes[0].Name(), err)

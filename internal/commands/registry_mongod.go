@@ -121,5 +121,6 @@ func NewRegistry() *service.Registry {
 	addWhatsmyuri(r)
 	addVoteCommitIndexBuild(r)
 	addGetDefaultRWConcern(r)
+	addClusterCommands(r)
 	return r
 }

@@ -34,6 +34,7 @@ func NewRegistry() *service.Registry {
 	for _, c := range shardingDDLCommands() {
 		r.Register(c)
 	}
+	addCatalogCommands(r)
 	for _, name := range unsupported {
 		r.Register(&service.Command{
 			Name:    name,
@@ -67,9 +68,9 @@ var unsupported = []string{
 	"saslStart", "saslContinue", "authenticate", "logout", "createUser", "dropUser", "createRole",
 	"dropRole", "usersInfo", "rolesInfo",
 	// Sharding administration.
-	"addShard", "removeShard", "enableSharding",
+	"removeShard",
 	"reshardCollection", "refineCollectionShardKey", "movePrimary", "moveChunk", "moveRange",
-	"balancerStart", "balancerStop", "balancerStatus",
+	"balancerStart", "balancerStop",
 	"getShardMap", "addShardToZone",
 	"removeShardFromZone", "updateZoneKeyRange", "configureCollectionBalancing",
 	"checkMetadataConsistency",

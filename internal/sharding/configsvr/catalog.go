@@ -12,6 +12,13 @@
 // (spec: "Sharding a collection", "Chunks", "Splits"): a newly sharded collection's entry
 // and initial chunks, chunk splits and merges, each checked against config.chunks and
 // written with one atomic applyOps, one at a time.
+//
+// Manager is the config server primary's writer of that catalog (MongoDB's
+// ShardingCatalogManager; spec sharding.md "The config server"): addShard (addshard.go:
+// validate the candidate set, _addShard on it, config.shards and the databases it holds),
+// createDatabase (database.go: config.databases entries, the primary being the shard with
+// the least data) and the balancer's status (balancer.go). The commands over it are in
+// internal/commands (_configsvrAddShard, _configsvrCreateDatabase, _configsvrBalancerStatus).
 package configsvr
 
 import (

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// TestUpSharded: `humongo up --shards 2` starts two single-member shards, a config server
+// and a router, adds the shards and prints the router's URI; listShards through it shows
+// both; `status` names each process's role; `down` stops all four.
+func TestUpSharded(t *testing.T) {
+	buildBinaries(t)
+	if _, err := os.Stat(filepath.Join(binDir, "humongos")); err != nil {
+		if out, err := exec.Command("go", "build", "-o", binDir+"/", "humongo/cmd/humongos").CombinedOutput(); err != nil {
+			t.Skipf("SKIP: humongos does not build (outside this package): %v\n%s", err, out)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "sh")
+	start := time.Now()
+	ports, out, errs, code := upRetrying(t, 4, "up", "--shards", "2", "--dir", dir)
+	t.Cleanup(func() {
+		if st, err := readState(dir); err == nil {
+			stopAll(st, &strings.Builder{}, 5*time.Second)
+		}
+	})
+	if code != 0 {
+		t.Fatalf("up --shards 2: exit %d\n%s%s", code, out, errs)
+	}
+	t.Logf("up --shards 2 took %v", time.Since(start))
+	uri := fmt.Sprintf("mongodb://127.0.0.1:%d/", ports[3])
+	if !strings.Contains(out, "sharded deployment is up: "+uri+"\n") || strings.Count(out, "adding shard") != 2 {
+		t.Errorf("up did not print the router's URI %s:\n%s", uri, out)
+	}
+
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(10 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	defer func() { _ = client.Disconnect(ctx) }()
+	var ls struct {
+		Shards []struct {
+			ID   string `bson:"_id"`
+			Host string `bson:"host"`
+		} `bson:"shards"`
+	}
+	if err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "listShards", Value: 1}}).Decode(&ls); err != nil {
+		t.Fatal(err)
+	}
+	if len(ls.Shards) != 2 || ls.Shards[0].ID != "rs0" || ls.Shards[0].Host != fmt.Sprintf("rs0/127.0.0.1:%d", ports[0]) ||
+		ls.Shards[1].ID != "rs1" {
+		t.Errorf("listShards: %+v", ls)
+	}
+
+	out, errs, code = humongo(t, "status", "--json", "--dir", dir)
+	if code != 0 {
+		t.Fatalf("status: exit %d: %s", code, errs)
+	}
+	var rep statusReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	var roles []string
+	for _, p := range rep.Processes {
+		roles = append(roles, p.Role+"/"+p.HelloRole)
+	}
+	if rep.Topology != "sharded" || rep.URI != uri || strings.Join(roles, " ") != "shard/primary shard/primary config/primary router/router" {
+		t.Errorf("status: %s, %s, roles %v", rep.Topology, rep.URI, roles)
+	}
+	table, _, _ := humongo(t, "status", "--dir", dir)
+	if !strings.Contains(table, "config server") || strings.Count(table, " shard ") != 2 || !strings.Contains(table, uri) {
+		t.Errorf("status table:\n%s", table)
+	}
+
+	out, errs, code = humongo(t, "down", "--dir", dir)
+	if code != 0 || strings.Count(out, "stopped") != 4 {
+		t.Fatalf("down: exit %d\n%s%s", code, out, errs)
+	}
+}
