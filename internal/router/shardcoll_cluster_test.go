@@ -281,9 +281,13 @@ func TestShardCollectionSplitMerge(t *testing.T) {
 	})
 
 	t.Run("errors", func(t *testing.T) {
-		_, err := shardColl("nodb.c", key(bson.D{{Key: "k", Value: 1}}))
-		expectCode(t, "no database", err, mongoerr.NamespaceNotFound, "nodb")
-		_, err = shardColl("app.bad", key(bson.D{{Key: "k", Value: "text"}}))
+		// A database that does not exist yet is created first, as 7.0's mongos does.
+		if _, err := shardColl("nodb.c", key(bson.D{{Key: "k", Value: 1}})); err != nil {
+			t.Errorf("shardCollection on a new database: %v", err)
+		} else if _, chunks := sc.collEntry(ctx, t, "nodb.c"); len(chunks) != 1 {
+			t.Errorf("nodb.c chunks: %v", chunks)
+		}
+		_, err := shardColl("app.bad", key(bson.D{{Key: "k", Value: "text"}}))
 		expectCode(t, "bad key", err, mongoerr.BadValue, "Shard key")
 		_, err = shardColl("app.bad", key(bson.D{{Key: "k", Value: "hashed"}}), bson.E{Key: "unique", Value: true})
 		expectCode(t, "unique hashed", err, mongoerr.InvalidOptions, "Hashed shard keys cannot be declared unique")
