@@ -120,5 +120,8 @@ func NewRegistry() *service.Registry {
 	addWhatsmyuri(r)
 	addVoteCommitIndexBuild(r)
 	addGetDefaultRWConcern(r)
+	addGetShardVersion(r)
+	addFlushRoutingTableCacheUpdates(r)
+	addFlushDatabaseCacheUpdates(r)
 	return r
 }

@@ -76,6 +76,9 @@ func (r *Role) Finish(ctx context.Context, env *service.Env, op any, reply bsonc
 	if r, ok := op.(*roleOp); ok && r.stmt != nil {
 		txnFinish(r.stmt, err)
 	}
+	if err != nil {
+		shardOnStaleError(ctx, env, err)
+	}
 	if wcr, ok := errors.AsType[*concern.WriteConcernReply](err); ok {
 		return wcr.Reply, wcr.WCE, nil
 	}

@@ -1,0 +1,71 @@
+package commands
+
+// The shard's versioning runtime (internal/sharding/filtering) on humongod: a --shardsvr
+// node checks every versioned request against its filtering metadata under the collection
+// lock (operation.DB.ShardCheck), answers StaleConfig / StaleDbVersion, and refreshes from
+// the config server before the stale error goes back (Role.Finish calls shardOnStaleError,
+// MongoDB's handleException). Its commands: getShardVersion, _flushRoutingTableCacheUpdates,
+// _flushDatabaseCacheUpdates (cmd_getshardversion.go, cmd_flushroutingtablecacheupdates.go,
+// cmd_flushdatabasecacheupdates.go).
+
+import (
+	"context"
+	"time"
+
+	"humongo/internal/client"
+	"humongo/internal/mongoerr"
+	"humongo/internal/repl/coord"
+	"humongo/internal/service"
+	"humongo/internal/sharding/filtering"
+	"humongo/internal/sharding/shardstate"
+)
+
+// startShardRuntime attaches a shard's filtering runtime to st's storage; stop disconnects
+// it from the config servers. rc (nil on a standalone) gives the host rewriter its client
+// dials through.
+func startShardRuntime(st *service.State, rc *coord.Coordinator) (stop func()) {
+	o := client.Options{AppName: "humongod-shard-catalog", ServerSelectionTimeout: 10 * time.Second}
+	if rc != nil {
+		o.Dialer = rc.HostRewriter()
+	}
+	rt := filtering.New(filtering.Config{Identity: st.Sharding.Identity, ClientOptions: o, Log: st.Logger})
+	filtering.Attach(st.DB, rt)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = rt.Close(ctx)
+	}
+}
+
+// shardOnStaleError refreshes what a command's StaleConfig / StaleDbVersion was about, on a
+// shard, before the error is answered.
+func shardOnStaleError(ctx context.Context, env *service.Env, err error) {
+	if env == nil || env.State == nil || env.State.DB == nil {
+		return
+	}
+	code := mongoerr.CodeOf(err)
+	if code != mongoerr.StaleConfig && code != mongoerr.StaleDbVersion {
+		return
+	}
+	if rt := filtering.Of(env.State.DB); rt != nil {
+		rt.OnStaleError(ctx, err)
+	}
+}
+
+// shardRuntime returns the node's runtime for a shard-only command: NoShardingEnabled on a
+// node not started with --shardsvr, ShardingStateNotInitialized before its shard identity
+// (ShardingState::canAcceptShardedCommands).
+func shardRuntime(env *service.Env) (*filtering.Runtime, shardstate.Identity, error) {
+	st := env.State
+	if st.Sharding.Role() != shardstate.RoleShardServer || st.DB == nil {
+		return nil, shardstate.Identity{}, mongoerr.New(mongoerr.NoShardingEnabled,
+			"Cannot accept sharding commands if not started with --shardsvr")
+	}
+	id, aware := st.Sharding.Identity()
+	rt := filtering.Of(st.DB)
+	if !aware || rt == nil {
+		return nil, id, mongoerr.New(mongoerr.ShardingStateNotInitialized,
+			"Cannot accept sharding commands if sharding state has not been initialized with a shardIdentity document")
+	}
+	return rt, id, nil
+}
