@@ -118,8 +118,9 @@ type Runtime struct {
 
 // flight is one refresh in progress; its waiters share its result.
 type flight struct {
-	done chan struct{}
-	err  error
+	done    chan struct{}
+	err     error
+	waiters int // callers that joined it (guarded by Runtime.mu)
 }
 
 // New returns a runtime that knows nothing yet.
@@ -435,6 +436,7 @@ func (r *Runtime) RefreshDatabase(ctx context.Context, db string) (*DatabaseInfo
 func (r *Runtime) singleFlight(ctx context.Context, key string, load func(context.Context) error) error {
 	r.mu.Lock()
 	if f := r.inflight[key]; f != nil {
+		f.waiters++
 		r.mu.Unlock()
 		select {
 		case <-f.done:
