@@ -12,6 +12,8 @@ import (
 	"context"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
 	"humongo/internal/client"
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/coord"
@@ -38,10 +40,14 @@ func startShardRuntime(st *service.State, rc *coord.Coordinator) (stop func()) {
 }
 
 // shardOnStaleError refreshes what a command's StaleConfig / StaleDbVersion was about, on a
-// shard, before the error is answered.
-func shardOnStaleError(ctx context.Context, env *service.Env, err error) {
-	if env == nil || env.State == nil || env.State.DB == nil {
+// shard, before the error is answered: the command's error, or the first stale write error
+// of a write command's reply (write_ops_exec's handleError refreshes there too).
+func shardOnStaleError(ctx context.Context, env *service.Env, reply bsoncore.Document, err error) {
+	if env == nil || env.State == nil || env.State.DB == nil || env.State.Sharding.Role() != shardstate.RoleShardServer {
 		return
+	}
+	if err == nil {
+		err = staleWriteError(reply)
 	}
 	code := mongoerr.CodeOf(err)
 	if code != mongoerr.StaleConfig && code != mongoerr.StaleDbVersion {
@@ -50,6 +56,27 @@ func shardOnStaleError(ctx context.Context, env *service.Env, err error) {
 	if rt := filtering.Of(env.State.DB); rt != nil {
 		rt.OnStaleError(ctx, err)
 	}
+}
+
+// staleWriteError is the first StaleConfig / StaleDbVersion entry of reply's writeErrors as
+// an error whose Info is the entry (its inline ns/db, vReceived, vWanted fields), or nil.
+func staleWriteError(reply bsoncore.Document) error {
+	arr, ok := reply.Lookup("writeErrors").ArrayOK()
+	if !ok {
+		return nil
+	}
+	vals, _ := arr.Values()
+	for _, v := range vals {
+		d, ok := v.DocumentOK()
+		if !ok {
+			continue
+		}
+		code, _ := d.Lookup("code").AsInt64OK()
+		if c := mongoerr.Code(code); c == mongoerr.StaleConfig || c == mongoerr.StaleDbVersion {
+			return mongoerr.New(c, "").WithInfo(d)
+		}
+	}
+	return nil
 }
 
 // shardRuntime returns the node's runtime for a shard-only command: NoShardingEnabled on a

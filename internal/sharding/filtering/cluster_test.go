@@ -302,6 +302,42 @@ func TestShardVersioningRealProcesses(t *testing.T) {
 	if n, err := find("c", &v31, nil); err != nil || n != 9 {
 		t.Fatalf("after the chunk left: %d docs, %v", n, err)
 	}
+
+	// Versioned writes: a stale version is a StaleConfig write error (its fields inline, as
+	// WriteError::serialize puts them), and the write error path refreshes too.
+	insertV := func(coll string, v routing.ChunkVersion, dv *routing.DatabaseVersion, k int) bson.Raw {
+		t.Helper()
+		cmd := bson.D{{Key: "insert", Value: coll}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 100 + k}, {Key: "k", Value: k}}}},
+			{Key: "shardVersion", Value: sv(v)}}
+		if dv != nil {
+			cmd = append(cmd, bson.E{Key: "databaseVersion", Value: bson.Raw(dv.Doc())})
+		}
+		r, err := app.RunCommand(ctx, cmd).Raw()
+		if len(r) == 0 {
+			t.Fatal(err) // a write error still comes with the reply
+		}
+		return r
+	}
+	writeErrCode := func(r bson.Raw) int32 {
+		c, _ := r.Lookup("writeErrors", "0", "code").AsInt64OK()
+		return int32(c)
+	}
+	if r := insertV("c", v31, nil, 1); writeErrCode(r) != 0 {
+		t.Fatalf("current versioned insert: %s", r)
+	}
+	r := insertV("c", v10, nil, 2)
+	if writeErrCode(r) != int32(mongoerr.StaleConfig) {
+		t.Fatalf("stale versioned insert: %s", r)
+	}
+	if ns, _ := r.Lookup("writeErrors", "0", "ns").StringValueOK(); ns != "app.c" {
+		t.Fatalf("StaleConfig write error without its info: %s", r)
+	}
+	if r := insertV("n", unsharded, &dbv, 3); writeErrCode(r) != int32(mongoerr.StaleConfig) {
+		t.Fatalf("insert into a namespace of unknown metadata: %s", r)
+	}
+	if r := insertV("n", unsharded, &dbv, 3); writeErrCode(r) != 0 {
+		t.Fatalf("insert after the write error path refreshed: %s", r)
+	}
 }
 
 func mustValues(t *testing.T, a bsoncore.Array) []bsoncore.Value {
