@@ -6,7 +6,7 @@
 //
 // Per node it keeps the filtering metadata of each namespace (unknown, unsharded, or sharded:
 // the collection's routing table and this shard's placement version) and of each database
-// (unknown, or this shard is the database's primary at a database version). A versioned
+// (unknown, or its primary shard and database version). A versioned
 // request (one carrying shardVersion or databaseVersion: only routers send them) is checked
 // against it under the collection lock (Check, the operation layer's DB.ShardCheck): a
 // mismatch or unknown metadata is StaleConfig (13388) / StaleDbVersion (249) with MongoDB's
@@ -82,7 +82,7 @@ func (o ownership) KeyBelongs(doc bsoncore.Document) bool {
 	return err == nil && s == o.shard
 }
 
-// DatabaseInfo is a database's known metadata on its primary shard (DatabaseShardingState).
+// DatabaseInfo is a database's known metadata (DatabaseShardingState).
 type DatabaseInfo struct {
 	Primary string
 	Version routing.DatabaseVersion
@@ -180,8 +180,7 @@ func (r *Runtime) Collection(ns string) (*CollectionMetadata, bool) {
 	return m, ok
 }
 
-// Database returns the database's known metadata (nil, false when unknown or this shard is
-// not its primary).
+// Database returns the database's known metadata (nil, false when unknown).
 func (r *Runtime) Database(db string) (*DatabaseInfo, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -305,27 +304,25 @@ func (r *Runtime) OnStaleError(ctx context.Context, err error) {
 	}
 }
 
-// OnShardVersionMismatch is onShardVersionMismatch: refresh ns unless the known metadata is
-// of the received generation and at least as new as the received version (the router is the
-// stale side then).
+// OnShardVersionMismatch is onShardVersionMismatch: refresh ns unless its metadata is known
+// and the received version is older than or equal to this shard's (the router is the stale
+// side then; versions of different generations order by their timestamps).
 func (r *Runtime) OnShardVersionMismatch(ctx context.Context, ns string, received routing.ChunkVersion) error {
-	if m, ok := r.Collection(ns); ok && !received.IsIgnored() {
-		have := m.ShardVersion()
-		if m.Sharded() && have.SameCollection(received.Generation) && !have.IsOlderThan(received) {
-			return nil
-		}
-		if !m.Sharded() && !received.IsSet() && received.Timestamp.IsZero() {
-			return nil // both unsharded
-		}
+	if m, ok := r.Collection(ns); ok && received.IsOlderOrEqualThan(m.ShardVersion()) {
+		return nil
 	}
 	_, err := r.RefreshCollection(ctx, ns)
 	return err
 }
 
-// OnDbVersionMismatch is onDbVersionMismatch: refresh the database unless the known version
-// is newer than the received one.
+// OnDbVersionMismatch is onDbVersionMismatch: refresh the database unless its version is
+// known and the received one is not newer. The admin and config databases have fixed
+// versions and are never refreshed.
 func (r *Runtime) OnDbVersionMismatch(ctx context.Context, db string, received routing.DatabaseVersion) error {
-	if d, ok := r.Database(db); ok && received.Less(d.Version) {
+	if db == "admin" || db == "config" {
+		return nil
+	}
+	if d, ok := r.Database(db); ok && !d.Version.Less(received) {
 		return nil
 	}
 	_, err := r.RefreshDatabase(ctx, db)
@@ -384,9 +381,12 @@ func (r *Runtime) RefreshCollection(ctx context.Context, ns string) (*Collection
 			m.Table = rt.Table
 		}
 		r.mu.Lock()
-		r.colls[ns] = m
+		defer r.mu.Unlock()
 		r.refreshes++
-		r.mu.Unlock()
+		if old := r.colls[ns]; old != nil && old.Sharded() && m.Sharded() && m.Table.Version().IsOlderThan(old.Table.Version()) {
+			return nil // never install older metadata than we have
+		}
+		r.colls[ns] = m
 		return nil
 	})
 	if err != nil {
@@ -396,15 +396,12 @@ func (r *Runtime) RefreshCollection(ctx context.Context, ns string) (*Collection
 	return m, nil
 }
 
-// RefreshDatabase reads the database's entry from the config server: when this shard is its
-// primary the database version becomes known, otherwise (or when the database does not
-// exist) it is unknown here, as only the primary shard holds a database version.
+// RefreshDatabase reads the database's entry from the config server (refreshDbMetadata): its
+// primary shard and version become known, or unknown when the database does not exist. As in
+// MongoDB 7.0 every shard keeps the version it refreshed, primary or not: a router routes
+// unsharded collections to the primary, and a change of primary changes the version.
 func (r *Runtime) RefreshDatabase(ctx context.Context, db string) (*DatabaseInfo, error) {
 	err := r.singleFlight(ctx, "d\x00"+db, func(ctx context.Context) error {
-		id, err := r.identity()
-		if err != nil {
-			return err
-		}
 		cache, err := r.loader()
 		if err != nil {
 			return err
@@ -417,8 +414,8 @@ func (r *Runtime) RefreshDatabase(ctx context.Context, db string) (*DatabaseInfo
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.refreshes++
-		if err != nil || d.Primary != id.ShardName {
-			delete(r.dbs, db)
+		if err != nil {
+			delete(r.dbs, db) // dropped
 			return nil
 		}
 		r.dbs[db] = &DatabaseInfo{Primary: d.Primary, Version: d.Version}

@@ -278,16 +278,41 @@ func TestDatabaseVersion(t *testing.T) {
 		t.Fatalf("vWanted %v %v", w, perr)
 	}
 
-	// This shard is not the primary of other: its version stays unknown after a refresh.
-	otherOp := &operation.Context{DatabaseVersion: dbvValue(f.dbs["other"].Version), VersionedNS: "other.c"}
-	_, err = rt.Check(otherOp, "other.c")
-	wantCode(t, err, mongoerr.StaleDbVersion, "")
+	// A router ahead of the shard: the error path refreshes; a router behind it: no refresh.
+	newer := want.Updated() // movePrimary
+	f.mu.Lock()
+	d := f.dbs["test"]
+	d.Version = newer
+	f.dbs["test"] = d
+	f.mu.Unlock()
+	_, err = rt.Check(&operation.Context{DatabaseVersion: dbvValue(newer), VersionedNS: "test.u"}, "test.u")
+	wantCode(t, err, mongoerr.StaleDbVersion, "version mismatch detected for test")
 	rt.OnStaleError(ctx, err)
-	if _, ok := rt.Database("other"); ok {
-		t.Fatal("a non-primary shard knows the database version")
+	if got, _ := rt.Database("test"); got == nil || got.Version != newer {
+		t.Fatalf("after a refresh: %v", got)
 	}
-	_, err = rt.Check(otherOp, "other.c")
-	wantCode(t, err, mongoerr.StaleDbVersion, "sharding status of database other is not currently known and needs to be recovered")
+	refreshes := rt.Refreshes()
+	_, err = rt.Check(op, "test.u")
+	wantCode(t, err, mongoerr.StaleDbVersion, "version mismatch detected for test")
+	rt.OnStaleError(ctx, err)
+	if rt.Refreshes() != refreshes {
+		t.Fatal("refreshed for a stale router")
+	}
+
+	// As in MongoDB 7.0 a shard that is not the primary knows the version too.
+	if _, err := rt.RefreshDatabase(ctx, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := rt.Database("other"); !ok || d.Primary != "shard1" {
+		t.Fatalf("other: %v %v", d, ok)
+	}
+	// A database missing from the catalog is unknown.
+	if _, err := rt.RefreshDatabase(ctx, "nodb"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rt.Database("nodb"); ok {
+		t.Fatal("a dropped database is known")
+	}
 }
 
 func TestNotShardAware(t *testing.T) {
