@@ -306,9 +306,13 @@ func (r *Runtime) OnStaleError(ctx context.Context, err error) {
 
 // OnShardVersionMismatch is onShardVersionMismatch: refresh ns unless its metadata is known
 // and the received version is older than or equal to this shard's (the router is the stale
-// side then; versions of different generations order by their timestamps).
+// side then; versions of different generations order by their timestamps). One departure:
+// a router sending UNSHARDED for a collection this shard knows sharded makes it refresh too,
+// as MongoDB's drop coordinator would have cleared the shard's metadata, and a drop reaching
+// this shard any other way must not leave it answering StaleConfig for ever.
 func (r *Runtime) OnShardVersionMismatch(ctx context.Context, ns string, received routing.ChunkVersion) error {
-	if m, ok := r.Collection(ns); ok && received.IsOlderOrEqualThan(m.ShardVersion()) {
+	if m, ok := r.Collection(ns); ok && received.IsOlderOrEqualThan(m.ShardVersion()) &&
+		!(m.Sharded() && received.Equal(routing.Unsharded())) {
 		return nil
 	}
 	_, err := r.RefreshCollection(ctx, ns)

@@ -28,6 +28,7 @@ type fakeConfig struct {
 	coll    catalogcache.Collection
 	chunks  []routing.Chunk
 	loads   atomic.Int32
+	dropped atomic.Bool   // test.c was dropped: unsharded
 	entered chan struct{} // signalled when a collection load starts (if set)
 	block   chan struct{} // collection loads wait for it (if set)
 }
@@ -80,7 +81,7 @@ func (f *fakeConfig) Collection(ctx context.Context, ns string, since *routing.C
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if ns != "test.c" {
+	if ns != "test.c" || f.dropped.Load() {
 		return catalogcache.Collection{NS: ns}, nil, false, nil
 	}
 	var out []routing.Chunk
@@ -205,6 +206,16 @@ func TestShardVersionCheckAndRefresh(t *testing.T) {
 	rt.OnStaleError(ctx, err)
 	if f.loads.Load() != loads {
 		t.Fatalf("refreshed for a stale router")
+	}
+
+	// The collection is dropped on the config server: a router sending UNSHARDED makes the
+	// shard refresh, and then it passes.
+	f.dropped.Store(true)
+	_, err = rt.Check(versioned("test.c", routing.Unsharded()), "test.c")
+	wantCode(t, err, mongoerr.StaleConfig, "")
+	rt.OnStaleError(ctx, err)
+	if f, err := rt.Check(versioned("test.c", routing.Unsharded()), "test.c"); err != nil || f != nil {
+		t.Fatalf("after the drop: %v %v", f, err)
 	}
 
 	// IGNORED passes whatever the version.
