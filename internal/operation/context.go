@@ -331,8 +331,9 @@ func (o *Context) Versioned() bool {
 	return o.ShardVersion.Type != 0 || o.DatabaseVersion.Type != 0
 }
 
-// checkShard runs DB.ShardCheck for ns (the caller holds ns's collection lock) and keeps the
-// ownership filter it resolved for the read seam.
+// checkShard runs DB.ShardCheck for ns (the caller holds ns's collection lock, or for a
+// database name its database lock) and keeps the ownership filter it resolved for the read
+// seam.
 func (o *Context) checkShard(ns string) error {
 	if o.DB.ShardCheck == nil || !o.Versioned() {
 		return nil
@@ -506,6 +507,9 @@ func (o *Context) DDL(ctx context.Context, ns string, f func() error) error {
 			return err
 		}
 		defer func() { _ = scope.Release() }()
+		if err := o.checkShard(ns); err != nil {
+			return err
+		}
 		if err := o.DB.Catalog.MarkTransaction(o.RU); err != nil {
 			return err
 		}
@@ -517,6 +521,9 @@ func (o *Context) DDL(ctx context.Context, ns string, f func() error) error {
 			return err
 		}
 		defer func() { _ = scope.Release() }()
+		if err := o.checkShard(ns); err != nil {
+			return err
+		}
 		return o.unitOnce(f)
 	})
 }
@@ -529,6 +536,9 @@ func (o *Context) DatabaseDDL(ctx context.Context, db string, f func() error) er
 		return err
 	}
 	defer func() { _ = scope.Release() }()
+	if err := o.checkShard(db); err != nil {
+		return err
+	}
 	return o.InUnit(ctx, f)
 }
 

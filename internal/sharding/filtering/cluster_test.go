@@ -335,6 +335,10 @@ func TestShardVersioningRealProcesses(t *testing.T) {
 	if r := insertV("n", unsharded, &dbv, 3); writeErrCode(r) != int32(mongoerr.StaleConfig) {
 		t.Fatalf("insert into a namespace of unknown metadata: %s", r)
 	}
+	// The check came before the implicit creation (under its lock): nothing was created.
+	if names, err := app.ListCollectionNames(ctx, bson.D{{Key: "name", Value: "n"}}); err != nil || len(names) != 0 {
+		t.Fatalf("collection created by a stale insert: %v %v", names, err)
+	}
 	if r := insertV("n", unsharded, &dbv, 3); writeErrCode(r) != 0 {
 		t.Fatalf("insert after the write error path refreshed: %s", r)
 	}

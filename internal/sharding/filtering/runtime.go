@@ -202,7 +202,8 @@ func (r *Runtime) ClearCollection(ns string) {
 	delete(r.colls, ns)
 }
 
-// Check is DB.ShardCheck: called with ns's collection lock held by an operation carrying a
+// Check is DB.ShardCheck: called with ns's collection lock held (ns a database name: its
+// database lock; collection and database DDL are checked too) by an operation carrying a
 // shardVersion or databaseVersion for op.VersionedNS. The database version applies to every
 // collection of that database (AutoGetDb's assertMatchingDbVersion), the shard version to
 // that collection only (checkShardVersionOrThrow). It returns the ownership filter of the
@@ -211,7 +212,7 @@ func (r *Runtime) Check(op *operation.Context, ns string) (plan.OwnershipFilter,
 	vdb, _, _ := strings.Cut(op.VersionedNS, ".")
 	db, _, _ := strings.Cut(ns, ".")
 	checkDB := op.DatabaseVersion.Type != 0 && vdb == db
-	checkShard := op.ShardVersion.Type != 0 && op.VersionedNS == ns
+	checkShard := op.ShardVersion.Type != 0 && op.VersionedNS == ns && strings.Contains(ns, ".")
 	if !checkDB && !checkShard {
 		return nil, nil
 	}
