@@ -30,9 +30,10 @@ type DB struct {
 	// TempDir holds external-sorter spill files (index builds, blocking sorts).
 	TempDir string
 	Log     *slog.Logger
-	// OwnershipFilterFor gives the read seam the ownership filter of a namespace (a
-	// predicate on its shard key). nil in production until sharding lands; tests set it
-	// before the server starts.
+	// OwnershipFilterFor, when set, gives the read seam the ownership filter of a namespace
+	// (a predicate on its shard key) for every owned read, versioned or not: a test
+	// override set before the server starts. nil in production, where the filter of a
+	// versioned request comes from ShardCheck.
 	OwnershipFilterFor func(ns string) plan.OwnershipFilter
 	// ShardCheck is the shard's check of a versioned request (the sharding layer's
 	// filtering metadata, internal/sharding/filtering): the collection access methods call
