@@ -24,13 +24,17 @@ import (
 
 // startShardRuntime attaches a shard's filtering runtime to st's storage; stop disconnects
 // it from the config servers. rc (nil on a standalone) gives the host rewriter its client
-// dials through.
-func startShardRuntime(st *service.State, rc *coord.Coordinator) (stop func()) {
+// dials through and whether this node is the primary that persists config.cache.*, which it
+// writes through reg's handlers.
+func startShardRuntime(st *service.State, reg *service.Registry, rc *coord.Coordinator) (stop func()) {
 	o := client.Options{AppName: "humongod-shard-catalog", ServerSelectionTimeout: 10 * time.Second}
+	canWrite := func() bool { return true }
 	if rc != nil {
 		o.Dialer = rc.HostRewriter()
+		canWrite = rc.IsWritablePrimary
 	}
-	rt := filtering.New(filtering.Config{Identity: st.Sharding.Identity, ClientOptions: o, Log: st.Logger})
+	rt := filtering.New(filtering.Config{Identity: st.Sharding.Identity, ClientOptions: o, Log: st.Logger,
+		Persist: &filtering.Persister{Run: internalRunner(st, reg), CanWrite: canWrite}})
 	filtering.Attach(st.DB, rt)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -61,7 +61,7 @@ func StartShardingRole(ctx context.Context, st *service.State, reg *service.Regi
 		return stop, nil
 	}
 	if role == shardstate.RoleShardServer {
-		stop = startShardRuntime(st, rc)
+		stop = startShardRuntime(st, reg, rc)
 	}
 	if found {
 		return stop, initShardIdentity(st, doc)

@@ -3,6 +3,7 @@ package filtering_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -201,6 +202,36 @@ func TestShardVersioningRealProcesses(t *testing.T) {
 		t.Fatalf("chunks in %s", gsv)
 	}
 
+	// The primary persisted what it learned in config.cache.* (7.0's formats).
+	shConfig := shCl.Database("config")
+	var cc bson.Raw
+	if cc, err = shConfig.Collection("cache.collections").FindOne(ctx, bson.D{{Key: "_id", Value: "app.c"}}).Raw(); err != nil {
+		t.Fatalf("config.cache.collections: %v", err)
+	}
+	if tt, ti, ok := cc.Lookup("lastRefreshedCollectionVersion").TimestampOK(); !ok || tt != 1 || ti != 1 || cc.Lookup("refreshing").Boolean() {
+		t.Fatalf("config.cache.collections entry %s", cc)
+	}
+	cacheChunks := func() map[string]string {
+		t.Helper()
+		cur, err := shConfig.Collection("cache.chunks.app.c").Find(ctx, bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var docs []bson.Raw
+		if err := cur.All(ctx, &docs); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, d := range docs {
+			tt, ti, _ := d.Lookup("lastmod").TimestampOK()
+			out[d.Lookup("_id").String()] = fmt.Sprintf("%s {%d %d}", d.Lookup("shard").StringValue(), tt, ti)
+		}
+		return out
+	}
+	if got := cacheChunks(); len(got) != 2 {
+		t.Fatalf("config.cache.chunks.app.c: %v", got)
+	}
+
 	// The current version: only the owned documents; unversioned: all of them.
 	if n, err := find("c", &v10, nil); err != nil || n != 10 {
 		t.Fatalf("versioned find: %d docs, %v", n, err)
@@ -301,6 +332,13 @@ func TestShardVersioningRealProcesses(t *testing.T) {
 	}
 	if n, err := find("c", &v31, nil); err != nil || n != 9 {
 		t.Fatalf("after the chunk left: %d docs, %v", n, err)
+	}
+	if got := cacheChunks(); len(got) != 2 || got[`{"k": {"$numberInt":"10"}}`] != "sh1 {3 0}" {
+		t.Fatalf("config.cache.chunks.app.c after incremental refreshes: %v", got)
+	}
+	var cdb bson.Raw
+	if cdb, err = shConfig.Collection("cache.databases").FindOne(ctx, bson.D{{Key: "_id", Value: "app"}}).Raw(); err != nil || cdb.Lookup("primary").StringValue() != "sh0" {
+		t.Fatalf("config.cache.databases: %v %s", err, cdb)
 	}
 
 	// Versioned writes: a stale version is a StaleConfig write error (its fields inline, as

@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -45,8 +46,9 @@ import (
 // CollectionMetadata is one namespace's known filtering metadata (MongoDB's
 // CollectionMetadata): Table nil for an unsharded collection.
 type CollectionMetadata struct {
-	Table *routing.RoutingTable
-	Shard string // this shard's id
+	Table  *routing.RoutingTable
+	Shard  string // this shard's id
+	Unique bool   // the shard key is unique (config.collections' unique)
 }
 
 // Sharded reports whether the collection is sharded.
@@ -98,21 +100,25 @@ type Config struct {
 	Connect func(connString string) (catalogcache.Loader, func(context.Context) error, error)
 	// ClientOptions are the options of the default Connect's client.
 	ClientOptions client.Options
-	Log           *slog.Logger
+	// Persist, when set, writes config.cache.* after each refresh on a writable primary.
+	Persist *Persister
+	Log     *slog.Logger
 }
 
 // Runtime is one shard's filtering metadata and its refreshes. Safe for concurrent use.
 type Runtime struct {
 	cfg Config
 
-	mu        sync.Mutex
-	cache     *catalogcache.Cache // built on first refresh, from the identity's config servers
-	connStr   string
-	closeFn   func(context.Context) error
-	closed    bool
-	colls     map[string]*CollectionMetadata // absent: unknown
-	dbs       map[string]*DatabaseInfo       // absent: unknown (or this shard is not the primary)
-	inflight  map[string]*flight
+	mu       sync.Mutex
+	cache    *catalogcache.Cache // built on first refresh, from the identity's config servers
+	connStr  string
+	closeFn  func(context.Context) error
+	closed   bool
+	colls    map[string]*CollectionMetadata // absent: unknown
+	dbs      map[string]*DatabaseInfo       // absent: unknown
+	inflight map[string]*flight
+	// persisted is what config.cache.* hold per collection (written by this node as primary).
+	persisted map[string]persistedColl
 	refreshes int64 // completed refreshes from the config server, for tests and serverStatus
 }
 
@@ -146,7 +152,7 @@ func New(cfg Config) *Runtime {
 		}
 	}
 	return &Runtime{cfg: cfg, colls: map[string]*CollectionMetadata{}, dbs: map[string]*DatabaseInfo{},
-		inflight: map[string]*flight{}}
+		inflight: map[string]*flight{}, persisted: map[string]persistedColl{}}
 }
 
 // Close disconnects from the config servers; later refreshes fail with ShutdownInProgress.
@@ -383,15 +389,17 @@ func (r *Runtime) RefreshCollection(ctx context.Context, ns string) (*Collection
 		case err != nil:
 			return err
 		default:
-			m.Table = rt.Table
+			m.Table, m.Unique = rt.Table, rt.Coll.Unique
 		}
 		r.mu.Lock()
-		defer r.mu.Unlock()
 		r.refreshes++
 		if old := r.colls[ns]; old != nil && old.Sharded() && m.Sharded() && m.Table.Version().IsOlderThan(old.Table.Version()) {
+			r.mu.Unlock()
 			return nil // never install older metadata than we have
 		}
 		r.colls[ns] = m
+		r.mu.Unlock()
+		r.persist(func(ctx context.Context) error { return r.persistCollection(ctx, ns, m) })
 		return nil
 	})
 	if err != nil {
@@ -416,14 +424,17 @@ func (r *Runtime) RefreshDatabase(ctx context.Context, db string) (*DatabaseInfo
 		if err != nil && !mongoerr.Is(err, mongoerr.NamespaceNotFound) {
 			return err
 		}
+		var info *DatabaseInfo
 		r.mu.Lock()
-		defer r.mu.Unlock()
 		r.refreshes++
 		if err != nil {
 			delete(r.dbs, db) // dropped
-			return nil
+		} else {
+			info = &DatabaseInfo{Primary: d.Primary, Version: d.Version}
+			r.dbs[db] = info
 		}
-		r.dbs[db] = &DatabaseInfo{Primary: d.Primary, Version: d.Version}
+		r.mu.Unlock()
+		r.persist(func(ctx context.Context) error { return r.persistDatabase(ctx, db, info) })
 		return nil
 	})
 	if err != nil {
@@ -432,6 +443,23 @@ func (r *Runtime) RefreshDatabase(ctx context.Context, db string) (*DatabaseInfo
 	d, _ := r.Database(db)
 	return d, nil
 }
+
+// persist runs a config.cache.* write with a context of its own: the refresh may run in a
+// client's operation (its transaction, its read concern), which the writes must not join.
+// A failed write is logged: the in-memory metadata is what versioned requests use.
+func (r *Runtime) persist(write func(context.Context) error) {
+	if r.cfg.Persist == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
+	defer cancel()
+	if err := write(ctx); err != nil {
+		r.cfg.Log.Warn("Failed to persist refreshed routing information in config.cache", "error", err.Error())
+	}
+}
+
+// persistTimeout bounds one refresh's config.cache.* writes.
+const persistTimeout = 10 * time.Second
 
 // singleFlight runs load for key unless one runs already, in which case it waits for that
 // one's result (with its own ctx). The load runs under the first caller's context.
