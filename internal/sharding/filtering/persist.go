@@ -35,7 +35,7 @@ type Persister struct {
 	CanWrite func() bool
 }
 
-// persistedColl is what the primary last wrote for a collection.
+// persistedColl is what config.cache.* hold for a collection.
 type persistedColl struct {
 	gen     routing.Generation
 	version routing.ChunkVersion
@@ -48,24 +48,22 @@ const (
 )
 
 // persistCollection writes m, ns's refreshed metadata, if this node is a writable primary.
-// It runs inside ns's refresh flight, so writes for one namespace never interleave.
+// It runs inside ns's refresh flight, so this node's writes for one namespace never
+// interleave.
 func (r *Runtime) persistCollection(ctx context.Context, ns string, m *CollectionMetadata) error {
 	p := r.cfg.Persist
 	if p == nil || !p.CanWrite() {
 		return nil
 	}
-	r.mu.Lock()
-	prev, had := r.persisted[ns]
-	r.mu.Unlock()
+	prev, had, err := p.readPersisted(ctx, ns)
+	if err != nil {
+		return err
+	}
 	if !m.Sharded() {
 		if err := p.run(ctx, deleteCmd(cacheCollections, idFilter(ns))); err != nil {
 			return err
 		}
-		if err := p.drop(ctx, cacheChunksPfx+ns); err != nil {
-			return err
-		}
-		r.setPersisted(ns, nil)
-		return nil
+		return p.drop(ctx, cacheChunksPfx+ns)
 	}
 	t := m.Table
 	v := t.Version()
@@ -114,21 +112,36 @@ func (r *Runtime) persistCollection(ctx context.Context, ns string, m *Collectio
 		}
 	}
 	collDoc = shardCollectionDoc(ns, m, false, &v)
-	if err := p.run(ctx, upsertCmd(cacheCollections, idFilter(ns), collDoc)); err != nil {
-		return err
-	}
-	r.setPersisted(ns, &persistedColl{gen: t.Generation(), version: v})
-	return nil
+	return p.run(ctx, upsertCmd(cacheCollections, idFilter(ns), collDoc))
 }
 
-func (r *Runtime) setPersisted(ns string, pc *persistedColl) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if pc == nil {
-		delete(r.persisted, ns)
-	} else {
-		r.persisted[ns] = *pc
+// readPersisted reads ns's config.cache.collections entry from this node's storage: the
+// generation and collection version its chunks were last completely written at. An entry
+// left refreshing (a primary that failed or stepped down mid-write) counts as none, so the
+// chunks are rewritten whole. Read each time rather than remembered: another primary may
+// have written in between.
+func (p *Persister) readPersisted(ctx context.Context, ns string) (persistedColl, bool, error) {
+	reply, err := p.Run(ctx, "config", bsoncore.NewDocumentBuilder().AppendString("find", cacheCollections).
+		AppendDocument("filter", idFilter(ns)).AppendInt32("limit", 1).AppendBoolean("singleBatch", true).Build())
+	if err != nil {
+		return persistedColl{}, false, err
 	}
+	batch, _ := reply.Lookup("cursor", "firstBatch").ArrayOK()
+	vals, _ := batch.Values()
+	if len(vals) == 0 {
+		return persistedColl{}, false, nil
+	}
+	d, _ := vals[0].DocumentOK()
+	if refreshing, _ := d.Lookup("refreshing").BooleanOK(); refreshing {
+		return persistedColl{}, false, nil
+	}
+	var pc persistedColl
+	var ok1, ok2, ok3 bool
+	pc.gen.Epoch, ok1 = d.Lookup("epoch").ObjectIDOK()
+	pc.gen.Timestamp.T, pc.gen.Timestamp.I, ok2 = d.Lookup("timestamp").TimestampOK()
+	pc.version.Major, pc.version.Minor, ok3 = d.Lookup("lastRefreshedCollectionVersion").TimestampOK()
+	pc.version.Generation = pc.gen
+	return pc, ok1 && ok2 && ok3, nil
 }
 
 // persistDatabase writes the database's entry (nil: dropped) if this node is a writable

@@ -17,9 +17,12 @@
 // checked and sees every document; a versioned read of a sharded collection gets the
 // ownership filter of the checked metadata (SHARDING_FILTER), which hides orphans.
 //
+// A shard primary also writes what it refreshed to config.cache.* (persist.go).
+//
 // Not yet (later parts of issue 12 and the issues after it): the migration critical section,
-// config.cache.* persistence on shard primaries (secondaries refresh from the config server
-// themselves), and index versions in the shard version.
+// secondaries reading config.cache.* (they refresh from the config server themselves),
+// recovering the metadata from config.cache.* after a restart, and index versions in the
+// shard version.
 package filtering
 
 import (
@@ -109,16 +112,14 @@ type Config struct {
 type Runtime struct {
 	cfg Config
 
-	mu       sync.Mutex
-	cache    *catalogcache.Cache // built on first refresh, from the identity's config servers
-	connStr  string
-	closeFn  func(context.Context) error
-	closed   bool
-	colls    map[string]*CollectionMetadata // absent: unknown
-	dbs      map[string]*DatabaseInfo       // absent: unknown
-	inflight map[string]*flight
-	// persisted is what config.cache.* hold per collection (written by this node as primary).
-	persisted map[string]persistedColl
+	mu        sync.Mutex
+	cache     *catalogcache.Cache // built on first refresh, from the identity's config servers
+	connStr   string
+	closeFn   func(context.Context) error
+	closed    bool
+	colls     map[string]*CollectionMetadata // absent: unknown
+	dbs       map[string]*DatabaseInfo       // absent: unknown
+	inflight  map[string]*flight
 	refreshes int64 // completed refreshes from the config server, for tests and serverStatus
 }
 
@@ -152,7 +153,7 @@ func New(cfg Config) *Runtime {
 		}
 	}
 	return &Runtime{cfg: cfg, colls: map[string]*CollectionMetadata{}, dbs: map[string]*DatabaseInfo{},
-		inflight: map[string]*flight{}, persisted: map[string]persistedColl{}}
+		inflight: map[string]*flight{}}
 }
 
 // Close disconnects from the config servers; later refreshes fail with ShutdownInProgress.
