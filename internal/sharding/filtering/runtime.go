@@ -112,6 +112,11 @@ type Config struct {
 type Runtime struct {
 	cfg Config
 
+	// ctx is cancelled by Close; refreshes run under it, counted by wg.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
 	mu        sync.Mutex
 	cache     *catalogcache.Cache // built on first refresh, from the identity's config servers
 	connStr   string
@@ -152,12 +157,16 @@ func New(cfg Config) *Runtime {
 			return configclient.New(rs.Client()), rs.Close, nil
 		}
 	}
-	return &Runtime{cfg: cfg, colls: map[string]*CollectionMetadata{}, dbs: map[string]*DatabaseInfo{},
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Runtime{cfg: cfg, ctx: ctx, cancel: cancel, colls: map[string]*CollectionMetadata{}, dbs: map[string]*DatabaseInfo{},
 		inflight: map[string]*flight{}}
 }
 
-// Close disconnects from the config servers; later refreshes fail with ShutdownInProgress.
+// Close stops the running refreshes and disconnects from the config servers; later
+// refreshes fail with ShutdownInProgress.
 func (r *Runtime) Close(ctx context.Context) error {
+	r.cancel()
+	r.wg.Wait() // the refreshes end with their context
 	r.mu.Lock()
 	fn := r.closeFn
 	r.closeFn, r.closed, r.cache = nil, true, nil
@@ -463,31 +472,43 @@ func (r *Runtime) persist(write func(context.Context) error) {
 // persistTimeout bounds one refresh's config.cache.* writes.
 const persistTimeout = 10 * time.Second
 
-// singleFlight runs load for key unless one runs already, in which case it waits for that
-// one's result (with its own ctx). The load runs under the first caller's context.
+// singleFlight runs load for key unless one runs already, and waits for its result with
+// ctx. The load runs in a goroutine of the runtime under a context of its own (bounded by
+// refreshTimeout, cancelled by Close), as MongoDB refreshes on a thread of its own: a caller
+// that gives up (maxTimeMS, a closed connection) does not fail the others, and the load
+// carries none of the caller's request state.
 func (r *Runtime) singleFlight(ctx context.Context, key string, load func(context.Context) error) error {
 	r.mu.Lock()
-	if f := r.inflight[key]; f != nil {
+	f := r.inflight[key]
+	if f != nil {
 		f.waiters++
-		r.mu.Unlock()
-		select {
-		case <-f.done:
-			return f.err
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
+	} else {
+		f = &flight{done: make(chan struct{})}
+		r.inflight[key] = f
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			lctx, cancel := context.WithTimeout(r.ctx, refreshTimeout)
+			defer cancel()
+			err := load(lctx)
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				err = mongoerr.Newf(mongoerr.Interrupted, "refresh of the filtering metadata interrupted: %v", err)
+			}
+			r.mu.Lock()
+			f.err = err
+			delete(r.inflight, key)
+			r.mu.Unlock()
+			close(f.done)
+		}()
 	}
-	f := &flight{done: make(chan struct{})}
-	r.inflight[key] = f
 	r.mu.Unlock()
-
-	f.err = load(ctx)
-	if errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded) {
-		f.err = mongoerr.Newf(mongoerr.Interrupted, "refresh of the filtering metadata interrupted: %v", f.err)
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
-	r.mu.Lock()
-	delete(r.inflight, key)
-	r.mu.Unlock()
-	close(f.done)
-	return f.err
 }
+
+// refreshTimeout bounds one refresh from the config server.
+const refreshTimeout = 30 * time.Second

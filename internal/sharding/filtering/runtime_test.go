@@ -383,3 +383,58 @@ func TestRefreshSingleFlight(t *testing.T) {
 		t.Fatalf("%d refreshes", rt.Refreshes())
 	}
 }
+
+// A caller that gives up does not stop the refresh others wait for; Close stops it.
+func TestRefreshOwnedByRuntime(t *testing.T) {
+	f := newFake()
+	f.entered, f.block = make(chan struct{}, 4), make(chan struct{})
+	var aware atomic.Bool
+	aware.Store(true)
+	rt := newRuntime(f, &aware)
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 2)
+	go func() {
+		_, err := rt.RefreshCollection(ctx, "test.c")
+		errs <- err
+	}()
+	<-f.entered
+	go func() {
+		_, err := rt.RefreshCollection(context.Background(), "test.c")
+		errs <- err
+	}()
+	for {
+		rt.mu.Lock()
+		w := rt.inflight["c\x00test.c"].waiters
+		rt.mu.Unlock()
+		if w == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-errs; err == nil {
+		t.Fatal("the caller that gave up got no error")
+	}
+	close(f.block)
+	if err := <-errs; err != nil {
+		t.Fatalf("the other caller: %v", err)
+	}
+
+	// Close interrupts a running refresh and waits for it.
+	f.block = make(chan struct{})
+	rt.ClearCollection("test.c")
+	go func() {
+		_, err := rt.RefreshCollection(context.Background(), "test.c")
+		errs <- err
+	}()
+	<-f.entered
+	if err := rt.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; !mongoerr.Is(err, mongoerr.Interrupted) {
+		t.Fatalf("refresh at Close: %v", err)
+	}
+	if _, err := rt.RefreshCollection(context.Background(), "test.c"); !mongoerr.Is(err, mongoerr.ShutdownInProgress) {
+		t.Fatalf("refresh after Close: %v", err)
+	}
+}
