@@ -48,6 +48,9 @@ func BeginOperation(ctx context.Context, env *service.Env, c *service.Command, c
 func requestOf(cmd bsoncore.Document) *operation.Request {
 	r := &operation.Request{ShardVersion: lookup(cmd, "shardVersion"), DatabaseVersion: lookup(cmd, "databaseVersion"),
 		Admission: new(lock.Admission)}
+	if r.ShardVersion.Type != 0 || r.DatabaseVersion.Type != 0 {
+		r.VersionedNS = versionedNS(cmd)
+	}
 	if d, ok := lookup(cmd, "lsid").DocumentOK(); ok {
 		r.Session.LSID = d
 	}
@@ -55,6 +58,27 @@ func requestOf(cmd bsoncore.Document) *operation.Request {
 		r.Session.TxnNumber, r.Session.HasTxnNumber = n, true
 	}
 	return r
+}
+
+// versionedNS is the namespace a versioned command's shardVersion / databaseVersion are for
+// (MongoDB's ScopedSetShardRole over the invocation's ns()): "$db.<collection>" when the
+// command's first value names a collection (explain: its inner command's), else "$db".
+func versionedNS(cmd bsoncore.Document) string {
+	db, _ := lookup(cmd, "$db").StringValueOK()
+	elems, err := cmd.Elements()
+	if err != nil || len(elems) == 0 {
+		return db
+	}
+	v := elems[0].Value()
+	if inner, ok := v.DocumentOK(); ok && elems[0].Key() == "explain" {
+		if ie, err := inner.Elements(); err == nil && len(ie) > 0 {
+			v = ie[0].Value()
+		}
+	}
+	if coll, ok := v.StringValueOK(); ok && coll != "" {
+		return db + "." + coll
+	}
+	return db
 }
 
 // FinishOperation completes the read concern after a successful handler.

@@ -122,5 +122,8 @@ func NewRegistry() *service.Registry {
 	addVoteCommitIndexBuild(r)
 	addGetDefaultRWConcern(r)
 	addClusterCommands(r)
+	addGetShardVersion(r)
+	addFlushRoutingTableCacheUpdates(r)
+	addFlushDatabaseCacheUpdates(r)
 	return r
 }

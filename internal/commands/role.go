@@ -76,6 +76,7 @@ func (r *Role) Finish(ctx context.Context, env *service.Env, op any, reply bsonc
 	if r, ok := op.(*roleOp); ok && r.stmt != nil {
 		txnFinish(r.stmt, err)
 	}
+	shardOnStaleError(ctx, env, reply, err)
 	if wcr, ok := errors.AsType[*concern.WriteConcernReply](err); ok {
 		return wcr.Reply, wcr.WCE, nil
 	}

@@ -62,11 +62,15 @@ func StartShardingRole(ctx context.Context, st *service.State, reg *service.Regi
 			logv2.C(logv2.Sharding), logv2.ID(22075), "namespace", shardstate.IdentityNS, "shardIdentityDocument", doc.String())
 		return stop, nil
 	}
+	if role == shardstate.RoleShardServer {
+		stop = startShardRuntime(st, reg, rc)
+	}
 	if found {
 		return stop, initShardIdentity(st, doc)
 	}
 	if role == shardstate.RoleShardServer && rc != nil {
-		return watchReplicatedShardIdentity(ctx, st, rc), nil
+		stopRuntime, stopWatch := stop, watchReplicatedShardIdentity(ctx, st, rc)
+		return func() { stopWatch(); stopRuntime() }, nil
 	}
 	return stop, nil
 }

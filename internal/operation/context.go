@@ -11,6 +11,7 @@ import (
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
 	"humongo/internal/optime"
+	"humongo/internal/query/plan"
 	"humongo/internal/storage"
 )
 
@@ -35,6 +36,14 @@ type Context struct {
 	// will compare them with its filtering metadata and fail with StaleConfig /
 	// StaleDbVersion.
 	ShardVersion, DatabaseVersion bsoncore.Value
+	// VersionedNS is the namespace the versions are for: the command's namespace ("db.coll",
+	// or "db" for a command on a database). The shard version applies to that collection
+	// only, the database version to every collection of its database.
+	VersionedNS string
+
+	// owners are the ownership filters DB.ShardCheck resolved for this operation's
+	// namespaces under their locks (the read seam attaches them).
+	owners map[string]plan.OwnershipFilter
 
 	ctx   context.Context
 	stats *OpStats // the command's, when its ctx carries one (WithOpStats)
@@ -171,6 +180,8 @@ type Request struct {
 	// ShardVersion and DatabaseVersion are the raw shardVersion / databaseVersion fields.
 	// Session.LSID and these point into the command document: valid while the command runs.
 	ShardVersion, DatabaseVersion bsoncore.Value
+	// VersionedNS is the namespace the versions are for (Context.VersionedNS).
+	VersionedNS string
 	// Admission is the request's read/write tickets, shared by its operations so a nested
 	// operation does not queue for a second ticket (nil: each operation is admitted alone).
 	Admission *lock.Admission
@@ -214,6 +225,7 @@ func (d *DB) NewOp(ctx context.Context) *Context {
 	}
 	if r := RequestOf(ctx); r != nil {
 		o.ReadSource, o.Session, o.ShardVersion, o.DatabaseVersion = r.ReadSource, r.Session, r.ShardVersion, r.DatabaseVersion
+		o.VersionedNS = r.VersionedNS
 		if r.Txn != nil {
 			// A statement of a transaction: its unit is the transaction's (not closed by
 			// this operation), and lock waits are bounded so a statement never queues
@@ -283,6 +295,10 @@ func (o *Context) ReadCollection(ctx context.Context, ns string) (meta *catalog.
 			o.RU.AbandonSnapshot()
 			_ = scope.Release()
 		}
+		if err := o.checkShard(ns); err != nil {
+			release()
+			return nil, nil, nil, err
+		}
 		meta, ok := o.Catalog().ByNS(ns)
 		if !ok {
 			return nil, nil, release, nil
@@ -308,6 +324,33 @@ func (o *Context) ReadCollection(ctx context.Context, ns string) (meta *catalog.
 		}
 		return meta, coll, release, nil
 	}
+}
+
+// Versioned reports whether the operation carries a shardVersion or databaseVersion.
+func (o *Context) Versioned() bool {
+	return o.ShardVersion.Type != 0 || o.DatabaseVersion.Type != 0
+}
+
+// checkShard runs DB.ShardCheck for ns (the caller holds ns's collection lock, or for a
+// database name its database lock) and keeps the ownership filter it resolved for the read
+// seam.
+func (o *Context) checkShard(ns string) error {
+	if o.DB.ShardCheck == nil || !o.Versioned() {
+		return nil
+	}
+	f, err := o.DB.ShardCheck(o, ns)
+	if err != nil {
+		return err
+	}
+	if f != nil {
+		if o.owners == nil {
+			o.owners = map[string]plan.OwnershipFilter{}
+		}
+		o.owners[ns] = f
+	} else {
+		delete(o.owners, ns)
+	}
+	return nil
 }
 
 // checkMinVisible refuses to read meta, the latest catalog's metadata, at a timestamp older
@@ -394,6 +437,9 @@ func (o *Context) WriteCollection(ctx context.Context, ns string, create bool, f
 		return err
 	}
 	defer func() { _ = scope.Release() }()
+	if err := o.checkShard(ns); err != nil {
+		return err
+	}
 	return o.writeConflictRetry(ctx, "write", func() error {
 		defer o.RU.AbandonSnapshot()
 		var coll *index.Collection
@@ -461,6 +507,9 @@ func (o *Context) DDL(ctx context.Context, ns string, f func() error) error {
 			return err
 		}
 		defer func() { _ = scope.Release() }()
+		if err := o.checkShard(ns); err != nil {
+			return err
+		}
 		if err := o.DB.Catalog.MarkTransaction(o.RU); err != nil {
 			return err
 		}
@@ -472,6 +521,9 @@ func (o *Context) DDL(ctx context.Context, ns string, f func() error) error {
 			return err
 		}
 		defer func() { _ = scope.Release() }()
+		if err := o.checkShard(ns); err != nil {
+			return err
+		}
 		return o.unitOnce(f)
 	})
 }
@@ -484,6 +536,9 @@ func (o *Context) DatabaseDDL(ctx context.Context, db string, f func() error) er
 		return err
 	}
 	defer func() { _ = scope.Release() }()
+	if err := o.checkShard(db); err != nil {
+		return err
+	}
 	return o.InUnit(ctx, f)
 }
 

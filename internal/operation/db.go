@@ -30,10 +30,18 @@ type DB struct {
 	// TempDir holds external-sorter spill files (index builds, blocking sorts).
 	TempDir string
 	Log     *slog.Logger
-	// OwnershipFilterFor gives the read seam the ownership filter of a namespace (a
-	// predicate on its shard key). nil in production until sharding lands; tests set it
-	// before the server starts.
+	// OwnershipFilterFor, when set, gives the read seam the ownership filter of a namespace
+	// (a predicate on its shard key) for every owned read, versioned or not: a test
+	// override set before the server starts. nil in production, where the filter of a
+	// versioned request comes from ShardCheck.
 	OwnershipFilterFor func(ns string) plan.OwnershipFilter
+	// ShardCheck is the shard's check of a versioned request (the sharding layer's
+	// filtering metadata, internal/sharding/filtering): the collection access methods call
+	// it with ns's collection lock held when the operation carries a shardVersion or
+	// databaseVersion, as MongoDB's AutoGetCollection checks under its lock. It fails with
+	// StaleConfig / StaleDbVersion, or returns the ownership filter owned reads of ns use
+	// (nil: none). nil on a node that is not a shard: nothing is checked.
+	ShardCheck func(op *Context, ns string) (plan.OwnershipFilter, error)
 
 	mu       sync.Mutex
 	decos    map[any]any // guarded by mu; *decoCell by *Decoration; nil once closed

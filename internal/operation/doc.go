@@ -20,11 +20,17 @@
 //     fails with WriteConflict when its unit cannot continue past it;
 //   - the one read seam (read.go): every read of user data opens its snapshot with
 //     Context.OpenRead or Context.ReadLocked and plans through the returned Read, which
-//     applies the namespace's ownership filter (DB.OwnershipFilterFor).
+//     applies the namespace's ownership filter (resolved by DB.ShardCheck for a versioned
+//     request; DB.OwnershipFilterFor overrides it in tests);
+//   - the shard's version check seam (DB.ShardCheck): the collection access methods and DDL
+//     call it under their locks when the operation carries shardVersion / databaseVersion
+//     (for Context.VersionedNS), as MongoDB's AutoGetCollection does; the sharding layer
+//     (internal/sharding/filtering) implements it.
 //
 // Read concern (repl), write concern (repl) and retryable writes (txn) sit above this package
 // and use it; command handlers sit above all of them.
 //
-// Known deviation: shardVersion and databaseVersion are parsed and carried but not checked;
-// the sharding layer will check them against its filtering metadata (StaleConfig).
+// Known deviation: only the operations that lock a collection (or a database for its DDL)
+// through this package are version-checked; commands that read the catalog without locking
+// (listCollections, listIndexes) are not.
 package operation

@@ -23,7 +23,7 @@ import (
 // This file is the only caller of plan.Prepare, plan.Targets and plan.Count outside
 // query/plan (commands' TestReadSeamIsTheOnlyPlanner checks it). The seam hangs off the
 // operation Context so that the shard version the request carries (Context.ShardVersion)
-// can select the filter here once the sharding layer checks it.
+// selects the filter here: DB.ShardCheck resolves it when the collection is locked.
 
 // ReadScope says which documents a read sees.
 type ReadScope int
@@ -62,7 +62,7 @@ func (op *Context) OpenRead(ctx context.Context, ns string, scope ReadScope) (Re
 	if err != nil {
 		return Read{}, nil, err
 	}
-	r := newRead(op.DB, ns, meta, coll, scope)
+	r := newRead(op, ns, meta, coll, scope)
 	r.inTxn = op.InTxn()
 	return r, release, nil
 }
@@ -89,19 +89,25 @@ func (op *Context) ReadLocked(ns string, meta *catalog.CollectionMeta, coll *ind
 	if ns == "" && meta != nil {
 		ns = meta.NS
 	}
-	r := newRead(op.DB, ns, meta, coll, scope)
+	r := newRead(op, ns, meta, coll, scope)
 	r.inTxn = op.InTxn()
 	return r, nil
 }
 
-func newRead(db *DB, ns string, meta *catalog.CollectionMeta, coll *index.Collection, scope ReadScope) Read {
+func newRead(op *Context, ns string, meta *catalog.CollectionMeta, coll *index.Collection, scope ReadScope) Read {
 	r := Read{ns: ns, meta: meta, coll: coll, scope: scope}
 	if meta == nil || coll == nil {
 		r.meta, r.coll = nil, nil
 		return r
 	}
-	if scope == ReadOwned && db.OwnershipFilterFor != nil {
-		r.owner = db.OwnershipFilterFor(ns)
+	switch {
+	case scope != ReadOwned:
+	case op.DB.OwnershipFilterFor != nil:
+		r.owner = op.DB.OwnershipFilterFor(ns)
+	default:
+		// A versioned request's filter, resolved by DB.ShardCheck under the collection
+		// lock; an unversioned read (a direct connection) sees every document.
+		r.owner = op.owners[ns]
 	}
 	return r
 }
