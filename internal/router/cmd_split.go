@@ -140,7 +140,17 @@ func runSplit(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bso
 	}
 	point := middle
 	if point == nil {
-		if point, err = medianKey(ctx, c, r, db, chunk); err != nil {
+		// The median is read from the owning shard with the routing's shard version: a shard
+		// that has not loaded the collection's metadata yet answers StaleConfig and refreshes.
+		err = c.WithRouting(ctx, ns, func(rr *catalogcache.Routing) error {
+			if !rr.Sharded() {
+				return mongoerr.Newf(mongoerr.NamespaceNotSharded, "Expected collection %s to be sharded", ns)
+			}
+			var e error
+			point, e = medianKey(ctx, c, rr, db, chunk)
+			return e
+		})
+		if err != nil {
 			return nil, err
 		}
 	}
