@@ -65,6 +65,25 @@ func TestShardedAddShardEnableSharding(t *testing.T) {
 			t.Errorf("shard %d: %+v, want %s at %s", i, s, want.Topology.Name, want.ConnectionString())
 		}
 	}
+	// TopologyTime ticked to the newest shard's topologyTime: the config server gossips it to
+	// members (a shard hears of it lazily: it only must keep the relation).
+	var newest struct {
+		TopologyTime bson.Timestamp `bson:"topologyTime"`
+	}
+	if err := d.Config.Client.Database("config").Collection("shards").FindOne(ctx, bson.D{},
+		options.FindOne().SetSort(bson.D{{Key: "topologyTime", Value: -1}})).Decode(&newest); err != nil {
+		t.Fatal(err)
+	}
+	member := bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}, {Key: "$configTime", Value: bson.Timestamp{T: 1}}}
+	for _, p := range []*Process{d.Config.Nodes[0], d.Shards[0].Nodes[0]} {
+		r := rawCommand(t, p.Addr(), member)
+		tt, ti, _ := r.Lookup("$topologyTime").TimestampOK()
+		ct, ci, _ := r.Lookup("$configTime").TimestampOK()
+		if got := (bson.Timestamp{T: tt, I: ti}); (p == d.Config.Nodes[0] && got.Compare(newest.TopologyTime) < 0) ||
+			(bson.Timestamp{T: ct, I: ci}).Compare(got) < 0 {
+			t.Errorf("%s: $topologyTime %v, $configTime %v; newest shard's topologyTime %v: %v", p.Name(), got, bson.Timestamp{T: ct, I: ci}, newest.TopologyTime, r)
+		}
+	}
 	// Each shard holds its identity, and is shard-aware.
 	var ident struct {
 		ShardName string        `bson:"shardName"`

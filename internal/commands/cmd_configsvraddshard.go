@@ -6,8 +6,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"humongo/internal/client"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/service"
 	"humongo/internal/sharding/configsvr"
 	"humongo/internal/sharding/shardstate"
@@ -67,13 +67,21 @@ func configsvrManager(env *service.Env) (*configsvr.Manager, error) {
 		rc := st.Repl
 		return &configsvr.Manager{
 			Run:              internalRunner(st, env.Registry),
-			Client:           client.Options{AppName: "humongod-configsvr", Dialer: rc.HostRewriter()},
+			Client:           shardClientOptions(st, "humongod-configsvr", 0),
 			ConnectionString: func() string { return setConnectionString(rc) },
-			// The vector clock does not tick on its own yet: a time after everything this
-			// node has written stands in for tickClusterTime(1).
+			// tickClusterTime(1): a cluster time after everything this node has written or
+			// heard of.
 			Now: func() bson.Timestamp {
-				ts := rc.LastApplied().TS
-				return bson.Timestamp{T: ts.Secs(), I: ts.Inc() + 1}
+				clock := &st.Concern.Clock
+				clock.AdvanceCluster(rc.LastApplied().TS)
+				ts := clock.ClusterTime()
+				ts = optime.MakeTimestamp(ts.Secs(), ts.Inc()+1)
+				clock.AdvanceCluster(ts)
+				return bson.Timestamp{T: ts.Secs(), I: ts.Inc()}
+			},
+			// TopologyTime ticks once the new config.shards entry is majority committed.
+			TopologyChanged: func(ts bson.Timestamp) {
+				st.Concern.Clock.TickTopologyTo(optime.MakeTimestamp(ts.T, ts.I))
 			},
 		}
 	}).(*configsvr.Manager), nil

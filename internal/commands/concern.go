@@ -24,9 +24,7 @@ import (
 
 // concernNode is st's view for repl/concern.
 func concernNode(st *service.State) concern.Node {
-	role := st.Sharding.Role()
-	return concern.Node{DB: st.DB, Repl: st.Repl, State: &st.Concern,
-		Member: role != shardstate.RoleNone, ConfigServer: role == shardstate.RoleConfigServer}
+	return concern.Node{DB: st.DB, Repl: st.Repl, State: &st.Concern, Member: st.Sharding.Role() != shardstate.RoleNone}
 }
 
 // BeginOperation records the command's session and shard versions for the operations it

@@ -16,7 +16,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"humongo/internal/client"
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/concern"
 	"humongo/internal/service"
@@ -102,7 +101,7 @@ func (s *shardingDDL) remoteFor(st *service.State) (*ddl.Remote, error) {
 	if !aware {
 		return nil, mongoerr.New(mongoerr.ShardingStateNotInitialized, "sharding state is not initialized")
 	}
-	r, err := ddl.NewRemote(id.ConfigsvrConnectionString, client.Options{AppName: "humongod-sharding", ServerSelectionTimeout: 15 * time.Second})
+	r, err := ddl.NewRemote(id.ConfigsvrConnectionString, shardClientOptions(st, "humongod-sharding", 15*time.Second))
 	if err != nil {
 		return nil, err
 	}

@@ -27,10 +27,9 @@ import (
 // dials through and whether this node is the primary that persists config.cache.*, which it
 // writes through reg's handlers.
 func startShardRuntime(st *service.State, reg *service.Registry, rc *coord.Coordinator) (stop func()) {
-	o := client.Options{AppName: "humongod-shard-catalog", ServerSelectionTimeout: 10 * time.Second}
+	o := shardClientOptions(st, "humongod-shard-catalog", 10*time.Second)
 	canWrite := func() bool { return true }
 	if rc != nil {
-		o.Dialer = rc.HostRewriter()
 		canWrite = rc.IsWritablePrimary
 	}
 	rt := filtering.New(filtering.Config{Identity: st.Sharding.Identity, ClientOptions: o, Log: st.Logger,
@@ -99,4 +98,14 @@ func shardRuntime(env *service.Env) (*filtering.Runtime, shardstate.Identity, er
 			"Cannot accept sharding commands if sharding state has not been initialized with a shardIdentity document")
 	}
 	return rt, id, nil
+}
+
+// shardClientOptions are the options of a sharded-cluster member's clients to other members:
+// through the node's host rewriter, gossiping its vector clock.
+func shardClientOptions(st *service.State, app string, selection time.Duration) client.Options {
+	o := client.Options{AppName: app, ServerSelectionTimeout: selection, Clock: &st.Concern.Clock}
+	if st.Repl != nil {
+		o.Dialer = st.Repl.HostRewriter()
+	}
+	return o
 }

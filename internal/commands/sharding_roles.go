@@ -16,6 +16,7 @@ import (
 
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/coord"
 	"humongo/internal/service"
 	"humongo/internal/sharding/configsvr"
@@ -39,8 +40,15 @@ func StartShardingRole(ctx context.Context, st *service.State, reg *service.Regi
 		if rc == nil {
 			return stop, mongoerr.New(mongoerr.BadValue, "Cannot start a configsvr as a standalone server. Please use the option --replSet to start the node as a replica set.")
 		}
+		// ConfigTime follows this config server's majority commit point.
+		st.Concern.Clock.FollowConfigSource(func() optime.Timestamp { return rc.MajorityCommitted().TS })
 		stop = configsvr.Start(ctx, configsvr.Config{Node: rc, Run: run, Log: st.Logger,
 			Initialized: func(id bson.ObjectID) {
+				// TopologyTime survives restarts and failovers in config.shards: the newest
+				// shard's topologyTime (MongoDB recovers it on step-up the same way).
+				if ts, err := newestTopologyTime(ctx, run); err == nil {
+					st.Concern.Clock.TickTopologyTo(ts)
+				}
 				// A config server is its own shard "config" of the cluster it defines.
 				if err := st.Sharding.Initialize(shardstate.Identity{ShardName: shardstate.ConfigServerShardID,
 					ClusterID: id, ConfigsvrConnectionString: setConnectionString(rc)}); err != nil {
@@ -248,4 +256,23 @@ func setConnectionString(rc *coord.Coordinator) string {
 		}
 	}
 	return setName + "/" + strings.Join(hosts, ",")
+}
+
+// newestTopologyTime is the highest topologyTime in config.shards (null with no shards).
+func newestTopologyTime(ctx context.Context, run configsvr.RunFunc) (optime.Timestamp, error) {
+	cmd := bsoncore.NewDocumentBuilder().AppendString("find", "shards").
+		AppendDocument("sort", bsoncore.NewDocumentBuilder().AppendInt32("topologyTime", -1).Build()).
+		AppendInt32("limit", 1).AppendBoolean("singleBatch", true).Build()
+	reply, err := run(ctx, "config", cmd)
+	if err != nil {
+		return 0, err
+	}
+	batch, _ := reply.Lookup("cursor", "firstBatch").ArrayOK()
+	vals, _ := batch.Values()
+	if len(vals) == 0 {
+		return 0, nil
+	}
+	d, _ := vals[0].DocumentOK()
+	t, i, _ := d.Lookup("topologyTime").TimestampOK()
+	return optime.MakeTimestamp(t, i), nil
 }

@@ -50,10 +50,21 @@ type Clock struct {
 	MaxDriftSecs atomic.Int64
 	// Now is the wall clock (time.Now when nil; tests set it).
 	Now func() time.Time
+
+	// configSource is a config server's commit point, which ConfigTime follows.
+	configSource atomic.Pointer[func() optime.Timestamp]
 }
+
+// FollowConfigSource makes a config server's ConfigTime tick to source() (its majority
+// commit point) whenever the clock is read. Ticking on read is enough: only gossip shows
+// the value, and every gossip reads it.
+func (c *Clock) FollowConfigSource(source func() optime.Timestamp) { c.configSource.Store(&source) }
 
 // Time returns a consistent snapshot: Cluster >= Config >= Topology.
 func (c *Clock) Time() Time {
+	if src := c.configSource.Load(); src != nil {
+		c.TickConfigTo((*src)())
+	}
 	topo := c.topology.Load()
 	cfg := c.config.Load()
 	return Time{Cluster: optime.Timestamp(c.cluster.Load()), Config: optime.Timestamp(cfg), Topology: optime.Timestamp(topo)}

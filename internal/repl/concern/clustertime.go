@@ -73,11 +73,6 @@ func AppendClusterTime(n Node, s *OpState, reply bsoncore.Document) bsoncore.Doc
 	out = vclock.AppendClusterTime(out, optime.Timestamp(ct))
 	out = bsoncore.AppendTimestampElement(out, "operationTime", uint32(opTime>>32), uint32(opTime))
 	if s != nil && s.member {
-		if n.ConfigServer {
-			// ConfigTime follows the config server's commit point (ticked when read: only
-			// gossip shows it).
-			n.State.Clock.TickConfigTo(n.Repl.MajorityCommitted().TS)
-		}
 		t := n.State.Clock.Time()
 		out = vclock.AppendMemberGossip(out, t)
 	}

@@ -54,7 +54,6 @@ type Node struct {
 	Repl  *coord.Coordinator
 	State *ServerState
 	// Member: the node is a sharded-cluster member (a shard or a config server), which
-	// gossips $configTime and $topologyTime with other members; ConfigServer: it is a config
-	// server, which ticks ConfigTime to its commit point.
-	Member, ConfigServer bool
+	// gossips $configTime and $topologyTime with other members.
+	Member bool
 }

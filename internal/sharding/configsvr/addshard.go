@@ -52,6 +52,9 @@ type Manager struct {
 	// Now is the vector clock's time for a new topologyTime or database version timestamp
 	// (MongoDB ticks the cluster time).
 	Now func() bson.Timestamp
+	// TopologyChanged, when set, is told the topologyTime of a shard added to config.shards
+	// once the entry is majority committed (the vector clock's TopologyTime ticks to it).
+	TopologyChanged func(bson.Timestamp)
 
 	// membership serialises addShard (MongoDB's _kShardMembershipLock).
 	membership sync.Mutex
@@ -296,6 +299,9 @@ func (m *Manager) AddShard(ctx context.Context, req AddShardRequest) (string, er
 	shard.TopologyTime = m.Now()
 	if err := m.insert(ctx, "shards", shard.Doc()); err != nil {
 		return "", err
+	}
+	if m.TopologyChanged != nil {
+		m.TopologyChanged(shard.TopologyTime)
 	}
 	var dbDocs, placement []bsoncore.Document
 	for _, db := range dbNames {

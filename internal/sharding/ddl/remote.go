@@ -43,7 +43,7 @@ func NewRemote(connString string, o client.Options) (*Remote, error) {
 	if err != nil {
 		return nil, err
 	}
-	cat := configclient.New(cfg.Client())
+	cat := configclient.New(cfg.Client()).WithClock(o.Clock)
 	return &Remote{opts: o, config: cfg, Catalog: cat, Shards: shardregistry.New(cat), conns: map[string]*client.ReplicaSet{}}, nil
 }
 

@@ -154,7 +154,7 @@ func New(cfg Config) *Runtime {
 			if err != nil {
 				return nil, nil, err
 			}
-			return configclient.New(rs.Client()), rs.Close, nil
+			return configclient.New(rs.Client()).WithClock(o.Clock), rs.Close, nil
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
