@@ -28,6 +28,9 @@ func NewRegistry() *service.Registry {
 	for _, c := range clusterCommands() {
 		r.Register(c)
 	}
+	for _, c := range writeCommands() {
+		r.Register(c)
+	}
 	for _, name := range unsupported {
 		r.Register(&service.Command{
 			Name:    name,
@@ -46,7 +49,7 @@ func NewRegistry() *service.Registry {
 // not listed still answer CommandNotFound.
 var unsupported = []string{
 	// CRUD and cursors.
-	"insert", "update", "delete", "find", "findAndModify", "aggregate", "count", "distinct",
+	"find", "aggregate", "count", "distinct",
 	"getMore", "killCursors", "explain", "bulkWrite",
 	// DDL.
 	"create", "drop", "dropDatabase", "createIndexes", "dropIndexes", "listIndexes",

@@ -1,0 +1,110 @@
+package router
+
+// insert, update and delete through the router (MongoDB's ClusterWriteCmd): the command is
+// parsed only as far as routing needs (the statements, ordered), each statement is targeted
+// and the batch executed (write_batch.go); the shards validate the rest of each statement.
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/bsonutil"
+	"humongo/internal/mongoerr"
+	"humongo/internal/service"
+)
+
+// writeMaxBatch is MongoDB's write_ops::kMaxWriteBatchSize.
+const writeMaxBatch = 100000
+
+func writeCommands() []*service.Command {
+	return []*service.Command{
+		{Name: "insert", Handler: writeHandler(kindInsert), Writes: true, Secondary: service.SecondaryNever, Counter: "insert",
+			Help: "insert documents"},
+		{Name: "update", Handler: writeHandler(kindUpdate), Writes: true, Secondary: service.SecondaryNever, Counter: "update",
+			Help: "update documents"},
+		{Name: "delete", Handler: writeHandler(kindDelete), Writes: true, Secondary: service.SecondaryNever, Counter: "delete",
+			Help: "delete documents"},
+	}
+}
+
+func writeHandler(kind writeKind) service.Handler {
+	return func(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+		c, err := cluster(env)
+		if err != nil {
+			return nil, err
+		}
+		if err := refuseTransaction(cmd); err != nil {
+			return nil, err
+		}
+		b, err := parseWrite(kind, env, cmd)
+		if err != nil {
+			return nil, err
+		}
+		b.c = c
+		return b.run(ctx)
+	}
+}
+
+// parseWrite reads what routing needs of a write command.
+func parseWrite(kind writeKind, env *service.Env, cmd bsoncore.Document) (*writeBatch, error) {
+	ns, coll, err := collectionArg(env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	b := &writeBatch{kind: kind, ns: ns, db: env.DB, coll: coll, cmd: cmd, ordered: true}
+	if v := cmd.Lookup("ordered"); v.Type != 0 {
+		o, ok := v.BooleanOK()
+		if !ok {
+			return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '%s.ordered' is the wrong type '%s', expected type 'bool'",
+				kind.name(), bsonutil.TypeName(v.Type))
+		}
+		b.ordered = o
+	}
+	_, b.retry = cmd.Lookup("txnNumber").Int64OK()
+	key := kind.arrayKey()
+	av := cmd.Lookup(key)
+	if av.Type == 0 {
+		return nil, mongoerr.Newf(mongoerr.Location40414, "BSON field '%s.%s' is missing but a required field", kind.name(), key)
+	}
+	arr, ok := av.ArrayOK()
+	if !ok {
+		return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'array'",
+			kind.name(), key, bsonutil.TypeName(av.Type))
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid %s array: %v", key, err)
+	}
+	if len(vals) < 1 || len(vals) > writeMaxBatch {
+		return nil, mongoerr.Newf(mongoerr.InvalidLength,
+			"Write batch sizes must be between 1 and %d. Got %d operations.", writeMaxBatch, len(vals))
+	}
+	b.stmts = make([]bsoncore.Document, len(vals))
+	for i, v := range vals {
+		d, ok := v.DocumentOK()
+		if !ok {
+			return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '%s.%s.%d' is the wrong type '%s', expected type 'object'",
+				kind.name(), key, i, bsonutil.TypeName(v.Type))
+		}
+		if kind == kindInsert {
+			d = ensureID(d)
+		}
+		b.stmts[i] = d
+	}
+	return b, nil
+}
+
+// ensureID gives a document without _id a new ObjectId first, as mongos does before
+// targeting (so a statement sent again after a stale answer inserts the same document).
+func ensureID(d bsoncore.Document) bsoncore.Document {
+	if _, err := d.LookupErr("_id"); err == nil {
+		return d
+	}
+	idx, out := bsoncore.AppendDocumentStart(make([]byte, 0, len(d)+17))
+	out = bsoncore.AppendObjectIDElement(out, "_id", bson.NewObjectID())
+	out = append(out, d[4:len(d)-1]...)
+	out, _ = bsoncore.AppendDocumentEnd(out, idx)
+	return out
+}
