@@ -28,6 +28,10 @@ func NewRegistry() *service.Registry {
 	for _, c := range clusterCommands() {
 		r.Register(c)
 	}
+	r.Register(findAndModifyCommand())
+	for _, c := range ddlCommands() {
+		r.Register(c)
+	}
 	for _, c := range writeCommands() {
 		r.Register(c)
 	}
@@ -52,8 +56,7 @@ var unsupported = []string{
 	"find", "aggregate", "count", "distinct",
 	"getMore", "killCursors", "explain", "bulkWrite",
 	// DDL.
-	"create", "drop", "dropDatabase", "createIndexes", "dropIndexes", "listIndexes",
-	"listCollections", "listDatabases", "collMod", "renameCollection", "validate",
+	"listIndexes", "listCollections", "validate",
 	// Sessions and transactions.
 	"startSession", "refreshSessions", "killSessions", "killAllSessions", "commitTransaction",
 	"abortTransaction",
