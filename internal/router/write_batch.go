@@ -96,6 +96,11 @@ func (b *writeBatch) run(ctx context.Context) (bsoncore.Document, error) {
 	for i := range pending {
 		pending[i] = i
 	}
+	// As ClusterWriteCmd: the database is created (or its creation fails the command)
+	// before any statement is targeted.
+	if _, err := b.c.ensureDatabase(ctx, b.db); err != nil {
+		return nil, err
+	}
 	staleRounds := 0
 	for len(pending) > 0 {
 		r, err := b.c.routingForWrite(ctx, b.ns)

@@ -41,6 +41,14 @@ func (c *Cluster) runOn(ctx context.Context, shard, db string, cmd bsoncore.Docu
 	}
 	raw, err := rs.RunCommand(ctx, db, bson.Raw(cmd), nil)
 	if err != nil {
+		// The driver reports a reply with ok: 1 and writeErrors or a writeConcernError as an
+		// error; for the router it is a reply to merge.
+		var we mongo.WriteException
+		if errors.As(err, &we) && len(we.Raw) > 0 {
+			if ok, _ := bsoncore.Document(we.Raw).Lookup("ok").AsFloat64OK(); ok == 1 {
+				return bsoncore.Document(we.Raw), nil
+			}
+		}
 		return nil, shardError(err, shard)
 	}
 	return bsoncore.Document(raw), nil

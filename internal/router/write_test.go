@@ -1,0 +1,445 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/catalog"
+	"humongo/internal/client"
+	"humongo/internal/mongoerr"
+	"humongo/internal/repl/applier/repltest"
+	"humongo/internal/server"
+	"humongo/internal/service"
+	"humongo/internal/sharding/catalogcache"
+	"humongo/internal/sharding/configclient"
+	"humongo/internal/sharding/routing"
+	"humongo/internal/sharding/shardkey"
+	"humongo/internal/sharding/shardregistry"
+)
+
+// shardedCluster is a config server, two shards (single-node replica sets) and a router
+// server, with a hand-written catalog (cfgcmds and shardcoll build it through commands
+// later): database app on shard0; app.s sharded on {k: 1} with [MinKey, 0) on shard0 and
+// [0, MaxKey) on shard1, created on both shards.
+type shardedCluster struct {
+	cfg    *repltest.Node
+	shards [2]*repltest.Node
+	config *mongo.Database
+	coll   catalogcache.Collection
+	router *mongo.Client
+	rc     *Cluster
+}
+
+func startShardedCluster(t *testing.T) *shardedCluster {
+	t.Helper()
+	sc := &shardedCluster{cfg: repltest.StartPrimary(t)}
+	sc.shards[0], sc.shards[1] = repltest.StartPrimary(t), repltest.StartPrimary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sc.config = sc.cfg.Client.Database("config", options.Database().SetWriteConcern(writeconcern.Majority()))
+	insert := func(coll string, d bsoncore.Document) {
+		t.Helper()
+		if _, err := sc.config.Collection(coll).InsertOne(ctx, bson.Raw(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, n := range sc.shards {
+		insert("shards", shardregistry.Shard{ID: fmt.Sprintf("shard%d", i), Host: "rs0/" + n.Host}.Doc())
+		if err := n.Client.Database("app").CreateCollection(ctx, "s"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert("databases", configclient.DatabaseDoc(catalogcache.Database{Name: "app", Primary: "shard0",
+		Version: routing.NewDatabaseVersion(catalog.NewUUID(), bson.Timestamp{T: 100, I: 1})}))
+	p := shardkey.MustParse(mustDoc(bson.D{{Key: "k", Value: 1}}))
+	sc.coll = catalogcache.Collection{NS: "app.s", UUID: catalog.NewUUID(), Pattern: p,
+		Gen: routing.Generation{Epoch: bson.NewObjectID(), Timestamp: bson.Timestamp{T: 100, I: 2}}}
+	insert("collections", configclient.CollectionDoc(sc.coll, 0))
+	split := mustDoc(bson.D{{Key: "k", Value: 0}})
+	for i, r := range [][2]bsoncore.Document{{p.GlobalMin(), split}, {split, p.GlobalMax()}} {
+		ch := routing.Chunk{ID: bson.NewObjectID(), CollectionUUID: sc.coll.UUID, Min: r[0], Max: r[1],
+			Shard: fmt.Sprintf("shard%d", i), Version: routing.ChunkVersion{Major: 1, Minor: uint32(i), Generation: sc.coll.Gen}}
+		insert("chunks", ch.ConfigDoc())
+	}
+	var err error
+	sc.rc, err = NewCluster(client.ReplicaSetHosts{SetName: "rs0", Seeds: []string{sc.cfg.Host}},
+		client.Options{AppName: "humongos-test", ServerSelectionTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sc.rc.Close)
+	st := service.NewState(service.Config{Params: service.NewParams(ParamSpecs())})
+	s, err := server.New(server.Config{Name: "humongos", State: st, Registry: NewRegistry(), Role: Role{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	Attach(st, sc.rc)
+	sc.router, err = mongo.Connect(options.Client().ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", s.Port())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sc.router.Disconnect(context.Background()) })
+	return sc
+}
+
+// ids returns the sorted _ids of coll's documents on shard i, read directly.
+func (sc *shardedCluster) ids(t *testing.T, i int, db, coll string) []int32 {
+	t.Helper()
+	cur, err := sc.shards[i].Client.Database(db).Collection(coll).Find(context.Background(), bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []struct {
+		ID int32 `bson:"_id"`
+	}
+	if err := cur.All(context.Background(), &docs); err != nil {
+		t.Fatal(err)
+	}
+	var out []int32
+	for _, d := range docs {
+		out = append(out, d.ID)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (sc *shardedCluster) run(t *testing.T, db string, cmd bson.D) bson.Raw {
+	t.Helper()
+	raw, err := sc.router.Database(db).RunCommand(context.Background(), cmd).Raw()
+	var we mongo.WriteException
+	if errors.As(err, &we) && len(we.Raw) > 0 {
+		return we.Raw // writeErrors in an ok: 1 reply
+	}
+	if err != nil {
+		t.Fatalf("%v: %v", cmd[0].Key, err)
+	}
+	return raw
+}
+
+func codeOf(err error) int32 {
+	var ce mongo.CommandError
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return -1
+}
+
+type writeReply struct {
+	N           int32 `bson:"n"`
+	NModified   int32 `bson:"nModified"`
+	WriteErrors []struct {
+		Index int32 `bson:"index"`
+		Code  int32 `bson:"code"`
+	} `bson:"writeErrors"`
+	Upserted []struct {
+		Index int32 `bson:"index"`
+		ID    any   `bson:"_id"`
+	} `bson:"upserted"`
+}
+
+func decodeWrite(t *testing.T, raw bson.Raw) writeReply {
+	t.Helper()
+	var r writeReply
+	if err := bson.Unmarshal(raw, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func errIndexes(r writeReply) []int32 {
+	var out []int32
+	for _, e := range r.WriteErrors {
+		out = append(out, e.Index)
+	}
+	return out
+}
+
+// Inserts land on the shard owning their shard key (a missing key is null: below 0, shard0);
+// ordered and unordered batches with errors on both shards report the client's indexes.
+func TestRouterInsert(t *testing.T) {
+	sc := startShardedCluster(t)
+	docs := bson.A{bson.D{{Key: "_id", Value: 1}, {Key: "k", Value: -5}}, bson.D{{Key: "_id", Value: 2}, {Key: "k", Value: 5}},
+		bson.D{{Key: "_id", Value: 3}, {Key: "k", Value: -1}}, bson.D{{Key: "_id", Value: 4}, {Key: "k", Value: 0}},
+		bson.D{{Key: "_id", Value: 5}}}
+	r := decodeWrite(t, sc.run(t, "app", bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: docs}}))
+	if r.N != 5 || len(r.WriteErrors) != 0 {
+		t.Fatalf("insert: %+v", r)
+	}
+	if got := sc.ids(t, 0, "app", "s"); !slices.Equal(got, []int32{1, 3, 5}) {
+		t.Fatalf("shard0 holds %v", got)
+	}
+	if got := sc.ids(t, 1, "app", "s"); !slices.Equal(got, []int32{2, 4}) {
+		t.Fatalf("shard1 holds %v", got)
+	}
+	// Duplicates on both shards: statements 1 (shard0) and 3 (shard1).
+	batch := bson.A{bson.D{{Key: "_id", Value: 10}, {Key: "k", Value: -10}}, bson.D{{Key: "_id", Value: 1}, {Key: "k", Value: -5}},
+		bson.D{{Key: "_id", Value: 11}, {Key: "k", Value: 11}}, bson.D{{Key: "_id", Value: 2}, {Key: "k", Value: 5}},
+		bson.D{{Key: "_id", Value: 12}, {Key: "k", Value: -12}}}
+	r = decodeWrite(t, sc.run(t, "app", bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: batch}}))
+	if r.N != 1 || !slices.Equal(errIndexes(r), []int32{1}) || r.WriteErrors[0].Code != int32(mongoerr.DuplicateKey) {
+		t.Fatalf("ordered batch: %+v", r)
+	}
+	if got := sc.ids(t, 1, "app", "s"); slices.Contains(got, 11) {
+		t.Fatal("an ordered batch went on after its first error")
+	}
+	batch[0] = bson.D{{Key: "_id", Value: 20}, {Key: "k", Value: -20}}
+	r = decodeWrite(t, sc.run(t, "app", bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: batch}, {Key: "ordered", Value: false}}))
+	if r.N != 3 || !slices.Equal(errIndexes(r), []int32{1, 3}) {
+		t.Fatalf("unordered batch: %+v", r)
+	}
+	if got := sc.ids(t, 0, "app", "s"); !slices.Equal(got, []int32{1, 3, 5, 10, 12, 20}) {
+		t.Fatalf("shard0 after the batches: %v", got)
+	}
+	if got := sc.ids(t, 1, "app", "s"); !slices.Equal(got, []int32{2, 4, 11}) {
+		t.Fatalf("shard1 after the batches: %v", got)
+	}
+	// A document without _id gets one from the router.
+	r = decodeWrite(t, sc.run(t, "app", bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: bson.A{bson.D{{Key: "k", Value: 99}}}}}))
+	if r.N != 1 {
+		t.Fatalf("insert without _id: %+v", r)
+	}
+	// An array shard key value is refused as MongoDB does.
+	r = decodeWrite(t, sc.run(t, "app", bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 50}, {Key: "k", Value: bson.A{1}}}}}}))
+	if len(r.WriteErrors) != 1 || r.WriteErrors[0].Code != int32(mongoerr.ShardKeyNotFound) {
+		t.Fatalf("array shard key: %+v", r)
+	}
+	if err := sc.router.Database("app").RunCommand(context.Background(), bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: bson.A{}}}).Err(); codeOf(err) != int32(mongoerr.InvalidLength) {
+		t.Fatalf("empty batch: %v", err)
+	}
+}
+
+// Updates and deletes by shard key go to one shard, multi ones to both; single ones without
+// shard key or _id get MongoDB's errors; an unsharded collection lives on the primary.
+func TestRouterUpdateDelete(t *testing.T) {
+	sc := startShardedCluster(t)
+	ctx := context.Background()
+	coll := sc.router.Database("app").Collection("s")
+	for i := -3; i <= 3; i++ {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "k", Value: i}, {Key: "v", Value: 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := coll.UpdateOne(ctx, bson.D{{Key: "k", Value: 2}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 1}}}}); err != nil || res.ModifiedCount != 1 {
+		t.Fatalf("updateOne by shard key: %+v %v", res, err)
+	}
+	if res, err := coll.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: 10}}}}); err != nil || res.MatchedCount != 7 || res.ModifiedCount != 7 {
+		t.Fatalf("updateMany over both shards: %+v %v", res, err)
+	}
+	if res, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: -3}}, bson.D{{Key: "$set", Value: bson.D{{Key: "w", Value: 1}}}}); err != nil || res.ModifiedCount != 1 {
+		t.Fatalf("updateOne by _id: %+v %v", res, err)
+	}
+	_, err := coll.UpdateOne(ctx, bson.D{{Key: "v", Value: 10}}, bson.D{{Key: "$set", Value: bson.D{{Key: "w", Value: 1}}}})
+	var we mongo.WriteException
+	if !errors.As(err, &we) || len(we.WriteErrors) != 1 || we.WriteErrors[0].Code != int(mongoerr.InvalidOptions) {
+		t.Fatalf("updateOne without shard key or _id: %v", err)
+	}
+	_, err = coll.UpdateOne(ctx, bson.D{{Key: "v", Value: 99}}, bson.D{{Key: "$set", Value: bson.D{{Key: "w", Value: 1}}}}, options.UpdateOne().SetUpsert(true))
+	if !errors.As(err, &we) || we.WriteErrors[0].Code != int(mongoerr.ShardKeyNotFound) {
+		t.Fatalf("upsert without shard key: %v", err)
+	}
+	r := decodeWrite(t, sc.run(t, "app", bson.D{{Key: "update", Value: "s"}, {Key: "updates", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{{Key: "k", Value: 1}}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}}},
+		bson.D{{Key: "q", Value: bson.D{{Key: "k", Value: 7}}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}}, {Key: "upsert", Value: true}},
+		bson.D{{Key: "q", Value: bson.D{{Key: "k", Value: -7}}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}}, {Key: "upsert", Value: true}},
+	}}}))
+	if r.N != 3 || r.NModified != 1 || len(r.Upserted) != 2 || r.Upserted[0].Index != 1 || r.Upserted[1].Index != 2 {
+		t.Fatalf("update batch with upserts: %+v", r)
+	}
+	var doc bson.M
+	if err := sc.shards[1].Client.Database("app").Collection("s").FindOne(ctx, bson.D{{Key: "k", Value: 7}}).Decode(&doc); err != nil {
+		t.Fatalf("upsert k=7 not on shard1: %v", err)
+	}
+	if err := sc.shards[0].Client.Database("app").Collection("s").FindOne(ctx, bson.D{{Key: "k", Value: -7}}).Decode(&doc); err != nil {
+		t.Fatalf("upsert k=-7 not on shard0: %v", err)
+	}
+	// Deletes.
+	if res, err := coll.DeleteOne(ctx, bson.D{{Key: "k", Value: -1}}); err != nil || res.DeletedCount != 1 {
+		t.Fatalf("deleteOne by shard key: %+v %v", res, err)
+	}
+	if _, err := coll.DeleteOne(ctx, bson.D{{Key: "v", Value: 10}}); !errors.As(err, &we) || we.WriteErrors[0].Code != int(mongoerr.ShardKeyNotFound) {
+		t.Fatalf("deleteOne without shard key: %v", err)
+	}
+	if res, err := coll.DeleteMany(ctx, bson.D{{Key: "v", Value: bson.D{{Key: "$gte", Value: 10}}}}); err != nil || res.DeletedCount != 6 {
+		t.Fatalf("deleteMany over both shards: %+v %v", res, err)
+	}
+	if n, err := sc.shards[0].Client.Database("app").Collection("s").CountDocuments(ctx, bson.D{}); err != nil || n != 1 {
+		t.Fatalf("shard0 after deletes: %d documents, %v", n, err)
+	}
+	// findAndModify by shard key; without it, MongoDB 6's error.
+	var fam struct {
+		Value bson.M `bson:"value"`
+	}
+	if err := coll.FindOneAndUpdate(ctx, bson.D{{Key: "k", Value: 7}}, bson.D{{Key: "$set", Value: bson.D{{Key: "f", Value: 1}}}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&fam.Value); err != nil || fam.Value["f"] != int32(1) {
+		t.Fatalf("findAndModify by shard key: %v %v", fam, err)
+	}
+	if err := coll.FindOneAndDelete(ctx, bson.D{{Key: "x", Value: 1}}).Err(); codeOf(err) != int32(mongoerr.ShardKeyNotFound) {
+		t.Fatalf("findAndModify without shard key: %v", err)
+	}
+	// An unsharded collection: everything on the primary shard.
+	u := sc.router.Database("app").Collection("u")
+	if _, err := u.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}}, bson.D{{Key: "_id", Value: 2}, {Key: "a", Value: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := u.UpdateOne(ctx, bson.D{{Key: "a", Value: 2}}, bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 1}}}}); err != nil || res.ModifiedCount != 1 {
+		t.Fatalf("unsharded updateOne: %+v %v", res, err)
+	}
+	if res, err := u.DeleteOne(ctx, bson.D{{Key: "a", Value: 1}}); err != nil || res.DeletedCount != 1 {
+		t.Fatalf("unsharded deleteOne: %+v %v", res, err)
+	}
+	if got := sc.ids(t, 0, "app", "u"); !slices.Equal(got, []int32{2}) {
+		t.Fatalf("unsharded collection on shard0: %v", got)
+	}
+	if got := sc.ids(t, 1, "app", "u"); len(got) != 0 {
+		t.Fatalf("unsharded collection leaked to shard1: %v", got)
+	}
+}
+
+// A write to a database the config server does not know asks it to create the database
+// (_configsvrCreateDatabase, built by the cfgcmds helper); until then the config server
+// answers CommandNotFound and the test is skipped.
+func TestRouterImplicitDatabase(t *testing.T) {
+	sc := startShardedCluster(t)
+	ctx := context.Background()
+	_, err := sc.router.Database("fresh").Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}})
+	if codeOf(err) == int32(mongoerr.CommandNotFound) {
+		t.Skip("the config server has no _configsvrCreateDatabase yet (cfgcmds)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d bson.M
+	if err := sc.config.Collection("databases").FindOne(ctx, bson.D{{Key: "_id", Value: "fresh"}}).Decode(&d); err != nil {
+		t.Fatalf("config.databases has no entry for the new database: %v", err)
+	}
+}
+
+// DDL reaches every shard: indexes on both shards of the sharded collection; drop removes
+// the catalog entries and the collection everywhere; dropDatabase the database; rename
+// within the primary; listDatabases sums the shards.
+func TestRouterDDL(t *testing.T) {
+	sc := startShardedCluster(t)
+	ctx := context.Background()
+	app := sc.router.Database("app")
+	for _, k := range []int{-1, 1} {
+		if _, err := app.Collection("s").InsertOne(ctx, bson.D{{Key: "k", Value: k}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idxName, err := app.Collection("s").Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "v", Value: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasIndex := func(i int, coll, name string) bool {
+		specs, err := sc.shards[i].Client.Database("app").Collection(coll).Indexes().ListSpecifications(ctx)
+		if err != nil {
+			return false
+		}
+		for _, s := range specs {
+			if s.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	if !hasIndex(0, "s", idxName) || !hasIndex(1, "s", idxName) {
+		t.Fatal("createIndexes did not reach both shards")
+	}
+	raw := sc.run(t, "app", bson.D{{Key: "collMod", Value: "s"}, {Key: "index", Value: bson.D{{Key: "name", Value: idxName}, {Key: "hidden", Value: true}}}})
+	if rawDoc, ok := raw.Lookup("raw").DocumentOK(); !ok || len(mustElems(t, rawDoc)) != 2 {
+		t.Fatalf("collMod raw replies: %s", raw)
+	}
+	if err := app.Collection("s").Indexes().DropOne(ctx, idxName); err != nil {
+		t.Fatal(err)
+	}
+	if hasIndex(0, "s", idxName) || hasIndex(1, "s", idxName) {
+		t.Fatal("dropIndexes did not reach both shards")
+	}
+	// create and rename an unsharded collection on the primary.
+	sc.run(t, "app", bson.D{{Key: "create", Value: "made"}})
+	if names, _ := sc.shards[0].Client.Database("app").ListCollectionNames(ctx, bson.D{{Key: "name", Value: "made"}}); len(names) != 1 {
+		t.Fatal("create did not reach the primary shard")
+	}
+	sc.run(t, "admin", bson.D{{Key: "renameCollection", Value: "app.made"}, {Key: "to", Value: "app.renamed"}})
+	if names, _ := sc.shards[0].Client.Database("app").ListCollectionNames(ctx, bson.D{{Key: "name", Value: "renamed"}}); len(names) != 1 {
+		t.Fatal("renameCollection did not reach the primary shard")
+	}
+	if err := sc.router.Database("admin").RunCommand(ctx, bson.D{{Key: "renameCollection", Value: "app.s"}, {Key: "to", Value: "app.t"}}).Err(); codeOf(err) != int32(mongoerr.IllegalOperation) {
+		t.Fatalf("rename of a sharded collection: %v", err)
+	}
+	// listDatabases: app on both shards, sizes summed.
+	var ld struct {
+		Databases []struct {
+			Name   string           `bson:"name"`
+			Size   int64            `bson:"sizeOnDisk"`
+			Shards map[string]int64 `bson:"shards"`
+		} `bson:"databases"`
+	}
+	if err := bson.Unmarshal(sc.run(t, "admin", bson.D{{Key: "listDatabases", Value: 1}}), &ld); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, d := range ld.Databases {
+		if d.Name == "app" {
+			found = true
+			if len(d.Shards) != 2 || d.Size != d.Shards["shard0"]+d.Shards["shard1"] {
+				t.Fatalf("listDatabases app: %+v", d)
+			}
+		}
+		if d.Name == "local" {
+			t.Fatal("listDatabases lists local")
+		}
+	}
+	if !found {
+		t.Fatalf("listDatabases: %+v", ld)
+	}
+	// drop of the sharded collection.
+	if err := app.Collection("s").Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"collections", "chunks"} {
+		if n, err := sc.config.Collection(c).CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
+			t.Fatalf("config.%s after drop: %d %v", c, n, err)
+		}
+	}
+	for i := range sc.shards {
+		if names, _ := sc.shards[i].Client.Database("app").ListCollectionNames(ctx, bson.D{{Key: "name", Value: "s"}}); len(names) != 0 {
+			t.Fatalf("drop left app.s on shard%d", i)
+		}
+	}
+	// dropDatabase.
+	if err := app.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := sc.config.Collection("databases").CountDocuments(ctx, bson.D{{Key: "_id", Value: "app"}}); n != 0 {
+		t.Fatal("dropDatabase left config.databases")
+	}
+	if names, _ := sc.shards[0].Client.ListDatabaseNames(ctx, bson.D{{Key: "name", Value: "app"}}); len(names) != 0 {
+		t.Fatal("dropDatabase left app on shard0")
+	}
+}
+
+func mustElems(t *testing.T, d bson.Raw) []bson.RawElement {
+	t.Helper()
+	e, err := d.Elements()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
