@@ -443,3 +443,25 @@ func mustElems(t *testing.T, d bson.Raw) []bson.RawElement {
 	}
 	return e
 }
+
+// A retryable write (lsid and txnNumber) sent twice through the router runs once: the router
+// forwards the client's session to the shard, which answers the retry from its history.
+func TestRouterRetryableWrite(t *testing.T) {
+	sc := startShardedCluster(t)
+	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: func() []byte { u := catalog.NewUUID(); return u[:] }()}}}
+	cmd := bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}, {Key: "k", Value: -1}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "k", Value: 1}}}}, {Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(7)}}
+	for attempt := 0; attempt < 2; attempt++ {
+		r := decodeWrite(t, sc.run(t, "app", cmd))
+		if r.N != 2 || len(r.WriteErrors) != 0 {
+			t.Fatalf("attempt %d: %+v", attempt, r)
+		}
+	}
+	// Another session with the same txnNumber is another write: it runs, and fails on the
+	// documents the first one inserted.
+	cmd[2].Value = bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: func() []byte { u := catalog.NewUUID(); return u[:] }()}}}
+	cmd = append(cmd, bson.E{Key: "ordered", Value: false})
+	if r := decodeWrite(t, sc.run(t, "app", cmd)); r.N != 0 || !slices.Equal(errIndexes(r), []int32{0, 1}) {
+		t.Fatalf("another session: %+v", r)
+	}
+}
