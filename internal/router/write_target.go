@@ -43,7 +43,7 @@ func (b *writeBatch) targetStmt(r *catalogcache.Routing, i int) ([]string, error
 		}
 		return []string{s}, nil
 	case kindUpdate:
-		return targetUpdate(rt, stmt)
+		return targetUpdate(rt, stmt, b.retry)
 	default:
 		return targetDelete(rt, stmt)
 	}
@@ -143,7 +143,7 @@ func stmtBool(stmt bsoncore.Document, field string) bool {
 	return false
 }
 
-func targetUpdate(rt *routing.RoutingTable, stmt bsoncore.Document) ([]string, error) {
+func targetUpdate(rt *routing.RoutingTable, stmt bsoncore.Document, retryable bool) ([]string, error) {
 	q, err := stmtDoc("update.updates", "q", stmt, true)
 	if err != nil {
 		return nil, err
@@ -163,6 +163,19 @@ func targetUpdate(rt *routing.RoutingTable, stmt bsoncore.Document) ([]string, e
 		}
 		s, err := rt.ShardForKey(key)
 		if err != nil {
+			return nil, err
+		}
+		if err := checkShardKeyUpdate(rt, stmt, q, s, retryable); err != nil {
+			return nil, err
+		}
+		return []string{s}, nil
+	}
+	if key := exactShardKey(rt, q, collated); key != nil && !stmtBool(stmt, "multi") {
+		s, err := rt.ShardForKey(key)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkShardKeyUpdate(rt, stmt, q, s, retryable); err != nil {
 			return nil, err
 		}
 		return []string{s}, nil

@@ -465,3 +465,29 @@ func TestRouterRetryableWrite(t *testing.T) {
 		t.Fatalf("another session: %+v", r)
 	}
 }
+
+// An update that moves a document to another shard by changing its shard key is refused
+// outside a retryable write with MongoDB's error; one that keeps it on its shard runs.
+func TestRouterShardKeyUpdate(t *testing.T) {
+	sc := startShardedCluster(t)
+	ctx := context.Background()
+	if _, err := sc.router.Database("app").Collection("s").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "k", Value: -5}}); err != nil {
+		t.Fatal(err)
+	}
+	upd := func(u any) writeReply {
+		return decodeWrite(t, sc.run(t, "app", bson.D{{Key: "update", Value: "s"}, {Key: "updates", Value: bson.A{
+			bson.D{{Key: "q", Value: bson.D{{Key: "k", Value: -5}}}, {Key: "u", Value: u}}}}}))
+	}
+	for _, u := range []any{bson.D{{Key: "$set", Value: bson.D{{Key: "k", Value: 5}}}}, bson.D{{Key: "_id", Value: 1}, {Key: "k", Value: 5}}} {
+		r := upd(u)
+		if len(r.WriteErrors) != 1 || r.WriteErrors[0].Code != int32(mongoerr.IllegalOperation) {
+			t.Fatalf("shard key update %v moving the document: %+v", u, r)
+		}
+	}
+	if r := upd(bson.D{{Key: "$set", Value: bson.D{{Key: "k", Value: -6}}}}); r.NModified != 1 || len(r.WriteErrors) != 0 {
+		t.Fatalf("shard key update within the shard: %+v", r)
+	}
+	if got := sc.ids(t, 1, "app", "s"); len(got) != 0 {
+		t.Fatalf("a document moved to shard1 by an update: %v", got)
+	}
+}
