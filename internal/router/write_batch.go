@@ -77,14 +77,17 @@ type shardWCError struct {
 
 // target is where one round sends a statement.
 type target struct {
-	stmt   int
-	shards []string
+	stmt     int
+	shards   []string
+	twoPhase bool // a single update or delete without shard key (write_twophase.go)
 }
 
 // subBatch is one shard's part of a round.
 type subBatch struct {
 	shard string
 	stmts []int // statement indexes, in order
+	// rewritten replaces the (single) statement: a two-phase write's second phase.
+	rewritten bsoncore.Document
 	reply bsoncore.Document
 	err   error
 }
@@ -115,9 +118,15 @@ func (b *writeBatch) run(ctx context.Context) (bsoncore.Document, error) {
 		if len(round) == 0 {
 			break
 		}
-		batches := b.group(round)
-		b.send(ctx, r, batches)
-		again, stale := b.absorb(batches, round)
+		var again []int
+		var stale error
+		if round[0].twoPhase {
+			again, stale = b.runTwoPhase(ctx, r, round[0])
+		} else {
+			batches := b.group(round)
+			b.send(ctx, r, batches)
+			again, stale = b.absorb(batches, round)
+		}
 		if stale != nil {
 			staleRounds++
 			if staleRounds > maxStaleRetries {
@@ -153,7 +162,7 @@ func (b *writeBatch) hasErrors() bool { return len(b.errs) > 0 }
 // it first, and reports the error only if they all succeed: then it is the first again).
 func (b *writeBatch) targetRound(r *catalogcache.Routing, pending []int) (round []target, rest []int) {
 	for k, i := range pending {
-		shards, err := b.targetStmt(r, i)
+		shards, twoPhase, err := b.targetStmt(r, i)
 		if err != nil {
 			if b.ordered {
 				if len(round) == 0 {
@@ -164,6 +173,13 @@ func (b *writeBatch) targetRound(r *catalogcache.Routing, pending []int) (round 
 			}
 			b.errs[i] = errorDoc(err)
 			continue
+		}
+		if twoPhase {
+			// Runs alone: first the statements before it, then it in its own round.
+			if len(round) == 0 {
+				return []target{{stmt: i, shards: shards, twoPhase: true}}, pending[k+1:]
+			}
+			return round, pending[k:]
 		}
 		if b.ordered && len(round) > 0 && !slices.Equal(round[0].shards, shards) {
 			return round, pending[k:]
@@ -210,7 +226,11 @@ func (b *writeBatch) shardCmd(sb *subBatch) bsoncore.Document {
 	idx, out := shardCmd(b.kind.name(), bsoncore.Value{Type: bsoncore.TypeString, Data: bsoncore.AppendString(nil, b.coll)}, b.cmd, key)
 	aidx, out := bsoncore.AppendArrayElementStart(out, key)
 	for k, i := range sb.stmts {
-		out = bsoncore.AppendDocumentElement(out, strconv.Itoa(k), b.stmts[i])
+		stmt := b.stmts[i]
+		if sb.rewritten != nil {
+			stmt = sb.rewritten
+		}
+		out = bsoncore.AppendDocumentElement(out, strconv.Itoa(k), stmt)
 	}
 	out, _ = bsoncore.AppendArrayEnd(out, aidx)
 	out = forwardSession(out, b.cmd)

@@ -11,11 +11,11 @@ package router
 //   - an update goes to the shards its query can match; when that is several, a replacement
 //     is targeted by the replacement document's shard key, a multi update is broadcast to
 //     them, and a single op-style update needs an _id equality (then it is broadcast, _id
-//     being unique per shard key) — MongoDB 7.0 also accepts single updates and deletes
-//     without shard key or _id through its two-phase _clusterWriteWithoutShardKey, which
-//     humongos does not have yet: they get MongoDB 6's errors;
+//     being unique per shard key), other single updates run in two phases
+//     (write_twophase.go);
 //   - a delete with the whole shard key goes to its owner, a multi delete to the shards its
-//     query can match, a single delete elsewhere needs an _id equality.
+//     query can match, a single delete by _id is broadcast, other single deletes run in two
+//     phases.
 
 import (
 	"bytes"
@@ -28,10 +28,11 @@ import (
 	"humongo/internal/sharding/routing"
 )
 
-// targetStmt returns the shards statement i goes to, sorted.
-func (b *writeBatch) targetStmt(r *catalogcache.Routing, i int) ([]string, error) {
+// targetStmt returns the shards statement i goes to, sorted, and whether it is a single
+// update or delete without shard key that runs in two phases (write_twophase.go) over them.
+func (b *writeBatch) targetStmt(r *catalogcache.Routing, i int) ([]string, bool, error) {
 	if !r.Sharded() {
-		return []string{r.DB.Primary}, nil
+		return []string{r.DB.Primary}, false, nil
 	}
 	rt := r.Table
 	stmt := b.stmts[i]
@@ -39,9 +40,9 @@ func (b *writeBatch) targetStmt(r *catalogcache.Routing, i int) ([]string, error
 	case kindInsert:
 		s, err := rt.ShardForDoc(stmt)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return []string{s}, nil
+		return []string{s}, false, nil
 	case kindUpdate:
 		return targetUpdate(rt, stmt, b.retry)
 	default:
@@ -143,10 +144,10 @@ func stmtBool(stmt bsoncore.Document, field string) bool {
 	return false
 }
 
-func targetUpdate(rt *routing.RoutingTable, stmt bsoncore.Document, retryable bool) ([]string, error) {
+func targetUpdate(rt *routing.RoutingTable, stmt bsoncore.Document, retryable bool) ([]string, bool, error) {
 	q, err := stmtDoc("update.updates", "q", stmt, true)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	collated := collatedOf(stmt)
 	u := stmt.Lookup("u")
@@ -159,67 +160,63 @@ func targetUpdate(rt *routing.RoutingTable, stmt bsoncore.Document, retryable bo
 	if stmtBool(stmt, "upsert") {
 		key := exactShardKey(rt, q, collated)
 		if key == nil {
-			return nil, mongoerr.New(mongoerr.ShardKeyNotFound, "Failed to target upsert by query :: could not extract exact shard key")
+			return nil, false, mongoerr.New(mongoerr.ShardKeyNotFound, "Failed to target upsert by query :: could not extract exact shard key")
 		}
 		s, err := rt.ShardForKey(key)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if err := checkShardKeyUpdate(rt, stmt, q, s, retryable); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return []string{s}, nil
+		return []string{s}, false, nil
 	}
 	if key := exactShardKey(rt, q, collated); key != nil && !stmtBool(stmt, "multi") {
 		s, err := rt.ShardForKey(key)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if err := checkShardKeyUpdate(rt, stmt, q, s, retryable); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return []string{s}, nil
+		return []string{s}, false, nil
 	}
 	shards, err := rt.ShardsForQuery(q, collated)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if len(shards) == 1 {
-		return shards, nil
+		return shards, false, nil
 	}
 	if isDoc {
 		s, err := rt.ShardForDoc(replacement)
 		if err != nil {
-			return nil, mongoerr.Newf(mongoerr.CodeOf(err), "Failed to target update by replacement document :: %s", errMsg(err))
+			return nil, false, mongoerr.Newf(mongoerr.CodeOf(err), "Failed to target update by replacement document :: %s", errMsg(err))
 		}
-		return []string{s}, nil
+		return []string{s}, false, nil
 	}
-	if !stmtBool(stmt, "multi") && !isExactIDQuery(q, collated) {
-		return nil, mongoerr.Newf(mongoerr.InvalidOptions,
-			"A {multi:false} update on a sharded collection must contain an exact match on _id (and have the collection default collation) or target a single shard (and have the simple collation), but this update targeted %d shards. Update request: %s, shard key pattern: %s",
-			len(shards), bsonutil.FormatDoc(stmt), rt.Pattern())
-	}
-	return shards, nil
+	// A single update matching on several shards: broadcast by exact _id, else in two
+	// phases (MongoDB 7.0's updateOne without shard key).
+	return shards, !stmtBool(stmt, "multi") && !isExactIDQuery(q, collated), nil
 }
 
-func targetDelete(rt *routing.RoutingTable, stmt bsoncore.Document) ([]string, error) {
+func targetDelete(rt *routing.RoutingTable, stmt bsoncore.Document) ([]string, bool, error) {
 	q, err := stmtDoc("delete.deletes", "q", stmt, true)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	collated := collatedOf(stmt)
 	if key := exactShardKey(rt, q, collated); key != nil {
 		s, err := rt.ShardForKey(key)
 		if err == nil {
-			return []string{s}, nil
+			return []string{s}, false, nil
 		}
 	}
-	if intField(stmt, "limit") == 1 && !isExactIDQuery(q, collated) {
-		return nil, mongoerr.Newf(mongoerr.ShardKeyNotFound,
-			"A single delete on a sharded collection must contain an exact match on _id (and have the collection default collation) or contain the shard key (and have the simple collation). Delete request: %s, shard key pattern: %s",
-			bsonutil.FormatDoc(stmt), rt.Pattern())
+	shards, err := rt.ShardsForQuery(q, collated)
+	if err != nil {
+		return nil, false, err
 	}
-	return rt.ShardsForQuery(q, collated)
+	return shards, len(shards) > 1 && intField(stmt, "limit") == 1 && !isExactIDQuery(q, collated), nil
 }
 
 func errMsg(err error) string {

@@ -119,6 +119,20 @@ func (sc *shardedCluster) ids(t *testing.T, i int, db, coll string) []int32 {
 	return out
 }
 
+// count counts the documents matching filter over both shards, read directly.
+func (sc *shardedCluster) count(t *testing.T, db, coll string, filter bson.D) int64 {
+	t.Helper()
+	var total int64
+	for _, n := range sc.shards {
+		c, err := n.Client.Database(db).Collection(coll).CountDocuments(context.Background(), filter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += c
+	}
+	return total
+}
+
 func (sc *shardedCluster) run(t *testing.T, db string, cmd bson.D) bson.Raw {
 	t.Helper()
 	raw, err := sc.router.Database(db).RunCommand(context.Background(), cmd).Raw()
@@ -244,12 +258,19 @@ func TestRouterUpdateDelete(t *testing.T) {
 	if res, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: -3}}, bson.D{{Key: "$set", Value: bson.D{{Key: "w", Value: 1}}}}); err != nil || res.ModifiedCount != 1 {
 		t.Fatalf("updateOne by _id: %+v %v", res, err)
 	}
-	_, err := coll.UpdateOne(ctx, bson.D{{Key: "v", Value: 10}}, bson.D{{Key: "$set", Value: bson.D{{Key: "w", Value: 1}}}})
-	var we mongo.WriteException
-	if !errors.As(err, &we) || len(we.WriteErrors) != 1 || we.WriteErrors[0].Code != int(mongoerr.InvalidOptions) {
-		t.Fatalf("updateOne without shard key or _id: %v", err)
+	// updateOne without shard key or _id: two phases, exactly one document of the six
+	// matching on both shards.
+	if res, err := coll.UpdateOne(ctx, bson.D{{Key: "v", Value: 10}}, bson.D{{Key: "$set", Value: bson.D{{Key: "w", Value: 2}}}}); err != nil || res.MatchedCount != 1 || res.ModifiedCount != 1 {
+		t.Fatalf("updateOne without shard key or _id: %+v %v", res, err)
 	}
-	_, err = coll.UpdateOne(ctx, bson.D{{Key: "v", Value: 99}}, bson.D{{Key: "$set", Value: bson.D{{Key: "w", Value: 1}}}}, options.UpdateOne().SetUpsert(true))
+	if n := sc.count(t, "app", "s", bson.D{{Key: "w", Value: 2}}); n != 1 {
+		t.Fatalf("documents updated by updateOne without shard key: %d", n)
+	}
+	if res, err := coll.UpdateOne(ctx, bson.D{{Key: "v", Value: 12345}}, bson.D{{Key: "$set", Value: bson.D{{Key: "w", Value: 1}}}}); err != nil || res.MatchedCount != 0 {
+		t.Fatalf("updateOne without shard key matching nothing: %+v %v", res, err)
+	}
+	var we mongo.WriteException
+	_, err := coll.UpdateOne(ctx, bson.D{{Key: "v", Value: 99}}, bson.D{{Key: "$set", Value: bson.D{{Key: "w", Value: 1}}}}, options.UpdateOne().SetUpsert(true))
 	if !errors.As(err, &we) || we.WriteErrors[0].Code != int(mongoerr.ShardKeyNotFound) {
 		t.Fatalf("upsert without shard key: %v", err)
 	}
@@ -272,10 +293,10 @@ func TestRouterUpdateDelete(t *testing.T) {
 	if res, err := coll.DeleteOne(ctx, bson.D{{Key: "k", Value: -1}}); err != nil || res.DeletedCount != 1 {
 		t.Fatalf("deleteOne by shard key: %+v %v", res, err)
 	}
-	if _, err := coll.DeleteOne(ctx, bson.D{{Key: "v", Value: 10}}); !errors.As(err, &we) || we.WriteErrors[0].Code != int(mongoerr.ShardKeyNotFound) {
-		t.Fatalf("deleteOne without shard key: %v", err)
+	if res, err := coll.DeleteOne(ctx, bson.D{{Key: "v", Value: 10}}); err != nil || res.DeletedCount != 1 {
+		t.Fatalf("deleteOne without shard key: %+v %v", res, err)
 	}
-	if res, err := coll.DeleteMany(ctx, bson.D{{Key: "v", Value: bson.D{{Key: "$gte", Value: 10}}}}); err != nil || res.DeletedCount != 6 {
+	if res, err := coll.DeleteMany(ctx, bson.D{{Key: "v", Value: bson.D{{Key: "$gte", Value: 10}}}}); err != nil || res.DeletedCount != 5 {
 		t.Fatalf("deleteMany over both shards: %+v %v", res, err)
 	}
 	if n, err := sc.shards[0].Client.Database("app").Collection("s").CountDocuments(ctx, bson.D{}); err != nil || n != 1 {
@@ -289,8 +310,18 @@ func TestRouterUpdateDelete(t *testing.T) {
 		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&fam.Value); err != nil || fam.Value["f"] != int32(1) {
 		t.Fatalf("findAndModify by shard key: %v %v", fam, err)
 	}
-	if err := coll.FindOneAndDelete(ctx, bson.D{{Key: "x", Value: 1}}).Err(); codeOf(err) != int32(mongoerr.ShardKeyNotFound) {
-		t.Fatalf("findAndModify without shard key: %v", err)
+	// Without shard key: the first document by the sort over both shards (k=7 on shard1
+	// before k=-7 on shard0 in descending k order).
+	var got bson.M
+	if err := coll.FindOneAndDelete(ctx, bson.D{{Key: "x", Value: 1}}, options.FindOneAndDelete().SetSort(bson.D{{Key: "k", Value: -1}})).Decode(&got); err != nil || got["k"] != int32(7) {
+		t.Fatalf("findAndModify without shard key: %v %v", got, err)
+	}
+	if err := coll.FindOneAndDelete(ctx, bson.D{{Key: "x", Value: 12345}}).Err(); !errors.Is(err, mongo.ErrNoDocuments) {
+		t.Fatalf("findAndModify without shard key matching nothing: %v", err)
+	}
+	if err := coll.FindOneAndUpdate(ctx, bson.D{{Key: "x", Value: 12345}}, bson.D{{Key: "$set", Value: bson.D{{Key: "y", Value: 1}}}},
+		options.FindOneAndUpdate().SetUpsert(true)).Err(); codeOf(err) != int32(mongoerr.ShardKeyNotFound) {
+		t.Fatalf("findAndModify upsert without shard key: %v", err)
 	}
 	// An unsharded collection: everything on the primary shard.
 	u := sc.router.Database("app").Collection("u")
