@@ -8,8 +8,17 @@
 // shardVersion/databaseVersion a request carries) and WithRouting (refresh and retry on
 // StaleConfig/StaleEpoch/StaleDbVersion, at most 10 times). The cluster commands over it so
 // far are listShards and flushRouterConfig (ShardingStateNotInitialized until a Cluster is
-// attached: Attach; cmd/humongos attaches one built from --configdb). Every other MongoDB
-// command is refused with CommandNotSupported, naming the command, until routing lands.
+// attached: Attach; cmd/humongos attaches one built from --configdb).
+//
+// Writes and DDL are routed (spec: sharding.md "Routing", "Databases"): insert, update and
+// delete statement by statement with per-shard batches, ordered rounds, stale retries and
+// merged replies (write_batch.go, write_target.go; single updates and deletes without shard
+// key in two phases, write_twophase.go; visible shard key moves refused,
+// write_shardkey.go), findAndModify (cmd_findandmodify.go), create, drop, dropDatabase,
+// createIndexes, dropIndexes, collMod, renameCollection and listDatabases (cmd_ddl.go,
+// cmd_listdatabases.go); a write or create in an unknown database creates it through the
+// config server's _configsvrCreateDatabase (write_db.go). Every other MongoDB command is
+// refused with CommandNotSupported, naming the command, until routing lands.
 //
 // It will own, over internal/sharding's catalog cache and shard registry and the internal
 // client (spec: /work/shared/spec/sharding.md):
