@@ -88,8 +88,8 @@ type subBatch struct {
 	stmts []int // statement indexes, in order
 	// rewritten replaces the (single) statement: a two-phase write's second phase.
 	rewritten bsoncore.Document
-	reply bsoncore.Document
-	err   error
+	reply     bsoncore.Document
+	err       error
 }
 
 // run executes the batch and returns the merged reply.
