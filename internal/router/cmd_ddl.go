@@ -115,31 +115,36 @@ func perShardDDL(name string, create bool) service.Handler {
 		}
 		defer c.Cache.InvalidateCollection(ns)
 		base := simpleCmd(cmd, false)
-		var replies []shardReply
+		// A shard that answered is not asked again after another one's stale answer: the
+		// commands are not all idempotent (dropIndexes).
+		done := map[string]shardReply{}
 		err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
-			replies = c.broadcast(ctx, env.DB, ownerShards(r), func(shard string) bsoncore.Document {
-				return routedCmd(base, r, shard)
-			})
-			for _, sr := range replies {
-				if sr.err != nil && c.NoteStale(ns, sr.err) {
-					return sr.err
+			var todo []string
+			for _, s := range ownerShards(r) {
+				if _, ok := done[s]; !ok {
+					todo = append(todo, s)
 				}
 			}
-			return nil
+			var stale error
+			for _, sr := range c.broadcast(ctx, env.DB, todo, func(shard string) bsoncore.Document { return routedCmd(base, r, shard) }) {
+				if sr.err != nil && c.NoteStale(ns, sr.err) {
+					stale = sr.err
+					continue
+				}
+				done[sr.shard] = sr
+			}
+			return stale
 		})
-		if err != nil && !isStale(err) {
+		if err != nil {
 			return nil, err
 		}
+		replies := make([]shardReply, 0, len(done))
+		for _, sr := range done {
+			replies = append(replies, sr)
+		}
+		slices.SortFunc(replies, func(a, b shardReply) int { return strings.Compare(a.shard, b.shard) })
 		return c.rawResponses(ctx, replies)
 	}
-}
-
-func isStale(err error) bool {
-	switch code, _ := errorCodeAndReply(err); code {
-	case mongoerr.StaleConfig, mongoerr.StaleEpoch, mongoerr.StaleDbVersion:
-		return true
-	}
-	return false
 }
 
 // shardReply is one shard's answer to a broadcast.
@@ -288,42 +293,44 @@ func runDrop(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bson
 		return nil, err
 	}
 	defer c.Cache.InvalidateCollection(ns)
-	r, err := c.Cache.Routing(ctx, ns)
-	if mongoerr.Is(err, mongoerr.NamespaceNotFound) {
+	if _, err := c.Cache.Database(ctx, env.DB); mongoerr.Is(err, mongoerr.NamespaceNotFound) {
 		// No database, no collection: dropping it succeeds (MongoDB 7.0's drop is idempotent).
 		return bsoncore.NewDocumentBuilder().AppendString("ns", ns).Build(), nil
-	}
-	if err != nil {
+	} else if err != nil {
 		return nil, err
 	}
 	base := simpleCmd(cmd, false)
-	if !r.Sharded() {
-		var reply bsoncore.Document
-		err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
-			if r.Sharded() {
-				return mongoerr.New(mongoerr.StaleConfig, "collection became sharded") // refreshed: caller retries
-			}
-			reply, err = c.runOn(ctx, r.DB.Primary, env.DB, routedCmd(base, r, r.DB.Primary))
+	var reply bsoncore.Document
+	err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
+		if r.Sharded() {
+			reply, err = c.dropSharded(ctx, env.DB, r.Coll, base)
 			return err
-		})
-		if err != nil {
-			return nil, err
 		}
-		return stripFields(reply, replyNoise), nil
-	}
-	if err := c.removeShardedMetadata(ctx, r.Coll); err != nil {
+		reply, err = c.runOn(ctx, r.DB.Primary, env.DB, routedCmd(base, r, r.DB.Primary))
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
-	c.Cache.InvalidateCollection(ns)
+	return stripFields(reply, replyNoise), nil
+}
+
+// dropSharded drops a sharded collection: its catalog entries first (so routers that
+// refresh see it unsharded and gone), then the collection on every shard.
+func (c *Cluster) dropSharded(ctx context.Context, db string, coll catalogcache.Collection, base bsoncore.Document) (bsoncore.Document, error) {
+	if err := c.removeShardedMetadata(ctx, coll); err != nil {
+		return nil, err
+	}
+	c.Cache.InvalidateCollection(coll.NS)
 	shards, err := c.allShards(ctx)
 	if err != nil {
 		return nil, err
 	}
-	replies := c.broadcast(ctx, env.DB, shards, func(string) bsoncore.Document { return base })
+	replies := c.broadcast(ctx, db, shards, func(string) bsoncore.Document { return base })
 	if err := firstError(replies, mongoerr.NamespaceNotFound); err != nil {
 		return nil, err
 	}
-	return bsoncore.NewDocumentBuilder().AppendString("ns", ns).Build(), nil
+	return bsoncore.NewDocumentBuilder().AppendString("ns", coll.NS).Build(), nil
 }
 
 // runDropDatabase drops a database: its sharded collections' catalog entries, the database on
