@@ -55,22 +55,10 @@ func startShardedCluster(t testing.TB) *shardedCluster {
 	}
 	for i, n := range sc.shards {
 		insert("shards", shardregistry.Shard{ID: fmt.Sprintf("shard%d", i), Host: "rs0/" + n.Host}.Doc())
-		if err := n.Client.Database("app").CreateCollection(ctx, "s"); err != nil {
-			t.Fatal(err)
-		}
 	}
 	insert("databases", configclient.DatabaseDoc(catalogcache.Database{Name: "app", Primary: "shard0",
 		Version: routing.NewDatabaseVersion(catalog.NewUUID(), bson.Timestamp{T: 100, I: 1})}))
-	p := shardkey.MustParse(mustDoc(bson.D{{Key: "k", Value: 1}}))
-	sc.coll = catalogcache.Collection{NS: "app.s", UUID: catalog.NewUUID(), Pattern: p,
-		Gen: routing.Generation{Epoch: bson.NewObjectID(), Timestamp: bson.Timestamp{T: 100, I: 2}}}
-	insert("collections", configclient.CollectionDoc(sc.coll, 0))
-	split := mustDoc(bson.D{{Key: "k", Value: 0}})
-	for i, r := range [][2]bsoncore.Document{{p.GlobalMin(), split}, {split, p.GlobalMax()}} {
-		ch := routing.Chunk{ID: bson.NewObjectID(), CollectionUUID: sc.coll.UUID, Min: r[0], Max: r[1],
-			Shard: fmt.Sprintf("shard%d", i), Version: routing.ChunkVersion{Major: 1, Minor: uint32(i), Generation: sc.coll.Gen}}
-		insert("chunks", ch.ConfigDoc())
-	}
+	sc.coll = sc.shardCollection(t, "app.s", mustDoc(bson.D{{Key: "k", Value: 1}}), mustDoc(bson.D{{Key: "k", Value: 0}}))
 	var err error
 	sc.rc, err = NewCluster(client.ReplicaSetHosts{SetName: "rs0", Seeds: []string{sc.cfg.Host}},
 		client.Options{AppName: "humongos-test", ServerSelectionTimeout: 10 * time.Second})
@@ -96,6 +84,34 @@ func startShardedCluster(t testing.TB) *shardedCluster {
 	}
 	t.Cleanup(func() { _ = sc.router.Disconnect(context.Background()) })
 	return sc
+}
+
+// shardCollection writes the catalog of ns sharded on pattern with two chunks split at split,
+// [MinKey, split) on shard0 and [split, MaxKey) on shard1, and creates the collection on both
+// shards. (The shards do not check collection uuids yet, shardrt: each has its own.)
+func (sc *shardedCluster) shardCollection(t testing.TB, ns string, pattern, split bsoncore.Document) catalogcache.Collection {
+	t.Helper()
+	ctx := context.Background()
+	p := shardkey.MustParse(pattern)
+	coll := catalogcache.Collection{NS: ns, UUID: catalog.NewUUID(), Pattern: p,
+		Gen: routing.Generation{Epoch: bson.NewObjectID(), Timestamp: bson.Timestamp{T: 100, I: 2}}}
+	if _, err := sc.config.Collection("collections").InsertOne(ctx, bson.Raw(configclient.CollectionDoc(coll, 0))); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range [][2]bsoncore.Document{{p.GlobalMin(), split}, {split, p.GlobalMax()}} {
+		ch := routing.Chunk{ID: bson.NewObjectID(), CollectionUUID: coll.UUID, Min: r[0], Max: r[1],
+			Shard: fmt.Sprintf("shard%d", i), Version: routing.ChunkVersion{Major: 1, Minor: uint32(i), Generation: coll.Gen}}
+		if _, err := sc.config.Collection("chunks").InsertOne(ctx, bson.Raw(ch.ConfigDoc())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, name, _ := cut(ns)
+	for _, n := range sc.shards {
+		if err := n.Client.Database(db).CreateCollection(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return coll
 }
 
 // ids returns the sorted _ids of coll's documents on shard i, read directly.
@@ -543,5 +559,45 @@ func BenchmarkInsertOne(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// A hashed shard key: inserts land on the owner of their key's hash, updates and deletes by
+// the key reach that shard alone.
+func TestRouterHashedKey(t *testing.T) {
+	sc := startShardedCluster(t)
+	ctx := context.Background()
+	sc.shardCollection(t, "app.h", mustDoc(bson.D{{Key: "_id", Value: "hashed"}}), mustDoc(bson.D{{Key: "_id", Value: int64(0)}}))
+	coll := sc.router.Database("app").Collection("h")
+	want := [2][]int32{}
+	var docs []any
+	for i := int32(0); i < 40; i++ {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}})
+		h, err := shardkey.HashValue(bsoncore.Value{Type: bsoncore.TypeInt32, Data: bsoncore.AppendInt32(nil, i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner := 1
+		if h.Int64() < 0 {
+			owner = 0
+		}
+		want[owner] = append(want[owner], i)
+	}
+	if _, err := coll.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range sc.shards {
+		if got := sc.ids(t, i, "app", "h"); !slices.Equal(got, want[i]) || len(got) == 0 {
+			t.Fatalf("shard%d holds %v, want %v", i, got, want[i])
+		}
+	}
+	if res, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: want[1][0]}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}); err != nil || res.ModifiedCount != 1 {
+		t.Fatalf("updateOne by hashed key: %+v %v", res, err)
+	}
+	if res, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: want[0][0]}}); err != nil || res.DeletedCount != 1 {
+		t.Fatalf("deleteOne by hashed key: %+v %v", res, err)
+	}
+	if got := sc.ids(t, 0, "app", "h"); slices.Contains(got, want[0][0]) {
+		t.Fatal("deleteOne by hashed key left the document")
 	}
 }
