@@ -293,9 +293,13 @@ func runDrop(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bson
 		return nil, err
 	}
 	defer c.Cache.InvalidateCollection(ns)
+	switch env.DB {
+	case "config", "admin":
+		return nil, mongoerr.Newf(mongoerr.IllegalOperation, "Cannot drop collection in '%s' database in sharded cluster", env.DB)
+	}
 	if _, err := c.Cache.Database(ctx, env.DB); mongoerr.Is(err, mongoerr.NamespaceNotFound) {
-		// No database, no collection: dropping it succeeds (MongoDB 7.0's drop is idempotent).
-		return bsoncore.NewDocumentBuilder().AppendString("ns", ns).Build(), nil
+		// As mongos: the drop succeeds, saying why nothing was dropped.
+		return bsoncore.NewDocumentBuilder().AppendString("info", "database does not exist").Build(), nil
 	} else if err != nil {
 		return nil, err
 	}
@@ -334,7 +338,8 @@ func (c *Cluster) dropSharded(ctx context.Context, db string, coll catalogcache.
 }
 
 // runDropDatabase drops a database: its sharded collections' catalog entries, the database on
-// every shard, then its config.databases entry.
+// every shard, then its config.databases entry (MongoDB 7.0 sends _shardsvrDropDatabase to
+// the primary shard, whose coordinator does these steps).
 func runDropDatabase(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	c, err := cluster(env)
 	if err != nil {
@@ -343,16 +348,17 @@ func runDropDatabase(ctx context.Context, env *service.Env, cmd bsoncore.Documen
 	if err := refuseTransaction(cmd); err != nil {
 		return nil, err
 	}
-	if v := lookupFirst(cmd); !isOne(v) {
-		return nil, mongoerr.New(mongoerr.IllegalOperation, "have to pass 1 as db parameter")
-	}
+	// mongos's checks, in its order.
 	switch env.DB {
-	case "admin", "config", "local":
-		return nil, mongoerr.Newf(mongoerr.IllegalOperation, "Dropping the '%s' database is prohibited.", env.DB)
+	case "admin", "config":
+		return nil, mongoerr.Newf(mongoerr.IllegalOperation, "Cannot drop the %s database", env.DB)
+	}
+	if v := lookupFirst(cmd); !isOne(v) {
+		return nil, mongoerr.New(mongoerr.BadValue, "Must pass 1 as the 'dropDatabase' parameter")
 	}
 	defer c.Cache.InvalidateDatabase(env.DB)
 	if _, err := c.Cache.Database(ctx, env.DB); mongoerr.Is(err, mongoerr.NamespaceNotFound) {
-		return bsoncore.NewDocumentBuilder().Build(), nil
+		return bsoncore.NewDocumentBuilder().Build(), nil // as mongos: dropping nothing succeeds
 	} else if err != nil {
 		return nil, err
 	}
@@ -381,7 +387,7 @@ func runDropDatabase(ctx context.Context, env *service.Env, cmd bsoncore.Documen
 	if err := c.configDelete(ctx, "databases", q); err != nil {
 		return nil, err
 	}
-	return bsoncore.NewDocumentBuilder().AppendString("dropped", env.DB).Build(), nil
+	return bsoncore.NewDocumentBuilder().Build(), nil // mongos's reply is {ok: 1}
 }
 
 func isOne(v bsoncore.Value) bool {

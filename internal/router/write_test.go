@@ -470,6 +470,17 @@ func TestRouterDDL(t *testing.T) {
 			t.Fatalf("drop left app.s on shard%d", i)
 		}
 	}
+	// mongos's refusals and no-ops.
+	if err := sc.router.Database("config").Collection("x").Drop(ctx); codeOf(err) != int32(mongoerr.IllegalOperation) {
+		t.Fatalf("drop in config: %v", err)
+	}
+	if err := sc.router.Database("admin").Drop(ctx); codeOf(err) != int32(mongoerr.IllegalOperation) {
+		t.Fatalf("dropDatabase admin: %v", err)
+	}
+	if raw := sc.run(t, "nodb", bson.D{{Key: "drop", Value: "c"}}); raw.Lookup("info").StringValue() != "database does not exist" {
+		t.Fatalf("drop in a missing database: %s", raw)
+	}
+	sc.run(t, "nodb", bson.D{{Key: "dropDatabase", Value: 1}})
 	// dropDatabase.
 	if err := app.Drop(ctx); err != nil {
 		t.Fatal(err)
