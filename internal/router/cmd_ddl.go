@@ -143,7 +143,11 @@ func perShardDDL(name string, create bool) service.Handler {
 			replies = append(replies, sr)
 		}
 		slices.SortFunc(replies, func(a, b shardReply) int { return strings.Compare(a.shard, b.shard) })
-		return c.rawResponses(ctx, replies)
+		sharded := false
+		if r, err := c.Cache.Routing(ctx, ns); err == nil {
+			sharded = r.Sharded()
+		}
+		return c.rawResponses(ctx, replies, !sharded)
 	}
 }
 
@@ -171,40 +175,72 @@ func (c *Cluster) broadcast(ctx context.Context, db string, shards []string, bui
 }
 
 // rawResponses is mongos's appendRawResponses: {raw: {<shard's connection string>: reply}};
-// when a shard failed, the first failure's code and message are the command's error (its
-// raw replies lost: the router's error replies carry no raw field); a write concern error
-// of a shard is the reply's.
-func (c *Cluster) rawResponses(ctx context.Context, replies []shardReply) (bsoncore.Document, error) {
+// for an unsharded collection (passthrough) the primary shard's reply fields come first, as
+// cluster_create_indexes_cmd's. When a shard failed, the first failure's code and message
+// are the command's error, its reply still carrying raw; a write concern error of a shard is
+// the reply's.
+func (c *Cluster) rawResponses(ctx context.Context, replies []shardReply, passthrough bool) (bsoncore.Document, error) {
 	idx, out := bsoncore.AppendDocumentStart(nil)
-	ridx, o := bsoncore.AppendDocumentElementStart(out, "raw")
 	var firstErr error
+	for _, sr := range replies {
+		if sr.err != nil && firstErr == nil {
+			firstErr = sr.err
+		}
+	}
+	if passthrough && firstErr == nil && len(replies) == 1 {
+		elems, _ := stripFields(replies[0].reply, replyNoise).Elements()
+		for _, e := range elems {
+			if e.Key() != "writeConcernError" {
+				out = append(out, e...)
+			}
+		}
+	}
+	ridx, o := bsoncore.AppendDocumentElementStart(out, "raw")
 	var wce []shardWCError
+	inRaw := map[string]bool{}
+	for k := range replyNoise {
+		inRaw[k] = true
+	}
+	for _, k := range []string{"ok", "errmsg", "code", "codeName", "errorLabels"} {
+		delete(inRaw, k)
+	}
 	for _, sr := range replies {
 		key := sr.shard
 		if rs, err := c.replicaSet(ctx, sr.shard); err == nil {
 			key = rs.Hosts().String()
 		}
 		if sr.err != nil {
-			if firstErr == nil {
-				firstErr = sr.err
-			}
-			o = bsoncore.AppendDocumentElement(o, key, errorDoc(sr.err))
+			o = bsoncore.AppendDocumentElement(o, key, errorReplyDoc(sr.err))
 			continue
 		}
 		if d, ok := sr.reply.Lookup("writeConcernError").DocumentOK(); ok {
 			wce = append(wce, shardWCError{shard: sr.shard, doc: d})
 		}
-		o = bsoncore.AppendDocumentElement(o, key, stripFields(sr.reply, replyNoise))
+		o = bsoncore.AppendDocumentElement(o, key, stripFields(sr.reply, inRaw))
 	}
 	out, _ = bsoncore.AppendDocumentEnd(o, ridx)
-	if firstErr != nil {
-		return nil, firstErr
-	}
 	if len(wce) > 0 {
 		out = bsoncore.AppendDocumentElement(out, "writeConcernError", mergeWCErrors(wce))
 	}
 	out, _ = bsoncore.AppendDocumentEnd(out, idx)
+	if firstErr != nil {
+		me, ok := mongoerr.As(firstErr)
+		if !ok {
+			me = &mongoerr.Error{Code: mongoerr.InternalError, Msg: firstErr.Error()}
+		}
+		return nil, &mongoerr.Error{Code: me.Code, Msg: me.Msg, Labels: me.Labels, Info: bsoncore.Document(out), Err: firstErr}
+	}
 	return out, nil
+}
+
+// errorReplyDoc is err as a shard's error reply: {ok: 0, errmsg, code, codeName, ...}.
+func errorReplyDoc(err error) bsoncore.Document {
+	d := errorDoc(err)
+	idx, out := bsoncore.AppendDocumentStart(nil)
+	out = bsoncore.AppendDoubleElement(out, "ok", 0)
+	out = append(out, d[4:len(d)-1]...)
+	out, _ = bsoncore.AppendDocumentEnd(out, idx)
+	return out
 }
 
 // configDelete deletes the config server's documents of coll matching q (majority).

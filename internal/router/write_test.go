@@ -418,6 +418,19 @@ func TestRouterDDL(t *testing.T) {
 	if hasIndex(0, "s", idxName) || hasIndex(1, "s", idxName) {
 		t.Fatal("dropIndexes did not reach both shards")
 	}
+	// An unsharded collection's createIndexes answers with the primary's reply and raw.
+	raw = sc.run(t, "app", bson.D{{Key: "createIndexes", Value: "un"}, {Key: "indexes", Value: bson.A{bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a_1"}}}}})
+	if n, ok := raw.Lookup("numIndexesAfter").AsInt64OK(); !ok || n != 2 {
+		t.Fatalf("unsharded createIndexes reply: %s", raw)
+	}
+	if rawDoc, ok := raw.Lookup("raw").DocumentOK(); !ok || len(mustElems(t, rawDoc)) != 1 || !hasIndex(0, "un", "a_1") {
+		t.Fatalf("unsharded createIndexes raw: %s", raw)
+	}
+	err = app.RunCommand(ctx, bson.D{{Key: "createIndexes", Value: "s"}, {Key: "indexes", Value: bson.A{bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: "nope"}}}, {Key: "name", Value: "bad"}}}}}).Err()
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code == 0 || bson.Raw(ce.Raw).Lookup("raw").Type != bson.TypeEmbeddedDocument {
+		t.Fatalf("failing createIndexes: %v %s", err, bson.Raw(ce.Raw))
+	}
 	// create and rename an unsharded collection on the primary.
 	sc.run(t, "app", bson.D{{Key: "create", Value: "made"}})
 	if names, _ := sc.shards[0].Client.Database("app").ListCollectionNames(ctx, bson.D{{Key: "name", Value: "made"}}); len(names) != 1 {
