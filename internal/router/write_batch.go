@@ -106,7 +106,7 @@ func (b *writeBatch) run(ctx context.Context) (bsoncore.Document, error) {
 	}
 	staleRounds := 0
 	for len(pending) > 0 {
-		r, err := b.c.routingForWrite(ctx, b.ns)
+		r, err := b.c.Cache.Routing(ctx, b.ns)
 		if err != nil {
 			// No routing at all (the database cannot be created, the config server is
 			// unreachable): every pending statement fails with it, as MongoDB's batch
@@ -209,6 +209,12 @@ func (b *writeBatch) group(round []target) []*subBatch {
 
 // send runs the sub-batches in parallel and waits for all of them.
 func (b *writeBatch) send(ctx context.Context, r *catalogcache.Routing, batches []*subBatch) {
+	if len(batches) == 1 {
+		// One shard (the common targeted write): no goroutine.
+		sb := batches[0]
+		sb.reply, sb.err = b.c.runOn(ctx, sb.shard, b.db, routedCmd(b.shardCmd(sb), r, sb.shard))
+		return
+	}
 	var wg sync.WaitGroup
 	for _, sb := range batches {
 		wg.Add(1)

@@ -50,12 +50,3 @@ func appendMajority(out []byte) []byte {
 	out, _ = bsoncore.AppendDocumentEnd(out, idx)
 	return out
 }
-
-// routingForWrite returns ns's routing, creating its database first if needed.
-func (c *Cluster) routingForWrite(ctx context.Context, ns string) (*catalogcache.Routing, error) {
-	db, _, _ := cut(ns)
-	if _, err := c.ensureDatabase(ctx, db); err != nil {
-		return nil, err
-	}
-	return c.Cache.Routing(ctx, ns)
-}
