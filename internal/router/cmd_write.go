@@ -81,6 +81,11 @@ func parseWrite(kind writeKind, env *service.Env, cmd bsoncore.Document) (*write
 		return nil, mongoerr.Newf(mongoerr.InvalidLength,
 			"Write batch sizes must be between 1 and %d. Got %d operations.", writeMaxBatch, len(vals))
 	}
+	if b.retry {
+		if b.stmtIDs, err = stmtIDsOf(cmd, len(vals)); err != nil {
+			return nil, err
+		}
+	}
 	b.stmts = make([]bsoncore.Document, len(vals))
 	for i, v := range vals {
 		d, ok := v.DocumentOK()
@@ -107,4 +112,47 @@ func ensureID(d bsoncore.Document) bsoncore.Document {
 	out = append(out, d[4:len(d)-1]...)
 	out, _ = bsoncore.AppendDocumentEnd(out, idx)
 	return out
+}
+
+// stmtIDsOf returns the statement ids of a retryable write's n statements: the client's
+// stmtIds, else stmtId+i (stmtId defaults to 0), as MongoDB's getStmtIdForWriteAt. The router
+// sends each shard its statements' ids, so a retry through any routing finds them.
+func stmtIDsOf(cmd bsoncore.Document, n int) ([]int32, error) {
+	ids := make([]int32, n)
+	var base int32
+	if v := cmd.Lookup("stmtId"); v.Type != 0 {
+		x, ok := v.AsInt64OK()
+		if !ok || x != int64(int32(x)) {
+			return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field 'stmtId' is the wrong type '%s', expected type 'int'", bsonutil.TypeName(v.Type))
+		}
+		base = int32(x)
+	}
+	v := cmd.Lookup("stmtIds")
+	if v.Type == 0 {
+		for i := range ids {
+			ids[i] = base + int32(i)
+		}
+		return ids, nil
+	}
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field 'stmtIds' is the wrong type '%s', expected type 'array'", bsonutil.TypeName(v.Type))
+	}
+	if cmd.Lookup("stmtId").Type != 0 {
+		return nil, mongoerr.New(mongoerr.InvalidOptions, "May not specify both stmtId and stmtIds in write command")
+	}
+	vals, _ := arr.Values()
+	if len(vals) != n {
+		return nil, mongoerr.Newf(mongoerr.InvalidLength,
+			"Number of statement ids must match the number of batch entries. Got %d statement ids but %d operations. Statement ids: %s",
+			len(vals), n, bsonutil.FormatDoc(bsoncore.NewDocumentBuilder().AppendArray("stmtIds", arr).Build()))
+	}
+	for i, x := range vals {
+		id, ok := x.AsInt64OK()
+		if !ok || id != int64(int32(id)) {
+			return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field 'stmtIds.%d' is the wrong type '%s', expected type 'int'", i, bsonutil.TypeName(x.Type))
+		}
+		ids[i] = int32(id)
+	}
+	return ids, nil
 }

@@ -33,6 +33,10 @@ import (
 	"humongo/internal/sharding/catalogcache"
 )
 
+// maxShardBatchBytes bounds the statements of one shard's command: BSONObjMaxUserSize less
+// room for the command's other fields (MongoDB's write batches leave the same kind of room).
+const maxShardBatchBytes = 16*1024*1024 - 100*1024
+
 type writeKind int
 
 const (
@@ -58,6 +62,8 @@ type writeBatch struct {
 	ordered bool
 	stmts   []bsoncore.Document
 	retry   bool // a retryable write (txnNumber)
+	// stmtIDs are a retryable write's statement ids (stmtIDsOf), sent with each statement.
+	stmtIDs []int32
 
 	n, nModified int64
 	upserted     []upsertedID
@@ -161,6 +167,7 @@ func (b *writeBatch) hasErrors() bool { return len(b.errs) > 0 }
 // that cannot be targeted gets its write error (an ordered batch sends the statements before
 // it first, and reports the error only if they all succeed: then it is the first again).
 func (b *writeBatch) targetRound(r *catalogcache.Routing, pending []int) (round []target, rest []int) {
+	size := map[string]int{} // bytes of statements per shard this round
 	for k, i := range pending {
 		shards, twoPhase, err := b.targetStmt(r, i)
 		if err != nil {
@@ -183,6 +190,17 @@ func (b *writeBatch) targetRound(r *catalogcache.Routing, pending []int) (round 
 		}
 		if b.ordered && len(round) > 0 && !slices.Equal(round[0].shards, shards) {
 			return round, pending[k:]
+		}
+		// A shard's command must stay a legal BSON document: statements that would make it
+		// larger wait for the next round (as mongos's batch size limits split a batch).
+		n := len(b.stmts[i]) + 16
+		for _, s := range shards {
+			if len(round) > 0 && size[s]+n > maxShardBatchBytes {
+				return round, pending[k:]
+			}
+		}
+		for _, s := range shards {
+			size[s] += n
 		}
 		round = append(round, target{stmt: i, shards: shards})
 	}
@@ -240,6 +258,13 @@ func (b *writeBatch) shardCmd(sb *subBatch) bsoncore.Document {
 	}
 	out, _ = bsoncore.AppendArrayEnd(out, aidx)
 	out = forwardSession(out, b.cmd)
+	if b.stmtIDs != nil {
+		aidx, out = bsoncore.AppendArrayElementStart(out, "stmtIds")
+		for k, i := range sb.stmts {
+			out = bsoncore.AppendInt32Element(out, strconv.Itoa(k), b.stmtIDs[i])
+		}
+		out, _ = bsoncore.AppendArrayEnd(out, aidx)
+	}
 	out, _ = bsoncore.AppendDocumentEnd(out, idx)
 	return out
 }

@@ -528,6 +528,24 @@ func TestRouterRetryableWrite(t *testing.T) {
 			t.Fatalf("attempt %d: %+v", attempt, r)
 		}
 	}
+	// An ordered batch alternating between the shards runs in several rounds under one
+	// txnNumber: each statement keeps its own id on its shard (stmtIds), so none is taken
+	// for a retry of another, and the whole batch retried runs nothing again.
+	alt := bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: bson.A{
+		bson.D{{Key: "_id", Value: 10}, {Key: "k", Value: -10}}, bson.D{{Key: "_id", Value: 11}, {Key: "k", Value: 11}},
+		bson.D{{Key: "_id", Value: 12}, {Key: "k", Value: -12}}, bson.D{{Key: "_id", Value: 13}, {Key: "k", Value: 13}}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(8)}}
+	for attempt := 0; attempt < 2; attempt++ {
+		if r := decodeWrite(t, sc.run(t, "app", alt)); r.N != 4 || len(r.WriteErrors) != 0 {
+			t.Fatalf("alternating batch, attempt %d: %+v", attempt, r)
+		}
+	}
+	if got := sc.ids(t, 0, "app", "s"); !slices.Equal(got, []int32{1, 10, 12}) {
+		t.Fatalf("shard0 after the alternating batch: %v", got)
+	}
+	if got := sc.ids(t, 1, "app", "s"); !slices.Equal(got, []int32{2, 11, 13}) {
+		t.Fatalf("shard1 after the alternating batch: %v", got)
+	}
 	// Another session with the same txnNumber is another write: it runs, and fails on the
 	// documents the first one inserted.
 	cmd[2].Value = bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: func() []byte { u := catalog.NewUUID(); return u[:] }()}}}
@@ -623,5 +641,24 @@ func TestRouterHashedKey(t *testing.T) {
 	}
 	if got := sc.ids(t, 0, "app", "h"); slices.Contains(got, want[0][0]) {
 		t.Fatal("deleteOne by hashed key left the document")
+	}
+}
+
+// A batch whose statements for one shard exceed a BSON document's size is sent in several
+// commands, and its reply counts them all.
+func TestRouterLargeBatch(t *testing.T) {
+	sc := startShardedCluster(t)
+	ctx := context.Background()
+	big := make([]byte, 1<<20)
+	var docs []any
+	for i := 0; i < 20; i++ { // 20 MB, all on shard1
+		docs = append(docs, bson.D{{Key: "_id", Value: i}, {Key: "k", Value: i}, {Key: "pad", Value: bson.Binary{Data: big}}})
+	}
+	res, err := sc.router.Database("app").Collection("s").InsertMany(ctx, docs)
+	if err != nil || len(res.InsertedIDs) != 20 {
+		t.Fatalf("large batch: %v", err)
+	}
+	if got := sc.ids(t, 1, "app", "s"); len(got) != 20 {
+		t.Fatalf("shard1 holds %d documents", len(got))
 	}
 }
