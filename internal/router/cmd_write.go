@@ -43,6 +43,10 @@ func writeHandler(kind writeKind) service.Handler {
 			return nil, err
 		}
 		b.c = c
+		// opcounters count statements, as on mongod (the dispatcher counted one).
+		if n := len(b.stmts); n > 1 && env.State != nil {
+			env.State.Counters.OpCounter(kind.name()).Add(int64(n - 1))
+		}
 		return b.run(ctx)
 	}
 }
