@@ -6,6 +6,7 @@ package router
 
 import (
 	"context"
+	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -99,6 +100,8 @@ func parseWrite(kind writeKind, env *service.Env, cmd bsoncore.Document) (*write
 		}
 		if kind == kindInsert {
 			d = ensureID(d)
+		} else if err := checkStmt(kind, d); err != nil {
+			return nil, err
 		}
 		b.stmts[i] = d
 	}
@@ -159,4 +162,44 @@ func stmtIDsOf(cmd bsoncore.Document, n int) ([]int32, error) {
 		ids[i] = int32(id)
 	}
 	return ids, nil
+}
+
+// checkStmt checks what targeting reads of an update or delete statement, failing the
+// command as mongos's request parsing does (the shards check the rest).
+func checkStmt(kind writeKind, d bsoncore.Document) error {
+	name, arr := kind.name(), kind.arrayKey()
+	missing := func(f string) error {
+		return mongoerr.Newf(mongoerr.Location40414, "BSON field '%s.%s.%s' is missing but a required field", name, arr, f)
+	}
+	q := d.Lookup("q")
+	if q.Type == 0 {
+		return missing("q")
+	}
+	if q.Type != bsoncore.TypeEmbeddedDocument {
+		return mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '%s.%s.q' is the wrong type '%s', expected type 'object'", name, arr, bsonutil.TypeName(q.Type))
+	}
+	if kind == kindUpdate {
+		u := d.Lookup("u")
+		if u.Type == 0 {
+			return missing("u")
+		}
+		if u.Type != bsoncore.TypeEmbeddedDocument && u.Type != bsoncore.TypeArray {
+			return mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '%s.%s.u' is the wrong type '%s', expected types '[object, array']", name, arr, bsonutil.TypeName(u.Type))
+		}
+		return nil
+	}
+	limit := d.Lookup("limit")
+	if limit.Type == 0 {
+		return missing("limit")
+	}
+	// As write_ops.cpp's readMultiDeleteProperty: read as a number (non-numbers are 0).
+	var n float64
+	switch limit.Type {
+	case bsoncore.TypeInt32, bsoncore.TypeInt64, bsoncore.TypeDouble:
+		n = limit.AsFloat64()
+	}
+	if n != 0 && n != 1 {
+		return mongoerr.Newf(mongoerr.FailedToParse, "The limit field in delete objects must be 0 or 1. Got %s", strconv.FormatFloat(n, 'g', -1, 64))
+	}
+	return nil
 }

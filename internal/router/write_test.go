@@ -662,3 +662,33 @@ func TestRouterLargeBatch(t *testing.T) {
 		t.Fatalf("shard1 holds %d documents", len(got))
 	}
 }
+
+// Malformed write commands fail as a whole with MongoDB's codes, before anything is sent.
+func TestRouterWriteBadInput(t *testing.T) {
+	sc := startShardedCluster(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		cmd  bson.D
+		code mongoerr.Code
+	}{
+		{bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: 1}}, mongoerr.TypeMismatch},
+		{bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: bson.A{1}}}, mongoerr.TypeMismatch},
+		{bson.D{{Key: "insert", Value: "s"}}, mongoerr.Location40414},
+		{bson.D{{Key: "insert", Value: 5}, {Key: "documents", Value: bson.A{bson.D{}}}}, mongoerr.InvalidNamespace},
+		{bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: bson.A{bson.D{}}}, {Key: "ordered", Value: "yes"}}, mongoerr.TypeMismatch},
+		{bson.D{{Key: "update", Value: "s"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: 1}, {Key: "u", Value: bson.D{}}}}}}, mongoerr.TypeMismatch},
+		{bson.D{{Key: "update", Value: "s"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}}}}}, mongoerr.Location40414},
+		{bson.D{{Key: "delete", Value: "s"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}}}}}, mongoerr.Location40414},
+		{bson.D{{Key: "delete", Value: "s"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 2}}}}}, mongoerr.FailedToParse},
+		{bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: bson.A{bson.D{}}}, {Key: "lsid", Value: bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}}},
+			{Key: "txnNumber", Value: int64(1)}, {Key: "stmtIds", Value: bson.A{int32(1), int32(2)}}}, mongoerr.InvalidLength},
+		{bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: bson.A{bson.D{}}}, {Key: "autocommit", Value: false}}, mongoerr.OperationNotSupportedInTransaction},
+	} {
+		if err := sc.router.Database("app").RunCommand(ctx, c.cmd).Err(); codeOf(err) != int32(c.code) {
+			t.Errorf("%v: got %v, want %s", c.cmd, err, c.code.Name())
+		}
+	}
+	if n := sc.count(t, "app", "s", bson.D{}); n != 0 {
+		t.Fatalf("bad commands wrote %d documents", n)
+	}
+}
