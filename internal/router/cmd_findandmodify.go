@@ -48,6 +48,7 @@ func runFindAndModify(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 		query = emptyDoc
 	}
 	collated := collatedOf(cmd)
+	_, retryable := cmd.Lookup("txnNumber").Int64OK()
 	if _, err := c.ensureDatabase(ctx, env.DB); err != nil {
 		return nil, err
 	}
@@ -77,7 +78,7 @@ func runFindAndModify(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 				shard = shards[0]
 			}
 		}
-		reply, err = c.runOn(ctx, shard, env.DB, routedCmd(base, r, shard))
+		reply, err = c.runOnRetrying(ctx, retryable, shard, env.DB, routedCmd(base, r, shard))
 		return err
 	})
 	if err != nil {
@@ -152,7 +153,8 @@ func (c *Cluster) findAndModifyTwoPhase(ctx context.Context, db, coll string, cm
 		narrow = bsoncore.AppendDocumentElement(narrow, "query", narrowedQuery(query, id))
 		narrow = forwardSession(narrow, cmd)
 		narrow, _ = bsoncore.AppendDocumentEnd(narrow, nidx)
-		reply, err := c.runOn(ctx, shard, db, routedCmd(narrow, r, shard))
+		_, retryable := cmd.Lookup("txnNumber").Int64OK()
+		reply, err := c.runOnRetrying(ctx, retryable, shard, db, routedCmd(narrow, r, shard))
 		if err != nil {
 			return nil, err
 		}

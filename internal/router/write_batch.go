@@ -230,7 +230,7 @@ func (b *writeBatch) send(ctx context.Context, r *catalogcache.Routing, batches 
 	if len(batches) == 1 {
 		// One shard (the common targeted write): no goroutine.
 		sb := batches[0]
-		sb.reply, sb.err = b.c.runOn(ctx, sb.shard, b.db, routedCmd(b.shardCmd(sb), r, sb.shard))
+		sb.reply, sb.err = b.c.runOnRetrying(ctx, b.retry, sb.shard, b.db, routedCmd(b.shardCmd(sb), r, sb.shard))
 		return
 	}
 	var wg sync.WaitGroup
@@ -238,7 +238,7 @@ func (b *writeBatch) send(ctx context.Context, r *catalogcache.Routing, batches 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sb.reply, sb.err = b.c.runOn(ctx, sb.shard, b.db, routedCmd(b.shardCmd(sb), r, sb.shard))
+			sb.reply, sb.err = b.c.runOnRetrying(ctx, b.retry, sb.shard, b.db, routedCmd(b.shardCmd(sb), r, sb.shard))
 		}()
 	}
 	wg.Wait()

@@ -54,6 +54,23 @@ func (c *Cluster) runOn(ctx context.Context, shard, db string, cmd bsoncore.Docu
 	return bsoncore.Document(raw), nil
 }
 
+// maxFailedHostRetries is MongoDB's kMaxNumFailedHostRetryAttempts: how many times a
+// retryable write is sent again after a retriable error.
+const maxFailedHostRetries = 3
+
+// runOnRetrying is runOn for a command the router may send again (a retryable write: the shard
+// recognises a statement that already ran; MongoDB's RetryPolicy::kIdempotent): after a
+// retriable error (the primary stepped down or is unreachable, it is shutting down) it sends
+// the command again, to the primary the client finds then, at most maxFailedHostRetries times.
+func (c *Cluster) runOnRetrying(ctx context.Context, retry bool, shard, db string, cmd bsoncore.Document) (bsoncore.Document, error) {
+	for attempt := 0; ; attempt++ {
+		reply, err := c.runOn(ctx, shard, db, cmd)
+		if err == nil || !retry || attempt >= maxFailedHostRetries || !mongoerr.IsRetriableError(mongoerr.CodeOf(err)) || ctx.Err() != nil {
+			return reply, err
+		}
+	}
+}
+
 // routedCmd returns cmd as sent for routing r to shard: versioned (Versioned) except on the
 // config server, which the config and admin databases are routed to unversioned (mongos's
 // targeter sends no shardVersion for internal databases).

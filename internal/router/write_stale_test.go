@@ -23,6 +23,8 @@ type staleShard struct {
 	mu         sync.Mutex
 	host       string
 	staleTimes int
+	// notPrimaryTimes: the next inserts fail as a whole with NotWritablePrimary.
+	notPrimaryTimes int
 	wanted     routing.ChunkVersion
 	batches    [][]bsoncore.Document
 }
@@ -72,6 +74,10 @@ func (fs *staleShard) insert(_ context.Context, _ *service.Env, cmd bsoncore.Doc
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	fs.batches = append(fs.batches, docs)
+	if fs.notPrimaryTimes > 0 {
+		fs.notPrimaryTimes--
+		return nil, mongoerr.New(mongoerr.NotWritablePrimary, "not primary")
+	}
 	if fs.staleTimes > 0 {
 		fs.staleTimes--
 		errInfo := mustDoc(bson.D{{Key: "ns", Value: "app.s"}, {Key: "vReceived", Value: bson.Raw(cmd.Lookup("shardVersion").Document())},
@@ -136,5 +142,53 @@ func TestRouterStaleRetry(t *testing.T) {
 	defer fs.mu.Unlock()
 	if len(fs.batches) != maxStaleRetries+1 {
 		t.Fatalf("endlessly stale shard was tried %d times, want %d", len(fs.batches), maxStaleRetries+1)
+	}
+}
+
+// A retryable write answered NotWritablePrimary is sent again (MongoDB's
+// RetryPolicy::kIdempotent), at most 3 times; any other write reports the error.
+func TestRouterRetryNotPrimary(t *testing.T) {
+	sc := startShardedCluster(t)
+	ctx := context.Background()
+	fs := startStaleShard(t, 0, routing.ChunkVersion{})
+	if _, err := sc.config.Collection("shards").UpdateOne(ctx, bson.D{{Key: "_id", Value: "shard0"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "host", Value: "rs0/" + fs.host}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.rc.Shards.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}}
+	insert := func(txn any) writeReply {
+		cmd := bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: bson.A{bson.D{{Key: "k", Value: -1}}}}}
+		if txn != nil {
+			cmd = append(cmd, bson.E{Key: "lsid", Value: lsid}, bson.E{Key: "txnNumber", Value: txn})
+		}
+		return decodeWrite(t, sc.run(t, "app", cmd))
+	}
+	attempts := func() int {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		n := len(fs.batches)
+		fs.batches = nil
+		return n
+	}
+	fs.mu.Lock()
+	fs.notPrimaryTimes = 2
+	fs.mu.Unlock()
+	if r := insert(int64(1)); r.N != 1 || len(r.WriteErrors) != 0 || attempts() != 3 {
+		t.Fatalf("retryable insert after two NotWritablePrimary: %+v", r)
+	}
+	fs.mu.Lock()
+	fs.notPrimaryTimes = 100
+	fs.mu.Unlock()
+	if r := insert(int64(2)); len(r.WriteErrors) != 1 || r.WriteErrors[0].Code != int32(mongoerr.NotWritablePrimary) || attempts() != maxFailedHostRetries+1 {
+		t.Fatalf("retryable insert with a primary that never comes back: %+v", r)
+	}
+	fs.mu.Lock()
+	fs.notPrimaryTimes = 1
+	fs.mu.Unlock()
+	if r := insert(nil); len(r.WriteErrors) != 1 || r.WriteErrors[0].Code != int32(mongoerr.NotWritablePrimary) || attempts() != 1 {
+		t.Fatalf("plain insert answered NotWritablePrimary: %+v", r)
 	}
 }
