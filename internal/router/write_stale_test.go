@@ -25,8 +25,8 @@ type staleShard struct {
 	staleTimes int
 	// notPrimaryTimes: the next inserts fail as a whole with NotWritablePrimary.
 	notPrimaryTimes int
-	wanted     routing.ChunkVersion
-	batches    [][]bsoncore.Document
+	wanted          routing.ChunkVersion
+	batches         [][]bsoncore.Document
 }
 
 func startStaleShard(t *testing.T, staleTimes int, wanted routing.ChunkVersion) *staleShard {
