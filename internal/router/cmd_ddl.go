@@ -272,9 +272,10 @@ func (c *Cluster) configDelete(ctx context.Context, coll string, q bsoncore.Docu
 	return nil
 }
 
-// removeShardedMetadata removes a sharded collection's config.chunks, config.tags and
-// config.collections entries, chunks first (a reader never sees chunks without their
-// collection's entry ... the other way round is harmless: no entry means unsharded).
+// removeShardedMetadata removes a sharded collection's config.collections, config.chunks and
+// config.tags entries, the collection's entry first: from then on routers that refresh see
+// the namespace unsharded, and chunks left behind by a failure in between are unreachable
+// (they are found by the dropped collection's uuid). MongoDB removes them in one transaction.
 func (c *Cluster) removeShardedMetadata(ctx context.Context, coll catalogcache.Collection) error {
 	q := func(build func([]byte) []byte) bsoncore.Document {
 		idx, out := bsoncore.AppendDocumentStart(nil)
