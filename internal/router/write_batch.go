@@ -7,8 +7,8 @@ package router
 // indexes.
 //
 // Rounds: an unordered batch sends every pending statement each round; an ordered one only
-// the longest prefix whose statements target the same shards, so that a statement never runs
-// before an earlier one has. A statement a shard answers with StaleConfig, StaleEpoch or
+// the longest prefix whose statements target the same single shard (a statement sent to
+// several shards goes alone), so that a statement never runs before an earlier one has. A statement a shard answers with StaleConfig, StaleEpoch or
 // StaleDbVersion (as a write error or as the whole sub-batch's error) is pending again: the
 // router refreshes what the error names (NoteStale) and retargets only those statements
 // (for an ordered sub-batch, the stale statement and the ones after it, which the shard did
@@ -185,6 +185,14 @@ func (b *writeBatch) targetRound(r *catalogcache.Routing, pending []int) (round 
 			// Runs alone: first the statements before it, then it in its own round.
 			if len(round) == 0 {
 				return []target{{stmt: i, shards: shards, twoPhase: true}}, pending[k+1:]
+			}
+			return round, pending[k:]
+		}
+		if b.ordered && len(shards) > 1 {
+			// As BatchWriteOp::targetBatch: an ordered statement sent to several shards goes
+			// alone, so that no shard runs statements after one another shard failed.
+			if len(round) == 0 {
+				return []target{{stmt: i, shards: shards}}, pending[k+1:]
 			}
 			return round, pending[k:]
 		}

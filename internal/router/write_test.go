@@ -692,3 +692,25 @@ func TestRouterWriteBadInput(t *testing.T) {
 		t.Fatalf("bad commands wrote %d documents", n)
 	}
 }
+
+// In an ordered batch a statement sent to several shards runs alone: after it fails on one
+// shard, no shard runs the next statement.
+func TestRouterOrderedMultiShard(t *testing.T) {
+	sc := startShardedCluster(t)
+	ctx := context.Background()
+	if _, err := sc.router.Database("app").Collection("s").InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: 1}, {Key: "k", Value: -1}, {Key: "v", Value: "text"}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "k", Value: 1}, {Key: "v", Value: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	r := decodeWrite(t, sc.run(t, "app", bson.D{{Key: "update", Value: "s"}, {Key: "updates", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}}}, {Key: "multi", Value: true}},
+		bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "w", Value: 1}}}}}, {Key: "multi", Value: true}},
+	}}}))
+	if !slices.Equal(errIndexes(r), []int32{0}) {
+		t.Fatalf("ordered multi-shard batch: %+v", r)
+	}
+	if n := sc.count(t, "app", "s", bson.D{{Key: "w", Value: 1}}); n != 0 {
+		t.Fatalf("the statement after a failed one ran on %d documents", n)
+	}
+}
