@@ -27,7 +27,7 @@ func addDelete(r *service.Registry) {
 	})
 }
 
-var writeDeleteFields = []string{"deletes", "ordered", "let", "isTimeseriesNamespace", "collectionUUID"}
+var writeDeleteFields = []string{"deletes", "ordered", "let", "isTimeseriesNamespace", "collectionUUID", "stmtIds"}
 
 // writeDeleteStmt is one parsed entry of delete.deletes (DeleteOpEntry).
 type writeDeleteStmt struct {

@@ -31,7 +31,7 @@ const (
 	writeInsertGroupBytes = 256 << 10
 )
 
-var writeInsertFields = []string{"documents", "ordered", "bypassDocumentValidation", "let", "isTimeseriesNamespace", "collectionUUID"}
+var writeInsertFields = []string{"documents", "ordered", "bypassDocumentValidation", "let", "isTimeseriesNamespace", "collectionUUID", "stmtIds"}
 
 // runInsert is the insert command: {insert: coll, documents: [...], ordered, ...} →
 // {n, writeErrors?}.
@@ -164,6 +164,12 @@ func (w *writeInserter) run(docs []bsoncore.Document) {
 				return
 			}
 			continue
+		}
+		if len(group) > 0 && !w.retry.FollowsStmt(i) {
+			// A router's stmtIds need not be consecutive: one group logs consecutive ids.
+			if !flush() {
+				return
+			}
 		}
 		if len(group) == 0 {
 			groupStart = i

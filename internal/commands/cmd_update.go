@@ -26,7 +26,7 @@ func addUpdate(r *service.Registry) {
 	})
 }
 
-var writeUpdateFields = []string{"updates", "ordered", "bypassDocumentValidation", "let", "isTimeseriesNamespace", "collectionUUID"}
+var writeUpdateFields = []string{"updates", "ordered", "bypassDocumentValidation", "let", "isTimeseriesNamespace", "collectionUUID", "stmtIds"}
 
 // writeUpdateStmt is one parsed entry of update.updates (UpdateOpEntry).
 type writeUpdateStmt struct {

@@ -63,10 +63,19 @@ func retryBegin(ctx context.Context, env *service.Env, cmd bsoncore.Document) (*
 	if err != nil {
 		return nil, err
 	}
+	base, ids, err := parseStmtIDs(cmd)
+	if err != nil {
+		return nil, err
+	}
 	if err := participant.BeforeRetryableWrite(ctx, db, key, txn); err != nil {
 		return nil, err
 	}
-	return retryable.Begin(ctx, db, key, txn, env.State.Repl.Term)
+	t, err := retryable.Begin(ctx, db, key, txn, env.State.Repl.Term)
+	if err != nil {
+		return nil, err
+	}
+	t.SetStmtIDs(base, ids)
+	return t, nil
 }
 
 // retryEnd checks a retryable write's session back in and passes on a fail point's request

@@ -24,8 +24,17 @@
 // the router, then skip, limit and projection. aggregate (agg.go) passes a single-shard
 // pipeline through and otherwise splits it into a shards part and a merging part run on the
 // router by internal/agg; explain.go wraps the shards' plans (SINGLE_SHARD, SHARD_MERGE,
-// SHARD_MERGE_SORT). Writes, DDL and the other commands are refused with
-// CommandNotSupported, naming the command, until routing lands for them.
+// SHARD_MERGE_SORT).
+//
+// Writes and DDL are routed (spec: sharding.md "Routing", "Databases"): insert, update and
+// delete statement by statement with per-shard batches, ordered rounds, stale retries and
+// merged replies (write_batch.go, write_target.go; single updates and deletes without shard
+// key in two phases, write_twophase.go; visible shard key moves refused,
+// write_shardkey.go), findAndModify (cmd_findandmodify.go), create, drop, dropDatabase,
+// createIndexes, dropIndexes, collMod, renameCollection and listDatabases (cmd_ddl.go,
+// cmd_listdatabases.go); a write or create in an unknown database creates it through the
+// config server's _configsvrCreateDatabase (write_db.go). Every other MongoDB command is
+// refused with CommandNotSupported, naming the command.
 //
 // It will own, over internal/sharding's catalog cache and shard registry and the internal
 // client (spec: /work/shared/spec/sharding.md):

@@ -59,18 +59,6 @@ func forward(cmd bsoncore.Document, drop map[string]bool, set bsoncore.Document)
 	return out
 }
 
-// refuseTransaction refuses a read inside a multi-document transaction: the router does
-// not run transactions yet (the transaction router), and running the read outside it would
-// silently lose its snapshot.
-func refuseTransaction(cmd bsoncore.Document) error {
-	if _, err := cmd.LookupErr("txnNumber"); err == nil {
-		if _, err := cmd.LookupErr("autocommit"); err == nil {
-			return mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "transactions through humongos are not supported yet")
-		}
-	}
-	return nil
-}
-
 func rawDoc(d bsoncore.Document) bson.Raw { return bson.Raw(d) }
 
 // firstArg is the command's first element's value.

@@ -35,6 +35,13 @@ func NewRegistry() *service.Registry {
 		r.Register(c)
 	}
 	addCatalogCommands(r)
+	r.Register(findAndModifyCommand())
+	for _, c := range ddlCommands() {
+		r.Register(c)
+	}
+	for _, c := range writeCommands() {
+		r.Register(c)
+	}
 	for _, name := range unsupported {
 		r.Register(&service.Command{
 			Name:    name,
@@ -53,10 +60,9 @@ func NewRegistry() *service.Registry {
 // not listed still answer CommandNotFound.
 var unsupported = []string{
 	// CRUD and cursors.
-	"insert", "update", "delete", "findAndModify", "bulkWrite",
+	"bulkWrite",
 	// DDL.
-	"create", "drop", "dropDatabase", "createIndexes", "dropIndexes",
-	"listDatabases", "collMod", "renameCollection", "validate",
+	"validate",
 	// Sessions and transactions.
 	"startSession", "refreshSessions", "killSessions", "killAllSessions", "commitTransaction",
 	"abortTransaction",

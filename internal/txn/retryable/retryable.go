@@ -88,6 +88,17 @@ type Txn struct {
 	closeConn atomic.Bool
 	// retried: a statement of this command had already run (a retry).
 	retried bool
+	// stmtBase and stmtIDs are the command's stmtId and stmtIds (SetStmtIDs).
+	stmtBase int32
+	stmtIDs  []int32
+}
+
+// SetStmtIDs makes statement i's id stmtIDs[i] when the command named them (a router's
+// stmtIds), else base+i (its stmtId), as MongoDB's getStmtIdForWriteAt.
+func (t *Txn) SetStmtIDs(base int32, ids []int32) {
+	if t != nil {
+		t.stmtBase, t.stmtIDs = base, ids
+	}
 }
 
 // onPrimaryTransactionalWrite is MongoDB's fail point of that name, evaluated after each
@@ -171,7 +182,7 @@ func (t *Txn) Executed(i int) (bool, error) {
 	if t == nil {
 		return false, nil
 	}
-	_, ok, err := t.s.Executed(int32(i))
+	_, ok, err := t.s.Executed(t.stmtID(i))
 	if ok && err == nil {
 		t.retried = true
 		MetricsOf(t.db).RetriedStatements.Add(1)
@@ -185,7 +196,22 @@ func (t *Txn) Stmt(i int, multi bool) *Stmt {
 	if t == nil || multi {
 		return nil
 	}
-	return &Stmt{t: t, id: int32(i)}
+	return &Stmt{t: t, id: t.stmtID(i)}
+}
+
+// stmtID is statement i's id.
+func (t *Txn) stmtID(i int) int32 {
+	if i < len(t.stmtIDs) {
+		return t.stmtIDs[i]
+	}
+	return t.stmtBase + int32(i)
+}
+
+// FollowsStmt reports whether statement i's id is statement i-1's plus one, so that both can
+// be logged by one vectored insert (whose entries take consecutive ids); true outside a
+// retryable write.
+func (t *Txn) FollowsStmt(i int) bool {
+	return t == nil || i == 0 || t.stmtID(i) == t.stmtID(i-1)+1
 }
 
 // Stmt is one statement of a retryable write.

@@ -1,0 +1,547 @@
+package router
+
+// DDL through the router (spec: sharding.md "Databases"; MongoDB 7.0's ClusterCreateCmd,
+// ClusterDropCollectionCmd, ClusterDropDatabaseCmd, cluster_create_indexes_cmd,
+// ClusterRenameCollectionCmd): create and renameCollection go to the database's primary
+// shard; createIndexes, dropIndexes and collMod to every shard owning chunks of a sharded
+// collection (the primary for an unsharded one), answered as mongos's appendRawResponses
+// ({raw: {<shard connection string>: reply}}); drop and dropDatabase remove the catalog
+// entries (majority) and drop on every shard. The router forgets what it cached of the
+// namespace afterwards.
+//
+// MongoDB runs drop, dropDatabase, rename and collMod of sharded collections through
+// resumable DDL coordinators on the primary shard (critical sections, crash recovery); those
+// are issue 14. Here the router does the steps itself, not atomically: a router dying between
+// removing config.chunks and config.collections leaves the catalog to be repaired by hand.
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/bsonutil"
+	"humongo/internal/catalog"
+	"humongo/internal/mongoerr"
+	"humongo/internal/service"
+	"humongo/internal/sharding/catalogcache"
+	"humongo/internal/sharding/configclient"
+)
+
+func ddlCommands() []*service.Command {
+	return []*service.Command{
+		{Name: "create", Handler: runCreate, Writes: true, Secondary: service.SecondaryNever, Help: "create a collection or view"},
+		{Name: "drop", Handler: runDrop, Writes: true, Secondary: service.SecondaryNever, Help: "drop a collection"},
+		{Name: "dropDatabase", Handler: runDropDatabase, Writes: true, Secondary: service.SecondaryNever, Help: "drop a database"},
+		{Name: "createIndexes", Handler: perShardDDL("createIndexes", true), Writes: true, Secondary: service.SecondaryNever, Help: "create indexes"},
+		{Name: "dropIndexes", Aliases: []string{"deleteIndexes"}, Handler: perShardDDL("dropIndexes", false), Writes: true, Secondary: service.SecondaryNever, Help: "drop indexes"},
+		{Name: "collMod", Handler: perShardDDL("collMod", false), Writes: true, Secondary: service.SecondaryNever, Help: "modify a collection's options"},
+		{Name: "renameCollection", Handler: runRenameCollection, AdminOnly: true, Writes: true, Secondary: service.SecondaryNever, Help: "rename an unsharded collection"},
+		{Name: "listDatabases", Handler: runListDatabases, AdminOnly: true, Secondary: service.SecondaryOptIn, Help: "list databases over the shards"},
+	}
+}
+
+// ddlPrelude is every DDL handler's start: the cluster, no transaction, the namespace.
+func ddlPrelude(env *service.Env, cmd bsoncore.Document) (*Cluster, string, string, error) {
+	c, err := cluster(env)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if err := refuseTransaction(cmd); err != nil {
+		return nil, "", "", err
+	}
+	ns, coll, err := collectionNS(env, cmd)
+	if err != nil {
+		return nil, "", "", err
+	}
+	return c, ns, coll, nil
+}
+
+// simpleCmd is cmd for a shard: its first field kept, the router's fields dropped.
+func simpleCmd(cmd bsoncore.Document, sessionToo bool) bsoncore.Document {
+	e, _ := cmd.IndexErr(0)
+	idx, out := shardCmd(e.Key(), e.Value(), cmd)
+	if sessionToo {
+		out = forwardSession(out, cmd)
+	}
+	out, _ = bsoncore.AppendDocumentEnd(out, idx)
+	return out
+}
+
+// runCreate creates the database if needed and the collection on its primary shard.
+func runCreate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	c, ns, _, err := ddlPrelude(env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.ensureDatabase(ctx, env.DB); err != nil {
+		return nil, err
+	}
+	defer c.Cache.InvalidateCollection(ns)
+	base := simpleCmd(cmd, false)
+	var reply bsoncore.Document
+	err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
+		reply, err = c.runOn(ctx, r.DB.Primary, env.DB, routedCmd(base, r, r.DB.Primary))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return stripFields(reply, replyNoise), nil
+}
+
+// ownerShards are the shards a collection-wide DDL goes to.
+func ownerShards(r *catalogcache.Routing) []string {
+	if r.Sharded() {
+		return r.Table.Shards()
+	}
+	return []string{r.DB.Primary}
+}
+
+// perShardDDL runs a collection DDL command on every shard owning the collection (creating
+// the database first when create says the command creates collections).
+func perShardDDL(name string, create bool) service.Handler {
+	return func(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+		c, ns, _, err := ddlPrelude(env, cmd)
+		if err != nil {
+			return nil, err
+		}
+		if create {
+			if _, err := c.ensureDatabase(ctx, env.DB); err != nil {
+				return nil, err
+			}
+		}
+		defer c.Cache.InvalidateCollection(ns)
+		base := simpleCmd(cmd, false)
+		// A shard that answered is not asked again after another one's stale answer: the
+		// commands are not all idempotent (dropIndexes).
+		done := map[string]shardReply{}
+		err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
+			var todo []string
+			for _, s := range ownerShards(r) {
+				if _, ok := done[s]; !ok {
+					todo = append(todo, s)
+				}
+			}
+			var stale error
+			for _, sr := range c.broadcast(ctx, env.DB, todo, func(shard string) bsoncore.Document { return routedCmd(base, r, shard) }) {
+				if sr.err != nil && c.NoteStale(ns, sr.err) {
+					stale = sr.err
+					continue
+				}
+				done[sr.shard] = sr
+			}
+			return stale
+		})
+		if err != nil {
+			return nil, err
+		}
+		replies := make([]shardReply, 0, len(done))
+		for _, sr := range done {
+			replies = append(replies, sr)
+		}
+		slices.SortFunc(replies, func(a, b shardReply) int { return strings.Compare(a.shard, b.shard) })
+		sharded := false
+		if r, err := c.Cache.Routing(ctx, ns); err == nil {
+			sharded = r.Sharded()
+		}
+		return c.rawResponses(ctx, replies, !sharded)
+	}
+}
+
+// shardReply is one shard's answer to a broadcast.
+type shardReply struct {
+	shard string
+	reply bsoncore.Document
+	err   error
+}
+
+// broadcast runs the command build(shard) on each shard in parallel; replies in shard order.
+func (c *Cluster) broadcast(ctx context.Context, db string, shards []string, build func(string) bsoncore.Document) []shardReply {
+	out := make([]shardReply, len(shards))
+	var wg sync.WaitGroup
+	for i, s := range shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reply, err := c.runOn(ctx, s, db, build(s))
+			out[i] = shardReply{shard: s, reply: reply, err: err}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// rawResponses is mongos's appendRawResponses: {raw: {<shard's connection string>: reply}};
+// for an unsharded collection (passthrough) the primary shard's reply fields come first, as
+// cluster_create_indexes_cmd's. When a shard failed, the first failure's code and message
+// are the command's error, its reply still carrying raw; a write concern error of a shard is
+// the reply's.
+func (c *Cluster) rawResponses(ctx context.Context, replies []shardReply, passthrough bool) (bsoncore.Document, error) {
+	idx, out := bsoncore.AppendDocumentStart(nil)
+	var firstErr error
+	for _, sr := range replies {
+		if sr.err != nil && firstErr == nil {
+			firstErr = sr.err
+		}
+	}
+	if passthrough && firstErr == nil && len(replies) == 1 {
+		elems, _ := stripFields(replies[0].reply, replyNoise).Elements()
+		for _, e := range elems {
+			if e.Key() != "writeConcernError" {
+				out = append(out, e...)
+			}
+		}
+	}
+	ridx, o := bsoncore.AppendDocumentElementStart(out, "raw")
+	var wce []shardWCError
+	inRaw := map[string]bool{}
+	for k := range replyNoise {
+		inRaw[k] = true
+	}
+	for _, k := range []string{"ok", "errmsg", "code", "codeName", "errorLabels"} {
+		delete(inRaw, k)
+	}
+	for _, sr := range replies {
+		key := sr.shard
+		if rs, err := c.replicaSet(ctx, sr.shard); err == nil {
+			key = rs.Hosts().String()
+		}
+		if sr.err != nil {
+			o = bsoncore.AppendDocumentElement(o, key, errorReplyDoc(sr.err))
+			continue
+		}
+		if d, ok := sr.reply.Lookup("writeConcernError").DocumentOK(); ok {
+			wce = append(wce, shardWCError{shard: sr.shard, doc: d})
+		}
+		o = bsoncore.AppendDocumentElement(o, key, stripFields(sr.reply, inRaw))
+	}
+	out, _ = bsoncore.AppendDocumentEnd(o, ridx)
+	if len(wce) > 0 {
+		out = bsoncore.AppendDocumentElement(out, "writeConcernError", mergeWCErrors(wce))
+	}
+	out, _ = bsoncore.AppendDocumentEnd(out, idx)
+	if firstErr != nil {
+		me, ok := mongoerr.As(firstErr)
+		if !ok {
+			me = &mongoerr.Error{Code: mongoerr.InternalError, Msg: firstErr.Error()}
+		}
+		return nil, &mongoerr.Error{Code: me.Code, Msg: me.Msg, Labels: me.Labels, Info: bsoncore.Document(out), Err: firstErr}
+	}
+	return out, nil
+}
+
+// errorReplyDoc is err as a shard's error reply: {ok: 0, errmsg, code, codeName, ...}.
+func errorReplyDoc(err error) bsoncore.Document {
+	d := errorDoc(err)
+	idx, out := bsoncore.AppendDocumentStart(nil)
+	out = bsoncore.AppendDoubleElement(out, "ok", 0)
+	out = append(out, d[4:len(d)-1]...)
+	out, _ = bsoncore.AppendDocumentEnd(out, idx)
+	return out
+}
+
+// configDelete deletes the config server's documents of coll matching q (majority).
+func (c *Cluster) configDelete(ctx context.Context, coll string, q bsoncore.Document) error {
+	idx, out := bsoncore.AppendDocumentStart(nil)
+	out = bsoncore.AppendStringElement(out, "delete", coll)
+	aidx, o := bsoncore.AppendArrayElementStart(out, "deletes")
+	didx, o := bsoncore.AppendDocumentElementStart(o, "0")
+	o = bsoncore.AppendDocumentElement(o, "q", q)
+	o = bsoncore.AppendInt32Element(o, "limit", 0)
+	o, _ = bsoncore.AppendDocumentEnd(o, didx)
+	out, _ = bsoncore.AppendArrayEnd(o, aidx)
+	out = appendMajority(out)
+	out, _ = bsoncore.AppendDocumentEnd(out, idx)
+	reply, err := c.runOn(ctx, configShard, "config", out)
+	if err != nil {
+		return err
+	}
+	if we, ok := reply.Lookup("writeErrors").ArrayOK(); ok {
+		if v, err := we.IndexErr(0); err == nil {
+			if d, ok := v.DocumentOK(); ok {
+				return writeErrorAsError(d)
+			}
+		}
+	}
+	if wce, ok := reply.Lookup("writeConcernError").DocumentOK(); ok {
+		return writeErrorAsError(wce)
+	}
+	return nil
+}
+
+// removeShardedMetadata removes a sharded collection's config.collections, config.chunks and
+// config.tags entries, the collection's entry first: from then on routers that refresh see
+// the namespace unsharded, and chunks left behind by a failure in between are unreachable
+// (they are found by the dropped collection's uuid). MongoDB removes them in one transaction.
+func (c *Cluster) removeShardedMetadata(ctx context.Context, coll catalogcache.Collection) error {
+	q := func(build func([]byte) []byte) bsoncore.Document {
+		idx, out := bsoncore.AppendDocumentStart(nil)
+		out = build(out)
+		out, _ = bsoncore.AppendDocumentEnd(out, idx)
+		return out
+	}
+	if err := c.configDelete(ctx, "collections", q(func(b []byte) []byte { return bsoncore.AppendStringElement(b, "_id", coll.NS) })); err != nil {
+		return err
+	}
+	if err := c.configDelete(ctx, "chunks", q(func(b []byte) []byte {
+		return bsoncore.AppendBinaryElement(b, "uuid", 4, coll.UUID[:])
+	})); err != nil {
+		return err
+	}
+	return c.configDelete(ctx, "tags", q(func(b []byte) []byte { return bsoncore.AppendStringElement(b, "ns", coll.NS) }))
+}
+
+// allShards are the ids of every shard in the registry, sorted.
+func (c *Cluster) allShards(ctx context.Context) ([]string, error) {
+	if err := c.Shards.Reload(ctx); err != nil {
+		return nil, err
+	}
+	all, err := c.Shards.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(all))
+	for _, s := range all {
+		ids = append(ids, s.ID)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// firstError is the first non-ignorable error of a broadcast.
+func firstError(replies []shardReply, ignore ...mongoerr.Code) error {
+	for _, sr := range replies {
+		if sr.err != nil && !slices.Contains(ignore, mongoerr.CodeOf(sr.err)) {
+			return sr.err
+		}
+	}
+	return nil
+}
+
+// runDrop drops a collection: an unsharded one on its primary shard; a sharded one's catalog
+// entries, then the collection on every shard (as MongoDB, shards not owning chunks too: they
+// may hold an empty copy).
+func runDrop(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	c, ns, _, err := ddlPrelude(env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Cache.InvalidateCollection(ns)
+	switch env.DB {
+	case "config", "admin":
+		return nil, mongoerr.Newf(mongoerr.IllegalOperation, "Cannot drop collection in '%s' database in sharded cluster", env.DB)
+	}
+	if _, err := c.Cache.Database(ctx, env.DB); mongoerr.Is(err, mongoerr.NamespaceNotFound) {
+		// As mongos: the drop succeeds, saying why nothing was dropped.
+		return bsoncore.NewDocumentBuilder().AppendString("info", "database does not exist").Build(), nil
+	} else if err != nil {
+		return nil, err
+	}
+	base := simpleCmd(cmd, false)
+	var reply bsoncore.Document
+	err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
+		if r.Sharded() {
+			reply, err = c.dropSharded(ctx, env.DB, r.Coll, base)
+			return err
+		}
+		reply, err = c.runOn(ctx, r.DB.Primary, env.DB, routedCmd(base, r, r.DB.Primary))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return stripFields(reply, replyNoise), nil
+}
+
+// dropSharded drops a sharded collection: its catalog entries first (so routers that
+// refresh see it unsharded and gone), then the collection on every shard.
+func (c *Cluster) dropSharded(ctx context.Context, db string, coll catalogcache.Collection, base bsoncore.Document) (bsoncore.Document, error) {
+	if err := c.removeShardedMetadata(ctx, coll); err != nil {
+		return nil, err
+	}
+	c.Cache.InvalidateCollection(coll.NS)
+	shards, err := c.allShards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	replies := c.broadcast(ctx, db, shards, func(string) bsoncore.Document { return base })
+	if err := firstError(replies, mongoerr.NamespaceNotFound); err != nil {
+		return nil, err
+	}
+	return bsoncore.NewDocumentBuilder().AppendString("ns", coll.NS).Build(), nil
+}
+
+// runDropDatabase drops a database: its sharded collections' catalog entries, the database on
+// every shard, then its config.databases entry (MongoDB 7.0 sends _shardsvrDropDatabase to
+// the primary shard, whose coordinator does these steps).
+func runDropDatabase(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	c, err := cluster(env)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseTransaction(cmd); err != nil {
+		return nil, err
+	}
+	// mongos's checks, in its order.
+	switch env.DB {
+	case "admin", "config":
+		return nil, mongoerr.Newf(mongoerr.IllegalOperation, "Cannot drop the %s database", env.DB)
+	}
+	if v := lookupFirst(cmd); !isOne(v) {
+		return nil, mongoerr.New(mongoerr.BadValue, "Must pass 1 as the 'dropDatabase' parameter")
+	}
+	defer c.Cache.InvalidateDatabase(env.DB)
+	if _, err := c.Cache.Database(ctx, env.DB); mongoerr.Is(err, mongoerr.NamespaceNotFound) {
+		return bsoncore.NewDocumentBuilder().Build(), nil // as mongos: dropping nothing succeeds
+	} else if err != nil {
+		return nil, err
+	}
+	colls, err := c.shardedCollections(ctx, env.DB)
+	if err != nil {
+		return nil, err
+	}
+	for _, coll := range colls {
+		if err := c.removeShardedMetadata(ctx, coll); err != nil {
+			return nil, err
+		}
+		c.Cache.InvalidateCollection(coll.NS)
+	}
+	shards, err := c.allShards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	base := simpleCmd(cmd, false)
+	replies := c.broadcast(ctx, env.DB, shards, func(string) bsoncore.Document { return base })
+	if err := firstError(replies, mongoerr.NamespaceNotFound); err != nil {
+		return nil, err
+	}
+	idx, q := bsoncore.AppendDocumentStart(nil)
+	q = bsoncore.AppendStringElement(q, "_id", env.DB)
+	q, _ = bsoncore.AppendDocumentEnd(q, idx)
+	if err := c.configDelete(ctx, "databases", q); err != nil {
+		return nil, err
+	}
+	return bsoncore.NewDocumentBuilder().Build(), nil // mongos's reply is {ok: 1}
+}
+
+func isOne(v bsoncore.Value) bool {
+	switch v.Type {
+	case bsoncore.TypeInt32, bsoncore.TypeInt64, bsoncore.TypeDouble:
+		return v.AsFloat64() == 1
+	case bsoncore.TypeBoolean:
+		return v.Boolean()
+	}
+	return false
+}
+
+// shardedCollections reads config.collections entries of db.
+func (c *Cluster) shardedCollections(ctx context.Context, db string) ([]catalogcache.Collection, error) {
+	idx, cmd := bsoncore.AppendDocumentStart(nil)
+	cmd = bsoncore.AppendStringElement(cmd, "find", "collections")
+	fidx, cmd := bsoncore.AppendDocumentElementStart(cmd, "filter")
+	ridx, cmd := bsoncore.AppendDocumentElementStart(cmd, "_id")
+	cmd = bsoncore.AppendRegexElement(cmd, "$regex", "^"+regexQuote(db)+`\.`, "")
+	cmd, _ = bsoncore.AppendDocumentEnd(cmd, ridx)
+	cmd, _ = bsoncore.AppendDocumentEnd(cmd, fidx)
+	ridx, cmd = bsoncore.AppendDocumentElementStart(cmd, "readConcern")
+	cmd = bsoncore.AppendStringElement(cmd, "level", "majority")
+	cmd, _ = bsoncore.AppendDocumentEnd(cmd, ridx)
+	cmd = bsoncore.AppendInt32Element(cmd, "batchSize", 100000)
+	cmd = bsoncore.AppendBooleanElement(cmd, "singleBatch", true)
+	cmd, _ = bsoncore.AppendDocumentEnd(cmd, idx)
+	reply, err := c.runOn(ctx, configShard, "config", cmd)
+	if err != nil {
+		return nil, err
+	}
+	var out []catalogcache.Collection
+	arr, _ := reply.Lookup("cursor", "firstBatch").ArrayOK()
+	vals, _ := arr.Values()
+	for _, v := range vals {
+		d, ok := v.DocumentOK()
+		if !ok {
+			continue
+		}
+		coll, err := configclient.ParseCollection(d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, coll)
+	}
+	return out, nil
+}
+
+func regexQuote(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`\.+*?()|[]{}^$`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// runRenameCollection renames an unsharded collection within its primary shard (both
+// databases must have the same primary); renaming a sharded collection, or onto one, needs
+// MongoDB's rename coordinator (issue 14).
+func runRenameCollection(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	c, err := cluster(env)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseTransaction(cmd); err != nil {
+		return nil, err
+	}
+	from, ok := lookupFirst(cmd).StringValueOK()
+	if !ok {
+		return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field 'renameCollection' is the wrong type '%s', expected type 'string'",
+			bsonutil.TypeName(lookupFirst(cmd).Type))
+	}
+	tv := cmd.Lookup("to")
+	to, ok := tv.StringValueOK()
+	if !ok {
+		if tv.Type == 0 {
+			return nil, mongoerr.New(mongoerr.Location40414, "BSON field 'renameCollection.to' is missing but a required field")
+		}
+		return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field 'renameCollection.to' is the wrong type '%s', expected type 'string'",
+			bsonutil.TypeName(tv.Type))
+	}
+	for _, ns := range []string{from, to} {
+		if err := catalog.ValidateNS(ns); err != nil {
+			return nil, mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid namespace specified '%s'", ns)
+		}
+	}
+	defer c.Cache.InvalidateCollection(from)
+	defer c.Cache.InvalidateCollection(to)
+	base := simpleCmd(cmd, false)
+	var reply bsoncore.Document
+	err = c.WithRouting(ctx, from, func(src *catalogcache.Routing) error {
+		dst, err := c.Cache.Routing(ctx, to)
+		if mongoerr.Is(err, mongoerr.NamespaceNotFound) {
+			toDB, _, _ := cut(to)
+			if _, err = c.ensureDatabase(ctx, toDB); err == nil {
+				dst, err = c.Cache.Routing(ctx, to)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if src.Sharded() || dst.Sharded() {
+			return mongoerr.New(mongoerr.IllegalOperation, "renaming a sharded collection, or onto one, is not supported by humongos yet")
+		}
+		if src.DB.Primary != dst.DB.Primary {
+			return mongoerr.Newf(mongoerr.CommandFailed,
+				"Source and destination collections must be on the same database (primary shard %s for %s, %s for %s)",
+				src.DB.Primary, from, dst.DB.Primary, to)
+		}
+		reply, err = c.runOn(ctx, src.DB.Primary, "admin", routedCmd(base, src, src.DB.Primary))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return stripFields(reply, replyNoise), nil
+}
