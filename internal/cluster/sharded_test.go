@@ -154,6 +154,18 @@ func TestShardedAddShardEnableSharding(t *testing.T) {
 		!bytes.Equal(again.Version.UUID.Data, app.Version.UUID.Data) {
 		t.Fatalf("second enableSharding changed the entry: %+v %v", again, err)
 	}
+	// A first write through the router creates its database implicitly (least data: shard1),
+	// and the document lands on that primary shard.
+	if _, err := d.Client.Database("fresh").Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatalf("insert into a new database: %v", err)
+	}
+	var freshDB dbEntry
+	if err := config.Collection("databases").FindOne(ctx, bson.D{{Key: "_id", Value: "fresh"}}).Decode(&freshDB); err != nil || freshDB.Primary != "shard1" {
+		t.Fatalf("implicitly created database: %+v %v", freshDB, err)
+	}
+	if n, err := d.Shards[1].Client.Database("fresh").Collection("c").CountDocuments(ctx, bson.D{}); err != nil || n != 1 {
+		t.Fatalf("the document on the primary shard: %d, %v", n, err)
+	}
 	run(bson.D{{Key: "enableSharding", Value: "pinned"}, {Key: "primaryShard", Value: "shard0"}})
 	var pinned dbEntry
 	if err := config.Collection("databases").FindOne(ctx, bson.D{{Key: "_id", Value: "pinned"}}).Decode(&pinned); err != nil || pinned.Primary != "shard0" {

@@ -358,25 +358,6 @@ func TestRouterUpdateDelete(t *testing.T) {
 	}
 }
 
-// A write to a database the config server does not know asks it to create the database
-// (_configsvrCreateDatabase, built by the cfgcmds helper); until then the config server
-// answers CommandNotFound and the test is skipped.
-func TestRouterImplicitDatabase(t *testing.T) {
-	sc := startShardedCluster(t)
-	ctx := context.Background()
-	_, err := sc.router.Database("fresh").Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}})
-	if codeOf(err) == int32(mongoerr.CommandNotFound) {
-		t.Skip("the config server has no _configsvrCreateDatabase yet (cfgcmds)")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d bson.M
-	if err := sc.config.Collection("databases").FindOne(ctx, bson.D{{Key: "_id", Value: "fresh"}}).Decode(&d); err != nil {
-		t.Fatalf("config.databases has no entry for the new database: %v", err)
-	}
-}
-
 // DDL reaches every shard: indexes on both shards of the sharded collection; drop removes
 // the catalog entries and the collection everywhere; dropDatabase the database; rename
 // within the primary; listDatabases sums the shards.
