@@ -1,0 +1,53 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// TestDifferentialSharded is issue 12's differential acceptance: the same seeded workload
+// (differential_gen_test.go) against a 2-shard cluster through humongos and against a
+// standalone gives the same answer at every step, on a collection sharded on a hashed key
+// and on one sharded on a ranged compound key split into several chunks. DIFF_OPS sets the
+// operations per collection (default 2,500: 5,000 per run), HUMONGO_SEED the seed.
+func TestDifferentialSharded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a sharded cluster and a standalone")
+	}
+	seed := envSeed(t)
+	ops := envCount(t, "DIFF_OPS", 2500)
+	d := Start(t, Topology{Kind: Sharded, Shards: 2}, Options{})
+	_, ref := StartStandalone(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	admin := d.Client.Database("admin")
+	run := func(cmd bson.D) {
+		t.Helper()
+		if err := admin.RunCommand(ctx, cmd).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	run(bson.D{{Key: "enableSharding", Value: "diff"}})
+	run(bson.D{{Key: "shardCollection", Value: "diff.hashed"}, {Key: "key", Value: bson.D{{Key: "_id", Value: "hashed"}}}})
+	run(bson.D{{Key: "shardCollection", Value: "diff.ranged"}, {Key: "key", Value: bson.D{{Key: "g", Value: 1}, {Key: "_id", Value: 1}}}})
+	for _, g := range []int{3, 6} {
+		run(bson.D{{Key: "split", Value: "diff.ranged"}, {Key: "middle", Value: bson.D{{Key: "g", Value: g}, {Key: "_id", Value: bson.MinKey{}}}}})
+	}
+	for i, name := range []string{"hashed", "ranged"} {
+		start := time.Now()
+		t.Run(name, func(t *testing.T) {
+			runDifferential(t, ctx, seed+uint64(i), ops, ref.Database("diff").Collection(name), d.Client.Database("diff").Collection(name))
+		})
+		t.Logf("%s: %d operations in %v", name, ops, time.Since(start))
+	}
+	// The hashed collection's documents really are on both shards.
+	for i, s := range d.Shards {
+		n, err := s.Client.Database("diff").Collection("hashed").CountDocuments(ctx, bson.D{})
+		if err != nil || n == 0 {
+			t.Errorf("shard %d holds %d documents of diff.hashed (%v)", i, n, err)
+		}
+	}
+}
