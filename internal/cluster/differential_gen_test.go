@@ -417,7 +417,10 @@ func runDifferential(t *testing.T, ctx context.Context, seed uint64, n int, ref,
 			t.Logf("operation %d: %s\n→ %.300s", i, op.desc, want)
 		}
 		if want != got {
-			t.Fatalf("seed %d, operation %d: %s\nreference:\n%s\nsharded:\n%s", seed, i, op.desc, want, got)
+			all := g.findAll()
+			onlyRef, onlySUT := lineDiff(all.run(ctx, ref), all.run(ctx, sut))
+			t.Fatalf("seed %d, operation %d: %s\nreference:\n%s\nsharded:\n%s\ndocuments only in the reference:\n%s\nonly in the sharded cluster:\n%s",
+				seed, i, op.desc, want, got, onlyRef, onlySUT)
 		}
 	}
 	all := (&diffGen{}).findAll()
@@ -440,4 +443,27 @@ func (g *diffGen) findAll() diffOp {
 		_ = cur.Close(ctx)
 		return strings.Join(out, "\n")
 	}}
+}
+
+// lineDiff returns the lines only in a and only in b.
+func lineDiff(a, b string) (onlyA, onlyB string) {
+	count := map[string]int{}
+	for _, l := range strings.Split(a, "\n") {
+		count[l]++
+	}
+	for _, l := range strings.Split(b, "\n") {
+		count[l]--
+	}
+	var as, bs []string
+	for l, n := range count {
+		for ; n > 0; n-- {
+			as = append(as, l)
+		}
+		for ; n < 0; n++ {
+			bs = append(bs, l)
+		}
+	}
+	slices.Sort(as)
+	slices.Sort(bs)
+	return strings.Join(as, "\n"), strings.Join(bs, "\n")
 }
