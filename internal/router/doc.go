@@ -36,18 +36,11 @@
 // config server's _configsvrCreateDatabase (write_db.go). Every other MongoDB command is
 // refused with CommandNotSupported, naming the command.
 //
-// It will own, over internal/sharding's catalog cache and shard registry and the internal
-// client (spec: /work/shared/spec/sharding.md):
+// The router's vector clock (role.go) takes clients' $clusterTime, advances from every shard
+// and config server reply (the internal client's gossip, internal/vclock), never ticks, and
+// answers $clusterTime and the highest operationTime of the shards a command reached.
 //
-//   - targeting: a command's shard key predicate to the shards and chunks that own it
-//     ("Routing");
-//   - scatter-gather to the targeted shards with their shard and database versions attached,
-//     and merging of the replies;
-//   - merged cursors (the router's getMore over the shards' cursors) and split aggregation
-//     (the shards' part and the merging part of a pipeline);
-//   - stale-config retry: refresh the routing table and retry on StaleConfig or
-//     StaleDbVersion ("When the routing table cache will refresh");
-//   - the transaction router: a multi-shard transaction's participants and its two-phase
-//     commit through a coordinator;
-//   - $clusterTime gossip and signing ("The vector clock and causal consistency").
+// Still to come (spec: /work/shared/spec/sharding.md): the transaction router (a multi-shard
+// transaction's participants and its two-phase commit through a coordinator, issue 14) and
+// $clusterTime signing (issue 16).
 package router
