@@ -72,6 +72,11 @@ func InitialChunks(sp SplitParams) ([]routing.Chunk, error) {
 	if len(shards) == 0 {
 		shards = []string{sp.Primary}
 	}
+	// The bound on numInitialChunks (7.0 checks it with the command's arguments) also bounds
+	// the memory the zone presplit takes.
+	if n > int64(len(shards))*MaxInitialChunksPerShard || n > MaxInitialChunksTotal {
+		return nil, errTooManyChunks(len(shards))
+	}
 	switch {
 	case sp.Presplit:
 		return presplitHashedZones(sp, shards)
@@ -85,9 +90,7 @@ func InitialChunks(sp SplitParams) ([]routing.Chunk, error) {
 			n = 2 * int64(len(shards))
 		}
 		if n > int64(len(shards))*MaxInitialChunksPerShard || n > MaxInitialChunksTotal {
-			return nil, mongoerr.Newf(mongoerr.InvalidOptions,
-				"numInitialChunks cannot be more than either: %d, %d * number of shards; or %d",
-				int64(len(shards))*MaxInitialChunksPerShard, MaxInitialChunksPerShard, MaxInitialChunksTotal)
+			return nil, errTooManyChunks(len(shards))
 		}
 		splitPoints = HashedSplitPoints(p, int(n))
 		contiguous = max(int(n)/len(shards), 1)
@@ -115,6 +118,12 @@ func InitialChunks(sp SplitParams) ([]routing.Chunk, error) {
 		v.Minor++
 	}
 	return chunks, nil
+}
+
+func errTooManyChunks(shards int) error {
+	return mongoerr.Newf(mongoerr.InvalidOptions,
+		"numInitialChunks cannot be more than either: %d, %d * number of shards; or %d",
+		int64(shards)*MaxInitialChunksPerShard, MaxInitialChunksPerShard, MaxInitialChunksTotal)
 }
 
 // HashedSplitPoints is 7.0's calculateHashedSplitPoints with an empty prefix: n-1 split

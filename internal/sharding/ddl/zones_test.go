@@ -177,6 +177,17 @@ func TestInitialChunksPresplitHashedZones(t *testing.T) {
 			t.Errorf("%s: %v, want %d", b.z, err, b.code)
 		}
 	}
+	huge := sp
+	huge.NumInitialChunks = MaxInitialChunksTotal + 1
+	if _, err := InitialChunks(huge); mongoerr.CodeOf(err) != mongoerr.InvalidOptions ||
+		!strings.Contains(err.Error(), "numInitialChunks cannot be more than either") {
+		t.Errorf("presplit with too many chunks: %v", err)
+	}
+	four := sp
+	four.NumInitialChunks = 6
+	if chunks, err := InitialChunks(four); err != nil || len(chunks) != 2+2*3 {
+		t.Errorf("presplit with numInitialChunks 6: %d chunks, %v", len(chunks), err)
+	}
 	noZones := sp
 	noZones.Zones = nil
 	if _, err := InitialChunks(noZones); mongoerr.CodeOf(err) != mongoerr.Location31387 {
