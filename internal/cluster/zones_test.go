@@ -176,4 +176,50 @@ func TestShardedZonesShardCollection(t *testing.T) {
 	if err := config.Collection("shards").FindOne(ctx, bson.D{{Key: "_id", Value: "shard1"}, {Key: "tags", Value: "B"}}).Err(); !errors.Is(err, mongo.ErrNoDocuments) {
 		t.Errorf("shard1 still in zone B: %v", err)
 	}
+
+	// presplitHashedZones: {g: 1, h: "hashed"} with a zone per g value presplits each zone
+	// range at hashed values over its shard (2 chunks per shard by default).
+	gh := func(g string) bson.D { return bson.D{{Key: "g", Value: g}, {Key: "h", Value: bson.MinKey{}}} }
+	run(bson.D{{Key: "addShardToZone", Value: "shard1"}, {Key: "zone", Value: "H"}})
+	run(rangeCmd("zdb.h", gh("a"), gh("b"), "A"))
+	run(rangeCmd("zdb.h", gh("b"), gh("c"), "H"))
+	run(bson.D{{Key: "shardCollection", Value: "zdb.h"}, {Key: "key", Value: bson.D{{Key: "g", Value: 1}, {Key: "h", Value: "hashed"}}},
+		{Key: "presplitHashedZones", Value: true}})
+	var entry struct {
+		UUID bson.Binary `bson:"uuid"`
+	}
+	if err := config.Collection("collections").FindOne(ctx, bson.D{{Key: "_id", Value: "zdb.h"}}).Decode(&entry); err != nil {
+		t.Fatal(err)
+	}
+	cur, err = config.Collection("chunks").Find(ctx, bson.D{{Key: "uuid", Value: entry.UUID}}, options.Find().SetSort(bson.D{{Key: "min", Value: 1}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks = nil
+	if err := cur.All(ctx, &chunks); err != nil {
+		t.Fatal(err)
+	}
+	got = got[:0]
+	for _, c := range chunks {
+		got = append(got, c.Shard)
+	}
+	if strings.Join(got, " ") != "shard0 shard0 shard0 shard1 shard1 shard1" {
+		t.Errorf("presplit chunks: %v", got)
+	}
+	hcoll := d.Client.Database("zdb").Collection("h")
+	for i := range 20 {
+		g := "a"
+		if i >= 10 {
+			g = "b"
+		}
+		if _, err := hcoll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "g", Value: g}, {Key: "h", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, g := range []string{"a", "b"} {
+		n, err := d.Shards[i].Client.Database("zdb").Collection("h").CountDocuments(ctx, bson.D{{Key: "g", Value: g}})
+		if err != nil || n != 10 {
+			t.Errorf("shard%d holds %d documents of g %q: %v", i, n, g, err)
+		}
+	}
 }
