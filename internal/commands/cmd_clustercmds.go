@@ -10,4 +10,5 @@ func addClusterCommands(r *service.Registry) {
 	addAddShardIdentity(r)
 	addConfigsvrCreateDatabase(r)
 	addConfigsvrBalancerStatus(r)
+	addZoneCommands(r)
 }

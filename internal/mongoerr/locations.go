@@ -336,3 +336,20 @@ const (
 	// hashed field (PresplitHashedZonesSplitPolicy::_validate).
 	Location31387 Code = 31387
 )
+
+// Zones (sharding_catalog_manager_zone_operations.cpp, KeyPattern::extendRangeBound and
+// initial_split_policy.cpp).
+const (
+	// Location16634 and Location16649: a zone bound whose fields are not the shard key's.
+	Location16634 Code = 16634
+	Location16649 Code = 16649
+	// Location50973: sharding a collection with a zone that no shard has.
+	Location50973 Code = 50973
+	// Location31388, Location31389, Location31390, Location31391, Location31412: zones that
+	// do not allow presplitHashedZones (PresplitHashedZonesSplitPolicy::_validate).
+	Location31388 Code = 31388
+	Location31389 Code = 31389
+	Location31390 Code = 31390
+	Location31391 Code = 31391
+	Location31412 Code = 31412
+)

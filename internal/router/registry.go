@@ -42,6 +42,9 @@ func NewRegistry() *service.Registry {
 	for _, c := range writeCommands() {
 		r.Register(c)
 	}
+	for _, c := range zoneCommands() {
+		r.Register(c)
+	}
 	for _, name := range unsupported {
 		r.Register(&service.Command{
 			Name:    name,
@@ -77,8 +80,7 @@ var unsupported = []string{
 	"removeShard",
 	"reshardCollection", "refineCollectionShardKey", "movePrimary", "moveChunk", "moveRange",
 	"balancerStart", "balancerStop",
-	"getShardMap", "addShardToZone",
-	"removeShardFromZone", "updateZoneKeyRange", "configureCollectionBalancing",
+	"getShardMap", "configureCollectionBalancing",
 	"checkMetadataConsistency",
 }
 

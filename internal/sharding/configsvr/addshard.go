@@ -61,6 +61,8 @@ type Manager struct {
 	// dbCreate serialises the expensive path of createDatabase (MongoDB's DDL lock per
 	// database; one lock for all is enough for a path taken once per database).
 	dbCreate sync.Mutex
+	// zones serialises the zone commands (MongoDB's _kZoneOpLock; zones.go).
+	zones sync.Mutex
 }
 
 // AddShardRequest is AddShardRequest of MongoDB: the connection string and the optional name.

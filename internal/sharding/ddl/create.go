@@ -153,6 +153,16 @@ func (c *Coordinator) CreateCollection(ctx context.Context, self string, req Cre
 		return CreateResponse{UUID: existing.UUID, CollectionVersion: rt.Version()}, nil
 	}
 
+	// The collection's zones must be ranges of the proposed key (7.0 reads and validates
+	// them before it creates anything).
+	zones, zoneShards, err := LoadZones(ctx, remote, req.NS)
+	if err != nil {
+		return CreateResponse{}, err
+	}
+	if err := ValidateZones(p, zones); err != nil {
+		return CreateResponse{}, err
+	}
+
 	if !local.exists {
 		if _, err := c.Local(ctx, db, bsoncore.NewDocumentBuilder().AppendString("create", coll).Build()); err != nil &&
 			!mongoerr.Is(err, mongoerr.NamespaceExists) {
@@ -207,7 +217,8 @@ func (c *Coordinator) CreateCollection(ctx context.Context, self string, req Cre
 	}
 	gen := routing.Generation{Epoch: bson.NewObjectID(), Timestamp: clusterTime(ctx, remote)}
 	newChunks, err := InitialChunks(SplitParams{Pattern: p, UUID: local.uuid, Gen: gen, Primary: self, Shards: ids,
-		NumInitialChunks: req.NumInitialChunks, Presplit: req.Presplit, Empty: empty})
+		NumInitialChunks: req.NumInitialChunks, Presplit: req.Presplit, Empty: empty,
+		NS: req.NS, Zones: zones, ZoneShards: zoneShards})
 	if err != nil {
 		return CreateResponse{}, err
 	}

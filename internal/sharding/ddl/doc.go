@@ -7,6 +7,9 @@
 //   - the initial chunk placement (split_policy.go): one chunk [MinKey, MaxKey) on the
 //     database's primary shard, or for a hashed-prefix key on an empty collection
 //     numInitialChunks chunks spread over all shards (7.0's SplitPointsBasedSplitPolicy);
+//     with zones in config.tags (zones.go), on an empty collection a chunk per zone range
+//     on the zone's shards and per gap between them (SingleChunkPerTagSplitPolicy), or the
+//     zone ranges presplit at hashed values (PresplitHashedZonesSplitPolicy);
 //   - the create-collection coordinator (create.go) that the database's primary shard runs
 //     for _shardsvrCreateCollection: validate, create the collection and its shard key index
 //     locally, create them with the same UUID on every other shard that gets chunks, and

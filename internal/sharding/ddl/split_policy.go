@@ -10,6 +10,7 @@ import (
 	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
+	"humongo/internal/sharding/configsvr"
 	"humongo/internal/sharding/routing"
 	"humongo/internal/sharding/shardkey"
 )
@@ -31,14 +32,22 @@ type SplitParams struct {
 	NumInitialChunks int64              // 0: the default
 	Presplit         bool               // presplitHashedZones
 	Empty            bool               // the collection holds no document
+	NS               string             // the collection (for messages)
+	// Zones are the collection's zone ranges (config.tags, sorted by min) and ZoneShards
+	// each zone's shards (zones.go).
+	Zones      []configsvr.Zone
+	ZoneShards map[string][]string
 }
 
-// InitialChunks is 7.0's InitialSplitPolicy::calculateOptimizationStrategy without zones
-// (issue 12 has none): a hashed-prefix key on an empty collection gets numInitialChunks
-// chunks (default 2 per shard) cut at evenly spaced hash values symmetric around 0, dealt
-// to the shards (sorted by id) in contiguous runs of numInitialChunks/numShards; anything
-// else one chunk [MinKey, MaxKey) on the primary. Versions are 1|0, 1|1, ... in key order,
-// each chunk with history [{validAfter: the collection timestamp, shard}].
+// InitialChunks is 7.0's InitialSplitPolicy::calculateOptimizationStrategy: the zones must
+// be ranges of the key (ValidateZones); presplitHashedZones presplits the zone ranges
+// (zones.go); an empty collection with zones gets a chunk per zone range and per gap
+// (SingleChunkPerTagSplitPolicy, zones.go); without zones, a hashed-prefix key on an empty
+// collection gets numInitialChunks chunks (default 2 per shard) cut at evenly spaced hash
+// values symmetric around 0, dealt to the shards (sorted by id) in contiguous runs of
+// numInitialChunks/numShards; anything else one chunk [MinKey, MaxKey) on the primary.
+// Versions are 1|0, 1|1, ... in key order, each chunk with history [{validAfter: the
+// collection timestamp, shard}].
 func InitialChunks(sp SplitParams) ([]routing.Chunk, error) {
 	p := sp.Pattern
 	n := sp.NumInitialChunks
@@ -53,27 +62,35 @@ func InitialChunks(sp SplitParams) ([]routing.Chunk, error) {
 		return nil, mongoerr.New(mongoerr.InvalidOptions,
 			"When the prefix of the hashed shard key is a range field, 'numInitialChunks' can only be used when the 'presplitHashedZones' is true")
 	}
-	if sp.Presplit {
-		// presplitHashedZones needs zones (config.tags), which issue 12 does not define:
-		// 7.0's PresplitHashedZonesSplitPolicy refuses a collection without any.
-		return nil, mongoerr.New(mongoerr.Location31387,
-			"'presplitHashedZones' is only supported when the collection is empty, zones are set up and shard key pattern has a hashed field")
+	if len(sp.Zones) > 0 {
+		if err := ValidateZones(p, sp.Zones); err != nil {
+			return nil, err
+		}
 	}
 	shards := append([]string(nil), sp.Shards...)
 	sort.Strings(shards)
 	if len(shards) == 0 {
 		shards = []string{sp.Primary}
 	}
+	// The bound on numInitialChunks (7.0 checks it with the command's arguments) also bounds
+	// the memory the zone presplit takes.
+	if n > int64(len(shards))*MaxInitialChunksPerShard || n > MaxInitialChunksTotal {
+		return nil, errTooManyChunks(len(shards))
+	}
+	switch {
+	case sp.Presplit:
+		return presplitHashedZones(sp, shards)
+	case len(sp.Zones) > 0 && sp.Empty:
+		return singleChunkPerZone(sp, shards)
+	}
 	var splitPoints []bsoncore.Document
 	contiguous := 1
-	if p.IsHashedPrefix() && sp.Empty {
+	if p.IsHashedPrefix() && sp.Empty && len(sp.Zones) == 0 {
 		if n == 0 {
 			n = 2 * int64(len(shards))
 		}
 		if n > int64(len(shards))*MaxInitialChunksPerShard || n > MaxInitialChunksTotal {
-			return nil, mongoerr.Newf(mongoerr.InvalidOptions,
-				"numInitialChunks cannot be more than either: %d, %d * number of shards; or %d",
-				int64(len(shards))*MaxInitialChunksPerShard, MaxInitialChunksPerShard, MaxInitialChunksTotal)
+			return nil, errTooManyChunks(len(shards))
 		}
 		splitPoints = HashedSplitPoints(p, int(n))
 		contiguous = max(int(n)/len(shards), 1)
@@ -103,16 +120,31 @@ func InitialChunks(sp SplitParams) ([]routing.Chunk, error) {
 	return chunks, nil
 }
 
+func errTooManyChunks(shards int) error {
+	return mongoerr.Newf(mongoerr.InvalidOptions,
+		"numInitialChunks cannot be more than either: %d, %d * number of shards; or %d",
+		int64(shards)*MaxInitialChunksPerShard, MaxInitialChunksPerShard, MaxInitialChunksTotal)
+}
+
 // HashedSplitPoints is 7.0's calculateHashedSplitPoints with an empty prefix: n-1 split
 // points on the hashed field at multiples of (MaxInt64/n)*2, symmetric around 0, the
 // fields after the hashed one MinKey.
 func HashedSplitPoints(p *shardkey.Pattern, n int) []bsoncore.Document {
+	return hashedSplitPoints(p, nil, n)
+}
+
+// hashedSplitPoints is calculateHashedSplitPoints with a prefix: the given elements (the
+// fields before the hashed one), then the hashed value, then MinKey.
+func hashedSplitPoints(p *shardkey.Pattern, prefix []bsoncore.Element, n int) []bsoncore.Document {
 	if n <= 1 {
 		return nil
 	}
 	interval := (int64(math.MaxInt64) / int64(n)) * 2
 	build := func(h int64) bsoncore.Document {
 		b := bsoncore.NewDocumentBuilder()
+		for _, e := range prefix {
+			b.AppendValue(e.Key(), e.Value())
+		}
 		for i, f := range p.Fields() {
 			switch {
 			case i == p.HashedField():
