@@ -372,6 +372,9 @@ func runAggregate(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 	if err != nil {
 		return nil, err
 	}
+	if isDataDistribution(cmd) {
+		return runDataDistribution(ctx, c, env, cmd)
+	}
 	req, err := parseAggregate(env, cmd, false)
 	if err != nil {
 		return nil, err

@@ -117,3 +117,49 @@ func TestWithShardField(t *testing.T) {
 		}
 	}
 }
+
+// $shardedDataDistribution on admin: each sharded collection (app.s, not the unsharded app.u)
+// with every shard's owned documents and bytes, as sh.status() shows them.
+func TestRouterShardedDataDistribution(t *testing.T) {
+	rc := startReadCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dr := drainer(t, ctx)
+	d := func(k string, v any) bson.D { return bson.D{{Key: k, Value: v}} }
+	admin := rc.router.Database("admin")
+	got := dr(admin.Aggregate(ctx, bson.A{d("$shardedDataDistribution", bson.D{})}))
+	if len(got) != 1 || got[0].Lookup("ns").StringValue() != "app.s" {
+		t.Fatalf("$shardedDataDistribution: want app.s alone: %v", got)
+	}
+	perShard := map[string]bson.Raw{}
+	for _, v := range mustValues(t, got[0].Lookup("shards").Array()) {
+		s := v.Document()
+		perShard[s.Lookup("shardName").StringValue()] = s
+	}
+	for _, id := range []string{"shard0", "shard1"} {
+		s, ok := perShard[id]
+		if !ok {
+			t.Fatalf("$shardedDataDistribution: no %s in %s", id, got[0])
+		}
+		owned, size := s.Lookup("numOwnedDocuments").AsInt64(), s.Lookup("ownedSizeBytes").AsInt64()
+		if owned != readDocs/2 || size <= 0 || s.Lookup("numOrphanedDocs").AsInt64() != 0 || s.Lookup("orphanedSizeBytes").AsInt64() != 0 {
+			t.Fatalf("$shardedDataDistribution on %s: %s", id, s)
+		}
+	}
+	// The client's own stages run after it.
+	got = dr(admin.Aggregate(ctx, bson.A{d("$shardedDataDistribution", bson.D{}), d("$unwind", "$shards"),
+		d("$group", bson.D{{Key: "_id", Value: nil}, {Key: "n", Value: d("$sum", "$shards.numOwnedDocuments")}})}))
+	if len(got) != 1 || got[0].Lookup("n").AsInt64() != readDocs {
+		t.Fatalf("$shardedDataDistribution then $group: %v", got)
+	}
+	var ce mongo.CommandError
+	if _, err := admin.Aggregate(ctx, bson.A{d("$shardedDataDistribution", d("x", 1))}); !errors.As(err, &ce) || ce.Code != int32(codeDataDistributionSpec) {
+		t.Fatalf("$shardedDataDistribution with a non-empty spec: %v", err)
+	}
+	if _, err := rc.app.Aggregate(ctx, bson.A{d("$shardedDataDistribution", bson.D{})}); !errors.As(err, &ce) || ce.Code != int32(codeDataDistributionNS) {
+		t.Fatalf("$shardedDataDistribution outside admin: %v", err)
+	}
+	if _, err := rc.router.Database("admin").Collection("c").Aggregate(ctx, bson.A{d("$shardedDataDistribution", bson.D{})}); !errors.As(err, &ce) || ce.Code != int32(codeDataDistributionNS) {
+		t.Fatalf("$shardedDataDistribution on a collection: %v", err)
+	}
+}
