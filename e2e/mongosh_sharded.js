@@ -76,8 +76,8 @@ try {
   });
   check(orderChunks === 2, 'the split made two chunks', orderChunks);
 
-  // sh.status() reads config.* (and balancerStatus) through the router: both shards, the
-  // database and its two sharded collections with their chunks.
+  // sh.status() reads config.* (and balancerStatus, $shardedDataDistribution) through the
+  // router: both shards, the database and its two sharded collections with their chunks.
   const status = sh.status().value;
   check(status.shards.length === 2, 'sh.status shards', status.shards);
   const dbStatus = status.databases.find((d) => d.database._id === dbName);
@@ -89,11 +89,18 @@ try {
   check(EJSON.stringify(ordersStatus.shardKey) === EJSON.stringify({ region: 1, _id: 1 }) && ordersStatus.chunks.length === 2,
     'sh.status: the ranged key and its two chunks', ordersStatus);
   check(status.balancer['Currently running'] === 'no', 'sh.status: balancerStatus answered', status.balancer);
+  // $shardedDataDistribution (mongosh shows undefined when it fails): the hashed collection's
+  // documents, owned by both shards.
+  const remaining = db.users.countDocuments({});
+  const usersData = (status.shardedDataDistribution || []).find((c) => c.ns === dbName + '.users');
+  check(usersData !== undefined && usersData.shards.length === 2 &&
+    usersData.shards.every((s) => s.numOwnedDocuments > 0 && s.numOrphanedDocs === 0) &&
+    usersData.shards.reduce((n, s) => n + s.numOwnedDocuments, 0) === remaining,
+    'sh.status: shardedDataDistribution', status.shardedDataDistribution);
 
   // getShardDistribution() runs $collStats with storageStats through the router (one document
   // per shard, each naming its shard) and counts config.chunks: every document and chunk is
   // accounted for, on both shards.
-  const remaining = db.users.countDocuments({});
   const dist = db.users.getShardDistribution().value;
   const perShard = Object.keys(dist).filter((k) => k.startsWith('Shard '));
   check(perShard.length === 2 && perShard.every((k) => dist[k].docs > 0), 'getShardDistribution: docs on both shards', dist);
