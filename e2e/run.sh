@@ -388,12 +388,12 @@ sharded_smoke() {
 		say "go build ./cmd/humongo ./cmd/humongos failed"
 		return 1
 	fi
-	local attempt ports out suri=""
-	for attempt in 1 2 3; do
+	local ports out rc suri="" t0=$SECONDS
+	for _ in 1 2 3; do
 		ports=$(free_ports 4) || return 1
 		sharded_up=1 # from here down must run, even if up fails half way
 		out=$(timeout "$step_timeout" "$work/humongo" up --shards 2 --dir "$sharded_dir" --ports "$ports" 2>&1)
-		local rc=$?
+		rc=$?
 		printf '%s\n' "$out" >"$work/sharded-up.out"
 		suri=$(sed -n 's/^sharded deployment is up: \(mongodb:[^ ]*\)$/\1/p' <<<"$out")
 		[ "$rc" -eq 0 ] && [ -n "$suri" ] && break
@@ -406,13 +406,15 @@ sharded_smoke() {
 		printf '%s\n' "$out"
 		return 1
 	fi
-	say "sharded cluster up ($ports): $suri"
+	say "sharded cluster up in $((SECONDS - t0))s (ports $ports): $suri"
 	run_client mongosh-sharded "$npm_state" env HOME="$work/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$work/mongosh.conf" \
 		"$here/node_modules/.bin/mongosh" "$suri" --quiet --norc --file "$here/mongosh_sharded.js"
+	t0=$SECONDS
 	if ! stop_sharded; then
 		say "humongo down did not stop the sharded cluster cleanly"
 		return 1
 	fi
+	say "humongo down took $((SECONDS - t0))s"
 }
 case $npm_state in
 skip) result[mongosh-sharded]="SKIP: registry unreachable" ;;
