@@ -4,7 +4,8 @@
 // sh.enableSharding and sh.shardCollection (a hashed and a ranged key), inserts, finds (by
 // shard key and scatter-gather, sorted), an aggregation, sh.status() and
 // db.coll.getShardDistribution(): the mongosh helpers read config.* through the router and
-// the data really is spread over both shards. Every step asserts its result; any failure
+// the hashed collection's data really is spread over both shards (the ranged one's chunks stay
+// on the primary shard until migrations exist). Every step asserts its result; any failure
 // exits non-zero.
 function check(cond, what, got) {
   if (!cond) {
@@ -23,8 +24,9 @@ try {
   check(hashed.ok === 1, 'sh.shardCollection hashed', hashed);
   const ranged = sh.shardCollection(dbName + '.orders', { region: 1, _id: 1 });
   check(ranged.ok === 1, 'sh.shardCollection ranged', ranged);
-  // Spread the ranged collection: split at region "m" and move nothing (balancing comes in a
-  // later release): the split alone must show in the chunk list.
+  // Split the ranged collection at region "m" (sh.splitAt sends split with middle); nothing
+  // moves (migrations and balancing come in a later release): the split alone must show in
+  // the chunk list.
   check(sh.splitAt(dbName + '.orders', { region: 'm', _id: MinKey }).ok === 1, 'sh.splitAt');
 
   const users = [];
@@ -63,10 +65,6 @@ try {
   check(db.users.deleteMany({ age: { $gt: 76 } }).deletedCount > 0, 'deleteMany broadcast');
 
   // The data is on both shards: the hashed collection's chunks cover both.
-  const dist = db.users.getShardDistribution();
-  const status = sh.status();
-  const printed = EJSON.stringify(status.value || status);
-  check(printed.includes(dbName + '.users') && printed.includes(dbName + '.orders'), 'sh.status lists both collections');
   const chunks = db.getSiblingDB('config').chunks.aggregate([
     { $lookup: { from: 'collections', localField: 'uuid', foreignField: 'uuid', as: 'c' } },
     { $match: { 'c._id': dbName + '.users' } },
@@ -77,8 +75,42 @@ try {
     uuid: db.getSiblingDB('config').collections.findOne({ _id: dbName + '.orders' }).uuid,
   });
   check(orderChunks === 2, 'the split made two chunks', orderChunks);
-  print('mongosh sharded: ok ' + (dist === undefined ? '' : ''));
-  db.dropDatabase();
+
+  // sh.status() reads config.* (and balancerStatus, $shardedDataDistribution) through the
+  // router: both shards, the database and its two sharded collections with their chunks.
+  const status = sh.status().value;
+  check(status.shards.length === 2, 'sh.status shards', status.shards);
+  const dbStatus = status.databases.find((d) => d.database._id === dbName);
+  check(dbStatus !== undefined, 'sh.status lists the database', status.databases);
+  const usersStatus = dbStatus.collections[dbName + '.users'];
+  const ordersStatus = dbStatus.collections[dbName + '.orders'];
+  check(usersStatus !== undefined && ordersStatus !== undefined, 'sh.status lists both collections', dbStatus);
+  check(usersStatus.chunkMetadata.length === 2, 'sh.status: the hashed chunks on both shards', usersStatus.chunkMetadata);
+  check(EJSON.stringify(ordersStatus.shardKey) === EJSON.stringify({ region: 1, _id: 1 }) && ordersStatus.chunks.length === 2,
+    'sh.status: the ranged key and its two chunks', ordersStatus);
+  check(status.balancer['Currently running'] === 'no', 'sh.status: balancerStatus answered', status.balancer);
+  // $shardedDataDistribution (mongosh shows undefined when it fails): the hashed collection's
+  // documents, owned by both shards.
+  const remaining = db.users.countDocuments({});
+  const usersData = (status.shardedDataDistribution || []).find((c) => c.ns === dbName + '.users');
+  check(usersData !== undefined && usersData.shards.length === 2 &&
+    usersData.shards.every((s) => s.numOwnedDocuments > 0 && s.numOrphanedDocs === 0) &&
+    usersData.shards.reduce((n, s) => n + s.numOwnedDocuments, 0) === remaining,
+    'sh.status: shardedDataDistribution', status.shardedDataDistribution);
+
+  // getShardDistribution() runs $collStats with storageStats through the router (one document
+  // per shard, each naming its shard) and counts config.chunks: every document and chunk is
+  // accounted for, on both shards.
+  const dist = db.users.getShardDistribution().value;
+  const perShard = Object.keys(dist).filter((k) => k.startsWith('Shard '));
+  check(perShard.length === 2 && perShard.every((k) => dist[k].docs > 0), 'getShardDistribution: docs on both shards', dist);
+  check(dist.Totals.docs === remaining && dist.Totals.chunks === 4, 'getShardDistribution totals', dist.Totals);
+  const ordersDist = db.orders.getShardDistribution().value;
+  check(ordersDist.Totals.docs === 200 && ordersDist.Totals.chunks === 2, 'getShardDistribution of the ranged collection', ordersDist);
+
+  check(db.dropDatabase().ok === 1, 'dropDatabase');
+  check(!db.adminCommand({ listDatabases: 1 }).databases.some((d) => d.name === dbName), 'the database is gone');
+  print('mongosh sharded: ok');
 } catch (e) {
   print(e.stack || String(e));
   quit(1);

@@ -10,7 +10,10 @@
 # e2e/node_txn.js and e2e/mongoose_txn.js (withTransaction / connection.transaction commits,
 # aborts leave nothing behind, uncommitted writes are invisible outside), and stops it with
 # SIGTERM. Then it starts the humongos router skeleton (--configdb cfg/127.0.0.1:1) and
-# checks with mongosh that hello answers msg "isdbgrid".
+# checks with mongosh that hello answers msg "isdbgrid". Last, `humongo up --shards 2` starts a
+# sharded cluster (2 shards, a config server, a router) and e2e/mongosh_sharded.js runs the
+# mongosh sh.* helpers, CRUD, an aggregation and getShardDistribution() through the router;
+# `humongo down` stops it.
 # Exits non-zero if any client failed or the server did not shut down cleanly. A client is
 # skipped ("SKIP: registry unreachable") only when installing it failed with a network error.
 #
@@ -66,9 +69,25 @@ stop_replset() {
 	return "$rc"
 }
 
+# The sharded cluster of `humongo up --shards 2` (see below), stopped with `humongo down`.
+sharded_dir="$work/sharded"
+sharded_up=""
+stop_sharded() {
+	[ -n "$sharded_up" ] || return 0
+	sharded_up=""
+	local out
+	out=$(timeout "$step_timeout" "$work/humongo" down --dir "$sharded_dir" 2>&1)
+	local rc=$?
+	printf '%s\n' "$out" >"$work/sharded-down.out"
+	if [ "$rc" -ne 0 ] || grep -Eq 'SIGKILL|still running' <<<"$out"; then
+		printf '%s\n' "$out"
+		return 1
+	fi
+}
 cleanup() {
 	stop_server >/dev/null 2>&1
 	stop_replset >/dev/null 2>&1
+	stop_sharded >/dev/null 2>&1
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -347,8 +366,79 @@ fail)
 	;;
 esac
 
-for name in mongosh node pymongo mongoose mongosh-txn node-txn mongoose-txn humongos; do
-	say "$(printf '%-12s %s' "$name" "${result[$name]}")"
+# --- mongosh against a sharded cluster: `humongo up --shards 2` ------------------------------
+# humongo starts the whole cluster (2 single-member shards, a config server, a router; it
+# finds humongod and humongos next to itself in $work), initiates the sets and adds the shards,
+# and prints the router's URI; e2e/mongosh_sharded.js runs the sh.* helpers, CRUD, an
+# aggregation and getShardDistribution() through the router; `humongo down` stops it all.
+# humongo takes the ports it is given (--ports): free ones are found by binding port 0 (Node is
+# there whenever mongosh is), and a start that lost a port to another program is retried.
+free_ports() { # N: N distinct free ports, comma-separated
+	node -e '
+		const net = require("net");
+		const n = Number(process.argv[1]), ports = [], servers = [];
+		const next = () => {
+			if (ports.length === n) { servers.forEach((s) => s.close()); console.log(ports.join(",")); return; }
+			const s = net.createServer().listen(0, "127.0.0.1", () => { ports.push(s.address().port); servers.push(s); next(); });
+		};
+		next();' "$1"
+}
+sharded_smoke() {
+	if ! (cd "$root" && timeout 600 go build -o "$work/" ./cmd/humongo ./cmd/humongos); then
+		say "go build ./cmd/humongo ./cmd/humongos failed"
+		return 1
+	fi
+	local ports out rc suri="" t0=$SECONDS
+	for _ in 1 2 3; do
+		ports=$(free_ports 4) || return 1
+		sharded_up=1 # from here down must run, even if up fails half way
+		out=$(timeout "$step_timeout" "$work/humongo" up --shards 2 --dir "$sharded_dir" --ports "$ports" 2>&1)
+		rc=$?
+		printf '%s\n' "$out" >"$work/sharded-up.out"
+		suri=$(sed -n 's/^sharded deployment is up: \(mongodb:[^ ]*\)$/\1/p' <<<"$out")
+		[ "$rc" -eq 0 ] && [ -n "$suri" ] && break
+		stop_sharded >/dev/null 2>&1
+		suri=""
+		grep -q 'in use' <<<"$out" || break # only a lost port is worth another try
+	done
+	if [ -z "$suri" ]; then
+		say "humongo up --shards 2 failed:"
+		printf '%s\n' "$out"
+		return 1
+	fi
+	say "sharded cluster up in $((SECONDS - t0))s (ports $ports): $suri"
+	run_client mongosh-sharded "$npm_state" env HOME="$work/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$work/mongosh.conf" \
+		"$here/node_modules/.bin/mongosh" "$suri" --quiet --norc --file "$here/mongosh_sharded.js"
+	t0=$SECONDS
+	if ! stop_sharded; then
+		say "humongo down did not stop the sharded cluster cleanly"
+		return 1
+	fi
+	say "humongo down took $((SECONDS - t0))s"
+}
+case $npm_state in
+skip) result[mongosh-sharded]="SKIP: registry unreachable" ;;
+fail)
+	result[mongosh-sharded]="FAIL: could not install mongosh"
+	failed=$((failed + 1))
+	;;
+*)
+	# run_client sets the result and counts a failing script; a failure around it (build,
+	# up, down) is counted here.
+	if ! sharded_smoke; then
+		case ${result[mongosh-sharded]:-} in
+		FAIL*) ;;
+		*)
+			result[mongosh-sharded]="FAIL${result[mongosh-sharded]:+ (the script: ${result[mongosh-sharded]})}"
+			failed=$((failed + 1))
+			;;
+		esac
+	fi
+	;;
+esac
+
+for name in mongosh node pymongo mongoose mongosh-txn node-txn mongoose-txn humongos mongosh-sharded; do
+	say "$(printf '%-16s %s' "$name" "${result[$name]}")"
 done
 if [ "$failed" -ne 0 ]; then
 	say "FAILED ($failed)"

@@ -300,9 +300,12 @@ func parseAggregate(env *service.Env, cmd bsoncore.Document, inExplain bool) (*a
 	if err := checkStages(req.stages); err != nil {
 		return nil, err
 	}
+	if err := checkShardSourcePosition(req.stages); err != nil {
+		return nil, err
+	}
 	// Parse the whole pipeline first: a bad stage fails with its own error rather than one
 	// about the stages a split rewrites it into.
-	pl, err := agg.Parse(req.stages, agg.ParseContext{DB: env.DB, Vars: letNames(req.let)})
+	pl, err := agg.Parse(routerParsedStages(req.stages), agg.ParseContext{DB: env.DB, Vars: letNames(req.let)})
 	if err != nil {
 		return nil, err
 	}
@@ -369,6 +372,9 @@ func runAggregate(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 	if err != nil {
 		return nil, err
 	}
+	if isDataDistribution(cmd) {
+		return runDataDistribution(ctx, c, env, cmd)
+	}
 	req, err := parseAggregate(env, cmd, false)
 	if err != nil {
 		return nil, err
@@ -383,6 +389,9 @@ func runAggregate(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 	count := int64(cursor.DefaultFirstBatch)
 	if req.hasBatch {
 		count = req.batchSize // 0 opens the cursor with an empty first batch
+	}
+	if _, ok := shardSourceStage(req.stages); ok {
+		return runShardSourceAggregate(ctx, c, env, cmd, req, count)
 	}
 	var reply bsoncore.Document
 	err = c.WithRouting(ctx, req.ns, func(r *catalogcache.Routing) error {

@@ -24,7 +24,10 @@
 // the router, then skip, limit and projection. aggregate (agg.go) passes a single-shard
 // pipeline through and otherwise splits it into a shards part and a merging part run on the
 // router by internal/agg; explain.go wraps the shards' plans (SINGLE_SHARD, SHARD_MERGE,
-// SHARD_MERGE_SORT).
+// SHARD_MERGE_SORT). A pipeline led by $collStats, $indexStats or $planCacheStats runs that
+// stage on every shard owning chunks, each document naming its shard (agg_collstats.go), and
+// $shardedDataDistribution on admin reports each sharded collection's data per shard
+// (agg_datadistribution.go): mongosh's getShardDistribution() and sh.status() read them.
 //
 // Writes and DDL are routed (spec: sharding.md "Routing", "Databases"): insert, update and
 // delete statement by statement with per-shard batches, ordered rounds, stale retries and
