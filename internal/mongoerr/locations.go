@@ -353,3 +353,11 @@ const (
 	Location31391 Code = 31391
 	Location31412 Code = 31412
 )
+
+// $shardedDataDistribution (document_source_sharded_data_distribution.cpp).
+const (
+	// Location6789100: the stage's spec is not an empty object.
+	Location6789100 Code = 6789100
+	// Location6789102: the stage is not run as {aggregate: 1} on admin.
+	Location6789102 Code = 6789102
+)

@@ -155,13 +155,13 @@ func TestRouterShardedDataDistribution(t *testing.T) {
 		t.Fatalf("$shardedDataDistribution then $group: %v", got)
 	}
 	var ce mongo.CommandError
-	if _, err := admin.Aggregate(ctx, bson.A{d("$shardedDataDistribution", d("x", 1))}); !errors.As(err, &ce) || ce.Code != int32(codeDataDistributionSpec) {
+	if _, err := admin.Aggregate(ctx, bson.A{d("$shardedDataDistribution", d("x", 1))}); !errors.As(err, &ce) || ce.Code != int32(mongoerr.Location6789100) {
 		t.Fatalf("$shardedDataDistribution with a non-empty spec: %v", err)
 	}
-	if _, err := rc.app.Aggregate(ctx, bson.A{d("$shardedDataDistribution", bson.D{})}); !errors.As(err, &ce) || ce.Code != int32(codeDataDistributionNS) {
+	if _, err := rc.app.Aggregate(ctx, bson.A{d("$shardedDataDistribution", bson.D{})}); !errors.As(err, &ce) || ce.Code != int32(mongoerr.Location6789102) {
 		t.Fatalf("$shardedDataDistribution outside admin: %v", err)
 	}
-	if _, err := rc.router.Database("admin").Collection("c").Aggregate(ctx, bson.A{d("$shardedDataDistribution", bson.D{})}); !errors.As(err, &ce) || ce.Code != int32(codeDataDistributionNS) {
+	if _, err := rc.router.Database("admin").Collection("c").Aggregate(ctx, bson.A{d("$shardedDataDistribution", bson.D{})}); !errors.As(err, &ce) || ce.Code != int32(mongoerr.Location6789102) {
 		t.Fatalf("$shardedDataDistribution on a collection: %v", err)
 	}
 }

@@ -24,12 +24,6 @@ import (
 
 const dataDistributionStage = "$shardedDataDistribution"
 
-// MongoDB's codes for a bad $shardedDataDistribution (document_source_sharded_data_distribution.cpp).
-const (
-	codeDataDistributionSpec mongoerr.Code = 6789100 // the spec is not an empty object
-	codeDataDistributionNS   mongoerr.Code = 6789102 // not {aggregate: 1} on admin
-)
-
 // dataDistributionStages are the stages MongoDB's $shardedDataDistribution runs after its
 // per-shard collection statistics (DocumentSourceShardedDataDistribution::createFromBson,
 // less the $lookup and $match that keep sharded collections: only those are gathered).
@@ -76,10 +70,10 @@ func runDataDistribution(ctx context.Context, c *Cluster, env *service.Env, cmd 
 		return nil, err
 	}
 	if _, v := stageName(stages[0]); v.Type != bsoncore.TypeEmbeddedDocument || len(v.Document()) != 5 {
-		return nil, mongoerr.New(codeDataDistributionSpec, "The $shardedDataDistribution stage specification must be an empty object")
+		return nil, mongoerr.New(mongoerr.Location6789100, "The $shardedDataDistribution stage specification must be an empty object")
 	}
 	if _, isColl := firstArg(cmd).StringValueOK(); isColl || env.DB != "admin" {
-		return nil, mongoerr.New(codeDataDistributionNS, "The $shardedDataDistribution stage must be run on the admin database")
+		return nil, mongoerr.New(mongoerr.Location6789102, "The $shardedDataDistribution stage must be run on the admin database")
 	}
 	if err := checkStages(stages[1:]); err != nil {
 		return nil, err
