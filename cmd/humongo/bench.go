@@ -109,6 +109,15 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer func() { _ = store.Close(context.WithoutCancel(ctx)) }()
+	// With --drop, the store's Drop shards the new collection; ping touches no collection.
+	if o.shardKey != "" && !o.cfg.Drop && o.cfg.Workload != "ping" {
+		sctx, cancel := context.WithTimeout(ctx, o.timeout)
+		err := store.Shard(sctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
 
 	o.cfg.Notice = func(msg string) { fmt.Fprintf(stderr, "humongo bench: %s\n", msg) }
 	if !o.json && o.progress > 0 {

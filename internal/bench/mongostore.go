@@ -29,10 +29,10 @@ type MongoOptions struct {
 	PoolSize int
 	// ShardKey, if set, shards the collection on _id when the target is a router: "hashed"
 	// ({_id: "hashed"}, presplit over the shards) or "range" ({_id: 1}, one chunk on the
-	// database's primary shard). NewMongoStore shards it (enableSharding, shardCollection;
-	// nothing to do if it is already sharded on that key) and Drop shards it again after
-	// dropping it, so the load phase writes through the router's chunk routing. A target that
-	// is not a router (hello without msg "isdbgrid") is refused.
+	// database's primary shard). Shard shards it (enableSharding, shardCollection; nothing
+	// to do if it is already sharded on that key) and Drop shards it again after dropping it,
+	// so the load phase writes through the router's chunk routing. NewMongoStore refuses a
+	// target that is not a router (hello without msg "isdbgrid").
 	ShardKey string
 }
 
@@ -105,11 +105,7 @@ func NewMongoStore(ctx context.Context, uri string, o MongoOptions, timeout time
 		return nil, fmt.Errorf("%s does not answer ping: %w", RedactURI(uri), err)
 	}
 	if o.ShardKey != "" {
-		if s.shardKey, err = ShardKeyPattern(o.ShardKey); err != nil {
-			_ = client.Disconnect(context.Background())
-			return nil, err
-		}
-		if err := s.shardCollection(pctx); err != nil {
+		if err := s.checkRouter(pctx, o.ShardKey); err != nil {
 			_ = client.Disconnect(context.Background())
 			return nil, err
 		}
@@ -117,11 +113,12 @@ func NewMongoStore(ctx context.Context, uri string, o MongoOptions, timeout time
 	return s, nil
 }
 
-// shardCollection enables sharding on the store's database and shards the collection on
-// s.shardKey, through a router. shardCollection is idempotent for the same key and options;
-// a collection sharded on another key fails with AlreadyInitialized, a non-empty unsharded
-// one without a supporting index with InvalidOptions (both reported: drop it with --drop).
-func (s *MongoStore) shardCollection(ctx context.Context) error {
+// checkRouter sets the shard key and checks that the target is a router.
+func (s *MongoStore) checkRouter(ctx context.Context, shardKey string) error {
+	var err error
+	if s.shardKey, err = ShardKeyPattern(shardKey); err != nil {
+		return err
+	}
 	var hello struct {
 		Msg string `bson:"msg"`
 	}
@@ -131,6 +128,24 @@ func (s *MongoStore) shardCollection(ctx context.Context) error {
 	if hello.Msg != "isdbgrid" {
 		return errors.New("sharding the collection needs a router (humongos or mongos) as the target; this server's hello has no msg \"isdbgrid\"")
 	}
+	return nil
+}
+
+// Shard shards the collection on the store's shard key (MongoOptions.ShardKey; nothing to do
+// without one): the caller runs it before a workload that does not drop the collection first
+// (Drop shards the new collection itself).
+func (s *MongoStore) Shard(ctx context.Context) error {
+	if s.shardKey == nil {
+		return nil
+	}
+	return s.shardCollection(ctx)
+}
+
+// shardCollection enables sharding on the store's database and shards the collection on
+// s.shardKey, through a router. shardCollection is idempotent for the same key and options;
+// a collection sharded on another key fails with AlreadyInitialized, a non-empty unsharded
+// one without a supporting index with InvalidOptions (both reported: drop it with --drop).
+func (s *MongoStore) shardCollection(ctx context.Context) error {
 	db := s.coll.Database().Name()
 	ns := db + "." + s.coll.Name()
 	if err := s.admin.RunCommand(ctx, bson.D{{Key: "enableSharding", Value: db}}).Err(); err != nil {
