@@ -22,6 +22,7 @@ type benchOptions struct {
 	json         bool
 	timeout      time.Duration
 	progress     time.Duration
+	shardKey     string
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
@@ -37,7 +38,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs.IntVar(&c.FieldCount, "field-count", c.FieldCount, "fields per record")
 	fs.IntVar(&c.FieldLength, "field-length", c.FieldLength, "bytes per field")
 	fs.StringVar(&c.Distribution, "distribution", "", "key distribution: zipfian, uniform or latest (default: the workload's, as YCSB: latest for d, zipfian otherwise)")
-	fs.IntVar(&c.MaxScanLength, "max-scan-length", c.MaxScanLength, "workload e: scans read 1..N records")
+	fs.IntVar(&c.MaxScanLength, "max-scan-length", c.MaxScanLength, "workloads e and scan: scans read 1..N records (N with --scan-length-distribution constant)")
+	fs.StringVar(&c.ScanLengthDistribution, "scan-length-distribution", "", "scan lengths: uniform in 1..max-scan-length (default) or constant (always max-scan-length)")
+	fs.StringVar(&o.shardKey, "shard-key", "", "through a router only: shard the collection on {_id: \"hashed\"} (hashed) or {_id: 1} (range) first, and again after --drop")
 	fs.BoolVar(&c.Drop, "drop", false, "drop the collection and load the records before the workload")
 	fs.DurationVar(&c.Duration, "duration", 0, "cap on the workload's run time (0: none); a load before it (--drop, or automatic) always completes")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "random seed")
@@ -50,7 +53,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for the server to answer at start")
 	fs.DurationVar(&o.progress, "progress", 5*time.Second, "interval between progress lines on stderr (0: none; none with --json)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: humongo bench [--workload] a|b|c|d|e|f|load|ping|update|txn [flags]\n")
+		fmt.Fprintf(stderr, "usage: humongo bench [--workload] %s [flags]\n", strings.Join(bench.WorkloadNames(), "|"))
 		fs.PrintDefaults()
 	}
 	// The workload may come first, as a positional argument, before the flags.
@@ -83,6 +86,11 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	if _, err := bench.ParseReadConcern(o.readConcern); err != nil {
 		return nil, usageError{err.Error()}
 	}
+	if o.shardKey != "" {
+		if _, err := bench.ShardKeyPattern(o.shardKey); err != nil {
+			return nil, usageError{err.Error()}
+		}
+	}
 	return o, nil
 }
 
@@ -95,11 +103,21 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rc, _ := bench.ParseReadConcern(o.readConcern)
 	store, err := bench.NewMongoStore(ctx, o.uri, bench.MongoOptions{
 		Database: o.db, Collection: o.coll, WriteConcern: wc, ReadConcern: rc, PoolSize: o.cfg.Threads,
+		ShardKey: o.shardKey,
 	}, o.timeout)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = store.Close(context.WithoutCancel(ctx)) }()
+	// With --drop, the store's Drop shards the new collection; ping touches no collection.
+	if o.shardKey != "" && !o.cfg.Drop && o.cfg.Workload != "ping" {
+		sctx, cancel := context.WithTimeout(ctx, o.timeout)
+		err := store.Shard(sctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
 
 	o.cfg.Notice = func(msg string) { fmt.Fprintf(stderr, "humongo bench: %s\n", msg) }
 	if !o.json && o.progress > 0 {
@@ -118,6 +136,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		labels["readConcern"] = o.readConcern
 	}
 	labels["namespace"] = o.db + "." + o.coll
+	if o.shardKey != "" {
+		labels["shardKey"] = o.shardKey
+	}
 	rep := res.Report(bench.RedactURI(o.uri), labels)
 	if o.json {
 		if werr := rep.WriteJSON(stdout); werr != nil {

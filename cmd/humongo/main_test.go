@@ -134,6 +134,7 @@ func TestUsageErrors(t *testing.T) {
 		nil, {"frobnicate"}, {"bench"}, {"bench", "--workload", "z"}, {"bench", "a", "--threads", "0"},
 		{"bench", "a", "--distribution", "normal"}, {"bench", "a", "--read-concern", "strong"},
 		{"bench", "a", "--write-concern", "0", "--journal"}, {"status", "extra"},
+		{"bench", "a", "--shard-key", "compound"}, {"bench", "scan", "--scan-length-distribution", "zipfian"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != exitUsage {

@@ -47,6 +47,7 @@ func run(argv []string, stdout, stderr io.Writer) int {
 
 func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int {
 	started := time.Now()
+	setRouterGC(os.Getenv)
 	params := service.NewParams(router.ParamSpecs())
 	if err := process.SetParameters(params, opts.StartupParameters(), log); err != nil {
 		return process.ExitBadOptions

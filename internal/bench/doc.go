@@ -15,7 +15,11 @@
 // in one transaction that MongoStore runs with the driver's Session.WithTransaction (which
 // retries TransientTransactionError and UnknownTransactionCommitResult as applications do) and
 // commits with w:"majority" unless --write-concern names another; the sum of all balances
-// stays 0. Deviations from YCSB, each deliberate: "latest" can also pick record 0; "uniform"
+// stays 0. "scan" is workload E without its inserts (uniform start keys); with
+// ScanLengthDistribution "constant" every scan is the same find({_id: {$gte: k}}).sort({_id: 1})
+// .limit(N), which through a router on a hashed _id key is a scatter-gather merge-sorted find.
+// MongoOptions.ShardKey shards the collection on _id through a router first (enableSharding,
+// shardCollection), so a workload runs against a sharded collection. Deviations from YCSB, each deliberate: "latest" can also pick record 0; "uniform"
 // follows acknowledged inserts instead of the loaded range only; when a Zipfian's item count
 // grows, eta is recomputed for the new count (YCSB keeps using the initial count there).
 //
@@ -40,14 +44,15 @@
 // # JSON report (humongo bench --json)
 //
 //	{
-//	  "workload": "c",                   // a..f, load, ping, update or txn
+//	  "workload": "c",                   // a..f, load, ping, scan, update or txn
 //	  "target": "mongodb://127.0.0.1:27017", // password, if any, masked
 //	  "config": {
 //	    "records": 1000, "ops": 10000, "threads": 1, "fieldCount": 10, "fieldLength": 100,
 //	    "distribution": "zipfian",       // effective key distribution
-//	    "maxScanLength": 100, "drop": false, "durationSeconds": 0, "seed": 1
+//	    "maxScanLength": 100, "drop": false, "durationSeconds": 0, "seed": 1,
+//	    "scanLengthDistribution": "uniform"  // or "constant"
 //	  },
-//	  "labels": {"writeConcern": "...", "readConcern": "..."},   // omitted when empty
+//	  "labels": {"writeConcern": "...", "readConcern": "...", "namespace": "ycsb.usertable", "shardKey": "hashed"},
 //	  "interrupted": false,              // true if SIGINT cut the run short
 //	  "phases": [                        // "load" first when it ran (workload load, --drop, or too few records)
 //	    {

@@ -27,6 +27,30 @@ type MongoOptions struct {
 	// PoolSize is the driver's maximum connection pool size; set it to at least the thread count
 	// so threads never queue for a connection inside the driver (that would be client latency).
 	PoolSize int
+	// ShardKey, if set, shards the collection on _id when the target is a router: "hashed"
+	// ({_id: "hashed"}, presplit over the shards) or "range" ({_id: 1}, one chunk on the
+	// database's primary shard). Shard shards it (enableSharding, shardCollection; nothing
+	// to do if it is already sharded on that key) and Drop shards it again after dropping it,
+	// so the load phase writes through the router's chunk routing. NewMongoStore refuses a
+	// target that is not a router (hello without msg "isdbgrid").
+	ShardKey string
+}
+
+// Shard keys of MongoOptions.ShardKey.
+const (
+	ShardKeyHashed = "hashed"
+	ShardKeyRange  = "range"
+)
+
+// ShardKeyPattern is the shard key document of a MongoOptions.ShardKey name.
+func ShardKeyPattern(name string) (bson.D, error) {
+	switch name {
+	case ShardKeyHashed:
+		return bson.D{{Key: "_id", Value: "hashed"}}, nil
+	case ShardKeyRange:
+		return bson.D{{Key: "_id", Value: 1}}, nil
+	}
+	return nil, fmt.Errorf("unknown shard key %q (hashed or range)", name)
 }
 
 // MongoStore is the Store over the official Go driver, usable against any MongoDB-compatible
@@ -36,6 +60,8 @@ type MongoStore struct {
 	coll   *mongo.Collection
 	admin  *mongo.Database
 	txn    *options.TransactionOptionsBuilder // Transfer's transactions
+	// shardKey is the key the collection is sharded on after a Drop (nil: not sharded).
+	shardKey bson.D
 }
 
 // NewMongoStore connects to uri and checks the server answers a ping within timeout.
@@ -78,7 +104,57 @@ func NewMongoStore(ctx context.Context, uri string, o MongoOptions, timeout time
 		_ = client.Disconnect(context.Background())
 		return nil, fmt.Errorf("%s does not answer ping: %w", RedactURI(uri), err)
 	}
+	if o.ShardKey != "" {
+		if err := s.checkRouter(pctx, o.ShardKey); err != nil {
+			_ = client.Disconnect(context.Background())
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// checkRouter sets the shard key and checks that the target is a router.
+func (s *MongoStore) checkRouter(ctx context.Context, shardKey string) error {
+	var err error
+	if s.shardKey, err = ShardKeyPattern(shardKey); err != nil {
+		return err
+	}
+	var hello struct {
+		Msg string `bson:"msg"`
+	}
+	if err := s.admin.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+		return fmt.Errorf("hello: %w", err)
+	}
+	if hello.Msg != "isdbgrid" {
+		return errors.New("sharding the collection needs a router (humongos or mongos) as the target; this server's hello has no msg \"isdbgrid\"")
+	}
+	return nil
+}
+
+// Shard shards the collection on the store's shard key (MongoOptions.ShardKey; nothing to do
+// without one): the caller runs it before a workload that does not drop the collection first
+// (Drop shards the new collection itself).
+func (s *MongoStore) Shard(ctx context.Context) error {
+	if s.shardKey == nil {
+		return nil
+	}
+	return s.shardCollection(ctx)
+}
+
+// shardCollection enables sharding on the store's database and shards the collection on
+// s.shardKey, through a router. shardCollection is idempotent for the same key and options;
+// a collection sharded on another key fails with AlreadyInitialized, a non-empty unsharded
+// one without a supporting index with InvalidOptions (both reported: drop it with --drop).
+func (s *MongoStore) shardCollection(ctx context.Context) error {
+	db := s.coll.Database().Name()
+	ns := db + "." + s.coll.Name()
+	if err := s.admin.RunCommand(ctx, bson.D{{Key: "enableSharding", Value: db}}).Err(); err != nil {
+		return fmt.Errorf("enableSharding %s: %w", db, err)
+	}
+	if err := s.admin.RunCommand(ctx, bson.D{{Key: "shardCollection", Value: ns}, {Key: "key", Value: s.shardKey}}).Err(); err != nil {
+		return fmt.Errorf("shardCollection %s with key %v: %w", ns, s.shardKey, err)
+	}
+	return nil
 }
 
 // Close disconnects.
@@ -200,8 +276,16 @@ func (s *MongoStore) Transfer(ctx context.Context, from, to string, amount int64
 	return err
 }
 
-// Drop implements Store.
-func (s *MongoStore) Drop(ctx context.Context) error { return s.coll.Drop(ctx) }
+// Drop implements Store; with a shard key it shards the new, empty collection again.
+func (s *MongoStore) Drop(ctx context.Context) error {
+	if err := s.coll.Drop(ctx); err != nil {
+		return err
+	}
+	if s.shardKey != nil {
+		return s.shardCollection(ctx)
+	}
+	return nil
+}
 
 // Count implements Store from the collection's metadata (the count command without a filter):
 // it decides whether to load, where a full count of a large collection would be a phase itself.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,16 +21,18 @@ type ReportJSON struct {
 
 // ConfigJSON is the effective configuration.
 type ConfigJSON struct {
-	Records         int64   `json:"records"`
-	Ops             int64   `json:"ops"`
-	Threads         int     `json:"threads"`
-	FieldCount      int     `json:"fieldCount"`
-	FieldLength     int     `json:"fieldLength"`
-	Distribution    string  `json:"distribution"`
-	MaxScanLength   int     `json:"maxScanLength"`
-	Drop            bool    `json:"drop"`
-	DurationSeconds float64 `json:"durationSeconds"`
-	Seed            uint64  `json:"seed"`
+	Records       int64  `json:"records"`
+	Ops           int64  `json:"ops"`
+	Threads       int    `json:"threads"`
+	FieldCount    int    `json:"fieldCount"`
+	FieldLength   int    `json:"fieldLength"`
+	Distribution  string `json:"distribution"`
+	MaxScanLength int    `json:"maxScanLength"`
+	// ScanLengthDistribution is "uniform" or "constant".
+	ScanLengthDistribution string  `json:"scanLengthDistribution"`
+	Drop                   bool    `json:"drop"`
+	DurationSeconds        float64 `json:"durationSeconds"`
+	Seed                   uint64  `json:"seed"`
 }
 
 // PhaseJSON is one phase.
@@ -73,7 +76,8 @@ func (r *Result) Report(target string, labels map[string]string) *ReportJSON {
 		Workload: c.Workload, Target: target, Interrupted: r.Interrupted, Labels: labels,
 		Config: ConfigJSON{Records: c.Records, Ops: c.Ops, Threads: c.Threads, FieldCount: c.FieldCount,
 			FieldLength: c.FieldLength, Distribution: r.Distribution, MaxScanLength: c.MaxScanLength, Drop: c.Drop,
-			DurationSeconds: c.Duration.Seconds(), Seed: c.Seed},
+			ScanLengthDistribution: cmp.Or(c.ScanLengthDistribution, ScanLengthUniform),
+			DurationSeconds:        c.Duration.Seconds(), Seed: c.Seed},
 		Phases: []PhaseJSON{},
 	}
 	for _, p := range r.Phases {

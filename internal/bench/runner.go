@@ -23,8 +23,12 @@ type Config struct {
 
 	// Distribution overrides the workload's key distribution: zipfian, uniform or latest.
 	Distribution string
-	// MaxScanLength bounds workload E's scans; the length is uniform in [1, MaxScanLength].
+	// MaxScanLength bounds the scans of workloads E and scan; the length is uniform in
+	// [1, MaxScanLength], or always MaxScanLength when ScanLengthDistribution is "constant".
 	MaxScanLength int
+	// ScanLengthDistribution is YCSB's scanlengthdistribution: uniform (the default, "") or
+	// constant (every scan asks for MaxScanLength records: a fixed find().sort().limit(N)).
+	ScanLengthDistribution string
 
 	// Drop drops the collection and runs the load phase before the workload.
 	Drop bool
@@ -85,6 +89,11 @@ func (c *Config) Validate() error {
 	case "", DistZipfian, DistUniform, DistLatest:
 	default:
 		return fmt.Errorf("unknown distribution %q (zipfian, uniform or latest)", c.Distribution)
+	}
+	switch c.ScanLengthDistribution {
+	case "", ScanLengthUniform, ScanLengthConstant:
+	default:
+		return fmt.Errorf("unknown scan length distribution %q (uniform or constant)", c.ScanLengthDistribution)
 	}
 	return nil
 }
@@ -406,7 +415,11 @@ func (t *thread) do(ctx context.Context, op OpType) error {
 		return p.store.ReadModifyWrite(ctx, key, p.fields[f], t.vals[0])
 	case OpScan:
 		key := t.keyName(p.keys.Next(t.rng))
-		_, err := p.store.Scan(ctx, key, 1+t.rng.IntN(p.cfg.MaxScanLength))
+		n := p.cfg.MaxScanLength
+		if p.cfg.ScanLengthDistribution != ScanLengthConstant {
+			n = 1 + t.rng.IntN(n)
+		}
+		_, err := p.store.Scan(ctx, key, n)
 		return err
 	case OpTxn:
 		a, b := t.twoKeys()

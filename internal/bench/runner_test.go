@@ -343,6 +343,31 @@ func TestWorkloadEScanLengths(t *testing.T) {
 	}
 }
 
+// TestScanWorkloadConstantLength: workload scan runs scans only, and with the constant scan
+// length every scan asks for MaxScanLength records (the fixed sort+limit of a scatter-gather
+// comparison); uniform lengths average half that.
+func TestScanWorkloadConstantLength(t *testing.T) {
+	for _, tc := range []struct {
+		dist     string
+		min, max float64
+	}{{ScanLengthConstant, 100, 100}, {"", 40, 51}} {
+		s := loaded(t, 20000)
+		c := cfg("scan")
+		c.Records, c.ScanLengthDistribution = 20000, tc.dist
+		res := run(t, s, c)
+		ph := res.Phases[len(res.Phases)-1]
+		scans := ph.Ops[OpScan].Latency.Count()
+		if scans != ph.Total() || scans == 0 {
+			t.Fatalf("%q: %d scans of %d operations", tc.dist, scans, ph.Total())
+		}
+		// Start keys are uniform over 20,000 records: few scans run off the end of the keys.
+		mean := float64(s.scanned.Load()) / float64(scans)
+		if mean < tc.min-1 || mean > tc.max {
+			t.Errorf("%q: mean scan length %.1f, want %v..%v", tc.dist, mean, tc.min, tc.max)
+		}
+	}
+}
+
 func TestDropReloadsThenRuns(t *testing.T) {
 	s := loaded(t, 100)
 	c := cfg("a")
@@ -441,6 +466,7 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.Distribution = "gaussian" },
 		func(c *Config) { c.Ops = -1 },
 		func(c *Config) { c.Workload, c.Records = "txn", 1 },
+		func(c *Config) { c.ScanLengthDistribution = "zipfian" },
 	} {
 		c := Defaults()
 		bad(&c)
@@ -448,7 +474,7 @@ func TestValidate(t *testing.T) {
 			t.Errorf("config %+v accepted", c)
 		}
 	}
-	for _, name := range []string{"A", "workloadb", " c ", "load", "PING", "update", "TXN"} {
+	for _, name := range []string{"A", "workloadb", " c ", "load", "PING", "update", "TXN", "scan"} {
 		if _, err := LookupWorkload(name); err != nil {
 			t.Errorf("LookupWorkload(%q): %v", name, err)
 		}

@@ -39,6 +39,12 @@ const (
 	DistLatest  = "latest"
 )
 
+// Scan length distributions (YCSB's scanlengthdistribution).
+const (
+	ScanLengthUniform  = "uniform"
+	ScanLengthConstant = "constant"
+)
+
 // Workload is an operation mix: the proportion of each operation type (summing to 1) and the
 // key distribution used when the user does not choose one. The core workloads are YCSB's
 // workloads/workload[a-f] files; "load" and "ping" are phases of their own; "update" and "txn"
@@ -67,6 +73,8 @@ var Workloads = map[string]Workload{
 		Mix: [numOpTypes]float64{OpScan: 0.95, OpInsert: 0.05}},
 	"f": {Name: "f", Description: "read-modify-write: 50% read, 50% read-modify-write", Distribution: DistZipfian,
 		Mix: [numOpTypes]float64{OpRead: 0.5, OpReadModifyWrite: 0.5}},
+	"scan": {Name: "scan", Description: "scans only: 100% scan (find _id >= k, sort by _id, limit 1..N or N with --scan-length-distribution constant), uniform start keys",
+		Distribution: DistUniform, Mix: [numOpTypes]float64{OpScan: 1}},
 	"load": {Name: "load", Description: "load phase: insert the records", Load: true,
 		Mix: [numOpTypes]float64{OpInsert: 1}},
 	"ping": {Name: "ping", Description: "round-trip baseline: the ping command", Distribution: DistUniform,

@@ -10,6 +10,7 @@ package router
 import (
 	"bytes"
 	"context"
+	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -138,35 +139,29 @@ func (m *mergeSource) Close() {
 func openCursors(ctx context.Context, c *Cluster, db string, shards []string, cmds map[string]bsoncore.Document) ([]*shardCursor, error) {
 	out := make([]*shardCursor, len(shards))
 	errs := make([]error, len(shards))
-	done := make(chan int, len(shards))
-	for i, shard := range shards {
-		go func() {
-			defer func() { done <- i }()
-			r, err := newRemote(ctx, c, shard)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			sc := &shardCursor{remote: r}
-			out[i] = sc
-			reply, err := r.run(ctx, db, cmds[shard])
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			var ns string
-			var docs []bsoncore.Document
-			if sc.id, ns, docs, err = parseCursorReply(reply); err != nil {
-				errs[i] = err
-				return
-			}
-			sc.db, sc.coll = splitNS(ns)
-			sc.buf = docs
-		}()
+	open := func(i int, shard string) {
+		r, err := newRemote(ctx, c, shard)
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		sc := &shardCursor{remote: r}
+		out[i] = sc
+		reply, err := r.run(ctx, db, cmds[shard])
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		var ns string
+		var docs []bsoncore.Document
+		if sc.id, ns, docs, err = parseCursorReply(reply); err != nil {
+			errs[i] = err
+			return
+		}
+		sc.db, sc.coll = splitNS(ns)
+		sc.buf = docs
 	}
-	for range shards {
-		<-done
-	}
+	fanOut(shards, open)
 	var first error
 	for i, err := range errs {
 		if err != nil && (first == nil || c.isStale(err) && !c.isStale(first)) {
@@ -189,26 +184,19 @@ func openCursors(ctx context.Context, c *Cluster, db string, shards []string, cm
 func runOnShards(ctx context.Context, c *Cluster, db string, shards []string, cmds map[string]bsoncore.Document) ([]bsoncore.Document, error) {
 	out := make([]bsoncore.Document, len(shards))
 	errs := make([]error, len(shards))
-	done := make(chan struct{}, len(shards))
-	for i, shard := range shards {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			rs, err := c.Shard(ctx, shard)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			raw, err := rs.RunCommand(ctx, db, rawDoc(cmds[shard]), nil)
-			if err != nil {
-				errs[i] = shardError(shard, err)
-				return
-			}
-			out[i] = bsoncore.Document(raw)
-		}()
-	}
-	for range shards {
-		<-done
-	}
+	fanOut(shards, func(i int, shard string) {
+		rs, err := c.Shard(ctx, shard)
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		raw, err := rs.RunCommand(ctx, db, rawDoc(cmds[shard]), nil)
+		if err != nil {
+			errs[i] = shardError(shard, err)
+			return
+		}
+		out[i] = bsoncore.Document(raw)
+	})
 	var first error
 	for _, err := range errs {
 		if err != nil && (first == nil || c.isStale(err) && !c.isStale(first)) {
@@ -219,6 +207,21 @@ func runOnShards(ctx context.Context, c *Cluster, db string, shards []string, cm
 		return nil, first
 	}
 	return out, nil
+}
+
+// fanOut runs f for every shard in parallel and returns when all have returned. A single
+// shard (every targeted read) runs in the caller's goroutine: a goroutine and a channel
+// handoff per request are measurable latency on a loaded machine (docs/benchmarks.md, issue 12).
+func fanOut(shards []string, f func(i int, shard string)) {
+	if len(shards) == 1 {
+		f(0, shards[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for i, shard := range shards {
+		wg.Go(func() { f(i, shard) })
+	}
+	wg.Wait()
 }
 
 // isStale reports whether err is a stale-version answer.
