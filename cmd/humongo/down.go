@@ -38,12 +38,29 @@ func cmdDown(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return writeState(st)
 }
 
-// stopAll stops every process of st, routers first and data nodes last (the reverse of start
-// order), and clears their pids. Each gets SIGTERM — humongod shuts down cleanly on it — and,
-// if still running after timeout, SIGKILL.
+// stopAll stops every process of st and clears their pids: routers first, then shards and
+// other data nodes, config servers last (a shard shutting down still talks to its config
+// servers), each group in the reverse of start order. Each gets SIGTERM — humongod shuts
+// down cleanly on it — and, if still running after timeout, SIGKILL.
 func stopAll(st *State, out io.Writer, timeout time.Duration) {
-	for i := len(st.Processes) - 1; i >= 0; i-- {
-		p := &st.Processes[i]
+	rank := func(p *Process) int {
+		switch p.Role {
+		case "router":
+			return 0
+		case "config":
+			return 2
+		}
+		return 1
+	}
+	var order []*Process
+	for r := 0; r <= 2; r++ {
+		for i := len(st.Processes) - 1; i >= 0; i-- {
+			if rank(&st.Processes[i]) == r {
+				order = append(order, &st.Processes[i])
+			}
+		}
+	}
+	for _, p := range order {
 		if p.Pid == 0 {
 			continue
 		}

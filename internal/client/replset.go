@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -86,8 +87,19 @@ func (r *ReplicaSet) RunCommand(ctx context.Context, db string, cmd any, rp *rea
 // cursors). Its default read preference is primary.
 func (r *ReplicaSet) Client() *mongo.Client { return r.cl }
 
-// Close disconnects; ctx bounds the wait for in-use connections.
-func (r *ReplicaSet) Close(ctx context.Context) error { return r.cl.Disconnect(ctx) }
+// Close disconnects; ctx bounds the wait for in-use connections, and at most closeWait
+// does: the driver's Disconnect first sends endSessions, which waits for a server it can
+// select, and a server's clients to other members are closed when those may be gone already
+// (a shard shutting down after the shard it talked to). The sessions it would end expire on
+// their own.
+func (r *ReplicaSet) Close(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, closeWait)
+	defer cancel()
+	return r.cl.Disconnect(ctx)
+}
+
+// closeWait bounds Close.
+const closeWait = 500 * time.Millisecond
 
 // commandName is the first key of cmd, for error messages.
 func commandName(cmd any) string {
