@@ -274,6 +274,11 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	defer cancel()
 	v := &versioning{t: t, ctx: ctx, d: d, a: d.RouterClient(t, 0), b: d.RouterClient(t, 1), cfg: configclient.New(d.Config.Client)}
 	const ns = "app.c"
+	last := time.Now()
+	step := func(name string) { // logs how long the steps before took
+		t.Logf("%v; now %s", time.Since(last).Round(time.Millisecond), name)
+		last = time.Now()
+	}
 	c := func(cl *mongo.Client) *mongo.Collection { return cl.Database("app").Collection("c") }
 
 	// Incarnation 1: hashed on k, two chunks per shard; B writes and reads it (and caches
@@ -291,6 +296,7 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	}
 	gen1 := rt1.Generation()
 
+	step("split")
 	// Split (A): a split of one chunk into two is <Mcv, mcv+1>, <Mcv, mcv+2>; B's first
 	// request after it is a read.
 	v.splitHalf(v.a, ns, 1)
@@ -305,6 +311,7 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	v.insert(v.b, ns, 200, 300)
 	v.placement(ns, ids(0, 300))
 
+	step("merge")
 	// Merge (A) of two neighbouring chunks of one shard: <Mcv, mcv+1>. B's first request is
 	// an update of every document, then a delete by shard key.
 	_, rt = v.catalog(ns)
@@ -336,6 +343,7 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	v.routerCount(v.b, ns, bson.D{{Key: "seen", Value: true}}, 299)
 	v.placement(ns, ids(0, 299))
 
+	step("cursor")
 	// A router cursor opened before a split returns every document once.
 	cur, err := c(v.b).Find(ctx, bson.D{}, options.Find().SetBatchSize(5))
 	if err != nil || !cur.Next(ctx) {
@@ -380,6 +388,7 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 		t.Fatalf("StaleConfig of UNSHARDED for a sharded collection: %s", ce.Raw)
 	}
 
+	step("incarnation 2")
 	// Incarnation 2: A drops and re-shards on another key, hashed on j (a new epoch,
 	// timestamp and uuid). B's first request is a write, routed by its old table unless it
 	// learns of the new incarnation.
@@ -409,6 +418,7 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	}
 	v.placement(ns, ids(1000, 1100))
 
+	step("incarnation 3")
 	// Incarnation 3: unsharded, written by A. B's first request is a read, sent with the
 	// versions of the hashed incarnation to both shards unless it learns of the new one.
 	v.run(v.a, "app", bson.D{{Key: "drop", Value: "c"}})
@@ -429,6 +439,7 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 		}
 	}
 
+	step("incarnation 4")
 	// Incarnation 4: sharded again, hashed on k (B cached it unsharded). B's first request is
 	// a write, which must reach both shards.
 	v.run(v.a, "app", bson.D{{Key: "drop", Value: "c"}})
@@ -439,10 +450,15 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	}
 	v.routerIDs(v.b, ns, ids(3000, 3200))
 
+	step("incarnation 5")
 	// Incarnation 5: sharded on a ranged key, j, split once (both chunks on the primary); A
 	// writes, B's first request is a count, then a find.
 	v.run(v.a, "app", bson.D{{Key: "drop", Value: "c"}})
 	v.run(v.a, "admin", bson.D{{Key: "shardCollection", Value: ns}, {Key: "key", Value: bson.D{{Key: "j", Value: 1}}}})
+	// A new range-sharded collection is one chunk at 1|0 on the primary shard.
+	if _, rt := v.catalog(ns); rt.NumChunks() != 1 || rt.Version().Major != 1 || rt.Version().Minor != 0 || rt.Chunks()[0].Shard != "shard0" {
+		t.Fatalf("new range-sharded collection: %d chunks, version %v", rt.NumChunks(), rt.Version())
+	}
 	v.run(v.a, "admin", bson.D{{Key: "split", Value: ns}, {Key: "middle", Value: bson.D{{Key: "j", Value: 500}}}})
 	v.insert(v.a, ns, 4000, 4100)
 	v.routerCount(v.b, ns, bson.D{}, 100)
@@ -450,6 +466,18 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	v.routerIDs(v.b, ns, ids(4000, 4100))
 	v.placement(ns, ids(4000, 4100))
 
+	step("drop only")
+	// A drop without re-creation: B's first requests find nothing, its write creates an
+	// unsharded collection on the primary shard.
+	v.run(v.a, "app", bson.D{{Key: "drop", Value: "c"}})
+	v.routerIDs(v.b, ns, nil)
+	v.routerCount(v.b, ns, bson.D{}, 0)
+	v.insert(v.b, ns, 5000, 5010)
+	if per := v.placement(ns, ids(5000, 5010)); per[0] != 10 {
+		t.Fatalf("implicitly created unsharded collection: %v", per)
+	}
+
+	step("database versions")
 	// Database versions: app2 on shard0, B writes and reads its unsharded collection; A drops
 	// the database and re-creates it on shard1 (a new database version): B's first request
 	// finds the new incarnation's documents only, its writes land on the new primary.
@@ -487,6 +515,7 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 			t.Fatalf("StaleDbVersion on the new primary: %s", ce.Raw)
 		}
 	}
+	step("done")
 	t.Logf("versioning scenarios done in %v (cluster start included)", time.Since(start))
 }
 
