@@ -529,3 +529,59 @@ func countJ(from, to, limit int) int {
 	}
 	return n
 }
+
+// A router whose config server is frozen (SIGSTOP) keeps routing from its cache; a request
+// that must refresh fails with mongos's FailedToSatisfyReadPreference in bounded time rather
+// than hanging
+// (checklist-sharding.md §1 "Refresh caveats"), and routing resumes once the config server
+// does.
+func TestShardedRouterConfigServerPaused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a sharded cluster")
+	}
+	d := Start(t, Topology{Kind: Sharded, Shards: 2, Routers: 2}, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	v := &versioning{t: t, ctx: ctx, d: d, a: d.RouterClient(t, 0), b: d.RouterClient(t, 1), cfg: configclient.New(d.Config.Client)}
+	const ns = "app.c"
+	v.run(v.a, "admin", bson.D{{Key: "enableSharding", Value: "app"}, {Key: "primaryShard", Value: "shard0"}})
+	v.run(v.a, "admin", bson.D{{Key: "shardCollection", Value: ns}, {Key: "key", Value: bson.D{{Key: "k", Value: "hashed"}}}})
+	v.insert(v.b, ns, 0, 100)
+	v.routerIDs(v.b, ns, ids(0, 100))
+
+	cfg := d.Config.Nodes[0]
+	if err := cfg.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cfg.Paused() {
+			_ = cfg.Resume()
+		}
+	})
+	// From the cache: reads and writes need no refresh.
+	t0 := time.Now()
+	v.routerIDs(v.b, ns, ids(0, 100))
+	v.insert(v.b, ns, 100, 110)
+	v.routerCount(v.b, ns, bson.D{}, 110)
+	t.Logf("routed from the cache with the config server paused in %v", time.Since(t0))
+
+	// After flushRouterConfig the router must refresh: an error, in bounded time.
+	v.run(v.b, "admin", bson.D{{Key: "flushRouterConfig", Value: ns}})
+	t0 = time.Now()
+	rctx, rcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer rcancel()
+	err := v.b.Database("app").RunCommand(rctx, bson.D{{Key: "find", Value: "c"}}).Err()
+	took := time.Since(t0)
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != int32(mongoerr.FailedToSatisfyReadPreference) {
+		t.Fatalf("find needing a refresh with the config server paused: %v after %v, want FailedToSatisfyReadPreference", err, took)
+	}
+	t.Logf("find needing a refresh with the config server paused: %s (%d) after %v: %s", ce.Name, ce.Code, took, ce.Message)
+
+	if err := cfg.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	t0 = time.Now()
+	v.routerIDs(v.b, ns, ids(0, 110))
+	t.Logf("routing again %v after the config server resumed", time.Since(t0))
+}
