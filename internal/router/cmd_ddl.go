@@ -389,7 +389,8 @@ func (c *Cluster) flushShards(ctx context.Context, shards []string, cmd, target 
 	build := func(string) bsoncore.Document {
 		return bsoncore.NewDocumentBuilder().AppendString(cmd, target).Build()
 	}
-	if err := firstError(c.broadcast(ctx, "admin", shards, build)); err != nil {
+	// A node that is not shard-aware has no filtering metadata to refresh.
+	if err := firstError(c.broadcast(ctx, "admin", shards, build), mongoerr.NoShardingEnabled, mongoerr.ShardingStateNotInitialized); err != nil {
 		return fmt.Errorf("refresh %s on the shards after the drop: %w", target, err)
 	}
 	return nil
