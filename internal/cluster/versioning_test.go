@@ -467,12 +467,26 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	v.placement(ns, ids(4000, 4100))
 
 	step("drop only")
-	// A drop without re-creation: B's first requests find nothing, its write creates an
-	// unsharded collection on the primary shard.
+	// A drop by the stale router: A re-creates the collection (hashed on k), B, which cached
+	// incarnation 5, drops it: the current incarnation's catalog entries go, not only what B
+	// knew of.
 	v.run(v.a, "app", bson.D{{Key: "drop", Value: "c"}})
-	v.routerIDs(v.b, ns, nil)
-	v.routerCount(v.b, ns, bson.D{}, 0)
-	v.insert(v.b, ns, 5000, 5010)
+	v.run(v.a, "admin", bson.D{{Key: "shardCollection", Value: ns}, {Key: "key", Value: bson.D{{Key: "k", Value: "hashed"}}}})
+	_, rt6 := v.catalog(ns)
+	v.run(v.b, "app", bson.D{{Key: "drop", Value: "c"}})
+	if _, rt := v.catalog(ns); rt != nil {
+		t.Fatalf("config.collections still has %s after a stale router's drop", ns)
+	}
+	uuid6 := rt6.UUID()
+	if n, err := d.Config.Client.Database("config").Collection("chunks").CountDocuments(ctx,
+		bson.D{{Key: "uuid", Value: bson.Binary{Subtype: 4, Data: uuid6[:]}}}); err != nil || n != 0 {
+		t.Fatalf("config.chunks of the dropped collection after a stale router's drop: %d %v", n, err)
+	}
+	// A drop without re-creation, seen by A, which cached incarnation 6: its first requests
+	// find nothing, its write creates an unsharded collection on the primary shard.
+	v.routerIDs(v.a, ns, nil)
+	v.routerCount(v.a, ns, bson.D{}, 0)
+	v.insert(v.a, ns, 5000, 5010)
 	if per := v.placement(ns, ids(5000, 5010)); per[0] != 10 {
 		t.Fatalf("implicitly created unsharded collection: %v", per)
 	}

@@ -342,6 +342,10 @@ func runDrop(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bson
 	} else if err != nil {
 		return nil, err
 	}
+	// The drop acts on the catalog's current incarnation, not on what this router cached: a
+	// stale entry would remove another collection's chunks by its old uuid and leave the
+	// current ones behind (MongoDB's drop runs on the config server's metadata).
+	c.Cache.InvalidateCollection(ns)
 	base := simpleCmd(cmd, false)
 	var reply bsoncore.Document
 	err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
