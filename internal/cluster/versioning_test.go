@@ -529,6 +529,15 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 			t.Fatalf("StaleDbVersion on the new primary: %s", ce.Raw)
 		}
 	}
+	// Again, back to shard0, and B's first request is a write: it lands on the new primary.
+	v.run(v.a, "app2", bson.D{{Key: "dropDatabase", Value: 1}})
+	v.run(v.a, "admin", bson.D{{Key: "enableSharding", Value: "app2"}, {Key: "primaryShard", Value: "shard0"}})
+	v.insert(v.b, ns2, 200, 210)
+	if per := v.placement(ns2, ids(200, 210)); per[0] != 10 {
+		t.Fatalf("documents per shard of app2.u: %v", per)
+	}
+	v.routerIDs(v.a, ns2, ids(200, 210))
+
 	step("done")
 	t.Logf("versioning scenarios done in %v (cluster start included)", time.Since(start))
 }
