@@ -98,7 +98,7 @@ func (v *versioning) shardIDs(ns string, i int, dbe catalogcache.Database, rt *r
 		if owner != name {
 			v.t.Errorf("%s: document %s is on %s, its owner is %s", ns, d, name, owner)
 		}
-		ids = append(ids, docID(v.t, d))
+		ids = append(ids, intID(v.t, d))
 	}
 	return ids
 }
@@ -117,7 +117,7 @@ func (v *versioning) placement(ns string, want []int) []int {
 	}
 	slices.Sort(all)
 	if !slices.Equal(all, want) {
-		v.t.Fatalf("%s: the shards hold %d documents %v, want %d %v", ns, len(all), short(all), len(want), short(want))
+		v.t.Fatalf("%s: the shards hold %d documents %v, want %d %v", ns, len(all), shortIDs(all), len(want), shortIDs(want))
 	}
 	return per
 }
@@ -137,11 +137,11 @@ func (v *versioning) routerIDs(cl *mongo.Client, ns string, want []int) {
 	}
 	got := make([]int, len(docs))
 	for i, d := range docs {
-		got[i] = docID(v.t, d)
+		got[i] = intID(v.t, d)
 	}
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
-		v.t.Fatalf("%s through the router: %d documents %v, want %d %v", ns, len(got), short(got), len(want), short(want))
+		v.t.Fatalf("%s through the router: %d documents %v, want %d %v", ns, len(got), shortIDs(got), len(want), shortIDs(want))
 	}
 }
 
@@ -207,7 +207,7 @@ func (v *versioning) staleDirect(i int, db string, cmd bson.D, code mongoerr.Cod
 	return ce, true
 }
 
-func docID(t *testing.T, d bson.Raw) int {
+func intID(t *testing.T, d bson.Raw) int {
 	t.Helper()
 	id, ok := d.Lookup("_id").AsInt64OK()
 	if !ok {
@@ -216,7 +216,7 @@ func docID(t *testing.T, d bson.Raw) int {
 	return int(id)
 }
 
-func ids(from, to int) []int {
+func idRange(from, to int) []int {
 	out := make([]int, 0, to-from)
 	for i := from; i < to; i++ {
 		out = append(out, i)
@@ -224,14 +224,14 @@ func ids(from, to int) []int {
 	return out
 }
 
-func short(ids []int) string {
+func shortIDs(ids []int) string {
 	if len(ids) <= 12 {
 		return fmt.Sprint(ids)
 	}
 	return fmt.Sprintf("%v...%v", ids[:6], ids[len(ids)-6:])
 }
 
-func sv(v routing.ChunkVersion) bson.Raw { return bson.Raw(v.ShardVersionDoc()) }
+func shardVersionRaw(v routing.ChunkVersion) bson.Raw { return bson.Raw(v.ShardVersionDoc()) }
 
 func chunkVersionField(t *testing.T, raw bson.Raw, field string) routing.ChunkVersion {
 	t.Helper()
@@ -286,8 +286,8 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	v.run(v.a, "admin", bson.D{{Key: "enableSharding", Value: "app"}, {Key: "primaryShard", Value: "shard0"}})
 	v.run(v.a, "admin", bson.D{{Key: "shardCollection", Value: ns}, {Key: "key", Value: bson.D{{Key: "k", Value: "hashed"}}}})
 	v.insert(v.b, ns, 0, 200)
-	v.routerIDs(v.b, ns, ids(0, 200))
-	if per := v.placement(ns, ids(0, 200)); per[0] == 0 || per[1] == 0 {
+	v.routerIDs(v.b, ns, idRange(0, 200))
+	if per := v.placement(ns, idRange(0, 200)); per[0] == 0 || per[1] == 0 {
 		t.Fatalf("hashed key: documents per shard %v", per)
 	}
 	_, rt1 := v.catalog(ns)
@@ -304,12 +304,12 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	if want := (routing.ChunkVersion{Major: 1, Minor: 5, Generation: gen1}); rt.NumChunks() != 5 || !rt.Version().Equal(want) {
 		t.Fatalf("after a split: %d chunks, collection version %v, want 5 and %v", rt.NumChunks(), rt.Version(), want)
 	}
-	v.routerIDs(v.b, ns, ids(0, 200))
+	v.routerIDs(v.b, ns, idRange(0, 200))
 	// Another split, then B's first request is a targeted count and a write.
 	v.splitHalf(v.a, ns, 3)
 	v.routerCount(v.b, ns, bson.D{{Key: "k", Value: 150}}, 1)
 	v.insert(v.b, ns, 200, 300)
-	v.placement(ns, ids(0, 300))
+	v.placement(ns, idRange(0, 300))
 
 	step("merge")
 	// Merge (A) of two neighbouring chunks of one shard: <Mcv, mcv+1>. B's first request is
@@ -341,7 +341,7 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 		t.Fatalf("delete through B after a merge: %+v %v", dr, err)
 	}
 	v.routerCount(v.b, ns, bson.D{{Key: "seen", Value: true}}, 299)
-	v.placement(ns, ids(0, 299))
+	v.placement(ns, idRange(0, 299))
 
 	step("cursor")
 	// A router cursor opened before a split returns every document once.
@@ -349,16 +349,16 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	if err != nil || !cur.Next(ctx) {
 		t.Fatalf("open a cursor through B: %v %v", err, cur.Err())
 	}
-	seen := map[int]int{docID(t, cur.Current): 1}
+	seen := map[int]int{intID(t, cur.Current): 1}
 	v.splitHalf(v.a, ns, 0)
 	v.splitHalf(v.b, ns, 2)
 	for cur.Next(ctx) {
-		seen[docID(t, cur.Current)]++
+		seen[intID(t, cur.Current)]++
 	}
 	if err := cur.Err(); err != nil {
 		t.Fatalf("getMore through B after splits: %v", err)
 	}
-	for _, i := range ids(0, 299) {
+	for _, i := range idRange(0, 299) {
 		if seen[i] != 1 {
 			t.Fatalf("cursor across splits: document %d seen %d times (%d distinct)", i, seen[i], len(seen))
 		}
@@ -367,7 +367,7 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 		t.Fatalf("cursor across splits: %d distinct documents", len(seen))
 	}
 	// Both routers route identically now.
-	v.routerIDs(v.a, ns, ids(0, 299))
+	v.routerIDs(v.a, ns, idRange(0, 299))
 	_, rt1 = v.catalog(ns)
 	old0, old1 := rt1.ShardVersion("shard0"), rt1.ShardVersion("shard1")
 
@@ -377,12 +377,12 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	// shard's known version: splits and merges move nothing, so a shard does not refresh
 	// for them and may know an older minor version.)
 	ahead := routing.ChunkVersion{Major: old0.Major + 1, Generation: gen1}
-	ce, _ := v.staleDirect(0, "app", bson.D{{Key: "find", Value: "c"}, {Key: "shardVersion", Value: sv(ahead)}}, mongoerr.StaleConfig)
+	ce, _ := v.staleDirect(0, "app", bson.D{{Key: "find", Value: "c"}, {Key: "shardVersion", Value: shardVersionRaw(ahead)}}, mongoerr.StaleConfig)
 	if ns2, _ := ce.Raw.Lookup("ns").StringValueOK(); ns2 != ns || ce.Raw.Lookup("shardId").StringValue() != "shard0" ||
 		!chunkVersionField(t, ce.Raw, "vReceived").Equal(ahead) || !chunkVersionField(t, ce.Raw, "vWanted").IsWriteCompatibleWith(old0) {
 		t.Fatalf("StaleConfig of a version ahead: %s", ce.Raw)
 	}
-	ce, _ = v.staleDirect(1, "app", bson.D{{Key: "find", Value: "c"}, {Key: "shardVersion", Value: sv(routing.Unsharded())}}, mongoerr.StaleConfig)
+	ce, _ = v.staleDirect(1, "app", bson.D{{Key: "find", Value: "c"}, {Key: "shardVersion", Value: shardVersionRaw(routing.Unsharded())}}, mongoerr.StaleConfig)
 	// (MongoDB checks the generation first: UNSHARDED has none, so "timestamp mismatch".)
 	if !strings.Contains(ce.Message, "timestamp mismatch detected for app.c") || !chunkVersionField(t, ce.Raw, "vWanted").IsWriteCompatibleWith(old1) {
 		t.Fatalf("StaleConfig of UNSHARDED for a sharded collection: %s", ce.Raw)
@@ -399,24 +399,24 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 		t.Fatalf("re-created collection: generation %v uuid %v, dropped one %v %v", gen2, rt2.UUID(), gen1, rt1.UUID())
 	}
 	v.insert(v.b, ns, 1000, 1100)
-	v.placement(ns, ids(1000, 1100))
-	v.routerIDs(v.b, ns, ids(1000, 1100))
+	v.placement(ns, idRange(1000, 1100))
+	v.routerIDs(v.b, ns, idRange(1000, 1100))
 	v.routerCount(v.a, ns, bson.D{{Key: "j", Value: 37}}, 1)
 
 	// Direct to a shard: the dropped incarnation's version is StaleConfig on both shards.
-	if ce, ok := v.staleDirect(0, "app", bson.D{{Key: "find", Value: "c"}, {Key: "shardVersion", Value: sv(old0)}}, mongoerr.StaleConfig); ok &&
+	if ce, ok := v.staleDirect(0, "app", bson.D{{Key: "find", Value: "c"}, {Key: "shardVersion", Value: shardVersionRaw(old0)}}, mongoerr.StaleConfig); ok &&
 		(!strings.Contains(ce.Message, "timestamp mismatch detected for app.c") || ce.Raw.Lookup("shardId").StringValue() != "shard0" ||
 			!chunkVersionField(t, ce.Raw, "vReceived").Equal(old0) || !chunkVersionField(t, ce.Raw, "vWanted").Equal(rt2.ShardVersion("shard0"))) {
 		t.Errorf("StaleConfig of the dropped incarnation: %s", ce.Raw)
 	}
-	v.staleDirect(1, "app", bson.D{{Key: "find", Value: "c"}, {Key: "shardVersion", Value: sv(old1)}}, mongoerr.StaleConfig)
+	v.staleDirect(1, "app", bson.D{{Key: "find", Value: "c"}, {Key: "shardVersion", Value: shardVersionRaw(old1)}}, mongoerr.StaleConfig)
 	// A write with the old version changes nothing.
 	r, err := v.d.Shards[1].Client.Database("app").RunCommand(ctx, bson.D{{Key: "insert", Value: "c"},
-		{Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: -1}, {Key: "k", Value: -1}}}}, {Key: "shardVersion", Value: sv(old1)}}).Raw()
+		{Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: -1}, {Key: "k", Value: -1}}}}, {Key: "shardVersion", Value: shardVersionRaw(old1)}}).Raw()
 	if code, _ := r.Lookup("writeErrors", "0", "code").AsInt64OK(); code != int64(mongoerr.StaleConfig) || len(r) == 0 {
 		t.Errorf("stale versioned insert on shard1: %s %v", r, err)
 	}
-	v.placement(ns, ids(1000, 1100))
+	v.placement(ns, idRange(1000, 1100))
 
 	step("incarnation 3")
 	// Incarnation 3: unsharded, written by A. B's first request is a read, sent with the
@@ -426,14 +426,14 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	if _, rt := v.catalog(ns); rt != nil {
 		t.Fatal("the re-created collection is sharded")
 	}
-	v.routerIDs(v.b, ns, ids(2000, 2050))
+	v.routerIDs(v.b, ns, idRange(2000, 2050))
 	v.insert(v.b, ns, 2050, 2060)
 	v.routerCount(v.b, ns, bson.D{}, 60)
-	if per := v.placement(ns, ids(2000, 2060)); per[0] != 60 {
+	if per := v.placement(ns, idRange(2000, 2060)); per[0] != 60 {
 		t.Fatalf("unsharded collection off its primary shard: %v", per)
 	}
 	for i := range 2 {
-		if ce, ok := v.staleDirect(i, "app", bson.D{{Key: "find", Value: "c"}, {Key: "shardVersion", Value: sv(rt2.ShardVersion(fmt.Sprintf("shard%d", i)))}},
+		if ce, ok := v.staleDirect(i, "app", bson.D{{Key: "find", Value: "c"}, {Key: "shardVersion", Value: shardVersionRaw(rt2.ShardVersion(fmt.Sprintf("shard%d", i)))}},
 			mongoerr.StaleConfig); ok && i == 0 && !chunkVersionField(t, ce.Raw, "vWanted").Equal(routing.Unsharded()) {
 			t.Errorf("StaleConfig of a sharded version for an unsharded collection: %s", ce.Raw)
 		}
@@ -445,10 +445,10 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	v.run(v.a, "app", bson.D{{Key: "drop", Value: "c"}})
 	v.run(v.a, "admin", bson.D{{Key: "shardCollection", Value: ns}, {Key: "key", Value: bson.D{{Key: "k", Value: "hashed"}}}})
 	v.insert(v.b, ns, 3000, 3200)
-	if per := v.placement(ns, ids(3000, 3200)); per[0] == 0 || per[1] == 0 {
+	if per := v.placement(ns, idRange(3000, 3200)); per[0] == 0 || per[1] == 0 {
 		t.Fatalf("hashed key: documents per shard %v", per)
 	}
-	v.routerIDs(v.b, ns, ids(3000, 3200))
+	v.routerIDs(v.b, ns, idRange(3000, 3200))
 
 	step("incarnation 5")
 	// Incarnation 5: sharded on a ranged key, j, split once (both chunks on the primary); A
@@ -463,8 +463,8 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	v.insert(v.a, ns, 4000, 4100)
 	v.routerCount(v.b, ns, bson.D{}, 100)
 	v.routerCount(v.b, ns, bson.D{{Key: "j", Value: bson.D{{Key: "$lt", Value: 500}}}}, countJ(4000, 4100, 500))
-	v.routerIDs(v.b, ns, ids(4000, 4100))
-	v.placement(ns, ids(4000, 4100))
+	v.routerIDs(v.b, ns, idRange(4000, 4100))
+	v.placement(ns, idRange(4000, 4100))
 
 	step("drop only")
 	// A drop by the stale router: A re-creates the collection (hashed on k), B, which cached
@@ -487,7 +487,7 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	v.routerIDs(v.a, ns, nil)
 	v.routerCount(v.a, ns, bson.D{}, 0)
 	v.insert(v.a, ns, 5000, 5010)
-	if per := v.placement(ns, ids(5000, 5010)); per[0] != 10 {
+	if per := v.placement(ns, idRange(5000, 5010)); per[0] != 10 {
 		t.Fatalf("implicitly created unsharded collection: %v", per)
 	}
 
@@ -498,7 +498,7 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	const ns2 = "app2.u"
 	v.run(v.a, "admin", bson.D{{Key: "enableSharding", Value: "app2"}, {Key: "primaryShard", Value: "shard0"}})
 	v.insert(v.b, ns2, 0, 20)
-	v.routerIDs(v.b, ns2, ids(0, 20))
+	v.routerIDs(v.b, ns2, idRange(0, 20))
 	dbv1, _ := v.catalog(ns2)
 	v.run(v.a, "app2", bson.D{{Key: "dropDatabase", Value: 1}})
 	v.run(v.a, "admin", bson.D{{Key: "enableSharding", Value: "app2"}, {Key: "primaryShard", Value: "shard1"}})
@@ -507,15 +507,15 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	if dbv2.Primary != "shard1" || dbv2.Version.UUID == dbv1.Version.UUID || dbv2.Version.LastMod != 1 {
 		t.Fatalf("re-created database: %+v, dropped %+v", dbv2, dbv1)
 	}
-	v.routerIDs(v.b, ns2, ids(100, 110))
+	v.routerIDs(v.b, ns2, idRange(100, 110))
 	v.insert(v.b, ns2, 110, 120)
 	v.routerCount(v.b, ns2, bson.D{}, 20)
-	if per := v.placement(ns2, ids(100, 120)); per[1] != 20 {
+	if per := v.placement(ns2, idRange(100, 120)); per[1] != 20 {
 		t.Fatalf("documents per shard of app2.u: %v", per)
 	}
 	// Direct: the dropped database's version is StaleDbVersion with db, vReceived and
 	// vWanted, on the new primary and on the old one.
-	direct := bson.D{{Key: "find", Value: "u"}, {Key: "shardVersion", Value: sv(routing.Unsharded())},
+	direct := bson.D{{Key: "find", Value: "u"}, {Key: "shardVersion", Value: shardVersionRaw(routing.Unsharded())},
 		{Key: "databaseVersion", Value: bson.Raw(dbv1.Version.Doc())}}
 	for _, i := range []int{1, 0} {
 		ce, ok := v.staleDirect(i, "app2", direct, mongoerr.StaleDbVersion)
@@ -533,10 +533,10 @@ func TestShardedStaleRouterVersioning(t *testing.T) {
 	v.run(v.a, "app2", bson.D{{Key: "dropDatabase", Value: 1}})
 	v.run(v.a, "admin", bson.D{{Key: "enableSharding", Value: "app2"}, {Key: "primaryShard", Value: "shard0"}})
 	v.insert(v.b, ns2, 200, 210)
-	if per := v.placement(ns2, ids(200, 210)); per[0] != 10 {
+	if per := v.placement(ns2, idRange(200, 210)); per[0] != 10 {
 		t.Fatalf("documents per shard of app2.u: %v", per)
 	}
-	v.routerIDs(v.a, ns2, ids(200, 210))
+	v.routerIDs(v.a, ns2, idRange(200, 210))
 
 	step("done")
 	t.Logf("versioning scenarios done in %v (cluster start included)", time.Since(start))
@@ -570,7 +570,7 @@ func TestShardedRouterConfigServerPaused(t *testing.T) {
 	v.run(v.a, "admin", bson.D{{Key: "enableSharding", Value: "app"}, {Key: "primaryShard", Value: "shard0"}})
 	v.run(v.a, "admin", bson.D{{Key: "shardCollection", Value: ns}, {Key: "key", Value: bson.D{{Key: "k", Value: "hashed"}}}})
 	v.insert(v.b, ns, 0, 100)
-	v.routerIDs(v.b, ns, ids(0, 100))
+	v.routerIDs(v.b, ns, idRange(0, 100))
 
 	cfg := d.Config.Nodes[0]
 	if err := cfg.Pause(); err != nil {
@@ -583,7 +583,7 @@ func TestShardedRouterConfigServerPaused(t *testing.T) {
 	})
 	// From the cache: reads and writes need no refresh.
 	t0 := time.Now()
-	v.routerIDs(v.b, ns, ids(0, 100))
+	v.routerIDs(v.b, ns, idRange(0, 100))
 	v.insert(v.b, ns, 100, 110)
 	v.routerCount(v.b, ns, bson.D{}, 110)
 	t.Logf("routed from the cache with the config server paused in %v", time.Since(t0))
@@ -605,6 +605,6 @@ func TestShardedRouterConfigServerPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 = time.Now()
-	v.routerIDs(v.b, ns, ids(0, 110))
+	v.routerIDs(v.b, ns, idRange(0, 110))
 	t.Logf("routing again %v after the config server resumed", time.Since(t0))
 }
