@@ -6,7 +6,8 @@ package router
 // shard; createIndexes, dropIndexes and collMod to every shard owning chunks of a sharded
 // collection (the primary for an unsharded one), answered as mongos's appendRawResponses
 // ({raw: {<shard connection string>: reply}}); drop and dropDatabase remove the catalog
-// entries (majority) and drop on every shard. The router forgets what it cached of the
+// entries (majority), drop on every shard and have every shard refresh its filtering
+// metadata of what was dropped (flushShards). The router forgets what it cached of the
 // namespace afterwards.
 //
 // MongoDB runs drop, dropDatabase, rename and collMod of sharded collections through
@@ -16,6 +17,7 @@ package router
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -340,6 +342,10 @@ func runDrop(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bson
 	} else if err != nil {
 		return nil, err
 	}
+	// The drop acts on the catalog's current incarnation, not on what this router cached: a
+	// stale entry would remove another collection's chunks by its old uuid and leave the
+	// current ones behind (MongoDB's drop runs on the config server's metadata).
+	c.Cache.InvalidateCollection(ns)
 	base := simpleCmd(cmd, false)
 	var reply bsoncore.Document
 	err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
@@ -371,7 +377,27 @@ func (c *Cluster) dropSharded(ctx context.Context, db string, coll catalogcache.
 	if err := firstError(replies, mongoerr.NamespaceNotFound); err != nil {
 		return nil, err
 	}
+	if err := c.flushShards(ctx, shards, "_flushRoutingTableCacheUpdates", coll.NS); err != nil {
+		return nil, err
+	}
 	return bsoncore.NewDocumentBuilder().AppendString("ns", coll.NS).Build(), nil
+}
+
+// flushShards has every shard refresh what it knows of target (a namespace for
+// _flushRoutingTableCacheUpdates, a database for _flushDatabaseCacheUpdates) from the
+// config server, once a drop removed it from the catalog. MongoDB's drop coordinators have
+// the participants clear their filtering metadata; without it a shard keeps the dropped
+// incarnation's metadata and accepts a stale router's versions for it, so that router
+// never learns of the new incarnation (it would read and write by the old one's chunks).
+func (c *Cluster) flushShards(ctx context.Context, shards []string, cmd, target string) error {
+	build := func(string) bsoncore.Document {
+		return bsoncore.NewDocumentBuilder().AppendString(cmd, target).Build()
+	}
+	// A node that is not shard-aware has no filtering metadata to refresh.
+	if err := firstError(c.broadcast(ctx, "admin", shards, build), mongoerr.NoShardingEnabled, mongoerr.ShardingStateNotInitialized); err != nil {
+		return fmt.Errorf("refresh %s on the shards after the drop: %w", target, err)
+	}
+	return nil
 }
 
 // runDropDatabase drops a database: its sharded collections' catalog entries, the database on
@@ -423,6 +449,16 @@ func runDropDatabase(ctx context.Context, env *service.Env, cmd bsoncore.Documen
 	q, _ = bsoncore.AppendDocumentEnd(q, idx)
 	if err := c.configDelete(ctx, "databases", q); err != nil {
 		return nil, err
+	}
+	// The shards forget the dropped database's version and its sharded collections'
+	// metadata (MongoDB's drop database coordinator flushes the database on every shard).
+	if err := c.flushShards(ctx, shards, "_flushDatabaseCacheUpdates", env.DB); err != nil {
+		return nil, err
+	}
+	for _, coll := range colls {
+		if err := c.flushShards(ctx, shards, "_flushRoutingTableCacheUpdates", coll.NS); err != nil {
+			return nil, err
+		}
 	}
 	return bsoncore.NewDocumentBuilder().Build(), nil // mongos's reply is {ok: 1}
 }

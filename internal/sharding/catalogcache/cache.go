@@ -217,7 +217,10 @@ func retriable(err error) bool {
 }
 
 // OnStaleDatabaseVersion marks the database's entry stale if wanted (the version the shard
-// has, nil if unknown) is newer than the cached one, or unknown.
+// has, nil if unknown) is newer than the cached one, or unknown. Its collections' entries,
+// which carry the database's entry as they loaded it (Routing.DB: the primary shard and
+// version an unsharded collection is routed by), are marked stale with it: their next use
+// reloads the database, and refreshes their tables incrementally.
 func (c *Cache) OnStaleDatabaseVersion(name string, wanted *routing.DatabaseVersion) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -227,6 +230,11 @@ func (c *Cache) OnStaleDatabaseVersion(name string, wanted *routing.DatabaseVers
 	}
 	if wanted == nil || !e.valid || !wanted.Equal(e.val.Version) {
 		e.stale = true
+		for ns, ce := range c.colls {
+			if db, _, _ := cutNS(ns); db == name {
+				ce.stale = true
+			}
+		}
 	}
 }
 

@@ -318,6 +318,13 @@ func TestUnshardedAndDatabaseVersion(t *testing.T) {
 	if err != nil || d.Primary != "shard1" || !d.Version.Equal(wanted) {
 		t.Fatalf("database after a stale report: %+v %v", d, err)
 	}
+	// A stale database version reported for a collection's request reaches the collection's
+	// entry too: its routing carries the database's new primary and version (else a router
+	// retries with the version it had, for ever).
+	r, err = c.Routing(context.Background(), "test.u")
+	if err != nil || r.DB.Primary != "shard1" || !r.DB.Version.Equal(wanted) {
+		t.Fatalf("unsharded routing after a stale database version: %+v %v", r, err)
+	}
 	// Collections of an invalidated database reload with it.
 	c.InvalidateDatabase("test")
 	r, err = c.Routing(context.Background(), "test.u")

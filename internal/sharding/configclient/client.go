@@ -21,6 +21,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
@@ -92,7 +93,7 @@ func (c *Client) Database(ctx context.Context, name string) (catalogcache.Databa
 		return catalogcache.Database{}, mongoerr.Newf(mongoerr.NamespaceNotFound, "database %s not found", name)
 	}
 	if err != nil {
-		return catalogcache.Database{}, fmt.Errorf("read config.databases: %w", err)
+		return catalogcache.Database{}, readError(ctx, "config.databases", err)
 	}
 	return ParseDatabase(bsoncore.Document(raw))
 }
@@ -129,7 +130,7 @@ func (c *Client) Collection(ctx context.Context, ns string, since *routing.Chunk
 		return catalogcache.Collection{NS: ns}, nil, false, nil
 	}
 	if err != nil {
-		return catalogcache.Collection{}, nil, false, fmt.Errorf("read config.collections: %w", err)
+		return catalogcache.Collection{}, nil, false, readError(ctx, "config.collections", err)
 	}
 	coll, err := ParseCollection(bsoncore.Document(raw))
 	if err != nil {
@@ -141,7 +142,7 @@ func (c *Client) Collection(ctx context.Context, ns string, since *routing.Chunk
 	}
 	cur, err := c.config.Collection("chunks").Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "lastmod", Value: 1}}))
 	if err != nil {
-		return catalogcache.Collection{}, nil, false, fmt.Errorf("read config.chunks: %w", err)
+		return catalogcache.Collection{}, nil, false, readError(ctx, "config.chunks", err)
 	}
 	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
 	var chunks []routing.Chunk
@@ -153,7 +154,7 @@ func (c *Client) Collection(ctx context.Context, ns string, since *routing.Chunk
 		chunks = append(chunks, ch)
 	}
 	if err := cur.Err(); err != nil {
-		return catalogcache.Collection{}, nil, false, fmt.Errorf("read config.chunks: %w", err)
+		return catalogcache.Collection{}, nil, false, readError(ctx, "config.chunks", err)
 	}
 	return coll, chunks, true, nil
 }
@@ -220,7 +221,7 @@ func (c *Client) Shards(ctx context.Context) ([]shardregistry.Shard, error) {
 	defer done()
 	cur, err := c.config.Collection("shards").Find(ctx, bson.D{})
 	if err != nil {
-		return nil, fmt.Errorf("read config.shards: %w", err)
+		return nil, readError(ctx, "config.shards", err)
 	}
 	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
 	var out []shardregistry.Shard
@@ -232,7 +233,26 @@ func (c *Client) Shards(ctx context.Context) ([]shardregistry.Shard, error) {
 		out = append(out, s)
 	}
 	if err := cur.Err(); err != nil {
-		return nil, fmt.Errorf("read config.shards: %w", err)
+		return nil, readError(ctx, "config.shards", err)
 	}
 	return out, nil
+}
+
+// readError is the error of a failed read of coll. When no config server could be selected
+// within the client's server selection timeout (all down, frozen or unreachable) it is
+// MongoDB's FailedToSatisfyReadPreference (133), as mongos answers then, rather than the
+// driver's timeout, which the wire boundary would report as MaxTimeMSExpired to a client
+// that set no time limit. When ctx itself is done, its error is the answer.
+func readError(ctx context.Context, coll string, err error) error {
+	var sel topology.ServerSelectionError
+	if errors.As(err, &sel) && ctx.Err() == nil {
+		cause := err
+		if sel.Wrapped != nil {
+			cause = sel.Wrapped // without the topology description
+		}
+		return &mongoerr.Error{Code: mongoerr.FailedToSatisfyReadPreference,
+			Msg: fmt.Sprintf("Could not find host matching read preference { mode: \"primary\" } for the config servers (read %s: %v)", coll, cause),
+			Err: err}
+	}
+	return fmt.Errorf("read %s: %w", coll, err)
 }

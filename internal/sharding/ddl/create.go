@@ -150,6 +150,9 @@ func (c *Coordinator) CreateCollection(ctx context.Context, self string, req Cre
 		if err != nil {
 			return CreateResponse{}, err
 		}
+		if err := c.refreshShards(ctx, remote, self, rt.Shards(), req.NS); err != nil {
+			return CreateResponse{}, err
+		}
 		return CreateResponse{UUID: existing.UUID, CollectionVersion: rt.Version()}, nil
 	}
 
@@ -255,6 +258,9 @@ func (c *Coordinator) CreateCollection(ctx context.Context, self string, req Cre
 	if err != nil {
 		return CreateResponse{}, err
 	}
+	if err := c.refreshShards(ctx, remote, self, ids, req.NS); err != nil {
+		return CreateResponse{}, err
+	}
 	if created, _ := reply.Lookup("created").BooleanOK(); !created {
 		// Another request sharded it first with the same options: report what is there.
 		existing, chunks, _, err := remote.Catalog.Collection(ctx, req.NS, nil)
@@ -268,6 +274,40 @@ func (c *Coordinator) CreateCollection(ctx context.Context, self string, req Cre
 		return CreateResponse{UUID: existing.UUID, CollectionVersion: rt.Version()}, nil
 	}
 	return CreateResponse{UUID: local.uuid, CollectionVersion: newChunks[len(newChunks)-1].Version}, nil
+}
+
+// refreshShards has this shard and every other one refresh ns's filtering metadata from the
+// config server once the collection is committed sharded (7.0's create coordinator clears
+// the participants' metadata and refreshes every shard after its commit). Until then a shard
+// that knew ns unsharded (or as a dropped incarnation) accepts a stale router's UNSHARDED (or
+// old) version: the router would write the new collection's documents to the primary shard
+// whatever their chunk. This shard's own refresh must succeed; it fails the command
+// otherwise (a retried shardCollection finds the collection sharded and refreshes again).
+// A refresh failing on another shard is not fatal: that shard refreshes on the first request
+// carrying the new version, and owns no document of a collection it never had.
+//
+// Not yet (issue 14): the critical section that blocks the collection's writes between the
+// commit and these refreshes.
+func (c *Coordinator) refreshShards(ctx context.Context, remote *Remote, self string, shards []string, ns string) error {
+	flush := bsoncore.NewDocumentBuilder().AppendString("_flushRoutingTableCacheUpdates", ns).Build()
+	if _, err := c.Local(ctx, "admin", flush); err != nil {
+		return fmt.Errorf("refresh %s's filtering metadata on the primary shard: %w", ns, err)
+	}
+	var wg sync.WaitGroup
+	for _, id := range shards {
+		if id == self {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if rs, err := remote.Shard(ctx, id); err == nil {
+				_, _ = Run(ctx, rs, "admin", flush)
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
 }
 
 // appendField returns d with the document field name: v appended.
