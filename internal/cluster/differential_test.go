@@ -11,7 +11,7 @@ import (
 // TestDifferentialSharded is issue 12's differential acceptance: the same seeded workload
 // (differential_gen_test.go) against a 2-shard cluster through humongos and against a
 // standalone gives the same answer at every step, on a collection sharded on a hashed key
-// and on one sharded on a ranged compound key split into several chunks. DIFF_OPS sets the
+// and on one sharded on a ranged compound key split into several chunks on both shards. DIFF_OPS sets the
 // operations per collection (default 2,500: 5,000 per run), HUMONGO_SEED the seed.
 func TestDifferentialSharded(t *testing.T) {
 	if testing.Short() {
@@ -32,8 +32,15 @@ func TestDifferentialSharded(t *testing.T) {
 	}
 	run(bson.D{{Key: "enableSharding", Value: "diff"}})
 	run(bson.D{{Key: "shardCollection", Value: "diff.hashed"}, {Key: "key", Value: bson.D{{Key: "_id", Value: "hashed"}}}})
+	// The ranged collection spreads over both shards through zones defined before sharding it
+	// (g < 5 on shard0, the rest on shard1), then manual splits inside each zone.
+	bound := func(g any) bson.D { return bson.D{{Key: "g", Value: g}, {Key: "_id", Value: bson.MinKey{}}} }
+	run(bson.D{{Key: "addShardToZone", Value: d.Shards[0].Topology.Name}, {Key: "zone", Value: "lo"}})
+	run(bson.D{{Key: "addShardToZone", Value: d.Shards[1].Topology.Name}, {Key: "zone", Value: "hi"}})
+	run(bson.D{{Key: "updateZoneKeyRange", Value: "diff.ranged"}, {Key: "min", Value: bound(bson.MinKey{})}, {Key: "max", Value: bound(5)}, {Key: "zone", Value: "lo"}})
+	run(bson.D{{Key: "updateZoneKeyRange", Value: "diff.ranged"}, {Key: "min", Value: bound(5)}, {Key: "max", Value: bson.D{{Key: "g", Value: bson.MaxKey{}}, {Key: "_id", Value: bson.MaxKey{}}}}, {Key: "zone", Value: "hi"}})
 	run(bson.D{{Key: "shardCollection", Value: "diff.ranged"}, {Key: "key", Value: bson.D{{Key: "g", Value: 1}, {Key: "_id", Value: 1}}}})
-	for _, g := range []int{3, 6} {
+	for _, g := range []int{3, 7} {
 		run(bson.D{{Key: "split", Value: "diff.ranged"}, {Key: "middle", Value: bson.D{{Key: "g", Value: g}, {Key: "_id", Value: bson.MinKey{}}}}})
 	}
 	for i, name := range []string{"hashed", "ranged"} {
@@ -43,11 +50,13 @@ func TestDifferentialSharded(t *testing.T) {
 		})
 		t.Logf("%s: %d operations in %v", name, ops, time.Since(start))
 	}
-	// The hashed collection's documents really are on both shards.
-	for i, s := range d.Shards {
-		n, err := s.Client.Database("diff").Collection("hashed").CountDocuments(ctx, bson.D{})
-		if err != nil || n == 0 {
-			t.Errorf("shard %d holds %d documents of diff.hashed (%v)", i, n, err)
+	// Both collections' documents really are on both shards.
+	for _, name := range []string{"hashed", "ranged"} {
+		for i, s := range d.Shards {
+			n, err := s.Client.Database("diff").Collection(name).CountDocuments(ctx, bson.D{})
+			if err != nil || n == 0 {
+				t.Errorf("shard %d holds %d documents of diff.%s (%v)", i, n, name, err)
+			}
 		}
 	}
 }

@@ -18,7 +18,6 @@ package router
 //     phases.
 
 import (
-	"bytes"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -63,22 +62,11 @@ func collatedOf(stmt bsoncore.Document) bool {
 // exactShardKey returns the shard key a filter pins by equality on every shard key field
 // (MongoDB's extractShardKeyFromQuery), or nil.
 func exactShardKey(rt *routing.RoutingTable, filter bsoncore.Document, collated bool) bsoncore.Document {
-	ranges, err := rt.Pattern().Ranges(filter, collated)
-	if err != nil || len(ranges) != 1 || !bytes.Equal(ranges[0].Min, ranges[0].Max) {
+	key, ok := rt.Pattern().KeyFromEqualities(filter, collated)
+	if !ok {
 		return nil
 	}
-	// MinKey/MaxKey bounds are never exact keys.
-	for _, v := range routingValues(ranges[0].Min) {
-		if v.Type == bsoncore.TypeMinKey || v.Type == bsoncore.TypeMaxKey {
-			return nil
-		}
-	}
-	return ranges[0].Min
-}
-
-func routingValues(d bsoncore.Document) []bsoncore.Value {
-	vals, _ := d.Values()
-	return vals
+	return key
 }
 
 // isExactIDQuery reports whether filter has an equality on _id with a value an _id index

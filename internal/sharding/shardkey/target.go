@@ -122,3 +122,93 @@ func (p *Pattern) keyDoc(vals []bsoncore.Value) bsoncore.Document {
 
 // KeyFromValues builds a shard key document from values in pattern order (no hashing).
 func (p *Pattern) KeyFromValues(vals ...bsoncore.Value) bsoncore.Document { return p.keyDoc(vals) }
+
+// KeyFromEqualities is MongoDB's extractShardKeyFromQuery: the shard key a filter pins by
+// equality on every shard key field (`field: value`, `field: {$eq: value}`, also inside a
+// top-level $and), hashed fields hashed; false when a field has no such equality, or its
+// value cannot be a shard key (an array, a regular expression, a document with $-fields) or
+// compares under a non-simple collation (collated: strings and what holds them). Unlike the
+// index bounds of the filter, an equality to null is an exact key: a missing shard key field
+// is stored as null.
+func (p *Pattern) KeyFromEqualities(filter bsoncore.Document, collated bool) (bsoncore.Document, bool) {
+	vals := make([]bsoncore.Value, len(p.fields))
+	for i, f := range p.fields {
+		v, ok := equality(filter, f)
+		if !ok || v.Type == bsoncore.TypeArray || v.Type == bsoncore.TypeRegex || v.Type == bsoncore.TypeUndefined {
+			return nil, false
+		}
+		if d, isDoc := v.DocumentOK(); isDoc && hasDollarField(d) {
+			return nil, false
+		}
+		if collated && collationSensitive(v) {
+			return nil, false
+		}
+		if i == p.hashed {
+			h, err := HashValue(v)
+			if err != nil {
+				return nil, false
+			}
+			v = h
+		}
+		vals[i] = v
+	}
+	return p.keyDoc(vals), true
+}
+
+// equality finds field's equality value in filter's top level or its top-level $and.
+func equality(filter bsoncore.Document, field string) (bsoncore.Value, bool) {
+	elems, err := filter.Elements()
+	if err != nil {
+		return bsoncore.Value{}, false
+	}
+	for _, e := range elems {
+		switch e.Key() {
+		case field:
+			v := e.Value()
+			if d, ok := v.DocumentOK(); ok {
+				first, err := d.IndexErr(0)
+				if err == nil && first.Key() == "$eq" {
+					if n, _ := d.Elements(); len(n) == 1 {
+						return first.Value(), true
+					}
+					return bsoncore.Value{}, false
+				}
+				if err == nil && len(first.Key()) > 0 && first.Key()[0] == '$' {
+					return bsoncore.Value{}, false
+				}
+			}
+			return v, true
+		case "$and":
+			arr, ok := e.Value().ArrayOK()
+			if !ok {
+				continue
+			}
+			vals, _ := arr.Values()
+			for _, c := range vals {
+				if d, ok := c.DocumentOK(); ok {
+					if v, ok := equality(d, field); ok {
+						return v, true
+					}
+				}
+			}
+		}
+	}
+	return bsoncore.Value{}, false
+}
+
+// collationSensitive reports whether a value compares differently under a non-simple
+// collation: strings, symbols, and documents or arrays that hold them.
+func collationSensitive(v bsoncore.Value) bool {
+	switch v.Type {
+	case bsoncore.TypeString, bsoncore.TypeSymbol:
+		return true
+	case bsoncore.TypeEmbeddedDocument, bsoncore.TypeArray:
+		vals, _ := bsoncore.Document(v.Data).Values()
+		for _, c := range vals {
+			if collationSensitive(c) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,6 +1,7 @@
 package shardkey
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -93,5 +94,43 @@ func TestRangesExpansionAndErrors(t *testing.T) {
 	}
 	if _, err := p.Ranges(doc(t, bson.D{{Key: "a", Value: bson.D{{Key: "$bad", Value: 1}}}}), false); !mongoerr.Is(err, mongoerr.BadValue) {
 		t.Errorf("bad filter: %v", err)
+	}
+}
+
+func TestKeyFromEqualities(t *testing.T) {
+	p := MustParse(doc(t, bson.D{{Key: "g", Value: 1}, {Key: "_id", Value: 1}}))
+	for _, c := range []struct {
+		filter   bson.D
+		collated bool
+		want     bson.D // nil: no exact key
+	}{
+		{bson.D{{Key: "_id", Value: 1}, {Key: "g", Value: 2}}, false, bson.D{{Key: "g", Value: 2}, {Key: "_id", Value: 1}}},
+		// An equality to null is exact: a missing shard key field is null.
+		{bson.D{{Key: "_id", Value: 1}, {Key: "g", Value: nil}}, false, bson.D{{Key: "g", Value: nil}, {Key: "_id", Value: 1}}},
+		{bson.D{{Key: "$and", Value: bson.A{bson.D{{Key: "g", Value: bson.D{{Key: "$eq", Value: 3}}}}, bson.D{{Key: "_id", Value: "x"}}}}}, false,
+			bson.D{{Key: "g", Value: 3}, {Key: "_id", Value: "x"}}},
+		{bson.D{{Key: "_id", Value: "x"}, {Key: "g", Value: 3}}, true, nil},
+		{bson.D{{Key: "_id", Value: 1}, {Key: "g", Value: 3}}, true, bson.D{{Key: "g", Value: 3}, {Key: "_id", Value: 1}}},
+		{bson.D{{Key: "_id", Value: 1}}, false, nil},
+		{bson.D{{Key: "_id", Value: 1}, {Key: "g", Value: bson.D{{Key: "$gt", Value: 1}}}}, false, nil},
+		{bson.D{{Key: "_id", Value: 1}, {Key: "g", Value: bson.A{1}}}, false, nil},
+		{bson.D{{Key: "_id", Value: 1}, {Key: "g", Value: bson.Regex{Pattern: "a"}}}, false, nil},
+	} {
+		got, ok := p.KeyFromEqualities(doc(t, c.filter), c.collated)
+		if c.want == nil {
+			if ok {
+				t.Errorf("%v: got key %v, want none", c.filter, got)
+			}
+			continue
+		}
+		if !ok || !bytes.Equal(got, doc(t, c.want)) {
+			t.Errorf("%v: got %v (%v), want %v", c.filter, got, ok, c.want)
+		}
+	}
+	h := MustParse(doc(t, bson.D{{Key: "_id", Value: "hashed"}}))
+	got, ok := h.KeyFromEqualities(doc(t, bson.D{{Key: "_id", Value: 5}}), false)
+	want, _ := h.ExtractKey(doc(t, bson.D{{Key: "_id", Value: 5}}))
+	if !ok || !bytes.Equal(got, want) {
+		t.Errorf("hashed: %v, want %v", got, want)
 	}
 }
