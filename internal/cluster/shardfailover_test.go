@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -471,4 +472,115 @@ func sfCode(err error) int32 {
 		}
 	}
 	return 0
+}
+
+// The config server down: the router keeps serving the namespaces it has cached (reads and
+// writes go straight to the shards, which have their own filtering metadata), and a request
+// that needs the catalog (a namespace flushed from the cache, a new database) fails with
+// MongoDB's code within a bound (its maxTimeMS, else the config client's server selection
+// timeout) instead of hanging. Once the config server is back, routing recovers by itself.
+func TestShardedConfigServerDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a sharded cluster")
+	}
+	start := time.Now()
+	d := Start(t, Topology{Kind: Sharded, Shards: 2}, Options{})
+	t.Logf("%v up in %v", d.Topology, time.Since(start).Round(time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const db = "cfgdown"
+	runAdmin(t, ctx, d.Client, bson.D{{Key: "enableSharding", Value: db}, {Key: "primaryShard", Value: "shard0"}})
+	runAdmin(t, ctx, d.Client, bson.D{{Key: "shardCollection", Value: db + ".s"}, {Key: "key", Value: bson.D{{Key: "_id", Value: "hashed"}}}})
+	sharded, unsharded := d.Client.Database(db).Collection("s"), d.Client.Database(db).Collection("u")
+	exercise := func(what string, from int) error {
+		for _, c := range []*mongo.Collection{sharded, unsharded} {
+			octx, ocancel := context.WithTimeout(ctx, 20*time.Second)
+			var docs []any
+			for i := from; i < from+10; i++ {
+				docs = append(docs, bson.D{{Key: "_id", Value: i}, {Key: "v", Value: 0}})
+			}
+			_, err := c.InsertMany(octx, docs)
+			if err == nil {
+				_, err = c.UpdateOne(octx, bson.D{{Key: "_id", Value: from}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}})
+			}
+			var n int64
+			if err == nil {
+				n, err = c.CountDocuments(octx, bson.D{})
+			}
+			if err == nil && n != int64(from+10) {
+				err = fmt.Errorf("count %d, want %d", n, from+10)
+			}
+			if err == nil {
+				var doc bson.M
+				err = c.FindOne(octx, bson.D{{Key: "_id", Value: from}}).Decode(&doc)
+			}
+			ocancel()
+			if err != nil {
+				return fmt.Errorf("%s on %s: %w", what, c.Name(), err)
+			}
+		}
+		return nil
+	}
+	if err := exercise("before", 0); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := d.Config.Nodes[0]
+	if err := cfg.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	downAt := time.Now()
+	// What the router has cached still works.
+	if err := exercise("config server down", 10); err != nil {
+		t.Errorf("a cached namespace with the config server down: %v", err)
+	}
+	t.Logf("cached namespaces served with the config server down (%v)", time.Since(downAt).Round(time.Millisecond))
+
+	// What needs the catalog fails with MongoDB's codes, within its bound.
+	refuses := func(what string, bound time.Duration, codes []int32, op func(context.Context) error) {
+		t.Helper()
+		octx, ocancel := context.WithTimeout(ctx, 90*time.Second)
+		defer ocancel()
+		t0 := time.Now()
+		err := op(octx)
+		took := time.Since(t0)
+		code := sfCode(err)
+		t.Logf("%s: code %d after %v: %v", what, code, took.Round(time.Millisecond), err)
+		if err == nil || !slices.Contains(codes, code) {
+			t.Errorf("%s with the config server down: %v (code %d), want one of the codes %v", what, err, code, codes)
+		}
+		if took > bound {
+			t.Errorf("%s took %v with the config server down, want at most %v", what, took, bound)
+		}
+	}
+	unreachable := []int32{133, 6} // FailedToSatisfyReadPreference, HostUnreachable
+	refuses("insert into a new database", 45*time.Second, unreachable, func(c context.Context) error {
+		_, err := d.Client.Database(db+"new").Collection("c").InsertOne(c, bson.D{{Key: "_id", Value: 1}})
+		return err
+	})
+	runAdmin(t, ctx, d.Client, bson.D{{Key: "flushRouterConfig", Value: 1}})
+	refuses("find after flushRouterConfig", 45*time.Second, unreachable, func(c context.Context) error {
+		return d.Client.Database(db).RunCommand(c, bson.D{{Key: "find", Value: "s"}}).Err()
+	})
+	refuses("find after flushRouterConfig with maxTimeMS 2000", 10*time.Second, []int32{50}, func(c context.Context) error {
+		return d.Client.Database(db).RunCommand(c, bson.D{{Key: "find", Value: "u"}, {Key: "maxTimeMS", Value: 2000}}).Err()
+	})
+
+	// Back up: routing recovers without a restart of the router.
+	if err := cfg.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	upAt := time.Now()
+	if _, err := d.Config.WaitForPrimary(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer rcancel()
+	waitFor(t, rctx, "routing after the config server is back", func() bool {
+		return exercise("config server back", 20) == nil
+	})
+	if _, err := d.Client.Database(db+"new").Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Errorf("a new database after the config server is back: %v", err)
+	}
+	t.Logf("routing recovered %v after the config server restarted", time.Since(upAt).Round(time.Millisecond))
 }

@@ -67,7 +67,7 @@ func NewCluster(configDB client.ReplicaSetHosts, o client.Options) (*Cluster, er
 	if err != nil {
 		return nil, err
 	}
-	loader := configclient.New(cfg.Client()).WithClock(o.Clock)
+	loader := configLoader{cl: configclient.New(cfg.Client()).WithClock(o.Clock), set: configDB.SetName}
 	return &Cluster{opts: o, config: cfg, Cache: catalogcache.New(loader), Shards: shardregistry.New(loader),
 		conns: map[string]*client.ReplicaSet{}}, nil
 }

@@ -26,11 +26,13 @@ import (
 	"humongo/internal/mongoerr"
 )
 
-// transportError returns err, a driver error from a request to shard (a replica set named
-// set), as the router answers it when the request never got a reply: HostUnreachable for a
+// transportError returns err, a driver error from a request to shard (a shard id, or the
+// config server replica set's name), as the router answers it when the request never got a reply: HostUnreachable for a
 // network error, FailedToSatisfyReadPreference when no suitable member was found in time
 // (ctx not done: the selection's own timeout); nil if err is neither (a shard's reply, or
-// the request's own deadline).
+// the request's own deadline). The error wraps err: a selection timeout still matches
+// context.DeadlineExceeded, so the catalog cache does not repeat a refresh whose selection
+// already waited its full timeout.
 func transportError(ctx context.Context, shard string, err error) error {
 	var sse topology.ServerSelectionError
 	if errors.As(err, &sse) {
@@ -38,10 +40,10 @@ func transportError(ctx context.Context, shard string, err error) error {
 			return nil
 		}
 		return mongoerr.Newf(mongoerr.FailedToSatisfyReadPreference,
-			"Could not find host matching read preference { mode: \"primary\" } for set %s: %v", shard, err)
+			"Could not find host matching read preference { mode: \"primary\" } for set %s: %w", shard, err)
 	}
 	if mongo.IsNetworkError(err) && ctx.Err() == nil {
-		return mongoerr.Newf(mongoerr.HostUnreachable, "error communicating with shard %s: %v", shard, err)
+		return mongoerr.Newf(mongoerr.HostUnreachable, "error communicating with shard %s: %w", shard, err)
 	}
 	return nil
 }
