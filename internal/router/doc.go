@@ -36,6 +36,15 @@
 // config server's _configsvrCreateDatabase (write_db.go). Every other MongoDB command is
 // refused with CommandNotSupported, naming the command.
 //
+// Faults (retry.go, config_loader.go; spec: sharding.md "Retrying internally"): a read, or a
+// retryable write, whose shard failed with a retriable error (its primary killed, stepping
+// down, unreachable) is sent again, at most 3 more times, to the primary the shard's client
+// finds then (MongoDB's RetryPolicy::kIdempotent); other writes are not sent twice. A request
+// that got no reply is HostUnreachable, no primary within the server selection timeout
+// FailedToSatisfyReadPreference. With the config server unreachable the caches keep serving
+// what they hold and a refresh fails with those codes within the selection timeout (or the
+// request's maxTimeMS).
+//
 // It will own, over internal/sharding's catalog cache and shard registry and the internal
 // client (spec: /work/shared/spec/sharding.md):
 //
