@@ -26,6 +26,11 @@ type Options struct {
 	ServerSelectionTimeout time.Duration
 	// PollMonitoring makes server monitoring poll instead of stream.
 	PollMonitoring bool
+	// HeartbeatInterval is how often the driver checks each server (the wait of a streaming
+	// check, the period of a polling one); zero keeps the driver's 10 s. It also bounds how
+	// long a member marked unknown after a dropped connection stays unselectable while it
+	// is in fact up.
+	HeartbeatInterval time.Duration
 	// Clock, when set, is the owning server's vector clock, gossiped with every command
 	// (gossip.go): a sharded-cluster member's clients set it.
 	Clock *vclock.Clock
@@ -45,6 +50,9 @@ func (o Options) driverOptions(uri string) *options.ClientOptions {
 	}
 	if o.PollMonitoring {
 		opts.SetServerMonitoringMode(options.ServerMonitoringModePoll)
+	}
+	if o.HeartbeatInterval > 0 {
+		opts.SetHeartbeatInterval(o.HeartbeatInterval)
 	}
 	if o.Clock != nil {
 		opts.SetMonitor(o.monitor())

@@ -140,7 +140,7 @@ func collectionStatsPerShard(ctx context.Context, c *Cluster) ([]bsoncore.Docume
 				AppendDocument("cursor", bsoncore.NewDocumentBuilder().Build()).Build()
 			raw, err := rs.RunCommand(ctx, db, rawDoc(cmd), nil)
 			if err != nil {
-				if err = shardError(sh.ID, err); mongoerr.Is(err, mongoerr.NamespaceNotFound) {
+				if err = shardError(ctx, sh.ID, err); mongoerr.Is(err, mongoerr.NamespaceNotFound) {
 					continue // not on this shard
 				}
 				return nil, err

@@ -50,14 +50,24 @@ type Cluster struct {
 	onClose []func()
 }
 
+// routerHeartbeat is the router's clients' heartbeat interval when the caller sets none:
+// MongoDB's ReplicaSetMonitor checks a set whose member failed every 500 ms
+// (kExpeditedRefreshPeriod) until it finds its primary again; the driver only re-checks a
+// member it marked unknown after a dropped connection at its next heartbeat, so a short one
+// keeps a live member from staying unselectable for the driver's default 10 s.
+const routerHeartbeat = 500 * time.Millisecond
+
 // NewCluster connects (lazily, as the driver does) to the config server replica set
 // configDB and builds the caches over it.
 func NewCluster(configDB client.ReplicaSetHosts, o client.Options) (*Cluster, error) {
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = routerHeartbeat
+	}
 	cfg, err := client.NewReplicaSet(configDB, o)
 	if err != nil {
 		return nil, err
 	}
-	loader := configclient.New(cfg.Client()).WithClock(o.Clock)
+	loader := configLoader{cl: configclient.New(cfg.Client()).WithClock(o.Clock), set: configDB.SetName}
 	return &Cluster{opts: o, config: cfg, Cache: catalogcache.New(loader), Shards: shardregistry.New(loader),
 		conns: map[string]*client.ReplicaSet{}}, nil
 }

@@ -88,13 +88,17 @@ func (c *Cluster) runOnConfig(ctx context.Context, cmd bson.D) (bsoncore.Documen
 }
 
 // retriable reports an error worth another attempt at an idempotent command: MongoDB's
-// RetriableError category, or a network error the driver saw.
+// RetriableError category, or a network error the driver saw (which the driver reports as a
+// CommandError without a code, so it is asked first).
 func retriable(err error) bool {
+	if mongo.IsNetworkError(err) {
+		return true
+	}
 	var ce mongo.CommandError
 	if errors.As(err, &ce) {
 		return mongoerr.IsRetriableError(mongoerr.Code(ce.Code))
 	}
-	return mongo.IsNetworkError(err)
+	return false
 }
 
 // remoteError keeps a remote command's code and message (a driver CommandError) as the

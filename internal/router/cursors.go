@@ -54,7 +54,7 @@ func (r *remote) run(ctx context.Context, db string, cmd bsoncore.Document) (bso
 	// from the context).
 	raw, err := r.rs.RunCommand(mongo.NewSessionContext(ctx, r.sess), db, bson.Raw(cmd), nil)
 	if err != nil {
-		return nil, shardError(r.shard, err)
+		return nil, shardError(ctx, r.shard, err)
 	}
 	return bsoncore.Document(raw), nil
 }
@@ -74,9 +74,12 @@ var replyFields = map[string]bool{"ok": true, "errmsg": true, "code": true, "cod
 
 // shardError turns a shard's error reply (a driver CommandError) into the mongoerr the
 // router answers with: the shard's code and message, and its extra fields (StaleConfig's ns,
-// vReceived, vWanted...) as Info, which is also what Cluster.NoteStale reads. Other errors
-// (network, server selection) are HostUnreachable naming the shard.
-func shardError(shard string, err error) error {
+// vReceived, vWanted...) as Info, which is also what Cluster.NoteStale reads. A request that
+// got no reply is HostUnreachable or FailedToSatisfyReadPreference (transportError).
+func shardError(ctx context.Context, shard string, err error) error {
+	if te := transportError(ctx, shard, err); te != nil {
+		return te
+	}
 	var ce mongo.CommandError
 	if errors.As(err, &ce) {
 		e := mongoerr.New(mongoerr.Code(ce.Code), ce.Message)

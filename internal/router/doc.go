@@ -43,6 +43,15 @@
 // and config server reply (the internal client's gossip, internal/vclock), never ticks, and
 // answers $clusterTime and the highest operationTime of the shards a command reached.
 //
+// Faults (retry.go, config_loader.go; spec: sharding.md "Retrying internally"): a read, or a
+// retryable write, whose shard failed with a retriable error (its primary killed, stepping
+// down, unreachable) is sent again, at most 3 more times, to the primary the shard's client
+// finds then (MongoDB's RetryPolicy::kIdempotent); other writes are not sent twice. A request
+// that got no reply is HostUnreachable, no primary within the server selection timeout
+// FailedToSatisfyReadPreference. With the config server unreachable the caches keep serving
+// what they hold and a refresh fails with those codes within the selection timeout (or the
+// request's maxTimeMS).
+//
 // Still to come (spec: /work/shared/spec/sharding.md): the transaction router (a multi-shard
 // transaction's participants and its two-phase commit through a coordinator, issue 14) and
 // $clusterTime signing (issue 16).

@@ -136,6 +136,8 @@ func (m *mergeSource) Close() {
 // openCursors sends each shard its command (cmds[shard], already versioned) in parallel and
 // returns the shards' cursors in the order of shards. On any failure the cursors opened are
 // killed and the first error (a stale-version one preferred, so WithRouting retries) returned.
+// A shard that failed retriably is asked again (retryFailedHost), unless the command writes
+// ($out, $merge).
 func openCursors(ctx context.Context, c *Cluster, db string, shards []string, cmds map[string]bsoncore.Document) ([]*shardCursor, error) {
 	out := make([]*shardCursor, len(shards))
 	errs := make([]error, len(shards))
@@ -147,7 +149,16 @@ func openCursors(ctx context.Context, c *Cluster, db string, shards []string, cm
 		}
 		sc := &shardCursor{remote: r}
 		out[i] = sc
-		reply, err := r.run(ctx, db, cmds[shard])
+		var reply bsoncore.Document
+		send := func() (err error) {
+			reply, err = r.run(ctx, db, cmds[shard])
+			return err
+		}
+		if writesOutput(cmds[shard]) {
+			err = send()
+		} else {
+			err = retryFailedHost(ctx, send)
+		}
 		if err != nil {
 			errs[i] = err
 			return
@@ -180,22 +191,24 @@ func openCursors(ctx context.Context, c *Cluster, db string, shards []string, cm
 }
 
 // runOnShards runs one command per shard in parallel (count, distinct, explain) and returns
-// the replies in the order of shards, or the first error (a stale-version one preferred).
+// the replies in the order of shards, or the first error (a stale-version one preferred). They
+// are all reads: a shard that failed retriably is asked again (retryFailedHost).
 func runOnShards(ctx context.Context, c *Cluster, db string, shards []string, cmds map[string]bsoncore.Document) ([]bsoncore.Document, error) {
 	out := make([]bsoncore.Document, len(shards))
 	errs := make([]error, len(shards))
 	fanOut(shards, func(i int, shard string) {
-		rs, err := c.Shard(ctx, shard)
-		if err != nil {
-			errs[i] = err
-			return
-		}
-		raw, err := rs.RunCommand(ctx, db, rawDoc(cmds[shard]), nil)
-		if err != nil {
-			errs[i] = shardError(shard, err)
-			return
-		}
-		out[i] = bsoncore.Document(raw)
+		errs[i] = retryFailedHost(ctx, func() error {
+			rs, err := c.Shard(ctx, shard)
+			if err != nil {
+				return err
+			}
+			raw, err := rs.RunCommand(ctx, db, rawDoc(cmds[shard]), nil)
+			if err != nil {
+				return shardError(ctx, shard, err)
+			}
+			out[i] = bsoncore.Document(raw)
+			return nil
+		})
 	})
 	var first error
 	for _, err := range errs {

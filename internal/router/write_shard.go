@@ -49,7 +49,7 @@ func (c *Cluster) runOn(ctx context.Context, shard, db string, cmd bsoncore.Docu
 				return bsoncore.Document(we.Raw), nil
 			}
 		}
-		return nil, writeShardError(err, shard)
+		return nil, writeShardError(ctx, err, shard)
 	}
 	return bsoncore.Document(raw), nil
 }
@@ -63,12 +63,15 @@ const maxFailedHostRetries = 3
 // retriable error (the primary stepped down or is unreachable, it is shutting down) it sends
 // the command again, to the primary the client finds then, at most maxFailedHostRetries times.
 func (c *Cluster) runOnRetrying(ctx context.Context, retry bool, shard, db string, cmd bsoncore.Document) (bsoncore.Document, error) {
-	for attempt := 0; ; attempt++ {
-		reply, err := c.runOn(ctx, shard, db, cmd)
-		if err == nil || !retry || attempt >= maxFailedHostRetries || !mongoerr.IsRetriableError(mongoerr.CodeOf(err)) || ctx.Err() != nil {
-			return reply, err
-		}
+	if !retry {
+		return c.runOn(ctx, shard, db, cmd)
 	}
+	var reply bsoncore.Document
+	err := retryFailedHost(ctx, func() (err error) {
+		reply, err = c.runOn(ctx, shard, db, cmd)
+		return err
+	})
+	return reply, err
 }
 
 // routedCmd returns cmd as sent for routing r to shard: versioned (Versioned) except on the
@@ -93,8 +96,12 @@ var replyNoise = map[string]bool{
 // shardError is err (from the driver) as the router answers it: a shard's command error keeps
 // its code, message, labels and extra fields (errInfo, keyPattern, StaleConfig's ns and
 // versions...) and the driver error as its cause, so NoteStale still reads the shard's reply;
-// a failure to reach the shard is HostUnreachable naming it.
-func writeShardError(err error, shard string) error {
+// a request that got no reply is HostUnreachable or FailedToSatisfyReadPreference
+// (transportError).
+func writeShardError(ctx context.Context, err error, shard string) error {
+	if te := transportError(ctx, shard, err); te != nil {
+		return te
+	}
 	var ce mongo.CommandError
 	if errors.As(err, &ce) {
 		me := &mongoerr.Error{Code: mongoerr.Code(ce.Code), Msg: ce.Message, Labels: ce.Labels, Err: ce}

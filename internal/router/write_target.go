@@ -18,7 +18,6 @@ package router
 //     phases.
 
 import (
-
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/bsonutil"
