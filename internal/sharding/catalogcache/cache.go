@@ -230,8 +230,13 @@ func (c *Cache) OnStaleDatabaseVersion(name string, wanted *routing.DatabaseVers
 	}
 	if wanted == nil || !e.valid || !wanted.Equal(e.val.Version) {
 		e.stale = true
+		// The database's unsharded collections are routed with its version: their entries
+		// go stale with it. A sharded collection's routing table does not depend on the
+		// database version (a StaleDbVersion about an unsharded namespace must not make every
+		// sharded one refresh: with the config servers unreachable they keep being served
+		// from the cache).
 		for ns, ce := range c.colls {
-			if db, _, _ := cutNS(ns); db == name {
+			if db, _, _ := cutNS(ns); db == name && !(ce.valid && ce.val.Table != nil) {
 				ce.stale = true
 			}
 		}
