@@ -262,6 +262,7 @@ type aggRequest struct {
 	let       bsoncore.Document
 	// others are the namespaces the pipeline reads or writes besides its own collection.
 	others []string
+	out    string // the $out/$merge target ("" for none)
 }
 
 // parseAggregate parses an aggregate command; inExplain is the explain command's inner
@@ -311,40 +312,51 @@ func parseAggregate(env *service.Env, cmd bsoncore.Document, inExplain bool) (*a
 	}
 	req.others = pl.ForeignNamespaces()
 	if db, coll, ok := pl.OutputNamespace(); ok {
-		req.others = append(req.others, db+"."+coll)
+		req.out = db + "." + coll
+		req.others = append(req.others, req.out)
 	}
 	return req, nil
 }
 
 // checkOthers allows a pipeline reading or writing other namespaces only when one shard
-// holds them all: the collection and each other namespace unsharded, with the same primary.
+// holds them all (explain: the router does not yet explain a pipeline whose joins or output
+// it runs itself).
 func checkOthers(ctx context.Context, c *Cluster, r *catalogcache.Routing, req *aggRequest) error {
-	if len(req.others) == 0 {
-		return nil
+	ok, err := othersColocated(ctx, c, r, req)
+	if err == nil && !ok {
+		err = mongoerr.Newf(mongoerr.CommandNotSupported,
+			"humongos cannot yet explain a pipeline on %s reading or writing namespaces on other shards", req.ns)
 	}
-	refuse := func(ns, why string) error {
-		return mongoerr.Newf(mongoerr.CommandNotSupported,
-			"humongos cannot yet run a pipeline on %s involving %s: %s", req.ns, ns, why)
+	return err
+}
+
+// othersColocated reports whether the shard holding the pipeline's collection holds every
+// other namespace it reads or writes too (all unsharded with the same primary shard), so the
+// whole pipeline can be passed through to it. Otherwise the stages reading or writing them
+// run on the router (agg_lookup.go, agg_out.go); a sharded output is refused here.
+func othersColocated(ctx context.Context, c *Cluster, r *catalogcache.Routing, req *aggRequest) (bool, error) {
+	if err := checkOutputTarget(ctx, c, req); err != nil {
+		return false, err
+	}
+	if len(req.others) == 0 {
+		return true, nil
 	}
 	if r.Sharded() {
-		return refuse(req.ns, "the collection is sharded")
+		return false, nil
 	}
 	for _, ns := range req.others {
 		o, err := c.Cache.Routing(ctx, ns)
 		if err != nil {
 			if missingDatabase(err) {
-				return refuse(ns, "its database does not exist")
+				return false, nil
 			}
-			return err
+			return false, err
 		}
-		if o.Sharded() {
-			return refuse(ns, "it is sharded")
-		}
-		if o.DB.Primary != r.DB.Primary {
-			return refuse(ns, "its database has another primary shard")
+		if o.Sharded() || o.DB.Primary != r.DB.Primary {
+			return false, nil
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // leadingFilter is the filter of the pipeline's leading $match, for targeting.
@@ -395,14 +407,15 @@ func runAggregate(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 	}
 	var reply bsoncore.Document
 	err = c.WithRouting(ctx, req.ns, func(r *catalogcache.Routing) error {
-		if err := checkOthers(ctx, c, r, req); err != nil {
+		colocated, err := othersColocated(ctx, c, r, req)
+		if err != nil {
 			return err
 		}
 		shards, err := targetShards(r, leadingFilter(req.stages), collated)
 		if err != nil {
 			return err
 		}
-		if len(shards) == 1 {
+		if len(shards) == 1 && colocated {
 			cursors, err := openCursors(ctx, c, env.DB, shards, versionedFor(forward(cmd, nil, nil), r, shards))
 			if err != nil {
 				return err
@@ -427,7 +440,7 @@ func runAggregate(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 		}
 		var out routerSource = src
 		if len(sp.merge) > 0 {
-			if out, err = mergePipeline(ctx, sp.merge, src, req, coll, env.DB); err != nil {
+			if out, err = mergePipeline(ctx, sp.merge, src, req, coll, env.DB, c, cmd); err != nil {
 				src.Close()
 				return err
 			}
@@ -452,8 +465,8 @@ func letNames(let bsoncore.Document) []string {
 }
 
 // mergePipeline runs the router's part of a split pipeline over the merged shard streams.
-func mergePipeline(ctx context.Context, stages []bsoncore.Document, in *mergeSource, req *aggRequest, coll *collation.Collator, db string) (*aggSource, error) {
-	ac := &agg.Context{AllowDiskUse: req.allowDisk}
+func mergePipeline(ctx context.Context, stages []bsoncore.Document, in *mergeSource, req *aggRequest, coll *collation.Collator, db string, c *Cluster, cmd bsoncore.Document) (*aggSource, error) {
+	ac := &agg.Context{AllowDiskUse: req.allowDisk, Resolver: newRouterResolver(c, cmd)}
 	pc := agg.ParseContext{DB: db, Collator: coll}
 	if len(req.let) > 5 {
 		vars, names, err := agg.EvalLet(req.let, ac.Now)

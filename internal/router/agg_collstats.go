@@ -118,7 +118,7 @@ func runShardSourceAggregate(ctx context.Context, c *Cluster, env *service.Env, 
 		}
 		var out routerSource = src
 		if len(req.stages) > 1 {
-			if out, err = mergePipeline(ctx, req.stages[1:], src, req, coll, env.DB); err != nil {
+			if out, err = mergePipeline(ctx, req.stages[1:], src, req, coll, env.DB, c, cmd); err != nil {
 				src.Close()
 				return err
 			}

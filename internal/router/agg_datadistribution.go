@@ -101,7 +101,7 @@ func runDataDistribution(ctx context.Context, c *Cluster, env *service.Env, cmd 
 	}
 	// A drained "cursor" with no shard behind it: Close has nothing to kill or end.
 	src := &mergeSource{cursors: []*shardCursor{{remote: &remote{}, buf: docs}}}
-	out, err := mergePipeline(ctx, append(append([]bsoncore.Document(nil), dataDistributionStages...), stages[1:]...), src, req, nil, env.DB)
+	out, err := mergePipeline(ctx, append(append([]bsoncore.Document(nil), dataDistributionStages...), stages[1:]...), src, req, nil, env.DB, c, cmd)
 	if err != nil {
 		return nil, err
 	}
