@@ -18,9 +18,12 @@ package router
 //     merged stream).
 //
 // Stages that read or write other collections ($lookup, $graphLookup, $unionWith, $out,
-// $merge) run only where the shard holding everything can run them alone: the collection and
-// every other namespace unsharded with the same primary shard, the pipeline then passed
-// through to it. Otherwise they, and change streams, are refused (CommandNotSupported).
+// $merge) are passed through, with the whole pipeline, when one shard holds everything: the
+// collection and every other namespace unsharded with the same primary shard. Otherwise they,
+// and everything after them, run in the router's merging part, reading the foreign side
+// through the router's routing (agg_lookup.go) and writing $out/$merge output to the
+// unsharded target's primary shard (agg_out.go); a sharded output is refused there. Change
+// streams are refused (CommandNotSupported).
 
 import (
 	"context"

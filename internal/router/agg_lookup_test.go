@@ -185,3 +185,70 @@ func TestRouterOutMerge(t *testing.T) {
 		t.Fatalf("$merge into a sharded collection: %v", err)
 	}
 }
+
+// TestRouterResolverTargets checks the foreign-read seam: a probe by the foreign collection's
+// shard key reaches one shard and is reported as index-served (so later probes are targeted
+// queries too); any other probe is a scatter-gather with no index, and both return exactly
+// the matching documents.
+func TestRouterResolverTargets(t *testing.T) {
+	rc := startReadCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := clusterOf(rc.st).Load()
+	rr := &routerResolver{c: c}
+	count := func(what string, filter bson.D, wantIndex string, wantShards, wantDocs int) {
+		t.Helper()
+		src, index, err := rr.Query(ctx, "app", "s", mustDoc(filter))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		if index != wantIndex {
+			t.Fatalf("%s: index %q, want %q", what, index, wantIndex)
+		}
+		if n := len(src.(*mergeSource).cursors); n != wantShards {
+			t.Fatalf("%s: %d shards, want %d", what, n, wantShards)
+		}
+		n := 0
+		for {
+			_, ok, err := src.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			n++
+		}
+		if n != wantDocs {
+			t.Fatalf("%s: %d documents, want %d", what, n, wantDocs)
+		}
+	}
+	count("by the shard key", bson.D{{Key: "k", Value: bson.D{{Key: "$in", Value: bson.A{3, 7, 9}}}}}, "shardKey", 1, 3)
+	count("by the shard key on both shards", bson.D{{Key: "k", Value: bson.D{{Key: "$in", Value: bson.A{-3, 7}}}}}, "", 2, 2)
+	count("by another field", bson.D{{Key: "g", Value: 2}}, "", 2, 20)
+	all, err := rr.Open(ctx, "app", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	n := 0
+	for {
+		_, ok, err := all.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		n++
+	}
+	if n != readDocs {
+		t.Fatalf("Open: %d documents, want %d", n, readDocs)
+	}
+	if src, err := rr.Open(ctx, "nodb", "x"); err != nil {
+		t.Fatal(err)
+	} else if _, ok, _ := src.Next(ctx); ok {
+		t.Fatal("a collection of a missing database has documents")
+	}
+}

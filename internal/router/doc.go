@@ -23,7 +23,9 @@
 // (merge.go) over the shards' cursors as their source: a k-way merge by sort key computed on
 // the router, then skip, limit and projection. aggregate (agg.go) passes a single-shard
 // pipeline through and otherwise splits it into a shards part and a merging part run on the
-// router by internal/agg; explain.go wraps the shards' plans (SINGLE_SHARD, SHARD_MERGE,
+// router by internal/agg ($lookup, $graphLookup and $unionWith with a side on other shards
+// run there over routed foreign reads, agg_lookup.go; $out and $merge into an unsharded
+// target write through the router to its primary shard, agg_out.go); explain.go wraps the shards' plans (SINGLE_SHARD, SHARD_MERGE,
 // SHARD_MERGE_SORT). A pipeline led by $collStats, $indexStats or $planCacheStats runs that
 // stage on every shard owning chunks, each document naming its shard (agg_collstats.go), and
 // $shardedDataDistribution on admin reports each sharded collection's data per shard
