@@ -252,3 +252,30 @@ func TestRouterResolverTargets(t *testing.T) {
 		t.Fatal("a collection of a missing database has documents")
 	}
 }
+
+// BenchmarkRouterLookup times a $lookup of all 100 documents of the sharded app.s into the
+// unsharded app.u (and the reverse, into the sharded side by its shard key) through the
+// router, next to the same pipeline on one node holding all the data.
+func BenchmarkRouterLookup(b *testing.B) {
+	rc := startReadCluster(b)
+	ctx := context.Background()
+	d := func(k string, v any) bson.D { return bson.D{{Key: k, Value: v}} }
+	pl := func(from, local, foreign string) bson.A {
+		return bson.A{d("$lookup", bson.D{{Key: "from", Value: from}, {Key: "localField", Value: local}, {Key: "foreignField", Value: foreign}, {Key: "as", Value: "j"}})}
+	}
+	run := func(b *testing.B, c *mongo.Collection, p bson.A) {
+		for b.Loop() {
+			cur, err := c.Aggregate(ctx, p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var out []bson.Raw
+			if err := cur.All(ctx, &out); err != nil || len(out) != readDocs {
+				b.Fatalf("%d documents, %v", len(out), err)
+			}
+		}
+	}
+	b.Run("router/sharded-into-unsharded", func(b *testing.B) { run(b, rc.app.Collection("s"), pl("u", "g", "_id")) })
+	b.Run("router/unsharded-into-sharded-by-key", func(b *testing.B) { run(b, rc.app.Collection("u"), pl("s", "v", "k")) })
+	b.Run("one-node", func(b *testing.B) { run(b, rc.ref.Collection("all"), pl("all", "g", "_id")) })
+}
