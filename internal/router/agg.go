@@ -321,18 +321,6 @@ func parseAggregate(env *service.Env, cmd bsoncore.Document, inExplain bool) (*a
 	return req, nil
 }
 
-// checkOthers allows a pipeline reading or writing other namespaces only when one shard
-// holds them all (explain: the router does not yet explain a pipeline whose joins or output
-// it runs itself).
-func checkOthers(ctx context.Context, c *Cluster, r *catalogcache.Routing, req *aggRequest) error {
-	ok, err := othersColocated(ctx, c, r, req)
-	if err == nil && !ok {
-		err = mongoerr.Newf(mongoerr.CommandNotSupported,
-			"humongos cannot yet explain a pipeline on %s reading or writing namespaces on other shards", req.ns)
-	}
-	return err
-}
-
 // othersColocated reports whether the shard holding the pipeline's collection holds every
 // other namespace it reads or writes too (all unsharded with the same primary shard), so the
 // whole pipeline can be passed through to it. Otherwise the stages reading or writing them

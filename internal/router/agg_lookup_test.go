@@ -279,3 +279,37 @@ func BenchmarkRouterLookup(b *testing.B) {
 	b.Run("router/unsharded-into-sharded-by-key", func(b *testing.B) { run(b, rc.app.Collection("u"), pl("s", "v", "k")) })
 	b.Run("one-node", func(b *testing.B) { run(b, rc.ref.Collection("all"), pl("all", "g", "_id")) })
 }
+
+// TestRouterExplainRouterJoins: explain of a pipeline whose $lookup or $out runs on the router
+// shows the split (the join and the output in the merger part) and writes nothing.
+func TestRouterExplainRouterJoins(t *testing.T) {
+	rc := startReadCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	d := func(k string, v any) bson.D { return bson.D{{Key: k, Value: v}} }
+	for _, tc := range []struct {
+		coll string
+		pl   bson.A
+	}{
+		{"u", bson.A{d("$match", d("g", 1)), d("$lookup", bson.D{{Key: "from", Value: "s"}, {Key: "localField", Value: "k"}, {Key: "foreignField", Value: "k"}, {Key: "as", Value: "j"}})}},
+		{"s", bson.A{d("$match", d("g", 1)), d("$out", "explained")}},
+	} {
+		var ex struct {
+			MergeType     string `bson:"mergeType"`
+			SplitPipeline struct {
+				ShardsPart []bson.Raw `bson:"shardsPart"`
+				MergerPart []bson.Raw `bson:"mergerPart"`
+			} `bson:"splitPipeline"`
+		}
+		if err := rc.app.RunCommand(ctx, bson.D{{Key: "aggregate", Value: tc.coll}, {Key: "pipeline", Value: tc.pl}, {Key: "explain", Value: true}}).Decode(&ex); err != nil {
+			t.Fatal(err)
+		}
+		if ex.MergeType != "mongos" || len(ex.SplitPipeline.ShardsPart) != 1 || len(ex.SplitPipeline.MergerPart) != 2 {
+			t.Fatalf("explain of %v: %+v", tc.pl, ex)
+		}
+	}
+	names, err := rc.app.ListCollectionNames(ctx, d("name", "explained"))
+	if err != nil || len(names) != 0 {
+		t.Fatalf("explain wrote its $out: %v %v", names, err)
+	}
+}

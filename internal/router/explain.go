@@ -183,7 +183,8 @@ func explainAggregate(ctx context.Context, c *Cluster, env *service.Env, cmd bso
 	var replies []bsoncore.Document
 	var sp *splitPipeline
 	err = c.WithRouting(ctx, req.ns, func(r *catalogcache.Routing) error {
-		if err := checkOthers(ctx, c, r, req); err != nil {
+		colocated, err := othersColocated(ctx, c, r, req)
+		if err != nil {
 			return err
 		}
 		if shards, err = targetShards(r, leadingFilter(req.stages), collated); err != nil {
@@ -192,7 +193,7 @@ func explainAggregate(ctx context.Context, c *Cluster, env *service.Env, cmd bso
 		inner := forward(cmd, map[string]bool{"explain": true, "cursor": true}, bsoncore.NewDocumentBuilder().
 			AppendDocument("cursor", bsoncore.NewDocumentBuilder().Build()).Build())
 		sp = nil
-		if len(shards) > 1 {
+		if len(shards) > 1 || !colocated {
 			s := split(req.stages)
 			sp = &s
 			inner = forward(inner, map[string]bool{"pipeline": true}, bsoncore.NewDocumentBuilder().
