@@ -30,6 +30,9 @@ type routerResolver struct {
 	// writeConcern is the aggregate's writeConcern (nil: the default), for $out and $merge.
 	writeConcern bsoncore.Document
 	bypass       bool // bypassDocumentValidation
+	// readConcern is the aggregate's readConcern (nil: none), which the foreign reads
+	// carry as mongos's sub-pipelines do.
+	readConcern bsoncore.Document
 }
 
 var _ agg.Querier = (*routerResolver)(nil)
@@ -79,6 +82,9 @@ func (rr *routerResolver) read(ctx context.Context, db, coll string, filter bson
 		}
 		if rr.collation != nil {
 			b.AppendDocument("collation", rr.collation)
+		}
+		if rr.readConcern != nil {
+			b.AppendDocument("readConcern", rr.readConcern)
 		}
 		cmd := b.Build()
 		cursors, err := openCursors(ctx, rr.c, db, shards, versionedFor(cmd, r, shards))

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"humongo/internal/catalog"
@@ -81,7 +82,8 @@ func TestRouterLookupFamily(t *testing.T) {
 		{"unionWith from a sharded collection", "s", "u", union, 20},
 		{"unionWith, both sharded", "s", "s", union, 20},
 	} {
-		got := dr(rc.app.Collection(tc.local).Aggregate(ctx, tc.pl(tc.foreign), options.Aggregate().SetBatchSize(3)))
+		got := dr(rc.app.Collection(tc.local, options.Collection().SetReadConcern(readconcern.Majority())).
+			Aggregate(ctx, tc.pl(tc.foreign), options.Aggregate().SetBatchSize(3)))
 		want := dr(ref.Aggregate(ctx, tc.pl("all")))
 		if len(want) < tc.wantN {
 			t.Fatalf("%s: the reference has %d documents, want at least %d", tc.name, len(want), tc.wantN)

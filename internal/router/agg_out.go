@@ -75,6 +75,7 @@ func newRouterResolver(c *Cluster, cmd bsoncore.Document) *routerResolver {
 	rr.collation, _ = cmd.Lookup("collation").DocumentOK()
 	rr.writeConcern, _ = cmd.Lookup("writeConcern").DocumentOK()
 	rr.bypass, _ = cmd.Lookup("bypassDocumentValidation").BooleanOK()
+	rr.readConcern, _ = cmd.Lookup("readConcern").DocumentOK()
 	return rr
 }
 
