@@ -361,3 +361,7 @@ const (
 	// Location6789102: the stage is not run as {aggregate: 1} on admin.
 	Location6789102 Code = 6789102
 )
+
+// Location28769: a pipeline names a sharded collection where it may not (LiteParsedPipeline's
+// verifyIsSupported: "<ns> cannot be sharded", e.g. $out to a sharded collection).
+const Location28769 Code = 28769

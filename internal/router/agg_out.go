@@ -29,8 +29,6 @@ import (
 	"humongo/internal/sharding/catalogcache"
 )
 
-// location28769 is DocumentSourceOut's "<ns> cannot be sharded".
-const location28769 mongoerr.Code = 28769
 
 // outBatchBytes and outBatchDocs bound one insert command of the output.
 const (
@@ -54,7 +52,7 @@ func checkOutputTarget(ctx context.Context, c *Cluster, req *aggRequest) error {
 		return nil
 	}
 	if isOut(req.stages) {
-		return mongoerr.Newf(location28769, "%s cannot be sharded", req.out)
+		return mongoerr.Newf(mongoerr.Location28769, "%s cannot be sharded", req.out)
 	}
 	return mongoerr.Newf(mongoerr.CommandNotSupported,
 		"humongos cannot yet run $merge into the sharded collection %s", req.out)
@@ -90,7 +88,7 @@ func (rr *routerResolver) OpenWriter(ctx context.Context, db, coll string, repla
 	} else if r.Sharded() {
 		// Sharded since the command was checked.
 		if replace {
-			return nil, mongoerr.Newf(location28769, "%s.%s cannot be sharded", db, coll)
+			return nil, mongoerr.Newf(mongoerr.Location28769, "%s.%s cannot be sharded", db, coll)
 		}
 		return nil, mongoerr.Newf(mongoerr.CommandNotSupported, "humongos cannot yet run $merge into the sharded collection %s.%s", db, coll)
 	}
