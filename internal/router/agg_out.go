@@ -29,7 +29,6 @@ import (
 	"humongo/internal/sharding/catalogcache"
 )
 
-
 // outBatchBytes and outBatchDocs bound one insert command of the output.
 const (
 	outBatchBytes = 8 << 20
