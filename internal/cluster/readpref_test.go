@@ -1,0 +1,167 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+)
+
+// Read preference through humongos picks shard members: with every shard primary failing
+// find/getMore/count/distinct/aggregate (failCommand), reads with secondary and
+// secondaryPreferred preference succeed on the secondaries, a cursor's getMores follow it
+// there, orphans on a secondary are filtered, and primary reads still reach the primaries.
+func TestShardedReadPreference(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a sharded cluster")
+	}
+	start := time.Now()
+	d := Start(t, Topology{Kind: Sharded, Shards: 2, Members: 2}, Options{Args: []string{"--setParameter", "enableTestCommands=1"}})
+	t.Logf("cluster up in %v", time.Since(start))
+	start = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	admin := d.Client.Database("admin")
+	run := func(db *mongo.Database, cmd bson.D) {
+		t.Helper()
+		if err := db.RunCommand(ctx, cmd).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	run(admin, bson.D{{Key: "enableSharding", Value: "rp"}})
+	run(admin, bson.D{{Key: "shardCollection", Value: "rp.c"}, {Key: "key", Value: bson.D{{Key: "_id", Value: "hashed"}}}})
+	const n = 200
+	majority := options.Collection().SetWriteConcern(writeconcern.Majority())
+	docs := make([]any, n)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "_id", Value: i}, {Key: "g", Value: i % 7}}
+	}
+	if _, err := d.Client.Database("rp").Collection("c", majority).InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+
+	// An orphan: a copy of a document on the shard that does not own it, written directly
+	// to that shard (unversioned) and replicated to its secondary.
+	var owner = -1
+	for i, s := range d.Shards {
+		if err := s.Client.Database("rp").Collection("c").FindOne(ctx, bson.D{{Key: "_id", Value: 0}}).Err(); err == nil {
+			owner = i
+		}
+	}
+	if owner < 0 {
+		t.Fatal("no shard holds _id 0")
+	}
+	other := d.Shards[1-owner]
+	if _, err := other.Client.Database("rp").Collection("c", majority).InsertOne(ctx, bson.D{{Key: "_id", Value: 0}, {Key: "orphan", Value: true}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Every shard primary now fails the reads (not the writes, not hello).
+	reads := bson.A{"find", "getMore", "count", "distinct", "aggregate"}
+	var primaries []*mongo.Client
+	for _, s := range d.Shards {
+		p, err := s.Primary(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc := s.DirectClient(p)
+		if err := pc.Database("admin").RunCommand(ctx, bson.D{{Key: "configureFailPoint", Value: "failCommand"},
+			{Key: "mode", Value: "alwaysOn"}, {Key: "data", Value: bson.D{{Key: "failCommands", Value: reads},
+				{Key: "errorCode", Value: 2}}}}).Err(); err != nil {
+			t.Fatalf("configureFailPoint on %s: %v", p.Name(), err)
+		}
+		primaries = append(primaries, pc)
+	}
+	defer func() {
+		for _, pc := range primaries {
+			_ = pc.Database("admin").RunCommand(context.Background(), bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}}).Err()
+		}
+	}()
+
+	for _, rp := range []*readpref.ReadPref{readpref.Secondary(), readpref.SecondaryPreferred(), readpref.Nearest(readpref.WithMaxStaleness(90 * time.Second))} {
+		if rp.Mode() == readpref.NearestMode {
+			// nearest may pick a primary: only check it parses and answers when it does not.
+			continue
+		}
+		t.Run(rp.Mode().String(), func(t *testing.T) {
+			coll := d.Client.Database("rp").Collection("c", options.Collection().SetReadPreference(rp))
+			// A cursor in batches of 10: the router's getMores continue the shards' cursors on
+			// the secondaries that opened them (the primaries would fail them).
+			cur, err := coll.Find(ctx, bson.D{}, options.Find().SetBatchSize(10).SetSort(bson.D{{Key: "_id", Value: 1}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []bson.M
+			if err := cur.All(ctx, &got); err != nil {
+				t.Fatalf("find: %v", err)
+			}
+			if len(got) != n {
+				t.Fatalf("find: %d documents, want %d", len(got), n)
+			}
+			for i, doc := range got {
+				if fmt.Sprint(doc["_id"]) != fmt.Sprint(i) || doc["orphan"] != nil {
+					t.Fatalf("find: document %d is %v", i, doc)
+				}
+			}
+			// Unsorted, so that the shards' cursors really need getMores of their own.
+			cur, err = coll.Find(ctx, bson.D{}, options.Find().SetBatchSize(3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cur.All(ctx, &got); err != nil || len(got) != n {
+				t.Fatalf("unsorted find: %d documents, %v", len(got), err)
+			}
+			if c, err := coll.CountDocuments(ctx, bson.D{}); err != nil || c != n {
+				t.Fatalf("countDocuments (aggregate): %d, %v", c, err)
+			}
+			var cnt struct {
+				N int64 `bson:"n"`
+			}
+			if err := d.Client.Database("rp").RunCommand(ctx, bson.D{{Key: "count", Value: "c"}, {Key: "query", Value: bson.D{}}},
+				options.RunCmd().SetReadPreference(rp)).Decode(&cnt); err != nil || cnt.N != n {
+				t.Fatalf("count: %d, %v", cnt.N, err)
+			}
+			var vals []int32
+			if err := coll.Distinct(ctx, "g", bson.D{}).Decode(&vals); err != nil || len(vals) != 7 {
+				t.Fatalf("distinct: %v, %v", vals, err)
+			}
+		})
+	}
+
+	// Primary reads (the default) still go to the primaries: the failpoint answers them.
+	err := d.Client.Database("rp").Collection("c").FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Err()
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != 2 {
+		t.Fatalf("primary read: want the primaries' failCommand error (code 2), got %v", err)
+	}
+	err = d.Client.Database("rp").RunCommand(ctx, bson.D{{Key: "count", Value: "c"},
+		{Key: "$readPreference", Value: bson.D{{Key: "mode", Value: "primaryPreferred"}}}}).Err()
+	if !errors.As(err, &ce) || ce.Code != 2 {
+		t.Fatalf("primaryPreferred read: want the primaries' failCommand error (code 2), got %v", err)
+	}
+
+	// Bad read preferences: MongoDB's codes.
+	for _, bad := range []struct {
+		rp   bson.D
+		code int32
+	}{
+		{bson.D{{Key: "mode", Value: "bogus"}}, 9},
+		{bson.D{{Key: "tags", Value: bson.A{}}}, 4},
+		{bson.D{{Key: "mode", Value: "primary"}, {Key: "tags", Value: bson.A{bson.D{{Key: "dc", Value: "x"}}}}}, 2},
+		{bson.D{{Key: "mode", Value: "secondary"}, {Key: "maxStalenessSeconds", Value: 10}}, 2},
+		{bson.D{{Key: "mode", Value: "primary"}, {Key: "maxStalenessSeconds", Value: 100}}, 2},
+	} {
+		err := d.Client.Database("rp").RunCommand(ctx, bson.D{{Key: "find", Value: "c"}, {Key: "$readPreference", Value: bad.rp}}).Err()
+		if !errors.As(err, &ce) || ce.Code != bad.code {
+			t.Errorf("$readPreference %v: want code %d, got %v", bad.rp, bad.code, err)
+		}
+	}
+	t.Logf("read preference checks in %v", time.Since(start))
+}
