@@ -85,55 +85,57 @@ func TestShardedReadPreference(t *testing.T) {
 		}
 	}()
 
-	for _, rp := range []*readpref.ReadPref{readpref.Secondary(), readpref.SecondaryPreferred(), readpref.Nearest(readpref.WithMaxStaleness(90 * time.Second))} {
-		if rp.Mode() == readpref.NearestMode {
-			// nearest may pick a primary: only check it parses and answers when it does not.
-			continue
+	secondaryReads := func(t *testing.T, rp *readpref.ReadPref) {
+		coll := d.Client.Database("rp").Collection("c", options.Collection().SetReadPreference(rp))
+		// A cursor in batches of 10: the router's getMores continue the shards' cursors on
+		// the secondaries that opened them (the primaries would fail them).
+		cur, err := coll.Find(ctx, bson.D{}, options.Find().SetBatchSize(10).SetSort(bson.D{{Key: "_id", Value: 1}}))
+		if err != nil {
+			t.Fatal(err)
 		}
-		t.Run(rp.Mode().String(), func(t *testing.T) {
-			coll := d.Client.Database("rp").Collection("c", options.Collection().SetReadPreference(rp))
-			// A cursor in batches of 10: the router's getMores continue the shards' cursors on
-			// the secondaries that opened them (the primaries would fail them).
-			cur, err := coll.Find(ctx, bson.D{}, options.Find().SetBatchSize(10).SetSort(bson.D{{Key: "_id", Value: 1}}))
-			if err != nil {
-				t.Fatal(err)
+		var got []bson.M
+		if err := cur.All(ctx, &got); err != nil {
+			t.Fatalf("find: %v", err)
+		}
+		if len(got) != n {
+			t.Fatalf("find: %d documents, want %d", len(got), n)
+		}
+		for i, doc := range got {
+			if fmt.Sprint(doc["_id"]) != fmt.Sprint(i) || doc["orphan"] != nil {
+				t.Fatalf("find: document %d is %v", i, doc)
 			}
-			var got []bson.M
-			if err := cur.All(ctx, &got); err != nil {
-				t.Fatalf("find: %v", err)
-			}
-			if len(got) != n {
-				t.Fatalf("find: %d documents, want %d", len(got), n)
-			}
-			for i, doc := range got {
-				if fmt.Sprint(doc["_id"]) != fmt.Sprint(i) || doc["orphan"] != nil {
-					t.Fatalf("find: document %d is %v", i, doc)
-				}
-			}
-			// Unsorted, so that the shards' cursors really need getMores of their own.
-			cur, err = coll.Find(ctx, bson.D{}, options.Find().SetBatchSize(3))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cur.All(ctx, &got); err != nil || len(got) != n {
-				t.Fatalf("unsorted find: %d documents, %v", len(got), err)
-			}
-			if c, err := coll.CountDocuments(ctx, bson.D{}); err != nil || c != n {
-				t.Fatalf("countDocuments (aggregate): %d, %v", c, err)
-			}
-			var cnt struct {
-				N int64 `bson:"n"`
-			}
-			if err := d.Client.Database("rp").RunCommand(ctx, bson.D{{Key: "count", Value: "c"}, {Key: "query", Value: bson.D{}}},
-				options.RunCmd().SetReadPreference(rp)).Decode(&cnt); err != nil || cnt.N != n {
-				t.Fatalf("count: %d, %v", cnt.N, err)
-			}
-			var vals []int32
-			if err := coll.Distinct(ctx, "g", bson.D{}).Decode(&vals); err != nil || len(vals) != 7 {
-				t.Fatalf("distinct: %v, %v", vals, err)
-			}
-		})
+		}
+		// Unsorted, so that the shards' cursors really need getMores of their own.
+		cur, err = coll.Find(ctx, bson.D{}, options.Find().SetBatchSize(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cur.All(ctx, &got); err != nil || len(got) != n {
+			t.Fatalf("unsorted find: %d documents, %v", len(got), err)
+		}
+		if c, err := coll.CountDocuments(ctx, bson.D{}); err != nil || c != n {
+			t.Fatalf("countDocuments (aggregate): %d, %v", c, err)
+		}
+		var cnt struct {
+			N int64 `bson:"n"`
+		}
+		if err := d.Client.Database("rp").RunCommand(ctx, bson.D{{Key: "count", Value: "c"}, {Key: "query", Value: bson.D{}}},
+			options.RunCmd().SetReadPreference(rp)).Decode(&cnt); err != nil || cnt.N != n {
+			t.Fatalf("count: %d, %v", cnt.N, err)
+		}
+		var vals []int32
+		if err := coll.Distinct(ctx, "g", bson.D{}).Decode(&vals); err != nil || len(vals) != 7 {
+			t.Fatalf("distinct: %v, %v", vals, err)
+		}
 	}
+	for _, rp := range []*readpref.ReadPref{readpref.Secondary(), readpref.SecondaryPreferred(readpref.WithMaxStaleness(90 * time.Second))} {
+		t.Run(rp.Mode().String(), func(t *testing.T) { secondaryReads(t, rp) })
+	}
+	// A split bumps the owning shard's version: the router sends the new shardVersion to
+	// the secondary, which refreshes its own filtering metadata (StaleConfig and retry, or a
+	// refresh before answering) and still filters the orphan.
+	run(admin, bson.D{{Key: "split", Value: "rp.c"}, {Key: "middle", Value: bson.D{{Key: "_id", Value: int64(123456789012345)}}}})
+	t.Run("after split", func(t *testing.T) { secondaryReads(t, readpref.Secondary()) })
 
 	// Primary reads (the default) still go to the primaries: the failpoint answers them.
 	err := d.Client.Database("rp").Collection("c").FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Err()
@@ -145,6 +147,24 @@ func TestShardedReadPreference(t *testing.T) {
 		{Key: "$readPreference", Value: bson.D{{Key: "mode", Value: "primaryPreferred"}}}}).Err()
 	if !errors.As(err, &ce) || ce.Code != 2 {
 		t.Fatalf("primaryPreferred read: want the primaries' failCommand error (code 2), got %v", err)
+	}
+
+	// $out (from an unsharded collection) writes: with a secondary read preference it still
+	// runs on the primary (a secondary would refuse the write).
+	for _, pc := range primaries {
+		run(pc.Database("admin"), bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}})
+	}
+	if _, err := d.Client.Database("rp").Collection("u", majority).InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	sec := d.Client.Database("rp").Collection("u", options.Collection().SetReadPreference(readpref.Secondary()))
+	cur, err := sec.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{}}}, {{Key: "$out", Value: "out"}}})
+	if err != nil {
+		t.Fatalf("$out with secondary read preference: %v", err)
+	}
+	_ = cur.Close(ctx)
+	if c, err := d.Client.Database("rp").Collection("out").CountDocuments(ctx, bson.D{}); err != nil || c != n {
+		t.Fatalf("$out wrote %d documents (%v), want %d", c, err, n)
 	}
 
 	// Bad read preferences: MongoDB's codes.
