@@ -63,7 +63,8 @@ func TestShardedReadPreference(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Every shard primary now fails the reads (not the writes, not hello).
+	// Every shard primary now fails the router's reads (not the writes, not hello; not the
+	// secondaries' oplog fetchers either: only requests from humongos).
 	reads := bson.A{"find", "getMore", "count", "distinct", "aggregate"}
 	var primaries []*mongo.Client
 	for _, s := range d.Shards {
@@ -74,7 +75,7 @@ func TestShardedReadPreference(t *testing.T) {
 		pc := s.DirectClient(p)
 		if err := pc.Database("admin").RunCommand(ctx, bson.D{{Key: "configureFailPoint", Value: "failCommand"},
 			{Key: "mode", Value: "alwaysOn"}, {Key: "data", Value: bson.D{{Key: "failCommands", Value: reads},
-				{Key: "errorCode", Value: 2}}}}).Err(); err != nil {
+				{Key: "errorCode", Value: 2}, {Key: "appName", Value: "humongos"}}}}).Err(); err != nil {
 			t.Fatalf("configureFailPoint on %s: %v", p.Name(), err)
 		}
 		primaries = append(primaries, pc)
@@ -149,11 +150,9 @@ func TestShardedReadPreference(t *testing.T) {
 		t.Fatalf("primaryPreferred read: want the primaries' failCommand error (code 2), got %v", err)
 	}
 
-	// $out (from an unsharded collection) writes: with a secondary read preference it still
-	// runs on the primary (a secondary would refuse the write).
-	for _, pc := range primaries {
-		run(pc.Database("admin"), bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}})
-	}
+	// $out (from an unsharded collection) with a secondary read preference runs on the
+	// secondary, as mongos's since MongoDB 5.0, which writes through its primary (whose
+	// aggregate still fails).
 	if _, err := d.Client.Database("rp").Collection("u", majority).InsertMany(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +162,15 @@ func TestShardedReadPreference(t *testing.T) {
 		t.Fatalf("$out with secondary read preference: %v", err)
 	}
 	_ = cur.Close(ctx)
+	for _, pc := range primaries {
+		run(pc.Database("admin"), bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}})
+	}
 	if c, err := d.Client.Database("rp").Collection("out").CountDocuments(ctx, bson.D{}); err != nil || c != n {
 		t.Fatalf("$out wrote %d documents (%v), want %d", c, err, n)
+	}
+	// Primary reads work again once the primaries stop failing them.
+	if c, err := d.Client.Database("rp").Collection("c").CountDocuments(ctx, bson.D{}); err != nil || c != n {
+		t.Fatalf("primary countDocuments: %d, %v", c, err)
 	}
 
 	// Bad read preferences: MongoDB's codes.

@@ -142,12 +142,9 @@ func openCursors(ctx context.Context, c *Cluster, db string, shards []string, cm
 	out := make([]*shardCursor, len(shards))
 	errs := make([]error, len(shards))
 	open := func(i int, shard string) {
+		// $out and $merge follow the read preference too, as mongos's since MongoDB 5.0: a
+		// secondary runs them and writes through its primary (commands/agg_remote.go).
 		rctx := ctx
-		if writesOutput(cmds[shard]) {
-			// $out and $merge write: the shards' primaries run them whatever the read
-			// preference.
-			rctx = withReadPref(ctx, nil)
-		}
 		r, err := newRemote(rctx, c, shard)
 		if err != nil {
 			errs[i] = err

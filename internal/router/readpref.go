@@ -5,7 +5,9 @@ package router
 // distinct, aggregate and explain run on the member of each target shard that the client's
 // $readPreference selects (primary when absent). A router cursor's shard cursors stay on the
 // member that opened them: its getMores and killCursors are pinned to that host
-// (remote.host). Commands that write ($out, $merge) and everything else go to primaries.
+// (remote.host). An aggregate with $out or $merge follows it as well (MongoDB 5.0+: a
+// secondary runs the pipeline and writes through its primary); every other command goes to
+// the primaries.
 
 import (
 	"context"
