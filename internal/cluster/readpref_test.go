@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,11 +67,16 @@ func TestShardedReadPreference(t *testing.T) {
 	// Every shard primary now fails the router's reads (not the writes, not hello; not the
 	// secondaries' oplog fetchers either: only requests from humongos).
 	reads := bson.A{"find", "getMore", "count", "distinct", "aggregate"}
-	var primaries []*mongo.Client
+	var primaries, secondaries []*mongo.Client
 	for _, s := range d.Shards {
 		p, err := s.Primary(ctx)
 		if err != nil {
 			t.Fatal(err)
+		}
+		for _, m := range s.Nodes {
+			if m != p {
+				secondaries = append(secondaries, s.DirectClient(m))
+			}
 		}
 		pc := s.DirectClient(p)
 		if err := pc.Database("admin").RunCommand(ctx, bson.D{{Key: "configureFailPoint", Value: "failCommand"},
@@ -132,6 +138,39 @@ func TestShardedReadPreference(t *testing.T) {
 	for _, rp := range []*readpref.ReadPref{readpref.Secondary(), readpref.SecondaryPreferred(readpref.WithMaxStaleness(90 * time.Second))} {
 		t.Run(rp.Mode().String(), func(t *testing.T) { secondaryReads(t, rp) })
 	}
+	// killCursors on a router cursor reaches the secondaries' cursors (their open cursor
+	// count goes back down).
+	openOnSecondaries := func() int64 {
+		t.Helper()
+		var total int64
+		for _, sc := range secondaries {
+			raw, err := sc.Database("admin").RunCommand(ctx, bson.D{{Key: "serverStatus", Value: 1}}).Raw()
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, _ := raw.Lookup("metrics", "cursor", "open", "total").AsInt64OK()
+			total += v
+		}
+		return total
+	}
+	before := openOnSecondaries()
+	coll := d.Client.Database("rp").Collection("c", options.Collection().SetReadPreference(readpref.Secondary()))
+	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetBatchSize(2))
+	if err != nil || !cur.Next(ctx) {
+		t.Fatalf("find: %v %v", err, cur.Err())
+	}
+	if open := openOnSecondaries(); open <= before {
+		t.Fatalf("secondaries hold %d open cursors with a router cursor open, %d before", open, before)
+	}
+	if err := cur.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); openOnSecondaries() > before; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("secondaries still hold %d open cursors after killCursors, %d before", openOnSecondaries(), before)
+		}
+	}
+
 	// A split bumps the owning shard's version: the router sends the new shardVersion to
 	// the secondary, which refreshes its own filtering metadata (StaleConfig and retry, or a
 	// refresh before answering) and still filters the orphan.
@@ -139,7 +178,7 @@ func TestShardedReadPreference(t *testing.T) {
 	t.Run("after split", func(t *testing.T) { secondaryReads(t, readpref.Secondary()) })
 
 	// Primary reads (the default) still go to the primaries: the failpoint answers them.
-	err := d.Client.Database("rp").Collection("c").FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Err()
+	err = d.Client.Database("rp").Collection("c").FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Err()
 	var ce mongo.CommandError
 	if !errors.As(err, &ce) || ce.Code != 2 {
 		t.Fatalf("primary read: want the primaries' failCommand error (code 2), got %v", err)
@@ -157,7 +196,7 @@ func TestShardedReadPreference(t *testing.T) {
 		t.Fatal(err)
 	}
 	sec := d.Client.Database("rp").Collection("u", options.Collection().SetReadPreference(readpref.Secondary()))
-	cur, err := sec.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{}}}, {{Key: "$out", Value: "out"}}})
+	cur, err = sec.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{}}}, {{Key: "$out", Value: "out"}}})
 	if err != nil {
 		t.Fatalf("$out with secondary read preference: %v", err)
 	}
@@ -171,6 +210,21 @@ func TestShardedReadPreference(t *testing.T) {
 	// Primary reads work again once the primaries stop failing them.
 	if c, err := d.Client.Database("rp").Collection("c").CountDocuments(ctx, bson.D{}); err != nil || c != n {
 		t.Fatalf("primary countDocuments: %d, %v", c, err)
+	}
+	// What a secondary read costs over a primary one (a targeted findOne; the secondary one
+	// also asks the selected member's hello): reported, not checked.
+	for _, rp := range []*readpref.ReadPref{readpref.Primary(), readpref.Secondary()} {
+		c := d.Client.Database("rp").Collection("c", options.Collection().SetReadPreference(rp))
+		lat := make([]time.Duration, 0, 100)
+		for i := range 100 {
+			t0 := time.Now()
+			if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: i}}).Err(); err != nil {
+				t.Fatalf("%v findOne: %v", rp.Mode(), err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		slices.Sort(lat)
+		t.Logf("findOne by shard key through humongos, %v: p50 %v", rp.Mode(), lat[len(lat)/2])
 	}
 
 	// Bad read preferences: MongoDB's codes.
