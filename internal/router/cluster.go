@@ -42,6 +42,9 @@ type Cluster struct {
 	config *client.ReplicaSet
 	Cache  *catalogcache.Cache
 	Shards *shardregistry.Registry
+	// hosts holds a client per shard member, for requests pinned to the member a read
+	// preference selected (readpref.go).
+	hosts *client.Pool
 
 	mu     sync.Mutex
 	conns  map[string]*client.ReplicaSet // shard id → client
@@ -69,7 +72,7 @@ func NewCluster(configDB client.ReplicaSetHosts, o client.Options) (*Cluster, er
 	}
 	loader := configLoader{cl: configclient.New(cfg.Client()).WithClock(o.Clock), set: configDB.SetName}
 	return &Cluster{opts: o, config: cfg, Cache: catalogcache.New(loader), Shards: shardregistry.New(loader),
-		conns: map[string]*client.ReplicaSet{}}, nil
+		hosts: client.NewPool(o), conns: map[string]*client.ReplicaSet{}}, nil
 }
 
 // Config is the config server replica set's client.
@@ -127,6 +130,7 @@ func (c *Cluster) Close() {
 	for _, rs := range conns {
 		_ = rs.Close(ctx)
 	}
+	c.hosts.Close()
 	_ = c.config.Close(ctx)
 }
 

@@ -20,13 +20,13 @@ import (
 // no longer lists their names.
 func readCommands() []*service.Command {
 	return []*service.Command{
-		{Name: "find", Handler: noTxn(runFind), Help: "query for documents", Secondary: service.SecondaryAlways, Counter: "query"},
+		{Name: "find", Handler: noTxn(readPrefHandler(runFind)), Help: "query for documents", Secondary: service.SecondaryAlways, Counter: "query"},
 		{Name: "getMore", Handler: noTxn(runGetMore), Help: "retrieve more results from an existing cursor", Secondary: service.SecondaryAlways, Counter: "getmore"},
 		{Name: "killCursors", Handler: runKillCursors, Help: "kill a list of cursors", Secondary: service.SecondaryAlways},
-		{Name: "count", Handler: noTxn(runCount), Help: "count documents matching a query", Secondary: service.SecondaryAlways},
-		{Name: "distinct", Handler: noTxn(runDistinct), Help: "the distinct values of a field", Secondary: service.SecondaryAlways},
-		{Name: "aggregate", Handler: noTxn(runAggregate), Help: "run an aggregation pipeline", Secondary: service.SecondaryAlways},
-		{Name: "explain", Handler: noTxn(runExplain), Help: "explain a find, aggregate, count or distinct", Secondary: service.SecondaryAlways},
+		{Name: "count", Handler: noTxn(readPrefHandler(runCount)), Help: "count documents matching a query", Secondary: service.SecondaryAlways},
+		{Name: "distinct", Handler: noTxn(readPrefHandler(runDistinct)), Help: "the distinct values of a field", Secondary: service.SecondaryAlways},
+		{Name: "aggregate", Handler: noTxn(readPrefHandler(runAggregate)), Help: "run an aggregation pipeline", Secondary: service.SecondaryAlways},
+		{Name: "explain", Handler: noTxn(readPrefHandler(runExplain)), Help: "explain a find, aggregate, count or distinct", Secondary: service.SecondaryAlways},
 		{Name: "listCollections", Handler: noTxn(runListCollections), Help: "list a database's collections", Secondary: service.SecondaryAlways},
 		{Name: "listIndexes", Handler: noTxn(runListIndexes), Help: "list a collection's indexes", Secondary: service.SecondaryAlways},
 	}

@@ -16,6 +16,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/client"
@@ -33,6 +34,11 @@ type remote struct {
 	shard string
 	rs    *client.ReplicaSet
 	sess  *mongo.Session
+	// host, when set, is the member the request's read preference rp selected (readpref.go):
+	// every request of the remote runs there, sess being a session of that host's client.
+	host  string
+	rp    *readpref.ReadPref
+	hosts *client.Pool
 }
 
 func newRemote(ctx context.Context, c *Cluster, shard string) (*remote, error) {
@@ -40,19 +46,33 @@ func newRemote(ctx context.Context, c *Cluster, shard string) (*remote, error) {
 	if err != nil {
 		return nil, err
 	}
+	r := &remote{shard: shard, rs: rs, hosts: c.hosts}
+	if readPrefFrom(ctx) != nil {
+		if err := r.pin(ctx, c); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
 	sess, err := rs.Client().StartSession()
 	if err != nil {
 		return nil, fmt.Errorf("start a session on shard %s: %w", shard, err)
 	}
-	return &remote{shard: shard, rs: rs, sess: sess}, nil
+	r.sess = sess
+	return r, nil
 }
 
-// run runs cmd on the shard's primary in the remote's session; a failure a shard answered is
-// returned as a mongoerr (see shardError).
+// run runs cmd on the shard's primary (or the pinned host) in the remote's session; a
+// failure a shard answered is returned as a mongoerr (see shardError).
 func (r *remote) run(ctx context.Context, db string, cmd bsoncore.Document) (bsoncore.Document, error) {
 	// Through ReplicaSet.RunCommand, as every internal request (the driver takes the session
-	// from the context).
-	raw, err := r.rs.RunCommand(mongo.NewSessionContext(ctx, r.sess), db, bson.Raw(cmd), nil)
+	// from the context), or the pool's client of the pinned host.
+	var raw bson.Raw
+	var err error
+	if r.host != "" {
+		raw, err = r.hosts.RunCommand(mongo.NewSessionContext(ctx, r.sess), r.host, db, bson.Raw(cmd), r.rp)
+	} else {
+		raw, err = r.rs.RunCommand(mongo.NewSessionContext(ctx, r.sess), db, bson.Raw(cmd), nil)
+	}
 	if err != nil {
 		return nil, shardError(ctx, r.shard, err)
 	}

@@ -18,7 +18,9 @@
 // killCursors, count, distinct, aggregate, explain, listCollections and listIndexes
 // (cmd_read.go registers them). A read targets the shards the filter's shard-key bounds reach
 // (an unsharded collection's primary shard, with UNSHARDED and the databaseVersion) and is
-// retried through WithRouting on stale versions. Router cursors (cursors.go) live in the
+// retried through WithRouting on stale versions. It runs on the member of each shard that the
+// client's $readPreference selects (readpref.go: primary without one; a router cursor's
+// getMores and killCursors stay on the member that opened each shard cursor). Router cursors (cursors.go) live in the
 // server's cursor manager (idle timeout, killCursors, session ownership) with a mergeSource
 // (merge.go) over the shards' cursors as their source: a k-way merge by sort key computed on
 // the router, then skip, limit and projection. aggregate (agg.go) passes a single-shard

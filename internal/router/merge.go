@@ -142,7 +142,10 @@ func openCursors(ctx context.Context, c *Cluster, db string, shards []string, cm
 	out := make([]*shardCursor, len(shards))
 	errs := make([]error, len(shards))
 	open := func(i int, shard string) {
-		r, err := newRemote(ctx, c, shard)
+		// $out and $merge follow the read preference too, as mongos's since MongoDB 5.0: a
+		// secondary runs them and writes through its primary (commands/agg_remote.go).
+		rctx := ctx
+		r, err := newRemote(rctx, c, shard)
 		if err != nil {
 			errs[i] = err
 			return
@@ -150,8 +153,15 @@ func openCursors(ctx context.Context, c *Cluster, db string, shards []string, cm
 		sc := &shardCursor{remote: r}
 		out[i] = sc
 		var reply bsoncore.Document
+		tries := 0
 		send := func() (err error) {
-			reply, err = r.run(ctx, db, cmds[shard])
+			if tries++; tries > 1 && r.host != "" {
+				// The member the read preference picked failed: pick again.
+				if err := r.pin(rctx, c); err != nil {
+					return err
+				}
+			}
+			reply, err = r.run(rctx, db, cmds[shard])
 			return err
 		}
 		if writesOutput(cmds[shard]) {
@@ -202,7 +212,8 @@ func runOnShards(ctx context.Context, c *Cluster, db string, shards []string, cm
 			if err != nil {
 				return err
 			}
-			raw, err := rs.RunCommand(ctx, db, rawDoc(cmds[shard]), nil)
+			// A one-shot read: the driver selects the member by the read preference itself.
+			raw, err := rs.RunCommand(ctx, db, rawDoc(cmds[shard]), readPrefFrom(ctx))
 			if err != nil {
 				return shardError(ctx, shard, err)
 			}
