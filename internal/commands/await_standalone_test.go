@@ -63,13 +63,18 @@ func TestAwaitDataStandaloneCapped(t *testing.T) {
 	}
 	// Inserted while the getMore waits: it must be woken.
 	notified0, expired0 := stats.Notified.Load(), stats.Expired.Load()
+	inserted := make(chan error, 1)
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		if _, err := coll.InsertOne(context.Background(), bson.D{{Key: "_id", Value: 4}}); err != nil {
-			t.Error(err)
-		}
+		_, err := coll.InsertOne(context.Background(), bson.D{{Key: "_id", Value: 4}})
+		inserted <- err
 	}()
 	took := next(4)
+	// The getMore can see the document before the insert's reply reaches the inserter: wait
+	// for it before the test (and its client) ends.
+	if err := <-inserted; err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("woken after %v (notified %d, expired %d)", took, stats.Notified.Load()-notified0, stats.Expired.Load()-expired0)
 	if took >= await/2 {
 		t.Fatalf("document inserted during the wait took %v (maxAwaitTimeMS %v): not woken", took, await)
