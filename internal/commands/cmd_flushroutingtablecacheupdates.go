@@ -25,8 +25,8 @@ func addFlushRoutingTableCacheUpdates(r *service.Registry) {
 // runFlushRoutingTableCacheUpdates is _flushRoutingTableCacheUpdates (and its
 // WithWriteConcern twin, which only differs in accepting a writeConcern): with syncFromConfig
 // (default true) the shard refreshes the namespace's filtering metadata from the config server
-// now (forceShardFilteringMetadataRefresh). Nothing is persisted locally yet (config.cache.*),
-// so there is no flush to wait for.
+// now (forceShardFilteringMetadataRefresh). A primary's refresh writes config.cache.* before
+// it returns (filtering.Runtime.persist), so that is the flush this command waits for.
 func runFlushRoutingTableCacheUpdates(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	name := env.Name
 	if err := checkStrict(cmd, name, "syncFromConfig"); err != nil {
