@@ -94,11 +94,13 @@ func startReadCluster(t testing.TB) *readCluster {
 		if x.db == "ref" {
 			c = "all"
 		}
-		if _, err := x.n.Client.Database(x.db).Collection(c).InsertMany(ctx, x.docs); err != nil {
+		// Majority-committed: tests read at majority too (a $lookup's foreign reads carry
+		// the aggregate's read concern), and a w:1 write may not be in the snapshot yet.
+		if _, err := x.n.Client.Database(x.db).Collection(c, majorityWrites).InsertMany(ctx, x.docs); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := rc.sh0.Client.Database("app").Collection("u").InsertMany(ctx, all); err != nil {
+	if _, err := rc.sh0.Client.Database("app").Collection("u", majorityWrites).InsertMany(ctx, all); err != nil {
 		t.Fatal(err)
 	}
 	cl, err := NewCluster(client.ReplicaSetHosts{SetName: "rs0", Seeds: []string{rc.cfg.Host}},
@@ -613,3 +615,6 @@ func mustValues(t *testing.T, a bson.RawArray) []bson.RawValue {
 	}
 	return vs
 }
+
+// majorityWrites makes a test's set-up writes majority-committed.
+var majorityWrites = options.Collection().SetWriteConcern(writeconcern.Majority())
