@@ -147,7 +147,9 @@ func get[T any](ctx context.Context, c *Cache, m map[string]*entry[T], key strin
 			e = &entry[T]{stale: true}
 			m[key] = e
 		}
-		if e.valid && !e.stale {
+		// A refresh in progress means the value is known stale: wait for the refresh
+		// rather than hand out the old value (it clears stale when it starts).
+		if e.busy == nil && e.valid && !e.stale {
 			v := e.val
 			c.mu.Unlock()
 			return v, nil
