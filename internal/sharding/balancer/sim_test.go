@@ -31,8 +31,8 @@ var simSeed = flag.Int64("balancer.seed", -1, "run only this seed of TestSimulat
 const simMaxChunk = 10 // bytes; chunk sizes are small integers in the simulation
 
 func key(v int64) bsoncore.Document { return bsoncore.NewDocumentBuilder().AppendInt64("x", v).Build() }
-func minKey() bsoncore.Document      { return bsoncore.NewDocumentBuilder().AppendMinKey("x").Build() }
-func maxKey() bsoncore.Document      { return bsoncore.NewDocumentBuilder().AppendMaxKey("x").Build() }
+func minKey() bsoncore.Document     { return bsoncore.NewDocumentBuilder().AppendMinKey("x").Build() }
+func maxKey() bsoncore.Document     { return bsoncore.NewDocumentBuilder().AppendMaxKey("x").Build() }
 
 type simChunk struct {
 	Chunk
