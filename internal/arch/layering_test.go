@@ -45,6 +45,9 @@ var rank = map[string]int{
 	// sharding/ddl drives the rest of sharding (routing, configclient, shardregistry) for
 	// the shard's DDL; the command layer calls it.
 	"sharding/ddl": 12,
+	// sharding/balancer reads the rest of sharding (configsvr's zone bounds, configclient's
+	// collection entries, routing's chunks) for the config server primary's balancer.
+	"sharding/balancer": 12,
 	"service":      12,
 	"router":       13,
 	"commands":     14,
