@@ -70,6 +70,14 @@ type Balancer struct {
 	rounds    int64
 	roundDone chan struct{} // closed at the end of each round
 	wake      chan struct{}
+	loops     int // loops running (0 or 1)
+}
+
+// running reports whether the loop runs (tests).
+func (b *Balancer) running() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.loops > 0
 }
 
 // New returns a stopped balancer.
@@ -187,8 +195,16 @@ func (b *Balancer) Start(ctx context.Context) (stop func()) {
 func (b *Balancer) startLoop(ctx context.Context) (cancel context.CancelFunc, done chan struct{}) {
 	ctx, cancel = context.WithCancel(ctx)
 	done = make(chan struct{})
+	b.mu.Lock()
+	b.loops++
+	b.mu.Unlock()
 	go func() {
 		defer close(done)
+		defer func() {
+			b.mu.Lock()
+			b.loops--
+			b.mu.Unlock()
+		}()
 		b.loop(ctx)
 	}()
 	return cancel, done
