@@ -45,15 +45,16 @@ var rank = map[string]int{
 	// sharding/ddl drives the rest of sharding (routing, configclient, shardregistry) for
 	// the shard's DDL; the command layer calls it.
 	"sharding/ddl": 12,
-	// sharding/balancer reads the rest of sharding (configsvr's zone bounds, configclient's
-	// collection entries, routing's chunks) for the config server primary's balancer.
-	"sharding/balancer": 12,
 	"service":      12,
 	"router":       13,
 	"commands":     14,
 	"server":       15,
 	"bench":        15, // humongo bench's engine: a client of any server, used by cmd/humongo
 	"process":      16, // what every server binary does around its server: options, startup, signals
+
+	// sharding/balancer reads the rest of sharding (configsvr's zone bounds, configclient's
+	// collection entries, routing's chunks) for the config server primary's balancer.
+	"sharding/balancer": 12,
 }
 
 // harness lists the test-only packages: harnesses that start servers and processes, and
