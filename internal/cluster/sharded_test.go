@@ -192,13 +192,11 @@ func TestShardedAddShardEnableSharding(t *testing.T) {
 		20, "_configsvrAddShard can only be run on config servers")
 	direct(d.Config.Client, bson.D{{Key: "_configsvrCreateDatabase", Value: "y"}}, 72, "_configsvrCreateDatabase must be called with majority writeConcern")
 
-	// balancerStatus: no balancer runs yet.
+	// balancerStatus: the balancer is on by default (its rounds are TestShardedBalancer's).
 	var bs struct {
-		Mode              string `bson:"mode"`
-		InBalancerRound   bool   `bson:"inBalancerRound"`
-		NumBalancerRounds int64  `bson:"numBalancerRounds"`
+		Mode string `bson:"mode"`
 	}
-	if err := bson.Unmarshal(run(bson.D{{Key: "balancerStatus", Value: 1}}), &bs); err != nil || bs.Mode != "off" || bs.InBalancerRound || bs.NumBalancerRounds != 0 {
+	if err := bson.Unmarshal(run(bson.D{{Key: "balancerStatus", Value: 1}}), &bs); err != nil || bs.Mode != "full" {
 		t.Fatalf("balancerStatus: %+v %v", bs, err)
 	}
 

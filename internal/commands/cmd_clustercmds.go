@@ -10,5 +10,6 @@ func addClusterCommands(r *service.Registry) {
 	addAddShardIdentity(r)
 	addConfigsvrCreateDatabase(r)
 	addConfigsvrBalancerStatus(r)
+	addBalancerCommands(r)
 	addZoneCommands(r)
 }

@@ -22,6 +22,12 @@ func DefaultParamSpecs() []service.ParamSpec {
 		// 3.0); mongod reports it and refuses to set it.
 		{Name: "authSchemaVersion", Kind: service.ParamInt, Default: int64(5)},
 		{Name: "authenticationMechanisms", Kind: service.ParamString, Default: "SCRAM-SHA-1,SCRAM-SHA-256", Startup: true},
+		// balancerMigrationsThrottlingMs (MongoDB's): the config server balancer's wait after a
+		// round that scheduled migrations; balancerRoundIntervalMs (Humongo's; MongoDB has
+		// only the overrideBalanceRoundInterval fail point): its wait after a round with
+		// nothing to move (10 s).
+		{Name: "balancerMigrationsThrottlingMs", Kind: service.ParamInt, Default: int64(1000), Runtime: true, Startup: true, Min: 0, Max: math.MaxInt32},
+		{Name: "balancerRoundIntervalMs", Kind: service.ParamInt, Default: int64(10000), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "cursorTimeoutMillis", Kind: service.ParamInt, Default: int64(600000), Runtime: true, Startup: true},
 		{Name: "disableLogicalSessionCacheRefresh", Kind: service.ParamBool, Default: false, Startup: true},
 		{Name: "enableTestCommands", Kind: service.ParamBool, Default: false, Startup: true},

@@ -42,7 +42,8 @@ func StartShardingRole(ctx context.Context, st *service.State, reg *service.Regi
 		}
 		// ConfigTime follows this config server's majority commit point.
 		st.Concern.Clock.FollowConfigSource(func() optime.Timestamp { return rc.MajorityCommitted().TS })
-		stop = configsvr.Start(ctx, configsvr.Config{Node: rc, Run: run, Log: st.Logger,
+		stopBalancer := startBalancer(ctx, st, reg)
+		stopCatalog := configsvr.Start(ctx, configsvr.Config{Node: rc, Run: run, Log: st.Logger,
 			Initialized: func(id bson.ObjectID) {
 				// TopologyTime survives restarts and failovers in config.shards: the newest
 				// shard's topologyTime (MongoDB recovers it on step-up the same way).
@@ -56,6 +57,7 @@ func StartShardingRole(ctx context.Context, st *service.State, reg *service.Regi
 						logv2.ID(9120002), "error", err.Error())
 				}
 			}})
+		stop = func() { stopBalancer(); stopCatalog() }
 		return stop, nil
 	}
 	if st.DB == nil {

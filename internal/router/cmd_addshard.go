@@ -23,6 +23,12 @@ func addCatalogCommands(r *service.Registry) {
 			Secondary: service.SecondaryAlways, Help: "Create a database with the provided options."},
 		{Name: "balancerStatus", Handler: runBalancerStatus, AdminOnly: true,
 			Secondary: service.SecondaryAlways, Help: "Returns information about the balancer's status, such as whether it is running or stopped, the current balancing mode, etc."},
+		{Name: "balancerStart", Handler: runBalancerControl, AdminOnly: true,
+			Secondary: service.SecondaryAlways, Help: "Starts the balancer"},
+		{Name: "balancerStop", Handler: runBalancerControl, AdminOnly: true,
+			Secondary: service.SecondaryAlways, Help: "Stops the balancer"},
+		{Name: "balancerCollectionStatus", Handler: runBalancerCollectionStatus,
+			Secondary: service.SecondaryAlways, Help: "Checks whether the chunks of a given collection are in a quiesced state or there are any which need to be moved because of (1) draining shards, (2) zone violation or (3) imbalance between shards"},
 	} {
 		r.Register(c)
 	}

@@ -180,36 +180,6 @@ func TestCreateDatabaseChecksAndExisting(t *testing.T) {
 	}
 }
 
-func TestBalancerStatus(t *testing.T) {
-	var settings bsoncore.Document
-	m := &Manager{Run: func(_ context.Context, _ string, cmd bsoncore.Document) (bsoncore.Document, error) {
-		batch := bsoncore.NewArrayBuilder()
-		if settings != nil {
-			batch.AppendDocument(settings)
-		}
-		return bsoncore.NewDocumentBuilder().AppendDocument("cursor", bsoncore.NewDocumentBuilder().
-			AppendArray("firstBatch", batch.Build()).Build()).Build(), nil
-	}}
-	for _, c := range []struct {
-		settings bson.D
-		mode     string
-	}{
-		{nil, "off"},
-		{bson.D{{Key: "_id", Value: "balancer"}, {Key: "mode", Value: "full"}}, "full"},
-		{bson.D{{Key: "_id", Value: "balancer"}, {Key: "stopped", Value: true}}, "off"},
-		{bson.D{{Key: "_id", Value: "balancer"}, {Key: "stopped", Value: false}}, "full"},
-	} {
-		settings = nil
-		if c.settings != nil {
-			settings = doc(t, c.settings)
-		}
-		st, err := m.BalancerStatus(context.Background())
-		if err != nil || st.Mode != c.mode || st.InBalancerRound || st.NumBalancerRounds != 0 {
-			t.Errorf("%v: %+v %v, want mode %s", c.settings, st, err, c.mode)
-		}
-	}
-}
-
 // A creation that loses the insert race (DuplicateKey on _id) answers the winner's entry.
 func TestCreateDatabaseLosesRace(t *testing.T) {
 	winner := doc(t, bson.D{{Key: "_id", Value: "db"}, {Key: "primary", Value: "s0"}, {Key: "version", Value: bson.D{

@@ -17,10 +17,10 @@
 // ShardingCatalogManager; spec sharding.md "The config server"): addShard (addshard.go:
 // validate the candidate set, _addShard on it, config.shards and the databases it holds),
 // createDatabase (database.go: config.databases entries, the primary being the shard with
-// the least data), the balancer's status (balancer.go) and zones (zones.go: shards'
-// zones in config.shards, zone ranges in config.tags). The commands over it are in
-// internal/commands (_configsvrAddShard, _configsvrCreateDatabase, _configsvrBalancerStatus,
-// _configsvrAddShardToZone, _configsvrRemoveShardFromZone, _configsvrUpdateZoneKeyRange).
+// the least data) and zones (zones.go: shards' zones in config.shards, zone ranges in
+// config.tags). The commands over it are in internal/commands (_configsvrAddShard,
+// _configsvrCreateDatabase, _configsvrAddShardToZone, _configsvrRemoveShardFromZone,
+// _configsvrUpdateZoneKeyRange). The balancer and its settings are internal/sharding/balancer.
 package configsvr
 
 import (

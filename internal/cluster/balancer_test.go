@@ -1,0 +1,299 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+type balancerStatusReply struct {
+	Mode              string `bson:"mode"`
+	InBalancerRound   bool   `bson:"inBalancerRound"`
+	NumBalancerRounds int64  `bson:"numBalancerRounds"`
+}
+
+// hasMoveRange reports whether a shard serves _shardsvrMoveRange (the migration of issue 13's
+// "mig" part): without it the balancer's migrations fail and only its decisions can be seen.
+func hasMoveRange(t *testing.T, ctx context.Context, shard *mongo.Client) bool {
+	t.Helper()
+	var reply struct {
+		Commands bson.M `bson:"commands"`
+	}
+	if err := shard.Database("admin").RunCommand(ctx, bson.D{{Key: "listCommands", Value: 1}}).Decode(&reply); err != nil {
+		t.Fatal(err)
+	}
+	_, ok := reply.Commands["_shardsvrMoveRange"]
+	return ok
+}
+
+func waitUntil(t *testing.T, ctx context.Context, what string, cond func() (bool, error)) {
+	t.Helper()
+	var last error
+	for {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s (last error %v)", what, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// The balancer through the router: balancerStatus reports real rounds on the config primary
+// (and again after a config primary step-down), balancerStop/balancerStart write
+// config.settings, balancerCollectionStatus answers for a sharded collection and refuses an
+// unsharded one, a zone boundary inside a chunk is split by the balancer and the chunk left
+// outside its zone is reported (moved once migrations exist), sh.disableBalancing's write of
+// config.collections noBalance goes through the router, and rounds are logged in
+// config.actionlog.
+func TestShardedBalancer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a sharded cluster")
+	}
+	d := Start(t, Topology{Kind: Sharded, Shards: 2, ConfigMembers: 3},
+		Options{ReplSetSettings: ShortElections, Args: []string{"--setParameter", "balancerRoundIntervalMs=100", "--setParameter", "balancerMigrationsThrottlingMs=100"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admin := d.Client.Database("admin")
+	run := func(cmd bson.D) bson.Raw {
+		t.Helper()
+		raw, err := admin.RunCommand(ctx, cmd).Raw()
+		if err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+		return raw
+	}
+	fails := func(cmd bson.D, code int32, msg string) {
+		t.Helper()
+		err := admin.RunCommand(ctx, cmd).Err()
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) || ce.Code != code || !strings.Contains(ce.Message, msg) {
+			t.Fatalf("%v: want code %d with %q, got %v", cmd, code, msg, err)
+		}
+	}
+	status := func() balancerStatusReply {
+		t.Helper()
+		var bs balancerStatusReply
+		if err := bson.Unmarshal(run(bson.D{{Key: "balancerStatus", Value: 1}}), &bs); err != nil {
+			t.Fatal(err)
+		}
+		return bs
+	}
+	// On by default (no config.settings document), and rounds run.
+	if bs := status(); bs.Mode != "full" {
+		t.Fatalf("balancerStatus: %+v", bs)
+	}
+	waitUntil(t, ctx, "two balancer rounds", func() (bool, error) { return status().NumBalancerRounds >= 2, nil })
+
+	// balancerStop / balancerStart write config.settings and report through balancerStatus.
+	run(bson.D{{Key: "balancerStop", Value: 1}})
+	var settings bson.M
+	if err := d.Client.Database("config").Collection("settings").FindOne(ctx, bson.D{{Key: "_id", Value: "balancer"}}).Decode(&settings); err != nil {
+		t.Fatal(err)
+	}
+	if settings["mode"] != "off" || settings["stopped"] != true {
+		t.Fatalf("config.settings after balancerStop: %v", settings)
+	}
+	if bs := status(); bs.Mode != "off" || bs.InBalancerRound {
+		t.Fatalf("balancerStatus after balancerStop: %+v", bs)
+	}
+	run(bson.D{{Key: "balancerStart", Value: 1}})
+	if bs := status(); bs.Mode != "full" {
+		t.Fatalf("balancerStatus after balancerStart: %+v", bs)
+	}
+
+	// balancerCollectionStatus.
+	run(bson.D{{Key: "enableSharding", Value: "app"}, {Key: "primaryShard", Value: "shard0"}})
+	run(bson.D{{Key: "shardCollection", Value: "app.c"}, {Key: "key", Value: bson.D{{Key: "x", Value: 1}}}})
+	var cs struct {
+		ChunkSize                int64  `bson:"chunkSize"`
+		BalancerCompliant        bool   `bson:"balancerCompliant"`
+		FirstComplianceViolation string `bson:"firstComplianceViolation"`
+	}
+	if err := bson.Unmarshal(run(bson.D{{Key: "balancerCollectionStatus", Value: "app.c"}}), &cs); err != nil ||
+		!cs.BalancerCompliant || cs.ChunkSize != 128 || cs.FirstComplianceViolation != "" {
+		t.Fatalf("balancerCollectionStatus: %+v %v", cs, err)
+	}
+	fails(bson.D{{Key: "balancerCollectionStatus", Value: "app.none"}}, 118, "Collection unsharded or undefined")
+	fails(bson.D{{Key: "balancerCollectionStatus", Value: "app"}}, 73, "Invalid namespace specified 'app'")
+	fails(bson.D{{Key: "balancerCollectionStatus", Value: 1}}, 14, "")
+
+	// A zone on shard1 over [0, 100): the balancer splits the one chunk at 0 and 100, then the
+	// zone's chunk on shard0 violates it until a migration moves it.
+	run(bson.D{{Key: "addShardToZone", Value: "shard1"}, {Key: "zone", Value: "Z"}})
+	run(bson.D{{Key: "updateZoneKeyRange", Value: "app.c"}, {Key: "min", Value: bson.D{{Key: "x", Value: 0}}},
+		{Key: "max", Value: bson.D{{Key: "x", Value: 100}}}, {Key: "zone", Value: "Z"}})
+	var coll bson.M
+	if err := d.Client.Database("config").Collection("collections").FindOne(ctx, bson.D{{Key: "_id", Value: "app.c"}}).Decode(&coll); err != nil {
+		t.Fatal(err)
+	}
+	chunks := d.Client.Database("config").Collection("chunks")
+	zoneChunkOn := func() (string, int64, error) {
+		n, err := chunks.CountDocuments(ctx, bson.D{{Key: "uuid", Value: coll["uuid"]}})
+		if err != nil {
+			return "", 0, err
+		}
+		var c bson.M
+		err = chunks.FindOne(ctx, bson.D{{Key: "uuid", Value: coll["uuid"]}, {Key: "min", Value: bson.D{{Key: "x", Value: 0}}}}).Decode(&c)
+		if err != nil {
+			return "", n, err
+		}
+		s, _ := c["shard"].(string)
+		return s, n, nil
+	}
+	waitUntil(t, ctx, "the balancer's split at the zone's bounds", func() (bool, error) {
+		_, n, err := zoneChunkOn()
+		return n == 3, err
+	})
+	migrations := hasMoveRange(t, ctx, d.Shards[0].Client)
+	collStatus := func() (bool, string) {
+		if err := bson.Unmarshal(run(bson.D{{Key: "balancerCollectionStatus", Value: "app.c"}}), &cs); err != nil {
+			t.Fatal(err)
+		}
+		return cs.BalancerCompliant, cs.FirstComplianceViolation
+	}
+	if migrations {
+		waitUntil(t, ctx, "the zone's chunk on shard1", func() (bool, error) {
+			s, _, err := zoneChunkOn()
+			return s == "shard1", err
+		})
+		waitUntil(t, ctx, "a compliant collection", func() (bool, error) {
+			ok, _ := collStatus()
+			return ok, nil
+		})
+	} else {
+		t.Log("_shardsvrMoveRange is not registered (migrations are issue 13's \"mig\" part): checking the balancer's decision only")
+		if ok, v := collStatus(); ok || v != "zoneViolation" {
+			t.Fatalf("balancerCollectionStatus with the zone's chunk on shard0: %v %q", ok, v)
+		}
+	}
+	// The rounds that scheduled a migration are in config.actionlog.
+	waitUntil(t, ctx, "a balancer.round in config.actionlog", func() (bool, error) {
+		n, err := d.Client.Database("config").Collection("actionlog").CountDocuments(ctx, bson.D{{Key: "what", Value: "balancer.round"}})
+		return n > 0, err
+	})
+
+	// sh.disableBalancing(coll): mongosh's write of config.collections through the router.
+	res, err := d.Client.Database("config").Collection("collections").UpdateOne(ctx, bson.D{{Key: "_id", Value: "app.c"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "noBalance", Value: true}}}})
+	if err != nil || res.MatchedCount != 1 {
+		t.Fatalf("disableBalancing: %+v %v", res, err)
+	}
+	if err := d.Client.Database("config").Collection("collections").FindOne(ctx, bson.D{{Key: "_id", Value: "app.c"}}).Decode(&coll); err != nil || coll["noBalance"] != true {
+		t.Fatalf("config.collections after disableBalancing: %v %v", coll, err)
+	}
+
+	// A config primary step-down: the new primary's balancer runs rounds.
+	var before struct {
+		Term int64 `bson:"term"`
+	}
+	if err := d.Config.Client.Database("admin").RunCommand(ctx, bson.D{{Key: "_configsvrBalancerStatus", Value: 1}}).Decode(&before); err != nil {
+		t.Fatal(err)
+	}
+	old, err := d.Config.StepDown(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Config.WaitForPrimary(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, ctx, "rounds on the new config primary", func() (bool, error) {
+		var st struct {
+			Term   int64 `bson:"term"`
+			Rounds int64 `bson:"numBalancerRounds"`
+		}
+		err := d.Config.Client.Database("admin").RunCommand(ctx, bson.D{{Key: "_configsvrBalancerStatus", Value: 1}}).Decode(&st)
+		return err == nil && st.Term > before.Term && st.Rounds >= 2, err
+	})
+}
+
+// addShard of a third shard: the balancer moves chunks to it until no shard has three chunk
+// sizes more data of the collection than another. Needs migrations (_shardsvrMoveRange).
+func TestShardedBalancerAddShardEvensOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a sharded cluster")
+	}
+	d := Start(t, Topology{Kind: Sharded, Shards: 2},
+		Options{Args: []string{"--setParameter", "balancerRoundIntervalMs=200", "--setParameter", "balancerMigrationsThrottlingMs=100"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if !hasMoveRange(t, ctx, d.Shards[0].Client) {
+		t.Skip("_shardsvrMoveRange is not registered: chunk migration (issue 13's \"mig\" part) is not merged yet")
+	}
+	admin := d.Client.Database("admin")
+	run := func(cmd bson.D) {
+		t.Helper()
+		if err := admin.RunCommand(ctx, cmd).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	// 1 MB chunks: a 3 MB difference moves a chunk.
+	if _, err := d.Client.Database("config").Collection("settings").UpdateOne(ctx, bson.D{{Key: "_id", Value: "chunksize"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "value", Value: 1}}}}, options.UpdateOne().SetUpsert(true)); err != nil {
+		t.Fatal(err)
+	}
+	run(bson.D{{Key: "enableSharding", Value: "app"}, {Key: "primaryShard", Value: "shard0"}})
+	run(bson.D{{Key: "shardCollection", Value: "app.c"}, {Key: "key", Value: bson.D{{Key: "x", Value: 1}}}})
+	// 12 MB in 24 chunks of 0.5 MB, all on shard0 at first.
+	pad := strings.Repeat("p", 1000)
+	coll := d.Client.Database("app").Collection("c")
+	const docs = 12 * 1024
+	for start := 0; start < docs; start += 1024 {
+		batch := make([]any, 0, 1024)
+		for i := start; i < start+1024; i++ {
+			batch = append(batch, bson.D{{Key: "x", Value: i}, {Key: "pad", Value: pad}})
+		}
+		if _, err := coll.InsertMany(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 512; i < docs; i += 512 {
+		run(bson.D{{Key: "split", Value: "app.c"}, {Key: "middle", Value: bson.D{{Key: "x", Value: i}}}})
+	}
+	third := d.StartSet(t, "shard2", 1, "--shardsvr")
+	if err := d.AddShard(ctx, third.ConnectionString()); err != nil {
+		t.Fatal(err)
+	}
+	perShard := func() map[string]int {
+		var c bson.M
+		if err := d.Client.Database("config").Collection("collections").FindOne(ctx, bson.D{{Key: "_id", Value: "app.c"}}).Decode(&c); err != nil {
+			t.Fatal(err)
+		}
+		cur, err := d.Client.Database("config").Collection("chunks").Find(ctx, bson.D{{Key: "uuid", Value: c["uuid"]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []bson.M
+		if err := cur.All(ctx, &all); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]int{}
+		for _, ch := range all {
+			m[fmt.Sprint(ch["shard"])]++
+		}
+		return m
+	}
+	// Each chunk holds 0.5 MB: even means no two shards 6 chunks (3 MB) apart, every shard
+	// holding some.
+	waitUntil(t, ctx, "chunks evened out over three shards", func() (bool, error) {
+		m := perShard()
+		counts := []int{m["shard0"], m["shard1"], m["shard2"]}
+		return slices.Min(counts) > 0 && slices.Max(counts)-slices.Min(counts) < 6, nil
+	})
+	t.Logf("chunks per shard: %v", perShard())
+	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != docs {
+		t.Fatalf("count after balancing: %d %v", n, err)
+	}
+}
