@@ -79,7 +79,6 @@ var unsupported = []string{
 	// Sharding administration.
 	"removeShard",
 	"reshardCollection", "refineCollectionShardKey", "movePrimary", "moveChunk", "moveRange",
-	"balancerStart", "balancerStop",
 	"getShardMap", "configureCollectionBalancing",
 	"checkMetadataConsistency",
 }
