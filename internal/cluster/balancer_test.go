@@ -181,9 +181,29 @@ func TestShardedBalancer(t *testing.T) {
 	}
 	// The rounds that scheduled a migration are in config.actionlog.
 	waitUntil(t, ctx, "a balancer.round in config.actionlog", func() (bool, error) {
-		n, err := d.Client.Database("config").Collection("actionlog").CountDocuments(ctx, bson.D{{Key: "what", Value: "balancer.round"}})
+		n, err := d.Client.Database("config").Collection("actionlog").CountDocuments(ctx, bson.D{{Key: "what", Value: "balancer.round"},
+			{Key: "details.errorOccurred", Value: false}, {Key: "details.candidateChunks", Value: bson.D{{Key: "$gte", Value: 1}}}})
 		return n > 0, err
 	})
+
+	// The data sizes the balancer asks shards for: the collection's bytes on the shard.
+	if _, err := d.Client.Database("app").Collection("c").InsertMany(ctx, []any{bson.D{{Key: "x", Value: -5}}, bson.D{{Key: "x", Value: -6}}}); err != nil {
+		t.Fatal(err)
+	}
+	var stats struct {
+		Stats []struct {
+			NS   string `bson:"namespace"`
+			Size int64  `bson:"collSize"`
+		} `bson:"stats"`
+	}
+	if err := d.Shards[0].Client.Database("admin").RunCommand(ctx, bson.D{{Key: "_shardsvrGetStatsForBalancing", Value: 1},
+		{Key: "collections", Value: bson.A{bson.D{{Key: "ns", Value: "app.c"}}, bson.D{{Key: "ns", Value: "app.none"}}}},
+		{Key: "scaleFactor", Value: int64(1)}}).Decode(&stats); err != nil {
+		t.Fatal(err)
+	}
+	if len(stats.Stats) != 2 || stats.Stats[0].NS != "app.c" || stats.Stats[0].Size <= 0 || stats.Stats[1].Size != 0 {
+		t.Fatalf("_shardsvrGetStatsForBalancing: %+v", stats)
+	}
 
 	// sh.disableBalancing(coll): mongosh's write of config.collections through the router.
 	res, err := d.Client.Database("config").Collection("collections").UpdateOne(ctx, bson.D{{Key: "_id", Value: "app.c"}},
