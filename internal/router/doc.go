@@ -7,7 +7,8 @@
 // cache and shard registry over it, a client per shard, Versioned (the
 // shardVersion/databaseVersion a request carries) and WithRouting (refresh and retry on
 // StaleConfig/StaleEpoch/StaleDbVersion, at most 10 times). The cluster commands over it so
-// far are listShards, flushRouterConfig, addShard, enableSharding and balancerStatus (carried
+// far are listShards, flushRouterConfig, addShard, enableSharding, balancerStatus,
+// balancerStart, balancerStop and balancerCollectionStatus (carried
 // out by the config server; Cluster.CreateDatabase is also the path of implicit database
 // creation), shardCollection (to the database's primary shard's
 // _shardsvrCreateCollection), split and mergeChunks (to the chunk owner's splitChunk /
