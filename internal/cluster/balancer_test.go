@@ -204,6 +204,22 @@ func TestShardedBalancer(t *testing.T) {
 	if len(stats.Stats) != 2 || stats.Stats[0].NS != "app.c" || stats.Stats[0].Size <= 0 || stats.Stats[1].Size != 0 {
 		t.Fatalf("_shardsvrGetStatsForBalancing: %+v", stats)
 	}
+	direct := func(cl *mongo.Client, cmd bson.D, code int32, msg string) {
+		t.Helper()
+		err := cl.Database("admin").RunCommand(ctx, cmd).Err()
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) || ce.Code != code || !strings.Contains(ce.Message, msg) {
+			t.Fatalf("%v: want code %d with %q, got %v", cmd, code, msg, err)
+		}
+	}
+	direct(d.Shards[0].Client, bson.D{{Key: "_shardsvrGetStatsForBalancing", Value: 1}}, 40414, "collections' is missing")
+	direct(d.Shards[0].Client, bson.D{{Key: "_shardsvrGetStatsForBalancing", Value: 1}, {Key: "collections", Value: bson.A{}}}, 72,
+		"At least one collection must be specified")
+	direct(d.Shards[0].Client, bson.D{{Key: "_shardsvrGetStatsForBalancing", Value: 1}, {Key: "collections", Value: bson.A{bson.D{{Key: "ns", Value: "nodot"}}}}}, 73,
+		"Invalid namespace specified 'nodot'")
+	direct(d.Config.Client, bson.D{{Key: "_shardsvrGetStatsForBalancing", Value: 1}, {Key: "collections", Value: bson.A{bson.D{{Key: "ns", Value: "a.b"}}}}}, 20, "")
+	direct(d.Shards[0].Client, bson.D{{Key: "_configsvrBalancerCollectionStatus", Value: "app.c"}}, 20, "can only be run on config servers")
+	direct(d.Shards[0].Client, bson.D{{Key: "_configsvrBalancerStop", Value: 1}}, 20, "can only be run on config servers")
 
 	// sh.disableBalancing(coll): mongosh's write of config.collections through the router.
 	res, err := d.Client.Database("config").Collection("collections").UpdateOne(ctx, bson.D{{Key: "_id", Value: "app.c"}},
