@@ -150,6 +150,17 @@ func TestBalanceProperties(t *testing.T) {
 			before[k] = true
 		}
 		migs, first := Balance(s.shards, d, avail, Options{})
+		// A second collection balanced in the same round shares the available shards: its
+		// migrations may not touch a shard of the first's.
+		other := newSim(int64(iter)+100000, Knobs{}).distribution()
+		more, _ := Balance(s.shards, other, avail, Options{})
+		for _, m := range more {
+			for _, p := range migs {
+				if m.From == p.From || m.From == p.To || m.To == p.From || m.To == p.To {
+					t.Fatalf("iter %d: second collection reuses a shard: %v and %v", iter, m, p)
+				}
+			}
+		}
 		busy := map[string]bool{}
 		last := ReasonNone
 		for i, m := range migs {
