@@ -204,6 +204,31 @@ func TestShardedBalancer(t *testing.T) {
 	if len(stats.Stats) != 2 || stats.Stats[0].NS != "app.c" || stats.Stats[0].Size <= 0 || stats.Stats[1].Size != 0 {
 		t.Fatalf("_shardsvrGetStatsForBalancing: %+v", stats)
 	}
+	// Orphans (numOrphanDocs of the collection's range deletion tasks) are not the shard's
+	// data. The task is pending (no range deleter acts on it) over an empty range, and removed.
+	n, err := d.Shards[0].Client.Database("app").Collection("c").CountDocuments(ctx, bson.D{})
+	if err != nil || n < 2 {
+		t.Fatalf("documents on shard0: %d %v", n, err)
+	}
+	tasks := d.Shards[0].Client.Database("config").Collection("rangeDeletions")
+	if _, err := tasks.InsertOne(ctx, bson.D{{Key: "_id", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}, {Key: "nss", Value: "app.c"},
+		{Key: "collectionUuid", Value: coll["uuid"]}, {Key: "donorShardId", Value: "shard1"},
+		{Key: "range", Value: bson.D{{Key: "min", Value: bson.D{{Key: "x", Value: 1000}}}, {Key: "max", Value: bson.D{{Key: "x", Value: 2000}}}}},
+		{Key: "pending", Value: true}, {Key: "whenToClean", Value: "delayed"}, {Key: "numOrphanDocs", Value: int64(1)},
+		{Key: "keyPattern", Value: bson.D{{Key: "x", Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	full := stats.Stats[0].Size
+	if err := d.Shards[0].Client.Database("admin").RunCommand(ctx, bson.D{{Key: "_shardsvrGetStatsForBalancing", Value: 1},
+		{Key: "collections", Value: bson.A{bson.D{{Key: "ns", Value: "app.c"}}}}, {Key: "scaleFactor", Value: int64(1)}}).Decode(&stats); err != nil {
+		t.Fatal(err)
+	}
+	if want := full / n * (n - 1); stats.Stats[0].Size != want {
+		t.Fatalf("collSize with one orphan: %d, want %d (%d without, %d documents)", stats.Stats[0].Size, want, full, n)
+	}
+	if _, err := tasks.DeleteMany(ctx, bson.D{{Key: "nss", Value: "app.c"}}); err != nil {
+		t.Fatal(err)
+	}
 	direct := func(cl *mongo.Client, cmd bson.D, code int32, msg string) {
 		t.Helper()
 		err := cl.Database("admin").RunCommand(ctx, cmd).Err()
