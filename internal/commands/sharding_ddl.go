@@ -29,6 +29,7 @@ func addShardingDDL(r *service.Registry) {
 		shardsvrCreateCollectionCommand(),
 		shardsvrCreateCollectionParticipantCommand(),
 		splitChunkCommand(),
+		splitVectorCommand(),
 		mergeChunksCommand(),
 		configsvrCommitShardCollectionCommand(),
 		configsvrCommitChunkSplitCommand(),
