@@ -34,6 +34,8 @@ func addShardingDDL(r *service.Registry) {
 		configsvrCommitShardCollectionCommand(),
 		configsvrCommitChunkSplitCommand(),
 		configsvrCommitChunksMergeCommand(),
+		configsvrClearJumboFlagCommand(),
+		configsvrCommitMergeAllChunksOnShardCommand(),
 	} {
 		add(r, c)
 	}
