@@ -35,7 +35,7 @@ func runSplitVector(ctx context.Context, env *service.Env, cmd bsoncore.Document
 		return nil, err
 	}
 	arr := bsoncore.NewArrayBuilder()
-	for _, k := range keys {
+	for _, k := range keys.Keys {
 		arr.AppendDocument(k)
 	}
 	return bsoncore.NewDocumentBuilder().AppendArray("splitKeys", arr.Build()).Build(), nil

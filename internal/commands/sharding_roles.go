@@ -56,6 +56,8 @@ func StartShardingRole(ctx context.Context, st *service.State, reg *service.Regi
 						logv2.ID(9120002), "error", err.Error())
 				}
 			}})
+		stopCatalog, stopMerger := stop, startAutoMerger(ctx, st, reg, rc)
+		stop = func() { stopMerger(); stopCatalog() }
 		return stop, nil
 	}
 	if st.DB == nil {
@@ -71,7 +73,8 @@ func StartShardingRole(ctx context.Context, st *service.State, reg *service.Regi
 		return stop, nil
 	}
 	if role == shardstate.RoleShardServer {
-		stop = startShardRuntime(st, reg, rc)
+		stopRuntime, stopSplitter := startShardRuntime(st, reg, rc), startChunkSplitter(st, reg, rc)
+		stop = func() { stopSplitter(); stopRuntime() }
 	}
 	if found {
 		return stop, initShardIdentity(st, doc)

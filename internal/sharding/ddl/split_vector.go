@@ -124,13 +124,20 @@ type SplitPointsInput struct {
 	NS                 string
 }
 
+// SplitPoints is splitVector's answer: the split keys, and whether the range holds a single
+// shard key value (then no split is possible however big it grows: a jumbo candidate).
+type SplitPoints struct {
+	Keys      []bsoncore.Document
+	SingleKey bool
+}
+
 // SelectSplitPoints is splitVector's selection: nothing when the collection's data is
 // smaller than the max chunk size (force makes that size the data size, i.e. split in the
 // middle), otherwise every keyCount-th key where keyCount makes each piece half the max chunk
 // size (or maxChunkObjects), never the same key twice (all documents of one key value stay in
 // one chunk) and nothing at all when the range holds a single key value. It returns
 // OperationFailed when the range holds no key.
-func SelectSplitPoints(ctx context.Context, in SplitPointsInput, scan KeyScan) ([]bsoncore.Document, error) {
+func SelectSplitPoints(ctx context.Context, in SplitPointsInput, scan KeyScan) (SplitPoints, error) {
 	maxObjects := in.MaxChunkObjects
 	if maxObjects == 0 {
 		maxObjects = maxObjectsPerChunk
@@ -140,10 +147,10 @@ func SelectSplitPoints(ctx context.Context, in SplitPointsInput, scan KeyScan) (
 		maxBytes = in.DataSize
 	}
 	if maxBytes <= 0 {
-		return nil, mongoerr.New(mongoerr.InvalidOptions, "need to specify the desired max chunk size")
+		return SplitPoints{}, mongoerr.New(mongoerr.InvalidOptions, "need to specify the desired max chunk size")
 	}
 	if in.DataSize < maxBytes || in.RecCount == 0 {
-		return nil, nil
+		return SplitPoints{}, nil
 	}
 	avgRecSize := in.DataSize / in.RecCount
 	if avgRecSize <= 0 {
@@ -199,17 +206,17 @@ func SelectSplitPoints(ctx context.Context, in SplitPointsInput, scan KeyScan) (
 			return true
 		})
 		if err != nil {
-			return nil, err
+			return SplitPoints{}, err
 		}
 		if splitKeys == nil {
-			return nil, mongoerr.New(mongoerr.OperationFailed, "can't open a cursor to scan the range (desired range is possibly empty)")
+			return SplitPoints{}, mongoerr.New(mongoerr.OperationFailed, "can't open a cursor to scan the range (desired range is possibly empty)")
 		}
 		if !distinct {
 			if in.Log != nil {
 				in.Log.Warn("Possible low cardinality key detected in range. Range contains only a single key.",
 					"namespace", in.NS, "key", bsonutil.FormatDoc(splitKeys[0]))
 			}
-			return nil, nil
+			return SplitPoints{SingleKey: true}, nil
 		}
 		if !force || stop {
 			break
@@ -224,7 +231,7 @@ func SelectSplitPoints(ctx context.Context, in SplitPointsInput, scan KeyScan) (
 			in.Log.Warn("Possible low cardinality key detected", "namespace", in.NS, "key", bsonutil.FormatDoc(k))
 		}
 	}
-	return splitKeys[1:], nil
+	return SplitPoints{Keys: splitKeys[1:]}, nil
 }
 
 // ExtendRangeBound is KeyPattern::extendRangeBound: bound (a prefix of the index key
@@ -271,18 +278,18 @@ func shardKeyIndex(p *shardkey.Pattern, indexes []IndexSpec) (IndexSpec, bool) {
 
 // SplitVector runs splitVector on this node (local runs its commands): the collection's
 // shard key index is scanned over [Min, Max) (the whole collection without bounds).
-func SplitVector(ctx context.Context, local RunFunc, log *slog.Logger, r SplitVectorRequest) ([]bsoncore.Document, error) {
+func SplitVector(ctx context.Context, local RunFunc, log *slog.Logger, r SplitVectorRequest) (SplitPoints, error) {
 	p, err := shardkey.Parse(r.KeyPattern)
 	if err != nil {
-		return nil, err
+		return SplitPoints{}, err
 	}
 	db, coll, _ := strings.Cut(r.NS, ".")
 	docs, err := cursorAll(ctx, local, db, coll, bsoncore.NewDocumentBuilder().AppendString("listIndexes", coll).Build())
 	if mongoerr.CodeOf(err) == mongoerr.NamespaceNotFound {
-		return nil, mongoerr.New(mongoerr.NamespaceNotFound, "ns not found")
+		return SplitPoints{}, mongoerr.New(mongoerr.NamespaceNotFound, "ns not found")
 	}
 	if err != nil {
-		return nil, err
+		return SplitPoints{}, err
 	}
 	specs := make([]IndexSpec, len(docs))
 	for i, d := range docs {
@@ -290,13 +297,13 @@ func SplitVector(ctx context.Context, local RunFunc, log *slog.Logger, r SplitVe
 	}
 	ix, ok := shardKeyIndex(p, specs)
 	if !ok {
-		return nil, mongoerr.Newf(mongoerr.IndexNotFound, "couldn't find index over splitting key %s", bsonutil.FormatDoc(r.KeyPattern))
+		return SplitPoints{}, mongoerr.Newf(mongoerr.IndexNotFound, "couldn't find index over splitting key %s", bsonutil.FormatDoc(r.KeyPattern))
 	}
 	minKey := ExtendRangeBound(ix.Key, r.Min, false)
 	maxKey := ExtendRangeBound(ix.Key, r.Max, r.Max == nil)
 	stats, err := local(ctx, db, bsoncore.NewDocumentBuilder().AppendString("collStats", coll).Build())
 	if err != nil {
-		return nil, err
+		return SplitPoints{}, err
 	}
 	in := SplitPointsInput{Force: r.Force, MaxSplitPoints: r.MaxSplitPoints, MaxChunkObjects: r.MaxChunkObjects,
 		MaxChunkSizeBytes: r.MaxChunkSizeBytes, Log: log, NS: r.NS}

@@ -2,6 +2,7 @@ package ddl
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -94,8 +95,11 @@ func TestSelectSplitPoints(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g := keyInts(t, got); !equalInts(g, tc.want) {
+			if g := keyInts(t, got.Keys); !equalInts(g, tc.want) {
 				t.Fatalf("split points %v, want %v", g, tc.want)
+			}
+			if single := strings.HasPrefix(tc.name, "single key"); got.SingleKey != single {
+				t.Fatalf("single key %v, want %v", got.SingleKey, single)
 			}
 		})
 	}
