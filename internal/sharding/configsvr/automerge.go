@@ -48,16 +48,19 @@ func StartAutoMerger(ctx context.Context, cfg AutoMergerConfig) (stop func()) {
 	go func() {
 		defer wg.Done()
 		roundTerm := int64(-1)
-		var next time.Time
+		var last time.Time // the end of the last round of this term (zero: none yet)
 		for {
 			_, changed := cfg.Node.TopologyVersion()
 			var wait <-chan time.Time
 			var timer *time.Timer
 			if cfg.Node.IsWritablePrimary() {
 				if term := cfg.Node.Term(); term != roundTerm {
-					roundTerm, next = term, time.Now()
+					roundTerm, last = term, time.Time{}
 				}
-				if d := time.Until(next); d <= 0 {
+				// The interval is read each time: a new autoMergerIntervalSecs applies to
+				// the wait in progress.
+				d := time.Until(last.Add(cfg.Interval()))
+				if last.IsZero() || d <= 0 {
 					roundCtx, endRound := context.WithCancel(ctx)
 					go func() {
 						select {
@@ -68,10 +71,10 @@ func StartAutoMerger(ctx context.Context, cfg AutoMergerConfig) (stop func()) {
 					}()
 					cfg.round(roundCtx, roundTerm)
 					endRound()
-					next = time.Now().Add(cfg.Interval())
+					last = time.Now()
 					continue
 				}
-				timer = time.NewTimer(time.Until(next))
+				timer = time.NewTimer(min(d, time.Second))
 				wait = timer.C
 			}
 			select {

@@ -250,8 +250,16 @@ func (s *ChunkSplitter) split(ns string, table *routing.RoutingTable, chunk rout
 			Min: chunk.Min, Max: chunk.Max, SplitKeys: keys, HasGenTimes: true})
 	}
 	if err != nil {
+		// Most likely the chunk changed under this node's metadata (split or moved): the
+		// tracker goes and the metadata is reloaded, so that writes count in the chunks
+		// that exist now.
 		s.logFailure(ns, chunk, err)
-		release()
+		s.mu.Lock()
+		delete(s.trackers, id)
+		s.mu.Unlock()
+		if rerr := s.cfg.Refresh(ctx, ns); rerr != nil {
+			s.logFailure(ns, chunk, rerr)
+		}
 		return
 	}
 	if s.cfg.Log != nil {
