@@ -34,7 +34,7 @@ const settingsTTL = time.Second
 
 // SplitterConfig is what a ChunkSplitter needs of its node.
 type SplitterConfig struct {
-	Local  RunFunc                  // this node's commands (splitVector's scans)
+	Local  RunFunc                 // this node's commands (splitVector's scans)
 	Remote func() (*Remote, error) // the cluster (settings, the split commit, jumbo marks)
 	// Metadata is the shard's filtering metadata of ns: its routing table (nil when
 	// unknown or unsharded) and this shard's id.
