@@ -73,6 +73,17 @@ type splitSettings struct {
 	fetched     time.Time
 	chunkBytes  int64
 	autoSplitOn bool
+	// collBytes are the collections' own max chunk sizes (config.collections
+	// maxChunkSizeBytes, set by configureCollectionBalancing), overriding chunkBytes.
+	collBytes map[string]int64
+}
+
+// chunkBytesFor is ns's max chunk size.
+func (set splitSettings) chunkBytesFor(ns string) int64 {
+	if b, ok := set.collBytes[ns]; ok && b > 0 {
+		return b
+	}
+	return set.chunkBytes
 }
 
 // NewChunkSplitter returns a splitter; Close stops it.
@@ -126,7 +137,8 @@ func (s *ChunkSplitter) NoteWrites(ns string, keys []bsoncore.Document, bytes []
 			s.trackers[id] = t
 		}
 		t.bytes += bytes[i]
-		if set.fetched.IsZero() || !set.autoSplitOn || t.splitting || t.bytes < set.chunkBytes/2 {
+		chunkBytes := set.chunkBytesFor(ns)
+		if set.fetched.IsZero() || !set.autoSplitOn || t.splitting || t.bytes < chunkBytes/2 {
 			continue
 		}
 		// The task holds the tracker; writes during it count from zero again and seed
@@ -136,7 +148,7 @@ func (s *ChunkSplitter) NoteWrites(ns string, keys []bsoncore.Document, bytes []
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.split(ns, table, c, id, set.chunkBytes)
+			s.split(ns, table, c, id, chunkBytes)
 		}()
 	}
 }
@@ -193,6 +205,27 @@ func (s *ChunkSplitter) fetchSettings(ctx context.Context) (splitSettings, error
 			if on, ok := d.Lookup("enabled").BooleanOK(); ok {
 				set.autoSplitOn = on
 			}
+		}
+	}
+	cmd = bsoncore.NewDocumentBuilder().AppendString("find", "collections").
+		AppendDocument("filter", bsoncore.NewDocumentBuilder().AppendDocument("maxChunkSizeBytes",
+			bsoncore.NewDocumentBuilder().AppendBoolean("$exists", true).Build()).Build()).
+		AppendDocument("projection", bsoncore.NewDocumentBuilder().AppendInt32("maxChunkSizeBytes", 1).Build()).
+		AppendInt32("batchSize", 10000).Build()
+	reply, err = Run(ctx, remote.Config(), "config", cmd)
+	if err != nil {
+		return set, err
+	}
+	batch, _ = reply.Lookup("cursor", "firstBatch").ArrayOK()
+	vals, _ = batch.Values()
+	for _, v := range vals {
+		d, _ := v.DocumentOK()
+		ns, _ := d.Lookup("_id").StringValueOK()
+		if b, ok := d.Lookup("maxChunkSizeBytes").AsInt64OK(); ok && b > 0 {
+			if set.collBytes == nil {
+				set.collBytes = map[string]int64{}
+			}
+			set.collBytes[ns] = b
 		}
 	}
 	set.fetched = time.Now()
