@@ -181,6 +181,23 @@ func TestShardedAutoSplitJumboMerge(t *testing.T) {
 	fails(shardAdmin, bson.D{{Key: "splitVector", Value: "as.c"}, {Key: "keyPattern", Value: bson.D{{Key: "nope", Value: 1}}},
 		{Key: "maxChunkSize", Value: 1}}, 27, "couldn't find index over splitting key { nope: 1 }")
 	fails(admin, bson.D{{Key: "split", Value: "as.c"}, {Key: "middle", Value: split[1].Min}}, 72, "is a boundary key of existing chunk")
+	var entry struct {
+		Epoch     bson.ObjectID  `bson:"lastmodEpoch"`
+		Timestamp bson.Timestamp `bson:"timestamp"`
+	}
+	if err := config.Collection("collections").FindOne(ctx, bson.D{{Key: "_id", Value: "as.c"}}).Decode(&entry); err != nil {
+		t.Fatal(err)
+	}
+	splitChunk := func(key bson.Raw) bson.D {
+		return bson.D{{Key: "splitChunk", Value: "as.c"}, {Key: "from", Value: "shard0"}, {Key: "keyPattern", Value: bson.D{{Key: "k", Value: 1}}},
+			{Key: "epoch", Value: entry.Epoch}, {Key: "timestamp", Value: entry.Timestamp},
+			{Key: "min", Value: split[0].Min}, {Key: "max", Value: split[0].Max}, {Key: "splitKeys", Value: bson.A{key}}}
+	}
+	fails(shardAdmin, splitChunk(split[1].Max), 72, "not contained within chunk")
+	fails(shardAdmin, splitChunk(split[0].Min), 72, "Split on lower bound of chunk")
+	if cs := chunks("as.c"); len(cs) != len(split) {
+		t.Fatalf("a failed split changed the chunks: %v", cs)
+	}
 	var sv struct {
 		SplitKeys []bson.Raw `bson:"splitKeys"`
 	}

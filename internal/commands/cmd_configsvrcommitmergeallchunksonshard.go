@@ -25,8 +25,8 @@ func configsvrCommitMergeAllChunksOnShardCommand() *service.Command {
 
 // runConfigsvrCommitMergeAllChunksOnShard merges every run of contiguous mergeable chunks of
 // a shard ({_configsvrCommitMergeAllChunksOnShard: ns, shard, maxNumberOfChunksToMerge};
-// merge_chunk_request.idl) and answers, once majority committed, the shard's and the
-// collection's versions with the number of chunks merged.
+// merge_chunk_request.idl) and answers, once majority committed, the shard's version
+// (ConfigSvrMergeResponse) and the collection's, as the other chunk commits here do.
 func runConfigsvrCommitMergeAllChunksOnShard(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	const name = "_configsvrCommitMergeAllChunksOnShard"
 	if err := requireConfigServer(env, name); err != nil {
@@ -62,7 +62,6 @@ func runConfigsvrCommitMergeAllChunksOnShard(ctx context.Context, env *service.E
 	idx, b := bsoncore.AppendDocumentStart(nil)
 	b = res.Shard.AppendShardVersion(b, "shardVersion")
 	b = res.Collection.AppendShardVersion(b, "collectionVersion")
-	b = bsoncore.AppendInt64Element(b, "numMergedChunks", int64(res.Merged))
 	b, _ = bsoncore.AppendDocumentEnd(b, idx)
 	return waitMajority(ctx, env, b)
 }
