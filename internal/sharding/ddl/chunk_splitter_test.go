@@ -93,8 +93,10 @@ func TestChunkSplitterOneTaskPerChunk(t *testing.T) {
 	}
 	refreshed := make(chan string, 4)
 	s := NewChunkSplitter(SplitterConfig{
-		Local:    local,
-		Remote:   func() (*Remote, error) { return nil, mongoerr.New(mongoerr.ShutdownInProgress, "no cluster in this test") },
+		Local: local,
+		Remote: func() (*Remote, error) {
+			return nil, mongoerr.New(mongoerr.ShutdownInProgress, "no cluster in this test")
+		},
 		Metadata: func(string) (*routing.RoutingTable, string) { return table, "sh0" },
 		Refresh:  func(_ context.Context, ns string) error { refreshed <- ns; return nil },
 	})
