@@ -135,3 +135,38 @@ func TestChunkSplitterOneTaskPerChunk(t *testing.T) {
 		t.Fatalf("no second task after the first ended: %d", n)
 	}
 }
+
+// BenchmarkNoteWrites is the splitter's cost on the write path: one routed insert batch of
+// 100 keys over a table of 1,000 chunks, below the split threshold.
+func BenchmarkNoteWrites(b *testing.B) {
+	p, _ := shardkey.Parse(bsoncore.NewDocumentBuilder().AppendInt32("x", 1).Build())
+	gen := routing.Generation{Epoch: bson.NewObjectID(), Timestamp: bson.Timestamp{T: 1, I: 1}}
+	var chunks []routing.Chunk
+	min := p.GlobalMin()
+	for i := 1; i <= 1000; i++ {
+		max := p.GlobalMax()
+		if i < 1000 {
+			max = intKeys(int32(i * 100))[0]
+		}
+		chunks = append(chunks, routing.Chunk{ID: bson.NewObjectID(), Min: min, Max: max, Shard: "sh0",
+			Version: routing.ChunkVersion{Major: 1, Minor: uint32(i), Generation: gen}})
+		min = max
+	}
+	table, err := routing.New(catalog.UUID{1}, p, gen, chunks)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := NewChunkSplitter(SplitterConfig{Metadata: func(string) (*routing.RoutingTable, string) { return table, "sh0" }})
+	defer s.Close()
+	s.settings = splitSettings{fetched: time.Now().Add(time.Hour), chunkBytes: 1 << 60, autoSplitOn: true}
+	keys := make([]bsoncore.Document, 100)
+	sizes := make([]int64, 100)
+	for i := range keys {
+		keys[i] = intKeys(int32(i * 997))[0]
+		sizes[i] = 1000
+	}
+	b.ResetTimer()
+	for range b.N {
+		s.NoteWrites("db.c", keys, sizes)
+	}
+}
