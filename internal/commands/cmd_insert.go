@@ -87,7 +87,7 @@ func runInsert(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 	op := db.NewOp(ctx)
 	defer op.Close()
 	w := &writeInserter{ctx: ctx, op: op, ns: ns, ordered: ordered, bypass: bypass, retry: rc,
-		check: shardIdentityCheck(env.State, ns)}
+		check: shardIdentityCheck(env.State, ns), written: autoSplitTracker(env.State, op, ns)}
 	w.run(docs)
 	if w.n > 0 {
 		afterShardIdentityInsert(ctx, env, ns, docs)
@@ -116,6 +116,9 @@ type writeInserter struct {
 	// check vets each document before it is inserted (a shard's shardIdentity document);
 	// nil when none applies.
 	check func(bsoncore.Document) error
+	// written is told the documents of each successful insert (a routed write's chunk
+	// tracking for auto-split); nil when none applies.
+	written func([]bsoncore.Document)
 
 	n         int // documents inserted
 	attempted int // documents processed (opcounters.insert)
@@ -204,6 +207,9 @@ func (w *writeInserter) insertGroup(start int, docs []bsoncore.Document) bool {
 		if err == nil {
 			w.n += len(docs)
 			w.attempted += len(docs)
+			if w.written != nil {
+				w.written(docs)
+			}
 			return true
 		}
 		if writeIsFatal(w.ctx, err) {
@@ -224,6 +230,9 @@ func (w *writeInserter) insertGroup(start int, docs []bsoncore.Document) bool {
 		}, nil))
 		if err == nil {
 			w.n++
+			if w.written != nil {
+				w.written(docs[i : i+1])
+			}
 			continue
 		}
 		if writeIsFatal(w.ctx, err) {

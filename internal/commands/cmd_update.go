@@ -213,6 +213,9 @@ func runUpdate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 			}
 			continue
 		}
+		if res.nModified > 0 || res.upserted.Type != 0 {
+			autoSplitNoteUpdate(env.State, op, ns, st.q, st.u)
+		}
 		n += res.n
 		nModified += res.nModified
 		wrote += res.nModified

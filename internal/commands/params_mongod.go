@@ -60,5 +60,7 @@ func DefaultParamSpecs() []service.ParamSpec {
 		{Name: "transactionLifetimeLimitSeconds", Kind: service.ParamInt, Default: int64(60), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "ttlMonitorEnabled", Kind: service.ParamBool, Default: true, Runtime: true, Startup: true},
 		{Name: "ttlMonitorSleepSecs", Kind: service.ParamInt, Default: int64(60), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
+		// autoMergerIntervalSecs: the config server's AutoMerger runs a round this often.
+		{Name: "autoMergerIntervalSecs", Kind: service.ParamInt, Default: int64(3600), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
 	}
 }

@@ -29,10 +29,13 @@ func addShardingDDL(r *service.Registry) {
 		shardsvrCreateCollectionCommand(),
 		shardsvrCreateCollectionParticipantCommand(),
 		splitChunkCommand(),
+		splitVectorCommand(),
 		mergeChunksCommand(),
 		configsvrCommitShardCollectionCommand(),
 		configsvrCommitChunkSplitCommand(),
 		configsvrCommitChunksMergeCommand(),
+		configsvrClearJumboFlagCommand(),
+		configsvrCommitMergeAllChunksOnShardCommand(),
 	} {
 		add(r, c)
 	}

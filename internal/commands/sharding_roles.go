@@ -57,7 +57,8 @@ func StartShardingRole(ctx context.Context, st *service.State, reg *service.Regi
 						logv2.ID(9120002), "error", err.Error())
 				}
 			}})
-		stop = func() { stopBalancer(); stopCatalog() }
+		stopMerger := startAutoMerger(ctx, st, reg, rc)
+		stop = func() { stopMerger(); stopBalancer(); stopCatalog() }
 		return stop, nil
 	}
 	if st.DB == nil {
@@ -73,7 +74,8 @@ func StartShardingRole(ctx context.Context, st *service.State, reg *service.Regi
 		return stop, nil
 	}
 	if role == shardstate.RoleShardServer {
-		stop = startShardRuntime(st, reg, rc)
+		stopRuntime, stopSplitter := startShardRuntime(st, reg, rc), startChunkSplitter(st, reg, rc)
+		stop = func() { stopSplitter(); stopRuntime() }
 	}
 	if found {
 		return stop, initShardIdentity(st, doc)

@@ -365,3 +365,15 @@ const (
 // Location28769: a pipeline names a sharded collection where it may not (LiteParsedPipeline's
 // verifyIsSupported: "<ns> cannot be sharded", e.g. $out to a sharded collection).
 const Location28769 Code = 28769
+
+// clearJumboFlag (cluster_clear_jumbo_flag_cmd.cpp, ShardingCatalogManager::clearJumboFlag).
+const (
+	// Location51260: find names no shard key ("no shard key found in chunk query").
+	Location51260 Code = 51260
+	// Location51261: bounds that are not exactly one chunk's.
+	Location51261 Code = 51261
+	// Location51262: the config server finds no chunk with those bounds.
+	Location51262 Code = 51262
+	// Location51263: the chunk vanished between the read and the update.
+	Location51263 Code = 51263
+)

@@ -51,7 +51,7 @@ func runSplit(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bso
 	if err != nil {
 		return nil, err
 	}
-	ns, db, _, err := nsArg(cmd, "split")
+	ns, _, _, err := nsArg(cmd, "split")
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +147,7 @@ func runSplit(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bso
 				return mongoerr.Newf(mongoerr.NamespaceNotSharded, "Expected collection %s to be sharded", ns)
 			}
 			var e error
-			point, e = medianKey(ctx, c, rr, db, chunk)
+			point, e = medianKey(ctx, c, rr, chunk)
 			return e
 		})
 		if err != nil {
@@ -210,66 +210,27 @@ func shardKeyOfQuery(p *shardkey.Pattern, q bsoncore.Document) (bsoncore.Documen
 	return p.KeyFromValues(vals...), true
 }
 
-// medianKey asks the chunk's owner for the shard key of the chunk's median document (what
-// mongos's selectMedianKey gets from splitVector with force): the documents of a single
-// ranged field key in [min, max), sorted by it, the middle one. A chunk with fewer than two
-// distinct keys cannot be split. Hashed and compound keys need splitVector, which humongod
-// does not have yet: they are refused (split them with middle).
-func medianKey(ctx context.Context, c *Cluster, r *catalogcache.Routing, db string, chunk *routing.Chunk) (bsoncore.Document, error) {
-	p := r.Table.Pattern()
-	if p.IsHashed() || p.NumFields() != 1 {
-		return nil, mongoerr.Newf(mongoerr.CommandNotSupported,
-			"split with find or bounds needs the chunk's median from splitVector, which humongo does not support for the shard key %s yet; use middle", p)
-	}
-	f := p.Fields()[0]
-	_, coll, _ := cut(r.Coll.NS)
-	// The chunk's range on the field; MinKey and MaxKey bounds are no bound at all.
-	rb := bsoncore.NewDocumentBuilder()
-	if lo := chunk.Min.Index(0).Value(); lo.Type != bsoncore.TypeMinKey {
-		rb.AppendValue("$gte", lo)
-	}
-	if hi := chunk.Max.Index(0).Value(); hi.Type != bsoncore.TypeMaxKey {
-		rb.AppendValue("$lt", hi)
-	}
-	filter := bsoncore.NewDocumentBuilder().Build()
-	if rng := rb.Build(); len(rng) > 5 {
-		filter = bsoncore.NewDocumentBuilder().AppendDocument(f, rng).Build()
-	}
+// medianKey is mongos's selectMedianKey: splitVector with force on the chunk's owner (its
+// shard key index scanned over the chunk, split in the middle), for every kind of shard key;
+// a chunk with no second key value cannot be split.
+func medianKey(ctx context.Context, c *Cluster, r *catalogcache.Routing, chunk *routing.Chunk) (bsoncore.Document, error) {
 	rs, err := c.Shard(ctx, chunk.Shard)
 	if err != nil {
 		return nil, err
 	}
-	countCmd := Versioned(bsoncore.NewDocumentBuilder().AppendString("count", coll).AppendDocument("query", filter).Build(), r, chunk.Shard)
-	reply, err := ddl.Run(ctx, rs, db, countCmd)
+	cmd := bsoncore.NewDocumentBuilder().AppendString("splitVector", r.Coll.NS).
+		AppendDocument("keyPattern", r.Table.Pattern().Doc()).
+		AppendDocument("min", chunk.Min).AppendDocument("max", chunk.Max).AppendBoolean("force", true).Build()
+	reply, err := ddl.Run(ctx, rs, "admin", cmd)
 	if err != nil {
 		return nil, err
 	}
-	n, _ := reply.Lookup("n").AsInt64OK()
-	indivisible := mongoerr.New(mongoerr.CannotSplit, "Unable to find median in chunk because chunk is indivisible.")
-	if n < 2 {
-		return nil, indivisible
+	keys, _ := reply.Lookup("splitKeys").ArrayOK()
+	vals, _ := keys.Values()
+	if len(vals) > 0 {
+		if d, ok := vals[0].DocumentOK(); ok {
+			return append(bsoncore.Document(nil), d...), nil
+		}
 	}
-	findCmd := Versioned(bsoncore.NewDocumentBuilder().AppendString("find", coll).AppendDocument("filter", filter).
-		AppendDocument("sort", bsoncore.NewDocumentBuilder().AppendInt32(f, 1).Build()).
-		AppendDocument("projection", bsoncore.NewDocumentBuilder().AppendInt32("_id", 0).AppendInt32(f, 1).Build()).
-		AppendInt64("skip", n/2).AppendInt32("limit", 1).AppendBoolean("singleBatch", true).Build(), r, chunk.Shard)
-	reply, err = ddl.Run(ctx, rs, db, findCmd)
-	if err != nil {
-		return nil, err
-	}
-	batch, _ := reply.Lookup("cursor", "firstBatch").ArrayOK()
-	vals, _ := batch.Values()
-	if len(vals) == 0 {
-		return nil, indivisible
-	}
-	d, _ := vals[0].DocumentOK()
-	v, err := d.LookupErr(f)
-	if err != nil {
-		v = bsoncore.Value{Type: bsoncore.TypeNull}
-	}
-	key := p.KeyFromValues(v)
-	if bsonutil.CompareDocuments(key, chunk.Min) <= 0 {
-		return nil, indivisible
-	}
-	return key, nil
+	return nil, mongoerr.New(mongoerr.CannotSplit, "Unable to find median in chunk because chunk is indivisible.")
 }

@@ -45,6 +45,9 @@ func NewRegistry() *service.Registry {
 	for _, c := range zoneCommands() {
 		r.Register(c)
 	}
+	for _, c := range chunkMaintenanceCommands() {
+		r.Register(c)
+	}
 	for _, name := range unsupported {
 		r.Register(&service.Command{
 			Name:    name,

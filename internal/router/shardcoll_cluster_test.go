@@ -6,6 +6,7 @@ package router_test
 // issue 12).
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -480,6 +481,61 @@ func TestShardCollectionSplitMerge(t *testing.T) {
 		if err := admin.RunCommand(ctx, bson.D{{Key: "getShardVersion", Value: "app"}}).Decode(&dbv); err != nil || dbv.Primary != "sh0" {
 			t.Errorf("getShardVersion of the database: %+v %v", dbv, err)
 		}
+	})
+
+	// split with find or bounds takes the chunk's median from splitVector (force) on its
+	// owner, for compound and hashed shard keys too.
+	t.Run("splitMedianAnyKey", func(t *testing.T) {
+		if _, err := shardColl("app.sc", key(bson.D{{Key: "a", Value: 1}, {Key: "b", Value: 1}})); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := shardColl("app.sh", key(bson.D{{Key: "h", Value: "hashed"}})); err != nil {
+			t.Fatal(err)
+		}
+		var cdocs, hdocs []any
+		for i := range 20 {
+			cdocs = append(cdocs, bson.D{{Key: "a", Value: i % 2}, {Key: "b", Value: i}})
+		}
+		for i := range 200 {
+			hdocs = append(hdocs, bson.D{{Key: "h", Value: i}})
+		}
+		if _, err := sc.router.Database("app").Collection("sc").InsertMany(ctx, cdocs); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sc.router.Database("app").Collection("sh").InsertMany(ctx, hdocs); err != nil {
+			t.Fatal(err)
+		}
+		err := admin.RunCommand(ctx, bson.D{{Key: "split", Value: "app.sc"}, {Key: "find", Value: bson.D{{Key: "a", Value: 0}, {Key: "b", Value: 0}}}}).Err()
+		if err != nil {
+			t.Fatalf("split compound by find: %v", err)
+		}
+		// 20 keys sorted by (a, b): the 11th is {a: 1, b: 1}.
+		_, chunks := sc.collEntry(ctx, t, "app.sc")
+		if len(chunks) != 2 || chunks[1].Min.Lookup("a").Int32() != 1 || chunks[1].Min.Lookup("b").Int32() != 1 {
+			t.Fatalf("compound chunks after split: %v", chunks)
+		}
+		_, before := sc.collEntry(ctx, t, "app.sh")
+		first := before[0]
+		err = admin.RunCommand(ctx, bson.D{{Key: "split", Value: "app.sh"}, {Key: "bounds", Value: bson.A{first.Min, first.Max}}}).Err()
+		if err != nil {
+			t.Fatalf("split hashed by bounds: %v", err)
+		}
+		_, after := sc.collEntry(ctx, t, "app.sh")
+		if len(after) != len(before)+1 || !bytes.Equal(after[0].Min, first.Min) || !bytes.Equal(after[1].Max, first.Max) ||
+			after[1].Min.Lookup("h").Type != bson.TypeInt64 {
+			t.Fatalf("hashed chunks after split: %v (before %v)", after, before)
+		}
+		// A chunk holding a single key value is indivisible.
+		if _, err := shardColl("app.one", key(bson.D{{Key: "k", Value: 1}})); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := sc.router.Database("app").Collection("one").InsertOne(ctx, bson.D{{Key: "k", Value: 5}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		expectCode(t, "split single key", admin.RunCommand(ctx, bson.D{{Key: "split", Value: "app.one"}, {Key: "find", Value: bson.D{{Key: "k", Value: 5}}}}).Err(),
+			mongoerr.CannotSplit, "Unable to find median in chunk because chunk is indivisible.")
 	})
 
 	t.Run("concurrentSplits", func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/sharding/configsvr"
 )
 
 // RunFunc runs one command on this node, in-process (an error for ok: 0).
@@ -22,7 +23,7 @@ type RunFunc func(ctx context.Context, db string, cmd bsoncore.Document) (bsonco
 
 const (
 	// SettingsID is config.settings's balancer document _id.
-	SettingsID = "balancer"
+	SettingsID = configsvr.BalancerSettingsID
 	// ChunkSizeID is config.settings's chunk size document _id.
 	ChunkSizeID = "chunksize"
 	// DefaultMaxChunkSizeBytes is 7.0's default chunk size (128 MB).

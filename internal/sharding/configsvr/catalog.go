@@ -11,7 +11,10 @@
 // The Committer (collection.go, chunks.go) applies the catalog changes shards ask for
 // (spec: "Sharding a collection", "Chunks", "Splits"): a newly sharded collection's entry
 // and initial chunks, chunk splits and merges, each checked against config.chunks and
-// written with one atomic applyOps, one at a time.
+// written with one atomic applyOps, one at a time; also clearing a chunk's jumbo flag and
+// merging every mergeable run of a shard's chunks (jumbo_merge.go, spec "Jumbo Chunks";
+// MongoDB 7.0's clearJumboFlag and commitMergeAllChunksOnShard). The config primary's
+// AutoMerger (automerge.go) runs those merges on its own every autoMergerIntervalSecs.
 //
 // Manager is the config server primary's writer of that catalog (MongoDB's
 // ShardingCatalogManager; spec sharding.md "The config server"): addShard (addshard.go:

@@ -17,6 +17,13 @@
 //     command (majority);
 //   - the shard's view of the rest of the cluster (Remote: the config server replica set,
 //     the shard registry, a client per shard).
+//   - splitVector (split_vector.go; spec "The auto split task", MongoDB's split_vector.cpp):
+//     split points every k-th key of a shard key index scan, pure selection over a key
+//     scan (SelectSplitPoints) fed from the node's own commands;
+//   - auto-splitting (chunk_splitter.go; spec "Auto-splitting"): the shard primary's
+//     ChunkSplitter tracks the bytes routed writes put in each chunk and splits a chunk past
+//     half the chunk size in the background (top chunk optimisation), flagging a chunk of a
+//     single key value jumbo on the config server instead.
 //
 // The coordinator here is NOT resumable: it runs inside the request and leaves no state
 // document, so a primary failing mid-way leaves what it had done (a local collection and
