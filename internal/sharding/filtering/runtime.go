@@ -125,7 +125,7 @@ type Runtime struct {
 	colls     map[string]*CollectionMetadata // absent: unknown
 	dbs       map[string]*DatabaseInfo       // absent: unknown
 	inflight  map[string]*flight
-	refreshes int64 // completed refreshes from the config server, for tests and serverStatus
+	refreshes int64   // completed refreshes from the config server, for tests and serverStatus
 	users     usersOf // in-flight users of each metadata (preserver.go)
 }
 
