@@ -125,8 +125,9 @@ type Runtime struct {
 	colls     map[string]*CollectionMetadata // absent: unknown
 	dbs       map[string]*DatabaseInfo       // absent: unknown
 	inflight  map[string]*flight
-	refreshes int64   // completed refreshes from the config server, for tests and serverStatus
-	users     usersOf // in-flight users of each metadata (preserver.go)
+	refreshes int64 // completed refreshes from the config server, for tests and serverStatus
+
+	users usersOf // in-flight uses of each metadata (preserver.go), guarded by mu
 }
 
 // flight is one refresh in progress; its waiters share its result.
