@@ -72,6 +72,7 @@ func StartShardingRole(ctx context.Context, st *service.State, reg *service.Regi
 	}
 	if role == shardstate.RoleShardServer {
 		stop = startShardRuntime(st, reg, rc)
+		stop = startRangeDeleter(ctx, st, rc, stop) // sharding_rangedel.go
 	}
 	if found {
 		return stop, initShardIdentity(st, doc)
