@@ -133,7 +133,9 @@ func TestCursorOutlivesMigrationAndOrphansAreDeleted(t *testing.T) {
 	}
 
 	// New routed reads see each document once: the donor filters its orphans with the new
-	// metadata, on its primary and on its secondary.
+	// metadata, on its primary and on its secondary (which the secondary read reached).
+	donorSecondary := secondaryOf(ctx, t, donor)
+	queriesBefore := queryCount(ctx, t, donorSecondary)
 	for _, rp := range []*readpref.ReadPref{readpref.Primary(), readpref.Secondary()} {
 		c := d.Client.Database("app", options.Database().SetReadPreference(rp)).Collection("c")
 		c2, err := c.Find(ctx, bson.D{})
@@ -147,6 +149,9 @@ func TestCursorOutlivesMigrationAndOrphansAreDeleted(t *testing.T) {
 		if len(got) != 20 {
 			t.Fatalf("a routed read (%v) after the move returned %d documents, want 20", rp.Mode(), len(got))
 		}
+	}
+	if queryCount(ctx, t, donorSecondary) == queriesBefore {
+		t.Fatal("the secondary read did not reach the donor's secondary")
 	}
 
 	// The deleter waits for the open cursor: after many passes the orphans are still there.
@@ -223,4 +228,37 @@ func commitMove(ctx context.Context, t *testing.T, config *mongo.Database, uuid 
 		bson.D{{Key: "$set", Value: bson.D{{Key: "lastmod", Value: bson.Timestamp{T: major, I: 1}}}}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// secondaryOf returns a direct client to a secondary of the replica set.
+func secondaryOf(ctx context.Context, t *testing.T, set *cluster.Deployment) *mongo.Client {
+	t.Helper()
+	for _, n := range set.Nodes {
+		cl := cluster.Connect(t, n.URI())
+		var h struct {
+			Secondary bool `bson:"secondary"`
+		}
+		if err := cl.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Secondary {
+			return cl
+		}
+	}
+	t.Fatalf("%s has no secondary", set.Topology.Name)
+	return nil
+}
+
+// queryCount is a member's serverStatus opcounters.query.
+func queryCount(ctx context.Context, t *testing.T, cl *mongo.Client) int64 {
+	t.Helper()
+	raw, err := cl.Database("admin").RunCommand(ctx, bson.D{{Key: "serverStatus", Value: 1}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, ok := raw.Lookup("opcounters", "query").AsInt64OK()
+	if !ok {
+		t.Fatalf("serverStatus without opcounters.query: %s", raw)
+	}
+	return n
 }
