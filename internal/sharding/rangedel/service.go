@@ -21,6 +21,10 @@
 //     cloners), in units of work of at most unitDocs documents;
 //  5. removes its task document.
 //
+// Before each batch the task document must still exist, ready, for the same range (else the
+// deletion stops: MongoDB's ensureRangeDeletionTaskStillExists), and is marked processing
+// (whenToClean becomes "now"); after it, its numOrphanDocs drops by the documents deleted.
+//
 // A task whose collection is gone or has another UUID is dropped (MongoDB's
 // RangeDeletionAbandonedBecauseCollectionWithUUIDDoesNotExist). Pending tasks are never
 // processed. Failures are logged and the task is retried on the executor's next pass.
@@ -468,16 +472,6 @@ func (e *executor) process(ts *taskState) {
 		e.wg.Add(1)
 		go func() { defer e.wg.Done(); e.requeueAfter(ctx, ts) }()
 	}
-	// The document may have gone (the migration resolved otherwise) or be pending again.
-	cur, found, err := s.readTask(ctx, t.ID)
-	if err != nil {
-		fail(err)
-		return
-	}
-	if !found || cur.Pending {
-		e.forget(ts)
-		return
-	}
 	if s.stillOwned(t) {
 		fail(errStillOwned)
 		return
@@ -502,8 +496,28 @@ func (e *executor) process(ts *taskState) {
 		if size <= 0 || size > math.MaxInt32 {
 			size = DefaultBatchSize
 		}
+		// Each batch first checks that the task document is still there, ready and for this
+		// range (no migration can bring the range back while it is), and marks it processing.
+		found, err := s.updateTask(ctx, t, true, 0)
+		if err != nil {
+			fail(err)
+			return
+		}
+		if !found {
+			s.cfg.Log.Info("Range deletion task no longer exists", logv2.C(logv2.Sharding), "namespace", t.NS,
+				"range", t.RangeString(), "reason", mongoerr.RangeDeletionAbandonedBecauseTaskDocumentDoesNotExist.String())
+			e.forget(ts)
+			return
+		}
 		n, err := s.deleteBatch(ctx, t, size)
 		total += n
+		if n > 0 {
+			// persistUpdatedNumOrphans: the task's orphan count follows the deletions.
+			if _, err := s.updateTask(ctx, t, false, -n); err != nil {
+				fail(err)
+				return
+			}
+		}
 		if errors.Is(err, errAbandoned) {
 			s.cfg.Log.Info("Abandoning range deletion task", logv2.C(logv2.Sharding), "namespace", t.NS,
 				"collectionUUID", t.CollectionUUID.String(), "range", t.RangeString(),

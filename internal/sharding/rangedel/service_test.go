@@ -389,3 +389,54 @@ func TestParseTaskErrors(t *testing.T) {
 		}
 	}
 }
+
+// A batch marks the task processing (and "now") and its numOrphanDocs follows the deletions,
+// as $set and $inc would.
+func TestTaskUpdate(t *testing.T) {
+	uuid := catalog.NewUUID()
+	d := taskDoc("test.c", uuid, 0, 10, false, CleanDelayed)
+	marked := taskUpdate(d, true, 0)
+	if p, _ := marked.Lookup("processing").BooleanOK(); !p {
+		t.Fatalf("processing not set: %s", marked)
+	}
+	if w, _ := marked.Lookup("whenToClean").StringValueOK(); w != CleanNow {
+		t.Fatalf("whenToClean %q", w)
+	}
+	withCount := doc(append(bson.D{}, bson.E{Key: "numOrphanDocs", Value: int64(10)}))
+	if got := taskUpdate(withCount, false, -7).Lookup("numOrphanDocs").Int64(); got != 3 {
+		t.Fatalf("numOrphanDocs %d, want 3", got)
+	}
+	if got := taskUpdate(marked, false, -2).Lookup("numOrphanDocs").Int64(); got != -2 {
+		t.Fatalf("$inc of a missing numOrphanDocs: %d, want -2", got)
+	}
+	if again := taskUpdate(marked, true, 0); len(again) != len(marked) {
+		t.Fatalf("marking twice changed the document: %s", again)
+	}
+}
+
+// The deletion stops when its task document goes away between batches (the migration code
+// removed it: the range may be this shard's again).
+func TestDeletionStopsWhenTaskDocumentGoes(t *testing.T) {
+	db, _ := openDB(t)
+	uuid := seed(t, db, "test.c", 10)
+	task := taskDoc("test.c", uuid, bson.MinKey{}, bson.MaxKey{}, false, CleanNow)
+	insert(t, db, TasksNS, task)
+	p := &params{m: map[string]int64{ParamBatchSize: 1, ParamBatchDelayMS: 500}}
+	s := Start(context.Background(), Config{DB: db, Param: p.get, Poll: 10 * time.Millisecond})
+	defer s.Stop()
+	eventually(t, "the first batch", func() bool { return s.Stats().DocsDeleted >= 1 })
+	parsed, err := ParseTask(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.removeTask(context.Background(), &parsed); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // two more batch delays
+	if n := len(ids(t, db, "test.c")); n < 8 {
+		t.Fatalf("%d documents left: the deletion went on without its task document", n)
+	}
+	if st := s.Stats(); st.TasksCompleted != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}

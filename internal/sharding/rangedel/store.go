@@ -55,23 +55,6 @@ func naturalHint() bsoncore.Value {
 		Data: bsoncore.NewDocumentBuilder().AppendInt32("$natural", 1).Build()}
 }
 
-// readTask reads one task document by _id.
-func (s *Service) readTask(ctx context.Context, id bsoncore.Value) (Task, bool, error) {
-	op := s.cfg.DB.NewOp(ctx)
-	defer op.Close()
-	rd, release, err := op.OpenRead(ctx, TasksNS, operation.ReadAllRecords)
-	if err != nil {
-		return Task{}, false, err
-	}
-	defer release()
-	_, doc, found, err := rd.FindByID(op.RU, id)
-	if err != nil || !found {
-		return Task{}, false, err
-	}
-	t, err := ParseTask(doc)
-	return t, err == nil, err
-}
-
 // removeTask deletes the task document (a replicated write of this primary).
 func (s *Service) removeTask(ctx context.Context, t *Task) error {
 	op := s.cfg.DB.NewOp(ctx)
@@ -194,4 +177,71 @@ func Of(db *operation.DB) *Service {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.s
+}
+
+// updateTask is MongoDB's ensureRangeDeletionTaskStillExists and
+// markRangeDeletionTaskAsProcessing (processing set: {$set: {processing: true, whenToClean:
+// "now"}}) or persistUpdatedNumOrphans ({$inc: {numOrphanDocs: orphanDelta}}), as one local
+// write to the task document. found is false when the document is gone, pending again, or
+// for another range: the deletion must stop (the range may be this shard's again).
+func (s *Service) updateTask(ctx context.Context, t *Task, processing bool, orphanDelta int64) (found bool, err error) {
+	op := s.cfg.DB.NewOp(ctx)
+	defer op.Close()
+	err = op.WriteCollection(ctx, TasksNS, false, func(coll *index.Collection) error {
+		found = false
+		if coll == nil {
+			return nil
+		}
+		rd, err := op.ReadLocked(TasksNS, nil, coll, operation.ReadAllRecords)
+		if err != nil {
+			return err
+		}
+		rid, doc, ok, err := rd.FindByID(op.RU, t.ID)
+		if err != nil || !ok {
+			return err
+		}
+		old := append(bsoncore.Document(nil), doc...)
+		cur, err := ParseTask(old)
+		if err != nil || cur.Pending || cur.CollectionUUID != t.CollectionUUID ||
+			shardkey.CompareKeys(cur.Min, t.Min) != 0 || shardkey.CompareKeys(cur.Max, t.Max) != 0 {
+			return nil
+		}
+		found = true
+		if !processing && orphanDelta == 0 {
+			return nil
+		}
+		return coll.UpdateDocument(op.RU, rid, old, taskUpdate(old, processing, orphanDelta))
+	})
+	return found, err
+}
+
+// taskUpdate applies updateTask's change to a task document, fields in place and new ones
+// appended, as the update operators would.
+func taskUpdate(old bsoncore.Document, processing bool, orphanDelta int64) bsoncore.Document {
+	elems, _ := old.Elements()
+	idx, out := bsoncore.AppendDocumentStart(nil)
+	var hasProcessing, hasNum bool
+	for _, e := range elems {
+		switch k := e.Key(); {
+		case processing && k == "processing":
+			hasProcessing = true
+			out = bsoncore.AppendBooleanElement(out, k, true)
+		case processing && k == "whenToClean":
+			out = bsoncore.AppendStringElement(out, k, CleanNow)
+		case orphanDelta != 0 && k == "numOrphanDocs":
+			hasNum = true
+			n, _ := e.Value().AsInt64OK()
+			out = bsoncore.AppendInt64Element(out, k, n+orphanDelta)
+		default:
+			out = bsoncore.AppendValueElement(out, k, e.Value())
+		}
+	}
+	if processing && !hasProcessing {
+		out = bsoncore.AppendBooleanElement(out, "processing", true)
+	}
+	if orphanDelta != 0 && !hasNum {
+		out = bsoncore.AppendInt64Element(out, "numOrphanDocs", orphanDelta)
+	}
+	out, _ = bsoncore.AppendDocumentEnd(out, idx)
+	return out
 }
