@@ -262,3 +262,124 @@ func queryCount(ctx context.Context, t *testing.T, cl *mongo.Client) int64 {
 	}
 	return n
 }
+
+// The range deleter follows the shard's primary: a task waiting out orphanCleanupDelaySecs on
+// the primary does not run there after it steps down, and the new primary resubmits it from
+// config.rangeDeletions and deletes the orphans once its own delay (a per-node parameter) is
+// over. The orphans are those of a hand-played migration of [10, MaxKey) away from the donor.
+func TestRangeDeleterFollowsThePrimary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a sharded cluster")
+	}
+	d := cluster.Start(t, cluster.Topology{Kind: cluster.Sharded, Shards: 2, Members: 2}, cluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admin := d.Client.Database("admin")
+	for _, cmd := range []bson.D{
+		{{Key: "enableSharding", Value: "app"}},
+		{{Key: "shardCollection", Value: "app.c"}, {Key: "key", Value: bson.D{{Key: "k", Value: 1}}}},
+		{{Key: "split", Value: "app.c"}, {Key: "middle", Value: bson.D{{Key: "k", Value: 10}}}},
+	} {
+		if err := admin.RunCommand(ctx, cmd).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	majority := options.Collection().SetWriteConcern(writeconcern.Majority())
+	var docs []any
+	for k := range 20 {
+		docs = append(docs, bson.D{{Key: "_id", Value: k}, {Key: "k", Value: k}})
+	}
+	if _, err := d.Client.Database("app").Collection("c", majority).InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	config := d.Config.Client.Database("config", options.Database().SetWriteConcern(writeconcern.Majority()))
+	var dbEntry struct {
+		Primary string `bson:"primary"`
+	}
+	if err := config.Collection("databases").FindOne(ctx, bson.D{{Key: "_id", Value: "app"}}).Decode(&dbEntry); err != nil {
+		t.Fatal(err)
+	}
+	var collEntry struct {
+		UUID bson.Binary `bson:"uuid"`
+	}
+	if err := config.Collection("collections").FindOne(ctx, bson.D{{Key: "_id", Value: "app.c"}}).Decode(&collEntry); err != nil {
+		t.Fatal(err)
+	}
+	donor, recipient := d.Shards[0], d.Shards[1]
+	if dbEntry.Primary == recipient.Topology.Name {
+		donor, recipient = recipient, donor
+	}
+	setDelay := func(p *cluster.Process, secs int) {
+		t.Helper()
+		cl := cluster.Connect(t, p.URI())
+		if err := cl.Database("admin").RunCommand(ctx, bson.D{{Key: "setParameter", Value: 1},
+			{Key: "orphanCleanupDelaySecs", Value: secs}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range donor.Nodes {
+		setDelay(n, 3600)
+	}
+	commitMove(ctx, t, config, collEntry.UUID, recipient.Topology.Name)
+	task := bson.D{
+		{Key: "_id", Value: bson.Binary{Subtype: bson.TypeBinaryUUID, Data: func() []byte { u := catalog.NewUUID(); return u[:] }()}},
+		{Key: "nss", Value: "app.c"},
+		{Key: "collectionUuid", Value: collEntry.UUID},
+		{Key: "donorShardId", Value: donor.Topology.Name},
+		{Key: "range", Value: bson.D{{Key: "min", Value: bson.D{{Key: "k", Value: 10}}}, {Key: "max", Value: bson.D{{Key: "k", Value: bson.MaxKey{}}}}}},
+		{Key: "whenToClean", Value: "delayed"},
+		{Key: "keyPattern", Value: bson.D{{Key: "k", Value: 1}}},
+	}
+	tasks := donor.Client.Database("config").Collection("rangeDeletions", majority)
+	if _, err := tasks.InsertOne(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	donorColl := donor.Client.Database("app").Collection("c")
+	count := func() int64 {
+		t.Helper()
+		n, err := donorColl.CountDocuments(ctx, bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	time.Sleep(2 * time.Second) // the primary's executor picked the task up and waits out the hour
+	old, err := donor.StepDown(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	primary, err := donor.WaitForPrimary(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 20 {
+		t.Fatalf("%d documents on the donor before the delay is over, want 20", n)
+	}
+	setDelay(old, 0) // the old primary must not run the task: it is a secondary now
+	time.Sleep(2 * time.Second)
+	if n := count(); n != 20 {
+		t.Fatalf("%d documents on the donor: the stepped-down primary deleted", n)
+	}
+	setDelay(primary, 0)
+	deadline := time.Now().Add(60 * time.Second)
+	for count() != 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new primary never deleted the orphans (%d documents left)", count())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		n, err := tasks.CountDocuments(ctx, bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the task document was never removed")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
