@@ -190,8 +190,8 @@ type Executor struct {
 	onClose []func()
 }
 
-// OnClose makes Close call f (once per Close call; f must tolerate being called again): the
-// read seam releases there what the plan kept alive, such as its ownership filter's metadata.
+// OnClose makes Close call f (at every Close: f must be idempotent): the read seam releases
+// there what the plan kept alive, such as the metadata of its ownership filter.
 func (ex *Executor) OnClose(f func()) { ex.onClose = append(ex.onClose, f) }
 
 // Next returns the next result. doc is valid until the next call.

@@ -272,10 +272,7 @@ func (e *executor) run() {
 		}
 		timer.Stop()
 		if e.ctx.Err() != nil {
-			for _, ts := range e.tasks {
-				ts.cancel()
-			}
-			return
+			return // the waiters' contexts derive from e.ctx
 		}
 	}
 }
