@@ -2,6 +2,7 @@ package filtering
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,5 +92,68 @@ func TestRangePreserver(t *testing.T) {
 	// The current metadata does not own the moved range.
 	if m.OwnsOverlapping(uuid, min, max) {
 		t.Fatal("the current metadata owns the moved range")
+	}
+}
+
+// Reads pin and release while refreshes install new metadata: every use is counted on the
+// metadata the read checked against, and once all reads end nothing is left in flight.
+func TestRangePreserverConcurrent(t *testing.T) {
+	ctx := context.Background()
+	f := newFake()
+	var aware atomic.Bool
+	aware.Store(true)
+	rt := newRuntime(f, &aware)
+	if _, err := rt.RefreshCollection(ctx, "test.c"); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var pinned atomic.Int64
+	var readers, refresher sync.WaitGroup
+	refresher.Add(1)
+	go func() {
+		defer refresher.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			rt.ClearCollection("test.c")
+			_, _ = rt.RefreshCollection(ctx, "test.c")
+		}
+	}()
+	for range 4 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for range 500 {
+				m, ok := rt.Collection("test.c")
+				if !ok {
+					continue
+				}
+				filter, err := rt.Check(versioned("test.c", m.ShardVersion()), "test.c")
+				if err != nil || filter == nil {
+					continue // refreshed in between: the version was cleared or replaced
+				}
+				p := filter.(operation.PinnedFilter)
+				pinned.Add(1)
+				unpin := p.Pin()
+				p.Release()
+				unpin()
+			}
+		}()
+	}
+	readers.Wait()
+	close(stop)
+	refresher.Wait()
+	if pinned.Load() == 0 {
+		t.Fatal("no read got a filter")
+	}
+	if n := rt.InFlightUses("test.c"); n != 0 {
+		t.Fatalf("%d uses left after every read ended", n)
+	}
+	m, _ := rt.Collection("test.c")
+	if err := rt.WaitForRangeQueries(ctx, "test.c", f.coll.UUID, m.Table.Pattern().GlobalMin(), m.Table.Pattern().GlobalMax()); err != nil {
+		t.Fatal(err)
 	}
 }
