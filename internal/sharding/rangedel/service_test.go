@@ -2,6 +2,7 @@ package rangedel
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,9 @@ import (
 	"humongo/internal/opobserver"
 	"humongo/internal/storage"
 )
+
+// quiet drops the deleter's log in unit tests.
+var quiet = slog.New(slog.DiscardHandler)
 
 // recorder is an op observer remembering the namespaces and fromMigrate flags of deletes.
 type recorder struct {
@@ -57,7 +61,7 @@ func (p *params) set(name string, v int64) {
 	p.m[name] = v
 }
 
-func openDB(t *testing.T) (*operation.DB, *recorder) {
+func openDB(t testing.TB) (*operation.DB, *recorder) {
 	t.Helper()
 	db, err := operation.OpenDB(context.Background(), t.TempDir(), nil)
 	if err != nil {
@@ -69,7 +73,7 @@ func openDB(t *testing.T) (*operation.DB, *recorder) {
 	return db, rec
 }
 
-func insert(t *testing.T, db *operation.DB, ns string, docs ...bsoncore.Document) {
+func insert(t testing.TB, db *operation.DB, ns string, docs ...bsoncore.Document) {
 	t.Helper()
 	ctx := context.Background()
 	op := db.NewOp(ctx)
@@ -92,7 +96,7 @@ func doc(d bson.D) bsoncore.Document {
 
 func idKey(v any) bsoncore.Document { return doc(bson.D{{Key: "_id", Value: v}}) }
 
-func collUUID(t *testing.T, db *operation.DB, ns string) catalog.UUID {
+func collUUID(t testing.TB, db *operation.DB, ns string) catalog.UUID {
 	t.Helper()
 	op := db.NewOp(context.Background())
 	defer op.Close()
@@ -192,7 +196,7 @@ func TestExecutorDeletesReadyRangesInBatches(t *testing.T) {
 	pending := taskDoc("test.c", uuid, 70, 80, true, CleanNow)
 	insert(t, db, TasksNS, ready, pending)
 
-	s := Start(context.Background(), Config{DB: db, Param: p.get, Poll: 10 * time.Millisecond})
+	s := Start(context.Background(), Config{DB: db, Log: quiet, Param: p.get, Poll: 10 * time.Millisecond})
 	defer s.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -254,7 +258,7 @@ func TestBatchSizeZeroIsUnlimited(t *testing.T) {
 	uuid := seed(t, db, "test.c", 300)
 	p := &params{m: map[string]int64{ParamBatchSize: 0, ParamBatchDelayMS: 0}}
 	insert(t, db, TasksNS, taskDoc("test.c", uuid, bson.MinKey{}, bson.MaxKey{}, false, CleanNow))
-	s := Start(context.Background(), Config{DB: db, Param: p.get, Poll: 10 * time.Millisecond})
+	s := Start(context.Background(), Config{DB: db, Log: quiet, Param: p.get, Poll: 10 * time.Millisecond})
 	defer s.Stop()
 	eventually(t, "the task's completion", func() bool { return s.Stats().TasksCompleted == 1 })
 	if st := s.Stats(); st.DocsDeleted != 300 || st.Batches != 1 {
@@ -272,7 +276,7 @@ func TestTaskOfAnotherCollectionIsAbandoned(t *testing.T) {
 	seed(t, db, "test.c", 10)
 	insert(t, db, TasksNS, taskDoc("test.c", catalog.NewUUID(), 0, 5, false, CleanNow),
 		taskDoc("test.gone", catalog.NewUUID(), 0, 5, false, CleanNow))
-	s := Start(context.Background(), Config{DB: db, Poll: 10 * time.Millisecond})
+	s := Start(context.Background(), Config{DB: db, Log: quiet, Poll: 10 * time.Millisecond})
 	defer s.Stop()
 	eventually(t, "the tasks' abandonment", func() bool { return s.Stats().TasksAbandoned == 2 })
 	if numTasks(t, s) != 0 {
@@ -321,7 +325,7 @@ func TestStepDownStopsAndStepUpResumes(t *testing.T) {
 	p := &params{m: map[string]int64{ParamOrphanCleanupDelaySecs: 3600, ParamBatchDelayMS: 0}}
 	node := newFakeNode()
 	var s *Service
-	s = Start(context.Background(), Config{DB: db, Node: node, Param: p.get, Poll: 10 * time.Millisecond})
+	s = Start(context.Background(), Config{DB: db, Log: quiet, Node: node, Param: p.get, Poll: 10 * time.Millisecond})
 	defer s.Stop()
 
 	time.Sleep(50 * time.Millisecond)
@@ -357,7 +361,7 @@ func TestCleanupDelayChangeAppliesToWaitingTask(t *testing.T) {
 	insert(t, db, TasksNS, taskDoc("test.c", uuid, bson.MinKey{}, bson.MaxKey{}, false, CleanDelayed))
 	p := &params{m: map[string]int64{}} // 900 s
 	var started atomic.Bool
-	s := Start(context.Background(), Config{DB: db, Param: func(name string) int64 {
+	s := Start(context.Background(), Config{DB: db, Log: quiet, Param: func(name string) int64 {
 		if name == ParamOrphanCleanupDelaySecs {
 			started.Store(true)
 		}
@@ -422,7 +426,7 @@ func TestDeletionStopsWhenTaskDocumentGoes(t *testing.T) {
 	task := taskDoc("test.c", uuid, bson.MinKey{}, bson.MaxKey{}, false, CleanNow)
 	insert(t, db, TasksNS, task)
 	p := &params{m: map[string]int64{ParamBatchSize: 1, ParamBatchDelayMS: 500}}
-	s := Start(context.Background(), Config{DB: db, Param: p.get, Poll: 10 * time.Millisecond})
+	s := Start(context.Background(), Config{DB: db, Log: quiet, Param: p.get, Poll: 10 * time.Millisecond})
 	defer s.Stop()
 	eventually(t, "the first batch", func() bool { return s.Stats().DocsDeleted >= 1 })
 	parsed, err := ParseTask(task)
