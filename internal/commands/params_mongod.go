@@ -46,7 +46,11 @@ func DefaultParamSpecs() []service.ParamSpec {
 		{Name: "maxSessions", Kind: service.ParamInt, Default: int64(1000000), Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "maxTransactionLockRequestTimeoutMillis", Kind: service.ParamInt, Default: int64(5), Runtime: true, Startup: true},
 		{Name: "notablescan", Kind: service.ParamBool, Default: false, Runtime: true, Startup: true},
+		// The range deleter's (sharding_runtime_d_params.idl; internal/sharding/rangedel).
+		{Name: "orphanCleanupDelaySecs", Kind: service.ParamInt, Default: int64(900), Runtime: true, Startup: true, Min: math.MinInt32, Max: math.MaxInt32},
 		{Name: "quiet", Kind: service.ParamBool, Default: false, Runtime: true, Startup: true},
+		{Name: "rangeDeleterBatchDelayMS", Kind: service.ParamInt, Default: int64(20), Runtime: true, Startup: true, Min: 0, Max: math.MaxInt32},
+		{Name: "rangeDeleterBatchSize", Kind: service.ParamInt, Default: int64(math.MaxInt32), Runtime: true, Startup: true, Min: 0, Max: math.MaxInt32},
 		{Name: "requireApiVersion", Kind: service.ParamBool, Default: false, Runtime: true, Startup: true},
 		{Name: "storageEngineConcurrentReadTransactions", Kind: service.ParamInt, Default: int64(128), Runtime: true, Startup: true, Min: 5, Max: math.MaxInt32},
 		{Name: "storageEngineConcurrentWriteTransactions", Kind: service.ParamInt, Default: int64(128), Runtime: true, Startup: true, Min: 5, Max: math.MaxInt32},

@@ -124,6 +124,7 @@ func NewRegistry() *service.Registry {
 	addClusterCommands(r)
 	addGetShardVersion(r)
 	addFlushRoutingTableCacheUpdates(r)
+	addCleanupOrphaned(r) // cmd_cleanuporphaned.go
 	addFlushDatabaseCacheUpdates(r)
 	return r
 }

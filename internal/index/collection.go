@@ -407,12 +407,23 @@ func (c *Collection) UpdateDocument(ru *storage.RecoveryUnit, rid recordid.ID, o
 
 // DeleteDocument deletes the record rid whose current document is doc.
 func (c *Collection) DeleteDocument(ru *storage.RecoveryUnit, rid recordid.ID, doc bsoncore.Document) error {
+	return c.deleteDocument(ru, rid, doc, false)
+}
+
+// DeleteDocumentFromMigrate is DeleteDocument for sharding's own data movement (the range
+// deleter removing orphans, a migration's cleanup): the oplog entry carries fromMigrate, so
+// change streams and migration cloners do not take it for a user's delete.
+func (c *Collection) DeleteDocumentFromMigrate(ru *storage.RecoveryUnit, rid recordid.ID, doc bsoncore.Document) error {
+	return c.deleteDocument(ru, rid, doc, true)
+}
+
+func (c *Collection) deleteDocument(ru *storage.RecoveryUnit, rid recordid.ID, doc bsoncore.Document, fromMigrate bool) error {
 	st, err := c.current()
 	if err != nil {
 		return err
 	}
 	if obs := c.observer(); !isNoOp(obs) {
-		if err := obs.OnDelete(ru, st.meta.NS, c.uuid, doc.Lookup("_id"), doc, false); err != nil {
+		if err := obs.OnDelete(ru, st.meta.NS, c.uuid, doc.Lookup("_id"), doc, fromMigrate); err != nil {
 			return err
 		}
 	}

@@ -44,6 +44,8 @@ type Context struct {
 	// owners are the ownership filters DB.ShardCheck resolved for this operation's
 	// namespaces under their locks (the read seam attaches them).
 	owners map[string]plan.OwnershipFilter
+	// releases give back the uses of the filters' metadata (PinnedFilter) at Close.
+	releases []func()
 
 	ctx   context.Context
 	stats *OpStats // the command's, when its ctx carries one (WithOpStats)
@@ -270,6 +272,10 @@ func (o *Context) Close() {
 		o.RU.Close()
 	}
 	o.Locker.UnlockAll()
+	for _, release := range o.releases {
+		release()
+	}
+	o.releases = nil
 	if o.stats != nil {
 		o.stats.remove(o.Locker)
 	}
@@ -341,6 +347,9 @@ func (o *Context) checkShard(ns string) error {
 	f, err := o.DB.ShardCheck(o, ns)
 	if err != nil {
 		return err
+	}
+	if p, ok := f.(PinnedFilter); ok {
+		o.releases = append(o.releases, p.Release) // the operation's use, until Close
 	}
 	if f != nil {
 		if o.owners == nil {

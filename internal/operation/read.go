@@ -122,7 +122,23 @@ func (r Read) Coll() *index.Collection { return r.coll }
 // Plan builds req's plan over the snapshot, read through ru (op's, or a cursor's own).
 func (r Read) Plan(ctx context.Context, ru *storage.RecoveryUnit, req plan.Request) (*plan.Executor, error) {
 	req.Ownership, req.InTransaction = r.owner, r.inTxn
-	return plan.Prepare(ctx, ru, r.meta, r.coll, req)
+	ex, err := plan.Prepare(ctx, ru, r.meta, r.coll, req)
+	if p, ok := r.owner.(PinnedFilter); ok && err == nil {
+		// The plan may outlive the operation (a cursor): it keeps the filter's metadata in
+		// use until it is closed, so the range deleter leaves the documents it may still read.
+		ex.OnClose(p.Pin())
+	}
+	return ex, err
+}
+
+// PinnedFilter is an ownership filter whose metadata must stay in use while a read may
+// still apply it (the shard's in-flight query tracking, sharding/filtering's preserver):
+// Release gives back the use the operation got with it (Context.Close calls it), Pin takes
+// one for a plan (Executor.Close gives it back).
+type PinnedFilter interface {
+	plan.OwnershipFilter
+	Release()
+	Pin() (unpin func())
 }
 
 // Targets collects the records a write statement acts on (plan.Targets).

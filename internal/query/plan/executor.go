@@ -186,7 +186,13 @@ type Executor struct {
 	// accessed: the indexes of the plan have been counted for $indexStats (once per
 	// execution, at the first Next, so explain's queryPlanner mode counts nothing).
 	accessed bool
+	// onClose runs at Close (OnClose).
+	onClose []func()
 }
+
+// OnClose makes Close call f (at every Close: f must be idempotent): the read seam releases
+// there what the plan kept alive, such as the metadata of its ownership filter.
+func (ex *Executor) OnClose(f func()) { ex.onClose = append(ex.onClose, f) }
 
 // Next returns the next result. doc is valid until the next call.
 func (ex *Executor) Next(ctx context.Context) (recordid.ID, bsoncore.Document, bool, error) {
@@ -347,7 +353,12 @@ func (ex *Executor) Stats() Stats {
 }
 
 // Close releases the plan.
-func (ex *Executor) Close() { ex.root.close() }
+func (ex *Executor) Close() {
+	ex.root.close()
+	for _, f := range ex.onClose {
+		f()
+	}
+}
 
 // Explain renders the plan (queryPlanner) and, for the other verbosities, the execution
 // statistics of the work done so far (run the executor to its end first).

@@ -126,6 +126,8 @@ type Runtime struct {
 	dbs       map[string]*DatabaseInfo       // absent: unknown
 	inflight  map[string]*flight
 	refreshes int64 // completed refreshes from the config server, for tests and serverStatus
+
+	users usersOf // in-flight uses of each metadata (preserver.go), guarded by mu
 }
 
 // flight is one refresh in progress; its waiters share its result.
@@ -253,11 +255,7 @@ func (r *Runtime) Check(op *operation.Context, ns string) (plan.OwnershipFilter,
 	if err != nil {
 		return nil, err
 	}
-	m, err := r.CheckCollection(ns, id.ShardName, received)
-	if err != nil || m == nil {
-		return nil, err
-	}
-	return m.Filter(), nil
+	return r.checkAndPin(ns, id.ShardName, received) // preserver.go
 }
 
 // CheckDatabase checks a received database version against the known one.
