@@ -35,6 +35,7 @@ func NewRegistry() *service.Registry {
 		r.Register(c)
 	}
 	addCatalogCommands(r)
+	addTopologyCommands(r)
 	r.Register(findAndModifyCommand())
 	for _, c := range ddlCommands() {
 		r.Register(c)
@@ -77,8 +78,7 @@ var unsupported = []string{
 	"saslStart", "saslContinue", "authenticate", "logout", "createUser", "dropUser", "createRole",
 	"dropRole", "usersInfo", "rolesInfo",
 	// Sharding administration.
-	"removeShard",
-	"reshardCollection", "refineCollectionShardKey", "movePrimary", "moveChunk", "moveRange",
+	"reshardCollection", "refineCollectionShardKey", "moveChunk", "moveRange",
 	"balancerStart", "balancerStop",
 	"getShardMap", "configureCollectionBalancing",
 	"checkMetadataConsistency",

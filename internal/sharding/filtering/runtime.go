@@ -126,6 +126,9 @@ type Runtime struct {
 	dbs       map[string]*DatabaseInfo       // absent: unknown
 	inflight  map[string]*flight
 	refreshes int64 // completed refreshes from the config server, for tests and serverStatus
+
+	// dbSections are the databases' critical sections (dbcritsec.go).
+	dbSections map[string]*dbCriticalSection
 }
 
 // flight is one refresh in progress; its waiters share its result.
@@ -241,6 +244,9 @@ func (r *Runtime) Check(op *operation.Context, ns string) (plan.OwnershipFilter,
 		if err != nil {
 			return nil, err
 		}
+		if err := r.checkDatabaseCriticalSection(op, db, received); err != nil {
+			return nil, err
+		}
 		// The fixed version of admin and config is never stale.
 		if err := r.CheckDatabase(db, received); err != nil && !received.IsFixed() {
 			return nil, err
@@ -313,6 +319,7 @@ func (r *Runtime) OnStaleError(ctx context.Context, err error) {
 		if db == "" || perr != nil {
 			return
 		}
+		r.waitDatabaseCriticalSection(ctx, db)
 		rerr = r.OnDbVersionMismatch(ctx, db, received)
 	default:
 		return
