@@ -13,8 +13,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/service"
 	"humongo/internal/sharding/ddl"
+	"humongo/internal/vclock"
 )
 
 // addTopologyCommands registers removeShard and movePrimary.
@@ -62,6 +64,11 @@ func runRemoveShard(ctx context.Context, env *service.Env, cmd bsoncore.Document
 	reply, err := c.runOnConfig(ctx, bson.D{{Key: "_configsvrRemoveShard", Value: target}})
 	if err != nil {
 		return nil, err
+	}
+	// The step is majority committed on the config servers at its operationTime: the
+	// ConfigTime the registry's reload reads at (or after) includes it.
+	if t, i, ok := reply.Lookup("operationTime").TimestampOK(); ok {
+		_ = env.State.Concern.Clock.Advance(vclock.Time{Config: optime.MakeTimestamp(t, i)})
 	}
 	if err := c.Shards.Reload(ctx); err != nil {
 		return nil, err
