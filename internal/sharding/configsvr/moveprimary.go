@@ -11,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
 	"humongo/internal/sharding/routing"
 )
@@ -64,7 +65,7 @@ func ParseCommitMovePrimary(cmd bsoncore.Document) (db string, expected routing.
 	}
 	if to, ok = tv.StringValueOK(); !ok || to == "" {
 		return "", expected, "", mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '_configsvrCommitMovePrimary.to' is the wrong type '%s', expected type 'string'",
-			typeName(tv.Type))
+			bsonutil.TypeName(tv.Type))
 	}
 	return db, expected, to, nil
 }

@@ -33,6 +33,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/client"
 	"humongo/internal/mongoerr"
 	"humongo/internal/sharding/configsvr"
@@ -64,7 +65,7 @@ func ParseMovePrimary(cmd bsoncore.Document, name string) (db, to string, err er
 	}
 	if to, ok = v.StringValueOK(); !ok {
 		return "", "", mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '%s.to' is the wrong type '%s', expected type 'string'",
-			name, typeName(v.Type))
+			name, bsonutil.TypeName(v.Type))
 	}
 	if !configsvr.ValidDBName(db) {
 		return "", "", mongoerr.Newf(mongoerr.InvalidNamespace, "invalid db name specified: %s", db)
