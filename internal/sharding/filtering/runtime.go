@@ -17,7 +17,8 @@
 // checked and sees every document; a versioned read of a sharded collection gets the
 // ownership filter of the checked metadata (SHARDING_FILTER), which hides orphans.
 //
-// A shard primary also writes what it refreshed to config.cache.* (persist.go).
+// A shard primary also writes what it refreshed to config.cache.* (persist.go). A database
+// whose primary moves is held in a critical section meanwhile (dbcritsec.go).
 //
 // Not yet (later parts of issue 12 and the issues after it): the migration critical section,
 // secondaries reading config.cache.* (they refresh from the config server themselves),

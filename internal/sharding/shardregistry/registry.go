@@ -2,7 +2,9 @@
 // registry"; MongoDB's ShardRegistry and ShardType): every shard's id and connection string,
 // looked up by shard id, replica-set name, host or connection string. It reloads from a
 // Loader (the config server's config.shards) when first used, when a lookup misses, when told
-// to (Reload), and periodically by its owner's Run loop (every 30 s in MongoDB).
+// to (Reload), when the node's vector clock TopologyTime is newer than the newest topologyTime
+// it loaded (WithTopologyTime: a shard added or removed since), and periodically by its
+// owner's Run loop (every 30 s in MongoDB).
 package shardregistry
 
 import (
