@@ -164,8 +164,15 @@ func TestShardedMovePrimary(t *testing.T) {
 	if got := collectionNamesOn(t, ctx, d.Shards[0], "mp"); !slices.Equal(got, []string{"sharded"}) {
 		t.Fatalf("shard0 still holds %v of mp, want only the sharded collection", got)
 	}
-	if got := collectionNamesOn(t, ctx, d.Shards[1], "mp"); !slices.Contains(got, "c") || !slices.Contains(got, "capped") {
+	// The new primary lists every collection: the moved ones and, empty, the sharded one.
+	if got := collectionNamesOn(t, ctx, d.Shards[1], "mp"); !slices.Equal(got, []string{"c", "capped", "sharded"}) {
 		t.Fatalf("shard1 holds %v of mp", got)
+	}
+	if n, err := d.Shards[1].Client.Database("mp").Collection("sharded").CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
+		t.Fatalf("mp.sharded on shard1: %d documents, %v", n, err)
+	}
+	if got, err := db.ListCollectionNames(ctx, bson.D{}); err != nil || !slices.Contains(got, "sharded") || !slices.Contains(got, "c") {
+		t.Fatalf("listCollections through the router after the move: %v, %v", got, err)
 	}
 	specs, err := d.Shards[1].Client.Database("mp").Collection("c").Indexes().ListSpecifications(ctx)
 	if err != nil {

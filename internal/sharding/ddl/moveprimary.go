@@ -17,7 +17,9 @@ package ddl
 //     waiting requests answer StaleDbVersion, routers refresh and reach the new primary.
 //
 // A failure before the commit drops what the recipient cloned and releases the section; the
-// database stays where it was. Sharded collections stay where they are.
+// database stays where it was. Sharded collections stay where their chunks are; as 7.0's
+// Cloner does, the recipient creates each one it lacks with the same UUID and options but
+// neither indexes nor documents, so that the new primary lists them.
 //
 // As the other coordinators here, it is not resumable (package doc): the donor failing
 // between the commit and the drop leaves its old copies behind (orphaned, unreachable by
@@ -34,6 +36,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/bsonutil"
+	"humongo/internal/catalog"
 	"humongo/internal/client"
 	"humongo/internal/mongoerr"
 	"humongo/internal/sharding/configsvr"
@@ -331,8 +334,9 @@ const cloneBatchBytes = 8 << 20
 // CloneCatalogData is _shardsvrCloneCatalogData on the recipient (the Cloner's copyDb): the
 // unsharded collections of db on the shard whose connection string is from are created here
 // with their options (a UUID of their own), their indexes and their documents. A collection
-// of the same name already here is NamespaceExists, nothing created for it. It returns the
-// cloned namespaces, sorted.
+// of the same name already here is NamespaceExists, nothing created for it. The database's
+// sharded collections are created empty (createShardedShell). It returns the cloned
+// namespaces (the unsharded ones), sorted.
 func CloneCatalogData(ctx context.Context, local RunFunc, remote *Remote, db, from string) ([]string, error) {
 	hosts, err := client.ParseReplicaSetHosts(from)
 	if err != nil {
@@ -365,7 +369,51 @@ func CloneCatalogData(ctx context.Context, local RunFunc, remote *Remote, db, fr
 		}
 		cloned = append(cloned, db+"."+coll)
 	}
+	// The sharded collections are created here too, with their UUID and options but neither
+	// indexes nor documents (the Cloner's shardedColls): the new primary lists them, as
+	// listCollections through a router asks the primary shard.
+	sharded, err := shardedCollections(ctx, remote, db)
+	if err != nil {
+		return nil, err
+	}
+	for _, coll := range sharded {
+		if info := byName[coll]; info != nil {
+			if err := createShardedShell(ctx, local, db, coll, info); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return cloned, nil
+}
+
+// createShardedShell creates sharded collection db.coll as the donor's listCollections entry
+// info says, with the donor's UUID; one already here with that UUID is kept.
+func createShardedShell(ctx context.Context, local RunFunc, db, coll string, info bsoncore.Document) error {
+	_, data, ok := info.Lookup("info", "uuid").BinaryOK()
+	if !ok || len(data) != 16 {
+		return mongoerr.Newf(mongoerr.InvalidUUID, "the donor listed %s.%s without its UUID", db, coll)
+	}
+	existing, err := LocalCollection(ctx, local, db, coll)
+	if err != nil {
+		return err
+	}
+	if existing.Exists() {
+		donorUUID := catalog.UUID(data)
+		if existing.UUID() == donorUUID {
+			return nil
+		}
+		return mongoerr.Newf(mongoerr.InvalidOptions,
+			"sharded collection with same namespace %s.%s already exists, but UUIDs don't match. Existing UUID is %s and new UUID is %s",
+			db, coll, existing.UUID(), donorUUID)
+	}
+	opts, _ := info.Lookup("options").DocumentOK()
+	cmd := bsoncore.NewDocumentBuilder().AppendString("_shardsvrCreateCollectionParticipant", coll).
+		AppendDocument("options", emptyIfNil(opts)).AppendBinary("collectionUUID", 4, data).
+		AppendArray("indexes", bsoncore.NewArrayBuilder().Build()).Build()
+	if _, err := local(ctx, db, cmd); err != nil {
+		return fmt.Errorf("create sharded collection %s.%s on the new primary: %w", db, coll, err)
+	}
+	return nil
 }
 
 // cloneCollection creates db.coll here as info (a listCollections entry of the donor) says,
