@@ -252,6 +252,13 @@ func TestShardedRemoveShard(t *testing.T) {
 	if _, err := d.Client.Database("rm").Collection("c").InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}}); err != nil {
 		t.Fatal(err)
 	}
+	// A sharded collection whose one chunk is on shard1 (its database's primary), flagged
+	// jumbo in the catalog: removeShard counts it until it is gone.
+	c.run(bson.D{{Key: "shardCollection", Value: "rm.sh"}, {Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}})
+	if _, err := d.Config.Client.Database("config").Collection("chunks").UpdateMany(ctx, bson.D{{Key: "shard", Value: s1}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "jumbo", Value: true}}}}); err != nil {
+		t.Fatal(err)
+	}
 
 	c.fails(bson.D{{Key: "removeShard", Value: "nope"}}, 70, "Shard nope not found")
 	c.fails(bson.D{{Key: "removeShard", Value: "config"}}, 20, "Cannot remove the config server as a shard")
@@ -289,8 +296,8 @@ func TestShardedRemoveShard(t *testing.T) {
 		t.Fatalf("config.shards %s: draining %v, %v", s1, sh.Draining, err)
 	}
 	p = step()
-	if p.State != "ongoing" || p.Msg != "draining ongoing" || p.Remaining == nil || p.Remaining.Chunks != 0 ||
-		p.Remaining.DBs != 1 || p.Remaining.JumboChunks != 0 || !slices.Equal(p.DBsToMove, []string{"rm"}) {
+	if p.State != "ongoing" || p.Msg != "draining ongoing" || p.Remaining == nil || p.Remaining.Chunks != 1 ||
+		p.Remaining.DBs != 1 || p.Remaining.JumboChunks != 1 || !slices.Equal(p.DBsToMove, []string{"rm"}) {
 		t.Fatalf("second removeShard: %+v (remaining %+v)", p, p.Remaining)
 	}
 	// While shard1 drains, shard0 is the last shard not draining, and no database moves
@@ -306,6 +313,15 @@ func TestShardedRemoveShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.run(bson.D{{Key: "movePrimary", Value: "rm"}, {Key: "to", Value: s0}})
+	p = step()
+	if p.State != "ongoing" || p.Remaining == nil || p.Remaining.Chunks != 1 || p.Remaining.DBs != 0 || len(p.DBsToMove) != 0 {
+		t.Fatalf("removeShard with a chunk left: %+v (remaining %+v)", p, p.Remaining)
+	}
+	// The balancer would move the chunk off the draining shard (not built yet); dropping the
+	// collection leaves shard1 nothing.
+	if err := d.Client.Database("rm").Collection("sh").Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
 	p = step()
 	if p.State != "completed" || p.Msg != "removeshard completed successfully" || p.Shard != s1 {
 		t.Fatalf("removeShard after movePrimary: %+v", p)
