@@ -56,13 +56,15 @@ func databaseEntry(t *testing.T, ctx context.Context, d *Deployment, db string) 
 	return e.Primary, e.Version.LastMod
 }
 
-// collectionNamesOn lists db's collections on shard s's primary, directly.
+// collectionNamesOn lists db's collections and views on shard s's primary, directly (not
+// the system ones).
 func collectionNamesOn(t *testing.T, ctx context.Context, s *Deployment, db string) []string {
 	t.Helper()
 	names, err := s.Client.Database(db).ListCollectionNames(ctx, bson.D{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	names = slices.DeleteFunc(names, func(n string) bool { return strings.HasPrefix(n, "system.") })
 	slices.Sort(names)
 	return names
 }
@@ -102,6 +104,9 @@ func TestShardedMovePrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := db.Collection("capped").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateView(ctx, "v", "c", mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "a", Value: 3}}}}}); err != nil {
 		t.Fatal(err)
 	}
 	c.run(bson.D{{Key: "shardCollection", Value: "mp.sharded"}, {Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}})
@@ -165,7 +170,7 @@ func TestShardedMovePrimary(t *testing.T) {
 		t.Fatalf("shard0 still holds %v of mp, want only the sharded collection", got)
 	}
 	// The new primary lists every collection: the moved ones and, empty, the sharded one.
-	if got := collectionNamesOn(t, ctx, d.Shards[1], "mp"); !slices.Equal(got, []string{"c", "capped", "sharded"}) {
+	if got := collectionNamesOn(t, ctx, d.Shards[1], "mp"); !slices.Equal(got, []string{"c", "capped", "sharded", "v"}) {
 		t.Fatalf("shard1 holds %v of mp", got)
 	}
 	if n, err := d.Shards[1].Client.Database("mp").Collection("sharded").CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
@@ -208,8 +213,13 @@ func TestShardedMovePrimary(t *testing.T) {
 	if n, err := other.CountDocuments(ctx, bson.D{}); err != nil || n != want+1 {
 		t.Fatalf("count through router 1 after: %d, %v; want %d", n, err, want+1)
 	}
-	if n, err := coll.CountDocuments(ctx, bson.D{{Key: "a", Value: 3}}); err != nil || n == 0 {
-		t.Fatalf("indexed count: %d, %v", n, err)
+	n3, err := coll.CountDocuments(ctx, bson.D{{Key: "a", Value: 3}})
+	if err != nil || n3 == 0 {
+		t.Fatalf("indexed count: %d, %v", n3, err)
+	}
+	// The view moved with its database.
+	if n, err := db.Collection("v").CountDocuments(ctx, bson.D{}); err != nil || n != n3 {
+		t.Fatalf("the view through the router after the move: %d, %v; want %d", n, err, n3)
 	}
 	// The sharded collection stayed on shard0 (its chunk is there) and is read as before.
 	if n, err := d.Shards[0].Client.Database("mp").Collection("sharded").CountDocuments(ctx, bson.D{}); err != nil || n != 1 {

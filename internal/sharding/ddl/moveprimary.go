@@ -164,11 +164,21 @@ func (c *Coordinator) MovePrimary(ctx context.Context, self, db, to string, cs D
 			return mongoerr.Newf(mongoerr.NamespaceExists, "Found orphaned collection %s.%s on recipient %s", db, coll, toShard.ID)
 		}
 	}
+	views, err := cursorAll(ctx, c.Local, db, "$cmd.listCollections", listViewsCmd())
+	if err != nil {
+		return err
+	}
+	viewNames := viewNames(views)
+	for _, v := range viewNames {
+		if slices.Contains(onRecipient, v) {
+			return mongoerr.Newf(mongoerr.NamespaceExists, "Found orphaned collection %s.%s on recipient %s", db, v, toShard.ID)
+		}
+	}
 	donor, err := remote.Shards.Lookup(ctx, self)
 	if err != nil {
 		return err
 	}
-	toClone = colls
+	toClone = append(slices.Clone(colls), viewNames...)
 	clone := bsoncore.NewDocumentBuilder().AppendString("_shardsvrCloneCatalogData", db).AppendString("from", donor.Host).
 		AppendDocument("writeConcern", majority()).Build()
 	reply, err := Run(ctx, recipient, "admin", clone)
@@ -217,7 +227,7 @@ func (c *Coordinator) MovePrimary(ctx context.Context, self, db, to string, cs D
 	committed = true
 
 	// dropStaleDataOnDonor: the copies here are no one's now.
-	for _, coll := range colls {
+	for _, coll := range append(slices.Clone(colls), viewNames...) {
 		cmd := bsoncore.NewDocumentBuilder().AppendString("drop", coll).Build()
 		if _, err := c.Local(ctx, db, cmd); err != nil {
 			log.Warn("Failed to drop stale collection on donor", "namespace", db+"."+coll, "error", err.Error())
@@ -230,13 +240,52 @@ func staleDbInfo(db string, wanted routing.DatabaseVersion) bsoncore.Document {
 	return bsoncore.NewDocumentBuilder().AppendString("db", db).AppendDocument("vWanted", wanted.Doc()).Build()
 }
 
-// clonable reports whether a collection of that name moves with its database: not a system
-// collection, but for those a client may create (NamespaceString::isLegalClientSystemNS).
+// clonable reports whether a collection of that name moves with its database as a
+// collection: not a system collection, but for system.js (NamespaceString::
+// isLegalClientSystemNS). system.views, which 7.0 clones as a collection, is not written by
+// clients here: the views move as views (viewNames, cloneViews).
 func clonable(coll string) bool {
-	if !strings.HasPrefix(coll, "system.") {
-		return true
+	return !strings.HasPrefix(coll, "system.") || coll == "system.js"
+}
+
+func listViewsCmd() bsoncore.Document {
+	return bsoncore.NewDocumentBuilder().AppendInt32("listCollections", 1).
+		AppendDocument("filter", bsoncore.NewDocumentBuilder().AppendString("type", "view").Build()).Build()
+}
+
+// viewNames are the names of the views in a listCollections answer, sorted.
+func viewNames(infos []bsoncore.Document) []string {
+	var out []string
+	for _, info := range infos {
+		if name, _ := info.Lookup("name").StringValueOK(); name != "" {
+			out = append(out, name)
+		}
 	}
-	return coll == "system.js" || coll == "system.views"
+	slices.Sort(out)
+	return out
+}
+
+// cloneViews creates here each view of db on the donor, as its listCollections entry
+// (options: viewOn, pipeline, collation) defines it.
+func cloneViews(ctx context.Context, local RunFunc, donor *client.ReplicaSet, db string) error {
+	views, err := remoteCursorAll(ctx, donor, db, listViewsCmd())
+	if err != nil {
+		return err
+	}
+	for _, v := range views {
+		name, _ := v.Lookup("name").StringValueOK()
+		create := bsoncore.NewDocumentBuilder().AppendString("create", name)
+		if opts, ok := v.Lookup("options").DocumentOK(); ok {
+			elems, _ := opts.Elements()
+			for _, e := range elems {
+				create.AppendValue(e.Key(), e.Value())
+			}
+		}
+		if _, err := local(ctx, db, create.Build()); err != nil {
+			return fmt.Errorf("clone view %s.%s: %w", db, name, err)
+		}
+	}
+	return nil
 }
 
 // unshardedCollections are the names of db's collections (type "collection", as listed by
@@ -368,6 +417,9 @@ func CloneCatalogData(ctx context.Context, local RunFunc, remote *Remote, db, fr
 			return nil, err
 		}
 		cloned = append(cloned, db+"."+coll)
+	}
+	if err := cloneViews(ctx, local, donor, db); err != nil {
+		return nil, err
 	}
 	// The sharded collections are created here too, with their UUID and options but neither
 	// indexes nor documents (the Cloner's shardedColls): the new primary lists them, as

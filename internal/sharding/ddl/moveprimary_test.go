@@ -47,7 +47,7 @@ func TestParseMovePrimary(t *testing.T) {
 }
 
 func TestClonable(t *testing.T) {
-	for name, want := range map[string]bool{"c": true, "system.js": true, "system.views": true, "system.profile": false,
+	for name, want := range map[string]bool{"c": true, "system.js": true, "system.views": false, "system.profile": false,
 		"system.buckets.x": false} {
 		if clonable(name) != want {
 			t.Errorf("clonable(%q) = %v", name, !want)
