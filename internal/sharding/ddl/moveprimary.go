@@ -39,8 +39,10 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/client"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/sharding/configsvr"
 	"humongo/internal/sharding/routing"
+	"humongo/internal/vclock"
 )
 
 // DatabaseCriticalSection is the shard's database critical section (the filtering runtime's).
@@ -134,9 +136,9 @@ func (c *Coordinator) MovePrimary(ctx context.Context, self, db, to string, cs D
 		return err
 	}
 	var toClone []string // set once the recipient may hold clones
-	committed := false
+	keep := false // the recipient's copies stay: committed, or perhaps committed
 	defer func() {
-		if !committed {
+		if !keep {
 			// Drop what the recipient may have cloned (dropOrphanedDataOnRecipient).
 			for _, coll := range toClone {
 				cmd := bsoncore.NewDocumentBuilder().AppendString("drop", coll).AppendDocument("writeConcern", majority()).Build()
@@ -203,28 +205,37 @@ func (c *Coordinator) MovePrimary(ctx context.Context, self, db, to string, cs D
 	commit := bsoncore.NewDocumentBuilder().AppendString("_configsvrCommitMovePrimary", db).
 		AppendDocument("expectedDatabaseVersion", before.Version.Doc()).AppendString("to", toShard.ID).
 		AppendDocument("writeConcern", majority()).Build()
+	var creply bsoncore.Document
 	var cerr error
 	for attempt := 1; attempt <= 3; attempt++ {
-		if _, cerr = Run(ctx, remote.Config(), "admin", commit); cerr == nil || ctx.Err() != nil ||
+		if creply, cerr = Run(ctx, remote.Config(), "admin", commit); cerr == nil || ctx.Err() != nil ||
 			!mongoerr.IsRetriableError(mongoerr.CodeOf(cerr)) {
 			break
 		}
 	}
-	// What the config server holds now decides (a commit whose reply was lost counts).
+	if cerr != nil {
+		if me, ok := mongoerr.As(cerr); !ok || mongoerr.IsRetriableError(me.Code) || ctx.Err() != nil {
+			// No answer: the commit may have happened, and the recipient's copies may be the
+			// database's now. They stay (an orphan is recoverable, a lost collection is not).
+			keep = true
+		}
+		return withContext(cerr, "movePrimary operation on database %s failed to commit metadata changes", db)
+	}
+	// The commit is majority committed at its operationTime: the read below waits for it
+	// (the catalog client reads at the clock's ConfigTime).
+	if t, i, ok := creply.Lookup("operationTime").TimestampOK(); ok && remote.opts.Clock != nil {
+		_ = remote.opts.Clock.Advance(vclock.Time{Config: optime.MakeTimestamp(t, i)})
+	}
 	after, err := remote.Catalog.Database(ctx, db)
 	if err != nil {
-		if cerr != nil {
-			return withContext(cerr, "movePrimary operation on database %s failed to commit metadata changes", db)
-		}
+		keep = true // unknown outcome: keep the recipient's copies, as above
 		return err
 	}
-	if !before.Version.Less(after.Version) || after.Primary == self {
-		if cerr != nil {
-			return withContext(cerr, "movePrimary operation on database %s failed to commit metadata changes", db)
-		}
+	if after.Primary != toShard.ID {
+		// The database's version changed under the move (the commit matched nothing).
 		return mongoerr.New(mongoerr.Location7120209, "Error committing movePrimary: update of config.databases failed")
 	}
-	committed = true
+	keep = true
 
 	// dropStaleDataOnDonor: the copies here are no one's now.
 	for _, coll := range append(slices.Clone(colls), viewNames...) {
