@@ -234,6 +234,27 @@ func TestShardedMovePrimary(t *testing.T) {
 	if primary, lm := databaseEntry(t, ctx, d, "mp"); primary != s1 || lm != lastMod+1 {
 		t.Fatalf("after a no-op move: primary %s lastMod %d", primary, lm)
 	}
+	// A collection of the same name already on the recipient: NamespaceExists, nothing moves,
+	// and the database takes writes again at once (the critical section is released).
+	c.run(bson.D{{Key: "enableSharding", Value: "mp2"}, {Key: "primaryShard", Value: s0}})
+	if _, err := d.Client.Database("mp2").Collection("x").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Shards[1].Client.Database("mp2").CreateCollection(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	_, lm2 := databaseEntry(t, ctx, d, "mp2")
+	c.fails(bson.D{{Key: "movePrimary", Value: "mp2"}, {Key: "to", Value: s1}}, 48, "Found orphaned collection mp2.x on recipient "+s1)
+	if primary, lm := databaseEntry(t, ctx, d, "mp2"); primary != s0 || lm != lm2 {
+		t.Fatalf("after a failed move: primary %s lastMod %d", primary, lm)
+	}
+	if _, err := d.Client.Database("mp2").Collection("x").InsertOne(ctx, bson.D{{Key: "_id", Value: 2}}); err != nil {
+		t.Fatalf("a write after the failed move: %v", err)
+	}
+	if n, err := d.Shards[0].Client.Database("mp2").Collection("x").CountDocuments(ctx, bson.D{}); err != nil || n != 2 {
+		t.Fatalf("mp2.x on shard0 after the failed move: %d, %v", n, err)
+	}
+
 	c.fails(bson.D{{Key: "movePrimary", Value: "mp"}, {Key: "to", Value: "nope"}}, 70, "Requested primary shard nope does not exist")
 	c.fails(bson.D{{Key: "movePrimary", Value: "admin"}, {Key: "to", Value: s0}}, 72, "Can't move primary for admin database")
 	c.fails(bson.D{{Key: "movePrimary", Value: "config"}, {Key: "to", Value: s0}}, 72, "Can't move primary for config database")
