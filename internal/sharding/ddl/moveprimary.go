@@ -136,7 +136,7 @@ func (c *Coordinator) MovePrimary(ctx context.Context, self, db, to string, cs D
 		return err
 	}
 	var toClone []string // set once the recipient may hold clones
-	keep := false // the recipient's copies stay: committed, or perhaps committed
+	keep := false        // the recipient's copies stay: committed, or perhaps committed
 	defer func() {
 		if !keep {
 			// Drop what the recipient may have cloned (dropOrphanedDataOnRecipient).
