@@ -180,6 +180,8 @@ type statusReport struct {
 	// sharded one.
 	URI       string       `json:"uri,omitempty"`
 	Processes []procStatus `json:"processes"`
+	// Sharding is a sharded deployment's shards and chunks per shard (status_sharding.go).
+	Sharding *shardingStatus `json:"sharding,omitempty"`
 }
 
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -217,6 +219,9 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}()
 	}
 	wg.Wait()
+	if st.Topology == "sharded" {
+		rep.Sharding = readShardingStatus(ctx, rep.URI, *timeout)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -244,7 +249,13 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Name, roleLabel(p.Role), p.Port, pid, p.State, h, rs)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if rep.Sharding != nil {
+		return printShardingStatus(stdout, rep.Sharding)
+	}
+	return nil
 }
 
 // probe finds one process's state: stopped if its pid is gone, running if it answers hello,

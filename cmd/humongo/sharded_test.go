@@ -64,6 +64,18 @@ func TestUpSharded(t *testing.T) {
 		t.Errorf("listShards: %+v", ls)
 	}
 
+	// A sharded collection of two chunks: status counts them per shard.
+	admin := client.Database("admin")
+	for _, cmd := range []bson.D{
+		{{Key: "enableSharding", Value: "st"}, {Key: "primaryShard", Value: "rs1"}},
+		{{Key: "shardCollection", Value: "st.c"}, {Key: "key", Value: bson.D{{Key: "x", Value: 1}}}},
+		{{Key: "split", Value: "st.c"}, {Key: "middle", Value: bson.D{{Key: "x", Value: 0}}}},
+	} {
+		if err := admin.RunCommand(ctx, cmd).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+
 	out, errs, code = humongo(t, "status", "--json", "--dir", dir)
 	if code != 0 {
 		t.Fatalf("status: exit %d: %s", code, errs)
@@ -79,8 +91,13 @@ func TestUpSharded(t *testing.T) {
 	if rep.Topology != "sharded" || rep.URI != uri || strings.Join(roles, " ") != "shard/primary shard/primary config/primary router/router" {
 		t.Errorf("status: %s, %s, roles %v", rep.Topology, rep.URI, roles)
 	}
+	if sh := rep.Sharding; sh == nil || sh.Error != "" || len(sh.Shards) != 2 || len(sh.Collections) != 1 ||
+		sh.Collections[0].NS != "st.c" || sh.Collections[0].Total != 2 || sh.Collections[0].Chunks["rs1"] != 2 {
+		t.Errorf("status sharding: %+v", rep.Sharding)
+	}
 	table, _, _ := humongo(t, "status", "--dir", dir)
-	if !strings.Contains(table, "config server") || strings.Count(table, " shard ") != 2 || !strings.Contains(table, uri) {
+	if !strings.Contains(table, "config server") || strings.Count(table, " shard ") != 2 || !strings.Contains(table, uri) ||
+		!strings.Contains(table, "rs1: 2") {
 		t.Errorf("status table:\n%s", table)
 	}
 

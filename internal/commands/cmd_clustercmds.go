@@ -7,6 +7,8 @@ import "humongo/internal/service"
 // balancer's status).
 func addClusterCommands(r *service.Registry) {
 	addConfigsvrAddShard(r)
+	addConfigsvrRemoveShard(r)
+	addMovePrimaryCommands(r)
 	addAddShardIdentity(r)
 	addConfigsvrCreateDatabase(r)
 	addConfigsvrBalancerStatus(r)

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -27,6 +28,7 @@ import (
 	"humongo/internal/sharding/configclient"
 	"humongo/internal/sharding/routing"
 	"humongo/internal/sharding/shardregistry"
+	"humongo/internal/vclock"
 )
 
 // configShardID is the shard id of the config server replica set (MongoDB's
@@ -71,7 +73,7 @@ func NewCluster(configDB client.ReplicaSetHosts, o client.Options) (*Cluster, er
 		return nil, err
 	}
 	loader := configLoader{cl: configclient.New(cfg.Client()).WithClock(o.Clock), set: configDB.SetName}
-	return &Cluster{opts: o, config: cfg, Cache: catalogcache.New(loader), Shards: shardregistry.New(loader),
+	return &Cluster{opts: o, config: cfg, Cache: catalogcache.New(loader), Shards: shardregistry.New(loader).WithTopologyTime(topologyTime(o.Clock)),
 		hosts: client.NewPool(o), conns: map[string]*client.ReplicaSet{}}, nil
 }
 
@@ -236,4 +238,16 @@ func cut(ns string) (db, coll string, ok bool) {
 // String describes the cluster for logs.
 func (c *Cluster) String() string {
 	return fmt.Sprintf("cluster with config servers %s", c.config.Hosts())
+}
+
+// topologyTime is clock's TopologyTime for the shard registry (nil without a clock): a
+// removeShard or addShard gossiped to this node makes the registry reload.
+func topologyTime(clock *vclock.Clock) func() bson.Timestamp {
+	if clock == nil {
+		return nil
+	}
+	return func() bson.Timestamp {
+		t := clock.Time().Topology
+		return bson.Timestamp{T: t.Secs(), I: t.Inc()}
+	}
 }

@@ -24,7 +24,7 @@ func runBalancerStatus(ctx context.Context, env *service.Env, _ bsoncore.Documen
 	if err != nil {
 		return nil, remoteError(err)
 	}
-	return passthrough(bsoncore.Document(raw))
+	return passthrough(bsoncore.Document(raw)), nil
 }
 
 // runBalancerControl is mongos's ClusterBalancerControlCommand: balancerStart and
@@ -43,7 +43,7 @@ func runBalancerControl(ctx context.Context, env *service.Env, _ bsoncore.Docume
 	if err != nil {
 		return nil, err
 	}
-	return passthrough(reply)
+	return passthrough(reply), nil
 }
 
 // runBalancerCollectionStatus is mongos's BalancerCollectionStatusCmd: {balancerCollectionStatus:
@@ -66,23 +66,5 @@ func runBalancerCollectionStatus(ctx context.Context, env *service.Env, cmd bson
 	if err != nil {
 		return nil, remoteError(err)
 	}
-	return passthrough(bsoncore.Document(raw))
-}
-
-// passthrough is CommandHelpers::filterCommandReplyForPassthrough: the reply without ok,
-// the error fields and the gossiped times.
-func passthrough(reply bsoncore.Document) (bsoncore.Document, error) {
-	elems, err := reply.Elements()
-	if err != nil {
-		return nil, err
-	}
-	b := bsoncore.NewDocumentBuilder()
-	for _, e := range elems {
-		switch k := e.Key(); {
-		case k == "ok", k == "operationTime", k == "errmsg", k == "code", k == "codeName", strings.HasPrefix(k, "$"):
-		default:
-			b.AppendValue(k, e.Value())
-		}
-	}
-	return b.Build(), nil
+	return passthrough(bsoncore.Document(raw)), nil
 }

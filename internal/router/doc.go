@@ -12,7 +12,9 @@
 // out by the config server; Cluster.CreateDatabase is also the path of implicit database
 // creation), shardCollection (to the database's primary shard's
 // _shardsvrCreateCollection), split and mergeChunks (to the chunk owner's splitChunk /
-// mergeChunks) and getShardVersion (from the cache) (ShardingStateNotInitialized until a
+// mergeChunks), removeShard (to _configsvrRemoveShard), movePrimary (to the database's
+// primary shard's _shardsvrMovePrimary) and getShardVersion (from the cache)
+// (ShardingStateNotInitialized until a
 // Cluster is attached: Attach; cmd/humongos attaches one built from --configdb).
 //
 // Reads are routed (spec sharding.md "Routing"; MongoDB's src/mongo/s/query): find, getMore,

@@ -35,6 +35,7 @@ func NewRegistry() *service.Registry {
 		r.Register(c)
 	}
 	addCatalogCommands(r)
+	addTopologyCommands(r)
 	r.Register(findAndModifyCommand())
 	for _, c := range ddlCommands() {
 		r.Register(c)
@@ -80,8 +81,7 @@ var unsupported = []string{
 	"saslStart", "saslContinue", "authenticate", "logout", "createUser", "dropUser", "createRole",
 	"dropRole", "usersInfo", "rolesInfo",
 	// Sharding administration.
-	"removeShard",
-	"reshardCollection", "refineCollectionShardKey", "movePrimary", "moveChunk", "moveRange",
+	"reshardCollection", "refineCollectionShardKey", "moveChunk", "moveRange",
 	"getShardMap", "configureCollectionBalancing",
 	"checkMetadataConsistency",
 }

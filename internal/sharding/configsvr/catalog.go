@@ -20,9 +20,11 @@
 // ShardingCatalogManager; spec sharding.md "The config server"): addShard (addshard.go:
 // validate the candidate set, _addShard on it, config.shards and the databases it holds),
 // createDatabase (database.go: config.databases entries, the primary being the shard with
-// the least data) and zones (zones.go: shards' zones in config.shards, zone ranges in
-// config.tags). The commands over it are in internal/commands (_configsvrAddShard,
-// _configsvrCreateDatabase, _configsvrAddShardToZone, _configsvrRemoveShardFromZone,
+// the least data), zones (zones.go: shards' zones in config.shards, zone ranges in
+// config.tags), removeShard (removeshard.go: draining, then the entry removed with a new
+// topologyTime) and movePrimary's commit (moveprimary.go). The commands over it are in
+// internal/commands (_configsvrAddShard, _configsvrRemoveShard, _configsvrCreateDatabase,
+// _configsvrCommitMovePrimary, _configsvrAddShardToZone, _configsvrRemoveShardFromZone,
 // _configsvrUpdateZoneKeyRange). The balancer and its settings are internal/sharding/balancer.
 package configsvr
 

@@ -15,6 +15,10 @@
 //     locally, create them with the same UUID on every other shard that gets chunks, and
 //     commit config.collections and config.chunks on the config server in one atomic
 //     command (majority);
+//   - movePrimary (moveprimary.go): the database's primary shard moves its unsharded
+//     collections to another shard under the database critical section, commits the new
+//     primary on the config server and drops its copies; the recipient clones them
+//     (_shardsvrCloneCatalogData);
 //   - the shard's view of the rest of the cluster (Remote: the config server replica set,
 //     the shard registry, a client per shard).
 //   - splitVector (split_vector.go; spec "The auto split task", MongoDB's split_vector.cpp):

@@ -44,7 +44,15 @@ func NewRemote(connString string, o client.Options) (*Remote, error) {
 		return nil, err
 	}
 	cat := configclient.New(cfg.Client()).WithClock(o.Clock)
-	return &Remote{opts: o, config: cfg, Catalog: cat, Shards: shardregistry.New(cat), conns: map[string]*client.ReplicaSet{}}, nil
+	reg := shardregistry.New(cat)
+	if clock := o.Clock; clock != nil {
+		// A removeShard or addShard gossiped to this shard makes its registry reload.
+		reg.WithTopologyTime(func() bson.Timestamp {
+			t := clock.Time().Topology
+			return bson.Timestamp{T: t.Secs(), I: t.Inc()}
+		})
+	}
+	return &Remote{opts: o, config: cfg, Catalog: cat, Shards: reg, conns: map[string]*client.ReplicaSet{}}, nil
 }
 
 // Config is the config server replica set's client.

@@ -17,7 +17,8 @@
 // checked and sees every document; a versioned read of a sharded collection gets the
 // ownership filter of the checked metadata (SHARDING_FILTER), which hides orphans.
 //
-// A shard primary also writes what it refreshed to config.cache.* (persist.go).
+// A shard primary also writes what it refreshed to config.cache.* (persist.go). A database
+// whose primary moves is held in a critical section meanwhile (dbcritsec.go).
 //
 // Not yet (later parts of issue 12 and the issues after it): the migration critical section,
 // secondaries reading config.cache.* (they refresh from the config server themselves),
@@ -128,6 +129,8 @@ type Runtime struct {
 	refreshes int64 // completed refreshes from the config server, for tests and serverStatus
 
 	users usersOf // in-flight uses of each metadata (preserver.go), guarded by mu
+	// dbSections are the databases' critical sections (dbcritsec.go).
+	dbSections map[string]*dbCriticalSection
 }
 
 // flight is one refresh in progress; its waiters share its result.
@@ -243,6 +246,9 @@ func (r *Runtime) Check(op *operation.Context, ns string) (plan.OwnershipFilter,
 		if err != nil {
 			return nil, err
 		}
+		if err := r.checkDatabaseCriticalSection(op, db, received); err != nil {
+			return nil, err
+		}
 		// The fixed version of admin and config is never stale.
 		if err := r.CheckDatabase(db, received); err != nil && !received.IsFixed() {
 			return nil, err
@@ -311,6 +317,7 @@ func (r *Runtime) OnStaleError(ctx context.Context, err error) {
 		if db == "" || perr != nil {
 			return
 		}
+		r.waitDatabaseCriticalSection(ctx, db)
 		rerr = r.OnDbVersionMismatch(ctx, db, received)
 	default:
 		return

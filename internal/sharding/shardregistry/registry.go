@@ -2,7 +2,9 @@
 // registry"; MongoDB's ShardRegistry and ShardType): every shard's id and connection string,
 // looked up by shard id, replica-set name, host or connection string. It reloads from a
 // Loader (the config server's config.shards) when first used, when a lookup misses, when told
-// to (Reload), and periodically by its owner's Run loop (every 30 s in MongoDB).
+// to (Reload), when the node's vector clock TopologyTime is newer than the newest topologyTime
+// it loaded (WithTopologyTime: a shard added or removed since), and periodically by its
+// owner's Run loop (every 30 s in MongoDB).
 package shardregistry
 
 import (
@@ -126,11 +128,41 @@ type Registry struct {
 	shards []Shard
 	loaded bool
 
+	// topology, when set, is the node's vector clock TopologyTime; loadedTopology is the
+	// newest topologyTime of the shards last loaded. A newer clock means a shard was added or
+	// removed since: the next use reloads (MongoDB's ShardRegistry refreshes on a gossiped
+	// topologyTime newer than its own; removeShard stamps the new time on a remaining shard).
+	topology       func() bson.Timestamp
+	loadedTopology bson.Timestamp
+
 	reload sync.Mutex // serialises loads
 }
 
 // New returns a registry over loader; nothing is loaded until first use.
 func New(loader Loader) *Registry { return &Registry{loader: loader} }
+
+// WithTopologyTime makes the registry reload when topology (the node's vector clock
+// TopologyTime) is newer than the newest topologyTime it loaded. Call before first use.
+func (r *Registry) WithTopologyTime(topology func() bson.Timestamp) *Registry {
+	r.topology = topology
+	return r
+}
+
+// stale reports whether the registry was never loaded or the clock's TopologyTime is newer
+// than what it loaded.
+func (r *Registry) stale() bool {
+	r.mu.Lock()
+	loaded, have := r.loaded, r.loadedTopology
+	r.mu.Unlock()
+	if !loaded {
+		return true
+	}
+	if r.topology == nil {
+		return false
+	}
+	t := r.topology()
+	return t.T > have.T || t.T == have.T && t.I > have.I
+}
 
 // Reload reads config.shards now.
 func (r *Registry) Reload(ctx context.Context) error {
@@ -141,18 +173,22 @@ func (r *Registry) Reload(ctx context.Context) error {
 		return fmt.Errorf("reload the shard registry: %w", err)
 	}
 	slices.SortFunc(shards, func(a, b Shard) int { return strings.Compare(a.ID, b.ID) })
+	var newest bson.Timestamp
+	for _, s := range shards {
+		if t := s.TopologyTime; t.T > newest.T || t.T == newest.T && t.I > newest.I {
+			newest = t
+		}
+	}
 	r.mu.Lock()
-	r.shards, r.loaded = shards, true
+	r.shards, r.loaded, r.loadedTopology = shards, true, newest
 	r.mu.Unlock()
 	return nil
 }
 
-// All returns every shard, loading first if the registry was never loaded.
+// All returns every shard, loading first if the registry was never loaded or its
+// TopologyTime is behind the clock's.
 func (r *Registry) All(ctx context.Context) ([]Shard, error) {
-	r.mu.Lock()
-	loaded := r.loaded
-	r.mu.Unlock()
-	if !loaded {
+	if r.stale() {
 		if err := r.Reload(ctx); err != nil {
 			return nil, err
 		}
@@ -165,6 +201,11 @@ func (r *Registry) All(ctx context.Context) ([]Shard, error) {
 // Lookup finds a shard by id, replica set name, one of its hosts, or its connection string,
 // reloading once on a miss (a shard added since the last load). ShardNotFound if none.
 func (r *Registry) Lookup(ctx context.Context, name string) (Shard, error) {
+	if r.stale() {
+		if err := r.Reload(ctx); err != nil {
+			return Shard{}, err
+		}
+	}
 	if s, ok := r.find(name); ok {
 		return s, nil
 	}

@@ -129,3 +129,29 @@ func TestRunKeepsShardsOnFailure(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// A TopologyTime newer than the newest topologyTime loaded (a removeShard gossiped to the
+// node) makes the next use reload: the removed shard is forgotten without a miss.
+func TestReloadOnNewerTopologyTime(t *testing.T) {
+	f := &fakeShards{}
+	f.set(Shard{ID: "a", Host: "a/h:1", TopologyTime: bson.Timestamp{T: 10, I: 1}},
+		Shard{ID: "b", Host: "b/h:2", TopologyTime: bson.Timestamp{T: 10, I: 2}})
+	clock := bson.Timestamp{T: 10, I: 2}
+	r := New(f).WithTopologyTime(func() bson.Timestamp { return clock })
+	ctx := context.Background()
+	if all, err := r.All(ctx); err != nil || len(all) != 2 {
+		t.Fatalf("all: %v %v", all, err)
+	}
+	if _, err := r.Lookup(ctx, "b"); err != nil || f.loads != 1 {
+		t.Fatalf("lookup at the same topologyTime: %v, %d loads", err, f.loads)
+	}
+	// b removed: a carries the new topologyTime, the clock heard of it.
+	f.set(Shard{ID: "a", Host: "a/h:1", TopologyTime: bson.Timestamp{T: 11, I: 1}})
+	clock = bson.Timestamp{T: 11, I: 1}
+	if all, err := r.All(ctx); err != nil || len(all) != 1 || all[0].ID != "a" {
+		t.Fatalf("all after the removal: %v %v", all, err)
+	}
+	if _, err := r.Lookup(ctx, "a"); err != nil || f.loads != 2 {
+		t.Fatalf("lookup after catching up: %v, %d loads, want 2", err, f.loads)
+	}
+}
