@@ -69,18 +69,18 @@ func (o Options) withGossip(cmd any) any {
 	t := o.Clock.Time()
 	switch c := cmd.(type) {
 	case bson.D:
+		// $configTime always, null included: it marks this client as a member
+		// (vclock.WithMemberRequestGossip).
 		out := append(bson.D(nil), c...)
-		if !t.Config.IsNull() {
-			out = append(out, bson.E{Key: "$configTime", Value: bson.Timestamp{T: t.Config.Secs(), I: t.Config.Inc()}})
-		}
+		out = append(out, bson.E{Key: "$configTime", Value: bson.Timestamp{T: t.Config.Secs(), I: t.Config.Inc()}})
 		if !t.Topology.IsNull() {
 			out = append(out, bson.E{Key: "$topologyTime", Value: bson.Timestamp{T: t.Topology.Secs(), I: t.Topology.Inc()}})
 		}
 		return out
 	case bson.Raw:
-		return bson.Raw(vclock.WithMemberGossip(bsoncore.Document(c), t))
+		return bson.Raw(vclock.WithMemberRequestGossip(bsoncore.Document(c), t))
 	case bsoncore.Document:
-		return vclock.WithMemberGossip(c, t)
+		return vclock.WithMemberRequestGossip(c, t)
 	}
 	return cmd
 }

@@ -55,7 +55,9 @@ func (o Options) driverOptions(uri string) *options.ClientOptions {
 		opts.SetHeartbeatInterval(o.HeartbeatInterval)
 	}
 	if o.Clock != nil {
-		opts.SetMonitor(o.monitor())
+		// A sharded-cluster member's client: its handshake says so (vclock.MemberDriverName),
+		// as MongoDB's internalClient field does, which the driver cannot send.
+		opts.SetMonitor(o.monitor()).SetDriverInfo(&options.DriverInfo{Name: vclock.MemberDriverName})
 	}
 	return opts
 }

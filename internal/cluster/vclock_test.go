@@ -150,6 +150,13 @@ func TestVectorClockGossip(t *testing.T) {
 	if _, err := r.LookupErr("$configTime"); err == nil {
 		t.Fatalf("the router gave a driver $configTime: %v", r)
 	}
+	// The router learned a ConfigTime from the config server (its requests mark it as a
+	// member even before it has one), and gives it to members.
+	r = rawCommand(t, rt.Addr(), bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"},
+		{Key: "$configTime", Value: bson.Timestamp{}}})
+	if got := ts(r, "$configTime"); got.IsZero() {
+		t.Fatalf("the router has no ConfigTime after talking to the config server: %v", r)
+	}
 	// The router reports itself in config.mongos (sh.status's "active mongoses").
 	var mongos bson.M
 	for {

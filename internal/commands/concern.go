@@ -20,6 +20,7 @@ import (
 	"humongo/internal/service"
 	"humongo/internal/sharding/shardstate"
 	"humongo/internal/storage"
+	"humongo/internal/vclock"
 )
 
 // concernNode is st's view for repl/concern.
@@ -37,6 +38,7 @@ func BeginOperation(ctx context.Context, env *service.Env, c *service.Command, c
 	if c != nil {
 		name = c.Name
 	}
+	ctx = vclock.WithMemberPeer(ctx, env.Conn != nil && env.Conn.IsInternal())
 	return concern.Begin(ctx, concernNode(env.State), name, cmd)
 }
 

@@ -23,6 +23,7 @@ import (
 	"humongo/internal/repl/concern"
 	"humongo/internal/service"
 	"humongo/internal/txn/participant"
+	"humongo/internal/vclock"
 )
 
 // txnCommands may run inside a multi-document transaction (MongoDB 7.0's
@@ -172,6 +173,7 @@ func txnBeginOperation(ctx context.Context, env *service.Env, stmt *participant.
 	req := requestOf(cmd)
 	req.Txn = stmt.Resources()
 	ctx = context.WithValue(ctx, txnStmtKey{}, stmt)
+	ctx = vclock.WithMemberPeer(ctx, env.Conn != nil && env.Conn.IsInternal())
 	ctx, ops, snap, err := concern.BeginTxn(operation.WithRequest(ctx, req), concernNode(env.State), cmd, stmt.First())
 	if err != nil {
 		return ctx, ops, err

@@ -22,17 +22,28 @@ type Role struct{}
 // Admit implements service.Role: a router serves in any state.
 func (Role) Admit(*service.Env, *service.Command, bsoncore.Document) error { return nil }
 
-// Begin implements service.Role: the client's $clusterTime gossip in (rate limited; a
-// driver never sends $configTime, and nothing but drivers talks to a router), and the
-// collector of the shards' operationTimes in ctx (client.WithOpTimes).
+// Begin implements service.Role: the client's $clusterTime gossip in (rate limited), every
+// component from a cluster member (a request carrying $configTime, as internal clients'
+// do), and the collector of the shards' operationTimes in ctx (client.WithOpTimes).
 func (Role) Begin(ctx context.Context, env *service.Env, _ *service.Command, cmd bsoncore.Document) (context.Context, any, error) {
-	ots := new(client.OpTimes)
-	ctx = client.WithOpTimes(ctx, ots)
+	op := &routerOp{}
+	ctx = client.WithOpTimes(ctx, &op.ots)
 	if env == nil || env.State == nil {
-		return ctx, ots, nil
+		return ctx, op, nil
 	}
 	g := vclock.ReadGossip(cmd)
-	return ctx, ots, env.State.Concern.Clock.Advance(vclock.Time{Cluster: g.Cluster})
+	g.Internal = g.Internal || env.Conn != nil && env.Conn.IsInternal()
+	op.member = g.Internal
+	if !g.Internal {
+		g.Time = vclock.Time{Cluster: g.Cluster}
+	}
+	return ctx, op, env.State.Concern.Clock.Advance(g.Time)
+}
+
+// routerOp is what Begin hands to Decorate.
+type routerOp struct {
+	ots    client.OpTimes
+	member bool // the request carried $configTime: the reply carries the member gossip
 }
 
 // Finish implements service.Role.
@@ -41,23 +52,29 @@ func (Role) Finish(_ context.Context, _ *service.Env, _ any, reply bsoncore.Docu
 }
 
 // Decorate implements service.Role: $clusterTime (unsigned, as mongod's, until signing keys
-// exist) and operationTime, once the router's clock has a time.
+// exist) and operationTime, once the router's clock has a time, and $configTime and
+// $topologyTime for members.
 func (Role) Decorate(env *service.Env, op any, reply bsoncore.Document) bsoncore.Document {
 	if env == nil || env.State == nil || len(reply) < 5 {
 		return reply
 	}
-	ct := env.State.Concern.Clock.ClusterTime()
+	t := env.State.Concern.Clock.Time()
+	ct := t.Cluster
 	if ct.IsNull() {
 		return reply
 	}
 	opTime := ct
-	if ots, ok := op.(*client.OpTimes); ok && !ots.Max().IsNull() {
-		opTime = ots.Max()
+	rop, _ := op.(*routerOp)
+	if rop != nil && !rop.ots.Max().IsNull() {
+		opTime = rop.ots.Max()
 	}
-	out := make([]byte, 0, len(reply)+96)
+	out := make([]byte, 0, len(reply)+128)
 	out = append(out, reply[:len(reply)-1]...)
 	out = vclock.AppendClusterTime(out, ct)
 	out = bsoncore.AppendTimestampElement(out, "operationTime", opTime.Secs(), opTime.Inc())
+	if rop != nil && rop.member {
+		out = vclock.AppendMemberGossip(out, t)
+	}
 	out = append(out, 0)
 	return bsoncore.UpdateLength(out, 0, int32(len(out)))
 }

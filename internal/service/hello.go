@@ -9,6 +9,7 @@ import (
 
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
+	"humongo/internal/vclock"
 	"humongo/internal/wire"
 )
 
@@ -101,6 +102,9 @@ func helloClientMetadata(env *Env, cmd bsoncore.Document) error {
 		m.AppName = appName
 		if internal := lookupValue(cmd, "internalClient"); internal.Type != 0 {
 			m.Internal = true
+		}
+		if name, _ := meta.Lookup("driver", "name").StringValueOK(); strings.Contains(name, vclock.MemberDriverName) {
+			m.Internal = true // a member's internal client (vclock.MemberDriverName)
 		}
 		return nil
 	})

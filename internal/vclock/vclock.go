@@ -22,6 +22,7 @@
 package vclock
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -145,6 +146,29 @@ func (c *Clock) check(name string, ts optime.Timestamp) error {
 	return nil
 }
 
+// MemberDriverName is the driver name a cluster member's internal client adds to its
+// handshake's client metadata (client.driver.name "mongo-go-driver|humongo-member"): the
+// server marks such a connection internal, as MongoDB marks one whose hello carried
+// internalClient, and treats every request on it as a member's, whether or not that
+// request carried $configTime (the driver's own commands, find say, cannot add it).
+const MemberDriverName = "humongo-member"
+
+// WithMemberPeer marks ctx as a request from a cluster member's connection.
+func WithMemberPeer(ctx context.Context, member bool) context.Context {
+	if !member {
+		return ctx
+	}
+	return context.WithValue(ctx, memberPeerKey{}, true)
+}
+
+// IsMemberPeer reports whether ctx was marked by WithMemberPeer.
+func IsMemberPeer(ctx context.Context) bool {
+	v, _ := ctx.Value(memberPeerKey{}).(bool)
+	return v
+}
+
+type memberPeerKey struct{}
+
 // Gossip is what a message carries: the components it has and whether its sender is a
 // cluster member (it carried $configTime).
 type Gossip struct {
@@ -221,6 +245,24 @@ func WithMemberGossip(doc bsoncore.Document, t Time) bsoncore.Document {
 	out := make([]byte, 0, len(doc)+48)
 	out = append(out, doc[:len(doc)-1]...)
 	out = AppendMemberGossip(out, t)
+	out = append(out, 0)
+	return bsoncore.UpdateLength(out, 0, int32(len(out)))
+}
+
+// WithMemberRequestGossip is WithMemberGossip for a request a member sends: $configTime is
+// always there, null until the sender knows one, because it is what marks the sender as a
+// member (Gossip.Internal) and so gets the receiver's own $configTime back; without it a
+// router that starts at null would never learn one.
+func WithMemberRequestGossip(doc bsoncore.Document, t Time) bsoncore.Document {
+	if len(doc) < 5 {
+		return doc
+	}
+	out := make([]byte, 0, len(doc)+48)
+	out = append(out, doc[:len(doc)-1]...)
+	out = bsoncore.AppendTimestampElement(out, "$configTime", t.Config.Secs(), t.Config.Inc())
+	if !t.Topology.IsNull() {
+		out = bsoncore.AppendTimestampElement(out, "$topologyTime", t.Topology.Secs(), t.Topology.Inc())
+	}
 	out = append(out, 0)
 	return bsoncore.UpdateLength(out, 0, int32(len(out)))
 }

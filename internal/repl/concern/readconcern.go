@@ -416,6 +416,7 @@ func beginState(ctx context.Context, n Node, cmd bsoncore.Document) (context.Con
 		return ctx, s, nil
 	}
 	g := vclock.ReadGossip(cmd)
+	g.Internal = g.Internal || vclock.IsMemberPeer(ctx)
 	if !n.Member || !g.Internal {
 		g.Time = vclock.Time{Cluster: g.Cluster}
 	}
