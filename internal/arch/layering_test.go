@@ -45,6 +45,9 @@ var rank = map[string]int{
 	// sharding/ddl drives the rest of sharding (routing, configclient, shardregistry) for
 	// the shard's DDL; the command layer calls it.
 	"sharding/ddl": 12,
+	// sharding/migration runs chunk migrations on a shard over the rest of sharding
+	// (filtering's critical section, routing) and the operation layer's storage.
+	"sharding/migration": 12,
 	"service":      12,
 	"router":       13,
 	"commands":     14,

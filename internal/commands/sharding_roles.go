@@ -71,7 +71,9 @@ func StartShardingRole(ctx context.Context, st *service.State, reg *service.Regi
 		return stop, nil
 	}
 	if role == shardstate.RoleShardServer {
-		stop = startShardRuntime(st, reg, rc)
+		stopRuntime := startShardRuntime(st, reg, rc)
+		stopMigrations := startMigrations(st, reg)
+		stop = func() { stopMigrations(); stopRuntime() }
 	}
 	if found {
 		return stop, initShardIdentity(st, doc)

@@ -45,6 +45,9 @@ func NewRegistry() *service.Registry {
 	for _, c := range zoneCommands() {
 		r.Register(c)
 	}
+	for _, c := range migrationCommands() {
+		r.Register(c)
+	}
 	for _, name := range unsupported {
 		r.Register(&service.Command{
 			Name:    name,
@@ -78,7 +81,7 @@ var unsupported = []string{
 	"dropRole", "usersInfo", "rolesInfo",
 	// Sharding administration.
 	"removeShard",
-	"reshardCollection", "refineCollectionShardKey", "movePrimary", "moveChunk", "moveRange",
+	"reshardCollection", "refineCollectionShardKey", "movePrimary",
 	"balancerStart", "balancerStop",
 	"getShardMap", "configureCollectionBalancing",
 	"checkMetadataConsistency",

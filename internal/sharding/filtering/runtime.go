@@ -126,6 +126,8 @@ type Runtime struct {
 	dbs       map[string]*DatabaseInfo       // absent: unknown
 	inflight  map[string]*flight
 	refreshes int64 // completed refreshes from the config server, for tests and serverStatus
+
+	crit criticalSections // the migration critical sections (critical.go)
 }
 
 // flight is one refresh in progress; its waiters share its result.
@@ -257,6 +259,9 @@ func (r *Runtime) Check(op *operation.Context, ns string) (plan.OwnershipFilter,
 	if err != nil || m == nil {
 		return nil, err
 	}
+	if err := r.checkCriticalSection(op, ns, id.ShardName, received, m.ShardVersion()); err != nil {
+		return nil, err
+	}
 	return m.Filter(), nil
 }
 
@@ -329,6 +334,7 @@ func (r *Runtime) OnStaleError(ctx context.Context, err error) {
 // as MongoDB's drop coordinator would have cleared the shard's metadata, and a drop reaching
 // this shard any other way must not leave it answering StaleConfig for ever.
 func (r *Runtime) OnShardVersionMismatch(ctx context.Context, ns string, received routing.ChunkVersion) error {
+	r.waitCriticalSection(ctx, ns) // a migration's commit: its refresh is the one to have
 	if m, ok := r.Collection(ns); ok && received.IsOlderOrEqualThan(m.ShardVersion()) &&
 		!(m.Sharded() && received.Equal(routing.Unsharded())) {
 		return nil
