@@ -48,12 +48,12 @@ var rank = map[string]int{
 	// sharding/migration runs chunk migrations on a shard over the rest of sharding
 	// (filtering's critical section, routing) and the operation layer's storage.
 	"sharding/migration": 12,
-	"service":      12,
-	"router":       13,
-	"commands":     14,
-	"server":       15,
-	"bench":        15, // humongo bench's engine: a client of any server, used by cmd/humongo
-	"process":      16, // what every server binary does around its server: options, startup, signals
+	"service":            12,
+	"router":             13,
+	"commands":           14,
+	"server":             15,
+	"bench":              15, // humongo bench's engine: a client of any server, used by cmd/humongo
+	"process":            16, // what every server binary does around its server: options, startup, signals
 }
 
 // harness lists the test-only packages: harnesses that start servers and processes, and

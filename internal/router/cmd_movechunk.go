@@ -34,7 +34,9 @@ func migrationCommands() []*service.Command {
 
 // moveErr is the error of ClusterMoveChunkCmd's errmsg-style checks (no code of their own
 // in MongoDB; InvalidOptions here, as the router's split does).
-func moveErr(format string, args ...any) error { return mongoerr.Newf(mongoerr.InvalidOptions, format, args...) }
+func moveErr(format string, args ...any) error {
+	return mongoerr.Newf(mongoerr.InvalidOptions, format, args...)
+}
 
 // runMoveChunk is mongos's moveChunk ({moveChunk: ns, find | bounds, to, _secondaryThrottle,
 // writeConcern, _waitForDelete, forceJumbo}): it picks the chunk (holding find's shard key,
