@@ -73,12 +73,17 @@ func startMigrations(st *service.State, reg *service.Registry) (stop func()) {
 			_, err := waitMajority(ctx, &service.Env{State: st, Registry: reg}, emptyDoc)
 			return err
 		},
+		// The donor's cluster time after its own writes (MongoDB takes the donor's vector
+		// clock), or the config server's if that is later.
 		ValidAfter: func(ctx context.Context) bson.Timestamp {
-			r, err := shardingDDLState(st, reg).remoteFor(st)
-			if err != nil {
-				return bson.Timestamp{}
+			local := st.Concern.Clock.ClusterTime()
+			v := bson.Timestamp{T: local.Secs(), I: local.Inc() + 1}
+			if r, err := shardingDDLState(st, reg).remoteFor(st); err == nil {
+				if c := ddl.ClusterTime(ctx, r); c.After(v) {
+					v = c
+				}
 			}
-			return ddl.ClusterTime(ctx, r)
+			return v
 		},
 		EnsureCollection: func(ctx context.Context, ns string, uuid catalog.UUID, options bsoncore.Document, indexes []bsoncore.Document) error {
 			return ensureMigratedCollection(ctx, st, reg, ns, uuid, options, indexes)
@@ -332,4 +337,14 @@ func runTransferMods(ctx context.Context, env *service.Env, cmd bsoncore.Documen
 	}
 	return bsoncore.NewDocumentBuilder().AppendArray("deleted", del.Build()).AppendArray("reload", rel.Build()).
 		AppendInt64("size", int64(size)).Build(), nil
+}
+
+// appendMigrationStatistics appends serverStatus.shardingStatistics on a shard that runs
+// migrations.
+func appendMigrationStatistics(b []byte, st *service.State) []byte {
+	h, _ := st.Decorate(migrationKey{}, func() any { return &migrationHolder{} }).(*migrationHolder)
+	if h == nil || h.svc == nil {
+		return b
+	}
+	return h.svc.AppendServerStatus(b)
 }

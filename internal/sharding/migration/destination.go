@@ -95,6 +95,8 @@ func ParseRecvChunkStart(cmd bsoncore.Document) (RecvChunkStart, error) {
 	if r.MigrationID, ok = uuidField(cmd, "migrationId"); !ok {
 		return r, missingField(name, "migrationId")
 	}
+	// The command's buffer is reused for the connection's next message: keep copies.
+	r.Min, r.Max, r.KeyPattern = cloneDoc(r.Min), cloneDoc(r.Max), cloneDoc(r.KeyPattern)
 	r.LSID, _ = uuidField(cmd, "lsid", "id")
 	r.TxnNumber, _ = cmd.Lookup("txnNumber").AsInt64OK()
 	r.CollectionUUID, _ = uuidField(cmd, "collectionUUID")
@@ -199,6 +201,7 @@ func (s *Service) receive(ctx context.Context, d *Destination) error {
 	if err := (nodeSteps{s}).InsertRangeDeletion(ctx, task); err != nil && !mongoerr.Is(err, mongoerr.DuplicateKey) {
 		return fmt.Errorf("persist the recipient's range deletion task: %w", err)
 	}
+	s.Stats.RecipientStarted.Add(1)
 	d.setState(StateClone)
 	clone := bsoncore.NewDocumentBuilder().AppendString("_migrateClone", req.NS).AppendString("sessionId", req.SessionID).Build()
 	for {
@@ -221,6 +224,8 @@ func (s *Service) receive(ctx context.Context, d *Destination) error {
 		if err := s.Local.Apply(ctx, req.NS, d.rng, nil, docs); err != nil {
 			return fmt.Errorf("insert cloned documents: %w", err)
 		}
+		s.Stats.DocsClonedOnRecipient.Add(int64(len(docs)))
+		s.Stats.BytesClonedOnRecip.Add(n)
 		d.mu.Lock()
 		d.cloned += int64(len(docs))
 		d.clonedBytes += n

@@ -186,7 +186,17 @@ func ParseMoveRangeBase(cmdName string, cmd bsoncore.Document) (MoveRangeRequest
 	if r.SecondaryThrottle, err = doc("secondaryThrottle", false); err != nil {
 		return r, err
 	}
+	// The command's buffer is reused for the connection's next message, and the request
+	// outlives it (the registry, the donation's goroutine): keep copies.
+	r.Min, r.Max, r.SecondaryThrottle = cloneDoc(r.Min), cloneDoc(r.Max), cloneDoc(r.SecondaryThrottle)
 	return r, nil
+}
+
+func cloneDoc(d bsoncore.Document) bsoncore.Document {
+	if d == nil {
+		return nil
+	}
+	return append(bsoncore.Document(nil), d...)
 }
 
 // ParseShardsvrMoveRange reads a _shardsvrMoveRange command.

@@ -46,6 +46,7 @@ type Service struct {
 	Log              *slog.Logger
 
 	Registry Registry
+	Stats    Statistics
 
 	ctx    context.Context
 	cancel context.CancelFunc

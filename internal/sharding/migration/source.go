@@ -88,6 +88,8 @@ func notOwned(ns, self string, min, max bsoncore.Document, wanted routing.ChunkV
 // steps) and returns its migration id.
 func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUID, error) {
 	start := time.Now()
+	s.Stats.DonorStarted.Add(1)
+	defer func() { s.Stats.DonorMillis.Add(time.Since(start).Milliseconds()) }()
 	self := s.Self()
 	if req.FromShard != "" && req.FromShard != self {
 		return catalog.UUID{}, mongoerr.Newf(mongoerr.IllegalOperation, "_shardsvrMoveRange for shard %s was sent to shard %s", req.FromShard, self)
@@ -203,6 +205,8 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 		return migrationID, s.abort(ctx, coord, req, sessionID, err, false)
 	}
 
+	s.Stats.CloneMillis.Add(time.Since(start).Milliseconds())
+
 	// The critical section: writes first, drained; the recipient's last catch-up; reads
 	// too; the commit.
 	reason := fmt.Sprintf("{ command: \"moveChunk\", fromShard: \"%s\", toShard: \"%s\" }", self, req.ToShard)
@@ -218,6 +222,7 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 		return migrationID, s.abort(ctx, coord, req, sessionID, fmt.Errorf("_recvChunkCommit failed: %w", err), true)
 	}
 	s.Filtering.PromoteCriticalSectionToBlockReads(req.NS)
+	commitStart := time.Now()
 	migrated := *chunk
 	migrated.Min, migrated.Max = req.Min, max
 	commitErr := s.commitOnConfig(ctx, req, self, migrated, table.Version())
@@ -247,10 +252,14 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 	}
 	s.Filtering.ExitCriticalSection(req.NS)
 	crit := time.Since(critStart)
+	s.Stats.CriticalSectionMillis.Add(crit.Milliseconds())
+	s.Stats.CommitMillis.Add(time.Since(commitStart).Milliseconds())
+	s.Stats.DonorCommitted.Add(1)
 	if err := coord.Complete(ctx); err != nil {
 		s.Log.Warn("Migration committed; its coordinator's commit sequence is left to the step-up recovery", "error", err.Error())
 	}
 	docs, nbytes := cloner.Progress()
+	s.Stats.DocsClonedOnDonor.Add(docs)
 	s.mu.Lock()
 	s.last = Stats{Docs: docs, Bytes: nbytes, Total: time.Since(start), Critical: crit, Committed: true}
 	s.mu.Unlock()
@@ -351,6 +360,7 @@ func (s *Service) abort(ctx context.Context, coord *Coordinator, req MoveRangeRe
 	if err := coord.Complete(ctx); err != nil {
 		s.Log.Warn("Migration aborted; its coordinator's abort sequence is left to the step-up recovery", "error", err.Error())
 	}
+	s.Stats.DonorAborted.Add(1)
 	s.Log.Info("Migration aborted", "ns", req.NS, "to", req.ToShard, "error", fmt.Sprint(cause))
 	return cause
 }
