@@ -248,6 +248,16 @@ func TestShardedMigration(t *testing.T) {
 		run(bson.D{{Key: "moveChunk", Value: "mig.c"}, {Key: "find", Value: bson.D{{Key: "k", Value: key}}}, {Key: "to", Value: to}})
 		owner[high] = to
 		t.Logf("move %d of k=%d to %s: %v", i, key, to, time.Since(start))
+		if i == 0 {
+			// The version transitions (commitChunkMigration): the migrated chunk gets
+			// the collection's major + 1 and minor 0, the donor's remaining (control) chunk
+			// the same major and minor 1.
+			want := `{"min": {"k": {"$minKey":1}},"max": {"k": {"$numberInt":"500"}},"shard": "` + s0 + `","lastmod": {"$timestamp":{"t":2,"i":1}}}` +
+				`{"min": {"k": {"$numberInt":"500"}},"max": {"k": {"$maxKey":1}},"shard": "` + s1 + `","lastmod": {"$timestamp":{"t":2,"i":0}}}`
+			if got := chunks(); got != want {
+				t.Fatalf("config.chunks after the first move:\n%s\nwant\n%s", got, want)
+			}
+		}
 		cleanRanges(ctx, t, d, "mig.c")
 		select {
 		case err := <-errs:
@@ -296,6 +306,12 @@ func TestShardedMigration(t *testing.T) {
 		}
 	}
 	if len(got) != len(expect) {
+		for id := range expect {
+			if !seen[id] {
+				t.Logf("missing: %d (k %d)", id, shardKeyOfID[id])
+				dumpOplog(ctx, t, d, id)
+			}
+		}
 		t.Fatalf("%d documents, want %d", len(got), len(expect))
 	}
 	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != int64(len(expect)) {
@@ -374,6 +390,22 @@ func cleanRanges(ctx context.Context, t *testing.T, d *Deployment, ns string) {
 			if _, err := tasks.DeleteOne(ctx, bson.D{{Key: "_id", Value: task.Lookup("_id")}}); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+}
+
+// dumpOplog logs the oplog entries of document id on every shard.
+func dumpOplog(ctx context.Context, t *testing.T, d *Deployment, id int) {
+	for _, sh := range d.Shards {
+		cur, err := sh.Client.Database("local").Collection("oplog.rs").Find(ctx, bson.D{{Key: "$or", Value: bson.A{
+			bson.D{{Key: "o._id", Value: id}}, bson.D{{Key: "o2._id", Value: id}}}}})
+		if err != nil {
+			continue
+		}
+		var all []bson.Raw
+		_ = cur.All(ctx, &all)
+		for _, e := range all {
+			t.Logf("%s oplog: %s", sh.Topology.Name, e)
 		}
 	}
 }

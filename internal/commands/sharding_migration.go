@@ -17,6 +17,8 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
+	"humongo/internal/repl/coord"
 	"humongo/internal/service"
 	"humongo/internal/sharding/ddl"
 	"humongo/internal/sharding/filtering"
@@ -53,7 +55,7 @@ type migrationHolder struct{ svc *migration.Service }
 
 // startMigrations builds a shard's migration service and joins its change tracker to the
 // write path; stop closes it.
-func startMigrations(st *service.State, reg *service.Registry) (stop func()) {
+func startMigrations(st *service.State, reg *service.Registry, rc *coord.Coordinator) (stop func()) {
 	rt := filtering.Of(st.DB)
 	if rt == nil {
 		return func() {}
@@ -88,12 +90,27 @@ func startMigrations(st *service.State, reg *service.Registry) (stop func()) {
 		EnsureCollection: func(ctx context.Context, ns string, uuid catalog.UUID, options bsoncore.Document, indexes []bsoncore.Document) error {
 			return ensureMigratedCollection(ctx, st, reg, ns, uuid, options, indexes)
 		},
-		Log: st.Logger,
+		ConfigTime: func() bson.Timestamp {
+			c := st.Concern.Clock.Time().Config
+			return bson.Timestamp{T: c.Secs(), I: c.Inc()}
+		},
+		ConfigConnString: func() string {
+			id, _ := st.Sharding.Identity()
+			return id.ConfigsvrConnectionString
+		},
+		AdvanceConfigTime: func(t, i uint32) { st.Concern.Clock.TickConfigTo(optime.MakeTimestamp(t, i)) },
+		Log:               st.Logger,
 	}
 	s.Init()
 	st.Decorate(migrationKey{}, func() any { return &migrationHolder{svc: s} })
 	st.DB.Colls.SetDocListener(tracker)
+	stopRecovery := func() {}
+	if rc != nil {
+		// Unfinished coordinators resume on each step-up.
+		stopRecovery = s.StartRecovery(rc)
+	}
 	return func() {
+		stopRecovery()
 		st.DB.Colls.SetDocListener(nil)
 		s.Close()
 	}

@@ -72,7 +72,7 @@ func StartShardingRole(ctx context.Context, st *service.State, reg *service.Regi
 	}
 	if role == shardstate.RoleShardServer {
 		stopRuntime := startShardRuntime(st, reg, rc)
-		stopMigrations := startMigrations(st, reg)
+		stopMigrations := startMigrations(st, reg, rc)
 		stop = func() { stopMigrations(); stopRuntime() }
 	}
 	if found {

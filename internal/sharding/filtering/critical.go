@@ -127,3 +127,11 @@ func (r *Runtime) waitCriticalSection(ctx context.Context, ns string) {
 		}
 	}
 }
+
+// ClearAll forgets every collection's metadata (the next versioned request refreshes it):
+// ShardingStateRecovery's reset after an interrupted metadata change.
+func (r *Runtime) ClearAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.colls)
+}

@@ -14,6 +14,26 @@ type Registry struct {
 	mu      sync.Mutex
 	donate  *activeDonate
 	receive *activeReceive
+	locked  bool // the step-up recovery runs: no migration may start
+}
+
+var errLocked = mongoerr.New(mongoerr.ConflictingOperationInProgress,
+	"Unable to start new balancer operation because the ActiveMigrationsRegistry of this shard is temporarily locked")
+
+// Lock blocks new migrations while the step-up recovery runs (ActiveMigrationsRegistry::lock).
+// It fails when one runs already: its own start resolves the unfinished coordinators.
+func (r *Registry) Lock() (unlock func(), ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.donate != nil || r.receive != nil || r.locked {
+		return nil, false
+	}
+	r.locked = true
+	return func() {
+		r.mu.Lock()
+		r.locked = false
+		r.mu.Unlock()
+	}, true
 }
 
 type activeDonate struct {
@@ -83,6 +103,9 @@ func (r *Registry) RegisterDonate(req MoveRangeRequest) (*ScopedDonate, error) {
 	if r.receive != nil {
 		return nil, r.receive.conflict()
 	}
+	if r.locked {
+		return nil, errLocked
+	}
 	if r.donate != nil {
 		if r.donate.req.Same(req) {
 			return &ScopedDonate{r: r, a: r.donate}, nil
@@ -103,6 +126,9 @@ func (r *Registry) RegisterReceive(ns, rangeText, from string) (release func(), 
 	}
 	if r.donate != nil {
 		return nil, r.donate.conflict()
+	}
+	if r.locked {
+		return nil, errLocked
 	}
 	a := &activeReceive{ns: ns, from: from, rng: rangeText}
 	r.receive = a

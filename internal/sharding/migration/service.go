@@ -43,7 +43,13 @@ type Service struct {
 	// EnsureCollection creates ns locally with uuid, options and indexes (the donor's)
 	// unless it exists, and creates the indexes it lacks.
 	EnsureCollection func(ctx context.Context, ns string, uuid catalog.UUID, options bsoncore.Document, indexes []bsoncore.Document) error
-	Log              *slog.Logger
+	// ConfigTime, ConfigConnString and AdvanceConfigTime serve minOpTimeRecovery: the
+	// node's config time, its config servers' connection string, and raising the config
+	// time at recovery (nil: no minOpTimeRecovery document is kept).
+	ConfigTime        func() bson.Timestamp
+	ConfigConnString  func() string
+	AdvanceConfigTime func(t, i uint32)
+	Log               *slog.Logger
 
 	Registry Registry
 	Stats    Statistics

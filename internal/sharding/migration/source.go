@@ -97,6 +97,11 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 	if req.ToShard == self {
 		return catalog.UUID{}, mongoerr.New(mongoerr.InvalidOptions, "Destination shard cannot be the same as source")
 	}
+	// Unfinished migrations of this donor (a crash, a commit whose outcome was unknown)
+	// are resolved before a new one starts.
+	if err := s.RecoverCoordinators(ctx); err != nil {
+		return catalog.UUID{}, err
+	}
 	if _, err := s.Cluster.ShardHost(ctx, req.ToShard); err != nil {
 		return catalog.UUID{}, err
 	}
@@ -144,6 +149,11 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 	// the mods if the scan missed it.
 	s.Local.Tracker.Start(cloner)
 	defer s.Local.Tracker.Stop(cloner)
+	// A write whose observer call came before Start may commit after the scan's snapshot:
+	// wait for those (they hold the collection's IX lock until their unit ends).
+	if err := s.Local.DrainWrites(ctx, req.NS); err != nil {
+		return catalog.UUID{}, err
+	}
 	ids, bytes, localUUID, collDocs, collBytes, err := s.Local.ScanRange(ctx, req.NS, rng)
 	if err != nil {
 		return catalog.UUID{}, err
@@ -210,6 +220,14 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 	// The critical section: writes first, drained; the recipient's last catch-up; reads
 	// too; the commit.
 	reason := fmt.Sprintf("{ command: \"moveChunk\", fromShard: \"%s\", toShard: \"%s\" }", self, req.ToShard)
+	if err := s.minOpTimeUpdate(ctx, 1); err != nil {
+		return migrationID, s.abort(ctx, coord, req, sessionID, err, false)
+	}
+	defer func() {
+		if err := s.minOpTimeUpdate(ctx, -1); err != nil {
+			s.Log.Warn("Failed to record the end of the migration's metadata change", "error", err.Error())
+		}
+	}()
 	if err := s.Filtering.EnterCriticalSection(req.NS, reason); err != nil {
 		return migrationID, s.abort(ctx, coord, req, sessionID, err, false)
 	}
