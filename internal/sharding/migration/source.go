@@ -11,9 +11,33 @@ import (
 
 	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
+	"humongo/internal/failpoint"
 	"humongo/internal/mongoerr"
 	"humongo/internal/sharding/routing"
 )
+
+// Fail points of the donor's steps (MongoDB's names): moveChunkHangAtStep5 holds the
+// migration in its critical section before _recvChunkCommit; hangBeforePostMigrationCommitRefresh
+// holds it after the config server's commit, before the refresh and the coordinator's
+// sequence. Tests kill the donor there.
+var (
+	moveChunkHangAtStep5                 = failpoint.Register("moveChunkHangAtStep5")
+	hangBeforePostMigrationCommitRefresh = failpoint.Register("hangBeforePostMigrationCommitRefresh")
+)
+
+// hangWhile waits while fp is on (or ctx ends).
+func hangWhile(ctx context.Context, fp *failpoint.FailPoint) {
+	for {
+		if _, on := fp.Evaluate(nil); !on {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
 
 // Stats describe the last migration this node donated (for tests and benchmarks).
 type Stats struct {
@@ -235,6 +259,7 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 	if err := s.Local.DrainWrites(ctx, req.NS); err != nil {
 		return migrationID, s.abort(ctx, coord, req, sessionID, err, true)
 	}
+	hangWhile(ctx, moveChunkHangAtStep5)
 	commit := bsoncore.NewDocumentBuilder().AppendString("_recvChunkCommit", req.NS).AppendString("sessionId", sessionID).Build()
 	if _, err := s.Cluster.RunOnShard(ctx, req.ToShard, "admin", commit); err != nil {
 		return migrationID, s.abort(ctx, coord, req, sessionID, fmt.Errorf("_recvChunkCommit failed: %w", err), true)
@@ -261,6 +286,7 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 	if dec == Aborted {
 		return migrationID, s.abort(ctx, coord, req, sessionID, commitErr, true)
 	}
+	hangWhile(ctx, hangBeforePostMigrationCommitRefresh)
 	if err := coord.Decide(ctx, Committed); err != nil {
 		s.Log.Error("Failed to record the migration's commit decision", "error", err.Error())
 	}
