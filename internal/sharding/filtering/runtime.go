@@ -19,8 +19,10 @@
 //
 // A shard primary also writes what it refreshed to config.cache.* (persist.go).
 //
-// Not yet (later parts of issue 12 and the issues after it): the migration critical section,
-// secondaries reading config.cache.* (they refresh from the config server themselves),
+// A migration's critical section (critical.go) blocks versioned writes, then reads, of a
+// collection on its donor until the commit is known.
+//
+// Not yet (later parts of issue 12 and the issues after it): secondaries reading config.cache.* (they refresh from the config server themselves),
 // recovering the metadata from config.cache.* after a restart, and index versions in the
 // shard version.
 package filtering

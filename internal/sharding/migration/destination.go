@@ -360,7 +360,6 @@ func (s *Service) ensureCollection(ctx context.Context, req RecvChunkStart) erro
 func (s *Service) waitOverlappingRangeDeletions(ctx context.Context, req RecvChunkStart) error {
 	cmd := bsoncore.NewDocumentBuilder().AppendString("find", "rangeDeletions").
 		AppendDocument("filter", bsoncore.NewDocumentBuilder().AppendString("nss", req.NS).Build()).Build()
-	p, _ := shardkey.Parse(req.KeyPattern)
 	for {
 		reply, err := s.LocalRun(ctx, "config", cmd)
 		if err != nil {
@@ -381,7 +380,6 @@ func (s *Service) waitOverlappingRangeDeletions(ctx context.Context, req RecvChu
 				break
 			}
 		}
-		_ = p
 		if !overlap {
 			return nil
 		}

@@ -61,7 +61,6 @@ type Service struct {
 	mu     sync.Mutex
 	cloner *Cloner
 	dest   *Destination
-	last   Stats
 	closed bool
 }
 

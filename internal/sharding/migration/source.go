@@ -39,20 +39,6 @@ func hangWhile(ctx context.Context, fp *failpoint.FailPoint) {
 	}
 }
 
-// Stats describe the last migration this node donated (for tests and benchmarks).
-type Stats struct {
-	Docs, Bytes     int64
-	Total, Critical time.Duration
-	Committed       bool
-}
-
-// LastStats returns the statistics of the last finished donation.
-func (s *Service) LastStats() Stats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.last
-}
-
 // MoveRange is the donor's _shardsvrMoveRange: it registers the donation (joining an
 // identical running one) and runs it in a goroutine of the service, so that a client giving
 // up does not leave it halfway; the caller waits for its outcome with ctx. With
@@ -178,7 +164,7 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 	if err := s.Local.DrainWrites(ctx, req.NS); err != nil {
 		return catalog.UUID{}, err
 	}
-	ids, bytes, localUUID, collDocs, collBytes, err := s.Local.ScanRange(ctx, req.NS, rng)
+	ids, _, localUUID, collDocs, collBytes, err := s.Local.ScanRange(ctx, req.NS, rng)
 	if err != nil {
 		return catalog.UUID{}, err
 	}
@@ -198,7 +184,6 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 				maxRecs, req.MaxChunkSizeBytes, avg, len(ids), req.NS, bsonutil.FormatDoc(req.Min), bsonutil.FormatDoc(max))
 		}
 	}
-	_ = bytes
 	cloner.setToClone(ids)
 
 	lsid, txn := NewSessionTxn()
@@ -304,9 +289,6 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 	}
 	docs, nbytes := cloner.Progress()
 	s.Stats.DocsClonedOnDonor.Add(docs)
-	s.mu.Lock()
-	s.last = Stats{Docs: docs, Bytes: nbytes, Total: time.Since(start), Critical: crit, Committed: true}
-	s.mu.Unlock()
 	s.Log.Info("Migration committed", "ns", req.NS, "min", bsonutil.FormatDoc(req.Min), "max", bsonutil.FormatDoc(max),
 		"to", req.ToShard, "docs", docs, "bytes", nbytes, "durationMillis", time.Since(start).Milliseconds(),
 		"criticalSectionMillis", crit.Milliseconds())
