@@ -258,7 +258,7 @@ func TestShardedMigration(t *testing.T) {
 				t.Fatalf("config.chunks after the first move:\n%s\nwant\n%s", got, want)
 			}
 		}
-		cleanRanges(ctx, t, d, "mig.c")
+		cleanRanges(ctx, t, d, "mig.c", "k")
 		select {
 		case err := <-errs:
 			t.Fatal(err)
@@ -350,9 +350,17 @@ func TestShardedMigration(t *testing.T) {
 		}
 		return raw.Lookup("shardingStatistics").Document()
 	}
+	// Bigger than config.settings' chunksize (1 MB here): ChunkTooBig unless forced.
+	if _, err := d.Config.Client.Database("config").Collection("settings").UpdateOne(ctx, bson.D{{Key: "_id", Value: "chunksize"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "value", Value: 1}}}}, options.UpdateOne().SetUpsert(true)); err != nil {
+		t.Fatal(err)
+	}
+	fails(bson.D{{Key: "moveChunk", Value: "mig.big"}, {Key: "find", Value: bson.D{{Key: "_id", Value: 0}}}, {Key: "to", Value: s1}},
+		153, "Cannot move chunk: the maximum number of documents for a chunk is")
 	crit0 := statsOf(0).Lookup("totalCriticalSectionTimeMillis").AsInt64()
 	start := time.Now()
-	run(bson.D{{Key: "moveChunk", Value: "mig.big"}, {Key: "find", Value: bson.D{{Key: "_id", Value: 0}}}, {Key: "to", Value: s1}})
+	run(bson.D{{Key: "moveChunk", Value: "mig.big"}, {Key: "find", Value: bson.D{{Key: "_id", Value: 0}}}, {Key: "to", Value: s1},
+		{Key: "forceJumbo", Value: true}})
 	el := time.Since(start)
 	crit := statsOf(0).Lookup("totalCriticalSectionTimeMillis").AsInt64() - crit0
 	mb := float64(n*1030) / (1 << 20)
@@ -361,13 +369,60 @@ func TestShardedMigration(t *testing.T) {
 	if c, err := big.CountDocuments(ctx, bson.D{}); err != nil || c != n {
 		t.Fatalf("big: %d (%v), want %d", c, err, n)
 	}
+
+	// The same chunk back while a writer updates its documents.
+	cleanRanges(ctx, t, d, "mig.big", "_id")
+	stopW := make(chan struct{})
+	var updates atomic.Int64
+	werr := make(chan error, 1)
+	go func() {
+		rng := rand.New(rand.NewPCG(3, 4))
+		for {
+			select {
+			case <-stopW:
+				werr <- nil
+				return
+			default:
+			}
+			id := rng.IntN(n)
+			if _, err := big.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "u", Value: 1}}}}); err != nil {
+				werr <- err
+				return
+			}
+			updates.Add(1)
+		}
+	}()
+	crit1 := statsOf(1).Lookup("totalCriticalSectionTimeMillis").AsInt64()
+	start = time.Now()
+	run(bson.D{{Key: "moveChunk", Value: "mig.big"}, {Key: "find", Value: bson.D{{Key: "_id", Value: 0}}}, {Key: "to", Value: s0},
+		{Key: "forceJumbo", Value: true}})
+	el = time.Since(start)
+	close(stopW)
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+	crit = statsOf(1).Lookup("totalCriticalSectionTimeMillis").AsInt64() - crit1
+	t.Logf("MEASURED with writes: moved %d docs (%.1f MB) in %v: %.1f MB/s, %.0f docs/s; critical section %d ms; %d updates acknowledged meanwhile",
+		n, mb, el, mb/el.Seconds(), float64(n)/el.Seconds(), crit, updates.Load())
+	var sum struct {
+		N int64 `bson:"n"`
+		U int64 `bson:"u"`
+	}
+	cur, err = big.Aggregate(ctx, bson.A{bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil},
+		{Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}, {Key: "u", Value: bson.D{{Key: "$sum", Value: "$u"}}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cur.Next(ctx) || cur.Decode(&sum) != nil || sum.N != n || sum.U != updates.Load() {
+		t.Fatalf("after the move under updates: %d documents with %d increments, want %d and %d", sum.N, sum.U, n, updates.Load())
+	}
 }
 
 // cleanRanges plays the range deleter (not part of the migration: it runs the ready
 // config.rangeDeletions tasks): on each shard it deletes the documents of every ready task's
-// range of ns directly (k is the shard key) and then the task, so that a range can move back
+// range of ns directly (field is the shard key) and then the task, so that a range can move back
 // to a shard that donated it (the recipient waits for overlapping range deletions).
-func cleanRanges(ctx context.Context, t *testing.T, d *Deployment, ns string) {
+func cleanRanges(ctx context.Context, t *testing.T, d *Deployment, ns, field string) {
 	t.Helper()
 	db, coll, _ := strings.Cut(ns, ".")
 	for _, sh := range d.Shards {
@@ -381,9 +436,9 @@ func cleanRanges(ctx context.Context, t *testing.T, d *Deployment, ns string) {
 			t.Fatal(err)
 		}
 		for _, task := range all {
-			min := task.Lookup("range", "min", "k")
-			max := task.Lookup("range", "max", "k")
-			if _, err := sh.Client.Database(db).Collection(coll).DeleteMany(ctx, bson.D{{Key: "k", Value: bson.D{
+			min := task.Lookup("range", "min", field)
+			max := task.Lookup("range", "max", field)
+			if _, err := sh.Client.Database(db).Collection(coll).DeleteMany(ctx, bson.D{{Key: field, Value: bson.D{
 				{Key: "$gte", Value: min}, {Key: "$lt", Value: max}}}}); err != nil {
 				t.Fatal(err)
 			}
