@@ -258,6 +258,14 @@ func TestShardedMigration(t *testing.T) {
 				t.Fatalf("config.chunks after the first move:\n%s\nwant\n%s", got, want)
 			}
 		}
+		if i == 1 {
+			// The donor's last chunk left: no control chunk, the migrated one at 3|0.
+			want := `{"min": {"k": {"$minKey":1}},"max": {"k": {"$numberInt":"500"}},"shard": "` + s1 + `","lastmod": {"$timestamp":{"t":3,"i":0}}}` +
+				`{"min": {"k": {"$numberInt":"500"}},"max": {"k": {"$maxKey":1}},"shard": "` + s1 + `","lastmod": {"$timestamp":{"t":2,"i":0}}}`
+			if got := chunks(); got != want {
+				t.Fatalf("config.chunks after the second move:\n%s\nwant\n%s", got, want)
+			}
+		}
 		cleanRanges(ctx, t, d, "mig.c", "k")
 		select {
 		case err := <-errs:
