@@ -148,3 +148,25 @@ func (s *Service) recoverMinOpTime(ctx context.Context) error {
 	_, err = writeOK(s.LocalRun(ctx, "admin", reset))
 	return err
 }
+
+// recoverLater retries RecoverCoordinators in a goroutine of the service until it succeeds
+// (once the running donation has unregistered, the registry can be locked for it).
+func (s *Service) recoverLater() {
+	_ = s.spawn(func(ctx context.Context) {
+		for {
+			if unlock, ok := s.Registry.Lock(); ok {
+				err := s.RecoverCoordinators(ctx)
+				unlock()
+				if err == nil {
+					return
+				}
+				s.Log.Warn("Failed to resolve an unfinished migration; retrying", "error", err.Error())
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	})
+}

@@ -260,8 +260,10 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 		owner, err := s.ownerWithRetry(ctx, uuid, req.Min)
 		if err != nil {
 			// Nothing known: leave the critical section held and the coordinator
-			// undecided; the step-up recovery (or the next donation) resolves it.
+			// undecided; a recovery in the background (or the step-up recovery, or the
+			// next donation) resolves it.
 			s.Log.Error("Migration commit outcome unknown", "ns", req.NS, "migrationId", migrationID.String(), "error", err.Error())
+			s.recoverLater()
 			return migrationID, fmt.Errorf("commit of the migration of %s: %w (outcome unknown: %v)", req.NS, commitErr, err)
 		}
 		if owner != req.ToShard {
