@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +76,16 @@ func TestShardedMigrationDonorKilled(t *testing.T) {
 					t.Fatal("the migration never reached the fail point")
 				}
 				time.Sleep(50 * time.Millisecond)
+			}
+			if !c.committed {
+				// While the donor is busy, another migration from it is refused (117).
+				err := admin.RunCommand(ctx, bson.D{{Key: "moveRange", Value: ns}, {Key: "toShard", Value: s1},
+					{Key: "min", Value: bson.D{{Key: "k", Value: 200}}}}).Err()
+				var ce mongo.CommandError
+				if !errors.As(err, &ce) || ce.Code != 117 ||
+					!strings.Contains(ce.Message, "Unable to start new balancer operation because this shard is currently donating range 'min: { k: MinKey } - max: { k: MaxKey }' for namespace "+ns+" to shard "+s1) {
+					t.Fatalf("a second migration while one runs: %v", err)
+				}
 			}
 			if err := donor.Kill(); err != nil {
 				t.Fatal(err)
