@@ -55,6 +55,9 @@ var rank = map[string]int{
 	// sharding/balancer reads the rest of sharding (configsvr's zone bounds, configclient's
 	// collection entries, routing's chunks) for the config server primary's balancer.
 	"sharding/balancer": 12,
+	// sharding/migration runs chunk migrations on a shard over the rest of sharding
+	// (filtering's critical section, routing) and the operation layer's storage.
+	"sharding/migration": 12,
 }
 
 // harness lists the test-only packages: harnesses that start servers and processes, and

@@ -64,6 +64,9 @@ func runServerStatus(_ context.Context, env *service.Env, cmd bsoncore.Document)
 		if want("sharding") {
 			b = st.Sharding.AppendServerStatus(b)
 		}
+		if want("shardingStatistics") {
+			b = appendMigrationStatistics(b, st)
+		}
 		return b
 	}), nil
 }

@@ -75,7 +75,8 @@ func StartShardingRole(ctx context.Context, st *service.State, reg *service.Regi
 	}
 	if role == shardstate.RoleShardServer {
 		stopRuntime, stopSplitter := startShardRuntime(st, reg, rc), startChunkSplitter(st, reg, rc)
-		stop = func() { stopSplitter(); stopRuntime() }
+		stopMigrations := startMigrations(st, reg, rc)
+		stop = func() { stopMigrations(); stopSplitter(); stopRuntime() }
 		stop = startRangeDeleter(ctx, st, rc, stop) // sharding_rangedel.go
 	}
 	if found {

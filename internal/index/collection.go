@@ -478,6 +478,8 @@ type Collections struct {
 	mu  sync.Mutex
 	m   map[catalog.UUID]*Collection
 	obs atomic.Pointer[observerBox]
+	// listener is told of every document write after the op observer (doclistener.go).
+	listener atomic.Pointer[listenerBox]
 	// builds is the registry of running two-phase index builds (twophase.go).
 	buildsOnce sync.Once
 	builds     *IndexBuilds
@@ -537,6 +539,9 @@ func (cs *Collections) Observer() opobserver.Observer {
 func (c *Collection) observer() opobserver.Observer {
 	if c.owner == nil {
 		return opobserver.NoOp{}
+	}
+	if b := c.owner.listener.Load(); b != nil {
+		return teeObserver{Observer: c.owner.Observer(), l: b.l}
 	}
 	return c.owner.Observer()
 }

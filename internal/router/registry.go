@@ -49,6 +49,9 @@ func NewRegistry() *service.Registry {
 	for _, c := range chunkMaintenanceCommands() {
 		r.Register(c)
 	}
+	for _, c := range migrationCommands() {
+		r.Register(c)
+	}
 	for _, name := range unsupported {
 		r.Register(&service.Command{
 			Name:    name,
@@ -81,7 +84,7 @@ var unsupported = []string{
 	"saslStart", "saslContinue", "authenticate", "logout", "createUser", "dropUser", "createRole",
 	"dropRole", "usersInfo", "rolesInfo",
 	// Sharding administration.
-	"reshardCollection", "refineCollectionShardKey", "moveChunk", "moveRange",
+	"reshardCollection", "refineCollectionShardKey",
 	"getShardMap", "configureCollectionBalancing",
 	"checkMetadataConsistency",
 }

@@ -20,8 +20,10 @@
 // A shard primary also writes what it refreshed to config.cache.* (persist.go). A database
 // whose primary moves is held in a critical section meanwhile (dbcritsec.go).
 //
-// Not yet (later parts of issue 12 and the issues after it): the migration critical section,
-// secondaries reading config.cache.* (they refresh from the config server themselves),
+// A migration's critical section (critical.go) blocks versioned writes, then reads, of a
+// collection on its donor until the commit is known.
+//
+// Not yet (later parts of issue 12 and the issues after it): secondaries reading config.cache.* (they refresh from the config server themselves),
 // recovering the metadata from config.cache.* after a restart, and index versions in the
 // shard version.
 package filtering
@@ -131,6 +133,7 @@ type Runtime struct {
 	users usersOf // in-flight uses of each metadata (preserver.go), guarded by mu
 	// dbSections are the databases' critical sections (dbcritsec.go).
 	dbSections map[string]*dbCriticalSection
+	crit       criticalSections // the migration critical sections (critical.go)
 }
 
 // flight is one refresh in progress; its waiters share its result.
@@ -261,6 +264,13 @@ func (r *Runtime) Check(op *operation.Context, ns string) (plan.OwnershipFilter,
 	if err != nil {
 		return nil, err
 	}
+	m, err := r.CheckCollection(ns, id.ShardName, received)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	if err := r.checkCriticalSection(op, ns, id.ShardName, received, m.ShardVersion()); err != nil {
+		return nil, err
+	}
 	return r.checkAndPin(ns, id.ShardName, received) // preserver.go
 }
 
@@ -334,6 +344,7 @@ func (r *Runtime) OnStaleError(ctx context.Context, err error) {
 // as MongoDB's drop coordinator would have cleared the shard's metadata, and a drop reaching
 // this shard any other way must not leave it answering StaleConfig for ever.
 func (r *Runtime) OnShardVersionMismatch(ctx context.Context, ns string, received routing.ChunkVersion) error {
+	r.waitCriticalSection(ctx, ns) // a migration's commit: its refresh is the one to have
 	if m, ok := r.Collection(ns); ok && received.IsOlderOrEqualThan(m.ShardVersion()) &&
 		!(m.Sharded() && received.Equal(routing.Unsharded())) {
 		return nil

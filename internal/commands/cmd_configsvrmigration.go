@@ -1,0 +1,130 @@
+package commands
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/mongoerr"
+	"humongo/internal/service"
+	"humongo/internal/sharding/configsvr"
+	"humongo/internal/sharding/ddl"
+	"humongo/internal/sharding/migration"
+	"humongo/internal/sharding/routing"
+)
+
+func configsvrMoveRangeCommand() *service.Command {
+	return &service.Command{Name: "_configsvrMoveRange", Handler: runConfigsvrMoveRange, AdminOnly: true,
+		Secondary: service.SecondaryNever,
+		Help:      "Internal command, which is exported by the sharding config server. Do not call directly. Requests the balancer to move a range of a sharded collection."}
+}
+
+func configsvrCommitChunkMigrationCommand() *service.Command {
+	return &service.Command{Name: "_configsvrCommitChunkMigration", Handler: runConfigsvrCommitChunkMigration, AdminOnly: true,
+		Secondary: service.SecondaryNever, Writes: true,
+		Help: "should not be calling this directly"}
+}
+
+// runConfigsvrMoveRange is the config server's _configsvrMoveRange ({_configsvrMoveRange:
+// ns, toShard, min, max?, waitForDelete, forceJumbo, secondaryThrottle}): it finds the
+// chunk containing min and its owner, and sends _shardsvrMoveRange to the owner's primary
+// with the collection's epoch, timestamp and the chunk size that applies.
+func runConfigsvrMoveRange(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "_configsvrMoveRange"
+	if err := requireConfigServer(env, name); err != nil {
+		return nil, err
+	}
+	req, err := migration.ParseMoveRangeBase(name, cmd)
+	if err != nil {
+		return nil, err
+	}
+	s := shardingDDLOf(env)
+	remote, err := s.coord.Remote()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := remote.Shards.Lookup(ctx, req.ToShard); err != nil {
+		return nil, mongoerr.Newf(mongoerr.ShardNotFound, "Could not find shard %s", req.ToShard)
+	}
+	t, err := s.committer.MoveRangeTarget(ctx, req.NS, req.Min)
+	if err != nil {
+		return nil, err
+	}
+	req.FromShard, req.Epoch, req.CollectionTimestamp = t.Chunk.Shard, t.Gen.Epoch, t.Gen.Timestamp
+	req.MaxChunkSizeBytes = t.MaxChunkSizeBytes
+	rs, err := remote.Shard(ctx, t.Chunk.Shard)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := ddl.Run(ctx, rs, "admin", req.Command()); err != nil {
+		return nil, err
+	}
+	return emptyDoc, nil
+}
+
+// runConfigsvrCommitChunkMigration commits a migration ({_configsvrCommitChunkMigration: ns,
+// fromShard, toShard, migratedChunk: {min, max, lastmod}, fromShardCollectionVersion,
+// validAfter}) and answers, once majority committed, {shardVersion, collectionVersion}.
+func runConfigsvrCommitChunkMigration(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "_configsvrCommitChunkMigration"
+	if err := requireConfigServer(env, name); err != nil {
+		return nil, err
+	}
+	var req configsvr.MigrationRequest
+	var ok bool
+	if req.NS, ok = cmd.Index(0).Value().StringValueOK(); !ok || req.NS == "" {
+		return nil, mongoerr.New(mongoerr.InvalidNamespace, "invalid namespace specified for request")
+	}
+	required := func(field string, t bsoncore.Type) (bsoncore.Value, error) {
+		v := lookup(cmd, field)
+		if v.Type == 0 {
+			return v, mongoerr.Newf(mongoerr.Location40414, "BSON field '%s.%s' is missing but a required field", name, field)
+		}
+		if v.Type != t {
+			return v, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s'", name, field, v.Type)
+		}
+		return v, nil
+	}
+	v, err := required("fromShard", bsoncore.TypeString)
+	if err != nil {
+		return nil, err
+	}
+	req.FromShard = v.StringValue()
+	if v, err = required("toShard", bsoncore.TypeString); err != nil {
+		return nil, err
+	}
+	req.ToShard = v.StringValue()
+	if v, err = required("migratedChunk", bsoncore.TypeEmbeddedDocument); err != nil {
+		return nil, err
+	}
+	mc := v.Document()
+	if req.Min, ok = mc.Lookup("min").DocumentOK(); !ok {
+		return nil, mongoerr.Newf(mongoerr.Location40414, "BSON field '%s.migratedChunk.min' is missing but a required field", name)
+	}
+	if req.Max, ok = mc.Lookup("max").DocumentOK(); !ok {
+		return nil, mongoerr.Newf(mongoerr.Location40414, "BSON field '%s.migratedChunk.max' is missing but a required field", name)
+	}
+	if v, err = required("fromShardCollectionVersion", bsoncore.TypeEmbeddedDocument); err != nil {
+		return nil, err
+	}
+	cv, err := routing.ParseShardVersion(v)
+	if err != nil {
+		return nil, err
+	}
+	req.Gen = cv.Generation
+	if t, i, ok := mc.Lookup("lastmod").TimestampOK(); ok {
+		req.Version = routing.ChunkVersion{Major: t, Minor: i, Generation: cv.Generation}
+		req.HasVersion = true
+	}
+	if v, err = required("validAfter", bsoncore.TypeTimestamp); err != nil {
+		return nil, err
+	}
+	t, i := v.Timestamp()
+	req.ValidAfter = bson.Timestamp{T: t, I: i}
+	vs, err := shardingDDLOf(env).committer.CommitMigration(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return waitMajority(ctx, env, versionsReply(vs))
+}
