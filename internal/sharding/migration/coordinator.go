@@ -223,8 +223,8 @@ func (c *Coordinator) Complete(ctx context.Context) error {
 
 // Recover resumes an unfinished coordinator after a donor step-up
 // (migrationutil::resumeMigrationCoordinationsOnStepUp): without a recorded decision the
-// config server's config.chunks says whether the commit happened (the chunk's owner is the
-// recipient: committed; otherwise aborted); the donor's metadata is refreshed, then the
+// config server's config.chunks says whether the commit happened (the donor still owns the
+// range: aborted; otherwise committed); the donor's metadata is refreshed, then the
 // decision's sequence runs.
 func (c *Coordinator) Recover(ctx context.Context) error {
 	if c.Doc.Decision == Undecided {
@@ -232,9 +232,12 @@ func (c *Coordinator) Recover(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("read the migrated range's owner: %w", err)
 		}
-		dec := Aborted
-		if owner == c.Doc.Recipient {
-			dec = Committed
+		// Aborted only while the donor still owns the range: the recipient may have moved
+		// it on since the commit (the simulation found that; sim_test.go). Its own pending
+		// range deletion task keeps the range from coming back to the donor meanwhile.
+		dec := Committed
+		if owner == c.Doc.Donor {
+			dec = Aborted
 		}
 		if err := c.Decide(ctx, dec); err != nil {
 			return err

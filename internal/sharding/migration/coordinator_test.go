@@ -139,7 +139,8 @@ func TestCoordinatorSequences(t *testing.T) {
 func TestCoordinatorRecover(t *testing.T) {
 	steps := []string{"chunkOwner", "decide:committed", "decide:aborted", "refresh", "deleteTask:s0", "deleteTask:s1",
 		"readyTask:s0", "readyTask:s1", "deleteCoordinator", ""}
-	for _, owner := range []string{"s0", "s1"} {
+	// s2: the recipient moved the range on after the commit; still committed.
+	for _, owner := range []string{"s0", "s1", "s2"} {
 		for _, fail := range steps {
 			t.Run(fmt.Sprintf("owner=%s/fail=%s", owner, fail), func(t *testing.T) {
 				f := newFake("s0")

@@ -266,7 +266,7 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 			s.recoverLater()
 			return migrationID, fmt.Errorf("commit of the migration of %s: %w (outcome unknown: %v)", req.NS, commitErr, err)
 		}
-		if owner != req.ToShard {
+		if owner == self { // as Coordinator.Recover decides
 			dec = Aborted
 		}
 	}
