@@ -28,7 +28,8 @@ func TestShardedMigration(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a sharded cluster")
 	}
-	d := Start(t, Topology{Kind: Sharded, Shards: 2}, Options{})
+	// No orphan cleanup delay: a range can move back once the donor's deleter removed it.
+	d := Start(t, Topology{Kind: Sharded, Shards: 2}, Options{Args: []string{"--setParameter", "orphanCleanupDelaySecs=0"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	admin := d.Client.Database("admin")
@@ -426,32 +427,25 @@ func TestShardedMigration(t *testing.T) {
 	}
 }
 
-// cleanRanges plays the range deleter (not part of the migration: it runs the ready
-// config.rangeDeletions tasks): on each shard it deletes the documents of every ready task's
-// range of ns directly (field is the shard key) and then the task, so that a range can move back
-// to a shard that donated it (the recipient waits for overlapping range deletions).
-func cleanRanges(ctx context.Context, t *testing.T, d *Deployment, ns, field string) {
+// cleanRanges waits until the shards' range deleters have removed every range deletion task
+// of ns (and so its orphans), so that a range can move back to a shard that donated it (the
+// recipient waits for overlapping range deletions only receiveChunkWaitForRangeDeleterTimeoutMS).
+func cleanRanges(ctx context.Context, t *testing.T, d *Deployment, ns, _ string) {
 	t.Helper()
-	db, coll, _ := strings.Cut(ns, ".")
 	for _, sh := range d.Shards {
 		tasks := sh.Client.Database("config").Collection("rangeDeletions")
-		cur, err := tasks.Find(ctx, bson.D{{Key: "nss", Value: ns}, {Key: "pending", Value: bson.D{{Key: "$exists", Value: false}}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var all []bson.Raw
-		if err := cur.All(ctx, &all); err != nil {
-			t.Fatal(err)
-		}
-		for _, task := range all {
-			min := task.Lookup("range", "min", field)
-			max := task.Lookup("range", "max", field)
-			if _, err := sh.Client.Database(db).Collection(coll).DeleteMany(ctx, bson.D{{Key: field, Value: bson.D{
-				{Key: "$gte", Value: min}, {Key: "$lt", Value: max}}}}); err != nil {
+		for {
+			n, err := tasks.CountDocuments(ctx, bson.D{{Key: "nss", Value: ns}})
+			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := tasks.DeleteOne(ctx, bson.D{{Key: "_id", Value: task.Lookup("_id")}}); err != nil {
-				t.Fatal(err)
+			if n == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: %d range deletion tasks of %s remain", sh.Topology.Name, n, ns)
+			case <-time.After(100 * time.Millisecond):
 			}
 		}
 	}

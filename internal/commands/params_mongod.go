@@ -47,6 +47,7 @@ func DefaultParamSpecs() []service.ParamSpec {
 		{Name: "maxTransactionLockRequestTimeoutMillis", Kind: service.ParamInt, Default: int64(5), Runtime: true, Startup: true},
 		{Name: "notablescan", Kind: service.ParamBool, Default: false, Runtime: true, Startup: true},
 		// The range deleter's (sharding_runtime_d_params.idl; internal/sharding/rangedel).
+		{Name: "receiveChunkWaitForRangeDeleterTimeoutMS", Kind: service.ParamInt, Default: int64(10000), Runtime: true, Startup: true, Min: 0, Max: math.MaxInt32},
 		{Name: "orphanCleanupDelaySecs", Kind: service.ParamInt, Default: int64(900), Runtime: true, Startup: true, Min: math.MinInt32, Max: math.MaxInt32},
 		{Name: "quiet", Kind: service.ParamBool, Default: false, Runtime: true, Startup: true},
 		{Name: "rangeDeleterBatchDelayMS", Kind: service.ParamInt, Default: int64(20), Runtime: true, Startup: true, Min: 0, Max: math.MaxInt32},

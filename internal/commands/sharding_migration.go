@@ -10,7 +10,9 @@ package commands
 
 import (
 	"context"
+	"humongo/internal/sharding/rangedel"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -99,7 +101,16 @@ func startMigrations(st *service.State, reg *service.Registry, rc *coord.Coordin
 			return id.ConfigsvrConnectionString
 		},
 		AdvanceConfigTime: func(t, i uint32) { st.Concern.Clock.TickConfigTo(optime.MakeTimestamp(t, i)) },
-		Log:               st.Logger,
+		RangeDeleter: func() migration.RangeDeleter {
+			if d := rangedel.Of(st.DB); d != nil {
+				return d
+			}
+			return nil
+		},
+		RangeDeleterWait: func() time.Duration {
+			return time.Duration(st.Params.Int("receiveChunkWaitForRangeDeleterTimeoutMS")) * time.Millisecond
+		},
+		Log: st.Logger,
 	}
 	s.Init()
 	st.Decorate(migrationKey{}, func() any { return &migrationHolder{svc: s} })

@@ -586,9 +586,10 @@ func (b *Balancer) dataSizes(ctx context.Context, shards []Shard, colls []collec
 
 // move sends _shardsvrMoveRange to the donor's primary.
 func (b *Balancer) move(ctx context.Context, c collection, m Migration, s Settings) error {
-	force := int32(0) // kDoNotForce
+	// move_range_request.idl's ForceJumbo enum (a string; sharding/migration parses it).
+	force := "doNotForce"
 	if m.ForceJumbo {
-		force = 2 // kForceBalancer
+		force = "forceBalancerMigration"
 	}
 	cmd := bsoncore.NewDocumentBuilder().AppendString("_shardsvrMoveRange", c.NS).
 		AppendString("toShard", m.To).AppendDocument("min", m.Min).AppendDocument("max", m.Max).
@@ -597,9 +598,11 @@ func (b *Balancer) move(ctx context.Context, c collection, m Migration, s Settin
 		AppendTimestamp("collectionTimestamp", c.Gen.Timestamp.T, c.Gen.Timestamp.I).
 		AppendString("fromShard", m.From).
 		AppendInt64("maxChunkSizeBytes", c.maxChunkSizeBytes).
-		AppendInt32("forceJumbo", force)
+		AppendString("forceJumbo", force)
 	if s.SecondaryThrottle != nil {
-		cmd.AppendBoolean("secondaryThrottle", *s.SecondaryThrottle)
+		// MigrationSecondaryThrottleOptions, as sharding/migration parses it.
+		cmd.AppendDocument("secondaryThrottle", bsoncore.NewDocumentBuilder().
+			AppendBoolean("_secondaryThrottle", *s.SecondaryThrottle).Build())
 	}
 	_, err := b.cfg.Shards.Run(ctx, m.From, "admin", cmd.Build())
 	return err

@@ -237,7 +237,7 @@ func (f *fakeCluster) Run(ctx context.Context, shard, db string, cmd bsoncore.Do
 		if i < 0 || f.chunks[i].Shard != shard {
 			return nil, mongoerr.New(mongoerr.ConflictingOperationInProgress, "no such chunk")
 		}
-		if f.tooBig[bsonutil.FormatDoc(f.chunks[i].Min)] && cmd.Lookup("forceJumbo").Int32() == 0 {
+		if f.tooBig[bsonutil.FormatDoc(f.chunks[i].Min)] && cmd.Lookup("forceJumbo").StringValue() == "doNotForce" {
 			return nil, mongoerr.New(mongoerr.ChunkTooBig, "Cannot move chunk: the maximum number of documents for a chunk is 1, the maximum chunk size is 1, average document size is 1. Found 2 documents in chunk")
 		}
 		f.chunks[i].Shard = to

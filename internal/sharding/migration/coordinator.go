@@ -118,6 +118,9 @@ type RangeDeletionTask struct {
 	WhenToClean              string // "now" | "delayed"
 	KeyPattern               bsoncore.Document
 	PreMigrationShardVersion *routing.ChunkVersion
+	// NumOrphanDocs is how many documents the task will delete, as far as known (the
+	// balancer leaves them out of a shard's data size; the deleter decrements it).
+	NumOrphanDocs int64
 }
 
 // Doc renders the document.
@@ -133,6 +136,7 @@ func (t RangeDeletionTask) Doc() bsoncore.Document {
 	}
 	b = bsoncore.AppendStringElement(b, "whenToClean", t.WhenToClean)
 	b = bsoncore.AppendDocumentElement(b, "keyPattern", t.KeyPattern)
+	b = bsoncore.AppendInt64Element(b, "numOrphanDocs", t.NumOrphanDocs)
 	if t.PreMigrationShardVersion != nil {
 		b = t.PreMigrationShardVersion.AppendShardVersion(b, "preMigrationShardVersion")
 	}
@@ -166,6 +170,9 @@ type Steps interface {
 type Coordinator struct {
 	Doc   CoordinatorDoc
 	Steps Steps
+	// Orphans is the donor task's numOrphanDocs: the documents in the range when the
+	// migration started.
+	Orphans int64
 }
 
 // Start writes the coordinator document, then the donor's pending range deletion task (the
@@ -175,7 +182,7 @@ func (c *Coordinator) Start(ctx context.Context, keyPattern bsoncore.Document, w
 		return fmt.Errorf("persist the migration coordinator document: %w", err)
 	}
 	t := RangeDeletionTask{ID: c.Doc.ID, NS: c.Doc.NS, CollectionUUID: c.Doc.CollectionUUID, Donor: c.Doc.Donor,
-		Min: c.Doc.Min, Max: c.Doc.Max, Pending: true, WhenToClean: whenToClean, KeyPattern: keyPattern}
+		Min: c.Doc.Min, Max: c.Doc.Max, Pending: true, WhenToClean: whenToClean, KeyPattern: keyPattern, NumOrphanDocs: c.Orphans}
 	v := c.Doc.PreMigrationChunkVersion
 	t.PreMigrationShardVersion = &v
 	if err := c.Steps.InsertRangeDeletion(ctx, t); err != nil {

@@ -2,6 +2,7 @@ package migration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -193,7 +194,17 @@ func (s *Service) receive(ctx context.Context, d *Destination) error {
 	if err := s.ensureCollection(ctx, req); err != nil {
 		return fmt.Errorf("create the collection from the donor's: %w", err)
 	}
-	if err := s.waitOverlappingRangeDeletions(ctx, req); err != nil {
+	wait := 10 * time.Second // receiveChunkWaitForRangeDeleterTimeoutMS's default
+	if s.RangeDeleterWait != nil {
+		wait = s.RangeDeleterWait()
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	err := s.waitOverlappingRangeDeletions(wctx, req)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return mongoerr.New(mongoerr.ExceededTimeLimit, "Exceeded deadline waiting for overlapping range deletion to finish")
+		}
 		return err
 	}
 	task := RangeDeletionTask{ID: req.MigrationID, NS: req.NS, CollectionUUID: req.CollectionUUID, Donor: req.FromShard,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -24,6 +25,12 @@ type Cluster interface {
 	RunOnConfig(ctx context.Context, db string, cmd bsoncore.Document) (bsoncore.Document, error)
 	// ShardHost returns shard id's connection string (ShardNotFound when there is none).
 	ShardHost(ctx context.Context, id string) (string, error)
+}
+
+// RangeDeleter is what migrations need of the shard's range deleter (rangedel.Service).
+type RangeDeleter interface {
+	// Kick wakes the deleter: a task became ready.
+	Kick()
 }
 
 // Service is one shard node's migrations: its registry, the donor's active cloner, the
@@ -49,7 +56,12 @@ type Service struct {
 	ConfigTime        func() bson.Timestamp
 	ConfigConnString  func() string
 	AdvanceConfigTime func(t, i uint32)
-	Log               *slog.Logger
+	// RangeDeleter is the shard's range deleter, nil when it runs none (tests): woken when
+	// a task becomes ready. RangeDeleterWait bounds the recipient's wait for overlapping
+	// range deletions (receiveChunkWaitForRangeDeleterTimeoutMS; 10 s when nil).
+	RangeDeleter     func() RangeDeleter
+	RangeDeleterWait func() time.Duration
+	Log              *slog.Logger
 
 	Registry Registry
 	Stats    Statistics

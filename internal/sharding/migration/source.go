@@ -188,7 +188,8 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 
 	lsid, txn := NewSessionTxn()
 	coord := &Coordinator{Steps: nodeSteps{s}, Doc: CoordinatorDoc{ID: migrationID, LSID: lsid, TxnNumber: txn, NS: req.NS,
-		CollectionUUID: uuid, Donor: self, Recipient: req.ToShard, Min: req.Min, Max: max, PreMigrationChunkVersion: chunk.Version}}
+		CollectionUUID: uuid, Donor: self, Recipient: req.ToShard, Min: req.Min, Max: max, PreMigrationChunkVersion: chunk.Version},
+		Orphans: int64(len(ids))}
 	whenToClean := "delayed"
 	if req.WaitForDelete {
 		whenToClean = "now"

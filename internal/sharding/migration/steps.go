@@ -98,7 +98,15 @@ func (n nodeSteps) DeleteRangeDeletion(ctx context.Context, shard string, id cat
 
 func (n nodeSteps) MarkRangeDeletionReady(ctx context.Context, shard string, id catalog.UUID) error {
 	u := bsoncore.NewDocumentBuilder().AppendDocument("$unset", bsoncore.NewDocumentBuilder().AppendString("pending", "").Build()).Build()
-	return n.runOn(ctx, shard, updateCmd("rangeDeletions", idFilter(id), u))
+	if err := n.runOn(ctx, shard, updateCmd("rangeDeletions", idFilter(id), u)); err != nil {
+		return err
+	}
+	if shard == n.s.Self() && n.s.RangeDeleter != nil {
+		if d := n.s.RangeDeleter(); d != nil {
+			d.Kick() // another shard's deleter finds its task on its next pass
+		}
+	}
+	return nil
 }
 
 func (n nodeSteps) ChunkOwner(ctx context.Context, ns string, uuid catalog.UUID, min, max bsoncore.Document) (string, error) {
