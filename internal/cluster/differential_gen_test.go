@@ -420,10 +420,13 @@ func delShape(r *mongo.DeleteResult, err error) string {
 
 // runDifferential runs n generated operations against ref and sut and fails t at the first
 // answer that differs, then compares the final contents.
-func runDifferential(t *testing.T, ctx context.Context, seed uint64, n int, ref, sut *mongo.Collection) {
+func runDifferential(t *testing.T, ctx context.Context, seed uint64, n int, ref, sut *mongo.Collection, between func(i int)) {
 	t.Helper()
 	g := &diffGen{rng: rand.New(rand.NewPCG(seed, 12))}
 	for i := range n {
+		if between != nil {
+			between(i)
+		}
 		op := g.next()
 		want, got := op.run(ctx, ref), op.run(ctx, sut)
 		if testing.Verbose() && i%250 == 0 {
