@@ -266,13 +266,15 @@ func TestShardedMovePrimary(t *testing.T) {
 
 // removeShard of a shard that is the primary of a database: started (draining, the database
 // to move listed), ongoing with the remaining counts, the refusals while it drains (the last
-// other shard, a move onto it), movePrimary off it, completed; listShards no longer shows it,
+// other shard, a move onto it), movePrimary off it, the balancer draining its chunk once the
+// chunk is no longer jumbo, completed; listShards no longer shows it,
 // the other shard's entry carries a newer topologyTime, and the moved data is still read.
 func TestShardedRemoveShard(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a sharded cluster")
 	}
-	d := Start(t, Topology{Kind: Sharded, Shards: 2}, Options{})
+	d := Start(t, Topology{Kind: Sharded, Shards: 2}, Options{Args: []string{"--setParameter", "balancerRoundIntervalMs=200",
+		"--setParameter", "balancerMigrationsThrottlingMs=100"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := clusterCmds{t: t, ctx: ctx, admin: d.Client.Database("admin")}
@@ -286,6 +288,9 @@ func TestShardedRemoveShard(t *testing.T) {
 	// A sharded collection whose one chunk is on shard1 (its database's primary), flagged
 	// jumbo in the catalog: removeShard counts it until it is gone.
 	c.run(bson.D{{Key: "shardCollection", Value: "rm.sh"}, {Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}})
+	if _, err := d.Client.Database("rm").Collection("sh").InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 3}}}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := d.Config.Client.Database("config").Collection("chunks").UpdateMany(ctx, bson.D{{Key: "shard", Value: s1}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "jumbo", Value: true}}}}); err != nil {
 		t.Fatal(err)
@@ -348,14 +353,24 @@ func TestShardedRemoveShard(t *testing.T) {
 	if p.State != "ongoing" || p.Remaining == nil || p.Remaining.Chunks != 1 || p.Remaining.DBs != 0 || len(p.DBsToMove) != 0 {
 		t.Fatalf("removeShard with a chunk left: %+v (remaining %+v)", p, p.Remaining)
 	}
-	// The balancer would move the chunk off the draining shard (not built yet); dropping the
-	// collection leaves shard1 nothing.
-	if err := d.Client.Database("rm").Collection("sh").Drop(ctx); err != nil {
-		t.Fatal(err)
+	// Once the chunk is no longer jumbo, the balancer moves it off the draining shard
+	// (draining shards come first in its rounds), and the removal completes.
+	c.run(bson.D{{Key: "clearJumboFlag", Value: "rm.sh"}, {Key: "find", Value: bson.D{{Key: "_id", Value: 1}}}})
+	for p = step(); p.State != "completed"; p = step() {
+		if p.State != "ongoing" {
+			t.Fatalf("removeShard while the balancer drains: %+v", p)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("removeShard never completed: %+v (remaining %+v)", p, p.Remaining)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	p = step()
-	if p.State != "completed" || p.Msg != "removeshard completed successfully" || p.Shard != s1 {
-		t.Fatalf("removeShard after movePrimary: %+v", p)
+	if p.Msg != "removeshard completed successfully" || p.Shard != s1 {
+		t.Fatalf("removeShard after movePrimary and draining: %+v", p)
+	}
+	if n, err := d.Client.Database("rm").Collection("sh").CountDocuments(ctx, bson.D{}); err != nil || n != 3 {
+		t.Fatalf("rm.sh after its chunk was drained off %s: %d documents (%v)", s1, n, err)
 	}
 	if n, err := d.Config.Client.Database("config").Collection("shards").CountDocuments(ctx, bson.D{{Key: "_id", Value: s1}}); err != nil || n != 0 {
 		t.Fatalf("config.shards still holds %s after the removal (%d, %v)", s1, n, err)
