@@ -35,16 +35,7 @@ func runConfigsvrCommitChunkSplit(ctx context.Context, env *service.Env, cmd bso
 	if req.NS, ok = cmd.Index(0).Value().StringValueOK(); !ok || req.NS == "" {
 		return nil, mongoerr.New(mongoerr.InvalidNamespace, "invalid namespace specified for request")
 	}
-	required := func(field string, t bsoncore.Type) (bsoncore.Value, error) {
-		v := lookup(cmd, field)
-		if v.Type == 0 {
-			return v, mongoerr.Newf(mongoerr.Location40414, "BSON field '%s.%s' is missing but a required field", name, field)
-		}
-		if v.Type != t {
-			return v, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s'", name, field, v.Type)
-		}
-		return v, nil
-	}
+	required := func(field string, t bsoncore.Type) (bsoncore.Value, error) { return requiredField(cmd, name, field, t) }
 	v, err := required("collEpoch", bsoncore.TypeObjectID)
 	if err != nil {
 		return nil, err

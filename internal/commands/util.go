@@ -149,3 +149,16 @@ var emptyDoc = service.EmptyDoc
 
 // itoa formats array indexes and ids as BSON array keys and names.
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// requiredField is an IDL-parsed internal command's required field of type t: 40414 when
+// missing, TypeMismatch when of another type.
+func requiredField(cmd bsoncore.Document, name, field string, t bsoncore.Type) (bsoncore.Value, error) {
+	v := lookup(cmd, field)
+	if v.Type == 0 {
+		return v, mongoerr.Newf(mongoerr.Location40414, "BSON field '%s.%s' is missing but a required field", name, field)
+	}
+	if v.Type != t {
+		return v, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s'", name, field, v.Type)
+	}
+	return v, nil
+}

@@ -655,23 +655,7 @@ func (b *Balancer) logRound(ctx context.Context, start time.Time, res RoundResul
 }
 
 // writeError turns a write reply's first writeError or writeConcernError into an error.
-func writeError(reply bsoncore.Document) error {
-	if we, ok := reply.Lookup("writeErrors").ArrayOK(); ok {
-		vals, _ := we.Values()
-		for _, v := range vals {
-			d, _ := v.DocumentOK()
-			code, _ := d.Lookup("code").AsInt64OK()
-			msg, _ := d.Lookup("errmsg").StringValueOK()
-			return mongoerr.New(mongoerr.Code(code), msg)
-		}
-	}
-	if wce, ok := reply.Lookup("writeConcernError").DocumentOK(); ok {
-		code, _ := wce.Lookup("code").AsInt64OK()
-		msg, _ := wce.Lookup("errmsg").StringValueOK()
-		return mongoerr.New(mongoerr.Code(code), msg)
-	}
-	return nil
-}
+func writeError(reply bsoncore.Document) error { return configsvr.WriteReplyError(reply) }
 
 // findOne runs a find on config.coll for one document.
 func findOne(ctx context.Context, run RunFunc, coll string, filter bsoncore.Document) (bsoncore.Document, bool, error) {

@@ -209,26 +209,5 @@ func ReadSettings(ctx context.Context, run RunFunc) (Settings, error) {
 
 // findAll runs a find on config.coll and follows its cursor to the end.
 func findAll(ctx context.Context, run RunFunc, coll string, filter, sort bsoncore.Document) ([]bsoncore.Document, error) {
-	b := bsoncore.NewDocumentBuilder().AppendString("find", coll).AppendDocument("filter", filter)
-	if sort != nil {
-		b.AppendDocument("sort", sort)
-	}
-	reply, err := run(ctx, "config", b.Build())
-	var out []bsoncore.Document
-	for field := "firstBatch"; ; field = "nextBatch" {
-		if err != nil {
-			return nil, fmt.Errorf("read config.%s: %w", coll, err)
-		}
-		batch, _ := reply.Lookup("cursor", field).ArrayOK()
-		vals, _ := batch.Values()
-		for _, v := range vals {
-			d, _ := v.DocumentOK()
-			out = append(out, append(bsoncore.Document(nil), d...))
-		}
-		id, _ := reply.Lookup("cursor", "id").AsInt64OK()
-		if id == 0 {
-			return out, nil
-		}
-		reply, err = run(ctx, "config", bsoncore.NewDocumentBuilder().AppendInt64("getMore", id).AppendString("collection", coll).Build())
-	}
+	return configsvr.FindAll(ctx, configsvr.RunFunc(run), coll, filter, sort)
 }

@@ -102,7 +102,7 @@ const BalancerSettingsID = "balancer"
 
 // enabled reports whether auto-merging is on (automerge setting and the balancer's mode).
 func (cfg AutoMergerConfig) enabled(ctx context.Context) (bool, error) {
-	docs, err := findAll(ctx, cfg.Run, "settings", bsoncore.NewDocumentBuilder().AppendDocument("_id",
+	docs, err := FindAll(ctx, cfg.Run, "settings", bsoncore.NewDocumentBuilder().AppendDocument("_id",
 		bsoncore.NewDocumentBuilder().AppendArray("$in", bsoncore.NewArrayBuilder().
 			AppendString("automerge").AppendString(BalancerSettingsID).Build()).Build()).Build(), nil)
 	if err != nil {
@@ -142,14 +142,14 @@ func (cfg AutoMergerConfig) round(ctx context.Context, term int64) {
 	if !on {
 		return
 	}
-	colls, err := findAll(ctx, cfg.Run, "collections", bsoncore.NewDocumentBuilder().AppendDocument("enableAutoMerge",
+	colls, err := FindAll(ctx, cfg.Run, "collections", bsoncore.NewDocumentBuilder().AppendDocument("enableAutoMerge",
 		bsoncore.NewDocumentBuilder().AppendBoolean("$ne", false).Build()).Build(),
 		bsoncore.NewDocumentBuilder().AppendInt32("_id", 1).Build())
 	if err != nil {
 		logErr("The auto-merger could not list the sharded collections", err)
 		return
 	}
-	shards, err := findAll(ctx, cfg.Run, "shards", bsoncore.NewDocumentBuilder().Build(), bsoncore.NewDocumentBuilder().AppendInt32("_id", 1).Build())
+	shards, err := FindAll(ctx, cfg.Run, "shards", bsoncore.NewDocumentBuilder().Build(), bsoncore.NewDocumentBuilder().AppendInt32("_id", 1).Build())
 	if err != nil {
 		logErr("The auto-merger could not list the shards", err)
 		return

@@ -160,7 +160,7 @@ func (c *Committer) CommitMerge(ctx context.Context, req MergeRequest) (Versions
 	}
 	filter := bsoncore.NewDocumentBuilder().AppendBinary("uuid", 4, coll.UUID[:]).AppendString("shard", req.Shard).
 		AppendDocument("min", bsoncore.NewDocumentBuilder().AppendDocument("$gte", req.Min).AppendDocument("$lt", req.Max).Build()).Build()
-	docs, err := findAll(ctx, c.Run, "chunks", filter, bsoncore.NewDocumentBuilder().AppendInt32("min", 1).Build())
+	docs, err := FindAll(ctx, c.Run, "chunks", filter, bsoncore.NewDocumentBuilder().AppendInt32("min", 1).Build())
 	if err != nil {
 		return Versions{}, err
 	}
@@ -287,8 +287,8 @@ func findOne(ctx context.Context, run RunFunc, coll string, filter, sort bsoncor
 	return append(bsoncore.Document(nil), d...), true, nil
 }
 
-// findAll runs a find on config.coll and follows its cursor to the end.
-func findAll(ctx context.Context, run RunFunc, coll string, filter, sort bsoncore.Document) ([]bsoncore.Document, error) {
+// FindAll runs a find on config.coll and follows its cursor to the end.
+func FindAll(ctx context.Context, run RunFunc, coll string, filter, sort bsoncore.Document) ([]bsoncore.Document, error) {
 	b := bsoncore.NewDocumentBuilder().AppendString("find", coll).AppendDocument("filter", filter)
 	if sort != nil {
 		b.AppendDocument("sort", sort)

@@ -86,7 +86,7 @@ func (c *Committer) CommitMergeAllChunksOnShard(ctx context.Context, ns, shard s
 	filter := bsoncore.NewDocumentBuilder().AppendBinary("uuid", 4, coll.UUID[:]).AppendString("shard", shard).
 		AppendDocument("onCurrentShardSince", bsoncore.NewDocumentBuilder().AppendTimestamp("$lt", oldest.T, oldest.I).Build()).
 		AppendDocument("jumbo", bsoncore.NewDocumentBuilder().AppendBoolean("$ne", true).Build()).Build()
-	docs, err := findAll(ctx, c.Run, "chunks", filter, bsoncore.NewDocumentBuilder().AppendInt32("min", 1).Build())
+	docs, err := FindAll(ctx, c.Run, "chunks", filter, bsoncore.NewDocumentBuilder().AppendInt32("min", 1).Build())
 	if err != nil {
 		return MergeAllResult{}, err
 	}

@@ -374,7 +374,7 @@ func validHashedValue(v bsoncore.Value) bool {
 
 // Zones reads the zone ranges of ns from config.tags on this node, sorted by min.
 func (m *Manager) Zones(ctx context.Context, ns string) ([]Zone, error) {
-	docs, err := findAll(ctx, m.Run, "tags", str("ns", ns), bsoncore.NewDocumentBuilder().AppendInt32("min", 1).Build())
+	docs, err := FindAll(ctx, m.Run, "tags", str("ns", ns), bsoncore.NewDocumentBuilder().AppendInt32("min", 1).Build())
 	if err != nil {
 		return nil, err
 	}
