@@ -49,7 +49,9 @@ type Service struct {
 	ConfigTime        func() bson.Timestamp
 	ConfigConnString  func() string
 	AdvanceConfigTime func(t, i uint32)
-	Log               *slog.Logger
+	// Term returns the node's replication term (the session catalog's validity; nil: 0).
+	Term func() int64
+	Log  *slog.Logger
 
 	Registry Registry
 	Stats    Statistics
