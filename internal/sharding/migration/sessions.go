@@ -393,7 +393,6 @@ func (s *Service) migrateSessions(ctx context.Context, d *Destination) error {
 			if last, err = retryable.ApplyMigrated(ctx, s.Local.DB, term, raw, last); err != nil {
 				return fmt.Errorf("apply a migrated session entry: %w", err)
 			}
-			s.Stats.SessionEntriesApplied.Add(1)
 			d.mu.Lock()
 			d.sessionEntries++
 			d.mu.Unlock()

@@ -158,10 +158,7 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 	// The session history of the range (sessions.go): sessions written to from now on
 	// are noted by the tracker, the others are listed by Init below.
 	cloner.sessions = NewSessionSource(req.NS, rng, s.Local, lsid)
-	defer func() {
-		cloner.sessions.Close()
-		s.Stats.SessionEntriesSent.Add(cloner.sessions.Sent())
-	}()
+	defer cloner.sessions.Close()
 
 	// Track the donor's writes before collecting the _ids: a write racing the scan is in
 	// the mods if the scan missed it.
@@ -305,7 +302,7 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 	s.Stats.DocsClonedOnDonor.Add(docs)
 	s.Log.Info("Migration committed", "ns", req.NS, "min", bsonutil.FormatDoc(req.Min), "max", bsonutil.FormatDoc(max),
 		"to", req.ToShard, "docs", docs, "bytes", nbytes, "durationMillis", time.Since(start).Milliseconds(),
-		"criticalSectionMillis", crit.Milliseconds())
+		"criticalSectionMillis", crit.Milliseconds(), "sessionEntries", cloner.sessions.Sent())
 	return migrationID, nil
 }
 

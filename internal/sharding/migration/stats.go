@@ -15,9 +15,6 @@ type Statistics struct {
 	DocsClonedOnDonor                          atomic.Int64
 	RecipientStarted                           atomic.Int64
 	DocsClonedOnRecipient, BytesClonedOnRecip  atomic.Int64
-	// SessionEntriesSent and SessionEntriesApplied count session migration entries
-	// (sessions.go) handed out by donors and written by recipients.
-	SessionEntriesSent, SessionEntriesApplied atomic.Int64
 }
 
 // AppendServerStatus appends the shardingStatistics section.

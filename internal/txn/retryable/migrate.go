@@ -228,28 +228,6 @@ func ApplyMigrated(ctx context.Context, db *operation.DB, term func() int64, raw
 	} else {
 		o2 = raw
 	}
-	var extra []byte
-	imgField := ""
-	if last.IsImage {
-		switch {
-		case string(last.LSID) != string(lsid):
-			return last, mongoerr.Newf(mongoerr.Location40629, "expected oplog with ts: %s: %s to have session: %s", tsDesc(), raw, last.LSID)
-		case last.Txn != txn:
-			return last, mongoerr.Newf(mongoerr.Location40630, "expected oplog with ts: %s: %s to have txnNumber: %d", tsDesc(), raw, last.Txn)
-		}
-		kind, _ := raw.Lookup(needsRetryImageField).StringValueOK()
-		switch {
-		case kind == "preImage" || raw.Lookup(preImageOpTimeField).Type != 0:
-			imgField = preImageOpTimeField
-		case kind == "postImage" || raw.Lookup(postImageOpTimeField).Type != 0:
-			imgField = postImageOpTimeField
-		default:
-			return last, mongoerr.Newf(mongoerr.Location40631, "expected oplog with opTime: %s: %s to have either preImageOpTime or postImageOpTime", tsDesc(), raw)
-		}
-		extra = last.OpTime.AppendElement(nil, imgField)
-	} else if raw.Lookup(preImageOpTimeField).Type != 0 || raw.Lookup(postImageOpTimeField).Type != 0 {
-		return last, mongoerr.Newf(mongoerr.Location40628, "expected oplog with ts: %s to not have preImageOpTime or postImageOpTime", tsDesc())
-	}
 	ns, _ := raw.Lookup("ns").StringValueOK()
 	var ui *catalog.UUID
 	if sub, data, ok := raw.Lookup("ui").BinaryOK(); ok && sub == 4 && len(data) == 16 {
@@ -281,6 +259,29 @@ func ApplyMigrated(ctx context.Context, db *operation.DB, term func() int64, raw
 			// incomplete already: nothing to add.
 			return last, nil
 		}
+	}
+	// The statement is new here: its entry links the image written just before.
+	var extra []byte
+	imgField := ""
+	if last.IsImage {
+		switch {
+		case string(last.LSID) != string(lsid):
+			return last, mongoerr.Newf(mongoerr.Location40629, "expected oplog with ts: %s: %s to have session: %s", tsDesc(), raw, last.LSID)
+		case last.Txn != txn:
+			return last, mongoerr.Newf(mongoerr.Location40630, "expected oplog with ts: %s: %s to have txnNumber: %d", tsDesc(), raw, last.Txn)
+		}
+		kind, _ := raw.Lookup(needsRetryImageField).StringValueOK()
+		switch {
+		case kind == "preImage" || raw.Lookup(preImageOpTimeField).Type != 0:
+			imgField = preImageOpTimeField
+		case kind == "postImage" || raw.Lookup(postImageOpTimeField).Type != 0:
+			imgField = postImageOpTimeField
+		default:
+			return last, mongoerr.Newf(mongoerr.Location40631, "expected oplog with opTime: %s: %s to have either preImageOpTime or postImageOpTime", tsDesc(), raw)
+		}
+		extra = last.OpTime.AppendElement(nil, imgField)
+	} else if raw.Lookup(preImageOpTimeField).Type != 0 || raw.Lookup(postImageOpTimeField).Type != 0 {
+		return last, mongoerr.Newf(mongoerr.Location40628, "expected oplog with ts: %s to not have preImageOpTime or postImageOpTime", tsDesc())
 	}
 	if err := s.Begin(txn, fmt.Sprintf("%x", key.ID[:])); err != nil {
 		return last, err
