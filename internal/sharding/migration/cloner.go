@@ -195,7 +195,9 @@ func (t *Tracker) OnInserts(ru *storage.RecoveryUnit, ns string, uuid catalog.UU
 	}
 }
 
-// sessionOf returns a copy of the lsid of the retryable write ru runs (nil for others).
+// sessionOf returns a copy of the lsid of the retryable write ru runs (nil for others; an
+// empty lsid for a multi-document transaction's write, whose session the unit does not
+// name).
 func (c *Cloner) sessionOf(ru *storage.RecoveryUnit) bsoncore.Document {
 	if c.sessions == nil {
 		return nil
@@ -203,13 +205,20 @@ func (c *Cloner) sessionOf(ru *storage.RecoveryUnit) bsoncore.Document {
 	if s := opobserver.Session(ru); s != nil && len(s.LSID) > 0 {
 		return append(bsoncore.Document(nil), s.LSID...)
 	}
+	if opobserver.Transaction(ru) != nil {
+		return bsoncore.Document{}
+	}
 	return nil
 }
 
 // noteSession makes the session history walk lsid's chain again (its write in the range
-// committed).
+// committed), or, for a transaction's write, look for newly committed transactions.
 func (c *Cloner) noteSession(lsid bsoncore.Document) {
-	if lsid != nil {
+	switch {
+	case lsid == nil:
+	case len(lsid) == 0:
+		c.sessions.NoteTransactionCommitted()
+	default:
 		c.sessions.NoteSession(lsid)
 	}
 }

@@ -49,9 +49,10 @@ type SessionSource struct {
 	dead    map[string]bool     // lsid+txnNumber given a dead-end sentinel already
 	out     []bsoncore.Document // entries ready to send, in order
 	// committing: the donor entered the critical section (no new writes come);
-	// closed: the migration ended.
-	committing, closed bool
-	changed            chan struct{} // closed and replaced when a session is noted or the state changes
+	// closed: the migration ended; rescanTxns: a transaction wrote in the range, so the
+	// committed transactions of config.transactions are looked for again.
+	committing, closed, rescanTxns bool
+	changed                        chan struct{} // closed and replaced when a session is noted or the state changes
 	// sent counts the entries handed out.
 	sent int64
 }
@@ -65,16 +66,35 @@ func NewSessionSource(ns string, rng Range, local *Local, skip catalog.UUID) *Se
 // Init queues every session of config.transactions (the Tracker already notes sessions
 // written to during the migration, so none falls between).
 func (ss *SessionSource) Init(ctx context.Context) error {
+	return ss.scan(ctx, false)
+}
+
+// scan queues the sessions of config.transactions (only transactions' with txnsOnly).
+func (ss *SessionSource) scan(ctx context.Context, txnsOnly bool) error {
 	recs, err := ss.local.ScanAll(ctx, retryable.TxnsNS)
 	if err != nil {
 		return fmt.Errorf("read config.transactions: %w", err)
 	}
 	for _, r := range recs {
+		if txnsOnly && r.Lookup("state").Type == 0 {
+			continue
+		}
 		if lsid, ok := r.Lookup("_id").DocumentOK(); ok {
 			ss.NoteSession(lsid)
 		}
 	}
 	return nil
+}
+
+// NoteTransactionCommitted makes the next batch look for newly committed transactions (a
+// transaction's write in the range committed; its unit does not name its session). Each
+// gets a dead-end sentinel, as in MongoDB: a transaction is not retried as retryable
+// writes.
+func (ss *SessionSource) NoteTransactionCommitted() {
+	ss.mu.Lock()
+	ss.rescanTxns = true
+	ss.signalLocked()
+	ss.mu.Unlock()
 }
 
 // NoteSession queues session lsid to be walked (again).
@@ -129,7 +149,7 @@ func (ss *SessionSource) NextBatch(ctx context.Context, maxBytes int, wait time.
 		return batch, err
 	}
 	ss.mu.Lock()
-	done := ss.committing || ss.closed || len(ss.pending) > 0
+	done := ss.committing || ss.closed || len(ss.pending) > 0 || ss.rescanTxns
 	changed := ss.changed
 	ss.mu.Unlock()
 	if !done {
@@ -144,6 +164,15 @@ func (ss *SessionSource) NextBatch(ctx context.Context, maxBytes int, wait time.
 }
 
 func (ss *SessionSource) next(ctx context.Context, maxBytes int) ([]bsoncore.Document, error) {
+	ss.mu.Lock()
+	rescan := ss.rescanTxns
+	ss.rescanTxns = false
+	ss.mu.Unlock()
+	if rescan {
+		if err := ss.scan(ctx, true); err != nil {
+			return nil, err
+		}
+	}
 	var batch []bsoncore.Document
 	size := 0
 	for size < maxBytes {
