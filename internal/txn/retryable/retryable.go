@@ -21,6 +21,10 @@
 // Statements that wrote nothing (no match) are not recorded and simply run again on retry,
 // as in MongoDB.
 //
+// A chunk migration carries the history of the moved documents' statements to the
+// recipient (migrate.go): there a statement's entry is a no-op wrapping the donor's, which
+// Stmt.Entry unwraps.
+//
 // Each node has its own session catalog (Sessions), kept on its operation.DB. Turning a
 // replayed entry into a command's reply is the command's business (internal/commands).
 package retryable
