@@ -230,9 +230,17 @@ func (ss *SessionSource) walk(ctx context.Context, lsid bsoncore.Document) ([]bs
 	}
 	if state, ok := rec.Lookup("state").StringValueOK(); ok {
 		// A multi-document transaction's session: its statements cannot be retried as
-		// retryable writes; a committed or prepared one must not run again either.
+		// retryable writes; a committed or prepared one must not run again either. One
+		// known not to have written the collection is left out (MongoDB skips the sessions
+		// whose affected namespaces it knows).
 		if state == oplog.TxnCommitted || state == oplog.TxnPrepared {
-			sentinel()
+			touches, err := ss.txnTouches(ctx, rec)
+			if err != nil {
+				return nil, err
+			}
+			if touches {
+				sentinel()
+			}
 		}
 		return out, nil
 	}
@@ -276,6 +284,33 @@ func (ss *SessionSource) walk(ctx context.Context, lsid bsoncore.Document) ([]bs
 		out = append(out, entry)
 	}
 	return out, nil
+}
+
+// txnTouches reports whether the transaction recorded by rec wrote the collection, from
+// its applyOps entries (the chain back from lastWriteOpTime); true when the oplog no
+// longer holds them.
+func (ss *SessionSource) txnTouches(ctx context.Context, rec bsoncore.Document) (bool, error) {
+	at, ok := opTimeField(rec, "lastWriteOpTime")
+	for ok && !at.IsNull() {
+		e, err := retryable.ReadOplogEntry(ctx, ss.local.DB, at.TS)
+		if err != nil {
+			return false, err
+		}
+		if e == nil {
+			return true, nil
+		}
+		if arr, isArr := e.Lookup("o", "applyOps").ArrayOK(); isArr {
+			ops, _ := arr.Values()
+			for _, v := range ops {
+				op, _ := v.DocumentOK()
+				if ns, _ := op.Lookup("ns").StringValueOK(); ns == ss.ns {
+					return true, nil
+				}
+			}
+		}
+		at, ok = opTimeField(e, "prevOpTime")
+	}
+	return false, nil
 }
 
 // inRange reports whether statement entry e is to be sent: a dead-end sentinel always, a

@@ -40,8 +40,8 @@ func entry(k lsc.Key, txn int64, op string, o, o2 bsoncore.Document) bsoncore.Do
 // TestSessionSourceCollectsTheRangesHistory: the donor's session history holds, per session,
 // the statements whose document is in the range (an update's document looked up by _id, one
 // that is gone included), a findAndModify's image before its entry, and a dead-end sentinel
-// for a committed transaction and for a chain the oplog no longer holds; a session walked
-// again adds nothing it sent before.
+// for a committed transaction that wrote the collection (or whose entries are gone) and for
+// a chain the oplog no longer holds; a session walked again adds nothing it sent before.
 func TestSessionSourceCollectsTheRangesHistory(t *testing.T) {
 	ctx := context.Background()
 	db, err := operation.OpenDB(ctx, t.TempDir(), nil)
@@ -103,6 +103,25 @@ func TestSessionSourceCollectsTheRangesHistory(t *testing.T) {
 	}
 	withRecord(oplog.TxnSessionRecord(retryable.LsidDoc(e), 7, optime.OpTime{TS: optime.MakeTimestamp(9, 9), Term: 1}, 1, oplog.TxnCommitted))
 	withRecord(oplog.SessionRecord(retryable.LsidDoc(f), 3, optime.OpTime{TS: optime.MakeTimestamp(9, 8), Term: 1}, 1)) // truncated
+	// Committed transactions whose applyOps the oplog holds: one wrote t.c (a sentinel),
+	// one only another collection (left out).
+	applyOps := func(ns string) optime.OpTime {
+		op := db.NewOp(ctx)
+		defer op.Close()
+		var ot optime.OpTime
+		if err := op.WriteCollection(ctx, retryable.TxnsNS, false, func(*index.Collection) error {
+			inner := bsoncore.NewDocumentBuilder().AppendString("op", "i").AppendString("ns", ns).AppendDocument("o", kdoc(3, 3)).Build()
+			var err error
+			ot, err = w.LogApplyOps(op.RU, []bsoncore.Document{inner})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return ot
+	}
+	g, h := sessKey(7), sessKey(8)
+	withRecord(oplog.TxnSessionRecord(retryable.LsidDoc(g), 2, applyOps("t.c"), 1, oplog.TxnCommitted))
+	withRecord(oplog.TxnSessionRecord(retryable.LsidDoc(h), 2, applyOps("t.other"), 1, oplog.TxnCommitted))
 
 	p, err := shardkey.Parse(bsoncore.NewDocumentBuilder().AppendInt32("k", 1).Build())
 	if err != nil {
@@ -144,7 +163,7 @@ func TestSessionSourceCollectsTheRangesHistory(t *testing.T) {
 		}
 		kinds[lid[0]] += kind
 	}
-	want := map[byte]string{1: "i", 3: "nu", 4: "d", 5: "s", 6: "s"}
+	want := map[byte]string{1: "i", 3: "nu", 4: "d", 5: "s", 6: "s", 7: "s"}
 	if len(kinds) != len(want) {
 		t.Fatalf("sessions sent %v, want %v", kinds, want)
 	}
