@@ -43,6 +43,8 @@ func addMigration(r *service.Registry) {
 			Help: "internal"},
 		{Name: "_transferMods", Handler: runTransferMods, AdminOnly: true, Secondary: service.SecondaryNever,
 			Help: "internal"},
+		{Name: "_getNextSessionMods", Handler: runGetNextSessionMods, AdminOnly: true, Secondary: service.SecondaryNever,
+			Help: "internal"},
 		configsvrMoveRangeCommand(),
 		configsvrCommitChunkMigrationCommand(),
 	} {
@@ -109,6 +111,12 @@ func startMigrations(st *service.State, reg *service.Registry, rc *coord.Coordin
 		},
 		RangeDeleterWait: func() time.Duration {
 			return time.Duration(st.Params.Int("receiveChunkWaitForRangeDeleterTimeoutMS")) * time.Millisecond
+		},
+		Term: func() int64 {
+			if st.Repl == nil {
+				return 0
+			}
+			return st.Repl.Term()
 		},
 		Log: st.Logger,
 	}
@@ -365,6 +373,28 @@ func runTransferMods(ctx context.Context, env *service.Env, cmd bsoncore.Documen
 	}
 	return bsoncore.NewDocumentBuilder().AppendArray("deleted", del.Build()).AppendArray("reload", rel.Build()).
 		AppendInt64("size", int64(size)).Build(), nil
+}
+
+// runGetNextSessionMods is the donor's _getNextSessionMods: the next batch of the migrated
+// range's session history ({oplog: [entries]}; empty once drained after the commit began).
+func runGetNextSessionMods(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	s, err := migrationOf(env, "_getNextSessionMods")
+	if err != nil {
+		return nil, err
+	}
+	sid, err := sessionIDArg(cmd, "_getNextSessionMods")
+	if err != nil {
+		return nil, err
+	}
+	entries, err := s.NextSessionMods(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
+	arr := bsoncore.NewArrayBuilder()
+	for _, e := range entries {
+		arr.AppendDocument(e)
+	}
+	return bsoncore.NewDocumentBuilder().AppendArray("oplog", arr.Build()).Build(), nil
 }
 
 // appendMigrationStatistics appends serverStatus.shardingStatistics on a shard that runs

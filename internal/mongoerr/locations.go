@@ -376,4 +376,11 @@ const (
 	Location51262 Code = 51262
 	// Location51263: the chunk vanished between the read and the update.
 	Location51263 Code = 51263
+	// Location40628..40632: a session migration's entries out of order (an image link
+	// without its image, an image without the entry it belongs to).
+	Location40628 Code = 40628
+	Location40629 Code = 40629
+	Location40630 Code = 40630
+	Location40631 Code = 40631
+	Location40632 Code = 40632
 )

@@ -166,7 +166,12 @@ func (a *Applier) ApplyWith(ctx context.Context, ru *storage.RecoveryUnit, raw b
 	}
 	switch e.Op {
 	case "n":
-		return nil
+		// A session migration's entry records its session (sessions.go); other no-ops
+		// change nothing.
+		if _, ok := sessionOf(e); !ok || a.batchSessions {
+			return nil
+		}
+		return a.inUnit(ctx, ru, e.OpTime.TS, func() error { return a.applyEntrySession(ru, e) })
 	case "c":
 		if IsApplyOps(e) {
 			return a.applyApplyOps(ctx, ru, e, mode, prevs)

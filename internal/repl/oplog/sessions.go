@@ -53,6 +53,11 @@ func SessionRecord(lsid bsoncore.Document, txnNum int64, last optime.OpTime, wal
 		AppendDateTime("lastWriteDate", wallMillis).Build()
 }
 
+// SessionMigrateInfo is the only field of the o of a session migration's `n` entry
+// ({$sessionMigrateInfo: 1}, MongoDB's SessionCatalogMigration::kSessionOplogTag; o2 holds
+// the donor's entry).
+const SessionMigrateInfo = "$sessionMigrateInfo"
+
 // TxnCommitted is the state of a committed transaction's record.
 const TxnCommitted = "committed"
 
@@ -86,6 +91,13 @@ func sessionOf(e *Entry) (SessionUpdate, bool) {
 	state := ""
 	switch e.Op {
 	case "i", "u", "d":
+	case "n":
+		// A session migration's copy of a donor's statement (o: {$sessionMigrateInfo: 1})
+		// records its session on the recipient like the statement did on the donor; other
+		// no-ops (a findAndModify image it links to, messages) record nothing.
+		if name, _ := firstKey(e.O); name != SessionMigrateInfo {
+			return SessionUpdate{}, false
+		}
 	case "c":
 		switch name, _ := firstKey(e.O); {
 		case name == "commitTransaction":

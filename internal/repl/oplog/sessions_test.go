@@ -169,3 +169,46 @@ func TestApplySessionWithoutTransactionsCollection(t *testing.T) {
 		t.Fatalf("documents: %v", got)
 	}
 }
+
+// TestApplyDerivesSessionRecordsFromMigratedEntries: a session migration's `n` entry
+// ({$sessionMigrateInfo: 1}) records its session on a member applying it, like the write
+// it copies; another no-op with a session (a findAndModify image) records nothing.
+func TestApplyDerivesSessionRecordsFromMigratedEntries(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, true)
+	n.write(oplog.TransactionsNS, func(*storage.RecoveryUnit, *index.Collection) error { return nil })
+	a := oplog.NewApplier(oplog.Config{Catalog: n.db.Catalog, Colls: n.db.Colls})
+	ls := sessionLsid(3)
+	noop := func(o bson.D, i uint32, wall int64) bsoncore.Document {
+		return mustDoc(t, bson.D{
+			{Key: "lsid", Value: ls}, {Key: "txnNumber", Value: int64(4)},
+			{Key: "op", Value: "n"}, {Key: "ns", Value: "test.c"}, {Key: "o", Value: o},
+			{Key: "o2", Value: bson.D{{Key: "op", Value: "u"}}}, {Key: "fromMigrate", Value: true},
+			{Key: "stmtId", Value: int32(0)}, {Key: "ts", Value: bson.Timestamp{T: 6000, I: i}},
+			{Key: "t", Value: int64(1)}, {Key: "v", Value: int64(2)}, {Key: "wall", Value: bson.DateTime(wall)},
+		})
+	}
+	for _, raw := range []bsoncore.Document{
+		noop(bson.D{{Key: oplog.SessionMigrateInfo, Value: int32(1)}}, 1, 201),
+		noop(bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: 2}}, 2, 202), // an image: no record
+	} {
+		ru := n.db.Engine.NewRecoveryUnit()
+		err := a.Apply(ctx, ru, raw, oplog.ModeRecovering)
+		ru.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := n.record(ls, 0), recordString(t, 4, 1, 201); got != want {
+		t.Fatalf("migrated entry's session: %s, want %s", got, want)
+	}
+	var tr oplog.SessionTracker
+	e, err := oplog.ParseEntry(noop(bson.D{{Key: oplog.SessionMigrateInfo, Value: int32(1)}}, 3, 203))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Note(e)
+	if ups := tr.Updates(); len(ups) != 1 || ups[0].OpTime.TS != optime.MakeTimestamp(6000, 3) {
+		t.Fatalf("tracked updates: %+v", ups)
+	}
+}

@@ -289,6 +289,9 @@ type entry struct {
 	ui          *catalog.UUID
 	o, o2       bsoncore.Document
 	fromMigrate bool
+	// extra holds encoded elements appended after prevOpTime (a migrated session entry's
+	// preImageOpTime/postImageOpTime).
+	extra []byte
 }
 
 // logEntries reserves one slot per entry and writes each entry at its slot's timestamp in
@@ -402,6 +405,7 @@ func appendEntry(dst []byte, e *entry, ot optime.OpTime, wall int64, sess *opobs
 		}
 		dst = prev.AppendElement(dst, "prevOpTime")
 	}
+	dst = append(dst, e.extra...)
 	dst, _ = bsoncore.AppendDocumentEnd(dst, start)
 	return dst
 }
@@ -614,6 +618,18 @@ func (w *Writer) OnDropDatabase(ru *storage.RecoveryUnit, db string) error {
 // LogNoopInUnit writes an `n` entry {op: "n", ns: "", o: msg} in ru's open unit.
 func (w *Writer) LogNoopInUnit(ru *storage.RecoveryUnit, msg bsoncore.Document) (optime.OpTime, error) {
 	slots, err := w.logEntries(ru, []entry{{op: "n", ns: "", o: msg}})
+	if err != nil {
+		return optime.OpTime{}, err
+	}
+	return slots[0], nil
+}
+
+// LogMigratedNoop writes a session migration's `n` entry {op: "n", ns, ui, o, o2,
+// fromMigrate: true} in ru's open unit, with the session attached to ru (lsid, txnNumber,
+// stmtId, prevOpTime) and extra, encoded elements appended last (MongoDB's
+// preImageOpTime/postImageOpTime).
+func (w *Writer) LogMigratedNoop(ru *storage.RecoveryUnit, ns string, ui *catalog.UUID, o, o2 bsoncore.Document, extra []byte) (optime.OpTime, error) {
+	slots, err := w.logEntries(ru, []entry{{op: "n", ns: ns, ui: ui, o: o, o2: o2, fromMigrate: true, extra: extra}})
 	if err != nil {
 		return optime.OpTime{}, err
 	}

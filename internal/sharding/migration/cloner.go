@@ -45,6 +45,9 @@ type Cloner struct {
 	deleted map[string]bsoncore.Value
 	// cloned and clonedBytes count what _migrateClone handed out.
 	cloned, clonedBytes int64
+	// sessions is the migration's session history (set before tracking starts; nil in
+	// tests that move documents only).
+	sessions *SessionSource
 }
 
 // NewCloner returns a cloner tracking nothing yet.
@@ -182,11 +185,41 @@ func (t *Tracker) OnInserts(ru *storage.RecoveryUnit, ns string, uuid catalog.UU
 		}
 	}
 	if len(ids) > 0 {
+		lsid := c.sessionOf(ru)
 		ru.OnCommit(func(_ optime.Timestamp) {
 			for _, id := range ids {
 				c.noteReload(id)
 			}
+			c.noteSession(lsid)
 		})
+	}
+}
+
+// sessionOf returns a copy of the lsid of the retryable write ru runs (nil for others; an
+// empty lsid for a multi-document transaction's write, whose session the unit does not
+// name).
+func (c *Cloner) sessionOf(ru *storage.RecoveryUnit) bsoncore.Document {
+	if c.sessions == nil {
+		return nil
+	}
+	if s := opobserver.Session(ru); s != nil && len(s.LSID) > 0 {
+		return append(bsoncore.Document(nil), s.LSID...)
+	}
+	if opobserver.Transaction(ru) != nil {
+		return bsoncore.Document{}
+	}
+	return nil
+}
+
+// noteSession makes the session history walk lsid's chain again (its write in the range
+// committed), or, for a transaction's write, look for newly committed transactions.
+func (c *Cloner) noteSession(lsid bsoncore.Document) {
+	switch {
+	case lsid == nil:
+	case len(lsid) == 0:
+		c.sessions.NoteTransactionCommitted()
+	default:
+		c.sessions.NoteSession(lsid)
 	}
 }
 
@@ -198,11 +231,12 @@ func (t *Tracker) OnUpdate(ru *storage.RecoveryUnit, ns string, uuid catalog.UUI
 		return
 	}
 	id := copyValue(args.ID)
+	lsid := c.sessionOf(ru)
 	switch {
 	case c.Range.Contains(args.Post):
-		ru.OnCommit(func(_ optime.Timestamp) { c.noteReload(id) })
+		ru.OnCommit(func(_ optime.Timestamp) { c.noteReload(id); c.noteSession(lsid) })
 	case args.Pre != nil && c.Range.Contains(args.Pre):
-		ru.OnCommit(func(_ optime.Timestamp) { c.noteDelete(id) })
+		ru.OnCommit(func(_ optime.Timestamp) { c.noteDelete(id); c.noteSession(lsid) })
 	}
 }
 
@@ -216,7 +250,8 @@ func (t *Tracker) OnDelete(ru *storage.RecoveryUnit, ns string, uuid catalog.UUI
 		return
 	}
 	idc := copyValue(id)
-	ru.OnCommit(func(_ optime.Timestamp) { c.noteDelete(idc) })
+	lsid := c.sessionOf(ru)
+	ru.OnCommit(func(_ optime.Timestamp) { c.noteDelete(idc); c.noteSession(lsid) })
 }
 
 // cloneBatchBytes bounds a _migrateClone or _transferMods reply's documents (MongoDB fills

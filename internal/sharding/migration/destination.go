@@ -119,6 +119,7 @@ type Destination struct {
 	state                     string
 	errmsg                    string
 	cloned, clonedBytes, mods int64
+	sessionEntries            int64         // session migration entries written
 	changed                   chan struct{} // closed and replaced on each state change
 }
 
@@ -213,6 +214,14 @@ func (s *Service) receive(ctx context.Context, d *Destination) error {
 		return fmt.Errorf("persist the recipient's range deletion task: %w", err)
 	}
 	s.Stats.RecipientStarted.Add(1)
+	// The session history is fetched from the start of the clone until the commit
+	// (sessions.go); the goroutine is joined before receive returns.
+	sctx, stopSessions := context.WithCancel(ctx)
+	sm := s.startSessionMigration(sctx, d)
+	defer func() {
+		stopSessions()
+		<-sm.done
+	}()
 	d.setState(StateClone)
 	clone := bsoncore.NewDocumentBuilder().AppendString("_migrateClone", req.NS).AppendString("sessionId", req.SessionID).Build()
 	for {
@@ -265,10 +274,26 @@ func (s *Service) receive(ctx context.Context, d *Destination) error {
 					return err
 				}
 				if n == 0 {
-					d.setState(StateDone)
-					return nil
+					break
 				}
 			}
+			// The session history drains too (the donor's writes are blocked).
+			select {
+			case <-sm.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if sm.err != nil {
+				return fmt.Errorf("session migration: %w", sm.err)
+			}
+			d.setState(StateDone)
+			return nil
+		case <-sm.done:
+			if sm.err != nil {
+				return fmt.Errorf("session migration: %w", sm.err)
+			}
+			// Finished before the commit: it cannot, it ends only after the commit.
+			return fmt.Errorf("session migration ended before the commit")
 		case <-time.After(10 * time.Millisecond):
 			if _, err := s.transferMods(ctx, d); err != nil {
 				return err
@@ -432,7 +457,7 @@ func (s *Service) RecvChunkStatus(ctx context.Context, sessionID string, wait bo
 	}
 	state, errmsg, _ := d.snapshot()
 	d.mu.Lock()
-	cloned, clonedBytes, mods := d.cloned, d.clonedBytes, d.mods
+	cloned, clonedBytes, mods, sessionEntries := d.cloned, d.clonedBytes, d.mods, d.sessionEntries
 	d.mu.Unlock()
 	active := true
 	select {
@@ -445,7 +470,8 @@ func (s *Service) RecvChunkStatus(ctx context.Context, sessionID string, wait bo
 		AppendDocument("min", d.req.Min).AppendDocument("max", d.req.Max).AppendDocument("shardKeyPattern", d.req.KeyPattern).
 		AppendBinary("migrationId", 4, d.req.MigrationID[:]).AppendString("state", state).
 		AppendDocument("counts", bsoncore.NewDocumentBuilder().AppendInt64("cloned", cloned).AppendInt64("clonedBytes", clonedBytes).
-			AppendInt64("catchup", mods).AppendInt64("steady", 0).Build())
+			AppendInt64("catchup", mods).AppendInt64("steady", 0).Build()).
+		AppendInt64("sessionOplogEntriesMigrated", sessionEntries)
 	if errmsg != "" {
 		b.AppendString("errmsg", errmsg)
 	}

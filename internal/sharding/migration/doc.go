@@ -17,6 +17,11 @@
 //   - Destination is MigrationDestinationManager: the recipient's clone (collection with the
 //     donor's UUID and indexes first, waits for overlapping range deletions, pending range
 //     deletion task), catch-up, steady state, and the final drain on _recvChunkCommit.
+//   - SessionSource is SessionCatalogMigrationSource: the retryable-write history of the
+//     range (config.transactions chains, writes during the migration noted by the Tracker,
+//     findAndModify images, dead-end sentinels), served by _getNextSessionMods; the
+//     recipient writes it from the start of the clone until the commit (sessions.go), so a
+//     retry after the move is answered, not executed again.
 //   - Coordinator is MigrationCoordinator: the decision and the commit/abort sequences over
 //     small interfaces (Steps), so that a simulation can drive it, and the step-up recovery of
 //     unfinished coordinators (config.migrationCoordinators).

@@ -61,7 +61,9 @@ type Service struct {
 	// range deletions (receiveChunkWaitForRangeDeleterTimeoutMS; 10 s when nil).
 	RangeDeleter     func() RangeDeleter
 	RangeDeleterWait func() time.Duration
-	Log              *slog.Logger
+	// Term returns the node's replication term (the session catalog's validity; nil: 0).
+	Term func() int64
+	Log  *slog.Logger
 
 	Registry Registry
 	Stats    Statistics

@@ -154,6 +154,11 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 	migrationID := catalog.NewUUID()
 	sessionID := fmt.Sprintf("%s_%s_%s", self, req.ToShard, bson.NewObjectID().Hex())
 	cloner := NewCloner(sessionID, req.NS, uuid, rng)
+	lsid, txn := NewSessionTxn()
+	// The session history of the range (sessions.go): sessions written to from now on
+	// are noted by the tracker, the others are listed by Init below.
+	cloner.sessions = NewSessionSource(req.NS, rng, s.Local, lsid)
+	defer cloner.sessions.Close()
 
 	// Track the donor's writes before collecting the _ids: a write racing the scan is in
 	// the mods if the scan missed it.
@@ -185,8 +190,10 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 		}
 	}
 	cloner.setToClone(ids)
+	if err := cloner.sessions.Init(ctx); err != nil {
+		return catalog.UUID{}, err
+	}
 
-	lsid, txn := NewSessionTxn()
 	coord := &Coordinator{Steps: nodeSteps{s}, Doc: CoordinatorDoc{ID: migrationID, LSID: lsid, TxnNumber: txn, NS: req.NS,
 		CollectionUUID: uuid, Donor: self, Recipient: req.ToShard, Min: req.Min, Max: max, PreMigrationChunkVersion: chunk.Version},
 		Orphans: int64(len(ids))}
@@ -246,6 +253,8 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 		return migrationID, s.abort(ctx, coord, req, sessionID, err, true)
 	}
 	hangWhile(ctx, moveChunkHangAtStep5)
+	// No write comes any more: the recipient's session history drains to the end.
+	cloner.sessions.CommitStarted()
 	commit := bsoncore.NewDocumentBuilder().AppendString("_recvChunkCommit", req.NS).AppendString("sessionId", sessionID).Build()
 	if _, err := s.Cluster.RunOnShard(ctx, req.ToShard, "admin", commit); err != nil {
 		return migrationID, s.abort(ctx, coord, req, sessionID, fmt.Errorf("_recvChunkCommit failed: %w", err), true)
@@ -294,7 +303,7 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 	s.Stats.DocsClonedOnDonor.Add(docs)
 	s.Log.Info("Migration committed", "ns", req.NS, "min", bsonutil.FormatDoc(req.Min), "max", bsonutil.FormatDoc(max),
 		"to", req.ToShard, "docs", docs, "bytes", nbytes, "durationMillis", time.Since(start).Milliseconds(),
-		"criticalSectionMillis", crit.Milliseconds())
+		"criticalSectionMillis", crit.Milliseconds(), "sessionEntries", cloner.sessions.Sent())
 	return migrationID, nil
 }
 

@@ -21,6 +21,10 @@
 // Statements that wrote nothing (no match) are not recorded and simply run again on retry,
 // as in MongoDB.
 //
+// A chunk migration carries the history of the moved documents' statements to the
+// recipient (migrate.go): there a statement's entry is a no-op wrapping the donor's, which
+// Stmt.Entry unwraps.
+//
 // Each node has its own session catalog (Sessions), kept on its operation.DB. Turning a
 // replayed entry into a command's reply is the command's business (internal/commands).
 package retryable
@@ -222,6 +226,9 @@ type Stmt struct {
 	imageKind string
 	// sess is the session info attached to the current unit attempt.
 	sess *opobserver.SessionInfo
+	// stored is the entry Entry read last, as stored (a migrated entry wraps the
+	// statement's: migrate.go).
+	stored bsoncore.Document
 }
 
 // ImageKindFor is the image a findAndModify stores for its retries.
@@ -364,6 +371,7 @@ func collection(db *operation.DB, ns string) (*index.Collection, error) {
 }
 
 // Entry returns the oplog entry statement s wrote, or nil when s has not run (or s is nil).
+// For a statement a chunk migration brought here, it is the donor's entry (Original).
 func (s *Stmt) Entry(ctx context.Context) (bsoncore.Document, error) {
 	if s == nil {
 		return nil, nil
@@ -380,12 +388,36 @@ func (s *Stmt) Entry(ctx context.Context) (bsoncore.Document, error) {
 		return nil, mongoerr.Newf(mongoerr.IncompleteTransactionHistory,
 			"Incomplete history detected for transaction %d: oplog entry of statement %d is gone", s.t.txn, s.id)
 	}
-	return e, nil
+	s.stored = e
+	return Original(e), nil
 }
 
 // Image returns the findAndModify image stored with entry, the statement's oplog entry
 // (the value the first execution returned), checking that it belongs to this statement.
 func (s *Stmt) Image(ctx context.Context, entry bsoncore.Document) (bsoncore.Document, error) {
+	if s.stored != nil {
+		// A migrated statement links the image entry written with it.
+		for _, f := range []string{preImageOpTimeField, postImageOpTimeField} {
+			ot, ok := lookupOpTime(s.stored, f)
+			if !ok {
+				continue
+			}
+			if kind := f[:len(f)-len("OpTime")]; kind != s.imageKind {
+				return nil, s.Mismatch("findAndModify")
+			}
+			img, err := oplogEntry(ctx, s.t.db, ot.TS)
+			if err != nil {
+				return nil, err
+			}
+			value, ok := img.Lookup("o").DocumentOK()
+			if img == nil || !ok {
+				return nil, mongoerr.Newf(mongoerr.IncompleteTransactionHistory,
+					"Incomplete history detected for transaction %d: image entry of findAndModify statement %d is gone", s.t.txn, s.id)
+			}
+			return value, nil
+		}
+		entry = s.stored
+	}
 	secs, inc, _ := entry.Lookup("ts").TimestampOK()
 	img, err := store{s.t.db}.image(ctx, s.t.lsid)
 	if err != nil {

@@ -188,7 +188,13 @@ func (c *Catalog) loadChain(ctx context.Context, s *Session, rec bsoncore.Docume
 			s.incomplete = true
 			return nil
 		}
-		s.stmts[sid] = at
+		if sid == IncompleteHistoryStmtID {
+			// A dead-end sentinel (a session migration's mark of history the donor no
+			// longer had): the statements before it are unknown.
+			s.incomplete = true
+		} else {
+			s.stmts[sid] = at
+		}
 		prev, _ := lookupOpTime(e, "prevOpTime")
 		if !prev.IsNull() && prev.TS >= at.TS {
 			return fmt.Errorf("session: oplog chain does not go back in time at %v", at)
@@ -232,6 +238,23 @@ func (s *Session) Executed(stmt int32) (optime.OpTime, bool, error) {
 			"Incomplete history detected for transaction %d on session %x", s.txn, s.key.ID[:])
 	}
 	return optime.OpTime{}, false, nil
+}
+
+// IncompleteHistoryStmtID is the statement id of a dead-end sentinel entry (MongoDB's
+// kIncompleteHistoryStmtId): the session's history before it is lost, so a statement not
+// found in the rest is IncompleteTransactionHistory.
+const IncompleteHistoryStmtID int32 = -1
+
+// NoteIncomplete marks txn's history incomplete (a dead-end sentinel written at ot, after
+// its unit committed); ot becomes the chain's head.
+func (s *Session) NoteIncomplete(txn int64, ot optime.OpTime) {
+	if txn != s.txn {
+		return
+	}
+	s.incomplete = true
+	if ot.TS > s.last.TS {
+		s.last = ot
+	}
 }
 
 // NoteCommitted records statements [first, first+n) of txn as executed with their entries'
