@@ -51,8 +51,12 @@ func TestShardedMigrationNemesis(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a sharded cluster of 2 shards of 3 members and 3 config servers")
 	}
+	// Elections a little slower than ShortElections: ten processes on a loaded CI machine
+	// (the race detector, other packages' tests) miss 2 s heartbeat timeouts and flap.
+	settings := bson.D{{Key: "electionTimeoutMillis", Value: 4000}, {Key: "heartbeatIntervalMillis", Value: 1000},
+		{Key: "heartbeatTimeoutSecs", Value: 4}}
 	d := Start(t, Topology{Kind: Sharded, Shards: 2, Members: 3, ConfigMembers: 3},
-		Options{ReplSetSettings: ShortElections, Args: []string{"--setParameter", "orphanCleanupDelaySecs=1"}})
+		Options{ReplSetSettings: settings, StartTimeout: 2 * time.Minute, Args: []string{"--setParameter", "orphanCleanupDelaySecs=1"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	admin := d.Client.Database("admin")
@@ -176,7 +180,7 @@ func TestShardedMigrationNemesis(t *testing.T) {
 		case <-time.After(4 * time.Second):
 		case <-ctx.Done():
 		}
-		f, err := set.FailPrimary(ctx, FaultKill, 30*time.Second)
+		f, err := set.FailPrimary(ctx, FaultKill, time.Minute)
 		if err != nil {
 			stop()
 			wg.Wait()
