@@ -104,6 +104,17 @@ func TestShardedAutoSplitJumboMerge(t *testing.T) {
 	run(bson.D{{Key: "enableSharding", Value: "as"}, {Key: "primaryShard", Value: "shard0"}})
 	run(bson.D{{Key: "shardCollection", Value: "as.c"}, {Key: "key", Value: bson.D{{Key: "k", Value: 1}}}})
 	run(bson.D{{Key: "shardCollection", Value: "as.hot"}, {Key: "key", Value: bson.D{{Key: "h", Value: 1}}}})
+	// The balancer leaves these collections alone (sh.disableBalancing): it would move the
+	// auto-split chunks of 4 MB on one shard, and the merges below want them on shard0.
+	noBalance := func(ns string) {
+		t.Helper()
+		if _, err := d.Client.Database("config").Collection("collections").UpdateOne(ctx, bson.D{{Key: "_id", Value: ns}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "noBalance", Value: true}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noBalance("as.c")
+	noBalance("as.hot")
 
 	// 4,000 documents of about 1 KB with keys spread over [0, 10007): 4 MB into a
 	// collection whose chunks split at 1 MB.
@@ -224,6 +235,7 @@ func TestShardedAutoSplitJumboMerge(t *testing.T) {
 	setting("automerge", bson.D{{Key: "enabled", Value: false}})
 	setting("chunksize", bson.D{{Key: "value", Value: 128}})
 	run(bson.D{{Key: "shardCollection", Value: "as.m"}, {Key: "key", Value: bson.D{{Key: "k", Value: 1}}}})
+	noBalance("as.m")
 	for _, k := range []int{10, 20, 30} {
 		run(bson.D{{Key: "split", Value: "as.m"}, {Key: "middle", Value: bson.D{{Key: "k", Value: k}}}})
 	}

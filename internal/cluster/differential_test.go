@@ -77,11 +77,16 @@ func TestDifferentialSharded(t *testing.T) {
 			to = d.Shards[1].Topology.Name
 		}
 		run(bson.D{{Key: "moveChunk", Value: "diff.hashed"}, {Key: "bounds", Value: bson.A{ch.Min, ch.Max}}, {Key: "to", Value: to}})
-		// The router forgets its table now rather than learn of the move from a shard's
+		// The router and both shards refresh now rather than learn of the move from a
 		// StaleConfig: a multi write stale on one shard is sent to every shard again, as in
-		// MongoDB, and its n counts the other shard's matches twice, which a standalone's
-		// answer never does. The stale path is TestShardedMigration's.
+		// MongoDB, and applies twice where it had succeeded (an $inc, an $add), which a
+		// standalone never does. The stale path is TestShardedMigration's.
 		run(bson.D{{Key: "flushRouterConfig", Value: "diff.hashed"}})
+		for _, s := range d.Shards { // and the shards know the new placement too
+			if err := s.Client.Database("admin").RunCommand(ctx, bson.D{{Key: "_flushRoutingTableCacheUpdates", Value: "diff.hashed"}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
 		moves++
 	}
 	for i, name := range []string{"hashed", "ranged"} {

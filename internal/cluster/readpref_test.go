@@ -81,7 +81,9 @@ func TestShardedReadPreference(t *testing.T) {
 		pc := s.DirectClient(p)
 		if err := pc.Database("admin").RunCommand(ctx, bson.D{{Key: "configureFailPoint", Value: "failCommand"},
 			{Key: "mode", Value: "alwaysOn"}, {Key: "data", Value: bson.D{{Key: "failCommands", Value: reads},
-				{Key: "errorCode", Value: 2}, {Key: "appName", Value: "humongos"}}}}).Err(); err != nil {
+				// The router's connections are internal (a member's handshake), which
+				// failCommand spares unless told otherwise, as in MongoDB.
+				{Key: "errorCode", Value: 2}, {Key: "appName", Value: "humongos"}, {Key: "failInternalCommands", Value: true}}}}).Err(); err != nil {
 			t.Fatalf("configureFailPoint on %s: %v", p.Name(), err)
 		}
 		primaries = append(primaries, pc)

@@ -68,7 +68,12 @@ func TestShardedMigrationRetryableWrites(t *testing.T) {
 		{name: "findAndModify remove", cmd: bson.D{{Key: "findAndModify", Value: "c"}, {Key: "query", Value: bson.D{{Key: "_id", Value: 3}, {Key: "k", Value: 3}}},
 			{Key: "remove", Value: true}, {Key: "txnNumber", Value: int64(13)}}, fields: []string{"value", "lastErrorObject"}},
 	}
-	db := d.Client.Database("sm")
+	// The sessions whose txnNumbers the test sends by hand come from a client of their own:
+	// d.Client's implicit sessions (InsertOne below) go back to its pool with txnNumbers of
+	// their own, and a session taken from the pool again would collide with them (a
+	// "retry" answering another write's reply).
+	sessClient := Connect(t, d.URI)
+	db := sessClient.Database("sm")
 	send := func(op *retried) bson.Raw {
 		t.Helper()
 		raw, err := db.RunCommand(mongo.NewSessionContext(ctx, op.sess), op.cmd).Raw()
@@ -78,7 +83,7 @@ func TestShardedMigrationRetryableWrites(t *testing.T) {
 		return raw
 	}
 	for _, op := range ops {
-		sess, err := d.Client.StartSession()
+		sess, err := sessClient.StartSession()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +159,7 @@ func TestShardedMigrationRetryableWrites(t *testing.T) {
 					}
 				default:
 				}
-				sess, err := d.Client.StartSession()
+				sess, err := sessClient.StartSession()
 				if err != nil {
 					return err
 				}
