@@ -364,28 +364,13 @@ func collectionNames(ctx context.Context, rs *client.ReplicaSet, db string) ([]s
 	return out, nil
 }
 
-// remoteCursorAll runs a cursor command on rs's primary and follows it to the end.
+// remoteCursorAll runs a cursor command on rs's primary and follows it to the end
+// (cursorAll over the remote set; getMores name the collection the cursor reports).
 func remoteCursorAll(ctx context.Context, rs *client.ReplicaSet, db string, cmd bsoncore.Document) ([]bsoncore.Document, error) {
-	reply, err := Run(ctx, rs, db, cmd)
-	var out []bsoncore.Document
-	for field := "firstBatch"; ; field = "nextBatch" {
-		if err != nil {
-			return nil, err
-		}
-		batch, _ := reply.Lookup("cursor", field).ArrayOK()
-		vals, _ := batch.Values()
-		for _, v := range vals {
-			d, _ := v.DocumentOK()
-			out = append(out, append(bsoncore.Document(nil), d...))
-		}
-		id, _ := reply.Lookup("cursor", "id").AsInt64OK()
-		if id == 0 {
-			return out, nil
-		}
-		ns, _ := reply.Lookup("cursor", "ns").StringValueOK()
-		_, coll, _ := strings.Cut(ns, ".")
-		reply, err = Run(ctx, rs, db, bsoncore.NewDocumentBuilder().AppendInt64("getMore", id).AppendString("collection", coll).Build())
+	run := func(ctx context.Context, db string, cmd bsoncore.Document) (bsoncore.Document, error) {
+		return Run(ctx, rs, db, cmd)
 	}
+	return cursorAll(ctx, run, db, "", cmd)
 }
 
 // cloneBatchBytes bounds one insert of cloned documents (well under the 16 MB command size).
