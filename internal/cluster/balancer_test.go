@@ -19,20 +19,6 @@ type balancerStatusReply struct {
 	NumBalancerRounds int64  `bson:"numBalancerRounds"`
 }
 
-// hasMoveRange reports whether a shard serves _shardsvrMoveRange (the migration of issue 13's
-// "mig" part): without it the balancer's migrations fail and only its decisions can be seen.
-func hasMoveRange(t *testing.T, ctx context.Context, shard *mongo.Client) bool {
-	t.Helper()
-	var reply struct {
-		Commands bson.M `bson:"commands"`
-	}
-	if err := shard.Database("admin").RunCommand(ctx, bson.D{{Key: "listCommands", Value: 1}}).Decode(&reply); err != nil {
-		t.Fatal(err)
-	}
-	_, ok := reply.Commands["_shardsvrMoveRange"]
-	return ok
-}
-
 func waitUntil(t *testing.T, ctx context.Context, what string, cond func() (bool, error)) {
 	t.Helper()
 	var last error
@@ -54,7 +40,7 @@ func waitUntil(t *testing.T, ctx context.Context, what string, cond func() (bool
 // (and again after a config primary step-down), balancerStop/balancerStart write
 // config.settings, balancerCollectionStatus answers for a sharded collection and refuses an
 // unsharded one, a zone boundary inside a chunk is split by the balancer and the chunk left
-// outside its zone is reported (moved once migrations exist), sh.disableBalancing's write of
+// outside its zone is moved into it, sh.disableBalancing's write of
 // config.collections noBalance goes through the router, and rounds are logged in
 // config.actionlog.
 func TestShardedBalancer(t *testing.T) {
@@ -156,28 +142,20 @@ func TestShardedBalancer(t *testing.T) {
 		_, n, err := zoneChunkOn()
 		return n == 3, err
 	})
-	migrations := hasMoveRange(t, ctx, d.Shards[0].Client)
 	collStatus := func() (bool, string) {
 		if err := bson.Unmarshal(run(bson.D{{Key: "balancerCollectionStatus", Value: "app.c"}}), &cs); err != nil {
 			t.Fatal(err)
 		}
 		return cs.BalancerCompliant, cs.FirstComplianceViolation
 	}
-	if migrations {
-		waitUntil(t, ctx, "the zone's chunk on shard1", func() (bool, error) {
-			s, _, err := zoneChunkOn()
-			return s == "shard1", err
-		})
-		waitUntil(t, ctx, "a compliant collection", func() (bool, error) {
-			ok, _ := collStatus()
-			return ok, nil
-		})
-	} else {
-		t.Log("_shardsvrMoveRange is not registered (migrations are issue 13's \"mig\" part): checking the balancer's decision only")
-		if ok, v := collStatus(); ok || v != "zoneViolation" {
-			t.Fatalf("balancerCollectionStatus with the zone's chunk on shard0: %v %q", ok, v)
-		}
-	}
+	waitUntil(t, ctx, "the zone's chunk on shard1", func() (bool, error) {
+		s, _, err := zoneChunkOn()
+		return s == "shard1", err
+	})
+	waitUntil(t, ctx, "a compliant collection", func() (bool, error) {
+		ok, _ := collStatus()
+		return ok, nil
+	})
 	// The rounds that scheduled a migration are in config.actionlog.
 	waitUntil(t, ctx, "a balancer.round in config.actionlog", func() (bool, error) {
 		n, err := d.Client.Database("config").Collection("actionlog").CountDocuments(ctx, bson.D{{Key: "what", Value: "balancer.round"},
@@ -280,7 +258,7 @@ func TestShardedBalancer(t *testing.T) {
 }
 
 // addShard of a third shard: the balancer moves chunks to it until no shard has three chunk
-// sizes more data of the collection than another. Needs migrations (_shardsvrMoveRange).
+// sizes more data of the collection than another.
 func TestShardedBalancerAddShardEvensOut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a sharded cluster")
@@ -289,9 +267,6 @@ func TestShardedBalancerAddShardEvensOut(t *testing.T) {
 		Options{Args: []string{"--setParameter", "balancerRoundIntervalMs=200", "--setParameter", "balancerMigrationsThrottlingMs=100"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if !hasMoveRange(t, ctx, d.Shards[0].Client) {
-		t.Skip("_shardsvrMoveRange is not registered: chunk migration (issue 13's \"mig\" part) is not merged yet")
-	}
 	admin := d.Client.Database("admin")
 	run := func(cmd bson.D) {
 		t.Helper()

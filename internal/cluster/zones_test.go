@@ -3,8 +3,10 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,5 +223,142 @@ func TestShardedZonesShardCollection(t *testing.T) {
 		if err != nil || n != 10 {
 			t.Errorf("shard%d holds %d documents of g %q: %v", i, n, g, err)
 		}
+	}
+}
+
+// Zones move data: a zone over part of a collection that lives on shard0 makes the balancer
+// split the chunk at the zone's bounds and move the zone's documents to the zone's shard, while
+// a reader counting through the router always sees every document once; afterwards each
+// shard holds exactly its zones' documents (the donor's orphans deleted), new documents of the
+// zone go straight to its shard, and moving a zone range moves the data again.
+func TestShardedZonesMoveData(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a sharded cluster")
+	}
+	d := Start(t, Topology{Kind: Sharded, Shards: 2}, Options{Args: []string{"--setParameter", "balancerRoundIntervalMs=200",
+		"--setParameter", "balancerMigrationsThrottlingMs=100", "--setParameter", "orphanCleanupDelaySecs=0"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	admin := d.Client.Database("admin")
+	run := func(cmd bson.D) {
+		t.Helper()
+		if err := admin.RunCommand(ctx, cmd).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	x := func(v any) bson.D { return bson.D{{Key: "x", Value: v}} }
+	zoneRange := func(min, max bson.D, zone any) {
+		t.Helper()
+		run(bson.D{{Key: "updateZoneKeyRange", Value: "zmove.c"}, {Key: "min", Value: min}, {Key: "max", Value: max}, {Key: "zone", Value: zone}})
+	}
+	run(bson.D{{Key: "enableSharding", Value: "zmove"}, {Key: "primaryShard", Value: "shard0"}})
+	run(bson.D{{Key: "shardCollection", Value: "zmove.c"}, {Key: "key", Value: x(1)}})
+	coll := d.Client.Database("zmove").Collection("c")
+	const n = 300
+	docs := make([]any, n)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "_id", Value: i}, {Key: "x", Value: i}, {Key: "pad", Value: strings.Repeat("z", 200)}}
+	}
+	if _, err := coll.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	total := int64(n)
+
+	// The counting reader: every count through the router is exact while chunks move.
+	readCtx, stopReader := context.WithCancel(ctx)
+	readerDone := make(chan error, 1)
+	var lo, hi atomic.Int64 // the counts the reader may see: more while an insert runs
+	lo.Store(total)
+	hi.Store(total)
+	go func() {
+		counts := 0
+		for readCtx.Err() == nil {
+			l := lo.Load()
+			c, err := coll.CountDocuments(readCtx, bson.D{})
+			if readCtx.Err() != nil {
+				break
+			}
+			if err != nil {
+				readerDone <- fmt.Errorf("count through the router: %w", err)
+				return
+			}
+			if h := hi.Load(); c < l || c > h {
+				readerDone <- fmt.Errorf("count through the router: %d, want %d..%d", c, l, h)
+				return
+			}
+			counts++
+		}
+		if counts == 0 {
+			readerDone <- errors.New("the reader never counted")
+			return
+		}
+		readerDone <- nil
+	}()
+	defer stopReader()
+
+	direct := func(i int, filter bson.D) int64 {
+		t.Helper()
+		c, err := d.Shards[i].Client.Database("zmove").Collection("c").CountDocuments(ctx, filter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	in := func(min, max int) bson.D {
+		return bson.D{{Key: "x", Value: bson.D{{Key: "$gte", Value: min}, {Key: "$lt", Value: max}}}}
+	}
+	// settled: shard1 holds exactly hot's documents, shard0 the rest (no orphans left on either).
+	settled := func(hot bson.D, hotDocs int64) func() (bool, error) {
+		return func() (bool, error) {
+			return direct(1, hot) == hotDocs && direct(1, bson.D{}) == hotDocs && direct(0, bson.D{}) == total-hotDocs, nil
+		}
+	}
+
+	// hot = [100, 200) on shard1; cold = the rest, on shard0.
+	run(bson.D{{Key: "addShardToZone", Value: "shard1"}, {Key: "zone", Value: "hot"}})
+	run(bson.D{{Key: "addShardToZone", Value: "shard0"}, {Key: "zone", Value: "cold"}})
+	zoneRange(x(bson.MinKey{}), x(100), "cold")
+	zoneRange(x(100), x(200), "hot")
+	zoneRange(x(200), x(bson.MaxKey{}), "cold")
+	zoned := time.Now()
+	waitUntil(t, ctx, "the hot range's documents on shard1 only", settled(in(100, 200), 100))
+	t.Logf("the balancer moved the zone's documents in %v", time.Since(zoned))
+
+	// New documents of the zone go to its shard; of the other zone, to theirs.
+	more := []any{bson.D{{Key: "_id", Value: "h1"}, {Key: "x", Value: 150.5}}, bson.D{{Key: "_id", Value: "h2"}, {Key: "x", Value: 199.5}},
+		bson.D{{Key: "_id", Value: "c1"}, {Key: "x", Value: -1}}}
+	hi.Store(total + int64(len(more)))
+	if _, err := coll.InsertMany(ctx, more); err != nil {
+		t.Fatal(err)
+	}
+	total += int64(len(more))
+	lo.Store(total)
+	if got := direct(1, in(100, 200)); got != 102 {
+		t.Fatalf("shard1 holds %d documents of the hot range, want 102", got)
+	}
+	if got := direct(0, bson.D{{Key: "x", Value: -1}}); got != 1 {
+		t.Fatalf("shard0 holds %d documents at x: -1, want 1", got)
+	}
+
+	// Moving the hot range to [0, 50) moves those documents to shard1; [100, 200) has no zone
+	// any more and stays where it is (the shards' data sizes are far below the imbalance
+	// threshold of three chunk sizes).
+	zoneRange(x(100), x(200), nil)
+	zoneRange(x(bson.MinKey{}), x(100), nil)
+	zoneRange(x(bson.MinKey{}), x(0), "cold")
+	zoneRange(x(0), x(50), "hot")
+	waitUntil(t, ctx, "the new hot range's documents on shard1", func() (bool, error) {
+		return direct(1, in(0, 50)) == 50 && direct(0, in(0, 50)) == 0, nil
+	})
+	if got := direct(1, in(100, 200)); got != 102 {
+		t.Fatalf("shard1 holds %d documents of the unzoned [100, 200), want 102", got)
+	}
+
+	stopReader()
+	if err := <-readerDone; err != nil {
+		t.Fatal(err)
+	}
+	if c, err := coll.CountDocuments(ctx, bson.D{}); err != nil || c != total {
+		t.Fatalf("final count %d (%v), want %d", c, err, total)
 	}
 }
