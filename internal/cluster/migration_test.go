@@ -425,6 +425,7 @@ func TestShardedMigration(t *testing.T) {
 	if !cur.Next(ctx) || cur.Decode(&sum) != nil || sum.N != n || sum.U != updates.Load() {
 		t.Fatalf("after the move under updates: %d documents with %d increments, want %d and %d", sum.N, sum.U, n, updates.Load())
 	}
+	checkMalformedMigrationCommands(t, ctx, d, "mig.c")
 }
 
 // cleanRanges waits until the shards' range deleters have removed every range deletion task

@@ -40,6 +40,11 @@ func runMergeChunks(ctx context.Context, env *service.Env, cmd bsoncore.Document
 	if err != nil {
 		return nil, err
 	}
+	release, err := registerSplitOrMerge(ctx, env.State, ns)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	remote, err := shardingDDLOf(env).coord.Remote()
 	if err != nil {
 		return nil, err

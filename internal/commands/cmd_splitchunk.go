@@ -30,6 +30,11 @@ func runSplitChunk(ctx context.Context, env *service.Env, cmd bsoncore.Document)
 	if err != nil {
 		return nil, err
 	}
+	release, err := registerSplitOrMerge(ctx, env.State, req.NS)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	remote, err := shardingDDLOf(env).coord.Remote()
 	if err != nil {
 		return nil, err

@@ -65,7 +65,10 @@ func startChunkSplitter(st *service.State, reg *service.Registry, rc *coord.Coor
 			return err
 		},
 		IsPrimary: isPrimary,
-		Log:       st.Logger,
+		Guard: func(ctx context.Context, ns string) (func(), error) {
+			return registerSplitOrMerge(ctx, st, ns)
+		},
+		Log: st.Logger,
 	})
 	h := splitterHolderOf(st)
 	h.p.Store(s)

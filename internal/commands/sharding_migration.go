@@ -406,3 +406,14 @@ func appendMigrationStatistics(b []byte, st *service.State) []byte {
 	}
 	return h.svc.AppendServerStatus(b)
 }
+
+// registerSplitOrMerge holds ns against a migration out of it for a split or merge of its
+// chunks (ActiveMigrationsRegistry::registerSplitOrMergeChunk); a node that runs no
+// migrations has nothing to serialize with.
+func registerSplitOrMerge(ctx context.Context, st *service.State, ns string) (release func(), err error) {
+	h, _ := st.Decorate(migrationKey{}, func() any { return &migrationHolder{} }).(*migrationHolder)
+	if h == nil || h.svc == nil {
+		return func() {}, nil
+	}
+	return h.svc.Registry.RegisterSplitOrMerge(ctx, ns)
+}

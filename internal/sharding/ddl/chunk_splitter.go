@@ -43,7 +43,10 @@ type SplitterConfig struct {
 	Refresh func(ctx context.Context, ns string) error
 	// IsPrimary reports whether this node is the writable primary (only it splits).
 	IsPrimary func() bool
-	Log       *slog.Logger
+	// Guard holds ns against a migration out of it for the split (the shard's
+	// ActiveMigrationsRegistry); nil: nothing to serialize with.
+	Guard func(ctx context.Context, ns string) (release func(), err error)
+	Log   *slog.Logger
 }
 
 // ChunkSplitter tracks writes per chunk and runs auto-split tasks. Safe for concurrent use;
@@ -276,12 +279,8 @@ func (s *ChunkSplitter) split(ns string, table *routing.RoutingTable, chunk rout
 		}
 		keys = strictlyIncreasing(keys, chunk.Min)
 	}
-	remote, err := s.cfg.Remote()
-	if err == nil {
-		_, self := s.cfg.Metadata(ns)
-		_, err = SplitChunk(ctx, remote, self, SplitRequest{NS: ns, From: self, KeyPattern: p.Doc(), Gen: table.Generation(),
-			Min: chunk.Min, Max: chunk.Max, SplitKeys: keys, HasGenTimes: true})
-	}
+	err = s.commitSplit(ctx, ns, SplitRequest{NS: ns, KeyPattern: p.Doc(), Gen: table.Generation(),
+		Min: chunk.Min, Max: chunk.Max, SplitKeys: keys, HasGenTimes: true})
 	if err != nil {
 		// Most likely the chunk changed under this node's metadata (split or moved): the
 		// tracker goes and the metadata is reloaded, so that writes count in the chunks
@@ -454,4 +453,25 @@ func ShardKeyOfEquality(p *shardkey.Pattern, q bsoncore.Document) (bsoncore.Docu
 		vals = append(vals, v)
 	}
 	return p.KeyFromValues(vals...), true
+}
+
+// commitSplit asks the config server to split r's chunk of this shard, holding ns against a
+// migration out of it meanwhile (Guard): a chunk moving while it splits would have the
+// migration commit bounds that no longer exist.
+func (s *ChunkSplitter) commitSplit(ctx context.Context, ns string, r SplitRequest) error {
+	if s.cfg.Guard != nil {
+		release, err := s.cfg.Guard(ctx, ns)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	remote, err := s.cfg.Remote()
+	if err != nil {
+		return err
+	}
+	_, self := s.cfg.Metadata(ns)
+	r.From = self
+	_, err = SplitChunk(ctx, remote, self, r)
+	return err
 }

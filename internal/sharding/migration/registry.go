@@ -9,12 +9,66 @@ import (
 )
 
 // Registry is a shard's ActiveMigrationsRegistry (active_migrations_registry.cpp): at most
-// one outgoing migration (donate) and, when none goes out, one incoming (receive).
+// one outgoing migration (donate) and, when none goes out, one incoming (receive); and per
+// collection at most one split or merge, never beside an outgoing migration of the same
+// collection (each waits for the other: both change the chunks the other works on).
 type Registry struct {
-	mu      sync.Mutex
-	donate  *activeDonate
-	receive *activeReceive
-	locked  bool // the step-up recovery runs: no migration may start
+	mu         sync.Mutex
+	donate     *activeDonate
+	receive    *activeReceive
+	locked     bool            // the step-up recovery runs: no migration may start
+	splitMerge map[string]bool // collections with a split or merge running
+	changed    chan struct{}   // closed (and replaced) when donate or splitMerge changes
+}
+
+// waitLocked waits, with r.mu held, until ready holds, releasing the lock while it sleeps.
+func (r *Registry) waitLocked(ctx context.Context, ready func() bool) error {
+	for !ready() {
+		if r.changed == nil {
+			r.changed = make(chan struct{})
+		}
+		ch := r.changed
+		r.mu.Unlock()
+		select {
+		case <-ch:
+			r.mu.Lock()
+		case <-ctx.Done():
+			r.mu.Lock()
+			return mongoerr.Newf(mongoerr.Interrupted, "waiting for a concurrent chunk operation: %v", context.Cause(ctx))
+		}
+	}
+	return nil
+}
+
+// notifyLocked wakes the waiters of waitLocked; r.mu is held.
+func (r *Registry) notifyLocked() {
+	if r.changed != nil {
+		close(r.changed)
+		r.changed = nil
+	}
+}
+
+// RegisterSplitOrMerge registers a split or merge of ns's chunks
+// (registerSplitOrMergeChunk): it waits while ns is migrating out or another split or merge
+// of it runs; release unregisters it.
+func (r *Registry) RegisterSplitOrMerge(ctx context.Context, ns string) (release func(), err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.waitLocked(ctx, func() bool {
+		return !(r.donate != nil && r.donate.req.NS == ns) && !r.splitMerge[ns]
+	}); err != nil {
+		return nil, err
+	}
+	if r.splitMerge == nil {
+		r.splitMerge = map[string]bool{}
+	}
+	r.splitMerge[ns] = true
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.splitMerge, ns)
+		r.notifyLocked()
+	}, nil
 }
 
 var errLocked = mongoerr.New(mongoerr.ConflictingOperationInProgress,
@@ -79,6 +133,7 @@ func (s *ScopedDonate) Complete(err error) {
 	s.r.mu.Lock()
 	if s.r.donate == s.a {
 		s.r.donate = nil
+		s.r.notifyLocked()
 	}
 	s.r.mu.Unlock()
 	s.a.err = err
@@ -95,11 +150,15 @@ func (s *ScopedDonate) Wait(ctx context.Context) error {
 	}
 }
 
-// RegisterDonate registers an outgoing migration: an identical running one is joined, any
-// other migration (in or out) is a ConflictingOperationInProgress.
-func (r *Registry) RegisterDonate(req MoveRangeRequest) (*ScopedDonate, error) {
+// RegisterDonate registers an outgoing migration: it waits for a split or merge of the
+// collection to finish; then an identical running migration is joined, any other migration
+// (in or out) is a ConflictingOperationInProgress.
+func (r *Registry) RegisterDonate(ctx context.Context, req MoveRangeRequest) (*ScopedDonate, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err := r.waitLocked(ctx, func() bool { return !r.splitMerge[req.NS] }); err != nil {
+		return nil, err
+	}
 	if r.receive != nil {
 		return nil, r.receive.conflict()
 	}

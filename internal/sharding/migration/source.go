@@ -44,7 +44,7 @@ func hangWhile(ctx context.Context, fp *failpoint.FailPoint) {
 // up does not leave it halfway; the caller waits for its outcome with ctx. With
 // WaitForDelete it then waits for the donor's range deletion (the range deleter's work).
 func (s *Service) MoveRange(ctx context.Context, req MoveRangeRequest) error {
-	scoped, err := s.Registry.RegisterDonate(req)
+	scoped, err := s.Registry.RegisterDonate(ctx, req)
 	if err != nil {
 		return err
 	}
