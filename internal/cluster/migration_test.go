@@ -426,6 +426,103 @@ func TestShardedMigration(t *testing.T) {
 		t.Fatalf("after the move under updates: %d documents with %d increments, want %d and %d", sum.N, sum.U, n, updates.Load())
 	}
 	checkMalformedMigrationCommands(t, ctx, d, "mig.c")
+	checkMoveRangeWithoutMax(t, ctx, d)
+}
+
+// checkMoveRangeWithoutMax: configureCollectionBalancing gives a collection its own chunk size
+// (and checks its arguments as MongoDB does); moveRange with only min then moves a range of
+// about that size (the donor's computeOtherBound), not the whole chunk.
+func checkMoveRangeWithoutMax(t *testing.T, ctx context.Context, d *Deployment) {
+	t.Helper()
+	admin := d.Client.Database("admin")
+	run := func(cmd bson.D) {
+		t.Helper()
+		if err := admin.RunCommand(ctx, cmd).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	fails := func(cmd bson.D, code int32, msg string) {
+		t.Helper()
+		err := admin.RunCommand(ctx, cmd).Err()
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) || ce.Code != code || !strings.Contains(ce.Message, msg) {
+			t.Fatalf("%v: want code %d with %q, got %v", cmd, code, msg, err)
+		}
+	}
+	s1 := d.Shards[1].Topology.Name
+	// Only this test moves or splits chunks from here on: the balancer stops (config.settings'
+	// chunksize is 1 MB here, so it would even mig.big out) and so does auto-splitting
+	// (the shards' splitters trust the settings they read for a second).
+	run(bson.D{{Key: "balancerStop", Value: 1}})
+	if _, err := d.Client.Database("config").Collection("settings").UpdateOne(ctx, bson.D{{Key: "_id", Value: "autosplit"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "enabled", Value: false}}}}, options.UpdateOne().SetUpsert(true)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	run(bson.D{{Key: "shardCollection", Value: "mig.r"}, {Key: "key", Value: bson.D{{Key: "k", Value: 1}}}})
+	colls := d.Client.Database("config").Collection("collections")
+	r := d.Client.Database("mig").Collection("r")
+	if _, err := r.InsertOne(ctx, bson.D{{Key: "_id", Value: -1}, {Key: "k", Value: -1}}); err != nil { // the splitter rereads the settings
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	const n = 3000 // of about 1 KB: 3 MB
+	docs := make([]any, n)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "_id", Value: i}, {Key: "k", Value: i}, {Key: "pad", Value: strings.Repeat("r", 1000)}}
+	}
+	if _, err := r.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(fields ...bson.E) bson.D {
+		return append(bson.D{{Key: "configureCollectionBalancing", Value: "mig.r"}}, fields...)
+	}
+	fails(cfg(bson.E{Key: "chunkSize", Value: 2000}), 72, "Chunk size '2000' out of range [1MB, 1GB]")
+	fails(cfg(bson.E{Key: "chunkSize", Value: "x"}), 14, "chunkSize' is the wrong type 'string'")
+	fails(cfg(bson.E{Key: "defragmentCollection", Value: true}), 115, "defragmentCollection is not supported")
+	fails(bson.D{{Key: "configureCollectionBalancing", Value: "nodot"}, {Key: "chunkSize", Value: 1}}, 73, "Invalid namespace specified 'nodot'")
+	fails(bson.D{{Key: "configureCollectionBalancing", Value: "mig.none"}, {Key: "chunkSize", Value: 1}}, 118, "but matched 0")
+	run(cfg(bson.E{Key: "chunkSize", Value: 1}, bson.E{Key: "enableAutoMerger", Value: false}))
+	var coll bson.M
+	if err := colls.FindOne(ctx, bson.D{{Key: "_id", Value: "mig.r"}}).Decode(&coll); err != nil ||
+		coll["maxChunkSizeBytes"] != int64(1<<20) || coll["enableAutoMerge"] != false {
+		t.Fatalf("config.collections after configureCollectionBalancing: %v %v", coll, err)
+	}
+
+	run(bson.D{{Key: "moveRange", Value: "mig.r"}, {Key: "toShard", Value: s1}, {Key: "min", Value: bson.D{{Key: "k", Value: 0}}}})
+	cur, err := d.Client.Database("config").Collection("chunks").Find(ctx, bson.D{{Key: "uuid", Value: coll["uuid"]}},
+		options.Find().SetSort(bson.D{{Key: "min", Value: 1}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks []struct {
+		Min   bson.Raw `bson:"min"`
+		Max   bson.Raw `bson:"max"`
+		Shard string   `bson:"shard"`
+	}
+	if err := cur.All(ctx, &chunks); err != nil {
+		t.Fatal(err)
+	}
+	if len(chunks) != 3 || chunks[1].Shard != s1 || chunks[0].Shard == s1 || chunks[2].Shard == s1 {
+		t.Fatalf("chunks after moveRange without max: %v", chunks)
+	}
+	end, ok := chunks[1].Max.Lookup("k").AsInt64OK()
+	if !ok || end < 400 || end > 1300 {
+		t.Fatalf("moveRange without max moved [0, %v): want about 1 MB (about 1,000 documents of 1 KB)", chunks[1].Max)
+	}
+	if got, err := d.Shards[1].Client.Database("mig").Collection("r").CountDocuments(ctx, bson.D{}); err != nil || got != end {
+		t.Fatalf("%s holds %d documents of mig.r (%v), want %d", s1, got, err, end)
+	}
+	if got, err := r.CountDocuments(ctx, bson.D{}); err != nil || got != n+1 {
+		t.Fatalf("mig.r through the router: %d (%v), want %d", got, err, n+1)
+	}
+	t.Logf("moveRange without max (chunk size 1 MB) moved [0, %d)", end)
+
+	run(cfg(bson.E{Key: "chunkSize", Value: 0}))
+	coll = nil
+	if err := colls.FindOne(ctx, bson.D{{Key: "_id", Value: "mig.r"}}).Decode(&coll); err != nil || coll["maxChunkSizeBytes"] != nil {
+		t.Fatalf("config.collections after chunkSize 0: %v %v", coll, err)
+	}
 }
 
 // cleanRanges waits until the shards' range deleters have removed every range deletion task

@@ -33,6 +33,7 @@ func addBalancerCommands(r *service.Registry) {
 			Help: "Internal command, which is exported by the sharding config server. Do not call directly. Controls the balancer state."},
 		{Name: "_configsvrBalancerCollectionStatus", Handler: runConfigsvrBalancerCollectionStatus, AdminOnly: true, Secondary: service.SecondaryNever,
 			Help: "Internal command, which is exported by the sharding config server. Do not call directly. Checks whether the chunks of a given collection are in a quiesced state or there are any which need to be moved because of (1) draining shards, (2) zone violation or (3) imbalance between shards"},
+		configureCollectionBalancingCommand(),
 		{Name: "_shardsvrGetStatsForBalancing", Handler: runShardsvrGetStatsForBalancing, AdminOnly: true, Secondary: service.SecondaryNever,
 			Help: "Internal command invoked by the config server to retrieve statistics from shard used for balancing"},
 	} {

@@ -109,6 +109,17 @@ func startMigrations(st *service.State, reg *service.Registry, rc *coord.Coordin
 			}
 			return nil
 		},
+		OtherBound: func(ctx context.Context, ns string, keyPattern, min, chunkMax bsoncore.Document, maxBytes int64) (bsoncore.Document, error) {
+			// splitVector cuts pieces of half its maxChunkSizeBytes (none when the shard's
+			// whole collection is smaller than that): the second cut ends a range of about
+			// maxBytes, a lone first cut a smaller one.
+			pts, err := ddl.SplitVector(ctx, ddl.RunFunc(run), st.Logger, ddl.SplitVectorRequest{NS: ns, KeyPattern: keyPattern,
+				Min: min, Max: chunkMax, MaxChunkSizeBytes: maxBytes, MaxSplitPoints: 2})
+			if err != nil || len(pts.Keys) == 0 {
+				return nil, err
+			}
+			return pts.Keys[len(pts.Keys)-1], nil
+		},
 		RangeDeleterWait: func() time.Duration {
 			return time.Duration(st.Params.Int("receiveChunkWaitForRangeDeleterTimeoutMS")) * time.Millisecond
 		},

@@ -27,6 +27,8 @@ func addCatalogCommands(r *service.Registry) {
 			Secondary: service.SecondaryAlways, Help: "Starts the balancer"},
 		{Name: "balancerStop", Handler: runBalancerControl, AdminOnly: true,
 			Secondary: service.SecondaryAlways, Help: "Stops the balancer"},
+		{Name: "configureCollectionBalancing", Handler: runConfigureCollectionBalancing, AdminOnly: true,
+			Secondary: service.SecondaryAlways, Help: "Command to configure balancing settings for a collection."},
 		{Name: "balancerCollectionStatus", Handler: runBalancerCollectionStatus,
 			Secondary: service.SecondaryAlways, Help: "Checks whether the chunks of a given collection are in a quiesced state or there are any which need to be moved because of (1) draining shards, (2) zone violation or (3) imbalance between shards"},
 	} {

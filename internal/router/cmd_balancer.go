@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 )
@@ -67,4 +68,34 @@ func runBalancerCollectionStatus(ctx context.Context, env *service.Env, cmd bson
 		return nil, remoteError(err)
 	}
 	return passthrough(bsoncore.Document(raw)), nil
+}
+
+// runConfigureCollectionBalancing is mongos's ConfigureCollectionBalancingCmd:
+// {configureCollectionBalancing: "db.coll", chunkSize?, defragmentCollection?,
+// enableAutoMerger?} → the config primary's _configsvrConfigureCollectionBalancing
+// (majority), which checks the values.
+func runConfigureCollectionBalancing(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	c, err := cluster(env)
+	if err != nil {
+		return nil, err
+	}
+	v := cmd.Lookup("configureCollectionBalancing")
+	ns, ok := v.StringValueOK()
+	if !ok {
+		return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field 'configureCollectionBalancing.configureCollectionBalancing' is the wrong type '%s', expected type 'string'",
+			bsonutil.TypeName(v.Type))
+	}
+	if db, coll, found := strings.Cut(ns, "."); !found || db == "" || coll == "" || strings.ContainsRune(ns, 0) {
+		return nil, mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid namespace specified '%s'", ns)
+	}
+	fwd := bson.D{{Key: "_configsvrConfigureCollectionBalancing", Value: ns}}
+	for _, f := range []string{"chunkSize", "defragmentCollection", "enableAutoMerger"} {
+		if v := cmd.Lookup(f); v.Type != 0 {
+			fwd = append(fwd, bson.E{Key: f, Value: bson.RawValue{Type: bson.Type(v.Type), Value: v.Data}})
+		}
+	}
+	if _, err := c.runOnConfig(ctx, fwd); err != nil {
+		return nil, err
+	}
+	return emptyDocument, nil
 }

@@ -85,7 +85,7 @@ var unsupported = []string{
 	"dropRole", "usersInfo", "rolesInfo",
 	// Sharding administration.
 	"reshardCollection", "refineCollectionShardKey",
-	"getShardMap", "configureCollectionBalancing",
+	"getShardMap",
 	"checkMetadataConsistency",
 }
 

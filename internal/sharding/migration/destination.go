@@ -261,6 +261,12 @@ func (s *Service) receive(ctx context.Context, d *Destination) error {
 			break
 		}
 	}
+	// Before reporting steady, the cloned data is majority-committed here (MongoDB's
+	// "Waiting for replication to catch up before entering critical section"): the donor's
+	// critical section then only waits for the last changes.
+	if err := s.waitMajority(ctx); err != nil {
+		return fmt.Errorf("wait for the cloned documents to replicate: %w", err)
+	}
 	d.setState(StateSteady)
 	for {
 		select {
@@ -285,6 +291,13 @@ func (s *Service) receive(ctx context.Context, d *Destination) error {
 			}
 			if sm.err != nil {
 				return fmt.Errorf("session migration: %w", sm.err)
+			}
+			// _flushPendingWrites: the commit is acknowledged only once every document and
+			// session entry the recipient applied is majority-committed. Otherwise a failover
+			// of the recipient after the donor's commit could roll back writes the donor
+			// acknowledged (the nemesis test lost an acknowledged $inc that way).
+			if err := s.waitMajority(ctx); err != nil {
+				return fmt.Errorf("wait for the migrated changes to replicate: %w", err)
 			}
 			d.setState(StateDone)
 			return nil
@@ -517,4 +530,13 @@ func (s *Service) RecvChunkAbort(ctx context.Context, sessionID string) error {
 	case <-ctx.Done():
 		return mongoerr.Newf(mongoerr.Interrupted, "_recvChunkAbort interrupted: %v", context.Cause(ctx))
 	}
+}
+
+// waitMajority waits until this node's last write is majority-committed (nothing to wait
+// for without WaitMajority: tests of the protocol alone).
+func (s *Service) waitMajority(ctx context.Context) error {
+	if s.WaitMajority == nil {
+		return nil
+	}
+	return s.WaitMajority(ctx)
 }

@@ -61,6 +61,10 @@ type Service struct {
 	// range deletions (receiveChunkWaitForRangeDeleterTimeoutMS; 10 s when nil).
 	RangeDeleter     func() RangeDeleter
 	RangeDeleterWait func() time.Duration
+	// OtherBound is computeOtherBound for a moveRange without max: the key that ends a range
+	// of about maxBytes from min inside [min, chunkMax), nil when the rest of the chunk is
+	// smaller (nil OtherBound: the range goes to the chunk's end).
+	OtherBound func(ctx context.Context, ns string, keyPattern, min, chunkMax bsoncore.Document, maxBytes int64) (bsoncore.Document, error)
 	// Term returns the node's replication term (the session catalog's validity; nil: 0).
 	Term func() int64
 	Log  *slog.Logger

@@ -143,6 +143,11 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 		return catalog.UUID{}, err
 	}
 	max := req.Max
+	if max == nil && s.OtherBound != nil && req.MaxChunkSizeBytes > 0 {
+		if max, err = s.OtherBound(ctx, req.NS, table.Pattern().Doc(), req.Min, chunk.Max, req.MaxChunkSizeBytes); err != nil {
+			return catalog.UUID{}, err
+		}
+	}
 	if max == nil {
 		max = chunk.Max
 	}
