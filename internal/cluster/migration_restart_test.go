@@ -51,6 +51,21 @@ func TestShardedMigrationDonorKilled(t *testing.T) {
 			if _, err := coll.InsertMany(ctx, docs); err != nil {
 				t.Fatal(err)
 			}
+			// The chunk as the migration finds it, for the late commit below.
+			var pre struct {
+				UUID  bson.Binary    `bson:"uuid"`
+				Epoch bson.ObjectID  `bson:"lastmodEpoch"`
+				Stamp bson.Timestamp `bson:"timestamp"`
+			}
+			var preChunk struct {
+				Lastmod bson.Timestamp `bson:"lastmod"`
+			}
+			if err := d.Config.Client.Database("config").Collection("collections").FindOne(ctx, bson.D{{Key: "_id", Value: ns}}).Decode(&pre); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Config.Client.Database("config").Collection("chunks").FindOne(ctx, bson.D{{Key: "uuid", Value: pre.UUID}}).Decode(&preChunk); err != nil {
+				t.Fatal(err)
+			}
 			donor := d.Shards[0].Nodes[0]
 			direct := d.Shards[0].Client.Database("admin")
 			if err := direct.RunCommand(ctx, bson.D{{Key: "configureFailPoint", Value: c.failPoint}, {Key: "mode", Value: "alwaysOn"}}).Err(); err != nil {
@@ -123,6 +138,34 @@ func TestShardedMigrationDonorKilled(t *testing.T) {
 			}
 			if chunk.Shard != owner {
 				t.Fatalf("the chunk is on %s, want %s", chunk.Shard, owner)
+			}
+			if !c.committed {
+				// The recovery fenced the migration's commit off before deciding: the chunk
+				// has a new major version, and the commit the dead donor might still have
+				// had on its way fails now instead of moving the chunk after the decision.
+				var now struct {
+					Lastmod bson.Timestamp `bson:"lastmod"`
+				}
+				if err := d.Config.Client.Database("config").Collection("chunks").FindOne(ctx, bson.D{{Key: "uuid", Value: collDoc.UUID}}).Decode(&now); err != nil {
+					t.Fatal(err)
+				}
+				if now.Lastmod.T <= preChunk.Lastmod.T {
+					t.Fatalf("the chunk's version after the recovery: %v, want a major version above %v", now.Lastmod, preChunk.Lastmod)
+				}
+				err := d.Config.Client.Database("admin").RunCommand(ctx, bson.D{{Key: "_configsvrCommitChunkMigration", Value: ns},
+					{Key: "fromShard", Value: s0}, {Key: "toShard", Value: s1},
+					{Key: "migratedChunk", Value: bson.D{{Key: "min", Value: bson.D{{Key: "k", Value: bson.MinKey{}}}},
+						{Key: "max", Value: bson.D{{Key: "k", Value: bson.MaxKey{}}}}, {Key: "lastmod", Value: preChunk.Lastmod}}},
+					{Key: "fromShardCollectionVersion", Value: bson.D{{Key: "e", Value: pre.Epoch}, {Key: "t", Value: pre.Stamp}, {Key: "v", Value: preChunk.Lastmod}}},
+					{Key: "validAfter", Value: bson.Timestamp{T: uint32(time.Now().Unix())}},
+					{Key: "writeConcern", Value: bson.D{{Key: "w", Value: "majority"}}}}).Err()
+				var ce mongo.CommandError
+				if !errors.As(err, &ce) || ce.Code != 117 {
+					t.Fatalf("a late commit of the aborted migration: %v", err)
+				}
+				if err := d.Config.Client.Database("config").Collection("chunks").FindOne(ctx, bson.D{{Key: "uuid", Value: collDoc.UUID}}).Decode(&chunk); err != nil || chunk.Shard != owner {
+					t.Fatalf("after the late commit the chunk is on %s (%v), want %s", chunk.Shard, err, owner)
+				}
 			}
 			shard := map[string]*mongo.Client{s0: d.Shards[0].Client, s1: d.Shards[1].Client}
 			tasks := func(s string) []bson.Raw {

@@ -119,3 +119,55 @@ func runConfigsvrCommitChunkMigration(ctx context.Context, env *service.Env, cmd
 	}
 	return waitMajority(ctx, env, versionsReply(vs))
 }
+
+func configsvrEnsureChunkVersionCommand() *service.Command {
+	return &service.Command{Name: "_configsvrEnsureChunkVersionIsGreaterThan", Handler: runConfigsvrEnsureChunkVersion, AdminOnly: true,
+		Secondary: service.SecondaryNever, Writes: true,
+		Help: "Internal command, which is exported by the sharding config server. Do not call directly."}
+}
+
+// runConfigsvrEnsureChunkVersion fences off a migration's late commit
+// ({_configsvrEnsureChunkVersionIsGreaterThan: 1, minKey, maxKey, version, collectionUUID,
+// nss}; configsvr.Committer.EnsureChunkVersionIsGreaterThan) and answers once majority
+// committed.
+func runConfigsvrEnsureChunkVersion(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "_configsvrEnsureChunkVersionIsGreaterThan"
+	if err := requireConfigServer(env, name); err != nil {
+		return nil, err
+	}
+	required := func(field string, t bsoncore.Type) (bsoncore.Value, error) { return requiredField(cmd, name, field, t) }
+	minV, err := required("minKey", bsoncore.TypeEmbeddedDocument)
+	if err != nil {
+		return nil, err
+	}
+	maxV, err := required("maxKey", bsoncore.TypeEmbeddedDocument)
+	if err != nil {
+		return nil, err
+	}
+	vv, err := required("version", bsoncore.TypeEmbeddedDocument)
+	if err != nil {
+		return nil, err
+	}
+	version, err := routing.ParseShardVersion(vv)
+	if err != nil {
+		return nil, err
+	}
+	uv, err := required("collectionUUID", bsoncore.TypeBinary)
+	if err != nil {
+		return nil, err
+	}
+	sub, data := uv.Binary()
+	if sub != 4 || len(data) != 16 {
+		return nil, mongoerr.Newf(mongoerr.InvalidUUID, "BSON field '%s.collectionUUID' is not a UUID", name)
+	}
+	nv, err := required("nss", bsoncore.TypeString)
+	if err != nil {
+		return nil, err
+	}
+	var uuid [16]byte
+	copy(uuid[:], data)
+	if err := shardingDDLOf(env).committer.EnsureChunkVersionIsGreaterThan(ctx, nv.StringValue(), uuid, minV.Document(), maxV.Document(), version); err != nil {
+		return nil, err
+	}
+	return waitMajority(ctx, env, emptyDoc)
+}

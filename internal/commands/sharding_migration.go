@@ -47,6 +47,7 @@ func addMigration(r *service.Registry) {
 			Help: "internal"},
 		configsvrMoveRangeCommand(),
 		configsvrCommitChunkMigrationCommand(),
+		configsvrEnsureChunkVersionCommand(),
 	} {
 		add(r, c)
 	}

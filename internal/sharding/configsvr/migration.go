@@ -227,3 +227,40 @@ func (c *Committer) MoveRangeTarget(ctx context.Context, ns string, min bsoncore
 	}
 	return t, nil
 }
+
+// EnsureChunkVersionIsGreaterThan is MongoDB's ShardingCatalogManager::
+// ensureChunkVersionIsGreaterThan, run by a donor that decides a migration whose commit may
+// still be on its way here: the chunk holding [min, max) of collection uuid, if it is still
+// at version v or older (the migration did not commit, nothing else changed it), gets a new
+// major version. A late commit of the migration then fails its version check. Anything else
+// (the collection gone or recreated, the chunk split, merged or moved since) is a no-op:
+// the change that did it already ended the migration's chance to commit.
+func (c *Committer) EnsureChunkVersionIsGreaterThan(ctx context.Context, ns string, uuid [16]byte, min, max bsoncore.Document, v routing.ChunkVersion) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	coll, err := c.collection(ctx, ns)
+	if mongoerr.Is(err, mongoerr.NamespaceNotSharded) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if coll.UUID != uuid || !coll.Gen.SameCollection(v.Generation) {
+		return nil
+	}
+	cur, err := c.chunkContaining(ctx, coll.UUID, coll.Gen, min)
+	if err != nil || cur == nil {
+		return err
+	}
+	if bsonutil.CompareDocuments(cur.Min, min) > 0 || bsonutil.CompareDocuments(max, cur.Max) > 0 || v.IsOlderThan(cur.Version) {
+		return nil
+	}
+	collVersion, err := c.collectionVersion(ctx, coll)
+	if err != nil {
+		return err
+	}
+	bumped := *cur
+	bumped.Version = collVersion
+	bumped.Version.Major, bumped.Version.Minor = collVersion.Major+1, 0
+	return c.apply(ctx, []bsoncore.Document{updateOp("config.chunks", cur.ID, bumped.ConfigDoc())})
+}

@@ -161,6 +161,11 @@ type Steps interface {
 	// ChunkOwner reads the authoritative owner of the chunk of ns (uuid) whose range
 	// contains [min, max) from the config server's config.chunks.
 	ChunkOwner(ctx context.Context, ns string, uuid catalog.UUID, min, max bsoncore.Document) (string, error)
+	// EnsureChunkVersionIsGreaterThan has the config server bump the version of the chunk
+	// holding [min, max) past v while it is still on the donor at v or older
+	// (_configsvrEnsureChunkVersionIsGreaterThan, majority): a commit of the migration
+	// still on its way then fails its version check instead of landing after the decision.
+	EnsureChunkVersionIsGreaterThan(ctx context.Context, ns string, uuid catalog.UUID, min, max bsoncore.Document, v routing.ChunkVersion) error
 	// Refresh refreshes the donor's filtering metadata of ns from the config server.
 	Refresh(ctx context.Context, ns string) error
 }
@@ -235,6 +240,12 @@ func (c *Coordinator) Complete(ctx context.Context) error {
 // decision's sequence runs.
 func (c *Coordinator) Recover(ctx context.Context) error {
 	if c.Doc.Decision == Undecided {
+		// A commit the dead donor sent may still be on its way to the config server: fence
+		// it off first, so that the owner read next is the final one.
+		if err := c.Steps.EnsureChunkVersionIsGreaterThan(ctx, c.Doc.NS, c.Doc.CollectionUUID, c.Doc.Min, c.Doc.Max,
+			c.Doc.PreMigrationChunkVersion); err != nil {
+			return fmt.Errorf("fence off the migration's commit: %w", err)
+		}
 		owner, err := c.Steps.ChunkOwner(ctx, c.Doc.NS, c.Doc.CollectionUUID, c.Doc.Min, c.Doc.Max)
 		if err != nil {
 			return fmt.Errorf("read the migrated range's owner: %w", err)

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
+	"humongo/internal/sharding/routing"
 )
 
 // fakeSteps records the coordinator's effects as the documents they leave: the donor's
@@ -92,6 +93,9 @@ func (f *fakeSteps) ChunkOwner(context.Context, string, catalog.UUID, bsoncore.D
 	return f.owner, f.step("chunkOwner")
 }
 func (f *fakeSteps) Refresh(context.Context, string) error { return f.step("refresh") }
+func (f *fakeSteps) EnsureChunkVersionIsGreaterThan(context.Context, string, catalog.UUID, bsoncore.Document, bsoncore.Document, routing.ChunkVersion) error {
+	return f.step("ensureChunkVersion")
+}
 
 func newCoordinator(f *fakeSteps) *Coordinator {
 	return &Coordinator{Steps: f, Doc: CoordinatorDoc{ID: catalog.NewUUID(), NS: "db.c", Donor: "s0", Recipient: "s1",

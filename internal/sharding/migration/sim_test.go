@@ -59,6 +59,7 @@ type simKnobs struct {
 	abortOnCommitError bool // the donor aborts on a failed commit without asking the config server
 	noCriticalSection  bool // writes reach the donor while the recipient takes its last mods
 	readyRecipientTask bool // the recipient's range deletion task is written ready, not pending
+	noFence            bool // a decision after a failed commit does not fence a late commit off
 }
 
 var errDown = errors.New("sim: shard down")
@@ -114,9 +115,12 @@ type simWorld struct {
 	ctx      context.Context
 	changed  bool // config.chunks changed since the last check
 	calm     bool // no more faults (the end of a run)
+	// inflight are commits sent and not yet received by the config server (the donor
+	// gave up waiting for them): each lands later, or fails its version check.
+	inflight []*simMigration
 }
 
-type simStats struct{ started, committed, aborted, unknown, crashes, writes, blocked, deleted int }
+type simStats struct{ started, committed, aborted, unknown, crashes, writes, blocked, deleted, late, fenced int }
 
 func keyDoc(k int) bsoncore.Document {
 	b := bsoncore.NewDocumentBuilder()
@@ -357,6 +361,27 @@ func (s simSteps) ChunkOwner(_ context.Context, _ string, _ catalog.UUID, min, _
 
 func (s simSteps) Refresh(context.Context, string) error { return nil }
 
+// EnsureChunkVersionIsGreaterThan is the config server's _configsvrEnsureChunkVersionIsGreaterThan:
+// the chunk holding [min, max), still on the donor at v or older, gets a new major version.
+func (s simSteps) EnsureChunkVersionIsGreaterThan(_ context.Context, _ string, _ catalog.UUID, min, max bsoncore.Document, v routing.ChunkVersion) error {
+	if !s.w.calm && s.w.rng.IntN(10) == 0 {
+		return errors.New("sim: config server unreachable")
+	}
+	if s.w.knobs.noFence {
+		return nil
+	}
+	lo, hi := docKey(min), docKey(max)
+	for i, c := range s.w.chunks {
+		if c.lo <= lo && hi <= c.hi && c.shard == s.donor && !v.IsOlderThan(c.ver) {
+			coll := s.w.collVersion()
+			s.w.chunks[i].ver = routing.ChunkVersion{Major: coll.Major + 1, Generation: s.w.gen}
+			s.w.changed = true
+			s.w.stats.fenced++
+		}
+	}
+	return nil
+}
+
 // write is one acknowledged or refused user write to key k, routed to its owner.
 func (w *simWorld) write(k int) {
 	o := w.shards[w.owner(k)]
@@ -481,6 +506,9 @@ func (w *simWorld) advance(m *simMigration) {
 		switch w.rng.IntN(8) {
 		case 0:
 			err = errors.New("sim: commit request lost")
+		case 2:
+			w.inflight = append(w.inflight, m)
+			err = errors.New("sim: no commit reply yet (the request is still on its way)")
 		case 1:
 			if cerr := w.commit(m); cerr != nil {
 				w.t.Fatalf("commit of %v failed: %v", m, cerr)
@@ -495,7 +523,11 @@ func (w *simWorld) advance(m *simMigration) {
 				w.abort(m)
 				return
 			}
-			owner, oerr := steps.ChunkOwner(w.ctx, simNS, w.uuid, keyDoc(m.lo), keyDoc(m.hi))
+			oerr := steps.EnsureChunkVersionIsGreaterThan(w.ctx, simNS, w.uuid, keyDoc(m.lo), keyDoc(m.hi), m.pre)
+			var owner string
+			if oerr == nil {
+				owner, oerr = steps.ChunkOwner(w.ctx, simNS, w.uuid, keyDoc(m.lo), keyDoc(m.hi))
+			}
 			if oerr != nil {
 				w.stats.unknown++
 				w.endMigration(m) // outcome unknown: left to the recovery; the critical section stays
@@ -647,8 +679,25 @@ func (w *simWorld) checkChunks(prevColl routing.ChunkVersion, prev []simChunk) e
 	return nil
 }
 
+// deliverLate lets one in-flight commit reach the config server: it lands if the chunk is
+// still as the donor left it, else it fails (nobody waits for its reply).
+func (w *simWorld) deliverLate() {
+	i := w.rng.IntN(len(w.inflight))
+	m := w.inflight[i]
+	w.inflight = slices.Delete(w.inflight, i, i+1)
+	if w.commit(m) == nil {
+		w.stats.late++
+	}
+}
+
 // quiesce ends the run: every shard up, recoveries and deletions run until nothing changes.
 func (w *simWorld) quiesce() error {
+	for len(w.inflight) > 0 {
+		w.deliverLate()
+		if err := w.check(w.collVersion(), w.chunks); err != nil {
+			return err
+		}
+	}
 	w.calm = true
 	for _, sh := range w.shards {
 		if m := sh.donor; m != nil {
@@ -711,6 +760,8 @@ func (w *simWorld) run(events int) (err error) {
 			}
 		case x < 96:
 			w.runDeleter(w.shards[w.names[w.rng.IntN(len(w.names))]])
+		case x < 98 && len(w.inflight) > 0:
+			w.deliverLate()
 		default:
 			w.split()
 		}
@@ -749,10 +800,13 @@ func TestMigrationSimulation(t *testing.T) {
 		total.writes += w.stats.writes
 		total.blocked += w.stats.blocked
 		total.deleted += w.stats.deleted
+		total.late += w.stats.late
+		total.fenced += w.stats.fenced
 	}
 	t.Logf("%+v", total)
 	// The runs must exercise the protocol, or passing proves nothing.
-	if total.committed < 100 || total.aborted < 100 || total.unknown < 10 || total.blocked < 10 || total.deleted < 100 {
+	if total.committed < 100 || total.aborted < 100 || total.unknown < 10 || total.blocked < 10 || total.deleted < 100 ||
+		total.late < 10 || total.fenced < 10 {
 		t.Fatalf("the simulation did not exercise the protocol: %+v", total)
 	}
 }
@@ -764,6 +818,7 @@ func TestMigrationSimulationCatchesBrokenProtocols(t *testing.T) {
 		"abort on a failed commit without asking the config server": {abortOnCommitError: true},
 		"no critical section":                 {noCriticalSection: true},
 		"recipient task ready from the start": {readyRecipientTask: true},
+		"no fence against a late commit":      {noFence: true},
 	} {
 		caught := false
 		for seed := range uint64(simSeeds(t)) {

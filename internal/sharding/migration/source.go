@@ -271,8 +271,13 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 	commitErr := s.commitOnConfig(ctx, req, self, migrated, table.Version())
 	dec := Committed
 	if commitErr != nil {
-		// The commit's outcome is unknown until the config server says who owns the range.
-		owner, err := s.ownerWithRetry(ctx, uuid, req.Min)
+		// The commit's outcome is unknown until the config server says who owns the range,
+		// once a commit still on its way there is fenced off (as Coordinator.Recover).
+		err := coord.Steps.EnsureChunkVersionIsGreaterThan(ctx, req.NS, uuid, req.Min, max, chunk.Version)
+		var owner string
+		if err == nil {
+			owner, err = s.ownerWithRetry(ctx, uuid, req.Min)
+		}
 		if err != nil {
 			// Nothing known: leave the critical section held and the coordinator
 			// undecided; a recovery in the background (or the step-up recovery, or the

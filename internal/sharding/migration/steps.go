@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
+	"humongo/internal/sharding/routing"
 	"humongo/internal/mongoerr"
 )
 
@@ -111,6 +112,20 @@ func (n nodeSteps) MarkRangeDeletionReady(ctx context.Context, shard string, id 
 
 func (n nodeSteps) ChunkOwner(ctx context.Context, ns string, uuid catalog.UUID, min, max bsoncore.Document) (string, error) {
 	return ChunkOwner(ctx, n.s.Cluster, uuid, min)
+}
+
+func (n nodeSteps) EnsureChunkVersionIsGreaterThan(ctx context.Context, ns string, uuid catalog.UUID, min, max bsoncore.Document, v routing.ChunkVersion) error {
+	idx, doc := bsoncore.AppendDocumentStart(nil)
+	doc = bsoncore.AppendInt32Element(doc, "_configsvrEnsureChunkVersionIsGreaterThan", 1)
+	doc = bsoncore.AppendDocumentElement(doc, "minKey", min)
+	doc = bsoncore.AppendDocumentElement(doc, "maxKey", max)
+	doc = v.AppendShardVersion(doc, "version")
+	doc = bsoncore.AppendBinaryElement(doc, "collectionUUID", 4, uuid[:])
+	doc = bsoncore.AppendStringElement(doc, "nss", ns)
+	doc = bsoncore.AppendDocumentElement(doc, "writeConcern", majorityWC)
+	doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
+	_, err := n.s.Cluster.RunOnConfig(ctx, "admin", doc)
+	return err
 }
 
 func (n nodeSteps) Refresh(ctx context.Context, ns string) error {
