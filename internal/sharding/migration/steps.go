@@ -7,8 +7,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
-	"humongo/internal/sharding/routing"
 	"humongo/internal/mongoerr"
+	"humongo/internal/sharding/routing"
 )
 
 // nodeSteps is the Coordinator's Steps on a real shard: local documents through the node's
