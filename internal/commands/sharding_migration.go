@@ -135,12 +135,15 @@ func startMigrations(st *service.State, reg *service.Registry, rc *coord.Coordin
 	s.Init()
 	st.Decorate(migrationKey{}, func() any { return &migrationHolder{svc: s} })
 	st.DB.Colls.SetDocListener(tracker)
-	stopRecovery := func() {}
+	stopRecovery, removeHook := func() {}, func() {}
 	if rc != nil {
-		// Unfinished coordinators resume on each step-up.
+		// Unfinished coordinators resume on each step-up, whose writes are judged by
+		// metadata refreshed in the new term.
 		stopRecovery = s.StartRecovery(rc)
+		removeHook = rc.BeforeWritable(s.BeforeWritable)
 	}
 	return func() {
+		removeHook()
 		stopRecovery()
 		st.DB.Colls.SetDocListener(nil)
 		s.Close()

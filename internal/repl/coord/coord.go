@@ -118,6 +118,12 @@ type Coordinator struct {
 
 	rcfg reconfigState // replSetReconfig's commitment state (api.go)
 
+	// beforeWritable are run when a drain ends, before the node takes writes in its new term
+	// (BeforeWritable); guarded by hooksMu, never called with mu held.
+	hooksMu        sync.Mutex
+	beforeWritable map[int]func()
+	nextHook       int
+
 	peers *client.Pool // connections to the other members, for heartbeats, votes and updatePosition
 	tv    atomic.Int64
 	term  atomic.Int64 // mirror of the core's term for Term(), readable without c.mu
@@ -565,6 +571,9 @@ func (c *Coordinator) completeDrain(ctx context.Context, term int64) bool {
 		return true // stepped down meanwhile, or another pass finished it
 	}
 	op, err := c.appendNoop(ctx, term, "new primary")
+	if err == nil {
+		c.runBeforeWritable()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -579,6 +588,34 @@ func (c *Coordinator) completeDrain(ctx context.Context, term int64) bool {
 	c.handleLocked(now, c.topo.CompleteDrain(now))
 	c.noteChangesLocked()
 	return true
+}
+
+// BeforeWritable registers f to run each time this node ends a drain, just before it takes
+// writes in the new term (MongoDB's step-up hooks that must run before writes: a shard's
+// filtering metadata from an earlier stint must not judge the new term's writes); remove
+// unregisters it. f must not call into the coordinator.
+func (c *Coordinator) BeforeWritable(f func()) (remove func()) {
+	c.hooksMu.Lock()
+	defer c.hooksMu.Unlock()
+	if c.beforeWritable == nil {
+		c.beforeWritable = map[int]func(){}
+	}
+	id := c.nextHook
+	c.nextHook++
+	c.beforeWritable[id] = f
+	return func() {
+		c.hooksMu.Lock()
+		defer c.hooksMu.Unlock()
+		delete(c.beforeWritable, id)
+	}
+}
+
+func (c *Coordinator) runBeforeWritable() {
+	c.hooksMu.Lock()
+	defer c.hooksMu.Unlock()
+	for _, f := range c.beforeWritable {
+		f()
+	}
 }
 
 // kickDataRepl wakes the data-replication watcher (a leader-mode change it must act on does

@@ -135,3 +135,17 @@ func (r *Runtime) ClearAll() {
 	defer r.mu.Unlock()
 	clear(r.colls)
 }
+
+// OnStepUp forgets every collection's and database's metadata before the node takes writes
+// in a new term. Metadata from an earlier stint as primary may predate a migration or
+// movePrimary that another primary of this shard committed meanwhile; with a router as
+// stale, its versions would still match and a write would land in a range this shard no
+// longer owns. (MongoDB's secondaries drop a namespace's metadata whenever the primary's
+// refresh replicates to them through config.cache.*; this node refreshes from the config
+// server instead, so it drops everything once, at step-up.)
+func (r *Runtime) OnStepUp() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.colls)
+	clear(r.dbs)
+}

@@ -44,6 +44,26 @@ func (s *Service) RecoverCoordinators(ctx context.Context) error {
 	return nil
 }
 
+// BeforeWritable runs when this node ends a drain, before it takes writes in its new term:
+// it forgets the filtering metadata of its earlier stints (filtering.Runtime.OnStepUp), and
+// each namespace with an unfinished coordinator enters the critical section until
+// RecoverCoordinators has decided it and refreshed (MongoDB clears those namespaces'
+// metadata at step-up and makes their refreshes wait for the recovery). Otherwise a write
+// could be judged by metadata refreshed while the dead donor's commit is still on its way,
+// land on the donor, and be lost when the commit moves the range.
+func (s *Service) BeforeWritable() {
+	s.Filtering.OnStepUp()
+	nss, err := s.Local.CoordinatorNamespaces(context.Background())
+	if err != nil {
+		s.Log.Error("Failed to read config.migrationCoordinators at step-up", "error", err.Error())
+		return
+	}
+	for _, ns := range nss {
+		// Already held (a commit of this process whose outcome was unknown): still held.
+		_ = s.Filtering.EnterCriticalSection(ns, "{ reason: \"migration recovery at step-up\" }")
+	}
+}
+
 // StartRecovery runs RecoverCoordinators once per term in which this node is a writable
 // primary, retrying while it fails and the node is still primary; stop ends it and waits.
 func (s *Service) StartRecovery(node Node) (stop func()) {
