@@ -23,6 +23,10 @@ import (
 // Chunks are taken round robin in config.chunks' min order, each to the shard after its
 // owner in config.shards' _id order, so with two shards they go back and forth. Moves run
 // one at a time: one that outlasts the interval delays the next (the ticker drops ticks).
+// Moves send _waitForDelete: the donor deletes the moved range now and the move returns when
+// it is clean. Without it the donor's range deletion waits orphanCleanupDelaySecs (900 s, as
+// MongoDB), and moving the chunk back within that delay fails on the recipient after 10 s
+// ("waiting for overlapping range deletion"): so a move's duration includes the deletion.
 type chunkMover struct {
 	client   *mongo.Client
 	ns       string
@@ -176,7 +180,7 @@ func (m *chunkMover) moveOne(ctx context.Context, n int) error {
 	to := shards[(slices.Index(shards, c.Shard)+1)%len(shards)]
 	start := time.Now()
 	err = m.client.Database("admin").RunCommand(ctx, bson.D{{Key: "moveChunk", Value: m.ns},
-		{Key: "bounds", Value: bson.A{c.Min, c.Max}}, {Key: "to", Value: to}}).Err()
+		{Key: "bounds", Value: bson.A{c.Min, c.Max}}, {Key: "to", Value: to}, {Key: "_waitForDelete", Value: true}}).Err()
 	if err != nil {
 		return fmt.Errorf("moveChunk [%s, %s) %s -> %s: %w", c.Min, c.Max, c.Shard, to, err)
 	}
