@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -74,5 +76,20 @@ func TestBenchMoveChunks(t *testing.T) {
 	out, errs, code = bench("a", "--uri", router, "--drop", "--records", "10", "--move-chunks", "1s")
 	if code == 0 || !strings.Contains(errs, "load the records first") {
 		t.Errorf("bench --move-chunks --drop: exit %d, want a refusal\n%s%s", code, out, errs)
+	}
+}
+
+// TestParseMoveChunks: --move-chunks takes a duration and is refused where no workload runs
+// on loaded records (a load, ping, or --drop, which loads during the run).
+func TestParseMoveChunks(t *testing.T) {
+	o, err := parseBenchFlags([]string{"a", "--move-chunks", "3s"}, &bytes.Buffer{})
+	if err != nil || o.moveChunks != 3*time.Second {
+		t.Fatalf("--move-chunks 3s: %v %+v", err, o)
+	}
+	for _, args := range [][]string{{"a", "--move-chunks", "-1s"}, {"a", "--drop", "--move-chunks", "1s"},
+		{"load", "--move-chunks", "1s"}, {"ping", "--move-chunks", "1s"}} {
+		if _, err := parseBenchFlags(args, &bytes.Buffer{}); !errors.As(err, new(usageError)) {
+			t.Errorf("%q: error %v, want a usage error", args, err)
+		}
 	}
 }
