@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ type benchOptions struct {
 	timeout      time.Duration
 	progress     time.Duration
 	shardKey     string
+	moveChunks   time.Duration
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
@@ -41,6 +43,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs.IntVar(&c.MaxScanLength, "max-scan-length", c.MaxScanLength, "workloads e and scan: scans read 1..N records (N with --scan-length-distribution constant)")
 	fs.StringVar(&c.ScanLengthDistribution, "scan-length-distribution", "", "scan lengths: uniform in 1..max-scan-length (default) or constant (always max-scan-length)")
 	fs.StringVar(&o.shardKey, "shard-key", "", "through a router only: shard the collection on {_id: \"hashed\"} (hashed) or {_id: 1} (range) first, and again after --drop")
+	fs.DurationVar(&o.moveChunks, "move-chunks", 0, "through a router only: while the workload runs, move a chunk of the sharded collection to another shard every DURATION (0: off); load the records first")
 	fs.BoolVar(&c.Drop, "drop", false, "drop the collection and load the records before the workload")
 	fs.DurationVar(&c.Duration, "duration", 0, "cap on the workload's run time (0: none); a load before it (--drop, or automatic) always completes")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "random seed")
@@ -86,6 +89,12 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	if _, err := bench.ParseReadConcern(o.readConcern); err != nil {
 		return nil, usageError{err.Error()}
 	}
+	if o.moveChunks < 0 {
+		return nil, usagef("--move-chunks must not be negative, got %s", o.moveChunks)
+	}
+	if o.moveChunks > 0 && (c.Drop || w.Name == "load" || w.Name == "ping") {
+		return nil, usagef("--move-chunks measures a workload while chunks move: load the records first (without --move-chunks), then run the workload without --drop")
+	}
 	if o.shardKey != "" {
 		if _, err := bench.ShardKeyPattern(o.shardKey); err != nil {
 			return nil, usageError{err.Error()}
@@ -119,12 +128,24 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
+	var mover *chunkMover
+	if o.moveChunks > 0 {
+		if mover, err = newChunkMover(ctx, o.uri, o.db+"."+o.coll, o.moveChunks, o.timeout); err != nil {
+			return err
+		}
+	}
+
 	o.cfg.Notice = func(msg string) { fmt.Fprintf(stderr, "humongo bench: %s\n", msg) }
 	if !o.json && o.progress > 0 {
 		o.cfg.Progress = func(p bench.Progress) { fmt.Fprintln(stderr, progressLine(p)) }
 		o.cfg.ProgressInterval = o.progress
 	}
+	stopMover := func() {}
+	if mover != nil {
+		stopMover = mover.start(ctx)
+	}
 	res, err := bench.Run(ctx, store, o.cfg)
+	stopMover()
 	if err != nil && res == nil {
 		return err
 	}
@@ -140,12 +161,30 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		labels["shardKey"] = o.shardKey
 	}
 	rep := res.Report(bench.RedactURI(o.uri), labels)
+	var moves *moveReport
+	if mover != nil {
+		moves = mover.report()
+	}
 	if o.json {
-		if werr := rep.WriteJSON(stdout); werr != nil {
+		// The moves section joins the report's own fields at the top level.
+		out := struct {
+			*bench.ReportJSON
+			Moves *moveReport `json:"moves,omitempty"`
+		}{rep, moves}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if werr := enc.Encode(out); werr != nil {
 			return werr
 		}
-	} else if werr := rep.WriteTable(stdout); werr != nil {
-		return werr
+	} else {
+		if werr := rep.WriteTable(stdout); werr != nil {
+			return werr
+		}
+		if moves != nil {
+			if werr := moves.writeTable(stdout); werr != nil {
+				return werr
+			}
+		}
 	}
 	if err != nil {
 		return err
@@ -168,6 +207,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 			failed = append(failed, fmt.Sprintf("phase %s: %d of %d operations failed (%.2f%%)%s", p.Phase, e, n, 100*float64(e)/float64(n), first))
 		}
+	}
+	// Failed moves do not make the workload's numbers wrong, but a run where none succeeded
+	// measured no move at all.
+	if moves != nil && moves.Done == 0 && moves.Failed > 0 {
+		failed = append(failed, fmt.Sprintf("--move-chunks: all %d chunk moves failed; first error: %s", moves.Failed, moves.FirstError))
 	}
 	if len(failed) > 0 {
 		return errors.New(strings.Join(failed, "\n"))
