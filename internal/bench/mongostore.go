@@ -349,3 +349,7 @@ func RedactURI(uri string) string {
 	}
 	return u.String()
 }
+
+// isTimeout reports whether err is a time-limit error of the driver (one that refused to
+// send the operation near the workload's deadline among them).
+func isTimeout(err error) bool { return mongo.IsTimeout(err) }

@@ -361,7 +361,7 @@ func (t *thread) run(ctx context.Context) {
 		start := time.Now()
 		err := t.do(ctx, op)
 		d := time.Since(start)
-		if err != nil && (ctx.Err() != nil || pastDeadline(ctx)) {
+		if err != nil && (ctx.Err() != nil || pastDeadline(ctx) || nearDeadline(ctx) && isTimeout(err)) {
 			// Cut short by the deadline or SIGINT: neither a latency nor a failure of the server.
 			return
 		}
@@ -379,6 +379,15 @@ func (t *thread) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// nearDeadline reports whether ctx's deadline is less than a round trip away: the driver
+// refuses to send an operation whose server-side time limit (the time left less its RTT
+// estimate) would be zero ("calculated server-side timeout ... is less than or equal to 0"),
+// before ctx itself is done.
+func nearDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) < 100*time.Millisecond
 }
 
 // pastDeadline reports whether ctx's deadline has passed. The driver sets its socket deadline
