@@ -19,6 +19,7 @@ import (
 	"humongo/internal/operation"
 	"humongo/internal/repl/coord"
 	"humongo/internal/service"
+	"humongo/internal/sharding/balancer"
 	"humongo/internal/sharding/configsvr"
 	"humongo/internal/sharding/ddl"
 	"humongo/internal/sharding/filtering"
@@ -88,6 +89,10 @@ func startAutoMerger(ctx context.Context, st *service.State, reg *service.Regist
 		Interval:  func() time.Duration { return time.Duration(st.Params.Int("autoMergerIntervalSecs")) * time.Second },
 		Oldest:    func() bson.Timestamp { return oldestSnapshotTimestamp(st) },
 		Log:       st.Logger,
+		BalancerAllows: func(d bsoncore.Document, now time.Time) bool {
+			s, err := balancer.ParseBalancerSettings(d)
+			return err == nil && s.Mode != balancer.ModeOff && s.Window.Contains(now)
+		},
 	})
 }
 

@@ -4,8 +4,8 @@ package configsvr
 // on the config server primary, every autoMergerIntervalSecs, it merges the mergeable
 // contiguous chunks of every collection on every shard (CommitMergeAllChunksOnShard) while
 // auto-merging is on: config.settings {_id: "automerge", enabled} (default true), the
-// balancer's mode is not "off" (config.settings {_id: "balancer"}; MongoDB's
-// shouldBalanceForAutoMerge), and the collection has not disabled it (config.collections
+// balancer's mode is not "off" and the time is inside its activeWindow (config.settings
+// {_id: "balancer"}; MongoDB's shouldBalanceForAutoMerge), and the collection has not disabled it (config.collections
 // enableAutoMerge: false). A round runs at each step-up and then once per interval; it
 // stops when the node steps down (its context ends with the topology change).
 
@@ -38,6 +38,10 @@ type AutoMergerConfig struct {
 	Log    *slog.Logger
 	// Merged, when set, is told each namespace and shard whose chunks a round merged.
 	Merged func(ns, shard string, n int)
+	// BalancerAllows, when set, judges config.settings's balancer document: whether its mode
+	// and activeWindow allow auto-merging now (MongoDB's shouldBalanceForAutoMerge: mode not
+	// off and the time inside the balancing window). Unset: only the mode is checked.
+	BalancerAllows func(balancerDoc bsoncore.Document, now time.Time) bool
 }
 
 // StartAutoMerger runs the AutoMerger until stop, which waits for it.
@@ -115,6 +119,12 @@ func (cfg AutoMergerConfig) enabled(ctx context.Context) (bool, error) {
 				return false, nil
 			}
 		case BalancerSettingsID:
+			if cfg.BalancerAllows != nil {
+				if !cfg.BalancerAllows(d, time.Now()) {
+					return false, nil
+				}
+				continue
+			}
 			if mode, ok := d.Lookup("mode").StringValueOK(); ok && mode == "off" {
 				return false, nil
 			}

@@ -1,7 +1,9 @@
 package configsvr
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -46,5 +48,43 @@ func TestMergeRuns(t *testing.T) {
 	}
 	if ops, _, merged, _ := mergeRuns(chunks[5:], v0, "sh0", 0); len(ops) != 0 || merged != 0 {
 		t.Fatalf("single chunk merged")
+	}
+}
+
+// Auto-merging follows the automerge setting and the balancer document: its mode, and with
+// BalancerAllows its activeWindow too.
+func TestAutoMergerEnabled(t *testing.T) {
+	settings := func(docs ...bsoncore.Document) RunFunc {
+		return func(_ context.Context, _ string, _ bsoncore.Document) (bsoncore.Document, error) {
+			arr := bsoncore.NewArrayBuilder()
+			for _, d := range docs {
+				arr.AppendDocument(d)
+			}
+			return bsoncore.NewDocumentBuilder().AppendDocument("cursor", bsoncore.NewDocumentBuilder().
+				AppendInt64("id", 0).AppendArray("firstBatch", arr.Build()).Build()).Build(), nil
+		}
+	}
+	balancerDoc := bsoncore.NewDocumentBuilder().AppendString("_id", BalancerSettingsID).AppendString("mode", "full").Build()
+	automergeOff := bsoncore.NewDocumentBuilder().AppendString("_id", "automerge").AppendBoolean("enabled", false).Build()
+	stopped := bsoncore.NewDocumentBuilder().AppendString("_id", BalancerSettingsID).AppendString("mode", "off").Build()
+	allows := func(ok bool) func(bsoncore.Document, time.Time) bool {
+		return func(bsoncore.Document, time.Time) bool { return ok }
+	}
+	for _, c := range []struct {
+		name string
+		cfg  AutoMergerConfig
+		want bool
+	}{
+		{"no settings", AutoMergerConfig{Run: settings()}, true},
+		{"automerge off", AutoMergerConfig{Run: settings(automergeOff, balancerDoc)}, false},
+		{"balancer off", AutoMergerConfig{Run: settings(stopped)}, false},
+		{"balancer on", AutoMergerConfig{Run: settings(balancerDoc)}, true},
+		{"outside the window", AutoMergerConfig{Run: settings(balancerDoc), BalancerAllows: allows(false)}, false},
+		{"inside the window", AutoMergerConfig{Run: settings(balancerDoc), BalancerAllows: allows(true)}, true},
+	} {
+		got, err := c.cfg.enabled(context.Background())
+		if err != nil || got != c.want {
+			t.Errorf("%s: %v %v, want %v", c.name, got, err, c.want)
+		}
 	}
 }
