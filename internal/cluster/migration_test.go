@@ -425,6 +425,26 @@ func TestShardedMigration(t *testing.T) {
 	if !cur.Next(ctx) || cur.Decode(&sum) != nil || sum.N != n || sum.U != updates.Load() {
 		t.Fatalf("after the move under updates: %d documents with %d increments, want %d and %d", sum.N, sum.U, n, updates.Load())
 	}
+	// Each migration is in config.changelog, as sh.status() reads it ("Migration Results for
+	// the last 24 hours"): the donor's moveChunk.from with its six steps' times and the
+	// recipient's moveChunk.to.
+	var from struct {
+		Details struct {
+			Note  string `bson:"note"`
+			From  string `bson:"from"`
+			To    string `bson:"to"`
+			Step6 *int64 `bson:"step 6 of 6"`
+		} `bson:"details"`
+	}
+	changelog := d.Config.Client.Database("config").Collection("changelog")
+	if err := changelog.FindOne(ctx, bson.D{{Key: "what", Value: "moveChunk.from"}, {Key: "ns", Value: "mig.big"}},
+		options.FindOne().SetSort(bson.D{{Key: "time", Value: -1}})).Decode(&from); err != nil ||
+		from.Details.Note != "success" || from.Details.From != s1 || from.Details.To != s0 || from.Details.Step6 == nil {
+		t.Fatalf("the last moveChunk.from of mig.big in config.changelog: %+v %v", from, err)
+	}
+	if n, err := changelog.CountDocuments(ctx, bson.D{{Key: "what", Value: "moveChunk.to"}, {Key: "details.note", Value: "success"}}); err != nil || n < 8 {
+		t.Fatalf("moveChunk.to entries: %d %v", n, err)
+	}
 	checkMalformedMigrationCommands(t, ctx, d, "mig.c")
 	checkMoveRangeWithoutMax(t, ctx, d)
 }

@@ -190,8 +190,10 @@ func (s *Service) StartReceive(ctx context.Context, req RecvChunkStart) error {
 }
 
 // receive runs the recipient's steps until done (or an error).
-func (s *Service) receive(ctx context.Context, d *Destination) error {
+func (s *Service) receive(ctx context.Context, d *Destination) (err error) {
 	req := d.req
+	timing := s.newMoveTiming("to", req.NS, req.FromShard, s.Self(), req.Min, req.Max, 5)
+	defer func() { timing.log(ctx, err) }()
 	if err := s.ensureCollection(ctx, req); err != nil {
 		return fmt.Errorf("create the collection from the donor's: %w", err)
 	}
@@ -200,7 +202,7 @@ func (s *Service) receive(ctx context.Context, d *Destination) error {
 		wait = s.RangeDeleterWait()
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
-	err := s.waitOverlappingRangeDeletions(wctx, req)
+	err = s.waitOverlappingRangeDeletions(wctx, req)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
@@ -208,12 +210,14 @@ func (s *Service) receive(ctx context.Context, d *Destination) error {
 		}
 		return err
 	}
+	timing.step() // 1: the collection and its indexes exist, overlapping deletions done
 	task := RangeDeletionTask{ID: req.MigrationID, NS: req.NS, CollectionUUID: req.CollectionUUID, Donor: req.FromShard,
 		Min: req.Min, Max: req.Max, Pending: true, WhenToClean: "now", KeyPattern: req.KeyPattern}
 	if err := (nodeSteps{s}).InsertRangeDeletion(ctx, task); err != nil && !mongoerr.Is(err, mongoerr.DuplicateKey) {
 		return fmt.Errorf("persist the recipient's range deletion task: %w", err)
 	}
 	s.Stats.RecipientStarted.Add(1)
+	timing.step() // 2: the range deletion task persisted (pending)
 	// The session history is fetched from the start of the clone until the commit
 	// (sessions.go); the goroutine is joined before receive returns.
 	sctx, stopSessions := context.WithCancel(ctx)
@@ -251,6 +255,7 @@ func (s *Service) receive(ctx context.Context, d *Destination) error {
 		d.clonedBytes += n
 		d.mu.Unlock()
 	}
+	timing.step() // 3: cloned
 	d.setState(StateCatchup)
 	for {
 		n, err := s.transferMods(ctx, d)
@@ -267,6 +272,7 @@ func (s *Service) receive(ctx context.Context, d *Destination) error {
 	if err := s.waitMajority(ctx); err != nil {
 		return fmt.Errorf("wait for the cloned documents to replicate: %w", err)
 	}
+	timing.step() // 4: caught up and majority-committed
 	d.setState(StateSteady)
 	for {
 		select {
@@ -299,6 +305,7 @@ func (s *Service) receive(ctx context.Context, d *Destination) error {
 			if err := s.waitMajority(ctx); err != nil {
 				return fmt.Errorf("wait for the migrated changes to replicate: %w", err)
 			}
+			timing.step() // 5: the last changes and the session history applied, majority-committed
 			d.setState(StateDone)
 			return nil
 		case <-sm.done:

@@ -147,30 +147,12 @@ func (l *Local) DrainWrites(ctx context.Context, ns string) error {
 // documents, read from its own storage (a node about to become primary cannot run commands
 // on config yet).
 func (l *Local) CoordinatorNamespaces(ctx context.Context) ([]string, error) {
-	op := l.DB.NewOp(ctx)
-	defer op.Close()
-	_, coll, release, err := op.ReadCollection(ctx, "config.migrationCoordinators")
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	if coll == nil {
-		return nil, nil
-	}
-	cur, err := coll.RecordStore().NewCursor(op.RU, false)
-	if err != nil {
-		return nil, err
-	}
-	defer cur.Close()
+	docs, err := l.ScanAll(ctx, "config.migrationCoordinators")
 	var out []string
-	for {
-		_, raw, ok := cur.Next()
-		if !ok {
-			break
-		}
-		if ns, ok := bsoncore.Document(raw).Lookup("nss").StringValueOK(); ok {
+	for _, d := range docs {
+		if ns, ok := d.Lookup("nss").StringValueOK(); ok {
 			out = append(out, ns)
 		}
 	}
-	return out, cur.Err()
+	return out, err
 }

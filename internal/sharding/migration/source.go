@@ -96,11 +96,13 @@ func notOwned(ns, self string, min, max bsoncore.Document, wanted routing.ChunkV
 
 // donate runs one migration as the donor (MigrationSourceManager + the moveChunk command's
 // steps) and returns its migration id.
-func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUID, error) {
+func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (_ catalog.UUID, err error) {
 	start := time.Now()
 	s.Stats.DonorStarted.Add(1)
 	defer func() { s.Stats.DonorMillis.Add(time.Since(start).Milliseconds()) }()
 	self := s.Self()
+	timing := s.newMoveTiming("from", req.NS, self, req.ToShard, req.Min, req.Max, 6)
+	defer func() { timing.log(ctx, err) }()
 	if req.FromShard != "" && req.FromShard != self {
 		return catalog.UUID{}, mongoerr.Newf(mongoerr.IllegalOperation, "_shardsvrMoveRange for shard %s was sent to shard %s", req.FromShard, self)
 	}
@@ -199,6 +201,8 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 		return catalog.UUID{}, err
 	}
 
+	timing.max = max
+	timing.step() // 1: checked against the routing table, the range's documents listed
 	coord := &Coordinator{Steps: nodeSteps{s}, Doc: CoordinatorDoc{ID: migrationID, LSID: lsid, TxnNumber: txn, NS: req.NS,
 		CollectionUUID: uuid, Donor: self, Recipient: req.ToShard, Min: req.Min, Max: max, PreMigrationChunkVersion: chunk.Version},
 		Orphans: int64(len(ids))}
@@ -233,9 +237,11 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 	if _, err := s.Cluster.RunOnShard(ctx, req.ToShard, "admin", b); err != nil {
 		return migrationID, s.abort(ctx, coord, req, sessionID, fmt.Errorf("_recvChunkStart failed: %w", err), false)
 	}
+	timing.step() // 2: the recipient started
 	if err := s.waitSteady(ctx, req, sessionID); err != nil {
 		return migrationID, s.abort(ctx, coord, req, sessionID, err, false)
 	}
+	timing.step() // 3: cloned and caught up
 
 	s.Stats.CloneMillis.Add(time.Since(start).Milliseconds())
 
@@ -265,6 +271,7 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 		return migrationID, s.abort(ctx, coord, req, sessionID, fmt.Errorf("_recvChunkCommit failed: %w", err), true)
 	}
 	s.Filtering.PromoteCriticalSectionToBlockReads(req.NS)
+	timing.step() // 4: in the critical section, the recipient's last changes applied
 	commitStart := time.Now()
 	migrated := *chunk
 	migrated.Min, migrated.Max = req.Min, max
@@ -293,6 +300,7 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 	if dec == Aborted {
 		return migrationID, s.abort(ctx, coord, req, sessionID, commitErr, true)
 	}
+	timing.step() // 5: committed on the config server
 	hangWhile(ctx, hangBeforePostMigrationCommitRefresh)
 	if err := coord.Decide(ctx, Committed); err != nil {
 		s.Log.Error("Failed to record the migration's commit decision", "error", err.Error())
@@ -309,6 +317,7 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (catalog.UUI
 	if err := coord.Complete(ctx); err != nil {
 		s.Log.Warn("Migration committed; its coordinator's commit sequence is left to the step-up recovery", "error", err.Error())
 	}
+	timing.step() // 6: refreshed, out of the critical section, the coordinator done
 	docs, nbytes := cloner.Progress()
 	s.Stats.DocsClonedOnDonor.Add(docs)
 	s.Log.Info("Migration committed", "ns", req.NS, "min", bsonutil.FormatDoc(req.Min), "max", bsonutil.FormatDoc(max),
