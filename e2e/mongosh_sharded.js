@@ -24,9 +24,8 @@ try {
   check(hashed.ok === 1, 'sh.shardCollection hashed', hashed);
   const ranged = sh.shardCollection(dbName + '.orders', { region: 1, _id: 1 });
   check(ranged.ok === 1, 'sh.shardCollection ranged', ranged);
-  // Split the ranged collection at region "m" (sh.splitAt sends split with middle); nothing
-  // moves (migrations and balancing come in a later release): the split alone must show in
-  // the chunk list.
+  // Split the ranged collection at region "m" (sh.splitAt sends split with middle): the split
+  // alone must show in the chunk list (the chunk moves at the end).
   check(sh.splitAt(dbName + '.orders', { region: 'm', _id: MinKey }).ok === 1, 'sh.splitAt');
 
   const users = [];
@@ -107,6 +106,19 @@ try {
   check(dist.Totals.docs === remaining && dist.Totals.chunks === 4, 'getShardDistribution totals', dist.Totals);
   const ordersDist = db.orders.getShardDistribution().value;
   check(ordersDist.Totals.docs === 200 && ordersDist.Totals.chunks === 2, 'getShardDistribution of the ranged collection', ordersDist);
+
+  // sh.moveChunk moves the ranged collection's upper chunk to the other shard: every order is
+  // still there once, and sh.status() reports the migration (config.changelog).
+  const ordersUUID = db.getSiblingDB('config').collections.findOne({ _id: dbName + '.orders' }).uuid;
+  const upper = () => db.getSiblingDB('config').chunks.findOne({ uuid: ordersUUID, 'min.region': 'm' });
+  const target = status.shards.map((s) => s._id).find((id) => id !== upper().shard);
+  const moved = sh.moveChunk(dbName + '.orders', { region: 'north', _id: 2 }, target);
+  check(moved.ok === 1, 'sh.moveChunk', moved);
+  check(upper().shard === target, 'the chunk is on the other shard', upper());
+  check(db.orders.countDocuments({}) === 200 && db.orders.countDocuments({ region: 'north' }) === 50,
+    'every order once after the move', db.orders.countDocuments({}));
+  const results = sh.status().value.balancer['Migration Results for the last 24 hours'];
+  check(results !== undefined && Object.values(results).includes('Success'), 'sh.status: the migration results', results);
 
   check(db.dropDatabase().ok === 1, 'dropDatabase');
   check(!db.adminCommand({ listDatabases: 1 }).databases.some((d) => d.name === dbName), 'the database is gone');
