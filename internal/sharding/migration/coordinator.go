@@ -2,6 +2,7 @@ package migration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -247,14 +248,15 @@ func (c *Coordinator) Recover(ctx context.Context) error {
 			return fmt.Errorf("fence off the migration's commit: %w", err)
 		}
 		owner, err := c.Steps.ChunkOwner(ctx, c.Doc.NS, c.Doc.CollectionUUID, c.Doc.Min, c.Doc.Max)
-		if err != nil {
+		if err != nil && !errors.Is(err, ErrCollectionGone) {
 			return fmt.Errorf("read the migrated range's owner: %w", err)
 		}
 		// Aborted only while the donor still owns the range: the recipient may have moved
 		// it on since the commit (the simulation found that; sim_test.go). Its own pending
 		// range deletion task keeps the range from coming back to the donor meanwhile.
+		// A dropped collection has nothing left to own: aborting clears the documents.
 		dec := Committed
-		if owner == c.Doc.Donor {
+		if owner == c.Doc.Donor || errors.Is(err, ErrCollectionGone) {
 			dec = Aborted
 		}
 		if err := c.Decide(ctx, dec); err != nil {

@@ -90,7 +90,13 @@ func (f *fakeSteps) MarkRangeDeletionReady(_ context.Context, shard string, id c
 	return nil
 }
 func (f *fakeSteps) ChunkOwner(context.Context, string, catalog.UUID, bsoncore.Document, bsoncore.Document) (string, error) {
-	return f.owner, f.step("chunkOwner")
+	if err := f.step("chunkOwner"); err != nil {
+		return "", err
+	}
+	if f.owner == "gone" {
+		return "", fmt.Errorf("no chunks: %w", ErrCollectionGone)
+	}
+	return f.owner, nil
 }
 func (f *fakeSteps) Refresh(context.Context, string) error { return f.step("refresh") }
 func (f *fakeSteps) EnsureChunkVersionIsGreaterThan(context.Context, string, catalog.UUID, bsoncore.Document, bsoncore.Document, routing.ChunkVersion) error {
@@ -141,10 +147,11 @@ func TestCoordinatorSequences(t *testing.T) {
 // An undecided coordinator found on step-up takes the config server's word, and a failure
 // at any step of the recovery leaves a state the next recovery finishes.
 func TestCoordinatorRecover(t *testing.T) {
-	steps := []string{"chunkOwner", "decide:committed", "decide:aborted", "refresh", "deleteTask:s0", "deleteTask:s1",
+	steps := []string{"ensureChunkVersion", "chunkOwner", "decide:committed", "decide:aborted", "refresh", "deleteTask:s0", "deleteTask:s1",
 		"readyTask:s0", "readyTask:s1", "deleteCoordinator", ""}
-	// s2: the recipient moved the range on after the commit; still committed.
-	for _, owner := range []string{"s0", "s1", "s2"} {
+	// s2: the recipient moved the range on after the commit; still committed. gone: the
+	// collection was dropped; aborted.
+	for _, owner := range []string{"s0", "s1", "s2", "gone"} {
 		for _, fail := range steps {
 			t.Run(fmt.Sprintf("owner=%s/fail=%s", owner, fail), func(t *testing.T) {
 				f := newFake("s0")
@@ -173,7 +180,7 @@ func TestCoordinatorRecover(t *testing.T) {
 					t.Fatal("the coordinator document remains")
 				}
 				ready, gone := "s0", "s1" // committed: the donor's range is the orphan
-				if owner == "s0" {
+				if owner == "s0" || owner == "gone" {
 					ready, gone = "s1", "s0"
 				}
 				if pending, ok := f.tasks[ready][c.Doc.ID]; !ok || pending {

@@ -2,6 +2,7 @@ package migration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -133,6 +134,10 @@ func (n nodeSteps) Refresh(ctx context.Context, ns string) error {
 	return err
 }
 
+// ErrCollectionGone is ChunkOwner's answer for a collection without chunks: it was dropped
+// (chunks tile a sharded collection's key space while it exists).
+var ErrCollectionGone = errors.New("the collection is no longer sharded under this UUID")
+
 // ChunkOwner reads from the config server the shard owning the chunk of collection uuid
 // that contains key min.
 func ChunkOwner(ctx context.Context, c Cluster, uuid catalog.UUID, min bsoncore.Document) (string, error) {
@@ -149,7 +154,7 @@ func ChunkOwner(ctx context.Context, c Cluster, uuid catalog.UUID, min bsoncore.
 	arr, _ := reply.Lookup("cursor", "firstBatch").ArrayOK()
 	vals, _ := arr.Values()
 	if len(vals) == 0 {
-		return "", fmt.Errorf("no chunk of collection %s contains the migrated range", uuid)
+		return "", fmt.Errorf("no chunk of collection %s contains the migrated range: %w", uuid, ErrCollectionGone)
 	}
 	d, _ := vals[0].DocumentOK()
 	shard, _ := d.Lookup("shard").StringValueOK()
