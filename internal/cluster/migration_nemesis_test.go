@@ -164,7 +164,11 @@ func TestShardedMigrationNemesis(t *testing.T) {
 			if c.Shard == s0 {
 				to = s1
 			}
-			if err := run(bson.D{{Key: "moveChunk", Value: "nem.c"}, {Key: "find", Value: bson.D{{Key: "k", Value: k}}}, {Key: "to", Value: to}}); err != nil {
+			move := bson.D{{Key: "moveChunk", Value: "nem.c"}, {Key: "find", Value: bson.D{{Key: "k", Value: k}}}, {Key: "to", Value: to}}
+			if rng.IntN(2) == 0 { // the recipient waits for w: 2 after each cloned batch
+				move = append(move, bson.E{Key: "_secondaryThrottle", Value: true})
+			}
+			if err := run(move); err != nil {
 				moveErrs.Add(1)
 				time.Sleep(100 * time.Millisecond)
 				continue

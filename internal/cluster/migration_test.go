@@ -97,6 +97,8 @@ func TestShardedMigration(t *testing.T) {
 		{Key: "max", Value: bson.D{{Key: "k", Value: 600}}}}, 13388, "is not owned by this shard")
 	fails(bson.D{{Key: "moveRange", Value: "mig.c"}, {Key: "toShard", Value: s1}, {Key: "min", Value: bson.D{{Key: "x", Value: 1}}}},
 		72, "are not valid for shard key pattern")
+	fails(bson.D{{Key: "moveRange", Value: "mig.c"}, {Key: "toShard", Value: s1}, {Key: "min", Value: bson.D{{Key: "k", Value: 1}}},
+		{Key: "secondaryThrottle", Value: "yes"}}, 14, "BSON field 'moveRange.secondaryThrottle' is the wrong type 'string', expected type 'bool'")
 	fails(bson.D{{Key: "moveRange", Value: "mig.c"}, {Key: "min", Value: bson.D{{Key: "k", Value: 1}}}},
 		40414, "BSON field 'moveRange.toShard' is missing but a required field")
 	if after := chunks(); after != before {
@@ -246,7 +248,14 @@ func TestShardedMigration(t *testing.T) {
 			to = s0
 		}
 		start := time.Now()
-		run(bson.D{{Key: "moveChunk", Value: "mig.c"}, {Key: "find", Value: bson.D{{Key: "k", Value: key}}}, {Key: "to", Value: to}})
+		move := bson.D{{Key: "moveChunk", Value: "mig.c"}, {Key: "find", Value: bson.D{{Key: "k", Value: key}}}, {Key: "to", Value: to}}
+		switch i {
+		case 2: // the recipient waits for the default throttle (w: 1 on these one-member shards)
+			move = append(move, bson.E{Key: "_secondaryThrottle", Value: true})
+		case 3:
+			move = append(move, bson.E{Key: "_secondaryThrottle", Value: true}, bson.E{Key: "writeConcern", Value: bson.D{{Key: "w", Value: "majority"}}})
+		}
+		run(move)
 		owner[high] = to
 		t.Logf("move %d of k=%d to %s: %v", i, key, to, time.Since(start))
 		if i == 0 {

@@ -20,6 +20,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
 	"humongo/internal/optime"
+	"humongo/internal/repl/concern"
 	"humongo/internal/repl/coord"
 	"humongo/internal/service"
 	"humongo/internal/sharding/ddl"
@@ -78,6 +79,17 @@ func startMigrations(st *service.State, reg *service.Registry, rc *coord.Coordin
 		LocalRun:  migration.RunFunc(run),
 		WaitMajority: func(ctx context.Context) error {
 			_, err := waitMajority(ctx, &service.Env{State: st, Registry: reg}, emptyDoc)
+			return err
+		},
+		WaitWriteConcern: func(ctx context.Context, wc bsoncore.Document) error {
+			if wc == nil {
+				wc = migrationThrottleWC(st)
+			}
+			parsed, err := concern.ParseWriteConcern(concernNode(st), bsoncore.NewDocumentBuilder().AppendDocument("writeConcern", wc).Build())
+			if err != nil {
+				return err
+			}
+			_, err = concern.WaitForWrite(ctx, concernNode(st), parsed, emptyDoc)
 			return err
 		},
 		// The donor's cluster time after its own writes (MongoDB takes the donor's vector
@@ -431,4 +443,23 @@ func registerSplitOrMerge(ctx context.Context, st *service.State, ns string) (re
 		return func() {}, nil
 	}
 	return h.svc.Registry.RegisterSplitOrMerge(ctx, ns)
+}
+
+// migrationThrottleWC is the secondaryThrottle write concern when the request names none
+// (ChunkMoveWriteConcernOptions' default): {w: 2, wtimeout: 60000}, or w: 1 on a set of one
+// member, which no second member could acknowledge.
+func migrationThrottleWC(st *service.State) bsoncore.Document {
+	members := 1
+	if st.Repl != nil {
+		if cfg, err := st.Repl.Config(); err == nil {
+			if arr, ok := cfg.Lookup("members").ArrayOK(); ok {
+				vals, _ := arr.Values()
+				members = len(vals)
+			}
+		}
+	}
+	if members < 2 {
+		return bsoncore.NewDocumentBuilder().AppendInt32("w", 1).Build()
+	}
+	return bsoncore.NewDocumentBuilder().AppendInt32("w", 2).AppendInt32("wtimeout", 60000).Build()
 }

@@ -39,6 +39,11 @@ type RecvChunkStart struct {
 	Min, Max, KeyPattern bsoncore.Document
 	MaxChunkSizeBytes    int64
 	WaitForDelete        bool
+	// SecondaryThrottle makes the recipient wait after each cloned batch for ThrottleWC
+	// (nil: {w: 2, wtimeout: 60000}, w: 1 on a one-member set), MongoDB's
+	// MigrationSecondaryThrottleOptions.
+	SecondaryThrottle bool
+	ThrottleWC        bsoncore.Document
 }
 
 // ParseRecvChunkStart reads a _recvChunkStart command.
@@ -103,6 +108,10 @@ func ParseRecvChunkStart(cmd bsoncore.Document) (RecvChunkStart, error) {
 	r.CollectionUUID, _ = uuidField(cmd, "collectionUUID")
 	r.MaxChunkSizeBytes, _ = cmd.Lookup("maxChunkSizeBytes").AsInt64OK()
 	r.WaitForDelete, _ = cmd.Lookup("waitForDelete").BooleanOK()
+	r.SecondaryThrottle, _ = cmd.Lookup("secondaryThrottle").BooleanOK()
+	if wc, ok := cmd.Lookup("writeConcern").DocumentOK(); ok && r.SecondaryThrottle {
+		r.ThrottleWC = cloneDoc(wc)
+	}
 	return r, nil
 }
 
@@ -247,6 +256,15 @@ func (s *Service) receive(ctx context.Context, d *Destination) (err error) {
 		}
 		if err := s.Local.Apply(ctx, req.NS, d.rng, nil, docs); err != nil {
 			return fmt.Errorf("insert cloned documents: %w", err)
+		}
+		if req.SecondaryThrottle && s.WaitWriteConcern != nil {
+			// As MongoDB's recipient: a timeout is only noted, the clone goes on.
+			if err := s.WaitWriteConcern(ctx, req.ThrottleWC); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				s.Log.Warn("secondaryThrottle on, but doc insert timed out; continuing", "ns", req.NS, "error", err.Error())
+			}
 		}
 		s.Stats.DocsClonedOnRecipient.Add(int64(len(docs)))
 		s.Stats.BytesClonedOnRecip.Add(n)

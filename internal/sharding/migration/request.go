@@ -183,13 +183,44 @@ func ParseMoveRangeBase(cmdName string, cmd bsoncore.Document) (MoveRangeRequest
 	default:
 		return r, mongoerr.Newf(mongoerr.BadValue, "Enumeration value '%s' for field '%s.forceJumbo' is not a valid value.", r.ForceJumbo, cmdName)
 	}
-	if r.SecondaryThrottle, err = doc("secondaryThrottle", false); err != nil {
-		return r, err
+	// The public moveRange's secondaryThrottle is a bool; the internal commands carry
+	// {_secondaryThrottle, writeConcern} as the router or the balancer built it.
+	if v, lerr := cmd.LookupErr("secondaryThrottle"); lerr == nil {
+		switch v.Type {
+		case bsoncore.TypeBoolean:
+			b := bsoncore.NewDocumentBuilder().AppendBoolean("_secondaryThrottle", v.Boolean())
+			if wc, ok := cmd.Lookup("writeConcern").DocumentOK(); ok && v.Boolean() {
+				b.AppendDocument("writeConcern", wc)
+			}
+			r.SecondaryThrottle = b.Build()
+		case bsoncore.TypeEmbeddedDocument:
+			r.SecondaryThrottle = v.Document()
+		default:
+			return r, wrongType(cmdName, "secondaryThrottle", v.Type, "bool")
+		}
 	}
 	// The command's buffer is reused for the connection's next message, and the request
 	// outlives it (the registry, the donation's goroutine): keep copies.
 	r.Min, r.Max, r.SecondaryThrottle = cloneDoc(r.Min), cloneDoc(r.Max), cloneDoc(r.SecondaryThrottle)
 	return r, nil
+}
+
+// Throttle reads the request's secondaryThrottle options (MigrationSecondaryThrottleOptions):
+// whether the recipient waits for replication after each cloned batch, and with which write
+// concern (nil: the migration default). Unset, as in MongoDB 7.0's moveRange, is off.
+func (r MoveRangeRequest) Throttle() (on bool, wc bsoncore.Document) {
+	if r.SecondaryThrottle == nil {
+		return false, nil
+	}
+	v := r.SecondaryThrottle.Lookup("_secondaryThrottle")
+	if v.Type == 0 {
+		v = r.SecondaryThrottle.Lookup("secondaryThrottle")
+	}
+	on, _ = v.BooleanOK()
+	if on {
+		wc, _ = r.SecondaryThrottle.Lookup("writeConcern").DocumentOK()
+	}
+	return on, wc
 }
 
 func cloneDoc(d bsoncore.Document) bsoncore.Document {

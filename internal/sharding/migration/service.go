@@ -45,6 +45,9 @@ type Service struct {
 	LocalRun RunFunc
 	// WaitMajority waits until this node's last write is majority-committed.
 	WaitMajority func(ctx context.Context) error
+	// WaitWriteConcern waits for this node's last write to satisfy the secondaryThrottle
+	// write concern wc (nil: the migration default); nil: no throttling.
+	WaitWriteConcern func(ctx context.Context, wc bsoncore.Document) error
 	// ValidAfter is the cluster time a commit's chunk history starts at.
 	ValidAfter func(ctx context.Context) bson.Timestamp
 	// EnsureCollection creates ns locally with uuid, options and indexes (the donor's)

@@ -233,6 +233,12 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (_ catalog.U
 		AppendString("from", donorHost).AppendString("fromShardName", self).AppendString("toShardName", req.ToShard).
 		AppendDocument("min", req.Min).AppendDocument("max", max).AppendDocument("shardKeyPattern", table.Pattern().Doc()).
 		AppendInt64("maxChunkSizeBytes", req.MaxChunkSizeBytes).AppendBoolean("waitForDelete", req.WaitForDelete)
+	if on, wc := req.Throttle(); on {
+		start0.AppendBoolean("secondaryThrottle", true)
+		if wc != nil {
+			start0.AppendDocument("writeConcern", wc)
+		}
+	}
 	b := start0.Build()
 	if _, err := s.Cluster.RunOnShard(ctx, req.ToShard, "admin", b); err != nil {
 		return migrationID, s.abort(ctx, coord, req, sessionID, fmt.Errorf("_recvChunkStart failed: %w", err), false)
