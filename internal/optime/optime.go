@@ -106,3 +106,19 @@ func (o OpTime) AppendElement(dst []byte, key string) []byte {
 	dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
 	return dst
 }
+
+// Lookup reads the OpTime document {ts, t} under key of d (config.transactions'
+// lastWriteOpTime, an oplog entry's prevOpTime...): false when it is missing or has no
+// timestamp ts; a missing term is 0.
+func Lookup(d bsoncore.Document, key string) (OpTime, bool) {
+	od, ok := d.Lookup(key).DocumentOK()
+	if !ok {
+		return OpTime{}, false
+	}
+	secs, inc, ok := od.Lookup("ts").TimestampOK()
+	if !ok {
+		return OpTime{}, false
+	}
+	term, _ := od.Lookup("t").AsInt64OK()
+	return OpTime{TS: MakeTimestamp(secs, inc), Term: term}, true
+}

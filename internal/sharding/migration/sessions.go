@@ -244,7 +244,7 @@ func (ss *SessionSource) walk(ctx context.Context, lsid bsoncore.Document) ([]bs
 		}
 		return out, nil
 	}
-	at, ok := opTimeField(rec, "lastWriteOpTime")
+	at, ok := optime.Lookup(rec, "lastWriteOpTime")
 	var chain []bsoncore.Document
 	for ok && !at.IsNull() {
 		k := fmt.Sprintf("%x/%d", []byte(lsid), uint64(at.TS))
@@ -271,7 +271,7 @@ func (ss *SessionSource) walk(ctx context.Context, lsid bsoncore.Document) ([]bs
 		if in {
 			chain = append(chain, e)
 		}
-		at, ok = opTimeField(e, "prevOpTime")
+		at, ok = optime.Lookup(e, "prevOpTime")
 	}
 	for _, e := range chain {
 		img, entry, err := retryable.ImageForMigration(ctx, db, e)
@@ -290,7 +290,7 @@ func (ss *SessionSource) walk(ctx context.Context, lsid bsoncore.Document) ([]bs
 // its applyOps entries (the chain back from lastWriteOpTime); true when the oplog no
 // longer holds them.
 func (ss *SessionSource) txnTouches(ctx context.Context, rec bsoncore.Document) (bool, error) {
-	at, ok := opTimeField(rec, "lastWriteOpTime")
+	at, ok := optime.Lookup(rec, "lastWriteOpTime")
 	for ok && !at.IsNull() {
 		e, err := retryable.ReadOplogEntry(ctx, ss.local.DB, at.TS)
 		if err != nil {
@@ -308,7 +308,7 @@ func (ss *SessionSource) txnTouches(ctx context.Context, rec bsoncore.Document) 
 				}
 			}
 		}
-		at, ok = opTimeField(e, "prevOpTime")
+		at, ok = optime.Lookup(e, "prevOpTime")
 	}
 	return false, nil
 }
@@ -345,19 +345,6 @@ func (ss *SessionSource) inRange(ctx context.Context, e bsoncore.Document) (bool
 		return false, err
 	}
 	return len(docs) == 0 || ss.rng.Contains(docs[0]), nil
-}
-
-func opTimeField(d bsoncore.Document, key string) (optime.OpTime, bool) {
-	od, ok := d.Lookup(key).DocumentOK()
-	if !ok {
-		return optime.OpTime{}, false
-	}
-	secs, inc, ok := od.Lookup("ts").TimestampOK()
-	if !ok {
-		return optime.OpTime{}, false
-	}
-	term, _ := od.Lookup("t").AsInt64OK()
-	return optime.OpTime{TS: optime.MakeTimestamp(secs, inc), Term: term}, true
 }
 
 // sessionModsWait bounds how long an empty _getNextSessionMods waits for a new write.

@@ -110,7 +110,7 @@ func ReadOplogEntry(ctx context.Context, db *operation.DB, ts optime.Timestamp) 
 func ImageForMigration(ctx context.Context, db *operation.DB, e bsoncore.Document) (image, entry bsoncore.Document, err error) {
 	// An entry this node received by migration links the image entry it wrote.
 	for _, f := range []string{preImageOpTimeField, postImageOpTimeField} {
-		if ot, ok := lookupOpTime(e, f); ok {
+		if ot, ok := optime.Lookup(e, f); ok {
 			img, err := oplogEntry(ctx, db, ot.TS)
 			if err != nil || img == nil {
 				return nil, e, err
@@ -347,17 +347,4 @@ func keyOf(lsid bsoncore.Document) (lsc.Key, error) {
 		copy(k.UID[:], uid)
 	}
 	return k, nil
-}
-
-func lookupOpTime(d bsoncore.Document, key string) (optime.OpTime, bool) {
-	od, ok := d.Lookup(key).DocumentOK()
-	if !ok {
-		return optime.OpTime{}, false
-	}
-	secs, inc, ok := od.Lookup("ts").TimestampOK()
-	if !ok {
-		return optime.OpTime{}, false
-	}
-	term, _ := od.Lookup("t").AsInt64OK()
-	return optime.OpTime{TS: optime.MakeTimestamp(secs, inc), Term: term}, true
 }

@@ -398,7 +398,7 @@ func (s *Stmt) Image(ctx context.Context, entry bsoncore.Document) (bsoncore.Doc
 	if s.stored != nil {
 		// A migrated statement links the image entry written with it.
 		for _, f := range []string{preImageOpTimeField, postImageOpTimeField} {
-			ot, ok := lookupOpTime(s.stored, f)
+			ot, ok := optime.Lookup(s.stored, f)
 			if !ok {
 				continue
 			}

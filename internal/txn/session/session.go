@@ -167,7 +167,7 @@ func (c *Catalog) loadChain(ctx context.Context, s *Session, rec bsoncore.Docume
 	if !ok {
 		return fmt.Errorf("session: config.transactions record without txnNum: %v", rec)
 	}
-	last, ok := lookupOpTime(rec, "lastWriteOpTime")
+	last, ok := optime.Lookup(rec, "lastWriteOpTime")
 	if !ok {
 		return fmt.Errorf("session: config.transactions record without lastWriteOpTime: %v", rec)
 	}
@@ -195,7 +195,7 @@ func (c *Catalog) loadChain(ctx context.Context, s *Session, rec bsoncore.Docume
 		} else {
 			s.stmts[sid] = at
 		}
-		prev, _ := lookupOpTime(e, "prevOpTime")
+		prev, _ := optime.Lookup(e, "prevOpTime")
 		if !prev.IsNull() && prev.TS >= at.TS {
 			return fmt.Errorf("session: oplog chain does not go back in time at %v", at)
 		}
@@ -288,25 +288,4 @@ func lookupInt32(d bsoncore.Document, key string) (int32, bool) {
 		return 0, false
 	}
 	return v.AsInt32OK()
-}
-
-func lookupOpTime(d bsoncore.Document, key string) (optime.OpTime, bool) {
-	v, err := d.LookupErr(key)
-	if err != nil {
-		return optime.OpTime{}, false
-	}
-	od, ok := v.DocumentOK()
-	if !ok {
-		return optime.OpTime{}, false
-	}
-	tv, err := od.LookupErr("ts")
-	if err != nil {
-		return optime.OpTime{}, false
-	}
-	secs, inc, ok := tv.TimestampOK()
-	if !ok {
-		return optime.OpTime{}, false
-	}
-	term, _ := lookupInt64(od, "t")
-	return optime.OpTime{TS: optime.MakeTimestamp(secs, inc), Term: term}, true
 }
