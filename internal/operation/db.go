@@ -200,24 +200,42 @@ func UserOptions(m *catalog.CollectionMeta) bsoncore.Document {
 // and election record, the default read/write concern), which are not user data and so do not
 // go through the read seam.
 func (d *DB) FirstDocument(ctx context.Context, ns string) (bsoncore.Document, error) {
+	var first bsoncore.Document
+	err := d.ScanDocuments(ctx, ns, func(doc bsoncore.Document) bool {
+		first = append(bsoncore.Document(nil), doc...)
+		return false
+	})
+	return first, err
+}
+
+// ScanDocuments hands each record of ns, in storage order, to f until f returns false (the
+// document is valid only during the call); nothing when ns is missing. Like FirstDocument,
+// for the internal collections (config.migrationCoordinators, config.transactions) that
+// are read whole, outside the read seam.
+func (d *DB) ScanDocuments(ctx context.Context, ns string, f func(doc bsoncore.Document) bool) error {
 	op := d.NewOp(ctx)
 	defer op.Close()
 	_, coll, release, err := op.ReadCollection(ctx, ns)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer release()
 	if coll == nil {
-		return nil, nil
+		return nil
 	}
 	cur, err := coll.RecordStore().NewCursor(op.RU, false)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer cur.Close()
-	_, doc, ok := cur.Next()
-	if !ok {
-		return nil, cur.Err()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		_, doc, ok := cur.Next()
+		if !ok || !f(doc) {
+			break
+		}
 	}
-	return append(bsoncore.Document(nil), doc...), nil
+	return cur.Err()
 }

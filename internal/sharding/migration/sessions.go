@@ -467,31 +467,10 @@ func (d *Destination) committing() bool {
 
 // ScanAll returns copies of every document of ns (none when it does not exist).
 func (l *Local) ScanAll(ctx context.Context, ns string) ([]bsoncore.Document, error) {
-	op := l.DB.NewOp(ctx)
-	defer op.Close()
-	_, coll, release, err := op.ReadCollection(ctx, ns)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	if coll == nil {
-		return nil, nil
-	}
-	cur, err := coll.RecordStore().NewCursor(op.RU, false)
-	if err != nil {
-		return nil, err
-	}
-	defer cur.Close()
 	var out []bsoncore.Document
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		_, raw, ok := cur.Next()
-		if !ok {
-			break
-		}
-		out = append(out, append(bsoncore.Document(nil), raw...))
-	}
-	return out, cur.Err()
+	err := l.DB.ScanDocuments(ctx, ns, func(doc bsoncore.Document) bool {
+		out = append(out, append(bsoncore.Document(nil), doc...))
+		return true
+	})
+	return out, err
 }
