@@ -76,10 +76,14 @@ func (t *moveTiming) log(ctx context.Context, err error) {
 // logChange is ShardingLogging::logChange: an entry {_id, server, shard, clientAddr, time,
 // what, ns, details} in the config server's capped config.changelog (majority).
 func (s *Service) logChange(ctx context.Context, what, ns string, details bsoncore.Document) error {
-	create := bsoncore.NewDocumentBuilder().AppendString("create", "changelog").AppendBoolean("capped", true).
-		AppendInt64("size", changeLogSizeBytes).Build()
-	if _, err := s.Cluster.RunOnConfig(ctx, "config", create); err != nil && !mongoerr.Is(err, mongoerr.NamespaceExists) {
-		return err
+	// Created once per process: a round trip per migration to hear NamespaceExists is waste.
+	if !s.changelogReady.Load() {
+		create := bsoncore.NewDocumentBuilder().AppendString("create", "changelog").AppendBoolean("capped", true).
+			AppendInt64("size", changeLogSizeBytes).Build()
+		if _, err := s.Cluster.RunOnConfig(ctx, "config", create); err != nil && !mongoerr.Is(err, mongoerr.NamespaceExists) {
+			return err
+		}
+		s.changelogReady.Store(true)
 	}
 	now := time.Now()
 	self := s.Self()

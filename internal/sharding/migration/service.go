@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -83,6 +84,8 @@ type Service struct {
 	cloner *Cloner
 	dest   *Destination
 	closed bool
+
+	changelogReady atomic.Bool // config.changelog is known to exist (logChange)
 }
 
 // Init prepares the service's background context (call once before use).
