@@ -373,6 +373,14 @@ func prepare(ctx context.Context, n Node, s *OpState) error {
 		if err := rc.WaitUntilTimestamp(ctx, ts, r.Level == LevelMajority); err != nil {
 			return err
 		}
+		if r.Level == LevelMajority {
+			// The read is at the majority snapshot (the stable timestamp), which must cover
+			// afterClusterTime too, not only the commit point (waitUntilOpTime waits for the
+			// committed snapshot).
+			if _, err := eng.WaitStable(ctx, ts); err != nil {
+				return err
+			}
+		}
 	}
 	switch r.Level {
 	case LevelMajority:

@@ -388,6 +388,7 @@ func (c *Coordinator) maybeFollowJournalLocked() {
 // that writes the state and then, under c.mu again, carries out the rest. A failed write
 // drops the rest.
 func (c *Coordinator) handleLocked(now time.Time, acts []topology.Action) {
+	defer c.advanceStableLocked()
 	defer c.syncWritableLocked()
 	for i, a := range acts {
 		switch a.Kind {
@@ -499,13 +500,21 @@ func (c *Coordinator) wakeLocked() {
 
 func (c *Coordinator) commitPointAdvancedLocked(cp optime.OpTime) {
 	c.wakeLocked()
-	if c.opts.Engine == nil {
+	c.advanceStableLocked()
+}
+
+// advanceStableLocked moves the stable timestamp (the majority read snapshot) to
+// min(commit point, lastApplied). Both move on their own: a commit point learned beyond
+// lastApplied (from a heartbeat, or on a primary from secondaries ahead of its sampled
+// lastApplied) becomes stable when lastApplied gets there, not at the next commit point
+// change, or a majority read that waited for the commit point to pass its
+// afterClusterTime would still read the older snapshot.
+func (c *Coordinator) advanceStableLocked() {
+	if c.opts.Engine == nil || c.topo == nil {
 		return
 	}
-	// The stable timestamp may not pass our own lastApplied (a secondary can learn a commit
-	// point beyond what it applied).
-	st := optime.Min(cp, c.topo.LastApplied())
-	if st.IsNull() {
+	st := optime.Min(c.topo.LastCommitted(), c.topo.LastApplied())
+	if st.IsNull() || st.TS <= c.opts.Engine.StableTimestamp() {
 		return
 	}
 	c.opts.Engine.SetStableTimestamp(st.TS)
