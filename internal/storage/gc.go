@@ -185,6 +185,9 @@ func (e *Engine) gcPassLocked(limit int) (done bool, err error) {
 		first := prefix == nil || string(k[:p]) != string(prefix)
 		if first {
 			endKey()
+			if err := d.keyBoundary(); err != nil {
+				return false, err
+			}
 			if ii := idents[binary.BigEndian.Uint32(k)]; ii != nil && ii.oplog != nil {
 				// Oplog keys are written once and leave by truncation: no history to
 				// collect, and the oplog is often most of the data. Position on the
@@ -262,9 +265,24 @@ type gcDeleter struct {
 
 func newGCDeleter(e *Engine) *gcDeleter { return &gcDeleter{e: e, b: e.db.NewBatch()} }
 
+// gcBatchDeletes is the number of deletions after which a GC batch is applied (at the next
+// key boundary); tests lower it.
+var gcBatchDeletes = 1000
+
+// gcAfterFlush, when set (tests), runs after each GC batch is applied.
+var gcAfterFlush func()
+
 func (d *gcDeleter) delete(k []byte) error {
 	_ = d.b.Delete(k, nil)
-	if d.b.Count() >= 1000 {
+	return nil
+}
+
+// keyBoundary applies the batch when it is full; call it only between two keys. A key's
+// deletions must land in one batch: applying the deletion of a tombstone without the
+// deletion of the older versions under it would resurrect the deleted value (its newest
+// version again) for every reader until the next batch.
+func (d *gcDeleter) keyBoundary() error {
+	if d.b.Count() >= uint32(gcBatchDeletes) {
 		return d.flush()
 	}
 	return nil
@@ -279,6 +297,9 @@ func (d *gcDeleter) flush() error {
 	d.b.Reset()
 	if err == nil {
 		d.e.gc.removed.Add(n)
+		if gcAfterFlush != nil {
+			gcAfterFlush()
+		}
 	}
 	return err
 }

@@ -213,6 +213,9 @@ func (e *Engine) gcVisitKeys(ctx context.Context, keys []gcNote, oldest optime.T
 				return err
 			}
 		}
+		if err := d.keyBoundary(); err != nil {
+			return err
+		}
 		seek = appendPrefix(seek[:0], n.ii.id)
 		seek = append(seek, n.key...)
 		seek = append(seek, 0)
