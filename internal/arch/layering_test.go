@@ -40,8 +40,10 @@ var rank = map[string]int{
 	"cursor":     7,
 	"operation":  8,
 	"repl":       9,
-	"txn":        10,
-	"sharding":   11,
+	// primaryonly runs resumable services (DDL and commit coordinators) for any layer above.
+	"primaryonly": 9,
+	"txn":         10,
+	"sharding":    11,
 	// sharding/ddl drives the rest of sharding (routing, configclient, shardregistry) for
 	// the shard's DDL; the command layer calls it.
 	"sharding/ddl": 12,
