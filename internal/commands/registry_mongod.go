@@ -59,6 +59,7 @@ func NewRegistry() *service.Registry {
 	addAggregate(r)
 	addApplyOps(r)
 	addShardingDDL(r)
+	addShardsvrDropCollection(r)
 	addMigration(r)
 	addCollMod(r)
 	addCollStats(r)

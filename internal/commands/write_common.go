@@ -174,7 +174,11 @@ func writeLegalClientSystemNS(db, coll string) bool {
 			return true
 		}
 	case db == "config":
-		return coll == "system.sessions"
+		switch coll {
+		case "system.sessions", "system.indexBuilds", "system.sharding_ddl_coordinators", "system.configsvrCoordinators":
+			return true
+		}
+		return strings.Contains(coll, ".system.resharding.")
 	}
 	return false
 }

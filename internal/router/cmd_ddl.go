@@ -30,6 +30,7 @@ import (
 	"humongo/internal/service"
 	"humongo/internal/sharding/catalogcache"
 	"humongo/internal/sharding/configclient"
+	"humongo/internal/sharding/ddl"
 )
 
 func ddlCommands() []*service.Command {
@@ -323,11 +324,14 @@ func firstError(replies []shardReply, ignore ...mongoerr.Code) error {
 	return nil
 }
 
-// runDrop drops a collection: an unsharded one on its primary shard; a sharded one's catalog
-// entries, then the collection on every shard (as MongoDB, shards not owning chunks too: they
-// may hold an empty copy).
+// runDrop drops a collection through the drop coordinator of the database's primary shard
+// (_shardsvrDropCollection, MongoDB 7.0's ShardsvrDropCollection with the database
+// version): it removes a sharded collection's catalog entries and has every shard drop its
+// copy, resumably across a failover of that shard, and answers once the drop is complete.
+// A retriable error (the primary stepped down while it ran) is retried: the new primary
+// resumes the coordinator and the retry joins it.
 func runDrop(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	c, ns, _, err := ddlPrelude(env, cmd)
+	c, ns, coll, err := ddlPrelude(env, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -342,46 +346,31 @@ func runDrop(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bson
 	} else if err != nil {
 		return nil, err
 	}
-	// The drop acts on the catalog's current incarnation, not on what this router cached: a
-	// stale entry would remove another collection's chunks by its old uuid and leave the
-	// current ones behind (MongoDB's drop runs on the config server's metadata).
-	c.Cache.InvalidateCollection(ns)
-	base := simpleCmd(cmd, false)
-	var reply bsoncore.Document
-	err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
-		if r.Sharded() {
-			reply, err = c.dropSharded(ctx, env.DB, r.Coll, base)
+	fwd := bsoncore.NewDocumentBuilder().AppendString("_shardsvrDropCollection", coll).
+		AppendDocument("writeConcern", bsoncore.NewDocumentBuilder().AppendString("w", "majority").Build()).Build()
+	for attempt := 1; ; attempt++ {
+		err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
+			rs, err := c.Shard(ctx, r.DB.Primary)
+			if err != nil {
+				return err
+			}
+			_, err = ddl.Run(ctx, rs, env.DB, withDatabaseVersion(fwd, r))
 			return err
+		})
+		if err == nil || attempt == ddlRetries || ctx.Err() != nil || !retriable(err) {
+			break
 		}
-		reply, err = c.runOn(ctx, r.DB.Primary, env.DB, routedCmd(base, r, r.DB.Primary))
-		return err
-	})
+		c.Cache.InvalidateDatabase(env.DB)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return stripFields(reply, replyNoise), nil
+	return bsoncore.NewDocumentBuilder().AppendString("ns", ns).Build(), nil
 }
 
-// dropSharded drops a sharded collection: its catalog entries first (so routers that
-// refresh see it unsharded and gone), then the collection on every shard.
-func (c *Cluster) dropSharded(ctx context.Context, db string, coll catalogcache.Collection, base bsoncore.Document) (bsoncore.Document, error) {
-	if err := c.removeShardedMetadata(ctx, coll); err != nil {
-		return nil, err
-	}
-	c.Cache.InvalidateCollection(coll.NS)
-	shards, err := c.allShards(ctx)
-	if err != nil {
-		return nil, err
-	}
-	replies := c.broadcast(ctx, db, shards, func(string) bsoncore.Document { return base })
-	if err := firstError(replies, mongoerr.NamespaceNotFound); err != nil {
-		return nil, err
-	}
-	if err := c.flushShards(ctx, shards, "_flushRoutingTableCacheUpdates", coll.NS); err != nil {
-		return nil, err
-	}
-	return bsoncore.NewDocumentBuilder().AppendString("ns", coll.NS).Build(), nil
-}
+// ddlRetries bounds a router's attempts at a DDL command that its coordinator's failover
+// interrupted (MongoDB's kIdempotent retry policy: a few attempts).
+const ddlRetries = 5
 
 // flushShards has every shard refresh what it knows of target (a namespace for
 // _flushRoutingTableCacheUpdates, a database for _flushDatabaseCacheUpdates) from the

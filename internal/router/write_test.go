@@ -450,20 +450,9 @@ func TestRouterDDL(t *testing.T) {
 	if !found {
 		t.Fatalf("listDatabases: %+v", ld)
 	}
-	// drop of the sharded collection.
-	if err := app.Collection("s").Drop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []string{"collections", "chunks"} {
-		if n, err := sc.config.Collection(c).CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
-			t.Fatalf("config.%s after drop: %d %v", c, n, err)
-		}
-	}
-	for i := range sc.shards {
-		if names, _ := sc.shards[i].Client.Database("app").ListCollectionNames(ctx, bson.D{{Key: "name", Value: "s"}}); len(names) != 0 {
-			t.Fatalf("drop left app.s on shard%d", i)
-		}
-	}
+	// The drop of a sharded collection runs on the primary shard's drop coordinator, which
+	// these plain replica-set "shards" do not have: internal/cluster's
+	// TestShardedDropCoordinatorKilled drops through real shards.
 	// mongos's refusals and no-ops.
 	if err := sc.router.Database("config").Collection("x").Drop(ctx); codeOf(err) != int32(mongoerr.IllegalOperation) {
 		t.Fatalf("drop in config: %v", err)

@@ -1,0 +1,198 @@
+package ddl
+
+// Resumable DDL coordinators (spec: sharding.md "Sharding DDL Coordinator"; MongoDB 7.0's
+// ShardingDDLCoordinatorService and ShardingDDLCoordinator). A coordinator runs on the
+// database's primary shard as an instance of a primary-only service (internal/primaryonly)
+// whose state documents are in config.system.sharding_ddl_coordinators, _id {namespace,
+// operationType}. Before it does anything it takes the DDL locks of its database and then
+// of its namespace (in memory on this node: a resumed coordinator takes them again), so
+// DDL on one database is serialized on its primary shard; an identical request for the same
+// namespace and operation joins the running coordinator, a different one fails with
+// ConflictingOperationInProgress. Each phase is checkpointed (majority) before it runs and
+// is idempotent, so a new primary resumes the coordinator at the checkpointed phase.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/mongoerr"
+	"humongo/internal/primaryonly"
+)
+
+// CoordinatorsColl is the state collection (in the config database).
+const CoordinatorsColl = "system.sharding_ddl_coordinators"
+
+// CoordinatorServiceConfig is what the coordinators need of their node.
+type CoordinatorServiceConfig struct {
+	Node primaryonly.Node
+	// Local runs a command on this node (in-process); WaitMajority waits until this node's
+	// last write is majority committed.
+	Local        RunFunc
+	WaitMajority func(ctx context.Context) error
+	Remote       func() (*Remote, error)
+	// Self is this shard's id.
+	Self func() string
+	Log  *slog.Logger
+}
+
+// CoordinatorService runs a shard's DDL coordinators.
+type CoordinatorService struct {
+	cfg   CoordinatorServiceConfig
+	svc   *primaryonly.Service
+	locks lockTable
+}
+
+// StartCoordinatorService starts the service; it follows the node's primary state until
+// Stop.
+func StartCoordinatorService(cfg CoordinatorServiceConfig) *CoordinatorService {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &CoordinatorService{cfg: cfg}
+	s.svc = primaryonly.Start(primaryonly.Config{
+		Name: "ShardingDDLCoordinator",
+		Node: cfg.Node,
+		Load: func(ctx context.Context) ([]bsoncore.Document, error) {
+			return cursorAll(ctx, cfg.Local, "config", CoordinatorsColl,
+				bsoncore.NewDocumentBuilder().AppendString("find", CoordinatorsColl).Build())
+		},
+		Insert: func(ctx context.Context, doc bsoncore.Document) error {
+			return s.write(ctx, bsoncore.NewDocumentBuilder().AppendString("insert", CoordinatorsColl).
+				AppendArray("documents", bsoncore.NewArrayBuilder().AppendDocument(doc).Build()).Build())
+		},
+		ID:  coordinatorID,
+		New: s.newInstance,
+		Log: cfg.Log,
+	})
+	return s
+}
+
+// Stop interrupts the coordinators (their documents stay) and ends the service.
+func (s *CoordinatorService) Stop() { s.svc.Stop() }
+
+// Running is the number of coordinators running on this node.
+func (s *CoordinatorService) Running() int { return s.svc.Len() }
+
+// coordinatorID is a state document's instance id: its operation type and namespace.
+func coordinatorID(doc bsoncore.Document) (string, error) {
+	id, ok := doc.Lookup("_id").DocumentOK()
+	if !ok {
+		return "", mongoerr.New(mongoerr.NoSuchKey, "DDL coordinator document without an _id document")
+	}
+	ns, ok1 := id.Lookup("namespace").StringValueOK()
+	op, ok2 := id.Lookup("operationType").StringValueOK()
+	if !ok1 || !ok2 {
+		return "", mongoerr.Newf(mongoerr.NoSuchKey, "DDL coordinator document with a malformed _id %s", id)
+	}
+	return op + "|" + ns, nil
+}
+
+func (s *CoordinatorService) newInstance(doc bsoncore.Document) (primaryonly.Instance, error) {
+	id, _ := doc.Lookup("_id").DocumentOK()
+	switch op, _ := id.Lookup("operationType").StringValueOK(); op {
+	case opDropCollection:
+		return newDropCollection(s, doc)
+	default:
+		return nil, mongoerr.Newf(mongoerr.BadValue, "unknown DDL coordinator operation type %q", op)
+	}
+}
+
+// write runs a write command on the local config database and waits for majority.
+func (s *CoordinatorService) write(ctx context.Context, cmd bsoncore.Document) error {
+	if _, err := writeReplyOK(s.cfg.Local(ctx, "config", cmd)); err != nil {
+		return err
+	}
+	return s.cfg.WaitMajority(ctx)
+}
+
+// checkpoint records phase (and extra fields) in the coordinator's document, majority.
+func (s *CoordinatorService) checkpoint(ctx context.Context, id bsoncore.Document, set bsoncore.Document) error {
+	return s.write(ctx, bsoncore.NewDocumentBuilder().AppendString("update", CoordinatorsColl).
+		AppendArray("updates", bsoncore.NewArrayBuilder().AppendDocument(bsoncore.NewDocumentBuilder().
+			AppendDocument("q", bsoncore.NewDocumentBuilder().AppendDocument("_id", id).Build()).
+			AppendDocument("u", bsoncore.NewDocumentBuilder().AppendDocument("$set", set).Build()).Build()).Build()).Build())
+}
+
+// removeDocument deletes the coordinator's document, majority: the operation is done.
+func (s *CoordinatorService) removeDocument(ctx context.Context, id bsoncore.Document) error {
+	return s.write(ctx, bsoncore.NewDocumentBuilder().AppendString("delete", CoordinatorsColl).
+		AppendArray("deletes", bsoncore.NewArrayBuilder().AppendDocument(bsoncore.NewDocumentBuilder().
+			AppendDocument("q", bsoncore.NewDocumentBuilder().AppendDocument("_id", id).Build()).
+			AppendInt32("limit", 1).Build()).Build()).Build())
+}
+
+// lockDDL takes the DDL locks of ns's database, then of ns (DDLLockManager's order).
+func (s *CoordinatorService) lockDDL(ctx context.Context, db, ns string) (unlock func(), err error) {
+	unlockDB, err := s.locks.lock(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	unlockNS, err := s.locks.lock(ctx, ns)
+	if err != nil {
+		unlockDB()
+		return nil, err
+	}
+	return func() { unlockNS(); unlockDB() }, nil
+}
+
+// writeReplyOK turns a write command's writeErrors or writeConcernError into an error.
+func writeReplyOK(reply bsoncore.Document, err error) (bsoncore.Document, error) {
+	if err != nil {
+		return nil, err
+	}
+	if arr, ok := reply.Lookup("writeErrors").ArrayOK(); ok {
+		if v, err := arr.IndexErr(0); err == nil {
+			d, _ := v.DocumentOK()
+			code, _ := d.Lookup("code").AsInt64OK()
+			msg, _ := d.Lookup("errmsg").StringValueOK()
+			return nil, mongoerr.New(mongoerr.Code(code), msg)
+		}
+	}
+	if wce, ok := reply.Lookup("writeConcernError").DocumentOK(); ok {
+		code, _ := wce.Lookup("code").AsInt64OK()
+		msg, _ := wce.Lookup("errmsg").StringValueOK()
+		return nil, mongoerr.New(mongoerr.Code(code), msg)
+	}
+	return reply, nil
+}
+
+// lockTable is the node's in-memory DDL locks: one holder per name, waiters queue on a
+// channel closed at release.
+type lockTable struct {
+	mu   sync.Mutex
+	held map[string]chan struct{}
+}
+
+func (l *lockTable) lock(ctx context.Context, name string) (unlock func(), err error) {
+	for {
+		l.mu.Lock()
+		if l.held == nil {
+			l.held = map[string]chan struct{}{}
+		}
+		ch, busy := l.held[name]
+		if !busy {
+			mine := make(chan struct{})
+			l.held[name] = mine
+			l.mu.Unlock()
+			var once sync.Once
+			return func() {
+				once.Do(func() {
+					l.mu.Lock()
+					delete(l.held, name)
+					l.mu.Unlock()
+					close(mine)
+				})
+			}, nil
+		}
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the DDL lock of %s: %w", name, context.Cause(ctx))
+		}
+	}
+}

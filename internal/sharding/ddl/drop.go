@@ -1,0 +1,250 @@
+package ddl
+
+// The drop-collection coordinator (MongoDB 7.0's DropCollectionCoordinator, spec:
+// sharding.md "Sharding DDL Coordinator"): the database's primary shard drops a collection,
+// sharded or not, everywhere, resumably. Phases:
+//
+//   - freezeCollection: read what the collection is from the config server (sharded, its
+//     UUID), recorded in the state document with the next checkpoint, so a resumed
+//     coordinator drops that incarnation and never a collection created after it;
+//   - dropCollection: remove the incarnation's config.collections entry, its chunks and
+//     the namespace's zones (majority), then have every shard drop its copy, delete the
+//     incarnation's range deletion tasks and refresh its filtering metadata
+//     (_shardsvrDropCollectionParticipant). Both steps are idempotent; until the phase ends
+//     it is redone after any failure.
+//
+// The state document is deleted last: a drop acknowledged to the client is complete.
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/catalog"
+	"humongo/internal/failpoint"
+	"humongo/internal/mongoerr"
+	"humongo/internal/primaryonly"
+)
+
+const opDropCollection = "dropCollection"
+
+// Fail points of the drop coordinator, for tests that kill its primary mid-way: hang at the
+// start of the dropCollection phase (after its checkpoint) and after the config server's
+// metadata is gone (before the participants drop).
+var (
+	fpDropHangBeforeDrop         = failpoint.Register("hangDropCollectionBeforeDrop")
+	fpDropHangAfterConfigRemoval = failpoint.Register("hangDropCollectionAfterConfigRemoval")
+)
+
+// DropCollection drops ns through its coordinator on this shard, the database's primary
+// shard: it starts one (or joins the running one) and waits for its end.
+func (s *CoordinatorService) DropCollection(ctx context.Context, ns string) error {
+	db, _, _ := strings.Cut(ns, ".")
+	remote, err := s.cfg.Remote()
+	if err != nil {
+		return err
+	}
+	dbEntry, err := remote.Catalog.Database(ctx, db)
+	if err != nil {
+		return err
+	}
+	if self := s.cfg.Self(); dbEntry.Primary != self {
+		return mongoerr.Newf(mongoerr.StaleDbVersion,
+			"the primary shard of database %s is %s, not this shard (%s)", db, dbEntry.Primary, self)
+	}
+	id := bsoncore.NewDocumentBuilder().AppendString("namespace", ns).AppendString("operationType", opDropCollection).Build()
+	h, err := s.svc.GetOrCreate(ctx, bsoncore.NewDocumentBuilder().AppendDocument("_id", id).Build())
+	if err != nil {
+		return err
+	}
+	return h.Wait(ctx)
+}
+
+type dropCollection struct {
+	s     *CoordinatorService
+	id    bsoncore.Document
+	ns    string
+	phase string
+	// What freezeCollection found: a sharded collection's UUID.
+	sharded bool
+	uuid    catalog.UUID
+}
+
+func newDropCollection(s *CoordinatorService, doc bsoncore.Document) (*dropCollection, error) {
+	id, _ := doc.Lookup("_id").DocumentOK()
+	d := &dropCollection{s: s, id: append(bsoncore.Document(nil), id...)}
+	d.ns, _ = id.Lookup("namespace").StringValueOK()
+	d.phase, _ = doc.Lookup("phase").StringValueOK()
+	if info, ok := doc.Lookup("collInfo").DocumentOK(); ok {
+		d.sharded, _ = info.Lookup("sharded").BooleanOK()
+		if sub, data, ok := info.Lookup("uuid").BinaryOK(); ok && sub == 4 && len(data) == 16 {
+			copy(d.uuid[:], data)
+		}
+	}
+	return d, nil
+}
+
+// CheckJoin: a drop has no options, every drop of the namespace joins.
+func (d *dropCollection) CheckJoin(bsoncore.Document) error { return nil }
+
+func (d *dropCollection) Run(ctx context.Context) error {
+	db, _, _ := strings.Cut(d.ns, ".")
+	unlock, err := d.s.lockDDL(ctx, db, d.ns)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	err = primaryonly.RunPhases(ctx, d.phase, []primaryonly.Phase{
+		{Name: "freezeCollection", Run: d.freeze},
+		{Name: "dropCollection", Run: d.retrying(d.drop)},
+	}, d.checkpoint)
+	if err != nil {
+		if ctx.Err() == nil && d.phase == "freezeCollection" {
+			// Nothing was destroyed yet: give up the operation (MongoDB's non-recoverable
+			// error before the destructive phases), so a retry starts afresh.
+			_ = d.s.removeDocument(context.WithoutCancel(ctx), d.id)
+		}
+		return err
+	}
+	if err := d.s.removeDocument(ctx, d.id); err != nil {
+		return err
+	}
+	d.s.cfg.Log.Info("Dropped collection", "namespace", d.ns, "sharded", d.sharded)
+	return nil
+}
+
+func (d *dropCollection) checkpoint(ctx context.Context, phase string) error {
+	set := bsoncore.NewDocumentBuilder().AppendString("phase", phase)
+	if phase != "freezeCollection" {
+		info := bsoncore.NewDocumentBuilder().AppendBoolean("sharded", d.sharded)
+		if d.sharded {
+			info.AppendBinary("uuid", 4, d.uuid[:])
+		}
+		set.AppendDocument("collInfo", info.Build())
+	}
+	if err := d.s.checkpoint(ctx, d.id, set.Build()); err != nil {
+		return err
+	}
+	d.phase = phase
+	return nil
+}
+
+// freeze reads what the namespace is on the config server.
+func (d *dropCollection) freeze(ctx context.Context) error {
+	remote, err := d.s.cfg.Remote()
+	if err != nil {
+		return err
+	}
+	coll, _, sharded, err := remote.Catalog.Collection(ctx, d.ns, nil)
+	if err != nil {
+		return err
+	}
+	d.sharded = sharded
+	if sharded {
+		d.uuid = coll.UUID
+	}
+	return nil
+}
+
+// retrying runs an idempotent step until it succeeds or ctx ends (a destructive phase must
+// finish: MongoDB retries its errors indefinitely).
+func (d *dropCollection) retrying(step func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		delay := 100 * time.Millisecond
+		for {
+			err := step(ctx)
+			if err == nil || ctx.Err() != nil {
+				return err
+			}
+			d.s.cfg.Log.Warn("DDL coordinator step failed; retrying", "namespace", d.ns, "operation", opDropCollection, "error", err.Error())
+			t := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+			delay = min(2*delay, 2*time.Second)
+		}
+	}
+}
+
+func (d *dropCollection) drop(ctx context.Context) error {
+	if err := hangWhileOn(ctx, fpDropHangBeforeDrop); err != nil {
+		return err
+	}
+	remote, err := d.s.cfg.Remote()
+	if err != nil {
+		return err
+	}
+	db, coll, _ := strings.Cut(d.ns, ".")
+	if d.sharded {
+		for _, del := range []struct {
+			coll string
+			q    bsoncore.Document
+		}{
+			{"collections", bsoncore.NewDocumentBuilder().AppendString("_id", d.ns).AppendBinary("uuid", 4, d.uuid[:]).Build()},
+			{"chunks", bsoncore.NewDocumentBuilder().AppendBinary("uuid", 4, d.uuid[:]).Build()},
+			{"tags", bsoncore.NewDocumentBuilder().AppendString("ns", d.ns).Build()},
+		} {
+			cmd := bsoncore.NewDocumentBuilder().AppendString("delete", del.coll).
+				AppendArray("deletes", bsoncore.NewArrayBuilder().AppendDocument(bsoncore.NewDocumentBuilder().
+					AppendDocument("q", del.q).AppendInt32("limit", 0).Build()).Build()).
+				AppendDocument("writeConcern", majority()).Build()
+			if _, err := writeReplyOK(Run(ctx, remote.Config(), "config", cmd)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := hangWhileOn(ctx, fpDropHangAfterConfigRemoval); err != nil {
+		return err
+	}
+	if err := remote.Shards.Reload(ctx); err != nil {
+		return err
+	}
+	shards, err := remote.Shards.All(ctx)
+	if err != nil {
+		return err
+	}
+	b := bsoncore.NewDocumentBuilder().AppendString("_shardsvrDropCollectionParticipant", coll)
+	if d.sharded {
+		b.AppendBinary("collectionUUID", 4, d.uuid[:])
+	}
+	cmd := b.Build()
+	self := d.s.cfg.Self()
+	for _, sh := range shards {
+		if sh.ID == self {
+			if _, err := d.s.cfg.Local(ctx, db, cmd); err != nil {
+				return err
+			}
+			continue
+		}
+		rs, err := remote.Shard(ctx, sh.ID)
+		if err != nil {
+			return err
+		}
+		if _, err := Run(ctx, rs, db, appendField(cmd, "writeConcern", majority())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hangWhileOn waits while the test fail point fp is on (polling: fail points carry no
+// signal), or until ctx ends.
+func hangWhileOn(ctx context.Context, fp *failpoint.FailPoint) error {
+	for {
+		if _, on := fp.Evaluate(nil); !on {
+			return nil
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
