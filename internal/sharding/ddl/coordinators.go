@@ -21,6 +21,7 @@ import (
 
 	"humongo/internal/mongoerr"
 	"humongo/internal/primaryonly"
+	"humongo/internal/sharding/configsvr"
 )
 
 // CoordinatorsColl is the state collection (in the config database).
@@ -144,18 +145,8 @@ func writeReplyOK(reply bsoncore.Document, err error) (bsoncore.Document, error)
 	if err != nil {
 		return nil, err
 	}
-	if arr, ok := reply.Lookup("writeErrors").ArrayOK(); ok {
-		if v, err := arr.IndexErr(0); err == nil {
-			d, _ := v.DocumentOK()
-			code, _ := d.Lookup("code").AsInt64OK()
-			msg, _ := d.Lookup("errmsg").StringValueOK()
-			return nil, mongoerr.New(mongoerr.Code(code), msg)
-		}
-	}
-	if wce, ok := reply.Lookup("writeConcernError").DocumentOK(); ok {
-		code, _ := wce.Lookup("code").AsInt64OK()
-		msg, _ := wce.Lookup("errmsg").StringValueOK()
-		return nil, mongoerr.New(mongoerr.Code(code), msg)
+	if err := configsvr.WriteReplyError(reply); err != nil {
+		return nil, err
 	}
 	return reply, nil
 }
