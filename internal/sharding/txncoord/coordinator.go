@@ -340,4 +340,3 @@ func (s *Service) drive(ctx context.Context, c *Coordinator) error {
 	}
 	return nil
 }
-
