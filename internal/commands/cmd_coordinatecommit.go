@@ -8,6 +8,7 @@ package commands
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -149,7 +150,13 @@ func runCoordinateCommitTransaction(ctx context.Context, env *service.Env, cmd b
 	}
 	var d txncoord.Decision
 	if len(participants) > 0 {
-		d, err = svc.Coordinate(ctx, lsid, txnNumber, participants)
+		self, _ := requireShard(env, "coordinateCommitTransaction")
+		d, err = svc.Coordinate(ctx, lsid, txnNumber, participants, func(ctx context.Context) (bool, error) {
+			if !slices.Contains(participants, self) {
+				return false, nil
+			}
+			return localOutcome(ctx, env, key, txnNumber)
+		})
 	} else {
 		var found bool
 		d, found, err = svc.Recover(ctx, lsid, txnNumber)
@@ -209,4 +216,38 @@ func recoverFromLocalParticipant(ctx context.Context, env *service.Env, key lsc.
 		return mongoerr.New(mongoerr.Location51021, "coordinateCommitTransaction found local participant is prepared but no active coordinator exists")
 	}
 	return mongoerr.New(mongoerr.NoSuchTransaction, "Transaction was aborted")
+}
+
+// localOutcome is the admission of a new coordinator on a shard that is one of the
+// participants (the router picks the first): a transaction its participant already
+// committed or aborted was coordinated before, and this is a retry (done, with the
+// outcome as err); one in progress or prepared is coordinated now.
+func localOutcome(ctx context.Context, env *service.Env, key lsc.Key, txnNumber int64) (done bool, err error) {
+	db, err := writeRequireDB(env)
+	if err != nil {
+		return true, err
+	}
+	p := env.State.Params
+	stmt, err := participant.Of(db).Begin(ctx, participant.BeginArgs{
+		Key: key, TxnNumber: txnNumber, Command: "coordinateCommitTransaction", Term: env.State.Repl.Term,
+		Lifetime:    time.Duration(p.Int("transactionLifetimeLimitSeconds")) * time.Second,
+		LockTimeout: time.Duration(p.Int("maxTransactionLockRequestTimeoutMillis")) * time.Millisecond,
+	})
+	switch {
+	case mongoerr.Is(err, mongoerr.TransactionCommitted):
+		return true, nil
+	case mongoerr.Is(err, mongoerr.PreparedTransactionInProgress):
+		return false, nil
+	case err != nil:
+		return true, err
+	}
+	state := stmt.Txn.State()
+	stmt.End(nil)
+	switch state {
+	case participant.Committed:
+		return true, nil
+	case participant.Aborted:
+		return true, mongoerr.New(mongoerr.NoSuchTransaction, "Transaction was aborted")
+	}
+	return false, nil
 }

@@ -135,20 +135,42 @@ func (s *Service) waitRunning(ctx context.Context, wait time.Duration) (context.
 	}
 }
 
-// Coordinate is coordinateCommit: it creates the coordinator of (lsid, txnNumber) with
-// participants, or joins the running one, and waits for its decision (and, unless
-// ReturnImmediately, for its end).
-func (s *Service) Coordinate(ctx context.Context, lsid bsoncore.Document, txnNumber int64, participants []string) (Decision, error) {
+// Admit decides, when no coordinator of the transaction runs, whether to create one: a
+// transaction this shard's participant already committed or aborted was coordinated before
+// (the request is a retry): done reports that, with its outcome as err.
+type Admit func(ctx context.Context) (done bool, err error)
+
+// Coordinate is coordinateCommit: it joins the running coordinator of (lsid, txnNumber) or,
+// when admit lets it (nil: always), creates one with participants, and waits for its
+// decision (and, unless ReturnImmediately, for its end). A transaction coordinated before
+// must not be coordinated again: its participants would refuse to prepare it and the new
+// coordinator would decide abort for a committed transaction.
+func (s *Service) Coordinate(ctx context.Context, lsid bsoncore.Document, txnNumber int64, participants []string, admit Admit) (Decision, error) {
 	if _, err := s.waitRunning(ctx, 10*time.Second); err != nil {
 		return Decision{}, err
 	}
 	doc := Doc{Lsid: append(bsoncore.Document(nil), lsid...), TxnNumber: txnNumber, Participants: append([]string(nil), participants...)}
 	s.mu.Lock()
+	c := s.coords[doc.key()]
+	s.mu.Unlock()
+	if c != nil {
+		return s.await(ctx, c)
+	}
+	if admit != nil {
+		done, err := admit(ctx)
+		if done {
+			if err != nil {
+				return Decision{}, err
+			}
+			return Decision{Commit: true}, nil
+		}
+	}
+	s.mu.Lock()
 	if s.ctx == nil {
 		s.mu.Unlock()
 		return Decision{}, mongoerr.New(mongoerr.NotWritablePrimary, "Transaction coordinator service is not running on this node: it is not primary")
 	}
-	c := s.coords[doc.key()]
+	c = s.coords[doc.key()]
 	if c == nil {
 		c = newCoordinator(doc, false)
 		s.coords[doc.key()] = c

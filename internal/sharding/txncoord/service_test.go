@@ -146,7 +146,7 @@ func TestCommitAtLargestPrepareTimestamp(t *testing.T) {
 	m := newMemStore()
 	f := &fakeShards{prepare: map[string]func() (bson.Timestamp, error){"s0": ts(5), "s1": ts(7)}}
 	s := startService(t, m, f)
-	d, err := s.Coordinate(context.Background(), testLsid, 3, []string{"s0", "s1"})
+	d, err := s.Coordinate(context.Background(), testLsid, 3, []string{"s0", "s1"}, nil)
 	if err != nil || !d.Commit || d.CommitTimestamp != (bson.Timestamp{T: 7, I: 1}) {
 		t.Fatalf("decision %+v, %v", d, err)
 	}
@@ -177,7 +177,7 @@ func TestAbortOnRefusal(t *testing.T) {
 		return bson.Timestamp{}, mongoerr.New(mongoerr.NoSuchTransaction, "Given transaction number 3 does not match any in-progress transactions.")
 	}}}
 	s := startService(t, m, f)
-	d, err := s.Coordinate(context.Background(), testLsid, 3, []string{"s0", "s1"})
+	d, err := s.Coordinate(context.Background(), testLsid, 3, []string{"s0", "s1"}, nil)
 	if err != nil || d.Commit || !mongoerr.Is(d.Err(), mongoerr.NoSuchTransaction) {
 		t.Fatalf("decision %+v, %v", d, err)
 	}
@@ -200,7 +200,7 @@ func TestRetriesNetworkErrors(t *testing.T) {
 		return bson.Timestamp{T: 9, I: 1}, nil
 	}}}
 	s := startService(t, m, f)
-	d, err := s.Coordinate(context.Background(), testLsid, 1, []string{"s0", "s1"})
+	d, err := s.Coordinate(context.Background(), testLsid, 1, []string{"s0", "s1"}, nil)
 	if err != nil || !d.Commit || d.CommitTimestamp.T != 9 {
 		t.Fatalf("decision %+v, %v", d, err)
 	}
@@ -247,7 +247,7 @@ func TestStepDownInterrupts(t *testing.T) {
 	s := startService(t, m, f)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := s.Coordinate(context.Background(), testLsid, 1, []string{"s0"})
+		_, err := s.Coordinate(context.Background(), testLsid, 1, []string{"s0"}, nil)
 		errc <- err
 	}()
 	for m.count() == 0 {
