@@ -290,3 +290,24 @@ func TestDocRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A transaction the admission finds decided is answered without a new coordination: a
+// second coordinator would find the participants committed and decide abort.
+func TestAdmitAnswersDecidedTransactions(t *testing.T) {
+	m := newMemStore()
+	f := &fakeShards{prepare: map[string]func() (bson.Timestamp, error){"s0": ts(5)}}
+	s := startService(t, m, f)
+	d, err := s.Coordinate(context.Background(), testLsid, 1, []string{"s0"}, func(context.Context) (bool, error) { return true, nil })
+	if err != nil || !d.Commit {
+		t.Fatalf("committed: %+v, %v", d, err)
+	}
+	_, err = s.Coordinate(context.Background(), testLsid, 2, []string{"s0"}, func(context.Context) (bool, error) {
+		return true, mongoerr.New(mongoerr.NoSuchTransaction, "Transaction was aborted")
+	})
+	if !mongoerr.Is(err, mongoerr.NoSuchTransaction) {
+		t.Fatalf("aborted: %v", err)
+	}
+	if len(m.log) != 0 || f.last("s0") != nil || s.Stats.Created.Load() != 0 {
+		t.Fatalf("a decided transaction was coordinated again: store %v", m.log)
+	}
+}
