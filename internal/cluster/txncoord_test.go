@@ -53,6 +53,19 @@ func (x coordTxn) coordinate(ctx context.Context, cl *mongo.Client, shards ...st
 	return cl.Database("admin").RunCommand(ctx, cmd).Err()
 }
 
+// waitCommitTimestamp waits for the transaction's commit entry in cl's oplog: the
+// coordinator answers once the decision is durable, the participants commit after.
+func (x coordTxn) waitCommitTimestamp(ctx context.Context, cl *mongo.Client) (bson.Timestamp, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ts, err := x.commitTimestamp(ctx, cl)
+		if err == nil || time.Now().After(deadline) {
+			return ts, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // commitTimestamp is the commitTimestamp of the transaction's commit entry in cl's oplog.
 func (x coordTxn) commitTimestamp(ctx context.Context, cl *mongo.Client) (bson.Timestamp, error) {
 	var e struct {
@@ -101,11 +114,11 @@ func waitCoordinatorDocs(t *testing.T, ctx context.Context, cl *mongo.Client, wa
 // document is invisible just before it and visible at it.
 func checkCommittedTogether(t *testing.T, ctx context.Context, c0, c1 *mongo.Client, x coordTxn, id0, id1 int) {
 	t.Helper()
-	ts0, err := x.commitTimestamp(ctx, c0)
+	ts0, err := x.waitCommitTimestamp(ctx, c0)
 	if err != nil {
 		t.Fatalf("shard0 commit entry: %v", err)
 	}
-	ts1, err := x.commitTimestamp(ctx, c1)
+	ts1, err := x.waitCommitTimestamp(ctx, c1)
 	if err != nil {
 		t.Fatalf("shard1 commit entry: %v", err)
 	}
@@ -184,9 +197,11 @@ func TestTxnCoordinatorCommitAndAbort(t *testing.T) {
 	if err := x.insert(ctx, c1, 2); err != nil {
 		t.Fatal(err)
 	}
+	t0 := time.Now()
 	if err := x.coordinate(ctx, c0, "shard0", "shard1"); err != nil {
 		t.Fatalf("coordinateCommitTransaction: %v", err)
 	}
+	t.Logf("coordinateCommitTransaction of 2 participants took %v", time.Since(t0))
 	checkCommittedTogether(t, ctx, c0, c1, x, 1, 2)
 	waitCoordinatorDocs(t, ctx, c0, 0)
 	// A commit retried through another router (no participants) learns the outcome from
@@ -217,6 +232,28 @@ func TestTxnCoordinatorCommitAndAbort(t *testing.T) {
 	if err := y.coordinate(ctx, c0, "shard0", "shard0"); commandCode(err) != 72 {
 		t.Fatalf("duplicate participants: %v", err)
 	}
+	for _, bad := range []struct {
+		cmd  bson.D
+		code int32
+	}{
+		{y.fields(bson.E{Key: "coordinateCommitTransaction", Value: 1}), 40414},
+		{y.fields(bson.E{Key: "coordinateCommitTransaction", Value: 1}, bson.E{Key: "participants", Value: "shard0"}), 14},
+		{y.fields(bson.E{Key: "coordinateCommitTransaction", Value: 1}, bson.E{Key: "participants", Value: bson.A{bson.D{}}}), 40414},
+		{bson.D{{Key: "coordinateCommitTransaction", Value: 1}, {Key: "participants", Value: bson.A{}}}, 72},
+	} {
+		if err := c0.Database("admin").RunCommand(ctx, bad.cmd).Err(); commandCode(err) != bad.code {
+			t.Fatalf("%v: want code %d, got %v", bad.cmd, bad.code, err)
+		}
+	}
+	// A participant the cluster does not know votes abort.
+	z := newCoordTxn(3)
+	if err := z.insert(ctx, c0, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := z.coordinate(ctx, c0, "shard0", "nosuchshard"); commandCode(err) != 70 {
+		t.Fatalf("an unknown participant: %v", err)
+	}
+	waitCoordinatorDocs(t, ctx, c0, 0)
 	var st struct {
 		C struct {
 			Created   int64 `bson:"totalCreated"`
@@ -227,7 +264,7 @@ func TestTxnCoordinatorCommitAndAbort(t *testing.T) {
 	if err := c0.Database("admin").RunCommand(ctx, bson.D{{Key: "serverStatus", Value: 1}}).Decode(&st); err != nil {
 		t.Fatal(err)
 	}
-	if st.C.Created != 2 || st.C.Committed != 1 || st.C.Aborted != 1 {
+	if st.C.Created != 3 || st.C.Committed != 1 || st.C.Aborted != 2 {
 		t.Fatalf("twoPhaseCommitCoordinator: %+v", st.C)
 	}
 }

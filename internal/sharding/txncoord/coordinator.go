@@ -219,8 +219,7 @@ func (s *Service) prepareOne(ctx context.Context, c *Coordinator, shard string) 
 }
 
 // sendDecision delivers the decision to every participant, each until it acknowledges
-// (retrying every error but the acknowledgements of an abort: the participant no longer
-// has the transaction).
+// (retrying every error but those that acknowledge an abort).
 func (s *Service) sendDecision(ctx context.Context, c *Coordinator, d Decision) error {
 	var cmd bsoncore.Document
 	if d.Commit {
@@ -235,7 +234,7 @@ func (s *Service) sendDecision(ctx context.Context, c *Coordinator, d Decision) 
 		wg.Go(func() {
 			for n := 0; ; n++ {
 				_, err := s.Send(ctx, p, cmd)
-				if err == nil || (!d.Commit && (mongoerr.Is(err, mongoerr.NoSuchTransaction) || mongoerr.Is(err, mongoerr.TransactionTooOld))) {
+				if err == nil || (!d.Commit && abortAcknowledged(err)) {
 					return
 				}
 				if ctx.Err() != nil {
@@ -250,6 +249,17 @@ func (s *Service) sendDecision(ctx context.Context, c *Coordinator, d Decision) 
 	}
 	wg.Wait()
 	return ctx.Err()
+}
+
+// abortAcknowledged reports whether an abortTransaction's error still means the participant
+// does not hold the transaction: it never had it or dropped it (NoSuchTransaction, a newer
+// transaction), or the shard is not in the cluster (it could not have prepared).
+func abortAcknowledged(err error) bool {
+	switch mongoerr.CodeOf(err) {
+	case mongoerr.NoSuchTransaction, mongoerr.TransactionTooOld, mongoerr.ShardNotFound:
+		return true
+	}
+	return false
 }
 
 // retryStore runs a Store write until it succeeds or ctx ends (a write fails while the node
