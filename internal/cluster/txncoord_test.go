@@ -6,7 +6,8 @@ package cluster
 // both shards' writes become visible at one commit timestamp (snapshot reads just before
 // and at it) and config.transaction_coordinators drains; abort: a participant without the
 // transaction makes everyone abort; failover: the coordinator's primary is killed at a
-// fail point between the protocol's steps and the new primary finishes with one outcome.
+// fail point between the protocol's steps and the new primary finishes with one outcome;
+// a participant's primary killed after it prepared gets the commit on its new primary.
 
 import (
 	"context"
@@ -360,4 +361,46 @@ func TestTxnCoordinatorFailover(t *testing.T) {
 			}
 		})
 	}
+
+	// A participant's primary dies after it prepared: the decision's commitTransaction is
+	// retried on its new primary, which holds the transaction prepared.
+	t.Run("participantFailover", func(t *testing.T) {
+		c0, c1 := shardPrimaries(t, ctx, d)
+		x := newCoordTxn(20)
+		if err := x.insert(ctx, c0, 1001); err != nil {
+			t.Fatal(err)
+		}
+		if err := x.insert(ctx, c1, 1002); err != nil {
+			t.Fatal(err)
+		}
+		fp := "hangBeforeWritingDecision"
+		if err := c0.Database("admin").RunCommand(ctx, bson.D{{Key: "configureFailPoint", Value: fp}, {Key: "mode", Value: "alwaysOn"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		go func() { errc <- x.coordinate(ctx, c0, "shard0", "shard1") }()
+		if err := c0.Database("admin").RunCommand(ctx, bson.D{{Key: "waitForFailPoint", Value: fp}, {Key: "timesEntered", Value: 1},
+			{Key: "maxTimeMS", Value: 30000}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		f, err := d.Shards[1].FailPrimary(ctx, FaultKill, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%v", f)
+		defer func() {
+			if err := d.Shards[1].Heal(ctx, f, 60*time.Second); err != nil {
+				t.Error(err)
+			}
+		}()
+		if err := c0.Database("admin").RunCommand(ctx, bson.D{{Key: "configureFailPoint", Value: fp}, {Key: "mode", Value: "off"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("coordinateCommitTransaction: %v", err)
+		}
+		n1 := d.Shards[1].DirectClient(f.NewPrimary)
+		waitCoordinatorDocs(t, ctx, c0, 0)
+		checkCommittedTogether(t, ctx, c0, n1, x, 1001, 1002)
+	})
 }
