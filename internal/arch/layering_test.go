@@ -60,6 +60,9 @@ var rank = map[string]int{
 	// sharding/migration runs chunk migrations on a shard over the rest of sharding
 	// (filtering's critical section, routing) and the operation layer's storage.
 	"sharding/migration": 12,
+	// sharding/txncoord is the shard's two-phase commit coordinator; it needs only the error
+	// codes and fail points (its store and sends are given by the command layer).
+	"sharding/txncoord": 12,
 }
 
 // harness lists the test-only packages: harnesses that start servers and processes, and

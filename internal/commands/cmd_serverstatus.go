@@ -67,6 +67,9 @@ func runServerStatus(_ context.Context, env *service.Env, cmd bsoncore.Document)
 		if want("shardingStatistics") {
 			b = appendMigrationStatistics(b, st)
 		}
+		if want("twoPhaseCommitCoordinator") {
+			b = appendTxnCoordinatorStatus(b, st)
+		}
 		return b
 	}), nil
 }

@@ -45,6 +45,8 @@ func DefaultParamSpecs() []service.ParamSpec {
 		{Name: "maxNumActiveUserIndexBuilds", Kind: service.ParamInt, Default: int64(3), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "maxSessions", Kind: service.ParamInt, Default: int64(1000000), Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "maxTransactionLockRequestTimeoutMillis", Kind: service.ParamInt, Default: int64(5), Runtime: true, Startup: true},
+		// The transaction coordinator's (internal/sharding/txncoord).
+		{Name: "coordinateCommitTransactionReturnImmediatelyAfterPersistingDecision", Kind: service.ParamBool, Default: true, Runtime: true, Startup: true},
 		{Name: "notablescan", Kind: service.ParamBool, Default: false, Runtime: true, Startup: true},
 		// The range deleter's (sharding_runtime_d_params.idl; internal/sharding/rangedel).
 		{Name: "receiveChunkWaitForRangeDeleterTimeoutMS", Kind: service.ParamInt, Default: int64(10000), Runtime: true, Startup: true, Min: 0, Max: math.MaxInt32},

@@ -61,6 +61,7 @@ func NewRegistry() *service.Registry {
 	addShardingDDL(r)
 	addShardsvrDropCollection(r)
 	addMigration(r)
+	addTxnCoordinator(r) // cmd_coordinatecommit.go
 	addCollMod(r)
 	addCollStats(r)
 	addConfigureFailPoint(r)

@@ -76,7 +76,8 @@ func StartShardingRole(ctx context.Context, st *service.State, reg *service.Regi
 	if role == shardstate.RoleShardServer {
 		stopRuntime, stopSplitter := startShardRuntime(st, reg, rc), startChunkSplitter(st, reg, rc)
 		stopMigrations, stopDDL := startMigrations(st, reg, rc), startDDLCoordinators(st, reg, rc)
-		stop = func() { stopDDL(); stopMigrations(); stopSplitter(); stopRuntime() }
+		stopTxnCoord := startTxnCoordinator(st, reg, rc) // cmd_coordinatecommit.go
+		stop = func() { stopTxnCoord(); stopDDL(); stopMigrations(); stopSplitter(); stopRuntime() }
 		stop = startRangeDeleter(ctx, st, rc, stop) // sharding_rangedel.go
 	}
 	if found {

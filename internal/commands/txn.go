@@ -49,6 +49,11 @@ func txnStmtOf(ctx context.Context) *participant.Stmt {
 // txnBegin starts or continues the transaction a command with autocommit belongs to; nil
 // (no error) for every other command. The caller ends the statement.
 func txnBegin(ctx context.Context, env *service.Env, c *service.Command, cmd bsoncore.Document) (*participant.Stmt, error) {
+	if c.Name == "coordinateCommitTransaction" {
+		// It carries the transaction's session fields but is not one of its statements:
+		// the coordinator reaches the local participant through prepareTransaction.
+		return nil, nil
+	}
 	ac := lookup(cmd, "autocommit")
 	st := lookup(cmd, "startTransaction")
 	tv := lookup(cmd, "txnNumber")
@@ -207,9 +212,10 @@ func addTxnCommands(r *service.Registry) {
 }
 
 // runPrepareTransaction prepares the session's transaction (the participant half of
-// two-phase commit). Until sharding's coordinator exists, only test commands send it.
+// two-phase commit): a shard server takes it from the transaction coordinator; elsewhere
+// only test commands send it.
 func runPrepareTransaction(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	if !env.State.Params.Bool("enableTestCommands") {
+	if _, aware := env.State.Sharding.Identity(); !aware && !env.State.Params.Bool("enableTestCommands") {
 		return nil, mongoerr.New(mongoerr.ShardingStateNotInitialized,
 			"Cannot accept sharding commands if sharding state has not been initialized with a shardIdentity document")
 	}

@@ -208,6 +208,7 @@ const (
 	Location50699   Code = 50699
 	Location50700   Code = 50700
 	Location51001   Code = 51001
+	Location51021   Code = 51021
 	Location51024   Code = 51024
 	Location51047   Code = 51047
 	Location51050   Code = 51050

@@ -1,0 +1,352 @@
+package txncoord
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/failpoint"
+	"humongo/internal/mongoerr"
+)
+
+// Fail points between the protocol's durable steps (MongoDB's names): a test kills the
+// coordinator's primary there.
+var (
+	hangBeforeWritingParticipantList = failpoint.Register("hangBeforeWritingParticipantList")
+	hangBeforeWritingDecision        = failpoint.Register("hangBeforeWritingDecision")
+	hangBeforeDeletingCoordinatorDoc = failpoint.Register("hangBeforeDeletingCoordinatorDoc")
+)
+
+// hangWhile waits while fp is on (or ctx ends).
+func hangWhile(ctx context.Context, fp *failpoint.FailPoint) {
+	for {
+		if _, on := fp.Evaluate(nil); !on {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// SendFunc runs cmd against the admin database of shard's primary (an error for ok: 0, a
+// *mongoerr.Error with the remote code when the shard answered).
+type SendFunc func(ctx context.Context, shard string, cmd bsoncore.Document) (bsoncore.Document, error)
+
+// Coordinator is one transaction's commit coordination.
+type Coordinator struct {
+	doc Doc
+	// persisted: the participant list is durable (a resumed coordinator).
+	persisted bool
+
+	decided chan struct{} // closed once the decision is durable (or the coordinator stopped)
+	done    chan struct{} // closed once the coordinator finished or stopped
+	mu      sync.Mutex
+	dec     *Decision
+	err     error // why the coordinator stopped without a decision
+}
+
+func newCoordinator(doc Doc, persisted bool) *Coordinator {
+	return &Coordinator{doc: doc, persisted: persisted, decided: make(chan struct{}), done: make(chan struct{})}
+}
+
+// Decision waits for the durable decision (or the coordinator's stop, or ctx).
+func (c *Coordinator) Decision(ctx context.Context) (Decision, error) {
+	select {
+	case <-c.decided:
+	case <-ctx.Done():
+		return Decision{}, ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dec == nil {
+		return Decision{}, c.err
+	}
+	return *c.dec, nil
+}
+
+// Done waits until the coordinator finished (its document deleted) or stopped.
+func (c *Coordinator) Done(ctx context.Context) error {
+	select {
+	case <-c.done:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.dec != nil && c.err == nil {
+			return nil
+		}
+		return c.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Coordinator) setDecision(d Decision) {
+	c.mu.Lock()
+	c.dec = &d
+	c.mu.Unlock()
+	close(c.decided)
+}
+
+// stop ends the coordinator with err when it stopped early (nil: it finished).
+func (c *Coordinator) stop(err error) {
+	c.mu.Lock()
+	if err != nil {
+		c.err = err
+	}
+	undecided := c.dec == nil
+	c.mu.Unlock()
+	if undecided {
+		close(c.decided)
+	}
+	close(c.done)
+}
+
+// steppingDown is the error a coordinator interrupted by the term's end gives its waiters:
+// the client (router) retries coordinateCommitTransaction on the new primary.
+func steppingDown(cause error) error {
+	e := mongoerr.Newf(mongoerr.InterruptedDueToReplStateChange, "Transaction coordinator stopped because the node is stepping down: %v", cause)
+	e.Err = cause
+	return e
+}
+
+// retryable reports whether a send's error is worth another try at the shard's (maybe new)
+// primary: network errors and the retriable categories.
+func retryable(err error) bool {
+	me, ok := mongoerr.As(err)
+	if !ok {
+		return true // network, server selection: the driver found no answer
+	}
+	return mongoerr.IsRetriableError(me.Code) || mongoerr.IsNotPrimaryError(me.Code)
+}
+
+// backoff waits before try n+1 (ctx ends it early: false).
+func backoff(ctx context.Context, n int) bool {
+	d := time.Duration(min(n+1, 10)) * 50 * time.Millisecond
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// txnFields are the session fields every message to a participant carries.
+func (c *Coordinator) command(name string, extra func(b *bsoncore.DocumentBuilder)) bsoncore.Document {
+	b := bsoncore.NewDocumentBuilder().AppendInt32(name, 1)
+	if extra != nil {
+		extra(b)
+	}
+	return b.AppendDocument("lsid", c.doc.Lsid).AppendInt64("txnNumber", c.doc.TxnNumber).AppendBoolean("autocommit", false).
+		AppendDocument("writeConcern", bsoncore.NewDocumentBuilder().AppendString("w", "majority").Build()).Build()
+}
+
+// vote is one participant's answer to prepareTransaction.
+type vote struct {
+	shard   string
+	prepare bson.Timestamp
+	abort   *mongoerr.Error
+}
+
+// collectVotes sends prepareTransaction to every participant and decides: commit at the
+// largest prepareTimestamp when all voted to commit, else abort with the first refusal (the
+// others' sends are then cancelled).
+func (s *Service) collectVotes(ctx context.Context, c *Coordinator) (Decision, error) {
+	vctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	votes := make(chan vote, len(c.doc.Participants))
+	var wg sync.WaitGroup
+	for _, p := range c.doc.Participants {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			votes <- s.prepareOne(vctx, c, p)
+		}()
+	}
+	go func() { wg.Wait(); close(votes) }()
+	d := Decision{Commit: true}
+	for v := range votes {
+		if ctx.Err() != nil {
+			continue // drain
+		}
+		if v.abort != nil {
+			if d.Commit {
+				d = Decision{AbortStatus: v.abort}
+				cancel()
+			}
+			continue
+		}
+		if d.Commit && v.prepare.After(d.CommitTimestamp) {
+			d.CommitTimestamp = v.prepare
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return Decision{}, err
+	}
+	return d, nil
+}
+
+func (s *Service) prepareOne(ctx context.Context, c *Coordinator, shard string) vote {
+	cmd := c.command("prepareTransaction", nil)
+	for n := 0; ; n++ {
+		reply, err := s.Send(ctx, shard, cmd)
+		if err == nil {
+			t, i, ok := reply.Lookup("prepareTimestamp").TimestampOK()
+			if !ok {
+				return vote{shard: shard, abort: mongoerr.Newf(mongoerr.InternalError, "from shard %s :: prepareTransaction reply without a prepareTimestamp", shard)}
+			}
+			return vote{shard: shard, prepare: bson.Timestamp{T: t, I: i}}
+		}
+		if ctx.Err() != nil {
+			return vote{shard: shard, abort: mongoerr.New(mongoerr.TransactionCoordinatorReachedAbortDecision, "another participant voted to abort")}
+		}
+		if retryable(err) {
+			s.Log.Debug("Retrying prepareTransaction", "shard", shard, "error", err.Error())
+			backoff(ctx, n) // a cancelled ctx ends the loop above
+			continue
+		}
+		code := mongoerr.CodeOf(err)
+		msg := err.Error()
+		if me, ok := mongoerr.As(err); ok {
+			msg = me.Msg
+		}
+		return vote{shard: shard, abort: mongoerr.Newf(code, "from shard %s :: caused by :: %s", shard, msg)}
+	}
+}
+
+// sendDecision delivers the decision to every participant, each until it acknowledges
+// (retrying every error but those that acknowledge an abort).
+func (s *Service) sendDecision(ctx context.Context, c *Coordinator, d Decision) error {
+	var cmd bsoncore.Document
+	if d.Commit {
+		cmd = c.command("commitTransaction", func(b *bsoncore.DocumentBuilder) {
+			b.AppendTimestamp("commitTimestamp", d.CommitTimestamp.T, d.CommitTimestamp.I)
+		})
+	} else {
+		cmd = c.command("abortTransaction", nil)
+	}
+	var wg sync.WaitGroup
+	for _, p := range c.doc.Participants {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				_, err := s.Send(ctx, p, cmd)
+				if err == nil || (!d.Commit && abortAcknowledged(err)) {
+					return
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				s.Log.Warn("Retrying the transaction decision", "shard", p, "commit", d.Commit, "error", err.Error())
+				if !backoff(ctx, n) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// abortAcknowledged reports whether an abortTransaction's error still means the participant
+// does not hold the transaction: it never had it or dropped it (NoSuchTransaction, a newer
+// transaction), or the shard is not in the cluster (it could not have prepared).
+func abortAcknowledged(err error) bool {
+	switch mongoerr.CodeOf(err) {
+	case mongoerr.NoSuchTransaction, mongoerr.TransactionTooOld, mongoerr.ShardNotFound:
+		return true
+	}
+	return false
+}
+
+// retryStore runs a Store write until it succeeds or ctx ends (a write fails while the node
+// is not primary; the step-down then cancels ctx).
+func (s *Service) retryStore(ctx context.Context, what string, f func() error) error {
+	for n := 0; ; n++ {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if mongoerr.Is(err, mongoerr.DuplicateKey) || mongoerr.Is(err, mongoerr.NoSuchTransaction) {
+			return err
+		}
+		s.Log.Warn("Retrying a transaction coordinator write", "step", what, "error", err.Error())
+		if !backoff(ctx, n) {
+			return ctx.Err()
+		}
+	}
+}
+
+// run drives c from its persisted step to the end (c.stop on every return).
+func (s *Service) run(ctx context.Context, c *Coordinator) {
+	err := s.drive(ctx, c)
+	if err != nil && ctx.Err() != nil {
+		err = steppingDown(err)
+	}
+	if err != nil {
+		s.Log.Info("Transaction coordinator stopped", "txn", c.doc.key(), "error", err.Error())
+	}
+	s.forget(c)
+	c.stop(err)
+}
+
+func (s *Service) drive(ctx context.Context, c *Coordinator) error {
+	d := c.doc.Decision
+	if d == nil {
+		if !c.persisted {
+			s.Stats.step(stepWritingParticipantList, 1)
+			hangWhile(ctx, hangBeforeWritingParticipantList)
+			err := s.retryStore(ctx, "writingParticipantList", func() error { return s.Store.WriteParticipants(ctx, &c.doc) })
+			s.Stats.step(stepWritingParticipantList, -1)
+			if err != nil {
+				return err
+			}
+		}
+		s.Stats.StartedTwoPhaseCommit.Add(1)
+		s.Stats.step(stepWaitingForVotes, 1)
+		dec, err := s.collectVotes(ctx, c)
+		s.Stats.step(stepWaitingForVotes, -1)
+		if err != nil {
+			return err
+		}
+		s.Stats.step(stepWritingDecision, 1)
+		hangWhile(ctx, hangBeforeWritingDecision)
+		if ctx.Err() != nil {
+			s.Stats.step(stepWritingDecision, -1)
+			return ctx.Err()
+		}
+		c.doc.Decision = &dec
+		err = s.retryStore(ctx, "writingDecision", func() error { return s.Store.WriteDecision(ctx, &c.doc) })
+		s.Stats.step(stepWritingDecision, -1)
+		if err != nil {
+			c.doc.Decision = nil
+			return err
+		}
+		d = &dec
+	}
+	c.setDecision(*d)
+	s.Stats.step(stepWaitingForDecisionAcks, 1)
+	err := s.sendDecision(ctx, c, *d)
+	s.Stats.step(stepWaitingForDecisionAcks, -1)
+	if err != nil {
+		return err
+	}
+	s.Stats.step(stepDeletingCoordinatorDoc, 1)
+	defer s.Stats.step(stepDeletingCoordinatorDoc, -1)
+	hangWhile(ctx, hangBeforeDeletingCoordinatorDoc)
+	if err := s.retryStore(ctx, "deletingCoordinatorDoc", func() error { return s.Store.Delete(ctx, &c.doc) }); err != nil {
+		return err
+	}
+	if d.Commit {
+		s.Stats.SuccessfulTwoPhaseCommit.Add(1)
+	} else {
+		s.Stats.AbortedTwoPhaseCommit.Add(1)
+	}
+	return nil
+}

@@ -1,0 +1,313 @@
+package txncoord
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/mongoerr"
+)
+
+// memStore is a Store in memory.
+type memStore struct {
+	mu   sync.Mutex
+	docs map[string]Doc
+	log  []string
+}
+
+func newMemStore() *memStore { return &memStore{docs: map[string]Doc{}} }
+
+func (m *memStore) WriteParticipants(_ context.Context, d *Doc) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.docs[d.key()]; ok && old.Decision != nil {
+		return mongoerr.New(mongoerr.DuplicateKey, "E11000 duplicate key")
+	}
+	c := *d
+	c.Decision = nil
+	m.docs[d.key()] = c
+	m.log = append(m.log, "participants")
+	return nil
+}
+
+func (m *memStore) WriteDecision(_ context.Context, d *Doc) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.docs[d.key()]; !ok {
+		return mongoerr.New(mongoerr.NoSuchTransaction, "gone")
+	}
+	m.docs[d.key()] = *d
+	m.log = append(m.log, "decision")
+	return nil
+}
+
+func (m *memStore) Delete(_ context.Context, d *Doc) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.docs, d.key())
+	m.log = append(m.log, "delete")
+	return nil
+}
+
+func (m *memStore) List(context.Context) ([]*Doc, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*Doc
+	for _, d := range m.docs {
+		c := d
+		out = append(out, &c)
+	}
+	return out, nil
+}
+
+func (m *memStore) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.docs)
+}
+
+// fakeShards answers the participants' commands: prepare gives each shard's timestamp or
+// error; commit/abort are recorded.
+type fakeShards struct {
+	mu       sync.Mutex
+	prepare  map[string]func() (bson.Timestamp, error)
+	received map[string][]bsoncore.Document
+	block    chan struct{} // non-nil: every send waits for it (or ctx)
+}
+
+func (f *fakeShards) send(ctx context.Context, shard string, cmd bsoncore.Document) (bsoncore.Document, error) {
+	if f.block != nil {
+		select {
+		case <-f.block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	if f.received == nil {
+		f.received = map[string][]bsoncore.Document{}
+	}
+	f.received[shard] = append(f.received[shard], cmd)
+	p := f.prepare[shard]
+	f.mu.Unlock()
+	if cmd.Index(0).Key() == "prepareTransaction" {
+		ts, err := p()
+		if err != nil {
+			return nil, err
+		}
+		return bsoncore.NewDocumentBuilder().AppendTimestamp("prepareTimestamp", ts.T, ts.I).Build(), nil
+	}
+	return bsoncore.NewDocumentBuilder().Build(), nil
+}
+
+func (f *fakeShards) last(shard string) bsoncore.Document {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.received[shard]
+	if len(r) == 0 {
+		return nil
+	}
+	return r[len(r)-1]
+}
+
+var testLsid = bsoncore.NewDocumentBuilder().AppendBinary("id", 4, make([]byte, 16)).Build()
+
+func startService(t *testing.T, store Store, f *fakeShards) *Service {
+	t.Helper()
+	s := NewService(store, f.send, nil)
+	if err := s.StepUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func waitDrained(t *testing.T, m *memStore) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for m.count() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("coordinator documents left: %d", m.count())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func ts(t uint32) func() (bson.Timestamp, error) {
+	return func() (bson.Timestamp, error) { return bson.Timestamp{T: t, I: 1}, nil }
+}
+
+func TestCommitAtLargestPrepareTimestamp(t *testing.T) {
+	m := newMemStore()
+	f := &fakeShards{prepare: map[string]func() (bson.Timestamp, error){"s0": ts(5), "s1": ts(7)}}
+	s := startService(t, m, f)
+	d, err := s.Coordinate(context.Background(), testLsid, 3, []string{"s0", "s1"}, nil)
+	if err != nil || !d.Commit || d.CommitTimestamp != (bson.Timestamp{T: 7, I: 1}) {
+		t.Fatalf("decision %+v, %v", d, err)
+	}
+	waitDrained(t, m)
+	for _, sh := range []string{"s0", "s1"} {
+		c := f.last(sh)
+		if c.Index(0).Key() != "commitTransaction" {
+			t.Fatalf("%s got %s last", sh, c)
+		}
+		if tt, i, _ := c.Lookup("commitTimestamp").TimestampOK(); tt != 7 || i != 1 {
+			t.Fatalf("%s committed at %d,%d", sh, tt, i)
+		}
+		if n, _ := c.Lookup("txnNumber").AsInt64OK(); n != 3 {
+			t.Fatalf("%s txnNumber %d", sh, n)
+		}
+	}
+	if got := m.log; len(got) != 3 || got[0] != "participants" || got[1] != "decision" || got[2] != "delete" {
+		t.Fatalf("store steps %v", got)
+	}
+	if s.Stats.SuccessfulTwoPhaseCommit.Load() != 1 {
+		t.Fatal("commit not counted")
+	}
+}
+
+func TestAbortOnRefusal(t *testing.T) {
+	m := newMemStore()
+	f := &fakeShards{prepare: map[string]func() (bson.Timestamp, error){"s0": ts(5), "s1": func() (bson.Timestamp, error) {
+		return bson.Timestamp{}, mongoerr.New(mongoerr.NoSuchTransaction, "Given transaction number 3 does not match any in-progress transactions.")
+	}}}
+	s := startService(t, m, f)
+	d, err := s.Coordinate(context.Background(), testLsid, 3, []string{"s0", "s1"}, nil)
+	if err != nil || d.Commit || !mongoerr.Is(d.Err(), mongoerr.NoSuchTransaction) {
+		t.Fatalf("decision %+v, %v", d, err)
+	}
+	waitDrained(t, m)
+	for _, sh := range []string{"s0", "s1"} {
+		if c := f.last(sh); c.Index(0).Key() != "abortTransaction" {
+			t.Fatalf("%s got %s last", sh, c)
+		}
+	}
+}
+
+func TestRetriesNetworkErrors(t *testing.T) {
+	m := newMemStore()
+	fails := 2
+	f := &fakeShards{prepare: map[string]func() (bson.Timestamp, error){"s0": ts(5), "s1": func() (bson.Timestamp, error) {
+		if fails > 0 {
+			fails--
+			return bson.Timestamp{}, errors.New("connection reset")
+		}
+		return bson.Timestamp{T: 9, I: 1}, nil
+	}}}
+	s := startService(t, m, f)
+	d, err := s.Coordinate(context.Background(), testLsid, 1, []string{"s0", "s1"}, nil)
+	if err != nil || !d.Commit || d.CommitTimestamp.T != 9 {
+		t.Fatalf("decision %+v, %v", d, err)
+	}
+}
+
+func TestResumeAtPersistedStep(t *testing.T) {
+	m := newMemStore()
+	decided := Doc{Lsid: testLsid, TxnNumber: 1, Participants: []string{"s0", "s1"},
+		Decision: &Decision{Commit: true, CommitTimestamp: bson.Timestamp{T: 4, I: 2}}}
+	undecided := Doc{Lsid: testLsid, TxnNumber: 2, Participants: []string{"s0", "s1"}}
+	m.docs[decided.key()], m.docs[undecided.key()] = decided, undecided
+	f := &fakeShards{prepare: map[string]func() (bson.Timestamp, error){"s0": ts(5), "s1": ts(6)}}
+	startService(t, m, f)
+	waitDrained(t, m)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var commits, prepares int
+	for _, cmds := range f.received {
+		for _, c := range cmds {
+			n, _ := c.Lookup("txnNumber").AsInt64OK()
+			switch c.Index(0).Key() {
+			case "prepareTransaction":
+				prepares++
+				if n != 2 {
+					t.Fatalf("a decided coordinator prepared again: %s", c)
+				}
+			case "commitTransaction":
+				commits++
+				tt, _, _ := c.Lookup("commitTimestamp").TimestampOK()
+				if (n == 1 && tt != 4) || (n == 2 && tt != 6) {
+					t.Fatalf("commit at the wrong timestamp: %s", c)
+				}
+			}
+		}
+	}
+	if commits != 4 || prepares != 2 {
+		t.Fatalf("commits %d prepares %d", commits, prepares)
+	}
+}
+
+func TestStepDownInterrupts(t *testing.T) {
+	m := newMemStore()
+	f := &fakeShards{prepare: map[string]func() (bson.Timestamp, error){"s0": ts(5)}, block: make(chan struct{})}
+	s := startService(t, m, f)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Coordinate(context.Background(), testLsid, 1, []string{"s0"}, nil)
+		errc <- err
+	}()
+	for m.count() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	s.StepDown()
+	if err := <-errc; !mongoerr.Is(err, mongoerr.InterruptedDueToReplStateChange) {
+		t.Fatalf("got %v", err)
+	}
+	if m.count() != 1 {
+		t.Fatal("the document must stay for the next primary")
+	}
+	// The next term resumes it.
+	close(f.block)
+	if err := s.StepUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d, found, err := s.Recover(context.Background(), testLsid, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found && !d.Commit {
+		t.Fatalf("decision %+v", d)
+	}
+	waitDrained(t, m)
+}
+
+func TestDocRoundTrip(t *testing.T) {
+	for _, d := range []Doc{
+		{Lsid: testLsid, TxnNumber: 4, Participants: []string{"a", "b"}},
+		{Lsid: testLsid, TxnNumber: 4, Participants: []string{"a"}, Decision: &Decision{Commit: true, CommitTimestamp: bson.Timestamp{T: 1, I: 2}}},
+		{Lsid: testLsid, TxnNumber: 4, Participants: []string{"a"}, Decision: &Decision{AbortStatus: mongoerr.New(mongoerr.NoSuchTransaction, "x")}},
+	} {
+		got, err := ParseDoc(d.Document())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Document()) != string(d.Document()) {
+			t.Fatalf("round trip %s -> %s", d.Document(), got.Document())
+		}
+	}
+}
+
+// A transaction the admission finds decided is answered without a new coordination: a
+// second coordinator would find the participants committed and decide abort.
+func TestAdmitAnswersDecidedTransactions(t *testing.T) {
+	m := newMemStore()
+	f := &fakeShards{prepare: map[string]func() (bson.Timestamp, error){"s0": ts(5)}}
+	s := startService(t, m, f)
+	d, err := s.Coordinate(context.Background(), testLsid, 1, []string{"s0"}, func(context.Context) (bool, error) { return true, nil })
+	if err != nil || !d.Commit {
+		t.Fatalf("committed: %+v, %v", d, err)
+	}
+	_, err = s.Coordinate(context.Background(), testLsid, 2, []string{"s0"}, func(context.Context) (bool, error) {
+		return true, mongoerr.New(mongoerr.NoSuchTransaction, "Transaction was aborted")
+	})
+	if !mongoerr.Is(err, mongoerr.NoSuchTransaction) {
+		t.Fatalf("aborted: %v", err)
+	}
+	if len(m.log) != 0 || f.last("s0") != nil || s.Stats.Created.Load() != 0 {
+		t.Fatalf("a decided transaction was coordinated again: store %v", m.log)
+	}
+}
