@@ -292,45 +292,52 @@ func (s *Service) receive(ctx context.Context, d *Destination) (err error) {
 	}
 	timing.step() // 4: caught up and majority-committed
 	d.setState(StateSteady)
+	commit := func() error {
+		d.setState(StateCommitStart)
+		for {
+			n, err := s.transferMods(ctx, d)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				break
+			}
+		}
+		// The session history drains too (the donor's writes are blocked).
+		select {
+		case <-sm.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if sm.err != nil {
+			return fmt.Errorf("session migration: %w", sm.err)
+		}
+		// _flushPendingWrites: the commit is acknowledged only once every document and
+		// session entry the recipient applied is majority-committed. Otherwise a failover
+		// of the recipient after the donor's commit could roll back writes the donor
+		// acknowledged (the nemesis test lost an acknowledged $inc that way).
+		if err := s.waitMajority(ctx); err != nil {
+			return fmt.Errorf("wait for the migrated changes to replicate: %w", err)
+		}
+		timing.step() // 5: the last changes and the session history applied, majority-committed
+		d.setState(StateDone)
+		return nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-d.wake:
-			d.setState(StateCommitStart)
-			for {
-				n, err := s.transferMods(ctx, d)
-				if err != nil {
-					return err
-				}
-				if n == 0 {
-					break
-				}
-			}
-			// The session history drains too (the donor's writes are blocked).
-			select {
-			case <-sm.done:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			if sm.err != nil {
-				return fmt.Errorf("session migration: %w", sm.err)
-			}
-			// _flushPendingWrites: the commit is acknowledged only once every document and
-			// session entry the recipient applied is majority-committed. Otherwise a failover
-			// of the recipient after the donor's commit could roll back writes the donor
-			// acknowledged (the nemesis test lost an acknowledged $inc that way).
-			if err := s.waitMajority(ctx); err != nil {
-				return fmt.Errorf("wait for the migrated changes to replicate: %w", err)
-			}
-			timing.step() // 5: the last changes and the session history applied, majority-committed
-			d.setState(StateDone)
-			return nil
+			return commit()
 		case <-sm.done:
 			if sm.err != nil {
 				return fmt.Errorf("session migration: %w", sm.err)
 			}
-			// Finished before the commit: it cannot, it ends only after the commit.
+			if d.committing() {
+				// The session migration ends only after the commit arrived; both were
+				// ready and select picked this one.
+				return commit()
+			}
 			return fmt.Errorf("session migration ended before the commit")
 		case <-time.After(10 * time.Millisecond):
 			if _, err := s.transferMods(ctx, d); err != nil {
