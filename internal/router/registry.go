@@ -37,6 +37,9 @@ func NewRegistry() *service.Registry {
 	addCatalogCommands(r)
 	addTopologyCommands(r)
 	r.Register(findAndModifyCommand())
+	for _, c := range txnEndCommands() {
+		r.Register(c)
+	}
 	for _, c := range ddlCommands() {
 		r.Register(c)
 	}
@@ -74,8 +77,7 @@ var unsupported = []string{
 	// DDL.
 	"validate",
 	// Sessions and transactions.
-	"startSession", "refreshSessions", "killSessions", "killAllSessions", "commitTransaction",
-	"abortTransaction",
+	"startSession", "refreshSessions", "killSessions", "killAllSessions",
 	// Diagnostics and administration.
 	"dbStats", "collStats", "dataSize", "currentOp", "killOp", "getLog", "hostInfo",
 	"whatsmyuri", "connectionStatus", "setParameter", "shutdown", "setDefaultRWConcern",
