@@ -175,6 +175,8 @@ func txnSessionArgs(cmd bsoncore.Document) (lsid bsoncore.Value, key string, num
 	if !ok {
 		return lsid, "", 0, false, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field 'OperationSessionInfo.txnNumber' is the wrong type '%s', expected type 'long'", typeName(tv.Type))
 	}
+	// The request's buffer is reused once it is answered: the session outlives it.
+	lsid = bsoncore.Value{Type: lsid.Type, Data: append([]byte(nil), lsid.Data...)}
 	return lsid, string(lsid.Data), n, start, nil
 }
 
@@ -252,6 +254,7 @@ func txnReadConcern(env *service.Env, rc bsoncore.Document) (bsoncore.Document, 
 		return nil, mongoerr.New(mongoerr.InvalidOptions,
 			"The first command in a transaction cannot specify a readConcern level other than local, majority, or snapshot")
 	}
+	rc = append(bsoncore.Document(nil), rc...) // kept past the request
 	if level != "snapshot" {
 		return rc, nil
 	}
