@@ -24,7 +24,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/service"
+	"humongo/internal/vclock"
 )
 
 // participant read-only states (TransactionRouter::Participant::ReadOnly).
@@ -281,7 +283,7 @@ func txnReadConcern(env *service.Env, rc bsoncore.Document) (bsoncore.Document, 
 
 // txnFields are the fields attach replaces in a request to a participant.
 var txnFields = map[string]bool{"lsid": true, "txnNumber": true, "autocommit": true, "startTransaction": true,
-	"readConcern": true, "coordinator": true, "stmtId": true, "stmtIds": true}
+	"readConcern": true, "coordinator": true, "stmtId": true, "stmtIds": true, "$clusterTime": true}
 
 // attach returns cmd as sent to participant shard, adding the shard as a participant if new
 // (TransactionRouter::Participant::attachTxnFieldsIfNeeded).
@@ -316,6 +318,12 @@ func (t *routerTxn) fields(cmd bsoncore.Document, start, coordinator bool, rc bs
 		out = bsoncore.AppendBooleanElement(out, "startTransaction", true)
 		if rc != nil {
 			out = bsoncore.AppendDocumentElement(out, "readConcern", rc)
+			if s, i, ok := rc.Lookup("atClusterTime").TimestampOK(); ok {
+				// The participant's clock must reach atClusterTime (its no-op write then
+				// lands after it): gossip it as mongos gossips its cluster time (the driver
+				// appends its own $clusterTime too; the shard takes the highest).
+				out = vclock.AppendClusterTime(out, optime.MakeTimestamp(s, i))
+			}
 		}
 	}
 	if coordinator {
