@@ -162,16 +162,16 @@ func txnSessionArgs(cmd bsoncore.Document) (lsid bsoncore.Value, key string, num
 		}
 		start = true
 	}
+	tv, terr := cmd.LookupErr("txnNumber")
+	if terr != nil {
+		return lsid, "", 0, false, mongoerr.New(mongoerr.InvalidOptions, "'autocommit' field requires a transaction number to also be specified")
+	}
 	lsid, lerr := cmd.LookupErr("lsid")
 	if lerr != nil {
 		return lsid, "", 0, false, mongoerr.New(mongoerr.InvalidOptions, "Transaction number requires a session ID to also be specified")
 	}
 	if _, err := service.ParseLsid(lsid); err != nil {
 		return lsid, "", 0, false, err
-	}
-	tv, terr := cmd.LookupErr("txnNumber")
-	if terr != nil {
-		return lsid, "", 0, false, mongoerr.New(mongoerr.InvalidOptions, "'autocommit' field requires a transaction number to also be specified")
 	}
 	n, ok := tv.Int64OK()
 	if !ok {
