@@ -37,6 +37,7 @@ func NewRegistry() *service.Registry {
 	addCatalogCommands(r)
 	addTopologyCommands(r)
 	r.Register(findAndModifyCommand())
+	r.Register(killAllSessionsCommand())
 	for _, c := range txnEndCommands() {
 		r.Register(c)
 	}
@@ -77,7 +78,7 @@ var unsupported = []string{
 	// DDL.
 	"validate",
 	// Sessions and transactions.
-	"startSession", "refreshSessions", "killSessions", "killAllSessions",
+	"startSession", "refreshSessions", "killSessions",
 	// Diagnostics and administration.
 	"dbStats", "collStats", "dataSize", "currentOp", "killOp", "getLog", "hostInfo",
 	"whatsmyuri", "connectionStatus", "setParameter", "shutdown", "setDefaultRWConcern",

@@ -492,6 +492,11 @@ func txnStatement(h service.Handler) service.Handler {
 		if _, werr := reply.LookupErr("writeErrors"); werr == nil {
 			// The shard that failed the write aborted its part: abort the others'.
 			t.implicitAbort(ctx, c)
+			if err := transientWriteError(reply); err != nil {
+				// As mongos's batch writer in a transaction: a transient write error is the
+				// command's error, so the client retries the whole transaction.
+				return nil, txnStatementError(err)
+			}
 		}
 		return t.appendRecoveryToken(reply), nil
 	}
@@ -546,4 +551,27 @@ func transientTxnError(code mongoerr.Code, commitOrAbort bool) bool {
 func txnMayRetryStale(ctx context.Context, c *Cluster) bool {
 	t := txnFrom(ctx)
 	return t == nil || t.mayRetryStale(ctx, c)
+}
+
+// transientWriteError returns the first write error of reply as an error when its code is a
+// transient transaction error; nil otherwise.
+func transientWriteError(reply bsoncore.Document) error {
+	arr, ok := reply.Lookup("writeErrors").ArrayOK()
+	if !ok {
+		return nil
+	}
+	vals, _ := arr.Values()
+	if len(vals) == 0 {
+		return nil
+	}
+	d, ok := vals[0].DocumentOK()
+	if !ok {
+		return nil
+	}
+	code, _ := d.Lookup("code").AsInt64OK()
+	if !transientTxnError(mongoerr.Code(code), false) {
+		return nil
+	}
+	msg, _ := d.Lookup("errmsg").StringValueOK()
+	return mongoerr.New(mongoerr.Code(code), msg)
 }
