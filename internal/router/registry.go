@@ -38,6 +38,7 @@ func NewRegistry() *service.Registry {
 	addTopologyCommands(r)
 	r.Register(findAndModifyCommand())
 	r.Register(killAllSessionsCommand())
+	r.Register(service.ConfigureFailPointCommand())
 	for _, c := range txnEndCommands() {
 		r.Register(c)
 	}
