@@ -318,11 +318,15 @@ func (t *routerTxn) fields(cmd bsoncore.Document, start, coordinator bool, rc bs
 		out = bsoncore.AppendBooleanElement(out, "startTransaction", true)
 		if rc != nil {
 			out = bsoncore.AppendDocumentElement(out, "readConcern", rc)
-			if s, i, ok := rc.Lookup("atClusterTime").TimestampOK(); ok {
-				// The participant's clock must reach atClusterTime (its no-op write then
-				// lands after it): gossip it as mongos gossips its cluster time (the driver
-				// appends its own $clusterTime too; the shard takes the highest).
-				out = vclock.AppendClusterTime(out, optime.MakeTimestamp(s, i))
+			// The participant's clock must reach atClusterTime or afterClusterTime (a
+			// shard refuses an afterClusterTime past its clock, and its no-op write must
+			// land after atClusterTime): gossip it as mongos gossips its cluster time (the
+			// driver appends its own $clusterTime too; the shard takes the highest).
+			for _, f := range []string{"atClusterTime", "afterClusterTime"} {
+				if s, i, ok := rc.Lookup(f).TimestampOK(); ok {
+					out = vclock.AppendClusterTime(out, optime.MakeTimestamp(s, i))
+					break
+				}
 			}
 		}
 	}
