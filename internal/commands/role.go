@@ -74,6 +74,9 @@ func (r *Role) Finish(ctx context.Context, env *service.Env, op any, reply bsonc
 		reply, err = FinishOperation(ctx, env, opsOf(op), reply)
 	}
 	if r, ok := op.(*roleOp); ok && r.stmt != nil {
+		if err == nil {
+			reply = txnAppendReadOnly(env, r.stmt, reply)
+		}
 		txnFinish(r.stmt, err)
 	}
 	shardOnStaleError(ctx, env, reply, err)

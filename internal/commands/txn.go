@@ -22,6 +22,7 @@ import (
 	"humongo/internal/optime"
 	"humongo/internal/repl/concern"
 	"humongo/internal/service"
+	"humongo/internal/sharding/shardstate"
 	"humongo/internal/txn/participant"
 	"humongo/internal/vclock"
 )
@@ -107,6 +108,7 @@ func txnBegin(ctx context.Context, env *service.Env, c *service.Command, cmd bso
 		Key: key, TxnNumber: txnNumber, Start: start, Command: c.Name, Term: env.State.Repl.Term,
 		Lifetime:    time.Duration(p.Int("transactionLifetimeLimitSeconds")) * time.Second,
 		LockTimeout: time.Duration(p.Int("maxTransactionLockRequestTimeoutMillis")) * time.Millisecond,
+		Sharded:     env.State.Sharding.Role() == shardstate.RoleShardServer,
 	})
 }
 
@@ -309,4 +311,22 @@ func runAbortTransaction(ctx context.Context, env *service.Env, cmd bsoncore.Doc
 		return nil, err
 	}
 	return txnFinishConcern(ctx, env, wc, emptyDoc)
+}
+
+// txnAppendReadOnly appends readOnly (whether the transaction has written nothing so far)
+// to a shard server's reply to a transaction statement: the router that sent it chooses the
+// commit path and the recovery shard from it (MongoDB's TxnResponseMetadata). Replica-set
+// members and the statements that end the transaction answer without it.
+func txnAppendReadOnly(env *service.Env, stmt *participant.Stmt, reply bsoncore.Document) bsoncore.Document {
+	if env.State.Sharding.Role() != shardstate.RoleShardServer || stmt.Txn == nil || stmt.Txn.State() != participant.InProgress {
+		return reply
+	}
+	if len(reply) < 5 {
+		reply = emptyDoc
+	}
+	out := make([]byte, 0, len(reply)+16)
+	out = append(out, reply[:len(reply)-1]...)
+	out = bsoncore.AppendBooleanElement(out, "readOnly", stmt.ReadOnly())
+	out = append(out, 0)
+	return bsoncore.UpdateLength(out, 0, int32(len(out)))
 }

@@ -385,3 +385,10 @@ const (
 	Location40631 Code = 40631
 	Location40632 Code = 40632
 )
+
+// The router's transaction layer (internal/router, txn*.go).
+const (
+	// Location50940: commitTransaction for a transaction this router does not know, without
+	// a recoveryToken (TransactionRouter::_commitTransaction).
+	Location50940 Code = 50940
+)

@@ -48,6 +48,9 @@ type Cluster struct {
 	// preference selected (readpref.go).
 	hosts *client.Pool
 
+	// txns are the sessions' transactions (txn.go).
+	txns txnTable
+
 	mu     sync.Mutex
 	conns  map[string]*client.ReplicaSet // shard id → client
 	closed bool
@@ -165,7 +168,7 @@ func (c *Cluster) WithRouting(ctx context.Context, ns string, f func(r *catalogc
 		if r, err = c.Cache.Routing(ctx, ns); err != nil {
 			return err
 		}
-		if err = f(r); err == nil || !c.NoteStale(ns, err) {
+		if err = f(r); err == nil || !c.NoteStale(ns, err) || !txnMayRetryStale(ctx, c) {
 			return err
 		}
 	}

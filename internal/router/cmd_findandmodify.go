@@ -24,16 +24,13 @@ import (
 )
 
 func findAndModifyCommand() *service.Command {
-	return &service.Command{Name: "findAndModify", Aliases: []string{"findandmodify"}, Handler: runFindAndModify,
+	return &service.Command{Name: "findAndModify", Aliases: []string{"findandmodify"}, Handler: txnStatement(runFindAndModify),
 		Writes: true, Secondary: service.SecondaryNever, Help: "find and modify one document"}
 }
 
 func runFindAndModify(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	c, err := cluster(env)
 	if err != nil {
-		return nil, err
-	}
-	if err := refuseTransaction(cmd); err != nil {
 		return nil, err
 	}
 	ns, coll, err := collectionNS(env, cmd)

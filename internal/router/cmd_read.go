@@ -20,12 +20,12 @@ import (
 // no longer lists their names.
 func readCommands() []*service.Command {
 	return []*service.Command{
-		{Name: "find", Handler: noTxn(readPrefHandler(runFind)), Help: "query for documents", Secondary: service.SecondaryAlways, Counter: "query"},
-		{Name: "getMore", Handler: noTxn(runGetMore), Help: "retrieve more results from an existing cursor", Secondary: service.SecondaryAlways, Counter: "getmore"},
+		{Name: "find", Handler: txnStatement(readPrefHandler(runFind)), Help: "query for documents", Secondary: service.SecondaryAlways, Counter: "query"},
+		{Name: "getMore", Handler: txnStatement(runGetMore), Help: "retrieve more results from an existing cursor", Secondary: service.SecondaryAlways, Counter: "getmore"},
 		{Name: "killCursors", Handler: runKillCursors, Help: "kill a list of cursors", Secondary: service.SecondaryAlways},
-		{Name: "count", Handler: noTxn(readPrefHandler(runCount)), Help: "count documents matching a query", Secondary: service.SecondaryAlways},
-		{Name: "distinct", Handler: noTxn(readPrefHandler(runDistinct)), Help: "the distinct values of a field", Secondary: service.SecondaryAlways},
-		{Name: "aggregate", Handler: noTxn(readPrefHandler(runAggregate)), Help: "run an aggregation pipeline", Secondary: service.SecondaryAlways},
+		{Name: "count", Handler: txnStatement(readPrefHandler(runCount)), Help: "count documents matching a query", Secondary: service.SecondaryAlways},
+		{Name: "distinct", Handler: txnStatement(readPrefHandler(runDistinct)), Help: "the distinct values of a field", Secondary: service.SecondaryAlways},
+		{Name: "aggregate", Handler: txnStatement(readPrefHandler(runAggregate)), Help: "run an aggregation pipeline", Secondary: service.SecondaryAlways},
 		{Name: "explain", Handler: noTxn(readPrefHandler(runExplain)), Help: "explain a find, aggregate, count or distinct", Secondary: service.SecondaryAlways},
 		{Name: "listCollections", Handler: noTxn(runListCollections), Help: "list a database's collections", Secondary: service.SecondaryAlways},
 		{Name: "listIndexes", Handler: noTxn(runListIndexes), Help: "list a collection's indexes", Secondary: service.SecondaryAlways},
@@ -204,7 +204,7 @@ func (c *Cluster) withDatabase(ctx context.Context, db string, f func(d catalogc
 		if d, err = c.Cache.Database(ctx, db); err != nil {
 			return err
 		}
-		if err = f(d); err == nil || !c.NoteStale(db+".$cmd", err) {
+		if err = f(d); err == nil || !c.NoteStale(db+".$cmd", err) || !txnMayRetryStale(ctx, c) {
 			return err
 		}
 	}

@@ -21,11 +21,11 @@ const writeMaxBatch = 100000
 
 func writeCommands() []*service.Command {
 	return []*service.Command{
-		{Name: "insert", Handler: writeHandler(kindInsert), Writes: true, Secondary: service.SecondaryNever, Counter: "insert",
+		{Name: "insert", Handler: txnStatement(writeHandler(kindInsert)), Writes: true, Secondary: service.SecondaryNever, Counter: "insert",
 			Help: "insert documents"},
-		{Name: "update", Handler: writeHandler(kindUpdate), Writes: true, Secondary: service.SecondaryNever, Counter: "update",
+		{Name: "update", Handler: txnStatement(writeHandler(kindUpdate)), Writes: true, Secondary: service.SecondaryNever, Counter: "update",
 			Help: "update documents"},
-		{Name: "delete", Handler: writeHandler(kindDelete), Writes: true, Secondary: service.SecondaryNever, Counter: "delete",
+		{Name: "delete", Handler: txnStatement(writeHandler(kindDelete)), Writes: true, Secondary: service.SecondaryNever, Counter: "delete",
 			Help: "delete documents"},
 	}
 }
@@ -34,9 +34,6 @@ func writeHandler(kind writeKind) service.Handler {
 	return func(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 		c, err := cluster(env)
 		if err != nil {
-			return nil, err
-		}
-		if err := refuseTransaction(cmd); err != nil {
 			return nil, err
 		}
 		b, err := parseWrite(kind, env, cmd)

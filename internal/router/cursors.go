@@ -68,6 +68,10 @@ func (r *remote) run(ctx context.Context, db string, cmd bsoncore.Document) (bso
 	// from the context), or the pool's client of the pinned host.
 	var raw bson.Raw
 	var err error
+	t := txnFrom(ctx)
+	if t != nil {
+		cmd = t.attach(r.shard, cmd)
+	}
 	if r.host != "" {
 		raw, err = r.hosts.RunCommand(mongo.NewSessionContext(ctx, r.sess), r.host, db, bson.Raw(cmd), r.rp)
 	} else {
@@ -75,6 +79,9 @@ func (r *remote) run(ctx context.Context, db string, cmd bsoncore.Document) (bso
 	}
 	if err != nil {
 		return nil, shardError(ctx, r.shard, err)
+	}
+	if t != nil {
+		t.observe(r.shard, bsoncore.Document(raw))
 	}
 	return bsoncore.Document(raw), nil
 }

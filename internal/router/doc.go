@@ -59,7 +59,17 @@
 // what they hold and a refresh fails with those codes within the selection timeout (or the
 // request's maxTimeMS).
 //
-// Still to come (spec: /work/shared/spec/sharding.md): the transaction router (a multi-shard
-// transaction's participants and its two-phase commit through a coordinator, issue 14) and
-// $clusterTime signing (issue 16).
+// Transactions (txn.go, txn_commit.go; spec: sharding.md "Transactions", "Committing a
+// Transaction", "Aborting a Transaction"): a statement with autocommit: false runs in its
+// session's router transaction, which tracks the participants (the first is the coordinator,
+// the first that wrote the recovery shard named in every reply's recoveryToken), attaches the
+// transaction fields (startTransaction and readConcern, with atClusterTime for snapshot, on
+// the first request to each participant) to every shard request, retries stale routing only
+// on the first statement, and aborts on every participant when a statement fails.
+// commitTransaction commits directly (one participant, one write shard, read-only) or hands
+// two-phase commit to the coordinator shard (coordinateCommitTransaction), or recovers a
+// decision from the recovery shard with a recoveryToken; abortTransaction aborts everywhere.
+// killAllSessions and configureFailPoint (test-only) are answered too.
+//
+// Still to come (spec: /work/shared/spec/sharding.md): $clusterTime signing (issue 16).
 package router

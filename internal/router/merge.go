@@ -213,9 +213,17 @@ func runOnShards(ctx context.Context, c *Cluster, db string, shards []string, cm
 				return err
 			}
 			// A one-shot read: the driver selects the member by the read preference itself.
-			raw, err := rs.RunCommand(ctx, db, rawDoc(cmds[shard]), readPrefFrom(ctx))
+			cmd := cmds[shard]
+			t := txnFrom(ctx)
+			if t != nil {
+				cmd = t.attach(shard, cmd)
+			}
+			raw, err := rs.RunCommand(ctx, db, rawDoc(cmd), readPrefFrom(ctx))
 			if err != nil {
 				return shardError(ctx, shard, err)
+			}
+			if t != nil {
+				t.observe(shard, bsoncore.Document(raw))
 			}
 			out[i] = bsoncore.Document(raw)
 			return nil

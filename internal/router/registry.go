@@ -37,6 +37,11 @@ func NewRegistry() *service.Registry {
 	addCatalogCommands(r)
 	addTopologyCommands(r)
 	r.Register(findAndModifyCommand())
+	r.Register(killAllSessionsCommand())
+	r.Register(service.ConfigureFailPointCommand())
+	for _, c := range txnEndCommands() {
+		r.Register(c)
+	}
 	for _, c := range ddlCommands() {
 		r.Register(c)
 	}
@@ -74,8 +79,7 @@ var unsupported = []string{
 	// DDL.
 	"validate",
 	// Sessions and transactions.
-	"startSession", "refreshSessions", "killSessions", "killAllSessions", "commitTransaction",
-	"abortTransaction",
+	"startSession", "refreshSessions", "killSessions",
 	// Diagnostics and administration.
 	"dbStats", "collStats", "dataSize", "currentOp", "killOp", "getLog", "hostInfo",
 	"whatsmyuri", "connectionStatus", "setParameter", "shutdown", "setDefaultRWConcern",

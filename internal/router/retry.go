@@ -52,6 +52,11 @@ func transportError(ctx context.Context, shard string, err error) error {
 // shutting down or is unreachable), at most maxFailedHostRetries more times, while ctx lasts.
 // Only for requests MongoDB sends with RetryPolicy::kIdempotent: reads, and retryable writes.
 func retryFailedHost(ctx context.Context, send func() error) error {
+	if txnFrom(ctx) != nil {
+		// In a transaction a statement is not sent twice: the shard's part of the
+		// transaction failed with it (the client retries the whole transaction).
+		return send()
+	}
 	for attempt := 0; ; attempt++ {
 		err := send()
 		if err == nil || attempt >= maxFailedHostRetries || ctx.Err() != nil || !retriableCode(err) {

@@ -36,6 +36,7 @@ type shardedCluster struct {
 	shards         map[string]*mongo.Client // by shard id
 	router         *mongo.Client
 	shardProcesses map[string]*cluster.Process
+	configDB       string // the routers' --configdb
 }
 
 func connectTo(t *testing.T, uri string) *mongo.Client {
@@ -116,6 +117,7 @@ func startShardedCluster(t *testing.T) *shardedCluster {
 		Name: "app", Primary: "sh0", Version: routing.NewDatabaseVersion(catalog.NewUUID(), bson.Timestamp{T: 100, I: 1})}))); err != nil {
 		t.Fatal(err)
 	}
+	sc.configDB = "cfg/" + cfgP.Addr()
 	r := cluster.StartProcess(t, cluster.ProcessOptions{Name: "router0", Binary: mongos, Dir: t.TempDir(), NoDBPath: true,
 		Args: []string{"--configdb", "cfg/" + cfgP.Addr(), "--bind_ip", "127.0.0.1"}})
 	sc.router = connectTo(t, r.URI())

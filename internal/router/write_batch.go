@@ -134,6 +134,11 @@ func (b *writeBatch) run(ctx context.Context) (bsoncore.Document, error) {
 			again, stale = b.absorb(batches, round)
 		}
 		if stale != nil {
+			if !txnMayRetryStale(ctx, b.c) {
+				// In a transaction a routing error past the first statement ends the
+				// statement (and the transaction): mongos raises it as the command's error.
+				return nil, stale
+			}
 			staleRounds++
 			if staleRounds > maxStaleRetries {
 				b.failAll(again, stale)

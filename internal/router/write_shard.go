@@ -39,6 +39,12 @@ func (c *Cluster) runOn(ctx context.Context, shard, db string, cmd bsoncore.Docu
 	if err != nil {
 		return nil, err
 	}
+	t := txnFrom(ctx)
+	if t != nil && shard != configShard {
+		cmd = t.attach(shard, cmd)
+	} else {
+		t = nil
+	}
 	raw, err := rs.RunCommand(ctx, db, bson.Raw(cmd), nil)
 	if err != nil {
 		// The driver reports a reply with ok: 1 and writeErrors or a writeConcernError as an
@@ -46,10 +52,16 @@ func (c *Cluster) runOn(ctx context.Context, shard, db string, cmd bsoncore.Docu
 		var we mongo.WriteException
 		if errors.As(err, &we) && len(we.Raw) > 0 {
 			if ok, _ := bsoncore.Document(we.Raw).Lookup("ok").AsFloat64OK(); ok == 1 {
+				if t != nil {
+					t.observe(shard, bsoncore.Document(we.Raw))
+				}
 				return bsoncore.Document(we.Raw), nil
 			}
 		}
 		return nil, writeShardError(ctx, err, shard)
+	}
+	if t != nil {
+		t.observe(shard, bsoncore.Document(raw))
 	}
 	return bsoncore.Document(raw), nil
 }

@@ -652,7 +652,7 @@ func TestRouterWriteBadInput(t *testing.T) {
 		{bson.D{{Key: "delete", Value: "s"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 2}}}}}, mongoerr.FailedToParse},
 		{bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: bson.A{bson.D{}}}, {Key: "lsid", Value: bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}}},
 			{Key: "txnNumber", Value: int64(1)}, {Key: "stmtIds", Value: bson.A{int32(1), int32(2)}}}, mongoerr.InvalidLength},
-		{bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: bson.A{bson.D{}}}, {Key: "autocommit", Value: false}}, mongoerr.OperationNotSupportedInTransaction},
+		{bson.D{{Key: "insert", Value: "s"}, {Key: "documents", Value: bson.A{bson.D{}}}, {Key: "autocommit", Value: false}}, mongoerr.InvalidOptions},
 	} {
 		if err := sc.router.Database("app").RunCommand(ctx, c.cmd).Err(); codeOf(err) != int32(c.code) {
 			t.Errorf("%v: got %v, want %s", c.cmd, err, c.code.Name())

@@ -189,7 +189,9 @@ func ReadGossip(doc bsoncore.Document) Gossip {
 		switch e.Key() {
 		case "$clusterTime":
 			if d, ok := e.Value().DocumentOK(); ok {
-				if t, i, ok := d.Lookup("clusterTime").TimestampOK(); ok {
+				// The highest when repeated: a router's request carries its own (a
+				// transaction's atClusterTime) before the one its driver appends.
+				if t, i, ok := d.Lookup("clusterTime").TimestampOK(); ok && optime.MakeTimestamp(t, i) > g.Cluster {
 					g.Cluster = optime.MakeTimestamp(t, i)
 				}
 			}

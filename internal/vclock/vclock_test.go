@@ -121,3 +121,17 @@ func TestGossipWireForms(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A router's transaction request carries its own $clusterTime (atClusterTime) before the one
+// its driver appends: the highest counts, wherever it is.
+func TestGossipRepeatedClusterTime(t *testing.T) {
+	for _, order := range [][2]uint32{{9, 2}, {2, 9}} {
+		out := bsoncore.AppendInt32Element(nil, "find", 1)
+		out = AppendClusterTime(out, ts(order[0], 0))
+		out = AppendClusterTime(out, ts(order[1], 0))
+		doc := bsoncore.BuildDocument(nil, out)
+		if g := ReadGossip(doc); g.Cluster != ts(9, 0) {
+			t.Errorf("$clusterTime %d then %d: read %v, want the highest", order[0], order[1], g.Cluster)
+		}
+	}
+}

@@ -232,6 +232,10 @@ type BeginArgs struct {
 	// maxTransactionLockRequestTimeoutMillis (negative: no bound).
 	Lifetime    time.Duration
 	LockTimeout time.Duration
+	// Sharded: the node is a shard server, where a router may start the transaction again at
+	// the active number after it aborted unprepared (a stale-routing retry of the first
+	// statement), as MongoDB's shards allow.
+	Sharded bool
 }
 
 // Stmt is one statement of a transaction, holding its session checked out until End.
@@ -297,7 +301,7 @@ func (st *Stmt) begin(ctx context.Context, a BeginArgs) error {
 			return mongoerr.Newf(mongoerr.TransactionTooOld,
 				"Cannot start transaction %d on session %s because a newer transaction %d has already started.",
 				a.TxnNumber, desc, active)
-		case a.TxnNumber == active:
+		case a.TxnNumber == active && !(a.Sharded && t != nil && t.number == active && t.State() == Aborted && t.prep == nil):
 			return mongoerr.New(mongoerr.ConflictingOperationInProgress,
 				"Only servers in a sharded cluster can start a new transaction at the active transaction number")
 		}
