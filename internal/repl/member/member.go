@@ -35,6 +35,9 @@ type Config struct {
 	// it its Repl, so the replSet* commands that arrive while it starts find it) and with nil
 	// if it fails to start.
 	Publish func(*coord.Coordinator)
+	// ClusterTime is the vector clock's ClusterTime, which the oplog's timestamps follow
+	// (oplog.Config.ClusterTime); nil: the wall clock and the oplog alone.
+	ClusterTime func() optime.Timestamp
 }
 
 // Attach makes cfg.DB a replica-set member and returns its started coordinator and oplog
@@ -55,7 +58,7 @@ func Attach(ctx context.Context, cfg Config) (*coord.Coordinator, *oplog.Writer,
 	w, err := oplog.Open(ctx, oplog.Config{Engine: db.Engine, Catalog: db.Catalog, Colls: db.Colls,
 		MaxSizeBytes: oplogSizeAtStartup(db, cfg.OplogSizeBytes), Term: func() int64 { return rc.Term() },
 		Writable: func() bool { return rc.CanAcceptNonLocalWrites() },
-		TempDir:  db.TempDir, Log: opts.Logger})
+		TempDir:  db.TempDir, Log: opts.Logger, ClusterTime: cfg.ClusterTime})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,8 +12,9 @@ import (
 type TermSource func() int64
 
 // LocalOplogInfo hands out oplog slots (MongoDB's LocalOplogInfo::getNextOpTimes). The next
-// timestamp is max(wall-clock seconds:1, last+1, all-durable+1): monotonic across calls, and
-// never below a timestamp the engine may already have made visible.
+// timestamp is max(wall-clock seconds:1, last+1, all-durable+1, ClusterTime+1): monotonic
+// across calls, never below a timestamp the engine may already have made visible, and after
+// every cluster time the node has heard of.
 //
 // A slot is reserved and registered with the storage engine (RecoveryUnit.SetTimestamp marks
 // it in flight) under the same mutex. Otherwise a writer could take T5, be descheduled, and a
@@ -23,6 +24,8 @@ type LocalOplogInfo struct {
 	e    *storage.Engine
 	now  func() time.Time
 	term TermSource
+	// clusterTime is the vector clock's ClusterTime (nil: none).
+	clusterTime func() optime.Timestamp
 
 	mu   sync.Mutex
 	last optime.Timestamp // largest timestamp handed out or observed; guarded by mu
@@ -53,6 +56,9 @@ func (l *LocalOplogInfo) ReserveSlots(ru *storage.RecoveryUnit, n int, dst []opt
 	defer l.mu.Unlock()
 	term := l.currentTerm()
 	ts := max(optime.MakeTimestamp(uint32(secs), 1), l.last+1, l.e.AllDurableTimestamp()+1)
+	if l.clusterTime != nil {
+		ts = max(ts, l.clusterTime()+1)
+	}
 	for i := range n {
 		t := ts + optime.Timestamp(i)
 		if err := ru.SetTimestamp(t); err != nil {

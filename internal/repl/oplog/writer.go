@@ -63,6 +63,12 @@ type Config struct {
 	Writable func() bool
 	// Now is the wall clock (entries' wall field and slot seconds); default time.Now.
 	Now func() time.Time
+	// ClusterTime, when set, is the vector clock's ClusterTime: slots come after it, so an
+	// entry is never timestamped below a cluster time this node has heard of (MongoDB
+	// reserves oplog timestamps as ticks of the ClusterTime). A snapshot or afterClusterTime
+	// read at a time ahead of this node's oplog writes a no-op to get there, which must land
+	// at or after that time.
+	ClusterTime func() optime.Timestamp
 	// TempDir holds index-build spill files for applied createIndexes entries.
 	TempDir string
 	Log     *slog.Logger
@@ -144,6 +150,7 @@ func Open(ctx context.Context, cfg Config) (*Writer, error) {
 		return nil, err
 	}
 	w.info = NewLocalOplogInfo(e, top, cfg.Now, cfg.Term)
+	w.info.clusterTime = cfg.ClusterTime
 	w.lastTS.Store(uint64(top))
 	return w, nil
 }
