@@ -83,7 +83,8 @@ func AttachReplication(ctx context.Context, st *service.State, reg *service.Regi
 			OnRollback:  retryable.Sessions(st.DB).Invalidate,
 			KillCursors: func() { st.Cursors().KillIf(func(*cursor.Cursor) bool { return true }) },
 		},
-		Publish: func(rc *coord.Coordinator) { st.Repl = rc },
+		Publish:     func(rc *coord.Coordinator) { st.Repl = rc },
+		ClusterTime: st.Concern.Clock.ClusterTime,
 	})
 	return rc, err
 }
