@@ -21,6 +21,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
@@ -177,6 +178,24 @@ func (fp *FailPoint) WaitForTimesEntered(ctx context.Context, n int64) error {
 		case <-ch:
 		case <-ctx.Done():
 			return context.Cause(ctx)
+		}
+	}
+}
+
+// PauseWhileSet waits while the fail point is on (MongoDB's pauseWhileSet), or until ctx
+// ends (returning its error). Each check that finds it on counts as an entry, so a test sees
+// the code waiting there (TimesEntered); checks are 20 ms apart: fail points are test hooks.
+func (fp *FailPoint) PauseWhileSet(ctx context.Context) error {
+	for {
+		if _, on := fp.Evaluate(nil); !on {
+			return nil
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		case <-t.C:
 		}
 	}
 }

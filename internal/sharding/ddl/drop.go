@@ -172,7 +172,7 @@ func (d *dropCollection) retrying(step func(context.Context) error) func(context
 }
 
 func (d *dropCollection) drop(ctx context.Context) error {
-	if err := hangWhileOn(ctx, fpDropHangBeforeDrop); err != nil {
+	if err := fpDropHangBeforeDrop.PauseWhileSet(ctx); err != nil {
 		return err
 	}
 	remote, err := d.s.cfg.Remote()
@@ -198,7 +198,7 @@ func (d *dropCollection) drop(ctx context.Context) error {
 			}
 		}
 	}
-	if err := hangWhileOn(ctx, fpDropHangAfterConfigRemoval); err != nil {
+	if err := fpDropHangAfterConfigRemoval.PauseWhileSet(ctx); err != nil {
 		return err
 	}
 	if err := remote.Shards.Reload(ctx); err != nil {
@@ -230,21 +230,4 @@ func (d *dropCollection) drop(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// hangWhileOn waits while the test fail point fp is on (polling: fail points carry no
-// signal), or until ctx ends.
-func hangWhileOn(ctx context.Context, fp *failpoint.FailPoint) error {
-	for {
-		if _, on := fp.Evaluate(nil); !on {
-			return nil
-		}
-		t := time.NewTimer(20 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
 }

@@ -25,20 +25,6 @@ var (
 	hangBeforePostMigrationCommitRefresh = failpoint.Register("hangBeforePostMigrationCommitRefresh")
 )
 
-// hangWhile waits while fp is on (or ctx ends).
-func hangWhile(ctx context.Context, fp *failpoint.FailPoint) {
-	for {
-		if _, on := fp.Evaluate(nil); !on {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
 // MoveRange is the donor's _shardsvrMoveRange: it registers the donation (joining an
 // identical running one) and runs it in a goroutine of the service, so that a client giving
 // up does not leave it halfway; the caller waits for its outcome with ctx. With
@@ -269,7 +255,7 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (_ catalog.U
 	if err := s.Local.DrainWrites(ctx, req.NS); err != nil {
 		return migrationID, s.abort(ctx, coord, req, sessionID, err, true)
 	}
-	hangWhile(ctx, moveChunkHangAtStep5)
+	_ = moveChunkHangAtStep5.PauseWhileSet(ctx)
 	// No write comes any more: the recipient's session history drains to the end.
 	cloner.sessions.CommitStarted()
 	commit := bsoncore.NewDocumentBuilder().AppendString("_recvChunkCommit", req.NS).AppendString("sessionId", sessionID).Build()
@@ -307,7 +293,7 @@ func (s *Service) donate(ctx context.Context, req MoveRangeRequest) (_ catalog.U
 		return migrationID, s.abort(ctx, coord, req, sessionID, commitErr, true)
 	}
 	timing.step() // 5: committed on the config server
-	hangWhile(ctx, hangBeforePostMigrationCommitRefresh)
+	_ = hangBeforePostMigrationCommitRefresh.PauseWhileSet(ctx)
 	if err := coord.Decide(ctx, Committed); err != nil {
 		s.Log.Error("Failed to record the migration's commit decision", "error", err.Error())
 	}

@@ -20,20 +20,6 @@ var (
 	hangBeforeDeletingCoordinatorDoc = failpoint.Register("hangBeforeDeletingCoordinatorDoc")
 )
 
-// hangWhile waits while fp is on (or ctx ends).
-func hangWhile(ctx context.Context, fp *failpoint.FailPoint) {
-	for {
-		if _, on := fp.Evaluate(nil); !on {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
 // SendFunc runs cmd against the admin database of shard's primary (an error for ok: 0, a
 // *mongoerr.Error with the remote code when the shard answered).
 type SendFunc func(ctx context.Context, shard string, cmd bsoncore.Document) (bsoncore.Document, error)
@@ -301,7 +287,7 @@ func (s *Service) drive(ctx context.Context, c *Coordinator) error {
 	if d == nil {
 		if !c.persisted {
 			s.Stats.step(stepWritingParticipantList, 1)
-			hangWhile(ctx, hangBeforeWritingParticipantList)
+			_ = hangBeforeWritingParticipantList.PauseWhileSet(ctx)
 			err := s.retryStore(ctx, "writingParticipantList", func() error { return s.Store.WriteParticipants(ctx, &c.doc) })
 			s.Stats.step(stepWritingParticipantList, -1)
 			if err != nil {
@@ -316,7 +302,7 @@ func (s *Service) drive(ctx context.Context, c *Coordinator) error {
 			return err
 		}
 		s.Stats.step(stepWritingDecision, 1)
-		hangWhile(ctx, hangBeforeWritingDecision)
+		_ = hangBeforeWritingDecision.PauseWhileSet(ctx)
 		if ctx.Err() != nil {
 			s.Stats.step(stepWritingDecision, -1)
 			return ctx.Err()
@@ -339,7 +325,7 @@ func (s *Service) drive(ctx context.Context, c *Coordinator) error {
 	}
 	s.Stats.step(stepDeletingCoordinatorDoc, 1)
 	defer s.Stats.step(stepDeletingCoordinatorDoc, -1)
-	hangWhile(ctx, hangBeforeDeletingCoordinatorDoc)
+	_ = hangBeforeDeletingCoordinatorDoc.PauseWhileSet(ctx)
 	if err := s.retryStore(ctx, "deletingCoordinatorDoc", func() error { return s.Store.Delete(ctx, &c.doc) }); err != nil {
 		return err
 	}
