@@ -71,6 +71,8 @@ type Options struct {
 	BinDir string
 	// Args are extra flags for every humongod.
 	Args []string
+	// RouterArgs are extra flags for every humongos.
+	RouterArgs []string
 	// Proxy puts a proxy.Proxy between the test's client and every node, so the test can
 	// slow, cut or partition the client's links (Deployment.ClientProxy).
 	Proxy bool

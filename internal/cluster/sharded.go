@@ -65,7 +65,7 @@ func (d *Deployment) startSharded(t testing.TB, opts Options) {
 	for i := range addrs {
 		r := StartProcess(t, ProcessOptions{
 			Name: fmt.Sprintf("router%d", i), Binary: opts.BinDir + "/humongos", Dir: dir, NoDBPath: true,
-			Args: []string{"--configdb", configDB, "--bind_ip", "127.0.0.1"}, StartTimeout: opts.StartTimeout,
+			Args: append([]string{"--configdb", configDB, "--bind_ip", "127.0.0.1"}, opts.RouterArgs...), StartTimeout: opts.StartTimeout,
 		})
 		d.Routers = append(d.Routers, r)
 		addrs[i] = r.Addr()
