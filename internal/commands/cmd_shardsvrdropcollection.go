@@ -113,15 +113,21 @@ func runShardsvrDropCollectionParticipant(ctx context.Context, env *service.Env,
 	if err := catalog.ValidateNS(ns); err != nil {
 		return nil, mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid namespace specified '%s'", ns)
 	}
-	run := internalRunner(env.State, env.Registry)
-	if _, err := run(ctx, env.DB, bsoncore.NewDocumentBuilder().AppendString("drop", coll).Build()); err != nil && !mongoerr.Is(err, mongoerr.NamespaceNotFound) {
-		return nil, fmt.Errorf("drop %s on this shard: %w", ns, err)
-	}
+	// Arguments first: a malformed request changes nothing.
+	var uuid []byte
 	if v := lookup(cmd, "collectionUUID"); v.Type != 0 {
 		sub, data, ok := v.BinaryOK()
 		if !ok || sub != 4 || len(data) != 16 {
 			return nil, typeMismatch(name, "collectionUUID", v.Type, "uuid")
 		}
+		uuid = data
+	}
+	run := internalRunner(env.State, env.Registry)
+	if _, err := run(ctx, env.DB, bsoncore.NewDocumentBuilder().AppendString("drop", coll).Build()); err != nil && !mongoerr.Is(err, mongoerr.NamespaceNotFound) {
+		return nil, fmt.Errorf("drop %s on this shard: %w", ns, err)
+	}
+	if uuid != nil {
+		data := uuid
 		del := bsoncore.NewDocumentBuilder().AppendString("delete", "rangeDeletions").
 			AppendArray("deletes", bsoncore.NewArrayBuilder().AppendDocument(bsoncore.NewDocumentBuilder().
 				AppendDocument("q", bsoncore.NewDocumentBuilder().AppendBinary("collectionUuid", 4, data).Build()).
