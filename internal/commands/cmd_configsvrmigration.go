@@ -171,3 +171,41 @@ func runConfigsvrEnsureChunkVersion(ctx context.Context, env *service.Env, cmd b
 	}
 	return waitMajority(ctx, env, emptyDoc)
 }
+
+func configsvrSetAllowMigrationsCommand() *service.Command {
+	return &service.Command{Name: "_configsvrSetAllowMigrations", Handler: runConfigsvrSetAllowMigrations, AdminOnly: true,
+		Secondary: service.SecondaryNever, Writes: true,
+		Help: "Internal command, which is exported by the sharding config server. Do not call directly. Sets the allowMigrations flag on the specified collection."}
+}
+
+// runConfigsvrSetAllowMigrations ({_configsvrSetAllowMigrations: ns, allowMigrations: bool,
+// collectionUUID?}) stops or resumes a sharded collection's migrations: DDL coordinators
+// stop them while they work, setAllowMigrations lets an administrator do it. Answers once
+// majority committed.
+func runConfigsvrSetAllowMigrations(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "_configsvrSetAllowMigrations"
+	if err := requireConfigServer(env, name); err != nil {
+		return nil, err
+	}
+	ns, ok := cmd.Index(0).Value().StringValueOK()
+	if !ok || ns == "" {
+		return nil, mongoerr.New(mongoerr.InvalidNamespace, "invalid namespace specified for request")
+	}
+	v, err := requiredField(cmd, name, "allowMigrations", bsoncore.TypeBoolean)
+	if err != nil {
+		return nil, err
+	}
+	var uuid *[16]byte
+	if u := lookup(cmd, "collectionUUID"); u.Type != 0 {
+		sub, data, ok := u.BinaryOK()
+		if !ok || sub != 4 || len(data) != 16 {
+			return nil, typeMismatch(name, "collectionUUID", u.Type, "uuid")
+		}
+		uuid = new([16]byte)
+		copy(uuid[:], data)
+	}
+	if err := shardingDDLOf(env).committer.SetAllowMigrations(ctx, ns, uuid, v.Boolean()); err != nil {
+		return nil, err
+	}
+	return waitMajority(ctx, env, emptyDoc)
+}

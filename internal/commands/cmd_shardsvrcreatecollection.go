@@ -20,10 +20,10 @@ func shardsvrCreateCollectionCommand() *service.Command {
 }
 
 // runShardsvrCreateCollection is the database primary shard's side of shardCollection: the
-// create-collection coordinator (internal/sharding/ddl). Reply: {collectionVersion,
+// resumable create-collection coordinator (internal/sharding/ddl, shardcoll.go). Reply: {collectionVersion,
 // collectionUUID}.
 func runShardsvrCreateCollection(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	self, err := requireShard(env, "_shardsvrCreateCollection")
+	svc, err := ddlCoordinatorsOf(env, "_shardsvrCreateCollection")
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +31,7 @@ func runShardsvrCreateCollection(ctx context.Context, env *service.Env, cmd bson
 	if err != nil {
 		return nil, err
 	}
-	resp, err := shardingDDLOf(env).coord.CreateCollection(ctx, self, req)
+	resp, err := svc.ShardCollection(ctx, req)
 	if err != nil {
 		return nil, err
 	}

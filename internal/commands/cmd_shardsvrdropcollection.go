@@ -57,7 +57,8 @@ func startDDLCoordinators(st *service.State, reg *service.Registry, rc *coord.Co
 			id, _ := st.Sharding.Identity()
 			return id.ShardName
 		},
-		Log: st.Logger,
+		Shard: shardingDDLState(st, reg).coord,
+		Log:   st.Logger,
 	})
 	st.Decorate(ddlCoordinatorsKey{}, func() any { return &ddlCoordinatorsHolder{svc: svc} })
 	return svc.Stop

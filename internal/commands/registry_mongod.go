@@ -60,6 +60,7 @@ func NewRegistry() *service.Registry {
 	addApplyOps(r)
 	addShardingDDL(r)
 	addShardsvrDropCollection(r)
+	addShardsvrRenameAndDropDatabase(r)
 	addMigration(r)
 	addTxnCoordinator(r) // cmd_coordinatecommit.go
 	addCollMod(r)

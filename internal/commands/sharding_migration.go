@@ -49,6 +49,7 @@ func addMigration(r *service.Registry) {
 		configsvrMoveRangeCommand(),
 		configsvrCommitChunkMigrationCommand(),
 		configsvrEnsureChunkVersionCommand(),
+		configsvrSetAllowMigrationsCommand(),
 	} {
 		add(r, c)
 	}

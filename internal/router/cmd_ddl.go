@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -348,29 +349,48 @@ func runDrop(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bson
 	}
 	fwd := bsoncore.NewDocumentBuilder().AppendString("_shardsvrDropCollection", coll).
 		AppendDocument("writeConcern", bsoncore.NewDocumentBuilder().AppendString("w", "majority").Build()).Build()
-	for attempt := 1; ; attempt++ {
-		err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
-			rs, err := c.Shard(ctx, r.DB.Primary)
-			if err != nil {
-				return err
-			}
-			_, err = ddl.Run(ctx, rs, env.DB, withDatabaseVersion(fwd, r))
-			return err
-		})
-		if err == nil || attempt == ddlRetries || ctx.Err() != nil || !retriable(err) {
-			break
-		}
-		c.Cache.InvalidateDatabase(env.DB)
-	}
-	if err != nil {
+	if _, err := c.primaryShardDDL(ctx, env.DB, ns, fwd); err != nil {
 		return nil, err
 	}
 	return bsoncore.NewDocumentBuilder().AppendString("ns", ns).Build(), nil
 }
 
-// ddlRetries bounds a router's attempts at a DDL command that its coordinator's failover
-// interrupted (MongoDB's kIdempotent retry policy: a few attempts).
-const ddlRetries = 5
+// primaryShardDDL sends a DDL coordinator's command (fwd, on db) to the primary shard of
+// db, with the database version (routing as ns), and retries it after a retriable error:
+// the primary shard's failover interrupted the coordinator, the new primary resumes it and
+// the retry joins it.
+func (c *Cluster) primaryShardDDL(ctx context.Context, db, ns string, fwd bsoncore.Document) (bsoncore.Document, error) {
+	var reply bsoncore.Document
+	var err error
+	deadline := time.Now().Add(ddlRetryWindow)
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
+			rs, err := c.Shard(ctx, r.DB.Primary)
+			if err != nil {
+				return err
+			}
+			reply, err = ddl.Run(ctx, rs, db, withDatabaseVersion(fwd, r))
+			return err
+		})
+		if err == nil || ctx.Err() != nil || !retriable(err) || time.Now().Add(delay).After(deadline) {
+			break
+		}
+		c.Cache.InvalidateDatabase(db)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+	return reply, err
+}
+
+// ddlRetryWindow bounds how long a router retries a DDL command that its coordinator's
+// failover interrupted: long enough for the primary shard to elect a new primary (MongoDB's
+// mongos waits for a primary about as long, then its kIdempotent policy retries).
+const ddlRetryWindow = 30 * time.Second
 
 // flushShards has every shard refresh what it knows of target (a namespace for
 // _flushRoutingTableCacheUpdates, a database for _flushDatabaseCacheUpdates) from the
@@ -414,40 +434,19 @@ func runDropDatabase(ctx context.Context, env *service.Env, cmd bsoncore.Documen
 	} else if err != nil {
 		return nil, err
 	}
+	// The primary shard's drop-database coordinator drops the sharded collections, the
+	// database on every shard and its catalog entry, resumably.
 	colls, err := c.shardedCollections(ctx, env.DB)
 	if err != nil {
 		return nil, err
 	}
+	fwd := bsoncore.NewDocumentBuilder().AppendInt32("_shardsvrDropDatabase", 1).
+		AppendDocument("writeConcern", bsoncore.NewDocumentBuilder().AppendString("w", "majority").Build()).Build()
+	if _, err := c.primaryShardDDL(ctx, env.DB, env.DB+".$cmd", fwd); err != nil {
+		return nil, err
+	}
 	for _, coll := range colls {
-		if err := c.removeShardedMetadata(ctx, coll); err != nil {
-			return nil, err
-		}
 		c.Cache.InvalidateCollection(coll.NS)
-	}
-	shards, err := c.allShards(ctx)
-	if err != nil {
-		return nil, err
-	}
-	base := simpleCmd(cmd, false)
-	replies := c.broadcast(ctx, env.DB, shards, func(string) bsoncore.Document { return base })
-	if err := firstError(replies, mongoerr.NamespaceNotFound); err != nil {
-		return nil, err
-	}
-	idx, q := bsoncore.AppendDocumentStart(nil)
-	q = bsoncore.AppendStringElement(q, "_id", env.DB)
-	q, _ = bsoncore.AppendDocumentEnd(q, idx)
-	if err := c.configDelete(ctx, "databases", q); err != nil {
-		return nil, err
-	}
-	// The shards forget the dropped database's version and its sharded collections'
-	// metadata (MongoDB's drop database coordinator flushes the database on every shard).
-	if err := c.flushShards(ctx, shards, "_flushDatabaseCacheUpdates", env.DB); err != nil {
-		return nil, err
-	}
-	for _, coll := range colls {
-		if err := c.flushShards(ctx, shards, "_flushRoutingTableCacheUpdates", coll.NS); err != nil {
-			return nil, err
-		}
 	}
 	return bsoncore.NewDocumentBuilder().Build(), nil // mongos's reply is {ok: 1}
 }
@@ -509,9 +508,8 @@ func regexQuote(s string) string {
 	return b.String()
 }
 
-// runRenameCollection renames an unsharded collection within its primary shard (both
-// databases must have the same primary); renaming a sharded collection, or onto one, needs
-// MongoDB's rename coordinator (issue 14).
+// runRenameCollection renames a collection, sharded or not, through the rename coordinator
+// of the source database's primary shard.
 func runRenameCollection(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	c, err := cluster(env)
 	if err != nil {
@@ -541,32 +539,30 @@ func runRenameCollection(ctx context.Context, env *service.Env, cmd bsoncore.Doc
 	}
 	defer c.Cache.InvalidateCollection(from)
 	defer c.Cache.InvalidateCollection(to)
-	base := simpleCmd(cmd, false)
-	var reply bsoncore.Document
-	err = c.WithRouting(ctx, from, func(src *catalogcache.Routing) error {
-		dst, err := c.Cache.Routing(ctx, to)
+	fromDB, fromColl, _ := cut(from)
+	toDB, _, _ := cut(to)
+	if _, err := c.Cache.Database(ctx, fromDB); err != nil {
 		if mongoerr.Is(err, mongoerr.NamespaceNotFound) {
-			toDB, _, _ := cut(to)
-			if _, err = c.ensureDatabase(ctx, toDB); err == nil {
-				dst, err = c.Cache.Routing(ctx, to)
-			}
+			return nil, mongoerr.Newf(mongoerr.NamespaceNotFound, "Source namespace %s does not exist", from)
 		}
-		if err != nil {
-			return err
-		}
-		if src.Sharded() || dst.Sharded() {
-			return mongoerr.New(mongoerr.IllegalOperation, "renaming a sharded collection, or onto one, is not supported by humongos yet")
-		}
-		if src.DB.Primary != dst.DB.Primary {
-			return mongoerr.Newf(mongoerr.CommandFailed,
-				"Source and destination collections must be on the same database (primary shard %s for %s, %s for %s)",
-				src.DB.Primary, from, dst.DB.Primary, to)
-		}
-		reply, err = c.runOn(ctx, src.DB.Primary, "admin", routedCmd(base, src, src.DB.Primary))
-		return err
-	})
-	if err != nil {
 		return nil, err
 	}
-	return stripFields(reply, replyNoise), nil
+	if toDB != fromDB {
+		if _, err := c.ensureDatabase(ctx, toDB); err != nil {
+			return nil, err
+		}
+	}
+	// The source database's primary shard runs the rename coordinator (MongoDB 7.0's
+	// _shardsvrRenameCollection): sharded or not, across shards, resumably.
+	fwd := bsoncore.NewDocumentBuilder().AppendString("_shardsvrRenameCollection", fromColl).AppendString("to", to)
+	for _, f := range []string{"dropTarget", "stayTemp"} {
+		if v, err := cmd.LookupErr(f); err == nil {
+			fwd.AppendBoolean(f, bsonutil.TrueValue(v))
+		}
+	}
+	fwd.AppendDocument("writeConcern", bsoncore.NewDocumentBuilder().AppendString("w", "majority").Build())
+	if _, err := c.primaryShardDDL(ctx, fromDB, from, fwd.Build()); err != nil {
+		return nil, err
+	}
+	return bsoncore.NewDocumentBuilder().Build(), nil
 }

@@ -56,6 +56,9 @@ func (c *Committer) CommitMigration(ctx context.Context, req MigrationRequest) (
 			"The epoch of collection '%s' has changed since the migration began. The config server's collection version epoch is now '%s', but the shard's is %s'. Aborting migration commit for chunk (%s).",
 			req.NS, coll.Gen.Epoch.Hex(), req.Gen.Epoch.Hex(), rangeString(req.Min, req.Max))
 	}
+	if err := c.checkMigrationsAllowed(ctx, req.NS); err != nil {
+		return Versions{}, err
+	}
 	if !req.HasVersion || !req.Version.IsSet() {
 		return Versions{}, mongoerr.New(mongoerr.Code(4683300), "Config server rejecting commitChunkMigration request that does not have a ChunkVersion")
 	}
@@ -263,4 +266,52 @@ func (c *Committer) EnsureChunkVersionIsGreaterThan(ctx context.Context, ns stri
 	bumped.Version = collVersion
 	bumped.Version.Major, bumped.Version.Minor = collVersion.Major+1, 0
 	return c.apply(ctx, []bsoncore.Document{updateOp("config.chunks", cur.ID, bumped.ConfigDoc())})
+}
+
+// checkMigrationsAllowed refuses a commit while a DDL coordinator (rename, drop) has stopped
+// the collection's migrations (config.collections allowMigrations: false, MongoDB's
+// setAllowMigrations): the DDL's participants must not see chunks move under them.
+func (c *Committer) checkMigrationsAllowed(ctx context.Context, ns string) error {
+	doc, found, err := findOne(ctx, c.Run, "collections", bsoncore.NewDocumentBuilder().AppendString("_id", ns).Build(), nil)
+	if err != nil || !found {
+		return err
+	}
+	if allowed, ok := doc.Lookup("allowMigrations").BooleanOK(); ok && !allowed {
+		return mongoerr.New(mongoerr.ConflictingOperationInProgress, "Collection is undergoing changes so moveChunk is not allowed.")
+	}
+	return nil
+}
+
+// SetAllowMigrations sets or clears ns's allowMigrations: false (MongoDB's
+// _configsvrSetAllowMigrations), under the commit lock so that no migration commit that
+// checked the flag before it is still in flight once it returns. uuid, when set, must be
+// the collection's (the DDL stops migrations of the incarnation it works on).
+// A namespace that is not sharded is NamespaceNotSharded.
+func (c *Committer) SetAllowMigrations(ctx context.Context, ns string, uuid *[16]byte, allow bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := bsoncore.NewDocumentBuilder().AppendString("_id", ns)
+	if uuid != nil {
+		q.AppendBinary("uuid", 4, uuid[:])
+	}
+	u := bsoncore.NewDocumentBuilder()
+	if allow {
+		u.AppendDocument("$unset", bsoncore.NewDocumentBuilder().AppendString("allowMigrations", "").Build())
+	} else {
+		u.AppendDocument("$set", bsoncore.NewDocumentBuilder().AppendBoolean("allowMigrations", false).Build())
+	}
+	cmd := bsoncore.NewDocumentBuilder().AppendString("update", "collections").
+		AppendArray("updates", bsoncore.NewArrayBuilder().AppendDocument(bsoncore.NewDocumentBuilder().
+			AppendDocument("q", q.Build()).AppendDocument("u", u.Build()).Build()).Build()).Build()
+	reply, err := c.Run(ctx, "config", cmd)
+	if err != nil {
+		return err
+	}
+	if err := WriteReplyError(reply); err != nil {
+		return err
+	}
+	if n, _ := reply.Lookup("n").AsInt64OK(); n == 0 {
+		return mongoerr.Newf(mongoerr.NamespaceNotSharded, "Collection %s is not sharded.", ns)
+	}
+	return nil
 }

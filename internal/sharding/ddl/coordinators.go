@@ -37,7 +37,9 @@ type CoordinatorServiceConfig struct {
 	Remote       func() (*Remote, error)
 	// Self is this shard's id.
 	Self func() string
-	Log  *slog.Logger
+	// Shard is the shard's non-resumable DDL steps (CreateCollection) the coordinators run.
+	Shard *Coordinator
+	Log   *slog.Logger
 }
 
 // CoordinatorService runs a shard's DDL coordinators.
@@ -97,6 +99,12 @@ func (s *CoordinatorService) newInstance(doc bsoncore.Document) (primaryonly.Ins
 	switch op, _ := id.Lookup("operationType").StringValueOK(); op {
 	case opDropCollection:
 		return newDropCollection(s, doc)
+	case opCreateCollection:
+		return newCreateCollection(s, doc)
+	case opRenameCollection:
+		return newRenameCollection(s, doc)
+	case opDropDatabase:
+		return newDropDatabase(s, doc)
 	default:
 		return nil, mongoerr.Newf(mongoerr.BadValue, "unknown DDL coordinator operation type %q", op)
 	}

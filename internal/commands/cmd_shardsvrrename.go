@@ -1,0 +1,236 @@
+package commands
+
+// _shardsvrRenameCollection and _shardsvrDropDatabase (the database primary shard's rename
+// and drop-database coordinators, resumable: spec sharding.md "Sharding DDL Coordinator",
+// internal/sharding/ddl rename.go and dropdb.go) and their participants' parts.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/catalog"
+	"humongo/internal/mongoerr"
+	"humongo/internal/service"
+	"humongo/internal/sharding/ddl"
+)
+
+func addShardsvrRenameAndDropDatabase(r *service.Registry) {
+	internal := func(name string, h service.Handler, help string) {
+		add(r, &service.Command{Name: name, Handler: h, Help: "Internal command, which is exported by the sharding server. Do not call directly. " + help,
+			Secondary: service.SecondaryNever, Writes: true})
+	}
+	internal("_shardsvrRenameCollection", runShardsvrRenameCollection, "Renames a collection.")
+	internal("_shardsvrRenameCollectionParticipant", runShardsvrRenameCollectionParticipant, "Blocks CRUD and renames a collection on a participant shard.")
+	internal("_shardsvrRenameCollectionUnblockParticipant", runShardsvrRenameCollectionUnblockParticipant, "Unblocks CRUD on a participant shard after a rename.")
+	internal("_shardsvrDropDatabase", runShardsvrDropDatabase, "Drops a database.")
+	internal("_shardsvrDropDatabaseParticipant", runShardsvrDropDatabaseParticipant, "Drops a database on a participant shard.")
+}
+
+// collArg reads {<name>: coll} of the request's database as a namespace.
+func collArg(env *service.Env, cmd bsoncore.Document, name string) (string, error) {
+	coll, ok := commandArg(cmd).StringValueOK()
+	if !ok {
+		return "", typeMismatch(name, name, commandArg(cmd).Type, "string")
+	}
+	ns := env.DB + "." + coll
+	if err := catalog.ValidateNS(ns); err != nil {
+		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid namespace specified '%s'", ns)
+	}
+	return ns, nil
+}
+
+// toArg reads the required full namespace field "to".
+func toArg(cmd bsoncore.Document, name string) (string, error) {
+	v, err := requiredField(cmd, name, "to", bsoncore.TypeString)
+	if err != nil {
+		return "", err
+	}
+	to := v.StringValue()
+	if err := catalog.ValidateNS(to); err != nil || !strings.Contains(to, ".") {
+		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid target namespace: %s", to)
+	}
+	return to, nil
+}
+
+// runShardsvrRenameCollection ({_shardsvrRenameCollection: coll, to, dropTarget, stayTemp})
+// renames through the rename coordinator and answers once it is done everywhere.
+func runShardsvrRenameCollection(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "_shardsvrRenameCollection"
+	svc, err := ddlCoordinatorsOf(env, name)
+	if err != nil {
+		return nil, err
+	}
+	from, err := collArg(env, cmd, name)
+	if err != nil {
+		return nil, err
+	}
+	to, err := toArg(cmd, name)
+	if err != nil {
+		return nil, err
+	}
+	req := ddl.RenameRequest{From: from, To: to}
+	for f, dst := range map[string]*bool{"dropTarget": &req.DropTarget, "stayTemp": &req.StayTemp} {
+		if v := lookup(cmd, f); v.Type != 0 {
+			b, ok := v.BooleanOK()
+			if !ok {
+				return nil, typeMismatch(name, f, v.Type, "bool")
+			}
+			*dst = b
+		}
+	}
+	if err := svc.RenameCollection(ctx, req); err != nil {
+		return nil, err
+	}
+	return emptyDoc, nil
+}
+
+// renameReason is the critical sections' reason (MongoDB's getCriticalSectionReasonForRename).
+func renameReason(from, to string) string {
+	return fmt.Sprintf("{ command: \"rename\", from: \"%s\", to: \"%s\" }", from, to)
+}
+
+// runShardsvrRenameCollectionParticipant is one shard's part of a rename
+// ({_shardsvrRenameCollectionParticipant: coll, to, dropTarget, sourceUUID}): block versioned
+// CRUD on both namespaces (the critical sections stay until the unblock), drop the local
+// target unless it already is the renamed source, rename the local source when it is the
+// incarnation being renamed, and point its range deletion tasks at the new name.
+func runShardsvrRenameCollectionParticipant(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "_shardsvrRenameCollectionParticipant"
+	if _, err := requireShard(env, name); err != nil {
+		return nil, err
+	}
+	from, err := collArg(env, cmd, name)
+	if err != nil {
+		return nil, err
+	}
+	to, err := toArg(cmd, name)
+	if err != nil {
+		return nil, err
+	}
+	v, err := requiredField(cmd, name, "sourceUUID", bsoncore.TypeBinary)
+	if err != nil {
+		return nil, err
+	}
+	sub, data, _ := v.BinaryOK()
+	if sub != 4 || len(data) != 16 {
+		return nil, typeMismatch(name, "sourceUUID", v.Type, "uuid")
+	}
+	source := catalog.UUID(data)
+	rt, _, err := shardRuntime(env)
+	if err != nil {
+		return nil, err
+	}
+	reason := renameReason(from, to)
+	for _, ns := range []string{from, to} {
+		if held, _ := rt.InCriticalSection(ns); !held {
+			if err := rt.EnterCriticalSection(ns, reason); err != nil {
+				return nil, err
+			}
+		}
+		rt.PromoteCriticalSectionToBlockReads(ns)
+	}
+	run := ddl.RunFunc(internalRunner(env.State, env.Registry))
+	fromDB, fromColl, _ := strings.Cut(from, ".")
+	toDB, toColl, _ := strings.Cut(to, ".")
+	target, err := ddl.LocalCollection(ctx, run, toDB, toColl)
+	if err != nil {
+		return nil, err
+	}
+	if target.Exists() && target.UUID() == source {
+		return waitMajority(ctx, env, emptyDoc) // renamed before
+	}
+	local, err := ddl.LocalCollection(ctx, run, fromDB, fromColl)
+	if err != nil {
+		return nil, err
+	}
+	if target.Exists() {
+		if _, err := run(ctx, toDB, bsoncore.NewDocumentBuilder().AppendString("drop", toColl).Build()); err != nil && !mongoerr.Is(err, mongoerr.NamespaceNotFound) {
+			return nil, fmt.Errorf("drop the rename's target %s on this shard: %w", to, err)
+		}
+	}
+	if local.Exists() && local.UUID() == source {
+		if _, err := run(ctx, "admin", bsoncore.NewDocumentBuilder().AppendString("renameCollection", from).
+			AppendString("to", to).AppendBoolean("dropTarget", true).Build()); err != nil {
+			return nil, fmt.Errorf("rename %s to %s on this shard: %w", from, to, err)
+		}
+	}
+	upd := bsoncore.NewDocumentBuilder().AppendString("update", "rangeDeletions").
+		AppendArray("updates", bsoncore.NewArrayBuilder().AppendDocument(bsoncore.NewDocumentBuilder().
+			AppendDocument("q", bsoncore.NewDocumentBuilder().AppendBinary("collectionUuid", 4, source[:]).Build()).
+			AppendDocument("u", bsoncore.NewDocumentBuilder().AppendDocument("$set",
+				bsoncore.NewDocumentBuilder().AppendString("nss", to).Build()).Build()).
+			AppendBoolean("multi", true).Build()).Build()).Build()
+	if _, err := run(ctx, "config", upd); err != nil {
+		return nil, fmt.Errorf("move the range deletion tasks of %s to %s: %w", from, to, err)
+	}
+	return waitMajority(ctx, env, emptyDoc)
+}
+
+// runShardsvrRenameCollectionUnblockParticipant ({..: coll, to}) refreshes both namespaces'
+// filtering metadata from the renamed catalog and releases their critical sections.
+func runShardsvrRenameCollectionUnblockParticipant(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "_shardsvrRenameCollectionUnblockParticipant"
+	if _, err := requireShard(env, name); err != nil {
+		return nil, err
+	}
+	from, err := collArg(env, cmd, name)
+	if err != nil {
+		return nil, err
+	}
+	to, err := toArg(cmd, name)
+	if err != nil {
+		return nil, err
+	}
+	rt, _, err := shardRuntime(env)
+	if err != nil {
+		return nil, err
+	}
+	// The refreshes first: a request let through must meet the new metadata.
+	for _, ns := range []string{from, to} {
+		if _, err := rt.RefreshCollection(ctx, ns); err != nil {
+			return nil, fmt.Errorf("refresh %s after the rename: %w", ns, err)
+		}
+	}
+	rt.ExitCriticalSection(from)
+	rt.ExitCriticalSection(to)
+	return emptyDoc, nil
+}
+
+// runShardsvrDropDatabase ({_shardsvrDropDatabase: 1} on the database) drops it through the
+// drop-database coordinator and answers once it is gone everywhere.
+func runShardsvrDropDatabase(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "_shardsvrDropDatabase"
+	svc, err := ddlCoordinatorsOf(env, name)
+	if err != nil {
+		return nil, err
+	}
+	switch env.DB {
+	case "admin", "config", "local":
+		return nil, mongoerr.Newf(mongoerr.IllegalOperation, "Cannot drop the %s database", env.DB)
+	}
+	if err := svc.DropDatabase(ctx, env.DB); err != nil {
+		return nil, err
+	}
+	return emptyDoc, nil
+}
+
+// runShardsvrDropDatabaseParticipant drops the request's database on this shard (none is
+// fine), majority.
+func runShardsvrDropDatabaseParticipant(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "_shardsvrDropDatabaseParticipant"
+	if _, err := requireShard(env, name); err != nil {
+		return nil, err
+	}
+	switch env.DB {
+	case "admin", "config", "local":
+		return nil, mongoerr.Newf(mongoerr.IllegalOperation, "Cannot drop the %s database", env.DB)
+	}
+	run := internalRunner(env.State, env.Registry)
+	if _, err := run(ctx, env.DB, bsoncore.NewDocumentBuilder().AppendInt32("dropDatabase", 1).Build()); err != nil && !mongoerr.Is(err, mongoerr.NamespaceNotFound) {
+		return nil, fmt.Errorf("drop database %s on this shard: %w", env.DB, err)
+	}
+	return waitMajority(ctx, env, emptyDoc)
+}

@@ -1,0 +1,172 @@
+package ddl
+
+// The drop-database coordinator (MongoDB 7.0's DropDatabaseCoordinator, spec: sharding.md
+// "Sharding DDL Coordinator"): dropDatabase on the database's primary shard, under the
+// database's DDL lock, resumably. Phases, each checkpointed before it runs and idempotent:
+//
+//   - dropShardedCollections: each sharded collection of the database is dropped as the drop
+//     coordinator drops one (catalog entries, zones, every shard's copy); a resumed phase
+//     finds only those left;
+//   - dropDatabaseOnShards: every shard drops its copy of the database
+//     (_shardsvrDropDatabaseParticipant);
+//   - removeMetadata: the config.databases entry goes, then every shard forgets the
+//     database's version (_flushDatabaseCacheUpdates). This phase never drops data, so a
+//     database created again right after the entry is gone is safe from a resumed one.
+
+import (
+	"context"
+	"regexp"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/mongoerr"
+	"humongo/internal/primaryonly"
+	"humongo/internal/sharding/configclient"
+	"humongo/internal/sharding/configsvr"
+)
+
+const opDropDatabase = "dropDatabase"
+
+// DropDatabase drops db through its coordinator on this shard, db's primary shard, and
+// waits for its end (a concurrent dropDatabase joins).
+func (s *CoordinatorService) DropDatabase(ctx context.Context, db string) error {
+	remote, err := s.cfg.Remote()
+	if err != nil {
+		return err
+	}
+	if err := s.checkPrimaryShard(ctx, remote, db); err != nil {
+		return err
+	}
+	h, err := s.svc.GetOrCreate(ctx, bsoncore.NewDocumentBuilder().
+		AppendDocument("_id", coordinatorDocID(db, opDropDatabase)).Build())
+	if err != nil {
+		return err
+	}
+	return h.Wait(ctx)
+}
+
+type dropDatabase struct {
+	s     *CoordinatorService
+	id    bsoncore.Document
+	db    string
+	phase string
+}
+
+func newDropDatabase(s *CoordinatorService, doc bsoncore.Document) (*dropDatabase, error) {
+	id, _ := doc.Lookup("_id").DocumentOK()
+	d := &dropDatabase{s: s, id: append(bsoncore.Document(nil), id...)}
+	d.db, _ = id.Lookup("namespace").StringValueOK()
+	d.phase, _ = doc.Lookup("phase").StringValueOK()
+	return d, nil
+}
+
+// CheckJoin: every dropDatabase of the database joins.
+func (d *dropDatabase) CheckJoin(bsoncore.Document) error { return nil }
+
+func (d *dropDatabase) Run(ctx context.Context) error {
+	unlock, err := d.s.locks.lock(ctx, d.db)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	retry := func(step func(context.Context) error) func(context.Context) error {
+		return d.s.retryingAll(d.db, opDropDatabase, step)
+	}
+	err = primaryonly.RunPhases(ctx, d.phase, []primaryonly.Phase{
+		{Name: "dropShardedCollections", Run: retry(d.dropShardedCollections)},
+		{Name: "dropDatabaseOnShards", Run: retry(d.dropOnShards)},
+		{Name: "removeMetadata", Run: retry(d.removeMetadata)},
+	}, func(ctx context.Context, phase string) error {
+		if err := d.s.checkpoint(ctx, d.id, bsoncore.NewDocumentBuilder().AppendString("phase", phase).Build()); err != nil {
+			return err
+		}
+		d.phase = phase
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := d.s.removeDocument(ctx, d.id); err != nil {
+		return err
+	}
+	d.s.cfg.Log.Info("Dropped database", "db", d.db)
+	return nil
+}
+
+func (d *dropDatabase) dropShardedCollections(ctx context.Context) error {
+	remote, err := d.s.cfg.Remote()
+	if err != nil {
+		return err
+	}
+	docs, err := configsvr.FindAll(ctx, remoteRun(remote), "collections", bsoncore.NewDocumentBuilder().
+		AppendRegex("_id", "^"+regexp.QuoteMeta(d.db)+`\.`, "").Build(), nil)
+	if err != nil {
+		return err
+	}
+	for _, doc := range docs {
+		coll, err := configclient.ParseCollection(doc)
+		if err != nil {
+			return err
+		}
+		dc := &dropCollection{s: d.s, ns: coll.NS, sharded: true, uuid: coll.UUID}
+		if err := dc.drop(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *dropDatabase) dropOnShards(ctx context.Context) error {
+	if err := fpDropDBHang.PauseWhileSet(ctx); err != nil {
+		return err
+	}
+	return d.s.everyShard(ctx, d.db, bsoncore.NewDocumentBuilder().AppendInt32("_shardsvrDropDatabaseParticipant", 1).Build())
+}
+
+func (d *dropDatabase) removeMetadata(ctx context.Context) error {
+	remote, err := d.s.cfg.Remote()
+	if err != nil {
+		return err
+	}
+	if err := configDeleteMany(ctx, remote, "databases", bsoncore.NewDocumentBuilder().AppendString("_id", d.db).Build()); err != nil {
+		return err
+	}
+	err = d.s.everyShard(ctx, "admin", bsoncore.NewDocumentBuilder().AppendString("_flushDatabaseCacheUpdates", d.db).Build())
+	if mongoerr.Is(err, mongoerr.NamespaceNotFound) {
+		return nil
+	}
+	return err
+}
+
+// everyShard runs cmd on db of every shard in the registry, this one in-process, the others
+// with majority write concern.
+func (s *CoordinatorService) everyShard(ctx context.Context, db string, cmd bsoncore.Document) error {
+	remote, err := s.cfg.Remote()
+	if err != nil {
+		return err
+	}
+	if err := remote.Shards.Reload(ctx); err != nil {
+		return err
+	}
+	shards, err := remote.Shards.All(ctx)
+	if err != nil {
+		return err
+	}
+	self := s.cfg.Self()
+	for _, sh := range shards {
+		if sh.ID == self {
+			if _, err := s.cfg.Local(ctx, db, cmd); err != nil {
+				return err
+			}
+			continue
+		}
+		rs, err := remote.Shard(ctx, sh.ID)
+		if err != nil {
+			return err
+		}
+		if _, err := Run(ctx, rs, db, appendField(cmd, "writeConcern", majority())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
