@@ -27,6 +27,29 @@ func addShardsvrRenameAndDropDatabase(r *service.Registry) {
 	internal("_shardsvrRenameCollectionUnblockParticipant", runShardsvrRenameCollectionUnblockParticipant, "Unblocks CRUD on a participant shard after a rename.")
 	internal("_shardsvrDropDatabase", runShardsvrDropDatabase, "Drops a database.")
 	internal("_shardsvrDropDatabaseParticipant", runShardsvrDropDatabaseParticipant, "Drops a database on a participant shard.")
+	internal("_shardsvrSetAllowMigrations", runShardsvrSetAllowMigrations, "Sets the allowMigrations flag on the specified collection.")
+}
+
+// runShardsvrSetAllowMigrations ({_shardsvrSetAllowMigrations: coll, allowMigrations: bool}
+// on the collection's database) runs the set-allow-migrations coordinator.
+func runShardsvrSetAllowMigrations(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "_shardsvrSetAllowMigrations"
+	svc, err := ddlCoordinatorsOf(env, name)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := collArg(env, cmd, name)
+	if err != nil {
+		return nil, err
+	}
+	v, err := requiredField(cmd, name, "allowMigrations", bsoncore.TypeBoolean)
+	if err != nil {
+		return nil, err
+	}
+	if err := svc.SetAllowMigrations(ctx, ns, v.Boolean()); err != nil {
+		return nil, err
+	}
+	return emptyDoc, nil
 }
 
 // collArg reads {<name>: coll} of the request's database as a namespace.

@@ -20,6 +20,8 @@ func shardingDDLCommands() []*service.Command {
 		{Name: "shardCollection", Aliases: []string{"shardcollection"}, Handler: runShardCollection, AdminOnly: true,
 			Secondary: service.SecondaryAlways,
 			Help:      "Shard a collection. Sharding must already be enabled for the database.\n   { enablesharding : \"<dbname>\" }\n"},
+		{Name: "setAllowMigrations", Handler: runSetAllowMigrations, AdminOnly: true, Secondary: service.SecondaryAlways,
+			Help: "Enable/disable migrations in a collection"},
 		splitCommand(),
 		mergeChunksCommand(),
 		getShardVersionCommand(),
@@ -132,4 +134,36 @@ func withDatabaseVersion(cmd bsoncore.Document, r *catalogcache.Routing) bsoncor
 	out = r.DB.Version.AppendDoc(out, "databaseVersion")
 	out = append(out, 0)
 	return bsoncore.UpdateLength(out, 0, int32(len(out)))
+}
+
+// runSetAllowMigrations is mongos's setAllowMigrations ({setAllowMigrations: ns,
+// allowMigrations: bool}): the primary shard's coordinator sets the collection's flag on the
+// config server. Reply: {ok: 1}.
+func runSetAllowMigrations(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	c, err := cluster(env)
+	if err != nil {
+		return nil, err
+	}
+	ns, db, coll, err := nsArg(cmd, "setAllowMigrations")
+	if err != nil {
+		return nil, err
+	}
+	v := cmd.Lookup("allowMigrations")
+	allow, ok := v.BooleanOK()
+	if !ok {
+		if v.Type == 0 {
+			return nil, mongoerr.New(mongoerr.Location40414, "BSON field 'setAllowMigrations.allowMigrations' is missing but a required field")
+		}
+		return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field 'setAllowMigrations.allowMigrations' is the wrong type '%s', expected type 'bool'", strings.ToLower(v.Type.String()))
+	}
+	if _, err := c.Cache.Database(ctx, db); err != nil {
+		return nil, err
+	}
+	fwd := bsoncore.NewDocumentBuilder().AppendString("_shardsvrSetAllowMigrations", coll).AppendBoolean("allowMigrations", allow).
+		AppendDocument("writeConcern", bsoncore.NewDocumentBuilder().AppendString("w", "majority").Build()).Build()
+	if _, err := c.primaryShardDDL(ctx, db, ns, fwd); err != nil {
+		return nil, err
+	}
+	c.Cache.InvalidateCollection(ns)
+	return bsoncore.NewDocumentBuilder().Build(), nil
 }

@@ -105,6 +105,8 @@ func (s *CoordinatorService) newInstance(doc bsoncore.Document) (primaryonly.Ins
 		return newRenameCollection(s, doc)
 	case opDropDatabase:
 		return newDropDatabase(s, doc)
+	case opSetAllowMigrations:
+		return newSetAllowMigrations(s, doc)
 	default:
 		return nil, mongoerr.Newf(mongoerr.BadValue, "unknown DDL coordinator operation type %q", op)
 	}
