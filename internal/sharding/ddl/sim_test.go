@@ -109,16 +109,21 @@ type simDDL struct {
 	cancel    context.CancelFunc
 	instances map[string]*simInstance
 	queue     []*simInstance
+	running   *simInstance // the instance whose Run is on the stack
 	reqs      []*simRequest
 	stats     simDDLStats
 }
 
-type simDDLStats struct{ drops, joined, completed, resumed, crashes, interrupted, recreated, lost int }
+type simDDLStats struct {
+	drops, joined, completed, resumed, crashes, interrupted, recreated, lost int
+	// crashAt counts the primary shard's crashes while a coordinator ran each phase.
+	crashAt map[string]int
+}
 
 func newDDLSim(t testing.TB, seed uint64, knobs testingKnobs) *simDDL {
 	w := &simDDL{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), colls: map[string]catalog.UUID{},
 		chunks: map[catalog.UUID]int{}, tags: map[string]int{}, shards: map[string]*simShard{}, docs: map[string]bsoncore.Document{},
-		instances: map[string]*simInstance{}}
+		instances: map[string]*simInstance{}, stats: simDDLStats{crashAt: map[string]int{}}}
 	for i := range simShardCount {
 		n := fmt.Sprintf("s%d", i)
 		w.names = append(w.names, n)
@@ -198,6 +203,11 @@ func (w *simDDL) crash(name string) {
 	w.stats.crashes++
 	sh.up = false
 	w.logf("crash %s", name)
+	if name == simPrimary && w.running != nil {
+		if d, ok := w.running.inst.(*dropCollection); ok {
+			w.stats.crashAt[d.phase]++
+		}
+	}
 	if name == simPrimary && w.cancel != nil {
 		w.cancel()
 		w.termCtx, w.cancel = nil, nil
@@ -524,7 +534,9 @@ func (w *simDDL) runOne() {
 	in := w.queue[i]
 	w.queue = slices.Delete(w.queue, i, i+1)
 	ctx := w.termCtx
+	w.running = in
 	err := in.inst.Run(ctx)
+	w.running = nil
 	if !in.alive {
 		return // interrupted by a crash: the rebuild resumes it
 	}
@@ -740,7 +752,7 @@ func simSeedRange(t *testing.T, n uint64) (from, to uint64) {
 // TestDropCoordinatorSimulation runs the drop coordinator under faults for many seeds;
 // every seed must keep every invariant.
 func TestDropCoordinatorSimulation(t *testing.T) {
-	var total simDDLStats
+	total := simDDLStats{crashAt: map[string]int{}}
 	from, to := simSeedRange(t, 1000)
 	for seed := from; seed < to; seed++ {
 		w := newDDLSim(t, seed, testingKnobs{})
@@ -755,6 +767,9 @@ func TestDropCoordinatorSimulation(t *testing.T) {
 		total.interrupted += w.stats.interrupted
 		total.recreated += w.stats.recreated
 		total.lost += w.stats.lost
+		for p, n := range w.stats.crashAt {
+			total.crashAt[p] += n
+		}
 	}
 	t.Logf("seeds %d..%d: %+v", from, to-1, total)
 	if to-from < 100 {
@@ -762,6 +777,12 @@ func TestDropCoordinatorSimulation(t *testing.T) {
 	}
 	if total.completed < 100 || total.joined < 100 || total.resumed < 100 || total.interrupted < 100 || total.recreated < 100 {
 		t.Fatalf("the simulation did not exercise the coordinator: %+v", total)
+	}
+	// "": before the first checkpoint (taking the locks, checkpointing freezeCollection).
+	for _, phase := range []string{"", "freezeCollection", "dropCollection"} {
+		if total.crashAt[phase] < 50 {
+			t.Fatalf("only %d crashes of the primary shard in phase %q: %+v", total.crashAt[phase], phase, total)
+		}
 	}
 }
 

@@ -94,7 +94,11 @@ type simTxn struct {
 	commit                   bool // the router's answer, once answered
 }
 
-type simStats struct{ txns, committed, aborted, crashes, resumed, interrupted, lost, answers int }
+type simStats struct {
+	txns, committed, aborted, crashes, resumed, interrupted, lost, answers int
+	// crashAt counts the crashes of a coordinator's node while it was in each step.
+	crashAt [numSteps]int
+}
 
 type simWorld struct {
 	t     testing.TB
@@ -178,6 +182,11 @@ func (w *simWorld) crash(n *simNode) {
 	}
 	if n.running() {
 		w.stats.interrupted += coordCount(n.svc)
+	}
+	for i := range numSteps {
+		if n.svc.Stats.inSteps[i].Load() > 0 {
+			w.stats.crashAt[i]++
+		}
 	}
 	n.svc.interrupt()
 }
@@ -761,6 +770,9 @@ func TestTxnCoordinatorSimulation(t *testing.T) {
 		total.interrupted += w.stats.interrupted
 		total.lost += w.stats.lost
 		total.answers += w.stats.answers
+		for i, n := range w.stats.crashAt {
+			total.crashAt[i] += n
+		}
 	}
 	t.Logf("seeds %d..%d: %+v", from, to-1, total)
 	if to-from < 100 {
@@ -769,6 +781,11 @@ func TestTxnCoordinatorSimulation(t *testing.T) {
 	// The runs must exercise the protocol, or passing proves nothing.
 	if total.committed < 100 || total.aborted < 100 || total.resumed < 100 || total.interrupted < 100 || total.lost < 100 {
 		t.Fatalf("the simulation did not exercise the protocol: %+v", total)
+	}
+	for i, n := range total.crashAt {
+		if n < 50 {
+			t.Fatalf("only %d crashes of a coordinator in step %s: %+v", n, stepNames[i], total)
+		}
 	}
 }
 
