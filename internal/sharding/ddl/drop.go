@@ -14,6 +14,8 @@ package ddl
 //     it is redone after any failure.
 //
 // The state document is deleted last: a drop acknowledged to the client is complete.
+// Its remote calls go through dropCluster, so that sim_test.go runs these phases
+// deterministically under crashes at every step.
 
 import (
 	"context"
