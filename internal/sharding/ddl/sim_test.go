@@ -735,6 +735,7 @@ func (w *simDDL) run(events int) error {
 
 func (w *simDDL) traceText() string { return strings.Join(w.trace, "\n") }
 
+// simSeedRange is the seeds to run: HUMONGO_SEED replays one, HUMONGO_SIM_SEEDS sets how many.
 func simSeedRange(t *testing.T, n uint64) (from, to uint64) {
 	if s := os.Getenv("HUMONGO_SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 10, 64)
@@ -742,6 +743,13 @@ func simSeedRange(t *testing.T, n uint64) (from, to uint64) {
 			t.Fatalf("HUMONGO_SEED=%q: %v", s, err)
 		}
 		return seed, seed + 1
+	}
+	if s := os.Getenv("HUMONGO_SIM_SEEDS"); s != "" { // a longer soak
+		count, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("HUMONGO_SIM_SEEDS=%q: %v", s, err)
+		}
+		return 0, count
 	}
 	if testing.Short() {
 		return 0, 200
