@@ -204,15 +204,20 @@ func (s *Service) Recover(ctx context.Context, lsid bsoncore.Document, txnNumber
 	if _, err := s.waitRunning(ctx, 10*time.Second); err != nil {
 		return Decision{}, false, err
 	}
-	doc := Doc{Lsid: lsid, TxnNumber: txnNumber}
-	s.mu.Lock()
-	c := s.coords[doc.key()]
-	s.mu.Unlock()
+	c := s.lookup(lsid, txnNumber)
 	if c == nil {
 		return Decision{}, false, nil
 	}
 	d, err = s.await(ctx, c)
 	return d, true, err
+}
+
+// lookup returns the running coordinator of (lsid, txnNumber), if any.
+func (s *Service) lookup(lsid bsoncore.Document, txnNumber int64) *Coordinator {
+	doc := Doc{Lsid: lsid, TxnNumber: txnNumber}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.coords[doc.key()]
 }
 
 func (s *Service) await(ctx context.Context, c *Coordinator) (Decision, error) {

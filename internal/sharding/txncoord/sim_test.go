@@ -15,13 +15,14 @@ package txncoord
 // ones and its coordinator documents are durable; its coordinators are interrupted and the
 // next step-up resumes them), lost requests and lost replies, participants that vote abort
 // (a write conflict, a transaction lost in a crash), routers that abort a transaction before
-// committing it and retry coordinateCommitTransaction.
+// committing it, retry coordinateCommitTransaction, and other routers that recover the
+// outcome with the recoveryToken.
 //
 // Invariants, checked after every event:
 //   - a transaction committed anywhere is prepared or committed on every participant, and
 //     every commit is at the same commitTimestamp, the largest prepareTimestamp;
 //   - a participant commits only once the commit decision is durable on the coordinator;
-//   - the router's answer (commit or abort) is the transaction's outcome;
+//   - the routers' answers (commit or abort) are the transaction's outcome;
 //
 // and at the end, once every shard is up and every coordinator ran to completion: no
 // coordinator document is left, no participant is left prepared, and every transaction is
@@ -95,7 +96,7 @@ type simTxn struct {
 }
 
 type simStats struct {
-	txns, committed, aborted, crashes, resumed, interrupted, lost, answers int
+	txns, committed, aborted, crashes, resumed, interrupted, lost, answers, recovered int
 	// crashAt counts the crashes of a coordinator's node while it was in each step.
 	crashAt [numSteps]int
 }
@@ -213,6 +214,8 @@ func (w *simWorld) step() bool {
 		w.restartOne()
 	case x < 12:
 		w.routerCommit()
+	case x < 13:
+		w.routerRecover()
 	}
 	return true
 }
@@ -513,9 +516,53 @@ func (w *simWorld) routerCommit() {
 
 func (w *simWorld) answer(tx *simTxn, commit bool) {
 	w.logf("router: txn %d answered commit=%v", tx.num, commit)
+	if tx.answered && tx.commit != commit {
+		w.fail("txn %d answered commit=%v, then commit=%v", tx.num, tx.commit, commit)
+	}
 	tx.answered, tx.commit = true, commit
 	w.stats.answers++
 	w.checkTxn(tx)
+}
+
+// routerRecover is another router retrying the commit with the transaction's recoveryToken
+// (coordinateCommitTransaction without participants on the coordinator's shard): it joins
+// the running coordinator (Service.Recover), or else the shard's own participant decides,
+// as recoverDecisionFromLocalParticipantOrAbortLocalParticipant does: committed is commit,
+// in progress is aborted now, prepared without a coordinator is an error (retried).
+func (w *simWorld) routerRecover() {
+	var open []*simTxn
+	for _, tx := range w.txns {
+		if tx.requested && !tx.answered {
+			open = append(open, tx)
+		}
+	}
+	if len(open) == 0 {
+		return
+	}
+	tx := open[w.rng.IntN(len(open))]
+	n := w.nodes[tx.parts[0]]
+	if !n.up || !n.running() {
+		return
+	}
+	if c := n.svc.lookup(w.lsid, tx.num); c != nil {
+		if tx.coord == nil {
+			tx.coord = c
+		}
+		w.logf("router: recover txn %d joins its coordinator on %s", tx.num, n.name)
+		return
+	}
+	w.stats.recovered++
+	switch p := n.txn(tx.num); p.state {
+	case pCommitted:
+		w.answer(tx, true)
+	case pPrepared:
+		w.logf("router: recover txn %d: prepared on %s without a coordinator", tx.num, n.name)
+	default:
+		if p.state == pInProgress {
+			p.state = pAborted
+		}
+		w.answer(tx, false)
+	}
 }
 
 // routerAbort is a router giving up a transaction before it asked for the commit.
@@ -708,6 +755,8 @@ func (w *simWorld) run(events int) error {
 			w.routerCommit()
 		case x < 38:
 			w.routerAbort()
+		case x < 42:
+			w.routerRecover()
 		case x < 80:
 			w.runOne()
 		case x < 84:
@@ -777,6 +826,7 @@ func TestTxnCoordinatorSimulation(t *testing.T) {
 		total.interrupted += w.stats.interrupted
 		total.lost += w.stats.lost
 		total.answers += w.stats.answers
+		total.recovered += w.stats.recovered
 		for i, n := range w.stats.crashAt {
 			total.crashAt[i] += n
 		}
@@ -786,7 +836,7 @@ func TestTxnCoordinatorSimulation(t *testing.T) {
 		return
 	}
 	// The runs must exercise the protocol, or passing proves nothing.
-	if total.committed < 100 || total.aborted < 100 || total.resumed < 100 || total.interrupted < 100 || total.lost < 100 {
+	if total.committed < 100 || total.aborted < 100 || total.resumed < 100 || total.interrupted < 100 || total.lost < 100 || total.recovered < 100 {
 		t.Fatalf("the simulation did not exercise the protocol: %+v", total)
 	}
 	for i, n := range total.crashAt {
