@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -47,6 +48,45 @@ type CoordinatorService struct {
 	cfg   CoordinatorServiceConfig
 	svc   *primaryonly.Service
 	locks lockTable
+
+	// The simulation's replacements (nil in production: the Remote, timers), and its
+	// knobs that break the protocol (all false in production).
+	cluster func() (dropCluster, error)
+	wait    func(ctx context.Context, d time.Duration) error
+	knobs   testingKnobs
+}
+
+// testingKnobs break the coordinators on purpose, for the simulation to prove its checker
+// catches each break.
+type testingKnobs struct {
+	dropPhaseUncheckpointed  bool // the drop's dropCollection phase runs without its checkpoint
+	skipParticipantsOnResume bool // a resumed drop does not ask the shards to drop their copies
+}
+
+func (s *CoordinatorService) dropCluster() (dropCluster, error) {
+	if s.cluster != nil {
+		return s.cluster()
+	}
+	r, err := s.cfg.Remote()
+	if err != nil {
+		return nil, err
+	}
+	return remoteCluster{r}, nil
+}
+
+// retryWait waits d before a coordinator's step is retried (ctx ends it early).
+func (s *CoordinatorService) retryWait(ctx context.Context, d time.Duration) error {
+	if s.wait != nil {
+		return s.wait(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // StartCoordinatorService starts the service; it follows the node's primary state until

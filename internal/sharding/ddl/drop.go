@@ -14,6 +14,8 @@ package ddl
 //     it is redone after any failure.
 //
 // The state document is deleted last: a drop acknowledged to the client is complete.
+// Its remote calls go through dropCluster, so that sim_test.go runs these phases
+// deterministically under crashes at every step.
 
 import (
 	"context"
@@ -70,6 +72,8 @@ type dropCollection struct {
 	// What freezeCollection found: a sharded collection's UUID.
 	sharded bool
 	uuid    catalog.UUID
+	// resumed: built from a document with a phase (a new primary's rebuild).
+	resumed bool
 }
 
 func newDropCollection(s *CoordinatorService, doc bsoncore.Document) (*dropCollection, error) {
@@ -77,6 +81,7 @@ func newDropCollection(s *CoordinatorService, doc bsoncore.Document) (*dropColle
 	d := &dropCollection{s: s, id: append(bsoncore.Document(nil), id...)}
 	d.ns, _ = id.Lookup("namespace").StringValueOK()
 	d.phase, _ = doc.Lookup("phase").StringValueOK()
+	d.resumed = d.phase != ""
 	if info, ok := doc.Lookup("collInfo").DocumentOK(); ok {
 		d.sharded, _ = info.Lookup("sharded").BooleanOK()
 		if sub, data, ok := info.Lookup("uuid").BinaryOK(); ok && sub == 4 && len(data) == 16 {
@@ -116,6 +121,9 @@ func (d *dropCollection) Run(ctx context.Context) error {
 }
 
 func (d *dropCollection) checkpoint(ctx context.Context, phase string) error {
+	if d.s.knobs.dropPhaseUncheckpointed && phase == "dropCollection" {
+		return nil
+	}
 	set := bsoncore.NewDocumentBuilder().AppendString("phase", phase)
 	if phase != "freezeCollection" {
 		info := bsoncore.NewDocumentBuilder().AppendBoolean("sharded", d.sharded)
@@ -133,17 +141,17 @@ func (d *dropCollection) checkpoint(ctx context.Context, phase string) error {
 
 // freeze reads what the namespace is on the config server.
 func (d *dropCollection) freeze(ctx context.Context) error {
-	remote, err := d.s.cfg.Remote()
+	cl, err := d.s.dropCluster()
 	if err != nil {
 		return err
 	}
-	coll, _, sharded, err := remote.Catalog.Collection(ctx, d.ns, nil)
+	sharded, uuid, err := cl.collection(ctx, d.ns)
 	if err != nil {
 		return err
 	}
 	d.sharded = sharded
 	if sharded {
-		d.uuid = coll.UUID
+		d.uuid = uuid
 	}
 	return nil
 }
@@ -159,12 +167,8 @@ func (d *dropCollection) retrying(step func(context.Context) error) func(context
 				return err
 			}
 			d.s.cfg.Log.Warn("DDL coordinator step failed; retrying", "namespace", d.ns, "operation", opDropCollection, "error", err.Error())
-			t := time.NewTimer(delay)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
+			if err := d.s.retryWait(ctx, delay); err != nil {
+				return err
 			}
 			delay = min(2*delay, 2*time.Second)
 		}
@@ -175,7 +179,7 @@ func (d *dropCollection) drop(ctx context.Context) error {
 	if err := fpDropHangBeforeDrop.PauseWhileSet(ctx); err != nil {
 		return err
 	}
-	remote, err := d.s.cfg.Remote()
+	cl, err := d.s.dropCluster()
 	if err != nil {
 		return err
 	}
@@ -193,7 +197,7 @@ func (d *dropCollection) drop(ctx context.Context) error {
 				AppendArray("deletes", bsoncore.NewArrayBuilder().AppendDocument(bsoncore.NewDocumentBuilder().
 					AppendDocument("q", del.q).AppendInt32("limit", 0).Build()).Build()).
 				AppendDocument("writeConcern", majority()).Build()
-			if _, err := writeReplyOK(Run(ctx, remote.Config(), "config", cmd)); err != nil {
+			if err := cl.configWrite(ctx, cmd); err != nil {
 				return err
 			}
 		}
@@ -201,10 +205,10 @@ func (d *dropCollection) drop(ctx context.Context) error {
 	if err := fpDropHangAfterConfigRemoval.PauseWhileSet(ctx); err != nil {
 		return err
 	}
-	if err := remote.Shards.Reload(ctx); err != nil {
-		return err
+	if d.resumed && d.s.knobs.skipParticipantsOnResume {
+		return nil
 	}
-	shards, err := remote.Shards.All(ctx)
+	shards, err := cl.shards(ctx)
 	if err != nil {
 		return err
 	}
@@ -215,19 +219,65 @@ func (d *dropCollection) drop(ctx context.Context) error {
 	cmd := b.Build()
 	self := d.s.cfg.Self()
 	for _, sh := range shards {
-		if sh.ID == self {
+		if sh == self {
 			if _, err := d.s.cfg.Local(ctx, db, cmd); err != nil {
 				return err
 			}
 			continue
 		}
-		rs, err := remote.Shard(ctx, sh.ID)
-		if err != nil {
-			return err
-		}
-		if _, err := Run(ctx, rs, db, appendField(cmd, "writeConcern", majority())); err != nil {
+		if err := cl.shardCommand(ctx, sh, db, appendField(cmd, "writeConcern", majority())); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// dropCluster is what the drop coordinator asks of the rest of the cluster: remoteCluster
+// in production, the simulation's (sim_test.go) in tests.
+type dropCluster interface {
+	// collection is ns's config.collections entry: whether it is sharded, and its UUID.
+	collection(ctx context.Context, ns string) (sharded bool, uuid catalog.UUID, err error)
+	// configWrite runs a write command on the config server's config database.
+	configWrite(ctx context.Context, cmd bsoncore.Document) error
+	// shards lists the cluster's shards, freshly read.
+	shards(ctx context.Context) ([]string, error)
+	// shardCommand runs cmd on shard's primary.
+	shardCommand(ctx context.Context, shard, db string, cmd bsoncore.Document) error
+}
+
+// remoteCluster is dropCluster over a Remote.
+type remoteCluster struct{ r *Remote }
+
+func (c remoteCluster) collection(ctx context.Context, ns string) (bool, catalog.UUID, error) {
+	coll, _, sharded, err := c.r.Catalog.Collection(ctx, ns, nil)
+	return sharded, coll.UUID, err
+}
+
+func (c remoteCluster) configWrite(ctx context.Context, cmd bsoncore.Document) error {
+	_, err := writeReplyOK(Run(ctx, c.r.Config(), "config", cmd))
+	return err
+}
+
+func (c remoteCluster) shards(ctx context.Context) ([]string, error) {
+	if err := c.r.Shards.Reload(ctx); err != nil {
+		return nil, err
+	}
+	all, err := c.r.Shards.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(all))
+	for i, sh := range all {
+		ids[i] = sh.ID
+	}
+	return ids, nil
+}
+
+func (c remoteCluster) shardCommand(ctx context.Context, shard, db string, cmd bsoncore.Document) error {
+	rs, err := c.r.Shard(ctx, shard)
+	if err != nil {
+		return err
+	}
+	_, err = Run(ctx, rs, db, cmd)
+	return err
 }

@@ -110,15 +110,57 @@ func retryable(err error) bool {
 	return mongoerr.IsRetriableError(me.Code) || mongoerr.IsNotPrimaryError(me.Code)
 }
 
-// backoff waits before try n+1 (ctx ends it early: false).
-func backoff(ctx context.Context, n int) bool {
+// executor is how a Service runs concurrent work and waits between retries. Production
+// uses goroutines and timers (goExec); the simulation (sim_test.go) runs the same protocol
+// code one call at a time, in an order its seeded random source picks, with virtual time.
+type executor interface {
+	// spawn runs a coordinator (Service.run) in the background.
+	spawn(f func())
+	// fanOut runs f(0) ... f(n-1), the per-participant sends, and returns when all returned.
+	fanOut(n int, f func(i int))
+	// backoff waits before try n+1 (ctx ends it early: false).
+	backoff(ctx context.Context, n int) bool
+}
+
+// goExec is the production executor.
+type goExec struct{}
+
+func (goExec) spawn(f func()) { go f() }
+
+func (goExec) fanOut(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { f(i) })
+	}
+	wg.Wait()
+}
+
+func (goExec) backoff(ctx context.Context, n int) bool {
 	d := time.Duration(min(n+1, 10)) * 50 * time.Millisecond
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-time.After(d):
+	case <-t.C:
 		return true
 	}
+}
+
+// testingKnobs break the protocol on purpose, for the simulation to prove its checker
+// catches each break (all false in production).
+type testingKnobs struct {
+	noParticipantList bool // votes are collected before the participant list is durable (it never is)
+	smallestTimestamp bool // commit at the smallest prepareTimestamp, not the largest
+	sendBeforePersist bool // the decision goes to the participants before it is durable
+	revoteOnResume    bool // a resumed coordinator ignores its durable decision and collects votes again
+}
+
+func (s *Service) executor() executor {
+	if s.exec == nil {
+		return goExec{}
+	}
+	return s.exec
 }
 
 // txnFields are the session fields every message to a participant carries.
@@ -144,32 +186,23 @@ type vote struct {
 func (s *Service) collectVotes(ctx context.Context, c *Coordinator) (Decision, error) {
 	vctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	votes := make(chan vote, len(c.doc.Participants))
-	var wg sync.WaitGroup
-	for _, p := range c.doc.Participants {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			votes <- s.prepareOne(vctx, c, p)
-		}()
-	}
-	go func() { wg.Wait(); close(votes) }()
+	var mu sync.Mutex
 	d := Decision{Commit: true}
-	for v := range votes {
-		if ctx.Err() != nil {
-			continue // drain
-		}
-		if v.abort != nil {
-			if d.Commit {
-				d = Decision{AbortStatus: v.abort}
-				cancel()
-			}
-			continue
-		}
-		if d.Commit && v.prepare.After(d.CommitTimestamp) {
+	first := true
+	s.executor().fanOut(len(c.doc.Participants), func(i int) {
+		v := s.prepareOne(vctx, c, c.doc.Participants[i])
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case ctx.Err() != nil || !d.Commit:
+		case v.abort != nil:
+			d = Decision{AbortStatus: v.abort}
+			cancel()
+		case first || v.prepare.After(d.CommitTimestamp) != s.knobs.smallestTimestamp:
 			d.CommitTimestamp = v.prepare
 		}
-	}
+		first = false
+	})
 	if err := ctx.Err(); err != nil {
 		return Decision{}, err
 	}
@@ -192,7 +225,7 @@ func (s *Service) prepareOne(ctx context.Context, c *Coordinator, shard string) 
 		}
 		if retryable(err) {
 			s.Log.Debug("Retrying prepareTransaction", "shard", shard, "error", err.Error())
-			backoff(ctx, n) // a cancelled ctx ends the loop above
+			s.executor().backoff(ctx, n) // a cancelled ctx ends the loop above
 			continue
 		}
 		code := mongoerr.CodeOf(err)
@@ -215,25 +248,22 @@ func (s *Service) sendDecision(ctx context.Context, c *Coordinator, d Decision) 
 	} else {
 		cmd = c.command("abortTransaction", nil)
 	}
-	var wg sync.WaitGroup
-	for _, p := range c.doc.Participants {
-		wg.Go(func() {
-			for n := 0; ; n++ {
-				_, err := s.Send(ctx, p, cmd)
-				if err == nil || (!d.Commit && abortAcknowledged(err)) {
-					return
-				}
-				if ctx.Err() != nil {
-					return
-				}
-				s.Log.Warn("Retrying the transaction decision", "shard", p, "commit", d.Commit, "error", err.Error())
-				if !backoff(ctx, n) {
-					return
-				}
+	s.executor().fanOut(len(c.doc.Participants), func(i int) {
+		p := c.doc.Participants[i]
+		for n := 0; ; n++ {
+			_, err := s.Send(ctx, p, cmd)
+			if err == nil || (!d.Commit && abortAcknowledged(err)) {
+				return
 			}
-		})
-	}
-	wg.Wait()
+			if ctx.Err() != nil {
+				return
+			}
+			s.Log.Warn("Retrying the transaction decision", "shard", p, "commit", d.Commit, "error", err.Error())
+			if !s.executor().backoff(ctx, n) {
+				return
+			}
+		}
+	})
 	return ctx.Err()
 }
 
@@ -263,7 +293,7 @@ func (s *Service) retryStore(ctx context.Context, what string, f func() error) e
 			return err
 		}
 		s.Log.Warn("Retrying a transaction coordinator write", "step", what, "error", err.Error())
-		if !backoff(ctx, n) {
+		if !s.executor().backoff(ctx, n) {
 			return ctx.Err()
 		}
 	}
@@ -284,8 +314,11 @@ func (s *Service) run(ctx context.Context, c *Coordinator) {
 
 func (s *Service) drive(ctx context.Context, c *Coordinator) error {
 	d := c.doc.Decision
+	if s.knobs.revoteOnResume {
+		d = nil
+	}
 	if d == nil {
-		if !c.persisted {
+		if !c.persisted && !s.knobs.noParticipantList {
 			s.Stats.step(stepWritingParticipantList, 1)
 			_ = hangBeforeWritingParticipantList.PauseWhileSet(ctx)
 			err := s.retryStore(ctx, "writingParticipantList", func() error { return s.Store.WriteParticipants(ctx, &c.doc) })
@@ -300,6 +333,11 @@ func (s *Service) drive(ctx context.Context, c *Coordinator) error {
 		s.Stats.step(stepWaitingForVotes, -1)
 		if err != nil {
 			return err
+		}
+		if s.knobs.sendBeforePersist {
+			if err := s.sendDecision(ctx, c, dec); err != nil {
+				return err
+			}
 		}
 		s.Stats.step(stepWritingDecision, 1)
 		_ = hangBeforeWritingDecision.PauseWhileSet(ctx)

@@ -25,6 +25,9 @@ type Service struct {
 
 	Stats Stats
 
+	exec  executor // nil: goroutines and timers
+	knobs testingKnobs
+
 	mu      sync.Mutex
 	coords  map[string]*Coordinator
 	ctx     context.Context // the term's; nil while not primary
@@ -72,15 +75,21 @@ func (s *Service) StepUp(ctx context.Context) error {
 func (s *Service) start(c *Coordinator) {
 	s.wg.Add(1)
 	ctx := s.ctx
-	go func() {
+	s.executor().spawn(func() {
 		defer s.wg.Done()
 		s.run(ctx, c)
-	}()
+	})
 }
 
 // StepDown ends the term: its coordinators are interrupted (their waiters get
 // InterruptedDueToReplStateChange) and forgotten; their documents stay for the next primary.
 func (s *Service) StepDown() {
+	s.interrupt()
+	s.wg.Wait()
+}
+
+// interrupt ends the term without waiting for its coordinators to return.
+func (s *Service) interrupt() {
 	s.mu.Lock()
 	cancel := s.cancel
 	if cancel != nil {
@@ -91,7 +100,6 @@ func (s *Service) StepDown() {
 	if cancel != nil {
 		cancel()
 	}
-	s.wg.Wait()
 }
 
 // Close stops the service for good.
@@ -149,26 +157,36 @@ func (s *Service) Coordinate(ctx context.Context, lsid bsoncore.Document, txnNum
 	if _, err := s.waitRunning(ctx, 10*time.Second); err != nil {
 		return Decision{}, err
 	}
+	c, done, err := s.join(ctx, lsid, txnNumber, participants, admit)
+	if c == nil {
+		return done, err
+	}
+	return s.await(ctx, c)
+}
+
+// join returns the running or new coordinator of (lsid, txnNumber), or (nil and the
+// outcome) when admit found the transaction coordinated before.
+func (s *Service) join(ctx context.Context, lsid bsoncore.Document, txnNumber int64, participants []string, admit Admit) (*Coordinator, Decision, error) {
 	doc := Doc{Lsid: append(bsoncore.Document(nil), lsid...), TxnNumber: txnNumber, Participants: append([]string(nil), participants...)}
 	s.mu.Lock()
 	c := s.coords[doc.key()]
 	s.mu.Unlock()
 	if c != nil {
-		return s.await(ctx, c)
+		return c, Decision{}, nil
 	}
 	if admit != nil {
 		done, err := admit(ctx)
 		if done {
 			if err != nil {
-				return Decision{}, err
+				return nil, Decision{}, err
 			}
-			return Decision{Commit: true}, nil
+			return nil, Decision{Commit: true}, nil
 		}
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.ctx == nil {
-		s.mu.Unlock()
-		return Decision{}, mongoerr.New(mongoerr.NotWritablePrimary, "Transaction coordinator service is not running on this node: it is not primary")
+		return nil, Decision{}, mongoerr.New(mongoerr.NotWritablePrimary, "Transaction coordinator service is not running on this node: it is not primary")
 	}
 	c = s.coords[doc.key()]
 	if c == nil {
@@ -177,8 +195,7 @@ func (s *Service) Coordinate(ctx context.Context, lsid bsoncore.Document, txnNum
 		s.Stats.Created.Add(1)
 		s.start(c)
 	}
-	s.mu.Unlock()
-	return s.await(ctx, c)
+	return c, Decision{}, nil
 }
 
 // Recover is recoverCommit: it joins the running coordinator of (lsid, txnNumber), if any
@@ -187,15 +204,20 @@ func (s *Service) Recover(ctx context.Context, lsid bsoncore.Document, txnNumber
 	if _, err := s.waitRunning(ctx, 10*time.Second); err != nil {
 		return Decision{}, false, err
 	}
-	doc := Doc{Lsid: lsid, TxnNumber: txnNumber}
-	s.mu.Lock()
-	c := s.coords[doc.key()]
-	s.mu.Unlock()
+	c := s.lookup(lsid, txnNumber)
 	if c == nil {
 		return Decision{}, false, nil
 	}
 	d, err = s.await(ctx, c)
 	return d, true, err
+}
+
+// lookup returns the running coordinator of (lsid, txnNumber), if any.
+func (s *Service) lookup(lsid bsoncore.Document, txnNumber int64) *Coordinator {
+	doc := Doc{Lsid: lsid, TxnNumber: txnNumber}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.coords[doc.key()]
 }
 
 func (s *Service) await(ctx context.Context, c *Coordinator) (Decision, error) {
