@@ -51,6 +51,13 @@ type Instance interface {
 	CheckJoin(doc bsoncore.Document) error
 }
 
+// Reacquirer is an Instance that holds node-local resources across a failover (MongoDB's
+// DDL locks): a resumed instance reacquires them at the rebuild, before the service admits
+// new requests, so that a new operation cannot overtake one that was already running.
+type Reacquirer interface {
+	Reacquire() error
+}
+
 // Config is a service's description.
 type Config struct {
 	// Name names the service in logs and errors (MongoDB's service names, e.g.
@@ -223,6 +230,11 @@ func (s *Service) stepUp(ctx context.Context, term int64) error {
 		inst, err := s.cfg.New(doc)
 		if err != nil {
 			return fmt.Errorf("resume %s instance %s: %w", s.cfg.Name, id, err)
+		}
+		if r, ok := inst.(Reacquirer); ok {
+			if err := r.Reacquire(); err != nil {
+				return fmt.Errorf("resume %s instance %s: %w", s.cfg.Name, id, err)
+			}
 		}
 		s.startLocked(id, inst)
 	}

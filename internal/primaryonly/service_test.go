@@ -56,6 +56,7 @@ type world struct {
 	started  chan string
 	loadGate chan struct{} // when set, Load waits for it
 	loading  chan struct{} // closed when a Load begins waiting on loadGate
+	events   []string      // reacquisitions and inserts, in order
 }
 
 func newWorld(t *testing.T, ids ...string) *world {
@@ -95,6 +96,7 @@ func newWorld(t *testing.T, ids ...string) *world {
 				return mongoerr.Newf(mongoerr.DuplicateKey, "duplicate %s", id)
 			}
 			w.docs[id] = doc
+			w.events = append(w.events, "insert "+id)
 			return nil
 		},
 		ID: func(doc bsoncore.Document) (string, error) {
@@ -105,7 +107,11 @@ func newWorld(t *testing.T, ids ...string) *world {
 			return id, nil
 		},
 		New: func(doc bsoncore.Document) (Instance, error) {
-			return &testInstance{w: w, id: doc.Lookup("_id").StringValue(), opt: doc.Lookup("opt").StringValue()}, nil
+			inst := &testInstance{w: w, id: doc.Lookup("_id").StringValue(), opt: doc.Lookup("opt").StringValue()}
+			if inst.opt == "reacquire" {
+				return &reacquiringInstance{inst}, nil
+			}
+			return inst, nil
 		},
 	})
 	t.Cleanup(w.svc.Stop)
@@ -157,6 +163,16 @@ func (i *testInstance) CheckJoin(doc bsoncore.Document) error {
 	if doc.Lookup("opt").StringValue() != i.opt {
 		return mongoerr.Newf(mongoerr.ConflictingOperationInProgress, "%s is running with other options", i.id)
 	}
+	return nil
+}
+
+// reacquiringInstance records its Reacquire (primaryonly.Reacquirer).
+type reacquiringInstance struct{ *testInstance }
+
+func (i *reacquiringInstance) Reacquire() error {
+	i.w.mu.Lock()
+	defer i.w.mu.Unlock()
+	i.w.events = append(i.w.events, "reacquire "+i.id)
 	return nil
 }
 
@@ -348,5 +364,33 @@ func TestRunPhases(t *testing.T) {
 	err = RunPhases(context.Background(), "", []Phase{phase("one", false)}, func(context.Context, string) error { return errors.New("no majority") })
 	if err == nil || len(ran) != 0 {
 		t.Fatalf("failed checkpoint: err %v, ran %v", err, ran)
+	}
+}
+
+// A resumed instance reacquires what it holds at the rebuild, before a new request that
+// arrived during the rebuild is admitted (it could otherwise take the DDL locks first).
+func TestResumedInstancesReacquireBeforeNewRequests(t *testing.T) {
+	w := newWorld(t, "a")
+	w.mu.Lock()
+	w.docs["a"] = stateDoc("a", "reacquire")
+	w.loadGate, w.loading = make(chan struct{}), make(chan struct{})
+	gate, loading := w.loadGate, w.loading
+	w.mu.Unlock()
+	w.node.set(true, 1)
+	<-loading
+	created := make(chan error, 1)
+	go func() {
+		_, err := w.svc.GetOrCreate(context.Background(), stateDoc("n", "x"))
+		created <- err
+	}()
+	close(gate)
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	events := slices.Clone(w.events)
+	w.mu.Unlock()
+	if fmt.Sprint(events) != "[reacquire a insert n]" {
+		t.Fatalf("events %v, want a's reacquisition before n's insert", events)
 	}
 }

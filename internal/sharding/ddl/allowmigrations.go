@@ -39,6 +39,7 @@ func (s *CoordinatorService) SetAllowMigrations(ctx context.Context, ns string, 
 }
 
 type setAllowMigrationsOp struct {
+	ddlLocks
 	s     *CoordinatorService
 	id    bsoncore.Document
 	ns    string
@@ -52,6 +53,8 @@ func newSetAllowMigrations(s *CoordinatorService, doc bsoncore.Document) (*setAl
 	o.ns, _ = id.Lookup("namespace").StringValueOK()
 	o.allow, _ = doc.Lookup("allowMigrations").BooleanOK()
 	o.phase, _ = doc.Lookup("phase").StringValueOK()
+	db, _, _ := strings.Cut(o.ns, ".")
+	o.ddlLocks = newDDLLocks(s, []string{db}, []string{o.ns})
 	return o, nil
 }
 
@@ -64,8 +67,7 @@ func (o *setAllowMigrationsOp) CheckJoin(doc bsoncore.Document) error {
 }
 
 func (o *setAllowMigrationsOp) Run(ctx context.Context) error {
-	db, _, _ := strings.Cut(o.ns, ".")
-	unlock, err := o.s.lockDDL(ctx, db, o.ns)
+	unlock, err := o.acquire(ctx)
 	if err != nil {
 		return err
 	}

@@ -50,12 +50,8 @@ func (s *CoordinatorService) retrying(ns, op string, step func(context.Context) 
 				return err
 			}
 			s.cfg.Log.Warn("DDL coordinator step failed; retrying", "namespace", ns, "operation", op, "error", err.Error())
-			t := time.NewTimer(delay)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
+			if err := s.retryWait(ctx, delay); err != nil {
+				return err
 			}
 			delay = min(2*delay, 2*time.Second)
 		}

@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -176,18 +177,74 @@ func (s *CoordinatorService) removeDocument(ctx context.Context, id bsoncore.Doc
 			AppendInt32("limit", 1).Build()).Build()).Build())
 }
 
-// lockDDL takes the DDL locks of ns's database, then of ns (DDLLockManager's order).
-func (s *CoordinatorService) lockDDL(ctx context.Context, db, ns string) (unlock func(), err error) {
-	unlockDB, err := s.locks.lock(ctx, db)
-	if err != nil {
-		return nil, err
+// ddlLocks are the DDL locks an operation takes before it runs: those of its databases, then
+// of its namespaces (DDLLockManager's order), each list sorted, so that operations taking
+// several cannot deadlock. A resumed operation reacquires them at the service's rebuild
+// (primaryonly.Reacquirer), before any new request can take them.
+type ddlLocks struct {
+	table         *lockTable
+	dbs, nss      []string
+	reacquired    func() // held since the rebuild; Run takes it over
+	reacquiredErr error
+}
+
+func newDDLLocks(s *CoordinatorService, dbs, nss []string) ddlLocks {
+	return ddlLocks{table: &s.locks, dbs: dbs, nss: nss}
+}
+
+func (l *ddlLocks) names() []string {
+	var names []string
+	for _, group := range [][]string{l.dbs, l.nss} {
+		g := slices.Clone(group)
+		slices.Sort(g)
+		names = append(names, slices.Compact(g)...)
 	}
-	unlockNS, err := s.locks.lock(ctx, ns)
-	if err != nil {
-		unlockDB()
-		return nil, err
+	return names
+}
+
+// Reacquire takes the locks at the rebuild: nothing else holds them then (the previous
+// term's instances returned before it).
+func (l *ddlLocks) Reacquire() error {
+	var unlocks []func()
+	release := func() {
+		for i := len(unlocks) - 1; i >= 0; i-- {
+			unlocks[i]()
+		}
 	}
-	return func() { unlockNS(); unlockDB() }, nil
+	for _, n := range l.names() {
+		u, ok := l.table.tryLock(n)
+		if !ok {
+			release()
+			return mongoerr.Newf(mongoerr.ConflictingOperationInProgress, "the DDL lock of %s is held at the rebuild", n)
+		}
+		unlocks = append(unlocks, u)
+	}
+	l.reacquired = release
+	return nil
+}
+
+// acquire returns the locks: those reacquired at the rebuild, or taken now (waiting for
+// their holders).
+func (l *ddlLocks) acquire(ctx context.Context) (unlock func(), err error) {
+	if u := l.reacquired; u != nil {
+		l.reacquired = nil
+		return u, nil
+	}
+	var unlocks []func()
+	release := func() {
+		for i := len(unlocks) - 1; i >= 0; i-- {
+			unlocks[i]()
+		}
+	}
+	for _, n := range l.names() {
+		u, err := l.table.lock(ctx, n)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		unlocks = append(unlocks, u)
+	}
+	return release, nil
 }
 
 // writeReplyOK turns a write command's writeErrors or writeConcernError into an error.
@@ -208,6 +265,34 @@ type lockTable struct {
 	held map[string]chan struct{}
 }
 
+// tryLock takes name's lock if it is free.
+func (l *lockTable) tryLock(name string) (unlock func(), ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held == nil {
+		l.held = map[string]chan struct{}{}
+	}
+	if _, busy := l.held[name]; busy {
+		return nil, false
+	}
+	mine := make(chan struct{})
+	l.held[name] = mine
+	return l.release(name, mine), true
+}
+
+// release returns the unlock function of name's lock held as mine.
+func (l *lockTable) release(name string, mine chan struct{}) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			delete(l.held, name)
+			l.mu.Unlock()
+			close(mine)
+		})
+	}
+}
+
 func (l *lockTable) lock(ctx context.Context, name string) (unlock func(), err error) {
 	for {
 		l.mu.Lock()
@@ -219,15 +304,7 @@ func (l *lockTable) lock(ctx context.Context, name string) (unlock func(), err e
 			mine := make(chan struct{})
 			l.held[name] = mine
 			l.mu.Unlock()
-			var once sync.Once
-			return func() {
-				once.Do(func() {
-					l.mu.Lock()
-					delete(l.held, name)
-					l.mu.Unlock()
-					close(mine)
-				})
-			}, nil
+			return l.release(name, mine), nil
 		}
 		l.mu.Unlock()
 		select {

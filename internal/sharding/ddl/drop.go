@@ -20,7 +20,6 @@ package ddl
 import (
 	"context"
 	"strings"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -65,6 +64,7 @@ func (s *CoordinatorService) DropCollection(ctx context.Context, ns string) erro
 }
 
 type dropCollection struct {
+	ddlLocks
 	s     *CoordinatorService
 	id    bsoncore.Document
 	ns    string
@@ -80,6 +80,8 @@ func newDropCollection(s *CoordinatorService, doc bsoncore.Document) (*dropColle
 	id, _ := doc.Lookup("_id").DocumentOK()
 	d := &dropCollection{s: s, id: append(bsoncore.Document(nil), id...)}
 	d.ns, _ = id.Lookup("namespace").StringValueOK()
+	db, _, _ := strings.Cut(d.ns, ".")
+	d.ddlLocks = newDDLLocks(s, []string{db}, []string{d.ns})
 	d.phase, _ = doc.Lookup("phase").StringValueOK()
 	d.resumed = d.phase != ""
 	if info, ok := doc.Lookup("collInfo").DocumentOK(); ok {
@@ -95,15 +97,14 @@ func newDropCollection(s *CoordinatorService, doc bsoncore.Document) (*dropColle
 func (d *dropCollection) CheckJoin(bsoncore.Document) error { return nil }
 
 func (d *dropCollection) Run(ctx context.Context) error {
-	db, _, _ := strings.Cut(d.ns, ".")
-	unlock, err := d.s.lockDDL(ctx, db, d.ns)
+	unlock, err := d.acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	err = primaryonly.RunPhases(ctx, d.phase, []primaryonly.Phase{
 		{Name: "freezeCollection", Run: d.freeze},
-		{Name: "dropCollection", Run: d.retrying(d.drop)},
+		{Name: "dropCollection", Run: d.s.retryingAll(d.ns, opDropCollection, d.drop)},
 	}, d.checkpoint)
 	if err != nil {
 		if ctx.Err() == nil && d.phase == "freezeCollection" {
@@ -154,25 +155,6 @@ func (d *dropCollection) freeze(ctx context.Context) error {
 		d.uuid = uuid
 	}
 	return nil
-}
-
-// retrying runs an idempotent step until it succeeds or ctx ends (a destructive phase must
-// finish: MongoDB retries its errors indefinitely).
-func (d *dropCollection) retrying(step func(context.Context) error) func(context.Context) error {
-	return func(ctx context.Context) error {
-		delay := 100 * time.Millisecond
-		for {
-			err := step(ctx)
-			if err == nil || ctx.Err() != nil {
-				return err
-			}
-			d.s.cfg.Log.Warn("DDL coordinator step failed; retrying", "namespace", d.ns, "operation", opDropCollection, "error", err.Error())
-			if err := d.s.retryWait(ctx, delay); err != nil {
-				return err
-			}
-			delay = min(2*delay, 2*time.Second)
-		}
-	}
 }
 
 func (d *dropCollection) drop(ctx context.Context) error {

@@ -46,6 +46,7 @@ func (s *CoordinatorService) DropDatabase(ctx context.Context, db string) error 
 }
 
 type dropDatabase struct {
+	ddlLocks
 	s     *CoordinatorService
 	id    bsoncore.Document
 	db    string
@@ -57,6 +58,7 @@ func newDropDatabase(s *CoordinatorService, doc bsoncore.Document) (*dropDatabas
 	d := &dropDatabase{s: s, id: append(bsoncore.Document(nil), id...)}
 	d.db, _ = id.Lookup("namespace").StringValueOK()
 	d.phase, _ = doc.Lookup("phase").StringValueOK()
+	d.ddlLocks = newDDLLocks(s, []string{d.db}, nil)
 	return d, nil
 }
 
@@ -64,7 +66,7 @@ func newDropDatabase(s *CoordinatorService, doc bsoncore.Document) (*dropDatabas
 func (d *dropDatabase) CheckJoin(bsoncore.Document) error { return nil }
 
 func (d *dropDatabase) Run(ctx context.Context) error {
-	unlock, err := d.s.locks.lock(ctx, d.db)
+	unlock, err := d.acquire(ctx)
 	if err != nil {
 		return err
 	}

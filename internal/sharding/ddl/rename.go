@@ -26,7 +26,6 @@ package ddl
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"time"
 
@@ -70,6 +69,7 @@ func (s *CoordinatorService) RenameCollection(ctx context.Context, req RenameReq
 }
 
 type renameCollection struct {
+	ddlLocks
 	s     *CoordinatorService
 	id    bsoncore.Document
 	req   RenameRequest
@@ -92,6 +92,9 @@ func newRenameCollection(s *CoordinatorService, doc bsoncore.Document) (*renameC
 	r.sourceDoc, _ = doc.Lookup("sourceCollection").DocumentOK()
 	r.sourceUUID = uuidField(doc, "sourceUUID")
 	r.targetUUID = uuidField(doc, "targetUUID")
+	fromDB, _, _ := strings.Cut(r.req.From, ".")
+	toDB, _, _ := strings.Cut(r.req.To, ".")
+	r.ddlLocks = newDDLLocks(s, []string{fromDB, toDB}, []string{r.req.From, r.req.To})
 	return r, nil
 }
 
@@ -116,11 +119,8 @@ func (r *renameCollection) CheckJoin(doc bsoncore.Document) error {
 }
 
 func (r *renameCollection) Run(ctx context.Context) error {
-	fromDB, _, _ := strings.Cut(r.req.From, ".")
-	toDB, _, _ := strings.Cut(r.req.To, ".")
-	// Both namespaces' locks, in a fixed order (the databases' then the collections'), so
-	// two renames in opposite directions cannot deadlock.
-	unlock, err := r.s.lockAll(ctx, []string{fromDB, toDB}, []string{r.req.From, r.req.To})
+	// Both namespaces' locks (ddlLocks: the databases', then the collections', sorted).
+	unlock, err := r.acquire(ctx)
 	if err != nil {
 		return err
 	}
@@ -377,35 +377,4 @@ func setAllowMigrations(ctx context.Context, remote *Remote, ns string, uuid cat
 		return nil
 	}
 	return err
-}
-
-// lockAll takes the DDL locks of dbs, then of namespaces, each list sorted and without
-// repeats (a fixed order: no deadlock between coordinators that take several).
-func (s *CoordinatorService) lockAll(ctx context.Context, dbs, namespaces []string) (unlock func(), err error) {
-	var names []string
-	for _, group := range [][]string{dbs, namespaces} {
-		g := append([]string(nil), group...)
-		slices.Sort(g)
-		for i, n := range g {
-			if i > 0 && g[i-1] == n {
-				continue
-			}
-			names = append(names, n)
-		}
-	}
-	var unlocks []func()
-	release := func() {
-		for i := len(unlocks) - 1; i >= 0; i-- {
-			unlocks[i]()
-		}
-	}
-	for _, n := range names {
-		u, err := s.locks.lock(ctx, n)
-		if err != nil {
-			release()
-			return nil, err
-		}
-		unlocks = append(unlocks, u)
-	}
-	return release, nil
 }

@@ -86,6 +86,7 @@ func coordinatorDocID(ns, op string) bsoncore.Document {
 }
 
 type createCollection struct {
+	ddlLocks
 	s     *CoordinatorService
 	id    bsoncore.Document
 	doc   bsoncore.Document // the request's fields, compared by CheckJoin
@@ -106,6 +107,8 @@ func newCreateCollection(s *CoordinatorService, doc bsoncore.Document) (*createC
 		c.req.Collation = coll
 	}
 	c.phase, _ = doc.Lookup("phase").StringValueOK()
+	db, _, _ := strings.Cut(c.req.NS, ".")
+	c.ddlLocks = newDDLLocks(s, []string{db}, []string{c.req.NS})
 	return c, nil
 }
 
@@ -122,8 +125,7 @@ func (c *createCollection) CheckJoin(doc bsoncore.Document) error {
 }
 
 func (c *createCollection) Run(ctx context.Context) error {
-	db, _, _ := strings.Cut(c.req.NS, ".")
-	unlock, err := c.s.lockDDL(ctx, db, c.req.NS)
+	unlock, err := c.acquire(ctx)
 	if err != nil {
 		return err
 	}
