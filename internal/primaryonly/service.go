@@ -333,6 +333,14 @@ func (s *Service) GetOrCreate(ctx context.Context, doc bsoncore.Document) (*Hand
 		err := s.cfg.Insert(ictx, doc)
 		unhook()
 		stop()
+		request, adopted := doc, false
+		if mongoerr.Is(err, mongoerr.DuplicateKey) && tctx.Err() == nil {
+			// A document without an instance in a running term: an earlier request's insert
+			// that was written but whose majority wait failed (the client gave up). Adopt it
+			// as it is stored, or it would block its id until the next step-up.
+			doc, err = s.stored(ctx, id)
+			adopted = true
+		}
 		if err != nil {
 			if tctx.Err() != nil {
 				return nil, s.errStepDown()
@@ -342,6 +350,19 @@ func (s *Service) GetOrCreate(ctx context.Context, doc bsoncore.Document) (*Hand
 		inst, err := s.cfg.New(doc)
 		if err != nil {
 			return nil, err
+		}
+		if adopted {
+			if err := inst.CheckJoin(request); err != nil {
+				// The adopted instance runs regardless; this request conflicts with it.
+				s.mu.Lock()
+				if s.state == stateRunning && s.term == term {
+					if _, ok := s.instances[id]; !ok {
+						s.startLocked(id, inst)
+					}
+				}
+				s.mu.Unlock()
+				return nil, err
+			}
 		}
 		s.mu.Lock()
 		if s.state != stateRunning || s.term != term {
@@ -358,6 +379,20 @@ func (s *Service) GetOrCreate(ctx context.Context, doc bsoncore.Document) (*Hand
 		s.mu.Unlock()
 		return &Handle{e}, nil
 	}
+}
+
+// stored reads id's state document (NoSuchKey when it is gone).
+func (s *Service) stored(ctx context.Context, id string) (bsoncore.Document, error) {
+	docs, err := s.cfg.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range docs {
+		if did, err := s.cfg.ID(d); err == nil && did == id {
+			return d, nil
+		}
+	}
+	return nil, mongoerr.Newf(mongoerr.NoSuchKey, "%s: the state document of %s is gone", s.cfg.Name, id)
 }
 
 // Lookup returns the running instance of id.

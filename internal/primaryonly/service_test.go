@@ -394,3 +394,31 @@ func TestResumedInstancesReacquireBeforeNewRequests(t *testing.T) {
 		t.Fatalf("events %v, want a's reacquisition before n's insert", events)
 	}
 }
+
+// A state document written by a request whose insert failed after the write (its majority
+// wait) has no instance: the next request for its id adopts it as stored instead of failing
+// with DuplicateKey until the next step-up; a request with other options conflicts with it.
+func TestGetOrCreateAdoptsAnOrphanedDocument(t *testing.T) {
+	w := newWorld(t)
+	w.node.set(true, 1)
+	if err := w.svc.WaitRunning(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	w.docs["o"] = stateDoc("o", "x") // written, but the request never saw it succeed
+	w.mu.Unlock()
+	if _, err := w.svc.GetOrCreate(context.Background(), stateDoc("o", "y")); !mongoerr.Is(err, mongoerr.ConflictingOperationInProgress) {
+		t.Fatalf("a request with other options: %v, want ConflictingOperationInProgress", err)
+	}
+	if id := w.waitStarted(); id != "o" {
+		t.Fatalf("started %s, want the adopted o", id)
+	}
+	h, err := w.svc.GetOrCreate(context.Background(), stateDoc("o", "x"))
+	if err != nil {
+		t.Fatalf("an identical request joins the adopted instance: %v", err)
+	}
+	w.finish("o")
+	if err := h.Wait(context.Background()); err != nil || w.hasDoc("o") {
+		t.Fatalf("the adopted instance ends and removes its document: %v", err)
+	}
+}
