@@ -17,6 +17,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -372,7 +373,7 @@ func (c *Cluster) primaryShardDDL(ctx context.Context, db, ns string, fwd bsonco
 			reply, err = ddl.Run(ctx, rs, db, withDatabaseVersion(fwd, r))
 			return err
 		})
-		if err == nil || ctx.Err() != nil || !retriable(err) || time.Now().Add(delay).After(deadline) {
+		if err == nil || ctx.Err() != nil || !ddlRetriable(err) || time.Now().Add(delay).After(deadline) {
 			break
 		}
 		c.Cache.InvalidateDatabase(db)
@@ -385,6 +386,13 @@ func (c *Cluster) primaryShardDDL(ctx context.Context, db, ns string, fwd bsonco
 		}
 	}
 	return reply, err
+}
+
+// ddlRetriable: retriable errors, and a server selection that timed out (the primary
+// shard had no primary for the client's selection timeout) while the request's own time
+// was not up.
+func ddlRetriable(err error) bool {
+	return retriable(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // ddlRetryWindow bounds how long a router retries a DDL command that its coordinator's

@@ -78,17 +78,10 @@ func runShardCollection(ctx context.Context, env *service.Env, cmd bsoncore.Docu
 		}
 	}
 	base := fwd.AppendDocument("writeConcern", bsoncore.NewDocumentBuilder().AppendString("w", "majority").Build()).Build()
-	var reply bsoncore.Document
-	err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
-		rs, err := c.Shard(ctx, r.DB.Primary)
-		if err != nil {
-			return err
-		}
-		// Only the database version, as mongos's appendDbVersionIfPresent: the coordinator
-		// runs under the database's primary-shard ownership, whatever the collection is.
-		reply, err = ddl.Run(ctx, rs, db, withDatabaseVersion(base, r))
-		return err
-	})
+	// Only the database version, as mongos's appendDbVersionIfPresent: the coordinator runs
+	// under the database's primary-shard ownership, whatever the collection is. A failover of
+	// the primary shard is retried: the new primary resumes the coordinator, the retry joins.
+	reply, err := c.primaryShardDDL(ctx, db, ns, base)
 	c.Cache.InvalidateCollection(ns)
 	if err != nil {
 		return nil, err

@@ -115,7 +115,9 @@ func Run(ctx context.Context, rs *client.ReplicaSet, db string, cmd bsoncore.Doc
 // are (network errors keep their cause).
 func RemoteError(err error) error {
 	var ce mongo.CommandError
-	if errors.As(err, &ce) {
+	// A network error (code 0, the NetworkError label) stays the driver's error: callers
+	// retry it as one (mongo.IsNetworkError).
+	if errors.As(err, &ce) && ce.Code != 0 && !ce.HasErrorLabel("NetworkError") {
 		e := mongoerr.New(mongoerr.Code(ce.Code), ce.Message)
 		e.Err = err
 		if info := remoteInfo(bsoncore.Document(ce.Raw)); info != nil {
