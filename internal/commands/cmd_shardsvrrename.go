@@ -78,6 +78,19 @@ func toArg(cmd bsoncore.Document, name string) (string, error) {
 	return to, nil
 }
 
+// renameParticipantArgs is a rename participant command's prelude: a shard, and the
+// namespaces {<name>: coll (of the request's database), to}.
+func renameParticipantArgs(env *service.Env, cmd bsoncore.Document, name string) (from, to string, err error) {
+	if _, err := requireShard(env, name); err != nil {
+		return "", "", err
+	}
+	if from, err = collArg(env, cmd, name); err != nil {
+		return "", "", err
+	}
+	to, err = toArg(cmd, name)
+	return from, to, err
+}
+
 // runShardsvrRenameCollection ({_shardsvrRenameCollection: coll, to, dropTarget, stayTemp})
 // renames through the rename coordinator and answers once it is done everywhere.
 func runShardsvrRenameCollection(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
@@ -122,14 +135,7 @@ func renameReason(from, to string) string {
 // incarnation being renamed, and point its range deletion tasks at the new name.
 func runShardsvrRenameCollectionParticipant(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	const name = "_shardsvrRenameCollectionParticipant"
-	if _, err := requireShard(env, name); err != nil {
-		return nil, err
-	}
-	from, err := collArg(env, cmd, name)
-	if err != nil {
-		return nil, err
-	}
-	to, err := toArg(cmd, name)
+	from, to, err := renameParticipantArgs(env, cmd, name)
 	if err != nil {
 		return nil, err
 	}
@@ -196,14 +202,7 @@ func runShardsvrRenameCollectionParticipant(ctx context.Context, env *service.En
 // filtering metadata from the renamed catalog and releases their critical sections.
 func runShardsvrRenameCollectionUnblockParticipant(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	const name = "_shardsvrRenameCollectionUnblockParticipant"
-	if _, err := requireShard(env, name); err != nil {
-		return nil, err
-	}
-	from, err := collArg(env, cmd, name)
-	if err != nil {
-		return nil, err
-	}
-	to, err := toArg(cmd, name)
+	from, to, err := renameParticipantArgs(env, cmd, name)
 	if err != nil {
 		return nil, err
 	}

@@ -29,13 +29,17 @@
 //     half the chunk size in the background (top chunk optimisation), flagging a chunk of a
 //     single key value jumbo on the config server instead.
 //
-// The coordinator here is NOT resumable: it runs inside the request and leaves no state
-// document, so a primary failing mid-way leaves what it had done (a local collection and
-// index, participants' collections) for the retried command to find and reuse; only the
-// config-server commit makes the collection sharded, atomically. MongoDB's resumable DDL
-// coordinators (state documents in config.system.sharding_ddl_coordinators, recovered on
-// step-up) are issue 14. The shard-side filtering metadata and version checks are
-// elsewhere (the shard refreshes lazily after these commits).
+// The resumable DDL coordinators (spec "Sharding DDL Coordinator"; coordinators.go: the
+// ShardingDDLCoordinatorService on internal/primaryonly, state documents in
+// config.system.sharding_ddl_coordinators, DDL locks per database then namespace) run
+// shardCollection (shardcoll.go, over the create steps above, whose config-server commit
+// happens at most once), drop (drop.go), dropDatabase (dropdb.go), renameCollection
+// (rename.go: critical sections on every shard, the config entry moved to a new epoch) and
+// setAllowMigrations (allowmigrations.go). movePrimary and the create steps themselves run
+// inside their request (a retried command finds and reuses what a failed one did). The
+// shard-side filtering metadata and version checks are elsewhere.
+//
+// sim_test.go simulates the drop coordinator (crashes at every phase, 1,000 seeds).
 //
 // Commands reach the local node through a RunFunc (in-process, as DBDirectClient) so the
 // package stays below the command layer.

@@ -36,9 +36,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -46,6 +44,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/simtest"
 )
 
 const (
@@ -786,33 +785,11 @@ func (w *simWorld) run(events int) error {
 
 func (w *simWorld) traceText() string { return strings.Join(w.trace, "\n") }
 
-// simSeedRange is the seeds to run: HUMONGO_SEED replays one, HUMONGO_SIM_SEEDS sets how many.
-func simSeedRange(t *testing.T, n uint64) (from, to uint64) {
-	if s := os.Getenv("HUMONGO_SEED"); s != "" {
-		seed, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("HUMONGO_SEED=%q: %v", s, err)
-		}
-		return seed, seed + 1
-	}
-	if s := os.Getenv("HUMONGO_SIM_SEEDS"); s != "" { // a longer soak
-		count, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("HUMONGO_SIM_SEEDS=%q: %v", s, err)
-		}
-		return 0, count
-	}
-	if testing.Short() {
-		return 0, 200
-	}
-	return 0, n
-}
-
 // TestTxnCoordinatorSimulation runs the protocol under faults for many seeds; every seed
 // must keep every invariant.
 func TestTxnCoordinatorSimulation(t *testing.T) {
 	var total simStats
-	from, to := simSeedRange(t, 1000)
+	from, to := simtest.SeedRange(t, 1000)
 	for seed := from; seed < to; seed++ {
 		w := newTxnSim(t, seed, testingKnobs{})
 		if err := w.run(simEvents); err != nil {
