@@ -39,22 +39,16 @@ func (s *CoordinatorService) SetAllowMigrations(ctx context.Context, ns string, 
 }
 
 type setAllowMigrationsOp struct {
-	ddlLocks
-	s     *CoordinatorService
-	id    bsoncore.Document
-	ns    string
+	coordinator
 	allow bool
-	phase string
 }
 
 func newSetAllowMigrations(s *CoordinatorService, doc bsoncore.Document) (*setAllowMigrationsOp, error) {
 	id, _ := doc.Lookup("_id").DocumentOK()
-	o := &setAllowMigrationsOp{s: s, id: append(bsoncore.Document(nil), id...)}
-	o.ns, _ = id.Lookup("namespace").StringValueOK()
+	ns, _ := id.Lookup("namespace").StringValueOK()
+	db, _, _ := strings.Cut(ns, ".")
+	o := &setAllowMigrationsOp{coordinator: newCoordinator(s, doc, []string{db}, []string{ns})}
 	o.allow, _ = doc.Lookup("allowMigrations").BooleanOK()
-	o.phase, _ = doc.Lookup("phase").StringValueOK()
-	db, _, _ := strings.Cut(o.ns, ".")
-	o.ddlLocks = newDDLLocks(s, []string{db}, []string{o.ns})
 	return o, nil
 }
 
@@ -66,29 +60,11 @@ func (o *setAllowMigrationsOp) CheckJoin(doc bsoncore.Document) error {
 	return nil
 }
 
+// Run: done or refused (the collection is not sharded), the operation ends either way.
 func (o *setAllowMigrationsOp) Run(ctx context.Context) error {
-	unlock, err := o.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	err = primaryonly.RunPhases(ctx, o.phase, []primaryonly.Phase{
+	return o.run(ctx, opSetAllowMigrations, []primaryonly.Phase{
 		{Name: "setAllowMigrations", Run: o.s.retryingRetriable(o.ns, opSetAllowMigrations, o.set)},
-	}, func(ctx context.Context, phase string) error {
-		if err := o.s.checkpoint(ctx, o.id, bsoncore.NewDocumentBuilder().AppendString("phase", phase).Build()); err != nil {
-			return err
-		}
-		o.phase = phase
-		return nil
-	})
-	if err != nil && ctx.Err() != nil {
-		return err // the next primary resumes it
-	}
-	// Done or refused (not sharded): the operation ends either way.
-	if rerr := o.s.removeDocument(context.WithoutCancel(ctx), o.id); err == nil {
-		err = rerr
-	}
-	return err
+	}, func(ctx context.Context, phase string) error { return o.checkpointPhase(ctx, phase, nil) }, "setAllowMigrations")
 }
 
 func (o *setAllowMigrationsOp) set(ctx context.Context) error {

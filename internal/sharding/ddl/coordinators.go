@@ -314,3 +314,62 @@ func (l *lockTable) lock(ctx context.Context, name string) (unlock func(), err e
 		}
 	}
 }
+
+// coordinator is what every DDL coordinator keeps: its service, its state document's _id
+// and namespace, the phase it reached, and its DDL locks.
+type coordinator struct {
+	ddlLocks
+	s     *CoordinatorService
+	id    bsoncore.Document
+	ns    string
+	phase string
+}
+
+// newCoordinator reads a state document's _id, namespace and phase; the locks are those of
+// dbs, then of namespaces.
+func newCoordinator(s *CoordinatorService, doc bsoncore.Document, dbs, namespaces []string) coordinator {
+	id, _ := doc.Lookup("_id").DocumentOK()
+	c := coordinator{s: s, id: append(bsoncore.Document(nil), id...)}
+	c.ns, _ = id.Lookup("namespace").StringValueOK()
+	c.phase, _ = doc.Lookup("phase").StringValueOK()
+	c.ddlLocks = newDDLLocks(s, dbs, namespaces)
+	return c
+}
+
+// checkpointPhase records phase, and the fields extra appends (nil: none), in the state
+// document (majority).
+func (c *coordinator) checkpointPhase(ctx context.Context, phase string, extra func(b *bsoncore.DocumentBuilder)) error {
+	set := bsoncore.NewDocumentBuilder().AppendString("phase", phase)
+	if extra != nil {
+		extra(set)
+	}
+	if err := c.s.checkpoint(ctx, c.id, set.Build()); err != nil {
+		return err
+	}
+	c.phase = phase
+	return nil
+}
+
+// run runs phases under the DDL locks from the checkpointed one (checkpoint records each
+// next one) and deletes the state document at the end. An error other than the term's end
+// while the phase is still refusable (before anything was changed: MongoDB's
+// non-recoverable errors before the destructive phases) ends the operation too, so that a
+// retry starts afresh.
+func (c *coordinator) run(ctx context.Context, op string, phases []primaryonly.Phase, checkpoint func(context.Context, string) error, refusable ...string) error {
+	unlock, err := c.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := primaryonly.RunPhases(ctx, c.phase, phases, checkpoint); err != nil {
+		if ctx.Err() == nil && slices.Contains(refusable, c.phase) {
+			_ = c.s.removeDocument(context.WithoutCancel(ctx), c.id)
+		}
+		return err
+	}
+	if err := c.s.removeDocument(ctx, c.id); err != nil {
+		return err
+	}
+	c.s.cfg.Log.Info("DDL coordinator done", "operation", op, "namespace", c.ns)
+	return nil
+}

@@ -64,11 +64,7 @@ func (s *CoordinatorService) DropCollection(ctx context.Context, ns string) erro
 }
 
 type dropCollection struct {
-	ddlLocks
-	s     *CoordinatorService
-	id    bsoncore.Document
-	ns    string
-	phase string
+	coordinator
 	// What freezeCollection found: a sharded collection's UUID.
 	sharded bool
 	uuid    catalog.UUID
@@ -78,11 +74,9 @@ type dropCollection struct {
 
 func newDropCollection(s *CoordinatorService, doc bsoncore.Document) (*dropCollection, error) {
 	id, _ := doc.Lookup("_id").DocumentOK()
-	d := &dropCollection{s: s, id: append(bsoncore.Document(nil), id...)}
-	d.ns, _ = id.Lookup("namespace").StringValueOK()
-	db, _, _ := strings.Cut(d.ns, ".")
-	d.ddlLocks = newDDLLocks(s, []string{db}, []string{d.ns})
-	d.phase, _ = doc.Lookup("phase").StringValueOK()
+	ns, _ := id.Lookup("namespace").StringValueOK()
+	db, _, _ := strings.Cut(ns, ".")
+	d := &dropCollection{coordinator: newCoordinator(s, doc, []string{db}, []string{ns})}
 	d.resumed = d.phase != ""
 	if info, ok := doc.Lookup("collInfo").DocumentOK(); ok {
 		d.sharded, _ = info.Lookup("sharded").BooleanOK()
@@ -97,47 +91,26 @@ func newDropCollection(s *CoordinatorService, doc bsoncore.Document) (*dropColle
 func (d *dropCollection) CheckJoin(bsoncore.Document) error { return nil }
 
 func (d *dropCollection) Run(ctx context.Context) error {
-	unlock, err := d.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	err = primaryonly.RunPhases(ctx, d.phase, []primaryonly.Phase{
+	return d.run(ctx, opDropCollection, []primaryonly.Phase{
 		{Name: "freezeCollection", Run: d.freeze},
 		{Name: "dropCollection", Run: d.s.retryingAll(d.ns, opDropCollection, d.drop)},
-	}, d.checkpoint)
-	if err != nil {
-		if ctx.Err() == nil && d.phase == "freezeCollection" {
-			// Nothing was destroyed yet: give up the operation (MongoDB's non-recoverable
-			// error before the destructive phases), so a retry starts afresh.
-			_ = d.s.removeDocument(context.WithoutCancel(ctx), d.id)
-		}
-		return err
-	}
-	if err := d.s.removeDocument(ctx, d.id); err != nil {
-		return err
-	}
-	d.s.cfg.Log.Info("Dropped collection", "namespace", d.ns, "sharded", d.sharded)
-	return nil
+	}, d.checkpoint, "freezeCollection")
 }
 
 func (d *dropCollection) checkpoint(ctx context.Context, phase string) error {
 	if d.s.knobs.dropPhaseUncheckpointed && phase == "dropCollection" {
 		return nil
 	}
-	set := bsoncore.NewDocumentBuilder().AppendString("phase", phase)
-	if phase != "freezeCollection" {
+	if phase == "freezeCollection" {
+		return d.checkpointPhase(ctx, phase, nil)
+	}
+	return d.checkpointPhase(ctx, phase, func(set *bsoncore.DocumentBuilder) {
 		info := bsoncore.NewDocumentBuilder().AppendBoolean("sharded", d.sharded)
 		if d.sharded {
 			info.AppendBinary("uuid", 4, d.uuid[:])
 		}
 		set.AppendDocument("collInfo", info.Build())
-	}
-	if err := d.s.checkpoint(ctx, d.id, set.Build()); err != nil {
-		return err
-	}
-	d.phase = phase
-	return nil
+	})
 }
 
 // freeze reads what the namespace is on the config server.

@@ -45,54 +45,26 @@ func (s *CoordinatorService) DropDatabase(ctx context.Context, db string) error 
 	return h.Wait(ctx)
 }
 
-type dropDatabase struct {
-	ddlLocks
-	s     *CoordinatorService
-	id    bsoncore.Document
-	db    string
-	phase string
-}
+type dropDatabase struct{ coordinator }
 
 func newDropDatabase(s *CoordinatorService, doc bsoncore.Document) (*dropDatabase, error) {
 	id, _ := doc.Lookup("_id").DocumentOK()
-	d := &dropDatabase{s: s, id: append(bsoncore.Document(nil), id...)}
-	d.db, _ = id.Lookup("namespace").StringValueOK()
-	d.phase, _ = doc.Lookup("phase").StringValueOK()
-	d.ddlLocks = newDDLLocks(s, []string{d.db}, nil)
-	return d, nil
+	db, _ := id.Lookup("namespace").StringValueOK()
+	return &dropDatabase{newCoordinator(s, doc, []string{db}, nil)}, nil
 }
 
 // CheckJoin: every dropDatabase of the database joins.
 func (d *dropDatabase) CheckJoin(bsoncore.Document) error { return nil }
 
 func (d *dropDatabase) Run(ctx context.Context) error {
-	unlock, err := d.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
 	retry := func(step func(context.Context) error) func(context.Context) error {
-		return d.s.retryingAll(d.db, opDropDatabase, step)
+		return d.s.retryingAll(d.ns, opDropDatabase, step)
 	}
-	err = primaryonly.RunPhases(ctx, d.phase, []primaryonly.Phase{
+	return d.run(ctx, opDropDatabase, []primaryonly.Phase{
 		{Name: "dropShardedCollections", Run: retry(d.dropShardedCollections)},
 		{Name: "dropDatabaseOnShards", Run: retry(d.dropOnShards)},
 		{Name: "removeMetadata", Run: retry(d.removeMetadata)},
-	}, func(ctx context.Context, phase string) error {
-		if err := d.s.checkpoint(ctx, d.id, bsoncore.NewDocumentBuilder().AppendString("phase", phase).Build()); err != nil {
-			return err
-		}
-		d.phase = phase
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if err := d.s.removeDocument(ctx, d.id); err != nil {
-		return err
-	}
-	d.s.cfg.Log.Info("Dropped database", "db", d.db)
-	return nil
+	}, func(ctx context.Context, phase string) error { return d.checkpointPhase(ctx, phase, nil) })
 }
 
 func (d *dropDatabase) dropShardedCollections(ctx context.Context) error {
@@ -101,7 +73,7 @@ func (d *dropDatabase) dropShardedCollections(ctx context.Context) error {
 		return err
 	}
 	docs, err := configsvr.FindAll(ctx, remoteRun(remote), "collections", bsoncore.NewDocumentBuilder().
-		AppendRegex("_id", "^"+regexp.QuoteMeta(d.db)+`\.`, "").Build(), nil)
+		AppendRegex("_id", "^"+regexp.QuoteMeta(d.ns)+`\.`, "").Build(), nil)
 	if err != nil {
 		return err
 	}
@@ -110,7 +82,7 @@ func (d *dropDatabase) dropShardedCollections(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		dc := &dropCollection{s: d.s, ns: coll.NS, sharded: true, uuid: coll.UUID}
+		dc := &dropCollection{coordinator: coordinator{s: d.s, ns: coll.NS}, sharded: true, uuid: coll.UUID}
 		if err := dc.drop(ctx); err != nil {
 			return err
 		}
@@ -122,7 +94,7 @@ func (d *dropDatabase) dropOnShards(ctx context.Context) error {
 	if err := fpDropDBHang.PauseWhileSet(ctx); err != nil {
 		return err
 	}
-	return d.s.everyShard(ctx, d.db, bsoncore.NewDocumentBuilder().AppendInt32("_shardsvrDropDatabaseParticipant", 1).Build())
+	return d.s.everyShard(ctx, d.ns, bsoncore.NewDocumentBuilder().AppendInt32("_shardsvrDropDatabaseParticipant", 1).Build())
 }
 
 func (d *dropDatabase) removeMetadata(ctx context.Context) error {
@@ -130,10 +102,10 @@ func (d *dropDatabase) removeMetadata(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := configDeleteMany(ctx, remote, "databases", bsoncore.NewDocumentBuilder().AppendString("_id", d.db).Build()); err != nil {
+	if err := configDeleteMany(ctx, remote, "databases", bsoncore.NewDocumentBuilder().AppendString("_id", d.ns).Build()); err != nil {
 		return err
 	}
-	err = d.s.everyShard(ctx, "admin", bsoncore.NewDocumentBuilder().AppendString("_flushDatabaseCacheUpdates", d.db).Build())
+	err = d.s.everyShard(ctx, "admin", bsoncore.NewDocumentBuilder().AppendString("_flushDatabaseCacheUpdates", d.ns).Build())
 	if mongoerr.Is(err, mongoerr.NamespaceNotFound) {
 		return nil
 	}

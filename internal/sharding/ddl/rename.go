@@ -69,11 +69,8 @@ func (s *CoordinatorService) RenameCollection(ctx context.Context, req RenameReq
 }
 
 type renameCollection struct {
-	ddlLocks
-	s     *CoordinatorService
-	id    bsoncore.Document
-	req   RenameRequest
-	phase string
+	coordinator
+	req RenameRequest
 	// What checkPreconditions found.
 	sourceDoc  bsoncore.Document // the source's config.collections entry (nil: unsharded)
 	sourceUUID catalog.UUID
@@ -83,18 +80,17 @@ type renameCollection struct {
 func newRenameCollection(s *CoordinatorService, doc bsoncore.Document) (*renameCollection, error) {
 	doc = append(bsoncore.Document(nil), doc...)
 	id, _ := doc.Lookup("_id").DocumentOK()
-	r := &renameCollection{s: s, id: id}
-	r.req.From, _ = id.Lookup("namespace").StringValueOK()
-	r.req.To, _ = doc.Lookup("to").StringValueOK()
-	r.req.DropTarget, _ = doc.Lookup("dropTarget").BooleanOK()
-	r.req.StayTemp, _ = doc.Lookup("stayTemp").BooleanOK()
-	r.phase, _ = doc.Lookup("phase").StringValueOK()
+	var req RenameRequest
+	req.From, _ = id.Lookup("namespace").StringValueOK()
+	req.To, _ = doc.Lookup("to").StringValueOK()
+	req.DropTarget, _ = doc.Lookup("dropTarget").BooleanOK()
+	req.StayTemp, _ = doc.Lookup("stayTemp").BooleanOK()
+	fromDB, _, _ := strings.Cut(req.From, ".")
+	toDB, _, _ := strings.Cut(req.To, ".")
+	r := &renameCollection{coordinator: newCoordinator(s, doc, []string{fromDB, toDB}, []string{req.From, req.To}), req: req}
 	r.sourceDoc, _ = doc.Lookup("sourceCollection").DocumentOK()
 	r.sourceUUID = uuidField(doc, "sourceUUID")
 	r.targetUUID = uuidField(doc, "targetUUID")
-	fromDB, _, _ := strings.Cut(r.req.From, ".")
-	toDB, _, _ := strings.Cut(r.req.To, ".")
-	r.ddlLocks = newDDLLocks(s, []string{fromDB, toDB}, []string{r.req.From, r.req.To})
 	return r, nil
 }
 
@@ -119,44 +115,24 @@ func (r *renameCollection) CheckJoin(doc bsoncore.Document) error {
 }
 
 func (r *renameCollection) Run(ctx context.Context) error {
-	// Both namespaces' locks (ddlLocks: the databases', then the collections', sorted).
-	unlock, err := r.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	err = primaryonly.RunPhases(ctx, r.phase, []primaryonly.Phase{
+	return r.run(ctx, opRenameCollection, []primaryonly.Phase{
 		{Name: "checkPreconditions", Run: r.checkPreconditions},
 		{Name: "blockCRUDAndRename", Run: r.s.retryingAll(r.req.From, opRenameCollection, r.renameParticipants)},
 		{Name: "renameMetadata", Run: r.s.retryingAll(r.req.From, opRenameCollection, r.renameMetadata)},
 		{Name: "unblockCRUD", Run: r.s.retryingAll(r.req.From, opRenameCollection, r.unblockParticipants)},
-	}, r.checkpoint)
-	if err != nil {
-		if ctx.Err() == nil && r.phase == "checkPreconditions" {
-			_ = r.s.removeDocument(context.WithoutCancel(ctx), r.id)
-		}
-		return err
-	}
-	if err := r.s.removeDocument(ctx, r.id); err != nil {
-		return err
-	}
-	r.s.cfg.Log.Info("Collection renamed", "from", r.req.From, "to", r.req.To, "sharded", r.sourceDoc != nil)
-	return nil
+	}, r.checkpoint, "checkPreconditions")
 }
 
 func (r *renameCollection) checkpoint(ctx context.Context, phase string) error {
-	set := bsoncore.NewDocumentBuilder().AppendString("phase", phase)
-	if phase != "checkPreconditions" {
+	if phase == "checkPreconditions" {
+		return r.checkpointPhase(ctx, phase, nil)
+	}
+	return r.checkpointPhase(ctx, phase, func(set *bsoncore.DocumentBuilder) {
 		if r.sourceDoc != nil {
 			set.AppendDocument("sourceCollection", r.sourceDoc)
 		}
 		set.AppendBinary("sourceUUID", 4, r.sourceUUID[:]).AppendBinary("targetUUID", 4, r.targetUUID[:])
-	}
-	if err := r.s.checkpoint(ctx, r.id, set.Build()); err != nil {
-		return err
-	}
-	r.phase = phase
-	return nil
+	})
 }
 
 // checkPreconditions is MongoDB's kCheckPreconditionsAndFreezeMigrations, with its errors.

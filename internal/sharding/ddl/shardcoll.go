@@ -86,19 +86,18 @@ func coordinatorDocID(ns, op string) bsoncore.Document {
 }
 
 type createCollection struct {
-	ddlLocks
-	s     *CoordinatorService
-	id    bsoncore.Document
-	doc   bsoncore.Document // the request's fields, compared by CheckJoin
-	req   CreateRequest
-	phase string
+	coordinator
+	doc bsoncore.Document // the request's fields, compared by CheckJoin
+	req CreateRequest
 }
 
 func newCreateCollection(s *CoordinatorService, doc bsoncore.Document) (*createCollection, error) {
 	doc = append(bsoncore.Document(nil), doc...)
 	id, _ := doc.Lookup("_id").DocumentOK()
-	c := &createCollection{s: s, id: id, doc: doc}
-	c.req.NS, _ = id.Lookup("namespace").StringValueOK()
+	ns, _ := id.Lookup("namespace").StringValueOK()
+	db, _, _ := strings.Cut(ns, ".")
+	c := &createCollection{coordinator: newCoordinator(s, doc, []string{db}, []string{ns}), doc: doc}
+	c.req.NS = ns
 	c.req.Key, _ = doc.Lookup("shardKey").DocumentOK()
 	c.req.Unique, _ = doc.Lookup("unique").BooleanOK()
 	c.req.NumInitialChunks, _ = doc.Lookup("numInitialChunks").AsInt64OK()
@@ -106,9 +105,6 @@ func newCreateCollection(s *CoordinatorService, doc bsoncore.Document) (*createC
 	if coll, ok := doc.Lookup("collation").DocumentOK(); ok {
 		c.req.Collation = coll
 	}
-	c.phase, _ = doc.Lookup("phase").StringValueOK()
-	db, _, _ := strings.Cut(c.req.NS, ".")
-	c.ddlLocks = newDDLLocks(s, []string{db}, []string{c.req.NS})
 	return c, nil
 }
 
@@ -124,35 +120,11 @@ func (c *createCollection) CheckJoin(doc bsoncore.Document) error {
 	return nil
 }
 
+// Run: a non-retriable error is a refusal (nothing committed): the operation ends.
 func (c *createCollection) Run(ctx context.Context) error {
-	unlock, err := c.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	err = primaryonly.RunPhases(ctx, c.phase, []primaryonly.Phase{
-		{Name: "commit", Run: c.s.retryingRetriable(c.req.NS, opCreateCollection, c.create)},
-	}, func(ctx context.Context, phase string) error {
-		if err := c.s.checkpoint(ctx, c.id, bsoncore.NewDocumentBuilder().AppendString("phase", phase).Build()); err != nil {
-			return err
-		}
-		c.phase = phase
-		return nil
-	})
-	if err != nil && ctx.Err() == nil {
-		// A non-retriable error: the request was refused (nothing committed), the operation
-		// ends and a new request starts afresh.
-		_ = c.s.removeDocument(context.WithoutCancel(ctx), c.id)
-		return err
-	}
-	if err != nil {
-		return err
-	}
-	if err := c.s.removeDocument(ctx, c.id); err != nil {
-		return err
-	}
-	c.s.cfg.Log.Info("Sharded collection", "namespace", c.req.NS, "key", c.req.Key.String())
-	return nil
+	return c.run(ctx, opCreateCollection, []primaryonly.Phase{
+		{Name: "commit", Run: c.s.retryingRetriable(c.ns, opCreateCollection, c.create)},
+	}, func(ctx context.Context, phase string) error { return c.checkpointPhase(ctx, phase, nil) }, "commit")
 }
 
 func (c *createCollection) create(ctx context.Context) error {
