@@ -119,6 +119,75 @@ func TestShardedDDLCoordinators(t *testing.T) {
 		checkUUIDs(ctx, t, d, "ren")
 	})
 
+	t.Run("refineCollectionShardKey", func(t *testing.T) {
+		run(t, "admin", bson.D{{Key: "shardCollection", Value: "ren.f"}, {Key: "key", Value: bson.D{{Key: "a", Value: 1}}}})
+		f := d.Client.Database("ren").Collection("f")
+		docs := make([]any, 40)
+		for i := range docs {
+			docs[i] = bson.D{{Key: "_id", Value: i}, {Key: "a", Value: i}, {Key: "b", Value: i % 3}}
+		}
+		if _, err := f.InsertMany(ctx, docs); err != nil {
+			t.Fatal(err)
+		}
+		run(t, "admin", bson.D{{Key: "split", Value: "ren.f"}, {Key: "middle", Value: bson.D{{Key: "a", Value: 20}}}})
+		run(t, "admin", bson.D{{Key: "moveChunk", Value: "ren.f"}, {Key: "find", Value: bson.D{{Key: "a", Value: 30}}}, {Key: "to", Value: s1}})
+		refine := func(key bson.D) error {
+			return admin.RunCommand(ctx, bson.D{{Key: "refineCollectionShardKey", Value: "ren.f"}, {Key: "key", Value: key}}).Err()
+		}
+		wantCode(t, "a key that does not extend", refine(bson.D{{Key: "b", Value: 1}, {Key: "a", Value: 1}}), 72)
+		if err := refine(bson.D{{Key: "a", Value: 1}, {Key: "b", Value: 1}}); err == nil {
+			t.Fatal("refined without an index on the new key")
+		}
+		wantCode(t, "an unsharded namespace",
+			admin.RunCommand(ctx, bson.D{{Key: "refineCollectionShardKey", Value: "ren.t"}, {Key: "key", Value: bson.D{{Key: "x", Value: 1}}}}).Err(), 118)
+		if _, err := f.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "a", Value: 1}, {Key: "b", Value: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		uuid := configUUID(ctx, t, d, "ren.f")
+		if err := refine(bson.D{{Key: "a", Value: 1}, {Key: "b", Value: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		var entry struct {
+			Key  bson.D      `bson:"key"`
+			UUID bson.Binary `bson:"uuid"`
+		}
+		if err := d.Config.Client.Database("config").Collection("collections").FindOne(ctx, bson.D{{Key: "_id", Value: "ren.f"}}).Decode(&entry); err != nil {
+			t.Fatal(err)
+		}
+		if len(entry.Key) != 2 || !bytesEqual(entry.UUID.Data, uuid.Data) {
+			t.Fatalf("config.collections after the refine: %+v", entry)
+		}
+		cur, err := d.Config.Client.Database("config").Collection("chunks").Find(ctx, bson.D{{Key: "uuid", Value: uuid}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var chunks []struct {
+			Min bson.D `bson:"min"`
+			Max bson.D `bson:"max"`
+		}
+		if err := cur.All(ctx, &chunks); err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range chunks {
+			if len(ch.Min) != 2 || len(ch.Max) != 2 || ch.Min[1].Key != "b" {
+				t.Fatalf("a chunk's bounds after the refine: %+v", ch)
+			}
+		}
+		if n := count(t, "ren.f"); n != 40 {
+			t.Fatalf("ren.f counts %d after the refine, want 40", n)
+		}
+		// Writes route by the refined key, a document without the new field too (null).
+		if _, err := f.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 100}, {Key: "a", Value: 35}, {Key: "b", Value: 1}}, bson.D{{Key: "_id", Value: 101}, {Key: "a", Value: 36}}}); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := d.Shards[1].Client.Database("ren").Collection("f").CountDocuments(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{100, 101}}}}}); n != 2 {
+			t.Fatalf("writes after the refine reached the chunk's owner %d times, want 2", n)
+		}
+		if err := refine(bson.D{{Key: "a", Value: 1}, {Key: "b", Value: 1}}); err != nil {
+			t.Fatalf("a repeated refine: %v", err)
+		}
+	})
+
 	t.Run("conflict", func(t *testing.T) {
 		// A shardCollection with another key while one is running: 117.
 		direct := d.Shards[0].Client.Database("admin")

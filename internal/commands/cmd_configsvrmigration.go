@@ -209,3 +209,50 @@ func runConfigsvrSetAllowMigrations(ctx context.Context, env *service.Env, cmd b
 	}
 	return waitMajority(ctx, env, emptyDoc)
 }
+
+func configsvrCommitRefineCommand() *service.Command {
+	return &service.Command{Name: "_configsvrCommitRefineCollectionShardKey", Handler: runConfigsvrCommitRefine, AdminOnly: true,
+		Secondary: service.SecondaryNever, Writes: true,
+		Help: "Internal command, which is exported by the sharding config server. Do not call directly. Adds a suffix to the shard key of an existing collection ('refines the shard key')."}
+}
+
+// runConfigsvrCommitRefine ({_configsvrCommitRefineCollectionShardKey: ns, key,
+// collectionUUID, epoch, timestamp}) commits a refined shard key (configsvr.RefineShardKey)
+// and answers once majority committed.
+func runConfigsvrCommitRefine(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "_configsvrCommitRefineCollectionShardKey"
+	if err := requireConfigServer(env, name); err != nil {
+		return nil, err
+	}
+	var req configsvr.RefineRequest
+	var ok bool
+	if req.NS, ok = cmd.Index(0).Value().StringValueOK(); !ok || req.NS == "" {
+		return nil, mongoerr.New(mongoerr.InvalidNamespace, "invalid namespace specified for request")
+	}
+	v, err := requiredField(cmd, name, "key", bsoncore.TypeEmbeddedDocument)
+	if err != nil {
+		return nil, err
+	}
+	req.Key = v.Document()
+	if v, err = requiredField(cmd, name, "collectionUUID", bsoncore.TypeBinary); err != nil {
+		return nil, err
+	}
+	sub, data, _ := v.BinaryOK()
+	if sub != 4 || len(data) != 16 {
+		return nil, typeMismatch(name, "collectionUUID", v.Type, "uuid")
+	}
+	copy(req.UUID[:], data)
+	if v, err = requiredField(cmd, name, "epoch", bsoncore.TypeObjectID); err != nil {
+		return nil, err
+	}
+	req.Gen.Epoch = v.ObjectID()
+	if v, err = requiredField(cmd, name, "timestamp", bsoncore.TypeTimestamp); err != nil {
+		return nil, err
+	}
+	t, i := v.Timestamp()
+	req.Gen.Timestamp = bson.Timestamp{T: t, I: i}
+	if err := shardingDDLOf(env).committer.RefineShardKey(ctx, req); err != nil {
+		return nil, err
+	}
+	return waitMajority(ctx, env, emptyDoc)
+}

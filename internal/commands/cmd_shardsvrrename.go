@@ -28,6 +28,29 @@ func addShardsvrRenameAndDropDatabase(r *service.Registry) {
 	internal("_shardsvrDropDatabase", runShardsvrDropDatabase, "Drops a database.")
 	internal("_shardsvrDropDatabaseParticipant", runShardsvrDropDatabaseParticipant, "Drops a database on a participant shard.")
 	internal("_shardsvrSetAllowMigrations", runShardsvrSetAllowMigrations, "Sets the allowMigrations flag on the specified collection.")
+	internal("_shardsvrRefineCollectionShardKey", runShardsvrRefineCollectionShardKey, "Adds a suffix to the shard key of an existing collection ('refines the shard key').")
+}
+
+// runShardsvrRefineCollectionShardKey ({_shardsvrRefineCollectionShardKey: coll, newShardKey}
+// on the collection's database) runs the refine-shard-key coordinator.
+func runShardsvrRefineCollectionShardKey(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "_shardsvrRefineCollectionShardKey"
+	svc, err := ddlCoordinatorsOf(env, name)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := collArg(env, cmd, name)
+	if err != nil {
+		return nil, err
+	}
+	v, err := requiredField(cmd, name, "newShardKey", bsoncore.TypeEmbeddedDocument)
+	if err != nil {
+		return nil, err
+	}
+	if err := svc.RefineShardKey(ctx, ns, v.Document()); err != nil {
+		return nil, err
+	}
+	return emptyDoc, nil
 }
 
 // runShardsvrSetAllowMigrations ({_shardsvrSetAllowMigrations: coll, allowMigrations: bool}

@@ -50,6 +50,7 @@ func addMigration(r *service.Registry) {
 		configsvrCommitChunkMigrationCommand(),
 		configsvrEnsureChunkVersionCommand(),
 		configsvrSetAllowMigrationsCommand(),
+		configsvrCommitRefineCommand(),
 	} {
 		add(r, c)
 	}

@@ -20,6 +20,8 @@ func shardingDDLCommands() []*service.Command {
 		{Name: "shardCollection", Aliases: []string{"shardcollection"}, Handler: runShardCollection, AdminOnly: true,
 			Secondary: service.SecondaryAlways,
 			Help:      "Shard a collection. Sharding must already be enabled for the database.\n   { enablesharding : \"<dbname>\" }\n"},
+		{Name: "refineCollectionShardKey", Handler: runRefineCollectionShardKey, AdminOnly: true, Secondary: service.SecondaryAlways,
+			Help: "Adds a suffix to the shard key of an existing collection ('refines the shard key')."},
 		{Name: "setAllowMigrations", Handler: runSetAllowMigrations, AdminOnly: true, Secondary: service.SecondaryAlways,
 			Help: "Enable/disable migrations in a collection"},
 		splitCommand(),
@@ -158,5 +160,36 @@ func runSetAllowMigrations(ctx context.Context, env *service.Env, cmd bsoncore.D
 		return nil, err
 	}
 	c.Cache.InvalidateCollection(ns)
+	return bsoncore.NewDocumentBuilder().Build(), nil
+}
+
+// runRefineCollectionShardKey is mongos's refineCollectionShardKey ({refineCollectionShardKey:
+// ns, key}): the primary shard's coordinator refines it. Reply: {ok: 1}.
+func runRefineCollectionShardKey(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	c, err := cluster(env)
+	if err != nil {
+		return nil, err
+	}
+	ns, db, coll, err := nsArg(cmd, "refineCollectionShardKey")
+	if err != nil {
+		return nil, err
+	}
+	key, ok := lookupDoc(cmd, "key")
+	if !ok {
+		if v := cmd.Lookup("key"); v.Type != 0 {
+			return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field 'refineCollectionShardKey.key' is the wrong type '%s', expected type 'object'", strings.ToLower(v.Type.String()))
+		}
+		return nil, mongoerr.New(mongoerr.Location40414, "BSON field 'refineCollectionShardKey.key' is missing but a required field")
+	}
+	if _, err := c.Cache.Database(ctx, db); err != nil {
+		return nil, err
+	}
+	fwd := bsoncore.NewDocumentBuilder().AppendString("_shardsvrRefineCollectionShardKey", coll).AppendDocument("newShardKey", key).
+		AppendDocument("writeConcern", bsoncore.NewDocumentBuilder().AppendString("w", "majority").Build()).Build()
+	_, err = c.primaryShardDDL(ctx, db, ns, fwd)
+	c.Cache.InvalidateCollection(ns)
+	if err != nil {
+		return nil, err
+	}
 	return bsoncore.NewDocumentBuilder().Build(), nil
 }

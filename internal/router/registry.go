@@ -88,7 +88,7 @@ var unsupported = []string{
 	"saslStart", "saslContinue", "authenticate", "logout", "createUser", "dropUser", "createRole",
 	"dropRole", "usersInfo", "rolesInfo",
 	// Sharding administration.
-	"reshardCollection", "refineCollectionShardKey",
+	"reshardCollection",
 	"getShardMap",
 	"checkMetadataConsistency",
 }

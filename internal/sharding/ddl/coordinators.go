@@ -148,6 +148,8 @@ func (s *CoordinatorService) newInstance(doc bsoncore.Document) (primaryonly.Ins
 		return newDropDatabase(s, doc)
 	case opSetAllowMigrations:
 		return newSetAllowMigrations(s, doc)
+	case opRefineShardKey:
+		return newRefineShardKey(s, doc)
 	default:
 		return nil, mongoerr.Newf(mongoerr.BadValue, "unknown DDL coordinator operation type %q", op)
 	}
