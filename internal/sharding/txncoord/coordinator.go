@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/failpoint"
@@ -101,10 +102,13 @@ func steppingDown(cause error) error {
 }
 
 // retryable reports whether a send's error is worth another try at the shard's (maybe new)
-// primary: network errors and the retriable categories.
+// primary: network errors and the retriable categories. The driver reports a connection
+// closed by a killed primary as a CommandError of code 0 with the NetworkError label, which
+// the remote runner turns into a mongoerr of code 0: no shard answered, so it is a network
+// error too (treating it as a vote to abort failed commits that a retry would have made).
 func retryable(err error) bool {
 	me, ok := mongoerr.As(err)
-	if !ok {
+	if !ok || me.Code == mongoerr.OK || mongo.IsNetworkError(err) {
 		return true // network, server selection: the driver found no answer
 	}
 	return mongoerr.IsRetriableError(me.Code) || mongoerr.IsNotPrimaryError(me.Code)

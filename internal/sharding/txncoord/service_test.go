@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
@@ -191,11 +192,21 @@ func TestAbortOnRefusal(t *testing.T) {
 
 func TestRetriesNetworkErrors(t *testing.T) {
 	m := newMemStore()
-	fails := 2
+	fails := 3
 	f := &fakeShards{prepare: map[string]func() (bson.Timestamp, error){"s0": ts(5), "s1": func() (bson.Timestamp, error) {
-		if fails > 0 {
-			fails--
+		switch fails--; fails {
+		case 2:
 			return bson.Timestamp{}, errors.New("connection reset")
+		case 1:
+			// A primary killed mid-request: the driver's CommandError of code 0 with the
+			// NetworkError label, as the remote runner (ddl.RemoteError) wraps it.
+			ce := mongo.CommandError{Code: 0, Message: "connection(127.0.0.1:1[-21]) incomplete read of message header: EOF",
+				Labels: []string{"NetworkError"}}
+			e := mongoerr.New(mongoerr.Code(ce.Code), ce.Message)
+			e.Err = ce
+			return bson.Timestamp{}, e
+		case 0:
+			return bson.Timestamp{}, mongoerr.New(mongoerr.InterruptedDueToReplStateChange, "stepping down")
 		}
 		return bson.Timestamp{T: 9, I: 1}, nil
 	}}}
