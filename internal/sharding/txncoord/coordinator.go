@@ -242,7 +242,7 @@ func (s *Service) prepareOne(ctx context.Context, c *Coordinator, shard string) 
 }
 
 // sendDecision delivers the decision to every participant, each until it acknowledges
-// (retrying every error but those that acknowledge an abort).
+// (retrying every error but those that acknowledge it, decisionAcknowledged).
 func (s *Service) sendDecision(ctx context.Context, c *Coordinator, d Decision) error {
 	var cmd bsoncore.Document
 	if d.Commit {
@@ -256,7 +256,7 @@ func (s *Service) sendDecision(ctx context.Context, c *Coordinator, d Decision) 
 		p := c.doc.Participants[i]
 		for n := 0; ; n++ {
 			_, err := s.Send(ctx, p, cmd)
-			if err == nil || (!d.Commit && abortAcknowledged(err)) {
+			if err == nil || decisionAcknowledged(err, d.Commit) {
 				return
 			}
 			if ctx.Err() != nil {
@@ -271,13 +271,21 @@ func (s *Service) sendDecision(ctx context.Context, c *Coordinator, d Decision) 
 	return ctx.Err()
 }
 
-// abortAcknowledged reports whether an abortTransaction's error still means the participant
-// does not hold the transaction: it never had it or dropped it (NoSuchTransaction, a newer
-// transaction), or the shard is not in the cluster (it could not have prepared).
-func abortAcknowledged(err error) bool {
+// decisionAcknowledged reports whether a participant's error to the decision still means
+// it no longer holds the transaction prepared, so the decision needs no more delivery
+// (MongoDB's sendDecisionToShard takes every VoteAbortError as an ack). NoSuchTransaction or
+// TransactionTooOld (the session moved on to a newer transaction) answer a commit as well as
+// an abort: a prepared transaction ends only by the decision, and a participant moves on only
+// once it has ended, so it applied the decision already, e.g. from the coordinator's previous
+// primary, killed after sending the commit and before deleting its document. A shard the
+// cluster does not know acknowledges an abort only (it could not have prepared).
+func decisionAcknowledged(err error, commit bool) bool {
 	switch mongoerr.CodeOf(err) {
-	case mongoerr.NoSuchTransaction, mongoerr.TransactionTooOld, mongoerr.ShardNotFound:
+	case mongoerr.NoSuchTransaction, mongoerr.TransactionTooOld, mongoerr.ReadConcernMajorityNotEnabled,
+		mongoerr.OperationNotSupportedInTransaction:
 		return true
+	case mongoerr.ShardNotFound:
+		return !commit
 	}
 	return false
 }
