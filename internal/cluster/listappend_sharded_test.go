@@ -126,7 +126,7 @@ func TestListAppendShardedTransactions(t *testing.T) {
 			what = fmt.Sprintf("kill -9 of %s, restarted after %v", r.Name(), time.Since(at).Round(time.Millisecond))
 		}
 		h.waitCommits(t, ctx, "transactions committing after the fault", laPerPhase, majElect)
-		t.Logf("cycle %d: %s; transactions committing again %v after the fault", cycle, what, time.Since(at).Round(time.Millisecond))
+		t.Logf("cycle %d at %s: %s; transactions committing again %v after the fault", cycle, at.UTC().Format("15:04:05.000"), what, time.Since(at).Round(time.Millisecond))
 	}
 	stop()
 
@@ -246,7 +246,7 @@ func btoi(b bool) int {
 	return 0
 }
 
-// lsKeepLogs copies every process's log to $HUMONGO_KEEP_LOGS/<test>/ if the test failed and
+// lsKeepLogs copies every process's log to $HUMONGO_KEEP_LOGS/<test>/ when the test ends, if
 // that variable is set (the processes' directories are removed with the test's).
 func lsKeepLogs(t *testing.T, d *Deployment) {
 	dir := os.Getenv("HUMONGO_KEEP_LOGS")
@@ -254,9 +254,6 @@ func lsKeepLogs(t *testing.T, d *Deployment) {
 		return
 	}
 	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
 		out := filepath.Join(dir, t.Name())
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			t.Log(err)
