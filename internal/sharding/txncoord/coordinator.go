@@ -103,9 +103,10 @@ func steppingDown(cause error) error {
 
 // retryable reports whether a send's error is worth another try at the shard's (maybe new)
 // primary: network errors and the retriable categories. The driver reports a connection
-// closed by a killed primary as a CommandError of code 0 with the NetworkError label, which
-// the remote runner turns into a mongoerr of code 0: no shard answered, so it is a network
-// error too (treating it as a vote to abort failed commits that a retry would have made).
+// closed by a killed primary as a CommandError of code 0 with the NetworkError label;
+// ddl.RemoteError now passes it on as it is, but one wrapped in a mongoerr (code 0: no shard
+// answered) is a network error too: taken as a vote to abort, it failed commits that a
+// retry would have made (Location0 in the sharded list-append test).
 func retryable(err error) bool {
 	me, ok := mongoerr.As(err)
 	if !ok || me.Code == mongoerr.OK || mongo.IsNetworkError(err) {

@@ -204,7 +204,8 @@ func TestRetriesNetworkErrors(t *testing.T) {
 			return bson.Timestamp{}, errors.New("connection reset")
 		case 1:
 			// A primary killed mid-request: the driver's CommandError of code 0 with the
-			// NetworkError label, as the remote runner (ddl.RemoteError) wraps it.
+			// NetworkError label, wrapped in a mongoerr (as ddl.RemoteError did before it
+			// passed network errors on unwrapped).
 			ce := mongo.CommandError{Code: 0, Message: "connection(127.0.0.1:1[-21]) incomplete read of message header: EOF",
 				Labels: []string{"NetworkError"}}
 			e := mongoerr.New(mongoerr.Code(ce.Code), ce.Message)
