@@ -44,6 +44,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs.StringVar(&c.ScanLengthDistribution, "scan-length-distribution", "", "scan lengths: uniform in 1..max-scan-length (default) or constant (always max-scan-length)")
 	fs.StringVar(&o.shardKey, "shard-key", "", "through a router only: shard the collection on {_id: \"hashed\"} (hashed) or {_id: 1} (range) first, and again after --drop")
 	fs.DurationVar(&o.moveChunks, "move-chunks", 0, "through a router only: while the workload runs, move a chunk of the sharded collection to another shard every DURATION (0: off); load the records first")
+	fs.BoolVar(&c.CrossShard, "cross-shard", false, "workload txn through a router, collection sharded with --shard-key range: put the records on two shards (split at the median record and move the upper chunk, if one shard holds them all) and alternate transfers within one shard (TXN) and across two (TXN-CROSS-SHARD)")
 	fs.BoolVar(&c.Drop, "drop", false, "drop the collection and load the records before the workload")
 	fs.DurationVar(&c.Duration, "duration", 0, "cap on the workload's run time (0: none); a load before it (--drop, or automatic) always completes")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "random seed")
@@ -91,6 +92,12 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	}
 	if o.moveChunks < 0 {
 		return nil, usagef("--move-chunks must not be negative, got %s", o.moveChunks)
+	}
+	if c.CrossShard && o.moveChunks > 0 {
+		return nil, usagef("--cross-shard places the records on shards before the workload: chunks must not move during it (--move-chunks)")
+	}
+	if c.CrossShard && o.shardKey == bench.ShardKeyHashed {
+		return nil, usagef("--cross-shard places records by _id ranges: use --shard-key range")
 	}
 	if o.moveChunks > 0 && (c.Drop || w.Name == "load" || w.Name == "ping") {
 		return nil, usagef("--move-chunks measures a workload while chunks move: load the records first (without --move-chunks), then run the workload without --drop")
@@ -159,6 +166,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	labels["namespace"] = o.db + "." + o.coll
 	if o.shardKey != "" {
 		labels["shardKey"] = o.shardKey
+	}
+	if o.cfg.CrossShard {
+		labels["crossShard"] = "true"
 	}
 	rep := res.Report(bench.RedactURI(o.uri), labels)
 	var moves *moveReport

@@ -15,7 +15,10 @@
 // in one transaction that MongoStore runs with the driver's Session.WithTransaction (which
 // retries TransientTransactionError and UnknownTransactionCommitResult as applications do) and
 // commits with w:"majority" unless --write-concern names another; the sum of all balances
-// stays 0. "scan" is workload E without its inserts (uniform start keys); with
+// stays 0. With Config.CrossShard (--cross-shard; a collection sharded on {_id: 1} behind a
+// router, shards.go) the records are spread over two shards and the transfers alternate
+// between two records of one shard (TXN, committed directly) and of two (TXN-CROSS-SHARD,
+// two-phase commit), each type with its own latencies. "scan" is workload E without its inserts (uniform start keys); with
 // ScanLengthDistribution "constant" every scan is the same find({_id: {$gte: k}}).sort({_id: 1})
 // .limit(N), which through a router on a hashed _id key is a scatter-gather merge-sorted find.
 // MongoOptions.ShardKey shards the collection on _id through a router first (enableSharding,
@@ -64,7 +67,7 @@
 //	      "throughput": 8103.7,          // operations per second
 //	      "ops": [                       // one entry per operation type that ran
 //	        {
-//	          "op": "READ",              // READ UPDATE INSERT SCAN READ-MODIFY-WRITE PING TXN
+//	          "op": "READ",              // READ UPDATE INSERT SCAN READ-MODIFY-WRITE PING TXN TXN-CROSS-SHARD
 //	          "count": 10000, "errors": 0,
 //	          "firstError": "...",       // omitted when errors is 0
 //	          "latencyMicros": {"min": 52.1, "mean": 118.4, "p50": 101.2, "p95": 201.0, "p99": 350.3, "max": 2101.9}

@@ -37,6 +37,10 @@ type Config struct {
 	Duration time.Duration
 	// Seed makes key choices and values reproducible (per thread; thread interleaving is not).
 	Seed uint64
+	// CrossShard (workload txn, a Store that is a ShardLocator) spreads the records over two
+	// shards and alternates transfers between two records on one shard (OpTxn) and on two
+	// (OpTxnCross), so one run prices a cross-shard transaction next to a single-shard one.
+	CrossShard bool
 
 	// Progress, if set, is called every ProgressInterval while a phase runs (from a goroutine of
 	// the runner's, never concurrently with itself).
@@ -84,6 +88,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("max scan length must be at least 1, got %d", c.MaxScanLength)
 	case c.Duration < 0:
 		return fmt.Errorf("duration must not be negative, got %s", c.Duration)
+	case c.CrossShard && w.Mix[OpTxn] == 0:
+		return fmt.Errorf("cross-shard transactions are workload txn's: workload %s runs none", w.Name)
 	}
 	switch c.Distribution {
 	case "", DistZipfian, DistUniform, DistLatest:
@@ -211,7 +217,14 @@ func Run(ctx context.Context, store Store, cfg Config) (*Result, error) {
 		}
 		existing = n
 	}
-	pr := runPhase(ctx, store, &cfg, &w, res.Distribution, phaseOpts{capped: true, existing: existing})
+	opts := phaseOpts{capped: true, existing: existing}
+	if cfg.CrossShard {
+		var err error
+		if opts.shardOf, err = locateRecords(ctx, store, cfg.Records); err != nil {
+			return res, err
+		}
+	}
+	pr := runPhase(ctx, store, &cfg, &w, res.Distribution, opts)
 	res.Phases = append(res.Phases, pr)
 	res.Interrupted = pr.StoppedBy == StopInterrupted
 	return res, nil
@@ -222,6 +235,28 @@ type phaseOpts struct {
 	capped       bool  // Config.Duration applies
 	skipExisting bool  // loading: a record already there (ErrDuplicate) counts as loaded
 	existing     int64 // workload: records present; inserts take numbers from here (0: Records)
+	// shardOf is each record key's shard (Config.CrossShard), nil otherwise.
+	shardOf map[string]string
+}
+
+// locateRecords asks store, a ShardLocator, to spread records 0..records-1 over two shards
+// and say where each is.
+func locateRecords(ctx context.Context, store Store, records int64) (map[string]string, error) {
+	sl, ok := store.(ShardLocator)
+	if !ok {
+		return nil, errors.New("cross-shard transactions need a sharded collection behind a router")
+	}
+	keys := make([]string, records)
+	var buf []byte
+	for i := range keys {
+		buf = appendKeyName(buf[:0], int64(i))
+		keys[i] = string(buf)
+	}
+	where, err := sl.LocateShards(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("placing the records on two shards: %w", err)
+	}
+	return where, nil
 }
 
 // phase is the state shared by the threads of one phase.
@@ -343,6 +378,7 @@ type thread struct {
 	p     *phase
 	rng   *rand.Rand
 	stats [numOpTypes]*OpStats
+	txns  int // transfers so far (Config.CrossShard alternates their kind)
 	key   []byte
 	vals  [][]byte // FieldCount value buffers, refilled per write
 }
@@ -359,7 +395,7 @@ func (t *thread) run(ctx context.Context) {
 		}
 		op := p.w.chooseOp(t.rng.Float64())
 		start := time.Now()
-		err := t.do(ctx, op)
+		op, err := t.do(ctx, op)
 		d := time.Since(start)
 		if err != nil && (ctx.Err() != nil || pastDeadline(ctx) || nearDeadline(ctx) && isTimeout(err)) {
 			// Cut short by the deadline or SIGINT: neither a latency nor a failure of the server.
@@ -397,31 +433,32 @@ func pastDeadline(ctx context.Context) bool {
 	return ok && !time.Now().Before(dl)
 }
 
-// do runs one operation of type op.
-func (t *thread) do(ctx context.Context, op OpType) error {
+// do runs one operation of type op and returns the type it counts as (a transfer between
+// shards is OpTxnCross).
+func (t *thread) do(ctx context.Context, op OpType) (OpType, error) {
 	p := t.p
 	switch op {
 	case OpPing:
-		return p.store.Ping(ctx)
+		return op, p.store.Ping(ctx)
 	case OpInsert:
 		n := p.inserts.Next()
 		t.fill(t.vals...)
 		if err := p.store.Insert(ctx, t.keyName(n), t.vals); err != nil && !(p.opts.skipExisting && errors.Is(err, ErrDuplicate)) {
-			return err
+			return op, err
 		}
 		p.inserts.Ack(n)
-		return nil
+		return op, nil
 	case OpRead:
-		return p.store.Read(ctx, t.keyName(p.keys.Next(t.rng)))
+		return op, p.store.Read(ctx, t.keyName(p.keys.Next(t.rng)))
 	case OpUpdate, OpReadModifyWrite:
 		key := t.keyName(p.keys.Next(t.rng))
 		// YCSB's default writeallfields=false: one randomly chosen field gets a new value.
 		f := t.rng.IntN(len(p.fields))
 		t.fill(t.vals[0])
 		if op == OpUpdate {
-			return p.store.Update(ctx, key, p.fields[f], t.vals[0])
+			return op, p.store.Update(ctx, key, p.fields[f], t.vals[0])
 		}
-		return p.store.ReadModifyWrite(ctx, key, p.fields[f], t.vals[0])
+		return op, p.store.ReadModifyWrite(ctx, key, p.fields[f], t.vals[0])
 	case OpScan:
 		key := t.keyName(p.keys.Next(t.rng))
 		n := p.cfg.MaxScanLength
@@ -429,12 +466,20 @@ func (t *thread) do(ctx context.Context, op OpType) error {
 			n = 1 + t.rng.IntN(n)
 		}
 		_, err := p.store.Scan(ctx, key, n)
-		return err
+		return op, err
 	case OpTxn:
-		a, b := t.twoKeys()
-		return p.store.Transfer(ctx, t.keyName(a), t.keyName(b), 1+t.rng.Int64N(maxTransfer))
+		if p.opts.shardOf == nil {
+			a, b := t.twoKeys()
+			return op, p.store.Transfer(ctx, t.keyName(a), t.keyName(b), 1+t.rng.Int64N(maxTransfer))
+		}
+		from, to := t.shardPair(t.txns%2 == 1)
+		t.txns++
+		if p.opts.shardOf[from] != p.opts.shardOf[to] {
+			op = OpTxnCross
+		}
+		return op, p.store.Transfer(ctx, from, to, 1+t.rng.Int64N(maxTransfer))
 	}
-	return errors.New("bench: unknown operation type " + op.String())
+	return op, errors.New("bench: unknown operation type " + op.String())
 }
 
 // maxTransfer bounds the amount one OpTxn moves (uniform in 1..maxTransfer).
@@ -454,6 +499,25 @@ func (t *thread) twoKeys() (a, b int64) {
 		return a, a + 1
 	}
 	return a, 0 // a is the last record; Validate guarantees a record 0 distinct from it
+}
+
+// shardPair draws two distinct records, on two shards if cross, else on one (redrawing the
+// second a bounded number of times; when the draws never fit, the pair is what it is and
+// is counted by where its records are).
+func (t *thread) shardPair(cross bool) (from, to string) {
+	shardOf := t.p.opts.shardOf
+	a, b := t.twoKeys()
+	from, to = t.keyName(a), t.keyName(b)
+	for range 64 {
+		if (shardOf[from] != shardOf[to]) == cross && from != to {
+			break
+		}
+		to = t.keyName(t.p.keys.Next(t.rng))
+	}
+	if from == to {
+		return t.keyName(a), t.keyName(b)
+	}
+	return from, to
 }
 
 func (t *thread) keyName(n int64) string {

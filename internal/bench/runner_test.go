@@ -765,3 +765,75 @@ func TestTxnTwoRecords(t *testing.T) {
 		t.Fatalf("balances %v after %d transfers", s.balances, s.transfers)
 	}
 }
+
+// shardedMemStore is a memStore whose records live on two shards by key: keys below "user5"
+// on s0, the rest on s1 (as if the range had been split and half moved).
+type shardedMemStore struct {
+	*memStore
+	mu        sync.Mutex
+	crossSeen int // transfers between records on two shards
+}
+
+func (s *shardedMemStore) shard(k string) string {
+	if k < "user5" {
+		return "s0"
+	}
+	return "s1"
+}
+
+func (s *shardedMemStore) LocateShards(_ context.Context, keys []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, k := range keys {
+		out[k] = s.shard(k)
+	}
+	return out, nil
+}
+
+func (s *shardedMemStore) Transfer(ctx context.Context, from, to string, amount int64) error {
+	if s.shard(from) != s.shard(to) {
+		s.mu.Lock()
+		s.crossSeen++
+		s.mu.Unlock()
+	}
+	return s.memStore.Transfer(ctx, from, to, amount)
+}
+
+// TestTxnCrossShard: with CrossShard, transfers alternate between one-shard and two-shard
+// pairs and each is reported under the type its records' shards say (TXN, TXN-CROSS-SHARD);
+// a store that cannot place records refuses the run, and only workload txn takes the option.
+func TestTxnCrossShard(t *testing.T) {
+	s := &shardedMemStore{memStore: loaded(t, 200)}
+	c := cfg("txn")
+	c.Records, c.Ops, c.Threads, c.CrossShard = 200, 2000, 1, true
+	res := run(t, s, c)
+	p := res.Phases[0]
+	single, cross := p.Ops[OpTxn], p.Ops[OpTxnCross]
+	if single == nil || cross == nil || single.Errors+cross.Errors != 0 {
+		t.Fatalf("txn stats %+v / %+v", single, cross)
+	}
+	if cross.Latency.Count() != uint64(s.crossSeen) || single.Latency.Count()+cross.Latency.Count() != 2000 {
+		t.Fatalf("%d cross-shard and %d single-shard reported, %d cross-shard done", cross.Latency.Count(), single.Latency.Count(), s.crossSeen)
+	}
+	if cross.Latency.Count() != 1000 {
+		t.Fatalf("%d of 2000 transfers crossed shards, want every other one", cross.Latency.Count())
+	}
+	var sum int64
+	for _, b := range s.balances {
+		sum += b
+	}
+	if sum != 0 {
+		t.Fatalf("balances sum to %d", sum)
+	}
+	var out bytes.Buffer
+	if err := res.Report("", nil).WriteTable(&out); err != nil || !strings.Contains(out.String(), "TXN-CROSS-SHARD") {
+		t.Fatalf("report %q, %v", out.String(), err)
+	}
+
+	if _, err := Run(context.Background(), loaded(t, 200), c); err == nil || !strings.Contains(err.Error(), "sharded collection") {
+		t.Fatalf("unsharded store: %v", err)
+	}
+	c.Workload = "a"
+	if err := c.Validate(); err == nil {
+		t.Fatal("CrossShard accepted for workload a")
+	}
+}

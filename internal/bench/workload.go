@@ -20,10 +20,13 @@ const (
 	// OpTxn moves an amount between two distinct records in one multi-document transaction
 	// (Store.Transfer): two updates and a commit.
 	OpTxn
+	// OpTxnCross is an OpTxn between records on two shards (Config.CrossShard); OpTxn then
+	// counts the transfers between records on one shard.
+	OpTxnCross
 	numOpTypes
 )
 
-var opNames = [numOpTypes]string{"READ", "UPDATE", "INSERT", "SCAN", "READ-MODIFY-WRITE", "PING", "TXN"}
+var opNames = [numOpTypes]string{"READ", "UPDATE", "INSERT", "SCAN", "READ-MODIFY-WRITE", "PING", "TXN", "TXN-CROSS-SHARD"}
 
 func (o OpType) String() string {
 	if o < 0 || o >= numOpTypes {

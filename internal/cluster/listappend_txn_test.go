@@ -67,7 +67,7 @@ func (h *laHistory) bug(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.bugs) < 20 {
-		h.bugs = append(h.bugs, err.Error())
+		h.bugs = append(h.bugs, time.Now().UTC().Format("15:04:05.000 ")+err.Error())
 	}
 }
 
@@ -117,13 +117,13 @@ func (h *laHistory) add(t checker.Txn, err error) {
 		if len(h.errs) == 12 {
 			h.errs = append(h.errs[:6], h.errs[7:]...)
 		}
-		h.errs = append(h.errs, fmt.Sprintf("%v: %v", t.Outcome, err))
+		h.errs = append(h.errs, fmt.Sprintf("%s %v: %v", time.Now().UTC().Format("15:04:05.000"), t.Outcome, err))
 	}
 }
 
-// laClient runs transactions until ctx ends. next hands out append values, unique across the
-// history.
-func laClient(ctx context.Context, cl *mongo.Client, coll *mongo.Collection, h *laHistory, client int, rng *rand.Rand, next *atomic.Int64) {
+// laClient runs transactions of minOps..minOps+3 micro-operations until ctx ends. next hands
+// out append values, unique across the history.
+func laClient(ctx context.Context, cl *mongo.Client, coll *mongo.Collection, h *laHistory, client int, rng *rand.Rand, next *atomic.Int64, minOps int) {
 	sess, err := cl.StartSession()
 	if err != nil {
 		h.add(checker.Txn{Process: client, Outcome: checker.Aborted}, fmt.Errorf("start session: %w", err))
@@ -132,7 +132,7 @@ func laClient(ctx context.Context, cl *mongo.Client, coll *mongo.Collection, h *
 	defer func() { sess.EndSession(context.Background()) }()
 	topts := options.Transaction().SetReadConcern(readconcern.Snapshot()).SetWriteConcern(writeconcern.Majority())
 	for ctx.Err() == nil {
-		plan := make([]checker.Mop, 1+rng.IntN(4))
+		plan := make([]checker.Mop, minOps+rng.IntN(4))
 		for i := range plan {
 			key := fmt.Sprintf("k%d", rng.IntN(laKeys))
 			if rng.IntN(2) == 0 {
@@ -230,22 +230,26 @@ func laReadFinal(ctx context.Context, coll *mongo.Collection) (map[string][]int6
 	return final, nil
 }
 
-func TestListAppendTransactions(t *testing.T) {
-	ft, ctx := startFaultTest(t, "HUMONGO_LISTAPPEND_CYCLES", 5, 2, 90*time.Second)
-	d, seed, rng, cycles, start := ft.d, ft.seed, ft.rng, ft.cycles, ft.start
-
-	// The lists exist before the workload, majority-committed: appends are then plain
-	// updates (an upsert racing another would be a duplicate-key error, not what this is about).
-	setup := d.Client.Database(laDB).Collection(laColl, options.Collection().SetWriteConcern(writeconcern.Majority()))
+// laSeedLists creates the lists k0..k(laKeys-1), empty, majority-committed, before the
+// workload: appends are then plain updates (an upsert racing another would be a duplicate-key
+// error, not what this is about).
+func laSeedLists(ctx context.Context, cl *mongo.Client) error {
+	setup := cl.Database(laDB).Collection(laColl, options.Collection().SetWriteConcern(writeconcern.Majority()))
 	var docs []any
 	for k := range laKeys {
 		docs = append(docs, bson.D{{Key: "_id", Value: fmt.Sprintf("k%d", k)}, {Key: "vals", Value: bson.A{}}})
 	}
 	if _, err := setup.InsertMany(ctx, docs); err != nil {
-		t.Fatalf("create the lists: %v", err)
+		return fmt.Errorf("create the lists: %w", err)
 	}
+	return nil
+}
 
-	cl, err := mongo.Connect(options.Client().ApplyURI(d.URI).
+// laConnect is a workload client for uri: the client-side operation timeout bounds each
+// transaction (laTxnTimeout); it is disconnected when the test ends.
+func laConnect(t *testing.T, uri string) *mongo.Client {
+	t.Helper()
+	cl, err := mongo.Connect(options.Client().ApplyURI(uri).
 		SetServerSelectionTimeout(10 * time.Second).SetConnectTimeout(5 * time.Second).
 		SetHeartbeatInterval(500 * time.Millisecond).SetTimeout(laTxnTimeout))
 	if err != nil {
@@ -256,8 +260,14 @@ func TestListAppendTransactions(t *testing.T) {
 		defer cancel()
 		_ = cl.Disconnect(dctx)
 	})
-	coll := cl.Database(laDB).Collection(laColl)
+	return cl
+}
 
+// laRunClients starts laClients clients, client c on clients[c%len(clients)], each running
+// transactions of minOps..minOps+3 micro-operations, and returns the history and a stop that
+// waits for them (idempotent; also run when the test ends). The history is logged if the test
+// fails.
+func laRunClients(t *testing.T, ctx context.Context, seed uint64, minOps int, clients ...*mongo.Client) (*laHistory, func()) {
 	h := &laHistory{}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -267,26 +277,40 @@ func TestListAppendTransactions(t *testing.T) {
 				len(h.txns), h.committed.Load(), h.aborted.Load(), h.unknown.Load(), strings.Join(h.errs, "; "), strings.Join(h.bugs, "; "))
 		}
 	})
-	var next atomic.Int64
+	next := new(atomic.Int64)
 	wctx, stopClients := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for c := range laClients {
 		crng := rand.New(rand.NewPCG(seed, uint64(c+200)))
-		wg.Go(func() { laClient(wctx, cl, coll, h, c, crng, &next) })
+		cl := clients[c%len(clients)]
+		coll := cl.Database(laDB).Collection(laColl)
+		wg.Go(func() { laClient(wctx, cl, coll, h, c, crng, next, minOps) })
 	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			stopClients()
-			wg.Wait()
-		}
+	var once sync.Once
+	stop := func() { once.Do(func() { stopClients(); wg.Wait() }) }
+	t.Cleanup(stop)
+	return h, stop
+}
+
+// waitCommits waits, within d, for n more transactions to commit.
+func (h *laHistory) waitCommits(t *testing.T, ctx context.Context, what string, n int64, d time.Duration) {
+	t.Helper()
+	before := h.committed.Load()
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	waitFor(t, wctx, what, func() bool { return h.committed.Load() >= before+n })
+}
+
+func TestListAppendTransactions(t *testing.T) {
+	ft, ctx := startFaultTest(t, "HUMONGO_LISTAPPEND_CYCLES", 5, 2, 90*time.Second)
+	d, seed, rng, cycles, start := ft.d, ft.seed, ft.rng, ft.cycles, ft.start
+	if err := laSeedLists(ctx, d.Client); err != nil {
+		t.Fatal(err)
 	}
-	defer stop()
+	h, stop := laRunClients(t, ctx, seed, 1, laConnect(t, d.URI))
 
 	for cycle, kind := range faultSchedule(rng, cycles) {
-		before := h.committed.Load()
-		waitFor(t, ctx, "transactions before the fault", func() bool { return h.committed.Load() >= before+laPerPhase })
+		h.waitCommits(t, ctx, "transactions before the fault", laPerPhase, time.Hour)
 		time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
 		f, err := d.FailPrimary(ctx, kind, majElect)
 		if err != nil {
@@ -296,10 +320,7 @@ func TestListAppendTransactions(t *testing.T) {
 		if err := d.Heal(ctx, f, majRejoin); err != nil {
 			t.Fatalf("cycle %d: heal: %v", cycle, err)
 		}
-		after := h.committed.Load()
-		actx, acancel := context.WithTimeout(ctx, majElect)
-		waitFor(t, actx, "transactions committing after the failover", func() bool { return h.committed.Load() >= after+laPerPhase })
-		acancel()
+		h.waitCommits(t, ctx, "transactions committing after the failover", laPerPhase, majElect)
 		t.Logf("cycle %d: %v; transactions committing again %v after the fault", cycle, f, time.Since(f.At).Round(time.Millisecond))
 	}
 	stop()
@@ -319,7 +340,14 @@ func TestListAppendTransactions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("final read: %v", err)
 	}
+	laCheck(t, h, final, seed, fmt.Sprintf("%d cycles in %v", cycles, time.Since(start).Round(time.Millisecond)))
+}
 
+// laCheck checks the history h against the final lists: no unexpected error, no G0, G1a,
+// G1b, G1c or G-single (G2 is counted), no lost committed append, and enough checked (reads,
+// non-empty ones, read-only transactions, dependency edges). run describes the run for the log.
+func laCheck(t *testing.T, h *laHistory, final map[string][]int64, seed uint64, run string) {
+	t.Helper()
 	h.mu.Lock()
 	history, bugs := h.txns, h.bugs
 	h.mu.Unlock()
@@ -347,8 +375,8 @@ func TestListAppendTransactions(t *testing.T) {
 	for _, l := range final {
 		total += len(l)
 	}
-	t.Logf("%d cycles in %v: %d transactions (%d committed, %d of them read-only; %d aborted; %d unknown), %d committed reads (%d non-empty), %d elements in the final lists; failures (sample): %s",
-		cycles, time.Since(start).Round(time.Millisecond), len(history), h.committed.Load(), readOnly, h.aborted.Load(), h.unknown.Load(),
+	t.Logf("%s: %d transactions (%d committed, %d of them read-only; %d aborted; %d unknown), %d committed reads (%d non-empty), %d elements in the final lists; failures (sample): %s",
+		run, len(history), h.committed.Load(), readOnly, h.aborted.Load(), h.unknown.Load(),
 		reads, nonEmptyReads, total, strings.Join(h.errs, "; "))
 
 	rep := checker.CheckListAppendFinal(history, final)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/failpoint"
@@ -101,10 +102,14 @@ func steppingDown(cause error) error {
 }
 
 // retryable reports whether a send's error is worth another try at the shard's (maybe new)
-// primary: network errors and the retriable categories.
+// primary: network errors and the retriable categories. The driver reports a connection
+// closed by a killed primary as a CommandError of code 0 with the NetworkError label;
+// ddl.RemoteError now passes it on as it is, but one wrapped in a mongoerr (code 0: no shard
+// answered) is a network error too: taken as a vote to abort, it failed commits that a
+// retry would have made (Location0 in the sharded list-append test).
 func retryable(err error) bool {
 	me, ok := mongoerr.As(err)
-	if !ok {
+	if !ok || me.Code == mongoerr.OK || mongo.IsNetworkError(err) {
 		return true // network, server selection: the driver found no answer
 	}
 	return mongoerr.IsRetriableError(me.Code) || mongoerr.IsNotPrimaryError(me.Code)
@@ -238,7 +243,7 @@ func (s *Service) prepareOne(ctx context.Context, c *Coordinator, shard string) 
 }
 
 // sendDecision delivers the decision to every participant, each until it acknowledges
-// (retrying every error but those that acknowledge an abort).
+// (retrying every error but those that acknowledge it, decisionAcknowledged).
 func (s *Service) sendDecision(ctx context.Context, c *Coordinator, d Decision) error {
 	var cmd bsoncore.Document
 	if d.Commit {
@@ -252,7 +257,7 @@ func (s *Service) sendDecision(ctx context.Context, c *Coordinator, d Decision) 
 		p := c.doc.Participants[i]
 		for n := 0; ; n++ {
 			_, err := s.Send(ctx, p, cmd)
-			if err == nil || (!d.Commit && abortAcknowledged(err)) {
+			if err == nil || decisionAcknowledged(err, d.Commit) {
 				return
 			}
 			if ctx.Err() != nil {
@@ -267,13 +272,21 @@ func (s *Service) sendDecision(ctx context.Context, c *Coordinator, d Decision) 
 	return ctx.Err()
 }
 
-// abortAcknowledged reports whether an abortTransaction's error still means the participant
-// does not hold the transaction: it never had it or dropped it (NoSuchTransaction, a newer
-// transaction), or the shard is not in the cluster (it could not have prepared).
-func abortAcknowledged(err error) bool {
+// decisionAcknowledged reports whether a participant's error to the decision still means
+// it no longer holds the transaction prepared, so the decision needs no more delivery
+// (MongoDB's sendDecisionToShard takes every VoteAbortError as an ack). NoSuchTransaction or
+// TransactionTooOld (the session moved on to a newer transaction) answer a commit as well as
+// an abort: a prepared transaction ends only by the decision, and a participant moves on only
+// once it has ended, so it applied the decision already, e.g. from the coordinator's previous
+// primary, killed after sending the commit and before deleting its document. A shard the
+// cluster does not know acknowledges an abort only (it could not have prepared).
+func decisionAcknowledged(err error, commit bool) bool {
 	switch mongoerr.CodeOf(err) {
-	case mongoerr.NoSuchTransaction, mongoerr.TransactionTooOld, mongoerr.ShardNotFound:
+	case mongoerr.NoSuchTransaction, mongoerr.TransactionTooOld, mongoerr.ReadConcernMajorityNotEnabled,
+		mongoerr.OperationNotSupportedInTransaction:
 		return true
+	case mongoerr.ShardNotFound:
+		return !commit
 	}
 	return false
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
@@ -76,6 +77,7 @@ func (m *memStore) count() int {
 type fakeShards struct {
 	mu       sync.Mutex
 	prepare  map[string]func() (bson.Timestamp, error)
+	decided  map[string]error // a shard's answer to commitTransaction and abortTransaction (nil: ok)
 	received map[string][]bsoncore.Document
 	block    chan struct{} // non-nil: every send waits for it (or ctx)
 }
@@ -94,6 +96,7 @@ func (f *fakeShards) send(ctx context.Context, shard string, cmd bsoncore.Docume
 	}
 	f.received[shard] = append(f.received[shard], cmd)
 	p := f.prepare[shard]
+	decidedErr := f.decided[shard]
 	f.mu.Unlock()
 	if cmd.Index(0).Key() == "prepareTransaction" {
 		ts, err := p()
@@ -101,6 +104,9 @@ func (f *fakeShards) send(ctx context.Context, shard string, cmd bsoncore.Docume
 			return nil, err
 		}
 		return bsoncore.NewDocumentBuilder().AppendTimestamp("prepareTimestamp", ts.T, ts.I).Build(), nil
+	}
+	if decidedErr != nil {
+		return nil, decidedErr
 	}
 	return bsoncore.NewDocumentBuilder().Build(), nil
 }
@@ -191,11 +197,22 @@ func TestAbortOnRefusal(t *testing.T) {
 
 func TestRetriesNetworkErrors(t *testing.T) {
 	m := newMemStore()
-	fails := 2
+	fails := 3
 	f := &fakeShards{prepare: map[string]func() (bson.Timestamp, error){"s0": ts(5), "s1": func() (bson.Timestamp, error) {
-		if fails > 0 {
-			fails--
+		switch fails--; fails {
+		case 2:
 			return bson.Timestamp{}, errors.New("connection reset")
+		case 1:
+			// A primary killed mid-request: the driver's CommandError of code 0 with the
+			// NetworkError label, wrapped in a mongoerr (as ddl.RemoteError did before it
+			// passed network errors on unwrapped).
+			ce := mongo.CommandError{Code: 0, Message: "connection(127.0.0.1:1[-21]) incomplete read of message header: EOF",
+				Labels: []string{"NetworkError"}}
+			e := mongoerr.New(mongoerr.Code(ce.Code), ce.Message)
+			e.Err = ce
+			return bson.Timestamp{}, e
+		case 0:
+			return bson.Timestamp{}, mongoerr.New(mongoerr.InterruptedDueToReplStateChange, "stepping down")
 		}
 		return bson.Timestamp{T: 9, I: 1}, nil
 	}}}
@@ -238,6 +255,38 @@ func TestResumeAtPersistedStep(t *testing.T) {
 	}
 	if commits != 4 || prepares != 2 {
 		t.Fatalf("commits %d prepares %d", commits, prepares)
+	}
+}
+
+// TestResumedCommitAcknowledgedByTooOld: a coordinator resumed with a commit decision whose
+// previous primary delivered it before dying finds the participant moved on to a newer
+// transaction (TransactionTooOld) or without it (NoSuchTransaction): that acknowledges the
+// commit, and the document drains (it was left forever, blocking nothing but the drain).
+// ShardNotFound acknowledges an abort only.
+func TestResumedCommitAcknowledgedByTooOld(t *testing.T) {
+	m := newMemStore()
+	d := Doc{Lsid: testLsid, TxnNumber: 37, Participants: []string{"s0", "s1"},
+		Decision: &Decision{Commit: true, CommitTimestamp: bson.Timestamp{T: 4, I: 2}}}
+	m.docs[d.key()] = d
+	f := &fakeShards{decided: map[string]error{
+		"s0": mongoerr.New(mongoerr.NoSuchTransaction, "Transaction with { txnNumber: 37 } has been aborted."),
+		"s1": mongoerr.New(mongoerr.TransactionTooOld, "txnNumber 37 is less than last txnNumber 251 seen in session"),
+	}}
+	startService(t, m, f)
+	waitDrained(t, m)
+	for _, c := range []struct {
+		err    error
+		commit bool
+		want   bool
+	}{
+		{mongoerr.New(mongoerr.ShardNotFound, "no shard s9"), false, true},
+		{mongoerr.New(mongoerr.ShardNotFound, "no shard s9"), true, false},
+		{mongoerr.New(mongoerr.InterruptedDueToReplStateChange, "stepping down"), true, false},
+		{mongoerr.New(mongoerr.TransactionTooOld, "too old"), false, true},
+	} {
+		if got := decisionAcknowledged(c.err, c.commit); got != c.want {
+			t.Errorf("decisionAcknowledged(%v, commit %v) = %v", c.err, c.commit, got)
+		}
 	}
 }
 
