@@ -8,6 +8,7 @@ import (
 	"context"
 	"slices"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/bsonutil"
@@ -20,16 +21,64 @@ import (
 // no longer lists their names.
 func readCommands() []*service.Command {
 	return []*service.Command{
-		{Name: "find", Handler: txnStatement(readPrefHandler(runFind)), Help: "query for documents", Secondary: service.SecondaryAlways, Counter: "query"},
+		{Name: "find", Handler: txnStatement(readPrefHandler(readsAt(runFind))), Help: "query for documents", Secondary: service.SecondaryAlways, Counter: "query"},
 		{Name: "getMore", Handler: txnStatement(runGetMore), Help: "retrieve more results from an existing cursor", Secondary: service.SecondaryAlways, Counter: "getmore"},
 		{Name: "killCursors", Handler: runKillCursors, Help: "kill a list of cursors", Secondary: service.SecondaryAlways},
-		{Name: "count", Handler: txnStatement(readPrefHandler(runCount)), Help: "count documents matching a query", Secondary: service.SecondaryAlways},
-		{Name: "distinct", Handler: txnStatement(readPrefHandler(runDistinct)), Help: "the distinct values of a field", Secondary: service.SecondaryAlways},
-		{Name: "aggregate", Handler: txnStatement(readPrefHandler(runAggregate)), Help: "run an aggregation pipeline", Secondary: service.SecondaryAlways},
+		{Name: "count", Handler: txnStatement(readPrefHandler(readsAt(runCount))), Help: "count documents matching a query", Secondary: service.SecondaryAlways},
+		{Name: "distinct", Handler: txnStatement(readPrefHandler(readsAt(runDistinct))), Help: "the distinct values of a field", Secondary: service.SecondaryAlways},
+		{Name: "aggregate", Handler: txnStatement(readPrefHandler(readsAt(runAggregate))), Help: "run an aggregation pipeline", Secondary: service.SecondaryAlways},
 		{Name: "explain", Handler: noTxn(readPrefHandler(runExplain)), Help: "explain a find, aggregate, count or distinct", Secondary: service.SecondaryAlways},
 		{Name: "listCollections", Handler: noTxn(runListCollections), Help: "list a database's collections", Secondary: service.SecondaryAlways},
 		{Name: "listIndexes", Handler: noTxn(runListIndexes), Help: "list a collection's indexes", Secondary: service.SecondaryAlways},
 	}
+}
+
+// readAtKey carries the cluster time a read is routed at (a *bson.Timestamp).
+type readAtKey struct{}
+
+// readsAt wraps a read's handler: a read at a cluster time, a snapshot read with
+// atClusterTime or a statement of a snapshot transaction (whose atClusterTime the router
+// chose on its first statement), is routed by the chunk ownership of that time (WithRouting,
+// catalogcache.Routing.At), as mongos routes with getCollectionRoutingInfoAt: a chunk that
+// moved since is read on the shard that owned it then, which filters by that time's
+// ownership too. Writes are always routed by the current placement.
+func readsAt(h service.Handler) service.Handler {
+	return func(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+		if ts := readAtClusterTime(ctx, cmd); ts != nil {
+			ctx = context.WithValue(ctx, readAtKey{}, ts)
+		}
+		return h(ctx, env, cmd)
+	}
+}
+
+// readAtClusterTime is the time a read in ctx with command cmd reads at: its transaction's
+// atClusterTime, else the command's snapshot readConcern's; nil for a read of the newest data.
+func readAtClusterTime(ctx context.Context, cmd bsoncore.Document) *bson.Timestamp {
+	if t := txnFrom(ctx); t != nil {
+		return t.atClusterTime()
+	}
+	return snapshotTime(cmd.Lookup("readConcern"))
+}
+
+// snapshotTime is a readConcern's atClusterTime when its level is snapshot (nil otherwise).
+func snapshotTime(v bsoncore.Value) *bson.Timestamp {
+	rc, ok := v.DocumentOK()
+	if !ok {
+		return nil
+	}
+	if level, _ := rc.Lookup("level").StringValueOK(); level != "snapshot" {
+		return nil
+	}
+	if s, i, ok := rc.Lookup("atClusterTime").TimestampOK(); ok {
+		return &bson.Timestamp{T: s, I: i}
+	}
+	return nil
+}
+
+// readAtFrom is the cluster time the request in ctx reads at (nil: the newest data).
+func readAtFrom(ctx context.Context) *bson.Timestamp {
+	ts, _ := ctx.Value(readAtKey{}).(*bson.Timestamp)
+	return ts
 }
 
 // noTxn wraps a handler with refuseTransaction.

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
@@ -279,6 +280,18 @@ func txnReadConcern(env *service.Env, rc bsoncore.Document) (bsoncore.Document, 
 		}
 	}
 	return b.AppendTimestamp("atClusterTime", ts, ti).Build(), nil
+}
+
+// atClusterTime is a snapshot transaction's atClusterTime (nil for another read concern):
+// its reads are routed by the placement of that time.
+func (t *routerTxn) atClusterTime() *bson.Timestamp {
+	t.mu.Lock()
+	rc := t.readConcern
+	t.mu.Unlock()
+	if rc == nil {
+		return nil
+	}
+	return snapshotTime(bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: rc})
 }
 
 // txnFields are the fields attach replaces in a request to a participant.

@@ -78,7 +78,8 @@ func (m *CollectionMetadata) Filter() plan.OwnershipFilter {
 }
 
 // ownership is MongoDB's ScopedCollectionFilter: a document belongs to this shard when the
-// chunk of its shard key is this shard's. A document whose key cannot be extracted (an array
+// chunk of its shard key is this shard's (in table, which for a read at a past cluster time
+// is the placement of that time: routing.RoutingTable.At). A document whose key cannot be extracted (an array
 // on the shard key path) belongs to nobody, as ShardFilterStage drops it.
 type ownership struct {
 	table *routing.RoutingTable
@@ -271,7 +272,7 @@ func (r *Runtime) Check(op *operation.Context, ns string) (plan.OwnershipFilter,
 	if err := r.checkCriticalSection(op, ns, id.ShardName, received, m.ShardVersion()); err != nil {
 		return nil, err
 	}
-	return r.checkAndPin(ns, id.ShardName, received) // preserver.go
+	return r.checkAndPin(ns, id.ShardName, received, op.SnapshotTime()) // preserver.go
 }
 
 // CheckDatabase checks a received database version against the known one.
