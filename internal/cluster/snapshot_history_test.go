@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -31,7 +33,9 @@ func TestSnapshotTransactionAcrossMigration(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a sharded cluster")
 	}
-	d := Start(t, Topology{Kind: Sharded, Shards: 2}, Options{Args: []string{"--setParameter", "orphanCleanupDelaySecs=0", "--setParameter", "enableTestCommands=1"}})
+	d := Start(t, Topology{Kind: Sharded, Shards: 2}, Options{Args: []string{"--setParameter", "orphanCleanupDelaySecs=0", "--setParameter", "enableTestCommands=1",
+		// The snapshot reads outside a transaction read at a time a few seconds old.
+		"--setParameter", "minSnapshotHistoryWindowInSeconds=120"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := clusterCmds{t: t, ctx: ctx, admin: d.Client.Database("admin")}
@@ -139,7 +143,40 @@ func TestSnapshotTransactionAcrossMigration(t *testing.T) {
 		return ids
 	}
 
+	// snapshotFind is a find outside a transaction with readConcern snapshot at ts.
+	snapshotFind := func(ts bson.Timestamp, filter bson.D) ([]int, error) {
+		raw, err := coll.Database().RunCommand(ctx, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: filter},
+			{Key: "sort", Value: bson.D{{Key: "_id", Value: 1}}},
+			{Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}, {Key: "atClusterTime", Value: ts}}}}).Raw()
+		if err != nil {
+			return nil, err
+		}
+		var res struct {
+			Cursor struct {
+				FirstBatch []struct {
+					ID int `bson:"_id"`
+				} `bson:"firstBatch"`
+			} `bson:"cursor"`
+		}
+		if err := bson.Unmarshal(raw, &res); err != nil {
+			return nil, err
+		}
+		ids := []int{}
+		for _, d := range res.Cursor.FirstBatch {
+			ids = append(ids, d.ID)
+		}
+		return ids, nil
+	}
+
 	t.Run("started before the move", func(t *testing.T) {
+		// A cluster time after the inserts, before the move, for reads outside a transaction.
+		sess, err := d.Client.StartSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.EndSession(ctx)
+		expect("a read before the move", read(mongo.NewSessionContext(ctx, sess), bson.D{}), all)
+		before := *sess.OperationTime()
 		s, sctx := snapshotTxn()
 		expect("first read in the transaction", read(sctx, bson.D{}), all)
 		c.run(move(0, s1))
@@ -149,6 +186,19 @@ func TestSnapshotTransactionAcrossMigration(t *testing.T) {
 		expect("the transaction's read of the moved range", read(sctx, bRange), inB)
 		if err := s.CommitTransaction(ctx); err != nil {
 			t.Fatalf("commit: %v", err)
+		}
+		// Outside a transaction, a snapshot read at a time before the move routes the same way.
+		got, err := snapshotFind(before, bRange)
+		if err != nil {
+			t.Fatalf("snapshot read at %v: %v", before, err)
+		}
+		expect("a snapshot read before the move, outside a transaction", got, inB)
+		// Older than the chunks' history (the collection did not exist): StaleChunkHistory.
+		_, err = snapshotFind(bson.Timestamp{T: before.T - 3600, I: 1}, bRange)
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) || ce.Code != 250 ||
+			ce.Message != fmt.Sprintf("Cannot find shardId the chunk belonged to at cluster time Timestamp(%d, 1)", before.T-3600) {
+			t.Errorf("a snapshot read older than the chunk history: %v, want StaleChunkHistory", err)
 		}
 		s2, sctx2 := snapshotTxn()
 		expect("a new transaction's read of the moved range", read(sctx2, bRange), inB)
