@@ -8,9 +8,10 @@ package router
 // request the handler then sends to a shard (runOn, remote.run, runOnShards) goes through
 // routerTxn.attach, which adds lsid, txnNumber and autocommit: false, and on the first
 // request to a shard startTransaction: true and the transaction's readConcern (atClusterTime
-// chosen from the router's clock for snapshot); the first participant is the coordinator
-// (coordinator: true). Each shard reply's readOnly updates its participant; the first one
-// that wrote is the recovery shard, named in the recoveryToken every reply in the
+// chosen from the router's clock for snapshot: the transaction's reads are then routed by
+// the chunk ownership of that time, cmd_read.go's readsAt); the first participant is the
+// coordinator (coordinator: true). Each shard reply's readOnly updates its participant; the
+// first one that wrote is the recovery shard, named in the recoveryToken every reply in the
 // transaction carries. A failed statement aborts the transaction on every participant
 // (implicit abort); stale routing is retried only on the first statement with at most one
 // participant. commitTransaction and abortTransaction are txn_commit.go.

@@ -17,6 +17,11 @@
 // checked and sees every document; a versioned read of a sharded collection gets the
 // ownership filter of the checked metadata (SHARDING_FILTER), which hides orphans.
 //
+// A read at a cluster time (a snapshot read, a snapshot transaction's statement) is checked
+// against the current version but filtered by the ownership of its time, from the chunks'
+// history (preserver.go's checkAndPin, routing.RoutingTable.At): a migration's donor still
+// returns the moved range at a time before the commit, its recipient does not.
+//
 // A shard primary also writes what it refreshed to config.cache.* (persist.go). A database
 // whose primary moves is held in a critical section meanwhile (dbcritsec.go).
 //
