@@ -143,29 +143,38 @@ func TestSnapshotTransactionAcrossMigration(t *testing.T) {
 		return ids
 	}
 
-	// snapshotFind is a find outside a transaction with readConcern snapshot at ts.
-	snapshotFind := func(ts bson.Timestamp, filter bson.D) ([]int, error) {
-		raw, err := coll.Database().RunCommand(ctx, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: filter},
-			{Key: "sort", Value: bson.D{{Key: "_id", Value: 1}}},
-			{Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}, {Key: "atClusterTime", Value: ts}}}}).Raw()
+	// snapshotRead is a find of collection name outside a transaction with readConcern
+	// snapshot, at ts unless nil; it returns the _ids and the reply's cursor.atClusterTime.
+	snapshotRead := func(name string, ts *bson.Timestamp, filter bson.D) ([]int, *bson.Timestamp, error) {
+		rc := bson.D{{Key: "level", Value: "snapshot"}}
+		if ts != nil {
+			rc = append(rc, bson.E{Key: "atClusterTime", Value: *ts})
+		}
+		raw, err := coll.Database().RunCommand(ctx, bson.D{{Key: "find", Value: name}, {Key: "filter", Value: filter},
+			{Key: "sort", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "readConcern", Value: rc}}).Raw()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var res struct {
 			Cursor struct {
 				FirstBatch []struct {
 					ID int `bson:"_id"`
 				} `bson:"firstBatch"`
+				AtClusterTime *bson.Timestamp `bson:"atClusterTime"`
 			} `bson:"cursor"`
 		}
 		if err := bson.Unmarshal(raw, &res); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		ids := []int{}
 		for _, d := range res.Cursor.FirstBatch {
 			ids = append(ids, d.ID)
 		}
-		return ids, nil
+		return ids, res.Cursor.AtClusterTime, nil
+	}
+	snapshotFind := func(ts bson.Timestamp, filter bson.D) ([]int, error) {
+		ids, _, err := snapshotRead("c", &ts, filter)
+		return ids, err
 	}
 
 	t.Run("started before the move", func(t *testing.T) {
@@ -248,6 +257,32 @@ func TestSnapshotTransactionAcrossMigration(t *testing.T) {
 		expect("the transaction's read of B and C (C on the recipient)", read(sctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: 0}}}}), all[10:])
 		if err := s.CommitTransaction(ctx); err != nil {
 			t.Fatalf("commit: %v", err)
+		}
+	})
+
+	// Snapshot reads outside a transaction without atClusterTime: the router selects the time
+	// for a sharded collection, the shard for an unsharded one; either way the reply reports
+	// it, and a read at it later sees the same documents.
+	t.Run("snapshot reads outside a transaction report their time", func(t *testing.T) {
+		for _, name := range []string{"c", "u"} {
+			if name == "u" {
+				if _, err := coll.Database().Collection("u").InsertMany(ctx, docs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, at, err := snapshotRead(name, nil, bson.D{})
+			if err != nil || at == nil {
+				t.Fatalf("%s: snapshot read: %v, atClusterTime %v", name, err, at)
+			}
+			expect(name+": snapshot read", got, all)
+			if _, err := coll.Database().Collection(name).InsertOne(ctx, bson.D{{Key: "_id", Value: 100}}); err != nil {
+				t.Fatal(err)
+			}
+			got, _, err = snapshotRead(name, at, bson.D{})
+			if err != nil {
+				t.Fatalf("%s: read at %v: %v", name, *at, err)
+			}
+			expect(name+": read at the reported time after an insert", got, all)
 		}
 	})
 }

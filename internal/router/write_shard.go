@@ -44,6 +44,7 @@ func (c *Cluster) runOn(ctx context.Context, shard, db string, cmd bsoncore.Docu
 		cmd = t.attach(shard, cmd)
 	} else {
 		t = nil
+		cmd = gossipReadTime(ctx, cmd)
 	}
 	raw, err := rs.RunCommand(ctx, db, bson.Raw(cmd), nil)
 	if err != nil {

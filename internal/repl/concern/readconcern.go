@@ -464,15 +464,15 @@ func Finish(ctx context.Context, n Node, s *OpState, reply bsoncore.Document) (b
 		}
 	}
 	if s.retAtCT {
-		reply = addAtClusterTime(reply, uint64(s.req.ReadSource.TS))
+		reply = AddAtClusterTime(reply, uint64(s.req.ReadSource.TS))
 	}
 	return reply, nil
 }
 
-// addAtClusterTime appends atClusterTime to the reply's cursor document, or to the reply
+// AddAtClusterTime appends atClusterTime to the reply's cursor document, or to the reply
 // itself when it has no cursor (distinct, as distinct.cpp does): drivers take a snapshot
 // session's time from the first read's reply either way.
-func addAtClusterTime(reply bsoncore.Document, ts uint64) bsoncore.Document {
+func AddAtClusterTime(reply bsoncore.Document, ts uint64) bsoncore.Document {
 	elems, err := reply.Elements()
 	if err != nil {
 		return reply
