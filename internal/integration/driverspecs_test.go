@@ -114,8 +114,9 @@ func TestDriverSpecs(t *testing.T) {
 	})
 }
 
-// shardedSpecAreas run against the sharded cluster.
-var shardedSpecAreas = []string{"transactions", "transactions-convenient-api"}
+// shardedSpecAreas run against the sharded cluster (sessions: snapshot sessions through
+// the routers).
+var shardedSpecAreas = []string{"transactions", "transactions-convenient-api", "sessions"}
 
 // shardedSpecsAllowed are the sharded run's tolerated failures (besides driverSpecsAllowed).
 var shardedSpecsAllowed = map[string]string{}
