@@ -69,6 +69,7 @@ func parseUpFlags(args []string, stderr io.Writer) (*upOptions, error) {
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "how long to wait for each process to become ready")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: humongo up [--standalone | --replset N | --shards S [--replset N] [--routers R] [--config-servers C]] [flags] [-- humongod flags]\n")
+		fmt.Fprintf(stderr, "humongod flags go to every humongod; routers get the --setParameter ones a router knows\n")
 		fs.PrintDefaults()
 	}
 	err := parseFlags(fs, args)
