@@ -303,6 +303,20 @@ func TestRouterTransactions(t *testing.T) {
 			t.Errorf("statement after the failed one: %v, want NoSuchTransaction (the failure aborted it)", err)
 		}
 		_ = s2.AbortTransaction(ctx)
+		// DDL not allowed in a transaction: mongos's error, nothing sent to a shard.
+		s3 := newSession()
+		if err := s3.StartTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		err = ddb.RunCommand(mongo.NewSessionContext(ctx, s3), bson.D{{Key: "dropIndexes", Value: "c"}, {Key: "index", Value: "x_1"}}).Err()
+		if !errors.As(err, &ce) || ce.Code != int32(mongoerr.OperationNotSupportedInTransaction) ||
+			ce.Message != "Cannot run 'dropIndexes' in a multi-document transaction." {
+			t.Errorf("dropIndexes in a transaction: %v", err)
+		}
+		_ = s3.AbortTransaction(ctx)
+		if specs, _ := ddb.Collection("c").Indexes().ListSpecifications(ctx); len(specs) != 2 {
+			t.Errorf("indexes after the refused dropIndexes: %v", specs)
+		}
 	})
 
 	t.Run("commit and abort without statements", func(t *testing.T) {
