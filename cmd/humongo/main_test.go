@@ -121,6 +121,21 @@ func TestPlanLayouts(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("default sharded plan %v, want %v", got, want)
 	}
+	// --setParameter after "--": every humongod gets all of them, a router only those it
+	// registers (humongos refuses unknown parameters, as mongos).
+	o, err = parseUpFlags([]string{"--shards", "1", "--port", "40000", "--", "--setParameter", "enableTestCommands=1",
+		"--setParameter=orphanCleanupDelaySecs=0", "-setParameter=logLevel=2", "--oplogSize", "10"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps = plan(o, "/d")
+	if got, want := strings.Join(ps[0].Args, " "), strings.Join(o.extra, " "); !strings.HasSuffix(got, " "+want) {
+		t.Errorf("shard args %q, want them to end with %q", got, want)
+	}
+	r := ps[len(ps)-1]
+	if got, want := strings.Join(r.Args[4:], " "), "--configdb configRS/127.0.0.1:40001 --setParameter enableTestCommands=1 --setParameter logLevel=2"; got != want {
+		t.Errorf("router args %q, want %q", got, want)
+	}
 	o, _ = parseUpFlags([]string{"--dir", "d"}, &bytes.Buffer{})
 	p := plan(o, "/abs/d")[0]
 	wantArgs := "--port 27017 --bind_ip 127.0.0.1 --logpath /abs/d/standalone/humongod.log --dbpath /abs/d/standalone/db"

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"humongo/internal/router"
 )
 
 // upOptions are `humongo up`'s flags.
@@ -30,7 +32,7 @@ type upOptions struct {
 	bindIP     string
 	binDir     string
 	timeout    time.Duration
-	extra      []string // arguments after "--", passed to every humongod
+	extra      []string // arguments after "--", passed to every humongod (routers: routerArgs)
 }
 
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
@@ -67,6 +69,7 @@ func parseUpFlags(args []string, stderr io.Writer) (*upOptions, error) {
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "how long to wait for each process to become ready")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: humongo up [--standalone | --replset N | --shards S [--replset N] [--routers R] [--config-servers C]] [flags] [-- humongod flags]\n")
+		fmt.Fprintf(stderr, "humongod flags go to every humongod; routers get the --setParameter ones a router knows\n")
 		fs.PrintDefaults()
 	}
 	err := parseFlags(fs, args)
@@ -196,6 +199,8 @@ func plan(o *upOptions, dir string) []Process {
 		}
 		if bin == "humongod" {
 			p.Args = append(p.Args, o.extra...)
+		} else {
+			p.Args = append(p.Args, routerArgs(o.extra)...)
 		}
 		ps = append(ps, p)
 		port++
@@ -227,6 +232,40 @@ func plan(o *upOptions, dir string) []Process {
 		}
 	}
 	return ps
+}
+
+// routerArgs are the --setParameter flags among the humongod flags extra that name a
+// parameter the router registers, for every humongos. Like mongos, humongos refuses an
+// unknown parameter at startup, and most of humongod's (storage, replication) mean nothing
+// to a router; filtering here (as mlaunch passes mongos only the options mongos accepts)
+// keeps one command line for the whole cluster, where a separate router flag would make
+// every shared parameter (enableTestCommands, logLevel) be spelled twice. A misspelt
+// parameter still stops the humongods.
+func routerArgs(extra []string) []string {
+	known := map[string]bool{}
+	for _, s := range router.ParamSpecs() {
+		if s.Startup {
+			known[s.Name] = true
+		}
+	}
+	var out []string
+	for i := 0; i < len(extra); i++ {
+		name, val, ok := strings.Cut(strings.TrimLeft(extra[i], "-"), "=")
+		if !strings.HasPrefix(extra[i], "-") || name != "setParameter" {
+			continue
+		}
+		if !ok {
+			if i+1 >= len(extra) {
+				break
+			}
+			i++
+			val = extra[i]
+		}
+		if k, _, _ := strings.Cut(val, "="); known[k] {
+			out = append(out, "--setParameter", val)
+		}
+	}
+	return out
 }
 
 // configSetName is the config server replica set's name in a sharded deployment.

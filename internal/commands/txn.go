@@ -189,6 +189,9 @@ func txnBeginOperation(ctx context.Context, env *service.Env, stmt *participant.
 		if err := stmt.OpenSnapshot(snap.Source, snap.TS); err != nil {
 			return ctx, ops, err
 		}
+		if snap.AtClusterTime && req.Txn != nil {
+			req.Txn.AtClusterTime = snap.TS
+		}
 	}
 	return ctx, ops, nil
 }

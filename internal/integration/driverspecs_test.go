@@ -114,14 +114,12 @@ func TestDriverSpecs(t *testing.T) {
 	})
 }
 
-// shardedSpecAreas run against the sharded cluster.
-var shardedSpecAreas = []string{"transactions", "transactions-convenient-api"}
+// shardedSpecAreas run against the sharded cluster (sessions: snapshot sessions through
+// the routers).
+var shardedSpecAreas = []string{"transactions", "transactions-convenient-api", "sessions"}
 
 // shardedSpecsAllowed are the sharded run's tolerated failures (besides driverSpecsAllowed).
-var shardedSpecsAllowed = map[string]string{
-	"transactions/tests/unified/create-collection.json": "DDL inside a transaction through the router (issue 14)",
-	"transactions/tests/unified/create-index.json":      "DDL inside a transaction through the router (issue 14)",
-}
+var shardedSpecsAllowed = map[string]string{}
 
 // runDriverSpecs runs the areas against uri and fails on every failure not allowed. An area
 // whose runner reported no test at all (it could not start: a harness failure, seen once

@@ -62,6 +62,21 @@ type Txn struct {
 	// LockTimeout bounds each lock wait of the transaction's statements
 	// (maxTransactionLockRequestTimeoutMillis); 0 = no bound.
 	LockTimeout time.Duration
+	// AtClusterTime is a snapshot transaction's read timestamp (0 for another read concern):
+	// on a shard its reads see the documents the shard owned at that time.
+	AtClusterTime optime.Timestamp
+}
+
+// SnapshotTime is the cluster time the operation reads at for a snapshot read concern: the
+// read's atClusterTime (given or chosen), or its transaction's; 0 for other reads.
+func (o *Context) SnapshotTime() optime.Timestamp {
+	if o.txn != nil {
+		return o.txn.AtClusterTime
+	}
+	if o.ReadSource.Kind == ReadProvided {
+		return o.ReadSource.TS
+	}
+	return 0
 }
 
 // InTxn reports whether the operation is a statement of a multi-document transaction.

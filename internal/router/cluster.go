@@ -168,6 +168,9 @@ func (c *Cluster) WithRouting(ctx context.Context, ns string, f func(r *catalogc
 		if r, err = c.Cache.Routing(ctx, ns); err != nil {
 			return err
 		}
+		if ts := readAtFrom(ctx); ts != nil {
+			r = r.At(*ts) // a read at a past cluster time (cmd_read.go's readsAt)
+		}
 		if err = f(r); err == nil || !c.NoteStale(ns, err) || !txnMayRetryStale(ctx, c) {
 			return err
 		}

@@ -37,10 +37,10 @@ import (
 
 func ddlCommands() []*service.Command {
 	return []*service.Command{
-		{Name: "create", Handler: runCreate, Writes: true, Secondary: service.SecondaryNever, Help: "create a collection or view"},
+		{Name: "create", Handler: txnStatement(runCreate), Writes: true, Secondary: service.SecondaryNever, Help: "create a collection or view"},
 		{Name: "drop", Handler: runDrop, Writes: true, Secondary: service.SecondaryNever, Help: "drop a collection"},
 		{Name: "dropDatabase", Handler: runDropDatabase, Writes: true, Secondary: service.SecondaryNever, Help: "drop a database"},
-		{Name: "createIndexes", Handler: perShardDDL("createIndexes", true), Writes: true, Secondary: service.SecondaryNever, Help: "create indexes"},
+		{Name: "createIndexes", Handler: txnStatement(perShardDDL("createIndexes", true)), Writes: true, Secondary: service.SecondaryNever, Help: "create indexes"},
 		{Name: "dropIndexes", Aliases: []string{"deleteIndexes"}, Handler: perShardDDL("dropIndexes", false), Writes: true, Secondary: service.SecondaryNever, Help: "drop indexes"},
 		{Name: "collMod", Handler: perShardDDL("collMod", false), Writes: true, Secondary: service.SecondaryNever, Help: "modify a collection's options"},
 		{Name: "renameCollection", Handler: runRenameCollection, AdminOnly: true, Writes: true, Secondary: service.SecondaryNever, Help: "rename an unsharded collection"},
@@ -64,6 +64,25 @@ func ddlPrelude(env *service.Env, cmd bsoncore.Document) (*Cluster, string, stri
 	return c, ns, coll, nil
 }
 
+// txnDDLPrelude is ddlPrelude for the DDL allowed in a transaction (create and
+// createIndexes, wrapped in txnStatement): as mongos 7.0, the router sends them to the
+// shards as statements of the transaction, and the shard creates the collection or the
+// indexes in it (or refuses, e.g. new indexes on an existing non-empty collection).
+func txnDDLPrelude(ctx context.Context, env *service.Env, cmd bsoncore.Document) (*Cluster, string, string, error) {
+	if txnFrom(ctx) == nil {
+		return ddlPrelude(env, cmd)
+	}
+	c, err := cluster(env)
+	if err != nil {
+		return nil, "", "", err
+	}
+	ns, coll, err := collectionNS(env, cmd)
+	if err != nil {
+		return nil, "", "", err
+	}
+	return c, ns, coll, nil
+}
+
 // simpleCmd is cmd for a shard: its first field kept, the router's fields dropped.
 func simpleCmd(cmd bsoncore.Document, sessionToo bool) bsoncore.Document {
 	e, _ := cmd.IndexErr(0)
@@ -77,7 +96,7 @@ func simpleCmd(cmd bsoncore.Document, sessionToo bool) bsoncore.Document {
 
 // runCreate creates the database if needed and the collection on its primary shard.
 func runCreate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	c, ns, _, err := ddlPrelude(env, cmd)
+	c, ns, _, err := txnDDLPrelude(ctx, env, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +128,7 @@ func ownerShards(r *catalogcache.Routing) []string {
 // the database first when create says the command creates collections).
 func perShardDDL(name string, create bool) service.Handler {
 	return func(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-		c, ns, _, err := ddlPrelude(env, cmd)
+		c, ns, _, err := txnDDLPrelude(ctx, env, cmd)
 		if err != nil {
 			return nil, err
 		}

@@ -7,29 +7,220 @@ package router
 import (
 	"context"
 	"slices"
+	"sync"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
+	"humongo/internal/repl/concern"
 	"humongo/internal/service"
 	"humongo/internal/sharding/catalogcache"
+	"humongo/internal/vclock"
 )
 
 // readCommands are the routed read commands; NewRegistry registers them and unsupported
 // no longer lists their names.
 func readCommands() []*service.Command {
 	return []*service.Command{
-		{Name: "find", Handler: txnStatement(readPrefHandler(runFind)), Help: "query for documents", Secondary: service.SecondaryAlways, Counter: "query"},
+		{Name: "find", Handler: txnStatement(readPrefHandler(readsAt(runFind))), Help: "query for documents", Secondary: service.SecondaryAlways, Counter: "query"},
 		{Name: "getMore", Handler: txnStatement(runGetMore), Help: "retrieve more results from an existing cursor", Secondary: service.SecondaryAlways, Counter: "getmore"},
 		{Name: "killCursors", Handler: runKillCursors, Help: "kill a list of cursors", Secondary: service.SecondaryAlways},
-		{Name: "count", Handler: txnStatement(readPrefHandler(runCount)), Help: "count documents matching a query", Secondary: service.SecondaryAlways},
-		{Name: "distinct", Handler: txnStatement(readPrefHandler(runDistinct)), Help: "the distinct values of a field", Secondary: service.SecondaryAlways},
-		{Name: "aggregate", Handler: txnStatement(readPrefHandler(runAggregate)), Help: "run an aggregation pipeline", Secondary: service.SecondaryAlways},
+		{Name: "count", Handler: txnStatement(readPrefHandler(readsAt(runCount))), Help: "count documents matching a query", Secondary: service.SecondaryAlways},
+		{Name: "distinct", Handler: txnStatement(readPrefHandler(readsAt(runDistinct))), Help: "the distinct values of a field", Secondary: service.SecondaryAlways},
+		{Name: "aggregate", Handler: txnStatement(readPrefHandler(readsAt(runAggregate))), Help: "run an aggregation pipeline", Secondary: service.SecondaryAlways},
 		{Name: "explain", Handler: noTxn(readPrefHandler(runExplain)), Help: "explain a find, aggregate, count or distinct", Secondary: service.SecondaryAlways},
 		{Name: "listCollections", Handler: noTxn(runListCollections), Help: "list a database's collections", Secondary: service.SecondaryAlways},
 		{Name: "listIndexes", Handler: noTxn(runListIndexes), Help: "list a collection's indexes", Secondary: service.SecondaryAlways},
 	}
+}
+
+// readAtKey carries the cluster time a read is routed at (a *bson.Timestamp).
+type readAtKey struct{}
+
+// readsAt wraps a read's handler: a read at a cluster time, a snapshot read with
+// atClusterTime or a statement of a snapshot transaction (whose atClusterTime the router
+// chose on its first statement), is routed by the chunk ownership of that time (WithRouting,
+// catalogcache.Routing.At), as mongos routes with getCollectionRoutingInfoAt: a chunk that
+// moved since is read on the shard that owned it then, which filters by that time's
+// ownership too. Writes are always routed by the current placement.
+//
+// A snapshot read outside a transaction without atClusterTime of a sharded collection gets
+// one here, as mongos selects it (the router's cluster time, or the read's afterClusterTime
+// when later), so that every shard reads at the same point; the reply reports it
+// (cursor.atClusterTime, or atClusterTime for distinct), where drivers take a snapshot
+// session's time from. Of an unsharded collection (one shard), the shard selects it, as
+// mongos leaves it to a single targeted shard (SERVER-47952): the shard's time is the
+// freshest, and a router's clock may lag a collection just created through another router;
+// the router reports the time the shard chose.
+func readsAt(h service.Handler) service.Handler {
+	return func(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+		var selected *bson.Timestamp
+		var chosen *shardChosenTime
+		if txnFrom(ctx) == nil && isSnapshotWithoutTime(cmd) {
+			if readsShardedCollection(ctx, env, cmd) {
+				rc, _ := cmd.Lookup("readConcern").DocumentOK()
+				withTime, err := txnReadConcern(env, rc)
+				if err != nil {
+					return nil, err
+				}
+				cmd = withField(cmd, "readConcern", bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: withTime})
+				selected = snapshotTime(cmd.Lookup("readConcern"))
+			} else {
+				chosen = &shardChosenTime{}
+				ctx = context.WithValue(ctx, shardChosenKey{}, chosen)
+			}
+		}
+		if ts := readAtClusterTime(ctx, cmd); ts != nil {
+			ctx = context.WithValue(ctx, readAtKey{}, ts)
+		}
+		reply, err := h(ctx, env, cmd)
+		if err != nil {
+			return reply, err
+		}
+		if chosen != nil {
+			chosen.mu.Lock()
+			selected = chosen.ts
+			chosen.mu.Unlock()
+		}
+		if selected == nil || replyAtClusterTime(reply) != nil {
+			return reply, nil
+		}
+		return concern.AddAtClusterTime(reply, uint64(selected.T)<<32|uint64(selected.I)), nil
+	}
+}
+
+// isSnapshotWithoutTime reports whether cmd's readConcern is snapshot without atClusterTime.
+func isSnapshotWithoutTime(cmd bsoncore.Document) bool {
+	rc, ok := cmd.Lookup("readConcern").DocumentOK()
+	if !ok {
+		return false
+	}
+	level, _ := rc.Lookup("level").StringValueOK()
+	_, err := rc.LookupErr("atClusterTime")
+	return level == "snapshot" && err != nil
+}
+
+// readsShardedCollection reports whether cmd reads a sharded collection (as far as the
+// routing cache knows; anything else, a missing database included, is one shard's read).
+func readsShardedCollection(ctx context.Context, env *service.Env, cmd bsoncore.Document) bool {
+	c, err := cluster(env)
+	if err != nil {
+		return false
+	}
+	coll, ok := firstArg(cmd).StringValueOK()
+	if !ok {
+		return false
+	}
+	r, err := c.Cache.Routing(ctx, env.DB+"."+coll)
+	return err == nil && r.Sharded()
+}
+
+// shardChosenTime is the atClusterTime a shard chose for a snapshot read the router left it
+// to (the first one reported).
+type shardChosenTime struct {
+	mu sync.Mutex
+	ts *bson.Timestamp
+}
+
+type shardChosenKey struct{}
+
+// noteShardAtClusterTime records the atClusterTime of a shard's reply to a read whose time
+// the router left to the shard (readsAt); anything else is not recorded.
+func noteShardAtClusterTime(ctx context.Context, reply bsoncore.Document) {
+	chosen, _ := ctx.Value(shardChosenKey{}).(*shardChosenTime)
+	if chosen == nil {
+		return
+	}
+	ts := replyAtClusterTime(reply)
+	if ts == nil {
+		return
+	}
+	chosen.mu.Lock()
+	defer chosen.mu.Unlock()
+	if chosen.ts == nil {
+		chosen.ts = ts
+	}
+}
+
+// replyAtClusterTime is a read reply's atClusterTime: in its cursor, or top-level (distinct).
+func replyAtClusterTime(reply bsoncore.Document) *bson.Timestamp {
+	v := reply.Lookup("cursor", "atClusterTime")
+	if v.Type == 0 {
+		v = reply.Lookup("atClusterTime")
+	}
+	if t, i, ok := v.TimestampOK(); ok {
+		return &bson.Timestamp{T: t, I: i}
+	}
+	return nil
+}
+
+// gossipReadTime returns cmd, for a read at a cluster time outside a transaction, with that
+// time as its $clusterTime: the shard's clock must reach it (its no-op write, when it has
+// to make one to read there, must land after it), as routerTxn.attach gossips a snapshot
+// transaction's; the time may come from another shard's clock than the one the driver
+// gossips to this shard (the shard takes the highest $clusterTime it is sent).
+func gossipReadTime(ctx context.Context, cmd bsoncore.Document) bsoncore.Document {
+	ts := readAtFrom(ctx)
+	if ts == nil || len(cmd) < 5 {
+		return cmd
+	}
+	out := append(make([]byte, 0, len(cmd)+64), cmd[:len(cmd)-1]...)
+	out = vclock.AppendClusterTime(out, optime.MakeTimestamp(ts.T, ts.I))
+	out = append(out, 0)
+	return bsoncore.UpdateLength(out, 0, int32(len(out)))
+}
+
+// withField returns cmd with field key's value replaced by v (appended when absent).
+func withField(cmd bsoncore.Document, key string, v bsoncore.Value) bsoncore.Document {
+	idx, out := bsoncore.AppendDocumentStart(make([]byte, 0, len(cmd)+len(v.Data)))
+	els, _ := cmd.Elements()
+	done := false
+	for _, el := range els {
+		if el.Key() == key {
+			out = bsoncore.AppendValueElement(out, key, v)
+			done = true
+			continue
+		}
+		out = append(out, el...)
+	}
+	if !done {
+		out = bsoncore.AppendValueElement(out, key, v)
+	}
+	out, _ = bsoncore.AppendDocumentEnd(out, idx)
+	return out
+}
+
+// readAtClusterTime is the time a read in ctx with command cmd reads at: its transaction's
+// atClusterTime, else the command's snapshot readConcern's; nil for a read of the newest data.
+func readAtClusterTime(ctx context.Context, cmd bsoncore.Document) *bson.Timestamp {
+	if t := txnFrom(ctx); t != nil {
+		return t.atClusterTime()
+	}
+	return snapshotTime(cmd.Lookup("readConcern"))
+}
+
+// snapshotTime is a readConcern's atClusterTime when its level is snapshot (nil otherwise).
+func snapshotTime(v bsoncore.Value) *bson.Timestamp {
+	rc, ok := v.DocumentOK()
+	if !ok {
+		return nil
+	}
+	if level, _ := rc.Lookup("level").StringValueOK(); level != "snapshot" {
+		return nil
+	}
+	if s, i, ok := rc.Lookup("atClusterTime").TimestampOK(); ok {
+		return &bson.Timestamp{T: s, I: i}
+	}
+	return nil
+}
+
+// readAtFrom is the cluster time the request in ctx reads at (nil: the newest data).
+func readAtFrom(ctx context.Context) *bson.Timestamp {
+	ts, _ := ctx.Value(readAtKey{}).(*bson.Timestamp)
+	return ts
 }
 
 // noTxn wraps a handler with refuseTransaction.
@@ -158,6 +349,7 @@ func runDistinct(ctx context.Context, env *service.Env, cmd bsoncore.Document) (
 		}
 		values = values[:0]
 		for _, rep := range replies {
+			noteShardAtClusterTime(ctx, rep)
 			arr, _ := rep.Lookup("values").ArrayOK()
 			vals, err := arr.Values()
 			if err != nil {

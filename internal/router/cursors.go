@@ -71,6 +71,8 @@ func (r *remote) run(ctx context.Context, db string, cmd bsoncore.Document) (bso
 	t := txnFrom(ctx)
 	if t != nil {
 		cmd = t.attach(r.shard, cmd)
+	} else {
+		cmd = gossipReadTime(ctx, cmd)
 	}
 	if r.host != "" {
 		raw, err = r.hosts.RunCommand(mongo.NewSessionContext(ctx, r.sess), r.host, db, bson.Raw(cmd), r.rp)

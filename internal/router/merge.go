@@ -173,6 +173,7 @@ func openCursors(ctx context.Context, c *Cluster, db string, shards []string, cm
 			errs[i] = err
 			return
 		}
+		noteShardAtClusterTime(ctx, reply) // a snapshot read's time the shard chose (readsAt)
 		var ns string
 		var docs []bsoncore.Document
 		if sc.id, ns, docs, err = parseCursorReply(reply); err != nil {
@@ -217,6 +218,8 @@ func runOnShards(ctx context.Context, c *Cluster, db string, shards []string, cm
 			t := txnFrom(ctx)
 			if t != nil {
 				cmd = t.attach(shard, cmd)
+			} else {
+				cmd = gossipReadTime(ctx, cmd)
 			}
 			raw, err := rs.RunCommand(ctx, db, rawDoc(cmd), readPrefFrom(ctx))
 			if err != nil {

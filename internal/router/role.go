@@ -6,6 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/client"
+	"humongo/internal/repl/concern"
 	"humongo/internal/service"
 	"humongo/internal/vclock"
 )
@@ -25,9 +26,16 @@ func (Role) Admit(*service.Env, *service.Command, bsoncore.Document) error { ret
 // Begin implements service.Role: the client's $clusterTime gossip in (rate limited), every
 // component from a cluster member (a request carrying $configTime, as internal clients'
 // do), and the collector of the shards' operationTimes in ctx (client.WithOpTimes).
-func (Role) Begin(ctx context.Context, env *service.Env, _ *service.Command, cmd bsoncore.Document) (context.Context, any, error) {
+func (Role) Begin(ctx context.Context, env *service.Env, c *service.Command, cmd bsoncore.Document) (context.Context, any, error) {
 	op := &routerOp{}
 	ctx = client.WithOpTimes(ctx, &op.ots)
+	if c != nil && !snapshotReads[c.Name] && !inTxn(cmd) {
+		// As mongos's read concern support check: only the reads take readConcern snapshot
+		// outside a transaction (listDatabases, a write... fail with InvalidOptions).
+		if err := concern.RefuseSnapshot(c.Name, cmd); err != nil {
+			return ctx, op, err
+		}
+	}
 	if env == nil || env.State == nil {
 		return ctx, op, nil
 	}
@@ -39,6 +47,10 @@ func (Role) Begin(ctx context.Context, env *service.Env, _ *service.Command, cmd
 	}
 	return ctx, op, env.State.Concern.Clock.Advance(g.Time)
 }
+
+// snapshotReads are the commands that read at readConcern snapshot outside a transaction
+// (cmd_read.go's readsAt); RefuseSnapshot allows explain itself.
+var snapshotReads = map[string]bool{"find": true, "aggregate": true, "distinct": true}
 
 // routerOp is what Begin hands to Decorate.
 type routerOp struct {

@@ -8,9 +8,10 @@ package router
 // request the handler then sends to a shard (runOn, remote.run, runOnShards) goes through
 // routerTxn.attach, which adds lsid, txnNumber and autocommit: false, and on the first
 // request to a shard startTransaction: true and the transaction's readConcern (atClusterTime
-// chosen from the router's clock for snapshot); the first participant is the coordinator
-// (coordinator: true). Each shard reply's readOnly updates its participant; the first one
-// that wrote is the recovery shard, named in the recoveryToken every reply in the
+// chosen from the router's clock for snapshot: the transaction's reads are then routed by
+// the chunk ownership of that time, cmd_read.go's readsAt); the first participant is the
+// coordinator (coordinator: true). Each shard reply's readOnly updates its participant; the
+// first one that wrote is the recovery shard, named in the recoveryToken every reply in the
 // transaction carries. A failed statement aborts the transaction on every participant
 // (implicit abort); stale routing is retried only on the first statement with at most one
 // participant. commitTransaction and abortTransaction are txn_commit.go.
@@ -21,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
@@ -279,6 +281,18 @@ func txnReadConcern(env *service.Env, rc bsoncore.Document) (bsoncore.Document, 
 		}
 	}
 	return b.AppendTimestamp("atClusterTime", ts, ti).Build(), nil
+}
+
+// atClusterTime is a snapshot transaction's atClusterTime (nil for another read concern):
+// its reads are routed by the placement of that time.
+func (t *routerTxn) atClusterTime() *bson.Timestamp {
+	t.mu.Lock()
+	rc := t.readConcern
+	t.mu.Unlock()
+	if rc == nil {
+		return nil
+	}
+	return snapshotTime(bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: rc})
 }
 
 // txnFields are the fields attach replaces in a request to a participant.

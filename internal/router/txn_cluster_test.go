@@ -257,6 +257,68 @@ func TestRouterTransactions(t *testing.T) {
 		}
 	})
 
+	// create and createIndexes run on the database's primary shard as statements of the
+	// transaction (as mongos 7.0): nothing shows before the commit; what the shard may not do
+	// in a transaction is its error, and aborts the transaction.
+	t.Run("create and createIndexes in a transaction", func(t *testing.T) {
+		ddb := sc.router.Database("txnddl")
+		s := newSession()
+		if err := s.StartTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		sctx := mongo.NewSessionContext(ctx, s)
+		idx := bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{
+			bson.D{{Key: "key", Value: bson.D{{Key: "x", Value: 1}}}, {Key: "name", Value: "x_1"}}}}}
+		if err := ddb.RunCommand(sctx, bson.D{{Key: "create", Value: "c"}}).Err(); err != nil {
+			t.Fatalf("create in a transaction: %v", err)
+		}
+		if err := ddb.RunCommand(sctx, idx).Err(); err != nil {
+			t.Fatalf("createIndexes in a transaction: %v", err)
+		}
+		if names, _ := ddb.ListCollectionNames(ctx, bson.D{}); len(names) != 0 {
+			t.Errorf("collections before commit: %v", names)
+		}
+		if err := s.CommitTransaction(ctx); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+		specs, err := ddb.Collection("c").Indexes().ListSpecifications(ctx)
+		if err != nil || len(specs) != 2 {
+			t.Fatalf("indexes after commit: %v %v", specs, err)
+		}
+		if _, err := ddb.Collection("c").InsertOne(ctx, bson.D{{Key: "x", Value: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		s2 := newSession()
+		if err := s2.StartTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		idx[1].Value = bson.A{bson.D{{Key: "key", Value: bson.D{{Key: "y", Value: 1}}}, {Key: "name", Value: "y_1"}}}
+		err = ddb.RunCommand(mongo.NewSessionContext(ctx, s2), idx).Err()
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) || ce.Code != int32(mongoerr.OperationNotSupportedInTransaction) {
+			t.Errorf("new index on an existing non-empty collection in a transaction: %v, want OperationNotSupportedInTransaction", err)
+		}
+		err = ddb.RunCommand(mongo.NewSessionContext(ctx, s2), bson.D{{Key: "create", Value: "c"}}).Err()
+		if !errors.As(err, &ce) || ce.Code != int32(mongoerr.NoSuchTransaction) {
+			t.Errorf("statement after the failed one: %v, want NoSuchTransaction (the failure aborted it)", err)
+		}
+		_ = s2.AbortTransaction(ctx)
+		// DDL not allowed in a transaction: mongos's error, nothing sent to a shard.
+		s3 := newSession()
+		if err := s3.StartTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		err = ddb.RunCommand(mongo.NewSessionContext(ctx, s3), bson.D{{Key: "dropIndexes", Value: "c"}, {Key: "index", Value: "x_1"}}).Err()
+		if !errors.As(err, &ce) || ce.Code != int32(mongoerr.OperationNotSupportedInTransaction) ||
+			ce.Message != "Cannot run 'dropIndexes' in a multi-document transaction." {
+			t.Errorf("dropIndexes in a transaction: %v", err)
+		}
+		_ = s3.AbortTransaction(ctx)
+		if specs, _ := ddb.Collection("c").Indexes().ListSpecifications(ctx); len(specs) != 2 {
+			t.Errorf("indexes after the refused dropIndexes: %v", specs)
+		}
+	})
+
 	t.Run("commit and abort without statements", func(t *testing.T) {
 		s := newSession()
 		if err := s.StartTransaction(); err != nil {

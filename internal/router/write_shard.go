@@ -44,6 +44,7 @@ func (c *Cluster) runOn(ctx context.Context, shard, db string, cmd bsoncore.Docu
 		cmd = t.attach(shard, cmd)
 	} else {
 		t = nil
+		cmd = gossipReadTime(ctx, cmd)
 	}
 	raw, err := rs.RunCommand(ctx, db, bson.Raw(cmd), nil)
 	if err != nil {
@@ -194,19 +195,20 @@ func forwardSession(out []byte, cmd bsoncore.Document) []byte {
 	return bsoncore.AppendValueElement(out, "txnNumber", txn)
 }
 
-// refuseTransaction answers commands that are part of a multi-document transaction: the
-// router's transaction coordinator is a later issue, and running a statement outside the
-// transaction would silently lose its snapshot and atomicity.
+// refuseTransaction answers a command not allowed in a multi-document transaction that
+// carries autocommit or startTransaction, with mongod's and mongos's error (the commands
+// allowed in one are wrapped in txnStatement instead).
 func refuseTransaction(cmd bsoncore.Document) error {
-	if _, err := cmd.LookupErr("autocommit"); err == nil {
-		return mongoerr.New(mongoerr.OperationNotSupportedInTransaction,
-			"multi-document transactions through humongos are not supported yet")
+	_, acErr := cmd.LookupErr("autocommit")
+	_, stErr := cmd.LookupErr("startTransaction")
+	if acErr != nil && stErr != nil {
+		return nil
 	}
-	if _, err := cmd.LookupErr("startTransaction"); err == nil {
-		return mongoerr.New(mongoerr.OperationNotSupportedInTransaction,
-			"multi-document transactions through humongos are not supported yet")
+	name := ""
+	if e, err := cmd.IndexErr(0); err == nil {
+		name = e.Key()
 	}
-	return nil
+	return mongoerr.Newf(mongoerr.OperationNotSupportedInTransaction, "Cannot run '%s' in a multi-document transaction.", name)
 }
 
 // collectionArg returns the collection a command names in its first field (a string), as

@@ -112,12 +112,12 @@ var snapshotCommands = map[string]bool{"dbHash": true, "explain": true}
 // supported": the writes, listDatabases, ...).
 var snapshotOnlyRefused = map[string]bool{"count": true, "listCollections": true, "listIndexes": true}
 
-// refuseSnapshot is service_entry_point_common's read concern support check for readConcern
+// RefuseSnapshot is service_entry_point_common's read concern support check for readConcern
 // level snapshot outside a transaction: only find, aggregate and distinct (and dbHash) read
 // at a snapshot; any other command (a write, listCollections, ...) fails with InvalidOptions
 // instead of silently reading or writing the latest data. Other levels on commands that
 // ignore them stay accepted, as before.
-func refuseSnapshot(command string, cmd bsoncore.Document) error {
+func RefuseSnapshot(command string, cmd bsoncore.Document) error {
 	if snapshotCommands[command] {
 		return nil
 	}
@@ -282,10 +282,10 @@ func Begin(ctx context.Context, n Node, command string, cmd bsoncore.Document) (
 	}
 	rc := n.Repl
 	if !readCommands[command] {
-		return ctx, s, refuseSnapshot(command, cmd)
+		return ctx, s, RefuseSnapshot(command, cmd)
 	}
 	if command == "count" {
-		if err := refuseSnapshot(command, cmd); err != nil {
+		if err := RefuseSnapshot(command, cmd); err != nil {
 			return ctx, s, err
 		}
 	}
@@ -464,15 +464,15 @@ func Finish(ctx context.Context, n Node, s *OpState, reply bsoncore.Document) (b
 		}
 	}
 	if s.retAtCT {
-		reply = addAtClusterTime(reply, uint64(s.req.ReadSource.TS))
+		reply = AddAtClusterTime(reply, uint64(s.req.ReadSource.TS))
 	}
 	return reply, nil
 }
 
-// addAtClusterTime appends atClusterTime to the reply's cursor document, or to the reply
+// AddAtClusterTime appends atClusterTime to the reply's cursor document, or to the reply
 // itself when it has no cursor (distinct, as distinct.cpp does): drivers take a snapshot
 // session's time from the first read's reply either way.
-func addAtClusterTime(reply bsoncore.Document, ts uint64) bsoncore.Document {
+func AddAtClusterTime(reply bsoncore.Document, ts uint64) bsoncore.Document {
 	elems, err := reply.Elements()
 	if err != nil {
 		return reply

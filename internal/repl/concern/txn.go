@@ -16,6 +16,9 @@ import (
 type TxnSnapshot struct {
 	Source storage.ReadSource
 	TS     optime.Timestamp
+	// AtClusterTime: read concern snapshot, TS is the transaction's atClusterTime (a shard
+	// filters its reads by the chunk ownership of that time).
+	AtClusterTime bool
 }
 
 // BeginTxn is Begin for a statement of a multi-document transaction: it gossips the
@@ -60,7 +63,7 @@ func BeginTxn(ctx context.Context, n Node, cmd bsoncore.Document, first bool) (c
 	snap := TxnSnapshot{Source: storage.ReadNoTimestamp}
 	switch s.rc.Level {
 	case LevelMajority, LevelSnapshot:
-		snap = TxnSnapshot{Source: storage.ReadProvided, TS: s.req.ReadSource.TS}
+		snap = TxnSnapshot{Source: storage.ReadProvided, TS: s.req.ReadSource.TS, AtClusterTime: s.rc.Level == LevelSnapshot}
 	}
 	s.req.ReadSource = operation.ReadSource{}
 	s.retAtCT = false

@@ -22,6 +22,8 @@ import (
 	"fmt"
 	"sync"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
 	"humongo/internal/sharding/routing"
@@ -69,6 +71,18 @@ type Routing struct {
 
 // Sharded reports whether the collection is sharded.
 func (r *Routing) Sharded() bool { return r.Table != nil }
+
+// At is the routing as of cluster time ts (MongoDB's getCollectionRoutingInfoAt): a sharded
+// collection's chunks owned by the shards their history names at ts (routing.RoutingTable.At),
+// its versions the current ones. An unsharded collection's routing is r itself.
+func (r *Routing) At(ts bson.Timestamp) *Routing {
+	if r.Table == nil {
+		return r
+	}
+	at := *r
+	at.Table = r.Table.At(ts)
+	return &at
+}
 
 // Cache is one node's routing table cache. Safe for concurrent use.
 type Cache struct {

@@ -19,9 +19,11 @@ import (
 	"context"
 	"sync"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/catalog"
+	"humongo/internal/optime"
 	"humongo/internal/query/plan"
 	"humongo/internal/sharding/routing"
 	"humongo/internal/sharding/shardkey"
@@ -36,10 +38,16 @@ type usersOf struct {
 }
 
 // checkAndPin checks received against ns's metadata and returns its ownership filter holding
-// one use of that metadata for the caller (nil for an unsharded collection). The check and the
+// one use of that metadata for the caller (nil for an unsharded collection). A read at a
+// cluster time (at != 0: a snapshot read or a snapshot transaction's statement) is checked
+// against the current version, as MongoDB 5.0 to 7.0 check it, and filtered by the ownership
+// of that time from the chunks' history: the donor of a later migration still owns the
+// moved range then, its recipient (which holds the cloned documents from before the commit)
+// does not. The range deleter need not wait for such a read: its deletes come after the
+// read's snapshot, which still holds the documents. The check and the
 // pin see the same installed metadata: a refresh installing newer metadata in between makes it
 // check again, so the range deleter never misses a use it should wait for.
-func (r *Runtime) checkAndPin(ns, shard string, received routing.ChunkVersion) (plan.OwnershipFilter, error) {
+func (r *Runtime) checkAndPin(ns, shard string, received routing.ChunkVersion, at optime.Timestamp) (plan.OwnershipFilter, error) {
 	for {
 		m, err := r.CheckCollection(ns, shard, received)
 		if err != nil || m == nil {
@@ -53,7 +61,11 @@ func (r *Runtime) checkAndPin(ns, shard string, received routing.ChunkVersion) (
 			r.mu.Unlock()
 			continue
 		}
-		f := &pinnedFilter{ownership: ownership{m.Table, m.Shard}, rt: r, m: m}
+		table := m.Table
+		if at != 0 {
+			table = table.At(bson.Timestamp{T: at.Secs(), I: at.Inc()})
+		}
+		f := &pinnedFilter{ownership: ownership{table, m.Shard}, rt: r, m: m}
 		f.release = r.pinLocked(ns, m)
 		r.mu.Unlock()
 		return f, nil

@@ -17,6 +17,11 @@
 // checked and sees every document; a versioned read of a sharded collection gets the
 // ownership filter of the checked metadata (SHARDING_FILTER), which hides orphans.
 //
+// A read at a cluster time (a snapshot read, a snapshot transaction's statement) is checked
+// against the current version but filtered by the ownership of its time, from the chunks'
+// history (preserver.go's checkAndPin, routing.RoutingTable.At): a migration's donor still
+// returns the moved range at a time before the commit, its recipient does not.
+//
 // A shard primary also writes what it refreshed to config.cache.* (persist.go). A database
 // whose primary moves is held in a critical section meanwhile (dbcritsec.go).
 //
@@ -78,7 +83,8 @@ func (m *CollectionMetadata) Filter() plan.OwnershipFilter {
 }
 
 // ownership is MongoDB's ScopedCollectionFilter: a document belongs to this shard when the
-// chunk of its shard key is this shard's. A document whose key cannot be extracted (an array
+// chunk of its shard key is this shard's (in table, which for a read at a past cluster time
+// is the placement of that time: routing.RoutingTable.At). A document whose key cannot be extracted (an array
 // on the shard key path) belongs to nobody, as ShardFilterStage drops it.
 type ownership struct {
 	table *routing.RoutingTable
@@ -271,7 +277,7 @@ func (r *Runtime) Check(op *operation.Context, ns string) (plan.OwnershipFilter,
 	if err := r.checkCriticalSection(op, ns, id.ShardName, received, m.ShardVersion()); err != nil {
 		return nil, err
 	}
-	return r.checkAndPin(ns, id.ShardName, received) // preserver.go
+	return r.checkAndPin(ns, id.ShardName, received, op.SnapshotTime()) // preserver.go
 }
 
 // CheckDatabase checks a received database version against the known one.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/bsonutil"
@@ -29,6 +30,10 @@ type RoutingTable struct {
 	collVer ChunkVersion
 	shardV  map[string]ChunkVersion
 	shards  []string // sorted
+	// atTime and histErr are set in a view of the placement at a past cluster time (At):
+	// histErr[i] is StaleChunkHistory when chunk i's history does not reach back that far.
+	atTime  *bson.Timestamp
+	histErr []error
 }
 
 // encodeKey returns the keystring of a shard key document's values (all fields ascending:
@@ -262,7 +267,7 @@ func (rt *RoutingTable) ChunkForKey(key bsoncore.Document) (*Chunk, error) {
 		return nil, mongoerr.Newf(mongoerr.ShardKeyNotFound, "%s is not a shard key for the collection's shard key pattern %s",
 			bsonutil.FormatDoc(key), rt.pattern)
 	}
-	return rt.chunks[rt.chunkIndexKS(b.Bytes())], nil
+	return rt.chunkAt(rt.chunkIndexKS(b.Bytes()))
 }
 
 // ShardForKey returns the shard owning a shard key.
@@ -285,16 +290,21 @@ func (rt *RoutingTable) ShardForDoc(doc bsoncore.Document) (string, error) {
 
 // ShardsForRanges returns the shards owning a chunk that overlaps one of the inclusive ranges
 // (MongoDB's getShardIdsForRange with isMaxInclusive, over a BoundList), sorted. No ranges,
-// no shards.
-func (rt *RoutingTable) ShardsForRanges(ranges []shardkey.Range) []string {
+// no shards. In a view of a past time (At), a range reaching a chunk whose history does not
+// go back that far is StaleChunkHistory.
+func (rt *RoutingTable) ShardsForRanges(ranges []shardkey.Range) ([]string, error) {
 	set := map[string]bool{}
 	for _, r := range ranges {
 		lo := rt.chunkIndexKS(encodeKey(r.Min))
 		hi := rt.chunkIndexKS(encodeKey(r.Max))
 		for i := lo; i <= hi; i++ {
-			set[rt.chunks[i].Shard] = true
+			c, err := rt.chunkAt(i)
+			if err != nil {
+				return nil, err
+			}
+			set[c.Shard] = true
 		}
-		if len(set) == len(rt.shards) {
+		if len(set) == len(rt.shards) && rt.histErr == nil {
 			break
 		}
 	}
@@ -303,7 +313,7 @@ func (rt *RoutingTable) ShardsForRanges(ranges []shardkey.Range) []string {
 		out = append(out, s)
 	}
 	slices.Sort(out)
-	return out
+	return out, nil
 }
 
 // ShardsForQuery returns the shards a find filter can match documents on (the targeter's
@@ -313,11 +323,18 @@ func (rt *RoutingTable) ShardsForQuery(filter bsoncore.Document, collated bool) 
 	if err != nil {
 		return nil, err
 	}
-	shards := rt.ShardsForRanges(ranges)
+	shards, err := rt.ShardsForRanges(ranges)
+	if err != nil {
+		return nil, err
+	}
 	if len(shards) == 0 {
 		// As MongoDB (SERVER-4914): callers expect a shard even when nothing can match; the
 		// owner of the global min answers with no documents.
-		shards = []string{rt.chunks[0].Shard}
+		c, err := rt.chunkAt(0)
+		if err != nil {
+			return nil, err
+		}
+		shards = []string{c.Shard}
 	}
 	return shards, nil
 }
