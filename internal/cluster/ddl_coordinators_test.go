@@ -227,6 +227,8 @@ func TestShardedDDLCoordinators(t *testing.T) {
 		// says it happened (once) already.
 		retried func(err error) bool
 		check   func(t *testing.T)
+		// atFailPoint, when set, checks the state while the coordinator hangs.
+		atFailPoint func(t *testing.T)
 	}{
 		{
 			name: "shardCollection", failPoint: "hangCreateCollectionCoordinatorBeforeCommit",
@@ -269,6 +271,15 @@ func TestShardedDDLCoordinators(t *testing.T) {
 				return admin.RunCommand(ctx, bson.D{{Key: "renameCollection", Value: "ren.r2"}, {Key: "to", Value: "ren.r2b"}}).Err()
 			},
 			retried: isCode(26),
+			// The participants' critical sections are persisted: a restarted shard blocks
+			// both namespaces again until the resumed coordinator releases them.
+			atFailPoint: func(t *testing.T) {
+				for _, sh := range d.Shards {
+					if n, err := sh.Client.Database("config").Collection("collection_critical_sections").CountDocuments(ctx, bson.D{}); err != nil || n != 2 {
+						t.Fatalf("%s has %d persisted critical sections (%v), want 2", sh.Topology.Name, n, err)
+					}
+				}
+			},
 			check: func(t *testing.T) {
 				if count(t, "ren.r2b") != 60 || count(t, "ren.r2") != 0 {
 					t.Fatal("the resumed rename lost or left documents")
@@ -293,7 +304,7 @@ func TestShardedDDLCoordinators(t *testing.T) {
 	for _, k := range kills {
 		t.Run("kill/"+k.name, func(t *testing.T) {
 			k.setup(t)
-			first := killAtFailPoint(ctx, t, d, k.failPoint, k.op)
+			first := killAtFailPoint(ctx, t, d, k.failPoint, k.op, k.atFailPoint)
 			if first != nil {
 				// The router gave up while the shard had no primary: the application retries,
 				// and the retry finds the operation done by the resumed coordinator.
@@ -304,6 +315,11 @@ func TestShardedDDLCoordinators(t *testing.T) {
 			}
 			k.check(t)
 			checkUUIDs(ctx, t, d, "ren")
+			for _, sh := range d.Shards {
+				if n, err := sh.Client.Database("config").Collection("collection_critical_sections").CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
+					t.Fatalf("%s keeps %d critical sections after the DDL (%v)", sh.Topology.Name, n, err)
+				}
+			}
 		})
 	}
 }
@@ -430,7 +446,7 @@ func waitFailPoint(ctx context.Context, t *testing.T, admin *mongo.Database, nam
 // one member) hangs at failPoint, kills it (kill -9) and restarts it: the fail point is off
 // in the new process, its step-up resumes the coordinator. It returns op's own result once
 // the coordinator's document is gone.
-func killAtFailPoint(ctx context.Context, t *testing.T, d *Deployment, failPoint string, op func() error) error {
+func killAtFailPoint(ctx context.Context, t *testing.T, d *Deployment, failPoint string, op func() error, atFailPoint func(*testing.T)) error {
 	t.Helper()
 	direct := d.Shards[0].Client.Database("admin")
 	base := setFailPoint(ctx, t, direct, failPoint, "alwaysOn")
@@ -447,6 +463,9 @@ func killAtFailPoint(ctx context.Context, t *testing.T, d *Deployment, failPoint
 	waitFailPoint(ctx, t, direct, failPoint, base, done)
 	if n, err := d.Shards[0].Client.Database("config").Collection("system.sharding_ddl_coordinators").CountDocuments(ctx, bson.D{}); err != nil || n == 0 {
 		t.Fatalf("no coordinator state document at the fail point (%v)", err)
+	}
+	if atFailPoint != nil {
+		atFailPoint(t)
 	}
 	primary := d.Shards[0].Nodes[0]
 	if err := primary.Kill(); err != nil {

@@ -61,7 +61,9 @@ func startDDLCoordinators(st *service.State, reg *service.Registry, rc *coord.Co
 		Log:   st.Logger,
 	})
 	st.Decorate(ddlCoordinatorsKey{}, func() any { return &ddlCoordinatorsHolder{svc: svc} })
-	return svc.Stop
+	// After the migrations' hook (registered first), which forgets the filtering metadata.
+	removeHook := rc.BeforeWritable(func() { recoverDDLCriticalSections(st) })
+	return func() { removeHook(); svc.Stop() }
 }
 
 func ddlCoordinatorsOf(env *service.Env, name string) (*ddl.CoordinatorService, error) {

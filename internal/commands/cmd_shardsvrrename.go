@@ -15,6 +15,8 @@ import (
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 	"humongo/internal/sharding/ddl"
+	"humongo/internal/sharding/filtering"
+	"humongo/internal/sharding/migration"
 )
 
 func addShardsvrRenameAndDropDatabase(r *service.Registry) {
@@ -146,6 +148,73 @@ func runShardsvrRenameCollection(ctx context.Context, env *service.Env, cmd bson
 	return emptyDoc, nil
 }
 
+// criticalSectionsColl holds the DDL critical sections of a shard (MongoDB's recoverable
+// critical sections, config.collection_critical_sections): a participant that restarts, or a
+// new primary, blocks the namespace again before it takes writes (recoverDDLCriticalSections)
+// until the coordinator releases it.
+const criticalSectionsColl = "collection_critical_sections"
+
+// enterDDLCriticalSection persists ns's section (the caller waits for majority) and blocks
+// ns's versioned reads and writes. Entering again with the section held is a no-op.
+func enterDDLCriticalSection(ctx context.Context, run ddl.RunFunc, rt *filtering.Runtime, ns, reason string) error {
+	upd := bsoncore.NewDocumentBuilder().AppendString("update", criticalSectionsColl).
+		AppendArray("updates", bsoncore.NewArrayBuilder().AppendDocument(bsoncore.NewDocumentBuilder().
+			AppendDocument("q", bsoncore.NewDocumentBuilder().AppendString("_id", ns).Build()).
+			AppendDocument("u", bsoncore.NewDocumentBuilder().AppendDocument("$set", bsoncore.NewDocumentBuilder().
+				AppendString("reason", reason).AppendBoolean("blockReads", true).Build()).Build()).
+			AppendBoolean("upsert", true).Build()).Build()).Build()
+	if _, err := run(ctx, "config", upd); err != nil {
+		return fmt.Errorf("persist the critical section of %s: %w", ns, err)
+	}
+	if held, _ := rt.InCriticalSection(ns); !held {
+		if err := rt.EnterCriticalSection(ns, reason); err != nil {
+			return err
+		}
+	}
+	rt.PromoteCriticalSectionToBlockReads(ns)
+	return nil
+}
+
+// exitDDLCriticalSection removes ns's persisted section and releases it.
+func exitDDLCriticalSection(ctx context.Context, run ddl.RunFunc, rt *filtering.Runtime, ns string) error {
+	del := bsoncore.NewDocumentBuilder().AppendString("delete", criticalSectionsColl).
+		AppendArray("deletes", bsoncore.NewArrayBuilder().AppendDocument(bsoncore.NewDocumentBuilder().
+			AppendDocument("q", bsoncore.NewDocumentBuilder().AppendString("_id", ns).Build()).
+			AppendInt32("limit", 1).Build()).Build()).Build()
+	if _, err := run(ctx, "config", del); err != nil {
+		return fmt.Errorf("remove the critical section of %s: %w", ns, err)
+	}
+	rt.ExitCriticalSection(ns)
+	return nil
+}
+
+// recoverDDLCriticalSections re-enters every persisted DDL critical section, read from the
+// node's own storage (it runs as the node ends its drain, before it takes writes: it cannot
+// run commands yet).
+func recoverDDLCriticalSections(st *service.State) {
+	rt := filtering.Of(st.DB)
+	if rt == nil {
+		return
+	}
+	docs, err := (&migration.Local{DB: st.DB}).ScanAll(context.Background(), "config."+criticalSectionsColl)
+	if err != nil {
+		st.Logger.Error("Failed to read the DDL critical sections at step-up", "error", err.Error())
+		return
+	}
+	for _, d := range docs {
+		ns, ok := d.Lookup("_id").StringValueOK()
+		if !ok {
+			continue
+		}
+		reason, _ := d.Lookup("reason").StringValueOK()
+		if held, _ := rt.InCriticalSection(ns); !held {
+			_ = rt.EnterCriticalSection(ns, reason)
+		}
+		rt.PromoteCriticalSectionToBlockReads(ns)
+		st.Logger.Info("Recovered a DDL critical section", "namespace", ns, "reason", reason)
+	}
+}
+
 // renameReason is the critical sections' reason (MongoDB's getCriticalSectionReasonForRename).
 func renameReason(from, to string) string {
 	return fmt.Sprintf("{ command: \"rename\", from: \"%s\", to: \"%s\" }", from, to)
@@ -175,16 +244,13 @@ func runShardsvrRenameCollectionParticipant(ctx context.Context, env *service.En
 	if err != nil {
 		return nil, err
 	}
+	run := ddl.RunFunc(internalRunner(env.State, env.Registry))
 	reason := renameReason(from, to)
 	for _, ns := range []string{from, to} {
-		if held, _ := rt.InCriticalSection(ns); !held {
-			if err := rt.EnterCriticalSection(ns, reason); err != nil {
-				return nil, err
-			}
+		if err := enterDDLCriticalSection(ctx, run, rt, ns, reason); err != nil {
+			return nil, err
 		}
-		rt.PromoteCriticalSectionToBlockReads(ns)
 	}
-	run := ddl.RunFunc(internalRunner(env.State, env.Registry))
 	fromDB, fromColl, _ := strings.Cut(from, ".")
 	toDB, toColl, _ := strings.Cut(to, ".")
 	target, err := ddl.LocalCollection(ctx, run, toDB, toColl)
@@ -239,9 +305,13 @@ func runShardsvrRenameCollectionUnblockParticipant(ctx context.Context, env *ser
 			return nil, fmt.Errorf("refresh %s after the rename: %w", ns, err)
 		}
 	}
-	rt.ExitCriticalSection(from)
-	rt.ExitCriticalSection(to)
-	return emptyDoc, nil
+	run := ddl.RunFunc(internalRunner(env.State, env.Registry))
+	for _, ns := range []string{from, to} {
+		if err := exitDDLCriticalSection(ctx, run, rt, ns); err != nil {
+			return nil, err
+		}
+	}
+	return waitMajority(ctx, env, emptyDoc)
 }
 
 // runShardsvrDropDatabase ({_shardsvrDropDatabase: 1} on the database) drops it through the

@@ -19,10 +19,10 @@ package ddl
 //   - unblockCRUD: every shard refreshes both namespaces and leaves the critical sections
 //     (_shardsvrRenameCollectionUnblockParticipant).
 //
-// A refusal in checkPreconditions ends the operation with nothing changed. The critical
-// sections live in the participants' memory (MongoDB persists them in
-// config.collection_critical_sections): a participant that restarts mid-rename serves
-// versioned requests from a fresh refresh until the resumed coordinator blocks it again.
+// A refusal in checkPreconditions ends the operation with nothing changed. The participants
+// persist their critical sections (config.collection_critical_sections, MongoDB's
+// recoverable critical sections): a participant that restarts mid-rename blocks both
+// namespaces again before it takes writes, until the resumed coordinator unblocks it.
 
 import (
 	"context"
