@@ -17,6 +17,16 @@
 //
 // The service is independent of replication and storage: the node's state comes through
 // Node, the documents through Config's functions (the shard's own commands, majority).
+//
+// FollowTerms (terms.go) is the step-up/step-down machinery under the service. The
+// node-wide services whose state is not one instance per document follow the node's terms
+// with it directly: the migration coordinators' recovery (config.migrationCoordinators,
+// decided and finished at each step-up, as MongoDB's
+// resumeMigrationCoordinationsOnStepUp, not a PrimaryOnlyService in MongoDB either), the
+// range deleter (an executor per term over config.rangeDeletions, MongoDB's
+// RangeDeleterService) and the transaction coordinators (internal/sharding/txncoord, which
+// keep their own instance map so that a deterministic simulation can drive them without
+// goroutines).
 package primaryonly
 
 import (
@@ -166,34 +176,16 @@ func (s *Service) errNotPrimary() error {
 func (s *Service) watch(ctx context.Context) {
 	defer close(s.done)
 	defer s.stepDown()
-	for {
-		_, changed := s.cfg.Node.TopologyVersion()
-		var retry <-chan time.Time
-		primary, term := s.cfg.Node.IsWritablePrimary(), s.cfg.Node.Term()
-		s.mu.Lock()
-		st, cur := s.state, s.term
-		s.mu.Unlock()
-		switch {
-		case primary && (st == stateIdle || term != cur):
-			s.stepDown()
+	FollowTerms(ctx, s.cfg.Node, s.cfg.RetryDelay, s.cfg.Log, s.cfg.Name, TermHooks{
+		StepUp: func(ctx context.Context, term int64) error {
 			if err := s.stepUp(ctx, term); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				s.cfg.Log.Warn("Failed to rebuild the primary-only service; retrying", "service", s.cfg.Name, "error", err.Error())
 				s.stepDown()
-				retry = time.After(s.cfg.RetryDelay)
+				return err
 			}
-		case !primary && st != stateIdle:
-			s.stepDown()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case <-retry:
-		}
-	}
+			return nil
+		},
+		StepDown: s.stepDown,
+	})
 }
 
 // setStateLocked changes the state and wakes the requests waiting on it.

@@ -6,15 +6,13 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/primaryonly"
 )
 
 // Node is what the step-up recovery needs of the replication coordinator (the shape of
 // configsvr.Node): topology changes, writable-primary state and the term.
-type Node interface {
-	TopologyVersion() (counter int64, changed <-chan struct{})
-	IsWritablePrimary() bool
-	Term() int64
-}
+type Node = primaryonly.Node
 
 // RecoverCoordinators resumes every unfinished migration coordinator of this donor
 // (config.migrationCoordinators), MongoDB's resumeMigrationCoordinationsOnStepUp: each is
@@ -71,36 +69,19 @@ func (s *Service) StartRecovery(node Node) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		doneTerm := int64(-1)
-		for {
-			_, changed := node.TopologyVersion()
-			var retry <-chan time.Time
-			if term := node.Term(); node.IsWritablePrimary() && term != doneTerm {
-				var err error
-				if unlock, ok := s.Registry.Lock(); ok {
-					err = s.recoverMinOpTime(ctx)
-					if err == nil {
-						err = s.RecoverCoordinators(ctx)
-					}
-					unlock()
+		primaryonly.FollowTerms(ctx, node, time.Second, s.Log, "MigrationCoordinatorRecovery", primaryonly.TermHooks{
+			StepUp: func(ctx context.Context, _ int64) error {
+				unlock, ok := s.Registry.Lock()
+				if !ok {
+					return nil // shutting down
 				}
-				if err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					s.Log.Warn("Failed to resume the migration coordinators; retrying", "error", err.Error())
-					retry = time.After(time.Second)
-				} else {
-					doneTerm = term
+				defer unlock()
+				if err := s.recoverMinOpTime(ctx); err != nil {
+					return err
 				}
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-changed:
-			case <-retry:
-			}
-		}
+				return s.RecoverCoordinators(ctx)
+			},
+		})
 	}()
 	return func() {
 		cancel()

@@ -49,6 +49,7 @@ import (
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
+	"humongo/internal/primaryonly"
 	"humongo/internal/query/plan"
 	"humongo/internal/sharding/filtering"
 	"humongo/internal/sharding/shardkey"
@@ -73,11 +74,7 @@ const (
 const unitDocs = 128
 
 // Node is what the deleter needs of the replication coordinator (coord.Coordinator).
-type Node interface {
-	TopologyVersion() (counter int64, changed <-chan struct{})
-	IsWritablePrimary() bool
-	Term() int64
-}
+type Node = primaryonly.Node
 
 // Config configures Start.
 type Config struct {
@@ -173,37 +170,23 @@ func (s *Service) param(name string, def int64) int64 {
 }
 
 // watch runs an executor while the node is a writable primary: started on step-up (a new
-// term), stopped on step-down.
+// term), stopped on step-down. Without a node (tests) the executor just runs.
 func (s *Service) watch() {
 	defer s.wg.Done()
-	var stopExec func()
-	term := int64(-1)
-	defer func() {
-		if stopExec != nil {
-			stopExec()
-		}
-	}()
-	for {
-		var changed <-chan struct{}
-		primary, t := true, int64(0)
-		if s.cfg.Node != nil {
-			_, changed = s.cfg.Node.TopologyVersion()
-			primary, t = s.cfg.Node.IsWritablePrimary(), s.cfg.Node.Term()
-		}
-		if stopExec != nil && (!primary || t != term) {
-			stopExec()
-			stopExec = nil
-		}
-		if primary && stopExec == nil {
-			term = t
-			stopExec = s.startExecutor()
-		}
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-changed:
-		}
+	if s.cfg.Node == nil {
+		stop := s.startExecutor()
+		<-s.ctx.Done()
+		stop()
+		return
 	}
+	var stopExec func()
+	primaryonly.FollowTerms(s.ctx, s.cfg.Node, time.Second, s.cfg.Log, "RangeDeleterService", primaryonly.TermHooks{
+		StepUp: func(context.Context, int64) error {
+			stopExec = s.startExecutor()
+			return nil
+		},
+		StepDown: func() { stopExec() },
+	})
 }
 
 // startExecutor starts one primary stint's executor; stop cancels it and waits for it and

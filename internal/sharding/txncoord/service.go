@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/mongoerr"
+	"humongo/internal/primaryonly"
 )
 
 // Service is a shard node's TransactionCoordinatorService: the coordinators of its current
@@ -234,11 +235,7 @@ func (s *Service) await(ctx context.Context, c *Coordinator) (Decision, error) {
 }
 
 // Node is what Watch needs of the replication coordinator (coord.Coordinator's shape).
-type Node interface {
-	TopologyVersion() (counter int64, changed <-chan struct{})
-	IsWritablePrimary() bool
-	Term() int64
-}
+type Node = primaryonly.Node
 
 // Watch steps the service up once per term in which node is a writable primary (retrying
 // while the documents cannot be read) and down when it is not; stop ends it and the term.
@@ -247,32 +244,10 @@ func (s *Service) Watch(node Node) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		activeTerm := int64(-1)
-		for {
-			_, changed := node.TopologyVersion()
-			var retry <-chan time.Time
-			switch term := node.Term(); {
-			case node.IsWritablePrimary() && term != activeTerm:
-				if err := s.StepUp(ctx); err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					s.Log.Warn("Failed to resume the transaction coordinators; retrying", "error", err.Error())
-					retry = time.After(time.Second)
-				} else {
-					activeTerm = term
-				}
-			case !node.IsWritablePrimary() && activeTerm != -1:
-				s.StepDown()
-				activeTerm = -1
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-changed:
-			case <-retry:
-			}
-		}
+		primaryonly.FollowTerms(ctx, node, time.Second, s.Log, "TransactionCoordinatorService", primaryonly.TermHooks{
+			StepUp:   func(ctx context.Context, _ int64) error { return s.StepUp(ctx) },
+			StepDown: s.StepDown,
+		})
 	}()
 	return func() {
 		cancel()
