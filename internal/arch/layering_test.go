@@ -73,6 +73,7 @@ var harness = map[string]bool{
 	"crashtest":             true,
 	"repl/applier/repltest": true, // in-process replica sets
 	"bsonutil/bsontest":     true, // random BSON values for property tests and fuzz seeds
+	"simtest":               true, // what the deterministic simulations share (seed ranges)
 	"integration":           true,
 	"arch":                  true,
 }
