@@ -2,18 +2,13 @@ package router
 
 // DDL through the router (spec: sharding.md "Databases"; MongoDB 7.0's ClusterCreateCmd,
 // ClusterDropCollectionCmd, ClusterDropDatabaseCmd, cluster_create_indexes_cmd,
-// ClusterRenameCollectionCmd): create and renameCollection go to the database's primary
-// shard; createIndexes, dropIndexes and collMod to every shard owning chunks of a sharded
-// collection (the primary for an unsharded one), answered as mongos's appendRawResponses
-// ({raw: {<shard connection string>: reply}}); drop and dropDatabase remove the catalog
-// entries (majority), drop on every shard and have every shard refresh its filtering
-// metadata of what was dropped (flushShards). The router forgets what it cached of the
-// namespace afterwards.
-//
-// MongoDB runs drop, dropDatabase, rename and collMod of sharded collections through
-// resumable DDL coordinators on the primary shard (critical sections, crash recovery); those
-// are issue 14. Here the router does the steps itself, not atomically: a router dying between
-// removing config.chunks and config.collections leaves the catalog to be repaired by hand.
+// ClusterRenameCollectionCmd, ClusterCollModCmd): create goes to the database's primary
+// shard; createIndexes and dropIndexes to every shard owning chunks of a sharded collection
+// (the primary for an unsharded one), answered as mongos's appendRawResponses ({raw: {<shard
+// connection string>: reply}}); drop, dropDatabase, renameCollection and collMod go to the
+// resumable DDL coordinators of the database's primary shard (internal/sharding/ddl), which
+// do the steps on the config server and the shards and finish them across a failover. The
+// router forgets what it cached of the namespace afterwards.
 
 import (
 	"context"
@@ -42,7 +37,7 @@ func ddlCommands() []*service.Command {
 		{Name: "dropDatabase", Handler: runDropDatabase, Writes: true, Secondary: service.SecondaryNever, Help: "drop a database"},
 		{Name: "createIndexes", Handler: txnStatement(perShardDDL("createIndexes", true)), Writes: true, Secondary: service.SecondaryNever, Help: "create indexes"},
 		{Name: "dropIndexes", Aliases: []string{"deleteIndexes"}, Handler: perShardDDL("dropIndexes", false), Writes: true, Secondary: service.SecondaryNever, Help: "drop indexes"},
-		{Name: "collMod", Handler: perShardDDL("collMod", false), Writes: true, Secondary: service.SecondaryNever, Help: "modify a collection's options"},
+		{Name: "collMod", Handler: runCollMod, Writes: true, Secondary: service.SecondaryNever, Help: "modify a collection's options"},
 		{Name: "renameCollection", Handler: runRenameCollection, AdminOnly: true, Writes: true, Secondary: service.SecondaryNever, Help: "rename an unsharded collection"},
 		{Name: "listDatabases", Handler: runListDatabases, AdminOnly: true, Secondary: service.SecondaryOptIn, Help: "list databases over the shards"},
 	}
@@ -173,6 +168,53 @@ func perShardDDL(name string, create bool) service.Handler {
 		}
 		return c.rawResponses(ctx, replies, !sharded)
 	}
+}
+
+// runCollMod modifies a collection through the collMod coordinator of the database's primary
+// shard (MongoDB 7.0's _shardsvrCollMod): it stops a sharded collection's migrations, runs
+// the collMod on every shard owning chunks (the primary for an unsharded collection or a
+// view) and resumes them, resumably across the primary shard's failover. The reply is
+// mongos's: {raw: {<shard's connection string>: reply}}, the primary's fields first for an
+// unsharded collection. A shard's refusal is the command's error (the first one: see the
+// coordinator for what the other shards then hold).
+func runCollMod(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	c, ns, coll, err := ddlPrelude(env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Cache.InvalidateCollection(ns)
+	if _, err := c.Cache.Database(ctx, env.DB); err != nil {
+		return nil, err
+	}
+	// The request is the collMod's own options (MongoDB's CollModRequest), without the
+	// generic arguments: the coordinator writes with majority, and the same options join a
+	// running coordinator whatever each client's maxTimeMS or comment.
+	elems, _ := simpleCmd(cmd, false).Elements()
+	req := bsoncore.NewDocumentBuilder()
+	for _, e := range elems[1:] {
+		switch e.Key() {
+		case "writeConcern", "maxTimeMS", "comment", "readConcern", "apiVersion", "apiStrict", "apiDeprecationErrors":
+			continue
+		}
+		req.AppendValue(e.Key(), e.Value())
+	}
+	fwd := bsoncore.NewDocumentBuilder().AppendString("_shardsvrCollMod", coll).AppendDocument("collModRequest", req.Build()).
+		AppendDocument("writeConcern", bsoncore.NewDocumentBuilder().AppendString("w", "majority").Build()).Build()
+	reply, err := c.primaryShardDDL(ctx, env.DB, ns, fwd)
+	if err != nil {
+		return nil, err
+	}
+	sharded, _ := reply.Lookup("sharded").BooleanOK()
+	arr, _ := reply.Lookup("replies").ArrayOK()
+	vals, _ := arr.Values()
+	replies := make([]shardReply, 0, len(vals))
+	for _, v := range vals {
+		d, _ := v.DocumentOK()
+		shard, _ := d.Lookup("shard").StringValueOK()
+		r, _ := d.Lookup("reply").DocumentOK()
+		replies = append(replies, shardReply{shard: shard, reply: r})
+	}
+	return c.rawResponses(ctx, replies, !sharded)
 }
 
 // shardReply is one shard's answer to a broadcast.
