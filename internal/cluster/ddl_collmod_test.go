@@ -15,7 +15,9 @@ import (
 // with chunks on both shards is modified on both (index hidden, validator), an unsharded one
 // on the primary, a refusal leaves the migrations allowed, a different concurrent request
 // fails with 117 while the same one joins, and a kill -9 of the primary shard's primary in
-// the middle still modifies every shard, once, and drains the coordinator's document.
+// the middle still modifies every shard, once, and drains the coordinator's document. And
+// create through the primary shard's create coordinator: on the primary, idempotent, and
+// serialized with a rename of the same namespace by the DDL locks.
 func TestCollModCoordinator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a sharded cluster")
@@ -201,6 +203,58 @@ func TestCollModCoordinator(t *testing.T) {
 		run(t, "admin", bson.D{{Key: "moveChunk", Value: "cm.s"}, {Key: "find", Value: bson.D{{Key: "k", Value: 1}}}, {Key: "to", Value: s1}})
 		if _, err := cm.Collection("s").InsertOne(ctx, bson.D{{Key: "k", Value: 30}, {Key: "v", Value: 30}}); err != nil {
 			t.Fatal(err)
+		}
+	})
+
+	t.Run("create under the DDL locks", func(t *testing.T) {
+		run(t, "cm", bson.D{{Key: "create", Value: "made"}})
+		run(t, "cm", bson.D{{Key: "create", Value: "made"}}) // the same options again: nothing to do
+		if names, _ := d.Shards[0].Client.Database("cm").ListCollectionNames(ctx, bson.D{{Key: "name", Value: "made"}}); len(names) != 1 {
+			t.Fatal("create did not reach the primary shard")
+		}
+		if names, _ := d.Shards[1].Client.Database("cm").ListCollectionNames(ctx, bson.D{{Key: "name", Value: "made"}}); len(names) != 0 {
+			t.Fatal("create reached a shard that is not the primary")
+		}
+		capped := bson.D{{Key: "create", Value: "made"}, {Key: "capped", Value: true}, {Key: "size", Value: 4096}}
+		wantCode(t, "create with other options", cm.RunCommand(ctx, capped).Err(), 48)
+		// A create of a rename's target waits for the rename (both hold cm's and the
+		// namespace's DDL locks): it then finds the renamed collection, with other options.
+		if _, err := cm.Collection("src").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		direct := d.Shards[0].Client.Database("admin")
+		const fp = "hangRenameCollectionBeforeRename"
+		base := setFailPoint(ctx, t, direct, fp, "alwaysOn")
+		renamed, created := make(chan error, 1), make(chan error, 1)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Go(func() {
+			renamed <- d.Client.Database("admin").RunCommand(ctx, bson.D{{Key: "renameCollection", Value: "cm.src"}, {Key: "to", Value: "cm.dst"}}).Err()
+		})
+		waitFailPoint(ctx, t, direct, fp, base, renamed)
+		wg.Go(func() {
+			created <- cm.RunCommand(ctx, bson.D{{Key: "create", Value: "dst"}, {Key: "capped", Value: true}, {Key: "size", Value: 4096}}).Err()
+		})
+		// The create's coordinator is registered (its document is there) but waits for the
+		// locks: nothing is created while the rename hangs.
+		for deadline := time.Now().Add(time.Minute); coordinatorDocs(t) < 2; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the create's coordinator never started")
+			}
+		}
+		if names, _ := d.Shards[0].Client.Database("cm").ListCollectionNames(ctx, bson.D{{Key: "name", Value: "dst"}}); len(names) != 0 {
+			t.Fatal("the create ran while the rename of its namespace held the locks")
+		}
+		setFailPoint(ctx, t, direct, fp, "off")
+		if err := <-renamed; err != nil {
+			t.Fatalf("rename: %v", err)
+		}
+		wantCode(t, "create of the renamed collection with other options", <-created, 48)
+		if n, err := cm.Collection("dst").CountDocuments(ctx, bson.D{}); err != nil || n != 1 {
+			t.Fatalf("the renamed collection counts %d (%v), want 1", n, err)
+		}
+		if coordinatorDocs(t) != 0 {
+			t.Fatal("a coordinator's document stays")
 		}
 	})
 }

@@ -1,7 +1,8 @@
 package commands
 
-// _shardsvrCollMod (the database primary shard's collMod coordinator, resumable: spec
-// sharding.md "Sharding DDL Coordinator", internal/sharding/ddl collmod.go).
+// _shardsvrCollMod and _shardsvrCreateUnshardedCollection (the database primary shard's
+// collMod and unsharded-create coordinators, resumable: spec sharding.md "Sharding DDL
+// Coordinator", internal/sharding/ddl collmod.go and createunsharded.go).
 
 import (
 	"context"
@@ -15,6 +16,32 @@ func addShardsvrCollMod(r *service.Registry) {
 	add(r, &service.Command{Name: "_shardsvrCollMod", Handler: runShardsvrCollMod,
 		Help:      "Internal command, which is exported by the sharding server. Do not call directly. Modifies a collection's options on the shards.",
 		Secondary: service.SecondaryNever, Writes: true})
+	add(r, &service.Command{Name: "_shardsvrCreateUnshardedCollection", Handler: runShardsvrCreateUnsharded,
+		Help:      "Internal command, which is exported by the sharding server. Do not call directly. Creates an unsharded collection or a view on the database's primary shard under its DDL locks.",
+		Secondary: service.SecondaryNever, Writes: true})
+}
+
+// runShardsvrCreateUnsharded ({_shardsvrCreateUnshardedCollection: coll, createRequest:
+// {...}} on the collection's database) creates the collection or view through its
+// coordinator; the reply is create's ({}).
+func runShardsvrCreateUnsharded(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "_shardsvrCreateUnshardedCollection"
+	svc, err := ddlCoordinatorsOf(env, name)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := collArg(env, cmd, name)
+	if err != nil {
+		return nil, err
+	}
+	v, err := requiredField(cmd, name, "createRequest", bsoncore.TypeEmbeddedDocument)
+	if err != nil {
+		return nil, err
+	}
+	if err := svc.CreateUnsharded(ctx, ns, v.Document()); err != nil {
+		return nil, err
+	}
+	return emptyDoc, nil
 }
 
 // runShardsvrCollMod ({_shardsvrCollMod: coll, collModRequest: {...}} on the collection's

@@ -89,9 +89,14 @@ func simpleCmd(cmd bsoncore.Document, sessionToo bool) bsoncore.Document {
 	return out
 }
 
-// runCreate creates the database if needed and the collection on its primary shard.
+// runCreate creates the database if needed and the collection (or view) on its primary
+// shard: through the shard's create coordinator, under the namespace's DDL locks, so that
+// it is serialized with a drop, rename or shardCollection of the namespace. In a
+// transaction it is a statement of the transaction sent to the primary shard, as mongos
+// 7.0 sends it (no coordinator: the transaction's commit makes it visible), and so is a
+// create in config or admin, whose primary shard is the config server (no coordinators).
 func runCreate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	c, ns, _, err := txnDDLPrelude(ctx, env, cmd)
+	c, ns, coll, err := txnDDLPrelude(ctx, env, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +105,15 @@ func runCreate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 	}
 	defer c.Cache.InvalidateCollection(ns)
 	base := simpleCmd(cmd, false)
+	if txnFrom(ctx) == nil && env.DB != "config" && env.DB != "admin" {
+		fwd := bsoncore.NewDocumentBuilder().AppendString("_shardsvrCreateUnshardedCollection", coll).
+			AppendDocument("createRequest", ddlRequest(base)).
+			AppendDocument("writeConcern", bsoncore.NewDocumentBuilder().AppendString("w", "majority").Build()).Build()
+		if _, err := c.primaryShardDDL(ctx, env.DB, ns, fwd); err != nil {
+			return nil, err
+		}
+		return bsoncore.NewDocumentBuilder().Build(), nil
+	}
 	var reply bsoncore.Document
 	err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
 		reply, err = c.runOn(ctx, r.DB.Primary, env.DB, routedCmd(base, r, r.DB.Primary))
@@ -186,19 +200,7 @@ func runCollMod(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 	if _, err := c.Cache.Database(ctx, env.DB); err != nil {
 		return nil, err
 	}
-	// The request is the collMod's own options (MongoDB's CollModRequest), without the
-	// generic arguments: the coordinator writes with majority, and the same options join a
-	// running coordinator whatever each client's maxTimeMS or comment.
-	elems, _ := simpleCmd(cmd, false).Elements()
-	req := bsoncore.NewDocumentBuilder()
-	for _, e := range elems[1:] {
-		switch e.Key() {
-		case "writeConcern", "maxTimeMS", "comment", "readConcern", "apiVersion", "apiStrict", "apiDeprecationErrors":
-			continue
-		}
-		req.AppendValue(e.Key(), e.Value())
-	}
-	fwd := bsoncore.NewDocumentBuilder().AppendString("_shardsvrCollMod", coll).AppendDocument("collModRequest", req.Build()).
+	fwd := bsoncore.NewDocumentBuilder().AppendString("_shardsvrCollMod", coll).AppendDocument("collModRequest", ddlRequest(simpleCmd(cmd, false))).
 		AppendDocument("writeConcern", bsoncore.NewDocumentBuilder().AppendString("w", "majority").Build()).Build()
 	reply, err := c.primaryShardDDL(ctx, env.DB, ns, fwd)
 	if err != nil {
@@ -215,6 +217,23 @@ func runCollMod(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 		replies = append(replies, shardReply{shard: shard, reply: r})
 	}
 	return c.rawResponses(ctx, replies, !sharded)
+}
+
+// ddlRequest is a coordinator's request: the command's own options (MongoDB's
+// CollModRequest, CreateCommand...) after its first field, without the generic arguments:
+// the coordinator writes with majority, and the same options join a running coordinator
+// whatever each client's maxTimeMS or comment.
+func ddlRequest(base bsoncore.Document) bsoncore.Document {
+	elems, _ := base.Elements()
+	req := bsoncore.NewDocumentBuilder()
+	for _, e := range elems[1:] {
+		switch e.Key() {
+		case "writeConcern", "maxTimeMS", "comment", "readConcern", "apiVersion", "apiStrict", "apiDeprecationErrors":
+			continue
+		}
+		req.AppendValue(e.Key(), e.Value())
+	}
+	return req.Build()
 }
 
 // shardReply is one shard's answer to a broadcast.

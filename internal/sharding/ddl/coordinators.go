@@ -152,6 +152,8 @@ func (s *CoordinatorService) newInstance(doc bsoncore.Document) (primaryonly.Ins
 		return newRefineShardKey(s, doc)
 	case opCollMod:
 		return newCollMod(s, doc)
+	case opCreateUnsharded:
+		return newCreateUnsharded(s, doc)
 	default:
 		return nil, mongoerr.Newf(mongoerr.BadValue, "unknown DDL coordinator operation type %q", op)
 	}
