@@ -192,6 +192,10 @@ func perShardDDL(name string, create bool) service.Handler {
 // unsharded collection. A shard's refusal is the command's error (the first one: see the
 // coordinator for what the other shards then hold).
 func runCollMod(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	if env.DB == "config" || env.DB == "admin" {
+		// Their primary shard is the config server, which runs no DDL coordinators.
+		return perShardDDL("collMod", false)(ctx, env, cmd)
+	}
 	c, ns, coll, err := ddlPrelude(env, cmd)
 	if err != nil {
 		return nil, err
