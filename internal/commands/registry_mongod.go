@@ -61,6 +61,7 @@ func NewRegistry() *service.Registry {
 	addShardingDDL(r)
 	addShardsvrDropCollection(r)
 	addShardsvrRenameAndDropDatabase(r)
+	addShardsvrCollMod(r) // cmd_shardsvrcollmod.go
 	addMigration(r)
 	addTxnCoordinator(r) // cmd_coordinatecommit.go
 	addCollMod(r)

@@ -2,18 +2,13 @@ package router
 
 // DDL through the router (spec: sharding.md "Databases"; MongoDB 7.0's ClusterCreateCmd,
 // ClusterDropCollectionCmd, ClusterDropDatabaseCmd, cluster_create_indexes_cmd,
-// ClusterRenameCollectionCmd): create and renameCollection go to the database's primary
-// shard; createIndexes, dropIndexes and collMod to every shard owning chunks of a sharded
-// collection (the primary for an unsharded one), answered as mongos's appendRawResponses
-// ({raw: {<shard connection string>: reply}}); drop and dropDatabase remove the catalog
-// entries (majority), drop on every shard and have every shard refresh its filtering
-// metadata of what was dropped (flushShards). The router forgets what it cached of the
-// namespace afterwards.
-//
-// MongoDB runs drop, dropDatabase, rename and collMod of sharded collections through
-// resumable DDL coordinators on the primary shard (critical sections, crash recovery); those
-// are issue 14. Here the router does the steps itself, not atomically: a router dying between
-// removing config.chunks and config.collections leaves the catalog to be repaired by hand.
+// ClusterRenameCollectionCmd, ClusterCollModCmd): create goes to the database's primary
+// shard; createIndexes and dropIndexes to every shard owning chunks of a sharded collection
+// (the primary for an unsharded one), answered as mongos's appendRawResponses ({raw: {<shard
+// connection string>: reply}}); drop, dropDatabase, renameCollection and collMod go to the
+// resumable DDL coordinators of the database's primary shard (internal/sharding/ddl), which
+// do the steps on the config server and the shards and finish them across a failover. The
+// router forgets what it cached of the namespace afterwards.
 
 import (
 	"context"
@@ -42,7 +37,7 @@ func ddlCommands() []*service.Command {
 		{Name: "dropDatabase", Handler: runDropDatabase, Writes: true, Secondary: service.SecondaryNever, Help: "drop a database"},
 		{Name: "createIndexes", Handler: txnStatement(perShardDDL("createIndexes", true)), Writes: true, Secondary: service.SecondaryNever, Help: "create indexes"},
 		{Name: "dropIndexes", Aliases: []string{"deleteIndexes"}, Handler: perShardDDL("dropIndexes", false), Writes: true, Secondary: service.SecondaryNever, Help: "drop indexes"},
-		{Name: "collMod", Handler: perShardDDL("collMod", false), Writes: true, Secondary: service.SecondaryNever, Help: "modify a collection's options"},
+		{Name: "collMod", Handler: runCollMod, Writes: true, Secondary: service.SecondaryNever, Help: "modify a collection's options"},
 		{Name: "renameCollection", Handler: runRenameCollection, AdminOnly: true, Writes: true, Secondary: service.SecondaryNever, Help: "rename an unsharded collection"},
 		{Name: "listDatabases", Handler: runListDatabases, AdminOnly: true, Secondary: service.SecondaryOptIn, Help: "list databases over the shards"},
 	}
@@ -94,9 +89,14 @@ func simpleCmd(cmd bsoncore.Document, sessionToo bool) bsoncore.Document {
 	return out
 }
 
-// runCreate creates the database if needed and the collection on its primary shard.
+// runCreate creates the database if needed and the collection (or view) on its primary
+// shard: through the shard's create coordinator, under the namespace's DDL locks, so that
+// it is serialized with a drop, rename or shardCollection of the namespace. In a
+// transaction it is a statement of the transaction sent to the primary shard, as mongos
+// 7.0 sends it (no coordinator: the transaction's commit makes it visible), and so is a
+// create in config or admin, whose primary shard is the config server (no coordinators).
 func runCreate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	c, ns, _, err := txnDDLPrelude(ctx, env, cmd)
+	c, ns, coll, err := txnDDLPrelude(ctx, env, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +105,15 @@ func runCreate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 	}
 	defer c.Cache.InvalidateCollection(ns)
 	base := simpleCmd(cmd, false)
+	if txnFrom(ctx) == nil && env.DB != "config" && env.DB != "admin" {
+		fwd := bsoncore.NewDocumentBuilder().AppendString("_shardsvrCreateUnshardedCollection", coll).
+			AppendDocument("createRequest", ddlRequest(base)).
+			AppendDocument("writeConcern", bsoncore.NewDocumentBuilder().AppendString("w", "majority").Build()).Build()
+		if _, err := c.primaryShardDDL(ctx, env.DB, ns, fwd); err != nil {
+			return nil, err
+		}
+		return bsoncore.NewDocumentBuilder().Build(), nil
+	}
 	var reply bsoncore.Document
 	err = c.WithRouting(ctx, ns, func(r *catalogcache.Routing) error {
 		reply, err = c.runOn(ctx, r.DB.Primary, env.DB, routedCmd(base, r, r.DB.Primary))
@@ -173,6 +182,62 @@ func perShardDDL(name string, create bool) service.Handler {
 		}
 		return c.rawResponses(ctx, replies, !sharded)
 	}
+}
+
+// runCollMod modifies a collection through the collMod coordinator of the database's primary
+// shard (MongoDB 7.0's _shardsvrCollMod): it stops a sharded collection's migrations, runs
+// the collMod on every shard owning chunks (the primary for an unsharded collection or a
+// view) and resumes them, resumably across the primary shard's failover. The reply is
+// mongos's: {raw: {<shard's connection string>: reply}}, the primary's fields first for an
+// unsharded collection. A shard's refusal is the command's error (the first one: see the
+// coordinator for what the other shards then hold).
+func runCollMod(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	if env.DB == "config" || env.DB == "admin" {
+		// Their primary shard is the config server, which runs no DDL coordinators.
+		return perShardDDL("collMod", false)(ctx, env, cmd)
+	}
+	c, ns, coll, err := ddlPrelude(env, cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Cache.InvalidateCollection(ns)
+	if _, err := c.Cache.Database(ctx, env.DB); err != nil {
+		return nil, err
+	}
+	fwd := bsoncore.NewDocumentBuilder().AppendString("_shardsvrCollMod", coll).AppendDocument("collModRequest", ddlRequest(simpleCmd(cmd, false))).
+		AppendDocument("writeConcern", bsoncore.NewDocumentBuilder().AppendString("w", "majority").Build()).Build()
+	reply, err := c.primaryShardDDL(ctx, env.DB, ns, fwd)
+	if err != nil {
+		return nil, err
+	}
+	sharded, _ := reply.Lookup("sharded").BooleanOK()
+	arr, _ := reply.Lookup("replies").ArrayOK()
+	vals, _ := arr.Values()
+	replies := make([]shardReply, 0, len(vals))
+	for _, v := range vals {
+		d, _ := v.DocumentOK()
+		shard, _ := d.Lookup("shard").StringValueOK()
+		r, _ := d.Lookup("reply").DocumentOK()
+		replies = append(replies, shardReply{shard: shard, reply: r})
+	}
+	return c.rawResponses(ctx, replies, !sharded)
+}
+
+// ddlRequest is a coordinator's request: the command's own options (MongoDB's
+// CollModRequest, CreateCommand...) after its first field, without the generic arguments:
+// the coordinator writes with majority, and the same options join a running coordinator
+// whatever each client's maxTimeMS or comment.
+func ddlRequest(base bsoncore.Document) bsoncore.Document {
+	elems, _ := base.Elements()
+	req := bsoncore.NewDocumentBuilder()
+	for _, e := range elems[1:] {
+		switch e.Key() {
+		case "writeConcern", "maxTimeMS", "comment", "readConcern", "apiVersion", "apiStrict", "apiDeprecationErrors":
+			continue
+		}
+		req.AppendValue(e.Key(), e.Value())
+	}
+	return req.Build()
 }
 
 // shardReply is one shard's answer to a broadcast.

@@ -16,6 +16,7 @@ var (
 	fpRenameHangBeforeRename = failpoint.Register("hangRenameCollectionBeforeRename")
 	fpRenameHangAfterRename  = failpoint.Register("hangRenameCollectionAfterParticipantsRenamed")
 	fpDropDBHang             = failpoint.Register("hangDropDatabaseCoordinatorBeforeDrop")
+	fpCollModHang            = failpoint.Register("collModBeforeConfigServerUpdate")
 )
 
 // retryingAll runs an idempotent step of a destructive phase until it succeeds or ctx
