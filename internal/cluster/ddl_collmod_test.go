@@ -188,7 +188,7 @@ func TestCollModCoordinator(t *testing.T) {
 	t.Run("kill -9 of the primary shard's primary", func(t *testing.T) {
 		err := killAtFailPoint(ctx, t, d, "collModBeforeConfigServerUpdate", func() error {
 			return cm.RunCommand(ctx, hide(true)).Err()
-		})
+		}, nil)
 		if err != nil {
 			t.Fatalf("collMod across the kill: %v", err)
 		}
