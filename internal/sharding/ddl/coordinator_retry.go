@@ -16,6 +16,9 @@ var (
 	fpRenameHangBeforeRename = failpoint.Register("hangRenameCollectionBeforeRename")
 	fpRenameHangAfterRename  = failpoint.Register("hangRenameCollectionAfterParticipantsRenamed")
 	fpDropDBHang             = failpoint.Register("hangDropDatabaseCoordinatorBeforeDrop")
+	// movePrimary's: after the clone before the commit, after the commit before the drop.
+	fpMovePrimaryHangBeforeCommit = failpoint.Register("hangMovePrimaryCoordinatorBeforeCommit")
+	fpMovePrimaryHangBeforeDrop   = failpoint.Register("hangMovePrimaryCoordinatorBeforeDropStaleData")
 )
 
 // retryingAll runs an idempotent step of a destructive phase until it succeeds or ctx

@@ -150,6 +150,8 @@ func (s *CoordinatorService) newInstance(doc bsoncore.Document) (primaryonly.Ins
 		return newSetAllowMigrations(s, doc)
 	case opRefineShardKey:
 		return newRefineShardKey(s, doc)
+	case opMovePrimary:
+		return newMovePrimary(s, doc)
 	default:
 		return nil, mongoerr.Newf(mongoerr.BadValue, "unknown DDL coordinator operation type %q", op)
 	}
