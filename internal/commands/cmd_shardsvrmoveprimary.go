@@ -1,9 +1,10 @@
 package commands
 
 // movePrimary on the data nodes (MongoDB 7.0's _shardsvrMovePrimary, _shardsvrCloneCatalogData
-// and _configsvrCommitMovePrimary): the database's primary shard runs the move
-// (internal/sharding/ddl's Coordinator.MovePrimary), the recipient clones the unsharded
-// collections, the config server commits the new primary (configsvr.Manager.CommitMovePrimary).
+// and _configsvrCommitMovePrimary): the database's primary shard runs the move through its
+// resumable coordinator (internal/sharding/ddl's CoordinatorService.MovePrimary), the
+// recipient clones the unsharded collections, the config server commits the new primary
+// (configsvr.Manager.CommitMovePrimary).
 
 import (
 	"context"
@@ -45,7 +46,7 @@ func addMovePrimaryCommands(r *service.Registry) {
 // runShardsvrMovePrimary is {_shardsvrMovePrimary: "<db>", to: "<shard>"} on the database's
 // primary shard, with majority write concern.
 func runShardsvrMovePrimary(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	self, err := requireShard(env, "_shardsvrMovePrimary")
+	svc, err := ddlCoordinatorsOf(env, "_shardsvrMovePrimary")
 	if err != nil {
 		return nil, err
 	}
@@ -56,11 +57,10 @@ func runShardsvrMovePrimary(ctx context.Context, env *service.Env, cmd bsoncore.
 	if err := requireMajorityWriteConcern(env, cmd); err != nil {
 		return nil, err
 	}
-	rt, _, err := shardRuntime(env)
-	if err != nil {
+	if _, _, err := shardRuntime(env); err != nil {
 		return nil, err
 	}
-	if err := shardingDDLOf(env).coord.MovePrimary(ctx, self, db, to, rt, env.State.Logger); err != nil {
+	if err := svc.MovePrimary(ctx, db, to); err != nil {
 		return nil, err
 	}
 	return bsoncore.NewDocumentBuilder().Build(), nil

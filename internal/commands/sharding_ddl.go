@@ -85,7 +85,14 @@ func shardingDDLState(st *service.State, reg *service.Registry) *shardingDDL {
 		s := &shardingDDL{}
 		run := internalRunner(st, reg)
 		s.committer = &configsvr.Committer{Run: configsvr.RunFunc(run)}
-		s.coord = &ddl.Coordinator{Local: ddl.RunFunc(run), Remote: func() (*ddl.Remote, error) { return s.remoteFor(st) }}
+		s.coord = &ddl.Coordinator{Local: ddl.RunFunc(run), Remote: func() (*ddl.Remote, error) { return s.remoteFor(st) },
+			DatabaseSections: func() (ddl.DatabaseCriticalSection, error) {
+				rt, _, err := shardRuntime(&service.Env{State: st, Registry: reg})
+				if err != nil {
+					return nil, err
+				}
+				return rt, nil
+			}}
 		return s
 	}).(*shardingDDL)
 }

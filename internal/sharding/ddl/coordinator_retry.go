@@ -17,6 +17,9 @@ var (
 	fpRenameHangAfterRename  = failpoint.Register("hangRenameCollectionAfterParticipantsRenamed")
 	fpDropDBHang             = failpoint.Register("hangDropDatabaseCoordinatorBeforeDrop")
 	fpCollModHang            = failpoint.Register("collModBeforeConfigServerUpdate")
+	// movePrimary's: after the clone before the commit, after the commit before the drop.
+	fpMovePrimaryHangBeforeCommit = failpoint.Register("hangMovePrimaryCoordinatorBeforeCommit")
+	fpMovePrimaryHangBeforeDrop   = failpoint.Register("hangMovePrimaryCoordinatorBeforeDropStaleData")
 )
 
 // retryingAll runs an idempotent step of a destructive phase until it succeeds or ctx

@@ -154,6 +154,8 @@ func (s *CoordinatorService) newInstance(doc bsoncore.Document) (primaryonly.Ins
 		return newCollMod(s, doc)
 	case opCreateUnsharded:
 		return newCreateUnsharded(s, doc)
+	case opMovePrimary:
+		return newMovePrimary(s, doc)
 	default:
 		return nil, mongoerr.Newf(mongoerr.BadValue, "unknown DDL coordinator operation type %q", op)
 	}

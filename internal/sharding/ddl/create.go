@@ -89,6 +89,8 @@ func (r CreateResponse) Doc() bsoncore.Document {
 type Coordinator struct {
 	Local  RunFunc
 	Remote func() (*Remote, error)
+	// DatabaseSections is the shard's database critical sections (movePrimary's).
+	DatabaseSections func() (DatabaseCriticalSection, error)
 
 	mu sync.Mutex
 }

@@ -15,10 +15,10 @@
 //     locally, create them with the same UUID on every other shard that gets chunks, and
 //     commit config.collections and config.chunks on the config server in one atomic
 //     command (majority);
-//   - movePrimary (moveprimary.go): the database's primary shard moves its unsharded
-//     collections to another shard under the database critical section, commits the new
-//     primary on the config server and drops its copies; the recipient clones them
-//     (_shardsvrCloneCatalogData);
+//   - movePrimary (moveprimary.go, resumable: moveprimary_coordinator.go): the database's
+//     primary shard moves its unsharded collections to another shard under the database
+//     critical section, commits the new primary on the config server and drops its copies;
+//     the recipient clones them (_shardsvrCloneCatalogData);
 //   - the shard's view of the rest of the cluster (Remote: the config server replica set,
 //     the shard registry, a client per shard).
 //   - splitVector (split_vector.go; spec "The auto split task", MongoDB's split_vector.cpp):
@@ -35,7 +35,7 @@
 // shardCollection (shardcoll.go, over the create steps above, whose config-server commit
 // happens at most once), drop (drop.go), dropDatabase (dropdb.go), renameCollection
 // (rename.go: critical sections on every shard, the config entry moved to a new epoch) and
-// setAllowMigrations (allowmigrations.go). movePrimary and the create steps themselves run
+// setAllowMigrations (allowmigrations.go). The create steps themselves run
 // inside their request (a retried command finds and reuses what a failed one did). The
 // shard-side filtering metadata and version checks are elsewhere.
 //

@@ -1,34 +1,19 @@
 package ddl
 
-// movePrimary on the shards (MongoDB 7.0's _shardsvrMovePrimary running the
+// movePrimary's steps on the shards (MongoDB 7.0's _shardsvrMovePrimary running the
 // MovePrimaryCoordinator with the legacy cloner, and _shardsvrCloneCatalogData running the
 // Cloner on the recipient; spec checklist-sharding.md "Database version": a primary change is
-// DBV<uuid, Mod+1>). The database's primary shard (the donor):
+// DBV<uuid, Mod+1>). The database's primary shard (the donor) runs them in the resumable
+// movePrimary coordinator (moveprimary_coordinator.go); here are the request's parsing, the
+// listing of what moves, and the recipient's clone.
 //
-//  1. blocks versioned writes to the database (the database critical section);
-//  2. lists its unsharded collections (every collection but the system ones and those with a
-//     config.collections entry) and checks the recipient has none of them;
-//  3. has the recipient clone them (_shardsvrCloneCatalogData: options, indexes, documents;
-//     as in 7.0 each clone gets a UUID of its own, an unsharded collection's UUID being
-//     known to no one else);
-//  4. blocks reads too and commits on the config server (_configsvrCommitMovePrimary: the
-//     database's primary and its version made newer, matched on the expected version);
-//  5. drops its own copies, forgets the database's metadata and releases the section: the
-//     waiting requests answer StaleDbVersion, routers refresh and reach the new primary.
-//
-// A failure before the commit drops what the recipient cloned and releases the section; the
-// database stays where it was. Sharded collections stay where their chunks are; as 7.0's
-// Cloner does, the recipient creates each one it lacks with the same UUID and options but
-// neither indexes nor documents, so that the new primary lists them.
-//
-// As the other coordinators here, it is not resumable (package doc): the donor failing
-// between the commit and the drop leaves its old copies behind (orphaned, unreachable by
-// routed requests, which go to the new primary).
+// Sharded collections stay where their chunks are; as 7.0's Cloner does, the recipient
+// creates each one it lacks with the same UUID and options but neither indexes nor
+// documents, so that the new primary lists them.
 
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"regexp"
 	"slices"
 	"strings"
@@ -39,10 +24,8 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/client"
 	"humongo/internal/mongoerr"
-	"humongo/internal/optime"
 	"humongo/internal/sharding/configsvr"
 	"humongo/internal/sharding/routing"
-	"humongo/internal/vclock"
 )
 
 // DatabaseCriticalSection is the shard's database critical section (the filtering runtime's).
@@ -91,160 +74,6 @@ func withContext(err error, format string, args ...any) error {
 		return mongoerr.New(me.Code, msg+" :: caused by :: "+me.Msg)
 	}
 	return fmt.Errorf("%s :: caused by :: %w", msg, err)
-}
-
-// MovePrimary moves database db's primary from this shard (self) to shard to.
-func (c *Coordinator) MovePrimary(ctx context.Context, self, db, to string, cs DatabaseCriticalSection, log *slog.Logger) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	remote, err := c.Remote()
-	if err != nil {
-		return err
-	}
-	if err := remote.Shards.Reload(ctx); err != nil {
-		return err
-	}
-	toShard, err := remote.Shards.Lookup(ctx, to)
-	if err != nil {
-		return withContext(err, "Requested primary shard %s does not exist", to)
-	}
-	if toShard.ID == self {
-		return nil // the database is already on the requested primary shard
-	}
-	if toShard.Draining {
-		return mongoerr.Newf(mongoerr.ShardNotFound, "Requested primary shard %s is draining", toShard.ID)
-	}
-	before, err := remote.Catalog.Database(ctx, db)
-	if err != nil {
-		return err
-	}
-	if before.Primary == toShard.ID {
-		return nil // a retry of a move that committed
-	}
-	if before.Primary != self {
-		return mongoerr.Newf(mongoerr.StaleDbVersion, "movePrimary of database %s reached shard %s, which is not its primary shard (%s is)",
-			db, self, before.Primary).WithInfo(staleDbInfo(db, before.Version))
-	}
-
-	reason := fmt.Sprintf(`{ command: "movePrimary", db: "%s", to: "%s" }`, db, toShard.ID)
-	if err := cs.EnterDatabaseCriticalSection(db, reason); err != nil {
-		return err
-	}
-	recipient, err := remote.Shard(ctx, toShard.ID)
-	if err != nil {
-		cs.ExitDatabaseCriticalSection(db)
-		return err
-	}
-	var toClone []string // set once the recipient may hold clones
-	keep := false        // the recipient's copies stay: committed, or perhaps committed
-	defer func() {
-		if !keep {
-			// Drop what the recipient may have cloned (dropOrphanedDataOnRecipient).
-			for _, coll := range toClone {
-				cmd := bsoncore.NewDocumentBuilder().AppendString("drop", coll).AppendDocument("writeConcern", majority()).Build()
-				if _, err := Run(context.WithoutCancel(ctx), recipient, db, cmd); err != nil && !mongoerr.Is(err, mongoerr.NamespaceNotFound) {
-					log.Warn("Failed to drop a collection cloned by a failed movePrimary", "namespace", db+"."+coll,
-						"shardId", toShard.ID, "error", err.Error())
-				}
-			}
-		}
-		cs.ExitDatabaseCriticalSection(db)
-	}()
-
-	colls, err := unshardedCollections(ctx, remote, func(ctx context.Context, cmd bsoncore.Document) ([]bsoncore.Document, error) {
-		return cursorAll(ctx, c.Local, db, "$cmd.listCollections", cmd)
-	}, db)
-	if err != nil {
-		return err
-	}
-	onRecipient, err := collectionNames(ctx, recipient, db)
-	if err != nil {
-		return err
-	}
-	for _, coll := range colls {
-		if slices.Contains(onRecipient, coll) {
-			return mongoerr.Newf(mongoerr.NamespaceExists, "Found orphaned collection %s.%s on recipient %s", db, coll, toShard.ID)
-		}
-	}
-	views, err := cursorAll(ctx, c.Local, db, "$cmd.listCollections", listViewsCmd())
-	if err != nil {
-		return err
-	}
-	viewNames := viewNames(views)
-	for _, v := range viewNames {
-		if slices.Contains(onRecipient, v) {
-			return mongoerr.Newf(mongoerr.NamespaceExists, "Found orphaned collection %s.%s on recipient %s", db, v, toShard.ID)
-		}
-	}
-	donor, err := remote.Shards.Lookup(ctx, self)
-	if err != nil {
-		return err
-	}
-	toClone = append(slices.Clone(colls), viewNames...)
-	clone := bsoncore.NewDocumentBuilder().AppendString("_shardsvrCloneCatalogData", db).AppendString("from", donor.Host).
-		AppendDocument("writeConcern", majority()).Build()
-	reply, err := Run(ctx, recipient, "admin", clone)
-	if err != nil {
-		return withContext(err, "movePrimary operation on database %s failed to clone data to recipient %s", db, toShard.ID)
-	}
-	var cloned []string
-	arr, _ := reply.Lookup("clonedColls").ArrayOK()
-	vals, _ := arr.Values()
-	for _, v := range vals {
-		if ns, ok := v.StringValueOK(); ok {
-			cloned = append(cloned, strings.TrimPrefix(ns, db+"."))
-		}
-	}
-	slices.Sort(cloned)
-	if !slices.Equal(cloned, colls) {
-		return mongoerr.New(mongoerr.Location7118501,
-			"Error cloning data in movePrimary: the list of actually cloned collections doesn't match the list of collections to close")
-	}
-
-	cs.PromoteDatabaseCriticalSection(db)
-	commit := bsoncore.NewDocumentBuilder().AppendString("_configsvrCommitMovePrimary", db).
-		AppendDocument("expectedDatabaseVersion", before.Version.Doc()).AppendString("to", toShard.ID).
-		AppendDocument("writeConcern", majority()).Build()
-	var creply bsoncore.Document
-	var cerr error
-	for attempt := 1; attempt <= 3; attempt++ {
-		if creply, cerr = Run(ctx, remote.Config(), "admin", commit); cerr == nil || ctx.Err() != nil ||
-			!mongoerr.IsRetriableError(mongoerr.CodeOf(cerr)) {
-			break
-		}
-	}
-	if cerr != nil {
-		if me, ok := mongoerr.As(cerr); !ok || mongoerr.IsRetriableError(me.Code) || ctx.Err() != nil {
-			// No answer: the commit may have happened, and the recipient's copies may be the
-			// database's now. They stay (an orphan is recoverable, a lost collection is not).
-			keep = true
-		}
-		return withContext(cerr, "movePrimary operation on database %s failed to commit metadata changes", db)
-	}
-	// The commit is majority committed at its operationTime: the read below waits for it
-	// (the catalog client reads at the clock's ConfigTime).
-	if t, i, ok := creply.Lookup("operationTime").TimestampOK(); ok && remote.opts.Clock != nil {
-		_ = remote.opts.Clock.Advance(vclock.Time{Config: optime.MakeTimestamp(t, i)})
-	}
-	after, err := remote.Catalog.Database(ctx, db)
-	if err != nil {
-		keep = true // unknown outcome: keep the recipient's copies, as above
-		return err
-	}
-	if after.Primary != toShard.ID {
-		// The database's version changed under the move (the commit matched nothing).
-		return mongoerr.New(mongoerr.Location7120209, "Error committing movePrimary: update of config.databases failed")
-	}
-	keep = true
-
-	// dropStaleDataOnDonor: the copies here are no one's now.
-	for _, coll := range append(slices.Clone(colls), viewNames...) {
-		cmd := bsoncore.NewDocumentBuilder().AppendString("drop", coll).Build()
-		if _, err := c.Local(ctx, db, cmd); err != nil {
-			log.Warn("Failed to drop stale collection on donor", "namespace", db+"."+coll, "error", err.Error())
-		}
-	}
-	return nil
 }
 
 func staleDbInfo(db string, wanted routing.DatabaseVersion) bsoncore.Document {
