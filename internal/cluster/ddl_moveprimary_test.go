@@ -109,7 +109,7 @@ func TestShardedMovePrimaryCoordinator(t *testing.T) {
 		t.Run("kill/"+fp, func(t *testing.T) {
 			db := fmt.Sprintf("mpk%d", i)
 			lastMod := setup(t, db)
-			if first := killAtFailPoint(ctx, t, d, fp, move(db)); first != nil {
+			if first := killAtFailPoint(ctx, t, d, fp, move(db), nil); first != nil {
 				// The router gave up while the donor had no primary: the application retries
 				// and finds the move done by the resumed coordinator.
 				t.Logf("movePrimary through the router during the failover: %v", first)

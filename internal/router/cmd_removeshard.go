@@ -9,6 +9,7 @@ package router
 import (
 	"context"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -93,7 +94,10 @@ func runMovePrimary(ctx context.Context, env *service.Env, cmd bsoncore.Document
 	defer c.Cache.InvalidateDatabase(db)
 	fwd := bson.D{{Key: "_shardsvrMovePrimary", Value: db}, {Key: "to", Value: to},
 		{Key: "writeConcern", Value: bson.D{{Key: "w", Value: "majority"}}}}
-	for attempt := 1; ; attempt++ {
+	// Retried across the donor's failover as the other DDL sent to a primary shard
+	// (primaryShardDDL): the new primary resumes the coordinator and the retry joins it.
+	deadline := time.Now().Add(ddlRetryWindow)
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
 		err = func() error {
 			d, err := c.Cache.Database(ctx, db)
 			if err != nil {
@@ -106,15 +110,22 @@ func runMovePrimary(ctx context.Context, env *service.Env, cmd bsoncore.Document
 			_, err = rs.RunCommand(ctx, "admin", fwd, nil)
 			return err
 		}()
-		if err == nil || attempt == configRetries || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil || time.Now().Add(delay).After(deadline) {
 			break
 		}
 		// A primary shard that is no longer the database's answers StaleDbVersion: the
 		// cached entry was old, reload it and go to the current primary.
 		if code, _ := errorCodeAndReply(err); code == mongoerr.StaleDbVersion {
 			c.Cache.InvalidateDatabase(db)
-		} else if !retriable(err) {
+			continue
+		} else if !ddlRetriable(err) {
 			break
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
 		}
 	}
 	if err != nil {
