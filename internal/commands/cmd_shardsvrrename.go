@@ -30,7 +30,52 @@ func addShardsvrRenameAndDropDatabase(r *service.Registry) {
 	internal("_shardsvrDropDatabase", runShardsvrDropDatabase, "Drops a database.")
 	internal("_shardsvrDropDatabaseParticipant", runShardsvrDropDatabaseParticipant, "Drops a database on a participant shard.")
 	internal("_shardsvrSetAllowMigrations", runShardsvrSetAllowMigrations, "Sets the allowMigrations flag on the specified collection.")
+	internal("_shardsvrParticipantBlock", runShardsvrParticipantBlock, "Blocks or unblocks the CRUD operations on a collection of a participant shard.")
 	internal("_shardsvrRefineCollectionShardKey", runShardsvrRefineCollectionShardKey, "Adds a suffix to the shard key of an existing collection ('refines the shard key').")
+}
+
+// runShardsvrParticipantBlock ({_shardsvrParticipantBlock: coll, blockType: "ReadsAndWrites" |
+// "Unblock", reason}) is a DDL coordinator's critical section on one participant: block the
+// namespace's versioned reads and writes (persisted, recovered at step-up), or refresh its
+// filtering metadata and release it. Majority before it answers.
+func runShardsvrParticipantBlock(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const name = "_shardsvrParticipantBlock"
+	if _, err := requireShard(env, name); err != nil {
+		return nil, err
+	}
+	ns, err := collArg(env, cmd, name)
+	if err != nil {
+		return nil, err
+	}
+	v, err := requiredField(cmd, name, "blockType", bsoncore.TypeString)
+	if err != nil {
+		return nil, err
+	}
+	reason := fmt.Sprintf("{ command: \"%s\", ns: \"%s\" }", name, ns)
+	if r, ok := lookup(cmd, "reason").StringValueOK(); ok {
+		reason = r
+	}
+	rt, _, err := shardRuntime(env)
+	if err != nil {
+		return nil, err
+	}
+	run := ddl.RunFunc(internalRunner(env.State, env.Registry))
+	switch bt := v.StringValue(); bt {
+	case "ReadsAndWrites":
+		if err := enterDDLCriticalSection(ctx, run, rt, ns, reason); err != nil {
+			return nil, err
+		}
+	case "Unblock":
+		if _, err := rt.RefreshCollection(ctx, ns); err != nil {
+			return nil, fmt.Errorf("refresh %s before unblocking it: %w", ns, err)
+		}
+		if err := exitDDLCriticalSection(ctx, run, rt, ns); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, mongoerr.Newf(mongoerr.BadValue, "Enumeration value '%s' for field '%s.blockType' is not a valid value.", bt, name)
+	}
+	return waitMajority(ctx, env, emptyDoc)
 }
 
 // runShardsvrRefineCollectionShardKey ({_shardsvrRefineCollectionShardKey: coll, newShardKey}

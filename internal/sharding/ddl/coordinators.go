@@ -60,7 +60,7 @@ type CoordinatorService struct {
 // testingKnobs break the coordinators on purpose, for the simulation to prove its checker
 // catches each break.
 type testingKnobs struct {
-	dropPhaseUncheckpointed  bool // the drop's dropCollection phase runs without its checkpoint
+	dropPhaseUncheckpointed  bool // the drop's phases after freezeCollection run without their checkpoints
 	skipParticipantsOnResume bool // a resumed drop does not ask the shards to drop their copies
 }
 

@@ -7,11 +7,16 @@ package ddl
 //   - freezeCollection: read what the collection is from the config server (sharded, its
 //     UUID), recorded in the state document with the next checkpoint, so a resumed
 //     coordinator drops that incarnation and never a collection created after it;
+//   - enterCriticalSection: every shard blocks the namespace's versioned reads and writes
+//     (a persisted critical section, _shardsvrParticipantBlock), so that no routed write
+//     recreates the collection on a shard between its drop there and its refresh;
 //   - dropCollection: remove the incarnation's config.collections entry, its chunks and
 //     the namespace's zones (majority), then have every shard drop its copy, delete the
 //     incarnation's range deletion tasks and refresh its filtering metadata
-//     (_shardsvrDropCollectionParticipant). Both steps are idempotent; until the phase ends
-//     it is redone after any failure.
+//     (_shardsvrDropCollectionParticipant);
+//   - releaseCriticalSection: every shard refreshes and unblocks the namespace.
+//
+// Every step is idempotent; a destructive phase is redone after any failure until it ends.
 //
 // The state document is deleted last: a drop acknowledged to the client is complete.
 // Its remote calls go through dropCluster, so that sim_test.go runs these phases
@@ -93,12 +98,14 @@ func (d *dropCollection) CheckJoin(bsoncore.Document) error { return nil }
 func (d *dropCollection) Run(ctx context.Context) error {
 	return d.run(ctx, opDropCollection, []primaryonly.Phase{
 		{Name: "freezeCollection", Run: d.freeze},
+		{Name: "enterCriticalSection", Run: d.s.retryingAll(d.ns, opDropCollection, d.block)},
 		{Name: "dropCollection", Run: d.s.retryingAll(d.ns, opDropCollection, d.drop)},
+		{Name: "releaseCriticalSection", Run: d.s.retryingAll(d.ns, opDropCollection, d.unblock)},
 	}, d.checkpoint, "freezeCollection")
 }
 
 func (d *dropCollection) checkpoint(ctx context.Context, phase string) error {
-	if d.s.knobs.dropPhaseUncheckpointed && phase == "dropCollection" {
+	if d.s.knobs.dropPhaseUncheckpointed && phase != "freezeCollection" {
 		return nil
 	}
 	if phase == "freezeCollection" {
@@ -163,15 +170,41 @@ func (d *dropCollection) drop(ctx context.Context) error {
 	if d.resumed && d.s.knobs.skipParticipantsOnResume {
 		return nil
 	}
-	shards, err := cl.shards(ctx)
-	if err != nil {
-		return err
-	}
 	b := bsoncore.NewDocumentBuilder().AppendString("_shardsvrDropCollectionParticipant", coll)
 	if d.sharded {
 		b.AppendBinary("collectionUUID", 4, d.uuid[:])
 	}
-	cmd := b.Build()
+	return d.everyShard(ctx, cl, db, b.Build())
+}
+
+// block has every shard block the namespace's versioned reads and writes (a persisted
+// critical section, _shardsvrParticipantBlock), so that no routed write recreates the
+// collection on a shard between its drop there and the routers' refresh.
+func (d *dropCollection) block(ctx context.Context) error {
+	return d.participantBlock(ctx, "ReadsAndWrites")
+}
+
+// unblock has every shard refresh the namespace and release its critical section.
+func (d *dropCollection) unblock(ctx context.Context) error {
+	return d.participantBlock(ctx, "Unblock")
+}
+
+func (d *dropCollection) participantBlock(ctx context.Context, blockType string) error {
+	cl, err := d.s.dropCluster()
+	if err != nil {
+		return err
+	}
+	db, coll, _ := strings.Cut(d.ns, ".")
+	return d.everyShard(ctx, cl, db, bsoncore.NewDocumentBuilder().AppendString("_shardsvrParticipantBlock", coll).
+		AppendString("blockType", blockType).AppendString("reason", "{ command: \"dropCollection\", ns: \""+d.ns+"\" }").Build())
+}
+
+// everyShard runs cmd on db of every shard, this one in-process.
+func (d *dropCollection) everyShard(ctx context.Context, cl dropCluster, db string, cmd bsoncore.Document) error {
+	shards, err := cl.shards(ctx)
+	if err != nil {
+		return err
+	}
 	self := d.s.cfg.Self()
 	for _, sh := range shards {
 		if sh == self {

@@ -67,9 +67,11 @@ var errSimNet = errors.New("sim: network error")
 type simShard struct {
 	name string
 	up   bool
-	// Durable: the catalog (namespace → incarnation) and range deletion tasks (UUID → count).
-	coll  map[string]catalog.UUID
-	tasks map[catalog.UUID]int
+	// Durable: the catalog (namespace → incarnation), range deletion tasks (UUID → count)
+	// and the persisted critical sections (config.collection_critical_sections).
+	coll    map[string]catalog.UUID
+	tasks   map[catalog.UUID]int
+	blocked map[string]bool
 }
 
 type simInstance struct {
@@ -126,7 +128,7 @@ func newDDLSim(t testing.TB, seed uint64, knobs testingKnobs) *simDDL {
 	for i := range simShardCount {
 		n := fmt.Sprintf("s%d", i)
 		w.names = append(w.names, n)
-		w.shards[n] = &simShard{name: n, up: true, coll: map[string]catalog.UUID{}, tasks: map[catalog.UUID]int{}}
+		w.shards[n] = &simShard{name: n, up: true, coll: map[string]catalog.UUID{}, tasks: map[catalog.UUID]int{}, blocked: map[string]bool{}}
 	}
 	w.svc = &CoordinatorService{
 		cfg: CoordinatorServiceConfig{
@@ -343,7 +345,7 @@ func (w *simDDL) local(ctx context.Context, db string, cmd bsoncore.Document) (b
 	}
 	name := cmd.Index(0).Key()
 	switch {
-	case name == "_shardsvrDropCollectionParticipant":
+	case name == "_shardsvrDropCollectionParticipant" || name == "_shardsvrParticipantBlock":
 		w.participant(w.shards[simPrimary], db, cmd)
 	case db == "config" && name == "update":
 		u, _ := cmd.Lookup("updates").ArrayOK()
@@ -395,6 +397,20 @@ func setFields(doc, set bsoncore.Document) bsoncore.Document {
 func (w *simDDL) participant(sh *simShard, db string, cmd bsoncore.Document) {
 	coll, _ := cmd.Index(0).Value().StringValueOK()
 	ns := db + "." + coll
+	if cmd.Index(0).Key() == "_shardsvrParticipantBlock" {
+		bt, _ := cmd.Lookup("blockType").StringValueOK()
+		sh.blocked[ns] = bt != "Unblock"
+		if !sh.blocked[ns] {
+			delete(sh.blocked, ns)
+		}
+		w.logf("%s %s %s", sh.name, bt, ns)
+		return
+	}
+	// The drop happens inside the critical section: no routed write can recreate the
+	// collection on this shard until every shard has dropped and refreshed.
+	if !sh.blocked[ns] {
+		w.fail("%s drops %s outside its critical section", sh.name, ns)
+	}
 	var uuid catalog.UUID
 	_, data, hasUUID := cmd.Lookup("collectionUUID").BinaryOK()
 	if hasUUID {
@@ -598,6 +614,11 @@ func (w *simDDL) recreate() {
 		return
 	}
 	for _, n := range w.names {
+		if w.shards[n].blocked[ns] {
+			return // the critical section refuses the routed writes that would create it
+		}
+	}
+	for _, n := range w.names {
 		if _, ok := w.shards[n].coll[ns]; ok {
 			return
 		}
@@ -693,6 +714,9 @@ func (w *simDDL) quiesce() {
 				w.fail("%s keeps range deletion tasks of a dropped incarnation %x", n, uuid[:2])
 			}
 		}
+		for ns := range sh.blocked {
+			w.fail("%s keeps the critical section of %s after every drop ended", n, ns)
+		}
 	}
 }
 
@@ -764,7 +788,7 @@ func TestDropCoordinatorSimulation(t *testing.T) {
 		t.Fatalf("the simulation did not exercise the coordinator: %+v", total)
 	}
 	// "": before the first checkpoint (taking the locks, checkpointing freezeCollection).
-	for _, phase := range []string{"", "freezeCollection", "dropCollection"} {
+	for _, phase := range []string{"", "freezeCollection", "enterCriticalSection", "dropCollection", "releaseCriticalSection"} {
 		if total.crashAt[phase] < 50 {
 			t.Fatalf("only %d crashes of the primary shard in phase %q: %+v", total.crashAt[phase], phase, total)
 		}
@@ -775,8 +799,8 @@ func TestDropCoordinatorSimulation(t *testing.T) {
 // coordinator; the checker must notice within the seeds.
 func TestDropCoordinatorSimulationCatchesBrokenProtocols(t *testing.T) {
 	for name, k := range map[string]testingKnobs{
-		"dropCollection phase not checkpointed": {dropPhaseUncheckpointed: true},
-		"participants skipped on resume":        {skipParticipantsOnResume: true},
+		"the phases after freezeCollection not checkpointed": {dropPhaseUncheckpointed: true},
+		"participants skipped on resume":                     {skipParticipantsOnResume: true},
 	} {
 		caught := false
 		for seed := range uint64(1000) {
