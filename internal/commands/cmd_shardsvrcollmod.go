@@ -26,15 +26,7 @@ func addShardsvrCollMod(r *service.Registry) {
 // coordinator; the reply is create's ({}).
 func runShardsvrCreateUnsharded(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	const name = "_shardsvrCreateUnshardedCollection"
-	svc, err := ddlCoordinatorsOf(env, name)
-	if err != nil {
-		return nil, err
-	}
-	ns, err := collArg(env, cmd, name)
-	if err != nil {
-		return nil, err
-	}
-	v, err := requiredField(cmd, name, "createRequest", bsoncore.TypeEmbeddedDocument)
+	svc, ns, v, err := coordinatorArgs(env, cmd, name, "createRequest", bsoncore.TypeEmbeddedDocument)
 	if err != nil {
 		return nil, err
 	}
@@ -50,15 +42,7 @@ func runShardsvrCreateUnsharded(ctx context.Context, env *service.Env, cmd bsonc
 // {<shard's connection string>: reply}}, the primary's fields first for an unsharded one).
 func runShardsvrCollMod(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	const name = "_shardsvrCollMod"
-	svc, err := ddlCoordinatorsOf(env, name)
-	if err != nil {
-		return nil, err
-	}
-	ns, err := collArg(env, cmd, name)
-	if err != nil {
-		return nil, err
-	}
-	v, err := requiredField(cmd, name, "collModRequest", bsoncore.TypeEmbeddedDocument)
+	svc, ns, v, err := coordinatorArgs(env, cmd, name, "collModRequest", bsoncore.TypeEmbeddedDocument)
 	if err != nil {
 		return nil, err
 	}

@@ -82,15 +82,7 @@ func runShardsvrParticipantBlock(ctx context.Context, env *service.Env, cmd bson
 // on the collection's database) runs the refine-shard-key coordinator.
 func runShardsvrRefineCollectionShardKey(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	const name = "_shardsvrRefineCollectionShardKey"
-	svc, err := ddlCoordinatorsOf(env, name)
-	if err != nil {
-		return nil, err
-	}
-	ns, err := collArg(env, cmd, name)
-	if err != nil {
-		return nil, err
-	}
-	v, err := requiredField(cmd, name, "newShardKey", bsoncore.TypeEmbeddedDocument)
+	svc, ns, v, err := coordinatorArgs(env, cmd, name, "newShardKey", bsoncore.TypeEmbeddedDocument)
 	if err != nil {
 		return nil, err
 	}
@@ -104,15 +96,7 @@ func runShardsvrRefineCollectionShardKey(ctx context.Context, env *service.Env, 
 // on the collection's database) runs the set-allow-migrations coordinator.
 func runShardsvrSetAllowMigrations(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	const name = "_shardsvrSetAllowMigrations"
-	svc, err := ddlCoordinatorsOf(env, name)
-	if err != nil {
-		return nil, err
-	}
-	ns, err := collArg(env, cmd, name)
-	if err != nil {
-		return nil, err
-	}
-	v, err := requiredField(cmd, name, "allowMigrations", bsoncore.TypeBoolean)
+	svc, ns, v, err := coordinatorArgs(env, cmd, name, "allowMigrations", bsoncore.TypeBoolean)
 	if err != nil {
 		return nil, err
 	}
@@ -133,6 +117,22 @@ func collArg(env *service.Env, cmd bsoncore.Document, name string) (string, erro
 		return "", mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid namespace specified '%s'", ns)
 	}
 	return ns, nil
+}
+
+// coordinatorArgs is a DDL coordinator command's prelude ({<name>: coll, <field>: value} on the
+// collection's database): the node's coordinator service, the namespace, and the required
+// field of type t.
+func coordinatorArgs(env *service.Env, cmd bsoncore.Document, name, field string, t bsoncore.Type) (*ddl.CoordinatorService, string, bsoncore.Value, error) {
+	svc, err := ddlCoordinatorsOf(env, name)
+	if err != nil {
+		return nil, "", bsoncore.Value{}, err
+	}
+	ns, err := collArg(env, cmd, name)
+	if err != nil {
+		return nil, "", bsoncore.Value{}, err
+	}
+	v, err := requiredField(cmd, name, field, t)
+	return svc, ns, v, err
 }
 
 // toArg reads the required full namespace field "to".

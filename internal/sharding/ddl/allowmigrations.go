@@ -23,19 +23,9 @@ const opSetAllowMigrations = "setAllowMigrations"
 // ns through its coordinator on this shard, ns's database's primary shard.
 func (s *CoordinatorService) SetAllowMigrations(ctx context.Context, ns string, allow bool) error {
 	db, _, _ := strings.Cut(ns, ".")
-	remote, err := s.cfg.Remote()
-	if err != nil {
-		return err
-	}
-	if err := s.checkPrimaryShard(ctx, remote, db); err != nil {
-		return err
-	}
-	h, err := s.svc.GetOrCreate(ctx, bsoncore.NewDocumentBuilder().
+	_, err := s.runCoordinator(ctx, db, bsoncore.NewDocumentBuilder().
 		AppendDocument("_id", coordinatorDocID(ns, opSetAllowMigrations)).AppendBoolean("allowMigrations", allow).Build())
-	if err != nil {
-		return err
-	}
-	return h.Wait(ctx)
+	return err
 }
 
 type setAllowMigrationsOp struct {

@@ -61,19 +61,9 @@ type CollModResult struct {
 // joins a running one), and returns the shards' replies.
 func (s *CoordinatorService) CollMod(ctx context.Context, ns string, request bsoncore.Document) (CollModResult, error) {
 	db, _, _ := strings.Cut(ns, ".")
-	remote, err := s.cfg.Remote()
-	if err != nil {
-		return CollModResult{}, err
-	}
-	if err := s.checkPrimaryShard(ctx, remote, db); err != nil {
-		return CollModResult{}, err
-	}
-	h, err := s.svc.GetOrCreate(ctx, bsoncore.NewDocumentBuilder().
+	h, err := s.runCoordinator(ctx, db, bsoncore.NewDocumentBuilder().
 		AppendDocument("_id", coordinatorDocID(ns, opCollMod)).AppendDocument("collModRequest", request).Build())
 	if err != nil {
-		return CollModResult{}, err
-	}
-	if err := h.Wait(ctx); err != nil {
 		return CollModResult{}, err
 	}
 	// Run has returned (Wait saw it), so the instance's fields are settled.

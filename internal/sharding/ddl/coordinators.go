@@ -323,6 +323,24 @@ func (l *lockTable) lock(ctx context.Context, name string) (unlock func(), err e
 	}
 }
 
+// runCoordinator starts the coordinator of doc (a state document: _id {namespace,
+// operationType} and the request's fields) on this shard, which must be db's primary shard,
+// or joins the running one for the same id, and waits for its end.
+func (s *CoordinatorService) runCoordinator(ctx context.Context, db string, doc bsoncore.Document) (*primaryonly.Handle, error) {
+	remote, err := s.cfg.Remote()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkPrimaryShard(ctx, remote, db); err != nil {
+		return nil, err
+	}
+	h, err := s.svc.GetOrCreate(ctx, doc)
+	if err != nil {
+		return nil, err
+	}
+	return h, h.Wait(ctx)
+}
+
 // coordinator is what every DDL coordinator keeps: its service, its state document's _id
 // and namespace, the phase it reached, and its DDL locks.
 type coordinator struct {

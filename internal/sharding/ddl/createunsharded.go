@@ -29,19 +29,9 @@ const opCreateUnsharded = "create"
 // shard, and waits for its end.
 func (s *CoordinatorService) CreateUnsharded(ctx context.Context, ns string, request bsoncore.Document) error {
 	db, _, _ := strings.Cut(ns, ".")
-	remote, err := s.cfg.Remote()
-	if err != nil {
-		return err
-	}
-	if err := s.checkPrimaryShard(ctx, remote, db); err != nil {
-		return err
-	}
-	h, err := s.svc.GetOrCreate(ctx, bsoncore.NewDocumentBuilder().
+	_, err := s.runCoordinator(ctx, db, bsoncore.NewDocumentBuilder().
 		AppendDocument("_id", coordinatorDocID(ns, opCreateUnsharded)).AppendDocument("createRequest", request).Build())
-	if err != nil {
-		return err
-	}
-	return h.Wait(ctx)
+	return err
 }
 
 type createUnsharded struct {

@@ -30,7 +30,6 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/failpoint"
-	"humongo/internal/mongoerr"
 	"humongo/internal/primaryonly"
 )
 
@@ -48,24 +47,8 @@ var (
 // shard: it starts one (or joins the running one) and waits for its end.
 func (s *CoordinatorService) DropCollection(ctx context.Context, ns string) error {
 	db, _, _ := strings.Cut(ns, ".")
-	remote, err := s.cfg.Remote()
-	if err != nil {
-		return err
-	}
-	dbEntry, err := remote.Catalog.Database(ctx, db)
-	if err != nil {
-		return err
-	}
-	if self := s.cfg.Self(); dbEntry.Primary != self {
-		return mongoerr.Newf(mongoerr.StaleDbVersion,
-			"the primary shard of database %s is %s, not this shard (%s)", db, dbEntry.Primary, self)
-	}
-	id := bsoncore.NewDocumentBuilder().AppendString("namespace", ns).AppendString("operationType", opDropCollection).Build()
-	h, err := s.svc.GetOrCreate(ctx, bsoncore.NewDocumentBuilder().AppendDocument("_id", id).Build())
-	if err != nil {
-		return err
-	}
-	return h.Wait(ctx)
+	_, err := s.runCoordinator(ctx, db, bsoncore.NewDocumentBuilder().AppendDocument("_id", coordinatorDocID(ns, opDropCollection)).Build())
+	return err
 }
 
 type dropCollection struct {

@@ -30,19 +30,9 @@ const opDropDatabase = "dropDatabase"
 // DropDatabase drops db through its coordinator on this shard, db's primary shard, and
 // waits for its end (a concurrent dropDatabase joins).
 func (s *CoordinatorService) DropDatabase(ctx context.Context, db string) error {
-	remote, err := s.cfg.Remote()
-	if err != nil {
-		return err
-	}
-	if err := s.checkPrimaryShard(ctx, remote, db); err != nil {
-		return err
-	}
-	h, err := s.svc.GetOrCreate(ctx, bsoncore.NewDocumentBuilder().
+	_, err := s.runCoordinator(ctx, db, bsoncore.NewDocumentBuilder().
 		AppendDocument("_id", coordinatorDocID(db, opDropDatabase)).Build())
-	if err != nil {
-		return err
-	}
-	return h.Wait(ctx)
+	return err
 }
 
 type dropDatabase struct{ coordinator }

@@ -33,19 +33,9 @@ const opRefineShardKey = "refineCollectionShardKey"
 // database's primary shard, and waits for its end.
 func (s *CoordinatorService) RefineShardKey(ctx context.Context, ns string, key bsoncore.Document) error {
 	db, _, _ := strings.Cut(ns, ".")
-	remote, err := s.cfg.Remote()
-	if err != nil {
-		return err
-	}
-	if err := s.checkPrimaryShard(ctx, remote, db); err != nil {
-		return err
-	}
-	h, err := s.svc.GetOrCreate(ctx, bsoncore.NewDocumentBuilder().
+	_, err := s.runCoordinator(ctx, db, bsoncore.NewDocumentBuilder().
 		AppendDocument("_id", coordinatorDocID(ns, opRefineShardKey)).AppendDocument("newShardKey", key).Build())
-	if err != nil {
-		return err
-	}
-	return h.Wait(ctx)
+	return err
 }
 
 type refineShardKey struct {

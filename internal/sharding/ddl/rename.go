@@ -52,20 +52,9 @@ type RenameRequest struct {
 // end.
 func (s *CoordinatorService) RenameCollection(ctx context.Context, req RenameRequest) error {
 	db, _, _ := strings.Cut(req.From, ".")
-	remote, err := s.cfg.Remote()
-	if err != nil {
-		return err
-	}
-	if err := s.checkPrimaryShard(ctx, remote, db); err != nil {
-		return err
-	}
-	doc := bsoncore.NewDocumentBuilder().AppendDocument("_id", coordinatorDocID(req.From, opRenameCollection)).
-		AppendString("to", req.To).AppendBoolean("dropTarget", req.DropTarget).AppendBoolean("stayTemp", req.StayTemp).Build()
-	h, err := s.svc.GetOrCreate(ctx, doc)
-	if err != nil {
-		return err
-	}
-	return h.Wait(ctx)
+	_, err := s.runCoordinator(ctx, db, bsoncore.NewDocumentBuilder().AppendDocument("_id", coordinatorDocID(req.From, opRenameCollection)).
+		AppendString("to", req.To).AppendBoolean("dropTarget", req.DropTarget).AppendBoolean("stayTemp", req.StayTemp).Build())
+	return err
 }
 
 type renameCollection struct {

@@ -30,13 +30,6 @@ const opCreateCollection = "createCollection"
 // collection's UUID and version once it is sharded.
 func (s *CoordinatorService) ShardCollection(ctx context.Context, req CreateRequest) (CreateResponse, error) {
 	db, _, _ := strings.Cut(req.NS, ".")
-	remote, err := s.cfg.Remote()
-	if err != nil {
-		return CreateResponse{}, err
-	}
-	if err := s.checkPrimaryShard(ctx, remote, db); err != nil {
-		return CreateResponse{}, err
-	}
 	id := coordinatorDocID(req.NS, opCreateCollection)
 	b := bsoncore.NewDocumentBuilder().AppendDocument("_id", id).AppendDocument("shardKey", req.Key).
 		AppendBoolean("unique", req.Unique).AppendInt64("numInitialChunks", req.NumInitialChunks).
@@ -44,11 +37,11 @@ func (s *CoordinatorService) ShardCollection(ctx context.Context, req CreateRequ
 	if req.Collation != nil {
 		b.AppendDocument("collation", req.Collation)
 	}
-	h, err := s.svc.GetOrCreate(ctx, b.Build())
-	if err != nil {
+	if _, err := s.runCoordinator(ctx, db, b.Build()); err != nil {
 		return CreateResponse{}, err
 	}
-	if err := h.Wait(ctx); err != nil {
+	remote, err := s.cfg.Remote()
+	if err != nil {
 		return CreateResponse{}, err
 	}
 	// The coordinator (this request's or the one it joined) committed: what the config
