@@ -155,6 +155,10 @@ func (c *Coordinator) CreateCollection(ctx context.Context, self string, req Cre
 		if err := c.refreshShards(ctx, remote, self, rt.Shards(), req.NS); err != nil {
 			return CreateResponse{}, err
 		}
+		// A commit before a failover may have left this shard's critical section held.
+		if err := c.criticalSection(ctx, req.NS, "Unblock"); err != nil {
+			return CreateResponse{}, err
+		}
 		return CreateResponse{UUID: existing.UUID, CollectionVersion: rt.Version()}, nil
 	}
 
@@ -256,11 +260,23 @@ func (c *Coordinator) CreateCollection(ctx context.Context, self string, req Cre
 	commit := bsoncore.NewDocumentBuilder().AppendString("_configsvrCommitShardCollection", req.NS).
 		AppendDocument("collection", collDoc).AppendArray("chunks", chunkDocs.Build()).
 		AppendDocument("writeConcern", majority()).Build()
+	// Versioned reads and writes of the namespace wait on this shard (the primary, which
+	// holds its documents) from before the commit until every shard refreshed: a router
+	// that still sees the collection unsharded cannot write a document to this shard that
+	// a new chunk on another shard owns (7.0's critical section around the commit).
+	if err := c.criticalSection(ctx, req.NS, "ReadsAndWrites"); err != nil {
+		return CreateResponse{}, err
+	}
 	reply, err := Run(ctx, remote.Config(), "admin", commit)
 	if err != nil {
+		// Nothing committed: release (a failed release is retried by the resumed coordinator).
+		_ = c.criticalSection(context.WithoutCancel(ctx), req.NS, "Unblock")
 		return CreateResponse{}, err
 	}
 	if err := c.refreshShards(ctx, remote, self, ids, req.NS); err != nil {
+		return CreateResponse{}, err
+	}
+	if err := c.criticalSection(ctx, req.NS, "Unblock"); err != nil {
 		return CreateResponse{}, err
 	}
 	if created, _ := reply.Lookup("created").BooleanOK(); !created {
@@ -288,8 +304,8 @@ func (c *Coordinator) CreateCollection(ctx context.Context, self string, req Cre
 // A refresh failing on another shard is not fatal: that shard refreshes on the first request
 // carrying the new version, and owns no document of a collection it never had.
 //
-// Not yet (issue 14): the critical section that blocks the collection's writes between the
-// commit and these refreshes.
+// The primary's critical section (criticalSection) blocks the collection's routed reads and
+// writes between the commit and these refreshes.
 func (c *Coordinator) refreshShards(ctx context.Context, remote *Remote, self string, shards []string, ns string) error {
 	flush := bsoncore.NewDocumentBuilder().AppendString("_flushRoutingTableCacheUpdates", ns).Build()
 	if _, err := c.Local(ctx, "admin", flush); err != nil {
@@ -487,4 +503,13 @@ func cursorAll(ctx context.Context, run RunFunc, db, coll string, cmd bsoncore.D
 		}
 		reply, err = run(ctx, db, bsoncore.NewDocumentBuilder().AppendInt64("getMore", id).AppendString("collection", collName).Build())
 	}
+}
+
+// criticalSection blocks ("ReadsAndWrites") or refreshes and unblocks ("Unblock") ns's
+// routed reads and writes on this shard, persisted (_shardsvrParticipantBlock).
+func (c *Coordinator) criticalSection(ctx context.Context, ns, blockType string) error {
+	db, coll, _ := strings.Cut(ns, ".")
+	_, err := c.Local(ctx, db, bsoncore.NewDocumentBuilder().AppendString("_shardsvrParticipantBlock", coll).
+		AppendString("blockType", blockType).AppendString("reason", fmt.Sprintf("{ command: \"createCollection\", ns: \"%s\" }", ns)).Build())
+	return err
 }
