@@ -7,6 +7,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -77,4 +78,46 @@ func TestTxnDDLReplicates(t *testing.T) {
 		}
 	}
 	validateMembers(t, ctx, d, "tddl", "c")
+}
+
+// A transaction whose collection is dropped between its statements (statements lock only
+// while they run) must not commit half: its writes to the dropped collection would land in
+// the dropped table and vanish while its later writes (here into a collection the
+// transaction implicitly creates again) stay. The commit fails with WriteConflict, labelled
+// TransientTransactionError (the driver retries the whole transaction), and nothing of it is
+// visible.
+func TestTxnCollectionDroppedUnderIt(t *testing.T) {
+	d := Start(t, Topology{Kind: ReplicaSet, Name: "rs0", Members: 1}, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := d.Client.Database("tdrop").Collection("c")
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := d.Client.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.EndSession(ctx)
+	if err := sess.StartTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	sctx := mongo.NewSessionContext(ctx, sess)
+	if _, err := c.InsertOne(sctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.InsertOne(sctx, bson.D{{Key: "_id", Value: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	err = sess.CommitTransaction(sctx)
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != 112 || !ce.HasErrorLabel("TransientTransactionError") {
+		t.Fatalf("commit after the drop: %v, want WriteConflict with TransientTransactionError", err)
+	}
+	if n, err := c.CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
+		t.Fatalf("the failed transaction left %d documents (%v)", n, err)
+	}
 }

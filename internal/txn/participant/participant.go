@@ -19,10 +19,12 @@
 // as the data and the session's config.transactions record {state: "committed"}.
 //
 // Locks are taken per statement, not held between statements (MongoDB holds the
-// transaction's intent locks to its end). A collection dropped under a transaction that
-// wrote to it makes the commit (or the prepare) fail with WriteConflict (the engine refuses
-// writes to dropped idents), so the outcome is the same: the transaction aborts, DDL is not
-// blocked. A prepared transaction, which must stay able to commit, does hold intent locks on
+// transaction's intent locks to its end). A collection dropped or renamed under a
+// transaction that wrote to it makes the commit (or the prepare) fail with WriteConflict:
+// under the collections' intent locks the commit checks that each one it wrote is still in
+// the catalog under its name (checkWrittenCollections; the dropped table itself lives on
+// until its two-phase drop, so writes to it would otherwise vanish). The outcome is the
+// same as MongoDB's: the transaction aborts, and DDL is not blocked. A prepared transaction, which must stay able to commit, does hold intent locks on
 // the collections it wrote, from its prepare to its decision (oplog.PreparedTxns).
 //
 // # Prepared transactions
@@ -467,6 +469,9 @@ func (st *Stmt) commit(ctx context.Context) error {
 	}
 	defer done()
 	if len(t.ops.Ops) > 0 {
+		if err := m.checkWrittenCollections(ctx, op, ru, t.ops.Ops); err != nil {
+			return err
+		}
 		w, ok := m.db.Observer().(*oplog.Writer)
 		if !ok {
 			return mongoerr.New(mongoerr.IllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos")
@@ -696,6 +701,10 @@ func (st *Stmt) prepare(ctx context.Context) (optime.OpTime, error) {
 	if err != nil {
 		return optime.OpTime{}, err
 	}
+	if err := liveCollections(m.db.Catalog.LatestFor(t.res.RU), t.ops.Ops); err != nil {
+		locks.Release()
+		return optime.OpTime{}, err
+	}
 	handedOver := false
 	defer func() {
 		if !handedOver {
@@ -816,6 +825,41 @@ func (st *Stmt) decidePrepared(ctx context.Context, commitTs optime.Timestamp) e
 		return fmt.Errorf("logging the commit of prepared transaction %d (its writes are committed): %w", t.number, err)
 	}
 	st.s.NoteCommitted(t.number, 0, []optime.OpTime{ot})
+	return nil
+}
+
+// checkWrittenCollections makes sure every collection the transaction wrote is still the one
+// it wrote (statements lock only while they run, so a drop or rename may have come between
+// them): it takes their intent locks for the rest of the commit, so no DDL interleaves, and
+// fails with WriteConflict (TransientTransactionError: the driver retries the whole
+// transaction) when one is gone. Its writes would otherwise land in a dropped collection's
+// table, which waits for its two-phase drop, and vanish from a committed transaction.
+func (m *Manager) checkWrittenCollections(ctx context.Context, op *operation.Context, ru *storage.RecoveryUnit, ops [][]byte) error {
+	if _, err := op.Locker.LockCollections(ctx, lock.ModeIX, oplog.OpNamespaces(ops)...); err != nil {
+		return err
+	}
+	return liveCollections(m.db.Catalog.LatestFor(ru), ops)
+}
+
+// liveCollections fails with WriteConflict when a document operation's collection (ns, ui)
+// is no longer in snap under that name.
+func liveCollections(snap *catalog.Snapshot, ops [][]byte) error {
+	for _, o := range ops {
+		doc := bsoncore.Document(o)
+		if kind, _ := doc.Lookup("op").StringValueOK(); kind != "i" && kind != "u" && kind != "d" {
+			continue // DDL the transaction ran itself (create, createIndexes: ns is db.$cmd)
+		}
+		ns, _ := doc.Lookup("ns").StringValueOK()
+		sub, data, ok := doc.Lookup("ui").BinaryOK()
+		if !ok || sub != 4 || len(data) != 16 {
+			continue
+		}
+		m, found := snap.ByUUID(catalog.UUID(data))
+		if !found || m.NS != ns {
+			return mongoerr.Newf(mongoerr.WriteConflict,
+				"WriteConflict: collection %s was dropped or renamed while the transaction wrote to it", ns)
+		}
+	}
 	return nil
 }
 
