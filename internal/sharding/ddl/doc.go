@@ -31,12 +31,15 @@
 //
 // The resumable DDL coordinators (spec "Sharding DDL Coordinator"; coordinators.go: the
 // ShardingDDLCoordinatorService on internal/primaryonly, state documents in
-// config.system.sharding_ddl_coordinators, DDL locks per database then namespace) run
-// shardCollection (shardcoll.go, over the create steps above, whose config-server commit
-// happens at most once), drop (drop.go), dropDatabase (dropdb.go), renameCollection
-// (rename.go: critical sections on every shard, the config entry moved to a new epoch) and
-// setAllowMigrations (allowmigrations.go). The create steps themselves run
-// inside their request (a retried command finds and reuses what a failed one did). The
+// config.system.sharding_ddl_coordinators, DDL locks per database then namespace, reacquired
+// at a rebuild before new requests; one `coordinator` base) run shardCollection
+// (shardcoll.go, over the create steps above, whose config-server commit happens at most
+// once, inside the primary's critical section), create (createunsharded.go), collMod
+// (collmod.go), drop (drop.go: critical sections on every shard), dropDatabase (dropdb.go),
+// renameCollection (rename.go: critical sections on every shard, the config entry moved to
+// a new epoch), refineCollectionShardKey (refine.go), movePrimary (moveprimary_coordinator.go)
+// and setAllowMigrations (allowmigrations.go). The participants' critical sections are
+// persisted (config.collection_critical_sections) and re-entered at step-up. The
 // shard-side filtering metadata and version checks are elsewhere.
 //
 // sim_test.go simulates the drop coordinator (crashes at every phase, 1,000 seeds).
