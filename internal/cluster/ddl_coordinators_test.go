@@ -301,6 +301,59 @@ func TestShardedDDLCoordinators(t *testing.T) {
 			},
 		},
 	}
+	// A participant that restarts while a rename holds its critical sections blocks the
+	// namespaces again before it takes writes (persisted sections): a routed write to the
+	// source's chunk on it must not land (it would create a ghost copy of the renamed
+	// collection) until the coordinator, resumed from its fail point, unblocks it.
+	t.Run("participantRestartKeepsTheCriticalSection", func(t *testing.T) {
+		shardTwo(t, "ren.r3", 60) // k ≥ 30 on shard1
+		direct := d.Shards[0].Client.Database("admin")
+		fp := "hangRenameCollectionAfterParticipantsRenamed"
+		base := setFailPoint(ctx, t, direct, fp, "alwaysOn")
+		done := make(chan error, 1)
+		go func() {
+			done <- admin.RunCommand(ctx, bson.D{{Key: "renameCollection", Value: "ren.r3"}, {Key: "to", Value: "ren.r3b"}}).Err()
+		}()
+		waitFailPoint(ctx, t, direct, fp, base, done)
+		n1 := d.Shards[1].Nodes[0]
+		if err := n1.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		if err := n1.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(time.Minute); ; {
+			var hello struct {
+				Writable bool `bson:"isWritablePrimary"`
+			}
+			err := d.Shards[1].Client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello)
+			if err == nil && hello.Writable {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the restarted participant never became primary (%v)", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
+		_, werr := d.Client.Database("ren").Collection("r3").InsertOne(wctx, bson.D{{Key: "_id", Value: 1000}, {Key: "k", Value: 59}})
+		wcancel()
+		if werr == nil {
+			t.Fatal("a routed write reached the restarted participant inside the rename's critical section")
+		}
+		setFailPoint(ctx, t, direct, fp, "off")
+		if err := <-done; err != nil {
+			t.Fatalf("the rename after the participant's restart: %v", err)
+		}
+		if count(t, "ren.r3b") != 60 || count(t, "ren.r3") != 0 {
+			t.Fatal("the rename lost documents, or the blocked write landed")
+		}
+		if names, err := d.Shards[1].Client.Database("ren").ListCollectionNames(ctx, bson.D{{Key: "name", Value: "r3"}}); err != nil || len(names) != 0 {
+			t.Fatalf("the restarted participant holds a copy of the renamed source: %v (%v)", names, err)
+		}
+		checkUUIDs(ctx, t, d, "ren")
+	})
+
 	for _, k := range kills {
 		t.Run("kill/"+k.name, func(t *testing.T) {
 			k.setup(t)
