@@ -1,8 +1,10 @@
 package commands
 
-// _shardsvrRenameCollection and _shardsvrDropDatabase (the database primary shard's rename
-// and drop-database coordinators, resumable: spec sharding.md "Sharding DDL Coordinator",
-// internal/sharding/ddl rename.go and dropdb.go) and their participants' parts.
+// The shard side of the resumable DDL coordinators (spec sharding.md "Sharding DDL
+// Coordinator", internal/sharding/ddl): the primary shard's entry commands
+// (_shardsvrRenameCollection, _shardsvrDropDatabase, _shardsvrSetAllowMigrations,
+// _shardsvrRefineCollectionShardKey), the participants' parts (rename, drop database,
+// _shardsvrParticipantBlock) and the persisted DDL critical sections they share.
 
 import (
 	"context"
