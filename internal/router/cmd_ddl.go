@@ -13,7 +13,6 @@ package router
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -332,57 +331,6 @@ func errorReplyDoc(err error) bsoncore.Document {
 	return out
 }
 
-// configDelete deletes the config server's documents of coll matching q (majority).
-func (c *Cluster) configDelete(ctx context.Context, coll string, q bsoncore.Document) error {
-	idx, out := bsoncore.AppendDocumentStart(nil)
-	out = bsoncore.AppendStringElement(out, "delete", coll)
-	aidx, o := bsoncore.AppendArrayElementStart(out, "deletes")
-	didx, o := bsoncore.AppendDocumentElementStart(o, "0")
-	o = bsoncore.AppendDocumentElement(o, "q", q)
-	o = bsoncore.AppendInt32Element(o, "limit", 0)
-	o, _ = bsoncore.AppendDocumentEnd(o, didx)
-	out, _ = bsoncore.AppendArrayEnd(o, aidx)
-	out = appendMajority(out)
-	out, _ = bsoncore.AppendDocumentEnd(out, idx)
-	reply, err := c.runOn(ctx, configShard, "config", out)
-	if err != nil {
-		return err
-	}
-	if we, ok := reply.Lookup("writeErrors").ArrayOK(); ok {
-		if v, err := we.IndexErr(0); err == nil {
-			if d, ok := v.DocumentOK(); ok {
-				return writeErrorAsError(d)
-			}
-		}
-	}
-	if wce, ok := reply.Lookup("writeConcernError").DocumentOK(); ok {
-		return writeErrorAsError(wce)
-	}
-	return nil
-}
-
-// removeShardedMetadata removes a sharded collection's config.collections, config.chunks and
-// config.tags entries, the collection's entry first: from then on routers that refresh see
-// the namespace unsharded, and chunks left behind by a failure in between are unreachable
-// (they are found by the dropped collection's uuid). MongoDB removes them in one transaction.
-func (c *Cluster) removeShardedMetadata(ctx context.Context, coll catalogcache.Collection) error {
-	q := func(build func([]byte) []byte) bsoncore.Document {
-		idx, out := bsoncore.AppendDocumentStart(nil)
-		out = build(out)
-		out, _ = bsoncore.AppendDocumentEnd(out, idx)
-		return out
-	}
-	if err := c.configDelete(ctx, "collections", q(func(b []byte) []byte { return bsoncore.AppendStringElement(b, "_id", coll.NS) })); err != nil {
-		return err
-	}
-	if err := c.configDelete(ctx, "chunks", q(func(b []byte) []byte {
-		return bsoncore.AppendBinaryElement(b, "uuid", 4, coll.UUID[:])
-	})); err != nil {
-		return err
-	}
-	return c.configDelete(ctx, "tags", q(func(b []byte) []byte { return bsoncore.AppendStringElement(b, "ns", coll.NS) }))
-}
-
 // allShards are the ids of every shard in the registry, sorted.
 func (c *Cluster) allShards(ctx context.Context) ([]string, error) {
 	if err := c.Shards.Reload(ctx); err != nil {
@@ -483,23 +431,6 @@ func ddlRetriable(err error) bool {
 // failover interrupted: long enough for the primary shard to elect a new primary (MongoDB's
 // mongos waits for a primary about as long, then its kIdempotent policy retries).
 const ddlRetryWindow = 30 * time.Second
-
-// flushShards has every shard refresh what it knows of target (a namespace for
-// _flushRoutingTableCacheUpdates, a database for _flushDatabaseCacheUpdates) from the
-// config server, once a drop removed it from the catalog. MongoDB's drop coordinators have
-// the participants clear their filtering metadata; without it a shard keeps the dropped
-// incarnation's metadata and accepts a stale router's versions for it, so that router
-// never learns of the new incarnation (it would read and write by the old one's chunks).
-func (c *Cluster) flushShards(ctx context.Context, shards []string, cmd, target string) error {
-	build := func(string) bsoncore.Document {
-		return bsoncore.NewDocumentBuilder().AppendString(cmd, target).Build()
-	}
-	// A node that is not shard-aware has no filtering metadata to refresh.
-	if err := firstError(c.broadcast(ctx, "admin", shards, build), mongoerr.NoShardingEnabled, mongoerr.ShardingStateNotInitialized); err != nil {
-		return fmt.Errorf("refresh %s on the shards after the drop: %w", target, err)
-	}
-	return nil
-}
 
 // runDropDatabase drops a database: its sharded collections' catalog entries, the database on
 // every shard, then its config.databases entry (MongoDB 7.0 sends _shardsvrDropDatabase to
