@@ -39,7 +39,7 @@ func openOutReplNode(t *testing.T, withOplog bool) *outReplNode {
 	if withOplog {
 		n.w, err = oplog.Open(context.Background(), oplog.Config{
 			Engine: db.Engine, Catalog: db.Catalog, Colls: db.Colls,
-			MaxSizeBytes: 16 << 20, Term: func() int64 { return 1 }, TempDir: db.TempDir,
+			MaxSizeBytes: 16 << 20, Term: func() (int64, bool) { return 1, true }, TempDir: db.TempDir,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -32,7 +32,7 @@ func TestTTLMayDelete(t *testing.T) {
 	}
 	var writable atomic.Bool
 	w, err := oplog.Open(context.Background(), oplog.Config{Engine: db.Engine, Catalog: db.Catalog, Colls: db.Colls,
-		MaxSizeBytes: 16 << 20, Writable: writable.Load, TempDir: db.TempDir})
+		MaxSizeBytes: 16 << 20, Term: func() (int64, bool) { return 1, writable.Load() }, TempDir: db.TempDir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,13 +127,16 @@ type Coordinator struct {
 	peers *client.Pool // connections to the other members, for heartbeats, votes and updatePosition
 	tv    atomic.Int64
 	term  atomic.Int64 // mirror of the core's term for Term(), readable without c.mu
-	// writable mirrors the core's IsWritablePrimary for CanAcceptNonLocalWrites, the oplog
-	// writer's check on every replicated write (MongoDB's _canAcceptNonLocalWrites): it is
-	// read without c.mu, and refreshed after every change of the core (handleLocked,
-	// noteChangesLocked), cleared before a step-down kills the running writes.
-	writable atomic.Bool
-	rbid     atomic.Int32 // replSetGetRBID; persisted in local.system.rollback.id (secondary.go)
-	start    time.Time
+	// leader mirrors the core's leadership for OplogTerm and CanAcceptNonLocalWrites, the
+	// oplog writer's check on every replicated write (MongoDB's _canAcceptNonLocalWrites),
+	// packed so that one load gives a consistent pair: term<<2 | primary<<1 | writable, or 0
+	// when not primary. It is read without c.mu, refreshed after every change of the core
+	// (handleLocked, noteChangesLocked) and cleared before a step-down kills the running
+	// writes. Its term is the one the node was elected in: term (above) moves to a newer
+	// term as soon as the core hears of it, before the step-down.
+	leader atomic.Int64
+	rbid   atomic.Int32 // replSetGetRBID; persisted in local.system.rollback.id (secondary.go)
+	start  time.Time
 
 	// dataSyncer is the initial syncer, once one ran (secondary.go; guarded by mu).
 	dataSyncer *initialsync.Syncer
@@ -185,13 +188,32 @@ func New(opts Options) *Coordinator {
 func (c *Coordinator) Term() int64 { return c.term.Load() }
 
 // CanAcceptNonLocalWrites reports whether this node may write replicated data of its own
-// (a writable primary: not a secondary, not a primary-elect still draining). The oplog
-// writer asks it for every entry it logs; like Term it never takes c.mu.
-func (c *Coordinator) CanAcceptNonLocalWrites() bool { return c.writable.Load() }
+// (a writable primary: not a secondary, not a primary-elect still draining). Like Term it
+// never takes c.mu.
+func (c *Coordinator) CanAcceptNonLocalWrites() bool { return c.leader.Load()&1 != 0 }
 
-// syncWritableLocked refreshes the writable mirror from the core.
+// OplogTerm is the oplog writer's TermSource: the term of the entries this node logs of its
+// own and whether it may log replicated writes, from one snapshot. A primary (writable or
+// draining) gets the term it was elected in; any other node the current term (its only own
+// entry is replSetInitiate's no-op).
+func (c *Coordinator) OplogTerm() (int64, bool) {
+	v := c.leader.Load()
+	if v&2 == 0 {
+		return c.term.Load(), false
+	}
+	return v >> 2, v&1 != 0
+}
+
+// syncWritableLocked refreshes the leader mirror from the core.
 func (c *Coordinator) syncWritableLocked() {
-	c.writable.Store(c.topo != nil && c.topo.IsWritablePrimary())
+	var v int64
+	if c.topo != nil && c.topo.State() == topology.StatePrimary {
+		v = c.topo.Term()<<2 | 2
+		if c.topo.IsWritablePrimary() {
+			v |= 1
+		}
+	}
+	c.leader.Store(v)
 }
 
 // HostRewriter is this server's host Rewriter (testingReplicaSetHostRewrites changes it).
@@ -422,7 +444,7 @@ func (c *Coordinator) handleLocked(now time.Time, acts []topology.Action) {
 			c.sendVoteRequestsLocked(a)
 		case topology.ActStepDown:
 			c.log.Info("Stepping down", logv2.ID(21358), "reason", a.Reason)
-			c.writable.Store(false) // before the kill: no write may log an entry from now on
+			c.leader.Store(0) // before the kill: no write may log an entry from now on
 			c.killConflictingLocked()
 			c.wakeLocked()
 		case topology.ActPrimaryElected:

@@ -56,9 +56,8 @@ func Attach(ctx context.Context, cfg Config) (*coord.Coordinator, *oplog.Writer,
 	var rc *coord.Coordinator
 	// Every replicated write now logs its oplog entry in its own storage unit.
 	w, err := oplog.Open(ctx, oplog.Config{Engine: db.Engine, Catalog: db.Catalog, Colls: db.Colls,
-		MaxSizeBytes: oplogSizeAtStartup(db, cfg.OplogSizeBytes), Term: func() int64 { return rc.Term() },
-		Writable: func() bool { return rc.CanAcceptNonLocalWrites() },
-		TempDir:  db.TempDir, Log: opts.Logger, ClusterTime: cfg.ClusterTime})
+		MaxSizeBytes: oplogSizeAtStartup(db, cfg.OplogSizeBytes), Term: func() (int64, bool) { return rc.OplogTerm() },
+		TempDir: db.TempDir, Log: opts.Logger, ClusterTime: cfg.ClusterTime})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -109,7 +108,7 @@ type noopWriter struct{ w *oplog.Writer }
 func (r noopWriter) LastVisible() optime.OpTime { return r.w.LastVisible() }
 
 func (r noopWriter) AppendNoop(ctx context.Context, msg string) (optime.OpTime, error) {
-	ot, err := r.w.LogNoop(ctx, bsoncore.NewDocumentBuilder().AppendString("msg", msg).Build())
+	ot, err := r.w.LogReplSetNoop(ctx, bsoncore.NewDocumentBuilder().AppendString("msg", msg).Build())
 	if err != nil {
 		return optime.OpTime{}, err
 	}

@@ -31,7 +31,7 @@ func TestNotWritablePrimaryRefusesReplicatedWrites(t *testing.T) {
 	writable.Store(true)
 	w, err := oplog.Open(context.Background(), oplog.Config{
 		Engine: db.Engine, Catalog: db.Catalog, Colls: db.Colls, MaxSizeBytes: 64 << 20,
-		Term: func() int64 { return 1 }, Writable: writable.Load, TempDir: db.TempDir,
+		Term: func() (int64, bool) { return 1, writable.Load() }, TempDir: db.TempDir,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -95,12 +95,19 @@ func TestNotWritablePrimaryRefusesReplicatedWrites(t *testing.T) {
 		t.Errorf("the refused writes logged %d entries", got-before)
 	}
 
-	// Exempt: the local database (unreplicated), no-ops, and replication's own writes.
+	// A no-op of a read (linearizable, afterClusterTime) is a primary's write too: logged by
+	// a node that is no longer primary, it would carry a term whose primary never wrote it.
+	if _, err := w.LogNoop(context.Background(), mustDoc(t, bson.D{{Key: "msg", Value: "x"}})); mongoerr.CodeOf(err) != mongoerr.NotWritablePrimary {
+		t.Errorf("read no-op on a secondary: %v, want NotWritablePrimary", err)
+	}
+
+	// Exempt: the local database (unreplicated), the coordinator's no-ops, and replication's
+	// own writes.
 	if err := insert("local.mine", 1); err != nil {
 		t.Errorf("local write on a secondary: %v", err)
 	}
-	if _, err := w.LogNoop(context.Background(), mustDoc(t, bson.D{{Key: "msg", Value: "x"}})); err != nil {
-		t.Errorf("no-op on a secondary: %v", err)
+	if _, err := w.LogReplSetNoop(context.Background(), mustDoc(t, bson.D{{Key: "msg", Value: "x"}})); err != nil {
+		t.Errorf("the coordinator's no-op on a secondary: %v", err)
 	}
 	ts := optime.MakeTimestamp(uint32(w.LastWritten().TS.Secs())+10, 1)
 	entry := mustDoc(t, bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "test.c"},

@@ -37,7 +37,7 @@ func openNode(t *testing.T, replSet bool) *node {
 	if replSet {
 		n.w, err = oplog.Open(context.Background(), oplog.Config{
 			Engine: db.Engine, Catalog: db.Catalog, Colls: db.Colls,
-			MaxSizeBytes: 64 << 20, Term: func() int64 { return 3 }, TempDir: db.TempDir,
+			MaxSizeBytes: 64 << 20, Term: func() (int64, bool) { return 3, true }, TempDir: db.TempDir,
 		})
 		if err != nil {
 			t.Fatal(err)

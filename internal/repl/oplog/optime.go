@@ -8,8 +8,15 @@ import (
 	"humongo/internal/storage"
 )
 
-// TermSource returns the current term; the ReplicationCoordinator supplies it.
-type TermSource func() int64
+// TermSource returns the term of the entries this node logs of its own and whether it may
+// log replicated writes; the ReplicationCoordinator supplies it. Both come from one snapshot
+// of the coordinator: a writable primary gets the term it was elected in, never a newer term
+// it has only heard of. A primary that learns of a higher term steps down, but a write that
+// passed the writability check before that would otherwise stamp its entry with the new term
+// while this node is not that term's primary, and a node whose last entry is of term T takes
+// term T's commit point from heartbeats as covering its own log: it could then make an entry
+// no majority holds its stable timestamp, and later refuse to roll it back.
+type TermSource func() (term int64, writable bool)
 
 // LocalOplogInfo hands out oplog slots (MongoDB's LocalOplogInfo::getNextOpTimes). The next
 // timestamp is max(wall-clock seconds:1, last+1, all-durable+1, ClusterTime+1): monotonic
@@ -21,9 +28,8 @@ type TermSource func() int64
 // second writer take T6 and commit while T5 is not yet in flight: the all-durable point would
 // pass T6 and an oplog reader would skip T5 for good (spec: "Oplog Visibility").
 type LocalOplogInfo struct {
-	e    *storage.Engine
-	now  func() time.Time
-	term TermSource
+	e   *storage.Engine
+	now func() time.Time
 	// clusterTime is the vector clock's ClusterTime (nil: none).
 	clusterTime func() optime.Timestamp
 
@@ -32,29 +38,21 @@ type LocalOplogInfo struct {
 }
 
 // NewLocalOplogInfo returns a slot allocator starting after last.
-func NewLocalOplogInfo(e *storage.Engine, last optime.Timestamp, now func() time.Time, term TermSource) *LocalOplogInfo {
+func NewLocalOplogInfo(e *storage.Engine, last optime.Timestamp, now func() time.Time) *LocalOplogInfo {
 	if now == nil {
 		now = time.Now
 	}
-	return &LocalOplogInfo{e: e, now: now, term: term, last: last}
+	return &LocalOplogInfo{e: e, now: now, last: last}
 }
 
-func (l *LocalOplogInfo) currentTerm() int64 {
-	if l.term == nil {
-		return optime.UninitializedTerm
-	}
-	return l.term()
-}
-
-// ReserveSlots reserves n consecutive OpTimes for ru, appending them to dst, and registers
-// each in flight. On return ru's current timestamp is the last slot; a caller writing several
+// ReserveSlots reserves n consecutive OpTimes of term for ru, appending them to dst, and
+// registers each in flight. On return ru's current timestamp is the last slot; a caller writing several
 // entries calls ru.SetTimestamp(slot) before each one's writes.
-func (l *LocalOplogInfo) ReserveSlots(ru *storage.RecoveryUnit, n int, dst []optime.OpTime) ([]optime.OpTime, error) {
+func (l *LocalOplogInfo) ReserveSlots(ru *storage.RecoveryUnit, term int64, n int, dst []optime.OpTime) ([]optime.OpTime, error) {
 	secs := l.now().Unix()
 	secs = max(0, min(secs, 1<<32-1))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	term := l.currentTerm()
 	ts := max(optime.MakeTimestamp(uint32(secs), 1), l.last+1, l.e.AllDurableTimestamp()+1)
 	if l.clusterTime != nil {
 		ts = max(ts, l.clusterTime()+1)

@@ -325,13 +325,14 @@ func (w *Writer) LogPreparedDecision(ru *storage.RecoveryUnit, lsid bsoncore.Doc
 	if !ru.InUnitOfWork() {
 		return optime.OpTime{}, 0, storage.ErrNotInUnit
 	}
-	if !w.Writable() {
-		return optime.OpTime{}, 0, mongoerr.New(mongoerr.NotWritablePrimary, "logOp() but can't accept write to collection admin.$cmd")
+	term, err := w.ownTerm("admin.$cmd", false)
+	if err != nil {
+		return optime.OpTime{}, 0, err
 	}
 	w.info.Observe(commitTs)
 	ru.OnRollback(w.NotifyVisible)
 	var buf [1]optime.OpTime
-	slots, err := w.info.ReserveSlots(ru, 1, buf[:0])
+	slots, err := w.info.ReserveSlots(ru, term, 1, buf[:0])
 	if err != nil {
 		return optime.OpTime{}, 0, err
 	}

@@ -78,12 +78,13 @@ func (w *Writer) logTxn(ru *storage.RecoveryUnit, lsid bsoncore.Document, txnNum
 	if !ru.InUnitOfWork() {
 		return nil, 0, storage.ErrNotInUnit
 	}
-	if !w.Writable() {
-		return nil, 0, mongoerr.New(mongoerr.NotWritablePrimary, "logOp() but can't accept write to collection admin.$cmd")
+	term, err := w.ownTerm("admin.$cmd", false)
+	if err != nil {
+		return nil, 0, err
 	}
 	groups := splitOps(ops)
 	ru.OnRollback(w.NotifyVisible)
-	slots, err := w.info.ReserveSlots(ru, len(groups), make([]optime.OpTime, 0, len(groups)))
+	slots, err := w.info.ReserveSlots(ru, term, len(groups), make([]optime.OpTime, 0, len(groups)))
 	if err != nil {
 		return nil, 0, err
 	}

@@ -50,17 +50,16 @@ type Config struct {
 	// MaxSizeBytes caps the oplog (--oplogSize in bytes); 0 means MinDefaultMaxSize. An
 	// existing oplog is resized to it.
 	MaxSizeBytes int64
-	// Term is the coordinator's current term (UninitializedTerm when nil).
+	// Term is the coordinator's OplogTerm: the term of this node's own entries and whether
+	// it may log replicated writes (CanAcceptNonLocalWrites). Every replicated write passes
+	// logEntries, so a node that is not a writable primary fails it with NotWritablePrimary
+	// whatever the path (a command, an aggregation stage, the TTL monitor, an index build).
+	// Replication's own writes (oplog application, initial sync, rollback, startup recovery)
+	// run with opobserver.UnreplicatedWrites and never get here; no-ops (ns "") and the
+	// local database are exempt, as in MongoDB's logOp. nil: a writer with no coordinator
+	// (tests that drive a data node directly), which logs with UninitializedTerm and never
+	// refuses.
 	Term TermSource
-	// Writable reports whether this node may log entries of its own: the coordinator's
-	// CanAcceptNonLocalWrites. Every replicated write passes logEntries, so a node that is
-	// not a writable primary fails it with NotWritablePrimary whatever the path (a command,
-	// an aggregation stage, the TTL monitor, an index build). Replication's own writes
-	// (oplog application, initial sync, rollback, startup recovery) run with
-	// opobserver.UnreplicatedWrites and never get here; no-ops (ns "") and the local
-	// database are exempt, as in MongoDB's logOp. nil: a writer with no coordinator (tests
-	// that drive a data node directly), which never refuses.
-	Writable func() bool
 	// Now is the wall clock (entries' wall field and slot seconds); default time.Now.
 	Now func() time.Time
 	// ClusterTime, when set, is the vector clock's ClusterTime: slots come after it, so an
@@ -149,7 +148,7 @@ func Open(ctx context.Context, cfg Config) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.info = NewLocalOplogInfo(e, top, cfg.Now, cfg.Term)
+	w.info = NewLocalOplogInfo(e, top, cfg.Now)
 	w.info.clusterTime = cfg.ClusterTime
 	w.lastTS.Store(uint64(top))
 	return w, nil
@@ -296,6 +295,10 @@ type entry struct {
 	ui          *catalog.UUID
 	o, o2       bsoncore.Document
 	fromMigrate bool
+	// replSet marks the replication coordinator's own no-ops (replSetInitiate's, a
+	// primary-elect's "new primary", a reconfig's), the only entries a node that is not a
+	// writable primary logs.
+	replSet bool
 	// extra holds encoded elements appended after prevOpTime (a migrated session entry's
 	// preImageOpTime/postImageOpTime).
 	extra []byte
@@ -307,7 +310,8 @@ func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]optime.OpTi
 	if !ru.InUnitOfWork() {
 		return nil, storage.ErrNotInUnit
 	}
-	if err := w.checkWritable(es); err != nil {
+	term, err := w.slotTerm(es)
+	if err != nil {
 		return nil, err
 	}
 	if tc := opobserver.Transaction(ru); tc != nil {
@@ -319,7 +323,7 @@ func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]optime.OpTi
 	// Registered before the slots: a rollback releases every slot already reserved, which
 	// can make later entries of other writers visible.
 	ru.OnRollback(w.NotifyVisible)
-	slots, err := w.info.ReserveSlots(ru, len(es), buf[:0])
+	slots, err := w.info.ReserveSlots(ru, term, len(es), buf[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -351,17 +355,37 @@ func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]optime.OpTi
 	return slots, nil
 }
 
-// Writable reports whether this node may log entries of its own now (Config.Writable; true
-// for a writer without a coordinator).
-func (w *Writer) Writable() bool { return w.cfg.Writable == nil || w.cfg.Writable() }
-
-// checkWritable refuses entries a node that is not a writable primary must not log
-// (MongoDB's _logOpsInner: "logOp() but can't accept write to collection").
-func (w *Writer) checkWritable(es []entry) error {
-	if w.cfg.Writable == nil || len(es) == 0 || es[0].ns == "" || w.cfg.Writable() {
-		return nil
+// Writable reports whether this node may log entries of its own now (true for a writer
+// without a coordinator).
+func (w *Writer) Writable() bool {
+	if w.cfg.Term == nil {
+		return true
 	}
-	return mongoerr.Newf(mongoerr.NotWritablePrimary, "logOp() but can't accept write to collection %s", es[0].ns)
+	_, ok := w.cfg.Term()
+	return ok
+}
+
+// slotTerm is the term of es's slots. It refuses entries a node that is not a writable
+// primary must not log (MongoDB's _logOpsInner: "logOp() but can't accept write to
+// collection"); the coordinator's own no-ops are exempt.
+func (w *Writer) slotTerm(es []entry) (int64, error) {
+	if len(es) == 0 {
+		return 0, nil
+	}
+	return w.ownTerm(es[0].ns, es[0].replSet)
+}
+
+// ownTerm is the term for an entry about ns logged by this node itself, read together with
+// its writability (TermSource says why). exempt skips the writability check.
+func (w *Writer) ownTerm(ns string, exempt bool) (int64, error) {
+	if w.cfg.Term == nil {
+		return optime.UninitializedTerm, nil
+	}
+	term, ok := w.cfg.Term()
+	if !ok && !exempt {
+		return 0, mongoerr.Newf(mongoerr.NotWritablePrimary, "logOp() but can't accept write to collection %s", ns)
+	}
+	return term, nil
 }
 
 func (w *Writer) put(ru *storage.RecoveryUnit, ts optime.Timestamp, doc []byte) error {
@@ -622,9 +646,14 @@ func (w *Writer) OnDropDatabase(ru *storage.RecoveryUnit, db string) error {
 	return w.logCommand(ru, db+".$cmd", nil, bsoncore.NewDocumentBuilder().AppendInt32("dropDatabase", 1).Build(), nil)
 }
 
-// LogNoopInUnit writes an `n` entry {op: "n", ns: "", o: msg} in ru's open unit.
+// LogNoopInUnit writes an `n` entry {op: "n", ns: "", o: msg} in ru's open unit; only a
+// writable primary may.
 func (w *Writer) LogNoopInUnit(ru *storage.RecoveryUnit, msg bsoncore.Document) (optime.OpTime, error) {
-	slots, err := w.logEntries(ru, []entry{{op: "n", ns: "", o: msg}})
+	return w.logNoopInUnit(ru, msg, false)
+}
+
+func (w *Writer) logNoopInUnit(ru *storage.RecoveryUnit, msg bsoncore.Document, replSet bool) (optime.OpTime, error) {
+	slots, err := w.logEntries(ru, []entry{{op: "n", ns: "", o: msg, replSet: replSet}})
 	if err != nil {
 		return optime.OpTime{}, err
 	}
@@ -643,9 +672,20 @@ func (w *Writer) LogMigratedNoop(ru *storage.RecoveryUnit, ns string, ui *catalo
 	return slots[0], nil
 }
 
-// LogNoop writes and commits an `n` entry (the new primary's {msg: "new primary"}, the
-// linearizable-read and periodic no-ops), retrying on WriteConflict.
+// LogNoop writes and commits an `n` entry (the linearizable-read and read-concern no-ops),
+// retrying on WriteConflict; only a writable primary may.
 func (w *Writer) LogNoop(ctx context.Context, msg bsoncore.Document) (optime.OpTime, error) {
+	return w.logNoop(ctx, msg, false)
+}
+
+// LogReplSetNoop is LogNoop for the replication coordinator's own no-ops (replSetInitiate's,
+// the primary-elect's "new primary" while it drains, a reconfig's), which it writes before
+// the node is a writable primary or without being one.
+func (w *Writer) LogReplSetNoop(ctx context.Context, msg bsoncore.Document) (optime.OpTime, error) {
+	return w.logNoop(ctx, msg, true)
+}
+
+func (w *Writer) logNoop(ctx context.Context, msg bsoncore.Document, replSet bool) (optime.OpTime, error) {
 	ru := w.cfg.Engine.NewRecoveryUnit()
 	defer ru.Close()
 	var ot optime.OpTime
@@ -654,7 +694,7 @@ func (w *Writer) LogNoop(ctx context.Context, msg bsoncore.Document) (optime.OpT
 		wu := ru.BeginUnitOfWork()
 		defer wu.End()
 		var err error
-		if ot, err = w.LogNoopInUnit(ru, msg); err != nil {
+		if ot, err = w.logNoopInUnit(ru, msg, replSet); err != nil {
 			return err
 		}
 		return wu.Commit()

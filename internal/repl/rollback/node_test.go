@@ -41,7 +41,7 @@ func startDataNode(t *testing.T, term int64) *dataNode {
 		t.Fatal(err)
 	}
 	w, err := oplog.Open(ctx, oplog.Config{Engine: db.Engine, Catalog: db.Catalog, Colls: db.Colls,
-		MaxSizeBytes: 64 << 20, Term: func() int64 { return term }, TempDir: db.TempDir})
+		MaxSizeBytes: 64 << 20, Term: func() (int64, bool) { return term, true }, TempDir: db.TempDir})
 	if err != nil {
 		t.Fatal(err)
 	}
