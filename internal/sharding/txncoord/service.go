@@ -29,13 +29,18 @@ type Service struct {
 	exec  executor // nil: goroutines and timers
 	knobs testingKnobs
 
-	mu      sync.Mutex
-	coords  map[string]*Coordinator
-	ctx     context.Context // the term's; nil while not primary
-	cancel  context.CancelFunc
-	running chan struct{} // closed while a term runs; replaced at step-down
-	wg      sync.WaitGroup
-	closed  bool
+	// node is the replication coordinator Watch follows (nil: StepUp and StepDown are
+	// called directly, as in the simulations).
+	node Node
+
+	mu     sync.Mutex
+	coords map[string]*Coordinator
+	ctx    context.Context // the term's; nil while not primary
+	cancel context.CancelFunc
+	term   int64         // the node's term the running one is (with node)
+	change chan struct{} // closed and replaced at every step-up and step-down
+	wg     sync.WaitGroup
+	closed bool
 }
 
 // NewService returns a stopped service.
@@ -43,13 +48,16 @@ func NewService(store Store, send SendFunc, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{Store: store, Send: send, Log: log, coords: map[string]*Coordinator{}, running: make(chan struct{})}
+	return &Service{Store: store, Send: send, Log: log, coords: map[string]*Coordinator{}, change: make(chan struct{})}
 }
 
 // StepUp starts a term: every stored coordinator resumes at its persisted step (MongoDB's
 // TransactionCoordinatorService::onStepUp). It fails, leaving the service stopped, when the
 // documents cannot be read; the caller retries.
-func (s *Service) StepUp(ctx context.Context) error {
+func (s *Service) StepUp(ctx context.Context) error { return s.stepUp(ctx, 0) }
+
+// stepUp starts the service's term for the node's term.
+func (s *Service) stepUp(ctx context.Context, term int64) error {
 	s.StepDown()
 	docs, err := s.Store.List(ctx)
 	if err != nil {
@@ -61,6 +69,7 @@ func (s *Service) StepUp(ctx context.Context) error {
 		return mongoerr.New(mongoerr.ShutdownInProgress, "the server is shutting down")
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.term = term
 	for _, d := range docs {
 		c := newCoordinator(*d, true)
 		s.coords[d.key()] = c
@@ -68,7 +77,7 @@ func (s *Service) StepUp(ctx context.Context) error {
 		s.start(c)
 		s.Log.Info("Resuming a transaction coordinator", "txn", d.key(), "participants", d.Participants, "decided", d.Decision != nil)
 	}
-	close(s.running)
+	s.noteChangeLocked()
 	return nil
 }
 
@@ -95,7 +104,7 @@ func (s *Service) interrupt() {
 	cancel := s.cancel
 	if cancel != nil {
 		s.ctx, s.cancel = nil, nil
-		s.running = make(chan struct{})
+		s.noteChangeLocked()
 	}
 	s.mu.Unlock()
 	if cancel != nil {
@@ -119,23 +128,33 @@ func (s *Service) forget(c *Coordinator) {
 	}
 }
 
-// waitRunning waits (bounded by ctx) for a term to run: a coordinateCommitTransaction that
-// arrives during the step-up's recovery waits for it, as MongoDB's joins the previous round.
+// noteChangeLocked wakes the waiters of waitRunning (s.mu held).
+func (s *Service) noteChangeLocked() {
+	close(s.change)
+	s.change = make(chan struct{})
+}
+
+// waitRunning waits (bounded by ctx) for the term of the node's current term to run: a
+// coordinateCommitTransaction that arrives during the step-up's recovery waits for it, as
+// MongoDB's joins the previous round. A term of the service that is not the node's (the
+// node stepped down and was elected again, and the service has not followed yet) is not
+// running: it lacks the coordinators the other primaries of the terms between persisted,
+// and a recovering commit would take their prepared participant for an orphan.
 func (s *Service) waitRunning(ctx context.Context, wait time.Duration) (context.Context, error) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		s.mu.Lock()
-		running, term, closed := s.running, s.ctx, s.closed
+		change, tctx, term, closed := s.change, s.ctx, s.term, s.closed
 		s.mu.Unlock()
 		if closed {
 			return nil, mongoerr.New(mongoerr.ShutdownInProgress, "the server is shutting down")
 		}
-		if term != nil {
-			return term, nil
+		if tctx != nil && (s.node == nil || s.node.Term() == term) {
+			return tctx, nil
 		}
 		select {
-		case <-running:
+		case <-change:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-t.C:
@@ -240,12 +259,13 @@ type Node = primaryonly.Node
 // Watch steps the service up once per term in which node is a writable primary (retrying
 // while the documents cannot be read) and down when it is not; stop ends it and the term.
 func (s *Service) Watch(node Node) (stop func()) {
+	s.node = node
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		primaryonly.FollowTerms(ctx, node, time.Second, s.Log, "TransactionCoordinatorService", primaryonly.TermHooks{
-			StepUp:   func(ctx context.Context, _ int64) error { return s.StepUp(ctx) },
+			StepUp:   s.stepUp,
 			StepDown: s.StepDown,
 		})
 	}()

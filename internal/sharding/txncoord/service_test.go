@@ -360,3 +360,68 @@ func TestAdmitAnswersDecidedTransactions(t *testing.T) {
 		t.Fatalf("a decided transaction was coordinated again: store %v", m.log)
 	}
 }
+
+// termNode is a replication coordinator whose term the test moves, telling watchers only
+// when it says so.
+type termNode struct {
+	mu      sync.Mutex
+	changed chan struct{}
+	term    int64
+}
+
+func (n *termNode) TopologyVersion() (int64, <-chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return 0, n.changed
+}
+func (n *termNode) IsWritablePrimary() bool { return true }
+func (n *termNode) Term() int64             { n.mu.Lock(); defer n.mu.Unlock(); return n.term }
+func (n *termNode) setTerm(t int64)         { n.mu.Lock(); defer n.mu.Unlock(); n.term = t }
+func (n *termNode) notify() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	close(n.changed)
+	n.changed = make(chan struct{})
+}
+
+// TestRecoverWaitsForTheNodesTerm: a node elected again (term 1, then 3) whose service has
+// not yet followed it still runs term 1, without the coordinator term 2's primary persisted
+// and that this node now holds. A commit retried through another router (Recover) must wait
+// for the service to resume term 3; answering from term 1 it finds no coordinator, and the
+// shard takes its prepared participant for an orphan (Location51021).
+func TestRecoverWaitsForTheNodesTerm(t *testing.T) {
+	// The participants never answer: the resumed coordinator stays until the test ends.
+	store, f := newMemStore(), &fakeShards{block: make(chan struct{})}
+	node := &termNode{changed: make(chan struct{}), term: 1}
+	s := NewService(store, f.send, nil)
+	stop := s.Watch(node)
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, found, err := s.Recover(ctx, testLsid, 1); err != nil || found {
+		t.Fatalf("Recover in term 1: found %v, %v", found, err)
+	}
+
+	// Term 2's primary coordinated txnNumber 2 and decided commit; this node replicated it.
+	store.mu.Lock()
+	d := Doc{Lsid: testLsid, TxnNumber: 2, Participants: []string{"s0"}, Decision: &Decision{Commit: true, CommitTimestamp: bson.Timestamp{T: 5, I: 1}}}
+	store.docs[d.key()] = d
+	store.mu.Unlock()
+	node.setTerm(3)
+
+	type result struct {
+		d     Decision
+		found bool
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		d, found, err := s.Recover(ctx, testLsid, 2)
+		done <- result{d, found, err}
+	}()
+	node.notify()
+	r := <-done
+	if r.err != nil || !r.found || !r.d.Commit {
+		t.Fatalf("Recover in term 3: %+v, want the resumed coordinator's commit", r)
+	}
+}
