@@ -297,8 +297,9 @@ func (s *Service) GetOrCreate(ctx context.Context, doc bsoncore.Document) (*Hand
 		case s.state == stateIdle && !s.cfg.Node.IsWritablePrimary():
 			s.mu.Unlock()
 			return nil, s.errNotPrimary()
-		case s.state != stateRunning:
-			// Rebuilding, or primary and about to rebuild.
+		case !s.runningLocked():
+			// Rebuilding, or primary and about to rebuild (in a new term, perhaps: the node
+			// was elected again and the old term's instances are about to be interrupted).
 			ch := s.changed
 			s.mu.Unlock()
 			select {
@@ -387,6 +388,11 @@ func (s *Service) stored(ctx context.Context, id string) (bsoncore.Document, err
 	return nil, mongoerr.Newf(mongoerr.NoSuchKey, "%s: the state document of %s is gone", s.cfg.Name, id)
 }
 
+// runningLocked reports whether the service runs the node's current term (s.mu held).
+func (s *Service) runningLocked() bool {
+	return s.state == stateRunning && s.term == s.cfg.Node.Term()
+}
+
 // Lookup returns the running instance of id.
 func (s *Service) Lookup(id string) (*Handle, bool) {
 	s.mu.Lock()
@@ -410,10 +416,10 @@ func (s *Service) Len() int {
 func (s *Service) WaitRunning(ctx context.Context) error {
 	for {
 		s.mu.Lock()
-		st, ch := s.state, s.changed
+		st, running, ch := s.state, s.runningLocked(), s.changed
 		s.mu.Unlock()
 		switch {
-		case st == stateRunning:
+		case running:
 			return nil
 		case st == stateIdle && !s.cfg.Node.IsWritablePrimary():
 			return s.errNotPrimary()

@@ -422,3 +422,30 @@ func TestGetOrCreateAdoptsAnOrphanedDocument(t *testing.T) {
 		t.Fatalf("the adopted instance ends and removes its document: %v", err)
 	}
 }
+
+// TestANewTermIsNotRunningUntilRebuilt: a node elected again whose service has not followed
+// it yet still runs the old term; requests wait for the new term's rebuild instead of
+// joining instances about to be interrupted or missing those the primary in between
+// persisted.
+func TestANewTermIsNotRunningUntilRebuilt(t *testing.T) {
+	w := newWorld(t)
+	w.node.set(true, 1)
+	if err := w.svc.WaitRunning(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w.node.mu.Lock()
+	w.node.term = 3 // elected again; the watcher has not been told yet
+	w.node.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.svc.WaitRunning(ctx); err == nil {
+		t.Fatal("WaitRunning: running in term 1 while the node is in term 3")
+	}
+	if _, err := w.svc.GetOrCreate(ctx, stateDoc("e", "x")); err == nil {
+		t.Fatal("GetOrCreate: created an instance in term 1 while the node is in term 3")
+	}
+	w.node.set(true, 3)
+	if err := w.svc.WaitRunning(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
