@@ -52,7 +52,8 @@ func CheckReplState(env *service.Env, c *service.Command, cmd bsoncore.Document)
 
 // AttachReplication makes the server a replica-set member of setName (repl/member.Attach)
 // with humongod's hooks: the coordinator is published as st.Repl before it starts, a
-// step-down kills the running write commands of reg, and a rollback kills every cursor (a
+// step-down kills the running write commands of reg, and a rollback kills every running
+// operation (it takes the global lock in X) and every cursor (a
 // tailing member must not read across the truncation of our oplog, and user cursors would
 // read data that changed under them) and drops the cached retryable-write sessions, whose
 // records it may have rolled back. self is this node's "host:port"; oplogSizeMB is
@@ -69,6 +70,8 @@ func AttachReplication(ctx context.Context, st *service.State, reg *service.Regi
 		// applier (MongoDB aborts unprepared transactions on step-down too).
 		participant.AbortAll(st.DB, func(lsc.Key) bool { return true }, "primary stepped down")
 	}
+	opts.KillAll = st.Clients.KillAll
+	opts.LockHolders = st.Clients.LockHolders
 	if opts.Logger == nil {
 		opts.Logger = st.Logger
 	}

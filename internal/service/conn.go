@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strconv"
 	"sync"
@@ -250,7 +251,32 @@ func (cl *Clients) Kill(opID int64, cause error) bool {
 	return false
 }
 
-// KillAll interrupts every running operation (shutdown).
+// LockHolders describes the running operations that hold locks (a rollback waiting for the
+// global lock logs them): "opid name ns [type:mode ...]" each.
+func (cl *Clients) LockHolders() []string {
+	var out []string
+	for _, c := range cl.Conns() {
+		c.mu.Lock()
+		op := c.op
+		c.mu.Unlock()
+		if op == nil {
+			continue
+		}
+		held := op.Stats.HeldLocks()
+		if len(held) == 0 {
+			continue
+		}
+		s := fmt.Sprintf("%d %s %s", op.ID, op.Name, op.Namespace())
+		for _, h := range held {
+			s += fmt.Sprintf(" %s:%v", h.Name, h.Mode)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// KillAll interrupts every running operation (shutdown; a member entering ROLLBACK, as
+// MongoDB's _killAllUserOperations).
 func (cl *Clients) KillAll(cause error) {
 	for _, c := range cl.Conns() {
 		c.mu.Lock()

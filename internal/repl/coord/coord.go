@@ -66,6 +66,12 @@ type Options struct {
 	Locks *lock.Manager
 	// KillWrites interrupts every in-flight user write with cause (step-down); may be nil.
 	KillWrites func(cause error)
+	// KillAll interrupts every in-flight user operation, readers too, with cause (a member
+	// entering ROLLBACK: rollback takes the global lock in X); may be nil.
+	KillAll func(cause error)
+	// LockHolders describes the user operations holding locks, for the log of a rollback
+	// that waits long for the global lock; may be nil.
+	LockHolders func() []string
 	// Oplog writes the "new primary" no-op; when nil the coordinator only advances its
 	// optimes (no oplog on this node yet).
 	Oplog  Oplog

@@ -38,6 +38,14 @@ type Node struct {
 	// none (a node nobody else uses).
 	Locks *lock.Manager
 	Log   *slog.Logger
+	// KillAll interrupts every user operation with its cause, and LockHolders describes
+	// those holding locks: LockForRecovery uses them when the global lock is slow to come
+	// (nil: it just waits).
+	KillAll     func(cause error)
+	LockHolders func() []string
+	// Patience is how long LockForRecovery waits for the global lock before it logs the
+	// holders and interrupts the user operations again (0: 10 s).
+	Patience time.Duration
 }
 
 var _ Local = (*Node)(nil)
@@ -124,7 +132,9 @@ func scanForID(ru *storage.RecoveryUnit, coll *index.Collection, id bsoncore.Val
 }
 
 // LockForRecovery takes the global lock in X (with PBWM and RSTL in IX): it waits for every
-// operation holding a lock to finish, and no new one starts until unlock.
+// operation holding a lock to finish, and no new one starts until unlock. The member entered
+// ROLLBACK after interrupting every user operation; one that is slow to notice, or started
+// since, is named in the log and interrupted again each Patience.
 func (n *Node) LockForRecovery(ctx context.Context) (func(), error) {
 	// Prepared transactions hold collection locks (and their units would keep
 	// RecoverToStable from running): they are dropped first and rebuilt after the replay.
@@ -132,16 +142,42 @@ func (n *Node) LockForRecovery(ctx context.Context) (func(), error) {
 	if n.Locks == nil {
 		return func() {}, nil
 	}
-	l := n.Locks.NewLocker()
-	scope, err := l.GlobalLock(ctx, lock.ModeX)
-	if err != nil {
-		l.UnlockAll()
-		return nil, err
+	patience := n.Patience
+	if patience <= 0 {
+		patience = 10 * time.Second
 	}
-	return func() {
-		_ = scope.Release()
+	l := n.Locks.NewLocker()
+	for waited := time.Duration(0); ; waited += patience {
+		wctx, cancel := context.WithTimeout(ctx, patience)
+		scope, err := l.GlobalLock(wctx, lock.ModeX)
+		cancel()
+		if err == nil {
+			return func() {
+				_ = scope.Release()
+				l.UnlockAll()
+			}, nil
+		}
 		l.UnlockAll()
-	}, nil
+		if ctx.Err() != nil || wctx.Err() == nil {
+			return nil, err
+		}
+		var holders []string
+		if n.LockHolders != nil {
+			holders = n.LockHolders()
+		}
+		log := n.Log
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("Rollback is waiting for the global lock; interrupting the operations that hold locks",
+			"waited", (waited + patience).String(), "prepared", oplog.PreparedOf(n.Engine).Len(),
+			"lockHolders", holders)
+		oplog.PreparedOf(n.Engine).DropAll()
+		if n.KillAll != nil {
+			n.KillAll(mongoerr.New(mongoerr.InterruptedDueToReplStateChange,
+				"operation was interrupted because a replica set state change occurred (rollback)"))
+		}
+	}
 }
 
 // SetOplogTruncateAfterPoint persists the point in local.replset.oplogTruncateAfterPoint.

@@ -15,6 +15,7 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/commands"
+	"humongo/internal/lock"
 	"humongo/internal/operation"
 	"humongo/internal/optime"
 	"humongo/internal/repl/applier"
@@ -290,5 +291,35 @@ func TestRollbackOnStorage(t *testing.T) {
 	us.apply(t, common, theirs)
 	if got, want := us.dump(t), src.dump(t); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("data after applying the source's branch\n %v\nwant the source's\n %v", got, want)
+	}
+}
+
+// TestLockForRecoveryInterruptsLockHolders: an operation holding an intent lock that did not
+// notice the interruption at the transition to ROLLBACK (or started since) is named and
+// interrupted again while LockForRecovery waits; the wait does not last as long as it does.
+func TestLockForRecoveryInterruptsLockHolders(t *testing.T) {
+	n := startDataNode(t, 1)
+	reader := n.db.Locks.NewLocker()
+	if _, err := reader.GlobalLock(context.Background(), lock.ModeIS); err != nil {
+		t.Fatal(err)
+	}
+	var described, killed int
+	local := n.local()
+	local.Patience = 20 * time.Millisecond
+	local.LockHolders = func() []string { described++; return []string{"1 find test.c Global:IS"} }
+	local.KillAll = func(error) {
+		if killed++; killed == 1 {
+			reader.UnlockAll() // the interrupted reader lets go
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	unlock, err := local.LockForRecovery(ctx)
+	if err != nil {
+		t.Fatalf("LockForRecovery: %v", err)
+	}
+	unlock()
+	if killed == 0 || described == 0 {
+		t.Fatalf("the lock holder was interrupted %d times and described %d times", killed, described)
 	}
 }
