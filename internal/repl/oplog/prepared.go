@@ -90,6 +90,10 @@ type PreparedTxns struct {
 	m     map[string]*PreparedTxn // string(lsid) →
 	n     atomic.Int64            // len(m), for Len without the mutex
 	locks *lock.Manager           // nil: held transactions take no locks (tests of storage paths)
+	// deferred holds the locks of transactions prepared while DeferLocks is on, taken
+	// by AcquireDeferredLocks (guarded by mu; nil when off).
+	deferred []*HeldLocks
+	deferOn  bool
 }
 
 // SetLocks makes held transactions lock the collections they wrote (intent exclusive, from
@@ -104,24 +108,49 @@ func (p *PreparedTxns) SetLocks(m *lock.Manager) {
 }
 
 // HeldLocks are a prepared transaction's collection locks.
-type HeldLocks struct{ l *lock.Locker }
+type HeldLocks struct {
+	mu       sync.Mutex
+	l        *lock.Locker // nil while deferred
+	nss      []string
+	released bool
+}
 
 // Release releases the locks (nil: none).
 func (h *HeldLocks) Release() {
-	if h != nil {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.released = true
+	if h.l != nil {
 		h.l.UnlockAll()
 	}
 }
 
 // LockNamespaces takes the collection locks a prepared transaction that wrote nss holds
-// (nil without a lock manager).
+// (nil without a lock manager). While DeferLocks is on it only records them.
 func (p *PreparedTxns) LockNamespaces(ctx context.Context, nss []string) (*HeldLocks, error) {
 	p.mu.Lock()
 	m := p.locks
+	if m != nil && len(nss) > 0 && p.deferOn {
+		h := &HeldLocks{nss: nss}
+		p.deferred = append(p.deferred, h)
+		p.mu.Unlock()
+		return h, nil
+	}
 	p.mu.Unlock()
 	if m == nil || len(nss) == 0 {
 		return nil, nil
 	}
+	l, err := lockNamespaces(ctx, m, nss)
+	if err != nil {
+		return nil, err
+	}
+	return &HeldLocks{l: l, nss: nss}, nil
+}
+
+func lockNamespaces(ctx context.Context, m *lock.Manager, nss []string) (*lock.Locker, error) {
 	l := m.NewLocker()
 	l.SetShouldConflictWithSecondaryBatchApplication(false)
 	if _, err := l.GlobalLockWith(ctx, lock.ModeIX, lock.GlobalOptions{SkipRSTL: true}); err != nil {
@@ -132,7 +161,39 @@ func (p *PreparedTxns) LockNamespaces(ctx context.Context, nss []string) (*HeldL
 		l.UnlockAll()
 		return nil, err
 	}
-	return &HeldLocks{l: l}, nil
+	return l, nil
+}
+
+// DeferLocks makes transactions prepared from now on record their locks instead of taking
+// them, until AcquireDeferredLocks. A rollback holds the global lock in X while its replay
+// and the reconstruction prepare transactions again: waiting for their intent locks there
+// would wait for the rollback itself.
+func (p *PreparedTxns) DeferLocks() {
+	p.mu.Lock()
+	p.deferOn = true
+	p.mu.Unlock()
+}
+
+// AcquireDeferredLocks ends DeferLocks and takes the recorded locks of the transactions still
+// prepared; call it after the global lock is released.
+func (p *PreparedTxns) AcquireDeferredLocks(ctx context.Context) error {
+	p.mu.Lock()
+	hs, m := p.deferred, p.locks
+	p.deferred, p.deferOn = nil, false
+	p.mu.Unlock()
+	var first error
+	for _, h := range hs {
+		h.mu.Lock()
+		if !h.released && h.l == nil {
+			l, err := lockNamespaces(ctx, m, h.nss)
+			if err != nil && first == nil {
+				first = fmt.Errorf("locking the collections of a prepared transaction: %w", err)
+			}
+			h.l = l
+		}
+		h.mu.Unlock()
+	}
+	return first
 }
 
 // OpNamespaces returns the distinct namespaces of a transaction's operations (documents

@@ -132,7 +132,9 @@ func scanForID(ru *storage.RecoveryUnit, coll *index.Collection, id bsoncore.Val
 }
 
 // LockForRecovery takes the global lock in X (with PBWM and RSTL in IX): it waits for every
-// operation holding a lock to finish, and no new one starts until unlock. The member entered
+// operation holding a lock to finish, and no new one starts until unlock. Transactions the
+// recovery prepares again take their collection locks at unlock (PreparedTxns.DeferLocks).
+// The member entered
 // ROLLBACK after interrupting every user operation; one that is slow to notice, or started
 // since, is named in the log and interrupted again each Patience.
 func (n *Node) LockForRecovery(ctx context.Context) (func(), error) {
@@ -152,9 +154,18 @@ func (n *Node) LockForRecovery(ctx context.Context) (func(), error) {
 		scope, err := l.GlobalLock(wctx, lock.ModeX)
 		cancel()
 		if err == nil {
+			held := oplog.PreparedOf(n.Engine)
+			held.DeferLocks()
 			return func() {
 				_ = scope.Release()
 				l.UnlockAll()
+				if err := held.AcquireDeferredLocks(context.WithoutCancel(ctx)); err != nil {
+					log := n.Log
+					if log == nil {
+						log = slog.Default()
+					}
+					log.Warn("Could not lock the collections of the prepared transactions after rollback", "error", err.Error())
+				}
 			}, nil
 		}
 		l.UnlockAll()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -11,6 +12,7 @@ import (
 
 	"humongo/internal/optime"
 	"humongo/internal/repl/applier"
+	"humongo/internal/lock"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/rollback"
 )
@@ -153,8 +155,12 @@ func preparedEntries(t *testing.T, lsid bson.D, txn int64, ts, commitAt optime.T
 // transaction prepared in the shared history and committed only on our branch is prepared
 // again afterwards; one prepared only on our branch is gone.
 func TestRollbackKeepsPreparedTransactions(t *testing.T) {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	us, src := startDataNode(t, 1), startDataNode(t, 2)
+	// Prepared transactions lock their collections, as on a member: the rebuilt ones must not
+	// wait for the global lock the rollback holds in X.
+	oplog.PreparedOf(us.db.Engine).SetLocks(us.db.Locks)
 	if err := us.client.Database("config").CreateCollection(ctx, "transactions"); err != nil {
 		t.Fatal(err)
 	}
@@ -204,6 +210,15 @@ func TestRollbackKeepsPreparedTransactions(t *testing.T) {
 	}
 	if n, err := us.client.Database("config").Collection("transactions").CountDocuments(ctx, bson.D{{Key: "_id", Value: lsidB}}); err != nil || n != 0 {
 		t.Fatalf("B's record after rollback: %d %v", n, err)
+	}
+	// A, prepared again, holds its collection's intent lock once the rollback let go of the
+	// global lock: a drop of prep.p waits for its decision.
+	l := us.db.Locks.NewLocker()
+	defer l.UnlockAll()
+	lctx, lcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer lcancel()
+	if _, err := l.CollectionLock(lctx, "prep.p", lock.ModeX); err == nil {
+		t.Fatal("prep.p locked in X while A is prepared")
 	}
 }
 
