@@ -10,9 +10,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/lock"
 	"humongo/internal/optime"
 	"humongo/internal/repl/applier"
-	"humongo/internal/lock"
 	"humongo/internal/repl/oplog"
 	"humongo/internal/repl/rollback"
 )
