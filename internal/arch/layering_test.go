@@ -43,7 +43,10 @@ var rank = map[string]int{
 	// primaryonly runs resumable services (DDL and commit coordinators) for any layer above.
 	"primaryonly": 9,
 	"txn":         10,
-	"sharding":    11,
+	// changestream turns the oplog into change events ($changeStream): it reads the oplog
+	// (repl) and serves through the aggregation and cursor layers.
+	"changestream": 10,
+	"sharding":     11,
 	// sharding/ddl drives the rest of sharding (routing, configclient, shardregistry) for
 	// the shard's DDL; the command layer calls it.
 	"sharding/ddl": 12,
