@@ -70,7 +70,7 @@ func AttachReplication(ctx context.Context, st *service.State, reg *service.Regi
 		// applier (MongoDB aborts unprepared transactions on step-down too).
 		participant.AbortAll(st.DB, func(lsc.Key) bool { return true }, "primary stepped down")
 	}
-	opts.KillAll = st.Clients.KillAll
+	opts.KillLockHolders = st.Clients.KillLockHolders
 	opts.LockHolders = st.Clients.LockHolders
 	if opts.Logger == nil {
 		opts.Logger = st.Logger

@@ -275,8 +275,20 @@ func (cl *Clients) LockHolders() []string {
 	return out
 }
 
-// KillAll interrupts every running operation (shutdown; a member entering ROLLBACK, as
-// MongoDB's _killAllUserOperations).
+// KillLockHolders interrupts every running operation that holds a lock (a member entering
+// ROLLBACK, whose global X lock they would keep waiting).
+func (cl *Clients) KillLockHolders(cause error) {
+	for _, c := range cl.Conns() {
+		c.mu.Lock()
+		op := c.op
+		c.mu.Unlock()
+		if op != nil && len(op.Stats.HeldLocks()) > 0 {
+			op.kill(cause)
+		}
+	}
+}
+
+// KillAll interrupts every running operation (shutdown).
 func (cl *Clients) KillAll(cause error) {
 	for _, c := range cl.Conns() {
 		c.mu.Lock()

@@ -66,9 +66,10 @@ type Options struct {
 	Locks *lock.Manager
 	// KillWrites interrupts every in-flight user write with cause (step-down); may be nil.
 	KillWrites func(cause error)
-	// KillAll interrupts every in-flight user operation, readers too, with cause (a member
-	// entering ROLLBACK: rollback takes the global lock in X); may be nil.
-	KillAll func(cause error)
+	// KillLockHolders interrupts every in-flight user operation that holds a lock, readers
+	// too, with cause (a member entering ROLLBACK: rollback takes the global lock in X); may
+	// be nil.
+	KillLockHolders func(cause error)
 	// LockHolders describes the user operations holding locks, for the log of a rollback
 	// that waits long for the global lock; may be nil.
 	LockHolders func() []string

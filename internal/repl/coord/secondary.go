@@ -355,10 +355,12 @@ func (c *Coordinator) runRollback(ctx context.Context, dr *dataRepl, host string
 	c.noteChangesLocked()
 	c.mu.Unlock()
 	c.log.Info("Transition to ROLLBACK", logv2.ID(21593), "syncSource", host)
-	// Every user operation goes, readers too (MongoDB's _killAllUserOperations): rollback
-	// takes the global lock in X, which a reader holding an intent lock would keep waiting.
-	if c.opts.KillAll != nil {
-		c.opts.KillAll(mongoerr.New(mongoerr.InterruptedDueToReplStateChange,
+	// Every user operation holding a lock goes, readers too (MongoDB's
+	// _killAllUserOperations): rollback takes the global lock in X, which a reader holding
+	// an intent lock would keep waiting. One holding none (waitForFailPoint, a command
+	// still parsing) would only wait for the rollback's lock, and is left alone.
+	if c.opts.KillLockHolders != nil {
+		c.opts.KillLockHolders(mongoerr.New(mongoerr.InterruptedDueToReplStateChange,
 			"operation was interrupted because a replica set state change occurred (rollback)"))
 	}
 	if c.opts.KillWrites != nil {
@@ -445,7 +447,7 @@ func (c *Coordinator) rollbackFrom(ctx context.Context, dr *dataRepl, host strin
 	}()
 	return rollback.Run(ctx, rollback.Config{
 		Local: &rollback.Node{Engine: dr.d.Engine, Catalog: dr.d.Catalog, Colls: dr.d.Colls, Writer: dr.d.Writer,
-			Locks: c.opts.Locks, Log: c.opts.Logger, KillAll: c.opts.KillAll, LockHolders: c.opts.LockHolders},
+			Locks: c.opts.Locks, Log: c.opts.Logger, KillLockHolders: c.opts.KillLockHolders, LockHolders: c.opts.LockHolders},
 		Remote:        rollback.ClientRemote{Client: cl},
 		CommitPoint:   commit,
 		IncrementRBID: c.incrementRBID,

@@ -38,11 +38,11 @@ type Node struct {
 	// none (a node nobody else uses).
 	Locks *lock.Manager
 	Log   *slog.Logger
-	// KillAll interrupts every user operation with its cause, and LockHolders describes
-	// those holding locks: LockForRecovery uses them when the global lock is slow to come
-	// (nil: it just waits).
-	KillAll     func(cause error)
-	LockHolders func() []string
+	// KillLockHolders interrupts every user operation holding a lock with its cause, and
+	// LockHolders describes them: LockForRecovery uses them when the global lock is slow to
+	// come (nil: it just waits).
+	KillLockHolders func(cause error)
+	LockHolders     func() []string
 	// Patience is how long LockForRecovery waits for the global lock before it logs the
 	// holders and interrupts the user operations again (0: 10 s).
 	Patience time.Duration
@@ -184,8 +184,8 @@ func (n *Node) LockForRecovery(ctx context.Context) (func(), error) {
 			"waited", (waited + patience).String(), "prepared", oplog.PreparedOf(n.Engine).Len(),
 			"lockHolders", holders)
 		oplog.PreparedOf(n.Engine).DropAll()
-		if n.KillAll != nil {
-			n.KillAll(mongoerr.New(mongoerr.InterruptedDueToReplStateChange,
+		if n.KillLockHolders != nil {
+			n.KillLockHolders(mongoerr.New(mongoerr.InterruptedDueToReplStateChange,
 				"operation was interrupted because a replica set state change occurred (rollback)"))
 		}
 	}

@@ -307,7 +307,7 @@ func TestLockForRecoveryInterruptsLockHolders(t *testing.T) {
 	local := n.local()
 	local.Patience = 20 * time.Millisecond
 	local.LockHolders = func() []string { described++; return []string{"1 find test.c Global:IS"} }
-	local.KillAll = func(error) {
+	local.KillLockHolders = func(error) {
 		if killed++; killed == 1 {
 			reader.UnlockAll() // the interrupted reader lets go
 		}
