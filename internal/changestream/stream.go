@@ -148,7 +148,7 @@ func (s *Stream) Next(ctx context.Context) (bsoncore.Document, bool, error) {
 		tok := tokenData(&ev.Token)
 		if s.resume != nil {
 			c := resumetoken.Compare(tok, *s.resume)
-			if c < 0 || (c == 0 && s.mustFind) {
+			if c <= 0 {
 				if c == 0 {
 					s.mustFind = false
 				}

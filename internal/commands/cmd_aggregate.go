@@ -163,6 +163,9 @@ func runAggregate(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 	if err != nil {
 		return nil, err
 	}
+	if isChangeStream(r.pipeline) {
+		return aggChangeStream(ctx, env, r)
+	}
 	if r.explain {
 		return aggExplain(ctx, env, r)
 	}
@@ -248,6 +251,9 @@ func aggPrepare(ctx context.Context, env *service.Env, r *aggRequest) (*aggPrepa
 	for i := 1; i < len(pipeline); i++ {
 		if n, _, ok := aggServerStage(pipeline[i]); ok {
 			return nil, mongoerr.Newf(mongoerr.Location40602, "%s is only valid as the first stage in a pipeline", n)
+		}
+		if isChangeStream(pipeline[i:]) {
+			return nil, mongoerr.New(mongoerr.Location40602, "$changeStream is only valid as the first stage in a pipeline")
 		}
 	}
 	if len(pipeline) > 0 {

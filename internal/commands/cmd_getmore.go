@@ -85,7 +85,31 @@ func runGetMore(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 			code = int64(mongoerr.InternalError)
 		}
 		m.Unpin(c, true)
-		return nil, mongoerr.New(mongoerr.Code(code), "Hit the 'failGetMoreAfterCursorCheckout' failpoint")
+		err := error(mongoerr.New(mongoerr.Code(code), "Hit the 'failGetMoreAfterCursorCheckout' failpoint"))
+		if _, ok := c.Source.(*csSource); ok {
+			err = csError(err)
+		}
+		return nil, err
+	}
+	if src, ok := c.Source.(*csSource); ok {
+		b, err := csGetMore(ctx, env, c, src, count)
+		if err == nil && c.Killed() {
+			err = mongoerr.Newf(mongoerr.CursorKilled, "cursor id %d was killed", id)
+		}
+		if err != nil {
+			m.Unpin(c, true)
+			return nil, csError(err)
+		}
+		done := src.s.Done()
+		c.NReturned += int64(b.Len())
+		m.Unpin(c, done)
+		env.State.Counters.DocsReturned.Add(int64(b.Len()))
+		outID := id
+		if done {
+			outID = 0
+		}
+		return cursor.AppendReply(b, outID, c.NS, cursor.ReplyOptions{BatchBeforeID: true,
+			PostBatchResumeToken: src.s.PostBatchResumeToken()}), nil
 	}
 	b, exhausted, err := getMoreBatch(ctx, env, c, count)
 	if err == nil && c.Killed() {

@@ -75,6 +75,9 @@ type ReplyOptions struct {
 	// (CursorResponseBuilder); listCollections and listIndexes put it last
 	// (appendCursorResponseObject).
 	BatchBeforeID bool
+	// PostBatchResumeToken, when set, follows the batch (change streams: the token a driver
+	// resumes from when the batch is empty or it has consumed the whole batch).
+	PostBatchResumeToken bsoncore.Document
 }
 
 // AppendReply returns {cursor: {firstBatch|nextBatch: [...], id, ns}} (fields ordered per
@@ -99,6 +102,9 @@ func AppendReply(b *Batch, id int64, ns string, opts ReplyOptions) bsoncore.Docu
 	}
 	if opts.BatchBeforeID {
 		out = appendBatch(out)
+	}
+	if opts.PostBatchResumeToken != nil {
+		out = bsoncore.AppendDocumentElement(out, "postBatchResumeToken", opts.PostBatchResumeToken)
 	}
 	out = bsoncore.AppendInt64Element(out, "id", id)
 	out = bsoncore.AppendStringElement(out, "ns", ns)
