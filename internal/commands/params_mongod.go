@@ -67,6 +67,10 @@ func DefaultParamSpecs() []service.ParamSpec {
 		{Name: "transactionLifetimeLimitSeconds", Kind: service.ParamInt, Default: int64(60), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "ttlMonitorEnabled", Kind: service.ParamBool, Default: true, Runtime: true, Startup: true},
 		{Name: "ttlMonitorSleepSecs", Kind: service.ParamInt, Default: int64(60), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
+		// The periodic no-op writer (MongoDB's NoopWriter): an idle primary writes a no-op
+		// this often, so change streams see time pass.
+		{Name: "periodicNoopIntervalSecs", Kind: service.ParamInt, Default: int64(10), Startup: true, Min: 1, Max: 10},
+		{Name: "writePeriodicNoops", Kind: service.ParamBool, Default: true, Runtime: true, Startup: true},
 		// autoMergerIntervalSecs: the config server's AutoMerger runs a round this often.
 		{Name: "autoMergerIntervalSecs", Kind: service.ParamInt, Default: int64(3600), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
 	}

@@ -80,6 +80,14 @@ func AttachReplication(ctx context.Context, st *service.State, reg *service.Regi
 			return time.Duration(st.Params.Int("minSnapshotHistoryWindowInSeconds")) * time.Second
 		}
 	}
+	if opts.PeriodicNoopInterval == nil && st.Params != nil {
+		opts.PeriodicNoopInterval = func() time.Duration {
+			if !st.Params.Bool("writePeriodicNoops") {
+				return 0
+			}
+			return time.Duration(st.Params.Int("periodicNoopIntervalSecs")) * time.Second
+		}
+	}
 	rc, _, err := member.Attach(ctx, member.Config{
 		DB: st.DB, Coord: opts, OplogSizeBytes: oplogSizeMB * (1 << 20),
 		Data: coord.DataReplication{

@@ -49,6 +49,13 @@ type Oplog interface {
 	LastVisible() optime.OpTime
 }
 
+// PrimaryNoopWriter is the optional Oplog API of the periodic no-op writer: a no-op written
+// only while the node is a writable primary (a user-visible write, unlike AppendNoop's
+// coordinator no-ops that may be written during the drain).
+type PrimaryNoopWriter interface {
+	AppendPrimaryNoop(ctx context.Context, msg string) (optime.OpTime, error)
+}
+
 // Options configure a Coordinator.
 type Options struct {
 	// SetName is --replSet.
@@ -79,6 +86,10 @@ type Options struct {
 	Logger *slog.Logger
 	// TickInterval is how often Tick runs (default 50 ms).
 	TickInterval time.Duration
+	// PeriodicNoopInterval returns how long a writable primary's oplog may stay idle before
+	// it writes a no-op (MongoDB's NoopWriter, periodicNoopIntervalSecs; 0 or nil: never).
+	// Change streams, through a router above all, advance on it.
+	PeriodicNoopInterval func() time.Duration
 	// HistoryWindow is how much history the oldest timestamp keeps behind the stable
 	// timestamp for snapshot reads (minSnapshotHistoryWindowInSeconds; nil: 5 s).
 	HistoryWindow func() time.Duration
@@ -122,6 +133,10 @@ type Coordinator struct {
 	hbRecv      map[int]time.Time
 	maintenance int
 	electionTS  time.Time // when this node last won an election
+	// noopLast is lastApplied as the periodic no-op writer last saw it, noopAt when it did
+	// (or wrote its no-op).
+	noopLast optime.OpTime
+	noopAt   time.Time
 
 	rcfg reconfigState // replSetReconfig's commitment state (api.go)
 
@@ -357,7 +372,38 @@ func (c *Coordinator) tick() {
 	c.handleLocked(now, c.topo.Tick(now))
 	c.maybeSendUpdatePositionLocked(now)
 	c.maybeFollowJournalLocked()
+	c.maybeWritePeriodicNoopLocked(now)
 	c.noteChangesLocked()
+}
+
+// maybeWritePeriodicNoopLocked is MongoDB's NoopWriter: a writable primary whose lastApplied
+// has not moved for PeriodicNoopInterval writes {msg: "periodic noop"}, so readers that
+// follow the oplog's time (change streams; a router merging shards' streams) see time pass
+// on an idle set.
+func (c *Coordinator) maybeWritePeriodicNoopLocked(now time.Time) {
+	w, ok := c.opts.Oplog.(PrimaryNoopWriter)
+	if !ok || c.opts.PeriodicNoopInterval == nil || !c.topo.IsWritablePrimary() || c.hbBusy["\x00noop"] {
+		return
+	}
+	iv := c.opts.PeriodicNoopInterval()
+	if last := c.topo.LastApplied(); iv <= 0 || last != c.noopLast {
+		c.noopLast, c.noopAt = last, now
+		return
+	}
+	if now.Sub(c.noopAt) < iv {
+		return
+	}
+	c.noopAt = now
+	c.hbBusy["\x00noop"] = true
+	c.goAsync(func(ctx context.Context) {
+		_, err := w.AppendPrimaryNoop(ctx, "periodic noop")
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.hbBusy, "\x00noop")
+		if err != nil && ctx.Err() == nil {
+			c.log.Debug("periodic no-op not written", "error", err.Error())
+		}
+	})
 }
 
 // refreshAppliedLocked: a writable primary's lastApplied is its newest oplog entry that

@@ -107,6 +107,11 @@ type noopWriter struct{ w *oplog.Writer }
 // LastVisible is the writer's newest visible entry of its own (the primary's lastApplied).
 func (r noopWriter) LastVisible() optime.OpTime { return r.w.LastVisible() }
 
+// AppendPrimaryNoop writes a no-op as a user write would: only on a writable primary.
+func (r noopWriter) AppendPrimaryNoop(ctx context.Context, msg string) (optime.OpTime, error) {
+	return r.w.LogNoop(ctx, bsoncore.NewDocumentBuilder().AppendString("msg", msg).Build())
+}
+
 func (r noopWriter) AppendNoop(ctx context.Context, msg string) (optime.OpTime, error) {
 	ot, err := r.w.LogReplSetNoop(ctx, bsoncore.NewDocumentBuilder().AppendString("msg", msg).Build())
 	if err != nil {
