@@ -1,0 +1,282 @@
+package commands_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"humongo/internal/commands"
+	"humongo/internal/mongoerr"
+	"humongo/internal/repl/coord"
+	"humongo/internal/server"
+)
+
+// nextEvent reads the stream's next event (failing t after 10 s).
+func nextEvent(t *testing.T, cs *mongo.ChangeStream) bson.M {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !cs.Next(ctx) {
+		t.Fatalf("no event: %v", cs.Err())
+	}
+	var ev bson.M
+	if err := cs.Decode(&ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+func wantEvent(t *testing.T, ev bson.M, op string, fields bson.M) {
+	t.Helper()
+	if ev["operationType"] != op {
+		t.Fatalf("operationType %v, want %s: %v", ev["operationType"], op, ev)
+	}
+	for k, want := range fields {
+		if got := fmt.Sprint(ev[k]); got != fmt.Sprint(want) {
+			t.Fatalf("%s event: %s = %s, want %s (%v)", op, k, got, fmt.Sprint(want), ev)
+		}
+	}
+	if _, ok := ev["_id"].(bson.M)["_data"].(string); !ok {
+		t.Fatalf("%s event without a resume token: %v", op, ev)
+	}
+	if _, ok := ev["clusterTime"].(bson.Timestamp); !ok {
+		t.Fatalf("%s event without clusterTime: %v", op, ev)
+	}
+}
+
+// TestChangeStreamOnAReplicaSet: a collection stream through the Go driver's Watch sees
+// inserts, updates (with the looked-up document), replaces, deletes and a transaction's
+// operations in order; resumeAfter and startAtOperationTime resume exactly after the token;
+// a drop ends the stream with invalidate and startAfter continues past it; database and
+// cluster streams see every collection.
+func TestChangeStreamOnAReplicaSet(t *testing.T) {
+	ts, rc := startMember(t, t.TempDir(), 0)
+	defer rc.Close()
+	defer ts.close(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	coll := ts.cl.Database("cs").Collection("c")
+	dbStream, err := ts.cl.Database("cs").Watch(ctx, mongo.Pipeline{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dbStream.Close(ctx)
+	all, err := ts.cl.Watch(ctx, mongo.Pipeline{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close(ctx)
+	cs, err := coll.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetFullDocument(options.UpdateLookup))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	if cs.ResumeToken() == nil {
+		t.Fatal("no postBatchResumeToken in the first batch")
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}})
+	must(err)
+	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 2}}}, {Key: "$unset", Value: bson.D{{Key: "a", Value: ""}}}})
+	must(err)
+	_, err = coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "c", Value: 3}})
+	must(err)
+	_, err = coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: 1}})
+	must(err)
+	sess, err := ts.cl.StartSession()
+	must(err)
+	_, err = sess.WithTransaction(ctx, func(ctx context.Context) (any, error) {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 10}}); err != nil {
+			return nil, err
+		}
+		return coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 11}})
+	})
+	sess.EndSession(ctx)
+	must(err)
+
+	wantEvent(t, nextEvent(t, cs), "insert", bson.M{"documentKey": bson.M{"_id": int32(1)},
+		"fullDocument": bson.M{"_id": int32(1), "a": int32(1)}, "ns": bson.M{"db": "cs", "coll": "c"}})
+	upd := nextEvent(t, cs)
+	wantEvent(t, upd, "update", bson.M{"documentKey": bson.M{"_id": int32(1)},
+		"updateDescription": bson.M{"updatedFields": bson.M{"b": int32(2)}, "removedFields": bson.A{"a"}, "truncatedArrays": bson.A{}}})
+	// The looked-up document is the newest majority-committed one: the replacement, or
+	// nothing once the delete is in.
+	if fd, ok := upd["fullDocument"]; !ok {
+		t.Fatalf("update without fullDocument: %v", upd)
+	} else if fd != nil && fmt.Sprint(fd) != fmt.Sprint(bson.M{"_id": int32(1), "b": int32(2)}) &&
+		fmt.Sprint(fd) != fmt.Sprint(bson.M{"_id": int32(1), "c": int32(3)}) {
+		t.Fatalf("update's fullDocument %v", fd)
+	}
+	resumeAfterUpdate := cs.ResumeToken()
+	wantEvent(t, nextEvent(t, cs), "replace", bson.M{"fullDocument": bson.M{"_id": int32(1), "c": int32(3)}})
+	del := nextEvent(t, cs)
+	wantEvent(t, del, "delete", bson.M{"documentKey": bson.M{"_id": int32(1)}})
+	t1, t2 := nextEvent(t, cs), nextEvent(t, cs)
+	wantEvent(t, t1, "insert", bson.M{"documentKey": bson.M{"_id": int32(10)}})
+	wantEvent(t, t2, "insert", bson.M{"documentKey": bson.M{"_id": int32(11)}})
+	if t1["lsid"] == nil || t1["txnNumber"] == nil || t1["clusterTime"] != t2["clusterTime"] {
+		t.Fatalf("transaction events: %v / %v", t1, t2)
+	}
+
+	// resumeAfter the update: the replace comes next.
+	r, err := coll.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(resumeAfterUpdate))
+	must(err)
+	wantEvent(t, nextEvent(t, r), "replace", nil)
+	r.Close(ctx)
+	// startAtOperationTime the delete's: the delete first.
+	dts := del["clusterTime"].(bson.Timestamp)
+	r, err = coll.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetStartAtOperationTime(&dts))
+	must(err)
+	wantEvent(t, nextEvent(t, r), "delete", nil)
+	r.Close(ctx)
+
+	// The database and cluster streams saw the same events, then another collection's.
+	_, err = ts.cl.Database("cs").Collection("other").InsertOne(ctx, bson.D{{Key: "_id", Value: "o"}})
+	must(err)
+	for _, s := range []*mongo.ChangeStream{dbStream, all} {
+		for _, op := range []string{"insert", "update", "replace", "delete", "insert", "insert"} {
+			wantEvent(t, nextEvent(t, s), op, bson.M{"ns": bson.M{"db": "cs", "coll": "c"}})
+		}
+		wantEvent(t, nextEvent(t, s), "insert", bson.M{"ns": bson.M{"db": "cs", "coll": "other"}})
+	}
+
+	// drop: drop, then invalidate, then the stream is over; startAfter the invalidate
+	// continues with what follows.
+	must(coll.Drop(ctx))
+	wantEvent(t, nextEvent(t, cs), "drop", nil)
+	inv := nextEvent(t, cs)
+	wantEvent(t, inv, "invalidate", nil)
+	if cs.Next(ctx) || cs.ID() != 0 {
+		t.Fatalf("the stream goes on after invalidate (id %d, err %v)", cs.ID(), cs.Err())
+	}
+	_, err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "after"}})
+	must(err)
+	r, err = coll.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetStartAfter(cs.ResumeToken()))
+	must(err)
+	wantEvent(t, nextEvent(t, r), "insert", bson.M{"documentKey": bson.M{"_id": "after"}})
+	r.Close(ctx)
+	// resumeAfter an invalidate is refused.
+	_, err = coll.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(cs.ResumeToken()))
+	wantCode(t, err, mongoerr.InvalidResumeToken)
+}
+
+// wantCode fails t unless err carries code.
+func wantCode(t *testing.T, err error, code mongoerr.Code) {
+	t.Helper()
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != int32(code) {
+		t.Fatalf("got %v, want code %d", err, code)
+	}
+}
+
+// TestChangeStreamErrors: MongoDB's codes for streams that cannot open or go on.
+func TestChangeStreamErrors(t *testing.T) {
+	standalone := startTestServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := standalone.cl.Database("d").Collection("c").Watch(ctx, mongo.Pipeline{})
+	wantCode(t, err, mongoerr.Location40573)
+
+	ts, rc := startMember(t, t.TempDir(), 0)
+	defer rc.Close()
+	defer ts.close(t)
+	db := ts.cl.Database("d")
+	agg := func(coll any, pipeline ...bson.D) error {
+		return db.RunCommand(ctx, bson.D{{Key: "aggregate", Value: coll}, {Key: "pipeline", Value: pipeline},
+			{Key: "cursor", Value: bson.D{}}}).Err()
+	}
+	cs := func(spec bson.D) bson.D { return bson.D{{Key: "$changeStream", Value: spec}} }
+	for _, tc := range []struct {
+		what string
+		err  error
+		code mongoerr.Code
+	}{
+		{"not a document", agg("c", bson.D{{Key: "$changeStream", Value: 1}}), mongoerr.Location50808},
+		{"unknown option", agg("c", cs(bson.D{{Key: "nope", Value: 1}})), mongoerr.Location40415},
+		{"bad fullDocument", agg("c", cs(bson.D{{Key: "fullDocument", Value: "x"}})), mongoerr.BadValue},
+		{"not first", agg("c", bson.D{{Key: "$match", Value: bson.D{}}}, cs(nil)), mongoerr.Location40602},
+		{"stage not allowed", agg("c", cs(nil), bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}}}}), mongoerr.IllegalOperation},
+		{"unknown stage", agg("c", cs(nil), bson.D{{Key: "$nope", Value: 1}}), mongoerr.Location40324},
+		{"cluster stream off admin", agg(1, cs(bson.D{{Key: "allChangesForCluster", Value: true}})), mongoerr.InvalidOptions},
+		{"admin without allChangesForCluster", ts.cl.Database("admin").RunCommand(ctx, bson.D{{Key: "aggregate", Value: 1},
+			{Key: "pipeline", Value: bson.A{cs(nil)}}, {Key: "cursor", Value: bson.D{}}}).Err(), mongoerr.InvalidNamespace},
+		{"local", ts.cl.Database("local").RunCommand(ctx, bson.D{{Key: "aggregate", Value: "c"},
+			{Key: "pipeline", Value: bson.A{cs(nil)}}, {Key: "cursor", Value: bson.D{}}}).Err(), mongoerr.InvalidNamespace},
+		{"system collection", agg("system.js", cs(nil)), mongoerr.InvalidNamespace},
+		{"bad token", agg("c", cs(bson.D{{Key: "resumeAfter", Value: bson.D{{Key: "_data", Value: "zz"}}}})), 0},
+		{"two resume options", agg("c", cs(bson.D{{Key: "startAtOperationTime", Value: bson.Timestamp{T: 1, I: 1}},
+			{Key: "startAfter", Value: bson.D{{Key: "_data", Value: "8263A1B2C3000000012B0229296E04"}}}})), 0},
+		{"history lost", agg("c", cs(bson.D{{Key: "startAtOperationTime", Value: bson.Timestamp{T: 1, I: 1}}})), mongoerr.ChangeStreamHistoryLost},
+	} {
+		var ce mongo.CommandError
+		if !errors.As(tc.err, &ce) || (tc.code != 0 && ce.Code != int32(tc.code)) {
+			t.Errorf("%s: got %v, want code %d", tc.what, tc.err, tc.code)
+		}
+	}
+	// A pipeline that removes _id fails the stream at its first event with 280.
+	s, err := db.Collection("c").Watch(ctx, mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if _, err := db.Collection("c").InsertOne(ctx, bson.D{{Key: "x", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for s.Next(ctx) {
+	}
+	wantCode(t, s.Err(), mongoerr.ChangeStreamFatalError)
+}
+
+// TestChangeStreamPeriodicNoop: on an idle set the periodic no-op writer moves the
+// postBatchResumeToken of an empty getMore forward.
+func TestChangeStreamPeriodicNoop(t *testing.T) {
+	var rc *coord.Coordinator
+	ts := startServerWith(t, t.TempDir(), func(s *server.Server) error {
+		var err error
+		rc, err = commands.AttachReplication(context.Background(), s.State(), s.Registry(), "rs0",
+			fmt.Sprintf("127.0.0.1:%d", s.Port()), 0, coord.Options{TickInterval: 20 * time.Millisecond,
+				PeriodicNoopInterval: func() time.Duration { return 200 * time.Millisecond }})
+		return err
+	})
+	defer ts.close(t)
+	defer rc.Close()
+	if err := rc.Initiate(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	for !rc.IsWritablePrimary() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := ts.cl.Database("d").Collection("c").Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetMaxAwaitTime(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	first := cs.ResumeToken().String()
+	for i := 0; ; i++ {
+		if cs.TryNext(ctx) {
+			t.Fatalf("an event on an idle collection")
+		}
+		if cs.Err() != nil {
+			t.Fatal(cs.Err())
+		}
+		if cs.ResumeToken().String() > first {
+			return
+		}
+		if i > 50 {
+			t.Fatalf("postBatchResumeToken stuck at %s", first)
+		}
+	}
+}
