@@ -8,7 +8,9 @@
 # summary line per client. Then it starts a 3-member replica set of humongod (--replSet, each on
 # a free port, initiated with mongosh) and runs the transaction checks: e2e/mongosh_txn.js,
 # e2e/node_txn.js and e2e/mongoose_txn.js (withTransaction / connection.transaction commits,
-# aborts leave nothing behind, uncommitted writes are invisible outside), and stops it with
+# aborts leave nothing behind, uncommitted writes are invisible outside), and the change stream
+# checks e2e/mongosh_changestream.js and e2e/node_changestream.js (watch(), ChangeStream,
+# Mongoose Model.watch()), and stops it with
 # SIGTERM. Then it starts the humongos router skeleton (--configdb cfg/127.0.0.1:1) and
 # checks with mongosh that hello answers msg "isdbgrid". Last, `humongo up --shards 2` starts a
 # sharded cluster (2 shards, a config server, a router) and e2e/mongosh_sharded.js runs the
@@ -302,8 +304,11 @@ if [ "$npm_state" = ok ]; then
 			"$here/node_modules/.bin/mongosh" "$rs_uri" --quiet --norc --file "$here/mongosh_txn.js"
 		run_client node-txn "$npm_state" node "$here/node_txn.js" "$rs_uri"
 		run_client mongoose-txn "$npm_state" node "$here/mongoose_txn.js" "$rs_uri"
+		run_client mongosh-cs "$npm_state" env HOME="$work/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$work/mongosh.conf" \
+			"$here/node_modules/.bin/mongosh" "$rs_uri" --quiet --norc --file "$here/mongosh_changestream.js"
+		run_client node-cs "$npm_state" node "$here/node_changestream.js" "$rs_uri"
 	else
-		for name in mongosh-txn node-txn mongoose-txn; do
+		for name in mongosh-txn node-txn mongoose-txn mongosh-cs node-cs; do
 			result[$name]="FAIL: the replica set did not start"
 			failed=$((failed + 1))
 		done
@@ -314,7 +319,7 @@ if [ "$npm_state" = ok ]; then
 		failed=$((failed + 1))
 	fi
 else
-	for name in mongosh-txn node-txn mongoose-txn; do
+	for name in mongosh-txn node-txn mongoose-txn mongosh-cs node-cs; do
 		result[$name]=${result[mongosh]}
 		[ "$npm_state" = skip ] || failed=$((failed + 1))
 	done
@@ -437,7 +442,7 @@ fail)
 	;;
 esac
 
-for name in mongosh node pymongo mongoose mongosh-txn node-txn mongoose-txn humongos mongosh-sharded; do
+for name in mongosh node pymongo mongoose mongosh-txn node-txn mongoose-txn mongosh-cs node-cs humongos mongosh-sharded; do
 	say "$(printf '%-16s %s' "$name" "${result[$name]}")"
 done
 if [ "$failed" -ne 0 ]; then
