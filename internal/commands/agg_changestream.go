@@ -46,9 +46,9 @@ type csSource struct {
 }
 
 func (c *csSource) Next(ctx context.Context) (bsoncore.Document, bool, error) { return c.s.Next(ctx) }
-func (c *csSource) SaveState()                                                 {}
-func (c *csSource) RestoreState(context.Context) error                         { return nil }
-func (c *csSource) Close()                                                     {}
+func (c *csSource) SaveState()                                                {}
+func (c *csSource) RestoreState(context.Context) error                        { return nil }
+func (c *csSource) Close()                                                    {}
 
 // aggChangeStream opens a change stream and answers with its first batch.
 func aggChangeStream(ctx context.Context, env *service.Env, r *aggRequest) (bsoncore.Document, error) {
