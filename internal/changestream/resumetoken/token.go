@@ -22,7 +22,10 @@
 //
 // Known deviations: a KeyString that runs out of bytes reports Overflow (15) with Humongo's
 // message where MongoDB's BufReader reports its own; DecodeOption reports a non-object value
-// with the IDL's TypeMismatch message for `$changeStream.<name>`.
+// with the IDL's TypeMismatch message for `$changeStream.<name>`. Reproduced on purpose:
+// MongoDB's decoder turns a decimal with integer part 2^53+1 and a fraction into one with
+// integer part 2^53 (an int64 compared with 2^53 as a double), and so does this one; NaNs,
+// infinities with payload bits and non-canonical decimals decode as their canonical forms.
 package resumetoken
 
 import (
