@@ -24,7 +24,9 @@ func txnInsert(commit uint32, idx int32, n int32) bson.D {
 func ins(n int32) bson.D { return innerCRUD("i", "test.a", uuidA, bson.D{{Key: "_id", Value: n}}, nil) }
 
 // insOther is an operation on a namespace the stream does not watch.
-func insOther(n int32) bson.D { return innerCRUD("i", "test.other", uuidB, bson.D{{Key: "_id", Value: n}}, nil) }
+func insOther(n int32) bson.D {
+	return innerCRUD("i", "test.other", uuidB, bson.D{{Key: "_id", Value: n}}, nil)
+}
 
 func TestSingleEntryTransaction(t *testing.T) {
 	e := parse(t, txnEntry(60, 0, bson.A{ins(1), insOther(2), ins(3),
