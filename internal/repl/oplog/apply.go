@@ -505,6 +505,19 @@ func (a *Applier) applyCollMod(ru *storage.RecoveryUnit, m *catalog.CollectionMe
 			}
 			continue
 		}
+		if e.Key() == "changeStreamPreAndPostImages" {
+			// The option is stored only while enabled, as on the primary.
+			if d, ok := e.Value().DocumentOK(); ok {
+				if on, _ := d.Lookup("enabled").BooleanOK(); on {
+					opts = setField(opts, e)
+					changed = true
+					continue
+				}
+				opts = without(opts, "changeStreamPreAndPostImages")
+				changed = true
+				continue
+			}
+		}
 		opts = setField(opts, e)
 		changed = true
 	}
