@@ -90,6 +90,13 @@ func (w *Writer) logTxn(ru *storage.RecoveryUnit, lsid bsoncore.Document, txnNum
 	}
 	wall := w.cfg.Now().UnixMilli()
 	prev := optime.OpTime{Term: optime.UninitializedTerm}
+	// The change stream pre-images go with each entry (preimages.go); a prepare writes them
+	// in its prepared unit, so they commit (at the commit's timestamp) or abort with it.
+	var pre []opobserver.TxnPreImage
+	if tc := opobserver.Transaction(ru); tc != nil {
+		pre = tc.PreImages
+	}
+	first := 0 // index in ops of group i's first operation
 	var doc []byte
 	for i, g := range groups {
 		if len(groups) > 1 {
@@ -105,6 +112,14 @@ func (w *Writer) logTxn(ru *storage.RecoveryUnit, lsid bsoncore.Document, txnNum
 		if err := w.put(ru, slots[i].TS, doc); err != nil {
 			return nil, 0, err
 		}
+		for len(pre) > 0 && pre[0].Op < first+len(g) {
+			p := pre[0]
+			if err := writePreImage(ru, w.cfg.Colls, p.UUID, slots[i].TS, int64(p.Op-first), wall, p.Doc); err != nil {
+				return nil, 0, err
+			}
+			pre = pre[1:]
+		}
+		first += len(g)
 		prev = slots[i]
 	}
 	// The data writes made before the first slot take the unit's current timestamp at
