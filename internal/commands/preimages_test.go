@@ -290,3 +290,56 @@ func TestPreImagesThroughCommands(t *testing.T) {
 		t.Error("a standalone has a pre-images collection")
 	}
 }
+
+// TestPreImagesOfPreparedTransactions: a prepared transaction's pre-images are written with
+// its prepare entry (_id.ts the prepare timestamp, index in its applyOps) in the prepared
+// unit: they become visible at the commit timestamp, and an abort leaves none.
+func TestPreImagesOfPreparedTransactions(t *testing.T) {
+	r := startRetryRS(t)
+	r.must(t, "test", bson.D{{Key: "create", Value: "c"}, preAndPost(true)})
+	r.must(t, "test", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{
+		bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: 0}}, bson.D{{Key: "_id", Value: 2}, {Key: "v", Value: 0}}}}})
+	meta, _ := r.db.Catalog.Latest().ByNS("test.c")
+	preAt := func(read, ts optime.Timestamp, index int) (bson.Raw, bool) {
+		t.Helper()
+		ru := r.db.Engine.NewRecoveryUnit()
+		defer ru.Close()
+		if err := ru.SetReadSource(storage.ReadProvided, read); err != nil {
+			t.Fatal(err)
+		}
+		d, ok, err := images.PreImage(context.Background(), ru, r.db.Colls, meta.UUID, ts, index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bson.Raw(d), ok
+	}
+	for n, commit := range []bool{true, false} {
+		lsid := newLsid()
+		txn := int64(n + 1)
+		r.must(t, "test", prepStmt(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 10 + n}}}}}, lsid, txn, true))
+		r.must(t, "test", prepStmt(bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{
+			bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1 + n}}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 1}}}}}}}}}, lsid, txn, false))
+		reply := r.must(t, "admin", prepStmt(bson.D{{Key: "prepareTransaction", Value: 1}}, lsid, txn, false))
+		ps, pi, _ := reply.Lookup("prepareTimestamp").TimestampOK()
+		prep := optime.MakeTimestamp(ps, pi)
+		if !commit {
+			r.must(t, "admin", prepStmt(bson.D{{Key: "abortTransaction", Value: 1}}, lsid, txn, false))
+			if _, ok := preAt(prep+100, prep, 1); ok {
+				t.Error("an aborted prepared transaction left a pre-image")
+			}
+			continue
+		}
+		commitTS := prep + 1
+		r.must(t, "admin", prepStmt(bson.D{{Key: "commitTransaction", Value: 1}, {Key: "commitTimestamp", Value: bson.Timestamp{T: commitTS.Secs(), I: commitTS.Inc()}}}, lsid, txn, false))
+		if _, ok := preAt(prep, prep, 1); ok {
+			t.Error("pre-image visible below the commit timestamp")
+		}
+		pre, ok := preAt(commitTS, prep, 1)
+		if !ok || pre.String() != `{"_id": {"$numberInt":"1"},"v": {"$numberInt":"0"}}` {
+			t.Errorf("prepared transaction's pre-image at its commit: %v %v (prepare %v, all: %v)", ok, pre, prep, r.find(t, "config.system.preimages", bson.D{}))
+		}
+		if _, ok := preAt(commitTS, prep, 0); ok {
+			t.Error("pre-image for the transaction's insert")
+		}
+	}
+}
