@@ -182,7 +182,7 @@ func StartPreImagesRemover(ctx context.Context, st *service.State) (stop func())
 		return func() {}
 	}
 	db := st.DB
-	r := &images.Remover{Engine: db.Engine, Catalog: db.Catalog, Colls: db.Colls, Log: st.Logger,
+	r := &images.Remover{DB: db, Log: st.Logger,
 		ExpireAfterSeconds: func(ctx context.Context) (int64, bool, error) {
 			d, err := changeStreamOptionsDoc(ctx, db)
 			if err != nil {

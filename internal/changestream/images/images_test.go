@@ -273,7 +273,7 @@ func TestRemover(t *testing.T) {
 	var expire int64
 	var expireOn bool
 	now := time.Now()
-	r := &images.Remover{Engine: m.db.Engine, Catalog: m.db.Catalog, Colls: m.db.Colls,
+	r := &images.Remover{DB: m.db,
 		ExpireAfterSeconds: func(context.Context) (int64, bool, error) { return expire, expireOn, nil },
 		Now:                func() time.Time { return now }}
 	remove := func(want int) {

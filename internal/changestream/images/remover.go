@@ -10,6 +10,7 @@ import (
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/operation"
 	"humongo/internal/optime"
 	"humongo/internal/recordid"
 	"humongo/internal/repl/oplog"
@@ -25,11 +26,11 @@ const removeBatch = 256
 
 // Remover deletes expired pre-images from a node's config.system.preimages (MongoDB's
 // ChangeStreamExpiredPreImagesRemover). One runs per data node, replica-set members only (a
-// standalone records none); each member expires its own copy, without logging.
+// standalone records none); each member expires its own copy, without logging. Its writes go
+// through the node's operation layer (the global, database and collection intent locks), so
+// a rollback's global X lock keeps it out while the node recovers.
 type Remover struct {
-	Engine  *storage.Engine
-	Catalog *catalog.Catalog
-	Colls   *index.Collections
+	DB *operation.DB
 	// ExpireAfterSeconds returns the changeStreamOptions cluster parameter's
 	// preAndPostImages.expireAfterSeconds, and false when it is "off" (or unset).
 	ExpireAfterSeconds func(ctx context.Context) (int64, bool, error)
@@ -109,16 +110,12 @@ func (x *expiry) expired(doc bsoncore.Document) bool {
 	return false
 }
 
-// RemoveExpired runs one pass and returns how many pre-images it deleted.
+// RemoveExpired runs one pass and returns how many pre-images it deleted. It deletes in
+// units of at most removeBatch pre-images, scanning again after each full one.
 func (r *Remover) RemoveExpired(ctx context.Context) (int, error) {
-	snap := r.Catalog.Latest()
-	meta, ok := snap.ByNS(NS)
-	if !ok {
+	snap := r.DB.Catalog.Latest()
+	if _, ok := snap.ByNS(NS); !ok {
 		return 0, nil
-	}
-	coll, err := r.Colls.ByUUID(meta.UUID)
-	if err != nil {
-		return 0, err
 	}
 	x := expiry{snap: snap}
 	if r.ExpireAfterSeconds != nil {
@@ -134,56 +131,59 @@ func (r *Remover) RemoveExpired(ctx context.Context) (int, error) {
 			x.expireAt, x.hasExpire = now().Add(-time.Duration(secs)*time.Second).UnixMilli(), true
 		}
 	}
-	ru := r.Engine.NewRecoveryUnit()
-	defer ru.Close()
-	if x.oldestOplog, err = r.oldestOplogEntry(ru, snap); err != nil {
-		return 0, err
-	}
-	victims, err := r.scan(ctx, ru, coll, &x)
-	if err != nil {
+	op := r.DB.NewOp(ctx)
+	defer op.Close()
+	var err error
+	if x.oldestOplog, err = oldestOplogEntry(op.RU, snap); err != nil {
 		return 0, err
 	}
 	removed := 0
-	for len(victims) > 0 {
-		batch := victims[:min(removeBatch, len(victims))]
-		victims = victims[len(batch):]
-		err := storage.WriteConflictRetry(ctx, "removeExpiredPreImages", func() error {
-			defer ru.AbandonSnapshot()
-			w := ru.BeginUnitOfWork()
-			defer w.End()
-			for _, rid := range batch {
-				doc, found, err := coll.RecordStore().Get(ru, rid)
-				if err != nil {
-					return err
-				}
-				if !found {
-					continue // removed meanwhile (a user's delete)
-				}
-				if err := coll.DeleteDocument(ru, rid, append(bsoncore.Document(nil), doc...)); err != nil {
+	for {
+		if err := ctx.Err(); err != nil {
+			return removed, err
+		}
+		n := 0
+		err := op.WriteCollection(ctx, NS, false, func(coll *index.Collection) error {
+			n = 0
+			if coll == nil {
+				return nil
+			}
+			victims, err := scan(ctx, op.RU, coll, &x)
+			if err != nil {
+				return err
+			}
+			for _, v := range victims {
+				if err := coll.DeleteDocument(op.RU, v.rid, v.doc); err != nil {
 					return err
 				}
 			}
-			return w.Commit()
+			n = len(victims)
+			return nil
 		})
 		if err != nil {
 			return removed, err
 		}
-		removed += len(batch)
+		removed += n
+		if n < removeBatch {
+			return removed, nil
+		}
 	}
-	return removed, nil
 }
 
-// scan returns the RecordIds of the expired pre-images, checking for interruption as it
-// goes.
-func (r *Remover) scan(ctx context.Context, ru *storage.RecoveryUnit, coll *index.Collection, x *expiry) ([]recordid.ID, error) {
-	defer ru.AbandonSnapshot()
+type victim struct {
+	rid recordid.ID
+	doc bsoncore.Document
+}
+
+// scan returns up to removeBatch expired pre-images, checking for interruption as it goes.
+func scan(ctx context.Context, ru *storage.RecoveryUnit, coll *index.Collection, x *expiry) ([]victim, error) {
 	cur, err := coll.RecordStore().NewCursor(ru, false)
 	if err != nil {
 		return nil, err
 	}
 	defer cur.Close()
-	var out []recordid.ID
-	for n := 0; ; n++ {
+	var out []victim
+	for n := 0; len(out) < removeBatch; n++ {
 		if n%1024 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
@@ -194,7 +194,7 @@ func (r *Remover) scan(ctx context.Context, ru *storage.RecoveryUnit, coll *inde
 			break
 		}
 		if x.expired(doc) {
-			out = append(out, rid)
+			out = append(out, victim{rid, append(bsoncore.Document(nil), doc...)})
 		}
 	}
 	return out, cur.Err()
@@ -202,7 +202,7 @@ func (r *Remover) scan(ctx context.Context, ru *storage.RecoveryUnit, coll *inde
 
 // oldestOplogEntry is the timestamp of the oplog's first entry (0 when the node has no oplog
 // or an empty one: nothing is older).
-func (r *Remover) oldestOplogEntry(ru *storage.RecoveryUnit, snap *catalog.Snapshot) (optime.Timestamp, error) {
+func oldestOplogEntry(ru *storage.RecoveryUnit, snap *catalog.Snapshot) (optime.Timestamp, error) {
 	defer ru.AbandonSnapshot()
 	meta, ok := snap.ByNS(oplog.NS)
 	if !ok {
