@@ -298,3 +298,48 @@ func mapsEqual(a, b map[preImageKey]string) bool {
 	}
 	return true
 }
+
+// TestPreImagesOfAppliedPreparedTransaction: a secondary applying a prepare entry records
+// its operations' pre-images (at the prepare entry's timestamp and their index in it) in the
+// prepared unit, so they appear at the commit timestamp the commitTransaction entry gives.
+func TestPreImagesOfAppliedPreparedTransaction(t *testing.T) {
+	n := openNode(t, true)
+	run(t, n.serve(), "test", bson.D{{Key: "create", Value: "p"}, {Key: "changeStreamPreAndPostImages", Value: bson.D{{Key: "enabled", Value: true}}}})
+	n.insert("test.p", bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}})
+	n.write(oplog.TransactionsNS, func(*storage.RecoveryUnit, *index.Collection) error { return nil })
+	es := n.oplogEntries()
+	prep := entryTS(t, es[len(es)-1]) + 10
+	ls := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: bytes.Repeat([]byte{9}, 16)}}}
+	prepare := txnEntry(t, ls, 1, prep, 0, applyOpsO([]bson.D{ins("test.p", 5), upd("test.p", 1, "a", 2)}, bson.E{Key: "prepare", Value: true}))
+	commitTS := prep + 1
+	commit := txnEntry(t, ls, 1, prep+2, prep, bson.D{{Key: "commitTransaction", Value: 1},
+		{Key: "commitTimestamp", Value: bson.Timestamp{T: commitTS.Secs(), I: commitTS.Inc()}}})
+	ap := oplog.NewApplier(oplog.Config{Engine: n.db.Engine, Catalog: n.db.Catalog, Colls: n.db.Colls, TempDir: n.db.TempDir})
+	ru := n.db.Engine.NewRecoveryUnit()
+	defer ru.Close()
+	for _, e := range []bsoncore.Document{prepare, commit} {
+		n.appendOplog(e)
+		if err := ap.Apply(context.Background(), ru, e, oplog.ModeSecondary); err != nil {
+			t.Fatalf("apply %s: %v", bson.Raw(e), err)
+		}
+	}
+	pm, _ := n.db.Catalog.Latest().ByNS("test.p")
+	var found []string
+	for _, s := range n.docsAt(oplog.PreImagesNS, commitTS) {
+		var d bson.Raw
+		if err := bson.UnmarshalExtJSON([]byte(s), true, &d); err != nil {
+			t.Fatal(err)
+		}
+		k := keyOf(t, d)
+		if k.uuid != pm.UUID || k.ts != prep || k.index != 1 {
+			t.Errorf("pre-image at %+v, want test.p's at the prepare entry, index 1", k)
+		}
+		found = append(found, d.Lookup("preImage").Document().String())
+	}
+	if want := `{"_id": {"$numberInt":"1"},"a": {"$numberInt":"1"}}`; len(found) != 1 || found[0] != want {
+		t.Fatalf("pre-images at the commit: %v, want [%s]", found, want)
+	}
+	if got := n.docsAt(oplog.PreImagesNS, prep); len(got) != 0 {
+		t.Errorf("pre-images visible below the commit timestamp: %v", got)
+	}
+}
