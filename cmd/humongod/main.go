@@ -190,7 +190,10 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 			_ = s.Close()
 			return process.ExitUncaught
 		}
+		// Members record change stream pre-images; each expires its own.
+		stopPreImages := commands.StartPreImagesRemover(context.Background(), s.State())
 		stopBackground = func() {
+			stopPreImages()
 			rc.Close()
 			stopTTL()
 		}

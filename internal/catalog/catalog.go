@@ -130,6 +130,10 @@ type CollectionMeta struct {
 	// Decoded from Options for convenience.
 	Capped    bool
 	Clustered bool
+	// PreAndPostImages is options.changeStreamPreAndPostImages.enabled: every update,
+	// replace and delete of the collection records its pre-image in config.system.preimages
+	// (MongoDB 6.0's changeStreamPreAndPostImages; internal/changestream/images).
+	PreAndPostImages bool
 }
 
 // DB returns the database part of NS.

@@ -277,6 +277,12 @@ func decodeIndexSpec(ix *IndexMeta, spec bsoncore.Document) error {
 // decodeCollOptions fills the option-derived convenience fields of m.
 func decodeCollOptions(m *CollectionMeta) {
 	m.Capped = lookupTruthy(m.Options, "capped")
+	m.PreAndPostImages = false
+	if v, err := m.Options.LookupErr("changeStreamPreAndPostImages"); err == nil {
+		if d, ok := v.DocumentOK(); ok {
+			m.PreAndPostImages = lookupTruthy(d, "enabled")
+		}
+	}
 	if v, err := m.Options.LookupErr("clusteredIndex"); err == nil {
 		if _, isDoc := v.DocumentOK(); isDoc {
 			m.Clustered = true

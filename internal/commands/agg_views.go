@@ -211,10 +211,20 @@ func viewCreate(ctx context.Context, env *service.Env, ns string, cmd bsoncore.D
 	const c = "create"
 	for _, f := range []string{"capped", "size", "max", "autoIndexId", "idIndex", "storageEngine",
 		"indexOptionDefaults", "validator", "validationLevel", "validationAction", "timeseries",
-		"clusteredIndex", "expireAfterSeconds", "changeStreamPreAndPostImages", "encryptedFields",
+		"clusteredIndex", "expireAfterSeconds", "encryptedFields",
 		"temp", "flags", "recordPreImages"} {
 		if lookup(cmd, f).Type != 0 {
 			return nil, mongoerr.Newf(mongoerr.InvalidOptions, "option '%s' is not supported on a view", f)
+		}
+	}
+	// {enabled: false} is accepted on a view, as in MongoDB (_createView).
+	if v := lookup(cmd, ddlPreAndPostImagesField); v.Type != 0 {
+		enabled, err := ddlParsePreAndPostImages(c, v)
+		if err != nil {
+			return nil, err
+		}
+		if enabled {
+			return nil, mongoerr.New(mongoerr.InvalidOptions, "option not supported on a view: "+ddlPreAndPostImagesField)
 		}
 	}
 	ov := lookup(cmd, "viewOn")

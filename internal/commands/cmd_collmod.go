@@ -93,10 +93,32 @@ func runCollMod(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 	if err := validValidateOptions(ns, cmd); err != nil {
 		return nil, err
 	}
+	if v := lookup(cmd, ddlPreAndPostImagesField); v.Type != 0 {
+		enabled, err := ddlParsePreAndPostImages(c, v)
+		if err != nil {
+			return nil, err
+		}
+		if _, _, isView, err := viewLookup(ctx, env, ns); err != nil {
+			return nil, err
+		} else if isView {
+			return nil, mongoerr.New(mongoerr.InvalidOptions, "option not supported on a view: "+ddlPreAndPostImagesField)
+		}
+		if enabled {
+			if err := ddlCheckPreAndPostImagesAllowed(ns); err != nil {
+				return nil, err
+			}
+		}
+	}
 	elems, _ := cmd.Elements()
 	for _, e := range elems {
 		switch e.Key() {
-		case "validator", "validationLevel", "validationAction", "changeStreamPreAndPostImages":
+		case ddlPreAndPostImagesField:
+			// Logged in its canonical form; secondaries store it as the primary does
+			// (oplog.applyCollMod drops a disabled option).
+			enabled, _ := ddlParsePreAndPostImages(c, e.Value())
+			changes = append(changes, bsoncore.AppendDocumentElement(nil, ddlPreAndPostImagesField,
+				bsoncore.NewDocumentBuilder().AppendBoolean("enabled", enabled).Build()))
+		case "validator", "validationLevel", "validationAction":
 			changes = append(changes, e)
 		case "expireAfterSeconds", "cappedSize", "cappedMax":
 			changes = append(changes, e)
@@ -214,6 +236,13 @@ func ddlCollModOptions(m *catalog.CollectionMeta, changes []bsoncore.Element) (b
 				n = (n + 0xff) &^ 0xff
 			}
 			opts = ddlSetField(opts, field, ddlNumberValue(n))
+		case ddlPreAndPostImagesField:
+			// Stored only while enabled (MongoDB's CollectionOptions::appendBSON).
+			if d, _ := v.DocumentOK(); lookup(d, "enabled").Boolean() {
+				opts = ddlSetField(opts, key, v)
+			} else {
+				opts = ddlSetField(opts, key, bsoncore.Value{})
+			}
 		default:
 			opts = ddlSetField(opts, key, v)
 		}

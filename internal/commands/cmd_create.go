@@ -55,6 +55,11 @@ func runCreate(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bs
 	if err != nil {
 		return nil, err
 	}
+	if lookup(opts, ddlPreAndPostImagesField).Type != 0 {
+		if err := ddlCheckPreAndPostImagesAllowed(ns); err != nil {
+			return nil, err
+		}
+	}
 	if err := validValidateOptions(ns, cmd); err != nil {
 		return nil, err
 	}
@@ -197,9 +202,11 @@ func ddlParseCreateOptions(cmd bsoncore.Document) (bsoncore.Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	changeStream, err := findDocArg(c, "changeStreamPreAndPostImages", lookup(cmd, "changeStreamPreAndPostImages"))
-	if err != nil {
-		return nil, err
+	preImages := false
+	if v := lookup(cmd, ddlPreAndPostImagesField); v.Type != 0 {
+		if preImages, err = ddlParsePreAndPostImages(c, v); err != nil {
+			return nil, err
+		}
 	}
 	level, err := ddlEnumArg(c, "validationLevel", lookup(cmd, "validationLevel"), "off", "strict", "moderate")
 	if err != nil {
@@ -269,8 +276,9 @@ func ddlParseCreateOptions(cmd bsoncore.Document) (bsoncore.Document, error) {
 		if autoIndexID.Type != 0 {
 			b = bsoncore.AppendBooleanElement(b, "autoIndexId", truthy(autoIndexID))
 		}
-		if changeStream != nil {
-			b = bsoncore.AppendDocumentElement(b, "changeStreamPreAndPostImages", changeStream)
+		if preImages {
+			// Stored only when enabled (MongoDB's CollectionOptions::appendBSON).
+			b = bsoncore.AppendDocumentElement(b, ddlPreAndPostImagesField, ddlPreAndPostImagesOption)
 		}
 		if len(storageEngine) > 5 {
 			b = bsoncore.AppendDocumentElement(b, "storageEngine", storageEngine)

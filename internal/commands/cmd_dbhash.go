@@ -16,6 +16,7 @@ import (
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
+	"humongo/internal/repl/oplog"
 	"humongo/internal/service"
 	"humongo/internal/storage"
 )
@@ -186,12 +187,13 @@ func dbHashCollectionsArg(cmd bsoncore.Document) (map[string]bool, error) {
 
 // dbHashReplicated reports whether dbHash includes m: only replicated collections
 // (NamespaceString::isReplicated: nothing in `local`, no system.profile), and not the
-// temporary collections of an incremental mapReduce, which are not replicated either.
+// temporary collections of an incremental mapReduce, which are not replicated either, nor
+// the change stream pre-images, which each member writes and expires on its own schedule.
 func dbHashReplicated(m *catalog.CollectionMeta) bool {
 	coll := m.Coll()
 	switch {
 	case m.DB() == "local", coll == "system.profile", strings.HasPrefix(coll, "tmp.mr."),
-		strings.HasPrefix(coll, "system.drop."):
+		strings.HasPrefix(coll, "system.drop."), m.NS == oplog.PreImagesNS:
 		return false
 	}
 	return true

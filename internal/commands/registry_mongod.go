@@ -126,6 +126,7 @@ func NewRegistry() *service.Registry {
 	addWhatsmyuri(r)
 	addVoteCommitIndexBuild(r)
 	addGetDefaultRWConcern(r)
+	addClusterParameters(r) // cmd_clusterparameter.go
 	addClusterCommands(r)
 	addGetShardVersion(r)
 	addFlushRoutingTableCacheUpdates(r)

@@ -370,7 +370,7 @@ func (c *Collection) UpdateDocument(ru *storage.RecoveryUnit, rid recordid.ID, o
 		return err
 	}
 	if obs := c.observer(); !isNoOp(obs) {
-		args := opobserver.OnUpdateArgs{Pre: oldDoc, Post: newDoc, ID: newDoc.Lookup("_id")}
+		args := opobserver.OnUpdateArgs{Pre: oldDoc, Post: newDoc, ID: newDoc.Lookup("_id"), PreImage: st.meta.PreAndPostImages}
 		if err := obs.OnUpdate(ru, st.meta.NS, c.uuid, &args); err != nil {
 			return err
 		}
@@ -423,7 +423,9 @@ func (c *Collection) deleteDocument(ru *storage.RecoveryUnit, rid recordid.ID, d
 		return err
 	}
 	if obs := c.observer(); !isNoOp(obs) {
-		if err := obs.OnDelete(ru, st.meta.NS, c.uuid, doc.Lookup("_id"), doc, fromMigrate); err != nil {
+		args := opobserver.OnDeleteArgs{ID: doc.Lookup("_id"), Pre: doc, FromMigrate: fromMigrate,
+			PreImage: st.meta.PreAndPostImages && !fromMigrate}
+		if err := obs.OnDelete(ru, st.meta.NS, c.uuid, &args); err != nil {
 			return err
 		}
 	}

@@ -51,6 +51,7 @@ func (t teeObserver) OnInserts(ru *storage.RecoveryUnit, ns string, uuid catalog
 
 func (t teeObserver) OnUpdate(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, args *opobserver.OnUpdateArgs) error {
 	args.FromMigrate = args.FromMigrate || t.l.FromMigrate(ru)
+	args.PreImage = args.PreImage && !args.FromMigrate
 	if err := t.Observer.OnUpdate(ru, ns, uuid, args); err != nil {
 		return err
 	}
@@ -58,11 +59,12 @@ func (t teeObserver) OnUpdate(ru *storage.RecoveryUnit, ns string, uuid catalog.
 	return nil
 }
 
-func (t teeObserver) OnDelete(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, id bsoncore.Value, pre bsoncore.Document, fromMigrate bool) error {
-	fromMigrate = fromMigrate || t.l.FromMigrate(ru)
-	if err := t.Observer.OnDelete(ru, ns, uuid, id, pre, fromMigrate); err != nil {
+func (t teeObserver) OnDelete(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, args *opobserver.OnDeleteArgs) error {
+	args.FromMigrate = args.FromMigrate || t.l.FromMigrate(ru)
+	args.PreImage = args.PreImage && !args.FromMigrate
+	if err := t.Observer.OnDelete(ru, ns, uuid, args); err != nil {
 		return err
 	}
-	t.l.OnDelete(ru, ns, uuid, id, pre, fromMigrate)
+	t.l.OnDelete(ru, ns, uuid, args.ID, args.Pre, args.FromMigrate)
 	return nil
 }

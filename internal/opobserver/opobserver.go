@@ -55,6 +55,21 @@ type OnUpdateArgs struct {
 	ID bsoncore.Value
 	// FromMigrate marks writes made by chunk migration (fromMigrate: true in the entry).
 	FromMigrate bool
+	// PreImage asks for Pre to be recorded as the change stream pre-image of the entry (the
+	// collection has changeStreamPreAndPostImages enabled; never set with FromMigrate).
+	PreImage bool
+}
+
+// OnDeleteArgs describe one document delete.
+type OnDeleteArgs struct {
+	// ID is the document's _id (the entry's o).
+	ID bsoncore.Value
+	// Pre is the deleted document.
+	Pre bsoncore.Document
+	// FromMigrate marks writes made by chunk migration (fromMigrate: true in the entry).
+	FromMigrate bool
+	// PreImage: as OnUpdateArgs.PreImage.
+	PreImage bool
 }
 
 // RenameArgs describe a renameCollection.
@@ -75,8 +90,8 @@ type Observer interface {
 	OnInserts(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, docs []bsoncore.Document, fromMigrate bool) error
 	// OnUpdate is called before the record update.
 	OnUpdate(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, args *OnUpdateArgs) error
-	// OnDelete is called before the record delete; pre is the deleted document.
-	OnDelete(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, id bsoncore.Value, pre bsoncore.Document, fromMigrate bool) error
+	// OnDelete is called before the record delete.
+	OnDelete(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, args *OnDeleteArgs) error
 	// OnCreateCollection logs a create; options are the user-visible create options (no uuid)
 	// and idIndex the _id index spec (nil when the collection has none).
 	OnCreateCollection(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, options, idIndex bsoncore.Document) error
@@ -103,9 +118,7 @@ func (NoOp) OnInserts(*storage.RecoveryUnit, string, catalog.UUID, []bsoncore.Do
 	return nil
 }
 func (NoOp) OnUpdate(*storage.RecoveryUnit, string, catalog.UUID, *OnUpdateArgs) error { return nil }
-func (NoOp) OnDelete(*storage.RecoveryUnit, string, catalog.UUID, bsoncore.Value, bsoncore.Document, bool) error {
-	return nil
-}
+func (NoOp) OnDelete(*storage.RecoveryUnit, string, catalog.UUID, *OnDeleteArgs) error { return nil }
 func (NoOp) OnCreateCollection(*storage.RecoveryUnit, string, catalog.UUID, bsoncore.Document, bsoncore.Document) error {
 	return nil
 }
@@ -122,11 +135,17 @@ func (NoOp) OnCollMod(*storage.RecoveryUnit, string, catalog.UUID, bsoncore.Docu
 }
 func (NoOp) OnDropDatabase(*storage.RecoveryUnit, string) error { return nil }
 
+// PreImagesNS is the collection of change stream pre-images. Every member writes its own
+// (the primary as it logs a write, a secondary as it applies it), so writes to it are not
+// logged (MongoDB's "implicitly replicated" namespace).
+const PreImagesNS = "config.system.preimages"
+
 // IsReplicatedNS reports whether writes to ns are logged: everything except the `local`
-// database (MongoDB also excludes system.profile and a few internal collections).
+// database, system.profile and the pre-images collection (MongoDB also excludes a few
+// other internal collections).
 func IsReplicatedNS(ns string) bool {
 	db, coll, _ := strings.Cut(ns, ".")
-	return db != "local" && coll != "system.profile"
+	return db != "local" && coll != "system.profile" && ns != PreImagesNS
 }
 
 // SessionInfo is the retryable-write context of an operation. The oplog writer adds lsid,
@@ -213,6 +232,18 @@ type TxnCollector struct {
 	Ops [][]byte
 	// Bytes is the total size of Ops.
 	Bytes int
+	// PreImages are the change stream pre-images of Ops' updates and deletes on collections
+	// with changeStreamPreAndPostImages, written at commit with the timestamp of the
+	// applyOps entry that holds their operation and its index there.
+	PreImages []TxnPreImage
+}
+
+// TxnPreImage is the pre-image of a transaction's operation.
+type TxnPreImage struct {
+	// Op is the operation's index in TxnCollector.Ops.
+	Op   int
+	UUID catalog.UUID
+	Doc  bsoncore.Document
 }
 
 // Add appends one operation document.

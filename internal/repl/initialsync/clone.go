@@ -13,6 +13,7 @@ import (
 	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
 	"humongo/internal/optime"
+	"humongo/internal/repl/oplog"
 	"humongo/internal/storage"
 )
 
@@ -59,7 +60,7 @@ func (s *Syncer) cloneDatabase(ctx context.Context, db *mongo.Database, ts optim
 	for _, info := range infos {
 		name, _ := info.Lookup("name").StringValueOK()
 		ns := db.Name() + "." + name
-		if ns == "config.system.sessions" {
+		if ns == "config.system.sessions" || ns == oplog.PreImagesNS {
 			continue // every member keeps its own
 		}
 		if err := s.cloneCollection(ctx, db.Collection(name), ns, bsoncore.Document(info), ts); err != nil {

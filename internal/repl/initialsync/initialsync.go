@@ -417,8 +417,8 @@ func (s *Syncer) dropUserData(ctx context.Context) error {
 	ru := s.cfg.Engine.NewRecoveryUnit()
 	defer ru.Close()
 	for _, m := range s.cfg.Catalog.Latest().All() {
-		if m.DB() == "local" {
-			continue
+		if m.DB() == "local" || m.NS == oplog.PreImagesNS {
+			continue // the node's own (the expired pre-image remover clears what is left)
 		}
 		ns, u := m.NS, m.UUID
 		err := storage.WriteConflictRetry(ctx, "initialSyncDrop", func() error {

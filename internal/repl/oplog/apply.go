@@ -25,6 +25,13 @@ type Entry struct {
 	HasUI  bool
 	O, O2  bsoncore.Document
 	Raw    bsoncore.Document
+	// ApplyOpsIndex and ApplyOpsTS place an operation of an applyOps entry (its index in the
+	// entry's array, the entry's timestamp; 0 and OpTime.TS for other entries), and Wall is
+	// the entry's wall clock in milliseconds (0: read it from Raw): where a change stream
+	// pre-image of the operation is recorded (preimages.go).
+	ApplyOpsIndex int64
+	ApplyOpsTS    optime.Timestamp
+	Wall          int64
 }
 
 // EntryOpTime reads an entry's ts and t.
@@ -282,14 +289,54 @@ func (a *Applier) applyCRUD(ru *storage.RecoveryUnit, e *Entry, mode Mode) error
 		if bytes.Equal(next, cur) {
 			return nil
 		}
+		if meta.PreAndPostImages && !fromMigrate(e) {
+			if err := a.recordPreImage(ru, meta, e, cur); err != nil {
+				return err
+			}
+		}
 		return coll.UpdateDocument(ru, rid, cur, next)
 	case "d":
 		if !found {
 			return nil
 		}
+		if meta.PreAndPostImages && !fromMigrate(e) {
+			if err := a.recordPreImage(ru, meta, e, cur); err != nil {
+				return err
+			}
+		}
 		return coll.DeleteDocument(ru, rid, cur)
 	}
 	return nil
+}
+
+// recordPreImage writes the change stream pre-image of e, which is about to change cur, at
+// the unit's timestamp (the entry's): a secondary records what the primary recorded, from
+// the document it read, since the oplog carries no pre-image. Replaying an entry whose
+// pre-image exists (recovery, initial sync's overlap) keeps the one there.
+func (a *Applier) recordPreImage(ru *storage.RecoveryUnit, meta *catalog.CollectionMeta, e *Entry, cur bsoncore.Document) error {
+	ts := e.ApplyOpsTS
+	if ts.IsNull() {
+		ts = e.OpTime.TS
+	}
+	if ts.IsNull() {
+		return nil // a standalone's applyOps command: no oplog, no pre-images
+	}
+	wall := e.Wall
+	if wall == 0 {
+		wall = wallOf(e.Raw, e.OpTime.TS)
+	}
+	err := writePreImage(ru, a.colls, meta.UUID, ts, e.ApplyOpsIndex, wall, cur)
+	if mongoerr.Is(err, mongoerr.DuplicateKey) {
+		return nil
+	}
+	return err
+}
+
+// fromMigrate reports whether e is a chunk migration's write (no pre-image: MongoDB records
+// none for OperationSource::kFromMigrate).
+func fromMigrate(e *Entry) bool {
+	v, err := e.Raw.LookupErr("fromMigrate")
+	return err == nil && v.Type == bsoncore.TypeBoolean && v.Boolean()
 }
 
 // firstKey returns the command name of a `c` entry's o.
@@ -504,6 +551,19 @@ func (a *Applier) applyCollMod(ru *storage.RecoveryUnit, m *catalog.CollectionMe
 				return err
 			}
 			continue
+		}
+		if e.Key() == "changeStreamPreAndPostImages" {
+			// The option is stored only while enabled, as on the primary.
+			if d, ok := e.Value().DocumentOK(); ok {
+				if on, _ := d.Lookup("enabled").BooleanOK(); on {
+					opts = setField(opts, e)
+					changed = true
+					continue
+				}
+				opts = without(opts, "changeStreamPreAndPostImages")
+				changed = true
+				continue
+			}
 		}
 		opts = setField(opts, e)
 		changed = true

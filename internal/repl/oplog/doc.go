@@ -58,6 +58,14 @@
 // prevOpTime (txn_apply.go). A transaction's commit entry also derives its
 // config.transactions record, state "committed" (sessions.go).
 //
+// # Change stream pre-images
+//
+// For a collection with changeStreamPreAndPostImages, the writer records each update's and
+// delete's pre-image in config.system.preimages with the entry (a transaction's per applyOps
+// entry and index, at commit or prepare), and the applier records the same pre-image from the
+// document it reads before applying (preimages.go; read and expired by
+// internal/changestream/images).
+//
 // # Only a writable primary logs writes of its own
 //
 // Every replicated write reaches the Writer (the op observer), so the Writer is where a node
@@ -67,6 +75,6 @@
 // aggregation stage, the TTL monitor, an index build), a secondary thus never writes
 // replicated data of its own. Replication's own writes (application, initial sync, rollback,
 // startup recovery) are unreplicated and never reach it; unreplicated namespaces
-// (opobserver.IsReplicatedNS: local, system.profile) and no-ops (ns "", such as the "new
+// (opobserver.IsReplicatedNS: local, system.profile, config.system.preimages) and no-ops (ns "", such as the "new
 // primary" entry written while draining) are exempt.
 package oplog

@@ -493,13 +493,14 @@ func (a *Applier) applyPrepare(ctx context.Context, ru *storage.RecoveryUnit, e 
 // final entry of its chain) and holds it. ru reads the chain's earlier entries.
 func (a *Applier) prepareUnit(ctx context.Context, ru *storage.RecoveryUnit, e *Entry, info *applyOpsEntry, mode Mode, prevs PrevEntries) (*PreparedTxn, error) {
 	ops, start := info.ops, e.OpTime
+	var pos []opPos
 	if !info.prev.IsNull() {
 		var err error
-		if ops, start, err = a.chainOpsFrom(ru, e, info, prevs); err != nil {
+		if ops, pos, start, err = a.chainOpsFrom(ru, e, info, prevs); err != nil {
 			return nil, err
 		}
 	}
-	inner, err := innerEntries(ops, e.OpTime)
+	inner, err := innerEntries(ops, e.OpTime, wallOf(e.Raw, e.OpTime.TS), pos)
 	if err != nil {
 		return nil, err
 	}

@@ -186,12 +186,13 @@ func (a *Applier) applyApplyOps(ctx context.Context, ru *storage.RecoveryUnit, e
 		return nil
 	}
 	ops := info.ops
+	var pos []opPos
 	if !info.prev.IsNull() {
-		if ops, _, err = a.chainOpsFrom(ru, e, info, prevs); err != nil {
+		if ops, pos, _, err = a.chainOpsFrom(ru, e, info, prevs); err != nil {
 			return err
 		}
 	}
-	inner, err := innerEntries(ops, e.OpTime)
+	inner, err := innerEntries(ops, e.OpTime, wallOf(e.Raw, e.OpTime.TS), pos)
 	if err != nil {
 		return err
 	}
@@ -226,16 +227,32 @@ func (a *Applier) applyApplyOps(ctx context.Context, ru *storage.RecoveryUnit, e
 	})
 }
 
-func innerEntries(ops []bsoncore.Document, ot optime.OpTime) ([]*Entry, error) {
+// innerEntries parses an applyOps array applied at ot. wall is the entry's wall clock and
+// pos, when not nil, the place of each operation in a transaction chain (chainOpsFrom);
+// otherwise operation i is at index i of the entry at ot.
+func innerEntries(ops []bsoncore.Document, ot optime.OpTime, wall int64, pos []opPos) ([]*Entry, error) {
 	inner := make([]*Entry, 0, len(ops))
-	for _, op := range ops {
+	for i, op := range ops {
 		ie, err := innerEntry(op, ot)
 		if err != nil {
 			return nil, err
 		}
+		ie.Wall = wall
+		if pos != nil {
+			ie.ApplyOpsTS, ie.ApplyOpsIndex = pos[i].ts, pos[i].index
+		} else {
+			ie.ApplyOpsTS, ie.ApplyOpsIndex = ot.TS, int64(i)
+		}
 		inner = append(inner, ie)
 	}
 	return inner, nil
+}
+
+// opPos is where an operation of a transaction chain was logged: its entry's timestamp and
+// its index in that entry's applyOps array.
+type opPos struct {
+	ts    optime.Timestamp
+	index int64
 }
 
 // splitDDL separates command operations from the others, each in order.
@@ -276,7 +293,7 @@ func (a *Applier) ApplyOpsInUnit(ctx context.Context, ru *storage.RecoveryUnit, 
 	if !ru.InUnitOfWork() {
 		return storage.ErrNotInUnit
 	}
-	inner, err := innerEntries(ops, optime.OpTime{TS: ts, Term: optime.UninitializedTerm})
+	inner, err := innerEntries(ops, optime.OpTime{TS: ts, Term: optime.UninitializedTerm}, 0, nil)
 	if err != nil {
 		return err
 	}
@@ -291,54 +308,60 @@ func (a *Applier) ApplyOpsInUnit(ctx context.Context, ru *storage.RecoveryUnit, 
 }
 
 // chainOpsFrom collects a chain's operations, oldest entry first, by walking prevOpTime back
-// from the final entry e (whose own operations come last), and returns the OpTime of the
-// chain's first entry too.
-func (a *Applier) chainOpsFrom(ru *storage.RecoveryUnit, e *Entry, info *applyOpsEntry, prevs PrevEntries) ([]bsoncore.Document, optime.OpTime, error) {
+// from the final entry e (whose own operations come last), and returns where each was
+// logged (its entry and index there) and the OpTime of the chain's first entry too.
+func (a *Applier) chainOpsFrom(ru *storage.RecoveryUnit, e *Entry, info *applyOpsEntry, prevs PrevEntries) ([]bsoncore.Document, []opPos, optime.OpTime, error) {
 	parts := [][]bsoncore.Document{info.ops}
+	partTS := []optime.Timestamp{e.OpTime.TS}
 	start := e.OpTime
 	total := len(info.ops)
 	for p, below := info.prev, e.OpTime.TS; !p.IsNull(); {
 		if p.TS >= below {
-			return nil, optime.OpTime{}, mongoerr.Newf(mongoerr.BadValue, "transaction entry at %v: prevOpTime %v does not go back in time", e.OpTime, p)
+			return nil, nil, optime.OpTime{}, mongoerr.Newf(mongoerr.BadValue, "transaction entry at %v: prevOpTime %v does not go back in time", e.OpTime, p)
 		}
 		raw, err := a.findEntry(ru, p.TS, prevs)
 		if err != nil {
-			return nil, optime.OpTime{}, err
+			return nil, nil, optime.OpTime{}, err
 		}
 		if raw == nil {
-			return nil, optime.OpTime{}, mongoerr.Newf(mongoerr.NoSuchKey,
+			return nil, nil, optime.OpTime{}, mongoerr.Newf(mongoerr.NoSuchKey,
 				"applying the transaction committed at %v: its entry at %v is not in the oplog", e.OpTime, p)
 		}
 		pe, err := ParseEntry(raw)
 		if err != nil {
-			return nil, optime.OpTime{}, err
+			return nil, nil, optime.OpTime{}, err
 		}
 		if !IsPartialTxn(pe) {
-			return nil, optime.OpTime{}, mongoerr.Newf(mongoerr.BadValue,
+			return nil, nil, optime.OpTime{}, mongoerr.Newf(mongoerr.BadValue,
 				"applying the transaction committed at %v: the entry at %v is not a partialTxn applyOps entry", e.OpTime, p)
 		}
 		pinfo, err := parseApplyOps(pe)
 		if err != nil {
-			return nil, optime.OpTime{}, err
+			return nil, nil, optime.OpTime{}, err
 		}
 		if info.hasTxn && (!pinfo.hasTxn || pinfo.txn != info.txn || string(pinfo.lsid) != string(info.lsid)) {
-			return nil, optime.OpTime{}, mongoerr.Newf(mongoerr.BadValue,
+			return nil, nil, optime.OpTime{}, mongoerr.Newf(mongoerr.BadValue,
 				"applying the transaction committed at %v: the entry at %v belongs to another transaction", e.OpTime, p)
 		}
 		parts = append(parts, pinfo.ops)
+		partTS = append(partTS, p.TS)
 		total += len(pinfo.ops)
 		start = p
 		p, below = pinfo.prev, p.TS
 	}
 	if info.hasCount && info.count != int64(total) {
-		return nil, optime.OpTime{}, mongoerr.Newf(mongoerr.BadValue,
+		return nil, nil, optime.OpTime{}, mongoerr.Newf(mongoerr.BadValue,
 			"applying the transaction committed at %v: count is %d but its chain holds %d operations", e.OpTime, info.count, total)
 	}
 	ops := make([]bsoncore.Document, 0, total)
-	for _, part := range slices.Backward(parts) {
+	pos := make([]opPos, 0, total)
+	for i, part := range slices.Backward(parts) {
 		ops = append(ops, part...)
+		for j := range part {
+			pos = append(pos, opPos{ts: partTS[i], index: int64(j)})
+		}
 	}
-	return ops, start, nil
+	return ops, pos, start, nil
 }
 
 // findEntry returns the entry at ts: from prevs, else from our oplog (a point read, which

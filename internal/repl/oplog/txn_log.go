@@ -90,6 +90,14 @@ func (w *Writer) logTxn(ru *storage.RecoveryUnit, lsid bsoncore.Document, txnNum
 	}
 	wall := w.cfg.Now().UnixMilli()
 	prev := optime.OpTime{Term: optime.UninitializedTerm}
+	// The change stream pre-images go with each entry (preimages.go). A prepare's unit is a
+	// side unit, not the transaction's: WritePreparedPreImages writes them in the prepared
+	// unit instead, so they commit (at the commit's timestamp) or abort with it.
+	var pre []opobserver.TxnPreImage
+	if tc := opobserver.Transaction(ru); tc != nil && !prepare {
+		pre = tc.PreImages
+	}
+	first := 0 // index in ops of group i's first operation
 	var doc []byte
 	for i, g := range groups {
 		if len(groups) > 1 {
@@ -105,6 +113,14 @@ func (w *Writer) logTxn(ru *storage.RecoveryUnit, lsid bsoncore.Document, txnNum
 		if err := w.put(ru, slots[i].TS, doc); err != nil {
 			return nil, 0, err
 		}
+		for len(pre) > 0 && pre[0].Op < first+len(g) {
+			p := pre[0]
+			if err := writePreImage(ru, w.cfg.Colls, p.UUID, slots[i].TS, int64(p.Op-first), wall, p.Doc); err != nil {
+				return nil, 0, err
+			}
+			pre = pre[1:]
+		}
+		first += len(g)
 		prev = slots[i]
 	}
 	// The data writes made before the first slot take the unit's current timestamp at
@@ -178,4 +194,31 @@ func appendTxnEnvelope(dst []byte, lsid bsoncore.Document, txnNumber int64, ot o
 	dst = prev.AppendElement(dst, "prevOpTime")
 	dst, _ = bsoncore.AppendDocumentEnd(dst, start)
 	return dst
+}
+
+// WritePreparedPreImages writes the change stream pre-images of a transaction being prepared
+// (tc's) in its own unit txnRU, before it is prepared: each at the timestamp of the prepare
+// chain's entry (slots, as LogPrepare returned them) that holds its operation, with its index
+// there, and the entries' wall clock. Secondaries applying the prepare record the same ones.
+func (w *Writer) WritePreparedPreImages(txnRU *storage.RecoveryUnit, tc *opobserver.TxnCollector, slots []optime.OpTime, wall int64) error {
+	if tc == nil || len(tc.PreImages) == 0 {
+		return nil
+	}
+	groups := splitOps(tc.Ops)
+	if len(groups) != len(slots) {
+		return mongoerr.Newf(mongoerr.InternalError, "prepared transaction: %d entries for %d slots", len(groups), len(slots))
+	}
+	pre := tc.PreImages
+	first := 0
+	for i, g := range groups {
+		for len(pre) > 0 && pre[0].Op < first+len(g) {
+			p := pre[0]
+			if err := writePreImage(txnRU, w.cfg.Colls, p.UUID, slots[i].TS, int64(p.Op-first), wall, p.Doc); err != nil {
+				return err
+			}
+			pre = pre[1:]
+		}
+		first += len(g)
+	}
+	return nil
 }

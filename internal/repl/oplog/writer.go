@@ -142,6 +142,10 @@ func Open(ctx context.Context, cfg Config) (*Writer, error) {
 	if !ok {
 		return nil, fmt.Errorf("oplog: %s missing after creation", NS)
 	}
+	// Every member records the change stream pre-images of the writes it logs or applies.
+	if err := EnsurePreImagesCollection(ctx, e, cat); err != nil {
+		return nil, fmt.Errorf("oplog: create %s: %w", PreImagesNS, err)
+	}
 	e.SetOplogMaxSize(meta.Ident, cfg.MaxSizeBytes)
 	w := &Writer{cfg: cfg, ident: meta.Ident, uuid: meta.UUID}
 	top, err := w.topTimestamp()
@@ -307,17 +311,24 @@ type entry struct {
 // logEntries reserves one slot per entry and writes each entry at its slot's timestamp in
 // ru's unit. On return ru's current timestamp is the last entry's.
 func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]optime.OpTime, error) {
+	slots, _, err := w.logEntriesWall(ru, es)
+	return slots, err
+}
+
+// logEntriesWall is logEntries that also returns the entries' wall clock (milliseconds).
+// Inside a transaction it collects the operations and returns no slots.
+func (w *Writer) logEntriesWall(ru *storage.RecoveryUnit, es []entry) ([]optime.OpTime, int64, error) {
 	if !ru.InUnitOfWork() {
-		return nil, storage.ErrNotInUnit
+		return nil, 0, storage.ErrNotInUnit
 	}
 	term, err := w.slotTerm(es)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if tc := opobserver.Transaction(ru); tc != nil {
 		// Inside a multi-document transaction: the operations are logged together at
 		// commit (LogTransaction), so the data writes carry the commit's timestamp.
-		return nil, collectTxnOps(tc, es)
+		return nil, 0, collectTxnOps(tc, es)
 	}
 	var buf [1]optime.OpTime
 	// Registered before the slots: a rollback releases every slot already reserved, which
@@ -325,7 +336,7 @@ func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]optime.OpTi
 	ru.OnRollback(w.NotifyVisible)
 	slots, err := w.info.ReserveSlots(ru, term, len(es), buf[:0])
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	sess := opobserver.Session(ru)
 	wall := w.cfg.Now().UnixMilli()
@@ -334,12 +345,12 @@ func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]optime.OpTi
 		if len(es) > 1 {
 			// Re-select slot i (already in flight) for this entry's writes.
 			if err := ru.SetTimestamp(slots[i].TS); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
 		doc = appendEntry(doc[:0], &es[i], slots[i], wall, sess)
 		if err := w.put(ru, slots[i].TS, doc); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if sess != nil {
 			sess.PrevTS, sess.PrevTerm = slots[i].TS, slots[i].Term
@@ -352,7 +363,7 @@ func (w *Writer) logEntries(ru *storage.RecoveryUnit, es []entry) ([]optime.OpTi
 		w.noteOwnCommitted(last)
 		w.NotifyVisible()
 	})
-	return slots, nil
+	return slots, wall, nil
 }
 
 // Writable reports whether this node may log entries of its own now (true for a writer
@@ -497,8 +508,27 @@ func (w *Writer) OnUpdate(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID
 	if err != nil {
 		return err
 	}
-	_, err = w.logEntries(ru, []entry{{op: "u", ns: ns, ui: &uuid, o: o, o2: idDoc(args.ID), fromMigrate: args.FromMigrate}})
-	return err
+	slots, wall, err := w.logEntriesWall(ru, []entry{{op: "u", ns: ns, ui: &uuid, o: o, o2: idDoc(args.ID), fromMigrate: args.FromMigrate}})
+	if err != nil || !args.PreImage || args.FromMigrate {
+		return err
+	}
+	return w.recordPreImage(ru, uuid, slots, wall, args.Pre)
+}
+
+// recordPreImage records pre as the change stream pre-image of the entry just logged at
+// slots[0] (preimages.go), or, inside a transaction, of the operation just collected.
+func (w *Writer) recordPreImage(ru *storage.RecoveryUnit, uuid catalog.UUID, slots []optime.OpTime, wall int64, pre bsoncore.Document) error {
+	if len(slots) == 0 {
+		tc := opobserver.Transaction(ru)
+		if tc == nil || len(tc.Ops) == 0 {
+			return nil
+		}
+		// The transaction's unit may be reused after this statement: keep a copy.
+		tc.PreImages = append(tc.PreImages, opobserver.TxnPreImage{Op: len(tc.Ops) - 1, UUID: uuid,
+			Doc: append(bsoncore.Document(nil), pre...)})
+		return nil
+	}
+	return writePreImage(ru, w.cfg.Colls, uuid, slots[0].TS, 0, wall, pre)
 }
 
 // UpdateO returns an update entry's o for the change pre → post: {$v: 2, diff: ...}, or
@@ -520,17 +550,20 @@ func UpdateO(pre, post bsoncore.Document) (bsoncore.Document, error) {
 }
 
 // OnDelete logs a `d` entry with o: {_id}.
-func (w *Writer) OnDelete(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, id bsoncore.Value, _ bsoncore.Document, fromMigrate bool) error {
+func (w *Writer) OnDelete(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID, args *opobserver.OnDeleteArgs) error {
 	if !logged(ru, ns) {
 		return nil
 	}
 	if ns == TransactionsNS {
-		if err := w.checkNotPrepared(id); err != nil {
+		if err := w.checkNotPrepared(args.ID); err != nil {
 			return err
 		}
 	}
-	_, err := w.logEntries(ru, []entry{{op: "d", ns: ns, ui: &uuid, o: idDoc(id), fromMigrate: fromMigrate}})
-	return err
+	slots, wall, err := w.logEntriesWall(ru, []entry{{op: "d", ns: ns, ui: &uuid, o: idDoc(args.ID), fromMigrate: args.FromMigrate}})
+	if err != nil || !args.PreImage || args.FromMigrate {
+		return err
+	}
+	return w.recordPreImage(ru, uuid, slots, wall, args.Pre)
 }
 
 func (w *Writer) logCommand(ru *storage.RecoveryUnit, ns string, uuid *catalog.UUID, o, o2 bsoncore.Document) error {

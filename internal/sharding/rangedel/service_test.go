@@ -28,7 +28,8 @@ type recorder struct {
 	deletes map[string][]bool
 }
 
-func (r *recorder) OnDelete(_ *storage.RecoveryUnit, ns string, _ catalog.UUID, _ bsoncore.Value, _ bsoncore.Document, fromMigrate bool) error {
+func (r *recorder) OnDelete(_ *storage.RecoveryUnit, ns string, _ catalog.UUID, args *opobserver.OnDeleteArgs) error {
+	fromMigrate := args.FromMigrate
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.deletes[ns] = append(r.deletes[ns], fromMigrate)

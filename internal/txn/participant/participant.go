@@ -728,6 +728,10 @@ func (st *Stmt) prepare(ctx context.Context) (optime.OpTime, error) {
 	if err != nil {
 		return optime.OpTime{}, err
 	}
+	// The change stream pre-images belong to the prepared unit: visible at the commit.
+	if err := w.WritePreparedPreImages(t.res.RU, t.ops, ots, wall); err != nil {
+		return optime.OpTime{}, err
+	}
 	prep, start := ots[len(ots)-1], ots[0]
 	if err := t.res.RU.Prepare(prep.TS); err != nil {
 		return optime.OpTime{}, err
