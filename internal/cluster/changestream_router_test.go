@@ -27,39 +27,80 @@ type csrEvent struct {
 }
 
 // csrRead reads events from cs until one matches stop (included), or ctx ends.
-func csrRead(ctx context.Context, cs *mongo.ChangeStream, stop func(ev bson.M) bool) ([]csrEvent, error) {
+func csrRead(ctx context.Context, cs *mongo.ChangeStream, stop func(e csrEvent) bool) ([]csrEvent, error) {
 	var out []csrEvent
 	for cs.Next(ctx) {
-		var ev bson.M
-		if err := cs.Decode(&ev); err != nil {
-			return out, err
-		}
-		e := csrEvent{id: bson.Raw(append([]byte(nil), cs.Current.Lookup("_id").Document()...))}
-		e.data, _ = ev["_id"].(bson.M)["_data"].(string)
-		e.ct, _ = ev["clusterTime"].(bson.Timestamp)
-		if ns, ok := ev["ns"].(bson.M); ok {
-			e.ns = fmt.Sprintf("%v.%v", ns["db"], ns["coll"])
-		}
-		if dk, ok := ev["documentKey"].(bson.M); ok {
-			e.key = dk["_id"]
-			e.op = csEventOp(ev)
-		} else {
-			e.op = csOp(fmt.Sprint(ev["operationType"]))
+		ev := cs.Current
+		e := csrEvent{id: bson.Raw(append([]byte(nil), ev.Lookup("_id").Document()...))}
+		e.data, _ = ev.Lookup("_id", "_data").StringValueOK()
+		t, i, _ := ev.Lookup("clusterTime").TimestampOK()
+		e.ct = bson.Timestamp{T: t, I: i}
+		db, _ := ev.Lookup("ns", "db").StringValueOK()
+		coll, _ := ev.Lookup("ns", "coll").StringValueOK()
+		e.ns = db + "." + coll
+		op, _ := ev.Lookup("operationType").StringValueOK()
+		e.key = csrValue(ev.Lookup("documentKey", "_id"))
+		switch op {
+		case "update":
+			e.op = csOp(fmt.Sprintf("update:%v:%v", e.key, csrValue(ev.Lookup("updateDescription", "updatedFields", "u"))))
+		case "insert", "delete":
+			e.op = csOp(fmt.Sprintf("%s:%v", op, e.key))
+		default:
+			e.op = csOp(op)
 		}
 		out = append(out, e)
-		if stop(ev) {
+		if stop(e) {
 			return out, nil
 		}
 	}
 	return out, fmt.Errorf("stream ended after %d events: %w", len(out), cs.Err())
 }
 
-// csrIsEnd recognises the marker insert each phase ends with.
-func csrIsEnd(marker string) func(ev bson.M) bool {
-	return func(ev bson.M) bool {
-		dk, ok := ev["documentKey"].(bson.M)
-		return ok && ev["operationType"] == "insert" && dk["_id"] == marker
+// csrValue is an int or string value as the workload wrote it (nil otherwise).
+func csrValue(v bson.RawValue) any {
+	switch v.Type {
+	case bson.TypeInt32:
+		return int64(v.Int32())
+	case bson.TypeInt64:
+		return v.Int64()
+	case bson.TypeString:
+		return v.StringValue()
 	}
+	return nil
+}
+
+// csrMarkers are a phase's end markers, one in a chunk that stays on each shard: without
+// the router's cluster time gossiped to every shard (see checkOps), a shard's changes may
+// sort after another shard's later marker, so a reader waits for both.
+func csrMarkers(phase int) []any { return []any{-1000000 - phase, fmt.Sprintf("end%d", phase)} }
+
+// csrWriteEnd inserts a phase's end markers.
+func csrWriteEnd(ctx context.Context, coll *mongo.Collection, phase int) error {
+	for _, id := range csrMarkers(phase) {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: id}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// csrStop stops a reader once it has seen both of a phase's markers.
+func csrStop(phase int) func(e csrEvent) bool {
+	left := map[csOp]bool{}
+	for _, id := range csrMarkers(phase) {
+		left[csOp(fmt.Sprintf("insert:%v", id))] = true
+	}
+	return func(e csrEvent) bool {
+		delete(left, e.op)
+		return len(left) == 0
+	}
+}
+
+// csrMarker reports whether an event is an end marker's.
+func csrMarker(e csrEvent) bool {
+	k, ok := e.key.(int64)
+	_, str := e.key.(string)
+	return ok && k <= -1000000 || str
 }
 
 // csrCheckOrder checks the merge's order: clusterTime never goes back and the tokens
@@ -80,19 +121,10 @@ func csrCheckOrder(t *testing.T, what string, evs []csrEvent) {
 // from it).
 func csrShardsSeen(evs []csrEvent) (below, above int) {
 	for _, e := range evs {
-		switch k := e.key.(type) {
-		case int32:
-			if k < 0 {
-				below++
-			} else {
-				above++
-			}
-		case int64:
-			if k < 0 {
-				below++
-			} else {
-				above++
-			}
+		if k, ok := e.key.(int64); ok && k < 0 {
+			below++
+		} else if ok {
+			above++
 		}
 	}
 	return below, above
@@ -168,26 +200,34 @@ func TestChangeStreamThroughRouter(t *testing.T) {
 			}
 		}
 	}
-	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "end1"}}); err != nil {
+	if err := csrWriteEnd(ctx, coll, 1); err != nil {
 		t.Fatal(err)
 	}
-	evs, err := csrRead(ctx, collCS, csrIsEnd("end1"))
+	evs, err := csrRead(ctx, collCS, csrStop(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	csrCheckOrder(t, "collection stream", evs)
-	// One client writing in sequence: the router gossips each write's cluster time to the
-	// next shard, so the events come in the order the writes were acknowledged.
+	// Each change once, each shard's in the order they were acknowledged. (Not all of them
+	// in acknowledgement order: the router does not gossip its cluster time to the shards
+	// on every request, so a write on shard1 acknowledged after one on shard0 can get an
+	// earlier timestamp.)
 	checkOps := func(name string, evs []csrEvent) {
 		t.Helper()
-		var got []csOp
-		for _, e := range evs[:len(evs)-1] {
-			if e.ns == "csr.c" {
-				got = append(got, e.op)
+		var got [2][]string
+		for _, e := range evs {
+			if e.ns == "csr.c" && !csrMarker(e) {
+				got[csrSide(e.op)] = append(got[csrSide(e.op)], string(e.op))
 			}
 		}
-		if strings.Join(opStrings(got), " ") != strings.Join(opStrings(acked), " ") {
-			t.Fatalf("%s stream:\n got %v\nwant %v", name, got, acked)
+		var want [2][]string
+		for _, op := range acked {
+			want[csrSide(op)] = append(want[csrSide(op)], string(op))
+		}
+		for i := range got {
+			if strings.Join(got[i], " ") != strings.Join(want[i], " ") {
+				t.Fatalf("%s stream, shard%d's changes:\n got %v\nwant %v", name, i, got[i], want[i])
+			}
 		}
 		if below, above := csrShardsSeen(evs); below == 0 || above == 0 {
 			t.Fatalf("%s stream: %d events on shard0, %d on shard1", name, below, above)
@@ -195,7 +235,7 @@ func TestChangeStreamThroughRouter(t *testing.T) {
 	}
 	checkOps("collection", evs)
 	for name, cs := range map[string]*mongo.ChangeStream{"database": dbCS, "cluster": clusterCS} {
-		evs, err := csrRead(ctx, cs, csrIsEnd("end1"))
+		evs, err := csrRead(ctx, cs, csrStop(1))
 		if err != nil {
 			t.Fatalf("%s stream: %v", name, err)
 		}
@@ -209,13 +249,20 @@ func TestChangeStreamThroughRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rest, err := csrRead(ctx, resumed, csrIsEnd("end1"))
+	rest, err := csrRead(ctx, resumed, csrStop(1))
 	resumed.Close(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rest) != len(evs)-k-1 || rest[0].data != evs[k+1].data || rest[len(rest)-1].data != evs[len(evs)-1].data {
-		t.Fatalf("resumed after event %d of %d: %d events, from %s (want %s)", k, len(evs), len(rest), rest[0].op, evs[k+1].op)
+	tokens := func(evs []csrEvent) string {
+		var b strings.Builder
+		for _, e := range evs {
+			b.WriteString(string(e.op) + "@" + e.data + " ")
+		}
+		return b.String()
+	}
+	if got, want := tokens(rest), tokens(evs[k+1:]); got != want {
+		t.Fatalf("resumed after event %d of %d:\n got %s\nwant %s", k, len(evs), got, want)
 	}
 
 	// Phase 2: a chunk moving back and forth under a concurrent workload.
@@ -263,16 +310,19 @@ func TestChangeStreamThroughRouter(t *testing.T) {
 	}
 	stopWriter()
 	wg.Wait()
-	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "end2"}}); err != nil {
+	if err := csrWriteEnd(ctx, coll, 2); err != nil {
 		t.Fatal(err)
 	}
-	evs, err = csrRead(ctx, collCS, csrIsEnd("end2"))
+	evs, err = csrRead(ctx, collCS, csrStop(2))
 	if err != nil {
 		t.Fatal(err)
 	}
 	csrCheckOrder(t, "stream during migrations", evs)
 	seen := map[csOp]bool{}
-	for _, e := range evs[:len(evs)-1] {
+	for _, e := range evs {
+		if csrMarker(e) {
+			continue
+		}
 		if seen[e.op] {
 			t.Fatalf("event %s delivered twice", e.op)
 		}
@@ -280,7 +330,7 @@ func TestChangeStreamThroughRouter(t *testing.T) {
 	}
 	for _, op := range w.acked {
 		if !seen[op] {
-			t.Fatalf("acknowledged change %s missing from the stream (%d events, %d acknowledged)", op, len(evs)-1, len(w.acked))
+			t.Fatalf("acknowledged change %s missing from the stream (%d events, %d acknowledged)", op, len(evs), len(w.acked))
 		}
 		delete(seen, op)
 	}
@@ -292,10 +342,10 @@ func TestChangeStreamThroughRouter(t *testing.T) {
 	t.Logf("%d moves, %d acknowledged changes, %d uncertain", moves, len(w.acked), len(w.uncertain))
 }
 
-func opStrings(ops []csOp) []string {
-	out := make([]string, len(ops))
-	for i, o := range ops {
-		out[i] = string(o)
+// csrSide is the shard of phase 1's change: 0 for negative ids, 1 otherwise.
+func csrSide(op csOp) int {
+	if _, id, _ := strings.Cut(string(op), ":"); strings.HasPrefix(id, "-") {
+		return 0
 	}
-	return out
+	return 1
 }
