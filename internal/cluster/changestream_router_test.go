@@ -265,6 +265,59 @@ func TestChangeStreamThroughRouter(t *testing.T) {
 		t.Fatalf("resumed after event %d of %d:\n got %s\nwant %s", k, len(evs), got, want)
 	}
 
+	// startAtOperationTime as given: from the first event's time, the same events.
+	fromTime, err := coll.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetMaxAwaitTime(300*time.Millisecond).
+		SetStartAtOperationTime(&evs[0].ct))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := csrRead(ctx, fromTime, csrStop(1))
+	fromTime.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tokens(again), tokens(evs); got != want {
+		t.Fatalf("startAtOperationTime %v:\n got %s\nwant %s", evs[0].ct, got, want)
+	}
+	// The user's stages run on the router after the merge; one changing _id fails the
+	// stream with ChangeStreamFatalError.
+	deletes, err := coll.Watch(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "operationType", Value: bson.D{{Key: "$in", Value: bson.A{"delete", "insert"}}}}}}},
+		{{Key: "$project", Value: bson.D{{Key: "fullDocument", Value: 0}}}}}, options.ChangeStream().SetMaxAwaitTime(300*time.Millisecond).SetResumeAfter(evs[0].id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	filtered, err := csrRead(ctx, deletes, csrStop(1))
+	deletes.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range filtered {
+		if strings.HasPrefix(string(e.op), "update:") {
+			t.Fatalf("$match let %s through", e.op)
+		}
+	}
+	if len(filtered) == 0 || len(filtered) >= len(evs) {
+		t.Fatalf("$match kept %d of %d events", len(filtered), len(evs))
+	}
+	badID, err := coll.Watch(ctx, mongo.Pipeline{{{Key: "$set", Value: bson.D{{Key: "_id", Value: 1}}}}},
+		options.ChangeStream().SetMaxAwaitTime(300*time.Millisecond).SetStartAtOperationTime(&evs[0].ct))
+	if err == nil {
+		// The events may come in the first batch (the open fails) or a later one.
+		for badID.Next(ctx) {
+		}
+		err = badID.Err()
+		badID.Close(context.Background())
+	}
+	var ce mongo.ServerError
+	if !errors.As(err, &ce) || !ce.HasErrorCode(280) {
+		t.Fatalf("a pipeline changing _id: %v, want ChangeStreamFatalError (280)", err)
+	}
+	if err := admin.RunCommand(ctx, bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{
+		bson.D{{Key: "$changeStream", Value: bson.D{{Key: "allChangesForCluster", Value: true}, {Key: "showMigrationEvents", Value: true}}}}}},
+		{Key: "cursor", Value: bson.D{}}}).Err(); !errors.As(err, &ce) || !ce.HasErrorCode(31123) {
+		t.Fatalf("showMigrationEvents through the router: %v, want 31123", err)
+	}
+
 	// Phase 2: a chunk moving back and forth under a concurrent workload.
 	w := &csWriter{uncertain: map[csOp]bool{}}
 	wctx, stopWriter := context.WithCancel(ctx)
