@@ -22,8 +22,12 @@ package router
 // collection and every other namespace unsharded with the same primary shard. Otherwise they,
 // and everything after them, run in the router's merging part, reading the foreign side
 // through the router's routing (agg_lookup.go) and writing $out/$merge output to the
-// unsharded target's primary shard (agg_out.go); a sharded output is refused there. Change
-// streams are refused (CommandNotSupported).
+// unsharded target's primary shard (agg_out.go); a sharded output is refused there.
+//
+// A pipeline led by $changeStream does not split: it opens the stream on every shard and
+// merges the shards' streams in resume token order on the router, where the user's stages
+// after $changeStream run (agg_changestream.go). $changeStreamSplitLargeEvent is refused
+// (CommandNotSupported), and so is explain of a change stream.
 
 import (
 	"context"
