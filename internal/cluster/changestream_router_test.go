@@ -24,6 +24,7 @@ type csrEvent struct {
 	id   bson.Raw // the resume token
 	key  any      // documentKey._id
 	ns   string   // "db.coll"
+	full bson.Raw // fullDocument (nil when null or absent)
 }
 
 // csrRead reads events from cs until one matches stop (included), or ctx ends.
@@ -40,6 +41,9 @@ func csrRead(ctx context.Context, cs *mongo.ChangeStream, stop func(e csrEvent) 
 		e.ns = db + "." + coll
 		op, _ := ev.Lookup("operationType").StringValueOK()
 		e.key = csrValue(ev.Lookup("documentKey", "_id"))
+		if d, ok := ev.Lookup("fullDocument").DocumentOK(); ok {
+			e.full = append(bson.Raw(nil), d...)
+		}
 		switch op {
 		case "update":
 			e.op = csOp(fmt.Sprintf("update:%v:%v", e.key, csrValue(ev.Lookup("updateDescription", "updatedFields", "u"))))
@@ -160,6 +164,7 @@ func TestChangeStreamThroughRouter(t *testing.T) {
 	run(bson.D{{Key: "moveChunk", Value: "csr.c"}, {Key: "find", Value: bson.D{{Key: "_id", Value: 0}}}, {Key: "to", Value: s1}})
 	run(bson.D{{Key: "moveChunk", Value: "csr.c"}, {Key: "find", Value: bson.D{{Key: "_id", Value: 1000}}}, {Key: "to", Value: s1}})
 	coll := d.Client.Database("csr").Collection("c", options.Collection().SetWriteConcern(writeconcern.Majority()))
+	t0 := time.Now()
 	opts := options.ChangeStream().SetMaxAwaitTime(300 * time.Millisecond)
 
 	// Phase 1: the three kinds of stream over a sequential workload on both shards.
@@ -318,7 +323,15 @@ func TestChangeStreamThroughRouter(t *testing.T) {
 		t.Fatalf("showMigrationEvents through the router: %v, want 31123", err)
 	}
 
-	// Phase 2: a chunk moving back and forth under a concurrent workload.
+	t.Logf("phase 1 done at %v", time.Since(t0))
+	// Phase 2: a chunk moving back and forth under a concurrent workload. A second stream
+	// looks updated documents up through the router, wherever they are by then.
+	lookupCS, err := coll.Watch(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "operationType", Value: bson.D{{Key: "$ne", Value: "delete"}}}}}}},
+		options.ChangeStream().SetMaxAwaitTime(300*time.Millisecond).SetFullDocument(options.UpdateLookup))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lookupCS.Close(context.Background())
 	w := &csWriter{uncertain: map[csOp]bool{}}
 	wctx, stopWriter := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -342,7 +355,7 @@ func TestChangeStreamThroughRouter(t *testing.T) {
 		}
 	})
 	moves := 0
-	for to := s0; moves < 4 && ctx.Err() == nil; {
+	for to := s0; moves < 10 && ctx.Err() == nil; {
 		err := admin.RunCommand(ctx, bson.D{{Key: "moveChunk", Value: "csr.c"}, {Key: "find", Value: bson.D{{Key: "_id", Value: 0}}},
 			{Key: "to", Value: to}, {Key: "_waitForDelete", Value: true}}).Err()
 		if err != nil {
@@ -363,6 +376,7 @@ func TestChangeStreamThroughRouter(t *testing.T) {
 	}
 	stopWriter()
 	wg.Wait()
+	t.Logf("phase 2 workload and moves done at %v", time.Since(t0))
 	if err := csrWriteEnd(ctx, coll, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -387,12 +401,44 @@ func TestChangeStreamThroughRouter(t *testing.T) {
 		}
 		delete(seen, op)
 	}
+	seenDelete := map[any]bool{}
+	for _, e := range evs {
+		if strings.HasPrefix(string(e.op), "delete:") {
+			seenDelete[e.key] = true
+		}
+	}
 	for op := range seen {
 		if !w.uncertain[op] {
 			t.Fatalf("event %s was never written by the workload (a migration's own write?)", op)
 		}
 	}
-	t.Logf("%d moves, %d acknowledged changes, %d uncertain", moves, len(w.acked), len(w.uncertain))
+	// Each update's fullDocument is its document as of the lookup: the update's value, or
+	// null once deleted (every document is updated at most once).
+	t.Logf("phase 2 stream read at %v", time.Since(t0))
+	looked, err := csrRead(ctx, lookupCS, csrStop(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, e := range looked {
+		if !strings.HasPrefix(string(e.op), "update:") {
+			continue
+		}
+		if e.full == nil {
+			if !seenDelete[e.key] {
+				t.Fatalf("%s: fullDocument null, but the document was not deleted", e.op)
+			}
+			continue
+		}
+		found++
+		if got := fmt.Sprintf("update:%v:%v", csrValue(e.full.Lookup("_id")), csrValue(e.full.Lookup("u"))); got != string(e.op) {
+			t.Fatalf("%s: fullDocument %v", e.op, e.full)
+		}
+	}
+	if found == 0 {
+		t.Fatalf("no update looked up its document (%d events)", len(looked))
+	}
+	t.Logf("%d moves, %d acknowledged changes, %d uncertain; done at %v", moves, len(w.acked), len(w.uncertain), time.Since(t0))
 }
 
 // csrSide is the shard of phase 1's change: 0 for negative ids, 1 otherwise.

@@ -32,6 +32,11 @@ package router
 // Known deviations: shards added after a stream opened are not watched (MongoDB's
 // kNewShardDetected events from the config server's stream); explain is refused; the
 // shards' streams are opened unversioned, at the registry's shard list of the moment.
+//
+// fullDocument: updateLookup is served on the router, as mongos does: the shards send plain
+// update events and the router reads each update's document through its routing by
+// documentKey (majority), since after a migration the shard
+// that logged the update may no longer own the document.
 
 import (
 	"context"
@@ -177,6 +182,11 @@ func (r *csRequest) userPipeline(cmd bsoncore.Document) (*agg.Pipeline, error) {
 // stream stands at before its first event.
 func (r *csRequest) shardStage(clusterTime optime.Timestamp) (stage bsoncore.Document, resume string, start bsoncore.Document, err error) {
 	drop := map[string]bool{"$_generateV2ResumeTokens": true}
+	if r.spec.FullDocument == changestream.FullDocUpdateLookup {
+		// The router looks the documents up through its routing (csSource.lookup): the
+		// shard that logged an update may not own the document any more.
+		drop["fullDocument"] = true
+	}
 	var startAt optime.Timestamp
 	switch tok := r.spec.ResumeToken(); {
 	case tok != nil && !tok.IsHighWaterMark() && !tok.FromInvalidate:
@@ -267,6 +277,12 @@ func runChangeStream(ctx context.Context, c *Cluster, env *service.Env, cmd bson
 		return nil, changestream.ResumableError(err)
 	}
 	src := &csSource{resume: resume, pos: start, pipeline: pl, aggCtx: &agg.Context{}}
+	if r.spec.FullDocument == changestream.FullDocUpdateLookup {
+		collation, _ := cmd.Lookup("collation").DocumentOK()
+		src.lookup = func(ctx context.Context, ev bsoncore.Document) (bsoncore.Document, error) {
+			return csLookup(ctx, c, collation, ev)
+		}
+	}
 	for _, sc := range cursors {
 		q := &csQueue{shard: &csRemote{sc: sc}, open: sc.id != 0}
 		src.m.qs = append(src.m.qs, q)
@@ -451,6 +467,9 @@ type csSource struct {
 	unreadPos bsoncore.Document
 	pipeline  *agg.Pipeline
 	aggCtx    *agg.Context
+	// lookup returns an update event with its document's current version as fullDocument
+	// (fullDocument: updateLookup; nil otherwise).
+	lookup    func(ctx context.Context, ev bsoncore.Document) (bsoncore.Document, error)
 	batchSize int64 // the shards' getMore batchSize (0: their default)
 	// done: the stream returned its invalidate event (or nothing can come any more).
 	done bool
@@ -526,10 +545,21 @@ func (s *csSource) nextEvent(ctx context.Context) (bsoncore.Document, bool, erro
 		s.last = ev.data
 		prev := s.pos
 		s.pos = id
-		if t, _ := ev.doc.Lookup("operationType").StringValueOK(); t == "invalidate" {
+		doc := ev.doc
+		switch t, _ := doc.Lookup("operationType").StringValueOK(); {
+		case t == "invalidate":
 			s.done = true
+		case t == "update" && s.lookup != nil:
+			// Past the client's await time too: the event is taken off its queue already.
+			lctx, cancel := csDetach(ctx, csShardSlack)
+			var err error
+			doc, err = s.lookup(lctx, doc)
+			cancel()
+			if err != nil {
+				return nil, false, err
+			}
 		}
-		out, err := s.runPipeline(ctx, ev.doc)
+		out, err := s.runPipeline(ctx, doc)
 		if err != nil {
 			return nil, false, err
 		}
@@ -569,14 +599,8 @@ func (s *csSource) runPipeline(ctx context.Context, d bsoncore.Document) (bsonco
 // events; the shard answers by itself at its maxTimeMS. Cancellation (a killed operation or
 // a closed connection) does, and then the stream fails.
 func (s *csSource) fetch(ctx context.Context, idx []int, await time.Duration) error {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), await+csShardSlack)
+	sctx, cancel := csDetach(ctx, await+csShardSlack)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
-		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			cancel()
-		}
-	})
-	defer stop()
 	replies := make([]csReply, len(idx))
 	errs := make([]error, len(idx))
 	var wg sync.WaitGroup
@@ -603,6 +627,20 @@ func (s *csSource) fetch(ctx context.Context, idx []int, await time.Duration) er
 		first = context.Cause(ctx)
 	}
 	return first
+}
+
+// csDetach returns a context for the shard requests of a change stream getMore: without
+// the request's deadline (the client's await time, which must not cut a request whose reply
+// holds events), bounded by timeout instead, and cancelled when the request is (killOp, a
+// closed connection).
+func csDetach(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
+	return dctx, func() { stop(); cancel() }
 }
 
 // postBatchResumeToken is the token a client resumes from after what was returned: the
@@ -652,6 +690,40 @@ func (s *csSource) exhausted() bool { return s.done && s.unread == nil }
 
 // setBatchSize implements routerSource.
 func (s *csSource) setBatchSize(n int64) { s.batchSize = n }
+
+// csLookup returns an update event with fullDocument, the majority-committed version of its
+// document read through the router by documentKey (null when there is none), as mongos's
+// DocumentSourceLookupChangePostImage. Unlike mongos it sends no afterClusterTime: the
+// update is majority-committed on its shard already (streams read no further), a migration
+// carries it to a new owner before that owner serves the range, and a shard whose clock is
+// behind the event's time would wait for its next write (its periodic no-op) to answer.
+func csLookup(ctx context.Context, c *Cluster, collation bsoncore.Document, ev bsoncore.Document) (bsoncore.Document, error) {
+	db, _ := ev.Lookup("ns", "db").StringValueOK()
+	coll, _ := ev.Lookup("ns", "coll").StringValueOK()
+	key, ok := ev.Lookup("documentKey").DocumentOK()
+	if !ok || db == "" || coll == "" {
+		return nil, mongoerr.New(mongoerr.ChangeStreamFatalError, "an update event without ns or documentKey cannot look its document up")
+	}
+	rc := bsoncore.NewDocumentBuilder().AppendString("level", "majority").Build()
+	rr := &routerResolver{c: c, collation: collation, readConcern: rc}
+	src, _, err := rr.Query(ctx, db, coll, key)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	full := bsoncore.Value{Type: bsoncore.TypeNull}
+	d, found, err := src.Next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		full = bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: d}
+	}
+	out := append(make([]byte, 0, len(ev)+len(full.Data)+16), ev[:len(ev)-1]...)
+	out = bsoncore.AppendValueElement(out, "fullDocument", full)
+	out = append(out, 0)
+	return bsoncore.UpdateLength(out, 0, int32(len(out))), nil
+}
 
 // csRemote is a shard's change stream cursor.
 type csRemote struct{ sc *shardCursor }
