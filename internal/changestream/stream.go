@@ -199,10 +199,11 @@ func (s *Stream) finish(ctx context.Context, ev *event.Event) (bsoncore.Document
 			return nil, err
 		}
 	}
+	var preV, postV bsoncore.Value
 	if needPre {
 		switch {
 		case havePre:
-			d = appendField(d, "fullDocumentBeforeChange", bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: pre})
+			preV = bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: pre}
 		case sp.FullDocumentBeforeChange == FullDocRequired:
 			return nil, mongoerr.Newf(mongoerr.NoMatchingDocument,
 				"Change stream was configured to require a pre-image for all update, delete and replace events, but the pre-image was not found for event: %s",
@@ -216,7 +217,7 @@ func (s *Stream) finish(ctx context.Context, ev *event.Event) (bsoncore.Document
 			if err != nil {
 				return nil, err
 			}
-			d = appendField(d, "fullDocument", docOrNull(post))
+			postV = docOrNull(post)
 		case FullDocWhenAvailable, FullDocRequired:
 			var post bsoncore.Document
 			if havePre && s.cfg.PostImage != nil {
@@ -225,16 +226,18 @@ func (s *Stream) finish(ctx context.Context, ev *event.Event) (bsoncore.Document
 					return nil, err
 				}
 			}
-			switch {
-			case post != nil:
-				d = appendField(d, "fullDocument", docOrNull(post))
-			case sp.FullDocument == FullDocRequired:
+			if post == nil && sp.FullDocument == FullDocRequired {
 				return nil, mongoerr.Newf(mongoerr.NoMatchingDocument,
 					"Change stream was configured to require a post-image for all update events, but the post-image was not found for event: %s",
 					docString(ev.Doc))
-			default:
-				d = appendField(d, "fullDocument", bsoncore.Value{Type: bsoncore.TypeNull})
 			}
+			postV = docOrNull(post)
+		}
+	}
+	if preV.Type != 0 || postV.Type != 0 {
+		var err error
+		if d, err = event.AddImages(d, postV, preV); err != nil {
+			return nil, err
 		}
 	}
 	if s.cfg.Pipeline == nil {
@@ -318,25 +321,22 @@ func (s *Stream) scan(ctx context.Context) error {
 	if top < s.next {
 		return nil
 	}
-	fetch := func(ts optime.Timestamp) (*oplog.Entry, error) {
+	// A transaction's earlier entries (its applyOps chain, or the prepare of its commit) are
+	// older than the entry that completes it, so the same snapshot holds them.
+	read := func(ot optime.OpTime) (*oplog.Entry, error) {
 		fc, err := ru.NewCursor(s.cfg.OplogIdent, storage.CursorOptions{})
 		if err != nil {
 			return nil, err
 		}
 		defer fc.Close()
-		if !fc.Seek(recordid.Long(int64(ts)).Key()) {
-			if err := fc.Err(); err != nil {
-				return nil, err
-			}
-			return nil, mongoerr.Newf(mongoerr.ChangeStreamHistoryLost, "oplog entry %s of a transaction is gone", ts)
+		if !fc.Seek(recordid.Long(int64(ot.TS)).Key()) {
+			return nil, fc.Err()
 		}
-		if got, _ := keyTS(fc.Key()); got != ts {
-			return nil, mongoerr.Newf(mongoerr.ChangeStreamHistoryLost, "oplog entry %s of a transaction is gone", ts)
+		if got, err := keyTS(fc.Key()); err != nil || got != ot.TS {
+			return nil, err
 		}
 		return oplog.ParseEntry(bytes.Clone(fc.Value()))
 	}
-	opts := s.opts
-	opts.Fetch = fetch
 	n := 0
 	for ok := c.Seek(recordid.Long(int64(s.next)).Key()); ok; ok = c.Next() {
 		ts, err := keyTS(c.Key())
@@ -350,7 +350,15 @@ func (s *Stream) scan(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if s.pending, err = event.Transform(s.pending, e, &opts); err != nil {
+		if _, ok := event.NeedsTxnEntries(e); ok {
+			chain, err := event.ReadTxnChain(e, read)
+			if err != nil {
+				return err
+			}
+			if s.pending, err = event.TransformTxn(s.pending, e, chain, &s.opts); err != nil {
+				return err
+			}
+		} else if s.pending, err = event.Transform(s.pending, e, &s.opts); err != nil {
 			return err
 		}
 		s.next = ts + 1
@@ -371,17 +379,6 @@ func keyTS(k []byte) (optime.Timestamp, error) {
 		return 0, fmt.Errorf("change stream: oplog key: %w", err)
 	}
 	return optime.Timestamp(id.Int64()), nil
-}
-
-// appendField returns d with key: v appended (a new document).
-func appendField(d bsoncore.Document, key string, v bsoncore.Value) bsoncore.Document {
-	out := make([]byte, 0, len(d)+len(key)+len(v.Data)+2)
-	out = append(out, d[:len(d)-1]...)
-	out = bsoncore.AppendValueElement(out, key, v)
-	out = append(out, 0)
-	n := len(out)
-	out[0], out[1], out[2], out[3] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
-	return out
 }
 
 func docOrNull(d bsoncore.Document) bsoncore.Value {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,7 +31,30 @@ func nextEvent(t *testing.T, cs *mongo.ChangeStream) bson.M {
 	if err := cs.Decode(&ev); err != nil {
 		t.Fatal(err)
 	}
-	return ev
+	return csToM(ev).(bson.M)
+}
+
+// csToM turns the driver's nested bson.D into bson.M, so events compare as maps.
+func csToM(v any) any {
+	switch x := v.(type) {
+	case bson.D:
+		m := bson.M{}
+		for _, e := range x {
+			m[e.Key] = csToM(e.Value)
+		}
+		return m
+	case bson.M:
+		for k, e := range x {
+			x[k] = csToM(e)
+		}
+		return x
+	case bson.A:
+		for i, e := range x {
+			x[i] = csToM(e)
+		}
+		return x
+	}
+	return v
 }
 
 func wantEvent(t *testing.T, ev bson.M, op string, fields bson.M) {
@@ -38,8 +63,8 @@ func wantEvent(t *testing.T, ev bson.M, op string, fields bson.M) {
 		t.Fatalf("operationType %v, want %s: %v", ev["operationType"], op, ev)
 	}
 	for k, want := range fields {
-		if got := fmt.Sprint(ev[k]); got != fmt.Sprint(want) {
-			t.Fatalf("%s event: %s = %s, want %s (%v)", op, k, got, fmt.Sprint(want), ev)
+		if !reflect.DeepEqual(ev[k], csToM(want)) {
+			t.Fatalf("%s event: %s = %v, want %v (%v)", op, k, ev[k], want, ev)
 		}
 	}
 	if _, ok := ev["_id"].(bson.M)["_data"].(string); !ok {
@@ -86,7 +111,10 @@ func TestChangeStreamOnAReplicaSet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}})
+	// The padding keeps the update's diff smaller than the document: a diff larger than the
+	// new document is logged (and streamed) as a replacement, as MongoDB's update driver does.
+	pad := strings.Repeat("p", 200)
+	_, err = coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}, {Key: "pad", Value: pad}})
 	must(err)
 	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 2}}}, {Key: "$unset", Value: bson.D{{Key: "a", Value: ""}}}})
 	must(err)
@@ -106,7 +134,7 @@ func TestChangeStreamOnAReplicaSet(t *testing.T) {
 	must(err)
 
 	wantEvent(t, nextEvent(t, cs), "insert", bson.M{"documentKey": bson.M{"_id": int32(1)},
-		"fullDocument": bson.M{"_id": int32(1), "a": int32(1)}, "ns": bson.M{"db": "cs", "coll": "c"}})
+		"fullDocument": bson.M{"_id": int32(1), "a": int32(1), "pad": pad}, "ns": bson.M{"db": "cs", "coll": "c"}})
 	upd := nextEvent(t, cs)
 	wantEvent(t, upd, "update", bson.M{"documentKey": bson.M{"_id": int32(1)},
 		"updateDescription": bson.M{"updatedFields": bson.M{"b": int32(2)}, "removedFields": bson.A{"a"}, "truncatedArrays": bson.A{}}})
@@ -114,8 +142,8 @@ func TestChangeStreamOnAReplicaSet(t *testing.T) {
 	// nothing once the delete is in.
 	if fd, ok := upd["fullDocument"]; !ok {
 		t.Fatalf("update without fullDocument: %v", upd)
-	} else if fd != nil && fmt.Sprint(fd) != fmt.Sprint(bson.M{"_id": int32(1), "b": int32(2)}) &&
-		fmt.Sprint(fd) != fmt.Sprint(bson.M{"_id": int32(1), "c": int32(3)}) {
+	} else if fd != nil && !reflect.DeepEqual(fd, bson.M{"_id": int32(1), "b": int32(2), "pad": pad}) &&
+		!reflect.DeepEqual(fd, bson.M{"_id": int32(1), "c": int32(3)}) {
 		t.Fatalf("update's fullDocument %v", fd)
 	}
 	resumeAfterUpdate := cs.ResumeToken()
@@ -168,11 +196,11 @@ func TestChangeStreamOnAReplicaSet(t *testing.T) {
 	r.Close(ctx)
 	// resumeAfter an invalidate is refused.
 	_, err = coll.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(cs.ResumeToken()))
-	wantCode(t, err, mongoerr.InvalidResumeToken)
+	csWantCode(t, err, mongoerr.InvalidResumeToken)
 }
 
-// wantCode fails t unless err carries code.
-func wantCode(t *testing.T, err error, code mongoerr.Code) {
+// csWantCode fails t unless err carries code.
+func csWantCode(t *testing.T, err error, code mongoerr.Code) {
 	t.Helper()
 	var ce mongo.CommandError
 	if !errors.As(err, &ce) || ce.Code != int32(code) {
@@ -186,7 +214,7 @@ func TestChangeStreamErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, err := standalone.cl.Database("d").Collection("c").Watch(ctx, mongo.Pipeline{})
-	wantCode(t, err, mongoerr.Location40573)
+	csWantCode(t, err, mongoerr.Location40573)
 
 	ts, rc := startMember(t, t.TempDir(), 0)
 	defer rc.Close()
@@ -196,7 +224,12 @@ func TestChangeStreamErrors(t *testing.T) {
 		return db.RunCommand(ctx, bson.D{{Key: "aggregate", Value: coll}, {Key: "pipeline", Value: pipeline},
 			{Key: "cursor", Value: bson.D{}}}).Err()
 	}
-	cs := func(spec bson.D) bson.D { return bson.D{{Key: "$changeStream", Value: spec}} }
+	cs := func(spec bson.D) bson.D {
+		if spec == nil {
+			spec = bson.D{}
+		}
+		return bson.D{{Key: "$changeStream", Value: spec}}
+	}
 	for _, tc := range []struct {
 		what string
 		err  error
@@ -235,7 +268,7 @@ func TestChangeStreamErrors(t *testing.T) {
 	}
 	for s.Next(ctx) {
 	}
-	wantCode(t, s.Err(), mongoerr.ChangeStreamFatalError)
+	csWantCode(t, s.Err(), mongoerr.ChangeStreamFatalError)
 }
 
 // TestChangeStreamPeriodicNoop: on an idle set the periodic no-op writer moves the

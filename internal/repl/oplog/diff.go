@@ -138,7 +138,10 @@ func diffArray(pre, post bsoncore.Array) (bsoncore.Document, error) {
 	}
 	start, out := bsoncore.AppendDocumentStart(nil)
 	out = bsoncore.AppendBooleanElement(out, "a", true)
-	if len(pv) != len(nv) {
+	// l (the new length) only when the array shrinks, as MongoDB's differ: elements added at
+	// the end are u<n> entries, which grow the array when applied. Change streams report l as
+	// a truncation (truncatedArrays), so growth must not carry it.
+	if len(nv) < len(pv) {
 		out = bsoncore.AppendInt32Element(out, "l", int32(len(nv)))
 	}
 	for i, v := range nv {

@@ -80,3 +80,33 @@ func TestApplyDiffBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestArrayDiffLengthOnlyWhenShrinking: the array diff carries l only for a shorter array
+// (MongoDB's differ; change streams report l as truncatedArrays); growth is u<n> entries.
+func TestArrayDiffLengthOnlyWhenShrinking(t *testing.T) {
+	arr := func(vs ...int32) bsoncore.Document {
+		var vals []bsoncore.Value
+		for _, v := range vs {
+			vals = append(vals, bsoncore.Value{Type: bsoncore.TypeInt32, Data: bsoncore.AppendInt32(nil, v)})
+		}
+		return bsoncore.NewDocumentBuilder().AppendArray("a", bsoncore.BuildArray(nil, vals...)).Build()
+	}
+	for _, tc := range []struct {
+		pre, post bsoncore.Document
+		want      string
+	}{
+		{arr(1, 2, 3, 4, 5, 6), arr(1, 2, 3, 4, 5, 6, 7), `{"sa": {"a": true,"u6": {"$numberInt":"7"}}}`},
+		{arr(1, 2, 3, 4, 5, 6, 7), arr(1, 2, 3, 4, 5, 6), `{"sa": {"a": true,"l": {"$numberInt":"6"}}}`},
+	} {
+		diff, err := DiffDocuments(tc.pre, tc.post)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := diff.String(); got != tc.want {
+			t.Errorf("diff(%v, %v) = %s, want %s", tc.pre, tc.post, got, tc.want)
+		}
+		if got, err := ApplyDiff(tc.pre, diff); err != nil || !bytes.Equal(got, tc.post) {
+			t.Errorf("apply = %v, %v; want %v", got, err, tc.post)
+		}
+	}
+}
