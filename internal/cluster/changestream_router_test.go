@@ -27,8 +27,11 @@ type csrEvent struct {
 	full bson.Raw // fullDocument (nil when null or absent)
 }
 
-// csrRead reads events from cs until one matches stop (included), or ctx ends.
+// csrRead reads events from cs until one matches stop (included), or ctx ends, or 30 s
+// pass (every phase's events come within seconds).
 func csrRead(ctx context.Context, cs *mongo.ChangeStream, stop func(e csrEvent) bool) ([]csrEvent, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	var out []csrEvent
 	for cs.Next(ctx) {
 		ev := cs.Current
@@ -166,6 +169,16 @@ func TestChangeStreamThroughRouter(t *testing.T) {
 	coll := d.Client.Database("csr").Collection("c", options.Collection().SetWriteConcern(writeconcern.Majority()))
 	t0 := time.Now()
 	opts := options.ChangeStream().SetMaxAwaitTime(300 * time.Millisecond)
+
+	// A client gossips a cluster time a minute ahead of the shards' clocks: the streams
+	// start at the router's time, so the router must pass it to every shard when it opens
+	// them, or the writes below would land before the start and be missed.
+	ahead := bson.Timestamp{T: uint32(time.Now().Unix()) + 60, I: 1}
+	if r := rawCommand(t, d.Routers[0].Addr(), bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"},
+		{Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: ahead},
+			{Key: "signature", Value: bson.D{{Key: "hash", Value: bson.Binary{Data: make([]byte, 20)}}, {Key: "keyId", Value: int64(0)}}}}}}); r.Lookup("ok").Double() != 1 {
+		t.Fatalf("ping with $clusterTime: %v", r)
+	}
 
 	// Phase 1: the three kinds of stream over a sequential workload on both shards.
 	collCS, err := coll.Watch(ctx, mongo.Pipeline{}, opts)

@@ -53,6 +53,7 @@ import (
 	"humongo/internal/mongoerr"
 	"humongo/internal/optime"
 	"humongo/internal/service"
+	"humongo/internal/vclock"
 )
 
 // csAwaitDefault is how long a change stream getMore waits without maxTimeMS (mongod's and
@@ -251,7 +252,8 @@ func runChangeStream(ctx context.Context, c *Cluster, env *service.Env, cmd bson
 	if len(all) == 0 {
 		return nil, mongoerr.New(mongoerr.ShardNotFound, "no shards found")
 	}
-	stage, resume, start, err := r.shardStage(env.State.Concern.Clock.ClusterTime())
+	now := env.State.Concern.Clock.ClusterTime()
+	stage, resume, start, err := r.shardStage(now)
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +269,11 @@ func runChangeStream(ctx context.Context, c *Cluster, env *service.Env, cmd bson
 		shardCmd.AppendValue("collation", v)
 	}
 	sc := shardCmd.Build()
+	// The router's cluster time goes to every shard with the stream's opening (the shard
+	// takes the highest $clusterTime it is sent; the driver gossips only what this shard's
+	// client has seen): a shard whose clock lags would otherwise log a write acknowledged
+	// after the stream opened below its start, and the stream would miss it.
+	sc = withClusterTime(sc, now)
 	shards := make([]string, len(all))
 	cmds := make(map[string]bsoncore.Document, len(all))
 	for i, s := range all {
@@ -284,7 +291,7 @@ func runChangeStream(ctx context.Context, c *Cluster, env *service.Env, cmd bson
 		}
 	}
 	for _, sc := range cursors {
-		q := &csQueue{shard: &csRemote{sc: sc}, open: sc.id != 0}
+		q := &csQueue{shard: &csRemote{sc: sc, clock: env.State.Concern.Clock.ClusterTime}, open: sc.id != 0}
 		src.m.qs = append(src.m.qs, q)
 		first := sc.buf
 		sc.buf = nil
@@ -725,8 +732,26 @@ func csLookup(ctx context.Context, c *Cluster, collation bsoncore.Document, ev b
 	return bsoncore.UpdateLength(out, 0, int32(len(out))), nil
 }
 
+// withClusterTime returns cmd with $clusterTime ct appended (cmd itself when ct is null).
+func withClusterTime(cmd bsoncore.Document, ct optime.Timestamp) bsoncore.Document {
+	if ct == 0 {
+		return cmd
+	}
+	out := append(make([]byte, 0, len(cmd)+64), cmd[:len(cmd)-1]...)
+	out = vclock.AppendClusterTime(out, ct)
+	out = append(out, 0)
+	return bsoncore.UpdateLength(out, 0, int32(len(out)))
+}
+
 // csRemote is a shard's change stream cursor.
-type csRemote struct{ sc *shardCursor }
+type csRemote struct {
+	sc *shardCursor
+	// clock is the router's cluster time, gossiped with every getMore: a shard whose clock
+	// lags behind the other shards' events then logs its next no-op past them, and its
+	// postBatchResumeToken releases them within a no-op interval (its no-ops alone would
+	// advance it one increment at a time while its wall clock is behind).
+	clock func() optime.Timestamp
+}
 
 // more implements csShard: a getMore with maxTimeMS await (the shard's await time).
 func (r *csRemote) more(ctx context.Context, batchSize int64, await time.Duration) (csReply, error) {
@@ -738,9 +763,13 @@ func (r *csRemote) more(ctx context.Context, batchSize int64, await time.Duratio
 		b.AppendInt64("batchSize", batchSize)
 	}
 	b.AppendInt64("maxTimeMS", max(await.Milliseconds(), 1))
+	cmd := b.Build()
+	if r.clock != nil {
+		cmd = withClusterTime(cmd, r.clock())
+	}
 	// The deadline is the router's (the shard's maxTimeMS plus slack): the driver must not
 	// turn it into another maxTimeMS.
-	reply, err := r.sc.run(noDeadline{ctx}, r.sc.db, b.Build())
+	reply, err := r.sc.run(noDeadline{ctx}, r.sc.db, cmd)
 	if err != nil {
 		return csReply{}, err
 	}
