@@ -452,6 +452,24 @@ func TestChangeStreamThroughRouter(t *testing.T) {
 		t.Fatalf("no update looked up its document (%d events)", len(looked))
 	}
 	t.Logf("%d moves, %d acknowledged changes, %d uncertain; done at %v", moves, len(w.acked), len(w.uncertain), time.Since(t0))
+
+	// Dropping the collection invalidates the stream on each shard: the router returns one
+	// invalidate, last, and closes the cursor.
+	if err := coll.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tail, err := csrRead(ctx, collCS, func(e csrEvent) bool { return e.op == "invalidate" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range tail[:len(tail)-1] {
+		if e.op != "drop" {
+			t.Fatalf("after the drop: %s before the invalidate", e.op)
+		}
+	}
+	if collCS.Next(ctx) || collCS.Err() != nil || collCS.ID() != 0 {
+		t.Fatalf("the stream goes on after its invalidate: %v, id %d", collCS.Err(), collCS.ID())
+	}
 }
 
 // csrSide is the shard of phase 1's change: 0 for negative ids, 1 otherwise.
