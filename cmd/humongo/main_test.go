@@ -132,6 +132,16 @@ func TestPlanLayouts(t *testing.T) {
 	if got, want := strings.Join(ps[0].Args, " "), strings.Join(o.extra, " "); !strings.HasSuffix(got, " "+want) {
 		t.Errorf("shard args %q, want them to end with %q", got, want)
 	}
+	// Shard and config members write their no-op every second (change streams through the
+	// router), unless the flags after "--" say otherwise; routers do not get it.
+	for _, p := range ps[:2] {
+		if !strings.Contains(strings.Join(p.Args, " "), "--setParameter periodicNoopIntervalSecs=1 --setParameter enableTestCommands=1") {
+			t.Errorf("%s args %q lack periodicNoopIntervalSecs=1", p.Name, p.Args)
+		}
+	}
+	if o2, _ := parseUpFlags([]string{"--shards", "1", "--", "--setParameter=periodicNoopIntervalSecs=5"}, &bytes.Buffer{}); strings.Contains(strings.Join(plan(o2, "/d")[0].Args, " "), "periodicNoopIntervalSecs=1") {
+		t.Errorf("a periodicNoopIntervalSecs after -- must replace the default: %q", plan(o2, "/d")[0].Args)
+	}
 	r := ps[len(ps)-1]
 	if got, want := strings.Join(r.Args[4:], " "), "--configdb configRS/127.0.0.1:40001 --setParameter enableTestCommands=1 --setParameter logLevel=2"; got != want {
 		t.Errorf("router args %q, want %q", got, want)

@@ -198,6 +198,13 @@ func plan(o *upOptions, dir string) []Process {
 			p.Args = append(p.Args, "--configdb", configDB)
 		}
 		if bin == "humongod" {
+			if (role == "shard" || role == "config") && !setsParameter(o.extra, "periodicNoopIntervalSecs") {
+				// An idle shard's no-op every second moves its change streams' resume point,
+				// so a stream through the router, which holds an event until every shard has
+				// passed it, returns events within about a second (MongoDB's default, 10 s,
+				// is made for production clusters; a flag after "--" overrides this one).
+				p.Args = append(p.Args, "--setParameter", "periodicNoopIntervalSecs=1")
+			}
 			p.Args = append(p.Args, o.extra...)
 		} else {
 			p.Args = append(p.Args, routerArgs(o.extra)...)
@@ -266,6 +273,24 @@ func routerArgs(extra []string) []string {
 		}
 	}
 	return out
+}
+
+// setsParameter reports whether the humongod flags extra set the server parameter name.
+func setsParameter(extra []string, name string) bool {
+	for i := 0; i < len(extra); i++ {
+		flag, val, ok := strings.Cut(strings.TrimLeft(extra[i], "-"), "=")
+		if !strings.HasPrefix(extra[i], "-") || flag != "setParameter" {
+			continue
+		}
+		if !ok && i+1 < len(extra) {
+			i++
+			val = extra[i]
+		}
+		if k, _, _ := strings.Cut(val, "="); k == name {
+			return true
+		}
+	}
+	return false
 }
 
 // configSetName is the config server replica set's name in a sharded deployment.

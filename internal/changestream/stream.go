@@ -156,8 +156,7 @@ func (s *Stream) Next(ctx context.Context) (bsoncore.Document, bool, error) {
 			}
 			if s.mustFind {
 				id, _ := resumetoken.Make(tok)
-				return nil, false, mongoerr.Newf(mongoerr.ChangeStreamFatalError,
-					"cannot resume stream; the resume token was not found. %s", docString(id))
+				return nil, false, ResumeTokenNotFound(id)
 			}
 			s.resume = nil
 		}
@@ -253,11 +252,8 @@ func (s *Stream) finish(ctx context.Context, ev *event.Event) (bsoncore.Document
 	if err != nil || !ok {
 		return nil, err
 	}
-	if !bytes.Equal(r.Lookup("_id").Data, d.Lookup("_id").Data) || r.Lookup("_id").Type != bsoncore.TypeEmbeddedDocument {
-		return nil, mongoerr.New(mongoerr.ChangeStreamFatalError,
-			"Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. "+
-				"Modifying the _id field of an event makes it impossible to resume the stream from that point. "+
-				"Only transformations that retain the unmodified _id field are allowed.")
+	if err := CheckUnmodifiedID(d, r); err != nil {
+		return nil, err
 	}
 	return bytes.Clone(r), nil
 }

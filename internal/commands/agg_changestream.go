@@ -232,25 +232,7 @@ func csGetMore(ctx context.Context, env *service.Env, c *cursor.Cursor, src *csS
 
 // csError labels a change stream's error as drivers expect: resumable for the errors a new
 // stream on another member can get past (MongoDB's isResumableChangeStreamError).
-func csError(err error) error {
-	e, ok := mongoerr.As(err)
-	if !ok {
-		return err
-	}
-	switch c := e.Code; {
-	case mongoerr.IsRetriableError(c), c == mongoerr.StaleShardVersion, c == mongoerr.StaleEpoch,
-		c == mongoerr.StaleConfig, c == mongoerr.FailedToSatisfyReadPreference, c == mongoerr.RetryChangeStream:
-		for _, l := range e.Labels {
-			if l == mongoerr.LabelResumableChangeStream {
-				return err
-			}
-		}
-		cp := *e
-		cp.Labels = append(append([]string(nil), e.Labels...), mongoerr.LabelResumableChangeStream)
-		return &cp
-	}
-	return err
-}
+func csError(err error) error { return changestream.ResumableError(err) }
 
 // csLookup reads the current, majority-committed version of an update's document by its
 // documentKey (fullDocument: updateLookup); nil when it is gone or its collection is not the

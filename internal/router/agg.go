@@ -22,8 +22,12 @@ package router
 // collection and every other namespace unsharded with the same primary shard. Otherwise they,
 // and everything after them, run in the router's merging part, reading the foreign side
 // through the router's routing (agg_lookup.go) and writing $out/$merge output to the
-// unsharded target's primary shard (agg_out.go); a sharded output is refused there. Change
-// streams are refused (CommandNotSupported).
+// unsharded target's primary shard (agg_out.go); a sharded output is refused there.
+//
+// A pipeline led by $changeStream does not split: it opens the stream on every shard and
+// merges the shards' streams in resume token order on the router, where the user's stages
+// after $changeStream run (agg_changestream.go). $changeStreamSplitLargeEvent is refused
+// (CommandNotSupported), and so is explain of a change stream.
 
 import (
 	"context"
@@ -41,8 +45,9 @@ import (
 	"humongo/internal/sharding/catalogcache"
 )
 
-// refusedStages are change streams, which the router does not merge yet.
-var refusedStages = map[string]bool{"$changeStream": true, "$changeStreamSplitLargeEvent": true}
+// refusedStages are the stages the router does not run ($changeStreamSplitLargeEvent: large
+// events are not split).
+var refusedStages = map[string]bool{"$changeStreamSplitLargeEvent": true}
 
 // shardStreamingStages run on the shards before the split point.
 var shardStreamingStages = map[string]bool{"$match": true, "$project": true, "$addFields": true, "$set": true,
@@ -75,12 +80,19 @@ func stageDoc(name string, v any) bsoncore.Document {
 	return b
 }
 
-// checkStages refuses the stages the router cannot run, also inside $facet.
+// checkStages refuses the stages the router cannot run, also inside $facet. A pipeline led
+// by $changeStream never gets here but through explain (agg_changestream.go serves it).
 func checkStages(stages []bsoncore.Document) error {
-	for _, st := range stages {
+	for i, st := range stages {
 		name, v := stageName(st)
 		if refusedStages[name] {
 			return mongoerr.Newf(mongoerr.CommandNotSupported, "%s is not supported through humongos yet", name)
+		}
+		if name == "$changeStream" {
+			if i == 0 {
+				return mongoerr.New(mongoerr.CommandNotSupported, "explain of a $changeStream is not supported by humongos yet")
+			}
+			return mongoerr.New(mongoerr.Location40602, "$changeStream is only valid as the first stage in a pipeline")
 		}
 		if name == "$facet" {
 			if d, ok := v.DocumentOK(); ok {
@@ -377,6 +389,9 @@ func runAggregate(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 	}
 	if isDataDistribution(cmd) {
 		return runDataDistribution(ctx, c, env, cmd)
+	}
+	if isChangeStreamCmd(cmd) {
+		return runChangeStream(ctx, c, env, cmd)
 	}
 	req, err := parseAggregate(env, cmd, false)
 	if err != nil {

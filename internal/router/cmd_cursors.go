@@ -57,8 +57,30 @@ func runGetMore(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 		return nil, mongoerr.Newf(mongoerr.Unauthorized,
 			"Requested getMore on namespace '%s', but cursor belongs to a different namespace %s", ns, c.NS)
 	}
+	if src, ok := c.Source.(*csSource); ok {
+		// A change stream's getMore: maxTimeMS is its await time.
+		var n int64
+		if hasBatch {
+			n = batch
+		}
+		b, err := csGetMore(ctx, c, src, count, n)
+		if err == nil && c.Killed() {
+			err = mongoerr.Newf(mongoerr.CursorKilled, "cursor id %d was killed", id)
+		}
+		if err != nil {
+			m.Unpin(c, true)
+			return nil, err
+		}
+		done, pbrt := src.exhausted(), src.postBatchResumeToken()
+		m.Unpin(c, done)
+		env.State.Counters.DocsReturned.Add(int64(b.Len()))
+		if done {
+			id = 0
+		}
+		return cursor.AppendReply(b, id, c.NS, cursor.ReplyOptions{BatchBeforeID: true, PostBatchResumeToken: pbrt}), nil
+	}
 	if cmd.Lookup("maxTimeMS").Type != 0 {
-		// Router cursors are never tailable here (ClusterFind::runGetMore).
+		// Only change stream router cursors are tailable (ClusterFind::runGetMore).
 		m.Unpin(c, false)
 		return nil, mongoerr.New(mongoerr.BadValue, "maxTimeMS can only be used with getMore for tailable, awaitData cursors")
 	}

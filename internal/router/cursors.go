@@ -148,6 +148,9 @@ type shardCursor struct {
 	id       int64  // 0 once the shard exhausted it
 	buf      []bsoncore.Document
 	keys     [][]byte // sort keys of buf (sorted merges only)
+	// pbrt is the postBatchResumeToken of the shard's first reply (change streams; nil
+	// otherwise).
+	pbrt bsoncore.Document
 }
 
 // parseCursorReply reads {cursor: {id, ns, firstBatch|nextBatch}}.
@@ -174,6 +177,13 @@ func parseCursorReply(reply bsoncore.Document) (id int64, ns string, docs []bson
 		docs = append(docs, d)
 	}
 	return id, ns, docs, nil
+}
+
+// shardPBRT reads the postBatchResumeToken of a shard's cursor reply (nil without one).
+func shardPBRT(reply bsoncore.Document) bsoncore.Document {
+	cur, _ := reply.Lookup("cursor").DocumentOK()
+	d, _ := cur.Lookup("postBatchResumeToken").DocumentOK()
+	return d
 }
 
 // fetch runs one getMore on the shard's cursor.

@@ -36,6 +36,18 @@
 // $shardedDataDistribution on admin reports each sharded collection's data per shard
 // (agg_datadistribution.go): mongosh's getShardDistribution() and sh.status() read them.
 //
+// Change streams (agg_changestream.go; MongoDB's mongos change streams): an aggregate led by
+// $changeStream on a collection, a database (aggregate: 1) or the cluster
+// (allChangesForCluster on admin) opens the stream on every shard in the registry, each
+// starting at the router's cluster time plus one increment (or at the client's resume
+// point) with v2 resume tokens, and merges them on `_id._data` in a tailable awaitData
+// router cursor: an event is returned only once every shard with nothing buffered has a
+// postBatchResumeToken past it, a getMore's maxTimeMS is its await time (the starved shards
+// are asked concurrently), every reply carries the merged postBatchResumeToken, the user's
+// stages run on the router, an invalidate ends the stream, and errors carry the
+// ResumableChangeStreamError label where a driver may resume. Not yet: shards added after the
+// stream opened, updateLookup through the router's routing, explain.
+//
 // Writes and DDL are routed (spec: sharding.md "Routing", "Databases"): insert, update and
 // delete statement by statement with per-shard batches, ordered rounds, stale retries and
 // merged replies (write_batch.go, write_target.go; single updates and deletes without shard

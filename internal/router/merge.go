@@ -181,7 +181,7 @@ func openCursors(ctx context.Context, c *Cluster, db string, shards []string, cm
 			return
 		}
 		sc.db, sc.coll = splitNS(ns)
-		sc.buf = docs
+		sc.buf, sc.pbrt = docs, shardPBRT(reply)
 	}
 	fanOut(shards, open)
 	var first error
