@@ -313,3 +313,41 @@ func TestChangeStreamPeriodicNoop(t *testing.T) {
 		}
 	}
 }
+
+// TestChangeStreamPreAndPostImages: on a collection with changeStreamPreAndPostImages, a
+// stream with fullDocumentBeforeChange and fullDocument "required" gets the document before
+// and after each update, and the document before a delete.
+func TestChangeStreamPreAndPostImages(t *testing.T) {
+	ts, rc := startMember(t, t.TempDir(), 0)
+	defer rc.Close()
+	defer ts.close(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := ts.cl.Database("img")
+	if err := db.CreateCollection(ctx, "c", options.CreateCollection().SetChangeStreamPreAndPostImages(bson.D{{Key: "enabled", Value: true}})); err != nil {
+		t.Fatal(err)
+	}
+	coll := db.Collection("c")
+	cs, err := coll.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().
+		SetFullDocument(options.Required).SetFullDocumentBeforeChange(options.Required))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	pad := strings.Repeat("p", 200)
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "n", Value: 1}, {Key: "pad", Value: pad}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	wantEvent(t, nextEvent(t, cs), "insert", nil)
+	wantEvent(t, nextEvent(t, cs), "update", bson.M{
+		"fullDocumentBeforeChange": bson.M{"_id": int32(1), "n": int32(1), "pad": pad},
+		"fullDocument":             bson.M{"_id": int32(1), "n": int32(2), "pad": pad}})
+	wantEvent(t, nextEvent(t, cs), "delete", bson.M{
+		"fullDocumentBeforeChange": bson.M{"_id": int32(1), "n": int32(2), "pad": pad}})
+}
