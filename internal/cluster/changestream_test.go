@@ -77,6 +77,24 @@ func (w *csWriter) run(ctx context.Context, cl *mongo.Client, coll *mongo.Collec
 	}
 }
 
+// csMap turns the driver's nested bson.D into bson.M.
+func csMap(v any) any {
+	switch x := v.(type) {
+	case bson.D:
+		m := bson.M{}
+		for _, e := range x {
+			m[e.Key] = csMap(e.Value)
+		}
+		return m
+	case bson.M:
+		for k, e := range x {
+			x[k] = csMap(e)
+		}
+		return x
+	}
+	return v
+}
+
 // csEventOp names an event as csWriter names its changes.
 func csEventOp(ev bson.M) csOp {
 	id := fmt.Sprint(ev["documentKey"].(bson.M)["_id"])
@@ -122,6 +140,7 @@ func TestChangeStreamAcrossFailovers(t *testing.T) {
 				consumed <- err
 				return
 			}
+			ev = csMap(ev).(bson.M)
 			events = append(events, ev)
 			if ev["operationType"] == "insert" && ev["documentKey"].(bson.M)["_id"] == "end" {
 				consumed <- nil
