@@ -2,6 +2,11 @@
 // Issue 15: db.coll.watch() with tryNext() sees an insert and an update (updateLookup), and a
 // stream resumed with startAfter its first event's token sees the update first; db.watch()
 // sees the same insert.
+function eq(got, want, what) {
+  const g = EJSON.stringify(got), w = EJSON.stringify(want);
+  if (g !== w) throw new Error(`${what || 'value'}: got ${g}, want ${w}`);
+}
+
 const d = db.getSiblingDB('e2e_mongosh_cs');
 d.dropDatabase();
 const c = d.items;
@@ -17,22 +22,22 @@ function nextEvent(cs) {
 
 const cs = c.watch([], { fullDocument: 'updateLookup' });
 const dbcs = d.watch();
-assert.eq(cs.tryNext(), null);
+eq(cs.tryNext(), null);
 c.insertOne({ _id: 1, n: 'one' });
 c.updateOne({ _id: 1 }, { $set: { n: 'uno' } });
 const ins = nextEvent(cs);
-assert.eq(ins.operationType, 'insert');
-assert.eq(ins.fullDocument, { _id: 1, n: 'one' });
+eq(ins.operationType, 'insert');
+eq(ins.fullDocument, { _id: 1, n: 'one' });
 const upd = nextEvent(cs);
-assert.eq(upd.operationType, 'update');
-assert.eq(upd.updateDescription.updatedFields, { n: 'uno' });
-assert.eq(upd.fullDocument, { _id: 1, n: 'uno' });
+eq(upd.operationType, 'update');
+eq(upd.updateDescription.updatedFields, { n: 'uno' });
+eq(upd.fullDocument, { _id: 1, n: 'uno' });
 const again = c.watch([], { startAfter: ins._id });
-assert.eq(nextEvent(again).operationType, 'update');
+eq(nextEvent(again).operationType, 'update');
 again.close();
 const dins = nextEvent(dbcs);
-assert.eq(dins.operationType, 'insert');
-assert.eq(dins.ns, { db: 'e2e_mongosh_cs', coll: 'items' });
+eq(dins.operationType, 'insert');
+eq(dins.ns, { db: 'e2e_mongosh_cs', coll: 'items' });
 cs.close();
 dbcs.close();
 d.dropDatabase();
