@@ -154,9 +154,21 @@ func TestFindBatchingAcrossGetMore(t *testing.T) {
 func TestFindKillCursorsAndErrors(t *testing.T) {
 	e := findStart(t)
 	e.seq("test.c", 20)
-	r := e.must(bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 2}})
+	// One explicit session for the find and the wrong-namespace getMore: the driver's pool
+	// may hand two implicit commands different sessions, and the session check (50738)
+	// comes before the namespace check.
+	sess, err := e.cl.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.EndSession(context.Background())
+	sctx := mongo.NewSessionContext(context.Background(), sess)
+	r, err := e.cl.Database("test").RunCommand(sctx, bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 2}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, id := batchLen(r, "firstBatch")
-	_, err := e.run(bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "other"}})
+	err = e.cl.Database("test").RunCommand(sctx, bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "other"}}).Err()
 	findCode(t, err, 13)
 	r = e.must(bson.D{{Key: "killCursors", Value: "c"}, {Key: "cursors", Value: bson.A{id, int64(12345)}}})
 	killed, _ := r.Lookup("cursorsKilled").Array().Values()
