@@ -247,9 +247,7 @@ func TestChangeStreamErrors(t *testing.T) {
 		{"local", ts.cl.Database("local").RunCommand(ctx, bson.D{{Key: "aggregate", Value: "c"},
 			{Key: "pipeline", Value: bson.A{cs(nil)}}, {Key: "cursor", Value: bson.D{}}}).Err(), mongoerr.InvalidNamespace},
 		{"system collection", agg("system.js", cs(nil)), mongoerr.InvalidNamespace},
-		{"bad token", agg("c", cs(bson.D{{Key: "resumeAfter", Value: bson.D{{Key: "_data", Value: "zz"}}}})), 0},
-		{"two resume options", agg("c", cs(bson.D{{Key: "startAtOperationTime", Value: bson.Timestamp{T: 1, I: 1}},
-			{Key: "startAfter", Value: bson.D{{Key: "_data", Value: "8263A1B2C3000000012B0229296E04"}}}})), 0},
+		{"bad token", agg("c", cs(bson.D{{Key: "resumeAfter", Value: bson.D{{Key: "_data", Value: "zz"}}}})), mongoerr.FailedToParse},
 		{"history lost", agg("c", cs(bson.D{{Key: "startAtOperationTime", Value: bson.Timestamp{T: 1, I: 1}}})), mongoerr.ChangeStreamHistoryLost},
 	} {
 		var ce mongo.CommandError
@@ -257,6 +255,17 @@ func TestChangeStreamErrors(t *testing.T) {
 			t.Errorf("%s: got %v, want code %d", tc.what, tc.err, tc.code)
 		}
 	}
+	// Two resume options, with a real token (a new stream's postBatchResumeToken): 40674, and
+	// resumeAfter with startAfter: 50865.
+	probe, err := db.Collection("c").Watch(ctx, mongo.Pipeline{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := probe.ResumeToken()
+	probe.Close(ctx)
+	csWantCode(t, agg("c", cs(bson.D{{Key: "startAtOperationTime", Value: bson.Timestamp{T: 1, I: 1}},
+		{Key: "startAfter", Value: tok}})), mongoerr.Location40674)
+	csWantCode(t, agg("c", cs(bson.D{{Key: "resumeAfter", Value: tok}, {Key: "startAfter", Value: tok}})), mongoerr.Location50865)
 	// A pipeline that removes _id fails the stream at its first event with 280.
 	s, err := db.Collection("c").Watch(ctx, mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}}}}})
 	if err != nil {
