@@ -462,7 +462,17 @@ func TestChangeStreamThroughRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	delivered := map[csOp]bool{}
+	for _, e := range evs {
+		delivered[e.op] = true
+	}
 	for _, e := range tail[:len(tail)-1] {
+		// A change whose acknowledgement was lost may commit after the markers: it may come
+		// now, once.
+		if w.uncertain[e.op] && !delivered[e.op] {
+			delivered[e.op] = true
+			continue
+		}
 		if e.op != "drop" {
 			t.Fatalf("after the drop: %s before the invalidate", e.op)
 		}
