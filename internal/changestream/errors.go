@@ -20,16 +20,24 @@ func ResumableError(err error) error {
 	switch c := e.Code; {
 	case mongoerr.IsRetriableError(c), c == mongoerr.StaleShardVersion, c == mongoerr.StaleEpoch,
 		c == mongoerr.StaleConfig, c == mongoerr.FailedToSatisfyReadPreference, c == mongoerr.RetryChangeStream:
-		for _, l := range e.Labels {
-			if l == mongoerr.LabelResumableChangeStream {
-				return err
-			}
-		}
-		cp := *e
-		cp.Labels = append(append([]string(nil), e.Labels...), mongoerr.LabelResumableChangeStream)
-		return &cp
+		return withLabel(e, mongoerr.LabelResumableChangeStream)
+	case c == mongoerr.ChangeStreamFatalError, c == mongoerr.ChangeStreamHistoryLost:
+		// MongoDB's NonResumableChangeStreamError category (error_labels.cpp).
+		return withLabel(e, mongoerr.LabelNonResumableChangeStream)
 	}
 	return err
+}
+
+// withLabel returns e with label added, once.
+func withLabel(e *mongoerr.Error, label string) error {
+	for _, l := range e.Labels {
+		if l == label {
+			return e
+		}
+	}
+	cp := *e
+	cp.Labels = append(append([]string(nil), e.Labels...), label)
+	return &cp
 }
 
 // CheckUnmodifiedID fails with ChangeStreamFatalError when the user's pipeline changed an

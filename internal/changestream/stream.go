@@ -208,6 +208,8 @@ func (s *Stream) finish(ctx context.Context, ev *event.Event) (bsoncore.Document
 			return nil, mongoerr.Newf(mongoerr.NoMatchingDocument,
 				"Change stream was configured to require a pre-image for all update, delete and replace events, but the pre-image was not found for event: %s",
 				docString(ev.Doc))
+		default: // whenAvailable: null, as MongoDB's AddPreImage stage
+			preV = bsoncore.Value{Type: bsoncore.TypeNull}
 		}
 	}
 	if ev.NeedsPostImage {

@@ -54,10 +54,12 @@ func (o Options) driverOptions(uri string) *options.ClientOptions {
 	if o.HeartbeatInterval > 0 {
 		opts.SetHeartbeatInterval(o.HeartbeatInterval)
 	}
+	// Every internal client is a member's: its handshake says so (vclock.MemberDriverName),
+	// as MongoDB's internalClient field does, which the driver cannot send. The remote server
+	// then spares it from failCommand meant for drivers and from API version checks.
+	opts.SetDriverInfo(&options.DriverInfo{Name: vclock.MemberDriverName})
 	if o.Clock != nil {
-		// A sharded-cluster member's client: its handshake says so (vclock.MemberDriverName),
-		// as MongoDB's internalClient field does, which the driver cannot send.
-		opts.SetMonitor(o.monitor()).SetDriverInfo(&options.DriverInfo{Name: vclock.MemberDriverName})
+		opts.SetMonitor(o.monitor())
 	}
 	return opts
 }

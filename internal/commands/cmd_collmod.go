@@ -164,10 +164,11 @@ func runCollMod(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 			}
 			reply = r
 		}
-		if dryRun || (len(changes) == 0 && ixReq == nil) {
+		if dryRun {
 			return nil
 		}
-		// Logged as given: {collMod: coll, <option changes>, index: {...}}.
+		// Logged as given: {collMod: coll, <option changes>, index: {...}}; a collMod that
+		// changes nothing is logged too, as MongoDB does (change streams see a modify).
 		return db.Observer().OnCollMod(op.RU, ns, m.UUID, doc(func(b []byte) []byte {
 			b = bsoncore.AppendStringElement(b, "collMod", m.Coll())
 			for _, e := range changes {

@@ -77,7 +77,10 @@ func runGetMore(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 		m.Unpin(c, false)
 		return nil, mongoerr.New(mongoerr.BadValue, "cannot set maxTimeMS on getMore command for a non-awaitData cursor")
 	}
-	if data, on := failGetMoreAfterCursorCheckout.Evaluate(nil); on {
+	if data, on := failGetMoreAfterCursorCheckout.Evaluate(func(data bsoncore.Document) bool {
+		// As MongoDB: failCommand's client rules (a secondary's oplog fetcher is spared).
+		return service.FailPointTargets(data, env.Conn)
+	}); on {
 		// As getmore_cmd.cpp: the error (InternalError without errorCode) is raised with the
 		// cursor pinned, which kills it.
 		code, ok := lookup(data, "errorCode").AsInt64OK()

@@ -392,7 +392,7 @@ func writeApplyOne(ctx context.Context, op *operation.Context, coll *index.Colle
 	if err := validCheckDoc(op, coll, newDoc, cur, bypass); err != nil {
 		return err
 	}
-	if err := coll.UpdateDocument(op.RU, rid, cur, newDoc); err != nil {
+	if err := coll.UpdateDocumentAs(op.RU, rid, cur, newDoc, upd.kind()); err != nil {
 		return err
 	}
 	res.nModified++

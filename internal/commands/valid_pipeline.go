@@ -18,6 +18,7 @@ import (
 
 	"humongo/internal/agg"
 	"humongo/internal/bsonutil"
+	"humongo/internal/index"
 	"humongo/internal/mongoerr"
 	"humongo/internal/query/expr"
 	"humongo/internal/query/update"
@@ -33,6 +34,18 @@ type writeModifier struct {
 
 // isReplacement reports a replacement-style update (not allowed with multi).
 func (m *writeModifier) isReplacement() bool { return m.upd != nil && m.upd.IsReplacement() }
+
+// kind is how the oplog logs the update (index.UpdateKind): a replacement as the new
+// document, an operator update along its paths, a pipeline update as a plain diff.
+func (m *writeModifier) kind() index.UpdateKind {
+	switch {
+	case m.upd == nil:
+		return index.UpdateKind{}
+	case m.upd.IsReplacement():
+		return index.UpdateKind{Replacement: true}
+	}
+	return index.UpdateKind{Paths: m.upd.Paths()}
+}
 
 // apply computes the new version of d. matchedIdx resolves the positional operator; isInsert
 // is set for an upsert's seed document. changed is false when the result equals d.

@@ -362,6 +362,19 @@ func covers(im *catalog.IndexMeta, masks []uint64) bool {
 // UpdateDocument replaces the document stored under rid (oldDoc) with newDoc, updating only
 // the index keys that changed.
 func (c *Collection) UpdateDocument(ru *storage.RecoveryUnit, rid recordid.ID, oldDoc, newDoc bsoncore.Document) error {
+	return c.UpdateDocumentAs(ru, rid, oldDoc, newDoc, UpdateKind{})
+}
+
+// UpdateKind says how a user's update is logged (opobserver.OnUpdateArgs): a replacement,
+// or an operator update with the paths its operators named. The zero value is an internal
+// write.
+type UpdateKind struct {
+	Replacement bool
+	Paths       []string
+}
+
+// UpdateDocumentAs is UpdateDocument for an update of kind k.
+func (c *Collection) UpdateDocumentAs(ru *storage.RecoveryUnit, rid recordid.ID, oldDoc, newDoc bsoncore.Document, k UpdateKind) error {
 	st, err := c.current()
 	if err != nil {
 		return err
@@ -370,7 +383,8 @@ func (c *Collection) UpdateDocument(ru *storage.RecoveryUnit, rid recordid.ID, o
 		return err
 	}
 	if obs := c.observer(); !isNoOp(obs) {
-		args := opobserver.OnUpdateArgs{Pre: oldDoc, Post: newDoc, ID: newDoc.Lookup("_id"), PreImage: st.meta.PreAndPostImages}
+		args := opobserver.OnUpdateArgs{Pre: oldDoc, Post: newDoc, ID: newDoc.Lookup("_id"), PreImage: st.meta.PreAndPostImages,
+			Replacement: k.Replacement, Paths: k.Paths}
 		if err := obs.OnUpdate(ru, st.meta.NS, c.uuid, &args); err != nil {
 			return err
 		}

@@ -58,6 +58,13 @@ type OnUpdateArgs struct {
 	// PreImage asks for Pre to be recorded as the change stream pre-image of the entry (the
 	// collection has changeStreamPreAndPostImages enabled; never set with FromMigrate).
 	PreImage bool
+	// Replacement marks a user's replacement-style update: it is logged as the post image,
+	// which change streams report as a replace.
+	Replacement bool
+	// Paths are the paths a user's operator update named (update.Update.Paths): its diff
+	// follows them whatever the sizes (oplog.DiffUpdate), so it stays an update event. Nil
+	// for other writes, whose diff gives way to the post image when larger.
+	Paths []string
 }
 
 // OnDeleteArgs describe one document delete.

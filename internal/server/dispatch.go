@@ -504,33 +504,10 @@ func (s *Server) evalFailCommand(ctx context.Context, env *service.Env, c *servi
 	return nil, nil, nil
 }
 
-// failCommandApplies is failCommand's predicate: the command is listed in failCommands, the
-// appName matches (when given), and internal clients are spared unless failInternalCommands.
+// failCommandApplies is failCommand's predicate (service.FailCommandApplies) for command c
+// under the name it was called by.
 func failCommandApplies(data bsoncore.Document, env *service.Env, c *service.Command, name string) bool {
-	if env.Conn.IsInternal() && !truthy(data, "failInternalCommands") {
-		return false
-	}
-	if v, err := data.LookupErr("appName"); err == nil {
-		if app, ok := v.StringValueOK(); !ok || app != env.Conn.AppName() {
-			return false
-		}
-	}
-	v, err := data.LookupErr("failCommands")
-	if err != nil {
-		return false
-	}
-	arr, ok := v.ArrayOK()
-	if !ok {
-		return false
-	}
-	vals, _ := arr.Values()
-	names := append([]string{c.Name}, c.Aliases...)
-	for _, x := range vals {
-		if str, ok := x.StringValueOK(); ok && (str == name || slices.Contains(names, str)) {
-			return true
-		}
-	}
-	return false
+	return service.FailCommandApplies(data, env.Conn, append([]string{name, c.Name}, c.Aliases...)...)
 }
 
 func truthy(d bsoncore.Document, key string) bool {

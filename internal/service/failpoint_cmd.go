@@ -6,6 +6,7 @@ package service
 import (
 	"context"
 	"math"
+	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -136,4 +137,40 @@ func fpInt(field string, v bsoncore.Value) (int64, error) {
 	}
 	return 0, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field 'mode.%s' is the wrong type '%s', expected types '[long, int, decimal, double']",
 		field, bsonutil.TypeName(v.Type))
+}
+
+// FailCommandApplies is MongoDB's shouldActivateFailCommandFailPoint: the fail point's
+// failCommands lists one of names, its appName (when given) is the connection's, and internal
+// clients (other members) are spared unless failInternalCommands, so a test's fail point
+// meant for a driver does not fail a secondary's oplog fetcher.
+func FailCommandApplies(data bsoncore.Document, conn *Conn, names ...string) bool {
+	if !FailPointTargets(data, conn) {
+		return false
+	}
+	arr, ok := data.Lookup("failCommands").ArrayOK()
+	if !ok {
+		return false
+	}
+	vals, _ := arr.Values()
+	for _, x := range vals {
+		if str, ok := x.StringValueOK(); ok && slices.Contains(names, str) {
+			return true
+		}
+	}
+	return false
+}
+
+// FailPointTargets is the client half of FailCommandApplies: the appName matches and the
+// client is not internal unless failInternalCommands. Fail points that name their command
+// themselves (failGetMoreAfterCursorCheckout) use it alone.
+func FailPointTargets(data bsoncore.Document, conn *Conn) bool {
+	if conn != nil && conn.IsInternal() && !Truthy(data.Lookup("failInternalCommands")) {
+		return false
+	}
+	if v, err := data.LookupErr("appName"); err == nil {
+		if app, ok := v.StringValueOK(); !ok || conn == nil || app != conn.AppName() {
+			return false
+		}
+	}
+	return true
 }

@@ -227,6 +227,7 @@ type builder struct {
 	renameTo    bsoncore.Document // rename's to: {db, coll}
 	updateDiff  bsoncore.Document // update: o.diff
 	stateBefore bsoncore.Document // modify
+	view        bool              // a view's event (describeView): no collectionUUID
 }
 
 // describe fills in the event op makes for the stream; false when it makes none.
@@ -234,6 +235,9 @@ func (b *builder) describe() (bool, error) {
 	op, o := b.op, b.o
 	switch op.op {
 	case "i", "u", "d":
+		if db, ok := strings.CutSuffix(op.ns, ".system.views"); ok && o.Scope.Kind != ScopeCollection {
+			return b.describeView(db)
+		}
 		if !o.nsMatches(op.ns) {
 			return false, nil
 		}
@@ -248,6 +252,41 @@ func (b *builder) describe() (bool, error) {
 		return b.describeNoop()
 	}
 	return false, nil
+}
+
+// describeView turns a write to <db>.system.views (a view's definition, _id its namespace)
+// into the DDL event of the view, for expanded database and cluster streams, as MongoDB's
+// ChangeStreamViewDefinitionEventTransformation: an insert is a create, an update (logged
+// as a replacement) a modify, both with the definition as operationDescription, a delete a
+// drop.
+func (b *builder) describeView(db string) (bool, error) {
+	op, o := b.op, b.o
+	if !o.ShowExpandedEvents || !o.cmdDBMatches(db) {
+		return false, nil
+	}
+	view, ok := op.o.Lookup("_id").StringValueOK()
+	if !ok {
+		return false, nil
+	}
+	vdb, vcoll := catalog.SplitNS(view)
+	if vdb != db || !o.collMatches(vcoll) {
+		return false, nil
+	}
+	b.db, b.coll, b.view = vdb, vcoll, true
+	switch op.op {
+	case "i":
+		b.opType = OpCreate
+		b.opDesc = without(op.o, "_id")
+	case "u":
+		if _, err := op.o.LookupErr("_id"); err != nil {
+			return false, nil // not a replacement: no definition to report
+		}
+		b.opType = OpModify
+		b.opDesc = without(op.o, "_id")
+	case "d":
+		b.opType = OpDrop
+	}
+	return true, nil
 }
 
 func (b *builder) describeCRUD() error {
@@ -551,7 +590,7 @@ func (b *builder) build() (Event, error) {
 	}
 	d = bsoncore.AppendStringElement(d, "operationType", b.opType)
 	d = bsoncore.AppendTimestampElement(d, "clusterTime", c.ts.Secs(), c.ts.Inc())
-	if o.ShowExpandedEvents && ev.HasUUID {
+	if o.ShowExpandedEvents && ev.HasUUID && !b.view {
 		d = bsoncore.AppendBinaryElement(d, "collectionUUID", 4, ev.UUID[:])
 	}
 	d = bsoncore.AppendValueElement(d, "wallTime", c.wall)

@@ -901,3 +901,34 @@ func wrappedPull(arg bsoncore.Value) (elemMatch, error) {
 
 // itoa is strconv.Itoa; kept short for the array-key hot path.
 func itoa(dst []byte, i int) []byte { return strconv.AppendInt(dst, int64(i), 10) }
+
+// Paths returns the paths the update's operators name, as written ("a.b", "arr.$[x].c"; nil
+// for a replacement). The oplog writer logs a changed field whole when an operator named it
+// and as a sub-diff when operators named paths below it, as MongoDB's update log builder
+// does, so change streams report {$set: {"a.b": 1}} as updatedFields {"a.b": 1}.
+func (u *Update) Paths() []string {
+	if u.root == nil {
+		return nil
+	}
+	var out []string
+	var walk func(n *node)
+	walk = func(n *node) {
+		if n.leaf != nil {
+			out = append(out, n.leaf.path)
+		}
+		for _, c := range n.fields {
+			walk(c.n)
+		}
+		if n.positional != nil {
+			walk(n.positional)
+		}
+		if n.all != nil {
+			walk(n.all)
+		}
+		for _, f := range n.filtered {
+			walk(f.n)
+		}
+	}
+	walk(u.root)
+	return out
+}

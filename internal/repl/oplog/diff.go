@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
@@ -32,10 +33,57 @@ var errDupField = errors.New("oplog: duplicate field name")
 
 // DiffDocuments returns the $v:2 object diff turning pre into post.
 func DiffDocuments(pre, post bsoncore.Document) (bsoncore.Document, error) {
-	return diffObject(pre, post)
+	return diffObject(pre, post, guide{})
 }
 
-func diffObject(pre, post bsoncore.Document) (bsoncore.Document, error) {
+// DiffUpdate is DiffDocuments for an update whose operators named paths (update.Paths): a
+// changed field an operator named is logged whole (an array that only grew as its appended
+// elements, as $push), one with named paths below it as a sub-diff, whatever their sizes,
+// as MongoDB's update log builder logs them. Change streams derive updatedFields from it.
+func DiffUpdate(pre, post bsoncore.Document, paths []string) (bsoncore.Document, error) {
+	return diffObject(pre, post, guide{on: true, paths: paths})
+}
+
+// guide carries the operators' paths below the document being diffed (on: a guided diff).
+type guide struct {
+	on    bool
+	paths []string
+}
+
+// below returns the guide for field name: whole when an operator named the field itself,
+// and the paths below it (a "$" component, positional or filtered, matches any name).
+func (g guide) below(name string) (sub guide, whole bool) {
+	sub.on = true
+	for _, p := range g.paths {
+		first, rest, deeper := strings.Cut(p, ".")
+		if first != name && !strings.HasPrefix(first, "$") {
+			continue
+		}
+		if !deeper {
+			whole = true
+			continue
+		}
+		sub.paths = append(sub.paths, rest)
+	}
+	return sub, whole
+}
+
+// appended reports whether array post is array pre with elements added at its end.
+func appended(pre, post bsoncore.Array) bool {
+	pv, err1 := pre.Values()
+	nv, err2 := post.Values()
+	if err1 != nil || err2 != nil || len(nv) <= len(pv) {
+		return false
+	}
+	for i, v := range pv {
+		if v.Type != nv[i].Type || !bytes.Equal(v.Data, nv[i].Data) {
+			return false
+		}
+	}
+	return true
+}
+
+func diffObject(pre, post bsoncore.Document, g guide) (bsoncore.Document, error) {
 	preEls, err := pre.Elements()
 	if err != nil {
 		return nil, err
@@ -84,17 +132,11 @@ func diffObject(pre, post bsoncore.Document) (bsoncore.Document, error) {
 		if ov.Type == nv.Type && bytes.Equal(ov.Data, nv.Data) {
 			continue
 		}
-		var sd bsoncore.Document
-		switch {
-		case ov.Type == bsoncore.TypeEmbeddedDocument && nv.Type == bsoncore.TypeEmbeddedDocument:
-			sd, err = diffObject(ov.Data, nv.Data)
-		case ov.Type == bsoncore.TypeArray && nv.Type == bsoncore.TypeArray:
-			sd, err = diffArray(ov.Data, nv.Data)
-		}
-		if err != nil && !errors.Is(err, errDupField) {
+		sd, err := diffValue(ov, nv, g, k)
+		if err != nil {
 			return nil, err
 		}
-		if sd != nil && err == nil && len(sd) < len(nv.Data) {
+		if sd != nil {
 			sub = bsoncore.AppendDocumentElement(sub, "s"+k, sd)
 			continue
 		}
@@ -127,7 +169,45 @@ func appendSubDoc(dst []byte, key string, elems []byte) []byte {
 	return dst
 }
 
-func diffArray(pre, post bsoncore.Array) (bsoncore.Document, error) {
+// diffValue returns the sub-diff for the changed field name (ov → nv), or nil to log nv whole:
+// unguided, when both are objects or arrays and the sub-diff is smaller than nv; guided, as
+// DiffUpdate says.
+func diffValue(ov, nv bsoncore.Value, g guide, name string) (bsoncore.Document, error) {
+	objs := ov.Type == bsoncore.TypeEmbeddedDocument && nv.Type == bsoncore.TypeEmbeddedDocument
+	arrs := ov.Type == bsoncore.TypeArray && nv.Type == bsoncore.TypeArray
+	if !objs && !arrs {
+		return nil, nil
+	}
+	sg := guide{}
+	if g.on {
+		var whole bool
+		sg, whole = g.below(name)
+		switch {
+		case whole && arrs && appended(ov.Data, nv.Data):
+			sg = guide{} // the appended elements, as u<i> entries
+		case whole || len(sg.paths) == 0:
+			return nil, nil
+		}
+	}
+	var sd bsoncore.Document
+	var err error
+	if objs {
+		sd, err = diffObject(ov.Data, nv.Data, sg)
+	} else {
+		sd, err = diffArray(ov.Data, nv.Data, sg)
+	}
+	switch {
+	case errors.Is(err, errDupField):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case g.on || len(sd) < len(nv.Data):
+		return sd, nil
+	}
+	return nil, nil
+}
+
+func diffArray(pre, post bsoncore.Array, g guide) (bsoncore.Document, error) {
 	pv, err := pre.Values()
 	if err != nil {
 		return nil, err
@@ -151,18 +231,11 @@ func diffArray(pre, post bsoncore.Array) (bsoncore.Document, error) {
 			if o.Type == v.Type && bytes.Equal(o.Data, v.Data) {
 				continue
 			}
-			var sd bsoncore.Document
-			var err error
-			switch {
-			case o.Type == bsoncore.TypeEmbeddedDocument && v.Type == bsoncore.TypeEmbeddedDocument:
-				sd, err = diffObject(o.Data, v.Data)
-			case o.Type == bsoncore.TypeArray && v.Type == bsoncore.TypeArray:
-				sd, err = diffArray(o.Data, v.Data)
-			}
-			if err != nil && !errors.Is(err, errDupField) {
+			sd, err := diffValue(o, v, g, idx)
+			if err != nil {
 				return nil, err
 			}
-			if sd != nil && err == nil && len(sd) < len(v.Data) {
+			if sd != nil {
 				out = bsoncore.AppendDocumentElement(out, "s"+idx, sd)
 				continue
 			}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
@@ -109,4 +110,51 @@ func TestArrayDiffLengthOnlyWhenShrinking(t *testing.T) {
 			t.Errorf("apply = %v, %v; want %v", got, err, tc.post)
 		}
 	}
+}
+
+// TestDiffUpdateFollowsPaths: an operator update's diff follows the paths it named, as
+// MongoDB's update log builder, whatever the sizes: {$set: {"a.1": 2}} is a sub-diff of a,
+// {$set: {a: ...}} replaces a, a $push is its appended elements.
+func TestDiffUpdateFollowsPaths(t *testing.T) {
+	j := func(s string) bsoncore.Document {
+		var d bsoncore.Document
+		if err := bsonUnmarshalExtJSON(s, &d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	for _, tc := range []struct {
+		pre, post string
+		paths     []string
+		want      string
+	}{
+		{`{"_id": 1, "a": {"1": 1}}`, `{"_id": 1, "a": {"1": 2}}`, []string{"a.1"}, `{"sa": {"u": {"1": {"$numberInt":"2"}}}}`},
+		{`{"_id": 1, "a": {"1": 1}}`, `{"_id": 1, "a": {"1": 2}}`, []string{"a"}, `{"u": {"a": {"1": {"$numberInt":"2"}}}}`},
+		{`{"_id": 1, "a": [{"1": 1}]}`, `{"_id": 1, "a": [{"1": 2}]}`, []string{"a.0.1"}, `{"sa": {"a": true,"s0": {"u": {"1": {"$numberInt":"2"}}}}}`},
+		{`{"_id": 1, "a": [{"b": 1}, {"b": 1}]}`, `{"_id": 1, "a": [{"b": 1}, {"b": 2}]}`, []string{"a.$[x].b"}, `{"sa": {"a": true,"s1": {"u": {"b": {"$numberInt":"2"}}}}}`},
+		{`{"_id": 1, "a": [1]}`, `{"_id": 1, "a": [1, 2]}`, []string{"a"}, `{"sa": {"a": true,"u1": {"$numberInt":"2"}}}`},
+		{`{"_id": 1, "a": [1, 2]}`, `{"_id": 1, "a": [2]}`, []string{"a"}, `{"u": {"a": [{"$numberInt":"2"}]}}`},
+	} {
+		pre, post := j(tc.pre), j(tc.post)
+		diff, err := DiffUpdate(pre, post, tc.paths)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := diff.String(); got != tc.want {
+			t.Errorf("DiffUpdate(%s, %s, %v) = %s, want %s", tc.pre, tc.post, tc.paths, got, tc.want)
+		}
+		if got, err := ApplyDiff(pre, diff); err != nil || !bytes.Equal(got, post) {
+			t.Errorf("apply = %v, %v; want %v", got, err, post)
+		}
+	}
+}
+
+func bsonUnmarshalExtJSON(s string, d *bsoncore.Document) error {
+	var m bson.D
+	if err := bson.UnmarshalExtJSON([]byte(s), false, &m); err != nil {
+		return err
+	}
+	b, err := bson.Marshal(m)
+	*d = b
+	return err
 }

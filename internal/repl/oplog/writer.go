@@ -504,7 +504,7 @@ func (w *Writer) OnUpdate(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID
 			return err
 		}
 	}
-	o, err := UpdateO(args.Pre, args.Post)
+	o, err := updateO(args)
 	if err != nil {
 		return err
 	}
@@ -531,6 +531,34 @@ func (w *Writer) recordPreImage(ru *storage.RecoveryUnit, uuid catalog.UUID, slo
 	return writePreImage(ru, w.cfg.Colls, uuid, slots[0].TS, 0, wall, pre)
 }
 
+// updateO returns the o of args' entry: the post image of a replacement, the guided diff of
+// an operator update, UpdateO's choice otherwise.
+func updateO(args *opobserver.OnUpdateArgs) (bsoncore.Document, error) {
+	if args.Replacement {
+		return args.Post, nil
+	}
+	if args.Paths == nil {
+		return UpdateO(args.Pre, args.Post)
+	}
+	diff, err := DiffUpdate(args.Pre, args.Post, args.Paths)
+	if errors.Is(err, errDupField) {
+		return args.Post, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return diffO(diff), nil
+}
+
+// diffO wraps an object diff as an update entry's o: {$v: 2, diff: diff}.
+func diffO(diff bsoncore.Document) bsoncore.Document {
+	start, o := bsoncore.AppendDocumentStart(make([]byte, 0, len(diff)+24))
+	o = bsoncore.AppendInt32Element(o, "$v", 2)
+	o = bsoncore.AppendDocumentElement(o, "diff", diff)
+	o, _ = bsoncore.AppendDocumentEnd(o, start)
+	return o
+}
+
 // UpdateO returns an update entry's o for the change pre → post: {$v: 2, diff: ...}, or
 // post itself when the diff is larger than post (MongoDB's differ gives up at the post
 // image's size and logs a replacement).
@@ -542,11 +570,7 @@ func UpdateO(pre, post bsoncore.Document) (bsoncore.Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	start, o := bsoncore.AppendDocumentStart(make([]byte, 0, len(diff)+24))
-	o = bsoncore.AppendInt32Element(o, "$v", 2)
-	o = bsoncore.AppendDocumentElement(o, "diff", diff)
-	o, _ = bsoncore.AppendDocumentEnd(o, start)
-	return o, nil
+	return diffO(diff), nil
 }
 
 // OnDelete logs a `d` entry with o: {_id}.
