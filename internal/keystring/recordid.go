@@ -88,6 +88,10 @@ func DecodeRecordIDAtEnd(ks []byte) (recordid.ID, int, error) {
 			pos--
 			l |= int(c&0x7F) << (7 * k)
 			if c&0x80 == 0 {
+				if k > 0 && c == 0 {
+					// A zero high group: not the minimal encoding the writer makes.
+					return recordid.ID{}, 0, corrupt("bad RecordId length")
+				}
 				break
 			}
 		}
