@@ -311,12 +311,16 @@ func runShardsvrRenameCollectionParticipant(ctx context.Context, env *service.En
 	if err != nil {
 		return nil, err
 	}
-	if target.Exists() {
+	renaming := local.Exists() && local.UUID() == source
+	// A shard that renames its copy drops the target in the same command (the rename's
+	// entry then carries dropTarget, which change streams report); one without a copy of
+	// the source drops the target alone.
+	if target.Exists() && !renaming {
 		if _, err := run(ctx, toDB, bsoncore.NewDocumentBuilder().AppendString("drop", toColl).Build()); err != nil && !mongoerr.Is(err, mongoerr.NamespaceNotFound) {
 			return nil, fmt.Errorf("drop the rename's target %s on this shard: %w", to, err)
 		}
 	}
-	if local.Exists() && local.UUID() == source {
+	if renaming {
 		if _, err := run(ctx, "admin", bsoncore.NewDocumentBuilder().AppendString("renameCollection", from).
 			AppendString("to", to).AppendBoolean("dropTarget", true).Build()); err != nil {
 			return nil, fmt.Errorf("rename %s to %s on this shard: %w", from, to, err)

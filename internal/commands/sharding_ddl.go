@@ -16,12 +16,16 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/catalog"
+	"humongo/internal/index"
 	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/repl/concern"
 	"humongo/internal/service"
 	"humongo/internal/sharding/configsvr"
 	"humongo/internal/sharding/ddl"
 	"humongo/internal/sharding/shardstate"
+	"humongo/internal/storage"
 )
 
 func addShardingDDL(r *service.Registry) {
@@ -92,6 +96,9 @@ func shardingDDLState(st *service.State, reg *service.Registry) *shardingDDL {
 					return nil, err
 				}
 				return rt, nil
+			},
+			LogEvent: func(ctx context.Context, ns string, desc bsoncore.Document) error {
+				return ddlLogEvent(ctx, st, ns, desc)
 			}}
 		return s
 	}).(*shardingDDL)
@@ -144,4 +151,35 @@ func waitMajority(ctx context.Context, env *service.Env, reply bsoncore.Document
 		return nil, err
 	}
 	return writeFinish(ctx, env, wc, reply)
+}
+
+// eventNoopLogger is the oplog writer's method for DDL events' no-op entries.
+type eventNoopLogger interface {
+	LogEventNoop(ru *storage.RecoveryUnit, ns string, ui *catalog.UUID, o, o2 bsoncore.Document) (optime.OpTime, error)
+}
+
+// ddlLogEvent writes ns's DDL event entry (ddl.Coordinator.LogEvent) in a unit of its own
+// on this primary: o is {msg: {<op>: ns}}, o2 desc, whose first field names the operation.
+func ddlLogEvent(ctx context.Context, st *service.State, ns string, desc bsoncore.Document) error {
+	logger, ok := st.DB.Observer().(eventNoopLogger)
+	if !ok {
+		return nil // not a replica set member: no oplog, no change streams
+	}
+	els, err := desc.Elements()
+	if err != nil || len(els) == 0 {
+		return mongoerr.New(mongoerr.InternalError, "a DDL event needs a description")
+	}
+	msg := bsoncore.NewDocumentBuilder().AppendDocument("msg",
+		bsoncore.NewDocumentBuilder().AppendString(els[0].Key(), ns).Build()).Build()
+	op := st.DB.NewOp(ctx)
+	defer op.Close()
+	return op.WriteCollection(ctx, ns, false, func(coll *index.Collection) error {
+		var ui *catalog.UUID
+		if coll != nil {
+			u := coll.UUID()
+			ui = &u
+		}
+		_, err := logger.LogEventNoop(op.RU, ns, ui, msg, desc)
+		return err
+	})
 }

@@ -11,10 +11,16 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/bsonutil"
+	"humongo/internal/changestream"
 	"humongo/internal/cursor"
+	"humongo/internal/failpoint"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 )
+
+// failGetMoreAfterCursorCheckout is MongoDB's fail point of that name on mongos: a getMore
+// fails with data.errorCode once its cursor is checked out.
+var failGetMoreAfterCursorCheckout = failpoint.Register("failGetMoreAfterCursorCheckout")
 
 func runGetMore(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	const name = "getMore"
@@ -56,6 +62,22 @@ func runGetMore(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 		m.Unpin(c, false)
 		return nil, mongoerr.Newf(mongoerr.Unauthorized,
 			"Requested getMore on namespace '%s', but cursor belongs to a different namespace %s", ns, c.NS)
+	}
+	if data, on := failGetMoreAfterCursorCheckout.Evaluate(func(data bsoncore.Document) bool {
+		return service.FailPointTargets(data, env.Conn)
+	}); on {
+		// As cluster_getmore_cmd: the error (InternalError without errorCode) is raised with
+		// the cursor checked out, which kills it; a change stream's carries its labels.
+		code, ok := data.Lookup("errorCode").AsInt64OK()
+		if !ok {
+			code = int64(mongoerr.InternalError)
+		}
+		m.Unpin(c, true)
+		err := error(mongoerr.New(mongoerr.Code(code), "Hit the 'failGetMoreAfterCursorCheckout' failpoint"))
+		if _, ok := c.Source.(*csSource); ok {
+			err = changestream.ResumableError(err)
+		}
+		return nil, err
 	}
 	if src, ok := c.Source.(*csSource); ok {
 		// A change stream's getMore: maxTimeMS is its await time.

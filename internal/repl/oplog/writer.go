@@ -717,6 +717,17 @@ func (w *Writer) logNoopInUnit(ru *storage.RecoveryUnit, msg bsoncore.Document, 
 	return slots[0], nil
 }
 
+// LogEventNoop writes an `n` entry {ns, ui, o, o2} in ru's open unit: a sharding DDL
+// operation's note for change streams (MongoDB's onInternalOpMessage, as shardCollection's
+// {msg: {shardCollection: ns}} with its options in o2), which nothing applies.
+func (w *Writer) LogEventNoop(ru *storage.RecoveryUnit, ns string, ui *catalog.UUID, o, o2 bsoncore.Document) (optime.OpTime, error) {
+	slots, err := w.logEntries(ru, []entry{{op: "n", ns: ns, ui: ui, o: o, o2: o2}})
+	if err != nil {
+		return optime.OpTime{}, err
+	}
+	return slots[0], nil
+}
+
 // LogMigratedNoop writes a session migration's `n` entry {op: "n", ns, ui, o, o2,
 // fromMigrate: true} in ru's open unit, with the session attached to ru (lsid, txnNumber,
 // stmtId, prevOpTime) and extra, encoded elements appended last (MongoDB's

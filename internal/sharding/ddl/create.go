@@ -91,6 +91,10 @@ type Coordinator struct {
 	Remote func() (*Remote, error)
 	// DatabaseSections is the shard's database critical sections (movePrimary's).
 	DatabaseSections func() (DatabaseCriticalSection, error)
+	// LogEvent writes the no-op oplog entry {ns, ui, o: {msg: {<op>: ns}}, o2: desc} that
+	// change streams report as a DDL event (desc's first field names it: shardCollection).
+	// Nil: none is written.
+	LogEvent func(ctx context.Context, ns string, desc bsoncore.Document) error
 
 	mu sync.Mutex
 }
@@ -272,6 +276,20 @@ func (c *Coordinator) CreateCollection(ctx context.Context, self string, req Cre
 		// Nothing committed: release (a failed release is retried by the resumed coordinator).
 		_ = c.criticalSection(context.WithoutCancel(ctx), req.NS, "Unblock")
 		return CreateResponse{}, err
+	}
+	if created, _ := reply.Lookup("created").BooleanOK(); created && c.LogEvent != nil {
+		// The shardCollection event of change streams (7.0's
+		// notifyChangeStreamsOnShardCollection), written once the commit holds. A failover
+		// right before it loses the event, not the operation.
+		desc := bsoncore.NewDocumentBuilder().AppendString("shardCollection", req.NS).AppendDocument("key", req.Key).
+			AppendBoolean("unique", req.Unique).AppendInt64("numInitialChunks", req.NumInitialChunks).
+			AppendBoolean("presplitHashedZones", req.Presplit)
+		if req.Collation != nil {
+			desc.AppendDocument("collation", req.Collation)
+		}
+		if err := c.LogEvent(ctx, req.NS, desc.Build()); err != nil {
+			return CreateResponse{}, err
+		}
 	}
 	if err := c.refreshShards(ctx, remote, self, ids, req.NS); err != nil {
 		return CreateResponse{}, err
