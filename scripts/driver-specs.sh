@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The driver-specification stage of the test command: the Go driver's own unified-format spec
 # tests (crud, collection-management, retryable-reads, sessions, versioned-api, run-command,
-# gridfs, index-management, command-logging-and-monitoring, unified-test-format) against a
-# standalone humongod and a three-member replica set, both with enableTestCommands; after the
-# replica-set run every member must be up and dbHash equal on all members. The work is
-# internal/integration's TestDriverSpecs; its driverSpecsAllowed lists, with reasons, the few
-# tests allowed to fail (transactions, change streams, time-series, spec-data gaps).
+# gridfs, index-management, command-logging-and-monitoring, unified-test-format, transactions,
+# causal-consistency, retryable-writes, change-streams) against a standalone humongod and a
+# three-member replica set, both with enableTestCommands, then transactions, sessions and
+# change-streams through two routers over two shards; after the replica-set run every member
+# must be up and dbHash equal on all members. The work is internal/integration's
+# TestDriverSpecs; its driverSpecsAllowed lists, with reasons, the few tests allowed to fail
+# (time-series, spec-data gaps).
 #
 # The spec data and its runner (run.sh) live outside this repository, in
 # ../shared/driver-specs (HUMONGO_DRIVER_SPECS overrides the path to run.sh). The runner is

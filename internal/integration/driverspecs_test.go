@@ -4,8 +4,8 @@ package integration
 // driver's own unified-format spec tests (../shared/driver-specs/run.sh, outside this
 // repository) against a standalone humongod and a three-member replica set, both with
 // enableTestCommands. A test fails the stage unless it is on driverSpecsAllowed, the short
-// list of tests that need what Humongo does not have yet (change streams, authentication,
-// time-series collections) or that the spec data itself
+// list of tests that need what Humongo does not have yet (authentication, time-series
+// collections) or that the spec data itself
 // cannot run. After the replica-set run every member must still be up and every database
 // must hash the same on all members (dbHash).
 //
@@ -36,20 +36,12 @@ import (
 // driverSpecAreas are the areas the acceptance runs on both topologies.
 var driverSpecAreas = []string{"crud", "collection-management", "retryable-reads", "sessions", "versioned-api",
 	"run-command", "gridfs", "index-management", "command-logging-and-monitoring", "unified-test-format",
-	"transactions", "transactions-convenient-api", "causal-consistency", "retryable-writes"}
+	"transactions", "transactions-convenient-api", "causal-consistency", "retryable-writes", "change-streams"}
 
 // driverSpecsAllowed are the failures the stage tolerates, by exact test name (area/path as
 // the runner names it) or by exact spec file (a name ending in ".json": every test of that
 // file). Each entry says what it needs. Keep it short: everything else must pass.
 var driverSpecsAllowed = map[string]string{
-	// Change streams ($changeStream) are not implemented.
-	"retryable-reads/tests/unified/changeStreams-client.watch.json":               "change streams",
-	"retryable-reads/tests/unified/changeStreams-client.watch-serverErrors.json":  "change streams",
-	"retryable-reads/tests/unified/changeStreams-db.coll.watch.json":              "change streams",
-	"retryable-reads/tests/unified/changeStreams-db.coll.watch-serverErrors.json": "change streams",
-	"retryable-reads/tests/unified/changeStreams-db.watch.json":                   "change streams",
-	"retryable-reads/tests/unified/changeStreams-db.watch-serverErrors.json":      "change streams",
-	"unified-test-format/tests/valid-pass/poc-change-streams.json":                "change streams",
 	// Time-series collections are not implemented.
 	"collection-management/tests/timeseries-collection.json": "time-series",
 	// The spec data has no command-logging-and-monitoring/tests/logging directory, which the
@@ -115,8 +107,8 @@ func TestDriverSpecs(t *testing.T) {
 }
 
 // shardedSpecAreas run against the sharded cluster (sessions: snapshot sessions through
-// the routers).
-var shardedSpecAreas = []string{"transactions", "transactions-convenient-api", "sessions"}
+// the routers; change-streams: streams merged by the router, issue 15).
+var shardedSpecAreas = []string{"transactions", "transactions-convenient-api", "sessions", "change-streams"}
 
 // shardedSpecsAllowed are the sharded run's tolerated failures (besides driverSpecsAllowed).
 var shardedSpecsAllowed = map[string]string{}
@@ -164,7 +156,7 @@ func runDriverSpecAreas(t *testing.T, runSh, root, work, uri string, areas []str
 			}
 		}
 	}
-	t.Logf("%d allowed failures (change streams, time-series, harness gaps):\n  %s", len(allowed), strings.Join(allowed, "\n  "))
+	t.Logf("%d allowed failures (time-series, harness gaps):\n  %s", len(allowed), strings.Join(allowed, "\n  "))
 	if len(unexpected) > 0 {
 		t.Errorf("%d driver spec tests failed:\n  %s", len(unexpected), strings.Join(unexpected, "\n  "))
 	}
