@@ -25,6 +25,8 @@ type benchOptions struct {
 	progress     time.Duration
 	shardKey     string
 	moveChunks   time.Duration
+	streams      int     // --change-streams
+	rate         float64 // --rate
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
@@ -45,6 +47,8 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs.StringVar(&o.shardKey, "shard-key", "", "through a router only: shard the collection on {_id: \"hashed\"} (hashed) or {_id: 1} (range) first, and again after --drop")
 	fs.DurationVar(&o.moveChunks, "move-chunks", 0, "through a router only: while the workload runs, move a chunk of the sharded collection to another shard every DURATION (0: off); load the records first")
 	fs.BoolVar(&c.CrossShard, "cross-shard", false, "workload txn through a router, collection sharded with --shard-key range: put the records on two shards (split at the median record and move the upper chunk, if one shard holds them all) and alternate transfers within one shard (TXN) and across two (TXN-CROSS-SHARD)")
+	fs.IntVar(&o.streams, "change-streams", 0, "open N change streams on the collection while the workload runs and report the first's event latency (write acknowledged to event delivered) and the events delivered")
+	fs.Float64Var(&o.rate, "rate", 0, "pace the workload at this many operations per second in all (0: as fast as the threads go)")
 	fs.BoolVar(&c.Drop, "drop", false, "drop the collection and load the records before the workload")
 	fs.DurationVar(&c.Duration, "duration", 0, "cap on the workload's run time (0: none); a load before it (--drop, or automatic) always completes")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "random seed")
@@ -107,6 +111,12 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 			return nil, usageError{err.Error()}
 		}
 	}
+	if o.streams < 0 || o.rate < 0 {
+		return nil, usagef("--change-streams and --rate must not be negative")
+	}
+	if o.streams > 0 && c.CrossShard {
+		return nil, usagef("--change-streams does not combine with --cross-shard")
+	}
 	return o, nil
 }
 
@@ -151,7 +161,30 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if mover != nil {
 		stopMover = mover.start(ctx)
 	}
-	res, err := bench.Run(ctx, store, o.cfg)
+	var runStore bench.Store = store
+	var watch *streamWatch
+	if o.streams > 0 || o.rate > 0 {
+		if o.streams > 0 {
+			if o.cfg.Drop {
+				// Dropped now, before the streams open: a drop during the run would end them.
+				if err := store.Drop(ctx); err != nil {
+					return err
+				}
+				o.cfg.Drop = false
+			}
+			if watch, err = newStreamWatch(ctx, o.uri, o.db, o.coll, o.streams, o.timeout); err != nil {
+				return err
+			}
+			if err := watch.start(ctx); err != nil {
+				return err
+			}
+		}
+		runStore = &watchedStore{Store: store, watch: watch, rate: o.rate, start: time.Now()}
+	}
+	res, err := bench.Run(ctx, runStore, o.cfg)
+	if watch != nil {
+		watch.stop()
+	}
 	stopMover()
 	if err != nil && res == nil {
 		return err
@@ -189,6 +222,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	} else {
 		if werr := rep.WriteTable(stdout); werr != nil {
 			return werr
+		}
+		if watch != nil {
+			watch.writeReport(stdout)
 		}
 		if moves != nil {
 			if werr := moves.writeTable(stdout); werr != nil {
