@@ -46,6 +46,9 @@ type Config struct {
 	PreImage func(ctx context.Context, ev *event.Event) (doc bsoncore.Document, ok bool, err error)
 	// PostImage applies an update to its pre-image (fullDocument whenAvailable/required).
 	PostImage func(pre bsoncore.Document, ev *event.Event) (bsoncore.Document, error)
+	// SplitLargeEvents: the pipeline ended with $changeStreamSplitLargeEvent, so an event
+	// over MaxEventSize is returned as fragments (split.go) instead of failing.
+	SplitLargeEvents bool
 }
 
 // Stream is one open change stream: it scans the majority-committed oplog from its resume
@@ -70,6 +73,8 @@ type Stream struct {
 	// returned by the next call to Next; unreadPos is pos before it was consumed.
 	unread    bsoncore.Document
 	unreadPos *resumetoken.Data
+	// frags are the fragments of a split event still to return, before anything else.
+	frags []fragment
 	// done: the stream returned an invalidate event and ends.
 	done bool
 	// checkedHistory: the start point was checked against the oldest oplog entry.
@@ -124,15 +129,23 @@ func tokenData(t *event.Token) resumetoken.Data {
 }
 
 // Done reports that the stream was invalidated and returned its last event.
-func (s *Stream) Done() bool { return s.done && s.unread == nil }
+func (s *Stream) Done() bool { return s.done && s.unread == nil && len(s.frags) == 0 }
 
 // Next returns the next event document, after the user's pipeline; ok false when none is
 // available now (the caller may wait for Majority to move past Scanned and call again).
 func (s *Stream) Next(ctx context.Context) (bsoncore.Document, bool, error) {
 	if s.unread != nil {
+		// Unread swapped pos back to before d: swap again, so PBRT counts d returned.
 		d := s.unread
-		s.unread, s.unreadPos = nil, nil
+		s.unread = nil
+		s.pos, s.unreadPos = s.unreadPos, s.pos
 		return d, true, nil
+	}
+	if len(s.frags) > 0 {
+		f := s.frags[0]
+		s.frags = s.frags[1:]
+		s.unreadPos, s.pos = s.pos, &f.tok
+		return f.doc, true, nil
 	}
 	for !s.done {
 		if len(s.pending) == 0 {
@@ -146,6 +159,17 @@ func (s *Stream) Next(ctx context.Context) (bsoncore.Document, bool, error) {
 		ev := s.pending[0]
 		s.pending = s.pending[1:]
 		tok := tokenData(&ev.Token)
+		skip := 0
+		if s.resume != nil && s.resume.FragmentNum != nil {
+			// Resuming after a fragment: the event it belongs to is returned from the next
+			// fragment on.
+			whole := *s.resume
+			whole.FragmentNum = nil
+			if resumetoken.Compare(tok, whole) == 0 {
+				skip = *s.resume.FragmentNum + 1
+				s.resume, s.mustFind = nil, false
+			}
+		}
 		if s.resume != nil {
 			c := resumetoken.Compare(tok, *s.resume)
 			if c <= 0 {
@@ -169,12 +193,38 @@ func (s *Stream) Next(ctx context.Context) (bsoncore.Document, bool, error) {
 		if err != nil {
 			return nil, false, err
 		}
-		if out != nil {
+		if out == nil {
+			if skip > 0 {
+				return nil, false, splitMismatch()
+			}
+			continue
+		}
+		if eventSize(out) <= MaxEventSize && skip == 0 {
 			s.unreadPos = prev
 			return out, true, nil
 		}
+		if !s.cfg.SplitLargeEvents {
+			return nil, false, tooLarge(out)
+		}
+		frags, err := splitEvent(out, tok, skip)
+		if err != nil {
+			return nil, false, err
+		}
+		if len(frags) == 0 || eventSize(out) <= MaxEventSize {
+			// The event resumed after is not split the same way any more.
+			return nil, false, splitMismatch()
+		}
+		s.frags = frags[1:]
+		s.unreadPos, s.pos = prev, &frags[0].tok
+		return frags[0].doc, true, nil
 	}
 	return nil, false, nil
+}
+
+func splitMismatch() error {
+	return mongoerr.New(mongoerr.ChangeStreamFatalError,
+		"Attempted to resume from a split event, but the resumed stream produced a different split. "+
+			"Ensure that the pipeline used to resume is the same as the original")
 }
 
 // Unread hands back the document Next returned last, which did not fit in the caller's
@@ -265,7 +315,7 @@ func (s *Stream) finish(ctx context.Context, ev *event.Event) (bsoncore.Document
 // pending past it.
 func (s *Stream) PostBatchResumeToken() bsoncore.Document {
 	tok := s.pos
-	if len(s.pending) == 0 && s.unread == nil && !s.done && s.resume == nil {
+	if len(s.pending) == 0 && len(s.frags) == 0 && s.unread == nil && !s.done && s.resume == nil {
 		hw := resumetoken.HighWaterMarkAt(s.next)
 		if tok == nil || resumetoken.Compare(hw, *tok) > 0 {
 			tok = &hw

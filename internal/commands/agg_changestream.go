@@ -75,7 +75,7 @@ func aggChangeStream(ctx context.Context, env *service.Env, r *aggRequest) (bson
 		return nil, mongoerr.New(mongoerr.OperationNotSupportedInTransaction,
 			"Operation not permitted in transaction :: caused by :: $changeStream is not permitted in a multi-document transaction")
 	}
-	pl, err := csUserPipeline(r)
+	pl, split, err := csUserPipeline(r)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +105,8 @@ func aggChangeStream(ctx context.Context, env *service.Env, r *aggRequest) (bson
 		Start:      st.Repl.LastApplied().TS + 1,
 		Pipeline:   pl,
 		AggContext: ac,
+		// An event over 16 MB fails the stream unless the pipeline ends with the split stage.
+		SplitLargeEvents: split,
 		LookupPost: func(ctx context.Context, ev *event.Event) (bsoncore.Document, error) {
 			return csLookup(ctx, env, ev)
 		},
@@ -135,28 +137,45 @@ func aggChangeStream(ctx context.Context, env *service.Env, r *aggRequest) (bson
 }
 
 // csUserPipeline parses the stages after $changeStream and checks each may run in a stream.
-func csUserPipeline(r *aggRequest) (*agg.Pipeline, error) {
+func csUserPipeline(r *aggRequest) (pl *agg.Pipeline, split bool, err error) {
 	rest := r.pipeline[1:]
-	for _, st := range rest {
-		if el, err := st.IndexErr(0); err == nil && el.Key() == "$changeStream" {
-			return nil, mongoerr.New(mongoerr.Location40602, "$changeStream is only valid as the first stage in a pipeline")
+	for i, st := range rest {
+		el, err := st.IndexErr(0)
+		if err != nil {
+			continue
+		}
+		switch el.Key() {
+		case "$changeStream":
+			return nil, false, mongoerr.New(mongoerr.Location40602, "$changeStream is only valid as the first stage in a pipeline")
+		case csSplitStage:
+			if d, ok := el.Value().DocumentOK(); !ok || len(d) != 5 {
+				return nil, false, mongoerr.New(mongoerr.Location7182800, "$changeStreamSplitLargeEvent spec should be an empty object")
+			}
+			if i != len(rest)-1 {
+				return nil, false, mongoerr.New(mongoerr.Location7182802, "$changeStreamSplitLargeEvent must be the last stage in the pipeline")
+			}
+			// The stream splits the pipeline's output itself (changestream.Config).
+			rest, split = rest[:i], true
 		}
 	}
 	if len(rest) == 0 {
-		return nil, nil
+		return nil, split, nil
 	}
-	pl, err := agg.Parse(rest, agg.ParseContext{DB: r.db, Collator: r.coll})
+	pl, err = agg.Parse(rest, agg.ParseContext{DB: r.db, Collator: r.coll})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for _, st := range rest {
 		el, _ := st.IndexErr(0)
 		if !csAllowedStages[el.Key()] {
-			return nil, mongoerr.Newf(mongoerr.IllegalOperation, "%s is not permitted in a $changeStream pipeline", el.Key())
+			return nil, false, mongoerr.Newf(mongoerr.IllegalOperation, "%s is not permitted in a $changeStream pipeline", el.Key())
 		}
 	}
-	return pl, nil
+	return pl, split, nil
 }
+
+// csSplitStage ends a change stream pipeline whose large events come as fragments.
+const csSplitStage = "$changeStreamSplitLargeEvent"
 
 // csExplain describes the stream's stages (its expansion is not shown).
 func csExplain(env *service.Env, r *aggRequest) (bsoncore.Document, error) {

@@ -1,6 +1,7 @@
 package commands_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -359,4 +360,107 @@ func TestChangeStreamPreAndPostImages(t *testing.T) {
 		"fullDocument":             bson.M{"_id": int32(1), "n": int32(2), "pad": pad}})
 	wantEvent(t, nextEvent(t, cs), "delete", bson.M{
 		"fullDocumentBeforeChange": bson.M{"_id": int32(1), "n": int32(2), "pad": pad}})
+}
+
+// TestChangeStreamSplitLargeEvent: an update event with 2 × 9 MB images is over 16 MB: a
+// stream without $changeStreamSplitLargeEvent fails with BSONObjectTooLarge, one with it
+// returns two fragments ({splitEvent: {fragment, of}}, the fields spread over them), and a
+// stream resumed after the first fragment returns the second.
+func TestChangeStreamSplitLargeEvent(t *testing.T) {
+	ts, rc := startMember(t, t.TempDir(), 0)
+	defer rc.Close()
+	defer ts.close(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db := ts.cl.Database("split")
+	if err := db.CreateCollection(ctx, "c", options.CreateCollection().SetChangeStreamPreAndPostImages(bson.D{{Key: "enabled", Value: true}})); err != nil {
+		t.Fatal(err)
+	}
+	coll := db.Collection("c")
+	opts := func() *options.ChangeStreamOptionsBuilder {
+		return options.ChangeStream().SetFullDocument(options.Required).SetFullDocumentBeforeChange(options.Required)
+	}
+	split := mongo.Pipeline{{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}}}
+	whole, err := coll.Watch(ctx, mongo.Pipeline{}, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Close(ctx)
+	cs, err := coll.Watch(ctx, split, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	big := strings.Repeat("x", 9<<20)
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: big}}); err != nil {
+		t.Fatal(err)
+	}
+	// The insert's events first: a batch that meets the oversized event fails whole.
+	wantEvent(t, nextEvent(t, whole), "insert", nil)
+	wantEvent(t, nextEvent(t, cs), "insert", nil)
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if whole.Next(ctx) {
+		t.Fatalf("a 18 MB event without the split stage: %d bytes", len(whole.Current))
+	}
+	var ce mongo.CommandError
+	if !errors.As(whole.Err(), &ce) || ce.Code != int32(mongoerr.BSONObjectTooLarge) {
+		t.Fatalf("without the split stage: %v, want BSONObjectTooLarge", whole.Err())
+	}
+
+	var frags []bson.Raw
+	for range 2 {
+		frags = append(frags, nextRaw(t, cs))
+	}
+	fields := map[string]bool{}
+	for i, f := range frags {
+		se := f.Lookup("splitEvent").Document()
+		if se.Lookup("fragment").Int32() != int32(i+1) || se.Lookup("of").Int32() != 2 {
+			t.Fatalf("fragment %d: splitEvent %v", i, se)
+		}
+		if len(f) > 16<<20 {
+			t.Fatalf("fragment %d is %d bytes", i, len(f))
+		}
+		els, _ := f.Elements()
+		for _, e := range els {
+			if k := e.Key(); k != "_id" && k != "splitEvent" {
+				if fields[k] {
+					t.Fatalf("field %s in two fragments", k)
+				}
+				fields[k] = true
+			}
+		}
+	}
+	for _, k := range []string{"operationType", "fullDocument", "fullDocumentBeforeChange", "updateDescription", "documentKey", "ns"} {
+		if !fields[k] {
+			t.Errorf("no fragment holds %s (fields %v)", k, fields)
+		}
+	}
+	// Resumed after the first fragment: the second, with the same _id.
+	rs, err := coll.Watch(ctx, split, opts().SetResumeAfter(frags[0].Lookup("_id").Document()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close(ctx)
+	got := nextRaw(t, rs)
+	if !bytes.Equal(got.Lookup("_id").Value, frags[1].Lookup("_id").Value) {
+		t.Fatalf("resumed after fragment 1: %v, want fragment 2", got.Lookup("splitEvent"))
+	}
+	// The stage must come last.
+	_, err = coll.Watch(ctx, mongo.Pipeline{split[0], {{Key: "$match", Value: bson.D{}}}})
+	if !errors.As(err, &ce) || ce.Code != int32(mongoerr.Location7182802) {
+		t.Fatalf("split stage not last: %v", err)
+	}
+}
+
+// nextRaw is nextEvent's raw event.
+func nextRaw(t *testing.T, cs *mongo.ChangeStream) bson.Raw {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if !cs.Next(ctx) {
+		t.Fatalf("no event: %v", cs.Err())
+	}
+	return append(bson.Raw(nil), cs.Current...)
 }

@@ -14,3 +14,16 @@ const (
 	// Location31123: showMigrationEvents through a router.
 	Location31123 Code = 31123
 )
+
+// Location codes of $changeStreamSplitLargeEvent
+// (document_source_change_stream_split_large_event.cpp, change_stream_split_event_helpers.cpp).
+const (
+	// Location7182800: the stage's argument is not an empty document.
+	Location7182800 Code = 7182800
+	// Location7182802: the stage is not the last of the pipeline.
+	Location7182802 Code = 7182802
+	// Location7182500: a field alone does not fit in a fragment.
+	Location7182500 Code = 7182500
+	// Location7182502: an event with no field but _id to split.
+	Location7182502 Code = 7182502
+)
