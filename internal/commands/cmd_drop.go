@@ -7,6 +7,7 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
+	"humongo/internal/opobserver"
 	"humongo/internal/service"
 )
 
@@ -60,6 +61,9 @@ func runDrop(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bson
 			}
 		}
 		nIndexes = len(ddlIndexSpecs(m))
+		if dropFromMigrate(ctx) {
+			defer opobserver.WithFromMigrate(op.RU)()
+		}
 		if err := db.Observer().OnDropCollection(op.RU, ns, m.UUID); err != nil {
 			return err
 		}
@@ -106,4 +110,17 @@ func ddlCheckCollectionUUID(v bsoncore.Value, m *catalog.CollectionMeta) error {
 		return mongoerr.Newf(mongoerr.CollectionUUIDMismatch, "Collection UUID does not match that specified")
 	}
 	return nil
+}
+
+type dropFromMigrateKey struct{}
+
+// withDropFromMigrate marks the drops run with ctx as a sharded drop's participant's, whose
+// entries carry fromMigrate (opobserver.WithFromMigrate).
+func withDropFromMigrate(ctx context.Context) context.Context {
+	return context.WithValue(ctx, dropFromMigrateKey{}, true)
+}
+
+func dropFromMigrate(ctx context.Context) bool {
+	v, _ := ctx.Value(dropFromMigrateKey{}).(bool)
+	return v
 }

@@ -7,6 +7,7 @@ import (
 
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
+	"humongo/internal/opobserver"
 	"humongo/internal/service"
 )
 
@@ -46,6 +47,9 @@ func runDropDatabase(ctx context.Context, env *service.Env, cmd bsoncore.Documen
 	err = op.DatabaseDDL(ctx, env.DB, func() error {
 		colls := db.Catalog.Latest().Collections(env.DB)
 		existed = len(colls) > 0
+		if dropFromMigrate(ctx) {
+			defer opobserver.WithFromMigrate(op.RU)()
+		}
 		var uuids []catalog.UUID
 		for _, m := range colls {
 			// Each drop's entry before its catalog writes: they carry its timestamp.

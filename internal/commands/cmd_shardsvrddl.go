@@ -395,7 +395,12 @@ func runShardsvrDropDatabaseParticipant(ctx context.Context, env *service.Env, c
 		return nil, mongoerr.Newf(mongoerr.IllegalOperation, "Cannot drop the %s database", env.DB)
 	}
 	run := internalRunner(env.State, env.Registry)
-	if _, err := run(ctx, env.DB, bsoncore.NewDocumentBuilder().AppendInt32("dropDatabase", 1).Build()); err != nil && !mongoerr.Is(err, mongoerr.NamespaceNotFound) {
+	dctx := ctx
+	if fm, _ := lookup(cmd, "fromMigrate").BooleanOK(); fm {
+		// A shard other than the primary: change streams report the primary's drops only.
+		dctx = withDropFromMigrate(ctx)
+	}
+	if _, err := run(dctx, env.DB, bsoncore.NewDocumentBuilder().AppendInt32("dropDatabase", 1).Build()); err != nil && !mongoerr.Is(err, mongoerr.NamespaceNotFound) {
 		return nil, fmt.Errorf("drop database %s on this shard: %w", env.DB, err)
 	}
 	return waitMajority(ctx, env, emptyDoc)

@@ -126,7 +126,12 @@ func runShardsvrDropCollectionParticipant(ctx context.Context, env *service.Env,
 		uuid = data
 	}
 	run := internalRunner(env.State, env.Registry)
-	if _, err := run(ctx, env.DB, bsoncore.NewDocumentBuilder().AppendString("drop", coll).Build()); err != nil && !mongoerr.Is(err, mongoerr.NamespaceNotFound) {
+	dctx := ctx
+	if fm, _ := lookup(cmd, "fromMigrate").BooleanOK(); fm {
+		// A shard other than the primary: change streams report the primary's drop only.
+		dctx = withDropFromMigrate(ctx)
+	}
+	if _, err := run(dctx, env.DB, bsoncore.NewDocumentBuilder().AppendString("drop", coll).Build()); err != nil && !mongoerr.Is(err, mongoerr.NamespaceNotFound) {
 		return nil, fmt.Errorf("drop %s on this shard: %w", ns, err)
 	}
 	if uuid != nil {

@@ -172,6 +172,7 @@ type SessionInfo struct {
 // opState is the per-operation (per-RecoveryUnit) replication context.
 type opState struct {
 	unreplicated int
+	fromMigrate  int
 	session      *SessionInfo
 	txn          *TxnCollector
 }
@@ -191,7 +192,7 @@ func stateOf(ru *storage.RecoveryUnit, create bool) *opState {
 }
 
 func (st *opState) release(ru *storage.RecoveryUnit) {
-	if st.unreplicated == 0 && st.session == nil && st.txn == nil {
+	if st.unreplicated == 0 && st.fromMigrate == 0 && st.session == nil && st.txn == nil {
 		ru.SetObserverState(nil)
 	}
 }
@@ -210,6 +211,24 @@ func UnreplicatedWrites(ru *storage.RecoveryUnit) (release func()) {
 func WritesReplicated(ru *storage.RecoveryUnit) bool {
 	st := stateOf(ru, false)
 	return st == nil || st.unreplicated == 0
+}
+
+// WithFromMigrate marks the DDL entries ru logs until release is called as fromMigrate: a
+// sharded drop's participants other than the primary shard drop their copies so, and change
+// streams, which skip fromMigrate entries, report the drop once (7.0's drop participants).
+func WithFromMigrate(ru *storage.RecoveryUnit) (release func()) {
+	st := stateOf(ru, true)
+	st.fromMigrate++
+	return func() {
+		st.fromMigrate--
+		st.release(ru)
+	}
+}
+
+// FromMigrate reports whether ru's DDL entries are marked fromMigrate (WithFromMigrate).
+func FromMigrate(ru *storage.RecoveryUnit) bool {
+	st := stateOf(ru, false)
+	return st != nil && st.fromMigrate > 0
 }
 
 // WithSession attaches s to ru until release is called.

@@ -629,7 +629,9 @@ func (w *Writer) OnDropCollection(ru *storage.RecoveryUnit, ns string, uuid cata
 		return nil
 	}
 	_, coll := catalog.SplitNS(ns)
-	return w.logCommand(ru, ns, &uuid, bsoncore.NewDocumentBuilder().AppendString("drop", coll).Build(), nil)
+	_, err := w.logEntries(ru, []entry{{op: "c", ns: cmdNS(ns), ui: &uuid,
+		o: bsoncore.NewDocumentBuilder().AppendString("drop", coll).Build(), fromMigrate: opobserver.FromMigrate(ru)}})
+	return err
 }
 
 // OnRenameCollection logs {renameCollection: from, to: to, stayTemp, dropTarget: uuid}.
@@ -700,7 +702,9 @@ func (w *Writer) OnDropDatabase(ru *storage.RecoveryUnit, db string) error {
 	if !logged(ru, db+".$cmd") {
 		return nil
 	}
-	return w.logCommand(ru, db+".$cmd", nil, bsoncore.NewDocumentBuilder().AppendInt32("dropDatabase", 1).Build(), nil)
+	_, err := w.logEntries(ru, []entry{{op: "c", ns: db + ".$cmd",
+		o: bsoncore.NewDocumentBuilder().AppendInt32("dropDatabase", 1).Build(), fromMigrate: opobserver.FromMigrate(ru)}})
+	return err
 }
 
 // LogNoopInUnit writes an `n` entry {op: "n", ns: "", o: msg} in ru's open unit; only a

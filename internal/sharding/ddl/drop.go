@@ -153,11 +153,24 @@ func (d *dropCollection) drop(ctx context.Context) error {
 	if d.resumed && d.s.knobs.skipParticipantsOnResume {
 		return nil
 	}
-	b := bsoncore.NewDocumentBuilder().AppendString("_shardsvrDropCollectionParticipant", coll)
-	if d.sharded {
-		b.AppendBinary("collectionUUID", 4, d.uuid[:])
+	participant := func(fromMigrate bool) bsoncore.Document {
+		b := bsoncore.NewDocumentBuilder().AppendString("_shardsvrDropCollectionParticipant", coll)
+		if d.sharded {
+			b.AppendBinary("collectionUUID", 4, d.uuid[:])
+		}
+		if fromMigrate {
+			b.AppendBoolean("fromMigrate", true)
+		}
+		return b.Build()
 	}
-	return d.everyShard(ctx, cl, db, b.Build())
+	// The other shards drop first, their entries marked fromMigrate, then this one, the
+	// primary: change streams see one drop, the primary's, after every other shard's events.
+	if err := d.everyShard(ctx, cl, db, participant(true), true); err != nil {
+		return err
+	}
+	cmd := participant(false)
+	_, err = d.s.cfg.Local(ctx, db, cmd)
+	return err
 }
 
 // block has every shard block the namespace's versioned reads and writes (a persisted
@@ -179,11 +192,12 @@ func (d *dropCollection) participantBlock(ctx context.Context, blockType string)
 	}
 	db, coll, _ := strings.Cut(d.ns, ".")
 	return d.everyShard(ctx, cl, db, bsoncore.NewDocumentBuilder().AppendString("_shardsvrParticipantBlock", coll).
-		AppendString("blockType", blockType).AppendString("reason", "{ command: \"dropCollection\", ns: \""+d.ns+"\" }").Build())
+		AppendString("blockType", blockType).AppendString("reason", "{ command: \"dropCollection\", ns: \""+d.ns+"\" }").Build(), false)
 }
 
-// everyShard runs cmd on db of every shard, this one in-process.
-func (d *dropCollection) everyShard(ctx context.Context, cl dropCluster, db string, cmd bsoncore.Document) error {
+// everyShard runs cmd on db of every shard, this one in-process (not at all with
+// othersOnly).
+func (d *dropCollection) everyShard(ctx context.Context, cl dropCluster, db string, cmd bsoncore.Document, othersOnly bool) error {
 	shards, err := cl.shards(ctx)
 	if err != nil {
 		return err
@@ -191,6 +205,9 @@ func (d *dropCollection) everyShard(ctx context.Context, cl dropCluster, db stri
 	self := d.s.cfg.Self()
 	for _, sh := range shards {
 		if sh == self {
+			if othersOnly {
+				continue
+			}
 			if _, err := d.s.cfg.Local(ctx, db, cmd); err != nil {
 				return err
 			}

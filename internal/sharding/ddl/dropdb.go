@@ -84,7 +84,15 @@ func (d *dropDatabase) dropOnShards(ctx context.Context) error {
 	if err := fpDropDBHang.PauseWhileSet(ctx); err != nil {
 		return err
 	}
-	return d.s.everyShard(ctx, d.ns, bsoncore.NewDocumentBuilder().AppendInt32("_shardsvrDropDatabaseParticipant", 1).Build())
+	// The other shards first, their entries marked fromMigrate, then this one, the primary:
+	// change streams see the primary's drops and dropDatabase only, after every other event.
+	others := bsoncore.NewDocumentBuilder().AppendInt32("_shardsvrDropDatabaseParticipant", 1).
+		AppendBoolean("fromMigrate", true).Build()
+	if err := d.s.everyShardBut(ctx, d.ns, others, true); err != nil {
+		return err
+	}
+	_, err := d.s.cfg.Local(ctx, d.ns, bsoncore.NewDocumentBuilder().AppendInt32("_shardsvrDropDatabaseParticipant", 1).Build())
+	return err
 }
 
 func (d *dropDatabase) removeMetadata(ctx context.Context) error {
@@ -105,6 +113,11 @@ func (d *dropDatabase) removeMetadata(ctx context.Context) error {
 // everyShard runs cmd on db of every shard in the registry, this one in-process, the others
 // with majority write concern.
 func (s *CoordinatorService) everyShard(ctx context.Context, db string, cmd bsoncore.Document) error {
+	return s.everyShardBut(ctx, db, cmd, false)
+}
+
+// everyShardBut is everyShard, skipping this shard when othersOnly.
+func (s *CoordinatorService) everyShardBut(ctx context.Context, db string, cmd bsoncore.Document, othersOnly bool) error {
 	remote, err := s.cfg.Remote()
 	if err != nil {
 		return err
@@ -119,6 +132,9 @@ func (s *CoordinatorService) everyShard(ctx context.Context, db string, cmd bson
 	self := s.cfg.Self()
 	for _, sh := range shards {
 		if sh.ID == self {
+			if othersOnly {
+				continue
+			}
 			if _, err := s.cfg.Local(ctx, db, cmd); err != nil {
 				return err
 			}
