@@ -496,3 +496,79 @@ func csrSide(op csOp) int {
 	}
 	return 1
 }
+
+// TestChangeStreamWatchesNewShard: a stream opened through the router on a one-shard
+// cluster sees the changes made on a shard added afterwards, once a chunk moved there, and
+// none of the migration's own writes.
+func TestChangeStreamWatchesNewShard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a sharded cluster")
+	}
+	d := Start(t, Topology{Kind: Sharded, Shards: 1}, Options{Args: []string{"--setParameter", "periodicNoopIntervalSecs=1"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := d.Client.Database("admin")
+	run := func(cmd bson.D) {
+		t.Helper()
+		if err := admin.RunCommand(ctx, cmd).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	run(bson.D{{Key: "balancerStop", Value: 1}})
+	run(bson.D{{Key: "enableSharding", Value: "nsh"}})
+	run(bson.D{{Key: "shardCollection", Value: "nsh.c"}, {Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}})
+	run(bson.D{{Key: "split", Value: "nsh.c"}, {Key: "middle", Value: bson.D{{Key: "_id", Value: 0}}}})
+	coll := d.Client.Database("nsh").Collection("c", options.Collection().SetWriteConcern(writeconcern.Majority()))
+	for _, id := range []int{-1, 1} {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: id}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, err := coll.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetMaxAwaitTime(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(context.Background())
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: -2}}); err != nil {
+		t.Fatal(err)
+	}
+	// A getMore on the one-shard stream before the new shard exists.
+	before, err := csrRead(ctx, cs, func(e csrEvent) bool { return e.op == "insert:-2" })
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	second := d.StartSet(t, "shard1", 1, "--shardsvr")
+	if err := d.AddShard(ctx, second.ConnectionString()); err != nil {
+		t.Fatal(err)
+	}
+	run(bson.D{{Key: "moveChunk", Value: "nsh.c"}, {Key: "find", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "to", Value: "shard1"}})
+	// Changes on the new shard (the moved document and a new one), then one on the old.
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "u", Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: -3}}); err != nil {
+		t.Fatal(err)
+	}
+	// The shards' clocks order changes on different shards, not the real time: read until
+	// all three came, then check each shard's own order.
+	left := map[csOp]bool{"update:1:1": true, "insert:2": true, "insert:-3": true}
+	after, err := csrRead(ctx, cs, func(e csrEvent) bool { delete(left, e.op); return len(left) == 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [2][]string
+	for _, e := range append(before, after...) {
+		got[csrSide(e.op)] = append(got[csrSide(e.op)], string(e.op))
+	}
+	if g := strings.Join(got[0], " "); g != "insert:-2 insert:-3" {
+		t.Fatalf("the first shard's events: %s", g)
+	}
+	if g := strings.Join(got[1], " "); g != "update:1:1 insert:2" {
+		t.Fatalf("the new shard's events: %s (no migration write may show)", g)
+	}
+	csrCheckOrder(t, "stream over a new shard", append(before, after...))
+}

@@ -29,9 +29,12 @@ package router
 // PBRT the client can resume from: the last consumed event's token while events are
 // buffered past it, else the smallest shard PBRT (never below that event's token).
 //
-// Known deviations: shards added after a stream opened are not watched (MongoDB's
-// kNewShardDetected events from the config server's stream); explain is refused; the
-// shards' streams are opened unversioned, at the registry's shard list of the moment.
+// A shard added after the stream opened is watched from the next getMore that finds it in
+// the registry (which reloads when a gossiped topologyTime says the shards changed): its
+// stream starts at the later of the stream's start and the shard's addition (its
+// topologyTime), before any chunk can have moved to it, where MongoDB reacts to the config
+// server's kNewShardDetected event. Known deviations: explain is refused; the shards'
+// streams are opened unversioned.
 //
 // fullDocument: updateLookup is served on the router, as mongos does: the shards send plain
 // update events and the router reads each update's document through its routing by
@@ -41,6 +44,7 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -222,6 +226,29 @@ func (r *csRequest) shardStage(clusterTime optime.Timestamp) (stage bsoncore.Doc
 	return bsoncore.NewDocumentBuilder().AppendDocument("$changeStream", b).Build(), resume, start, nil
 }
 
+// shardStageAt is the $changeStream stage for a shard added after the stream opened: the
+// user's options without a resume point, starting at at.
+func (r *csRequest) shardStageAt(at optime.Timestamp) (bsoncore.Document, error) {
+	drop := map[string]bool{"$_generateV2ResumeTokens": true, "resumeAfter": true, "startAfter": true, "startAtOperationTime": true}
+	if r.spec.FullDocument == changestream.FullDocUpdateLookup {
+		drop["fullDocument"] = true
+	}
+	els, err := r.specDoc.Elements()
+	if err != nil {
+		return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid $changeStream stage: %v", err)
+	}
+	idx, b := bsoncore.AppendDocumentStart(nil)
+	for _, el := range els {
+		if !drop[el.Key()] {
+			b = append(b, el...)
+		}
+	}
+	b = bsoncore.AppendTimestampElement(b, "startAtOperationTime", at.Secs(), at.Inc())
+	b = bsoncore.AppendBooleanElement(b, "$_generateV2ResumeTokens", true)
+	b, _ = bsoncore.AppendDocumentEnd(b, idx)
+	return bsoncore.NewDocumentBuilder().AppendDocument("$changeStream", b).Build(), nil
+}
+
 // tokenData is the `_data` of a resume token document.
 func tokenData(tok bsoncore.Document) (string, bool) {
 	return tok.Lookup("_data").StringValueOK()
@@ -257,23 +284,33 @@ func runChangeStream(ctx context.Context, c *Cluster, env *service.Env, cmd bson
 	if err != nil {
 		return nil, err
 	}
-	shardCmd := bsoncore.NewDocumentBuilder()
-	if r.coll != "" {
-		shardCmd.AppendString("aggregate", r.coll)
-	} else {
-		shardCmd.AppendInt32("aggregate", 1)
-	}
-	shardCmd.AppendArray("pipeline", pipelineArray([]bsoncore.Document{stage})).
-		AppendDocument("cursor", bsoncore.NewDocumentBuilder().Build())
+	// The stream outlives cmd's buffer (new shards are opened at later getMores): what it
+	// needs of cmd is copied.
+	r.specDoc = append(bsoncore.Document(nil), r.specDoc...)
+	var collation bsoncore.Value
 	if v, err := cmd.LookupErr("collation"); err == nil {
-		shardCmd.AppendValue("collation", v)
+		collation = bsoncore.Value{Type: v.Type, Data: append([]byte(nil), v.Data...)}
 	}
-	sc := shardCmd.Build()
-	// The router's cluster time goes to every shard with the stream's opening (the shard
-	// takes the highest $clusterTime it is sent; the driver gossips only what this shard's
-	// client has seen): a shard whose clock lags would otherwise log a write acknowledged
-	// after the stream opened below its start, and the stream would miss it.
-	sc = withClusterTime(sc, now)
+	shardCmd := func(stage bsoncore.Document, now optime.Timestamp) bsoncore.Document {
+		b := bsoncore.NewDocumentBuilder()
+		if r.coll != "" {
+			b.AppendString("aggregate", r.coll)
+		} else {
+			b.AppendInt32("aggregate", 1)
+		}
+		b.AppendArray("pipeline", pipelineArray([]bsoncore.Document{stage})).
+			AppendDocument("cursor", bsoncore.NewDocumentBuilder().Build())
+		if collation.Type != 0 {
+			b.AppendValue("collation", collation)
+		}
+		// The router's cluster time goes to every shard with the stream's opening (the
+		// shard takes the highest $clusterTime it is sent; the driver gossips only what
+		// this shard's client has seen): a shard whose clock lags would otherwise log a
+		// write acknowledged after the stream opened below its start, and the stream
+		// would miss it.
+		return withClusterTime(b.Build(), now)
+	}
+	sc := shardCmd(stage, now)
 	shards := make([]string, len(all))
 	cmds := make(map[string]bsoncore.Document, len(all))
 	for i, s := range all {
@@ -290,15 +327,48 @@ func runChangeStream(ctx context.Context, c *Cluster, env *service.Env, cmd bson
 			return csLookup(ctx, c, collation, ev)
 		}
 	}
+	clock := env.State.Concern.Clock.ClusterTime
 	for _, sc := range cursors {
-		q := &csQueue{shard: &csRemote{sc: sc, clock: env.State.Concern.Clock.ClusterTime}, open: sc.id != 0}
-		src.m.qs = append(src.m.qs, q)
-		first := sc.buf
-		sc.buf = nil
-		if err := q.add(first, sc.pbrt); err != nil {
+		if _, err := src.addQueue(sc, clock); err != nil {
 			src.Close()
 			return nil, err
 		}
+	}
+	// Shards added later are watched from their addition on (package comment).
+	src.watched = map[string]bool{}
+	for _, s := range all {
+		src.watched[s.ID] = true
+	}
+	startTS := now + 1
+	if start != nil {
+		if d, err := resumetoken.Decode(start); err == nil {
+			startTS = d.ClusterTime
+		}
+	}
+	src.newShards = func(ctx context.Context) error {
+		all, err := c.Shards.All(ctx)
+		if err != nil {
+			return nil // the registry is unreachable: look again next time
+		}
+		for _, sh := range all {
+			if src.watched[sh.ID] {
+				continue
+			}
+			at := max(startTS, optime.Timestamp(uint64(sh.TopologyTime.T)<<32|uint64(sh.TopologyTime.I)))
+			stage, err := r.shardStageAt(at)
+			if err != nil {
+				return err
+			}
+			cur, err := openCursors(ctx, c, r.db, []string{sh.ID}, map[string]bsoncore.Document{sh.ID: shardCmd(stage, clock())})
+			if err != nil {
+				return fmt.Errorf("watch the new shard %s: %w", sh.ID, err)
+			}
+			if _, err := src.addQueue(cur[0], clock); err != nil {
+				return err
+			}
+			src.watched[sh.ID] = true
+		}
+		return nil
 	}
 	b, err := src.fill(ctx, r.count, 0)
 	if err != nil {
@@ -480,6 +550,19 @@ type csSource struct {
 	batchSize int64 // the shards' getMore batchSize (0: their default)
 	// done: the stream returned its invalidate event (or nothing can come any more).
 	done bool
+	// watched are the shards with a queue; newShards, when set, opens the stream on shards
+	// added since (called at each fill).
+	watched   map[string]bool
+	newShards func(ctx context.Context) error
+}
+
+// addQueue adds a shard's freshly opened stream to the merge, with its first batch.
+func (s *csSource) addQueue(sc *shardCursor, clock func() optime.Timestamp) (*csQueue, error) {
+	q := &csQueue{shard: &csRemote{sc: sc, clock: clock}, open: sc.id != 0}
+	s.m.qs = append(s.m.qs, q)
+	first := sc.buf
+	sc.buf = nil
+	return q, q.add(first, sc.pbrt)
 }
 
 // fill returns up to count merged events, asking the shards that hold the merge up (each
@@ -487,6 +570,11 @@ type csSource struct {
 func (s *csSource) fill(ctx context.Context, count int64, await time.Duration) (*cursor.Batch, error) {
 	b := &cursor.Batch{}
 	deadline := time.Now().Add(await)
+	if s.newShards != nil && !s.done {
+		if err := s.newShards(ctx); err != nil {
+			return b, err
+		}
+	}
 	for {
 		for !s.done && int64(b.Len()) < count {
 			d, ok, err := s.nextEvent(ctx)
