@@ -584,10 +584,11 @@ func TestRouterStaleRetryAndShardErrors(t *testing.T) {
 	defer cancel()
 	fp := failpoint.Get("failCommand")
 	t.Cleanup(fp.Disable)
-	// Only the router's connections to its shards carry this appName.
+	// Only the router's connections to its shards carry this appName; they are internal
+	// (a member's handshake), which failCommand spares unless told otherwise.
 	fail := func(code int32, times int64) {
 		fp.Configure(failpoint.Times, times, 0, mustDoc(bson.D{{Key: "failCommands", Value: bson.A{"count", "distinct"}},
-			{Key: "appName", Value: "humongos-test"}, {Key: "errorCode", Value: code},
+			{Key: "appName", Value: "humongos-test"}, {Key: "failInternalCommands", Value: true}, {Key: "errorCode", Value: code},
 			{Key: "errorExtraInfo", Value: bson.D{{Key: "ns", Value: "app.s"}}}}))
 	}
 	before := fp.TimesEntered()

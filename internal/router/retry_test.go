@@ -99,10 +99,11 @@ func TestRouterRetriesFailedHost(t *testing.T) {
 	defer cancel()
 	fp := failpoint.Get("failCommand")
 	t.Cleanup(fp.Disable)
-	// Only the router's connections to its shards carry this appName.
+	// Only the router's connections to its shards carry this appName; they are internal
+	// (a member's handshake), which failCommand spares unless told otherwise.
 	fail := func(times int64, cmds bson.A, how bson.E) {
 		fp.Configure(failpoint.Times, times, 0, mustDoc(bson.D{{Key: "failCommands", Value: cmds},
-			{Key: "appName", Value: "humongos-test"}, how}))
+			{Key: "appName", Value: "humongos-test"}, {Key: "failInternalCommands", Value: true}, how}))
 	}
 	notPrimary := bson.E{Key: "errorCode", Value: int32(mongoerr.NotWritablePrimary)}
 	closeConn := bson.E{Key: "closeConnection", Value: true}
