@@ -117,12 +117,17 @@ func (w *streamWatch) ack(key string) {
 
 // stop closes the streams after a grace period for the last events, and the client.
 func (w *streamWatch) stop() {
-	deadline := time.Now().Add(5 * time.Second)
+	// Until stream 0 has every acknowledged write's event and the others as many events.
+	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		w.mu.Lock()
 		pending := len(w.acked)
 		w.mu.Unlock()
-		if pending == 0 {
+		behind := false
+		for i := 1; i < w.n; i++ {
+			behind = behind || w.events[i].Load() < w.events[0].Load()
+		}
+		if pending == 0 && !behind {
 			break
 		}
 		time.Sleep(10 * time.Millisecond) // a CLI's wait for the tail, not server code
