@@ -507,13 +507,7 @@ func TestChangeStreamWatchesNewShard(t *testing.T) {
 	d := Start(t, Topology{Kind: Sharded, Shards: 1}, Options{Args: []string{"--setParameter", "periodicNoopIntervalSecs=1"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	admin := d.Client.Database("admin")
-	run := func(cmd bson.D) {
-		t.Helper()
-		if err := admin.RunCommand(ctx, cmd).Err(); err != nil {
-			t.Fatalf("%v: %v", cmd, err)
-		}
-	}
+	run := func(cmd bson.D) { t.Helper(); runAdmin(t, ctx, d.Client, cmd) }
 	run(bson.D{{Key: "balancerStop", Value: 1}})
 	run(bson.D{{Key: "enableSharding", Value: "nsh"}})
 	run(bson.D{{Key: "shardCollection", Value: "nsh.c"}, {Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}})
