@@ -565,4 +565,35 @@ func TestChangeStreamWatchesNewShard(t *testing.T) {
 		t.Fatalf("the new shard's events: %s (no migration write may show)", g)
 	}
 	csrCheckOrder(t, "stream over a new shard", append(before, after...))
+
+	// On a collection sharded on {a: 1}, every event's documentKey is the shard key and _id
+	// (the shards log MongoDB's documentKey in the entries).
+	run(bson.D{{Key: "shardCollection", Value: "nsh.k"}, {Key: "key", Value: bson.D{{Key: "a", Value: 1}}}})
+	kc := d.Client.Database("nsh").Collection("k", options.Collection().SetWriteConcern(writeconcern.Majority()))
+	ks, err := kc.Watch(ctx, mongo.Pipeline{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ks.Close(context.Background())
+	if _, err := kc.InsertOne(ctx, bson.D{{Key: "_id", Value: 7}, {Key: "a", Value: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kc.UpdateOne(ctx, bson.D{{Key: "a", Value: "x"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kc.DeleteOne(ctx, bson.D{{Key: "a", Value: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []string{"insert", "update", "delete"} {
+		rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+		ok := ks.Next(rctx)
+		rcancel()
+		if !ok {
+			t.Fatalf("no %s event: %v", op, ks.Err())
+		}
+		got, _ := ks.Current.Lookup("operationType").StringValueOK()
+		if key := ks.Current.Lookup("documentKey").Document().String(); got != op || key != `{"a": "x","_id": {"$numberInt":"7"}}` {
+			t.Fatalf("%s event: documentKey %s, want {a, _id}", got, key)
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
@@ -95,6 +96,48 @@ type Writer struct {
 	ownMu   sync.Mutex
 	pending []optime.OpTime // guarded by ownMu
 	visTop  optime.OpTime   // guarded by ownMu
+
+	// shardKeys, once a shard's runtime set it, returns the shard key pattern of a sharded
+	// collection (nil otherwise): documentKey below.
+	shardKeys atomic.Pointer[func(ns string, uuid catalog.UUID) bsoncore.Document]
+}
+
+// SetShardKeyPatterns gives the writer the shard key patterns of the node's sharded
+// collections (a shard's filtering runtime): entries then carry MongoDB's documentKey, the
+// shard key's fields and _id, as an insert's o2, an update's o2 and a delete's o, which
+// change streams report as documentKey. Appliers and rollback read only _id of them.
+func (w *Writer) SetShardKeyPatterns(f func(ns string, uuid catalog.UUID) bsoncore.Document) {
+	w.shardKeys.Store(&f)
+}
+
+// documentKey is doc's key in an entry of ns: {<shard key fields>, _id} on a sharded
+// collection (a missing field null, as MongoDB's getDocumentKey), nil otherwise.
+func (w *Writer) documentKey(ns string, uuid catalog.UUID, doc bsoncore.Document) bsoncore.Document {
+	f := w.shardKeys.Load()
+	if f == nil || len(doc) < 5 {
+		return nil
+	}
+	pattern := (*f)(ns, uuid)
+	els, err := pattern.Elements()
+	if err != nil || len(els) == 0 {
+		return nil
+	}
+	start, d := bsoncore.AppendDocumentStart(nil)
+	hasID := false
+	for _, e := range els {
+		k := e.Key()
+		hasID = hasID || k == "_id"
+		v, ok := bsonutil.Lookup(doc, k)
+		if !ok {
+			v = bsoncore.Value{Type: bsoncore.TypeNull}
+		}
+		d = bsoncore.AppendValueElement(d, k, v)
+	}
+	if id := doc.Lookup("_id"); !hasID && id.Type != 0 {
+		d = bsoncore.AppendValueElement(d, "_id", id)
+	}
+	d, _ = bsoncore.AppendDocumentEnd(d, start)
+	return d
 }
 
 var _ opobserver.Observer = (*Writer)(nil)
@@ -487,7 +530,7 @@ func (w *Writer) OnInserts(ru *storage.RecoveryUnit, ns string, uuid catalog.UUI
 		es = make([]entry, 0, len(docs))
 	}
 	for _, d := range docs {
-		es = append(es, entry{op: "i", ns: ns, ui: &uuid, o: d, fromMigrate: fromMigrate})
+		es = append(es, entry{op: "i", ns: ns, ui: &uuid, o: d, o2: w.documentKey(ns, uuid, d), fromMigrate: fromMigrate})
 	}
 	_, err := w.logEntries(ru, es)
 	return err
@@ -508,7 +551,11 @@ func (w *Writer) OnUpdate(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID
 	if err != nil {
 		return err
 	}
-	slots, wall, err := w.logEntriesWall(ru, []entry{{op: "u", ns: ns, ui: &uuid, o: o, o2: idDoc(args.ID), fromMigrate: args.FromMigrate}})
+	o2 := w.documentKey(ns, uuid, args.Post)
+	if o2 == nil {
+		o2 = idDoc(args.ID)
+	}
+	slots, wall, err := w.logEntriesWall(ru, []entry{{op: "u", ns: ns, ui: &uuid, o: o, o2: o2, fromMigrate: args.FromMigrate}})
 	if err != nil || !args.PreImage || args.FromMigrate {
 		return err
 	}
@@ -583,7 +630,11 @@ func (w *Writer) OnDelete(ru *storage.RecoveryUnit, ns string, uuid catalog.UUID
 			return err
 		}
 	}
-	slots, wall, err := w.logEntriesWall(ru, []entry{{op: "d", ns: ns, ui: &uuid, o: idDoc(args.ID), fromMigrate: args.FromMigrate}})
+	o := w.documentKey(ns, uuid, args.Pre)
+	if o == nil {
+		o = idDoc(args.ID)
+	}
+	slots, wall, err := w.logEntriesWall(ru, []entry{{op: "d", ns: ns, ui: &uuid, o: o, fromMigrate: args.FromMigrate}})
 	if err != nil || !args.PreImage || args.FromMigrate {
 		return err
 	}

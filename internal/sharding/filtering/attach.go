@@ -3,6 +3,9 @@ package filtering
 import (
 	"sync/atomic"
 
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/catalog"
 	"humongo/internal/operation"
 )
 
@@ -16,6 +19,24 @@ type holder struct{ rt atomic.Pointer[Runtime] }
 func Attach(db *operation.DB, rt *Runtime) {
 	runtimeOf.Get(db).rt.Store(rt)
 	db.ShardCheck = rt.Check
+	if w, ok := db.Observer().(shardKeyUser); ok {
+		w.SetShardKeyPatterns(rt.ShardKeyPattern)
+	}
+}
+
+// shardKeyUser is the oplog writer's hook for documentKeys (oplog.Writer.SetShardKeyPatterns).
+type shardKeyUser interface {
+	SetShardKeyPatterns(func(ns string, uuid catalog.UUID) bsoncore.Document)
+}
+
+// ShardKeyPattern is the shard key pattern of ns when the runtime knows it sharded with
+// this uuid, nil otherwise.
+func (r *Runtime) ShardKeyPattern(ns string, uuid catalog.UUID) bsoncore.Document {
+	m, ok := r.Collection(ns)
+	if !ok || m == nil || !m.Sharded() || m.Table.UUID() != uuid {
+		return nil
+	}
+	return m.Table.Pattern().Doc()
 }
 
 // Of returns db's shard runtime, nil on a node that is not a shard.
