@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -595,5 +596,61 @@ func TestChangeStreamWatchesNewShard(t *testing.T) {
 		if key := ks.Current.Lookup("documentKey").Document().String(); got != op || key != `{"a": "x","_id": {"$numberInt":"7"}}` {
 			t.Fatalf("%s event: documentKey %s, want {a, _id}", got, key)
 		}
+	}
+
+	// $changeStreamSplitLargeEvent through the router: an update with 9 MB pre- and
+	// post-images comes as two fragments; resumed after the first, the stream gives the
+	// second.
+	if err := d.Client.Database("nsh").CreateCollection(ctx, "big", options.CreateCollection().
+		SetChangeStreamPreAndPostImages(bson.D{{Key: "enabled", Value: true}})); err != nil {
+		t.Fatal(err)
+	}
+	big := d.Client.Database("nsh").Collection("big", options.Collection().SetWriteConcern(writeconcern.Majority()))
+	split := mongo.Pipeline{{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}}}
+	images := func() *options.ChangeStreamOptionsBuilder {
+		return options.ChangeStream().SetFullDocument(options.Required).SetFullDocumentBeforeChange(options.Required)
+	}
+	bs, err := big.Watch(ctx, split, images())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close(context.Background())
+	if _, err := big.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: strings.Repeat("x", 9<<20)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := big.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	var frags []bson.Raw
+	for len(frags) < 3 {
+		rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+		ok := bs.Next(rctx)
+		rcancel()
+		if !ok {
+			t.Fatalf("after %d events: %v", len(frags), bs.Err())
+		}
+		frags = append(frags, append(bson.Raw(nil), bs.Current...))
+	}
+	if op, _ := frags[0].Lookup("operationType").StringValueOK(); op != "insert" || frags[0].Lookup("splitEvent").Type != 0 {
+		t.Fatalf("the insert (9 MB, whole): %s", op)
+	}
+	for i, f := range frags[1:] {
+		se, ok := f.Lookup("splitEvent").DocumentOK()
+		if !ok || se.Lookup("fragment").Int32() != int32(i+1) || se.Lookup("of").Int32() != 2 {
+			t.Fatalf("fragment %d: splitEvent %v", i+1, f.Lookup("splitEvent"))
+		}
+	}
+	rs, err := big.Watch(ctx, split, images().SetResumeAfter(frags[1].Lookup("_id").Document()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close(context.Background())
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer rcancel()
+	if !rs.Next(rctx) {
+		t.Fatalf("resumed after fragment 1: %v", rs.Err())
+	}
+	if !bytes.Equal(rs.Current.Lookup("_id").Value, frags[2].Lookup("_id").Value) {
+		t.Fatalf("resumed after fragment 1: %v, want fragment 2", rs.Current.Lookup("splitEvent"))
 	}
 }

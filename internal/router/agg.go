@@ -26,8 +26,9 @@ package router
 //
 // A pipeline led by $changeStream does not split: it opens the stream on every shard and
 // merges the shards' streams in resume token order on the router, where the user's stages
-// after $changeStream run (agg_changestream.go). $changeStreamSplitLargeEvent is refused
-// (CommandNotSupported), and so is explain of a change stream.
+// after $changeStream run (agg_changestream.go), unless it ends with
+// $changeStreamSplitLargeEvent, which the shards run with the user's stages. Explain of a
+// change stream is refused (CommandNotSupported).
 
 import (
 	"context"
@@ -45,8 +46,8 @@ import (
 	"humongo/internal/sharding/catalogcache"
 )
 
-// refusedStages are the stages the router does not run ($changeStreamSplitLargeEvent: large
-// events are not split).
+// refusedStages are the stages the router does not run outside a change stream
+// ($changeStreamSplitLargeEvent only ends a change stream's pipeline, agg_changestream.go).
 var refusedStages = map[string]bool{"$changeStreamSplitLargeEvent": true}
 
 // shardStreamingStages run on the shards before the split point.

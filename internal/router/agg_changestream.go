@@ -106,7 +106,14 @@ type csRequest struct {
 	spec     *changestream.Spec
 	rest     []bsoncore.Document // the user's stages after $changeStream
 	count    int64               // the first batch's size
+	// split: the pipeline ends with $changeStreamSplitLargeEvent. The shards then run the
+	// user's stages and the split (and updateLookup) themselves and the router merges the
+	// fragments, whose tokens sort within their event.
+	split bool
 }
+
+// csSplitStage ends a change stream pipeline whose large events come as fragments.
+const csSplitStage = "$changeStreamSplitLargeEvent"
 
 // parseChangeStream parses and checks a change stream aggregate (its namespace, the spec
 // with MongoDB's legality checks for a router, and the user's stages).
@@ -152,9 +159,18 @@ func parseChangeStream(env *service.Env, cmd bsoncore.Document) (*csRequest, err
 		return nil, err
 	}
 	r.rest = stages[1:]
-	for _, st := range r.rest {
-		if name, _ := stageName(st); name == "$changeStream" {
+	for i, st := range r.rest {
+		switch name, v := stageName(st); name {
+		case "$changeStream":
 			return nil, mongoerr.New(mongoerr.Location40602, "$changeStream is only valid as the first stage in a pipeline")
+		case csSplitStage:
+			if d, ok := v.DocumentOK(); !ok || len(d) != 5 {
+				return nil, mongoerr.New(mongoerr.Location7182800, "$changeStreamSplitLargeEvent spec should be an empty object")
+			}
+			if i != len(r.rest)-1 {
+				return nil, mongoerr.New(mongoerr.Location7182802, "$changeStreamSplitLargeEvent must be the last stage in the pipeline")
+			}
+			r.split = true
 		}
 	}
 	return r, nil
@@ -163,23 +179,44 @@ func parseChangeStream(env *service.Env, cmd bsoncore.Document) (*csRequest, err
 // userPipeline parses the user's stages after $changeStream (nil: none) and checks each
 // may run in a stream.
 func (r *csRequest) userPipeline(cmd bsoncore.Document) (*agg.Pipeline, error) {
-	if len(r.rest) == 0 {
+	rest := r.rest
+	if r.split {
+		rest = rest[:len(rest)-1]
+	}
+	if len(rest) == 0 {
 		return nil, nil
 	}
 	coll, _, err := readCollation("aggregate", cmd)
 	if err != nil {
 		return nil, err
 	}
-	pl, err := agg.Parse(r.rest, agg.ParseContext{DB: r.db, Collator: coll})
+	pl, err := agg.Parse(rest, agg.ParseContext{DB: r.db, Collator: coll})
 	if err != nil {
 		return nil, err
 	}
-	for _, st := range r.rest {
+	for _, st := range rest {
 		if name, _ := stageName(st); !csAllowedStages[name] {
 			return nil, mongoerr.Newf(mongoerr.IllegalOperation, "%s is not permitted in a $changeStream pipeline", name)
 		}
 	}
+	if r.split {
+		return nil, nil // checked here, run by the shards before their split
+	}
 	return pl, nil
+}
+
+// shardPipeline is the pipeline the shards run: stage, then, with the split stage, the
+// user's stages and the split.
+func (r *csRequest) shardPipeline(stage bsoncore.Document) []bsoncore.Document {
+	if !r.split {
+		return []bsoncore.Document{stage}
+	}
+	out := make([]bsoncore.Document, 0, 1+len(r.rest))
+	out = append(out, stage)
+	for _, st := range r.rest {
+		out = append(out, append(bsoncore.Document(nil), st...))
+	}
+	return out
 }
 
 // shardStage is the $changeStream stage the shards get, and the router's resume point:
@@ -187,9 +224,10 @@ func (r *csRequest) userPipeline(cmd bsoncore.Document) (*agg.Pipeline, error) {
 // stream stands at before its first event.
 func (r *csRequest) shardStage(clusterTime optime.Timestamp) (stage bsoncore.Document, resume string, start bsoncore.Document, err error) {
 	drop := map[string]bool{"$_generateV2ResumeTokens": true}
-	if r.spec.FullDocument == changestream.FullDocUpdateLookup {
+	if r.spec.FullDocument == changestream.FullDocUpdateLookup && !r.split {
 		// The router looks the documents up through its routing (csSource.lookup): the
-		// shard that logged an update may not own the document any more.
+		// shard that logged an update may not own the document any more. (With the split
+		// stage the shards look up before they split.)
 		drop["fullDocument"] = true
 	}
 	var startAt optime.Timestamp
@@ -230,7 +268,7 @@ func (r *csRequest) shardStage(clusterTime optime.Timestamp) (stage bsoncore.Doc
 // user's options without a resume point, starting at at.
 func (r *csRequest) shardStageAt(at optime.Timestamp) (bsoncore.Document, error) {
 	drop := map[string]bool{"$_generateV2ResumeTokens": true, "resumeAfter": true, "startAfter": true, "startAtOperationTime": true}
-	if r.spec.FullDocument == changestream.FullDocUpdateLookup {
+	if r.spec.FullDocument == changestream.FullDocUpdateLookup && !r.split {
 		drop["fullDocument"] = true
 	}
 	els, err := r.specDoc.Elements()
@@ -287,6 +325,9 @@ func runChangeStream(ctx context.Context, c *Cluster, env *service.Env, cmd bson
 	// The stream outlives cmd's buffer (new shards are opened at later getMores): what it
 	// needs of cmd is copied.
 	r.specDoc = append(bsoncore.Document(nil), r.specDoc...)
+	for i, st := range r.rest {
+		r.rest[i] = append(bsoncore.Document(nil), st...)
+	}
 	var collation bsoncore.Value
 	if v, err := cmd.LookupErr("collation"); err == nil {
 		collation = bsoncore.Value{Type: v.Type, Data: append([]byte(nil), v.Data...)}
@@ -298,7 +339,7 @@ func runChangeStream(ctx context.Context, c *Cluster, env *service.Env, cmd bson
 		} else {
 			b.AppendInt32("aggregate", 1)
 		}
-		b.AppendArray("pipeline", pipelineArray([]bsoncore.Document{stage})).
+		b.AppendArray("pipeline", pipelineArray(r.shardPipeline(stage))).
 			AppendDocument("cursor", bsoncore.NewDocumentBuilder().Build())
 		if collation.Type != 0 {
 			b.AppendValue("collation", collation)
@@ -321,7 +362,7 @@ func runChangeStream(ctx context.Context, c *Cluster, env *service.Env, cmd bson
 		return nil, changestream.ResumableError(err)
 	}
 	src := &csSource{resume: resume, pos: start, pipeline: pl, aggCtx: &agg.Context{}}
-	if r.spec.FullDocument == changestream.FullDocUpdateLookup {
+	if r.spec.FullDocument == changestream.FullDocUpdateLookup && !r.split {
 		collation, _ := cmd.Lookup("collation").DocumentOK()
 		src.lookup = func(ctx context.Context, ev bsoncore.Document) (bsoncore.Document, error) {
 			return csLookup(ctx, c, collation, ev)
