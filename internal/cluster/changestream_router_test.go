@@ -653,4 +653,22 @@ func TestChangeStreamWatchesNewShard(t *testing.T) {
 	if !bytes.Equal(rs.Current.Lookup("_id").Value, frags[2].Lookup("_id").Value) {
 		t.Fatalf("resumed after fragment 1: %v, want fragment 2", rs.Current.Lookup("splitEvent"))
 	}
+
+	// Explain: the split (the shards' $changeStream, the router's merge and $match) and
+	// each shard's explain.
+	var ex struct {
+		MergeType     string `bson:"mergeType"`
+		SplitPipeline struct {
+			ShardsPart []bson.Raw `bson:"shardsPart"`
+			MergerPart []bson.Raw `bson:"mergerPart"`
+		} `bson:"splitPipeline"`
+		Shards map[string]bson.Raw `bson:"shards"`
+	}
+	if err := d.Client.Database("nsh").RunCommand(ctx, bson.D{{Key: "aggregate", Value: "c"}, {Key: "explain", Value: true},
+		{Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{}}}, bson.D{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "insert"}}}}}}}).Decode(&ex); err != nil {
+		t.Fatal(err)
+	}
+	if ex.MergeType != "mongos" || len(ex.SplitPipeline.ShardsPart) != 1 || len(ex.SplitPipeline.MergerPart) != 2 || len(ex.Shards) != 2 {
+		t.Fatalf("explain: %+v", ex)
+	}
 }

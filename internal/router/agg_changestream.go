@@ -33,8 +33,9 @@ package router
 // the registry (which reloads when a gossiped topologyTime says the shards changed): its
 // stream starts at the later of the stream's start and the shard's addition (its
 // topologyTime), before any chunk can have moved to it, where MongoDB reacts to the config
-// server's kNewShardDetected event. Known deviations: explain is refused; the shards'
-// streams are opened unversioned.
+// server's kNewShardDetected event. Explain shows the split (the shards' part, the merge and
+// the router's stages) and each shard's explain. Known deviation: the shards' streams are
+// opened unversioned.
 //
 // fullDocument: updateLookup is served on the router, as mongos does: the shards send plain
 // update events and the router reads each update's document through its routing by
@@ -308,7 +309,7 @@ func runChangeStream(ctx context.Context, c *Cluster, env *service.Env, cmd bson
 		return nil, err
 	}
 	if ex, _ := cmd.Lookup("explain").BooleanOK(); ex {
-		return nil, mongoerr.New(mongoerr.CommandNotSupported, "explain of a $changeStream is not supported by humongos yet")
+		return explainChangeStream(ctx, c, env, r)
 	}
 	all, err := c.Shards.All(ctx)
 	if err != nil {
@@ -912,3 +913,54 @@ func (r *csRemote) more(ctx context.Context, batchSize int64, await time.Duratio
 
 // kill implements csShard.
 func (r *csRemote) kill() { r.sc.kill() }
+
+// explainChangeStream explains a change stream as mongos does: mergeType "mongos", the
+// split pipeline (the shards run $changeStream, the router merges by resume token and runs
+// the user's stages, unless the split stage sends them to the shards) and every shard's
+// explain of its part.
+func explainChangeStream(ctx context.Context, c *Cluster, env *service.Env, r *csRequest) (bsoncore.Document, error) {
+	all, err := c.Shards.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stage, _, _, err := r.shardStage(env.State.Concern.Clock.ClusterTime())
+	if err != nil {
+		return nil, err
+	}
+	shardsPart := r.shardPipeline(stage)
+	inner := bsoncore.NewDocumentBuilder()
+	if r.coll != "" {
+		inner.AppendString("aggregate", r.coll)
+	} else {
+		inner.AppendInt32("aggregate", 1)
+	}
+	// The shards explain a change stream through aggregate's explain option, whose only
+	// verbosity is queryPlanner's.
+	cmd := inner.AppendArray("pipeline", pipelineArray(shardsPart)).AppendBoolean("explain", true).Build()
+	ids := make([]string, len(all))
+	cmds := make(map[string]bsoncore.Document, len(all))
+	for i, s := range all {
+		ids[i], cmds[s.ID] = s.ID, cmd
+	}
+	replies, err := runOnShards(ctx, c, env.DB, ids, cmds)
+	if err != nil {
+		return nil, err
+	}
+	merger := bsoncore.NewArrayBuilder().AppendDocument(stageDocRaw("$mergeCursors", bsoncore.NewDocumentBuilder().
+		AppendDocument("sort", bsoncore.NewDocumentBuilder().AppendInt32("_id._data", 1).Build()).Build()))
+	if !r.split {
+		for _, st := range r.rest {
+			merger.AppendDocument(st)
+		}
+	}
+	out := bsoncore.NewDocumentBuilder().AppendString("mergeType", "mongos").
+		AppendDocument("splitPipeline", bsoncore.NewDocumentBuilder().AppendArray("shardsPart", pipelineArray(shardsPart)).
+			AppendArray("mergerPart", merger.Build()).Build())
+	sb := bsoncore.NewDocumentBuilder()
+	for i, rep := range replies {
+		eb := bsoncore.NewDocumentBuilder().AppendString("host", all[i].Host)
+		appendElements(eb, filterDoc(rep, func(k string) bool { return !replyFields[k] }))
+		sb.AppendDocument(ids[i], eb.Build())
+	}
+	return out.AppendDocument("shards", sb.Build()).Build(), nil
+}

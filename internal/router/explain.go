@@ -46,6 +46,16 @@ func runExplain(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 	switch name {
 	case "find", "count", "distinct":
 	case "aggregate":
+		if isChangeStreamCmd(inner) {
+			r, err := parseChangeStream(env, inner)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := r.userPipeline(inner); err != nil {
+				return nil, err
+			}
+			return explainChangeStream(ctx, c, env, r)
+		}
 		req, err := parseAggregate(env, inner, true)
 		if err != nil {
 			return nil, err
