@@ -464,3 +464,65 @@ func nextRaw(t *testing.T, cs *mongo.ChangeStream) bson.Raw {
 	}
 	return append(bson.Raw(nil), cs.Current...)
 }
+
+// TestChangeStreamViewEvents: with showExpandedEvents a database stream reports a view's
+// create, collMod (modify, with the new definition) and drop; collMod checks its options.
+func TestChangeStreamViewEvents(t *testing.T) {
+	ts, rc := startMember(t, t.TempDir(), 0)
+	defer rc.Close()
+	defer ts.close(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := ts.cl.Database("views")
+	cs, err := db.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetShowExpandedEvents(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	run := func(cmd bson.D) error { return db.RunCommand(ctx, cmd).Err() }
+	if err := run(bson.D{{Key: "create", Value: "v"}, {Key: "viewOn", Value: "c"}, {Key: "pipeline", Value: bson.A{}}}); err != nil {
+		t.Fatal(err)
+	}
+	newPipe := bson.A{bson.D{{Key: "$match", Value: bson.D{{Key: "x", Value: 1}}}}}
+	if err := run(bson.D{{Key: "collMod", Value: "v"}, {Key: "pipeline", Value: newPipe}}); err != nil {
+		t.Fatal(err)
+	}
+	var ce mongo.CommandError
+	if err := run(bson.D{{Key: "collMod", Value: "v"}, {Key: "validator", Value: bson.D{}}}); !errors.As(err, &ce) || ce.Code != int32(mongoerr.InvalidOptions) {
+		t.Fatalf("collMod validator on a view: %v", err)
+	}
+	if err := run(bson.D{{Key: "collMod", Value: "v"}, {Key: "viewOn", Value: "v"}}); !errors.As(err, &ce) || ce.Code != int32(mongoerr.GraphContainsCycle) {
+		t.Fatalf("collMod making a cycle: %v", err)
+	}
+	if err := run(bson.D{{Key: "create", Value: "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(bson.D{{Key: "collMod", Value: "c"}, {Key: "viewOn", Value: "x"}}); !errors.As(err, &ce) || ce.Code != int32(mongoerr.InvalidOptions) {
+		t.Fatalf("collMod viewOn on a collection: %v", err)
+	}
+	if err := db.Collection("v").Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for len(got) < 4 {
+		ev := nextRaw(t, cs)
+		op, _ := ev.Lookup("operationType").StringValueOK()
+		coll, _ := ev.Lookup("ns", "coll").StringValueOK()
+		got = append(got, op+":"+coll)
+		if op == "modify" && coll == "v" {
+			if desc := ev.Lookup("operationDescription").Document().String(); desc != `{"viewOn": "c","pipeline": [{"$match": {"x": {"$numberInt":"1"}}}]}` {
+				t.Fatalf("modify's operationDescription %s", desc)
+			}
+		}
+	}
+	if g := strings.Join(got, " "); g != "create:v modify:v create:c drop:v" {
+		t.Fatalf("events %s", g)
+	}
+	cur, err := db.ListCollections(ctx, bson.D{{Key: "name", Value: "v"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Next(ctx) {
+		t.Fatalf("the dropped view is listed: %v", cur.Current)
+	}
+}

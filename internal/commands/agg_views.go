@@ -245,23 +245,9 @@ func viewCreate(ctx context.Context, env *service.Env, ns string, cmd bsoncore.D
 	if strings.HasPrefix(coll, "system.") {
 		return nil, mongoerr.Newf(mongoerr.InvalidNamespace, "Invalid namespace for a view: %s", ns)
 	}
-	var pipe []bsoncore.Document
-	pv := lookup(cmd, "pipeline")
-	switch pv.Type {
-	case 0:
-	case bsoncore.TypeArray:
-		vals, err := pv.Array().Values()
-		if err != nil {
-			return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid pipeline: %v", err)
-		}
-		for _, v := range vals {
-			if v.Type != bsoncore.TypeEmbeddedDocument {
-				return nil, mongoerr.New(mongoerr.TypeMismatch, "Each element of the 'pipeline' array must be an object")
-			}
-			pipe = append(pipe, v.Document())
-		}
-	default:
-		return nil, typeMismatch(c, "pipeline", pv.Type, "array")
+	pipe, err := viewParsePipeline(c, lookup(cmd, "pipeline"))
+	if err != nil {
+		return nil, err
 	}
 	// The view's default collation (stored normalised; simple is not stored). A view on a
 	// view must have the same collation, as in MongoDB.
@@ -269,49 +255,10 @@ func viewCreate(ctx context.Context, env *service.Env, ns string, cmd bsoncore.D
 	if err := findParseCollation(c, lookup(cmd, "collation"), &creq); err != nil {
 		return nil, err
 	}
-	vcoll := creq.Collation
-	if _, _, onView, err := viewLookup(ctx, env, dbName+"."+viewOn); err != nil {
-		return nil, err
-	} else if onView {
-		other, err := viewCollation(ctx, env, dbName+"."+viewOn)
-		if err != nil {
-			return nil, err
-		}
-		if !collation.Equal(vcoll, other) {
-			return nil, mongoerr.Newf(mongoerr.OptionNotSupportedOnView,
-				"View %s has conflicting collation with view %s.%s", ns, dbName, viewOn)
-		}
-	}
-	pl, err := agg.Parse(pipe, agg.ParseContext{DB: dbName, Collator: vcoll})
+	def, err := viewDefinition(ctx, env, ns, viewOn, pipe, creq.Collation)
 	if err != nil {
 		return nil, err
 	}
-	if _, _, ok := pl.OutputNamespace(); ok {
-		return nil, mongoerr.New(mongoerr.OptionNotSupportedOnView,
-			"$out and $merge cannot be used in a view definition")
-	}
-	for i, st := range pipe {
-		if name, _, ok := aggServerStage(st); ok {
-			return nil, mongoerr.Newf(mongoerr.OptionNotSupportedOnView,
-				"The aggregation stage %s in location %d of the pipeline cannot be used in the view definition", name, i)
-		}
-	}
-	if err := viewCheckGraph(ctx, env, ns, viewOn, pipe); err != nil {
-		return nil, err
-	}
-	def := doc(func(b []byte) []byte {
-		b = bsoncore.AppendStringElement(b, "_id", ns)
-		b = bsoncore.AppendStringElement(b, "viewOn", viewOn)
-		ai, b := bsoncore.AppendArrayElementStart(b, "pipeline")
-		for i, st := range pipe {
-			b = bsoncore.AppendDocumentElement(b, itoa(int64(i)), st)
-		}
-		b, _ = bsoncore.AppendArrayEnd(b, ai)
-		if vcoll != nil {
-			b = bsoncore.AppendDocumentElement(b, "collation", vcoll.Spec())
-		}
-		return b
-	})
 	op := db.NewOp(ctx)
 	defer op.Close()
 	// The view's own namespace is X-locked so a concurrent create of a collection with the
@@ -345,6 +292,76 @@ func viewCreate(ctx context.Context, env *service.Env, ns string, cmd bsoncore.D
 		return nil, err
 	}
 	return emptyDoc, nil
+}
+
+// viewParsePipeline reads a view definition's pipeline argument (absent: none).
+func viewParsePipeline(c string, pv bsoncore.Value) ([]bsoncore.Document, error) {
+	var pipe []bsoncore.Document
+	switch pv.Type {
+	case 0:
+	case bsoncore.TypeArray:
+		vals, err := pv.Array().Values()
+		if err != nil {
+			return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid pipeline: %v", err)
+		}
+		for _, v := range vals {
+			if v.Type != bsoncore.TypeEmbeddedDocument {
+				return nil, mongoerr.New(mongoerr.TypeMismatch, "Each element of the 'pipeline' array must be an object")
+			}
+			pipe = append(pipe, v.Document())
+		}
+	default:
+		return nil, typeMismatch(c, "pipeline", pv.Type, "array")
+	}
+	return pipe, nil
+}
+
+// viewDefinition validates view ns's definition (viewOn, pipe, its collation vcoll) as
+// create and collMod do, and returns its system.views document.
+func viewDefinition(ctx context.Context, env *service.Env, ns, viewOn string, pipe []bsoncore.Document, vcoll *collation.Collator) (bsoncore.Document, error) {
+	dbName, _, _ := strings.Cut(ns, ".")
+	if _, _, onView, err := viewLookup(ctx, env, dbName+"."+viewOn); err != nil {
+		return nil, err
+	} else if onView {
+		other, err := viewCollation(ctx, env, dbName+"."+viewOn)
+		if err != nil {
+			return nil, err
+		}
+		if !collation.Equal(vcoll, other) {
+			return nil, mongoerr.Newf(mongoerr.OptionNotSupportedOnView,
+				"View %s has conflicting collation with view %s.%s", ns, dbName, viewOn)
+		}
+	}
+	pl, err := agg.Parse(pipe, agg.ParseContext{DB: dbName, Collator: vcoll})
+	if err != nil {
+		return nil, err
+	}
+	if _, _, ok := pl.OutputNamespace(); ok {
+		return nil, mongoerr.New(mongoerr.OptionNotSupportedOnView,
+			"$out and $merge cannot be used in a view definition")
+	}
+	for i, st := range pipe {
+		if name, _, ok := aggServerStage(st); ok {
+			return nil, mongoerr.Newf(mongoerr.OptionNotSupportedOnView,
+				"The aggregation stage %s in location %d of the pipeline cannot be used in the view definition", name, i)
+		}
+	}
+	if err := viewCheckGraph(ctx, env, ns, viewOn, pipe); err != nil {
+		return nil, err
+	}
+	return doc(func(b []byte) []byte {
+		b = bsoncore.AppendStringElement(b, "_id", ns)
+		b = bsoncore.AppendStringElement(b, "viewOn", viewOn)
+		ai, b := bsoncore.AppendArrayElementStart(b, "pipeline")
+		for i, st := range pipe {
+			b = bsoncore.AppendDocumentElement(b, itoa(int64(i)), st)
+		}
+		b, _ = bsoncore.AppendArrayEnd(b, ai)
+		if vcoll != nil {
+			b = bsoncore.AppendDocumentElement(b, "collation", vcoll.Spec())
+		}
+		return b
+	}), nil
 }
 
 // viewDrop removes the view ns from system.views; found is false when ns is not a view.
@@ -475,4 +492,80 @@ func viewReadRequest(env *service.Env, name string, cmd bsoncore.Document) (*agg
 		}
 	}
 	return r, nil
+}
+
+// viewCollMod is collMod on view ns: viewOn and pipeline replace the definition's (the other
+// is kept; its collation stays), validated as create validates one. The definition is
+// rewritten whole (a replacement entry, which change streams report as modify).
+func viewCollMod(ctx context.Context, env *service.Env, ns string, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const c = "collMod"
+	els, err := cmd.Elements()
+	if err != nil {
+		return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid collMod: %v", err)
+	}
+	for _, e := range els[1:] {
+		switch k := e.Key(); k {
+		case "viewOn", "pipeline":
+		default:
+			if !service.GenericArguments[k] {
+				return nil, mongoerr.New(mongoerr.InvalidOptions, "option not supported on a view: "+k)
+			}
+		}
+	}
+	viewOn, pipe, _, err := viewLookup(ctx, env, ns)
+	if err != nil {
+		return nil, err
+	}
+	if v := lookup(cmd, "viewOn"); v.Type != 0 {
+		s, ok := v.StringValueOK()
+		if !ok {
+			return nil, typeMismatch(c, "viewOn", v.Type, "string")
+		}
+		if s == "" {
+			return nil, mongoerr.New(mongoerr.BadValue, "'viewOn' cannot be empty")
+		}
+		dbName, _, _ := strings.Cut(ns, ".")
+		if err := catalog.ValidateNS(dbName + "." + s); err != nil {
+			return nil, err
+		}
+		viewOn = s
+	}
+	if v := lookup(cmd, "pipeline"); v.Type != 0 {
+		if pipe, err = viewParsePipeline(c, v); err != nil {
+			return nil, err
+		}
+	}
+	vcoll, err := viewCollation(ctx, env, ns)
+	if err != nil {
+		return nil, err
+	}
+	def, err := viewDefinition(ctx, env, ns, viewOn, pipe, vcoll)
+	if err != nil {
+		return nil, err
+	}
+	dbName, _, _ := strings.Cut(ns, ".")
+	op := env.State.DB.NewOp(ctx)
+	defer op.Close()
+	scope, err := op.Locker.CollectionLock(ctx, ns, lock.ModeX)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = scope.Release() }()
+	err = op.WriteCollection(ctx, dbName+"."+viewsColl, false, func(vc *index.Collection) error {
+		if vc == nil {
+			return mongoerr.New(mongoerr.NamespaceNotFound, "ns does not exist")
+		}
+		rid, old, found, err := vc.FindByID(op.RU, lookup(def, "_id"))
+		if err != nil {
+			return err
+		}
+		if !found {
+			return mongoerr.New(mongoerr.NamespaceNotFound, "ns does not exist")
+		}
+		return vc.UpdateDocumentAs(op.RU, rid, bytes.Clone(old), def, index.UpdateKind{Replacement: true})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return emptyDoc, nil
 }

@@ -58,8 +58,16 @@ func runCollMod(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 		"timeseries", "recordPreImages", "cappedSize", "cappedMax", "collectionUUID"); err != nil {
 		return nil, err
 	}
+	if _, _, isView, err := viewLookup(ctx, env, ns); err != nil {
+		return nil, err
+	} else if isView {
+		return viewCollMod(ctx, env, ns, cmd)
+	}
 	if lookup(cmd, "viewOn").Type != 0 || lookup(cmd, "pipeline").Type != 0 {
-		return nil, mongoerr.New(mongoerr.CommandNotSupported, "views are not supported yet")
+		if _, ok := db.Catalog.Latest().ByNS(ns); ok {
+			return nil, mongoerr.Newf(mongoerr.InvalidOptions, "ns %s is a collection, not a view", ns)
+		}
+		return nil, mongoerr.New(mongoerr.NamespaceNotFound, "ns does not exist")
 	}
 	if lookup(cmd, "timeseries").Type != 0 {
 		return nil, mongoerr.New(mongoerr.NotImplemented, "time-series collections are not supported yet")
