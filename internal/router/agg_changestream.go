@@ -206,6 +206,18 @@ func (r *csRequest) userPipeline(cmd bsoncore.Document) (*agg.Pipeline, error) {
 	return pl, nil
 }
 
+// shardAggregate starts the shards' aggregate of the stream: {aggregate: coll or 1,
+// pipeline: shardPipeline(stage)}.
+func (r *csRequest) shardAggregate(stage bsoncore.Document) *bsoncore.DocumentBuilder {
+	b := bsoncore.NewDocumentBuilder()
+	if r.coll != "" {
+		b.AppendString("aggregate", r.coll)
+	} else {
+		b.AppendInt32("aggregate", 1)
+	}
+	return b.AppendArray("pipeline", pipelineArray(r.shardPipeline(stage)))
+}
+
 // shardPipeline is the pipeline the shards run: stage, then, with the split stage, the
 // user's stages and the split.
 func (r *csRequest) shardPipeline(stage bsoncore.Document) []bsoncore.Document {
@@ -334,14 +346,7 @@ func runChangeStream(ctx context.Context, c *Cluster, env *service.Env, cmd bson
 		collation = bsoncore.Value{Type: v.Type, Data: append([]byte(nil), v.Data...)}
 	}
 	shardCmd := func(stage bsoncore.Document, now optime.Timestamp) bsoncore.Document {
-		b := bsoncore.NewDocumentBuilder()
-		if r.coll != "" {
-			b.AppendString("aggregate", r.coll)
-		} else {
-			b.AppendInt32("aggregate", 1)
-		}
-		b.AppendArray("pipeline", pipelineArray(r.shardPipeline(stage))).
-			AppendDocument("cursor", bsoncore.NewDocumentBuilder().Build())
+		b := r.shardAggregate(stage).AppendDocument("cursor", bsoncore.NewDocumentBuilder().Build())
 		if collation.Type != 0 {
 			b.AppendValue("collation", collation)
 		}
@@ -364,9 +369,9 @@ func runChangeStream(ctx context.Context, c *Cluster, env *service.Env, cmd bson
 	}
 	src := &csSource{resume: resume, pos: start, pipeline: pl, aggCtx: &agg.Context{}}
 	if r.spec.FullDocument == changestream.FullDocUpdateLookup && !r.split {
-		collation, _ := cmd.Lookup("collation").DocumentOK()
+		lookupColl, _ := collation.DocumentOK() // the copy: getMores look up after cmd is gone
 		src.lookup = func(ctx context.Context, ev bsoncore.Document) (bsoncore.Document, error) {
-			return csLookup(ctx, c, collation, ev)
+			return csLookup(ctx, c, lookupColl, ev)
 		}
 	}
 	clock := env.State.Concern.Clock.ClusterTime
@@ -928,15 +933,9 @@ func explainChangeStream(ctx context.Context, c *Cluster, env *service.Env, r *c
 		return nil, err
 	}
 	shardsPart := r.shardPipeline(stage)
-	inner := bsoncore.NewDocumentBuilder()
-	if r.coll != "" {
-		inner.AppendString("aggregate", r.coll)
-	} else {
-		inner.AppendInt32("aggregate", 1)
-	}
 	// The shards explain a change stream through aggregate's explain option, whose only
 	// verbosity is queryPlanner's.
-	cmd := inner.AppendArray("pipeline", pipelineArray(shardsPart)).AppendBoolean("explain", true).Build()
+	cmd := r.shardAggregate(stage).AppendBoolean("explain", true).Build()
 	ids := make([]string, len(all))
 	cmds := make(map[string]bsoncore.Document, len(all))
 	for i, s := range all {
