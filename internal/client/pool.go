@@ -47,6 +47,7 @@ func (o Options) driverOptions(uri string) *options.ClientOptions {
 		SetServerSelectionTimeout(sel).SetRetryReads(false).SetRetryWrites(false)
 	if o.Dialer != nil {
 		opts.SetDialer(o.Dialer)
+		o.Dialer.Security.apply(opts)
 	}
 	if o.PollMonitoring {
 		opts.SetServerMonitoringMode(options.ServerMonitoringModePoll)

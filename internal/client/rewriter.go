@@ -36,6 +36,9 @@ type Rewriter struct {
 	rewrites atomic.Pointer[map[string]string]
 	// Dialer dials the rewritten address (the zero net.Dialer if nil).
 	Dialer *net.Dialer
+	// Security is how the owning server's internal clients prove themselves to the servers
+	// they dial (nil: neither TLS nor keyfile). Set once, before the first dial.
+	Security *Security
 
 	// mu guards conns and serializes Set with the registration of new connections, so a
 	// connection dialed to a target that a concurrent Set moves away is either closed by
