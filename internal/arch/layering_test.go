@@ -22,6 +22,7 @@ var rank = map[string]int{
 	"bsonutil":   1,
 	"optime":     1,
 	"collation":  1,
+	"auth":       1,
 	"logv2":      1,
 	"wire":       2,
 	"keystring":  2,
