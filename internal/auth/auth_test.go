@@ -63,11 +63,11 @@ func TestUserDefinedRoles(t *testing.T) {
 		return b
 	}
 	roles := map[RoleName]bsoncore.Document{
-		{"a", "app"}: doc(bson.D{{"role", "a"}, {"db", "app"},
-			{"privileges", bson.A{bson.D{{"resource", bson.D{{"db", "app"}, {"collection", "logs"}}}, {"actions", bson.A{"insert"}}}}},
-			{"roles", bson.A{bson.D{{"role", "b"}, {"db", "app"}}}}}),
-		{"b", "app"}: doc(bson.D{{"role", "b"}, {"db", "app"}, {"privileges", bson.A{}},
-			{"roles", bson.A{bson.D{{"role", "read"}, {"db", "app"}}, bson.D{{"role", "a"}, {"db", "app"}}}}}),
+		{"a", "app"}: doc(bson.M{"role": "a", "db": "app",
+			"privileges": bson.A{bson.M{"resource": bson.M{"db": "app", "collection": "logs"}, "actions": bson.A{"insert"}}},
+			"roles":      bson.A{bson.M{"role": "b", "db": "app"}}}),
+		{"b", "app"}: doc(bson.M{"role": "b", "db": "app", "privileges": bson.A{},
+			"roles": bson.A{bson.M{"role": "read", "db": "app"}, bson.M{"role": "a", "db": "app"}}}),
 	}
 	lookup := func(n RoleName) (Role, bool, error) {
 		d, ok := roles[n]
@@ -88,8 +88,7 @@ func TestUserDefinedRoles(t *testing.T) {
 	if len(r.Roles) != 3 {
 		t.Errorf("roles %v, want a, b and read (a cycle and a missing role)", r.Roles)
 	}
-	if _, err := ParsePrivileges(bsoncore.Value{Type: bsoncore.TypeArray, Data: doc(bson.D{{"0",
-		bson.D{{"resource", bson.D{{"cluster", true}}}, {"actions", bson.A{"fly"}}}}})}); err == nil {
+	if _, err := ParsePrivileges(bsoncore.Value{Type: bsoncore.TypeArray, Data: doc(bson.M{"0": bson.M{"resource": bson.M{"cluster": true}, "actions": bson.A{"fly"}}})}); err == nil {
 		t.Error("an unknown action was accepted")
 	}
 }

@@ -46,7 +46,7 @@ var (
 		GetParameter, GetShardMap, HostInfo, ListDatabases, ListSampledQueries, ListSessions,
 		ListShards, Netstat, OperationMetrics, ReplSetGetConfig, ReplSetGetStatus, ServerStatus,
 		Top, UseUUID, Inprog, ShardingState, AllCollectionStats, ShardedDataDistribution)
-	clusterMonitorDBActs  = Actions(CollStats, DbStats, GetDatabaseVersion, GetShardVersion, IndexStats)
+	clusterMonitorDBActs   = Actions(CollStats, DbStats, GetDatabaseVersion, GetShardVersion, IndexStats)
 	hostManagerClusterActs = Actions(ApplicationMessage, AuditConfigure, ConnPoolSync,
 		DropConnections, LogRotate, OidReset, SetParameter, Shutdown, Touch, Unlock,
 		FlushRouterConfig, Fsync, InvalidateUserCache, KillAnyCursor, KillAnySession, Killop,
@@ -67,12 +67,16 @@ var (
 	findOnly = Actions(Find)
 )
 
-func onDB(db string, a ActionSet) rolePriv      { return rolePriv{kind: KindDB, db: db, actions: a} }
-func onNS(db, coll string, a ActionSet) rolePriv { return rolePriv{kind: KindNS, db: db, coll: coll, actions: a} }
-func onColl(coll string, a ActionSet) rolePriv  { return rolePriv{kind: KindCollection, coll: coll, actions: a} }
-func onAnyNormal(a ActionSet) rolePriv          { return rolePriv{kind: KindAnyNormal, actions: a} }
-func onAny(a ActionSet) rolePriv                { return rolePriv{kind: KindAny, actions: a} }
-func onCluster(a ActionSet) rolePriv            { return rolePriv{kind: KindCluster, actions: a} }
+func onDB(db string, a ActionSet) rolePriv { return rolePriv{kind: KindDB, db: db, actions: a} }
+func onNS(db, coll string, a ActionSet) rolePriv {
+	return rolePriv{kind: KindNS, db: db, coll: coll, actions: a}
+}
+func onColl(coll string, a ActionSet) rolePriv {
+	return rolePriv{kind: KindCollection, coll: coll, actions: a}
+}
+func onAnyNormal(a ActionSet) rolePriv { return rolePriv{kind: KindAnyNormal, actions: a} }
+func onAny(a ActionSet) rolePriv       { return rolePriv{kind: KindAny, actions: a} }
+func onCluster(a ActionSet) rolePriv   { return rolePriv{kind: KindCluster, actions: a} }
 
 var builtinRoles = map[string]builtinRole{
 	"read": {privs: []rolePriv{onDB(thisDB, readActions), onNS(thisDB, "system.js", readActions)}},
