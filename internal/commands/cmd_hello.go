@@ -12,6 +12,7 @@ import (
 func addHello(r *service.Registry) {
 	add(r, &service.Command{
 		Name:             "hello",
+		PreAuth:          true,
 		Aliases:          []string{"isMaster", "ismaster"},
 		Handler:          runHello,
 		Help:             "Check if this server is primary for a replica set\n{ hello : 1 }",
@@ -56,7 +57,7 @@ func runHello(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bso
 		// mongod's configServerModeNumber: config servers run as a replica set (CSRS).
 		b = bsoncore.AppendInt32Element(b, "configsvr", 2)
 	}
-	b = service.AppendHelloLimits(b, env, cmd)
+	b = service.AppendHelloLimits(ctx, b, env, cmd)
 	b, _ = bsoncore.AppendDocumentEnd(b, idx)
 	return b, nil
 }

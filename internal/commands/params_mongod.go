@@ -14,7 +14,7 @@ func DefaultParamSpecs() []service.ParamSpec {
 	fcv := func() bsoncore.Document {
 		return bsoncore.NewDocumentBuilder().AppendString("version", "7.0").Build()
 	}
-	return []service.ParamSpec{
+	return append([]service.ParamSpec{
 		// allowDiskUseByDefault (true since 6.0) lets blocking sorts and $group spill to disk
 		// when a command does not say allowDiskUse.
 		{Name: "allowDiskUseByDefault", Kind: service.ParamBool, Default: true, Runtime: true, Startup: true},
@@ -73,5 +73,5 @@ func DefaultParamSpecs() []service.ParamSpec {
 		{Name: "writePeriodicNoops", Kind: service.ParamBool, Default: true, Runtime: true, Startup: true},
 		// autoMergerIntervalSecs: the config server's AutoMerger runs a round this often.
 		{Name: "autoMergerIntervalSecs", Kind: service.ParamInt, Default: int64(3600), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
-	}
+	}, service.AuthParams()...)
 }

@@ -50,6 +50,9 @@ func add(r *service.Registry, c *service.Command) {
 func NewRegistry() *service.Registry {
 	r := service.NewRegistry()
 	r.Register(service.PingCommand())
+	for _, c := range service.AuthCommands() {
+		r.Register(c)
+	}
 	r.Register(service.BuildInfoCommand([]string{"pebble"}))
 	r.Register(service.GetParameterCommand())
 	r.Register(service.ListCommandsCommand())
@@ -69,7 +72,6 @@ func NewRegistry() *service.Registry {
 	addConfigureFailPoint(r)
 	addAPIVersionTestCommands(r)
 	addSearchIndexCommands(r)
-	addConnectionStatus(r)
 	addCount(r)
 	addCreate(r)
 	addCreateIndexes(r)

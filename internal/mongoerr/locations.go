@@ -392,3 +392,10 @@ const (
 	// a recoveryToken (TransactionRouter::_commitTransaction).
 	Location50940 Code = 50940
 )
+
+// Authentication (internal/service sasl.go).
+const (
+	// Location5626701: a connection authenticated as one user tries another
+	// (AuthorizationSession::addAndAuthorizeUser).
+	Location5626701 Code = 5626701
+)

@@ -11,6 +11,7 @@ import (
 func helloCommand() *service.Command {
 	return &service.Command{
 		Name:             "hello",
+		PreAuth:          true,
 		Aliases:          []string{"isMaster", "ismaster"},
 		Handler:          runHello,
 		Help:             "Check if this server is primary for a replica set\n{ hello : 1 }",
@@ -42,7 +43,7 @@ func runHello(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bso
 	b = bsoncore.AppendStringElement(b, "msg", "isdbgrid")
 	b = bsoncore.AppendDocumentElement(b, "topologyVersion", bsoncore.NewDocumentBuilder().
 		AppendObjectID("processId", env.State.ProcessID).AppendInt64("counter", topologyCounter).Build())
-	b = service.AppendHelloLimits(b, env, cmd)
+	b = service.AppendHelloLimits(ctx, b, env, cmd)
 	b, _ = bsoncore.AppendDocumentEnd(b, idx)
 	return b, nil
 }

@@ -19,6 +19,9 @@ func NewRegistry() *service.Registry {
 	r.Register(helloCommand())
 	r.Register(serverStatusCommand())
 	r.Register(service.PingCommand())
+	for _, c := range service.AuthCommands() {
+		r.Register(c)
+	}
 	r.Register(service.BuildInfoCommand(nil))
 	r.Register(service.GetParameterCommand())
 	r.Register(service.ListCommandsCommand())
@@ -101,7 +104,7 @@ func notSupported(_ context.Context, env *service.Env, _ bsoncore.Document) (bso
 // ParamSpecs are the server parameters humongos declares: those its front end and handlers
 // read, with mongos 7.0's defaults.
 func ParamSpecs() []service.ParamSpec {
-	return []service.ParamSpec{
+	return append([]service.ParamSpec{
 		{Name: "cursorTimeoutMillis", Kind: service.ParamInt, Default: int64(600000), Runtime: true, Startup: true},
 		{Name: "enableTestCommands", Kind: service.ParamBool, Default: false, Startup: true},
 		{Name: "localLogicalSessionTimeoutMinutes", Kind: service.ParamInt, Default: int64(30), Startup: true, Min: 1, Max: math.MaxInt32},
@@ -109,5 +112,5 @@ func ParamSpecs() []service.ParamSpec {
 		{Name: "maxLogSizeKB", Kind: service.ParamInt, Default: int64(logv2.DefaultMaxAttributeSizeKB), Runtime: true, Startup: true, Min: 0, Max: math.MaxInt32},
 		{Name: "maxSessions", Kind: service.ParamInt, Default: int64(1000000), Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "quiet", Kind: service.ParamBool, Default: false, Runtime: true, Startup: true},
-	}
+	}, service.AuthParams()...)
 }

@@ -34,7 +34,7 @@ func startStaleShard(t *testing.T, staleTimes int, wanted routing.ChunkVersion) 
 	fs := &staleShard{staleTimes: staleTimes, wanted: wanted}
 	reg := service.NewRegistry()
 	reg.Register(&service.Command{Name: "hello", Aliases: []string{"isMaster", "ismaster"}, Secondary: service.SecondaryAlways,
-		AllowedOnOpQuery: true, Handler: func(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+		AllowedOnOpQuery: true, Handler: func(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 			idx, b := bsoncore.AppendDocumentStart(nil)
 			b = bsoncore.AppendBooleanElement(b, "isWritablePrimary", true)
 			b = bsoncore.AppendBooleanElement(b, "ismaster", true)
@@ -43,7 +43,7 @@ func startStaleShard(t *testing.T, staleTimes int, wanted routing.ChunkVersion) 
 			b = bsoncore.AppendStringElement(b, "me", fs.host)
 			b = bsoncore.AppendStringElement(b, "primary", fs.host)
 			b = bsoncore.AppendArrayElement(b, "hosts", bsoncore.NewArrayBuilder().AppendString(fs.host).Build())
-			b = service.AppendHelloLimits(b, env, cmd)
+			b = service.AppendHelloLimits(ctx, b, env, cmd)
 			b, _ = bsoncore.AppendDocumentEnd(b, idx)
 			return b, nil
 		}})

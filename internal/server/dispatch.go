@@ -139,13 +139,19 @@ func (s *Server) dispatch(ctx context.Context, env *service.Env, cmd bsoncore.Do
 	if c.AdminOnly && db != "admin" {
 		return nil, mongoerr.Newf(mongoerr.Unauthorized, "%s may only be run against the admin database.", name)
 	}
-	if c.LocalhostOnly && !env.Conn.Loopback {
+	if c.LocalhostOnly && !env.Conn.Loopback && !s.state.Auth.Enabled {
 		return nil, mongoerr.Newf(mongoerr.Unauthorized, "%s may only be run from localhost without authentication", name)
 	}
 	// Stable API parameters (initializeAPIParameters): before the command does anything.
 	if err := service.CheckAPIParameters(c, cmd, s.state.Params.Bool("requireApiVersion"),
 		s.state.Params.Bool("acceptApiVersion2"), env.Conn.IsInternal()); err != nil {
 		return nil, err
+	}
+	// Authentication and the command's privileges (MongoDB's checkAuthorization).
+	if s.state.Auth.Enabled {
+		if err := s.state.Auth.Authorize(ctx, env, c, cmd); err != nil {
+			return nil, err
+		}
 	}
 	if v, err := cmd.LookupErr("lsid"); err == nil && s.state.Sessions != nil {
 		k, err := service.ParseLsid(v)

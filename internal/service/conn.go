@@ -11,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
 	"humongo/internal/txn/lsc"
@@ -32,6 +33,21 @@ type Conn struct {
 	compressors []string
 	op          *Op // the running operation, nil when idle
 	internal    bool
+	authUser    *auth.UserName // the authenticated user, nil when none
+	sasl        *saslState     // the SASL conversation in progress, nil when none
+}
+
+// AuthUser returns the user the connection authenticated as (nil when none).
+func (c *Conn) AuthUser() *auth.UserName {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.authUser
+}
+
+func (c *Conn) setAuthUser(u *auth.UserName) {
+	c.mu.Lock()
+	c.authUser = u
+	c.mu.Unlock()
 }
 
 // Desc is the connection's log context name, "conn<N>".

@@ -13,6 +13,9 @@ type Env struct {
 	Registry *Registry
 	// Op is the in-progress operation record (currentOp/killOp).
 	Op *Op
+	// Auth is the connection's authorization session for this command (set by dispatch
+	// when authorization is on; nil otherwise, which every check treats as allowed).
+	Auth *AuthSession
 	// Legacy is true when the command arrived in an OP_QUERY.
 	Legacy bool
 	// ExhaustAllowed is the client's OP_MSG exhaustAllowed bit.

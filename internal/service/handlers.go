@@ -32,6 +32,7 @@ var EmptyDoc = bsoncore.Document{5, 0, 0, 0, 0}
 func PingCommand() *Command {
 	return &Command{
 		Name:      "ping",
+		PreAuth:   true,
 		Handler:   func(context.Context, *Env, bsoncore.Document) (bsoncore.Document, error) { return EmptyDoc, nil },
 		Help:      "a way to check that the server is alive. responds immediately even if server is in a db lock.",
 		Secondary: SecondaryAlways,
@@ -43,6 +44,7 @@ func PingCommand() *Command {
 func BuildInfoCommand(storageEngines []string) *Command {
 	return &Command{
 		Name:    "buildInfo",
+		PreAuth: true,
 		Aliases: []string{"buildinfo"},
 		Handler: func(context.Context, *Env, bsoncore.Document) (bsoncore.Document, error) {
 			return buildInfo(storageEngines), nil
@@ -158,6 +160,7 @@ func runGetParameter(_ context.Context, env *Env, cmd bsoncore.Document) (bsonco
 func ListCommandsCommand() *Command {
 	return &Command{
 		Name:      "listCommands",
+		PreAuth:   true,
 		Handler:   runListCommands,
 		Help:      "get a list of all db commands",
 		Secondary: SecondaryAlways,

@@ -36,8 +36,7 @@ func HelloHandshake(env *Env, cmd bsoncore.Document) error {
 		return err
 	}
 	if v := lookupValue(cmd, "saslSupportedMechs"); v.Type != 0 {
-		// mongod answers with the user's mechanisms, and omits the field when the user does not
-		// exist. There are no users until authentication lands, so only validate the name.
+		// AppendHelloLimits answers with the user's mechanisms (none when it does not exist).
 		s, ok := v.StringValueOK()
 		if !ok {
 			return mongoerr.Newf(mongoerr.TypeMismatch,
@@ -52,7 +51,7 @@ func HelloHandshake(env *Env, cmd bsoncore.Document) error {
 
 // AppendHelloLimits appends hello's limits and versions, the same on every role:
 // maxBsonObjectSize ... maxWireVersion, readOnly, and the negotiated compression.
-func AppendHelloLimits(b []byte, env *Env, cmd bsoncore.Document) []byte {
+func AppendHelloLimits(ctx context.Context, b []byte, env *Env, cmd bsoncore.Document) []byte {
 	b = bsoncore.AppendInt32Element(b, "maxBsonObjectSize", wire.MaxBSONObjectSize)
 	b = bsoncore.AppendInt32Element(b, "maxMessageSizeBytes", wire.MaxMessageSizeBytes)
 	b = bsoncore.AppendInt32Element(b, "maxWriteBatchSize", wire.MaxWriteBatchSize)
@@ -70,7 +69,7 @@ func AppendHelloLimits(b []byte, env *Env, cmd bsoncore.Document) []byte {
 	if cs := env.Conn.Compressors(); len(cs) > 0 && lookupValue(cmd, "compression").Type != 0 {
 		b = appendStrings(b, "compression", cs)
 	}
-	return b
+	return appendHelloAuth(ctx, b, env, cmd)
 }
 
 // helloClientMetadata stores hello.client on the first hello of a connection and rejects it

@@ -34,8 +34,14 @@ type Command struct {
 	// Writes marks commands that modify data (blocked on secondaries, counted as writes).
 	Writes bool
 	// RequiresAuth is false only for the handful of commands an unauthenticated client may run
-	// (hello, ping, buildInfo, saslStart, ...).
+	// (hello, ping, buildInfo, saslStart, ...): Register sets it from PreAuth.
 	RequiresAuth bool
+	// PreAuth marks those commands.
+	PreAuth bool
+	// Auth is the command's authorization check (MongoDB's checkAuthForOperation), run with
+	// authorization on before the command: ErrNotAuthorized (or another error) refuses it.
+	// Nil: any authenticated user may run it.
+	Auth func(s *AuthSession, db string, cmd bsoncore.Document) error
 	// AllowedOnOpQuery marks commands MongoDB 6+ still accepts through legacy OP_QUERY (the
 	// handshake); every other command there fails with UnsupportedOpQueryCommand.
 	AllowedOnOpQuery bool
@@ -113,6 +119,7 @@ func NewRegistry() *Registry { return &Registry{byName: map[string]*Command{}} }
 // on client input.
 func (r *Registry) Register(c *Command) {
 	resolveSecondary(c)
+	c.RequiresAuth = !c.PreAuth
 	if c.Counter == "" {
 		c.Counter = "command"
 	}

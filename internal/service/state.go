@@ -63,6 +63,9 @@ type State struct {
 	// ShutdownStarted is closed when shutdown begins: awaitable hellos stop waiting.
 	ShutdownStarted <-chan struct{}
 
+	// Auth is the server's authentication and authorization state (authn.go).
+	Auth Auth
+
 	// Concern is the server's gossiped cluster time and its default read and write concern
 	// (repl/concern; zero value ready).
 	Concern concern.ServerState

@@ -1,0 +1,326 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/auth"
+	"humongo/internal/logv2"
+	"humongo/internal/mongoerr"
+)
+
+// Authentication and authorization of a server (MongoDB's AuthorizationManager and
+// AuthorizationSession): who each connection authenticated as, the user cache, the localhost
+// exception, and the check dispatch runs before every command. Users and roles come from a
+// UserStore the role provides (mongod: its own admin.system.users and admin.system.roles;
+// humongos: the config server's).
+
+// UserStore is where a server finds users and roles.
+type UserStore interface {
+	User(ctx context.Context, name auth.UserName) (u auth.User, ok bool, err error)
+	Role(ctx context.Context, name auth.RoleName) (r auth.Role, ok bool, err error)
+	// AnyUsers reports whether any user or role exists (ends the localhost exception).
+	AnyUsers(ctx context.Context) (bool, error)
+}
+
+// AuthParams are the authentication parameters every role declares.
+func AuthParams() []ParamSpec {
+	return []ParamSpec{
+		{Name: "enableLocalhostAuthBypass", Kind: ParamBool, Default: true, Startup: true},
+		{Name: "scramIterationCount", Kind: ParamInt, Default: int64(auth.DefaultSHA1Iterations),
+			Runtime: true, Startup: true, Min: auth.MinSHA1Iterations, Max: 1 << 30},
+		{Name: "scramSHA256IterationCount", Kind: ParamInt, Default: int64(auth.DefaultSHA256Iterations),
+			Runtime: true, Startup: true, Min: auth.MinSHA256Iterations, Max: 1 << 30},
+		{Name: "authenticationMechanisms", Kind: ParamString, Default: "SCRAM-SHA-1,SCRAM-SHA-256", Startup: true},
+		{Name: "userCacheInvalidationIntervalSecs", Kind: ParamInt, Default: int64(30), Runtime: true, Startup: true, Min: 1, Max: 86400},
+	}
+}
+
+// Auth is a server's authentication state. The zero value has authorization off and no
+// store: every command runs for everyone (a server without --auth or --keyFile).
+type Auth struct {
+	// Enabled: --auth, security.authorization or a keyfile (MongoDB turns authorization on
+	// with internal authentication).
+	Enabled bool
+	// Store finds users and roles; nil: only the internal user exists.
+	Store UserStore
+
+	// internal are the __system@local credentials from the keyfile (nil without one).
+	internal map[string]auth.Credential
+
+	// gen counts user and role changes: a cached user resolved at an older generation is
+	// resolved again.
+	gen      atomic.Uint64
+	hadUsers atomic.Bool // a user or role was seen: the localhost exception is over for good
+
+	mu    sync.Mutex
+	cache map[auth.UserName]*cachedUser // guarded by mu
+
+	// Counters for serverStatus.security.authentication.mechanisms.
+	Counters AuthCounters
+}
+
+// AuthCounters count authentication attempts per mechanism.
+type AuthCounters struct {
+	SHA1Received, SHA1Succeeded     atomic.Int64
+	SHA256Received, SHA256Succeeded atomic.Int64
+	Failed                          atomic.Int64
+}
+
+func (c *AuthCounters) count(mech string, ok bool) {
+	switch mech {
+	case auth.MechSCRAMSHA1:
+		c.SHA1Received.Add(1)
+		if ok {
+			c.SHA1Succeeded.Add(1)
+		}
+	case auth.MechSCRAMSHA256:
+		c.SHA256Received.Add(1)
+		if ok {
+			c.SHA256Succeeded.Add(1)
+		}
+	}
+	if !ok {
+		c.Failed.Add(1)
+	}
+}
+
+type cachedUser struct {
+	user     auth.User
+	resolved auth.Resolved
+	gen      uint64
+	at       time.Time
+}
+
+// SetKeyfile makes key the password of the internal user __system@local (security.keyFile).
+func (a *Auth) SetKeyfile(key string) error {
+	creds, err := auth.KeyfileCredentials(key)
+	if err != nil {
+		return err
+	}
+	a.internal = creds
+	return nil
+}
+
+// Invalidate drops every cached user: users or roles changed (user management commands on
+// this server, or their replicated writes).
+func (a *Auth) Invalidate() {
+	a.gen.Add(1)
+	a.hadUsers.Store(true)
+	a.mu.Lock()
+	a.cache = nil
+	a.mu.Unlock()
+}
+
+// internalUser is the keyfile's user.
+var internalUser = auth.UserName{User: "__system", DB: "local"}
+
+var internalResolved = func() auth.Resolved {
+	r, _ := auth.Resolve([]auth.RoleName{{Role: "__system", DB: "admin"}}, nil)
+	return r
+}()
+
+// lookupUser returns a user and what its roles amount to, from the cache while it is fresh
+// (the generation has not moved and userCacheInvalidationIntervalSecs has not passed: other
+// members' and the config server's changes reach this server no later than that).
+func (a *Auth) lookupUser(ctx context.Context, st *State, name auth.UserName) (*cachedUser, bool, error) {
+	if name == internalUser && a.internal != nil {
+		return &cachedUser{user: auth.User{Name: internalUser, Credentials: a.internal,
+			Roles: []auth.RoleName{{Role: "__system", DB: "admin"}}}, resolved: internalResolved}, true, nil
+	}
+	if a.Store == nil {
+		return nil, false, nil
+	}
+	gen := a.gen.Load()
+	ttl := time.Duration(st.Params.Int("userCacheInvalidationIntervalSecs")) * time.Second
+	a.mu.Lock()
+	if cu, ok := a.cache[name]; ok && cu.gen == gen && time.Since(cu.at) < ttl {
+		a.mu.Unlock()
+		return cu, true, nil
+	}
+	a.mu.Unlock()
+	u, ok, err := a.Store.User(ctx, name)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	res, err := auth.Resolve(u.Roles, func(r auth.RoleName) (auth.Role, bool, error) { return a.Store.Role(ctx, r) })
+	if err != nil {
+		return nil, false, err
+	}
+	cu := &cachedUser{user: u, resolved: res, gen: gen, at: time.Now()}
+	a.mu.Lock()
+	if a.gen.Load() == gen {
+		if a.cache == nil {
+			a.cache = map[auth.UserName]*cachedUser{}
+		}
+		a.cache[name] = cu
+	}
+	a.mu.Unlock()
+	return cu, true, nil
+}
+
+// localhostBypass reports whether c may use the localhost exception: authorization is on, c
+// is a loopback connection, the parameter allows it, and no user or role exists yet.
+func (a *Auth) localhostBypass(ctx context.Context, st *State, c *Conn) bool {
+	if !c.Loopback || a.hadUsers.Load() || !st.Params.Bool("enableLocalhostAuthBypass") {
+		return false
+	}
+	if a.Store == nil {
+		return true
+	}
+	any, err := a.Store.AnyUsers(ctx)
+	if err != nil {
+		return false
+	}
+	if any {
+		a.hadUsers.Store(true)
+		return false
+	}
+	return true
+}
+
+// AuthSession is what one command's authorization checks see: the connection's user and
+// privileges.
+type AuthSession struct {
+	// Enabled is false when authorization is off (every check passes).
+	Enabled bool
+	// Bypass: the localhost exception applies (every check passes).
+	Bypass bool
+	// User is the authenticated user (nil when none).
+	User  *auth.UserName
+	privs auth.Privileges
+	roles []auth.RoleName
+}
+
+// Allowed reports whether the session may do every action of acts on r.
+func (s *AuthSession) Allowed(r auth.Resource, acts ...auth.Action) bool {
+	if s == nil || !s.Enabled || s.Bypass {
+		return true
+	}
+	return s.privs.Allows(r, auth.Actions(acts...))
+}
+
+// AnyOn reports whether the session holds any privilege on r (listDatabases' and
+// listCollections' authorized-only forms).
+func (s *AuthSession) AnyOn(r auth.Resource) bool {
+	if s == nil || !s.Enabled || s.Bypass {
+		return true
+	}
+	return s.privs.AnyOn(r)
+}
+
+// Privileges are the session's privileges (empty without a user).
+func (s *AuthSession) Privileges() auth.Privileges { return s.privs }
+
+// Roles are the session's roles, granted and inherited.
+func (s *AuthSession) Roles() []auth.RoleName { return s.roles }
+
+// Users are the authenticated users as a list (at most one).
+func (s *AuthSession) Users() []auth.UserName {
+	if s == nil || s.User == nil {
+		return nil
+	}
+	return []auth.UserName{*s.User}
+}
+
+// IsCoauthorizedWith reports whether the session may use what owners created (a cursor, a
+// session): authorization off, or the same user (MongoDB's isCoauthorizedWith: both
+// unauthenticated also qualifies).
+func (s *AuthSession) IsCoauthorizedWith(owners []auth.UserName) bool {
+	if s == nil || !s.Enabled {
+		return true
+	}
+	if len(owners) == 0 {
+		return s.User == nil
+	}
+	return s.User != nil && *s.User == owners[0]
+}
+
+// ErrNotAuthorized is what a command's Auth check returns when the session lacks a
+// privilege; dispatch turns it into MongoDB's Unauthorized reply for the command.
+var ErrNotAuthorized = errors.New("not authorized")
+
+// Session returns c's authorization session for one command.
+func (a *Auth) Session(ctx context.Context, st *State, c *Conn) (*AuthSession, error) {
+	s := &AuthSession{Enabled: a.Enabled}
+	if !a.Enabled {
+		return s, nil
+	}
+	if u := c.AuthUser(); u != nil {
+		cu, ok, err := a.lookupUser(ctx, st, *u)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			s.User, s.privs, s.roles = u, cu.resolved.Privileges, cu.resolved.Roles
+			return s, nil
+		}
+		// The user was dropped: the connection keeps its name but no privileges.
+		s.User = u
+		return s, nil
+	}
+	s.Bypass = a.localhostBypass(ctx, st, c)
+	return s, nil
+}
+
+// Authorize is dispatch's check of command c for env's connection: a command that needs
+// authentication needs an authenticated user (or the localhost exception), then its own
+// check, if it has one (MongoDB's checkAuthorization).
+func (a *Auth) Authorize(ctx context.Context, env *Env, c *Command, cmd bsoncore.Document) error {
+	s, err := a.Session(ctx, env.State, env.Conn)
+	if err != nil {
+		return err
+	}
+	env.Auth = s
+	if !a.Enabled || !c.RequiresAuth || s.Bypass {
+		return nil
+	}
+	if s.User == nil {
+		return mongoerr.Newf(mongoerr.Unauthorized, "Command %s requires authentication", c.Name)
+	}
+	if c.Auth == nil {
+		return nil
+	}
+	if err := c.Auth(s, env.DB, cmd); err != nil {
+		if errors.Is(err, ErrNotAuthorized) {
+			return notAuthorized(env.DB, cmd)
+		}
+		return err
+	}
+	return nil
+}
+
+// notAuthorized is MongoDB's Unauthorized reply for a command the user may not run. The
+// command is shown without its arguments' values beyond the first (it may hold passwords).
+func notAuthorized(db string, cmd bsoncore.Document) error {
+	var b strings.Builder
+	b.WriteString("{ ")
+	elems, _ := cmd.Elements()
+	for i, e := range elems {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(e.Key())
+		if i == 0 {
+			b.WriteString(": ")
+			b.WriteString(e.Value().String())
+		} else {
+			b.WriteString(": ...")
+		}
+	}
+	b.WriteString(" }")
+	return mongoerr.Newf(mongoerr.Unauthorized, "not authorized on %s to execute command %s", db, b.String())
+}
+
+// logAuthFailure logs a failed authentication (mongod's 20249) without secrets.
+func logAuthFailure(st *State, c *Conn, mech string, user auth.UserName, why error) {
+	st.Logger.Info("Authentication failed", logv2.C(logv2.Access), logv2.ID(20249), logv2.Ctx(c.Desc()),
+		"mechanism", mech, "speculative", false, "principalName", user.User, "authenticationDatabase", user.DB,
+		"remote", c.Remote, "result", why.Error())
+}
