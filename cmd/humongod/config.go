@@ -77,9 +77,6 @@ type configFile struct {
 		OplogSizeMB               *int    `yaml:"oplogSizeMB"`
 		EnableMajorityReadConcern *bool   `yaml:"enableMajorityReadConcern"`
 	} `yaml:"replication"`
-	Security *struct {
-		JavascriptEnabled *bool `yaml:"javascriptEnabled"`
-	} `yaml:"security"`
 	Sharding struct {
 		ClusterRole *string `yaml:"clusterRole"`
 	} `yaml:"sharding"`
@@ -163,7 +160,6 @@ func parseOptions(args []string, stderr io.Writer) (*Options, error) {
 		"operationProfiling.mode":               cf.OperationProfiling.Mode != nil && *cf.OperationProfiling.Mode != "off",
 		"operationProfiling.slowOpSampleRate":   cf.OperationProfiling.SlowOpSampleRate != nil,
 		"replication.enableMajorityReadConcern": cf.Replication.EnableMajorityReadConcern != nil,
-		"security.javascriptEnabled":            cf.Security != nil && cf.Security.JavascriptEnabled != nil,
 		"storage.directoryPerDB":                cf.Storage.DirectoryPerDB != nil, "storage.syncPeriodSecs": cf.Storage.SyncPeriodSecs != nil} {
 		if set {
 			o.Warnings = append(o.Warnings, key)

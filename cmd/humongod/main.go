@@ -130,7 +130,9 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		return db.Close()
 	})
 	closers := []server.Closer{lock, closeDB}
-	process.WarnNoAccessControl(log)
+	if !opts.Auth && opts.Key == "" {
+		process.WarnNoAccessControl(log)
+	}
 
 	// The binary builds the server-wide state, mongod's registry and role; the front end is
 	// the same as humongos's.
@@ -143,6 +145,18 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		MaxIncomingConnections: opts.MaxConns,
 		SlowOpThreshold:        time.Duration(opts.SlowMS) * time.Millisecond,
 	})
+	// Authorization is on with --auth or a keyfile (mongod's rule); users live in this node's
+	// admin.system.users, and the keyfile's key is the internal user's password.
+	st.Auth.Enabled = opts.Auth || opts.Key != ""
+	commands.AttachUserStore(st)
+	var security *client.Security
+	if opts.Key != "" {
+		if err := st.Auth.SetKeyfile(opts.Key); err != nil {
+			fatal(log, err)
+			return process.ExitUncaught
+		}
+		security = &client.Security{Key: opts.Key}
+	}
 	registry := commands.NewRegistry()
 	s, err := server.New(server.Config{
 		Name:     "humongod",
@@ -184,7 +198,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 			int64(opts.OplogSizeMB), coord.Options{Logger: log, ConfigServer: opts.ClusterRole == "configsvr",
 				// This server's own host rewriter: every connection to another member dials
 				// through it (testingReplicaSetHostRewrites changes it).
-				Dialer: &client.Rewriter{}})
+				Dialer: &client.Rewriter{Security: security}})
 		if err != nil {
 			fatal(log, err)
 			_ = s.Close()

@@ -197,3 +197,9 @@ func builtinPrivileges(r RoleName) (privs []Privilege, roles []RoleName, ok bool
 	}
 	return privs, roles, true
 }
+
+// BuiltinGrants returns a built-in role's own privileges and the roles it grants (rolesInfo).
+func BuiltinGrants(r RoleName) ([]Privilege, []RoleName) {
+	p, rs, _ := builtinPrivileges(r)
+	return p, rs
+}

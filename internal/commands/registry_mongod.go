@@ -60,6 +60,7 @@ func NewRegistry() *service.Registry {
 	r.Register(service.GetCmdLineOptsCommand())
 	r.Register(service.LogRotateCommand())
 	addAggregate(r)
+	addUserManagement(r)
 	addApplyOps(r)
 	addShardingDDL(r)
 	addShardsvrDropCollection(r)

@@ -398,4 +398,8 @@ const (
 	// Location5626701: a connection authenticated as one user tries another
 	// (AuthorizationSession::addAndAuthorizeUser).
 	Location5626701 Code = 5626701
+	// Location51002 and Location51003: createRole of a role, createUser of a user that
+	// already exists.
+	Location51002 Code = 51002
+	Location51003 Code = 51003
 )

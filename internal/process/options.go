@@ -101,6 +101,15 @@ type Options struct {
 
 	Version bool
 
+	// Auth is --auth / security.authorization: enabled (--noauth or "disabled" turn it off).
+	Auth bool
+	// KeyFile is --keyFile / security.keyFile; Key is its key with whitespace removed
+	// (ReadKey). A keyfile turns authorization on, as in mongod.
+	KeyFile, Key string
+	// ClusterAuthMode is --clusterAuthMode / security.clusterAuthMode ("keyFile" with a
+	// keyfile; the x509 modes are refused).
+	ClusterAuthMode string
+
 	groups Group
 }
 
@@ -137,6 +146,12 @@ type File struct {
 		TimeZoneInfo *string `yaml:"timeZoneInfo"`
 	} `yaml:"processManagement"`
 	SetParameter map[string]any `yaml:"setParameter"`
+	Security     *struct {
+		Authorization     *string `yaml:"authorization"`
+		KeyFile           *string `yaml:"keyFile"`
+		ClusterAuthMode   *string `yaml:"clusterAuthMode"`
+		JavascriptEnabled *bool   `yaml:"javascriptEnabled"`
+	} `yaml:"security"`
 }
 
 // Flags is a binary's flag set with the common flags registered on it.
@@ -179,6 +194,14 @@ func NewFlags(name string, groups Group, stderr io.Writer) *Flags {
 	fs.StringVar(f.configPath, "f", "", "alias for --config")
 	f.version = fs.Bool("version", false, "show version information")
 	fs.Var(setParamFlag{&f.cliParams}, "setParameter", "set a server parameter: name=value (repeatable)")
+	overrides(f, "auth", fs.Bool("auth", false, "run with authorization (users must authenticate)"),
+		func(o *Options, v bool) { o.Auth = v })
+	overrides(f, "noauth", fs.Bool("noauth", false, "run without authorization"),
+		func(o *Options, v bool) { o.Auth = o.Auth && !v })
+	overrides(f, "keyFile", fs.String("keyFile", "", "key file for internal authentication between cluster members"),
+		func(o *Options, v string) { o.KeyFile = v })
+	overrides(f, "clusterAuthMode", fs.String("clusterAuthMode", "", "internal authentication mode: keyFile"),
+		func(o *Options, v string) { o.ClusterAuthMode = v })
 	if groups&NetExtras != 0 {
 		overrides(f, "bind_ip_all", fs.Bool("bind_ip_all", false, "listen on all IPv4 addresses (and all IPv6 ones with --ipv6)"),
 			func(o *Options, v bool) { o.BindIPAll = v })
@@ -326,7 +349,79 @@ func Parse[E any](f *Flags, args []string, ext *E) (*Options, error) {
 	if len(o.Compressors) == 1 && o.Compressors[0] == "disabled" {
 		o.Compressors = []string{}
 	}
+	if err := o.readSecurity(); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+// readSecurity checks the security options and reads the keyfile (mongod's rules: 6 to 1024
+// base64 characters once whitespace is removed, and on POSIX no permissions for group or
+// others).
+func (o *Options) readSecurity() error {
+	switch o.ClusterAuthMode {
+	case "":
+		if o.KeyFile != "" {
+			o.ClusterAuthMode = "keyFile"
+		}
+	case "keyFile":
+		if o.KeyFile == "" {
+			return fmt.Errorf("%w: --clusterAuthMode keyFile requires --keyFile", ErrBadOptions)
+		}
+	case "sendKeyFile", "sendX509", "x509":
+		return fmt.Errorf("%w: --clusterAuthMode %s is not supported: Humongo authenticates members with a keyfile only", ErrBadOptions, o.ClusterAuthMode)
+	default:
+		return fmt.Errorf("%w: unsupported value for clusterAuthMode %s", ErrBadOptions, o.ClusterAuthMode)
+	}
+	if o.KeyFile == "" {
+		return nil
+	}
+	st, err := os.Stat(o.KeyFile)
+	if err != nil {
+		return fmt.Errorf("%w: error getting file %s: %w", ErrBadOptions, o.KeyFile, err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%w: permissions on %s are too open", ErrBadOptions, o.KeyFile)
+	}
+	data, err := os.ReadFile(o.KeyFile)
+	if err != nil {
+		return fmt.Errorf("%w: error reading file %s: %w", ErrBadOptions, o.KeyFile, err)
+	}
+	var key strings.Builder
+	for _, c := range string(data) {
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '+', c == '/', c == '=':
+			key.WriteRune(c)
+		default:
+			return fmt.Errorf("%w: invalid char in key file %s: %q", ErrBadOptions, o.KeyFile, c)
+		}
+	}
+	switch k := key.String(); {
+	case len(k) < 6:
+		return fmt.Errorf("%w: security key in %s is too short (at least 6 characters)", ErrBadOptions, o.KeyFile)
+	case len(k) > 1024:
+		return fmt.Errorf("%w: security key in %s is too long (at most 1024 characters)", ErrBadOptions, o.KeyFile)
+	default:
+		o.Key = k
+	}
+	return nil
+}
+
+// SecurityDoc is the security section of Parsed (nil when no security option is set).
+func (o *Options) SecurityDoc() bsoncore.Document {
+	if !o.Auth && o.KeyFile == "" {
+		return nil
+	}
+	b := bsoncore.NewDocumentBuilder()
+	if o.Auth {
+		b.AppendString("authorization", "enabled")
+	}
+	if o.KeyFile != "" {
+		b.AppendString("clusterAuthMode", o.ClusterAuthMode).AppendString("keyFile", o.KeyFile)
+	}
+	return b.Build()
 }
 
 // Validate checks the common options.
@@ -398,6 +493,27 @@ func (o *Options) applyFile(cf *File) error {
 			return unrecognized("net.maxIncomingConnections")
 		case cf.Net.Compression != nil:
 			return unrecognized("net.compression")
+		}
+	}
+	if sec := cf.Security; sec != nil {
+		if v := sec.Authorization; v != nil {
+			switch *v {
+			case "enabled":
+				o.Auth = true
+			case "disabled":
+				o.Auth = false
+			default:
+				return fmt.Errorf("%w: Error parsing YAML config file %s: security.authorization must be 'enabled' or 'disabled'", ErrBadOptions, o.ConfigPath)
+			}
+		}
+		if v := sec.KeyFile; v != nil {
+			o.KeyFile = *v
+		}
+		if v := sec.ClusterAuthMode; v != nil {
+			o.ClusterAuthMode = *v
+		}
+		if sec.JavascriptEnabled != nil {
+			o.Warnings = append(o.Warnings, "security.javascriptEnabled")
 		}
 	}
 	if v := cf.Net.BindIPAll; v != nil {
@@ -500,6 +616,9 @@ func (o *Options) Parsed(sections func(b *bsoncore.DocumentBuilder)) bsoncore.Do
 		}
 	}
 	b.AppendDocument("net", net.Build())
+	if sd := o.SecurityDoc(); sd != nil {
+		b.AppendDocument("security", sd)
+	}
 	if sections != nil {
 		sections(b)
 	}

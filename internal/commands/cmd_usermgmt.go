@@ -1,0 +1,669 @@
+package commands
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/auth"
+	"humongo/internal/catalog"
+	"humongo/internal/index"
+	"humongo/internal/mongoerr"
+	"humongo/internal/service"
+	"humongo/internal/storage"
+)
+
+// The user management commands (MongoDB's user_management_commands): users in
+// admin.system.users with SCRAM credentials, read by the server's user cache
+// (service.Auth), which every change here invalidates.
+
+func addUserManagement(r *service.Registry) {
+	for _, c := range []*service.Command{
+		{Name: "createUser", Handler: runCreateUser, Writes: true, Auth: authCreateUser,
+			Help: "Adds a user to the system"},
+		{Name: "updateUser", Handler: runUpdateUser, Writes: true, Auth: authUpdateUser,
+			Help: "Used to update a user, for example to change its password"},
+		{Name: "dropUser", Handler: runDropUser, Writes: true, Auth: authOnDB(auth.DropUser),
+			Help: "Drops a single user."},
+		{Name: "dropAllUsersFromDatabase", Handler: runDropAllUsers, Writes: true, Auth: authOnDB(auth.DropUser),
+			Help: "Drops all users for a single database."},
+		{Name: "usersInfo", Handler: runUsersInfo, Secondary: service.SecondaryOptIn, Auth: authUsersInfo,
+			Help: "Returns information about users."},
+		{Name: "grantRolesToUser", Handler: runGrantRolesToUser, Writes: true, Auth: authRoles(auth.GrantRole),
+			Help: "Grants roles to a user."},
+		{Name: "revokeRolesFromUser", Handler: runRevokeRolesFromUser, Writes: true, Auth: authRoles(auth.RevokeRole),
+			Help: "Revokes roles from a user."},
+	} {
+		add(r, c)
+	}
+	addRoleManagement(r)
+}
+
+// authOnDB: the command needs act on its database.
+func authOnDB(act auth.Action) func(*service.AuthSession, string, bsoncore.Document) error {
+	return func(s *service.AuthSession, db string, _ bsoncore.Document) error {
+		if !s.Allowed(auth.DB(db), act) {
+			return service.ErrNotAuthorized
+		}
+		return nil
+	}
+}
+
+// authRoles: act (grantRole, revokeRole) on the database of every role the command names.
+func authRoles(act auth.Action) func(*service.AuthSession, string, bsoncore.Document) error {
+	return func(s *service.AuthSession, db string, cmd bsoncore.Document) error {
+		roles, err := auth.ParseRoleNames(lookup(cmd, "roles"), db)
+		if err != nil {
+			return err
+		}
+		for _, r := range roles {
+			if !s.Allowed(auth.DB(r.DB), act) {
+				return service.ErrNotAuthorized
+			}
+		}
+		return nil
+	}
+}
+
+func authCreateUser(s *service.AuthSession, db string, cmd bsoncore.Document) error {
+	if !s.Allowed(auth.DB(db), auth.CreateUser) {
+		return service.ErrNotAuthorized
+	}
+	return authRoles(auth.GrantRole)(s, db, cmd)
+}
+
+func authUpdateUser(s *service.AuthSession, db string, cmd bsoncore.Document) error {
+	name, _ := lookup(cmd, "updateUser").StringValueOK()
+	self := s.User != nil && *s.User == (auth.UserName{User: name, DB: db})
+	if lookup(cmd, "pwd").Type != 0 && !s.Allowed(auth.DB(db), auth.ChangePassword) &&
+		!(self && s.Allowed(auth.DB(db), auth.ChangeOwnPassword)) {
+		return service.ErrNotAuthorized
+	}
+	if lookup(cmd, "customData").Type != 0 && !s.Allowed(auth.DB(db), auth.ChangeCustomData) &&
+		!(self && s.Allowed(auth.DB(db), auth.ChangeOwnCustomData)) {
+		return service.ErrNotAuthorized
+	}
+	if lookup(cmd, "roles").Type != 0 {
+		if err := authRoles(auth.GrantRole)(s, db, cmd); err != nil {
+			return err
+		}
+		return authRoles(auth.RevokeRole)(s, db, cmd)
+	}
+	return nil
+}
+
+// authUsersInfo: viewUser on the database, or on the cluster for forAllDBs; a user may
+// always look at itself.
+func authUsersInfo(s *service.AuthSession, db string, cmd bsoncore.Document) error {
+	v := lookup(cmd, "usersInfo")
+	if d, ok := v.DocumentOK(); ok && truthy(d.Lookup("forAllDBs")) {
+		if !s.Allowed(auth.Cluster(), auth.ViewUser) {
+			return service.ErrNotAuthorized
+		}
+		return nil
+	}
+	if s.Allowed(auth.DB(db), auth.ViewUser) {
+		return nil
+	}
+	names, _, err := parseUsersArg(v, db)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if s.User == nil || *s.User != n {
+			if !s.Allowed(auth.DB(n.DB), auth.ViewUser) {
+				return service.ErrNotAuthorized
+			}
+		}
+	}
+	if len(names) == 0 {
+		return service.ErrNotAuthorized
+	}
+	return nil
+}
+
+// umcName reads the command's first field: the user or role name.
+func umcName(cmd bsoncore.Document, what string) (string, error) {
+	first, err := cmd.IndexErr(0)
+	if err != nil {
+		return "", mongoerr.New(mongoerr.FailedToParse, "Empty command document")
+	}
+	s, ok := first.Value().StringValueOK()
+	if !ok {
+		return "", typeMismatch(first.Key(), first.Key(), first.Value().Type, "string")
+	}
+	if s == "" {
+		return "", mongoerr.Newf(mongoerr.BadValue, "%s name must not be empty", what)
+	}
+	if strings.ContainsRune(s, 0) {
+		return "", mongoerr.Newf(mongoerr.BadValue, "%s names must not contain a NUL byte", what)
+	}
+	return s, nil
+}
+
+// umcWrite runs f on ns (admin.system.users or admin.system.roles) in one unit of work,
+// creating the collection on first use, then drops the cached users.
+func umcWrite(ctx context.Context, env *service.Env, ns string, f func(ru *storage.RecoveryUnit, coll *index.Collection) error) error {
+	db, err := ddlStorage(env)
+	if err != nil {
+		return err
+	}
+	op := db.NewOp(ctx)
+	defer op.Close()
+	err = op.WriteCollection(ctx, ns, true, func(coll *index.Collection) error { return f(op.RU, coll) })
+	env.State.Auth.Invalidate()
+	return err
+}
+
+func idValue(id string) bsoncore.Value {
+	return bsoncore.Value{Type: bsoncore.TypeString, Data: bsoncore.AppendString(nil, id)}
+}
+
+// umcCheckRoles fails with RoleNotFound unless every role exists.
+func umcCheckRoles(ctx context.Context, env *service.Env, roles []auth.RoleName) error {
+	for _, r := range roles {
+		if auth.IsBuiltinRole(r) {
+			continue
+		}
+		_, ok, err := localUserStore{env.State}.Role(ctx, r)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return mongoerr.Newf(mongoerr.RoleNotFound, "Could not find role: %s", r)
+		}
+	}
+	return nil
+}
+
+// umcMechanisms reads the mechanisms argument (default: the enabled SCRAM mechanisms).
+func umcMechanisms(env *service.Env, cmd bsoncore.Document, c string) ([]string, error) {
+	enabled := strings.Split(env.State.Params.String("authenticationMechanisms"), ",")
+	v := lookup(cmd, "mechanisms")
+	if v.Type == 0 {
+		var out []string
+		for _, m := range []string{auth.MechSCRAMSHA1, auth.MechSCRAMSHA256} {
+			if slices.Contains(enabled, m) {
+				out = append(out, m)
+			}
+		}
+		return out, nil
+	}
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return nil, typeMismatch(c, "mechanisms", v.Type, "array")
+	}
+	vals, _ := arr.Values()
+	var out []string
+	for _, mv := range vals {
+		m, ok := mv.StringValueOK()
+		if !ok {
+			return nil, typeMismatch(c, "mechanisms", mv.Type, "string")
+		}
+		if m != auth.MechSCRAMSHA1 && m != auth.MechSCRAMSHA256 {
+			return nil, mongoerr.Newf(mongoerr.BadValue, "Unknown auth mechanism '%s'", m)
+		}
+		if !slices.Contains(enabled, m) {
+			return nil, mongoerr.Newf(mongoerr.BadValue, "Unknown auth mechanism '%s'", m)
+		}
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		return nil, mongoerr.New(mongoerr.BadValue, "mechanisms field must not be empty")
+	}
+	return out, nil
+}
+
+// umcCredentials derives the credentials of a new password for mechs.
+func umcCredentials(env *service.Env, cmd bsoncore.Document, c string, name auth.UserName, mechs []string) (map[string]auth.Credential, error) {
+	pv := lookup(cmd, "pwd")
+	pwd, ok := pv.StringValueOK()
+	if !ok {
+		return nil, typeMismatch(c, "pwd", pv.Type, "string")
+	}
+	if pwd == "" {
+		return nil, mongoerr.New(mongoerr.BadValue, "Password must not be empty")
+	}
+	digest := true
+	if v := lookup(cmd, "digestPassword"); v.Type != 0 {
+		digest = truthy(v)
+	}
+	creds := map[string]auth.Credential{}
+	for _, m := range mechs {
+		var prepared string
+		switch {
+		case m == auth.MechSCRAMSHA256 && !digest:
+			return nil, mongoerr.New(mongoerr.BadValue, "Use of SCRAM-SHA-256 requires undigested passwords")
+		case m == auth.MechSCRAMSHA1 && !digest:
+			prepared = pwd // the client sent the SHA-1 digest itself
+		default:
+			p, err := auth.PreparePassword(m, name.User, pwd)
+			if err != nil {
+				return nil, err
+			}
+			prepared = p
+		}
+		iters := int(env.State.Params.Int("scramIterationCount"))
+		if m == auth.MechSCRAMSHA256 {
+			iters = int(env.State.Params.Int("scramSHA256IterationCount"))
+		}
+		cred, err := auth.MakeCredential(m, prepared, iters)
+		if err != nil {
+			return nil, err
+		}
+		creds[m] = cred
+	}
+	return creds, nil
+}
+
+// userDoc builds an admin.system.users document.
+func userDoc(userID bsoncore.Value, name auth.UserName, creds map[string]auth.Credential, roles []auth.RoleName, custom bsoncore.Document) bsoncore.Document {
+	return doc(func(b []byte) []byte {
+		b = bsoncore.AppendStringElement(b, "_id", name.ID())
+		b = bsoncore.AppendValueElement(b, "userId", userID)
+		b = bsoncore.AppendStringElement(b, "user", name.User)
+		b = bsoncore.AppendStringElement(b, "db", name.DB)
+		idx, b := bsoncore.AppendDocumentElementStart(b, "credentials")
+		for _, m := range []string{auth.MechSCRAMSHA1, auth.MechSCRAMSHA256} {
+			if c, ok := creds[m]; ok {
+				b = c.AppendDoc(b, m)
+			}
+		}
+		b, _ = bsoncore.AppendDocumentEnd(b, idx)
+		if custom != nil {
+			b = bsoncore.AppendDocumentElement(b, "customData", custom)
+		}
+		return auth.AppendRoleNames(b, "roles", roles)
+	})
+}
+
+func umcCustomData(cmd bsoncore.Document, c string) (bsoncore.Document, error) {
+	v := lookup(cmd, "customData")
+	if v.Type == 0 {
+		return nil, nil
+	}
+	d, ok := v.DocumentOK()
+	if !ok {
+		return nil, typeMismatch(c, "customData", v.Type, "object")
+	}
+	return d, nil
+}
+
+func umcRequireRoles(cmd bsoncore.Document, c, db string) ([]auth.RoleName, error) {
+	v := lookup(cmd, "roles")
+	if v.Type == 0 {
+		return nil, mongoerr.Newf(mongoerr.Location40414, "BSON field '%s.roles' is missing but a required field", c)
+	}
+	return auth.ParseRoleNames(v, db)
+}
+
+func runCreateUser(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const c = "createUser"
+	user, err := umcName(cmd, "User")
+	if err != nil {
+		return nil, err
+	}
+	name := auth.UserName{User: user, DB: env.DB}
+	switch env.DB {
+	case "local":
+		return nil, mongoerr.New(mongoerr.BadValue, "Cannot create users in the local database")
+	case "$external":
+		return nil, mongoerr.New(mongoerr.BadValue, "Cannot create users in the $external database: no external authentication mechanism is enabled")
+	}
+	if lookup(cmd, "pwd").Type == 0 {
+		return nil, mongoerr.New(mongoerr.BadValue,
+			"Must provide a 'pwd' field for all user documents, except those with '$external' as the user's source db")
+	}
+	roles, err := umcRequireRoles(cmd, c, env.DB)
+	if err != nil {
+		return nil, err
+	}
+	custom, err := umcCustomData(cmd, c)
+	if err != nil {
+		return nil, err
+	}
+	mechs, err := umcMechanisms(env, cmd, c)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := umcCredentials(env, cmd, c, name, mechs)
+	if err != nil {
+		return nil, err
+	}
+	if err := umcCheckRoles(ctx, env, roles); err != nil {
+		return nil, err
+	}
+	uid := catalog.NewUUID()
+	d := userDoc(bsoncore.Value{Type: bsoncore.TypeBinary, Data: bsoncore.AppendBinary(nil, 4, uid[:])}, name, creds, roles, custom)
+	err = umcWrite(ctx, env, usersNS, func(ru *storage.RecoveryUnit, coll *index.Collection) error {
+		_, _, found, err := coll.FindByID(ru, idValue(name.ID()))
+		if err != nil {
+			return err
+		}
+		if found {
+			return mongoerr.Newf(mongoerr.Location51003, "User \"%s\" already exists", name)
+		}
+		_, err = coll.InsertDocument(ru, d)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return emptyDoc, nil
+}
+
+// umcUpdateUser replaces user name's document with change(old) (UserNotFound when missing).
+func umcUpdateUser(ctx context.Context, env *service.Env, name auth.UserName, change func(u auth.User) (bsoncore.Document, error)) error {
+	return umcWrite(ctx, env, usersNS, func(ru *storage.RecoveryUnit, coll *index.Collection) error {
+		rid, old, found, err := coll.FindByID(ru, idValue(name.ID()))
+		if err != nil {
+			return err
+		}
+		if !found {
+			return mongoerr.Newf(mongoerr.UserNotFound, "Could not find user \"%s\"", name)
+		}
+		u, err := auth.ParseUser(old)
+		if err != nil {
+			return err
+		}
+		nd, err := change(u)
+		if err != nil {
+			return err
+		}
+		return coll.UpdateDocument(ru, rid, old, nd)
+	})
+}
+
+func runUpdateUser(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	const c = "updateUser"
+	user, err := umcName(cmd, "User")
+	if err != nil {
+		return nil, err
+	}
+	name := auth.UserName{User: user, DB: env.DB}
+	var roles []auth.RoleName
+	if v := lookup(cmd, "roles"); v.Type != 0 {
+		if roles, err = auth.ParseRoleNames(v, env.DB); err != nil {
+			return nil, err
+		}
+		if err := umcCheckRoles(ctx, env, roles); err != nil {
+			return nil, err
+		}
+	}
+	custom, err := umcCustomData(cmd, c)
+	if err != nil {
+		return nil, err
+	}
+	if lookup(cmd, "pwd").Type == 0 && lookup(cmd, "roles").Type == 0 && custom == nil &&
+		lookup(cmd, "mechanisms").Type == 0 {
+		return nil, mongoerr.New(mongoerr.BadValue, "Must specify at least one field to update in updateUser")
+	}
+	var creds map[string]auth.Credential
+	if lookup(cmd, "pwd").Type != 0 {
+		mechs, err := umcMechanisms(env, cmd, c)
+		if err != nil {
+			return nil, err
+		}
+		if creds, err = umcCredentials(env, cmd, c, name, mechs); err != nil {
+			return nil, err
+		}
+	} else if lookup(cmd, "mechanisms").Type != 0 {
+		return nil, mongoerr.New(mongoerr.BadValue, "Must provide a 'pwd' field to change mechanisms")
+	}
+	err = umcUpdateUser(ctx, env, name, func(u auth.User) (bsoncore.Document, error) {
+		nc, nr, ncd := u.Credentials, u.Roles, lookup(u.Doc, "customData").Document()
+		if creds != nil {
+			nc = creds
+		}
+		if lookup(cmd, "roles").Type != 0 {
+			nr = roles
+		}
+		if custom != nil {
+			ncd = custom
+		}
+		if lookup(u.Doc, "customData").Type == 0 && custom == nil {
+			ncd = nil
+		}
+		return userDoc(lookup(u.Doc, "userId"), name, nc, nr, ncd), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return emptyDoc, nil
+}
+
+func runGrantRolesToUser(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	return umcChangeUserRoles(ctx, env, cmd, "grantRolesToUser", true)
+}
+
+func runRevokeRolesFromUser(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	return umcChangeUserRoles(ctx, env, cmd, "revokeRolesFromUser", false)
+}
+
+func umcChangeUserRoles(ctx context.Context, env *service.Env, cmd bsoncore.Document, c string, grant bool) (bsoncore.Document, error) {
+	user, err := umcName(cmd, "User")
+	if err != nil {
+		return nil, err
+	}
+	name := auth.UserName{User: user, DB: env.DB}
+	roles, err := umcRequireRoles(cmd, c, env.DB)
+	if err != nil {
+		return nil, err
+	}
+	if len(roles) == 0 {
+		return nil, mongoerr.Newf(mongoerr.BadValue, "%s command requires a non-empty \"roles\" array", c)
+	}
+	if grant {
+		if err := umcCheckRoles(ctx, env, roles); err != nil {
+			return nil, err
+		}
+	}
+	err = umcUpdateUser(ctx, env, name, func(u auth.User) (bsoncore.Document, error) {
+		nr := slices.Clone(u.Roles)
+		for _, r := range roles {
+			i := slices.Index(nr, r)
+			switch {
+			case grant && i < 0:
+				nr = append(nr, r)
+			case !grant && i >= 0:
+				nr = slices.Delete(nr, i, i+1)
+			}
+		}
+		var custom bsoncore.Document
+		if d, ok := lookup(u.Doc, "customData").DocumentOK(); ok {
+			custom = d
+		}
+		return userDoc(lookup(u.Doc, "userId"), name, u.Credentials, nr, custom), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return emptyDoc, nil
+}
+
+func runDropUser(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	user, err := umcName(cmd, "User")
+	if err != nil {
+		return nil, err
+	}
+	name := auth.UserName{User: user, DB: env.DB}
+	err = umcWrite(ctx, env, usersNS, func(ru *storage.RecoveryUnit, coll *index.Collection) error {
+		rid, old, found, err := coll.FindByID(ru, idValue(name.ID()))
+		if err != nil {
+			return err
+		}
+		if !found {
+			return mongoerr.Newf(mongoerr.UserNotFound, "User \"%s\" not found", name)
+		}
+		return coll.DeleteDocument(ru, rid, old)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return emptyDoc, nil
+}
+
+func runDropAllUsers(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	users, err := aggScan(ctx, env.State.DB, usersNS, bsoncore.NewDocumentBuilder().AppendString("db", env.DB).Build())
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	err = umcWrite(ctx, env, usersNS, func(ru *storage.RecoveryUnit, coll *index.Collection) error {
+		n = 0
+		for _, u := range users {
+			rid, old, found, err := coll.FindByID(ru, lookup(u, "_id"))
+			if err != nil {
+				return err
+			}
+			if found {
+				if err := coll.DeleteDocument(ru, rid, old); err != nil {
+					return err
+				}
+				n++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return doc(func(b []byte) []byte { return bsoncore.AppendInt32Element(b, "n", int32(n)) }), nil
+}
+
+// parseUsersArg reads usersInfo's argument: 1 (every user of db), a name, {user, db}, or an
+// array of those. all is true for 1.
+func parseUsersArg(v bsoncore.Value, db string) (names []auth.UserName, all bool, err error) {
+	one := func(x bsoncore.Value) (auth.UserName, error) {
+		if s, ok := x.StringValueOK(); ok {
+			return auth.UserName{User: s, DB: db}, nil
+		}
+		if d, ok := x.DocumentOK(); ok {
+			u, ok1 := d.Lookup("user").StringValueOK()
+			udb, ok2 := d.Lookup("db").StringValueOK()
+			if ok1 && ok2 {
+				return auth.UserName{User: u, DB: udb}, nil
+			}
+		}
+		return auth.UserName{}, mongoerr.New(mongoerr.BadValue,
+			"User name must be either a string or an object with 'user' and 'db' fields")
+	}
+	switch v.Type {
+	case bsoncore.TypeArray:
+		vals, _ := v.Array().Values()
+		for _, x := range vals {
+			n, err := one(x)
+			if err != nil {
+				return nil, false, err
+			}
+			names = append(names, n)
+		}
+		return names, false, nil
+	case bsoncore.TypeString, bsoncore.TypeEmbeddedDocument:
+		n, err := one(v)
+		return []auth.UserName{n}, false, err
+	}
+	if f, ok := service.AsFloat(v); ok && f == 1 {
+		return nil, true, nil
+	}
+	return nil, false, mongoerr.New(mongoerr.BadValue, "User name must be either a string or an object with 'user' and 'db' fields")
+}
+
+func runUsersInfo(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	v := lookup(cmd, "usersInfo")
+	var filter bsoncore.Document
+	var names []auth.UserName
+	if d, ok := v.DocumentOK(); ok && d.Lookup("forAllDBs").Type != 0 {
+		if !truthy(d.Lookup("forAllDBs")) {
+			return nil, mongoerr.New(mongoerr.BadValue, "forAllDBs must be true")
+		}
+	} else {
+		var all bool
+		var err error
+		names, all, err = parseUsersArg(v, env.DB)
+		if err != nil {
+			return nil, err
+		}
+		if all {
+			filter = bsoncore.NewDocumentBuilder().AppendString("db", env.DB).Build()
+		}
+	}
+	showCreds := truthy(lookup(cmd, "showCredentials"))
+	showPrivs := truthy(lookup(cmd, "showPrivileges"))
+	showCustom := true
+	if x := lookup(cmd, "showCustomData"); x.Type != 0 {
+		showCustom = truthy(x)
+	}
+	var docs []bsoncore.Document
+	if names != nil {
+		for _, n := range names {
+			u, ok, err := localUserStore{env.State}.User(ctx, n)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				docs = append(docs, u.Doc)
+			}
+		}
+	} else {
+		var err error
+		if docs, err = aggScan(ctx, env.State.DB, usersNS, filter); err != nil {
+			return nil, err
+		}
+	}
+	if f, ok := lookup(cmd, "filter").DocumentOK(); ok {
+		m, err := writeParseFilter(f, nil)
+		if err != nil {
+			return nil, err
+		}
+		docs = slices.DeleteFunc(docs, func(d bsoncore.Document) bool { ok, _ := m.Matches(d); return !ok })
+	}
+	sort.Slice(docs, func(i, j int) bool {
+		a, _ := lookup(docs[i], "_id").StringValueOK()
+		b, _ := lookup(docs[j], "_id").StringValueOK()
+		return a < b
+	})
+	var b []byte
+	ai, b := bsoncore.AppendArrayElementStart(b, "users")
+	for i, d := range docs {
+		u, err := auth.ParseUser(d)
+		if err != nil {
+			return nil, err
+		}
+		di, b2 := bsoncore.AppendDocumentElementStart(b, itoa(int64(i)))
+		for _, k := range []string{"_id", "userId", "user", "db"} {
+			if x := lookup(d, k); x.Type != 0 {
+				b2 = bsoncore.AppendValueElement(b2, k, x)
+			}
+		}
+		if x := lookup(d, "customData"); x.Type != 0 && showCustom {
+			b2 = bsoncore.AppendValueElement(b2, "customData", x)
+		}
+		b2 = auth.AppendRoleNames(b2, "roles", u.Roles)
+		if showCreds {
+			if x := lookup(d, "credentials"); x.Type != 0 {
+				b2 = bsoncore.AppendValueElement(b2, "credentials", x)
+			}
+		}
+		if showPrivs {
+			res, err := auth.Resolve(u.Roles, func(r auth.RoleName) (auth.Role, bool, error) {
+				return localUserStore{env.State}.Role(ctx, r)
+			})
+			if err != nil {
+				return nil, err
+			}
+			b2 = auth.AppendRoleNames(b2, "inheritedRoles", res.Roles)
+			b2 = auth.AppendPrivileges(b2, "inheritedPrivileges", res.Privileges.List())
+			b2 = bsoncore.AppendArrayElement(b2, "inheritedAuthenticationRestrictions", bsoncore.NewArrayBuilder().Build())
+		}
+		b2 = appendStrings(b2, "mechanisms", u.Mechanisms())
+		b, _ = bsoncore.AppendDocumentEnd(b2, di)
+	}
+	b, _ = bsoncore.AppendArrayEnd(b, ai)
+	return doc(func(x []byte) []byte { return append(x, b...) }), nil
+}

@@ -1,0 +1,115 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"humongo/internal/mongoerr"
+)
+
+// connectAs returns a client authenticating as user on admin with mech ("" lets the driver
+// choose from saslSupportedMechs).
+func connectAs(t *testing.T, s *server, user, pwd, mech, source string) *mongo.Client {
+	t.Helper()
+	cl, err := mongo.Connect(clientOptions(s.uri()).SetAuth(options.Credential{
+		AuthMechanism: mech, AuthSource: source, Username: user, Password: pwd}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Disconnect(context.Background()) })
+	return cl
+}
+
+// TestAuthSCRAM runs a server with --auth: the localhost exception creates the first user,
+// then only authenticated users run commands, each within its roles; SCRAM-SHA-1 and
+// SCRAM-SHA-256 both authenticate, a wrong password does not.
+func TestAuthSCRAM(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "", "--auth")
+	anon := connect(t, s.uri())
+	admin := anon.Database("admin")
+	// The localhost exception: no user exists yet.
+	run(t, admin, bson.D{{Key: "createUser", Value: "root"}, {Key: "pwd", Value: "rootpw"},
+		{Key: "roles", Value: bson.A{"root"}}})
+	// It is over once a user exists.
+	ce := runErr(t, anon.Database("app"), bson.D{{Key: "find", Value: "c"}}, mongoerr.Unauthorized)
+	if !strings.Contains(ce.Message, "requires authentication") {
+		t.Errorf("unauthenticated find: %q", ce.Message)
+	}
+	run(t, admin, bson.D{{Key: "ping", Value: 1}})
+
+	for _, mech := range []string{"SCRAM-SHA-1", "SCRAM-SHA-256", ""} {
+		cl := connectAs(t, s, "root", "rootpw", mech, "admin")
+		if _, err := cl.Database("app").Collection("c").InsertOne(context.Background(), bson.D{{Key: "x", Value: mech}}); err != nil {
+			t.Fatalf("%q: insert as root: %v", mech, err)
+		}
+	}
+	bad := connectAs(t, s, "root", "wrong", "SCRAM-SHA-256", "admin")
+	err := bad.Ping(context.Background(), nil)
+	var ce2 mongo.CommandError
+	if !errors.As(err, &ce2) || ce2.Code != int32(mongoerr.AuthenticationFailed) {
+		t.Fatalf("wrong password: %v", err)
+	}
+	unknown := connectAs(t, s, "nobody", "x", "SCRAM-SHA-256", "admin")
+	if err := unknown.Ping(context.Background(), nil); !errors.As(err, &ce2) || ce2.Code != int32(mongoerr.AuthenticationFailed) ||
+		strings.Contains(ce2.Message, "nobody") {
+		t.Fatalf("unknown user: %v", err)
+	}
+
+	root := connectAs(t, s, "root", "rootpw", "", "admin")
+	rootAdmin := root.Database("admin")
+	run(t, root.Database("app"), bson.D{{Key: "createUser", Value: "reader"}, {Key: "pwd", Value: "r"},
+		{Key: "roles", Value: bson.A{"read"}}})
+	runErr(t, root.Database("app"), bson.D{{Key: "createUser", Value: "reader"}, {Key: "pwd", Value: "r"},
+		{Key: "roles", Value: bson.A{}}}, mongoerr.Location51003)
+	runErr(t, root.Database("app"), bson.D{{Key: "createUser", Value: "x"}, {Key: "pwd", Value: "r"},
+		{Key: "roles", Value: bson.A{"nosuchrole"}}}, mongoerr.RoleNotFound)
+
+	reader := connectAs(t, s, "reader", "r", "SCRAM-SHA-256", "app")
+	app := reader.Database("app")
+	if n, err := app.Collection("c").CountDocuments(context.Background(), bson.D{}); err != nil || n != 3 {
+		t.Fatalf("reader count: %d %v", n, err)
+	}
+	ce = runErr(t, app, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}}, mongoerr.Unauthorized)
+	if !strings.Contains(ce.Message, "not authorized on app to execute command") {
+		t.Errorf("reader insert: %q", ce.Message)
+	}
+	runErr(t, reader.Database("other"), bson.D{{Key: "find", Value: "c"}}, mongoerr.Unauthorized)
+	runErr(t, reader.Database("admin"), bson.D{{Key: "shutdown", Value: 1}}, mongoerr.Unauthorized)
+
+	st := run(t, app, bson.D{{Key: "connectionStatus", Value: 1}})
+	if got := fmt.Sprint(st.Lookup("authInfo", "authenticatedUsers")); !strings.Contains(got, `"reader"`) ||
+		!strings.Contains(fmt.Sprint(st.Lookup("authInfo", "authenticatedUserRoles")), `"read"`) {
+		t.Errorf("connectionStatus: %v", st)
+	}
+	// hello names the user's mechanisms.
+	h := run(t, rootAdmin, bson.D{{Key: "hello", Value: 1}, {Key: "saslSupportedMechs", Value: "app.reader"}})
+	if got := fmt.Sprint(h.Lookup("saslSupportedMechs")); !strings.Contains(got, "SCRAM-SHA-256") || !strings.Contains(got, "SCRAM-SHA-1") {
+		t.Errorf("saslSupportedMechs: %v", got)
+	}
+	ui := run(t, root.Database("app"), bson.D{{Key: "usersInfo", Value: "reader"}})
+	if strings.Contains(ui.String(), "storedKey") || !strings.Contains(ui.String(), "mechanisms") {
+		t.Errorf("usersInfo: %v", ui)
+	}
+	ui = run(t, root.Database("app"), bson.D{{Key: "usersInfo", Value: "reader"}, {Key: "showCredentials", Value: true}})
+	if !strings.Contains(ui.String(), "storedKey") {
+		t.Errorf("usersInfo showCredentials: %v", ui)
+	}
+
+	// A grant takes effect on the reader's open connection; a drop ends its access.
+	run(t, root.Database("app"), bson.D{{Key: "grantRolesToUser", Value: "reader"}, {Key: "roles", Value: bson.A{"readWrite"}}})
+	run(t, app, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}})
+	run(t, root.Database("app"), bson.D{{Key: "dropUser", Value: "reader"}})
+	runErr(t, app, bson.D{{Key: "find", Value: "c"}}, mongoerr.Unauthorized)
+	again := connectAs(t, s, "reader", "r", "SCRAM-SHA-256", "app")
+	if err := again.Ping(context.Background(), nil); !errors.As(err, &ce2) || ce2.Code != int32(mongoerr.AuthenticationFailed) {
+		t.Fatalf("dropped user: %v", err)
+	}
+}
