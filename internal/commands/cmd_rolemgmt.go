@@ -19,105 +19,29 @@ import (
 
 func addRoleManagement(r *service.Registry) {
 	for _, c := range []*service.Command{
-		{Name: "createRole", Handler: runCreateRole, Writes: true, Auth: authCreateRole,
+		{Name: "createRole", Handler: runCreateRole, Writes: true, Auth: service.AuthCreateRole,
 			Help: "Adds a role to the system"},
-		{Name: "updateRole", Handler: runUpdateRole, Writes: true, Auth: authUpdateRole,
+		{Name: "updateRole", Handler: runUpdateRole, Writes: true, Auth: service.AuthUpdateRole,
 			Help: "Used to update a role"},
-		{Name: "dropRole", Handler: runDropRole, Writes: true, Auth: authOnDB(auth.DropRole),
+		{Name: "dropRole", Handler: runDropRole, Writes: true, Auth: service.AuthOnDB(auth.DropRole),
 			Help: "Drops a single role."},
-		{Name: "dropAllRolesFromDatabase", Handler: runDropAllRoles, Writes: true, Auth: authOnDB(auth.DropRole),
+		{Name: "dropAllRolesFromDatabase", Handler: runDropAllRoles, Writes: true, Auth: service.AuthOnDB(auth.DropRole),
 			Help: "Drops all roles from the given database."},
-		{Name: "rolesInfo", Handler: runRolesInfo, Secondary: service.SecondaryOptIn, Auth: authRolesInfo,
+		{Name: "rolesInfo", Handler: runRolesInfo, Secondary: service.SecondaryOptIn, Auth: service.AuthRolesInfo,
 			Help: "Returns information about roles."},
-		{Name: "grantPrivilegesToRole", Handler: runGrantPrivilegesToRole, Writes: true, Auth: authPrivileges,
+		{Name: "grantPrivilegesToRole", Handler: runGrantPrivilegesToRole, Writes: true, Auth: service.AuthPrivileges,
 			Help: "Grants privileges to a role"},
-		{Name: "revokePrivilegesFromRole", Handler: runRevokePrivilegesFromRole, Writes: true, Auth: authPrivileges,
+		{Name: "revokePrivilegesFromRole", Handler: runRevokePrivilegesFromRole, Writes: true, Auth: service.AuthPrivileges,
 			Help: "Revokes privileges from a role"},
-		{Name: "grantRolesToRole", Handler: runGrantRolesToRole, Writes: true, Auth: authRoles(auth.GrantRole),
+		{Name: "grantRolesToRole", Handler: runGrantRolesToRole, Writes: true, Auth: service.AuthRoles(auth.GrantRole),
 			Help: "Grants roles to another role."},
-		{Name: "revokeRolesFromRole", Handler: runRevokeRolesFromRole, Writes: true, Auth: authRoles(auth.RevokeRole),
+		{Name: "revokeRolesFromRole", Handler: runRevokeRolesFromRole, Writes: true, Auth: service.AuthRoles(auth.RevokeRole),
 			Help: "Revokes roles from another role."},
 		{Name: "invalidateUserCache", Handler: runInvalidateUserCache, Secondary: service.SecondaryAlways,
-			Auth: authOnCluster(auth.InvalidateUserCache), Help: "Invalidates the in-memory cache of user information"},
+			Auth: service.AuthOnCluster(auth.InvalidateUserCache), Help: "Invalidates the in-memory cache of user information"},
 	} {
 		add(r, c)
 	}
-}
-
-func authOnCluster(act auth.Action) func(*service.AuthSession, string, bsoncore.Document) error {
-	return func(s *service.AuthSession, _ string, _ bsoncore.Document) error {
-		if !s.Allowed(auth.Cluster(), act) {
-			return service.ErrNotAuthorized
-		}
-		return nil
-	}
-}
-
-// authPrivileges: granting or revoking a privilege needs grantRole (revokeRole) on the
-// database it is about (admin for cluster-wide ones), as MongoDB's
-// checkAuthorizedToGrantPrivilege.
-func authPrivileges(s *service.AuthSession, db string, cmd bsoncore.Document) error {
-	v := lookup(cmd, "privileges")
-	if v.Type == 0 {
-		return nil
-	}
-	privs, err := auth.ParsePrivileges(v)
-	if err != nil {
-		return err
-	}
-	for _, p := range privs {
-		target := auth.DB("admin")
-		switch p.Resource.Kind {
-		case auth.KindDB, auth.KindNS:
-			target = auth.DB(p.Resource.DB)
-		case auth.KindAnyNormal, auth.KindCollection:
-			target = auth.AnyNormal()
-		}
-		if !s.Allowed(target, auth.GrantRole) {
-			return service.ErrNotAuthorized
-		}
-	}
-	return nil
-}
-
-func authCreateRole(s *service.AuthSession, db string, cmd bsoncore.Document) error {
-	if !s.Allowed(auth.DB(db), auth.CreateRole) {
-		return service.ErrNotAuthorized
-	}
-	if err := authRoles(auth.GrantRole)(s, db, cmd); err != nil {
-		return err
-	}
-	return authPrivileges(s, db, cmd)
-}
-
-func authUpdateRole(s *service.AuthSession, db string, cmd bsoncore.Document) error {
-	if !s.Allowed(auth.DB(db), auth.GrantRole, auth.RevokeRole) {
-		return service.ErrNotAuthorized
-	}
-	if err := authRoles(auth.GrantRole)(s, db, cmd); err != nil {
-		return err
-	}
-	return authPrivileges(s, db, cmd)
-}
-
-// authRolesInfo: viewRole on the database, or the roles the user has.
-func authRolesInfo(s *service.AuthSession, db string, cmd bsoncore.Document) error {
-	if s.Allowed(auth.DB(db), auth.ViewRole) {
-		return nil
-	}
-	names, all, err := parseRolesArg(lookup(cmd, "rolesInfo"), db)
-	if err != nil {
-		return err
-	}
-	if all {
-		return service.ErrNotAuthorized
-	}
-	for _, n := range names {
-		if !slices.Contains(s.Roles(), n) && !s.Allowed(auth.DB(n.DB), auth.ViewRole) {
-			return service.ErrNotAuthorized
-		}
-	}
-	return nil
 }
 
 func roleDoc(name auth.RoleName, privs []auth.Privilege, roles []auth.RoleName) bsoncore.Document {
@@ -439,28 +363,8 @@ func runDropAllRoles(ctx context.Context, env *service.Env, cmd bsoncore.Documen
 	return doc(func(b []byte) []byte { return bsoncore.AppendInt32Element(b, "n", int32(n)) }), nil
 }
 
-// parseRolesArg reads rolesInfo's argument: 1 (every role of db), a name, {role, db}, or an
-// array of those.
-func parseRolesArg(v bsoncore.Value, db string) (names []auth.RoleName, all bool, err error) {
-	switch v.Type {
-	case bsoncore.TypeArray:
-		rs, err := auth.ParseRoleNames(v, db)
-		return rs, false, err
-	case bsoncore.TypeString:
-		return []auth.RoleName{{Role: v.StringValue(), DB: db}}, false, nil
-	case bsoncore.TypeEmbeddedDocument:
-		arr := bsoncore.NewArrayBuilder().AppendDocument(v.Document()).Build()
-		rs, err := auth.ParseRoleNames(bsoncore.Value{Type: bsoncore.TypeArray, Data: arr}, db)
-		return rs, false, err
-	}
-	if f, ok := service.AsFloat(v); ok && f == 1 {
-		return nil, true, nil
-	}
-	return nil, false, mongoerr.New(mongoerr.BadValue, "Role name must be either a string or an object with 'role' and 'db' fields")
-}
-
 func runRolesInfo(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	names, all, err := parseRolesArg(lookup(cmd, "rolesInfo"), env.DB)
+	names, all, err := service.ParseRolesArg(lookup(cmd, "rolesInfo"), env.DB)
 	if err != nil {
 		return nil, err
 	}

@@ -22,107 +22,24 @@ import (
 
 func addUserManagement(r *service.Registry) {
 	for _, c := range []*service.Command{
-		{Name: "createUser", Handler: runCreateUser, Writes: true, Auth: authCreateUser,
+		{Name: "createUser", Handler: runCreateUser, Writes: true, Auth: service.AuthCreateUser,
 			Help: "Adds a user to the system"},
-		{Name: "updateUser", Handler: runUpdateUser, Writes: true, Auth: authUpdateUser,
+		{Name: "updateUser", Handler: runUpdateUser, Writes: true, Auth: service.AuthUpdateUser,
 			Help: "Used to update a user, for example to change its password"},
-		{Name: "dropUser", Handler: runDropUser, Writes: true, Auth: authOnDB(auth.DropUser),
+		{Name: "dropUser", Handler: runDropUser, Writes: true, Auth: service.AuthOnDB(auth.DropUser),
 			Help: "Drops a single user."},
-		{Name: "dropAllUsersFromDatabase", Handler: runDropAllUsers, Writes: true, Auth: authOnDB(auth.DropUser),
+		{Name: "dropAllUsersFromDatabase", Handler: runDropAllUsers, Writes: true, Auth: service.AuthOnDB(auth.DropUser),
 			Help: "Drops all users for a single database."},
-		{Name: "usersInfo", Handler: runUsersInfo, Secondary: service.SecondaryOptIn, Auth: authUsersInfo,
+		{Name: "usersInfo", Handler: runUsersInfo, Secondary: service.SecondaryOptIn, Auth: service.AuthUsersInfo,
 			Help: "Returns information about users."},
-		{Name: "grantRolesToUser", Handler: runGrantRolesToUser, Writes: true, Auth: authRoles(auth.GrantRole),
+		{Name: "grantRolesToUser", Handler: runGrantRolesToUser, Writes: true, Auth: service.AuthRoles(auth.GrantRole),
 			Help: "Grants roles to a user."},
-		{Name: "revokeRolesFromUser", Handler: runRevokeRolesFromUser, Writes: true, Auth: authRoles(auth.RevokeRole),
+		{Name: "revokeRolesFromUser", Handler: runRevokeRolesFromUser, Writes: true, Auth: service.AuthRoles(auth.RevokeRole),
 			Help: "Revokes roles from a user."},
 	} {
 		add(r, c)
 	}
 	addRoleManagement(r)
-}
-
-// authOnDB: the command needs act on its database.
-func authOnDB(act auth.Action) func(*service.AuthSession, string, bsoncore.Document) error {
-	return func(s *service.AuthSession, db string, _ bsoncore.Document) error {
-		if !s.Allowed(auth.DB(db), act) {
-			return service.ErrNotAuthorized
-		}
-		return nil
-	}
-}
-
-// authRoles: act (grantRole, revokeRole) on the database of every role the command names.
-func authRoles(act auth.Action) func(*service.AuthSession, string, bsoncore.Document) error {
-	return func(s *service.AuthSession, db string, cmd bsoncore.Document) error {
-		roles, err := auth.ParseRoleNames(lookup(cmd, "roles"), db)
-		if err != nil {
-			return err
-		}
-		for _, r := range roles {
-			if !s.Allowed(auth.DB(r.DB), act) {
-				return service.ErrNotAuthorized
-			}
-		}
-		return nil
-	}
-}
-
-func authCreateUser(s *service.AuthSession, db string, cmd bsoncore.Document) error {
-	if !s.Allowed(auth.DB(db), auth.CreateUser) {
-		return service.ErrNotAuthorized
-	}
-	return authRoles(auth.GrantRole)(s, db, cmd)
-}
-
-func authUpdateUser(s *service.AuthSession, db string, cmd bsoncore.Document) error {
-	name, _ := lookup(cmd, "updateUser").StringValueOK()
-	self := s.User != nil && *s.User == (auth.UserName{User: name, DB: db})
-	if lookup(cmd, "pwd").Type != 0 && !s.Allowed(auth.DB(db), auth.ChangePassword) &&
-		!(self && s.Allowed(auth.DB(db), auth.ChangeOwnPassword)) {
-		return service.ErrNotAuthorized
-	}
-	if lookup(cmd, "customData").Type != 0 && !s.Allowed(auth.DB(db), auth.ChangeCustomData) &&
-		!(self && s.Allowed(auth.DB(db), auth.ChangeOwnCustomData)) {
-		return service.ErrNotAuthorized
-	}
-	if lookup(cmd, "roles").Type != 0 {
-		if err := authRoles(auth.GrantRole)(s, db, cmd); err != nil {
-			return err
-		}
-		return authRoles(auth.RevokeRole)(s, db, cmd)
-	}
-	return nil
-}
-
-// authUsersInfo: viewUser on the database, or on the cluster for forAllDBs; a user may
-// always look at itself.
-func authUsersInfo(s *service.AuthSession, db string, cmd bsoncore.Document) error {
-	v := lookup(cmd, "usersInfo")
-	if d, ok := v.DocumentOK(); ok && truthy(d.Lookup("forAllDBs")) {
-		if !s.Allowed(auth.Cluster(), auth.ViewUser) {
-			return service.ErrNotAuthorized
-		}
-		return nil
-	}
-	if s.Allowed(auth.DB(db), auth.ViewUser) {
-		return nil
-	}
-	names, _, err := parseUsersArg(v, db)
-	if err != nil {
-		return err
-	}
-	for _, n := range names {
-		if s.User == nil || *s.User != n {
-			if !s.Allowed(auth.DB(n.DB), auth.ViewUser) {
-				return service.ErrNotAuthorized
-			}
-		}
-	}
-	if len(names) == 0 {
-		return service.ErrNotAuthorized
-	}
-	return nil
 }
 
 // umcName reads the command's first field: the user or role name.
@@ -536,44 +453,6 @@ func runDropAllUsers(ctx context.Context, env *service.Env, cmd bsoncore.Documen
 	return doc(func(b []byte) []byte { return bsoncore.AppendInt32Element(b, "n", int32(n)) }), nil
 }
 
-// parseUsersArg reads usersInfo's argument: 1 (every user of db), a name, {user, db}, or an
-// array of those. all is true for 1.
-func parseUsersArg(v bsoncore.Value, db string) (names []auth.UserName, all bool, err error) {
-	one := func(x bsoncore.Value) (auth.UserName, error) {
-		if s, ok := x.StringValueOK(); ok {
-			return auth.UserName{User: s, DB: db}, nil
-		}
-		if d, ok := x.DocumentOK(); ok {
-			u, ok1 := d.Lookup("user").StringValueOK()
-			udb, ok2 := d.Lookup("db").StringValueOK()
-			if ok1 && ok2 {
-				return auth.UserName{User: u, DB: udb}, nil
-			}
-		}
-		return auth.UserName{}, mongoerr.New(mongoerr.BadValue,
-			"User name must be either a string or an object with 'user' and 'db' fields")
-	}
-	switch v.Type {
-	case bsoncore.TypeArray:
-		vals, _ := v.Array().Values()
-		for _, x := range vals {
-			n, err := one(x)
-			if err != nil {
-				return nil, false, err
-			}
-			names = append(names, n)
-		}
-		return names, false, nil
-	case bsoncore.TypeString, bsoncore.TypeEmbeddedDocument:
-		n, err := one(v)
-		return []auth.UserName{n}, false, err
-	}
-	if f, ok := service.AsFloat(v); ok && f == 1 {
-		return nil, true, nil
-	}
-	return nil, false, mongoerr.New(mongoerr.BadValue, "User name must be either a string or an object with 'user' and 'db' fields")
-}
-
 func runUsersInfo(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	v := lookup(cmd, "usersInfo")
 	var filter bsoncore.Document
@@ -585,7 +464,7 @@ func runUsersInfo(ctx context.Context, env *service.Env, cmd bsoncore.Document) 
 	} else {
 		var all bool
 		var err error
-		names, all, err = parseUsersArg(v, env.DB)
+		names, all, err = service.ParseUsersArg(v, env.DB)
 		if err != nil {
 			return nil, err
 		}
