@@ -53,7 +53,9 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		return process.ExitBadOptions
 	}
 	process.LogOptions(log, opts.parsed())
-	process.WarnNoAccessControl(log)
+	if !opts.Auth && opts.Key == "" {
+		process.WarnNoAccessControl(log)
+	}
 
 	st := service.NewState(service.Config{
 		Params:  params,
@@ -61,10 +63,22 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		LogSink: sink,
 		CmdLine: service.CmdLine{Argv: argv, Parsed: opts.parsed()},
 	})
+	// With a keyfile the router authorizes its clients against the config servers' users,
+	// and authenticates to every member as the internal user.
+	st.Auth.Enabled = opts.Auth || opts.Key != ""
+	router.AttachUserStore(st)
+	var security *client.Security
+	if opts.Key != "" {
+		if err := st.Auth.SetKeyfile(opts.Key); err != nil {
+			log.Error("Error reading the keyfile", logv2.C(logv2.Access), "error", err.Error())
+			return process.ExitBadOptions
+		}
+		security = &client.Security{Key: opts.Key}
+	}
 	// The config servers are reached lazily (the driver connects on first use), as mongos
 	// starts before its config servers answer.
 	cl, err := router.NewCluster(client.ReplicaSetHosts{SetName: opts.ConfigSet, Seeds: opts.ConfigHosts},
-		client.Options{AppName: "humongos", Dialer: &client.Rewriter{}, Clock: &st.Concern.Clock})
+		client.Options{AppName: "humongos", Dialer: &client.Rewriter{Security: security}, Clock: &st.Concern.Clock})
 	if err != nil {
 		log.Error("Error connecting to the config servers", logv2.C(logv2.Sharding), "error", err.Error())
 		return process.ExitBadOptions

@@ -22,6 +22,9 @@ func NewRegistry() *service.Registry {
 	for _, c := range service.AuthCommands() {
 		r.Register(c)
 	}
+	for _, c := range userManagementCommands() {
+		r.Register(c)
+	}
 	r.Register(service.BuildInfoCommand(nil))
 	r.Register(service.GetParameterCommand())
 	r.Register(service.ListCommandsCommand())
