@@ -34,9 +34,14 @@ func writeKeyfile(t testing.TB) (string, string) {
 	return path, key
 }
 
+// connectCred connects with cred (the zero credential: unauthenticated).
 func connectCred(t testing.TB, uri string, cred options.Credential) *mongo.Client {
 	t.Helper()
-	cl, err := mongo.Connect(options.Client().ApplyURI(uri).SetAuth(cred).
+	o := options.Client().ApplyURI(uri)
+	if cred.Username != "" {
+		o.SetAuth(cred)
+	}
+	cl, err := mongo.Connect(o.
 		SetServerSelectionTimeout(10 * time.Second).SetConnectTimeout(5 * time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +60,15 @@ func connectCred(t testing.TB, uri string, cred options.Credential) *mongo.Clien
 // the replication protocol's commands.
 func TestKeyfileReplicaSet(t *testing.T) {
 	t.Parallel()
-	keyPath, key := writeKeyfile(t)
+	// The harness's own keyfile when it runs with authentication (its clients authenticate
+	// with it), else one of the test's.
+	keyPath, key, err := Keyfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !AuthOn() {
+		keyPath, key = writeKeyfile(t)
+	}
 	d := Start(t, Topology{Kind: ReplicaSet, Members: 2}, Options{Args: []string{"--keyFile", keyPath}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -64,7 +77,8 @@ func TestKeyfileReplicaSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The localhost exception: the first user, created unauthenticated.
-	if err := d.DirectClient(primary).Database("admin").RunCommand(ctx, bson.D{{Key: "createUser", Value: "root"},
+	anon := connectCred(t, primary.URI(), options.Credential{})
+	if err := anon.Database("admin").RunCommand(ctx, bson.D{{Key: "createUser", Value: "root"},
 		{Key: "pwd", Value: "pw"}, {Key: "roles", Value: bson.A{"root"}}}).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +98,6 @@ func TestKeyfileReplicaSet(t *testing.T) {
 		}
 	}
 	// No key: the member refuses the protocol's commands and user commands alike.
-	anon := d.DirectClient(primary)
 	wantCode("heartbeat without authentication", anon.Database("admin").RunCommand(ctx, heartbeat).Err(), mongoerr.Unauthorized)
 	wantCode("find without authentication", anon.Database("app").RunCommand(ctx, bson.D{{Key: "find", Value: "c"}}).Err(), mongoerr.Unauthorized)
 	// Another key: the internal user does not authenticate.

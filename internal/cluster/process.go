@@ -196,7 +196,10 @@ func (p *Process) startLocked(ctx context.Context) error {
 	if !p.opts.NoDBPath {
 		args = append(args, "--dbpath", p.dbPath)
 	}
-	args = append(args, p.opts.Args...)
+	args, err := withKeyfile(append(args, p.opts.Args...))
+	if err != nil {
+		return err
+	}
 
 	logf, err := os.OpenFile(p.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
@@ -525,9 +528,9 @@ func Connect(t testing.TB, uri string) *mongo.Client {
 	t.Helper()
 	// A short heartbeat (the driver's minimum) notices kills and restarts quickly, and keeps
 	// Disconnect from waiting out a 10s heartbeat against a dead server.
-	cl, err := mongo.Connect(options.Client().ApplyURI(uri).
+	cl, err := mongo.Connect(withInternalAuth(options.Client().ApplyURI(uri).
 		SetServerSelectionTimeout(10 * time.Second).SetConnectTimeout(5 * time.Second).
-		SetHeartbeatInterval(500 * time.Millisecond))
+		SetHeartbeatInterval(500 * time.Millisecond)))
 	if err != nil {
 		t.Fatalf("connect %s: %v", uri, err)
 	}

@@ -369,9 +369,9 @@ func (d *Deployment) StepDown(ctx context.Context, force bool) (*Process, error)
 // nothing spins.
 func ConnectReplicaSet(t testing.TB, uri string) *mongo.Client {
 	t.Helper()
-	cl, err := mongo.Connect(options.Client().ApplyURI(uri).
+	cl, err := mongo.Connect(withInternalAuth(options.Client().ApplyURI(uri).
 		SetServerSelectionTimeout(10 * time.Second).SetConnectTimeout(5 * time.Second).
-		SetHeartbeatInterval(500 * time.Millisecond))
+		SetHeartbeatInterval(500 * time.Millisecond)))
 	if err != nil {
 		t.Fatalf("connect %s: %v", uri, err)
 	}
