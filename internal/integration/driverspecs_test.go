@@ -96,6 +96,31 @@ func TestDriverSpecs(t *testing.T) {
 		runDriverSpecs(t, runSh, root, work, "mongodb://"+strings.Join(hosts, ",")+"/?replicaSet=rs0")
 		checkMembersConsistent(t, members)
 	})
+	// The driver's SCRAM specification test (x/mongo/driver/integration TestSCRAM: users
+	// with SCRAM-SHA-1, SCRAM-SHA-256 or both, negotiation through saslSupportedMechs,
+	// SASLprep'd names and passwords) against a server with --auth, from the driver source
+	// run.sh downloaded.
+	t.Run("scram", func(t *testing.T) {
+		driverDir := filepath.Join(work, "driver")
+		if _, err := os.Stat(filepath.Join(driverDir, "x", "mongo", "driver", "integration", "scram_test.go")); err != nil {
+			t.Skipf("no driver source in %s (run.sh downloads it): %v", driverDir, err)
+		}
+		s := newServer(t, "", "--auth")
+		run(t, connect(t, s.uri()).Database("admin"), bson.D{{Key: "createUser", Value: "root"},
+			{Key: "pwd", Value: "rootpw"}, {Key: "roles", Value: bson.A{"root"}}})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "test", "./x/mongo/driver/integration", "-run", "^TestSCRAM$", "-count=1", "-v")
+		cmd.Dir = driverDir
+		cmd.Env = append(os.Environ(), "AUTH=auth", "GOWORK=off", "GOFLAGS=-mod=mod",
+			fmt.Sprintf("MONGODB_URI=mongodb://root:rootpw@127.0.0.1:%d/?authSource=admin", s.port))
+		out, err := cmd.CombinedOutput()
+		passed := strings.Count(string(out), "--- PASS: TestSCRAM/")
+		t.Logf("driver TestSCRAM: %d subtests passed", passed)
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestSCRAM ") || passed < 17 {
+			t.Fatalf("driver TestSCRAM: %v\n%s", err, out)
+		}
+	})
 	// Transactions through two routers over two shards (issue 14): pinned routers,
 	// recoveryToken, two-phase commit.
 	t.Run("sharded", func(t *testing.T) {

@@ -58,6 +58,10 @@ type Auth struct {
 	// resolved again.
 	gen      atomic.Uint64
 	hadUsers atomic.Bool // a user or role was seen: the localhost exception is over for good
+	// noUsersUntil (unix nanoseconds) caches a store's "no users yet" for noUsersTTL, so a
+	// router does not ask the config servers before every command of an unauthenticated
+	// local client.
+	noUsersUntil atomic.Int64
 
 	mu    sync.Mutex
 	cache map[auth.UserName]*cachedUser // guarded by mu
@@ -171,7 +175,7 @@ func (a *Auth) localhostBypass(ctx context.Context, st *State, c *Conn) bool {
 	if !c.Loopback || a.hadUsers.Load() || !st.Params.Bool("enableLocalhostAuthBypass") {
 		return false
 	}
-	if a.Store == nil {
+	if a.Store == nil || time.Now().UnixNano() < a.noUsersUntil.Load() {
 		return true
 	}
 	any, err := a.Store.AnyUsers(ctx)
@@ -182,8 +186,14 @@ func (a *Auth) localhostBypass(ctx context.Context, st *State, c *Conn) bool {
 		a.hadUsers.Store(true)
 		return false
 	}
+	a.noUsersUntil.Store(time.Now().Add(noUsersTTL).UnixNano())
 	return true
 }
+
+// noUsersTTL is how long a "no users yet" answer is trusted. A user created through this
+// server ends the exception at once (Invalidate); one created elsewhere (another router,
+// the config server) within this time.
+const noUsersTTL = time.Second
 
 // AuthSession is what one command's authorization checks see: the connection's user and
 // privileges.
