@@ -50,7 +50,8 @@ func TestStorageOptions(t *testing.T) {
 		t.Errorf("config: %+v %v", o, err)
 	}
 
-	// Accepted without meaning: a warning; a security option Humongo cannot honour: refused.
+	// Accepted without meaning: a warning; a security option Humongo cannot honour: refused;
+	// authorization: honoured.
 	if err := os.WriteFile(cfg, []byte("security:\n  javascriptEnabled: false\noperationProfiling:\n  mode: slowOp\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -61,9 +62,15 @@ func TestStorageOptions(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("security:\n  authorization: enabled\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if o, err := parseOptions([]string{"--config", cfg}, io.Discard); err != nil || !o.Auth {
+		t.Errorf("security.authorization: %+v %v", o, err)
+	}
+	if err := os.WriteFile(cfg, []byte("security:\n  enableEncryption: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := parseOptions([]string{"--config", cfg}, io.Discard); err == nil ||
-		!strings.Contains(err.Error(), "Unrecognized option: security.authorization") {
-		t.Errorf("security.authorization: %v", err)
+		!strings.Contains(err.Error(), "security.enableEncryption") {
+		t.Errorf("security.enableEncryption: %v", err)
 	}
 
 	o, err = parseOptions([]string{"--storageEngine", "mmapv1"}, io.Discard)

@@ -85,3 +85,46 @@ func TestParsedShape(t *testing.T) {
 		t.Errorf("maxIncomingConnections without NetExtras: %v", o.Parsed(nil))
 	}
 }
+
+// TestKeyFile checks mongod's keyfile rules: owner-only permissions, base64 characters
+// (whitespace ignored), 6 to 1024 of them; a keyfile implies clusterAuthMode keyFile.
+func TestKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	parse := func(args ...string) (*Options, error) {
+		var ext struct{}
+		return Parse(NewFlags("humongod", 0, io.Discard), args, &ext)
+	}
+	good := write("good", "abc def\nghi+/=\n", 0o600)
+	o, err := parse("--keyFile", good)
+	if err != nil || o.Key != "abcdefghi+/=" || o.ClusterAuthMode != "keyFile" {
+		t.Fatalf("good keyfile: %+v %v", o, err)
+	}
+	for name, c := range map[string]struct {
+		content string
+		mode    os.FileMode
+		want    string
+	}{
+		"open":  {"abcdefgh", 0o644, "too open"},
+		"short": {"abc", 0o600, "too short"},
+		"bad":   {"abc*defgh", 0o600, "invalid char"},
+		"long":  {strings.Repeat("a", 1025), 0o600, "too long"},
+	} {
+		if _, err := parse("--keyFile", write(name, c.content, c.mode)); err == nil || !strings.Contains(err.Error(), c.want) ||
+			!errors.Is(err, ErrBadOptions) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+	if _, err := parse("--keyFile", filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing keyfile was accepted")
+	}
+	if _, err := parse("--clusterAuthMode", "x509"); err == nil {
+		t.Error("clusterAuthMode x509 was accepted")
+	}
+}
