@@ -152,6 +152,7 @@ func (s *Server) dispatch(ctx context.Context, env *service.Env, cmd bsoncore.Do
 		if err := s.state.Auth.Authorize(ctx, env, c, cmd); err != nil {
 			return nil, err
 		}
+		cmd = service.WithSessionOwner(cmd, env.Auth)
 	}
 	if v, err := cmd.LookupErr("lsid"); err == nil && s.state.Sessions != nil {
 		k, err := service.ParseLsid(v)

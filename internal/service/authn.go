@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"strings"
 	"sync"
@@ -333,4 +334,48 @@ func logAuthFailure(st *State, c *Conn, mech string, user auth.UserName, why err
 	st.Logger.Info("Authentication failed", logv2.C(logv2.Access), logv2.ID(20249), logv2.Ctx(c.Desc()),
 		"mechanism", mech, "speculative", false, "principalName", user.User, "authenticationDatabase", user.DB,
 		"remote", c.Remote, "result", why.Error())
+}
+
+// UserDigest is a user's logical session uid: SHA-256 of "user@db" (MongoDB's
+// getLogicalSessionUserDigestFor).
+func UserDigest(u auth.UserName) [32]byte { return sha256.Sum256([]byte(u.User + "@" + u.DB)) }
+
+// WithSessionOwner returns cmd with its lsid's uid set to the session user's digest, so a
+// session belongs to the user that uses it: another user naming the same id gets another
+// session (and cannot reach the first one's transactions or cursors). cmd is returned as is
+// without an lsid, and for the internal user, which forwards its clients' sessions with
+// their uids.
+func WithSessionOwner(cmd bsoncore.Document, s *AuthSession) bsoncore.Document {
+	if s == nil || s.User == nil || *s.User == internalUser {
+		return cmd
+	}
+	lv, err := cmd.LookupErr("lsid")
+	if err != nil {
+		return cmd
+	}
+	ld, ok := lv.DocumentOK()
+	if !ok {
+		return cmd
+	}
+	uid := UserDigest(*s.User)
+	out := make([]byte, 0, len(cmd)+48)
+	idx, out := bsoncore.AppendDocumentStart(out)
+	elems, _ := cmd.Elements()
+	for _, e := range elems {
+		if e.Key() != "lsid" {
+			out = append(out, e...)
+			continue
+		}
+		li, o2 := bsoncore.AppendDocumentElementStart(out, "lsid")
+		lelems, _ := ld.Elements()
+		for _, le := range lelems {
+			if le.Key() != "uid" {
+				o2 = append(o2, le...)
+			}
+		}
+		o2 = bsoncore.AppendBinaryElement(o2, "uid", 0, uid[:])
+		out, _ = bsoncore.AppendDocumentEnd(o2, li)
+	}
+	out, _ = bsoncore.AppendDocumentEnd(out, idx)
+	return out
 }
