@@ -62,7 +62,7 @@ func (s *Server) runCommand(ctx context.Context, c *service.Conn, cmd bsoncore.D
 	res.reply = s.role.Decorate(env, op, res.reply)
 	if d := time.Since(start); d >= s.state.SlowOpThreshold && !awaitable(cmd) {
 		s.log.Info("Slow query", logv2.C(logv2.Command), logv2.ID(51803), logv2.Ctx(c.Desc()),
-			"type", "command", "ns", env.DB+".$cmd", "appName", c.AppName(), "command", logv2.BSON(cmd),
+			"type", "command", "ns", env.DB+".$cmd", "appName", c.AppName(), "command", logv2.BSON(service.RedactSecrets(cmd)),
 			"ok", err == nil, "errCode", int(mongoerr.CodeOf(err)), "protocol", protocolName(legacy),
 			"durationMillis", d)
 	}

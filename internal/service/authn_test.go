@@ -36,3 +36,16 @@ func TestWithSessionOwner(t *testing.T) {
 		t.Error("an unauthenticated command was rewritten")
 	}
 }
+
+func TestRedactSecrets(t *testing.T) {
+	cmd := bsoncore.NewDocumentBuilder().AppendString("createUser", "u").AppendString("pwd", "hunter2").
+		AppendString("$db", "admin").Build()
+	got := RedactSecrets(cmd)
+	if v := got.Lookup("pwd").StringValue(); v != "xxx" || got.Lookup("createUser").StringValue() != "u" {
+		t.Errorf("redacted: %v", got)
+	}
+	plain := bsoncore.NewDocumentBuilder().AppendInt32("ping", 1).Build()
+	if got := RedactSecrets(plain); &got[0] != &plain[0] {
+		t.Error("a command without secrets was copied")
+	}
+}

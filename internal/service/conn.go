@@ -214,7 +214,7 @@ func (cl *Clients) BeginOp(ctx context.Context, conn *Conn, name, db string, cmd
 	ctx, cancel := context.WithCancelCause(ctx)
 	op := &Op{
 		ID: cl.nextOp.Add(1), Conn: conn, Name: name, NS: db + ".$cmd",
-		Cmd: keepCmd(cmd), Start: time.Now(), cancel: cancel,
+		Cmd: keepCmd(RedactSecrets(cmd)), Start: time.Now(), cancel: cancel,
 	}
 	if v, err := cmd.LookupErr("lsid"); err == nil {
 		if k, err := ParseLsid(v); err == nil {

@@ -304,3 +304,33 @@ func docOf(fields []byte) bsoncore.Document {
 	b, _ = bsoncore.AppendDocumentEnd(b, idx)
 	return b
 }
+
+// secretFields are the top-level fields whose values must never reach a log line or
+// currentOp (MongoDB's redactForLogging of the user management and SASL commands).
+var secretFields = map[string]bool{"pwd": true, "payload": true}
+
+// RedactSecrets returns cmd with the values of password and SASL payload fields replaced by
+// "xxx"; cmd itself when it has none.
+func RedactSecrets(cmd bsoncore.Document) bsoncore.Document {
+	// Two lookups and no allocation for the usual command: this runs for every command.
+	_, e1 := cmd.LookupErr("pwd")
+	_, e2 := cmd.LookupErr("payload")
+	if e1 != nil && e2 != nil {
+		return cmd
+	}
+	elems, err := cmd.Elements()
+	if err != nil {
+		return cmd
+	}
+	out := make([]byte, 0, len(cmd))
+	idx, out := bsoncore.AppendDocumentStart(out)
+	for _, e := range elems {
+		if secretFields[e.Key()] {
+			out = bsoncore.AppendStringElement(out, e.Key(), "xxx")
+			continue
+		}
+		out = append(out, e...)
+	}
+	out, _ = bsoncore.AppendDocumentEnd(out, idx)
+	return out
+}
