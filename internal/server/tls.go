@@ -66,6 +66,11 @@ var errClientLeft = errors.New("client left before its first message")
 func (s *Server) startTLS(c *conn) (io.ReadWriter, error) {
 	t := s.cfg.TLS
 	_ = c.nc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+	// Shutdown marks the server closing before it sets past read deadlines: if it began
+	// already, the deadline just set may have replaced its.
+	if s.isClosing() {
+		return nil, errClientLeft
+	}
 	var hdr [16]byte
 	if _, err := io.ReadFull(c.nc, hdr[:]); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || s.isClosing() {
