@@ -15,7 +15,10 @@
 # checks with mongosh that hello answers msg "isdbgrid". Last, `humongo up --shards 2` starts a
 # sharded cluster (2 shards, a config server, a router) and e2e/mongosh_sharded.js runs the
 # mongosh sh.* helpers, CRUD, an aggregation and getShardDistribution() through the router;
-# `humongo down` stops it.
+# `humongo down` stops it. Last, `humongo up --standalone --tls` starts a humongod in
+# requireTLS with a local CA, and mongosh (--tls --tlsCAFile), the Node driver and pymongo
+# (tls=true&tlsCAFile= in the URI) each write and read a document over TLS; a plain mongosh is
+# refused.
 # Exits non-zero if any client failed or the server did not shut down cleanly. A client is
 # skipped ("SKIP: registry unreachable") only when installing it failed with a network error.
 #
@@ -86,10 +89,19 @@ stop_sharded() {
 		return 1
 	fi
 }
+# The TLS standalone of `humongo up --standalone --tls` (see below), stopped with `humongo down`.
+tls_dir="$work/tls-standalone"
+tls_up=""
+stop_tls() {
+	[ -n "$tls_up" ] || return 0
+	tls_up=""
+	timeout "$step_timeout" "$work/humongo" down --dir "$tls_dir" >"$work/tls-down.out" 2>&1
+}
 cleanup() {
 	stop_server >/dev/null 2>&1
 	stop_replset >/dev/null 2>&1
 	stop_sharded >/dev/null 2>&1
+	stop_tls >/dev/null 2>&1
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -442,7 +454,93 @@ fail)
 	;;
 esac
 
-for name in mongosh node pymongo mongoose mongosh-txn node-txn mongoose-txn mongosh-cs node-cs humongos mongosh-sharded; do
+# --- TLS: `humongo up --standalone --tls` --------------------------------------------------
+# humongo makes a local CA and a server certificate in $tls_dir/tls, starts humongod with
+# --tlsMode requireTLS and prints a URI with tls=true&tlsCAFile=; each client writes and reads
+# one document over TLS with only the CA file, and mongosh without TLS must be refused.
+tls_checks=(mongosh-tls node-tls pymongo-tls)
+tls_smoke() {
+	if [ ! -x "$work/humongo" ] && ! (cd "$root" && timeout 600 go build -o "$work/" ./cmd/humongo); then
+		say "go build ./cmd/humongo failed"
+		return 1
+	fi
+	local port out turi="" ca="$tls_dir/tls/ca.pem"
+	for _ in 1 2 3; do
+		port=$(free_ports 1) || return 1
+		tls_up=1
+		out=$(timeout "$step_timeout" "$work/humongo" up --standalone --tls --dir "$tls_dir" --port "$port" 2>&1)
+		printf '%s\n' "$out" >"$work/tls-up.out"
+		turi=$(sed -n 's/^standalone deployment is up: \(mongodb:[^ ]*\)$/\1/p' <<<"$out")
+		[ -n "$turi" ] && break
+		stop_tls
+		grep -q 'in use' <<<"$out" || break
+	done
+	if [ -z "$turi" ]; then
+		say "humongo up --standalone --tls failed:"
+		printf '%s\n' "$out"
+		return 1
+	fi
+	say "TLS standalone up: $turi"
+	run_client mongosh-tls "$npm_state" env HOME="$work/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$work/mongosh.conf" \
+		"$here/node_modules/.bin/mongosh" --tls --tlsCAFile "$ca" "mongodb://127.0.0.1:$port/e2e_tls?directConnection=true" \
+		--quiet --norc --eval "
+		db.c.insertOne({_id: 'mongosh', over: 'tls'});
+		const d = db.c.findOne({_id: 'mongosh'});
+		if (!d || d.over !== 'tls') throw new Error('mongosh over TLS read ' + EJSON.stringify(d));"
+	# A plain client of a requireTLS server must fail to connect.
+	if timeout "$step_timeout" env HOME="$work/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$work/mongosh.conf" \
+		"$here/node_modules/.bin/mongosh" "mongodb://127.0.0.1:$port/?directConnection=true&serverSelectionTimeoutMS=2000" \
+		--quiet --norc --eval 'db.hello()' >"$work/mongosh-plain.out" 2>&1; then
+		say "a plain mongosh connected to the requireTLS server"
+		result[mongosh-tls]="FAIL: a plain mongosh was not refused"
+		failed=$((failed + 1))
+	fi
+	run_client node-tls "$npm_state" node -e "
+		const { MongoClient } = require('$here/node_modules/mongodb');
+		(async () => {
+			const client = new MongoClient(process.argv[1], { serverSelectionTimeoutMS: 10000, directConnection: true });
+			try {
+				const c = client.db('e2e_tls').collection('c');
+				await c.insertOne({ _id: 'node', over: 'tls' });
+				const d = await c.findOne({ _id: 'node' });
+				if (!d || d.over !== 'tls') throw new Error('node over TLS read ' + JSON.stringify(d));
+			} finally { await client.close(); }
+		})().catch((e) => { console.error(e); process.exit(1); });" "$turi"
+	run_client pymongo-tls "$py_state" "$python" -c "
+import sys, pymongo
+client = pymongo.MongoClient(sys.argv[1], serverSelectionTimeoutMS=10000, directConnection=True)
+c = client['e2e_tls']['c']
+c.insert_one({'_id': 'pymongo', 'over': 'tls'})
+d = c.find_one({'_id': 'pymongo'})
+assert d and d['over'] == 'tls', d" "$turi"
+	if ! stop_tls; then
+		say "FAIL: humongo down did not stop the TLS standalone"
+		cat "$work/tls-down.out"
+		failed=$((failed + 1))
+	fi
+}
+case $npm_state in
+skip) for name in "${tls_checks[@]}"; do result[$name]="SKIP: registry unreachable"; done ;;
+fail)
+	for name in "${tls_checks[@]}"; do result[$name]="FAIL: could not install mongosh"; done
+	failed=$((failed + 1))
+	;;
+*)
+	if ! tls_smoke; then
+		for name in "${tls_checks[@]}"; do
+			case ${result[$name]:-} in
+			FAIL* | PASS*) ;;
+			*)
+				result[$name]="FAIL: the TLS server did not start"
+				failed=$((failed + 1))
+				;;
+			esac
+		done
+	fi
+	;;
+esac
+
+for name in mongosh node pymongo mongoose mongosh-txn node-txn mongoose-txn mongosh-cs node-cs humongos mongosh-sharded "${tls_checks[@]}"; do
 	say "$(printf '%-16s %s' "$name" "${result[$name]}")"
 done
 if [ "$failed" -ne 0 ]; then

@@ -120,9 +120,9 @@ func (h *helloReply) role() string {
 
 // hello runs the hello command on one node through the Go driver with directConnection, the
 // way a client would see it.
-func hello(ctx context.Context, addr string) (*helloReply, error) {
+func hello(ctx context.Context, p *Process) (*helloReply, error) {
 	client, err := mongo.Connect(options.Client().
-		ApplyURI("mongodb://" + addr + "/?directConnection=true").
+		ApplyURI(p.uri()).
 		SetAppName("humongo").
 		SetServerSelectionTimeout(5 * time.Second).
 		SetConnectTimeout(5 * time.Second))
@@ -269,7 +269,7 @@ func probe(ctx context.Context, p *Process, timeout time.Duration) procStatus {
 	}
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	h, err := hello(hctx, p.addr())
+	h, err := hello(hctx, p)
 	if err != nil {
 		s.State, s.Error = "unreachable", err.Error()
 		return s

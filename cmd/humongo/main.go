@@ -2,7 +2,8 @@
 // binaries"): `up` starts a local deployment of humongod processes in one command (as mlaunch
 // does for mongod) — a standalone, with --replset N a replica set it initiates and waits on
 // for a primary, with --shards S a sharded cluster (shard sets, a config server set, humongos
-// routers) whose shards it adds — `status` and `down` inspect and stop it through the state file `up` writes,
+// routers) whose shards it adds; with --tls every process serves TLS only, with a local CA's
+// certificates (tls.go) — `status` and `down` inspect and stop it through the state file `up` writes,
 // and `bench` runs YCSB-style workloads against any MongoDB-compatible URI (engine:
 // internal/bench; this package only parses flags and prints).
 //

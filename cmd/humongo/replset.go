@@ -39,7 +39,11 @@ func replicaSetURI(procs []Process) string {
 	for i := range procs {
 		hosts[i] = memberHost(&procs[i])
 	}
-	return "mongodb://" + strings.Join(hosts, ",") + "/?replicaSet=" + procs[0].ReplSet
+	uri := "mongodb://" + strings.Join(hosts, ",") + "/?replicaSet=" + procs[0].ReplSet
+	if q := tlsQuery(procs[0].TLSCAFile); q != "" {
+		uri += "&" + q
+	}
+	return uri
 }
 
 // initiateReplicaSet runs replSetInitiate on the first member with every member at default
@@ -57,7 +61,7 @@ func initiateReplicaSet(ctx context.Context, procs []Process, out io.Writer, tim
 
 	fmt.Fprintf(out, "initiating replica set %s ... ", set)
 	start := time.Now()
-	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + procs[0].addr() + "/?directConnection=true").
+	client, err := mongo.Connect(options.Client().ApplyURI(procs[0].uri()).
 		SetAppName("humongo").SetServerSelectionTimeout(5 * time.Second).SetConnectTimeout(5 * time.Second))
 	if err != nil {
 		fmt.Fprintln(out, "failed")
@@ -116,7 +120,7 @@ func waitForPrimary(ctx context.Context, procs []Process) (*Process, error) {
 	for {
 		for i := range procs {
 			hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			h, err := hello(hctx, procs[i].addr())
+			h, err := hello(hctx, &procs[i])
 			cancel()
 			if err != nil {
 				last = err

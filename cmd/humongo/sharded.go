@@ -63,7 +63,7 @@ func startSharded(ctx context.Context, procs []Process, out io.Writer, timeout t
 	if router == nil {
 		return "", errors.New("a sharded cluster needs a router")
 	}
-	cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + router.addr() + "/?directConnection=true").
+	cl, err := mongo.Connect(options.Client().ApplyURI(router.uri()).
 		SetAppName("humongo").SetServerSelectionTimeout(5 * time.Second).SetConnectTimeout(5 * time.Second))
 	if err != nil {
 		return "", err
@@ -123,12 +123,18 @@ const codeNotYetInitialized = 94
 // routerURI is the connection string of a sharded deployment: every router.
 func routerURI(procs []Process) string {
 	var hosts []string
+	ca := ""
 	for i := range procs {
 		if procs[i].Role == "router" {
 			hosts = append(hosts, memberHost(&procs[i]))
+			ca = procs[i].TLSCAFile
 		}
 	}
-	return "mongodb://" + strings.Join(hosts, ",") + "/"
+	uri := "mongodb://" + strings.Join(hosts, ",") + "/"
+	if q := tlsQuery(ca); q != "" {
+		uri += "?" + q
+	}
+	return uri
 }
 
 // roleLabel is how `status` names a process's role.

@@ -35,6 +35,9 @@ type Process struct {
 	LogPath string   `json:"logpath"`
 	Binary  string   `json:"binary"`
 	Args    []string `json:"args"`
+	// TLSCAFile is the CA file that verifies the process's certificate when it serves TLS
+	// only (up --tls); humongo's own connections to it name it.
+	TLSCAFile string `json:"tlsCAFile,omitempty"`
 }
 
 func (p *Process) addr() string { return fmt.Sprintf("%s:%d", p.Host, p.Port) }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"humongo/internal/certs"
 	"humongo/internal/router"
 )
 
@@ -33,6 +34,8 @@ type upOptions struct {
 	binDir     string
 	timeout    time.Duration
 	extra      []string // arguments after "--", passed to every humongod (routers: routerArgs)
+	// tls starts every process in requireTLS with a local CA's certificates (tls.go).
+	tls bool
 }
 
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
@@ -67,6 +70,7 @@ func parseUpFlags(args []string, stderr io.Writer) (*upOptions, error) {
 	fs.StringVar(&o.bindIP, "bind-ip", "127.0.0.1", "address every process listens on")
 	fs.StringVar(&o.binDir, "bin-dir", "", "directory holding humongod (default: next to humongo, else $PATH)")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "how long to wait for each process to become ready")
+	fs.BoolVar(&o.tls, "tls", false, "serve TLS only, with a local CA and certificates made in <dir>/tls (kept for the next up)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: humongo up [--standalone | --replset N | --shards S [--replset N] [--routers R] [--config-servers C]] [flags] [-- humongod flags]\n")
 		fmt.Fprintf(stderr, "humongod flags go to every humongod; routers get the --setParameter ones a router knows\n")
@@ -196,6 +200,11 @@ func plan(o *upOptions, dir string) []Process {
 			p.Args = append(p.Args, "--shardsvr")
 		case "router":
 			p.Args = append(p.Args, "--configdb", configDB)
+		}
+		if o.tls {
+			f := tlsFiles(dir)
+			p.Args = append(p.Args, tlsArgs(f)...)
+			p.TLSCAFile = f.CA
 		}
 		if bin == "humongod" {
 			if (role == "shard" || role == "config") && !setsParameter(o.extra, "periodicNoopIntervalSecs") {
@@ -375,6 +384,13 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	if o.tls {
+		f, err := certs.EnsureLocal(tlsDir(dir), certificateHosts(o.bindIP))
+		if err != nil {
+			return fmt.Errorf("making the TLS certificates: %w", err)
+		}
+		fmt.Fprintf(stdout, "TLS: CA file %s, server certificate %s, client certificate %s\n", f.CA, f.Server, f.Client)
+	}
 	st := &State{Version: stateVersion, Topology: o.topology(), Dir: dir, Processes: []Process{}}
 	prog := newProgress(stdout, len(procs))
 	for _, p := range procs {
@@ -400,6 +416,9 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	prog.finish()
 	uri := "mongodb://" + procs[0].addr() + "/"
+	if q := tlsQuery(procs[0].TLSCAFile); q != "" {
+		uri += "?" + q
+	}
 	switch st.Topology {
 	case "replset":
 		uri, err = initiateReplicaSet(ctx, procs, stdout, o.timeout)
@@ -471,7 +490,7 @@ func waitReady(ctx context.Context, p *Process, pid int, timeout time.Duration) 
 		d := net.Dialer{Timeout: 200 * time.Millisecond}
 		if c, err := d.DialContext(ctx, "tcp", p.addr()); err == nil {
 			_ = c.Close()
-			_, err := hello(ctx, p.addr())
+			_, err := hello(ctx, p)
 			return err
 		}
 		select {

@@ -1,7 +1,8 @@
 // Command humongod is Humongo's data node, the mongod analog: it takes mongod's flags and
 // YAML configuration (see config.go and internal/process for what is understood and the
 // precedence flags > config file > defaults), locks its dbpath, serves the MongoDB wire
-// protocol through internal/server, and shuts down cleanly on SIGINT/SIGTERM or the shutdown
+// protocol through internal/server (over TLS as --tlsMode says; members then use TLS to each
+// other in preferTLS and requireTLS), and shuts down cleanly on SIGINT/SIGTERM or the shutdown
 // command (process.Run); SIGUSR1 and the logRotate command rotate --logpath, and --fork runs
 // it in the background once it is ready (process.Fork).
 //
@@ -140,22 +141,21 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		Params:                 params,
 		Logger:                 log,
 		LogSink:                sink,
-		CmdLine:                service.CmdLine{Argv: argv, Parsed: opts.parsed()},
+		CmdLine:                service.CmdLine{Argv: process.CensorArgv(argv), Parsed: opts.parsed()},
 		Compressors:            opts.Compressors,
 		MaxIncomingConnections: opts.MaxConns,
 		SlowOpThreshold:        time.Duration(opts.SlowMS) * time.Millisecond,
+		ClientSecurity:         opts.ClientSecurity(),
 	})
 	// Authorization is on with --auth or a keyfile (mongod's rule); users live in this node's
 	// admin.system.users, and the keyfile's key is the internal user's password.
 	st.Auth.Enabled = opts.Auth || opts.Key != ""
 	commands.AttachUserStore(st)
-	var security *client.Security
 	if opts.Key != "" {
 		if err := st.Auth.SetKeyfile(opts.Key); err != nil {
 			fatal(log, err)
 			return process.ExitUncaught
 		}
-		security = &client.Security{Key: opts.Key}
 	}
 	registry := commands.NewRegistry()
 	s, err := server.New(server.Config{
@@ -167,6 +167,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		Role:     commands.NewRole(st),
 		Closers:  closers,
 		Quiet:    opts.Quiet,
+		TLS:      opts.ServerTLS(),
 	})
 	if err != nil {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -198,7 +199,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 			int64(opts.OplogSizeMB), coord.Options{Logger: log, ConfigServer: opts.ClusterRole == "configsvr",
 				// This server's own host rewriter: every connection to another member dials
 				// through it (testingReplicaSetHostRewrites changes it).
-				Dialer: &client.Rewriter{Security: security}})
+				Dialer: &client.Rewriter{Security: opts.ClientSecurity()}})
 		if err != nil {
 			fatal(log, err)
 			_ = s.Close()

@@ -6,8 +6,10 @@
 // commands with CommandNotSupported until routing lands (issue 12).
 //
 // Flags: --configdb setName/host:port[,host:port], --port (default 27017), --bind_ip (default
-// 127.0.0.1), --config (YAML: net.port, net.bindIp, sharding.configDB, setParameter),
-// --setParameter name=value. Flags override the config file.
+// 127.0.0.1), --config (YAML: net.port, net.bindIp, net.tls, sharding.configDB, setParameter),
+// --setParameter name=value, and mongos's TLS options (--tlsMode, --tlsCertificateKeyFile,
+// --tlsCAFile, ...; internal/process), which also make its connections to the config servers
+// and shards use TLS in preferTLS and requireTLS. Flags override the config file.
 //
 // Exit codes follow mongos: 0 clean shutdown, 2 bad options, 48 the port could not be bound.
 package main
@@ -58,27 +60,26 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 	}
 
 	st := service.NewState(service.Config{
-		Params:  params,
-		Logger:  log,
-		LogSink: sink,
-		CmdLine: service.CmdLine{Argv: argv, Parsed: opts.parsed()},
+		Params:         params,
+		Logger:         log,
+		LogSink:        sink,
+		CmdLine:        service.CmdLine{Argv: process.CensorArgv(argv), Parsed: opts.parsed()},
+		ClientSecurity: opts.ClientSecurity(),
 	})
 	// With a keyfile the router authorizes its clients against the config servers' users,
 	// and authenticates to every member as the internal user.
 	st.Auth.Enabled = opts.Auth || opts.Key != ""
 	router.AttachUserStore(st)
-	var security *client.Security
 	if opts.Key != "" {
 		if err := st.Auth.SetKeyfile(opts.Key); err != nil {
 			log.Error("Error reading the keyfile", logv2.C(logv2.Access), "error", err.Error())
 			return process.ExitBadOptions
 		}
-		security = &client.Security{Key: opts.Key}
 	}
 	// The config servers are reached lazily (the driver connects on first use), as mongos
 	// starts before its config servers answer.
 	cl, err := router.NewCluster(client.ReplicaSetHosts{SetName: opts.ConfigSet, Seeds: opts.ConfigHosts},
-		client.Options{AppName: "humongos", Dialer: &client.Rewriter{Security: security}, Clock: &st.Concern.Clock})
+		client.Options{AppName: "humongos", Dialer: &client.Rewriter{Security: opts.ClientSecurity()}, Clock: &st.Concern.Clock})
 	if err != nil {
 		log.Error("Error connecting to the config servers", logv2.C(logv2.Sharding), "error", err.Error())
 		return process.ExitBadOptions
@@ -93,6 +94,7 @@ func serve(opts *Options, argv []string, log *slog.Logger, sink *logv2.Sink) int
 		Registry: router.NewRegistry(),
 		Role:     router.Role{},
 		Closers:  []server.Closer{closerFunc(func() { stopReport() }), closerFunc(cl.Close)},
+		TLS:      opts.ServerTLS(),
 	})
 	if err != nil {
 		log.Error("Error starting the router", logv2.C(logv2.Control), logv2.ID(23091), "error", err.Error())

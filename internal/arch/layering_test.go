@@ -24,6 +24,7 @@ var rank = map[string]int{
 	"collation":  1,
 	"auth":       1,
 	"logv2":      1,
+	"certs":      1, // X.509 certificates and keys in PEM files (TLS options, humongo up --tls)
 	"wire":       2,
 	"keystring":  2,
 	"storage":    2,

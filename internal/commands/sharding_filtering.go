@@ -106,6 +106,8 @@ func shardClientOptions(st *service.State, app string, selection time.Duration) 
 	o := client.Options{AppName: app, ServerSelectionTimeout: selection, Clock: &st.Concern.Clock}
 	if st.Repl != nil {
 		o.Dialer = st.Repl.HostRewriter()
+	} else if st.ClientSecurity != nil {
+		o.Dialer = &client.Rewriter{Security: st.ClientSecurity}
 	}
 	return o
 }

@@ -1,9 +1,10 @@
 // Package process is what every Humongo server binary (humongod, humongos) does around its
 // server, the part MongoDB's mongod and mongos share in their main: the options every server
-// process takes (net.port, net.bindIp, --config with mongod's YAML errors, systemLog,
+// process takes (net.port, net.bindIp, net.tls, --config with mongod's YAML errors, systemLog,
 // processManagement, setParameter, --version) and the getCmdLineOpts `parsed` document built
 // from them, which each binary extends with its own (storage and replication for humongod,
-// sharding.configDB for humongos); the startup log lines; --fork (Fork, NotifyReady); and
+// sharding.configDB for humongos); the TLS configurations net.tls makes for the server's
+// listeners and for its internal clients to other members (tls.go); the startup log lines; --fork (Fork, NotifyReady); and
 // running the server until a signal or the shutdown command, with SIGUSR1 rotating the log,
 // with mongod's log ids and exit codes. The spec does not cover process options;
 // the reference is MongoDB's configuration file options and ExitCode enum.
@@ -99,6 +100,10 @@ type Options struct {
 	// later assignment of the same name wins).
 	SetParameters [][2]string
 
+	// TLS is net.tls (tls.go): Validate loads its files; ServerTLS and ClientSecurity give
+	// them to the server and to its internal clients.
+	TLS TLSOptions
+
 	Version bool
 
 	// Auth is --auth / security.authorization: enabled (--noauth or "disabled" turn it off).
@@ -127,6 +132,7 @@ type File struct {
 		Compression            *struct {
 			Compressors *string `yaml:"compressors"`
 		} `yaml:"compression"`
+		TLS *tlsFile `yaml:"tls"`
 	} `yaml:"net"`
 	SystemLog *struct {
 		Destination        *string        `yaml:"destination"`
@@ -202,6 +208,7 @@ func NewFlags(name string, groups Group, stderr io.Writer) *Flags {
 		func(o *Options, v string) { o.KeyFile = v })
 	overrides(f, "clusterAuthMode", fs.String("clusterAuthMode", "", "internal authentication mode: keyFile"),
 		func(o *Options, v string) { o.ClusterAuthMode = v })
+	registerTLS(f)
 	if groups&NetExtras != 0 {
 		overrides(f, "bind_ip_all", fs.Bool("bind_ip_all", false, "listen on all IPv4 addresses (and all IPv6 ones with --ipv6)"),
 			func(o *Options, v bool) { o.BindIPAll = v })
@@ -425,6 +432,8 @@ func (o *Options) SecurityDoc() bsoncore.Document {
 }
 
 // Validate checks the common options.
+// Validate checks the common options and loads the TLS files they name (a file that cannot
+// be used is a bad option, as mongod fails startup on it).
 func (o *Options) Validate() error {
 	if o.Port < 0 || o.Port > 65535 {
 		return fmt.Errorf("%w: port number must be between 0 and 65535", ErrBadOptions)
@@ -444,7 +453,7 @@ func (o *Options) Validate() error {
 	default:
 		return fmt.Errorf("%w: unsupported value for logRotate %s", ErrBadOptions, o.LogRotate)
 	}
-	return nil
+	return o.TLS.validate()
 }
 
 // fileWith decodes the common sections and a binary's own from one document.
@@ -522,6 +531,7 @@ func (o *Options) applyFile(cf *File) error {
 	if v := cf.Net.IPv6; v != nil {
 		o.IPv6 = *v
 	}
+	o.TLS.applyFile(cf.Net.TLS)
 	if cf.Net.UnixDomainSocket != nil {
 		o.Warnings = append(o.Warnings, "net.unixDomainSocket")
 	}
@@ -614,6 +624,9 @@ func (o *Options) Parsed(sections func(b *bsoncore.DocumentBuilder)) bsoncore.Do
 		if o.IPv6 {
 			net.AppendBoolean("ipv6", true)
 		}
+	}
+	if t := o.TLS.parsed(); t != nil {
+		net.AppendDocument("tls", t)
 	}
 	b.AppendDocument("net", net.Build())
 	if sd := o.SecurityDoc(); sd != nil {

@@ -18,6 +18,8 @@ import (
 
 // conn is one client connection, served by one goroutine (serveConn).
 type conn struct {
+	// nc is the socket: shutdown and the peer watch set its deadlines and close it. Messages
+	// are read and written through r and w, over the TLS session on it when there is one.
 	nc   net.Conn
 	info *service.Conn
 	r    *wire.Reader
@@ -33,9 +35,14 @@ func (s *Server) newConn(nc net.Conn) *conn {
 		loopback = ta.IP.IsLoopback()
 	}
 	c := &conn{nc: nc, info: s.state.Clients.NewConn(remote, local, loopback)}
-	c.r = wire.NewReader(countingReader{nc, &s.state.Counters.BytesIn, &c.ioFailed})
-	c.w = wire.NewWriter(countingWriter{nc, &s.state.Counters.BytesOut})
+	s.setStream(c, nc)
 	return c
+}
+
+// setStream makes the connection read and write its messages through rw.
+func (s *Server) setStream(c *conn, rw io.ReadWriter) {
+	c.r = wire.NewReader(countingReader{rw, &s.state.Counters.BytesIn, &c.ioFailed})
+	c.w = wire.NewWriter(countingWriter{rw, &s.state.Counters.BytesOut})
 }
 
 // serveConn reads and answers requests until the client leaves, a framing error occurs, a
@@ -44,7 +51,22 @@ func (s *Server) serveConn(c *conn) {
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(s.rootCtx)
 	defer cancel()
-	reason := s.connLoop(ctx, c)
+	var reason error
+	if s.cfg.TLS.Mode != TLSDisabled {
+		var stream io.ReadWriter
+		if stream, reason = s.startTLS(c); reason == nil {
+			s.setStream(c, stream)
+		} else if reason != errClientLeft {
+			s.log.Warn("Error receiving request from client. Ending connection from remote",
+				logv2.C(logv2.Network), logv2.ID(22988), logv2.Ctx(c.info.Desc()),
+				"error", reason.Error(), "remote", c.info.Remote, "connectionId", c.info.ID)
+		}
+	}
+	if reason == nil {
+		reason = s.connLoop(ctx, c)
+	} else if reason == errClientLeft {
+		reason = nil
+	}
 	_ = c.nc.Close()
 	n := s.removeConn(c)
 	if reason != nil {

@@ -1,5 +1,7 @@
 // Package server is the role-neutral network front end of humongod and humongos (MongoDB's
-// transport layer and service_entry_point_common): the listeners, one goroutine per client
+// transport layer and service_entry_point_common): the listeners, TLS on them as
+// net.tls.mode says (tls.go: TLS and plain clients told apart on one port by their first
+// message header, the handshake in the connection's goroutine), one goroutine per client
 // connection, message dispatch over the command registry value its binary built
 // (service.Registry), the single boundary where errors become {ok: 0, errmsg, code,
 // codeName} replies, the failCommand fail point, and clean shutdown. What depends on the
@@ -72,6 +74,8 @@ type Config struct {
 	// InFlightMessageBytes bounds the bytes of large messages read and run at once (default
 	// DefaultInFlightMessageBytes; see inflight.go).
 	InFlightMessageBytes int64
+	// TLS is net.tls: the zero value accepts plain connections only (see tls.go).
+	TLS TLS
 }
 
 // Server is the front end of one humongod or humongos process.
@@ -125,6 +129,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.InFlightMessageBytes <= 0 {
 		cfg.InFlightMessageBytes = DefaultInFlightMessageBytes
+	}
+	if cfg.TLS.Mode != TLSDisabled && cfg.TLS.Config == nil {
+		return nil, fmt.Errorf("server: TLS mode %s without a TLS configuration", cfg.TLS.Mode)
 	}
 	s := &Server{
 		cfg:             cfg,
@@ -205,8 +212,12 @@ func (s *Server) Start() {
 			"address", ln.Addr().String())
 		go s.acceptLoop(ln)
 	}
+	ssl := "off"
+	if s.cfg.TLS.Mode != TLSDisabled {
+		ssl = "on"
+	}
 	s.log.Info("Waiting for connections", logv2.C(logv2.Network), logv2.ID(23016), logv2.Ctx("listener"),
-		"port", s.port, "ssl", "off")
+		"port", s.port, "ssl", ssl)
 }
 
 func (s *Server) acceptLoop(ln net.Listener) {

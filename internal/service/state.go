@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/client"
 	"humongo/internal/cursor"
 	"humongo/internal/logv2"
 	"humongo/internal/operation"
@@ -65,6 +66,10 @@ type State struct {
 
 	// Auth is the server's authentication and authorization state (authn.go).
 	Auth Auth
+	// ClientSecurity is how this server's internal clients prove themselves to other cluster
+	// members (TLS), nil when they connect plainly. The binary sets it (Config); clients that
+	// dial through the replication coordinator's Rewriter get it from there.
+	ClientSecurity *client.Security
 
 	// Concern is the server's gossiped cluster time and its default read and write concern
 	// (repl/concern; zero value ready).
@@ -171,6 +176,8 @@ type Config struct {
 	MaxIncomingConnections int
 	// SlowOpThreshold: commands slower than this are logged (default 100 ms).
 	SlowOpThreshold time.Duration
+	// ClientSecurity is State.ClientSecurity.
+	ClientSecurity *client.Security
 }
 
 // NewState builds the server-wide state of one process: a fresh process id, the logical
@@ -205,6 +212,7 @@ func NewState(cfg Config) *State {
 		Compressors:            cfg.Compressors,
 		MaxIncomingConnections: cfg.MaxIncomingConnections,
 		SlowOpThreshold:        cfg.SlowOpThreshold,
+		ClientSecurity:         cfg.ClientSecurity,
 	}
 }
 
