@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
+
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
@@ -121,11 +121,10 @@ func (h *helloReply) role() string {
 // hello runs the hello command on one node through the Go driver with directConnection, the
 // way a client would see it.
 func hello(ctx context.Context, p *Process) (*helloReply, error) {
-	client, err := mongo.Connect(options.Client().
-		ApplyURI(p.uri()).
+	client, err := connectProcess(p, options.Client().
 		SetAppName("humongo").
-		SetServerSelectionTimeout(5 * time.Second).
-		SetConnectTimeout(5 * time.Second))
+		SetServerSelectionTimeout(5*time.Second).
+		SetConnectTimeout(5*time.Second))
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +219,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	wg.Wait()
 	if st.Topology == "sharded" {
-		rep.Sharding = readShardingStatus(ctx, rep.URI, *timeout)
+		rep.Sharding = readShardingStatus(ctx, rep.URI, st.Processes[0].KeyFile, *timeout)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

@@ -63,7 +63,7 @@ func startSharded(ctx context.Context, procs []Process, out io.Writer, timeout t
 	if router == nil {
 		return "", errors.New("a sharded cluster needs a router")
 	}
-	cl, err := mongo.Connect(options.Client().ApplyURI(router.uri()).
+	cl, err := connectProcess(router, options.Client().
 		SetAppName("humongo").SetServerSelectionTimeout(5 * time.Second).SetConnectTimeout(5 * time.Second))
 	if err != nil {
 		return "", err

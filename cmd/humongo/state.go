@@ -38,6 +38,9 @@ type Process struct {
 	// TLSCAFile is the CA file that verifies the process's certificate when it serves TLS
 	// only (up --tls); humongo's own connections to it name it.
 	TLSCAFile string `json:"tlsCAFile,omitempty"`
+	// KeyFile is the deployment's keyfile when it runs with authorization (up --auth):
+	// humongo connects to the process as the internal user with it.
+	KeyFile string `json:"keyFile,omitempty"`
 }
 
 func (p *Process) addr() string { return fmt.Sprintf("%s:%d", p.Host, p.Port) }

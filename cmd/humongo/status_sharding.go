@@ -44,12 +44,17 @@ type collChunks struct {
 }
 
 // readShardingStatus reads the catalog through the routers of uri.
-func readShardingStatus(ctx context.Context, uri string, timeout time.Duration) *shardingStatus {
+func readShardingStatus(ctx context.Context, uri, keyFile string, timeout time.Duration) *shardingStatus {
 	st := &shardingStatus{}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetAppName("humongo").
-		SetServerSelectionTimeout(timeout).SetConnectTimeout(timeout))
+	o, err := withInternalAuth(options.Client().ApplyURI(uri).SetAppName("humongo").
+		SetServerSelectionTimeout(timeout).SetConnectTimeout(timeout), keyFile)
+	if err != nil {
+		st.Error = err.Error()
+		return st
+	}
+	client, err := mongo.Connect(o)
 	if err != nil {
 		st.Error = err.Error()
 		return st

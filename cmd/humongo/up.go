@@ -36,6 +36,8 @@ type upOptions struct {
 	extra      []string // arguments after "--", passed to every humongod (routers: routerArgs)
 	// tls starts every process in requireTLS with a local CA's certificates (tls.go).
 	tls bool
+	// auth starts every process with a keyfile and creates a first user (auth.go).
+	auth bool
 }
 
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
@@ -70,6 +72,7 @@ func parseUpFlags(args []string, stderr io.Writer) (*upOptions, error) {
 	fs.StringVar(&o.bindIP, "bind-ip", "127.0.0.1", "address every process listens on")
 	fs.StringVar(&o.binDir, "bin-dir", "", "directory holding humongod (default: next to humongo, else $PATH)")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "how long to wait for each process to become ready")
+	fs.BoolVar(&o.auth, "auth", false, "turn authorization on: a keyfile made in <dir>/keyfile for every process, a first user admin (root) whose password is kept in <dir>/credentials")
 	fs.BoolVar(&o.tls, "tls", false, "serve TLS only, with a local CA and certificates made in <dir>/tls (kept for the next up)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: humongo up [--standalone | --replset N | --shards S [--replset N] [--routers R] [--config-servers C]] [flags] [-- humongod flags]\n")
@@ -200,6 +203,10 @@ func plan(o *upOptions, dir string) []Process {
 			p.Args = append(p.Args, "--shardsvr")
 		case "router":
 			p.Args = append(p.Args, "--configdb", configDB)
+		}
+		if o.auth {
+			p.KeyFile = keyfilePath(dir)
+			p.Args = append(p.Args, "--keyFile", p.KeyFile)
 		}
 		if o.tls {
 			f := tlsFiles(dir)
@@ -384,6 +391,11 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	if o.auth {
+		if _, err := ensureKeyfile(dir); err != nil {
+			return fmt.Errorf("making the keyfile: %w", err)
+		}
+	}
 	if o.tls {
 		f, err := certs.EnsureLocal(tlsDir(dir), certificateHosts(o.bindIP))
 		if err != nil {
@@ -424,6 +436,14 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		uri, err = initiateReplicaSet(ctx, procs, stdout, o.timeout)
 	case "sharded":
 		uri, err = startSharded(ctx, procs, stdout, o.timeout)
+	}
+	if err == nil && o.auth {
+		var pw string
+		if pw, err = createAdmins(ctx, dir, procs); err == nil {
+			uri = withCredentials(uri, pw)
+			fmt.Fprintf(stdout, "authorization on: keyfile %s, user %s (root) with the password in %s\n",
+				keyfilePath(dir), adminUser, credentialsPath(dir))
+		}
 	}
 	if err != nil {
 		stopAll(st, stdout, 10*time.Second)

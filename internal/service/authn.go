@@ -204,9 +204,10 @@ type AuthSession struct {
 	// Bypass: the localhost exception applies (every check passes).
 	Bypass bool
 	// User is the authenticated user (nil when none).
-	User  *auth.UserName
-	privs auth.Privileges
-	roles []auth.RoleName
+	User   *auth.UserName
+	privs  auth.Privileges
+	roles  []auth.RoleName // granted and inherited
+	direct []auth.RoleName // granted
 }
 
 // Allowed reports whether the session may do every action of acts on r.
@@ -269,7 +270,7 @@ func (a *Auth) Session(ctx context.Context, st *State, c *Conn) (*AuthSession, e
 			return nil, err
 		}
 		if ok {
-			s.User, s.privs, s.roles = u, cu.resolved.Privileges, cu.resolved.Roles
+			s.User, s.privs, s.roles, s.direct = u, cu.resolved.Privileges, cu.resolved.Roles, cu.user.Roles
 			return s, nil
 		}
 		// The user was dropped: the connection keeps its name but no privileges.
@@ -284,6 +285,11 @@ func (a *Auth) Session(ctx context.Context, st *State, c *Conn) (*AuthSession, e
 // authentication needs an authenticated user (or the localhost exception), then its own
 // check, if it has one (MongoDB's checkAuthorization).
 func (a *Auth) Authorize(ctx context.Context, env *Env, c *Command, cmd bsoncore.Document) error {
+	if !c.RequiresAuth {
+		// Nothing to decide (and no user store to ask: a router's config servers may not
+		// answer yet while clients already run hello).
+		return nil
+	}
 	s, err := a.Session(ctx, env.State, env.Conn)
 	if err != nil {
 		return err

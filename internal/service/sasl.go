@@ -246,7 +246,7 @@ func runConnectionStatus(ctx context.Context, env *Env, cmd bsoncore.Document) (
 		s.User = env.Conn.AuthUser()
 		if s.User != nil {
 			if cu, ok, err := env.State.Auth.lookupUser(ctx, env.State, *s.User); err == nil && ok {
-				s.privs, s.roles = cu.resolved.Privileges, cu.resolved.Roles
+				s.privs, s.roles, s.direct = cu.resolved.Privileges, cu.resolved.Roles, cu.user.Roles
 			}
 		}
 	}
@@ -260,7 +260,8 @@ func runConnectionStatus(ctx context.Context, env *Env, cmd bsoncore.Document) (
 		b, _ = bsoncore.AppendDocumentEnd(b2, di)
 	}
 	b, _ = bsoncore.AppendArrayEnd(b, ai)
-	b = auth.AppendRoleNames(b, "authenticatedUserRoles", s.roles)
+	// The user's granted roles, as mongod lists them (inherited ones show in the privileges).
+	b = auth.AppendRoleNames(b, "authenticatedUserRoles", s.direct)
 	if showPrivs {
 		b = auth.AppendPrivileges(b, "authenticatedUserPrivileges", s.privs.List())
 	}
