@@ -62,7 +62,7 @@ func initiateReplicaSet(ctx context.Context, procs []Process, out io.Writer, tim
 	fmt.Fprintf(out, "initiating replica set %s ... ", set)
 	start := time.Now()
 	client, err := connectProcess(&procs[0], options.Client().
-		SetAppName("humongo").SetServerSelectionTimeout(5 * time.Second).SetConnectTimeout(5 * time.Second))
+		SetAppName("humongo").SetServerSelectionTimeout(5*time.Second).SetConnectTimeout(5*time.Second))
 	if err != nil {
 		fmt.Fprintln(out, "failed")
 		return "", err

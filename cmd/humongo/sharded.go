@@ -64,7 +64,7 @@ func startSharded(ctx context.Context, procs []Process, out io.Writer, timeout t
 		return "", errors.New("a sharded cluster needs a router")
 	}
 	cl, err := connectProcess(router, options.Client().
-		SetAppName("humongo").SetServerSelectionTimeout(5 * time.Second).SetConnectTimeout(5 * time.Second))
+		SetAppName("humongo").SetServerSelectionTimeout(5*time.Second).SetConnectTimeout(5*time.Second))
 	if err != nil {
 		return "", err
 	}
