@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,9 +17,11 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// TestUpSharded: `humongo up --shards 2` starts two single-member shards, a config server
-// and a router, adds the shards and prints the router's URI; listShards through it shows
-// both; `status` names each process's role; `down` stops all four.
+// TestUpSharded: `humongo up --shards 2 --auth` starts two single-member shards, a config
+// server and a router with a keyfile, adds the shards, creates the first user and prints the
+// router's URI with its credentials; listShards through it shows both; unauthenticated
+// clients of the router and of a shard are refused, as is a peer with another key; `status`
+// names each process's role; `down` stops all four.
 func TestUpSharded(t *testing.T) {
 	buildBinaries(t)
 	if _, err := os.Stat(filepath.Join(binDir, "humongos")); err != nil {
@@ -28,7 +31,7 @@ func TestUpSharded(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "sh")
 	start := time.Now()
-	ports, out, errs, code := upRetrying(t, 4, "up", "--shards", "2", "--dir", dir)
+	ports, out, errs, code := upRetrying(t, 4, "up", "--shards", "2", "--auth", "--dir", dir)
 	t.Cleanup(func() {
 		if st, err := readState(dir); err == nil {
 			stopAll(st, &strings.Builder{}, 5*time.Second)
@@ -39,17 +42,42 @@ func TestUpSharded(t *testing.T) {
 	}
 	t.Logf("up --shards 2 took %v", time.Since(start))
 	uri := fmt.Sprintf("mongodb://127.0.0.1:%d/", ports[3])
-	if !strings.Contains(out, "sharded deployment is up: "+uri+"\n") || strings.Count(out, "adding shard") != 2 {
-		t.Errorf("up did not print the router's URI %s:\n%s", uri, out)
+	pw, err := adminPassword(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "sharded deployment is up: "+withCredentials(uri, pw)+"\n") || strings.Count(out, "adding shard") != 2 {
+		t.Errorf("up did not print the router's URI %s with credentials:\n%s", uri, out)
 	}
 
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(10 * time.Second))
+	client, err := mongo.Connect(options.Client().ApplyURI(withCredentials(uri, pw)).SetServerSelectionTimeout(10 * time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	defer func() { _ = client.Disconnect(ctx) }()
+	refused := func(what, uri string, cred *options.Credential, code int32) {
+		t.Helper()
+		o := options.Client().ApplyURI(uri).SetServerSelectionTimeout(5 * time.Second)
+		if cred != nil {
+			o.SetAuth(*cred)
+		}
+		cl, err := mongo.Connect(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cl.Disconnect(ctx) }()
+		var ce mongo.CommandError
+		if err := cl.Database("admin").RunCommand(ctx, bson.D{{Key: "listDatabases", Value: 1}}).Err(); !errors.As(err, &ce) || ce.Code != code {
+			t.Errorf("%s: %v, want code %d", what, err, code)
+		}
+	}
+	shard0 := fmt.Sprintf("mongodb://127.0.0.1:%d/?directConnection=true", ports[0])
+	refused("the router without authentication", uri, nil, 13)
+	refused("a shard without authentication", shard0, nil, 13)
+	refused("a shard as the internal user with another key", shard0,
+		&options.Credential{AuthMechanism: "SCRAM-SHA-256", AuthSource: "local", Username: "__system", Password: "anotherkey"}, 18)
 	var ls struct {
 		Shards []struct {
 			ID   string `bson:"_id"`

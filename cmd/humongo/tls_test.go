@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -55,13 +56,14 @@ func TestPlanTLS(t *testing.T) {
 	}
 }
 
-// `humongo up --replset 3 --tls` starts a replica set whose members talk TLS to each other:
-// it elects a primary, replicates a majority write, status and down work through the recorded
-// CA, and a plain client is refused.
+// `humongo up --replset 3 --tls --auth` starts a replica set whose members talk TLS to each
+// other and authenticate with the keyfile: it elects a primary, replicates a majority write
+// for the first user, status and down work through the recorded CA and keyfile, and a plain
+// client is refused, as is an unauthenticated one.
 func TestUpReplicaSetTLS(t *testing.T) {
 	buildBinaries(t)
 	dir := filepath.Join(t.TempDir(), "rs")
-	ports, out, errs, code := upRetrying(t, 3, "up", "--replset", "3", "--tls", "--dir", dir)
+	ports, out, errs, code := upRetrying(t, 3, "up", "--replset", "3", "--tls", "--auth", "--dir", dir)
 	t.Cleanup(func() {
 		if st, err := readState(dir); err == nil {
 			stopAll(st, &strings.Builder{}, 5*time.Second)
@@ -73,8 +75,17 @@ func TestUpReplicaSetTLS(t *testing.T) {
 	ca := filepath.Join(dir, "tls", "ca.pem")
 	uri := fmt.Sprintf("mongodb://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/?replicaSet=rs0&tls=true&tlsCAFile=%s",
 		ports[0], ports[1], ports[2], ca)
-	if !strings.Contains(out, "replset deployment is up: "+uri+"\n") {
-		t.Fatalf("up did not print the TLS connection string %s:\n%s", uri, out)
+	pw, err := adminPassword(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "replset deployment is up: "+withCredentials(uri, pw)+"\n") {
+		t.Fatalf("up did not print the TLS connection string with credentials %s:\n%s", uri, out)
+	}
+	for _, f := range []string{"keyfile", "credentials"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v", f, st, err)
+		}
 	}
 	for _, f := range []string{"ca.pem", "ca-key.pem", "server.pem", "client.pem"} {
 		if _, err := os.Stat(filepath.Join(dir, "tls", f)); err != nil {
@@ -82,13 +93,22 @@ func TestUpReplicaSetTLS(t *testing.T) {
 		}
 	}
 
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(10 * time.Second))
+	client, err := mongo.Connect(options.Client().ApplyURI(withCredentials(uri, pw)).SetServerSelectionTimeout(10 * time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	defer func() { _ = client.Disconnect(context.Background()) }()
+	anon, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(10 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = anon.Disconnect(context.Background()) }()
+	var ce mongo.CommandError
+	if err := anon.Database("test").RunCommand(ctx, bson.D{{Key: "find", Value: "c"}}).Err(); !errors.As(err, &ce) || ce.Code != 13 {
+		t.Errorf("unauthenticated find: %v, want Unauthorized", err)
+	}
 	// w:3 is acknowledged only once both secondaries have fetched the write over TLS.
 	coll := client.Database("test").Collection("c", options.Collection().SetWriteConcern(&writeconcern.WriteConcern{W: 3}))
 	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "tls"}}); err != nil {
