@@ -15,10 +15,11 @@
 # checks with mongosh that hello answers msg "isdbgrid". Last, `humongo up --shards 2` starts a
 # sharded cluster (2 shards, a config server, a router) and e2e/mongosh_sharded.js runs the
 # mongosh sh.* helpers, CRUD, an aggregation and getShardDistribution() through the router;
-# `humongo down` stops it. Last, `humongo up --standalone --tls` starts a humongod in
-# requireTLS with a local CA, and mongosh (--tls --tlsCAFile), the Node driver and pymongo
-# (tls=true&tlsCAFile= in the URI) each write and read a document over TLS; a plain mongosh is
-# refused.
+# `humongo down` stops it. Last, `humongo up --standalone --tls --auth` starts a humongod in
+# requireTLS with a local CA and authorization on, and mongosh (--tls --tlsCAFile, -u/-p with
+# SCRAM-SHA-256), the Node driver (SCRAM-SHA-256 and SCRAM-SHA-1), pymongo (SCRAM-SHA-1) and
+# Mongoose (tls=true&tlsCAFile= and the credentials in the URI) each write and read a document
+# over TLS as the first user; a plain mongosh and an unauthenticated one are refused.
 # Exits non-zero if any client failed or the server did not shut down cleanly. A client is
 # skipped ("SKIP: registry unreachable") only when installing it failed with a network error.
 #
@@ -454,11 +455,13 @@ fail)
 	;;
 esac
 
-# --- TLS: `humongo up --standalone --tls` --------------------------------------------------
-# humongo makes a local CA and a server certificate in $tls_dir/tls, starts humongod with
-# --tlsMode requireTLS and prints a URI with tls=true&tlsCAFile=; each client writes and reads
-# one document over TLS with only the CA file, and mongosh without TLS must be refused.
-tls_checks=(mongosh-tls node-tls pymongo-tls)
+# --- TLS and authentication: `humongo up --standalone --tls --auth` ----------------------------
+# humongo makes a local CA and a server certificate in $tls_dir/tls and a keyfile, starts
+# humongod with --tlsMode requireTLS and authorization, creates the user admin and prints a URI
+# with the credentials and tls=true&tlsCAFile=; each client authenticates (SCRAM-SHA-256 or
+# SCRAM-SHA-1) and writes and reads one document over TLS with only the CA file; mongosh
+# without TLS, and mongosh without credentials, must be refused.
+tls_checks=(mongosh-tls node-tls pymongo-tls mongoose-auth)
 tls_smoke() {
 	if [ ! -x "$work/humongo" ] && ! (cd "$root" && timeout 600 go build -o "$work/" ./cmd/humongo); then
 		say "go build ./cmd/humongo failed"
@@ -468,7 +471,7 @@ tls_smoke() {
 	for _ in 1 2 3; do
 		port=$(free_ports 1) || return 1
 		tls_up=1
-		out=$(timeout "$step_timeout" "$work/humongo" up --standalone --tls --dir "$tls_dir" --port "$port" 2>&1)
+		out=$(timeout "$step_timeout" "$work/humongo" up --standalone --tls --auth --dir "$tls_dir" --port "$port" 2>&1)
 		printf '%s\n' "$out" >"$work/tls-up.out"
 		turi=$(sed -n 's/^standalone deployment is up: \(mongodb:[^ ]*\)$/\1/p' <<<"$out")
 		[ -n "$turi" ] && break
@@ -476,13 +479,16 @@ tls_smoke() {
 		grep -q 'in use' <<<"$out" || break
 	done
 	if [ -z "$turi" ]; then
-		say "humongo up --standalone --tls failed:"
+		say "humongo up --standalone --tls --auth failed:"
 		printf '%s\n' "$out"
 		return 1
 	fi
-	say "TLS standalone up: $turi"
+	local pw
+	pw=$(cut -d: -f2 "$tls_dir/credentials")
+	say "TLS standalone with authorization up: ${turi/$pw/****}"
 	run_client mongosh-tls "$npm_state" env HOME="$work/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$work/mongosh.conf" \
 		"$here/node_modules/.bin/mongosh" --tls --tlsCAFile "$ca" "mongodb://127.0.0.1:$port/e2e_tls?directConnection=true" \
+		-u admin -p "$pw" --authenticationDatabase admin --authenticationMechanism SCRAM-SHA-256 \
 		--quiet --norc --eval "
 		db.c.insertOne({_id: 'mongosh', over: 'tls'});
 		const d = db.c.findOne({_id: 'mongosh'});
@@ -495,24 +501,49 @@ tls_smoke() {
 		result[mongosh-tls]="FAIL: a plain mongosh was not refused"
 		failed=$((failed + 1))
 	fi
+	# An unauthenticated client over TLS connects but may not read.
+	if timeout "$step_timeout" env HOME="$work/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$work/mongosh.conf" \
+		"$here/node_modules/.bin/mongosh" --tls --tlsCAFile "$ca" "mongodb://127.0.0.1:$port/e2e_tls?directConnection=true" \
+		--quiet --norc --eval 'db.c.findOne()' >"$work/mongosh-noauth.out" 2>&1 ||
+		! grep -q 'requires authentication' "$work/mongosh-noauth.out"; then
+		say "an unauthenticated mongosh was not refused:"
+		cat "$work/mongosh-noauth.out"
+		result[mongosh-tls]="FAIL: an unauthenticated mongosh was not refused"
+		failed=$((failed + 1))
+	fi
 	run_client node-tls "$npm_state" node -e "
 		const { MongoClient } = require('$here/node_modules/mongodb');
 		(async () => {
-			const client = new MongoClient(process.argv[1], { serverSelectionTimeoutMS: 10000, directConnection: true });
-			try {
-				const c = client.db('e2e_tls').collection('c');
-				await c.insertOne({ _id: 'node', over: 'tls' });
-				const d = await c.findOne({ _id: 'node' });
-				if (!d || d.over !== 'tls') throw new Error('node over TLS read ' + JSON.stringify(d));
-			} finally { await client.close(); }
+			for (const authMechanism of ['SCRAM-SHA-256', 'SCRAM-SHA-1']) {
+				const client = new MongoClient(process.argv[1], { serverSelectionTimeoutMS: 10000, directConnection: true, authMechanism });
+				try {
+					const c = client.db('e2e_tls').collection('c');
+					await c.insertOne({ _id: 'node-' + authMechanism, over: 'tls' });
+					const d = await c.findOne({ _id: 'node-' + authMechanism });
+					if (!d || d.over !== 'tls') throw new Error('node over TLS read ' + JSON.stringify(d));
+					const st = await client.db('admin').command({ connectionStatus: 1 });
+					if (st.authInfo.authenticatedUsers[0].user !== 'admin') throw new Error('connectionStatus ' + JSON.stringify(st));
+				} finally { await client.close(); }
+			}
 		})().catch((e) => { console.error(e); process.exit(1); });" "$turi"
 	run_client pymongo-tls "$py_state" "$python" -c "
 import sys, pymongo
-client = pymongo.MongoClient(sys.argv[1], serverSelectionTimeoutMS=10000, directConnection=True)
+client = pymongo.MongoClient(sys.argv[1], serverSelectionTimeoutMS=10000, directConnection=True, authMechanism='SCRAM-SHA-1')
 c = client['e2e_tls']['c']
 c.insert_one({'_id': 'pymongo', 'over': 'tls'})
 d = c.find_one({'_id': 'pymongo'})
 assert d and d['over'] == 'tls', d" "$turi"
+	run_client mongoose-auth "$npm_state" node -e "
+		const mongoose = require('$here/node_modules/mongoose');
+		(async () => {
+			await mongoose.connect(process.argv[1], { serverSelectionTimeoutMS: 10000, directConnection: true, dbName: 'e2e_tls' });
+			try {
+				const Item = mongoose.model('Item', new mongoose.Schema({ name: String, qty: Number }));
+				await Item.create({ name: 'secured', qty: 1 });
+				const d = await Item.findOne({ name: 'secured' });
+				if (!d || d.qty !== 1) throw new Error('mongoose over TLS with auth read ' + JSON.stringify(d));
+			} finally { await mongoose.disconnect(); }
+		})().catch((e) => { console.error(e); process.exit(1); });" "$turi"
 	if ! stop_tls; then
 		say "FAIL: humongo down did not stop the TLS standalone"
 		cat "$work/tls-down.out"
