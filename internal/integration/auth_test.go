@@ -113,3 +113,93 @@ func TestAuthSCRAM(t *testing.T) {
 		t.Fatalf("dropped user: %v", err)
 	}
 }
+
+// TestAuthBadSASL drives saslStart/saslContinue by hand on one connection: unknown
+// mechanisms, a continue without a start or with another conversation id, a tampered nonce,
+// a wrong proof and a replayed final message are refused with MongoDB's codes, and none of
+// them authenticates the connection.
+func TestAuthBadSASL(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "", "--auth")
+	setup := connect(t, s.uri())
+	run(t, setup.Database("admin"), bson.D{{Key: "createUser", Value: "u"}, {Key: "pwd", Value: "pw"},
+		{Key: "roles", Value: bson.A{"root"}}})
+	cl, err := mongo.Connect(clientOptions(s.uri()).SetMaxPoolSize(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Disconnect(context.Background()) })
+	admin := cl.Database("admin")
+	bin := func(s string) bson.Binary { return bson.Binary{Subtype: 0, Data: []byte(s)} }
+	start := func(first string) bson.Raw {
+		return run(t, admin, bson.D{{Key: "saslStart", Value: 1}, {Key: "mechanism", Value: "SCRAM-SHA-256"},
+			{Key: "payload", Value: bin(first)}, {Key: "autoAuthorize", Value: 1}})
+	}
+	cont := func(id int32, msg string) bson.D {
+		return bson.D{{Key: "saslContinue", Value: 1}, {Key: "conversationId", Value: id}, {Key: "payload", Value: bin(msg)}}
+	}
+	authenticated := func() bool {
+		st := run(t, admin, bson.D{{Key: "connectionStatus", Value: 1}})
+		users, _ := st.Lookup("authInfo", "authenticatedUsers").Array().Values()
+		return len(users) > 0
+	}
+
+	runErr(t, admin, bson.D{{Key: "saslStart", Value: 1}, {Key: "mechanism", Value: "PLAIN"},
+		{Key: "payload", Value: bin("\x00u\x00pw")}}, mongoerr.MechanismUnavailable)
+	runErr(t, admin, bson.D{{Key: "saslStart", Value: 1}, {Key: "mechanism", Value: "SCRAM-SHA-256"},
+		{Key: "payload", Value: 5}}, mongoerr.TypeMismatch)
+	runErr(t, admin, cont(1, "c=biws,r=x,p=eA=="), mongoerr.ProtocolError)
+	runErr(t, admin, bson.D{{Key: "saslStart", Value: 1}, {Key: "mechanism", Value: "SCRAM-SHA-256"},
+		{Key: "payload", Value: bin("garbage")}}, mongoerr.AuthenticationFailed)
+
+	// A real conversation's messages, computed with the driver's SCRAM client library.
+	conv := newSCRAMClient(t, "u", "pw")
+	first, _ := conv.Step("")
+	r := start(first)
+	id := r.Lookup("conversationId").Int32()
+	_, serverFirst := r.Lookup("payload").Binary()
+	final, err := conv.Step(string(serverFirst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another conversation id ends the conversation.
+	runErr(t, admin, cont(id+1, final), mongoerr.ProtocolError)
+	runErr(t, admin, cont(id, final), mongoerr.ProtocolError)
+	// A tampered nonce.
+	conv = newSCRAMClient(t, "u", "pw")
+	first, _ = conv.Step("")
+	r = start(first)
+	_, serverFirst = r.Lookup("payload").Binary()
+	final, _ = conv.Step(string(serverFirst))
+	runErr(t, admin, cont(r.Lookup("conversationId").Int32(), strings.Replace(final, "r=", "r=X", 1)), mongoerr.AuthenticationFailed)
+	// A wrong password's proof.
+	conv = newSCRAMClient(t, "u", "wrong")
+	first, _ = conv.Step("")
+	r = start(first)
+	_, serverFirst = r.Lookup("payload").Binary()
+	final, _ = conv.Step(string(serverFirst))
+	runErr(t, admin, cont(r.Lookup("conversationId").Int32(), final), mongoerr.AuthenticationFailed)
+	if authenticated() {
+		t.Fatal("a failed conversation authenticated the connection")
+	}
+	// The right proof authenticates (without skipEmptyExchange, after one empty exchange);
+	// replaying it afterwards finds no conversation.
+	conv = newSCRAMClient(t, "u", "pw")
+	first, _ = conv.Step("")
+	r = start(first)
+	id = r.Lookup("conversationId").Int32()
+	_, serverFirst = r.Lookup("payload").Binary()
+	final, _ = conv.Step(string(serverFirst))
+	r = run(t, admin, cont(id, final))
+	if r.Lookup("done").Boolean() {
+		t.Fatalf("done before the empty exchange: %v", r)
+	}
+	r = run(t, admin, cont(id, ""))
+	if !r.Lookup("done").Boolean() || !authenticated() {
+		t.Fatalf("the empty exchange did not end the conversation: %v", r)
+	}
+	runErr(t, admin, cont(id, final), mongoerr.ProtocolError)
+	// Another user on an authenticated connection.
+	runErr(t, admin, bson.D{{Key: "saslStart", Value: 1}, {Key: "mechanism", Value: "SCRAM-SHA-256"},
+		{Key: "payload", Value: bin("n,,n=other,r=abcdefghijklmnopqrstuvwx")}}, mongoerr.Location5626701)
+}
