@@ -65,6 +65,13 @@ func TestAuthSCRAM(t *testing.T) {
 
 	root := connectAs(t, s, "root", "rootpw", "", "admin")
 	rootAdmin := root.Database("admin")
+	// Failed logins are counted: received exceeds successful.
+	ss := run(t, rootAdmin, bson.D{{Key: "serverStatus", Value: 1}})
+	sha256 := ss.Lookup("security", "authentication", "mechanisms", "SCRAM-SHA-256", "authenticate")
+	if rec, ok := sha256.Document().Lookup("received").AsInt64OK(); !ok || rec < 3 ||
+		rec <= sha256.Document().Lookup("successful").AsInt64() {
+		t.Errorf("serverStatus security: %v", sha256)
+	}
 	run(t, root.Database("app"), bson.D{{Key: "createUser", Value: "reader"}, {Key: "pwd", Value: "r"},
 		{Key: "roles", Value: bson.A{"read"}}})
 	runErr(t, root.Database("app"), bson.D{{Key: "createUser", Value: "reader"}, {Key: "pwd", Value: "r"},

@@ -48,6 +48,21 @@ func AppendServerStatusBase(b []byte, env *Env, process string, want func(sectio
 			AppendInt64("physicalBytesOut", c.BytesOut.Load()).
 			AppendInt64("numRequests", c.NumRequests.Load()).Build())
 	}
+	if want("security") {
+		// Authentication attempts per mechanism (received, successful), as mongod's
+		// security.authentication.mechanisms: failed logins are received minus successful.
+		a := &st.Auth.Counters
+		mech := func(received, ok int64) bsoncore.Document {
+			return bsoncore.NewDocumentBuilder().AppendDocument("authenticate", bsoncore.NewDocumentBuilder().
+				AppendInt64("received", received).AppendInt64("successful", ok).Build()).Build()
+		}
+		b = bsoncore.AppendDocumentElement(b, "security", bsoncore.NewDocumentBuilder().
+			AppendDocument("authentication", bsoncore.NewDocumentBuilder().
+				AppendDocument("mechanisms", bsoncore.NewDocumentBuilder().
+					AppendDocument("SCRAM-SHA-1", mech(a.SHA1Received.Load(), a.SHA1Succeeded.Load())).
+					AppendDocument("SCRAM-SHA-256", mech(a.SHA256Received.Load(), a.SHA256Succeeded.Load())).
+					Build()).Build()).Build())
+	}
 	if want("opcounters") {
 		b = bsoncore.AppendDocumentElement(b, "opcounters", bsoncore.NewDocumentBuilder().
 			AppendInt64("insert", c.Insert.Load()).
