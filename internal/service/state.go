@@ -192,7 +192,7 @@ func NewState(cfg Config) *State {
 	}
 	wireLogParams(cfg.Params, cfg.LogSink)
 	timeout := time.Duration(cfg.Params.Int("localLogicalSessionTimeoutMinutes")) * time.Minute
-	return &State{
+	st := &State{
 		ProcessID:              bson.NewObjectID(),
 		StartTime:              time.Now(),
 		Pid:                    os.Getpid(),
@@ -206,6 +206,9 @@ func NewState(cfg Config) *State {
 		MaxIncomingConnections: cfg.MaxIncomingConnections,
 		SlowOpThreshold:        cfg.SlowOpThreshold,
 	}
+	// Connections read the server's authorization state (Conn.IsInternal).
+	st.Clients.auth = &st.Auth
+	return st
 }
 
 // wireLogParams makes the log sink follow the maxLogSizeKB and logLevel server parameters
