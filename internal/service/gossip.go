@@ -41,3 +41,37 @@ func GossipPeer(env *Env) vclock.Peer {
 	}
 	return p
 }
+
+// Parameters of the signed cluster time, startup-only as in MongoDB.
+const (
+	// ParamKeysRotationIntervalSec is how long each signing key is valid (90 days).
+	ParamKeysRotationIntervalSec = "KeysRotationIntervalSec"
+	// ParamMaxClockDriftSecs is how far ahead of the wall clock gossip may move the vector
+	// clock (one year; vclock.Clock.MaxDriftSecs).
+	ParamMaxClockDriftSecs = "maxAcceptableLogicalClockDriftSecs"
+)
+
+// ClusterTimeParams are the signed cluster time's parameters, which every role declares.
+func ClusterTimeParams() []ParamSpec {
+	return []ParamSpec{
+		{Name: ParamKeysRotationIntervalSec, Kind: ParamInt, Default: int64(vclock.DefaultKeyValiditySecs),
+			Startup: true, Min: 1, Max: 1<<31 - 1},
+		{Name: ParamMaxClockDriftSecs, Kind: ParamInt, Default: int64(vclock.DefaultMaxDriftSecs),
+			Startup: true, Min: 1, Max: 1<<31 - 1},
+	}
+}
+
+// FollowClockParams makes st's vector clock use the maxAcceptableLogicalClockDriftSecs
+// parameter, when the role declares it.
+func FollowClockParams(st *State) {
+	if st.Params == nil {
+		return
+	}
+	if _, ok := st.Params.Spec(ParamMaxClockDriftSecs); ok {
+		st.Params.Watch(ParamMaxClockDriftSecs, func(v any) {
+			if n, ok := v.(int64); ok && n > 0 {
+				st.Concern.Clock.MaxDriftSecs.Store(n)
+			}
+		})
+	}
+}

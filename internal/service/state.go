@@ -208,6 +208,7 @@ func NewState(cfg Config) *State {
 	}
 	// Connections read the server's authorization state (Conn.IsInternal).
 	st.Clients.auth = &st.Auth
+	FollowClockParams(st)
 	return st
 }
 
