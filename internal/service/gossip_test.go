@@ -2,8 +2,11 @@ package service
 
 import (
 	"testing"
+	"time"
 
 	"humongo/internal/auth"
+	"humongo/internal/mongoerr"
+	"humongo/internal/optime"
 	"humongo/internal/vclock"
 )
 
@@ -54,5 +57,24 @@ func TestMemberNeedsSystemUnderAuthorization(t *testing.T) {
 	}
 	if p := GossipPeer(&Env{State: st, Conn: c}); !p.Member || !p.System || !p.MayAdvance {
 		t.Fatalf("__system: %+v", p)
+	}
+}
+
+// maxAcceptableLogicalClockDriftSecs bounds the clock's gossip from startup on.
+func TestMaxClockDriftParameter(t *testing.T) {
+	p := NewParams(ClusterTimeParams())
+	if err := p.SetString(ParamMaxClockDriftSecs, "60"); err != nil {
+		t.Fatal(err)
+	}
+	st := NewState(Config{Params: p})
+	if got := st.Concern.Clock.MaxDriftSecs.Load(); got != 60 {
+		t.Fatalf("MaxDriftSecs %d, want 60", got)
+	}
+	ahead := optime.MakeTimestamp(uint32(time.Now().Unix())+3600, 0)
+	if err := st.Concern.Clock.Advance(vclock.Time{Cluster: ahead}); mongoerr.CodeOf(err) != mongoerr.ClusterTimeFailsRateLimiter {
+		t.Fatalf("an hour ahead with a minute's drift: %v", err)
+	}
+	if d := testState(false).Concern.Clock.MaxDriftSecs.Load(); d != vclock.DefaultMaxDriftSecs {
+		t.Fatalf("default drift %d", d)
 	}
 }
