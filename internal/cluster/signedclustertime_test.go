@@ -326,3 +326,58 @@ func TestSignedClusterTimeSecondaries(t *testing.T) {
 		wantCode(t, sec.Name()+": forged", err, mongoerr.TimeProofMismatch)
 	}
 }
+
+// TestSignedClusterTimeShardUsesConfigServerKeys: in a sharded cluster with a keyfile the
+// config server primary makes the keys and a shard reads them from it (once it is added):
+// the shard signs with the config server's key, accepts the config server's signed time and
+// refuses a forged one. The shard is added with _configsvrAddShard, as a router's addShard
+// would.
+func TestSignedClusterTimeShardUsesConfigServerKeys(t *testing.T) {
+	t.Parallel()
+	opts := Options{BinDir: MustBuild(t, "humongod"), Args: []string{"--keyFile", writeKeyfile(t)}, StartTimeout: defaultStartTimeout}
+	d := &Deployment{}
+	d.Config = startMemberSet(t, opts, ConfigSetName, 1, "--configsvr")
+	shard := startMemberSet(t, opts, "shard0", 1, "--shardsvr")
+	ctx := ctxT(t, 90*time.Second)
+	if err := d.waitConfigCatalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfgNode, shardNode := d.Config.Nodes[0], shard.Nodes[0]
+	runRaw(ctx, t, d.Config.DirectClient(cfgNode).Database("admin"), bson.D{{Key: "_configsvrAddShard", Value: shard.ConnectionString()},
+		{Key: "writeConcern", Value: bson.D{{Key: "w", Value: "majority"}}}})
+	for _, n := range []struct {
+		d    *Deployment
+		node *Process
+	}{{d.Config, cfgNode}, {shard, shardNode}} {
+		runRaw(ctx, t, n.d.DirectClient(n.node).Database("admin"), bson.D{{Key: "createUser", Value: "app"}, {Key: "pwd", Value: "apppw"},
+			{Key: "roles", Value: bson.A{bson.D{{Key: "role", Value: "readWrite"}, {Key: "db", Value: "test"}}}}})
+	}
+	onCfg := connectUser(t, cfgNode, "app", "apppw", "admin")
+	onShard := connectUser(t, shardNode, "app", "apppw", "admin")
+	c := waitForKeys(ctx, t, onCfg)
+	s := waitForKeys(ctx, t, onShard)
+	if s.sig.KeyID != c.sig.KeyID {
+		t.Fatalf("the shard signs with key %d, the config server with %d", s.sig.KeyID, c.sig.KeyID)
+	}
+	if keys := readKeys(ctx, t, connectUser(t, shardNode, "__system", testKey, "local")); len(keys) != 0 {
+		t.Fatalf("the shard made keys of its own: %v", keys)
+	}
+	// The config server's time, moved past the shard's by writes, validates on the shard.
+	for {
+		if _, err := onCfg.Database("test").Collection("c").InsertOne(ctx, bson.D{}); err != nil {
+			t.Fatal(err)
+		}
+		c = readGossiped(t, runRaw(ctx, t, onCfg.Database("test"), bson.D{{Key: "find", Value: "c"}}))
+		s = readGossiped(t, runRaw(ctx, t, onShard.Database("test"), bson.D{{Key: "find", Value: "c"}}))
+		if c.ct > s.ct {
+			break
+		}
+	}
+	if _, err := findWithClusterTime(ctx, t, onShard, c.ct, c.sig); err != nil {
+		t.Fatalf("the shard refused the config server's signed %s: %v", c.ct, err)
+	}
+	forged := c.sig
+	forged.Hash[0] ^= 0xFF
+	_, err := findWithClusterTime(ctx, t, onShard, optime.MakeTimestamp(c.ct.Secs()+600, 0), forged)
+	wantCode(t, "forged on the shard", err, mongoerr.TimeProofMismatch)
+}
