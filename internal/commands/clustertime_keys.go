@@ -47,8 +47,12 @@ import (
 )
 
 // keyRefreshTimeout bounds one refresh of the keyring (a majority read that may wait for
-// the commit point, or a config server read).
-const keyRefreshTimeout = 10 * time.Second
+// the commit point, or a config server read); keyGenerateTimeout one round of the
+// generator (its writes and their majority wait).
+const (
+	keyRefreshTimeout  = 10 * time.Second
+	keyGenerateTimeout = 30 * time.Second
+)
 
 // startClusterTimeKeys gives st's clock its keyring and starts what keeps it filled, on a
 // replica-set member (rc) under authorization; elsewhere it does nothing (a standalone sends
@@ -122,7 +126,12 @@ func (m *keyManager) run(ctx context.Context) {
 	interval := time.Duration(m.validFor()) * time.Second
 	for {
 		if m.owner && m.primary.Load() {
-			if err := m.generate(ctx); err != nil && ctx.Err() == nil {
+			// Bounded: a primary that cannot reach a majority must still refresh, and the
+			// next round finds the keys it made (the local read) without making them again.
+			gctx, cancel := context.WithTimeout(ctx, keyGenerateTimeout)
+			err := m.generate(gctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
 				m.st.Logger.Warn("Failed to make cluster-time signing keys", logv2.C(logv2.Replication),
 					logv2.ID(9160001), "error", err.Error())
 			}
