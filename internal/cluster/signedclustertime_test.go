@@ -301,12 +301,22 @@ func TestSignedClusterTimeSecondaries(t *testing.T) {
 	ctx := ctxT(t, 90*time.Second)
 	primary, secondaries := waitPrimaryAndSecondaries(t, ctx, d)
 	runRaw(ctx, t, d.DirectClient(primary).Database("admin"), bson.D{{Key: "createUser", Value: "app"}, {Key: "pwd", Value: "apppw"},
-		{Key: "roles", Value: bson.A{bson.D{{Key: "role", Value: "readWrite"}, {Key: "db", Value: "test"}}}},
-		{Key: "writeConcern", Value: bson.D{{Key: "w", Value: 3}}}})
+		{Key: "roles", Value: bson.A{bson.D{{Key: "role", Value: "readWrite"}, {Key: "db", Value: "test"}}}}})
 	onPrimary := connectUser(t, primary, "app", "apppw", "admin")
 	first := waitForKeys(ctx, t, onPrimary)
 	for _, sec := range secondaries {
-		onSec := connectUser(t, sec, "app", "apppw", "admin")
+		// The user reaches the secondary by replication (createUser waits for no write
+		// concern yet): authenticate once it has.
+		var onSec *mongo.Client
+		for {
+			onSec = connectUser(t, sec, "app", "apppw", "admin")
+			if err := onSec.Ping(ctx, nil); err == nil {
+				break
+			} else if ctx.Err() != nil {
+				t.Fatalf("app on %s: %v", sec.Name(), err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		g := waitForKeys(ctx, t, onSec)
 		if g.sig.KeyID != first.sig.KeyID {
 			t.Fatalf("%s signs with key %d, the primary with %d", sec.Name(), g.sig.KeyID, first.sig.KeyID)
