@@ -38,7 +38,7 @@ func BeginOperation(ctx context.Context, env *service.Env, c *service.Command, c
 	if c != nil {
 		name = c.Name
 	}
-	ctx = vclock.WithMemberPeer(ctx, env.Conn != nil && env.Conn.IsInternal())
+	ctx = vclock.WithPeer(ctx, service.GossipPeer(env))
 	return concern.Begin(ctx, concernNode(env.State), name, cmd)
 }
 
@@ -86,13 +86,13 @@ func FinishOperation(ctx context.Context, env *service.Env, s *concern.OpState, 
 	return concern.Finish(ctx, concernNode(env.State), s, reply)
 }
 
-// AppendClusterTime appends `$clusterTime` and `operationTime` to a replica-set member's
-// reply; standalone replies are returned unchanged.
+// AppendClusterTime appends `$clusterTime` (signed for env's sender) and `operationTime` to
+// a replica-set member's reply; standalone replies are returned unchanged.
 func AppendClusterTime(env *service.Env, s *concern.OpState, reply bsoncore.Document) bsoncore.Document {
 	if env == nil || env.State == nil {
 		return reply
 	}
-	return concern.AppendClusterTime(concernNode(env.State), s, reply)
+	return concern.AppendClusterTime(concernNode(env.State), s, reply, service.GossipPeer(env))
 }
 
 // writeParseConcern parses and validates a write command's writeConcern (the server's

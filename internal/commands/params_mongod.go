@@ -73,5 +73,5 @@ func DefaultParamSpecs() []service.ParamSpec {
 		{Name: "writePeriodicNoops", Kind: service.ParamBool, Default: true, Runtime: true, Startup: true},
 		// autoMergerIntervalSecs: the config server's AutoMerger runs a round this often.
 		{Name: "autoMergerIntervalSecs", Kind: service.ParamInt, Default: int64(3600), Runtime: true, Startup: true, Min: 1, Max: math.MaxInt32},
-	}, service.AuthParams()...)
+	}, append(service.AuthParams(), service.ClusterTimeParams()...)...)
 }

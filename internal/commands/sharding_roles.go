@@ -34,6 +34,17 @@ func StartShardingRole(ctx context.Context, st *service.State, reg *service.Regi
 	if role != shardstate.RoleNone {
 		st.Sharding = shardstate.New(role)
 	}
+	// Every member under authorization keeps the cluster-time signing keys
+	// (clustertime_keys.go): a shard its config server's, any other set its own.
+	stopKeys := startClusterTimeKeys(ctx, st, role, rc)
+	defer func() {
+		if err != nil {
+			stopKeys()
+			return
+		}
+		roleStop := stop
+		stop = func() { roleStop(); stopKeys() }
+	}()
 	run := internalRunner(st, reg)
 	switch role {
 	case shardstate.RoleConfigServer:

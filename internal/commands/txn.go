@@ -180,7 +180,7 @@ func txnBeginOperation(ctx context.Context, env *service.Env, stmt *participant.
 	req := requestOf(cmd)
 	req.Txn = stmt.Resources()
 	ctx = context.WithValue(ctx, txnStmtKey{}, stmt)
-	ctx = vclock.WithMemberPeer(ctx, env.Conn != nil && env.Conn.IsInternal())
+	ctx = vclock.WithPeer(ctx, service.GossipPeer(env))
 	ctx, ops, snap, err := concern.BeginTxn(operation.WithRequest(ctx, req), concernNode(env.State), cmd, stmt.First())
 	if err != nil {
 		return ctx, ops, err

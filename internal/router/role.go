@@ -23,9 +23,11 @@ type Role struct{}
 // Admit implements service.Role: a router serves in any state.
 func (Role) Admit(*service.Env, *service.Command, bsoncore.Document) error { return nil }
 
-// Begin implements service.Role: the client's $clusterTime gossip in (rate limited), every
-// component from a cluster member (a request carrying $configTime, as internal clients'
-// do), and the collector of the shards' operationTimes in ctx (client.WithOpTimes).
+// Begin implements service.Role: the client's $clusterTime gossip in (rate limited and,
+// under authorization, validated: vclock.Clock.GossipIn), every component from a cluster
+// member (a request carrying $configTime, as internal clients' do; under authorization
+// only from __system), and the collector of the shards' operationTimes in ctx
+// (client.WithOpTimes).
 func (Role) Begin(ctx context.Context, env *service.Env, c *service.Command, cmd bsoncore.Document) (context.Context, any, error) {
 	op := &routerOp{}
 	ctx = client.WithOpTimes(ctx, &op.ots)
@@ -40,12 +42,12 @@ func (Role) Begin(ctx context.Context, env *service.Env, c *service.Command, cmd
 		return ctx, op, nil
 	}
 	g := vclock.ReadGossip(cmd)
-	g.Internal = g.Internal || env.Conn != nil && env.Conn.IsInternal()
-	op.member = g.Internal
-	if !g.Internal {
+	p := service.GossipPeer(env)
+	op.member = p.IsMember(g)
+	if !op.member {
 		g.Time = vclock.Time{Cluster: g.Cluster}
 	}
-	return ctx, op, env.State.Concern.Clock.Advance(g.Time)
+	return ctx, op, env.State.Concern.Clock.GossipIn(ctx, g, p)
 }
 
 // snapshotReads are the commands that read at readConcern snapshot outside a transaction
@@ -63,9 +65,10 @@ func (Role) Finish(_ context.Context, _ *service.Env, _ any, reply bsoncore.Docu
 	return reply, nil, err
 }
 
-// Decorate implements service.Role: $clusterTime (unsigned, as mongod's, until signing keys
-// exist) and operationTime, once the router's clock has a time, and $configTime and
-// $topologyTime for members.
+// Decorate implements service.Role: $clusterTime (signed for the sender, as mongod's:
+// vclock.Clock.SignatureFor) and operationTime, once the router's clock has a time and, under
+// authorization, a key to sign it for a sender without advanceClusterTime, and $configTime
+// and $topologyTime for members.
 func (Role) Decorate(env *service.Env, op any, reply bsoncore.Document) bsoncore.Document {
 	if env == nil || env.State == nil || len(reply) < 5 {
 		return reply
@@ -80,9 +83,13 @@ func (Role) Decorate(env *service.Env, op any, reply bsoncore.Document) bsoncore
 	if rop != nil && !rop.ots.Max().IsNull() {
 		opTime = rop.ots.Max()
 	}
+	sig, ok := env.State.Concern.Clock.SignatureFor(ct, service.GossipPeer(env))
+	if !ok {
+		return reply
+	}
 	out := make([]byte, 0, len(reply)+128)
 	out = append(out, reply[:len(reply)-1]...)
-	out = vclock.AppendClusterTime(out, ct)
+	out = vclock.AppendSignedClusterTime(out, ct, sig)
 	out = bsoncore.AppendTimestampElement(out, "operationTime", opTime.Secs(), opTime.Inc())
 	if rop != nil && rop.member {
 		out = vclock.AppendMemberGossip(out, t)

@@ -31,10 +31,14 @@ type Conn struct {
 	meta        bsoncore.Document // hello.client, nil when not sent
 	appName     string
 	compressors []string
-	op          *Op // the running operation, nil when idle
-	internal    bool
+	op          *Op            // the running operation, nil when idle
+	internal    bool           // the handshake claimed a member's internal client (see IsInternal)
 	authUser    *auth.UserName // the authenticated user, nil when none
 	sasl        *saslState     // the SASL conversation in progress, nil when none
+
+	// serverAuth is the server's authentication state (nil for connections made outside a
+	// server's Clients, as some tests do): under authorization, IsInternal needs __system.
+	serverAuth *Auth
 }
 
 // AuthUser returns the user the connection authenticated as (nil when none).
@@ -111,11 +115,21 @@ func (c *Conn) Compressors() []string {
 	return c.compressors
 }
 
-// IsInternal reports whether the client declared itself an internal client (another node).
+// IsInternal reports whether the connection is another node's internal client: its
+// handshake said so (hello's internalClient, or vclock.MemberDriverName) and, when the server
+// runs with authorization, it authenticated as the keyfile's __system user. Anyone can send
+// the handshake; under authorization only the keyfile proves membership, which lets a member
+// send $configTime and $topologyTime and skips the checks meant for drivers.
 func (c *Conn) IsInternal() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.internal
+	if !c.internal {
+		return false
+	}
+	if c.serverAuth == nil || !c.serverAuth.Enabled {
+		return true
+	}
+	return c.authUser != nil && *c.authUser == internalUser
 }
 
 // Op is one in-progress operation.
@@ -157,6 +171,7 @@ func (o *Op) Killed() bool { return o.killed.Load() }
 
 // Clients is the registry of open connections and their running operations.
 type Clients struct {
+	auth   *Auth // the server's, given to every connection (nil: none)
 	mu     sync.Mutex
 	conns  map[int64]*Conn
 	nextID atomic.Int64 // connection ids
@@ -168,7 +183,7 @@ func NewClients() *Clients { return &Clients{conns: map[int64]*Conn{}} }
 
 // NewConn registers a new connection and gives it the next id.
 func (cl *Clients) NewConn(remote, local string, loopback bool) *Conn {
-	c := &Conn{ID: cl.nextID.Add(1), Remote: remote, Local: local, Loopback: loopback, Created: time.Now()}
+	c := &Conn{ID: cl.nextID.Add(1), Remote: remote, Local: local, Loopback: loopback, Created: time.Now(), serverAuth: cl.auth}
 	cl.mu.Lock()
 	cl.conns[c.ID] = c
 	cl.mu.Unlock()

@@ -199,7 +199,7 @@ func NewState(cfg Config) *State {
 	}
 	wireLogParams(cfg.Params, cfg.LogSink)
 	timeout := time.Duration(cfg.Params.Int("localLogicalSessionTimeoutMinutes")) * time.Minute
-	return &State{
+	st := &State{
 		ProcessID:              bson.NewObjectID(),
 		StartTime:              time.Now(),
 		Pid:                    os.Getpid(),
@@ -214,6 +214,10 @@ func NewState(cfg Config) *State {
 		SlowOpThreshold:        cfg.SlowOpThreshold,
 		ClientSecurity:         cfg.ClientSecurity,
 	}
+	// Connections read the server's authorization state (Conn.IsInternal).
+	st.Clients.auth = &st.Auth
+	FollowClockParams(st)
+	return st
 }
 
 // wireLogParams makes the log sink follow the maxLogSizeKB and logLevel server parameters

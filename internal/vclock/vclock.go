@@ -18,7 +18,13 @@
 // $topologyTime only between cluster members. MongoDB tells members by the internalClient
 // field of their hello; Humongo's members talk through the Go driver, whose handshake cannot
 // carry that field, so a request that carries $configTime marks its sender as a member (no
-// driver sends it), and only such requests get $configTime and $topologyTime back.
+// driver sends it), and only such requests get $configTime and $topologyTime back. Under
+// authorization a sender is a member only once it authenticated as __system (Peer.IsMember).
+//
+// $clusterTime is signed (signing.go, spec: sharding.md "SignedComponentFormat: ClusterTime
+// signing"): an HMAC-SHA1 proof under a key of admin.system.keys (keys.go, "Key management"),
+// so that under authorization a client can send back a time a node reached but not make one
+// up.
 package vclock
 
 import (
@@ -54,6 +60,9 @@ type Clock struct {
 
 	// configSource is a config server's commit point, which ConfigTime follows.
 	configSource atomic.Pointer[func() optime.Timestamp]
+
+	// keys signs and validates $clusterTime (signing.go); nil until the node has them.
+	keys atomic.Pointer[Keyring]
 }
 
 // FollowConfigSource makes a config server's ConfigTime tick to source() (its majority
@@ -150,35 +159,37 @@ func (c *Clock) check(name string, ts optime.Timestamp) error {
 // handshake's client metadata (client.driver.name "mongo-go-driver|humongo-member"): the
 // server marks such a connection internal, as MongoDB marks one whose hello carried
 // internalClient, and treats every request on it as a member's, whether or not that
-// request carried $configTime (the driver's own commands, find say, cannot add it).
+// request carried $configTime (the driver's own commands, find say, cannot add it). Under
+// authorization the claim counts only once the connection authenticated as __system.
 const MemberDriverName = "humongo-member"
 
-// WithMemberPeer marks ctx as a request from a cluster member's connection.
-func WithMemberPeer(ctx context.Context, member bool) context.Context {
-	if !member {
-		return ctx
-	}
-	return context.WithValue(ctx, memberPeerKey{}, true)
+// WithPeer returns ctx carrying what the server knows of the request's sender (Peer), for the
+// gossip of the layers below the server (repl/concern).
+func WithPeer(ctx context.Context, p Peer) context.Context {
+	return context.WithValue(ctx, peerKey{}, p)
 }
 
-// IsMemberPeer reports whether ctx was marked by WithMemberPeer.
-func IsMemberPeer(ctx context.Context) bool {
-	v, _ := ctx.Value(memberPeerKey{}).(bool)
-	return v
+// PeerOf is the Peer ctx carries (the zero Peer when none).
+func PeerOf(ctx context.Context) Peer {
+	p, _ := ctx.Value(peerKey{}).(Peer)
+	return p
 }
 
-type memberPeerKey struct{}
+type peerKey struct{}
 
-// Gossip is what a message carries: the components it has and whether its sender is a
-// cluster member (it carried $configTime).
+// Gossip is what a message carries: the components it has, $clusterTime's signature, and
+// whether its sender claims to be a cluster member (it carried $configTime).
 type Gossip struct {
 	Time
 	Internal bool
+	// Signature is the highest $clusterTime's signature (zero when it has none).
+	Signature Signature
 }
 
-// ReadGossip reads $clusterTime.clusterTime, $configTime and $topologyTime from a command or
-// a reply. Malformed fields are ignored, as a missing one (the generic argument parser has
-// already accepted them; MongoDB ignores what it cannot use for gossip).
+// ReadGossip reads $clusterTime (its clusterTime and signature), $configTime and
+// $topologyTime from a command or a reply. Malformed fields are ignored, as a missing one (the
+// generic argument parser has already accepted them; MongoDB ignores what it cannot use for
+// gossip).
 func ReadGossip(doc bsoncore.Document) Gossip {
 	var g Gossip
 	elems, err := doc.Elements()
@@ -193,6 +204,7 @@ func ReadGossip(doc bsoncore.Document) Gossip {
 				// transaction's atClusterTime) before the one its driver appends.
 				if t, i, ok := d.Lookup("clusterTime").TimestampOK(); ok && optime.MakeTimestamp(t, i) > g.Cluster {
 					g.Cluster = optime.MakeTimestamp(t, i)
+					g.Signature = readSignature(d)
 				}
 			}
 		case "$configTime":
@@ -209,21 +221,13 @@ func ReadGossip(doc bsoncore.Document) Gossip {
 	return g
 }
 
-// AppendClusterTime appends $clusterTime in the SignedComponentFormat: {clusterTime,
-// signature: {hash, keyId}}. Unsigned for now (a zero hash and keyId 0) until signing keys
-// exist (the authentication issue); drivers store and send back what they get.
+// AppendClusterTime appends $clusterTime with the zero signature (hash of 20 zero bytes,
+// keyId 0): what a sender that may advance the clock gets (and every sender without
+// authorization), and what a member's internal requests carry (their receiver trusts
+// __system).
 func AppendClusterTime(dst []byte, ct optime.Timestamp) []byte {
-	ci, dst := bsoncore.AppendDocumentElementStart(dst, "$clusterTime")
-	dst = bsoncore.AppendTimestampElement(dst, "clusterTime", ct.Secs(), ct.Inc())
-	si, dst := bsoncore.AppendDocumentElementStart(dst, "signature")
-	dst = bsoncore.AppendBinaryElement(dst, "hash", 0, zeroHash[:])
-	dst = bsoncore.AppendInt64Element(dst, "keyId", 0)
-	dst, _ = bsoncore.AppendDocumentEnd(dst, si)
-	dst, _ = bsoncore.AppendDocumentEnd(dst, ci)
-	return dst
+	return AppendSignedClusterTime(dst, ct, Signature{})
 }
-
-var zeroHash [20]byte
 
 // AppendMemberGossip appends $configTime and $topologyTime (PlainComponentFormat: a bare
 // Timestamp) to a document being built. Only for members (Gossip.Internal), and only null

@@ -45,10 +45,12 @@ func (n Node) lastOpTS() optime.Timestamp {
 	return 0
 }
 
-// AppendClusterTime appends `$clusterTime` (unsigned: a zero hash and keyId 0 until signing
-// keys exist) and `operationTime` to a replica-set member's reply; standalone replies are
-// returned unchanged.
-func AppendClusterTime(n Node, s *OpState, reply bsoncore.Document) bsoncore.Document {
+// AppendClusterTime appends `$clusterTime` and `operationTime` to a replica-set member's
+// reply to p; standalone replies are returned unchanged (MongoDB's standalone gossips
+// nothing). $clusterTime is signed for p (vclock.Clock.SignatureFor): under authorization, a
+// sender without advanceClusterTime gets a real signature, or neither field while the node
+// has no signing key yet (MongoDB's appendClusterAndOperationTime).
+func AppendClusterTime(n Node, s *OpState, reply bsoncore.Document, p vclock.Peer) bsoncore.Document {
 	if n.Repl == nil || len(reply) < 5 {
 		return reply
 	}
@@ -68,9 +70,13 @@ func AppendClusterTime(n Node, s *OpState, reply bsoncore.Document) bsoncore.Doc
 		n.State.Clock.AdvanceCluster(optime.Timestamp(opTime))
 		ct = uint64(n.State.Clock.ClusterTime())
 	}
+	sig, ok := n.State.Clock.SignatureFor(optime.Timestamp(ct), p)
+	if !ok {
+		return reply
+	}
 	out := make([]byte, 0, len(reply)+96)
 	out = append(out, reply[:len(reply)-1]...)
-	out = vclock.AppendClusterTime(out, optime.Timestamp(ct))
+	out = vclock.AppendSignedClusterTime(out, optime.Timestamp(ct), sig)
 	out = bsoncore.AppendTimestampElement(out, "operationTime", uint32(opTime>>32), uint32(opTime))
 	if s != nil && s.member {
 		t := n.State.Clock.Time()

@@ -411,8 +411,11 @@ func prepare(ctx context.Context, n Node, s *OpState) error {
 
 // beginState starts a command's concern state in ctx (and its operation.Request when ctx
 // has none) and gossips the command's vector clock in on a replica-set member: $clusterTime
-// from anyone, $configTime and $topologyTime only on a sharded-cluster member and from
-// another member. A gossiped time the rate limiter refuses fails the command.
+// from anyone (signed, under authorization, when it is ahead of the node's and the sender may
+// not advance the clock: vclock.Clock.GossipIn), $configTime and $topologyTime only on a
+// sharded-cluster member and from another member (vclock.Peer, which the caller put in ctx).
+// A gossiped time the validator or the rate limiter refuses fails the command, and moves
+// nothing.
 func beginState(ctx context.Context, n Node, cmd bsoncore.Document) (context.Context, *OpState, error) {
 	s := &OpState{req: operation.RequestOf(ctx)}
 	if s.req == nil {
@@ -424,12 +427,12 @@ func beginState(ctx context.Context, n Node, cmd bsoncore.Document) (context.Con
 		return ctx, s, nil
 	}
 	g := vclock.ReadGossip(cmd)
-	g.Internal = g.Internal || vclock.IsMemberPeer(ctx)
-	if !n.Member || !g.Internal {
+	p := vclock.PeerOf(ctx)
+	s.member = n.Member && p.IsMember(g)
+	if !s.member {
 		g.Time = vclock.Time{Cluster: g.Cluster}
 	}
-	s.member = n.Member && g.Internal
-	return ctx, s, n.State.Clock.Advance(g.Time)
+	return ctx, s, n.State.Clock.GossipIn(ctx, g, p)
 }
 
 // noopWriter is the oplog writer's no-op API.
