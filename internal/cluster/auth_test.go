@@ -20,7 +20,7 @@ import (
 
 // writeKeyfile writes a fresh keyfile (owner-only, as mongod requires) and returns its path
 // and key.
-func writeKeyfile(t testing.TB) (string, string) {
+func writeTestKeyfile(t testing.TB) (string, string) {
 	t.Helper()
 	raw := make([]byte, 90)
 	if _, err := rand.Read(raw); err != nil {
@@ -67,7 +67,7 @@ func TestKeyfileReplicaSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !AuthOn() {
-		keyPath, key = writeKeyfile(t)
+		keyPath, key = writeTestKeyfile(t)
 	}
 	d := Start(t, Topology{Kind: ReplicaSet, Members: 2}, Options{Args: []string{"--keyFile", keyPath}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -101,7 +101,7 @@ func TestKeyfileReplicaSet(t *testing.T) {
 	wantCode("heartbeat without authentication", anon.Database("admin").RunCommand(ctx, heartbeat).Err(), mongoerr.Unauthorized)
 	wantCode("find without authentication", anon.Database("app").RunCommand(ctx, bson.D{{Key: "find", Value: "c"}}).Err(), mongoerr.Unauthorized)
 	// Another key: the internal user does not authenticate.
-	_, otherKey := writeKeyfile(t)
+	_, otherKey := writeTestKeyfile(t)
 	internal := func(k string) options.Credential {
 		return options.Credential{AuthMechanism: "SCRAM-SHA-256", AuthSource: "local", Username: "__system", Password: k}
 	}
