@@ -85,10 +85,10 @@ var unsupported = []string{
 	"startSession", "refreshSessions", "killSessions",
 	// Diagnostics and administration.
 	"dbStats", "collStats", "dataSize", "currentOp", "killOp", "getLog", "hostInfo",
-	"whatsmyuri", "connectionStatus", "setParameter", "shutdown", "setDefaultRWConcern",
+	"whatsmyuri", "setParameter", "shutdown", "setDefaultRWConcern",
 	"getDefaultRWConcern", "setFeatureCompatibilityVersion",
 	// Authentication.
-	"saslStart", "saslContinue", "authenticate", "logout", "createUser", "dropUser", "createRole",
+	"createUser", "dropUser", "createRole",
 	"dropRole", "usersInfo", "rolesInfo",
 	// Sharding administration.
 	"reshardCollection",
