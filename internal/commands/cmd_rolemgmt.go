@@ -23,9 +23,9 @@ func addRoleManagement(r *service.Registry) {
 			Help: "Adds a role to the system"},
 		{Name: "updateRole", Handler: runUpdateRole, Writes: true, Auth: authUpdateRole,
 			Help: "Used to update a role"},
-		{Name: "dropRole", Handler: runDropRole, Writes: true, Auth: authOnDB(auth.DropRole),
+		{Name: "dropRole", Handler: runDropRole, Writes: true, Auth: service.AuthOnDB(auth.DropRole),
 			Help: "Drops a single role."},
-		{Name: "dropAllRolesFromDatabase", Handler: runDropAllRoles, Writes: true, Auth: authOnDB(auth.DropRole),
+		{Name: "dropAllRolesFromDatabase", Handler: runDropAllRoles, Writes: true, Auth: service.AuthOnDB(auth.DropRole),
 			Help: "Drops all roles from the given database."},
 		{Name: "rolesInfo", Handler: runRolesInfo, Secondary: service.SecondaryOptIn, Auth: authRolesInfo,
 			Help: "Returns information about roles."},
@@ -38,18 +38,9 @@ func addRoleManagement(r *service.Registry) {
 		{Name: "revokeRolesFromRole", Handler: runRevokeRolesFromRole, Writes: true, Auth: authRoles(auth.RevokeRole),
 			Help: "Revokes roles from another role."},
 		{Name: "invalidateUserCache", Handler: runInvalidateUserCache, Secondary: service.SecondaryAlways,
-			Auth: authOnCluster(auth.InvalidateUserCache), Help: "Invalidates the in-memory cache of user information"},
+			Auth: service.AuthOnCluster(auth.InvalidateUserCache), Help: "Invalidates the in-memory cache of user information"},
 	} {
 		add(r, c)
-	}
-}
-
-func authOnCluster(act auth.Action) func(*service.AuthSession, string, bsoncore.Document) error {
-	return func(s *service.AuthSession, _ string, _ bsoncore.Document) error {
-		if !s.Allowed(auth.Cluster(), act) {
-			return service.ErrNotAuthorized
-		}
-		return nil
 	}
 }
 

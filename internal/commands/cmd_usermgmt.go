@@ -26,9 +26,9 @@ func addUserManagement(r *service.Registry) {
 			Help: "Adds a user to the system"},
 		{Name: "updateUser", Handler: runUpdateUser, Writes: true, Auth: authUpdateUser,
 			Help: "Used to update a user, for example to change its password"},
-		{Name: "dropUser", Handler: runDropUser, Writes: true, Auth: authOnDB(auth.DropUser),
+		{Name: "dropUser", Handler: runDropUser, Writes: true, Auth: service.AuthOnDB(auth.DropUser),
 			Help: "Drops a single user."},
-		{Name: "dropAllUsersFromDatabase", Handler: runDropAllUsers, Writes: true, Auth: authOnDB(auth.DropUser),
+		{Name: "dropAllUsersFromDatabase", Handler: runDropAllUsers, Writes: true, Auth: service.AuthOnDB(auth.DropUser),
 			Help: "Drops all users for a single database."},
 		{Name: "usersInfo", Handler: runUsersInfo, Secondary: service.SecondaryOptIn, Auth: authUsersInfo,
 			Help: "Returns information about users."},
@@ -40,16 +40,6 @@ func addUserManagement(r *service.Registry) {
 		add(r, c)
 	}
 	addRoleManagement(r)
-}
-
-// authOnDB: the command needs act on its database.
-func authOnDB(act auth.Action) func(*service.AuthSession, string, bsoncore.Document) error {
-	return func(s *service.AuthSession, db string, _ bsoncore.Document) error {
-		if !s.Allowed(auth.DB(db), act) {
-			return service.ErrNotAuthorized
-		}
-		return nil
-	}
 }
 
 // authRoles: act (grantRole, revokeRole) on the database of every role the command names.
