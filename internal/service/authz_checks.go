@@ -481,10 +481,14 @@ func AuthExplain(mongos bool) AuthCheck {
 }
 
 // AuthCreate is create's check (auth::checkAuthForCreate): createCollection or insert on
-// the namespace; a view needs createCollection, and what its pipeline needs on viewOn.
+// the namespace (and convertToCapped for a capped collection); a view needs
+// createCollection, and what its pipeline needs on viewOn.
 func AuthCreate(mongos bool) AuthCheck {
 	return func(s *AuthSession, db string, cmd bsoncore.Document) error {
 		ns := CommandNS(db, cmd)
+		if Truthy(cmd.Lookup("capped")) && !s.Allowed(ns, auth.ConvertToCapped) {
+			return ErrNotAuthorized
+		}
 		canCreate := s.Allowed(ns, auth.CreateCollection)
 		if viewOn := cmd.Lookup("viewOn"); viewOn.Type != 0 {
 			if !canCreate {
@@ -668,13 +672,14 @@ func CheckGetMore(env *Env, id int64, c *cursor.Cursor) error {
 	return nil
 }
 
-// CheckKillCursors is killCursors' authorization (checkAuthForKillCursors): each existing
-// cursor of ids must be the user's, or the user needs killAnyCursor on the namespace (on
-// the database for a listCollections cursor). Cursors not found are not an authorization
+// CheckKillCursors is killCursors' authorization (checkAuthForKillCursors): killAnyCursor on
+// the cluster kills any cursor; otherwise each existing cursor of ids must be the user's,
+// or the user needs killAnyCursor on the namespace (on the database for a listCollections
+// cursor). Cursors not found are not an authorization
 // matter. It fails with dispatch's Unauthorized reply for cmd.
 func CheckKillCursors(env *Env, cmd bsoncore.Document, ns string, ids []int64) error {
 	s := env.Auth
-	if s == nil || !s.Enabled || s.Bypass {
+	if s == nil || !s.Enabled || s.Bypass || s.Allowed(auth.Cluster(), auth.KillAnyCursor) {
 		return nil
 	}
 	m := env.State.Cursors()

@@ -108,6 +108,8 @@ func TestSharedAuthChecks(t *testing.T) {
 
 		{"create: createCollection", createOnly, AuthCreate(false), "app", `{"create": "c"}`, true},
 		{"create: insert suffices", readWrite, AuthCreate(false), "app", `{"create": "c"}`, true},
+		{"create capped: createCollection", createOnly, AuthCreate(false), "app", `{"create": "c", "capped": true, "size": 1024}`, false},
+		{"create capped: readWrite", readWrite, AuthCreate(false), "app", `{"create": "c", "capped": true, "size": 1024}`, true},
 		{"create: read", read, AuthCreate(false), "app", `{"create": "c"}`, false},
 		{"create a view a reader could read through into another database", readWrite, AuthCreate(false), "app", `{"create": "v", "viewOn": "c", "pipeline": [{"$lookup": {"from": {"db": "other", "coll": "x"}, "as": "x"}}]}`, false},
 		{"create a view its creator cannot read anyway", createOnly, AuthCreate(false), "app", `{"create": "v", "viewOn": "c", "pipeline": []}`, true},
