@@ -54,6 +54,42 @@ func TestBuiltinRoles(t *testing.T) {
 	}
 }
 
+// TestAnyOn checks the "any privilege here" test listDatabases and listCollections filter
+// with: a database is covered by privileges on it, on its collections, on a collection name
+// anywhere and (for normal databases) on every normal resource.
+func TestAnyOn(t *testing.T) {
+	nsOnly := Privileges{}
+	nsOnly.Add(Privilege{NS("app", "c"), Actions(Find)})
+	anyNormal := Privileges{}
+	anyNormal.Add(Privilege{AnyNormal(), Actions(Find)})
+	collName := Privileges{}
+	collName.Add(Privilege{CollectionName("system.profile"), Actions(Find)})
+	cases := []struct {
+		name string
+		ps   Privileges
+		res  Resource
+		want bool
+	}{
+		{"read: its database", resolve(t, RoleName{"read", "app"}), DB("app"), true},
+		{"read: a collection of its database", resolve(t, RoleName{"read", "app"}), NS("app", "c"), true},
+		{"read: another database", resolve(t, RoleName{"read", "app"}), DB("other"), false},
+		{"read: another database's collection", resolve(t, RoleName{"read", "app"}), NS("other", "c"), false},
+		{"a namespace privilege: its database", nsOnly, DB("app"), true},
+		{"a namespace privilege: its collection", nsOnly, NS("app", "c"), true},
+		{"a namespace privilege: a sibling", nsOnly, NS("app", "d"), false},
+		{"a collection name: any database", collName, DB("x"), true},
+		{"every normal resource: a normal database", anyNormal, DB("x"), true},
+		{"every normal resource: not config", anyNormal, DB("config"), false},
+		{"every normal resource: not a system collection", anyNormal, NS("x", "system.users"), false},
+		{"nothing", Privileges{}, DB("app"), false},
+	}
+	for _, c := range cases {
+		if got := c.ps.AnyOn(c.res); got != c.want {
+			t.Errorf("%s: AnyOn(%v) = %v", c.name, c.res, got)
+		}
+	}
+}
+
 func TestUserDefinedRoles(t *testing.T) {
 	doc := func(v any) bsoncore.Document {
 		b, err := bson.Marshal(v)

@@ -57,21 +57,37 @@ func (ps Privileges) Allows(r Resource, want ActionSet) bool {
 // Allow reports whether ps grants action a on r.
 func (ps Privileges) Allow(r Resource, a Action) bool { return ps.Allows(r, Actions(a)) }
 
-// AnyOn reports whether ps grants any action on r or, for a database, on any namespace in it
-// (listDatabases' authorizedDatabases and listCollections' authorizedCollections).
+// AnyOn reports whether ps grants any action on r. For a database it is MongoDB's
+// isAuthorizedForAnyActionOnAnyResourceInDB (listDatabases' authorizedDatabases,
+// listCollections' authorizedCollections): a privilege on the database, on a namespace in
+// it, on a collection name in every database, on every normal resource (normal databases
+// only) or on every resource. For a namespace or the cluster it is
+// isAuthorizedForAnyActionOnResource: any action by the patterns that match it.
 func (ps Privileges) AnyOn(r Resource) bool {
-	for p, s := range ps.m {
-		if s.Empty() {
-			continue
+	if r.Kind == KindDB {
+		for p, s := range ps.m {
+			if s.Empty() {
+				continue
+			}
+			switch p.Kind {
+			case KindAny, KindCollection:
+				return true
+			case KindAnyNormal:
+				if normalDB(r.DB) {
+					return true
+				}
+			case KindDB, KindNS:
+				if p.DB == r.DB {
+					return true
+				}
+			}
 		}
-		switch {
-		case p.Kind == KindAny:
-			return true
-		case p.Kind == KindAnyNormal && (r.Kind == KindDB || r.Kind == KindNS) && normalDB(r.DB):
-			return true
-		case (p.Kind == KindDB || p.Kind == KindNS) && r.Kind == KindDB && p.DB == r.DB:
-			return true
-		case p == r:
+		return false
+	}
+	var list [5]Resource
+	n := r.searchList(&list)
+	for _, p := range list[:n] {
+		if s, ok := ps.m[p]; ok && !s.Empty() {
 			return true
 		}
 	}

@@ -120,6 +120,20 @@ func AppendRoleNames(b []byte, key string, roles []RoleName) []byte {
 	return b
 }
 
+// AppendUserNames appends users as an array field key of {user, db} documents
+// (connectionStatus' authenticatedUsers, currentOp's effectiveUsers).
+func AppendUserNames(b []byte, key string, users []UserName) []byte {
+	ai, b := bsoncore.AppendArrayElementStart(b, key)
+	for i, u := range users {
+		di, b2 := bsoncore.AppendDocumentElementStart(b, itoa(i))
+		b2 = bsoncore.AppendStringElement(b2, "user", u.User)
+		b2 = bsoncore.AppendStringElement(b2, "db", u.DB)
+		b, _ = bsoncore.AppendDocumentEnd(b2, di)
+	}
+	b, _ = bsoncore.AppendArrayEnd(b, ai)
+	return b
+}
+
 // Role is an admin.system.roles document: a user-defined role.
 type Role struct {
 	Name       RoleName

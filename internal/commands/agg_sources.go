@@ -352,12 +352,18 @@ func aggListCatalog(ctx context.Context, env *service.Env, r *aggRequest) ([]bso
 // idleConnections adds connections without an operation).
 func aggCurrentOp(env *service.Env, spec bsoncore.Document) []bsoncore.Document {
 	idle := truthy(lookup(spec, "idleConnections"))
+	// Without allUsers only the user's own operations are listed (the check asked for
+	// inprog only with it).
+	allUsers := truthy(lookup(spec, "allUsers"))
 	host := aggHost(env)
 	now := time.Now()
 	var out []bsoncore.Document
 	for _, c := range env.State.Clients.Conns() {
 		op, meta, app := c.Snapshot()
 		if op == nil && !idle {
+			continue
+		}
+		if !allUsers && !ownsConn(env.Auth, c) {
 			continue
 		}
 		out = append(out, currentOpDoc(host, now, c, op, meta, app))

@@ -18,6 +18,7 @@ import (
 func addAddShardIdentity(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "_addShard",
+		Auth:      service.AuthInternal,
 		Handler:   runAddShardIdentity,
 		Help:      "Internal command, which is exported by shards. Do not call directly. Adds a new shard to a cluster.",
 		AdminOnly: true,

@@ -20,6 +20,7 @@ import (
 func addAggregate(r *service.Registry) {
 	add(r, &service.Command{
 		Name:        "aggregate",
+		Auth:        service.AuthAggregate(false),
 		Handler:     runAggregate,
 		Help:        "Runs the aggregation command. See http://dochub.mongodb.org/core/aggregation for more details.",
 		SecondaryOk: true,

@@ -26,6 +26,7 @@ func addAPIVersionTestCommands(r *service.Registry) {
 		add(r, &service.Command{
 			Name:                  c.name,
 			Handler:               runAPIVersionTest,
+			Auth:                  service.AuthAnyUser,
 			Help:                  "Stable API test command: answers with the API parameters it was sent",
 			Secondary:             service.SecondaryAlways,
 			TestOnly:              true,

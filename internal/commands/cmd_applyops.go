@@ -22,6 +22,7 @@ import (
 func addApplyOps(r *service.Registry) {
 	add(r, &service.Command{
 		Name:    "applyOps",
+		Auth:    authApplyOps,
 		Handler: runApplyOps,
 		Help: "internal (sharding, tools): apply a list of oplog operations atomically\n" +
 			"{applyOps: [{op: 'i'|'u'|'d'|'n', ns, ui?, o, o2?}, ...], alwaysUpsert?: true}",

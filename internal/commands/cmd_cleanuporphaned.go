@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
 	"humongo/internal/logv2"
@@ -17,6 +18,7 @@ import (
 func addCleanupOrphaned(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "cleanupOrphaned",
+		Auth:      service.AuthOnCluster(auth.CleanupOrphaned),
 		Handler:   runCleanupOrphaned,
 		Help:      "no help defined", // Command::help's default: cleanupOrphaned defines none
 		AdminOnly: true,

@@ -12,6 +12,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/changestream/images"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
@@ -25,6 +26,7 @@ const clusterParametersNS = "config.clusterParameters"
 func addClusterParameters(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "setClusterParameter",
+		Auth:      service.AuthOnCluster(auth.SetClusterParameter),
 		Handler:   runSetClusterParameter,
 		Help:      "Set cluster parameter on replica set or node",
 		AdminOnly: true,
@@ -32,6 +34,7 @@ func addClusterParameters(r *service.Registry) {
 	})
 	add(r, &service.Command{
 		Name:      "getClusterParameter",
+		Auth:      service.AuthOnCluster(auth.GetClusterParameter),
 		Handler:   runGetClusterParameter,
 		Help:      "Get in-memory cluster parameter value(s) from this node",
 		AdminOnly: true,

@@ -17,6 +17,7 @@ import (
 func addCollMod(r *service.Registry) {
 	add(r, &service.Command{
 		Name:    "collMod",
+		Auth:    service.AuthCollMod(false),
 		Handler: runCollMod,
 		Help:    "Sets collection options.\nExample: { collMod: 'foo', index: {keyPattern: {a: 1}, expireAfterSeconds: 600} }",
 		Writes:  true,

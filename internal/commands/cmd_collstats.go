@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/catalog"
 	"humongo/internal/operation"
 	"humongo/internal/service"
@@ -13,6 +14,7 @@ import (
 func addCollStats(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "collStats",
+		Auth:      service.AuthOnNS(auth.CollStats),
 		Aliases:   []string{"collstats"},
 		Handler:   runCollStats,
 		Help:      "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024\n    avgObjSize - in bytes",

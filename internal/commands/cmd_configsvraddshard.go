@@ -18,6 +18,7 @@ import (
 func addConfigsvrAddShard(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "_configsvrAddShard",
+		Auth:      service.AuthInternal,
 		Handler:   runConfigsvrAddShard,
 		Help:      "Internal command, which is exported by the sharding config server. Do not call directly. Validates and adds a new shard to the cluster.",
 		AdminOnly: true,

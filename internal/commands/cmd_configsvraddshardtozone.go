@@ -24,6 +24,7 @@ func addZoneCommands(r *service.Registry) {
 func addConfigsvrAddShardToZone(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "_configsvrAddShardToZone",
+		Auth:      service.AuthInternal,
 		Handler:   runConfigsvrAddShardToZone,
 		Help:      "Internal command, which is exported by the sharding config server. Do not call directly. Validates and adds a new zone to the shard.",
 		AdminOnly: true,

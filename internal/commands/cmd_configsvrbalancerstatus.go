@@ -10,6 +10,7 @@ import (
 func addConfigsvrBalancerStatus(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "_configsvrBalancerStatus",
+		Auth:      service.AuthInternal,
 		Handler:   runConfigsvrBalancerStatus,
 		Help:      "Internal command, which is exported by the sharding config server. Do not call directly. Returns the balancer status.",
 		AdminOnly: true,

@@ -12,6 +12,7 @@ import (
 func configsvrClearJumboFlagCommand() *service.Command {
 	return &service.Command{
 		Name:      "_configsvrClearJumboFlag",
+		Auth:      service.AuthInternal,
 		Handler:   runConfigsvrClearJumboFlag,
 		Help:      "internal clearJumboFlag command for config server",
 		AdminOnly: true,

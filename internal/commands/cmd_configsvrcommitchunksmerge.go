@@ -15,6 +15,7 @@ import (
 func configsvrCommitChunksMergeCommand() *service.Command {
 	return &service.Command{
 		Name:      "_configsvrCommitChunksMerge",
+		Auth:      service.AuthInternal,
 		Handler:   runConfigsvrCommitChunksMerge,
 		Help:      "Internal command, which is sent by a shard to the sharding config server. Do not call directly. Receives, validates, and processes a MergeChunksRequest",
 		AdminOnly: true,

@@ -14,6 +14,7 @@ import (
 func configsvrCommitChunkSplitCommand() *service.Command {
 	return &service.Command{
 		Name:      "_configsvrCommitChunkSplit",
+		Auth:      service.AuthInternal,
 		Handler:   runConfigsvrCommitChunkSplit,
 		Help:      "Internal command, which is sent by a shard to the sharding config server. Do not call directly. Receives, validates, and processes a SplitChunkRequest.",
 		AdminOnly: true,

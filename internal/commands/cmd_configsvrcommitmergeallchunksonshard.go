@@ -15,6 +15,7 @@ import (
 func configsvrCommitMergeAllChunksOnShardCommand() *service.Command {
 	return &service.Command{
 		Name:      "_configsvrCommitMergeAllChunksOnShard",
+		Auth:      service.AuthInternal,
 		Handler:   runConfigsvrCommitMergeAllChunksOnShard,
 		Help:      "Internal command, which is sent by a shard or a router to the sharding config server. Do not call directly. Merges all mergeable chunks of a collection on a shard.",
 		AdminOnly: true,

@@ -13,6 +13,7 @@ import (
 func configsvrCommitShardCollectionCommand() *service.Command {
 	return &service.Command{
 		Name:      "_configsvrCommitShardCollection",
+		Auth:      service.AuthInternal,
 		Handler:   runConfigsvrCommitShardCollection,
 		Help:      "Internal command, which is exported by the sharding config server. Do not call directly. Registers a sharded collection and its initial chunks.",
 		AdminOnly: true,

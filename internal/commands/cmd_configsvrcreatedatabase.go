@@ -16,6 +16,7 @@ import (
 func addConfigsvrCreateDatabase(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "_configsvrCreateDatabase",
+		Auth:      service.AuthInternal,
 		Handler:   runConfigsvrCreateDatabase,
 		Help:      "Internal command, which is exported by the sharding config server. Do not call directly. Create a database.",
 		AdminOnly: true,

@@ -15,13 +15,13 @@ import (
 )
 
 func configsvrMoveRangeCommand() *service.Command {
-	return &service.Command{Name: "_configsvrMoveRange", Handler: runConfigsvrMoveRange, AdminOnly: true,
+	return &service.Command{Name: "_configsvrMoveRange", Auth: service.AuthInternal, Handler: runConfigsvrMoveRange, AdminOnly: true,
 		Secondary: service.SecondaryNever,
 		Help:      "Internal command, which is exported by the sharding config server. Do not call directly. Requests the balancer to move a range of a sharded collection."}
 }
 
 func configsvrCommitChunkMigrationCommand() *service.Command {
-	return &service.Command{Name: "_configsvrCommitChunkMigration", Handler: runConfigsvrCommitChunkMigration, AdminOnly: true,
+	return &service.Command{Name: "_configsvrCommitChunkMigration", Auth: service.AuthInternal, Handler: runConfigsvrCommitChunkMigration, AdminOnly: true,
 		Secondary: service.SecondaryNever, Writes: true,
 		Help: "should not be calling this directly"}
 }
@@ -121,7 +121,7 @@ func runConfigsvrCommitChunkMigration(ctx context.Context, env *service.Env, cmd
 }
 
 func configsvrEnsureChunkVersionCommand() *service.Command {
-	return &service.Command{Name: "_configsvrEnsureChunkVersionIsGreaterThan", Handler: runConfigsvrEnsureChunkVersion, AdminOnly: true,
+	return &service.Command{Name: "_configsvrEnsureChunkVersionIsGreaterThan", Auth: service.AuthInternal, Handler: runConfigsvrEnsureChunkVersion, AdminOnly: true,
 		Secondary: service.SecondaryNever, Writes: true,
 		Help: "Internal command, which is exported by the sharding config server. Do not call directly."}
 }
@@ -173,7 +173,7 @@ func runConfigsvrEnsureChunkVersion(ctx context.Context, env *service.Env, cmd b
 }
 
 func configsvrSetAllowMigrationsCommand() *service.Command {
-	return &service.Command{Name: "_configsvrSetAllowMigrations", Handler: runConfigsvrSetAllowMigrations, AdminOnly: true,
+	return &service.Command{Name: "_configsvrSetAllowMigrations", Auth: service.AuthInternal, Handler: runConfigsvrSetAllowMigrations, AdminOnly: true,
 		Secondary: service.SecondaryNever, Writes: true,
 		Help: "Internal command, which is exported by the sharding config server. Do not call directly. Sets the allowMigrations flag on the specified collection."}
 }
@@ -211,7 +211,7 @@ func runConfigsvrSetAllowMigrations(ctx context.Context, env *service.Env, cmd b
 }
 
 func configsvrCommitRefineCommand() *service.Command {
-	return &service.Command{Name: "_configsvrCommitRefineCollectionShardKey", Handler: runConfigsvrCommitRefine, AdminOnly: true,
+	return &service.Command{Name: "_configsvrCommitRefineCollectionShardKey", Auth: service.AuthInternal, Handler: runConfigsvrCommitRefine, AdminOnly: true,
 		Secondary: service.SecondaryNever, Writes: true,
 		Help: "Internal command, which is exported by the sharding config server. Do not call directly. Adds a suffix to the shard key of an existing collection ('refines the shard key')."}
 }

@@ -14,6 +14,7 @@ import (
 func addConfigsvrRemoveShard(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "_configsvrRemoveShard",
+		Auth:      service.AuthInternal,
 		Handler:   runConfigsvrRemoveShard,
 		Help:      "Internal command, which is exported by the sharding config server. Do not call directly. Removes a shard from the cluster.",
 		AdminOnly: true,

@@ -14,6 +14,7 @@ import (
 func addConfigsvrRemoveShardFromZone(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "_configsvrRemoveShardFromZone",
+		Auth:      service.AuthInternal,
 		Handler:   runConfigsvrRemoveShardFromZone,
 		Help:      "Internal command, which is exported by the sharding config server. Do not call directly. Validates and removes the shard from the zone.",
 		AdminOnly: true,

@@ -15,6 +15,7 @@ import (
 func addConfigsvrUpdateZoneKeyRange(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "_configsvrUpdateZoneKeyRange",
+		Auth:      service.AuthInternal,
 		Handler:   runConfigsvrUpdateZoneKeyRange,
 		Help:      "Internal command, which is exported by the sharding config server. Do not call directly. Validates and assigns a new range to a zone.",
 		AdminOnly: true,

@@ -21,7 +21,7 @@ import (
 )
 
 func configureCollectionBalancingCommand() *service.Command {
-	return &service.Command{Name: "_configsvrConfigureCollectionBalancing", Handler: runConfigsvrConfigureCollectionBalancing,
+	return &service.Command{Name: "_configsvrConfigureCollectionBalancing", Auth: service.AuthInternal, Handler: runConfigsvrConfigureCollectionBalancing,
 		AdminOnly: true, Secondary: service.SecondaryNever, Writes: true,
 		Help: "Internal command, which is exported by the sharding config server. Do not call directly."}
 }

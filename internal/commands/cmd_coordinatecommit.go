@@ -22,7 +22,7 @@ import (
 )
 
 func addTxnCoordinator(r *service.Registry) {
-	add(r, &service.Command{Name: "coordinateCommitTransaction", Handler: runCoordinateCommitTransaction, AdminOnly: true,
+	add(r, &service.Command{Name: "coordinateCommitTransaction", Auth: service.AuthInternal, Handler: runCoordinateCommitTransaction, AdminOnly: true,
 		Writes: true, Secondary: service.SecondaryNever,
 		Help: "Coordinates the commit for a transaction. Only called by mongos."})
 }

@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 	"humongo/internal/operation"
 	"humongo/internal/query/plan"
@@ -15,6 +16,7 @@ import (
 func addCount(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "count",
+		Auth:      service.AuthOnNS(auth.Find),
 		Handler:   runCount,
 		Help:      "count objects in collection",
 		Secondary: service.SecondaryOptIn,

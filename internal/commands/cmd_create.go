@@ -17,6 +17,7 @@ import (
 func addCreate(r *service.Registry) {
 	add(r, &service.Command{
 		Name:    "create",
+		Auth:    service.AuthCreate(false),
 		Handler: runCreate,
 		Help:    "explicitly creates a collection\n{ create: <string>[, capped: <bool>, size: <collSizeInBytes>, max: <nDocs>] }",
 		Writes:  true,

@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
 	"humongo/internal/collation"
@@ -23,6 +24,7 @@ import (
 func addCreateIndexes(r *service.Registry) {
 	add(r, &service.Command{
 		Name:    "createIndexes",
+		Auth:    service.AuthOnNS(auth.CreateIndex),
 		Handler: runCreateIndexes,
 		Help:    "create indexes for a collection",
 		Writes:  true,

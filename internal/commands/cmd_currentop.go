@@ -9,6 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
@@ -16,21 +17,24 @@ import (
 
 func addCurrentOp(r *service.Registry) {
 	add(r, &service.Command{
-		Name:         "currentOp",
-		Handler:      runCurrentOp,
-		Help:         "{currentOp: 1, $all: <bool>, <filter>...} lists operations in progress",
-		AdminOnly:    true,
-		Secondary:    service.SecondaryAlways,
-		RequiresAuth: true,
+		Name:      "currentOp",
+		Auth:      service.AuthCurrentOp,
+		Handler:   runCurrentOp,
+		Help:      "{currentOp: 1, $all: <bool>, <filter>...} lists operations in progress",
+		AdminOnly: true,
+		Secondary: service.SecondaryAlways,
 	})
 }
 
 // runCurrentOp lists in-progress operations from the connection registry. {$all: true} adds
 // idle connections. Other non-generic fields form a filter over the reported documents; the
 // filter language is equality, $eq, $ne, $exists and $in on (dotted) fields until the query
-// package's matcher can be used here.
+// package's matcher can be used here. With {$ownOps: true} and authorization on, only the
+// operations of the user's own connections are listed (that is all a user without inprog
+// may see).
 func runCurrentOp(_ context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	all := truthy(lookup(cmd, "$all"))
+	ownOps := truthy(lookup(cmd, "$ownOps"))
 	elems, err := cmd.Elements()
 	if err != nil {
 		return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid command: %v", err)
@@ -54,6 +58,9 @@ func runCurrentOp(_ context.Context, env *service.Env, cmd bsoncore.Document) (b
 		if op == nil && !all {
 			continue
 		}
+		if ownOps && !ownsConn(env.Auth, c) {
+			continue
+		}
 		d := currentOpDoc(host, now, c, op, meta, app)
 		if !matchFilter(d, filter) {
 			continue
@@ -64,6 +71,11 @@ func runCurrentOp(_ context.Context, env *service.Env, cmd bsoncore.Document) (b
 	b, _ = bsoncore.AppendArrayEnd(b, ai)
 	b, _ = bsoncore.AppendDocumentEnd(b, idx)
 	return b, nil
+}
+
+// ownsConn reports whether s's user is c's (always when authorization is off).
+func ownsConn(s *service.AuthSession, c *service.Conn) bool {
+	return s.IsCoauthorizedWith(c.Users())
 }
 
 func currentOpDoc(host string, now time.Time, c *service.Conn, op *service.Op, meta bsoncore.Document, app string) bsoncore.Document {
@@ -78,6 +90,9 @@ func currentOpDoc(host string, now time.Time, c *service.Conn, op *service.Op, m
 		}
 		if meta != nil {
 			b = bsoncore.AppendDocumentElement(b, "clientMetadata", meta)
+		}
+		if users := c.Users(); len(users) > 0 {
+			b = auth.AppendUserNames(b, "effectiveUsers", users)
 		}
 		b = bsoncore.AppendBooleanElement(b, "active", op != nil)
 		b = bsoncore.AppendDateTimeElement(b, "currentOpTime", now.UnixMilli())

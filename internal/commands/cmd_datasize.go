@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
@@ -16,6 +17,7 @@ import (
 func addDataSize(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "dataSize",
+		Auth:      service.AuthOnFullNS(auth.Find),
 		Aliases:   []string{"datasize"},
 		Handler:   runDataSize,
 		Help:      "determine data size for a set of data in a certain range\nexample: { dataSize:\"blog.posts\", keyPattern:{x:1}, min:{x:10}, max:{x:55} }",

@@ -11,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/lock"
@@ -24,6 +25,7 @@ import (
 func addDbHash(r *service.Registry) {
 	add(r, &service.Command{
 		Name:    "dbHash",
+		Auth:    service.AuthOnDB(auth.DbHash),
 		Aliases: []string{"dbhash"},
 		Handler: runDBHash,
 		Help:    "Returns an md5 hash of the documents of every collection of a database, and of the whole database.\nExample: { dbHash: 1, collections: [\"c\"] }",

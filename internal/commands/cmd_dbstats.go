@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
@@ -14,6 +15,7 @@ import (
 func addDbStats(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "dbStats",
+		Auth:      service.AuthOnDB(auth.DbStats),
 		Aliases:   []string{"dbstats"},
 		Handler:   runDBStats,
 		Help:      "Get stats on a database. Not instantaneous. Slower for databases with large .ns files.\nExample: { dbStats:1, scale:1 }",

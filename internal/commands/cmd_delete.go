@@ -20,6 +20,7 @@ import (
 func addDelete(r *service.Registry) {
 	add(r, &service.Command{
 		Name:    "delete",
+		Auth:    service.AuthDelete,
 		Handler: runDelete,
 		Help:    "delete documents",
 		Writes:  true,

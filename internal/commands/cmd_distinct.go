@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/bsonutil"
 	"humongo/internal/collation"
 	"humongo/internal/mongoerr"
@@ -19,6 +20,7 @@ import (
 func addDistinct(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "distinct",
+		Auth:      service.AuthOnNS(auth.Find),
 		Handler:   runDistinct,
 		Help:      "{ distinct : 'collection name' , key : 'a.b' , query : {} }",
 		Secondary: service.SecondaryOptIn,

@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
@@ -14,6 +15,7 @@ import (
 func addDrop(r *service.Registry) {
 	add(r, &service.Command{
 		Name:    "drop",
+		Auth:    service.AuthOnNS(auth.DropCollection),
 		Handler: runDrop,
 		Help:    "drop a collection\n{drop : <collectionName>}",
 		Writes:  true,

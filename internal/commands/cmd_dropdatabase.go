@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
 	"humongo/internal/opobserver"
@@ -14,6 +15,7 @@ import (
 func addDropDatabase(r *service.Registry) {
 	add(r, &service.Command{
 		Name:    "dropDatabase",
+		Auth:    service.AuthOnDB(auth.DropDatabase),
 		Handler: runDropDatabase,
 		Help:    "drop (delete) this database",
 		Writes:  true,

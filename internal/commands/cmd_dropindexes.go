@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
@@ -13,6 +14,7 @@ import (
 func addDropIndexes(r *service.Registry) {
 	add(r, &service.Command{
 		Name:    "dropIndexes",
+		Auth:    service.AuthOnNS(auth.DropIndex),
 		Aliases: []string{"deleteIndexes"},
 		Handler: runDropIndexes,
 		Help:    "drop indexes for a collection",

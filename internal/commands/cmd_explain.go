@@ -51,6 +51,7 @@ func explainerFor(name string) (explainFunc, bool) {
 func addExplain(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "explain",
+		Auth:      service.AuthExplain(false),
 		Handler:   runExplain,
 		Help:      "explain the query plan and execution of find, count, distinct, update, delete and findAndModify",
 		Secondary: service.SecondaryOptIn,

@@ -16,6 +16,7 @@ import (
 func addFind(r *service.Registry) {
 	add(r, &service.Command{
 		Name:        "find",
+		Auth:        service.AuthFind,
 		Handler:     runFind,
 		Help:        "query for documents",
 		SecondaryOk: true,

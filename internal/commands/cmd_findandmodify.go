@@ -15,6 +15,7 @@ import (
 func addFindAndModify(r *service.Registry) {
 	add(r, &service.Command{
 		Name:    "findAndModify",
+		Auth:    service.AuthFindAndModify,
 		Aliases: []string{"findandmodify"},
 		Handler: runFindAndModify,
 		Help: "{ findAndModify: \"collection\", query: {processed:false}, update: {$set: {processed:true}}, new: true}\n" +

@@ -15,6 +15,7 @@ func addFlushDatabaseCacheUpdates(r *service.Registry) {
 		add(r, &service.Command{
 			Name:      name,
 			Handler:   runFlushDatabaseCacheUpdates,
+			Auth:      service.AuthInternal,
 			Help:      "Internal command which waits for any pending routing table cache updates for a particular database to be written locally. The operationTime returned in the response metadata is guaranteed to be at least as late as the last routing table cache update to the local disk. Takes a 'forceRemoteRefresh' option to make this node refresh its cache from the config server before waiting for the last refresh to be persisted.",
 			AdminOnly: true,
 			Secondary: service.SecondaryNever,

@@ -14,6 +14,7 @@ func addFlushRoutingTableCacheUpdates(r *service.Registry) {
 	for _, name := range []string{"_flushRoutingTableCacheUpdates", "_flushRoutingTableCacheUpdatesWithWriteConcern"} {
 		add(r, &service.Command{
 			Name:      name,
+			Auth:      service.AuthInternal,
 			Handler:   runFlushRoutingTableCacheUpdates,
 			Help:      "Internal command which waits for any pending routing table cache updates for a particular namespace to be written locally. The operationTime returned in the response metadata is guaranteed to be at least as late as the last routing table cache update to the local disk. Takes a 'forceRemoteRefresh' option to make this node refresh its cache from the config server before waiting for the last refresh to be persisted.",
 			AdminOnly: true,

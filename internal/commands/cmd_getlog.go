@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 )
@@ -12,6 +13,7 @@ import (
 func addGetLog(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "getLog",
+		Auth:      service.AuthOnCluster(auth.GetLog),
 		Handler:   runGetLog,
 		Help:      "{ getLog : '*' }  OR { getLog : 'global' }",
 		AdminOnly: true,

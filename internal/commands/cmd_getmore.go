@@ -15,6 +15,7 @@ import (
 func addGetMore(r *service.Registry) {
 	add(r, &service.Command{
 		Name:        "getMore",
+		Auth:        service.AuthGetMore,
 		Handler:     runGetMore,
 		Help:        "retrieve more results from an existing cursor",
 		SecondaryOk: true,
@@ -62,6 +63,10 @@ func runGetMore(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 	m := env.State.Cursors()
 	c, err := m.Pin(id)
 	if err != nil {
+		return nil, err
+	}
+	if err := service.CheckGetMore(env, id, c); err != nil {
+		m.Unpin(c, false)
 		return nil, err
 	}
 	if err := checkCursorSession(ctx, id, c); err != nil {

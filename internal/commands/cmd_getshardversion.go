@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
@@ -14,6 +15,7 @@ import (
 func addGetShardVersion(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "getShardVersion",
+		Auth:      service.AuthOnFullNS(auth.GetShardVersion),
 		Handler:   runGetShardVersion,
 		Help:      " example: { getShardVersion : 'alleyinsider.foo'  } ",
 		AdminOnly: true,

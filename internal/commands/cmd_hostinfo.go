@@ -9,12 +9,14 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/service"
 )
 
 func addHostInfo(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "hostInfo",
+		Auth:      service.AuthOnCluster(auth.HostInfo),
 		Handler:   runHostInfo,
 		Help:      "returns information about the daemon's host",
 		Secondary: service.SecondaryAlways,

@@ -15,6 +15,7 @@ import (
 func addInsert(r *service.Registry) {
 	add(r, &service.Command{
 		Name:    "insert",
+		Auth:    service.AuthInsert,
 		Handler: runInsert,
 		Help:    "insert documents",
 		Writes:  true,

@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 	"humongo/internal/txn/lsc"
@@ -12,18 +13,18 @@ import (
 
 func addKillAllSessions(r *service.Registry) {
 	add(r, &service.Command{
-		Name:         "killAllSessions",
-		Handler:      runKillAllSessions,
-		Help:         "kill all logical sessions, for a user, and their operations",
-		Secondary:    service.SecondaryAlways,
-		RequiresAuth: true,
+		Name:      "killAllSessions",
+		Auth:      service.AuthOnCluster(auth.KillAnySession),
+		Handler:   runKillAllSessions,
+		Help:      "kill all logical sessions, for a user, and their operations",
+		Secondary: service.SecondaryAlways,
 	})
 	add(r, &service.Command{
-		Name:         "killAllSessionsByPattern",
-		Handler:      runKillAllSessionsByPattern,
-		Help:         "kill logical sessions by pattern",
-		Secondary:    service.SecondaryAlways,
-		RequiresAuth: true,
+		Name:      "killAllSessionsByPattern",
+		Auth:      service.AuthKillAllSessionsByPattern,
+		Handler:   runKillAllSessionsByPattern,
+		Help:      "kill logical sessions by pattern",
+		Secondary: service.SecondaryAlways,
 	})
 }
 

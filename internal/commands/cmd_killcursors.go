@@ -12,6 +12,7 @@ import (
 func addKillCursors(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "killCursors",
+		Auth:      service.AuthAnyUser,
 		Handler:   runKillCursors,
 		Help:      "kill a list of cursors",
 		Secondary: service.SecondaryAlways,
@@ -51,6 +52,9 @@ func runKillCursors(ctx context.Context, env *service.Env, cmd bsoncore.Document
 			continue
 		}
 		ids = append(ids, id)
+	}
+	if err := service.CheckKillCursors(env, cmd, ns, ids); err != nil {
+		return nil, err
 	}
 	killed, notFound, alive, unknown := m.Kill(ids)
 	notFound = append(notFound, wrongNS...)

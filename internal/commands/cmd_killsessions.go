@@ -12,6 +12,7 @@ import (
 func addKillSessions(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "killSessions",
+		Auth:      service.AuthAnyUser,
 		Handler:   runKillSessions,
 		Help:      "kill a logical session and its operations",
 		Secondary: service.SecondaryAlways,

@@ -19,13 +19,15 @@ func addListCollections(r *service.Registry) {
 		Handler:   runListCollections,
 		Help:      "list collections for this db",
 		Secondary: service.SecondaryOptIn,
+		Auth:      service.AuthListCollections,
 	})
 }
 
 // runListCollections lists the database's collections ordered by name. Each entry is
 // {name, type: "collection", options, info: {readOnly: false, uuid}, idIndex} (idIndex is
 // absent for clustered collections), or {name, type} with nameOnly. The filter applies to
-// the entries as returned.
+// the entries as returned. With authorizedCollections only the collections the user holds
+// a privilege on are listed.
 func runListCollections(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
@@ -72,6 +74,9 @@ func runListCollections(ctx context.Context, env *service.Env, cmd bsoncore.Docu
 	for _, entry := range entries {
 		if err := ddlCheckCtx(ctx); err != nil {
 			return nil, err
+		}
+		if !service.ListCollectionVisible(env.Auth, cmd, env.DB, lookup(entry, "name").StringValue()) {
+			continue
 		}
 		if matcher != nil {
 			ok, err := matcher.Matches(entry)

@@ -15,13 +15,16 @@ func addListDatabases(r *service.Registry) {
 		Help:      "{ listDatabases:1, [filter: <filterObject>] [, nameOnly: true ] }\nlist databases on this server",
 		AdminOnly: true,
 		Secondary: service.SecondaryOptIn,
+		// The handler decides what the user sees (service.ListDatabasesFilter).
+		Auth: service.AuthAnyUser,
 	})
 }
 
 // runListDatabases lists the databases that hold at least one collection, sorted by name.
 // sizeOnDisk is the sum of the collections' estimated storage and index sizes (see
 // ddlCollectionSizes); empty is true when the database holds no documents. The filter is
-// matched against {name, sizeOnDisk, empty} (or {name} with nameOnly).
+// matched against {name, sizeOnDisk, empty} (or {name} with nameOnly). A user without
+// listDatabases on the cluster sees only the databases it holds a privilege in.
 func runListDatabases(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
 	db, err := ddlStorage(env)
 	if err != nil {
@@ -42,12 +45,19 @@ func runListDatabases(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 	if _, err := ddlBoolArg(c, "authorizedDatabases", lookup(cmd, "authorizedDatabases")); err != nil {
 		return nil, err
 	}
+	visible, err := service.ListDatabasesFilter(env.Auth, cmd)
+	if err != nil {
+		return nil, err
+	}
 	snap := db.Catalog.Latest()
 	var entries []bsoncore.Document
 	var total int64
 	for _, name := range snap.Databases() {
 		if err := ddlCheckCtx(ctx); err != nil {
 			return nil, err
+		}
+		if !visible(name) {
+			continue
 		}
 		var size, objects int64
 		for _, m := range snap.Collections(name) {

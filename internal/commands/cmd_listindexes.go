@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/catalog"
 	"humongo/internal/cursor"
 	"humongo/internal/mongoerr"
@@ -14,6 +15,7 @@ import (
 func addListIndexes(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "listIndexes",
+		Auth:      service.AuthOnNS(auth.ListIndexes),
 		Handler:   runListIndexes,
 		Help:      "list indexes for a collection",
 		Secondary: service.SecondaryOptIn,

@@ -14,6 +14,7 @@ import (
 func mergeChunksCommand() *service.Command {
 	return &service.Command{
 		Name:      "mergeChunks",
+		Auth:      service.AuthInternal,
 		Handler:   runMergeChunks,
 		Help:      "Merge Chunks command\nusage: { mergeChunks : <ns>, bounds : [ <min key>, <max key> ] }",
 		AdminOnly: true,

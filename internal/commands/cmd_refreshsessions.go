@@ -11,6 +11,7 @@ import (
 func addRefreshSessions(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "refreshSessions",
+		Auth:      service.AuthAnyUser,
 		Handler:   runRefreshSessions,
 		Help:      "renew a set of logical sessions",
 		Secondary: service.SecondaryAlways,

@@ -19,6 +19,7 @@ import (
 func addRenameCollection(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "renameCollection",
+		Auth:      service.AuthRenameCollection,
 		Handler:   runRenameCollection,
 		Help:      " example: { renameCollection: foo.a, to: bar.b }",
 		AdminOnly: true,

@@ -6,12 +6,14 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/service"
 )
 
 func addReplSetFreeze(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "replSetFreeze",
+		Auth:      service.AuthOnCluster(auth.ReplSetStateChange),
 		Handler:   runReplSetFreeze,
 		Help:      "Don't stand for election for <seconds> (0 unfreezes).\n{ replSetFreeze : <seconds> }",
 		AdminOnly: true,

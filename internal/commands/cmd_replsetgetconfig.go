@@ -5,12 +5,14 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/service"
 )
 
 func addReplSetGetConfig(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "replSetGetConfig",
+		Auth:      service.AuthOnCluster(auth.ReplSetGetConfig),
 		Handler:   runReplSetGetConfig,
 		Help:      "Returns the current replica set configuration\n{ replSetGetConfig : 1 }",
 		AdminOnly: true,

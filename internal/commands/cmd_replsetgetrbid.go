@@ -11,6 +11,7 @@ import (
 func addReplSetGetRBID(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "replSetGetRBID",
+		Auth:      service.AuthInternal,
 		Handler:   runReplSetGetRBID,
 		Help:      "Internal: the rollback id, which changes on every rollback.",
 		AdminOnly: true,

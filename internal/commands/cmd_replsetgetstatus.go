@@ -5,12 +5,14 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/service"
 )
 
 func addReplSetGetStatus(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "replSetGetStatus",
+		Auth:      service.AuthOnCluster(auth.ReplSetGetStatus),
 		Handler:   runReplSetGetStatus,
 		Help:      "Report status of a replica set from the POV of this server\n{ replSetGetStatus : 1 }",
 		AdminOnly: true,

@@ -12,6 +12,7 @@ import (
 func addReplSetHeartbeat(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "replSetHeartbeat",
+		Auth:      service.AuthInternal,
 		Handler:   runReplSetHeartbeat,
 		Help:      "Internal: replica-set heartbeat between members.",
 		Secondary: service.SecondaryAlways,

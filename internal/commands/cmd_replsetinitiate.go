@@ -5,12 +5,14 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/service"
 )
 
 func addReplSetInitiate(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "replSetInitiate",
+		Auth:      service.AuthOnCluster(auth.ReplSetConfigure),
 		Handler:   runReplSetInitiate,
 		Help:      "Initiate/christen a replica set.\n{ replSetInitiate : <config> } (default: a one-member set of this node)",
 		AdminOnly: true,

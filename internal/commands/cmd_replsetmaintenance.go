@@ -5,12 +5,14 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/service"
 )
 
 func addReplSetMaintenance(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "replSetMaintenance",
+		Auth:      service.AuthOnCluster(auth.ReplSetStateChange),
 		Handler:   runReplSetMaintenance,
 		Help:      "Enter/leave maintenance mode (RECOVERING).\n{ replSetMaintenance : <bool> }",
 		AdminOnly: true,

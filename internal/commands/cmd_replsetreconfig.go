@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 )
@@ -12,6 +13,7 @@ import (
 func addReplSetReconfig(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "replSetReconfig",
+		Auth:      service.AuthOnCluster(auth.ReplSetConfigure),
 		Handler:   runReplSetReconfig,
 		Help:      "Adjust configuration of a replica set\n{ replSetReconfig : config_object, force: <bool> }",
 		AdminOnly: true,

@@ -11,6 +11,7 @@ import (
 func addReplSetRequestVotes(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "replSetRequestVotes",
+		Auth:      service.AuthInternal,
 		Handler:   runReplSetRequestVotes,
 		Help:      "Internal: a candidate asks for this member's vote.",
 		AdminOnly: true,

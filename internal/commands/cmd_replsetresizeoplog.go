@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/catalog"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
@@ -19,6 +20,7 @@ import (
 func addReplSetResizeOplog(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "replSetResizeOplog",
+		Auth:      service.AuthOnCluster(auth.ReplSetResizeOplog),
 		Handler:   runReplSetResizeOplog,
 		Help:      "Resize this member's oplog or set its minimum retention.\n{ replSetResizeOplog: 1, size: <MB>, minRetentionHours: <hours> }",
 		AdminOnly: true,

@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/coord"
 	"humongo/internal/service"
@@ -14,6 +15,7 @@ import (
 func addReplSetStepDown(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "replSetStepDown",
+		Auth:      service.AuthOnCluster(auth.ReplSetStateChange),
 		Handler:   runReplSetStepDown,
 		Help:      "Step down as primary.\n{ replSetStepDown : <seconds>, secondaryCatchUpPeriodSecs: <seconds>, force: <bool> }",
 		AdminOnly: true,

@@ -5,12 +5,14 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/service"
 )
 
 func addReplSetStepUp(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "replSetStepUp",
+		Auth:      service.AuthOnCluster(auth.ReplSetStateChange),
 		Handler:   runReplSetStepUp,
 		Help:      "Step up as primary (election handoff).\n{ replSetStepUp : 1 }",
 		AdminOnly: true,

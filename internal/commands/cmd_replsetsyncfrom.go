@@ -5,12 +5,14 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/service"
 )
 
 func addReplSetSyncFrom(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "replSetSyncFrom",
+		Auth:      service.AuthOnCluster(auth.ReplSetStateChange),
 		Handler:   runReplSetSyncFrom,
 		Help:      "Sync from the given member.\n{ replSetSyncFrom : \"host:port\" }",
 		AdminOnly: true,

@@ -11,6 +11,7 @@ import (
 func addReplSetUpdatePosition(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "replSetUpdatePosition",
+		Auth:      service.AuthInternal,
 		Handler:   runReplSetUpdatePosition,
 		Help:      "Internal: a member reports its (and relayed) applied/durable optimes.",
 		AdminOnly: true,

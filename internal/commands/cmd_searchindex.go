@@ -10,17 +10,19 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 )
 
 func addSearchIndexCommands(r *service.Registry) {
-	for _, name := range []string{"createSearchIndexes", "dropSearchIndex", "updateSearchIndex"} {
+	for name, act := range map[string]auth.Action{"createSearchIndexes": auth.CreateSearchIndexes,
+		"dropSearchIndex": auth.DropSearchIndex, "updateSearchIndex": auth.UpdateSearchIndex} {
 		add(r, &service.Command{
-			Name:         name,
-			Handler:      runSearchIndexCommand,
-			Help:         "Atlas Search index management (only with Atlas)",
-			RequiresAuth: true,
+			Name:    name,
+			Handler: runSearchIndexCommand,
+			Help:    "Atlas Search index management (only with Atlas)",
+			Auth:    service.AuthOnNS(act),
 		})
 	}
 }

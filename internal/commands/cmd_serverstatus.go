@@ -7,16 +7,17 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/service"
 )
 
 func addServerStatus(r *service.Registry) {
 	add(r, &service.Command{
-		Name:         "serverStatus",
-		Handler:      runServerStatus,
-		Help:         "returns lots of administrative server statistics",
-		Secondary:    service.SecondaryAlways,
-		RequiresAuth: true,
+		Name:      "serverStatus",
+		Auth:      service.AuthOnCluster(auth.ServerStatus),
+		Handler:   runServerStatus,
+		Help:      "returns lots of administrative server statistics",
+		Secondary: service.SecondaryAlways,
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 )
@@ -12,6 +13,7 @@ import (
 func addSetParameter(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "setParameter",
+		Auth:      service.AuthOnCluster(auth.SetParameter),
 		Handler:   runSetParameter,
 		Help:      "set administrative option(s)\n{ setParameter:1, <param>:<value> }\nsupported:\n",
 		AdminOnly: true,

@@ -13,10 +13,10 @@ import (
 )
 
 func addShardsvrCollMod(r *service.Registry) {
-	add(r, &service.Command{Name: "_shardsvrCollMod", Handler: runShardsvrCollMod,
+	add(r, &service.Command{Name: "_shardsvrCollMod", Auth: service.AuthInternal, Handler: runShardsvrCollMod,
 		Help:      "Internal command, which is exported by the sharding server. Do not call directly. Modifies a collection's options on the shards.",
 		Secondary: service.SecondaryNever, Writes: true})
-	add(r, &service.Command{Name: "_shardsvrCreateUnshardedCollection", Handler: runShardsvrCreateUnsharded,
+	add(r, &service.Command{Name: "_shardsvrCreateUnshardedCollection", Auth: service.AuthInternal, Handler: runShardsvrCreateUnsharded,
 		Help:      "Internal command, which is exported by the sharding server. Do not call directly. Creates an unsharded collection or a view on the database's primary shard under its DDL locks.",
 		Secondary: service.SecondaryNever, Writes: true})
 }

@@ -12,6 +12,7 @@ import (
 func shardsvrCreateCollectionCommand() *service.Command {
 	return &service.Command{
 		Name:      "_shardsvrCreateCollection",
+		Auth:      service.AuthInternal,
 		Handler:   runShardsvrCreateCollection,
 		Help:      "Internal command, which is exported by the primary sharding server. Do not call directly. Shards a collection.",
 		Secondary: service.SecondaryNever,

@@ -14,6 +14,7 @@ import (
 func shardsvrCreateCollectionParticipantCommand() *service.Command {
 	return &service.Command{
 		Name:      "_shardsvrCreateCollectionParticipant",
+		Auth:      service.AuthInternal,
 		Handler:   runShardsvrCreateCollectionParticipant,
 		Help:      "Internal command. Do not call directly. Creates a collection.",
 		Secondary: service.SecondaryNever,

@@ -24,7 +24,7 @@ import (
 func addShardsvrRenameAndDropDatabase(r *service.Registry) {
 	internal := func(name string, h service.Handler, help string) {
 		add(r, &service.Command{Name: name, Handler: h, Help: "Internal command, which is exported by the sharding server. Do not call directly. " + help,
-			Secondary: service.SecondaryNever, Writes: true})
+			Secondary: service.SecondaryNever, Writes: true, Auth: service.AuthInternal})
 	}
 	internal("_shardsvrRenameCollection", runShardsvrRenameCollection, "Renames a collection.")
 	internal("_shardsvrRenameCollectionParticipant", runShardsvrRenameCollectionParticipant, "Blocks CRUD and renames a collection on a participant shard.")

@@ -20,6 +20,7 @@ import (
 func addShardsvrDropCollection(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "_shardsvrDropCollection",
+		Auth:      service.AuthInternal,
 		Handler:   runShardsvrDropCollection,
 		Help:      "Internal command, which is exported by the primary sharding server. Do not call directly. Drops a collection.",
 		Secondary: service.SecondaryNever,
@@ -27,6 +28,7 @@ func addShardsvrDropCollection(r *service.Registry) {
 	})
 	add(r, &service.Command{
 		Name:      "_shardsvrDropCollectionParticipant",
+		Auth:      service.AuthInternal,
 		Handler:   runShardsvrDropCollectionParticipant,
 		Help:      "Internal command, which is exported by secondary sharding servers. Do not call directly. Participates in dropping a collection.",
 		Secondary: service.SecondaryNever,

@@ -20,6 +20,7 @@ import (
 func addMovePrimaryCommands(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "_shardsvrMovePrimary",
+		Auth:      service.AuthInternal,
 		Handler:   runShardsvrMovePrimary,
 		Help:      "should not be calling this directly",
 		AdminOnly: true,
@@ -28,6 +29,7 @@ func addMovePrimaryCommands(r *service.Registry) {
 	})
 	add(r, &service.Command{
 		Name:      "_shardsvrCloneCatalogData",
+		Auth:      service.AuthInternal,
 		Handler:   runShardsvrCloneCatalogData,
 		Help:      "should not be calling this directly",
 		AdminOnly: true,
@@ -36,6 +38,7 @@ func addMovePrimaryCommands(r *service.Registry) {
 	})
 	add(r, &service.Command{
 		Name:      "_configsvrCommitMovePrimary",
+		Auth:      service.AuthInternal,
 		Handler:   runConfigsvrCommitMovePrimary,
 		Help:      "Internal command, which is exported by the sharding config server. Do not call directly. Commits a movePrimary.",
 		AdminOnly: true,

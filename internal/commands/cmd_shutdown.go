@@ -6,17 +6,18 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/service"
 )
 
 func addShutdown(r *service.Registry) {
 	add(r, &service.Command{
 		Name:          "shutdown",
+		Auth:          service.AuthOnCluster(auth.Shutdown),
 		Handler:       runShutdown,
 		Help:          "shutdown the database.  must be ran against admin db and either (1) ran from localhost or (2) authenticated. If this is a primary in a replica set and there is no member within 10 seconds of its optime, it will not shutdown without force : true.  You can also specify timeoutSecs : N to wait N seconds for other members to catch up.",
 		AdminOnly:     true,
 		Secondary:     service.SecondaryAlways,
-		RequiresAuth:  true,
 		LocalhostOnly: true,
 	})
 }

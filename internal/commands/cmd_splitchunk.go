@@ -12,6 +12,7 @@ import (
 func splitChunkCommand() *service.Command {
 	return &service.Command{
 		Name:      "splitChunk",
+		Auth:      service.AuthInternal,
 		Handler:   runSplitChunk,
 		Help:      "internal command usage only\nexample:\n { splitChunk:\"db.foo\" , keyPattern: {a:1} , min : {a:100} , max: {a:200} { splitKeys : [ {a:150} , ... ]}",
 		AdminOnly: true,

@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/service"
 	"humongo/internal/sharding/ddl"
 )
@@ -12,6 +13,7 @@ import (
 func splitVectorCommand() *service.Command {
 	return &service.Command{
 		Name:    "splitVector",
+		Auth:    service.AuthOnFullNS(auth.SplitVector),
 		Handler: runSplitVector,
 		Help: "Internal command.\nexamples:\n  { splitVector : \"blog.post\" , keyPattern:{x:1} , min:{x:10} , max:{x:20}, maxChunkSize:200 }\n" +
 			"  maxChunkSize unit in MBs\n  May optionally specify 'maxSplitPoints' and 'maxChunkObjects' to avoid traversing the whole chunk\n  \n" +

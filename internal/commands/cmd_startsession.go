@@ -11,6 +11,7 @@ import (
 func addStartSession(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "startSession",
+		Auth:      service.AuthAnyUser,
 		Handler:   runStartSession,
 		Help:      "start a logical session",
 		Secondary: service.SecondaryAlways,

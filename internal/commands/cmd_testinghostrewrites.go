@@ -13,13 +13,13 @@ import (
 func addTestingReplicaSetHostRewrites(r *service.Registry) {
 	add(r, &service.Command{
 		Name:    "testingReplicaSetHostRewrites",
+		Auth:    service.AuthInternal,
 		Handler: runTestingReplicaSetHostRewrites,
 		Help: "test only: route this member's connections to other members through other addresses\n" +
 			"{testingReplicaSetHostRewrites: {<member host>: <address to dial>, ...}} replaces the whole map; {} clears it",
-		AdminOnly:    true,
-		Secondary:    service.SecondaryAlways,
-		RequiresAuth: true,
-		TestOnly:     true,
+		AdminOnly: true,
+		Secondary: service.SecondaryAlways,
+		TestOnly:  true,
 	})
 }
 

@@ -19,6 +19,7 @@ import (
 func addUpdate(r *service.Registry) {
 	add(r, &service.Command{
 		Name:    "update",
+		Auth:    service.AuthUpdate,
 		Handler: runUpdate,
 		Help:    "update documents",
 		Writes:  true,

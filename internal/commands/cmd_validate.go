@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/lock"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
@@ -14,6 +15,7 @@ import (
 func addValidate(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "validate",
+		Auth:      service.AuthOnNS(auth.Validate),
 		Handler:   runValidate,
 		Help:      "Validate contents of a namespace by scanning its data structures for correctness.\nThis is a slow operation.\n\tAdd {full: true} option to do a more thorough check.",
 		Secondary: service.SecondaryOptIn,

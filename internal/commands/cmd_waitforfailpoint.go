@@ -12,13 +12,13 @@ import (
 
 func addWaitForFailPoint(r *service.Registry) {
 	add(r, &service.Command{
-		Name:         "waitForFailPoint",
-		Handler:      runWaitForFailPoint,
-		Help:         "wait for a fail point to be entered a certain number of times\n{waitForFailPoint: <name>, timesEntered: n, maxTimeMS: ms}",
-		AdminOnly:    true,
-		Secondary:    service.SecondaryAlways,
-		RequiresAuth: true,
-		TestOnly:     true,
+		Name:      "waitForFailPoint",
+		Handler:   runWaitForFailPoint,
+		Help:      "wait for a fail point to be entered a certain number of times\n{waitForFailPoint: <name>, timesEntered: n, maxTimeMS: ms}",
+		AdminOnly: true,
+		Secondary: service.SecondaryAlways,
+		PreAuth:   true,
+		TestOnly:  true,
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 func addWhatsmyuri(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "whatsmyuri",
+		Auth:      service.AuthAnyUser,
 		Handler:   runWhatsMyURI,
 		Help:      "{whatsmyuri:1}",
 		Secondary: service.SecondaryAlways,

@@ -32,9 +32,11 @@ func cursorSessionKey(ctx context.Context) []byte {
 	return append(append(make([]byte, 0, len(k.ID)+len(k.UID)), k.ID[:]...), k.UID[:]...)
 }
 
-// registerCursor registers c under the session of the command that opened it.
+// registerCursor registers c under the session of the command that opened it, owned by the
+// connection's authenticated users.
 func registerCursor(ctx context.Context, env *service.Env, c *cursor.Cursor) int64 {
 	c.LSID = cursorSessionKey(ctx)
+	c.Users = env.Auth.Users()
 	id := env.State.Cursors().Register(c)
 	if stmt := txnStmtOf(ctx); stmt != nil {
 		stmt.NoteCursor(id)

@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/indexbuild"
@@ -13,19 +14,19 @@ import (
 
 func addVoteCommitIndexBuild(r *service.Registry) {
 	add(r, &service.Command{
-		Name:         "voteCommitIndexBuild",
-		Handler:      runVoteCommitIndexBuild,
-		Help:         "internal: a member reports that it is ready to commit an index build",
-		AdminOnly:    true,
-		Secondary:    service.SecondaryNever,
-		RequiresAuth: true,
+		Name:      "voteCommitIndexBuild",
+		Auth:      service.AuthInternal,
+		Handler:   runVoteCommitIndexBuild,
+		Help:      "internal: a member reports that it is ready to commit an index build",
+		AdminOnly: true,
+		Secondary: service.SecondaryNever,
 	})
 	add(r, &service.Command{
-		Name:         "setIndexCommitQuorum",
-		Handler:      runSetIndexCommitQuorum,
-		Help:         "changes the commit quorum of a running index build",
-		Secondary:    service.SecondaryNever,
-		RequiresAuth: true,
+		Name:      "setIndexCommitQuorum",
+		Auth:      service.AuthOnNS(auth.CreateIndex),
+		Handler:   runSetIndexCommitQuorum,
+		Help:      "changes the commit quorum of a running index build",
+		Secondary: service.SecondaryNever,
 	})
 }
 

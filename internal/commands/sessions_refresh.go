@@ -123,6 +123,7 @@ func StartSessionRefresher(ctx context.Context, st *service.State) (stop func())
 func addSessionCacheTestCommands(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "refreshLogicalSessionCacheNow",
+		Auth:      service.AuthAnyUser,
 		Handler:   runRefreshLogicalSessionCacheNow,
 		Help:      "force a refresh of the logical session cache",
 		Secondary: service.SecondaryAlways,
@@ -130,6 +131,7 @@ func addSessionCacheTestCommands(r *service.Registry) {
 	})
 	add(r, &service.Command{
 		Name:      "reapLogicalSessionCacheNow",
+		Auth:      service.AuthAnyUser,
 		Handler:   runReapLogicalSessionCacheNow,
 		Help:      "force a reap of the logical session cache",
 		Secondary: service.SecondaryAlways,

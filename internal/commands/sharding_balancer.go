@@ -27,14 +27,14 @@ import (
 
 func addBalancerCommands(r *service.Registry) {
 	for _, c := range []*service.Command{
-		{Name: "_configsvrBalancerStart", Handler: runConfigsvrBalancerControl, AdminOnly: true, Secondary: service.SecondaryNever, Writes: true,
+		{Name: "_configsvrBalancerStart", Auth: service.AuthInternal, Handler: runConfigsvrBalancerControl, AdminOnly: true, Secondary: service.SecondaryNever, Writes: true,
 			Help: "Internal command, which is exported by the sharding config server. Do not call directly. Controls the balancer state."},
-		{Name: "_configsvrBalancerStop", Handler: runConfigsvrBalancerControl, AdminOnly: true, Secondary: service.SecondaryNever, Writes: true,
+		{Name: "_configsvrBalancerStop", Auth: service.AuthInternal, Handler: runConfigsvrBalancerControl, AdminOnly: true, Secondary: service.SecondaryNever, Writes: true,
 			Help: "Internal command, which is exported by the sharding config server. Do not call directly. Controls the balancer state."},
-		{Name: "_configsvrBalancerCollectionStatus", Handler: runConfigsvrBalancerCollectionStatus, AdminOnly: true, Secondary: service.SecondaryNever,
+		{Name: "_configsvrBalancerCollectionStatus", Auth: service.AuthInternal, Handler: runConfigsvrBalancerCollectionStatus, AdminOnly: true, Secondary: service.SecondaryNever,
 			Help: "Internal command, which is exported by the sharding config server. Do not call directly. Checks whether the chunks of a given collection are in a quiesced state or there are any which need to be moved because of (1) draining shards, (2) zone violation or (3) imbalance between shards"},
 		configureCollectionBalancingCommand(),
-		{Name: "_shardsvrGetStatsForBalancing", Handler: runShardsvrGetStatsForBalancing, AdminOnly: true, Secondary: service.SecondaryNever,
+		{Name: "_shardsvrGetStatsForBalancing", Auth: service.AuthInternal, Handler: runShardsvrGetStatsForBalancing, AdminOnly: true, Secondary: service.SecondaryNever,
 			Help: "Internal command invoked by the config server to retrieve statistics from shard used for balancing"},
 	} {
 		add(r, c)

@@ -207,11 +207,11 @@ func txnFinish(stmt *participant.Stmt, err error) {
 
 // addTxnCommands registers commitTransaction and abortTransaction.
 func addTxnCommands(r *service.Registry) {
-	add(r, &service.Command{Name: "commitTransaction", Handler: runCommitTransaction, AdminOnly: true,
+	add(r, &service.Command{Name: "commitTransaction", Auth: service.AuthAnyUser, Handler: runCommitTransaction, AdminOnly: true,
 		Help: "commit a multi-document transaction", Writes: true, Secondary: service.SecondaryNever})
-	add(r, &service.Command{Name: "abortTransaction", Handler: runAbortTransaction, AdminOnly: true,
+	add(r, &service.Command{Name: "abortTransaction", Auth: service.AuthAnyUser, Handler: runAbortTransaction, AdminOnly: true,
 		Help: "abort a multi-document transaction", Writes: true, Secondary: service.SecondaryNever})
-	add(r, &service.Command{Name: "prepareTransaction", Handler: runPrepareTransaction, AdminOnly: true,
+	add(r, &service.Command{Name: "prepareTransaction", Auth: service.AuthInternal, Handler: runPrepareTransaction, AdminOnly: true,
 		Help:   "Prepares a transaction on this shard; sent by a router or re-sent by the transaction commit coordinator for a cross-shard transaction",
 		Writes: true, Secondary: service.SecondaryNever})
 }

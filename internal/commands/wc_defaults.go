@@ -11,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/concern"
 	"humongo/internal/service"
@@ -19,6 +20,7 @@ import (
 func addGetDefaultRWConcern(r *service.Registry) {
 	add(r, &service.Command{
 		Name:      "getDefaultRWConcern",
+		Auth:      service.AuthOnCluster(auth.GetDefaultRWConcern),
 		Handler:   runGetDefaultRWConcern,
 		Help:      "Get the current read and write concern defaults being applied by this server.",
 		AdminOnly: true,
@@ -26,6 +28,7 @@ func addGetDefaultRWConcern(r *service.Registry) {
 	})
 	add(r, &service.Command{
 		Name:      "setDefaultRWConcern",
+		Auth:      service.AuthOnCluster(auth.SetDefaultRWConcern),
 		Handler:   runSetDefaultRWConcern,
 		Help:      "Set the cluster-wide default read and write concern.",
 		AdminOnly: true,

@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 )
 
@@ -44,8 +45,13 @@ type Cursor struct {
 	// TxnNumber its transaction, when in one.
 	LSID      []byte
 	TxnNumber *int64
-	// Command is the originating command (a copy), for currentOp and the slow-op log.
+	// Command is the originating command (a copy), for currentOp, the slow-op log and
+	// getMore's check that the user still holds the privileges it needed.
 	Command bsoncore.Document
+	// Users are the users authenticated on the connection that opened the cursor (none
+	// without authentication): only they may getMore it, and only they, or a user with
+	// killAnyCursor, may kill it (MongoDB's ClientCursor authenticated users).
+	Users []auth.UserName
 	// Extra is owner-defined state (e.g. the command layer's lock/RecoveryUnit holder).
 	Extra any
 

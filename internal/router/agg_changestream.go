@@ -427,7 +427,7 @@ func runChangeStream(ctx context.Context, c *Cluster, env *service.Env, cmd bson
 		src.Close()
 	} else {
 		cur := &cursor.Cursor{NS: r.ns, Source: src, Tailable: true, AwaitData: true,
-			LSID: routerCursorKey(cmd), Command: append(bsoncore.Document(nil), cmd...)}
+			LSID: routerCursorKey(cmd), Command: append(bsoncore.Document(nil), cmd...), Users: env.Auth.Users()}
 		cur.NReturned = int64(b.Len())
 		id = env.State.Cursors().Register(cur)
 	}

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 	"humongo/internal/sharding/configsvr"
@@ -17,19 +18,19 @@ import (
 // config server carries out (addShard, enableSharding, balancerStatus).
 func addCatalogCommands(r *service.Registry) {
 	for _, c := range []*service.Command{
-		{Name: "addShard", Aliases: []string{"addshard"}, Handler: runAddShard, AdminOnly: true,
+		{Name: "addShard", Auth: service.AuthOnCluster(auth.AddShard), Aliases: []string{"addshard"}, Handler: runAddShard, AdminOnly: true,
 			Secondary: service.SecondaryAlways, Help: "add a new shard to the system"},
-		{Name: "enableSharding", Aliases: []string{"enablesharding"}, Handler: runEnableSharding, AdminOnly: true,
+		{Name: "enableSharding", Auth: service.AuthOnFullNS(auth.EnableSharding), Aliases: []string{"enablesharding"}, Handler: runEnableSharding, AdminOnly: true,
 			Secondary: service.SecondaryAlways, Help: "Create a database with the provided options."},
-		{Name: "balancerStatus", Handler: runBalancerStatus, AdminOnly: true,
+		{Name: "balancerStatus", Auth: authOnConfig(configSettings, auth.Find), Handler: runBalancerStatus, AdminOnly: true,
 			Secondary: service.SecondaryAlways, Help: "Returns information about the balancer's status, such as whether it is running or stopped, the current balancing mode, etc."},
-		{Name: "balancerStart", Handler: runBalancerControl, AdminOnly: true,
+		{Name: "balancerStart", Auth: authOnConfig(configSettings, auth.Update), Handler: runBalancerControl, AdminOnly: true,
 			Secondary: service.SecondaryAlways, Help: "Starts the balancer"},
-		{Name: "balancerStop", Handler: runBalancerControl, AdminOnly: true,
+		{Name: "balancerStop", Auth: authOnConfig(configSettings, auth.Update), Handler: runBalancerControl, AdminOnly: true,
 			Secondary: service.SecondaryAlways, Help: "Stops the balancer"},
-		{Name: "configureCollectionBalancing", Handler: runConfigureCollectionBalancing, AdminOnly: true,
+		{Name: "configureCollectionBalancing", Auth: authConfigureCollectionBalancing, Handler: runConfigureCollectionBalancing, AdminOnly: true,
 			Secondary: service.SecondaryAlways, Help: "Command to configure balancing settings for a collection."},
-		{Name: "balancerCollectionStatus", Handler: runBalancerCollectionStatus,
+		{Name: "balancerCollectionStatus", Auth: service.AuthOnFullNS(auth.EnableSharding), Handler: runBalancerCollectionStatus,
 			Secondary: service.SecondaryAlways, Help: "Checks whether the chunks of a given collection are in a quiesced state or there are any which need to be moved because of (1) draining shards, (2) zone violation or (3) imbalance between shards"},
 	} {
 		r.Register(c)

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 )
@@ -34,9 +35,9 @@ func cluster(env *service.Env) (*Cluster, error) {
 
 func clusterCommands() []*service.Command {
 	return []*service.Command{
-		{Name: "listShards", Handler: runListShards, AdminOnly: true, Secondary: service.SecondaryAlways,
+		{Name: "listShards", Auth: service.AuthOnCluster(auth.ListShards), Handler: runListShards, AdminOnly: true, Secondary: service.SecondaryAlways,
 			Help: "list all shards of the system"},
-		{Name: "flushRouterConfig", Handler: runFlushRouterConfig, AdminOnly: true, Secondary: service.SecondaryAlways,
+		{Name: "flushRouterConfig", Auth: service.AuthOnCluster(auth.FlushRouterConfig), Handler: runFlushRouterConfig, AdminOnly: true, Secondary: service.SecondaryAlways,
 			Help: "flush all router config"},
 	}
 }

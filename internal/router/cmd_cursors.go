@@ -54,6 +54,10 @@ func runGetMore(ctx context.Context, env *service.Env, cmd bsoncore.Document) (b
 	if err != nil {
 		return nil, err
 	}
+	if err := service.CheckGetMore(env, id, c); err != nil {
+		m.Unpin(c, false)
+		return nil, err
+	}
 	if err := checkRouterCursorSession(cmd, id, c); err != nil {
 		m.Unpin(c, false)
 		return nil, err
@@ -174,6 +178,9 @@ func runKillCursors(_ context.Context, env *service.Env, cmd bsoncore.Document) 
 			continue
 		}
 		ids = append(ids, v.Int64())
+	}
+	if err := service.CheckKillCursors(env, cmd, ns, ids); err != nil {
+		return nil, err
 	}
 	killed, notFound, alive, unknown := m.Kill(ids)
 	notFound = append(notFound, wrongNS...)

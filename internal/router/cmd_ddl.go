@@ -20,6 +20,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/bsonutil"
 	"humongo/internal/catalog"
 	"humongo/internal/mongoerr"
@@ -31,14 +32,14 @@ import (
 
 func ddlCommands() []*service.Command {
 	return []*service.Command{
-		{Name: "create", Handler: txnStatement(runCreate), Writes: true, Secondary: service.SecondaryNever, Help: "create a collection or view"},
-		{Name: "drop", Handler: runDrop, Writes: true, Secondary: service.SecondaryNever, Help: "drop a collection"},
-		{Name: "dropDatabase", Handler: runDropDatabase, Writes: true, Secondary: service.SecondaryNever, Help: "drop a database"},
-		{Name: "createIndexes", Handler: txnStatement(perShardDDL("createIndexes", true)), Writes: true, Secondary: service.SecondaryNever, Help: "create indexes"},
-		{Name: "dropIndexes", Aliases: []string{"deleteIndexes"}, Handler: perShardDDL("dropIndexes", false), Writes: true, Secondary: service.SecondaryNever, Help: "drop indexes"},
-		{Name: "collMod", Handler: runCollMod, Writes: true, Secondary: service.SecondaryNever, Help: "modify a collection's options"},
-		{Name: "renameCollection", Handler: runRenameCollection, AdminOnly: true, Writes: true, Secondary: service.SecondaryNever, Help: "rename an unsharded collection"},
-		{Name: "listDatabases", Handler: runListDatabases, AdminOnly: true, Secondary: service.SecondaryOptIn, Help: "list databases over the shards"},
+		{Name: "create", Auth: service.AuthCreate(true), Handler: txnStatement(runCreate), Writes: true, Secondary: service.SecondaryNever, Help: "create a collection or view"},
+		{Name: "drop", Auth: service.AuthOnNS(auth.DropCollection), Handler: runDrop, Writes: true, Secondary: service.SecondaryNever, Help: "drop a collection"},
+		{Name: "dropDatabase", Auth: service.AuthOnDB(auth.DropDatabase), Handler: runDropDatabase, Writes: true, Secondary: service.SecondaryNever, Help: "drop a database"},
+		{Name: "createIndexes", Auth: service.AuthOnNS(auth.CreateIndex), Handler: txnStatement(perShardDDL("createIndexes", true)), Writes: true, Secondary: service.SecondaryNever, Help: "create indexes"},
+		{Name: "dropIndexes", Auth: service.AuthOnNS(auth.DropIndex), Aliases: []string{"deleteIndexes"}, Handler: perShardDDL("dropIndexes", false), Writes: true, Secondary: service.SecondaryNever, Help: "drop indexes"},
+		{Name: "collMod", Auth: service.AuthCollMod(true), Handler: runCollMod, Writes: true, Secondary: service.SecondaryNever, Help: "modify a collection's options"},
+		{Name: "renameCollection", Auth: service.AuthRenameCollection, Handler: runRenameCollection, AdminOnly: true, Writes: true, Secondary: service.SecondaryNever, Help: "rename an unsharded collection"},
+		{Name: "listDatabases", Auth: service.AuthAnyUser, Handler: runListDatabases, AdminOnly: true, Secondary: service.SecondaryOptIn, Help: "list databases over the shards"},
 	}
 }
 

@@ -24,7 +24,7 @@ import (
 )
 
 func findAndModifyCommand() *service.Command {
-	return &service.Command{Name: "findAndModify", Aliases: []string{"findandmodify"}, Handler: txnStatement(runFindAndModify),
+	return &service.Command{Name: "findAndModify", Auth: service.AuthFindAndModify, Aliases: []string{"findandmodify"}, Handler: txnStatement(runFindAndModify),
 		Writes: true, Secondary: service.SecondaryNever, Help: "find and modify one document"}
 }
 

@@ -7,12 +7,13 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 )
 
 func getShardVersionCommand() *service.Command {
-	return &service.Command{Name: "getShardVersion", Aliases: []string{"getshardversion"}, Handler: runGetShardVersion,
+	return &service.Command{Name: "getShardVersion", Auth: service.AuthOnFullNS(auth.GetShardVersion), Aliases: []string{"getshardversion"}, Handler: runGetShardVersion,
 		AdminOnly: true, Secondary: service.SecondaryAlways,
 		Help: " example: { getShardVersion : 'alleyinsider.foo'  } "}
 }

@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
@@ -22,10 +23,10 @@ import (
 // chunkMaintenanceCommands are registered by NewRegistry.
 func chunkMaintenanceCommands() []*service.Command {
 	return []*service.Command{
-		{Name: "clearJumboFlag", Aliases: []string{"clearjumboflag"}, Handler: runClearJumboFlag, AdminOnly: true,
+		{Name: "clearJumboFlag", Auth: service.AuthOnFullNS(auth.ClearJumboFlag), Aliases: []string{"clearjumboflag"}, Handler: runClearJumboFlag, AdminOnly: true,
 			Secondary: service.SecondaryAlways,
 			Help:      "clears the jumbo flag of the chunk that contains the key\n   { clearJumboFlag : 'alleyinsider.blog.posts' , find : { ts : 1 } }\n"},
-		{Name: "mergeAllChunksOnShard", Handler: runMergeAllChunksOnShard, AdminOnly: true, Secondary: service.SecondaryNever,
+		{Name: "mergeAllChunksOnShard", Auth: service.AuthOnFullNS(auth.SplitChunk), Handler: runMergeAllChunksOnShard, AdminOnly: true, Secondary: service.SecondaryNever,
 			Help: "Merge all contiguous chunks on a specific shard\nusage: {mergeAllChunksOnShard: <ns>, shard: <shard>}"},
 	}
 }

@@ -54,6 +54,12 @@ func runListDatabases(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 			return nil, err
 		}
 	}
+	// A user without listDatabases on the cluster sees only the databases it holds a
+	// privilege in (the shards answer the router's internal user with all of them).
+	visible, err := service.ListDatabasesFilter(env.Auth, cmd)
+	if err != nil {
+		return nil, err
+	}
 	shards, err := c.allShards(ctx)
 	if err != nil {
 		return nil, err
@@ -77,7 +83,7 @@ func runListDatabases(ctx context.Context, env *service.Env, cmd bsoncore.Docume
 			}
 			name, _ := d.Lookup("name").StringValueOK()
 			internal := name == "admin" || name == "config"
-			if name == "" || name == "local" || internal != (sr.shard == configShard) {
+			if name == "" || name == "local" || internal != (sr.shard == configShard) || !visible(name) {
 				continue
 			}
 			e := merged[name]

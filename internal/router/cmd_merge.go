@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
@@ -12,7 +13,7 @@ import (
 )
 
 func mergeChunksCommand() *service.Command {
-	return &service.Command{Name: "mergeChunks", Handler: runMergeChunks, AdminOnly: true, Secondary: service.SecondaryAlways,
+	return &service.Command{Name: "mergeChunks", Auth: service.AuthOnFullNS(auth.SplitChunk), Handler: runMergeChunks, AdminOnly: true, Secondary: service.SecondaryAlways,
 		Help: "Merge Chunks command\nusage: { mergeChunks : <ns>, bounds : [ <min key>, <max key> ] }"}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
@@ -22,12 +23,12 @@ import (
 
 func migrationCommands() []*service.Command {
 	return []*service.Command{
-		{Name: "moveChunk", Aliases: []string{"movechunk"}, Handler: runMoveChunk, AdminOnly: true, Secondary: service.SecondaryAlways,
+		{Name: "moveChunk", Auth: service.AuthOnFullNS(auth.MoveChunk), Aliases: []string{"movechunk"}, Handler: runMoveChunk, AdminOnly: true, Secondary: service.SecondaryAlways,
 			Help: "Example: move chunk that contains the doc {num : 7} to shard001\n" +
 				"  { movechunk : 'test.foo' , find : { num : 7 } , to : 'shard0001' }\n" +
 				"Example: move chunk with lower bound 0 and upper bound 10 to shard001\n" +
 				"  { movechunk : 'test.foo' , bounds : [ { num : 0 } , { num : 10 } ]  , to : 'shard001' }\n"},
-		{Name: "moveRange", Handler: runMoveRange, AdminOnly: true, Secondary: service.SecondaryAlways,
+		{Name: "moveRange", Auth: service.AuthOnFullNS(auth.MoveChunk), Handler: runMoveRange, AdminOnly: true, Secondary: service.SecondaryAlways,
 			Help: "Moves a range of a sharded collection to another shard: { moveRange: 'db.coll', toShard: 'shard0001', min: {...}, max: {...} }"},
 	}
 }

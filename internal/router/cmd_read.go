@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
 	"humongo/internal/optime"
@@ -25,15 +26,15 @@ import (
 // no longer lists their names.
 func readCommands() []*service.Command {
 	return []*service.Command{
-		{Name: "find", Handler: txnStatement(readPrefHandler(readsAt(runFind))), Help: "query for documents", Secondary: service.SecondaryAlways, Counter: "query"},
-		{Name: "getMore", Handler: txnStatement(runGetMore), Help: "retrieve more results from an existing cursor", Secondary: service.SecondaryAlways, Counter: "getmore"},
-		{Name: "killCursors", Handler: runKillCursors, Help: "kill a list of cursors", Secondary: service.SecondaryAlways},
-		{Name: "count", Handler: txnStatement(readPrefHandler(readsAt(runCount))), Help: "count documents matching a query", Secondary: service.SecondaryAlways},
-		{Name: "distinct", Handler: txnStatement(readPrefHandler(readsAt(runDistinct))), Help: "the distinct values of a field", Secondary: service.SecondaryAlways},
-		{Name: "aggregate", Handler: txnStatement(readPrefHandler(readsAt(runAggregate))), Help: "run an aggregation pipeline", Secondary: service.SecondaryAlways},
-		{Name: "explain", Handler: noTxn(readPrefHandler(runExplain)), Help: "explain a find, aggregate, count or distinct", Secondary: service.SecondaryAlways},
-		{Name: "listCollections", Handler: noTxn(runListCollections), Help: "list a database's collections", Secondary: service.SecondaryAlways},
-		{Name: "listIndexes", Handler: noTxn(runListIndexes), Help: "list a collection's indexes", Secondary: service.SecondaryAlways},
+		{Name: "find", Auth: service.AuthFind, Handler: txnStatement(readPrefHandler(readsAt(runFind))), Help: "query for documents", Secondary: service.SecondaryAlways, Counter: "query"},
+		{Name: "getMore", Auth: service.AuthGetMore, Handler: txnStatement(runGetMore), Help: "retrieve more results from an existing cursor", Secondary: service.SecondaryAlways, Counter: "getmore"},
+		{Name: "killCursors", Auth: service.AuthAnyUser, Handler: runKillCursors, Help: "kill a list of cursors", Secondary: service.SecondaryAlways},
+		{Name: "count", Auth: service.AuthOnNS(auth.Find), Handler: txnStatement(readPrefHandler(readsAt(runCount))), Help: "count documents matching a query", Secondary: service.SecondaryAlways},
+		{Name: "distinct", Auth: service.AuthOnNS(auth.Find), Handler: txnStatement(readPrefHandler(readsAt(runDistinct))), Help: "the distinct values of a field", Secondary: service.SecondaryAlways},
+		{Name: "aggregate", Auth: service.AuthAggregate(true), Handler: txnStatement(readPrefHandler(readsAt(runAggregate))), Help: "run an aggregation pipeline", Secondary: service.SecondaryAlways},
+		{Name: "explain", Auth: service.AuthExplain(true), Handler: noTxn(readPrefHandler(runExplain)), Help: "explain a find, aggregate, count or distinct", Secondary: service.SecondaryAlways},
+		{Name: "listCollections", Auth: service.AuthListCollections, Handler: noTxn(runListCollections), Help: "list a database's collections", Secondary: service.SecondaryAlways},
+		{Name: "listIndexes", Auth: service.AuthOnNS(auth.ListIndexes), Handler: noTxn(runListIndexes), Help: "list a collection's indexes", Secondary: service.SecondaryAlways},
 	}
 }
 
@@ -417,7 +418,16 @@ func runListCollections(ctx context.Context, env *service.Env, cmd bsoncore.Docu
 		if err != nil {
 			return err
 		}
-		reply, err = firstBatchReply(ctx, env, cmd, ns, &mergeSource{cursors: cursors}, firstCount(cmd), false, false)
+		src := &mergeSource{cursors: cursors}
+		if service.Truthy(cmd.Lookup("authorizedCollections")) {
+			// The shard lists every collection to the router's internal user: the user's
+			// own privileges decide here which it sees.
+			src.keep = func(d bsoncore.Document) bool {
+				name, _ := d.Lookup("name").StringValueOK()
+				return service.ListCollectionVisible(env.Auth, cmd, env.DB, name)
+			}
+		}
+		reply, err = firstBatchReply(ctx, env, cmd, ns, src, firstCount(cmd), false, false)
 		return err
 	})
 	if missingDatabase(err) {

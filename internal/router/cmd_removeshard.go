@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 	"humongo/internal/optime"
 	"humongo/internal/service"
@@ -23,9 +24,9 @@ import (
 
 // addTopologyCommands registers removeShard and movePrimary.
 func addTopologyCommands(r *service.Registry) {
-	r.Register(&service.Command{Name: "removeShard", Aliases: []string{"removeshard"}, Handler: runRemoveShard,
+	r.Register(&service.Command{Name: "removeShard", Auth: service.AuthOnCluster(auth.RemoveShard), Aliases: []string{"removeshard"}, Handler: runRemoveShard,
 		AdminOnly: true, Secondary: service.SecondaryAlways, Help: "remove a shard from the system."})
-	r.Register(&service.Command{Name: "movePrimary", Aliases: []string{"moveprimary"}, Handler: runMovePrimary,
+	r.Register(&service.Command{Name: "movePrimary", Auth: service.AuthOnFullNS(auth.MoveChunk), Aliases: []string{"moveprimary"}, Handler: runMovePrimary,
 		AdminOnly: true, Secondary: service.SecondaryAlways,
 		Help: "Reassigns the primary shard holding all un-sharded collections in the database"})
 }

@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 	"humongo/internal/sharding/catalogcache"
@@ -17,12 +18,12 @@ import (
 // mergeChunks, getShardVersion.
 func shardingDDLCommands() []*service.Command {
 	return []*service.Command{
-		{Name: "shardCollection", Aliases: []string{"shardcollection"}, Handler: runShardCollection, AdminOnly: true,
+		{Name: "shardCollection", Auth: service.AuthOnFullNS(auth.EnableSharding), Aliases: []string{"shardcollection"}, Handler: runShardCollection, AdminOnly: true,
 			Secondary: service.SecondaryAlways,
 			Help:      "Shard a collection. Sharding must already be enabled for the database.\n   { enablesharding : \"<dbname>\" }\n"},
-		{Name: "refineCollectionShardKey", Handler: runRefineCollectionShardKey, AdminOnly: true, Secondary: service.SecondaryAlways,
+		{Name: "refineCollectionShardKey", Auth: service.AuthOnFullNS(auth.RefineCollectionShardKey), Handler: runRefineCollectionShardKey, AdminOnly: true, Secondary: service.SecondaryAlways,
 			Help: "Adds a suffix to the shard key of an existing collection ('refines the shard key')."},
-		{Name: "setAllowMigrations", Handler: runSetAllowMigrations, AdminOnly: true, Secondary: service.SecondaryAlways,
+		{Name: "setAllowMigrations", Auth: service.AuthOnFullNS(auth.MoveChunk), Handler: runSetAllowMigrations, AdminOnly: true, Secondary: service.SecondaryAlways,
 			Help: "Enable/disable migrations in a collection"},
 		splitCommand(),
 		mergeChunksCommand(),

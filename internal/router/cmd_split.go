@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
@@ -15,7 +16,7 @@ import (
 )
 
 func splitCommand() *service.Command {
-	return &service.Command{Name: "split", Handler: runSplit, AdminOnly: true, Secondary: service.SecondaryAlways,
+	return &service.Command{Name: "split", Auth: service.AuthOnFullNS(auth.SplitChunk), Handler: runSplit, AdminOnly: true, Secondary: service.SecondaryAlways,
 		Help: " example: - split the shard that contains give key\n   { split : 'alleyinsider.blog.posts' , find : { ts : 1 } }\n" +
 			" example: - split the shard that contains the key with this as the middle\n   { split : 'alleyinsider.blog.posts' , middle : { ts : 1 } }\n" +
 			" NOTE: this does not move the chunks, it just creates a logical separation."}

@@ -21,11 +21,11 @@ const writeMaxBatch = 100000
 
 func writeCommands() []*service.Command {
 	return []*service.Command{
-		{Name: "insert", Handler: txnStatement(writeHandler(kindInsert)), Writes: true, Secondary: service.SecondaryNever, Counter: "insert",
+		{Name: "insert", Auth: service.AuthInsert, Handler: txnStatement(writeHandler(kindInsert)), Writes: true, Secondary: service.SecondaryNever, Counter: "insert",
 			Help: "insert documents"},
-		{Name: "update", Handler: txnStatement(writeHandler(kindUpdate)), Writes: true, Secondary: service.SecondaryNever, Counter: "update",
+		{Name: "update", Auth: service.AuthUpdate, Handler: txnStatement(writeHandler(kindUpdate)), Writes: true, Secondary: service.SecondaryNever, Counter: "update",
 			Help: "update documents"},
-		{Name: "delete", Handler: txnStatement(writeHandler(kindDelete)), Writes: true, Secondary: service.SecondaryNever, Counter: "delete",
+		{Name: "delete", Auth: service.AuthDelete, Handler: txnStatement(writeHandler(kindDelete)), Writes: true, Secondary: service.SecondaryNever, Counter: "delete",
 			Help: "delete documents"},
 	}
 }

@@ -21,11 +21,11 @@ import (
 // zoneCommands are the router's zone commands, registered by NewRegistry.
 func zoneCommands() []*service.Command {
 	return []*service.Command{
-		{Name: "addShardToZone", Aliases: []string{"addshardtozone"}, Handler: runShardZone("_configsvrAddShardToZone"),
+		{Name: "addShardToZone", Auth: authAddShardToZone, Aliases: []string{"addshardtozone"}, Handler: runShardZone("_configsvrAddShardToZone"),
 			AdminOnly: true, Secondary: service.SecondaryAlways, Help: "Adds a shard to zone."},
-		{Name: "removeShardFromZone", Aliases: []string{"removeshardfromzone"}, Handler: runShardZone("_configsvrRemoveShardFromZone"),
+		{Name: "removeShardFromZone", Auth: authRemoveShardFromZone, Aliases: []string{"removeshardfromzone"}, Handler: runShardZone("_configsvrRemoveShardFromZone"),
 			AdminOnly: true, Secondary: service.SecondaryAlways, Help: "Removes a shard from the zone."},
-		{Name: "updateZoneKeyRange", Aliases: []string{"updatezonekeyrange"}, Handler: runUpdateZoneKeyRange,
+		{Name: "updateZoneKeyRange", Auth: authUpdateZoneKeyRange, Aliases: []string{"updatezonekeyrange"}, Handler: runUpdateZoneKeyRange,
 			AdminOnly: true, Secondary: service.SecondaryAlways, Help: "Assigns or removes a range of a collection's shard key to or from a zone."},
 	}
 }

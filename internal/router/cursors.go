@@ -283,7 +283,8 @@ type routerSource interface {
 
 func firstBatchReply(ctx context.Context, env *service.Env, cmd bsoncore.Document, ns string, src routerSource,
 	count int64, singleBatch bool, beforeID bool) (bsoncore.Document, error) {
-	c := &cursor.Cursor{NS: ns, Source: src, LSID: routerCursorKey(cmd), Command: append(bsoncore.Document(nil), cmd...)}
+	c := &cursor.Cursor{NS: ns, Source: src, LSID: routerCursorKey(cmd), Command: append(bsoncore.Document(nil), cmd...),
+		Users: env.Auth.Users()}
 	b, exhausted, err := cursor.FillBatch(ctx, c, count)
 	if err != nil {
 		src.Close()

@@ -22,13 +22,16 @@ import (
 // mergeSource is a cursor.Source over the shards' cursors: a k-way merge on sort when set,
 // else the shards' documents in turn; then skip, limit and project applied on the router.
 type mergeSource struct {
-	cursors   []*shardCursor
-	sort      *expr.SortKey
-	collator  *collation.Collator
-	skip      int64
-	limit     int64 // 0: none
-	returned  int64
-	project   func(bsoncore.Document) (bsoncore.Document, error)
+	cursors  []*shardCursor
+	sort     *expr.SortKey
+	collator *collation.Collator
+	skip     int64
+	limit    int64 // 0: none
+	returned int64
+	project  func(bsoncore.Document) (bsoncore.Document, error)
+	// keep, when set, drops the documents it refuses before skip and limit (the
+	// collections an authorizedCollections listCollections may not show).
+	keep      func(bsoncore.Document) bool
 	batchSize int64 // the shards' getMore batchSize (0: the shard's default)
 	cur       int   // unsorted: the cursor being drained
 }
@@ -42,6 +45,9 @@ func (m *mergeSource) Next(ctx context.Context) (bsoncore.Document, bool, error)
 		doc, ok, err := m.pull(ctx)
 		if err != nil || !ok {
 			return nil, false, err
+		}
+		if m.keep != nil && !m.keep(doc) {
+			continue
 		}
 		if m.skip > 0 {
 			m.skip--

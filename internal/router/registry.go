@@ -68,6 +68,7 @@ func NewRegistry() *service.Registry {
 			Name:    name,
 			Handler: notSupported,
 			Help:    "not supported by humongos until sharding lands",
+			Auth:    unsupportedAuth[name],
 			// Any member state: the refusal must be the same everywhere.
 			Secondary: service.SecondaryAlways,
 		})

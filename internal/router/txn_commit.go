@@ -25,9 +25,9 @@ import (
 // txnEndCommands are commitTransaction and abortTransaction.
 func txnEndCommands() []*service.Command {
 	return []*service.Command{
-		{Name: "commitTransaction", Handler: runRouterCommit, AdminOnly: true, Writes: true,
+		{Name: "commitTransaction", Auth: service.AuthAnyUser, Handler: runRouterCommit, AdminOnly: true, Writes: true,
 			Help: "commit a multi-document transaction", Secondary: service.SecondaryAlways},
-		{Name: "abortTransaction", Handler: runRouterAbort, AdminOnly: true, Writes: true,
+		{Name: "abortTransaction", Auth: service.AuthAnyUser, Handler: runRouterAbort, AdminOnly: true, Writes: true,
 			Help: "abort a multi-document transaction", Secondary: service.SecondaryAlways},
 	}
 }

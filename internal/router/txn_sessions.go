@@ -9,12 +9,13 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
 )
 
 func killAllSessionsCommand() *service.Command {
-	return &service.Command{Name: "killAllSessions", Handler: runKillAllSessions, Secondary: service.SecondaryAlways,
+	return &service.Command{Name: "killAllSessions", Auth: service.AuthOnCluster(auth.KillAnySession), Handler: runKillAllSessions, Secondary: service.SecondaryAlways,
 		Help: "kill all logical sessions, for a set of users, and their operations"}
 }
 

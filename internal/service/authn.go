@@ -210,6 +210,12 @@ type AuthSession struct {
 	direct []auth.RoleName // granted
 }
 
+// NewAuthSession is the session of user with what its roles resolved to, authorization on
+// (Session builds one per command from the user cache; tests of checks build their own).
+func NewAuthSession(user auth.UserName, res auth.Resolved) *AuthSession {
+	return &AuthSession{Enabled: true, User: &user, privs: res.Privileges, roles: res.Roles}
+}
+
 // Allowed reports whether the session may do every action of acts on r.
 func (s *AuthSession) Allowed(r auth.Resource, acts ...auth.Action) bool {
 	if s == nil || !s.Enabled || s.Bypass {
@@ -270,7 +276,8 @@ func (a *Auth) Session(ctx context.Context, st *State, c *Conn) (*AuthSession, e
 			return nil, err
 		}
 		if ok {
-			s.User, s.privs, s.roles, s.direct = u, cu.resolved.Privileges, cu.resolved.Roles, cu.user.Roles
+			s := NewAuthSession(*u, cu.resolved)
+			s.direct = cu.user.Roles
 			return s, nil
 		}
 		// The user was dropped: the connection keeps its name but no privileges.

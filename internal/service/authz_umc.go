@@ -13,16 +13,6 @@ import (
 // on its own users and humongos before forwarding to the config server (MongoDB's
 // checkAuthForTypedCommand of user_management_commands).
 
-// AuthOnDB: the command needs act on its database.
-func AuthOnDB(act auth.Action) func(*AuthSession, string, bsoncore.Document) error {
-	return func(s *AuthSession, db string, _ bsoncore.Document) error {
-		if !s.Allowed(auth.DB(db), act) {
-			return ErrNotAuthorized
-		}
-		return nil
-	}
-}
-
 // AuthRoles: act (grantRole, revokeRole) on the database of every role the command names.
 func AuthRoles(act auth.Action) func(*AuthSession, string, bsoncore.Document) error {
 	return func(s *AuthSession, db string, cmd bsoncore.Document) error {
@@ -132,15 +122,6 @@ func ParseUsersArg(v bsoncore.Value, db string) (names []auth.UserName, all bool
 		return nil, true, nil
 	}
 	return nil, false, mongoerr.New(mongoerr.BadValue, "User name must be either a string or an object with 'user' and 'db' fields")
-}
-
-func AuthOnCluster(act auth.Action) func(*AuthSession, string, bsoncore.Document) error {
-	return func(s *AuthSession, _ string, _ bsoncore.Document) error {
-		if !s.Allowed(auth.Cluster(), act) {
-			return ErrNotAuthorized
-		}
-		return nil
-	}
 }
 
 // AuthPrivileges: granting or revoking a privilege needs grantRole (revokeRole) on the

@@ -48,6 +48,15 @@ func (c *Conn) AuthUser() *auth.UserName {
 	return c.authUser
 }
 
+// Users are the connection's authenticated users as a list (at most one; none when
+// unauthenticated): what owns its operations for currentOp's $ownOps and killOp.
+func (c *Conn) Users() []auth.UserName {
+	if u := c.AuthUser(); u != nil {
+		return []auth.UserName{*u}
+	}
+	return nil
+}
+
 func (c *Conn) setAuthUser(u *auth.UserName) {
 	c.mu.Lock()
 	c.authUser = u
@@ -278,6 +287,26 @@ func (cl *Clients) Kill(opID int64, cause error) bool {
 			op.kill(cause)
 			return true
 		}
+	}
+	return false
+}
+
+// KillAs is killOp's Kill for session s: only an operation s may kill, with killop on the
+// cluster or on one of its own user's connections (KillOpCmdBase: another user's operation
+// is left alone, and the command still succeeds). It reports whether it killed one.
+func (cl *Clients) KillAs(s *AuthSession, opID int64, cause error) bool {
+	for _, c := range cl.Conns() {
+		c.mu.Lock()
+		op := c.op
+		c.mu.Unlock()
+		if op == nil || op.ID != opID {
+			continue
+		}
+		if !s.Allowed(auth.Cluster(), auth.Killop) && !s.IsCoauthorizedWith(c.Users()) {
+			return false
+		}
+		op.kill(cause)
+		return true
 	}
 	return false
 }

@@ -18,6 +18,24 @@
 // its single error boundary. The reply a handler returns must not contain `ok`; the server
 // appends it. Handlers must not panic on any input.
 //
+// Authorization: every registered command is either PreAuth (an unauthenticated client may
+// run it: hello, ping, buildInfo, listCommands, the SASL conversation, and the test-only fail
+// point commands) or declares Auth, its check of MongoDB 7.0's required privileges, which
+// dispatch runs before the handler when authorization is on (authn.go's Authorize; a refusal
+// is Unauthorized "not authorized on <db> to execute command ..."). The checks both roles
+// share are in authz_checks.go (CRUD, aggregate's walk over its pipeline, DDL with views,
+// renameCollection, the listing commands); the cluster's internal commands need internal on
+// the cluster, which only __system has. A few handlers finish the job themselves, as MongoDB's
+// run() does: listDatabases and listCollections {authorizedCollections} list only what the
+// user holds a privilege on, currentOp {$ownOps} and $currentOp without allUsers list only
+// the user's connections, killOp kills another user's operation only with killop, getMore
+// (CheckGetMore) and killCursors (CheckKillCursors) check the cursor's users. A commands test
+// walks both registries so a new command cannot forget its check.
+//
+// Known deviations: logical sessions are not bound to their user yet (killSessions with
+// explicit lsids and $listLocalSessions see every session); a command naming its collection
+// by UUID needs the privilege on the whole database.
+//
 // There is no spec section for this layer; behaviour follows MongoDB 7.0's ServiceContext
 // and service_entry_point_common.
 package service

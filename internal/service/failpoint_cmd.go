@@ -18,13 +18,15 @@ import (
 // ConfigureFailPointCommand returns the configureFailPoint command.
 func ConfigureFailPointCommand() *Command {
 	return &Command{
-		Name:         "configureFailPoint",
-		Handler:      runConfigureFailPoint,
-		Help:         "modifies the settings of a fail point\n{configureFailPoint: <name>, mode: 'alwaysOn'|'off'|{times: n}|{skip: n}|{activationProbability: p}, data: {...}}",
-		AdminOnly:    true,
-		Secondary:    SecondaryAlways,
-		RequiresAuth: true,
-		TestOnly:     true,
+		Name:      "configureFailPoint",
+		Handler:   runConfigureFailPoint,
+		Help:      "modifies the settings of a fail point\n{configureFailPoint: <name>, mode: 'alwaysOn'|'off'|{times: n}|{skip: n}|{activationProbability: p}, data: {...}}",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
+		// As MongoDB: no authentication, since only a server started with
+		// enableTestCommands has the command at all.
+		PreAuth:  true,
+		TestOnly: true,
 	}
 }
 

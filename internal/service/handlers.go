@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
 	"humongo/internal/wire"
@@ -85,6 +86,7 @@ func GetParameterCommand() *Command {
 	return &Command{
 		Name:      "getParameter",
 		Handler:   runGetParameter,
+		Auth:      AuthOnCluster(auth.GetParameter),
 		Help:      "get administrative option(s)\nexample:\n{ getParameter:1, notablescan:1 }\n{ getParameter:'*' } or { getParameter:{allParameters:true} }\n{ getParameter:{showDetails:true}, logLevel:1 }",
 		AdminOnly: true,
 		Secondary: SecondaryAlways,
@@ -234,6 +236,8 @@ func EndSessionsCommand() *Command {
 		},
 		Help:      "end a set of logical sessions",
 		Secondary: SecondaryAlways,
+		// Sessions are the user's own: any authenticated user ends theirs.
+		Auth: AuthAnyUser,
 	}
 }
 
@@ -241,6 +245,7 @@ func EndSessionsCommand() *Command {
 func GetCmdLineOptsCommand() *Command {
 	return &Command{
 		Name: "getCmdLineOpts",
+		Auth: AuthOnCluster(auth.GetCmdLineOpts),
 		Handler: func(_ context.Context, env *Env, _ bsoncore.Document) (bsoncore.Document, error) {
 			cl := env.State.CmdLine
 			parsed := cl.Parsed

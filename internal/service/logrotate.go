@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
 )
@@ -16,6 +17,7 @@ func LogRotateCommand() *Command {
 	return &Command{
 		Name:      "logRotate",
 		Handler:   runLogRotate,
+		Auth:      AuthOnCluster(auth.LogRotate),
 		Help:      "{ logRotate: 1 || string }",
 		AdminOnly: true,
 		Secondary: SecondaryAlways,

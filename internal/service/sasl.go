@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"strconv"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -252,14 +251,7 @@ func runConnectionStatus(ctx context.Context, env *Env, cmd bsoncore.Document) (
 	}
 	var b []byte
 	idx, b := bsoncore.AppendDocumentElementStart(b, "authInfo")
-	ai, b := bsoncore.AppendArrayElementStart(b, "authenticatedUsers")
-	for i, u := range s.Users() {
-		di, b2 := bsoncore.AppendDocumentElementStart(b, strconv.Itoa(i))
-		b2 = bsoncore.AppendStringElement(b2, "user", u.User)
-		b2 = bsoncore.AppendStringElement(b2, "db", u.DB)
-		b, _ = bsoncore.AppendDocumentEnd(b2, di)
-	}
-	b, _ = bsoncore.AppendArrayEnd(b, ai)
+	b = auth.AppendUserNames(b, "authenticatedUsers", s.Users())
 	// The user's granted roles, as mongod lists them (inherited ones show in the privileges).
 	b = auth.AppendRoleNames(b, "authenticatedUserRoles", s.direct)
 	if showPrivs {
