@@ -18,14 +18,27 @@ import (
 	"humongo/internal/vclock"
 )
 
-// testKey is the keyfile key of the signed-cluster-time tests.
-const testKey = "c2lnbmVkY2x1c3RlcnRpbWVrZXlmaWxl"
+// ownKey is the keyfile key of the signed-cluster-time tests when the harness runs
+// without authentication.
+const ownKey = "c2lnbmVkY2x1c3RlcnRpbWVrZXlmaWxl"
 
-// writeKeyfile writes testKey to a keyfile only its owner can read (mongod refuses others).
+// testKey is the key the tests' processes run with: the harness's (its clients authenticate
+// with it), else ownKey.
+var testKey = func() string {
+	if _, key, err := Keyfile(); AuthOn() && err == nil {
+		return key
+	}
+	return ownKey
+}()
+
+// writeKeyfile returns a keyfile holding testKey, owner-only (mongod refuses others).
 func writeKeyfile(t *testing.T) string {
 	t.Helper()
+	if path, _, err := Keyfile(); AuthOn() && err == nil {
+		return path
+	}
 	path := filepath.Join(t.TempDir(), "keyfile")
-	if err := os.WriteFile(path, []byte(testKey+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(ownKey+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -390,4 +403,36 @@ func TestSignedClusterTimeShardUsesConfigServerKeys(t *testing.T) {
 	forged.Hash[0] ^= 0xFF
 	_, err := findWithClusterTime(ctx, t, onShard, optime.MakeTimestamp(c.ct.Secs()+600, 0), forged)
 	wantCode(t, "forged on the shard", err, mongoerr.TimeProofMismatch)
+}
+
+// TestSignedClusterTimeThroughRouter: a router signs its replies with the config servers'
+// keys for a user without advanceClusterTime, and refuses that user's forged $clusterTime
+// without moving its clock.
+func TestSignedClusterTimeThroughRouter(t *testing.T) {
+	if !AuthOn() {
+		t.Skip("HUMONGO_TEST_NOAUTH: the harness runs without keyfiles")
+	}
+	t.Parallel()
+	d := Start(t, Topology{Kind: Sharded, Shards: 1}, Options{})
+	ctx := ctxT(t, 90*time.Second)
+	// The harness's client is the internal user: it creates an application user through
+	// the router (stored on the config servers).
+	runRaw(ctx, t, d.Client.Database("admin"), bson.D{{Key: "createUser", Value: "app"}, {Key: "pwd", Value: "apppw"},
+		{Key: "roles", Value: bson.A{bson.D{{Key: "role", Value: "readWrite"}, {Key: "db", Value: "test"}}}}})
+	app, err := mongo.Connect(options.Client().ApplyURI(d.URI).SetServerSelectionTimeout(10 * time.Second).
+		SetAuth(options.Credential{Username: "app", Password: "apppw"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Disconnect(context.Background()) })
+	if _, err := app.Database("test").Collection("c").InsertOne(ctx, bson.D{{Key: "x", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	signed := waitForKeys(ctx, t, app)
+	forged := optime.MakeTimestamp(signed.ct.Secs()+86400, 1)
+	_, err = findWithClusterTime(ctx, t, app, forged, vclock.Signature{KeyID: signed.sig.KeyID})
+	wantCode(t, "a forged $clusterTime through the router", err, mongoerr.TimeProofMismatch)
+	if g := readGossiped(t, runRaw(ctx, t, app.Database("test"), bson.D{{Key: "find", Value: "c"}})); g.ct >= forged {
+		t.Fatalf("the router's clock moved to the forged time: %s", g.ct)
+	}
 }

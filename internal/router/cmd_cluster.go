@@ -19,6 +19,7 @@ type clusterKey struct{}
 func Attach(st *service.State, c *Cluster) {
 	clusterOf(st).Store(c)
 	startCursorReaper(st, c)
+	startClusterTimeKeys(st, c)
 }
 
 func clusterOf(st *service.State) *atomic.Pointer[Cluster] {

@@ -113,5 +113,5 @@ func ParamSpecs() []service.ParamSpec {
 		{Name: "maxLogSizeKB", Kind: service.ParamInt, Default: int64(logv2.DefaultMaxAttributeSizeKB), Runtime: true, Startup: true, Min: 0, Max: math.MaxInt32},
 		{Name: "maxSessions", Kind: service.ParamInt, Default: int64(1000000), Startup: true, Min: 1, Max: math.MaxInt32},
 		{Name: "quiet", Kind: service.ParamBool, Default: false, Runtime: true, Startup: true},
-	}, service.AuthParams()...)
+	}, append(service.AuthParams(), service.ClusterTimeParams()...)...)
 }
