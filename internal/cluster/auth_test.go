@@ -119,4 +119,20 @@ func TestKeyfileReplicaSet(t *testing.T) {
 	}
 	plain := connectCred(t, primary.URI(), options.Credential{Username: "plain", Password: "pw"})
 	wantCode("find as a user without roles", plain.Database("app").RunCommand(ctx, bson.D{{Key: "find", Value: "c"}}).Err(), mongoerr.Unauthorized)
+	// createUser waits for its write concern: with w: 2 the secondary has the user at once.
+	if err := root.Database("admin").RunCommand(ctx, bson.D{{Key: "createUser", Value: "reader"},
+		{Key: "pwd", Value: "pw"}, {Key: "roles", Value: bson.A{bson.D{{Key: "role", Value: "read"}, {Key: "db", Value: "app"}}}},
+		{Key: "writeConcern", Value: bson.D{{Key: "w", Value: 2}}}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var secondary *Process
+	for _, n := range d.Nodes {
+		if n != primary {
+			secondary = n
+		}
+	}
+	reader := connectCred(t, secondary.URI(), options.Credential{Username: "reader", Password: "pw"})
+	if err := reader.Database("app").RunCommand(ctx, bson.D{{Key: "find", Value: "c"}, {Key: "$readPreference", Value: bson.D{{Key: "mode", Value: "secondaryPreferred"}}}}).Err(); err != nil {
+		t.Fatalf("the w:2 user on the secondary: %v", err)
+	}
 }

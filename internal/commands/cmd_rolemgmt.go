@@ -40,6 +40,9 @@ func addRoleManagement(r *service.Registry) {
 		{Name: "invalidateUserCache", Handler: runInvalidateUserCache, Secondary: service.SecondaryAlways,
 			Auth: service.AuthOnCluster(auth.InvalidateUserCache), Help: "Invalidates the in-memory cache of user information"},
 	} {
+		if c.Writes {
+			c.Handler = umcWithWriteConcern(c.Handler)
+		}
 		add(r, c)
 	}
 }

@@ -37,9 +37,29 @@ func addUserManagement(r *service.Registry) {
 		{Name: "revokeRolesFromUser", Handler: runRevokeRolesFromUser, Writes: true, Auth: service.AuthRoles(auth.RevokeRole),
 			Help: "Revokes roles from a user."},
 	} {
+		if c.Writes {
+			c.Handler = umcWithWriteConcern(c.Handler)
+		}
 		add(r, c)
 	}
 	addRoleManagement(r)
+}
+
+// umcWithWriteConcern makes a user or role change wait for the command's write concern (the
+// server's default when it names none), as mongod's user management commands do: createUser
+// with w: "majority" returns once a majority has the user.
+func umcWithWriteConcern(h service.Handler) service.Handler {
+	return func(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+		wc, err := writeParseConcern(env, cmd)
+		if err != nil {
+			return nil, err
+		}
+		reply, err := h(ctx, env, cmd)
+		if err != nil {
+			return nil, err
+		}
+		return writeFinish(ctx, env, wc, reply)
+	}
 }
 
 // umcName reads the command's first field: the user or role name.
