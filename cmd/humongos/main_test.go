@@ -29,8 +29,14 @@ func TestRouterSkeleton(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := mongo.Connect(options.Client().ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/", port)).
-		SetServerSelectionTimeout(30 * time.Second).SetRetryWrites(false))
+	o := options.Client().ApplyURI(fmt.Sprintf("mongodb://127.0.0.1:%d/", port)).
+		SetServerSelectionTimeout(30 * time.Second).SetRetryWrites(false)
+	// The harness starts the router with its keyfile: without config servers to ask whether
+	// users exist, the localhost exception cannot apply, so the test is the internal user.
+	if c, ok := cluster.InternalCredential(); ok {
+		o.SetAuth(c)
+	}
+	cl, err := mongo.Connect(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"humongo/internal/cluster"
 	"humongo/internal/mongoerr"
 )
 
@@ -66,6 +67,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "built humongod in %v\n", time.Since(start).Round(time.Millisecond))
 	}
 	code := m.Run()
+	defer cluster.RemoveKeyfile() // the harness's, for the processes it started
 	if code != 0 && sharedSrv != nil {
 		fmt.Fprintf(os.Stderr, "--- shared humongod log (%s) tail ---\n%s\n", sharedSrv.logPath, sharedSrv.tail(30))
 	}

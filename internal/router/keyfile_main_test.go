@@ -1,0 +1,15 @@
+package router
+
+import (
+	"os"
+	"testing"
+
+	harness "humongo/internal/cluster"
+)
+
+// TestMain removes the cluster harness's keyfile after the tests (its processes run with it).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	harness.RemoveKeyfile()
+	os.Exit(code)
+}

@@ -1,0 +1,15 @@
+package filtering_test
+
+import (
+	"os"
+	"testing"
+
+	"humongo/internal/cluster"
+)
+
+// TestMain removes the cluster harness's keyfile after the tests (its processes run with it).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	cluster.RemoveKeyfile()
+	os.Exit(code)
+}
