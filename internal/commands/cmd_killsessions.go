@@ -28,6 +28,7 @@ func runKillSessions(_ context.Context, env *service.Env, cmd bsoncore.Document)
 	if err != nil {
 		return nil, err
 	}
+	keys = service.OwnSessions(env, keys)
 	m := newSessionMatcher()
 	for _, k := range keys {
 		m.lsids[k] = true

@@ -23,6 +23,7 @@ func runRefreshSessions(_ context.Context, env *service.Env, cmd bsoncore.Docume
 	if err != nil {
 		return nil, err
 	}
+	keys = service.OwnSessions(env, keys)
 	if err := env.State.Sessions.VivifyAll(keys, ""); err != nil {
 		return nil, err
 	}

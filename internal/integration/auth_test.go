@@ -210,3 +210,32 @@ func TestAuthBadSASL(t *testing.T) {
 	runErr(t, admin, bson.D{{Key: "saslStart", Value: 1}, {Key: "mechanism", Value: "SCRAM-SHA-256"},
 		{Key: "payload", Value: bin("n,,n=other,r=abcdefghijklmnopqrstuvwx")}}, mongoerr.Location5626701)
 }
+
+// TestAuthSessionOwnership: a session id is per user. Two users naming the same lsid have two
+// sessions: the other user's killSessions leaves a cursor of the session alone; its owner's
+// ends it.
+func TestAuthSessionOwnership(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, "", "--auth")
+	run(t, connect(t, s.uri()).Database("admin"), bson.D{{Key: "createUser", Value: "root"},
+		{Key: "pwd", Value: "pw"}, {Key: "roles", Value: bson.A{"root"}}})
+	root := connectAs(t, s, "root", "pw", "", "admin")
+	for _, u := range []string{"alice", "bob"} {
+		run(t, root.Database("app"), bson.D{{Key: "createUser", Value: u}, {Key: "pwd", Value: "pw"},
+			{Key: "roles", Value: bson.A{"readWrite"}}})
+	}
+	if _, err := root.Database("app").Collection("c").InsertMany(context.Background(),
+		[]any{bson.D{{Key: "x", Value: 1}}, bson.D{{Key: "x", Value: 2}}, bson.D{{Key: "x", Value: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	alice := connectAs(t, s, "alice", "pw", "", "app").Database("app")
+	bob := connectAs(t, s, "bob", "pw", "", "app").Database("app")
+	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: []byte("0123456789abcdef")}}}
+	r := run(t, alice, bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 1}, {Key: "lsid", Value: lsid}})
+	id := r.Lookup("cursor", "id").Int64()
+	getMore := bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "c"}, {Key: "batchSize", Value: 1}, {Key: "lsid", Value: lsid}}
+	run(t, bob, bson.D{{Key: "killSessions", Value: bson.A{lsid}}})
+	run(t, alice, getMore)
+	run(t, alice, bson.D{{Key: "killSessions", Value: bson.A{lsid}}})
+	runErr(t, alice, getMore, mongoerr.CursorNotFound)
+}

@@ -14,6 +14,7 @@ import (
 	"humongo/internal/auth"
 	"humongo/internal/logv2"
 	"humongo/internal/mongoerr"
+	"humongo/internal/txn/lsc"
 )
 
 // Authentication and authorization of a server (MongoDB's AuthorizationManager and
@@ -391,4 +392,21 @@ func WithSessionOwner(cmd bsoncore.Document, s *AuthSession) bsoncore.Document {
 	}
 	out, _ = bsoncore.AppendDocumentEnd(out, idx)
 	return out
+}
+
+// OwnSessions gives the session ids a command names without a uid (endSessions,
+// killSessions, refreshSessions) the uid of env's user, as WithSessionOwner does for a
+// command's own lsid: a user names its own sessions.
+func OwnSessions(env *Env, keys []lsc.Key) []lsc.Key {
+	s := env.Auth
+	if s == nil || s.User == nil || *s.User == internalUser {
+		return keys
+	}
+	uid := UserDigest(*s.User)
+	for i := range keys {
+		if keys[i].UID == lsc.NoUserUID {
+			keys[i].UID = uid
+		}
+	}
+	return keys
 }

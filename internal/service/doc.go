@@ -32,8 +32,11 @@
 // (CheckGetMore) and killCursors (CheckKillCursors) check the cursor's users. A commands test
 // walks both registries so a new command cannot forget its check.
 //
-// Known deviations: logical sessions are not bound to their user yet (killSessions with
-// explicit lsids and $listLocalSessions see every session); a command naming its collection
+// Sessions belong to their user: with authorization on, a command's lsid, and the ids
+// endSessions, killSessions and refreshSessions name, take the user's digest as their uid
+// (WithSessionOwner, OwnSessions), so another user naming the same id has another session.
+//
+// Known deviations: $listLocalSessions lists every session; a command naming its collection
 // by UUID needs the privilege on the whole database.
 //
 // There is no spec section for this layer; behaviour follows MongoDB 7.0's ServiceContext

@@ -231,7 +231,7 @@ func EndSessionsCommand() *Command {
 			if err != nil {
 				return nil, err
 			}
-			env.State.Sessions.End(keys)
+			env.State.Sessions.End(OwnSessions(env, keys))
 			return EmptyDoc, nil
 		},
 		Help:      "end a set of logical sessions",
