@@ -86,3 +86,11 @@ func withInternalAuth(o *options.ClientOptions) *options.ClientOptions {
 	}
 	return o
 }
+
+// RunTests runs a package's tests and removes the harness's keyfile after them: the TestMain
+// of every package that starts harness processes (os.Exit(cluster.RunTests(m))).
+func RunTests(m interface{ Run() int }) int {
+	code := m.Run()
+	RemoveKeyfile()
+	return code
+}

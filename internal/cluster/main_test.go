@@ -5,8 +5,4 @@ import (
 	"testing"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	RemoveKeyfile()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(RunTests(m)) }

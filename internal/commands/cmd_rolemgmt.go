@@ -295,17 +295,7 @@ func umcChangeRoleRoles(ctx context.Context, env *service.Env, cmd bsoncore.Docu
 		}
 	}
 	err = umcChangeRole(ctx, env, auth.RoleName{Role: role, DB: env.DB}, func(r auth.Role) ([]auth.Privilege, []auth.RoleName, error) {
-		nr := slices.Clone(r.Roles)
-		for _, g := range roles {
-			i := slices.Index(nr, g)
-			switch {
-			case grant && i < 0:
-				nr = append(nr, g)
-			case !grant && i >= 0:
-				nr = slices.Delete(nr, i, i+1)
-			}
-		}
-		return r.Privileges, nr, nil
+		return r.Privileges, changeRoles(r.Roles, roles, grant), nil
 	})
 	if err != nil {
 		return nil, err
@@ -322,48 +312,14 @@ func runDropRole(ctx context.Context, env *service.Env, cmd bsoncore.Document) (
 	if auth.IsBuiltinRole(name) {
 		return nil, mongoerr.Newf(mongoerr.InvalidRoleModification, "Cannot drop built-in role: %s", name)
 	}
-	err = umcWrite(ctx, env, rolesNS, func(ru *storage.RecoveryUnit, coll *index.Collection) error {
-		rid, old, found, err := coll.FindByID(ru, idValue(name.ID()))
-		if err != nil {
-			return err
-		}
-		if !found {
-			return mongoerr.Newf(mongoerr.RoleNotFound, "Role %s not found", name)
-		}
-		return coll.DeleteDocument(ru, rid, old)
-	})
-	if err != nil {
+	if err := umcDropOne(ctx, env, rolesNS, name.ID(), mongoerr.Newf(mongoerr.RoleNotFound, "Role %s not found", name)); err != nil {
 		return nil, err
 	}
 	return emptyDoc, nil
 }
 
-func runDropAllRoles(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	roles, err := aggScan(ctx, env.State.DB, rolesNS, bsoncore.NewDocumentBuilder().AppendString("db", env.DB).Build())
-	if err != nil {
-		return nil, err
-	}
-	n := 0
-	err = umcWrite(ctx, env, rolesNS, func(ru *storage.RecoveryUnit, coll *index.Collection) error {
-		n = 0
-		for _, r := range roles {
-			rid, old, found, err := coll.FindByID(ru, lookup(r, "_id"))
-			if err != nil {
-				return err
-			}
-			if found {
-				if err := coll.DeleteDocument(ru, rid, old); err != nil {
-					return err
-				}
-				n++
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return doc(func(b []byte) []byte { return bsoncore.AppendInt32Element(b, "n", int32(n)) }), nil
+func runDropAllRoles(ctx context.Context, env *service.Env, _ bsoncore.Document) (bsoncore.Document, error) {
+	return umcDropAll(ctx, env, rolesNS)
 }
 
 func runRolesInfo(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {

@@ -401,16 +401,7 @@ func umcChangeUserRoles(ctx context.Context, env *service.Env, cmd bsoncore.Docu
 		}
 	}
 	err = umcUpdateUser(ctx, env, name, func(u auth.User) (bsoncore.Document, error) {
-		nr := slices.Clone(u.Roles)
-		for _, r := range roles {
-			i := slices.Index(nr, r)
-			switch {
-			case grant && i < 0:
-				nr = append(nr, r)
-			case !grant && i >= 0:
-				nr = slices.Delete(nr, i, i+1)
-			}
-		}
+		nr := changeRoles(u.Roles, roles, grant)
 		var custom bsoncore.Document
 		if d, ok := lookup(u.Doc, "customData").DocumentOK(); ok {
 			custom = d
@@ -429,32 +420,58 @@ func runDropUser(ctx context.Context, env *service.Env, cmd bsoncore.Document) (
 		return nil, err
 	}
 	name := auth.UserName{User: user, DB: env.DB}
-	err = umcWrite(ctx, env, usersNS, func(ru *storage.RecoveryUnit, coll *index.Collection) error {
-		rid, old, found, err := coll.FindByID(ru, idValue(name.ID()))
-		if err != nil {
-			return err
-		}
-		if !found {
-			return mongoerr.Newf(mongoerr.UserNotFound, "User \"%s\" not found", name)
-		}
-		return coll.DeleteDocument(ru, rid, old)
-	})
-	if err != nil {
+	if err := umcDropOne(ctx, env, usersNS, name.ID(), mongoerr.Newf(mongoerr.UserNotFound, "User \"%s\" not found", name)); err != nil {
 		return nil, err
 	}
 	return emptyDoc, nil
 }
 
-func runDropAllUsers(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-	users, err := aggScan(ctx, env.State.DB, usersNS, bsoncore.NewDocumentBuilder().AppendString("db", env.DB).Build())
+func runDropAllUsers(ctx context.Context, env *service.Env, _ bsoncore.Document) (bsoncore.Document, error) {
+	return umcDropAll(ctx, env, usersNS)
+}
+
+// changeRoles returns current with roles granted (added once) or revoked.
+func changeRoles(current, roles []auth.RoleName, grant bool) []auth.RoleName {
+	out := slices.Clone(current)
+	for _, r := range roles {
+		i := slices.Index(out, r)
+		switch {
+		case grant && i < 0:
+			out = append(out, r)
+		case !grant && i >= 0:
+			out = slices.Delete(out, i, i+1)
+		}
+	}
+	return out
+}
+
+// umcDropOne deletes the document id of ns (admin.system.users or admin.system.roles), or
+// fails with notFound.
+func umcDropOne(ctx context.Context, env *service.Env, ns, id string, notFound error) error {
+	return umcWrite(ctx, env, ns, func(ru *storage.RecoveryUnit, coll *index.Collection) error {
+		rid, old, found, err := coll.FindByID(ru, idValue(id))
+		if err != nil {
+			return err
+		}
+		if !found {
+			return notFound
+		}
+		return coll.DeleteDocument(ru, rid, old)
+	})
+}
+
+// umcDropAll deletes the documents of ns that belong to the command's database and answers
+// {n: <how many>}.
+func umcDropAll(ctx context.Context, env *service.Env, ns string) (bsoncore.Document, error) {
+	docs, err := aggScan(ctx, env.State.DB, ns, bsoncore.NewDocumentBuilder().AppendString("db", env.DB).Build())
 	if err != nil {
 		return nil, err
 	}
 	n := 0
-	err = umcWrite(ctx, env, usersNS, func(ru *storage.RecoveryUnit, coll *index.Collection) error {
+	err = umcWrite(ctx, env, ns, func(ru *storage.RecoveryUnit, coll *index.Collection) error {
 		n = 0
-		for _, u := range users {
-			rid, old, found, err := coll.FindByID(ru, lookup(u, "_id"))
+		for _, d := range docs {
+			rid, old, found, err := coll.FindByID(ru, lookup(d, "_id"))
 			if err != nil {
 				return err
 			}

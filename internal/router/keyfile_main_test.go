@@ -8,8 +8,4 @@ import (
 )
 
 // TestMain removes the cluster harness's keyfile after the tests (its processes run with it).
-func TestMain(m *testing.M) {
-	code := m.Run()
-	harness.RemoveKeyfile()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(harness.RunTests(m)) }
