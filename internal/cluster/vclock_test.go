@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"github.com/xdg-go/scram"
+
 	"bufio"
 	"context"
 	"encoding/binary"
@@ -18,22 +20,34 @@ import (
 
 // rawCommand sends cmd to addr as one OP_MSG on a fresh connection and returns the reply's
 // body, for gossip fields a driver would rewrite ($clusterTime) or never send ($configTime).
+// When the harness runs with its keyfile the connection first authenticates as the internal
+// user (SCRAM-SHA-256 by hand), as a member's would; its handshake does not claim to be a
+// member's, so only a request with $configTime is one.
 func rawCommand(t *testing.T, addr string, cmd bson.D) bsoncore.Document {
 	t.Helper()
-	body, err := bson.Marshal(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	if cred, ok := InternalCredential(); ok {
+		rawAuthenticate(t, c, br, cred.Password)
+	}
+	return rawRoundTrip(t, c, br, cmd)
+}
+
+// rawRoundTrip writes cmd as an OP_MSG on c and reads the reply's body from br.
+func rawRoundTrip(t *testing.T, c net.Conn, br *bufio.Reader, cmd bson.D) bsoncore.Document {
+	t.Helper()
+	body, err := bson.Marshal(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Write(wire.AppendMsg(nil, 1, 0, 0, body)); err != nil {
 		t.Fatal(err)
 	}
-	br := bufio.NewReader(c)
 	var lenBuf [4]byte
 	if _, err := io.ReadFull(br, lenBuf[:]); err != nil {
 		t.Fatal(err)
@@ -44,6 +58,34 @@ func rawCommand(t *testing.T, addr string, cmd bson.D) bsoncore.Document {
 	}
 	// header rest (12) + flagBits (4) + section kind (1), then the body document.
 	return bsoncore.Document(msg[12+4+1:])
+}
+
+// rawAuthenticate runs a SCRAM-SHA-256 conversation as __system@local with key on c.
+func rawAuthenticate(t *testing.T, c net.Conn, br *bufio.Reader, key string) {
+	t.Helper()
+	sc, err := scram.SHA256.NewClient("__system", key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := sc.NewConversation()
+	msg, err := conv.Step("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rawRoundTrip(t, c, br, bson.D{{Key: "saslStart", Value: 1}, {Key: "mechanism", Value: "SCRAM-SHA-256"},
+		{Key: "payload", Value: bson.Binary{Data: []byte(msg)}}, {Key: "options", Value: bson.D{{Key: "skipEmptyExchange", Value: true}}},
+		{Key: "$db", Value: "local"}})
+	for !r.Lookup("done").Boolean() {
+		_, payload, ok := r.Lookup("payload").BinaryOK()
+		if !ok {
+			t.Fatalf("SASL reply: %v", r)
+		}
+		if msg, err = conv.Step(string(payload)); err != nil {
+			t.Fatal(err)
+		}
+		r = rawRoundTrip(t, c, br, bson.D{{Key: "saslContinue", Value: 1}, {Key: "conversationId", Value: r.Lookup("conversationId").Int32()},
+			{Key: "payload", Value: bson.Binary{Data: []byte(msg)}}, {Key: "$db", Value: "local"}})
+	}
 }
 
 // TestVectorClockGossip: a config server and a router gossip the vector clock as MongoDB's

@@ -192,6 +192,9 @@ func (a *Auth) localhostBypass(ctx context.Context, st *State, c *Conn) bool {
 	return true
 }
 
+// preAuthLookupTimeout bounds the session lookup of a command that needs no authentication.
+const preAuthLookupTimeout = time.Second
+
 // noUsersTTL is how long a "no users yet" answer is trusted. A user created through this
 // server ends the exception at once (Invalidate); one created elsewhere (another router,
 // the config server) within this time.
@@ -294,8 +297,16 @@ func (a *Auth) Session(ctx context.Context, st *State, c *Conn) (*AuthSession, e
 // check, if it has one (MongoDB's checkAuthorization).
 func (a *Auth) Authorize(ctx context.Context, env *Env, c *Command, cmd bsoncore.Document) error {
 	if !c.RequiresAuth {
-		// Nothing to decide (and no user store to ask: a router's config servers may not
-		// answer yet while clients already run hello).
+		// Nothing to decide. Who sends a $clusterTime still matters (one without
+		// advanceClusterTime must sign it), so the session is looked up for those, briefly:
+		// a router's config servers may not answer yet while clients already run hello.
+		if _, err := cmd.LookupErr("$clusterTime"); err == nil {
+			sctx, cancel := context.WithTimeout(ctx, preAuthLookupTimeout)
+			defer cancel()
+			if s, err := a.Session(sctx, env.State, env.Conn); err == nil {
+				env.Auth = s
+			}
+		}
 		return nil
 	}
 	s, err := a.Session(ctx, env.State, env.Conn)
