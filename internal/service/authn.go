@@ -53,8 +53,10 @@ type Auth struct {
 	// Store finds users and roles; nil: only the internal user exists.
 	Store UserStore
 
-	// internal are the __system@local credentials from the keyfile (nil without one).
-	internal map[string]auth.Credential
+	// internal are the __system@local credentials from the keyfile (nil without one), and
+	// the internal user's cache entry.
+	internal   map[string]auth.Credential
+	internalCU *cachedUser
 
 	// gen counts user and role changes: a cached user resolved at an older generation is
 	// resolved again.
@@ -102,6 +104,20 @@ type cachedUser struct {
 	resolved auth.Resolved
 	gen      uint64
 	at       time.Time
+
+	// session is the user's authorization session, made once: every command of the user's
+	// connections shares it while the cache entry lives (it is read-only).
+	sessionOnce sync.Once
+	session     *AuthSession
+}
+
+// sessionFor returns the cached user's session (u is its name).
+func (cu *cachedUser) sessionFor(u auth.UserName) *AuthSession {
+	cu.sessionOnce.Do(func() {
+		cu.session = NewAuthSession(u, cu.resolved)
+		cu.session.direct = cu.user.Roles
+	})
+	return cu.session
 }
 
 // SetKeyfile makes key the password of the internal user __system@local (security.keyFile).
@@ -111,6 +127,8 @@ func (a *Auth) SetKeyfile(key string) error {
 		return err
 	}
 	a.internal = creds
+	a.internalCU = &cachedUser{user: auth.User{Name: internalUser, Credentials: creds,
+		Roles: []auth.RoleName{{Role: "__system", DB: "admin"}}}, resolved: internalResolved}
 	return nil
 }
 
@@ -136,9 +154,8 @@ var internalResolved = func() auth.Resolved {
 // (the generation has not moved and userCacheInvalidationIntervalSecs has not passed: other
 // members' and the config server's changes reach this server no later than that).
 func (a *Auth) lookupUser(ctx context.Context, st *State, name auth.UserName) (*cachedUser, bool, error) {
-	if name == internalUser && a.internal != nil {
-		return &cachedUser{user: auth.User{Name: internalUser, Credentials: a.internal,
-			Roles: []auth.RoleName{{Role: "__system", DB: "admin"}}}, resolved: internalResolved}, true, nil
+	if name == internalUser && a.internalCU != nil {
+		return a.internalCU, true, nil
 	}
 	if a.Store == nil {
 		return nil, false, nil
@@ -280,9 +297,7 @@ func (a *Auth) Session(ctx context.Context, st *State, c *Conn) (*AuthSession, e
 			return nil, err
 		}
 		if ok {
-			s := NewAuthSession(*u, cu.resolved)
-			s.direct = cu.user.Roles
-			return s, nil
+			return cu.sessionFor(*u), nil
 		}
 		// The user was dropped: the connection keeps its name but no privileges.
 		s.User = u
