@@ -20,17 +20,11 @@ package commands
 // with a keyfile makes its first keys at its next step-up.
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
-	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/client"
 	"humongo/internal/index"
@@ -198,27 +192,6 @@ func (m *keyManager) generate(ctx context.Context) error {
 	return m.rc.WaitForWriteConcern(ctx, concernNode(m.st).LastOp(), coord.WriteConcern{Majority: true})
 }
 
-// keysFilter selects the signing keys that expire after t.
-func keysFilter(t optime.Timestamp) bsoncore.Document {
-	return bsoncore.NewDocumentBuilder().
-		AppendString("purpose", vclock.KeyPurpose).
-		AppendDocument("expiresAt", bsoncore.NewDocumentBuilder().AppendTimestamp("$gt", t.Secs(), t.Inc()).Build()).
-		Build()
-}
-
-// parseKeys reads key documents, by expiresAt; a malformed one is skipped (it can sign
-// nothing).
-func parseKeys(docs []bsoncore.Document) []vclock.Key {
-	out := make([]vclock.Key, 0, len(docs))
-	for _, d := range docs {
-		if k, err := vclock.ParseKey(d); err == nil {
-			out = append(out, k)
-		}
-	}
-	slices.SortFunc(out, func(a, b vclock.Key) int { return cmp.Compare(a.ExpiresAt, b.ExpiresAt) })
-	return out
-}
-
 // readLocalKeys reads this node's keys that expire after t: as of the majority snapshot
 // (majority), or the newest data.
 func readLocalKeys(ctx context.Context, st *service.State, t optime.Timestamp, majority bool) ([]vclock.Key, error) {
@@ -230,11 +203,11 @@ func readLocalKeys(ctx context.Context, st *service.State, t optime.Timestamp, m
 		ctx = operation.WithRequest(ctx, &operation.Request{Admission: new(lock.Admission),
 			ReadSource: operation.ReadSource{Kind: operation.ReadMajority, TS: stable}})
 	}
-	docs, err := aggScan(ctx, st.DB, vclock.KeysNS, keysFilter(t))
+	docs, err := aggScan(ctx, st.DB, vclock.KeysNS, vclock.KeysFilter(t))
 	if err != nil {
 		return nil, err
 	}
-	return parseKeys(docs), nil
+	return vclock.ParseKeys(docs), nil
 }
 
 // localKeySource is the keys of this node's own set (KeysCollectionClientDirect), read at the
@@ -291,7 +264,7 @@ func (s *configKeySource) KeysAfter(ctx context.Context, t optime.Timestamp) ([]
 	if err != nil {
 		return nil, err
 	}
-	return findConfigKeys(ctx, rs, t)
+	return client.FindSigningKeys(ctx, rs, t)
 }
 
 func (s *configKeySource) close() {
@@ -302,28 +275,4 @@ func (s *configKeySource) close() {
 	if rs != nil {
 		_ = rs.Close(context.Background())
 	}
-}
-
-// findConfigKeys reads the keys that expire after t from a config server replica set, at
-// majority, from the nearest member (MongoDB's config reads' selector). Keys are few (one per
-// rotation interval), so one batch holds them.
-func findConfigKeys(ctx context.Context, rs *client.ReplicaSet, t optime.Timestamp) ([]vclock.Key, error) {
-	cmd := bson.D{{Key: "find", Value: "system.keys"},
-		{Key: "filter", Value: bson.Raw(keysFilter(t))},
-		{Key: "sort", Value: bson.D{{Key: "expiresAt", Value: 1}}},
-		{Key: "readConcern", Value: bson.D{{Key: "level", Value: "majority"}}},
-		{Key: "batchSize", Value: 10000}, {Key: "singleBatch", Value: true}}
-	raw, err := rs.RunCommand(ctx, "admin", cmd, readpref.Nearest())
-	if err != nil {
-		return nil, err
-	}
-	batch, _ := bsoncore.Document(raw).Lookup("cursor", "firstBatch").ArrayOK()
-	vals, _ := batch.Values()
-	docs := make([]bsoncore.Document, 0, len(vals))
-	for _, v := range vals {
-		if d, ok := v.DocumentOK(); ok {
-			docs = append(docs, d)
-		}
-	}
-	return parseKeys(docs), nil
 }

@@ -4,10 +4,7 @@ import (
 	"context"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
-	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
-
+	"humongo/internal/client"
 	"humongo/internal/optime"
 	"humongo/internal/service"
 	"humongo/internal/vclock"
@@ -23,24 +20,9 @@ type configKeys struct{ c *Cluster }
 
 // KeysAfter reads the keys that expire after t from the config servers, at majority.
 func (k configKeys) KeysAfter(ctx context.Context, t optime.Timestamp) ([]vclock.Key, error) {
-	filter := bsoncore.NewDocumentBuilder().AppendString("purpose", vclock.KeyPurpose).
-		AppendDocument("expiresAt", bsoncore.NewDocumentBuilder().AppendTimestamp("$gt", t.Secs(), t.Inc()).Build()).Build()
-	cmd := bson.D{{Key: "find", Value: "system.keys"}, {Key: "filter", Value: bson.Raw(filter)},
-		{Key: "sort", Value: bson.D{{Key: "expiresAt", Value: 1}}},
-		{Key: "readConcern", Value: bson.D{{Key: "level", Value: "majority"}}},
-		{Key: "batchSize", Value: 10000}, {Key: "singleBatch", Value: true}}
-	raw, err := k.c.config.RunCommand(ctx, "admin", cmd, readpref.Nearest())
+	keys, err := client.FindSigningKeys(ctx, k.c.config, t)
 	if err != nil {
 		return nil, remoteError(err)
-	}
-	vals, _ := bsoncore.Document(raw).Lookup("cursor", "firstBatch").Array().Values()
-	keys := make([]vclock.Key, 0, len(vals))
-	for _, v := range vals {
-		if d, ok := v.DocumentOK(); ok {
-			if key, err := vclock.ParseKey(d); err == nil {
-				keys = append(keys, key)
-			}
-		}
 	}
 	return keys, nil
 }

@@ -15,6 +15,7 @@ package vclock
 // and the goroutines, belong to the server (internal/commands/clustertime_keys.go).
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -326,4 +327,25 @@ func RefreshDelay(now, newest optime.Timestamp, interval time.Duration) time.Dur
 
 func (k Key) String() string {
 	return fmt.Sprintf("{_id: %d, expiresAt: %s}", k.ID, k.ExpiresAt)
+}
+
+// KeysFilter selects the signing keys of admin.system.keys that expire after t.
+func KeysFilter(t optime.Timestamp) bsoncore.Document {
+	return bsoncore.NewDocumentBuilder().
+		AppendString("purpose", KeyPurpose).
+		AppendDocument("expiresAt", bsoncore.NewDocumentBuilder().AppendTimestamp("$gt", t.Secs(), t.Inc()).Build()).
+		Build()
+}
+
+// ParseKeys reads key documents, by expiresAt; a malformed one is skipped (it can sign
+// nothing).
+func ParseKeys(docs []bsoncore.Document) []Key {
+	out := make([]Key, 0, len(docs))
+	for _, d := range docs {
+		if k, err := ParseKey(d); err == nil {
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, func(a, b Key) int { return cmp.Compare(a.ExpiresAt, b.ExpiresAt) })
+	return out
 }
