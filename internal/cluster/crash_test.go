@@ -95,9 +95,9 @@ func (w *crashWorkload) recordBug(err error) {
 // (a standalone does not support them anyway).
 func crashConnect(t *testing.T, uri string) *mongo.Client {
 	t.Helper()
-	cl, err := mongo.Connect(options.Client().ApplyURI(uri).SetRetryWrites(false).
+	cl, err := mongo.Connect(withInternalAuth(options.Client().ApplyURI(uri).SetRetryWrites(false).
 		SetServerSelectionTimeout(10 * time.Second).SetConnectTimeout(5 * time.Second).
-		SetHeartbeatInterval(500 * time.Millisecond))
+		SetHeartbeatInterval(500 * time.Millisecond)))
 	if err != nil {
 		t.Fatalf("connect %s: %v", uri, err)
 	}

@@ -187,9 +187,9 @@ func boolPtr(b bool) *bool { return &b }
 // rbConnect is a direct client to node without retryable reads or writes.
 func rbConnect(t *testing.T, node *Process) *mongo.Client {
 	t.Helper()
-	cl, err := mongo.Connect(options.Client().ApplyURI(node.URI()).SetRetryReads(false).SetRetryWrites(false).
+	cl, err := mongo.Connect(withInternalAuth(options.Client().ApplyURI(node.URI()).SetRetryReads(false).SetRetryWrites(false).
 		SetServerSelectionTimeout(10 * time.Second).SetConnectTimeout(5 * time.Second).
-		SetHeartbeatInterval(500 * time.Millisecond).SetServerMonitoringMode(options.ServerMonitoringModePoll))
+		SetHeartbeatInterval(500 * time.Millisecond).SetServerMonitoringMode(options.ServerMonitoringModePoll)))
 	if err != nil {
 		t.Fatal(err)
 	}
