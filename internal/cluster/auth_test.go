@@ -56,8 +56,9 @@ func connectCred(t testing.TB, uri string, cred options.Credential) *mongo.Clien
 
 // TestKeyfileReplicaSet: members started with a keyfile authenticate to each other as the
 // internal user (the set elects and replicates majority writes), clients must authenticate
-// once the first user exists, and a peer without the key, or with another key, is refused
-// the replication protocol's commands.
+// once the first user exists, a peer without the key, or with another key, is refused the
+// replication protocol's commands, and a secondary's cached user follows a replicated
+// revocation at once.
 func TestKeyfileReplicaSet(t *testing.T) {
 	t.Parallel()
 	// The harness's own keyfile when it runs with authentication (its clients authenticate
@@ -135,4 +136,14 @@ func TestKeyfileReplicaSet(t *testing.T) {
 	if err := reader.Database("app").RunCommand(ctx, bson.D{{Key: "find", Value: "c"}, {Key: "$readPreference", Value: bson.D{{Key: "mode", Value: "secondaryPreferred"}}}}).Err(); err != nil {
 		t.Fatalf("the w:2 user on the secondary: %v", err)
 	}
+	// The secondary has cached the reader; a revocation replicated to it (w: 2) drops its
+	// cache as the batch applies (not userCacheInvalidationIntervalSecs later): the next
+	// read there is refused.
+	if err := root.Database("admin").RunCommand(ctx, bson.D{{Key: "revokeRolesFromUser", Value: "reader"},
+		{Key: "roles", Value: bson.A{bson.D{{Key: "role", Value: "read"}, {Key: "db", Value: "app"}}}},
+		{Key: "writeConcern", Value: bson.D{{Key: "w", Value: 2}}}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantCode("find on the secondary after the revocation", reader.Database("app").RunCommand(ctx, bson.D{{Key: "find", Value: "c"},
+		{Key: "$readPreference", Value: bson.D{{Key: "mode", Value: "secondaryPreferred"}}}}).Err(), mongoerr.Unauthorized)
 }

@@ -6,6 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"humongo/internal/auth"
+	"humongo/internal/repl/oplog"
 	"humongo/internal/service"
 )
 
@@ -57,4 +58,58 @@ func (s localUserStore) AnyUsers(ctx context.Context) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// touchesAuthData reports whether a replicated batch wrote users or roles: a write to
+// admin.system.users or admin.system.roles, alone or in an applyOps entry (a committed
+// transaction), or a command on the admin database that creates, drops or renames one of
+// them, or drops the database (MongoDB's AuthOpObserver). A secondary's user cache follows
+// them at once rather than after userCacheInvalidationIntervalSecs.
+func touchesAuthData(entries []*oplog.Entry) bool {
+	for _, e := range entries {
+		if authDataOp(e.NS, e.Op, e.O) {
+			return true
+		}
+	}
+	return false
+}
+
+func authDataOp(ns, op string, o bsoncore.Document) bool {
+	if ns == usersNS || ns == rolesNS {
+		return true
+	}
+	if op != "c" || ns != "admin.$cmd" {
+		return false
+	}
+	elems, _ := o.Elements()
+	if len(elems) == 0 {
+		return false
+	}
+	first := elems[0]
+	switch first.Key() {
+	case "applyOps":
+		ops, _ := first.Value().ArrayOK()
+		vals, _ := ops.Values()
+		for _, v := range vals {
+			d, ok := v.DocumentOK()
+			if !ok {
+				continue
+			}
+			ns, _ := d.Lookup("ns").StringValueOK()
+			op, _ := d.Lookup("op").StringValueOK()
+			o, _ := d.Lookup("o").DocumentOK()
+			if authDataOp(ns, op, o) {
+				return true
+			}
+		}
+		return false
+	case "dropDatabase":
+		return true
+	case "renameCollection":
+		from, _ := first.Value().StringValueOK()
+		to, _ := o.Lookup("to").StringValueOK()
+		return from == usersNS || from == rolesNS || to == usersNS || to == rolesNS
+	}
+	coll, _ := first.Value().StringValueOK()
+	return coll == "system.users" || coll == "system.roles"
 }

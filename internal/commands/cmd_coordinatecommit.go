@@ -197,7 +197,7 @@ func recoverFromLocalParticipant(ctx context.Context, env *service.Env, key lsc.
 	case mongoerr.Is(err, mongoerr.TransactionCommitted):
 		return nil
 	case mongoerr.Is(err, mongoerr.PreparedTransactionInProgress):
-		return mongoerr.New(mongoerr.Location51021, "coordinateCommitTransaction found local participant is prepared but no active coordinator exists")
+		return mongoerr.New(mongoerr.Location51021, "coordinateCommitTransaction command found local participant is prepared but no active coordinator exists")
 	case err != nil:
 		return err
 	}
@@ -213,13 +213,13 @@ func recoverFromLocalParticipant(ctx context.Context, env *service.Env, key lsc.
 	case participant.Committed:
 		return nil
 	case participant.Prepared:
-		return mongoerr.New(mongoerr.Location51021, "coordinateCommitTransaction found local participant is prepared but no active coordinator exists")
+		return mongoerr.New(mongoerr.Location51021, "coordinateCommitTransaction command found local participant is prepared but no active coordinator exists")
 	}
 	return mongoerr.New(mongoerr.NoSuchTransaction, "Transaction was aborted")
 }
 
 // localOutcome is the admission of a new coordinator on a shard that is one of the
-// participants (the router picks the first): a transaction its participant already
+// participants (the router picks its recovery shard): a transaction its participant already
 // committed or aborted was coordinated before, and this is a retry (done, with the
 // outcome as err); one in progress or prepared is coordinated now.
 func localOutcome(ctx context.Context, env *service.Env, key lsc.Key, txnNumber int64) (done bool, err error) {

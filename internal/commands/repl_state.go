@@ -11,6 +11,7 @@ import (
 	"humongo/internal/mongoerr"
 	"humongo/internal/repl/coord"
 	"humongo/internal/repl/member"
+	"humongo/internal/repl/oplog"
 	"humongo/internal/service"
 	"humongo/internal/txn/lsc"
 	"humongo/internal/txn/participant"
@@ -91,7 +92,15 @@ func AttachReplication(ctx context.Context, st *service.State, reg *service.Regi
 	rc, _, err := member.Attach(ctx, member.Config{
 		DB: st.DB, Coord: opts, OplogSizeBytes: oplogSizeMB * (1 << 20),
 		Data: coord.DataReplication{
-			OnRollback:  retryable.Sessions(st.DB).Invalidate,
+			OnRollback: func() {
+				retryable.Sessions(st.DB).Invalidate()
+				st.Auth.DropCache() // users and roles may have been rolled back
+			},
+			OnBatch: func(entries []*oplog.Entry) {
+				if touchesAuthData(entries) {
+					st.Auth.DropCache()
+				}
+			},
 			KillCursors: func() { st.Cursors().KillIf(func(*cursor.Cursor) bool { return true }) },
 		},
 		Publish:     func(rc *coord.Coordinator) { st.Repl = rc },

@@ -73,8 +73,9 @@
 //
 // Transactions (txn.go, txn_commit.go; spec: sharding.md "Transactions", "Committing a
 // Transaction", "Aborting a Transaction"): a statement with autocommit: false runs in its
-// session's router transaction, which tracks the participants (the first is the coordinator,
-// the first that wrote the recovery shard named in every reply's recoveryToken), attaches the
+// session's router transaction, which tracks the participants (the first that wrote is the
+// recovery shard named in every reply's recoveryToken and, unlike MongoDB's first participant,
+// the two-phase commit coordinator, so that a recovery always reaches it), attaches the
 // transaction fields (startTransaction and readConcern, with atClusterTime for snapshot, on
 // the first request to each participant) to every shard request, retries stale routing only
 // on the first statement, and aborts on every participant when a statement fails.
@@ -82,6 +83,5 @@
 // two-phase commit to the coordinator shard (coordinateCommitTransaction), or recovers a
 // decision from the recovery shard with a recoveryToken; abortTransaction aborts everywhere.
 // killAllSessions and configureFailPoint (test-only) are answered too.
-//
-// Still to come (spec: /work/shared/spec/sharding.md): $clusterTime signing (issue 16).
+
 package router

@@ -97,7 +97,7 @@ func startShardedCluster(t *testing.T) *shardedCluster {
 	config := sc.cfg.Database("config", options.Database().SetWriteConcern(writeconcern.Majority()))
 	for _, id := range []string{"sh0", "sh1"} {
 		p := cluster.StartProcess(t, cluster.ProcessOptions{Name: id, Binary: mongod, Dir: t.TempDir(),
-			Args: []string{"--shardsvr", "--replSet", id, "--bind_ip", "127.0.0.1"}})
+			Args: []string{"--shardsvr", "--replSet", id, "--bind_ip", "127.0.0.1", "--setParameter", "enableTestCommands=1"}})
 		cl := connectTo(t, p.URI())
 		if err := cl.Database("admin").RunCommand(ctx, bson.D{{Key: "replSetInitiate", Value: bson.D{{Key: "_id", Value: id},
 			{Key: "members", Value: bson.A{bson.D{{Key: "_id", Value: 0}, {Key: "host", Value: p.Addr()}}}}}}}).Err(); err != nil {

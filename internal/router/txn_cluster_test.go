@@ -319,6 +319,81 @@ func TestRouterTransactions(t *testing.T) {
 		}
 	})
 
+	// The first participant only reads; the recovery shard (the first that wrote) is the
+	// other. While the two-phase commit hangs before its decision, a client that lost the
+	// commit's reply recovers through the second router with its recoveryToken: the recovery
+	// shard must be the coordinator, or it finds its participant prepared with no coordinator
+	// (51021, the outcome unknown) instead of joining the commit.
+	t.Run("recovery through another router joins the coordinator", func(t *testing.T) {
+		s := newSession()
+		lsid := s.ID()
+		const txnNumber = int64(5)
+		stmt := func(db *mongo.Database, cmd bson.D) (bson.Raw, error) {
+			cmd = append(cmd, bson.E{Key: "lsid", Value: lsid}, bson.E{Key: "txnNumber", Value: txnNumber},
+				bson.E{Key: "autocommit", Value: false})
+			return db.RunCommand(ctx, cmd).Raw()
+		}
+		app := sc.router.Database("app")
+		if _, err := stmt(app, bson.D{{Key: "find", Value: "t"}, {Key: "filter", Value: bson.D{{Key: "k", Value: 100}}},
+			{Key: "startTransaction", Value: true}}); err != nil {
+			t.Fatal(err) // sh1, read-only: the first participant
+		}
+		if _, err := stmt(app, bson.D{{Key: "insert", Value: "t"}, {Key: "documents", Value: bson.A{bson.D{{Key: "k", Value: -7}}}}}); err != nil {
+			t.Fatal(err) // sh0: the recovery shard
+		}
+		reply, err := stmt(app, bson.D{{Key: "insert", Value: "t"}, {Key: "documents", Value: bson.A{bson.D{{Key: "k", Value: 7}}}}})
+		if err != nil {
+			t.Fatal(err) // sh1 writes too: two-phase commit
+		}
+		token, ok := reply.Lookup("recoveryToken").DocumentOK()
+		if got, _ := token.Lookup("recoveryShardId").StringValueOK(); !ok || got != "sh0" {
+			t.Fatalf("recoveryToken %v, want recoveryShardId sh0", token)
+		}
+		const fp = "hangBeforeWritingDecision"
+		failPoint := func(mode string) {
+			for id, cl := range sc.shards {
+				if err := cl.Database("admin").RunCommand(ctx, bson.D{{Key: "configureFailPoint", Value: fp}, {Key: "mode", Value: mode}}).Err(); err != nil {
+					t.Fatalf("%s: configureFailPoint: %v", id, err)
+				}
+			}
+		}
+		failPoint("alwaysOn")
+		defer failPoint("off")
+		commit := func(admin *mongo.Database, extra ...bson.E) chan error {
+			errc := make(chan error, 1)
+			go func() {
+				_, err := stmt(admin, append(bson.D{{Key: "commitTransaction", Value: 1}}, extra...))
+				errc <- err
+			}()
+			return errc
+		}
+		first := commit(admin)
+		if err := sc.shards["sh0"].Database("admin").RunCommand(ctx, bson.D{{Key: "waitForFailPoint", Value: fp},
+			{Key: "timesEntered", Value: 1}, {Key: "maxTimeMS", Value: 30000}}).Err(); err != nil {
+			t.Fatalf("the recovery shard sh0 never coordinated the commit: %v", err)
+		}
+		recovered := commit(admin2, bson.E{Key: "recoveryToken", Value: token})
+		select {
+		case err := <-recovered:
+			t.Fatalf("recovery answered before the decision: %v", err)
+		case <-time.After(500 * time.Millisecond):
+		}
+		failPoint("off")
+		for what, errc := range map[string]chan error{"commit": first, "recovery through the second router": recovered} {
+			if err := <-errc; err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+		}
+		// The participants commit right after the decision.
+		deadline := time.Now().Add(20 * time.Second)
+		for n := count(bson.D{{Key: "k", Value: bson.D{{Key: "$in", Value: bson.A{-7, 7}}}}}); n != 2; n = count(bson.D{{Key: "k", Value: bson.D{{Key: "$in", Value: bson.A{-7, 7}}}}}) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after the commit: %d documents, want 2", n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+
 	t.Run("commit and abort without statements", func(t *testing.T) {
 		s := newSession()
 		if err := s.StartTransaction(); err != nil {

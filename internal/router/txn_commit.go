@@ -6,8 +6,8 @@ package router
 // abortTransaction). The commit path follows the participants: none → nothing to do; one →
 // commitTransaction to it; one that wrote among read-only ones → commitTransaction to the
 // read-only ones, then to the writer; none wrote → commitTransaction to each; else
-// coordinateCommitTransaction with the participant list to the coordinator (the first
-// participant), which runs two-phase commit. A router that does not know the transaction
+// coordinateCommitTransaction with the participant list to the coordinator (the recovery
+// shard), which runs two-phase commit. A router that does not know the transaction
 // (the client recovers the decision through another router) sends coordinateCommitTransaction
 // with no participants to the recovery shard its recoveryToken names.
 
@@ -131,7 +131,11 @@ func (t *routerTxn) commit(ctx context.Context, c *Cluster, wc, token bsoncore.D
 	case len(writers) == 0:
 		return t.commitDirectly(ctx, c, readOnly, wc)
 	}
-	return t.coordinateCommit(ctx, c, all[0], all, wc)
+	// The coordinator is the recovery shard (the first that wrote), not MongoDB's first
+	// participant: a client that lost the commit's reply recovers through another router at
+	// the shard its recoveryToken names, and only a coordinator there can answer while the
+	// participants are prepared (a prepared participant without one is error 51021).
+	return t.coordinateCommit(ctx, c, recovery, all, wc)
 }
 
 // commitDirectly sends commitTransaction to each shard and returns the first failure, else

@@ -133,10 +133,17 @@ func (a *Auth) SetKeyfile(key string) error {
 }
 
 // Invalidate drops every cached user: users or roles changed (user management commands on
-// this server, or their replicated writes).
+// this server), so the localhost exception is over too.
 func (a *Auth) Invalidate() {
-	a.gen.Add(1)
 	a.hadUsers.Store(true)
+	a.DropCache()
+}
+
+// DropCache drops every cached user: users or roles may have changed (replicated writes,
+// rollback); whether any exist is asked again.
+func (a *Auth) DropCache() {
+	a.gen.Add(1)
+	a.noUsersUntil.Store(0)
 	a.mu.Lock()
 	a.cache = nil
 	a.mu.Unlock()
@@ -151,8 +158,9 @@ var internalResolved = func() auth.Resolved {
 }()
 
 // lookupUser returns a user and what its roles amount to, from the cache while it is fresh
-// (the generation has not moved and userCacheInvalidationIntervalSecs has not passed: other
-// members' and the config server's changes reach this server no later than that).
+// (the generation has not moved and userCacheInvalidationIntervalSecs has not passed: a
+// secondary drops its cache as it applies a users or roles write, a router learns the config
+// servers' changes no later than that).
 func (a *Auth) lookupUser(ctx context.Context, st *State, name auth.UserName) (*cachedUser, bool, error) {
 	if name == internalUser && a.internalCU != nil {
 		return a.internalCU, true, nil

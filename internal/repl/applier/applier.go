@@ -87,6 +87,10 @@ type Config struct {
 	// OnApplied is called after each batch, once it is journaled, with the new lastApplied
 	// (which is then also the last durable optime). May be nil.
 	OnApplied func(optime.OpTime)
+	// OnBatch is called with each applied batch's entries once its writes are committed,
+	// before OnApplied reports it (in-memory state derived from data, e.g. the user cache,
+	// follows the writes). May be nil.
+	OnBatch func([]*oplog.Entry)
 	// Fatal handles an entry that cannot be applied (default: log and exit the process).
 	Fatal func(error)
 	Log   *slog.Logger
@@ -366,6 +370,9 @@ func (a *Applier) applyBatch(ctx context.Context, batch []bsoncore.Document) (la
 		return prev, false, fmt.Errorf("clear oplogTruncateAfterPoint: %w", err)
 	}
 	a.beforeBatchCompletes(entries)
+	if a.cfg.OnBatch != nil {
+		a.cfg.OnBatch(entries)
+	}
 	a.mu.Lock()
 	a.applied = last
 	a.batches++

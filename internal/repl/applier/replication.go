@@ -28,6 +28,8 @@ type Deps struct {
 	Chooser fetcher.SyncSourceChooser
 	// OnApplied receives lastApplied after each batch (may be nil).
 	OnApplied func(optime.OpTime)
+	// OnBatch receives each applied batch's entries (Config.OnBatch; may be nil).
+	OnBatch func([]*oplog.Entry)
 	// AwaitTime is the fetcher's getMore maxTimeMS (default 2 s: the heartbeat interval).
 	AwaitTime time.Duration
 	// BufferBytes bounds the oplog buffer (default 256 MiB).
@@ -76,7 +78,7 @@ func Start(ctx context.Context, d Deps) (*Replication, error) {
 	f := fetcher.New(fetcher.Config{Chooser: d.Chooser, Buffer: buf, LastFetched: top, AwaitTime: d.AwaitTime,
 		Clients: d.Clients, Dialer: d.Dialer, OnRollbackRequired: d.OnRollbackRequired, Log: d.Log})
 	a := New(Config{Engine: d.Engine, Catalog: d.Catalog, Colls: d.Colls, Writer: d.Writer, Writers: d.Writers,
-		Mode: oplog.ModeSecondary, LastApplied: top, OnApplied: d.OnApplied, Fatal: d.Fatal, Log: d.Log}).
+		Mode: oplog.ModeSecondary, LastApplied: top, OnApplied: d.OnApplied, OnBatch: d.OnBatch, Fatal: d.Fatal, Log: d.Log}).
 		WithApplier(d.Writer.Applier())
 	fctx, stopFetcher := context.WithCancel(ctx)
 	actx, stopApplier := context.WithCancel(ctx)

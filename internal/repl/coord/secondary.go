@@ -87,6 +87,9 @@ type DataReplication struct {
 	// SECONDARY (in-memory state derived from data, e.g. the retryable-write session cache,
 	// must be dropped). May be nil.
 	OnRollback func()
+	// OnBatch receives the entries of each batch steady-state replication applied, once
+	// their writes are committed (applier.Config.OnBatch). May be nil.
+	OnBatch func([]*oplog.Entry)
 	// KillCursors kills every open cursor; rollback calls it on entering ROLLBACK and again
 	// before leaving it, so no member tailing our oplog reads across its truncation (its
 	// getMore fails, and its next find sees the divergence) and no reader sees data change
@@ -187,7 +190,7 @@ func (c *Coordinator) followStateDataRepl(ctx context.Context, dr *dataRepl, st 
 		return c.followStartup2(ctx, dr)
 	case replicate && dr.running == nil:
 		r, err := applier.Start(ctx, applier.Deps{Engine: dr.d.Engine, Catalog: dr.d.Catalog, Colls: dr.d.Colls,
-			Writer: dr.d.Writer, Chooser: syncSourceChooser{c}, OnApplied: c.SetMyLastAppliedOpTime,
+			Writer: dr.d.Writer, Chooser: syncSourceChooser{c}, OnApplied: c.SetMyLastAppliedOpTime, OnBatch: dr.d.OnBatch,
 			AwaitTime: c.fetcherAwaitTime(dr), Fatal: dr.d.Fatal, Log: c.opts.Logger, Dialer: c.opts.Dialer,
 			SecondaryDelay: c.secondaryDelay, // delay.go
 			OnRollbackRequired: func(host string, _ optime.OpTime) {
