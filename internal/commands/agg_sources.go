@@ -8,11 +8,13 @@ package commands
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/catalog"
 	"humongo/internal/index"
 	"humongo/internal/mongoerr"
@@ -54,7 +56,7 @@ func aggRunServerStage(ctx context.Context, env *service.Env, r *aggRequest, nam
 			return nil, mongoerr.New(mongoerr.InvalidNamespace,
 				"$listLocalSessions must be run against the database with {aggregate: 1}, not a collection")
 		}
-		return aggListLocalSessions(env), nil
+		return aggListLocalSessions(env, spec)
 	case "$listCatalog":
 		if r.collectionless && r.db != "admin" {
 			return nil, mongoerr.New(mongoerr.InvalidNamespace,
@@ -372,13 +374,20 @@ func aggCurrentOp(env *service.Env, spec bsoncore.Document) []bsoncore.Document 
 }
 
 // aggListLocalSessions is $listLocalSessions: the sessions cached on this server.
-func aggListLocalSessions(env *service.Env) []bsoncore.Document {
+func aggListLocalSessions(env *service.Env, spec bsoncore.Document) ([]bsoncore.Document, error) {
+	uids, err := listSessionsUIDs(env, "$listLocalSessions", spec)
+	if err != nil {
+		return nil, err
+	}
 	if env.State.Sessions == nil {
-		return nil
+		return nil, nil
 	}
 	recs := env.State.Sessions.Records()
 	out := make([]bsoncore.Document, 0, len(recs))
 	for _, r := range recs {
+		if uids != nil && !slices.Contains(uids, r.Key.UID) {
+			continue
+		}
 		out = append(out, doc(func(b []byte) []byte {
 			ii, bb := bsoncore.AppendDocumentElementStart(b, "_id")
 			bb = bsoncore.AppendBinaryElement(bb, "id", 4, r.Key.ID[:])
@@ -391,5 +400,71 @@ func aggListLocalSessions(env *service.Env) []bsoncore.Document {
 			return b
 		}))
 	}
-	return out
+	return out, nil
+}
+
+// listSessionsUIDs parses a $listLocalSessions spec (ListSessionsSpec) and returns the
+// session uids it lists: nil for allUsers, the digests of users, or else the current user's
+// (the unauthenticated digest without one: every session when authorization is off).
+func listSessionsUIDs(env *service.Env, stage string, spec bsoncore.Document) ([][32]byte, error) {
+	elems, err := spec.Elements()
+	if err != nil {
+		return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid %s spec: %v", stage, err)
+	}
+	var allUsers bool
+	var users []auth.UserName
+	for _, e := range elems {
+		switch e.Key() {
+		case "allUsers":
+			if e.Value().Type != bsoncore.TypeBoolean {
+				return nil, typeMismatch("ListSessionsSpec", "allUsers", e.Value().Type, "bool")
+			}
+			allUsers = e.Value().Boolean()
+		case "users":
+			arr, ok := e.Value().ArrayOK()
+			if !ok {
+				return nil, typeMismatch("ListSessionsSpec", "users", e.Value().Type, "array")
+			}
+			vals, _ := arr.Values()
+			for _, v := range vals {
+				d, ok := v.DocumentOK()
+				if !ok {
+					return nil, typeMismatch("ListSessionsSpec.users", "users", v.Type, "object")
+				}
+				var u auth.UserName
+				for _, f := range []struct {
+					name string
+					to   *string
+				}{{"user", &u.User}, {"db", &u.DB}} {
+					fv := d.Lookup(f.name)
+					if fv.Type == 0 {
+						return nil, mongoerr.Newf(mongoerr.Location40414, "BSON field 'ListSessionsSpec.users.%s' is missing but a required field", f.name)
+					}
+					str, ok := fv.StringValueOK()
+					if !ok {
+						return nil, typeMismatch("ListSessionsSpec.users", f.name, fv.Type, "string")
+					}
+					*f.to = str
+				}
+				users = append(users, u)
+			}
+		case "$_internalPredicate":
+		default:
+			return nil, mongoerr.Newf(mongoerr.Location40415, "BSON field 'ListSessionsSpec.%s' is an unknown field.", e.Key())
+		}
+	}
+	if allUsers && len(users) > 0 {
+		return nil, mongoerr.Newf(mongoerr.UnsupportedFormat, "%s may not specify {allUsers:true} and {users:[...]} at the same time", stage)
+	}
+	switch {
+	case allUsers:
+		return nil, nil
+	case len(users) == 0:
+		return env.Auth.OwnSessionUIDs(), nil
+	}
+	uids := make([][32]byte, len(users))
+	for i, u := range users {
+		uids[i] = service.UserDigest(u)
+	}
+	return uids, nil
 }

@@ -19,7 +19,8 @@ func addStartSession(r *service.Registry) {
 }
 
 func runStartSession(_ context.Context, env *service.Env, _ bsoncore.Document) (bsoncore.Document, error) {
-	rec, err := env.State.Sessions.Start("")
+	// The session's uid is its user's digest, as the uid of every command naming it.
+	rec, err := env.State.Sessions.Start(env.Auth.SessionOwner())
 	if err != nil {
 		return nil, err
 	}

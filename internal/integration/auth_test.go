@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
@@ -213,7 +214,7 @@ func TestAuthBadSASL(t *testing.T) {
 
 // TestAuthSessionOwnership: a session id is per user. Two users naming the same lsid have two
 // sessions: the other user's killSessions leaves a cursor of the session alone; its owner's
-// ends it.
+// ends it; $listLocalSessions lists one's own unless asked for others' with the privilege.
 func TestAuthSessionOwnership(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, "", "--auth")
@@ -238,4 +239,52 @@ func TestAuthSessionOwnership(t *testing.T) {
 	run(t, alice, getMore)
 	run(t, alice, bson.D{{Key: "killSessions", Value: bson.A{lsid}}})
 	runErr(t, alice, getMore, mongoerr.CursorNotFound)
+
+	// $listLocalSessions lists the caller's own sessions; another user's, or all, need the
+	// listSessions privilege.
+	run(t, alice, bson.D{{Key: "find", Value: "c"}, {Key: "lsid", Value: lsid}})
+	run(t, bob, bson.D{{Key: "find", Value: "c"}, {Key: "lsid", Value: lsid}})
+	digest := func(user string) []byte { d := sha256.Sum256([]byte(user)); return d[:] }
+	list := func(db *mongo.Database, spec bson.D) (owners map[string]int) {
+		t.Helper()
+		cur, err := db.Aggregate(context.Background(), bson.A{bson.D{{Key: "$listLocalSessions", Value: spec}}})
+		if err != nil {
+			t.Fatalf("$listLocalSessions %v: %v", spec, err)
+		}
+		var docs []bson.Raw
+		if err := cur.All(context.Background(), &docs); err != nil {
+			t.Fatal(err)
+		}
+		owners = map[string]int{}
+		for _, d := range docs {
+			_, uid := d.Lookup("_id", "uid").Binary()
+			for _, u := range []string{"alice@app", "bob@app", "root@admin", ""} {
+				if string(uid) == string(digest(u)) {
+					owners[u]++
+				}
+			}
+		}
+		if n := owners["alice@app"] + owners["bob@app"] + owners["root@admin"] + owners[""]; n != len(docs) {
+			t.Errorf("$listLocalSessions %v: %d sessions of unknown users in %v", spec, len(docs)-n, docs)
+		}
+		return owners
+	}
+	if got := list(alice, bson.D{}); got["alice@app"] == 0 || len(got) != 1 {
+		t.Errorf("alice's own sessions: %v, want only alice's", got)
+	}
+	if got := list(root.Database("admin"), bson.D{{Key: "allUsers", Value: true}}); got["alice@app"] == 0 || got["bob@app"] == 0 {
+		t.Errorf("root's allUsers: %v, want alice's and bob's", got)
+	}
+	if got := list(root.Database("admin"), bson.D{{Key: "users", Value: bson.A{bson.D{{Key: "user", Value: "bob"}, {Key: "db", Value: "app"}}}}}); got["bob@app"] == 0 || len(got) != 1 {
+		t.Errorf("root's list of bob's sessions: %v, want only bob's", got)
+	}
+	agg := func(spec bson.D) bson.D {
+		return bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$listLocalSessions", Value: spec}}}},
+			{Key: "cursor", Value: bson.D{}}}
+	}
+	runErr(t, bob, agg(bson.D{{Key: "allUsers", Value: true}}), mongoerr.Unauthorized)
+	runErr(t, bob, agg(bson.D{{Key: "users", Value: bson.A{bson.D{{Key: "user", Value: "alice"}, {Key: "db", Value: "app"}}}}}), mongoerr.Unauthorized)
+	runErr(t, root.Database("admin"), agg(bson.D{{Key: "allUsers", Value: true},
+		{Key: "users", Value: bson.A{bson.D{{Key: "user", Value: "bob"}, {Key: "db", Value: "app"}}}}}), mongoerr.UnsupportedFormat)
+	runErr(t, root.Database("admin"), agg(bson.D{{Key: "users", Value: bson.A{bson.D{{Key: "user", Value: "bob"}}}}}), mongoerr.Location40414)
 }

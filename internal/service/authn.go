@@ -388,6 +388,28 @@ func logAuthFailure(st *State, c *Conn, mech string, user auth.UserName, why err
 // getLogicalSessionUserDigestFor).
 func UserDigest(u auth.UserName) [32]byte { return sha256.Sum256([]byte(u.User + "@" + u.DB)) }
 
+// OwnSessionUIDs are the uids of the sessions s's user owns ($listLocalSessions without
+// users): its digest; the unauthenticated uid without a user; both for the internal user,
+// whose own sessions keep the uid its commands carry (none, for a driver's).
+func (s *AuthSession) OwnSessionUIDs() [][32]byte {
+	switch {
+	case s == nil || s.User == nil:
+		return [][32]byte{lsc.NoUserUID}
+	case *s.User == internalUser:
+		return [][32]byte{UserDigest(*s.User), lsc.NoUserUID}
+	}
+	return [][32]byte{UserDigest(*s.User)}
+}
+
+// SessionOwner is the user whose digest WithSessionOwner gives s's sessions ("user@db"), or
+// "" when they keep the unauthenticated uid (no user, or the internal user).
+func (s *AuthSession) SessionOwner() string {
+	if s == nil || s.User == nil || *s.User == internalUser {
+		return ""
+	}
+	return s.User.String()
+}
+
 // WithSessionOwner returns cmd with its lsid's uid set to the session user's digest, so a
 // session belongs to the user that uses it: another user naming the same id gets another
 // session (and cannot reach the first one's transactions or cursors). cmd is returned as is

@@ -34,10 +34,11 @@
 //
 // Sessions belong to their user: with authorization on, a command's lsid, and the ids
 // endSessions, killSessions and refreshSessions name, take the user's digest as their uid
-// (WithSessionOwner, OwnSessions), so another user naming the same id has another session.
+// (WithSessionOwner, OwnSessions), so another user naming the same id has another session;
+// $listLocalSessions without users lists the caller's own (OwnSessionUIDs).
 //
-// Known deviations: $listLocalSessions lists every session; a command naming its collection
-// by UUID needs the privilege on the whole database.
+// Known deviation: a command naming its collection by UUID needs the privilege on the whole
+// database.
 //
 // There is no spec section for this layer; behaviour follows MongoDB 7.0's ServiceContext
 // and service_entry_point_common.
