@@ -135,7 +135,11 @@ func (t *routerTxn) commit(ctx context.Context, c *Cluster, wc, token bsoncore.D
 	// participant: a client that lost the commit's reply recovers through another router at
 	// the shard its recoveryToken names, and only a coordinator there can answer while the
 	// participants are prepared (a prepared participant without one is error 51021).
-	return t.coordinateCommit(ctx, c, recovery, all, wc)
+	coordinator := recovery
+	if coordinator == "" {
+		coordinator = all[0] // not reached: two writers made one of them the recovery shard
+	}
+	return t.coordinateCommit(ctx, c, coordinator, all, wc)
 }
 
 // commitDirectly sends commitTransaction to each shard and returns the first failure, else
