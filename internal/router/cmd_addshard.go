@@ -100,7 +100,7 @@ func (c *Cluster) runOnConfig(ctx context.Context, cmd bson.D) (bsoncore.Documen
 // RetriableError category, or a network error the driver saw (which the driver reports as a
 // CommandError without a code, so it is asked first).
 func retriable(err error) bool {
-	if mongo.IsNetworkError(err) {
+	if mongo.IsNetworkError(err) || poolCleared(err) {
 		return true
 	}
 	var ce mongo.CommandError

@@ -11,7 +11,8 @@ package router
 // server selection timeout.
 //
 // Errors that never reached a shard's command processing are given MongoDB's codes here:
-// a network failure is HostUnreachable; no member satisfying the read preference within the
+// a network failure, or a request the driver did not send because the member's connection
+// pool was just cleared, is HostUnreachable; no member satisfying the read preference within the
 // server selection timeout is FailedToSatisfyReadPreference, as mongos's
 // ReplicaSetMonitor answers.
 
@@ -21,6 +22,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
 	"humongo/internal/mongoerr"
@@ -42,10 +44,18 @@ func transportError(ctx context.Context, shard string, err error) error {
 		return mongoerr.Newf(mongoerr.FailedToSatisfyReadPreference,
 			"Could not find host matching read preference { mode: \"primary\" } for set %s: %w", shard, err)
 	}
-	if mongo.IsNetworkError(err) && ctx.Err() == nil {
+	if ctx.Err() == nil && (mongo.IsNetworkError(err) || poolCleared(err)) {
 		return mongoerr.Newf(mongoerr.HostUnreachable, "error communicating with shard %s: %w", shard, err)
 	}
 	return nil
+}
+
+// poolCleared reports whether err is the driver's "connection pool was cleared" (another
+// request to the member failed on the network, e.g. its primary was killed): a request that
+// was never sent, with no network label and no code of its own.
+func poolCleared(err error) bool {
+	var pe driver.RetryablePoolError
+	return errors.As(err, &pe) && pe.Retryable()
 }
 
 // retryFailedHost runs send, and again after a retriable error (the primary stepped down, is

@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 
 	"humongo/internal/client"
 	"humongo/internal/failpoint"
@@ -31,6 +32,18 @@ func TestTransportErrorCodes(t *testing.T) {
 		}
 		if err := conv(mongo.CommandError{Code: int32(mongoerr.BadValue), Message: "bad"}); !mongoerr.Is(err, mongoerr.BadValue) || retriableCode(err) {
 			t.Errorf("a shard's BadValue: %v", err)
+		}
+	}
+	// A request not sent because another one's network error cleared the member's pool: the
+	// driver's error has no code and no network label, only its pool error inside.
+	cleared := mongo.CommandError{Message: "connection pool for 127.0.0.1:1 was cleared because another operation failed with: EOF",
+		Wrapped: driver.Error{Message: "cleared", Wrapped: poolClearedErr{}}}
+	for _, conv := range []func(error) error{
+		func(err error) error { return shardError(ctx, "shard0", err) },
+		func(err error) error { return writeShardError(ctx, err, "shard0") },
+	} {
+		if err := conv(cleared); !mongoerr.Is(err, mongoerr.HostUnreachable) || !retriableCode(err) {
+			t.Errorf("pool cleared: %v (code %v), want HostUnreachable", err, mongoerr.CodeOf(err))
 		}
 	}
 	if !retriable(netErr) {
@@ -176,3 +189,9 @@ func TestRouterRetriesFailedHost(t *testing.T) {
 		t.Errorf("count failing more often than the retries: %v", err)
 	}
 }
+
+// poolClearedErr stands for the driver's unexported poolClearedError (a RetryablePoolError).
+type poolClearedErr struct{}
+
+func (poolClearedErr) Error() string   { return "connection pool cleared" }
+func (poolClearedErr) Retryable() bool { return true }
