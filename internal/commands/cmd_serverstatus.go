@@ -91,3 +91,14 @@ func procMemMB() (resident, virtual int64) {
 	}
 	return resident, virtual
 }
+
+func parseInt(s string) int64 {
+	var n int64
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}

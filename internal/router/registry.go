@@ -29,6 +29,11 @@ func NewRegistry() *service.Registry {
 	r.Register(service.GetParameterCommand())
 	r.Register(service.ListCommandsCommand())
 	r.Register(service.EndSessionsCommand())
+	r.Register(service.StartSessionCommand())
+	r.Register(service.RefreshSessionsCommand())
+	r.Register(service.WhatsMyURICommand())
+	r.Register(service.HostInfoCommand())
+	r.Register(service.GetLogCommand())
 	r.Register(service.GetCmdLineOptsCommand())
 	r.Register(service.LogRotateCommand())
 	for _, c := range clusterCommands() {
@@ -86,10 +91,10 @@ var unsupported = []string{
 	// DDL.
 	"validate",
 	// Sessions and transactions.
-	"startSession", "refreshSessions", "killSessions",
+	"killSessions",
 	// Diagnostics and administration.
-	"dbStats", "collStats", "dataSize", "currentOp", "killOp", "getLog", "hostInfo",
-	"whatsmyuri", "setParameter", "shutdown", "setDefaultRWConcern",
+	"dbStats", "collStats", "dataSize", "currentOp", "killOp",
+	"setParameter", "shutdown", "setDefaultRWConcern",
 	"getDefaultRWConcern", "setFeatureCompatibilityVersion",
 	// Sharding administration.
 	"reshardCollection",
@@ -99,7 +104,7 @@ var unsupported = []string{
 
 func notSupported(_ context.Context, env *service.Env, _ bsoncore.Document) (bsoncore.Document, error) {
 	return nil, mongoerr.Newf(mongoerr.CommandNotSupported,
-		"command %s is not supported by humongos until sharding lands", env.Command.Name)
+		"command %s is not supported by humongos yet", env.Command.Name)
 }
 
 // ParamSpecs are the server parameters humongos declares: those its front end and handlers

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -415,5 +416,51 @@ func TestRouterTransactions(t *testing.T) {
 			t.Errorf("commit of an unknown transaction without recoveryToken: %v", err)
 		}
 		_ = s.AbortTransaction(ctx)
+	})
+
+	// The router answers these from its own state, as mongos: a session it starts is used
+	// and refreshed; whatsmyuri, hostInfo and getLog describe the router.
+	t.Run("router's own sessions and diagnostics", func(t *testing.T) {
+		var started struct {
+			ID struct {
+				ID bson.Binary `bson:"id"`
+			} `bson:"id"`
+			Timeout int32 `bson:"timeoutMinutes"`
+		}
+		if err := admin.RunCommand(ctx, bson.D{{Key: "startSession", Value: 1}}).Decode(&started); err != nil {
+			t.Fatalf("startSession: %v", err)
+		}
+		if started.ID.ID.Subtype != 4 || len(started.ID.ID.Data) != 16 || started.Timeout != 30 {
+			t.Fatalf("startSession: %+v", started)
+		}
+		lsid := bson.D{{Key: "id", Value: started.ID.ID}}
+		if err := admin.RunCommand(ctx, bson.D{{Key: "refreshSessions", Value: bson.A{lsid}}}).Err(); err != nil {
+			t.Errorf("refreshSessions: %v", err)
+		}
+		var me struct {
+			You string `bson:"you"`
+		}
+		if err := admin.RunCommand(ctx, bson.D{{Key: "whatsmyuri", Value: 1}}).Decode(&me); err != nil || !strings.HasPrefix(me.You, "127.0.0.1:") {
+			t.Errorf("whatsmyuri: %+v %v", me, err)
+		}
+		var host struct {
+			System struct {
+				NumCores int32 `bson:"numCores"`
+			} `bson:"system"`
+		}
+		if err := admin.RunCommand(ctx, bson.D{{Key: "hostInfo", Value: 1}}).Decode(&host); err != nil || host.System.NumCores < 1 {
+			t.Errorf("hostInfo: %+v %v", host, err)
+		}
+		var lg struct {
+			Total int64    `bson:"totalLinesWritten"`
+			Log   []string `bson:"log"`
+		}
+		if err := admin.RunCommand(ctx, bson.D{{Key: "getLog", Value: "global"}}).Decode(&lg); err != nil || lg.Total == 0 || len(lg.Log) == 0 {
+			t.Errorf("getLog global: %d lines of %d, %v", len(lg.Log), lg.Total, err)
+		}
+		var ce mongo.CommandError
+		if err := admin.RunCommand(ctx, bson.D{{Key: "getLog", Value: "nope"}}).Err(); !errors.As(err, &ce) || ce.Code != int32(mongoerr.OperationFailed) {
+			t.Errorf("getLog of an unknown log: %v", err)
+		}
 	})
 }

@@ -1,0 +1,226 @@
+package service
+
+// Commands mongod and mongos answer alike from the server's own state (MongoDB 7.0's
+// whatsmyuri, hostInfo, getLog, startSession and refreshSessions): both registries register
+// these constructors.
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"humongo/internal/auth"
+	"humongo/internal/bsonutil"
+	"humongo/internal/mongoerr"
+)
+
+// WhatsMyURICommand answers the client's own address.
+func WhatsMyURICommand() *Command {
+	return &Command{
+		Name: "whatsmyuri",
+		Auth: AuthAnyUser,
+		Handler: func(_ context.Context, env *Env, _ bsoncore.Document) (bsoncore.Document, error) {
+			return bsoncore.NewDocumentBuilder().AppendString("you", env.Conn.Remote).Build(), nil
+		},
+		Help:      "{whatsmyuri:1}",
+		Secondary: SecondaryAlways,
+	}
+}
+
+// StartSessionCommand starts a logical session in the server's cache; under authentication
+// its uid is its user's digest, as the uid of every command naming it.
+func StartSessionCommand() *Command {
+	return &Command{
+		Name: "startSession",
+		Auth: AuthAnyUser,
+		Handler: func(_ context.Context, env *Env, _ bsoncore.Document) (bsoncore.Document, error) {
+			rec, err := env.State.Sessions.Start(env.Auth.SessionOwner())
+			if err != nil {
+				return nil, err
+			}
+			id := bsoncore.NewDocumentBuilder().AppendBinary("id", 4, rec.Key.ID[:]).Build()
+			return bsoncore.NewDocumentBuilder().AppendDocument("id", id).
+				AppendInt32("timeoutMinutes", int32(env.State.Sessions.Timeout().Minutes())).Build(), nil
+		},
+		Help:      "start a logical session",
+		Secondary: SecondaryAlways,
+	}
+}
+
+// RefreshSessionsCommand renews the caller's sessions among those named.
+func RefreshSessionsCommand() *Command {
+	return &Command{
+		Name: "refreshSessions",
+		Auth: AuthAnyUser,
+		Handler: func(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+			first, err := cmd.IndexErr(0)
+			if err != nil {
+				return nil, mongoerr.New(mongoerr.FailedToParse, "Empty command document")
+			}
+			keys, err := ParseLsidArray("refreshSessions", first.Value())
+			if err != nil {
+				return nil, err
+			}
+			if err := env.State.Sessions.VivifyAll(OwnSessions(env, keys), ""); err != nil {
+				return nil, err
+			}
+			return EmptyDoc, nil
+		},
+		Help:      "renew a set of logical sessions",
+		Secondary: SecondaryAlways,
+	}
+}
+
+// GetLogCommand serves the in-memory log rings: "*" lists them, "global" holds the last 1024
+// lines and "startupWarnings" the warnings logged at startup.
+func GetLogCommand() *Command {
+	return &Command{
+		Name:      "getLog",
+		Auth:      AuthOnCluster(auth.GetLog),
+		Handler:   runGetLog,
+		Help:      "{ getLog : '*' }  OR { getLog : 'global' }",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
+	}
+}
+
+func runGetLog(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	var arg bsoncore.Value
+	if e, err := cmd.IndexErr(0); err == nil {
+		arg = e.Value()
+	}
+	// GetLogCommand is IDL-parsed: a null argument counts as missing.
+	name, ok := arg.StringValueOK()
+	switch {
+	case arg.Type == bsoncore.TypeNull:
+		return nil, mongoerr.New(mongoerr.Location40414, "BSON field 'getLog.getLog' is missing but a required field")
+	case !ok:
+		return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field 'getLog.getLog' is the wrong type '%s', expected type 'string'",
+			bsonutil.TypeName(arg.Type))
+	}
+	if name == "*" {
+		return stringArrayDoc("names", []string{"global", "startupWarnings"}), nil
+	}
+	sink := env.State.Log
+	if sink == nil {
+		return nil, mongoerr.New(mongoerr.InternalError, "no log sink")
+	}
+	var lines []string
+	var total int64
+	switch name {
+	case "global":
+		lines, total = sink.Global.Lines()
+	case "startupWarnings":
+		lines, total = sink.Warnings.Lines()
+	default:
+		return nil, mongoerr.Newf(mongoerr.OperationFailed, "No log named '%s'", name)
+	}
+	idx, b := bsoncore.AppendDocumentStart(nil)
+	b = bsoncore.AppendInt64Element(b, "totalLinesWritten", total)
+	b = appendStringArrayElement(b, "log", lines)
+	b, _ = bsoncore.AppendDocumentEnd(b, idx)
+	return b, nil
+}
+
+// stringArrayDoc is a document whose one field key holds ss.
+func stringArrayDoc(key string, ss []string) bsoncore.Document {
+	idx, b := bsoncore.AppendDocumentStart(nil)
+	b = appendStringArrayElement(b, key, ss)
+	b, _ = bsoncore.AppendDocumentEnd(b, idx)
+	return b
+}
+
+func appendStringArrayElement(b []byte, key string, ss []string) []byte {
+	idx, b := bsoncore.AppendArrayElementStart(b, key)
+	for i, s := range ss {
+		b = bsoncore.AppendStringElement(b, strconv.Itoa(i), s)
+	}
+	b, _ = bsoncore.AppendArrayEnd(b, idx)
+	return b
+}
+
+// HostInfoCommand describes the server's host as mongod does on Linux.
+func HostInfoCommand() *Command {
+	return &Command{
+		Name:      "hostInfo",
+		Auth:      AuthOnCluster(auth.HostInfo),
+		Handler:   runHostInfo,
+		Help:      "returns information about the daemon's host",
+		Secondary: SecondaryAlways,
+	}
+}
+
+func runHostInfo(context.Context, *Env, bsoncore.Document) (bsoncore.Document, error) {
+	host, _ := os.Hostname()
+	memMB := memTotalMB()
+	return bsoncore.NewDocumentBuilder().
+		AppendDocument("system", bsoncore.NewDocumentBuilder().
+			AppendDateTime("currentTime", time.Now().UnixMilli()).
+			AppendString("hostname", host).
+			AppendInt32("cpuAddrSize", 64).
+			AppendInt64("memSizeMB", memMB).
+			AppendInt64("memLimitMB", memMB).
+			AppendInt32("numCores", int32(runtime.NumCPU())).
+			AppendInt32("numPhysicalCores", int32(runtime.NumCPU())).
+			AppendString("cpuArch", runtime.GOARCH).
+			AppendBoolean("numaEnabled", false).Build()).
+		AppendDocument("os", bsoncore.NewDocumentBuilder().
+			AppendString("type", osType()).
+			AppendString("name", osName()).
+			AppendString("version", kernelVersion()).Build()).
+		AppendDocument("extra", bsoncore.NewDocumentBuilder().
+			AppendString("versionString", kernelVersion()).
+			AppendInt64("pageSize", int64(os.Getpagesize())).Build()).
+		Build(), nil
+}
+
+func osType() string {
+	if runtime.GOOS == "linux" {
+		return "Linux"
+	}
+	return runtime.GOOS
+}
+
+// osName is PRETTY_NAME from /etc/os-release, as mongod reports it.
+func osName() string {
+	data, err := os.ReadFile("/etc/os-release")
+	if err != nil {
+		return runtime.GOOS
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return runtime.GOOS
+}
+
+func kernelVersion() string {
+	data, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// memTotalMB reads MemTotal from /proc/meminfo (0 when unavailable).
+func memTotalMB() int64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			if f := strings.Fields(v); len(f) > 0 {
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				return n / 1024
+			}
+		}
+	}
+	return 0
+}
