@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"math"
 	"strconv"
 	"strings"
 
@@ -74,24 +73,7 @@ func plural(n int) string {
 // read with BSONElement::safeNumberLong (a fraction is truncated, NaN is 0 and values out of
 // range saturate).
 func intArg(cmdName, field string, v bsoncore.Value) (int64, error) {
-	switch v.Type {
-	case bsoncore.TypeInt32:
-		return int64(v.Int32()), nil
-	case bsoncore.TypeInt64:
-		return v.Int64(), nil
-	case bsoncore.TypeDouble, bsoncore.TypeDecimal128:
-		f, _ := service.AsFloat(v)
-		switch {
-		case math.IsNaN(f):
-			return 0, nil
-		case f >= math.MaxInt64:
-			return math.MaxInt64, nil
-		case f <= math.MinInt64:
-			return math.MinInt64, nil
-		}
-		return int64(f), nil
-	}
-	return 0, typeMismatch(cmdName, field, v.Type, "long", "int", "decimal", "double")
+	return service.IntArg(cmdName, field, v)
 }
 
 // checkStrict rejects top-level fields that are neither the command name, a generic argument

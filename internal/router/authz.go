@@ -131,8 +131,6 @@ var unsupportedAuth = map[string]service.AuthCheck{
 	"dataSize":                       service.AuthOnFullNS(auth.Find),
 	"currentOp":                      service.AuthCurrentOp,
 	"killOp":                         service.AuthAnyUser,
-	"setParameter":                   service.AuthOnCluster(auth.SetParameter),
-	"shutdown":                       service.AuthOnCluster(auth.Shutdown),
 	"setDefaultRWConcern":            service.AuthOnCluster(auth.SetDefaultRWConcern),
 	"getDefaultRWConcern":            service.AuthOnCluster(auth.GetDefaultRWConcern),
 	"setFeatureCompatibilityVersion": service.AuthOnCluster(auth.SetFeatureCompatibilityVersion),

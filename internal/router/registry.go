@@ -34,6 +34,8 @@ func NewRegistry() *service.Registry {
 	r.Register(service.WhatsMyURICommand())
 	r.Register(service.HostInfoCommand())
 	r.Register(service.GetLogCommand())
+	r.Register(service.SetParameterCommand())
+	r.Register(service.ShutdownCommand())
 	r.Register(service.GetCmdLineOptsCommand())
 	r.Register(service.LogRotateCommand())
 	for _, c := range clusterCommands() {
@@ -94,7 +96,7 @@ var unsupported = []string{
 	"killSessions",
 	// Diagnostics and administration.
 	"dbStats", "collStats", "dataSize", "currentOp", "killOp",
-	"setParameter", "shutdown", "setDefaultRWConcern",
+	"setDefaultRWConcern",
 	"getDefaultRWConcern", "setFeatureCompatibilityVersion",
 	// Sharding administration.
 	"reshardCollection",

@@ -462,5 +462,33 @@ func TestRouterTransactions(t *testing.T) {
 		if err := admin.RunCommand(ctx, bson.D{{Key: "getLog", Value: "nope"}}).Err(); !errors.As(err, &ce) || ce.Code != int32(mongoerr.OperationFailed) {
 			t.Errorf("getLog of an unknown log: %v", err)
 		}
+		// setParameter changes the router's own parameter; an unknown one changes nothing.
+		var was struct {
+			Was int32 `bson:"was"`
+		}
+		if err := admin2.RunCommand(ctx, bson.D{{Key: "setParameter", Value: 1}, {Key: "cursorTimeoutMillis", Value: 123456}}).Decode(&was); err != nil || was.Was != 600000 {
+			t.Errorf("setParameter cursorTimeoutMillis: was %d, %v", was.Was, err)
+		}
+		var got struct {
+			V int32 `bson:"cursorTimeoutMillis"`
+		}
+		if err := admin2.RunCommand(ctx, bson.D{{Key: "getParameter", Value: 1}, {Key: "cursorTimeoutMillis", Value: 1}}).Decode(&got); err != nil || got.V != 123456 {
+			t.Errorf("getParameter after setParameter: %d, %v", got.V, err)
+		}
+		if err := admin2.RunCommand(ctx, bson.D{{Key: "setParameter", Value: 1}, {Key: "noSuchParameter", Value: 1}}).Err(); !errors.As(err, &ce) || ce.Code != int32(mongoerr.InvalidOptions) {
+			t.Errorf("setParameter of an unknown parameter: %v", err)
+		}
+		// shutdown ends the second router cleanly.
+		_ = admin2.RunCommand(ctx, bson.D{{Key: "shutdown", Value: 1}}).Err()
+		deadline := time.Now().Add(30 * time.Second)
+		for r2.Running() {
+			if time.Now().After(deadline) {
+				t.Fatal("the router did not exit within 30 s of shutdown")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if st := r2.ExitState(); st == nil || st.ExitCode() != 0 {
+			t.Errorf("the router's exit after shutdown: %v", st)
+		}
 	})
 }

@@ -1,11 +1,12 @@
 package service
 
 // Commands mongod and mongos answer alike from the server's own state (MongoDB 7.0's
-// whatsmyuri, hostInfo, getLog, startSession and refreshSessions): both registries register
-// these constructors.
+// whatsmyuri, hostInfo, getLog, startSession, refreshSessions, setParameter and shutdown):
+// both registries register these constructors.
 
 import (
 	"context"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -223,4 +224,116 @@ func memTotalMB() int64 {
 		}
 	}
 	return 0
+}
+
+// SetParameterCommand sets each non-generic field as a parameter. Every name is validated
+// before any value changes, so a bad request leaves all parameters as they were. The reply's
+// `was` is the previous value of the (last) parameter set.
+func SetParameterCommand() *Command {
+	return &Command{
+		Name:      "setParameter",
+		Auth:      AuthOnCluster(auth.SetParameter),
+		Handler:   runSetParameter,
+		Help:      "set administrative option(s)\n{ setParameter:1, <param>:<value> }\nsupported:\n",
+		AdminOnly: true,
+		Secondary: SecondaryAlways,
+	}
+}
+
+func runSetParameter(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	params := env.State.Params
+	elems, err := cmd.Elements()
+	if err != nil {
+		return nil, mongoerr.Newf(mongoerr.InvalidBSON, "invalid command: %v", err)
+	}
+	var toSet []bsoncore.Element
+	for _, e := range elems[1:] {
+		k := e.Key()
+		if GenericArguments[k] {
+			continue
+		}
+		if _, ok := params.Spec(k); !ok {
+			return nil, UnrecognizedParam(k)
+		}
+		toSet = append(toSet, e)
+	}
+	if len(toSet) == 0 {
+		return nil, mongoerr.New(mongoerr.InvalidOptions, "no option found to set, use help:true to see options ")
+	}
+	if len(toSet) > 1 {
+		// mongod accepts several, but then a failure half-way leaves a partial change; we
+		// validate all first by dry-running against copies.
+		for _, e := range toSet {
+			if err := params.Check(e.Key(), e.Value()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var was bsoncore.Value
+	for _, e := range toSet {
+		if was, err = params.SetValue(e.Key(), e.Value()); err != nil {
+			return nil, err
+		}
+		env.State.Logger.Info("Setting new configuration", "c", "COMMAND", "id", 23300,
+			"ctx", env.Conn.Desc(), "parameter", e.Key(), "value", e.Value().String())
+	}
+	return bsoncore.NewDocumentBuilder().AppendValue("was", was).Build(), nil
+}
+
+// ShutdownCommand begins the server's clean shutdown (State.Shutdown) and closes the
+// connection; only from localhost or with the shutdown privilege.
+func ShutdownCommand() *Command {
+	return &Command{
+		Name:          "shutdown",
+		Auth:          AuthOnCluster(auth.Shutdown),
+		Handler:       runShutdown,
+		Help:          "shutdown the database.  must be ran against admin db and either (1) ran from localhost or (2) authenticated. If this is a primary in a replica set and there is no member within 10 seconds of its optime, it will not shutdown without force : true.  You can also specify timeoutSecs : N to wait N seconds for other members to catch up.",
+		AdminOnly:     true,
+		Secondary:     SecondaryAlways,
+		LocalhostOnly: true,
+	}
+}
+
+// defaultShutdownTimeout bounds the wait for in-flight operations (mongod: 15 s, for
+// replica set catch-up; a standalone or a router just drains).
+const defaultShutdownTimeout = 15 * time.Second
+
+func runShutdown(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	timeout := defaultShutdownTimeout
+	if v := cmd.Lookup("timeoutSecs"); v.Type != 0 {
+		n, err := IntArg("shutdown", "timeoutSecs", v)
+		if err != nil {
+			return nil, err
+		}
+		timeout = time.Duration(max(n, 0)) * time.Second
+	}
+	force := Truthy(cmd.Lookup("force"))
+	env.State.Logger.Info("Terminating via shutdown command", "c", "COMMAND", "id", 4695400,
+		"ctx", env.Conn.Desc(), "force", force, "timeoutSecs", int64(timeout.Seconds()))
+	env.State.Shutdown(force, timeout)
+	return nil, ErrCloseConnection
+}
+
+// IntArg reads an IDL integer field (safeInt64: int, long, double or decimal, the latter
+// two truncated and clamped; NaN is 0).
+func IntArg(cmdName, field string, v bsoncore.Value) (int64, error) {
+	switch v.Type {
+	case bsoncore.TypeInt32:
+		return int64(v.Int32()), nil
+	case bsoncore.TypeInt64:
+		return v.Int64(), nil
+	case bsoncore.TypeDouble, bsoncore.TypeDecimal128:
+		f, _ := AsFloat(v)
+		switch {
+		case math.IsNaN(f):
+			return 0, nil
+		case f >= math.MaxInt64:
+			return math.MaxInt64, nil
+		case f <= math.MinInt64:
+			return math.MinInt64, nil
+		}
+		return int64(f), nil
+	}
+	return 0, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected types '[long, int, decimal, double']",
+		cmdName, field, bsonutil.TypeName(v.Type))
 }
