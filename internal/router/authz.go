@@ -126,7 +126,6 @@ var unsupportedAuth = map[string]service.AuthCheck{
 	"bulkWrite":                      authBulkWrite,
 	"validate":                       service.AuthOnNS(auth.Validate),
 	"killSessions":                   service.AuthAnyUser,
-	"dbStats":                        service.AuthOnDB(auth.DbStats),
 	"collStats":                      service.AuthOnNS(auth.CollStats),
 	"dataSize":                       service.AuthOnFullNS(auth.Find),
 	"currentOp":                      service.AuthCurrentOp,

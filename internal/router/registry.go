@@ -36,6 +36,7 @@ func NewRegistry() *service.Registry {
 	r.Register(service.GetLogCommand())
 	r.Register(service.SetParameterCommand())
 	r.Register(service.ShutdownCommand())
+	r.Register(dbStatsCommand())
 	r.Register(service.GetCmdLineOptsCommand())
 	r.Register(service.LogRotateCommand())
 	for _, c := range clusterCommands() {
@@ -95,7 +96,7 @@ var unsupported = []string{
 	// Sessions and transactions.
 	"killSessions",
 	// Diagnostics and administration.
-	"dbStats", "collStats", "dataSize", "currentOp", "killOp",
+	"collStats", "dataSize", "currentOp", "killOp",
 	"setDefaultRWConcern",
 	"getDefaultRWConcern", "setFeatureCompatibilityVersion",
 	// Sharding administration.

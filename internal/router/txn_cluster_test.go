@@ -462,6 +462,34 @@ func TestRouterTransactions(t *testing.T) {
 		if err := admin.RunCommand(ctx, bson.D{{Key: "getLog", Value: "nope"}}).Err(); !errors.As(err, &ce) || ce.Code != int32(mongoerr.OperationFailed) {
 			t.Errorf("getLog of an unknown log: %v", err)
 		}
+		// dbStats: every shard's answer under raw, their objects summed.
+		var st struct {
+			Raw         map[string]bson.Raw `bson:"raw"`
+			DB          string              `bson:"db"`
+			Objects     int64               `bson:"objects"`
+			Collections int64               `bson:"collections"`
+			Scale       int64               `bson:"scaleFactor"`
+		}
+		if err := sc.router.Database("app").RunCommand(ctx, bson.D{{Key: "dbStats", Value: 1}, {Key: "scale", Value: 1024}}).Decode(&st); err != nil {
+			t.Fatalf("dbStats: %v", err)
+		}
+		var want int64
+		for id, cl := range sc.shards {
+			var one struct {
+				Objects int64 `bson:"objects"`
+			}
+			if err := cl.Database("app").RunCommand(ctx, bson.D{{Key: "dbStats", Value: 1}}).Decode(&one); err != nil {
+				t.Fatalf("dbStats on %s: %v", id, err)
+			}
+			want += one.Objects
+		}
+		if st.DB != "app" || len(st.Raw) != len(sc.shards) || st.Objects != want || want == 0 || st.Collections < 1 || st.Scale != 1024 {
+			t.Errorf("dbStats through the router: db %q, %d raw, %d objects (shards: %d), %d collections, scale %d",
+				st.DB, len(st.Raw), st.Objects, want, st.Collections, st.Scale)
+		}
+		if err := sc.router.Database("app").RunCommand(ctx, bson.D{{Key: "dbStats", Value: 1}, {Key: "scale", Value: 0}}).Err(); !errors.As(err, &ce) || ce.Code != int32(mongoerr.Location51024) {
+			t.Errorf("dbStats with scale 0: %v", err)
+		}
 		// setParameter changes the router's own parameter; an unknown one changes nothing.
 		var was struct {
 			Was int32 `bson:"was"`
