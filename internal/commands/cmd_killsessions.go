@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"humongo/internal/auth"
 	"humongo/internal/service"
 	"humongo/internal/txn/lsc"
 )
@@ -28,7 +29,9 @@ func runKillSessions(_ context.Context, env *service.Env, cmd bsoncore.Document)
 	if err != nil {
 		return nil, err
 	}
-	keys = service.OwnSessions(env, keys)
+	if keys, err = service.OwnSessions(env, keys, auth.KillAnySession); err != nil {
+		return nil, err
+	}
 	m := newSessionMatcher()
 	for _, k := range keys {
 		m.lsids[k] = true

@@ -214,7 +214,8 @@ func TestAuthBadSASL(t *testing.T) {
 
 // TestAuthSessionOwnership: a session id is per user. Two users naming the same lsid have two
 // sessions: the other user's killSessions leaves a cursor of the session alone; its owner's
-// ends it; $listLocalSessions lists one's own unless asked for others' with the privilege.
+// ends it, and naming the owner's uid needs killAnySession; $listLocalSessions lists one's
+// own unless asked for others' with the privilege.
 func TestAuthSessionOwnership(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, "", "--auth")
@@ -287,4 +288,16 @@ func TestAuthSessionOwnership(t *testing.T) {
 	runErr(t, root.Database("admin"), agg(bson.D{{Key: "allUsers", Value: true},
 		{Key: "users", Value: bson.A{bson.D{{Key: "user", Value: "bob"}, {Key: "db", Value: "app"}}}}}), mongoerr.UnsupportedFormat)
 	runErr(t, root.Database("admin"), agg(bson.D{{Key: "users", Value: bson.A{bson.D{{Key: "user", Value: "bob"}}}}}), mongoerr.Location40414)
+
+	// Naming another user's uid is refused, unless killSessions is run with killAnySession.
+	r = run(t, alice, bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 1}, {Key: "lsid", Value: lsid}})
+	id = r.Lookup("cursor", "id").Int64()
+	getMore = bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "c"}, {Key: "batchSize", Value: 1}, {Key: "lsid", Value: lsid}}
+	alicesLsid := append(bson.D{}, lsid[0], bson.E{Key: "uid", Value: bson.Binary{Subtype: 0, Data: digest("alice@app")}})
+	for _, cmd := range []string{"killSessions", "endSessions", "refreshSessions"} {
+		runErr(t, bob, bson.D{{Key: cmd, Value: bson.A{alicesLsid}}}, mongoerr.Unauthorized)
+	}
+	run(t, alice, getMore)
+	run(t, root.Database("admin"), bson.D{{Key: "killSessions", Value: bson.A{alicesLsid}}})
+	runErr(t, alice, getMore, mongoerr.CursorNotFound)
 }

@@ -125,7 +125,6 @@ func authBulkWrite(s *service.AuthSession, _ string, cmd bsoncore.Document) erro
 var unsupportedAuth = map[string]service.AuthCheck{
 	"bulkWrite":                      authBulkWrite,
 	"validate":                       service.AuthOnNS(auth.Validate),
-	"killSessions":                   service.AuthAnyUser,
 	"collStats":                      service.AuthOnNS(auth.CollStats),
 	"dataSize":                       service.AuthOnFullNS(auth.Find),
 	"currentOp":                      service.AuthCurrentOp,

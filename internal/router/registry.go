@@ -52,6 +52,7 @@ func NewRegistry() *service.Registry {
 	addTopologyCommands(r)
 	r.Register(findAndModifyCommand())
 	r.Register(killAllSessionsCommand())
+	r.Register(killSessionsCommand())
 	r.Register(service.ConfigureFailPointCommand())
 	for _, c := range txnEndCommands() {
 		r.Register(c)
@@ -93,8 +94,6 @@ var unsupported = []string{
 	"bulkWrite",
 	// DDL.
 	"validate",
-	// Sessions and transactions.
-	"killSessions",
 	// Diagnostics and administration.
 	"collStats", "dataSize", "currentOp", "killOp",
 	"setDefaultRWConcern",

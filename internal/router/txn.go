@@ -28,6 +28,7 @@ import (
 	"humongo/internal/mongoerr"
 	"humongo/internal/optime"
 	"humongo/internal/service"
+	"humongo/internal/txn/lsc"
 	"humongo/internal/vclock"
 )
 
@@ -90,6 +91,18 @@ func (tt *txnTable) get(key string) *routerTxn {
 		t.lastUsed = time.Now()
 	}
 	return t
+}
+
+// drop forgets the transactions of the sessions match selects (killSessions).
+func (tt *txnTable) drop(match func(lsc.Key) bool) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	for key := range tt.m {
+		k, err := service.ParseLsid(bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: []byte(key)})
+		if err == nil && match(k) {
+			delete(tt.m, key)
+		}
+	}
 }
 
 func (tt *txnTable) put(key string, t *routerTxn) {

@@ -418,6 +418,29 @@ func TestRouterTransactions(t *testing.T) {
 		_ = s.AbortTransaction(ctx)
 	})
 
+	// killSessions through the router aborts the session's transaction on every shard: its
+	// writes never show and its commit fails.
+	t.Run("killSessions", func(t *testing.T) {
+		s := newSession()
+		if err := s.StartTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		sctx := mongo.NewSessionContext(ctx, s)
+		if _, err := coll.InsertMany(sctx, []any{bson.D{{Key: "k", Value: -8}}, bson.D{{Key: "k", Value: 8}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.RunCommand(ctx, bson.D{{Key: "killSessions", Value: bson.A{s.ID()}}}).Err(); err != nil {
+			t.Fatalf("killSessions: %v", err)
+		}
+		var ce mongo.CommandError
+		if err := s.CommitTransaction(ctx); !errors.As(err, &ce) || ce.Code != int32(mongoerr.NoSuchTransaction) {
+			t.Errorf("commit after killSessions: %v, want NoSuchTransaction", err)
+		}
+		if n := count(bson.D{{Key: "k", Value: bson.D{{Key: "$in", Value: bson.A{-8, 8}}}}}); n != 0 {
+			t.Errorf("after the killed transaction: %d documents", n)
+		}
+	})
+
 	// The router answers these from its own state, as mongos: a session it starts is used
 	// and refreshed; whatsmyuri, hostInfo and getLog describe the router.
 	t.Run("router's own sessions and diagnostics", func(t *testing.T) {

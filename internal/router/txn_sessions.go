@@ -1,8 +1,10 @@
 package router
 
-// killAllSessions through the router (MongoDB's cluster_kill_all_sessions_cmd): every
-// shard kills the sessions (aborting their transactions and killing their cursors), and the
-// router forgets its transactions. Drivers' test runners send it between tests.
+// killAllSessions and killSessions through the router (MongoDB's
+// cluster_kill_all_sessions_cmd, cluster_kill_sessions_cmd): every shard kills the sessions
+// (aborting their transactions and killing their cursors), and the router kills its own
+// operations and cursors of them and forgets their transactions. Drivers' test runners send
+// killAllSessions between tests.
 
 import (
 	"context"
@@ -12,6 +14,7 @@ import (
 	"humongo/internal/auth"
 	"humongo/internal/mongoerr"
 	"humongo/internal/service"
+	"humongo/internal/txn/lsc"
 )
 
 func killAllSessionsCommand() *service.Command {
@@ -44,6 +47,54 @@ func runKillAllSessions(ctx context.Context, env *service.Env, cmd bsoncore.Docu
 	c.txns.mu.Lock()
 	c.txns.m = nil // no users or roles: every session matches
 	c.txns.mu.Unlock()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return emptyDoc, nil
+}
+
+func killSessionsCommand() *service.Command {
+	return &service.Command{Name: "killSessions", Auth: service.AuthAnyUser, Handler: runRouterKillSessions, Secondary: service.SecondaryAlways,
+		Help: "kill a logical session and its operations"}
+}
+
+// runRouterKillSessions kills the listed sessions (the caller's own, or any user's with
+// killAnySession) on every shard and on the router. An empty list kills nothing, as mongod.
+func runRouterKillSessions(ctx context.Context, env *service.Env, cmd bsoncore.Document) (bsoncore.Document, error) {
+	c, err := cluster(env)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := service.ParseLsidArray("killSessions", firstArg(cmd))
+	if err != nil {
+		return nil, err
+	}
+	if keys, err = service.OwnSessions(env, keys, auth.KillAnySession); err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return emptyDoc, nil
+	}
+	set := make(map[lsc.Key]bool, len(keys))
+	ab := bsoncore.NewArrayBuilder()
+	for _, k := range keys {
+		set[k] = true
+		ab.AppendDocument(bsoncore.NewDocumentBuilder().AppendBinary("id", 4, k.ID[:]).AppendBinary("uid", 0, k.UID[:]).Build())
+	}
+	match := func(k lsc.Key) bool { return set[k] }
+	env.State.KillSessions(env.Op, match)
+	c.txns.drop(match)
+	shards, err := c.allShards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fwd := bsoncore.NewDocumentBuilder().AppendArray("killSessions", ab.Build()).Build()
+	errs := make([]error, len(shards))
+	fanOut(shards, func(i int, shard string) {
+		_, errs[i] = c.runOn(context.WithValue(ctx, txnCtxKey{}, nil), shard, "admin", fwd)
+	})
 	for _, err := range errs {
 		if err != nil {
 			return nil, err

@@ -452,17 +452,25 @@ func WithSessionOwner(cmd bsoncore.Document, s *AuthSession) bsoncore.Document {
 
 // OwnSessions gives the session ids a command names without a uid (endSessions,
 // killSessions, refreshSessions) the uid of env's user, as WithSessionOwner does for a
-// command's own lsid: a user names its own sessions.
-func OwnSessions(env *Env, keys []lsc.Key) []lsc.Key {
+// command's own lsid: a user names its own sessions. Naming another user's uid is refused
+// (MongoDB's makeLogicalSessionId: "Unauthorized to set user digest in LogicalSessionId")
+// unless the user holds spoof on the cluster (killSessions: killAnySession).
+func OwnSessions(env *Env, keys []lsc.Key, spoof ...auth.Action) ([]lsc.Key, error) {
 	s := env.Auth
 	if s == nil || s.User == nil || *s.User == internalUser {
-		return keys
+		return keys, nil
 	}
 	uid := UserDigest(*s.User)
 	for i := range keys {
-		if keys[i].UID == lsc.NoUserUID {
+		switch keys[i].UID {
+		case lsc.NoUserUID:
 			keys[i].UID = uid
+		case uid:
+		default:
+			if len(spoof) == 0 || !s.Allowed(auth.Cluster(), spoof...) {
+				return nil, mongoerr.New(mongoerr.Unauthorized, "Unauthorized to set user digest in LogicalSessionId")
+			}
 		}
 	}
-	return keys
+	return keys, nil
 }

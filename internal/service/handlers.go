@@ -231,7 +231,10 @@ func EndSessionsCommand() *Command {
 			if err != nil {
 				return nil, err
 			}
-			env.State.Sessions.End(OwnSessions(env, keys))
+			if keys, err = OwnSessions(env, keys); err != nil {
+				return nil, err
+			}
+			env.State.Sessions.End(keys)
 			return EmptyDoc, nil
 		},
 		Help:      "end a set of logical sessions",

@@ -67,7 +67,10 @@ func RefreshSessionsCommand() *Command {
 			if err != nil {
 				return nil, err
 			}
-			if err := env.State.Sessions.VivifyAll(OwnSessions(env, keys), ""); err != nil {
+			if keys, err = OwnSessions(env, keys); err != nil {
+				return nil, err
+			}
+			if err := env.State.Sessions.VivifyAll(keys, ""); err != nil {
 				return nil, err
 			}
 			return EmptyDoc, nil
