@@ -124,7 +124,6 @@ func authBulkWrite(s *service.AuthSession, _ string, cmd bsoncore.Document) erro
 // action (they refuse every request here).
 var unsupportedAuth = map[string]service.AuthCheck{
 	"bulkWrite":                      authBulkWrite,
-	"validate":                       service.AuthOnNS(auth.Validate),
 	"collStats":                      service.AuthOnNS(auth.CollStats),
 	"dataSize":                       service.AuthOnFullNS(auth.Find),
 	"currentOp":                      service.AuthCurrentOp,

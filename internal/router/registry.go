@@ -37,6 +37,7 @@ func NewRegistry() *service.Registry {
 	r.Register(service.SetParameterCommand())
 	r.Register(service.ShutdownCommand())
 	r.Register(dbStatsCommand())
+	r.Register(validateCommand())
 	r.Register(service.GetCmdLineOptsCommand())
 	r.Register(service.LogRotateCommand())
 	for _, c := range clusterCommands() {
@@ -92,8 +93,6 @@ func NewRegistry() *service.Registry {
 var unsupported = []string{
 	// CRUD and cursors.
 	"bulkWrite",
-	// DDL.
-	"validate",
 	// Diagnostics and administration.
 	"collStats", "dataSize", "currentOp", "killOp",
 	"setDefaultRWConcern",

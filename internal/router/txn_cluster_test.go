@@ -513,6 +513,29 @@ func TestRouterTransactions(t *testing.T) {
 		if err := sc.router.Database("app").RunCommand(ctx, bson.D{{Key: "dbStats", Value: 1}, {Key: "scale", Value: 0}}).Err(); !errors.As(err, &ce) || ce.Code != int32(mongoerr.Location51024) {
 			t.Errorf("dbStats with scale 0: %v", err)
 		}
+		// validate: a sharded collection on every owning shard, an unsharded one on its
+		// primary shard with that shard's own fields.
+		var v struct {
+			Valid bool                `bson:"valid"`
+			NS    string              `bson:"ns"`
+			Raw   map[string]bson.Raw `bson:"raw"`
+		}
+		if err := sc.router.Database("app").RunCommand(ctx, bson.D{{Key: "validate", Value: "t"}}).Decode(&v); err != nil {
+			t.Fatalf("validate app.t: %v", err)
+		}
+		if _, ok0 := v.Raw["sh0"]; !v.Valid || !ok0 || len(v.Raw) != 2 {
+			t.Errorf("validate of the sharded app.t: valid %v, raw %v", v.Valid, v.Raw)
+		}
+		v.Raw = nil
+		if err := sc.router.Database("txnddl").RunCommand(ctx, bson.D{{Key: "validate", Value: "c"}}).Decode(&v); err != nil {
+			t.Fatalf("validate txnddl.c: %v", err)
+		}
+		if !v.Valid || v.NS != "txnddl.c" || len(v.Raw) != 1 {
+			t.Errorf("validate of the unsharded txnddl.c: valid %v, ns %q, raw %v", v.Valid, v.NS, v.Raw)
+		}
+		if err := sc.router.Database("app").RunCommand(ctx, bson.D{{Key: "validate", Value: "nope"}}).Err(); !errors.As(err, &ce) || ce.Code != int32(mongoerr.NamespaceNotFound) {
+			t.Errorf("validate of a missing collection: %v", err)
+		}
 		// setParameter changes the router's own parameter; an unknown one changes nothing.
 		var was struct {
 			Was int32 `bson:"was"`
