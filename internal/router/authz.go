@@ -126,8 +126,6 @@ var unsupportedAuth = map[string]service.AuthCheck{
 	"bulkWrite":                      authBulkWrite,
 	"collStats":                      service.AuthOnNS(auth.CollStats),
 	"dataSize":                       service.AuthOnFullNS(auth.Find),
-	"currentOp":                      service.AuthCurrentOp,
-	"killOp":                         service.AuthAnyUser,
 	"setDefaultRWConcern":            service.AuthOnCluster(auth.SetDefaultRWConcern),
 	"getDefaultRWConcern":            service.AuthOnCluster(auth.GetDefaultRWConcern),
 	"setFeatureCompatibilityVersion": service.AuthOnCluster(auth.SetFeatureCompatibilityVersion),

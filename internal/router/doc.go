@@ -2,7 +2,10 @@
 // src/mongo/s/commands over the shared front end (internal/server).
 //
 // Today humongos answers the handshake and diagnostics (hello/isMaster with msg "isdbgrid",
-// ping, buildInfo, getParameter, serverStatus, listCommands, endSessions, getCmdLineOpts),
+// ping, buildInfo, getParameter, setParameter, serverStatus, listCommands, getCmdLineOpts,
+// hostInfo, getLog, whatsmyuri, shutdown; startSession, refreshSessions, endSessions and
+// killSessions, cmd_currentop.go's currentOp and killOp over the shards, cmd_dbstats.go's
+// dbStats and cmd_validate.go's validate),
 // reaches its cluster through Cluster (cluster.go): its config-server client, the catalog
 // cache and shard registry over it, a client per shard, Versioned (the
 // shardVersion/databaseVersion a request carries) and WithRouting (refresh and retry on

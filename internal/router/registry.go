@@ -38,6 +38,9 @@ func NewRegistry() *service.Registry {
 	r.Register(service.ShutdownCommand())
 	r.Register(dbStatsCommand())
 	r.Register(validateCommand())
+	for _, c := range currentOpCommands() {
+		r.Register(c)
+	}
 	r.Register(service.GetCmdLineOptsCommand())
 	r.Register(service.LogRotateCommand())
 	for _, c := range clusterCommands() {
@@ -94,7 +97,7 @@ var unsupported = []string{
 	// CRUD and cursors.
 	"bulkWrite",
 	// Diagnostics and administration.
-	"collStats", "dataSize", "currentOp", "killOp",
+	"collStats", "dataSize",
 	"setDefaultRWConcern",
 	"getDefaultRWConcern", "setFeatureCompatibilityVersion",
 	// Sharding administration.

@@ -536,6 +536,52 @@ func TestRouterTransactions(t *testing.T) {
 		if err := sc.router.Database("app").RunCommand(ctx, bson.D{{Key: "validate", Value: "nope"}}).Err(); !errors.As(err, &ce) || ce.Code != int32(mongoerr.NamespaceNotFound) {
 			t.Errorf("validate of a missing collection: %v", err)
 		}
+		// currentOp lists the shards' operations (at least each shard's own $currentOp), each
+		// with its shard and a "<shard>:<opid>" id; the command's other fields filter them.
+		var cur struct {
+			Inprog []struct {
+				Shard string `bson:"shard"`
+				Opid  string `bson:"opid"`
+			} `bson:"inprog"`
+		}
+		if err := admin.RunCommand(ctx, bson.D{{Key: "currentOp", Value: 1}}).Decode(&cur); err != nil {
+			t.Fatalf("currentOp: %v", err)
+		}
+		seen := map[string]string{}
+		for _, op := range cur.Inprog {
+			if !strings.HasPrefix(op.Opid, op.Shard+":") {
+				t.Errorf("currentOp: opid %q of shard %q", op.Opid, op.Shard)
+			}
+			seen[op.Shard] = op.Opid
+		}
+		if len(seen) != 2 {
+			t.Errorf("currentOp: operations of shards %v, want sh0 and sh1", seen)
+		}
+		cur.Inprog = nil
+		if err := admin.RunCommand(ctx, bson.D{{Key: "currentOp", Value: 1}, {Key: "$all", Value: true}, {Key: "shard", Value: "sh1"}}).Decode(&cur); err != nil {
+			t.Fatalf("currentOp filtered: %v", err)
+		}
+		for _, op := range cur.Inprog {
+			if op.Shard != "sh1" {
+				t.Errorf("currentOp {shard: sh1}: an operation of %q", op.Shard)
+			}
+		}
+		if len(cur.Inprog) == 0 {
+			t.Errorf("currentOp {$all: true, shard: sh1}: nothing")
+		}
+		var killed struct {
+			Info  string `bson:"info"`
+			Shard string `bson:"shard"`
+		}
+		if err := admin.RunCommand(ctx, bson.D{{Key: "killOp", Value: 1}, {Key: "op", Value: seen["sh0"]}}).Decode(&killed); err != nil || killed.Shard != "sh0" || killed.Info == "" {
+			t.Errorf("killOp %q: %+v %v", seen["sh0"], killed, err)
+		}
+		if err := admin.RunCommand(ctx, bson.D{{Key: "killOp", Value: 1}, {Key: "op", Value: "sh0"}}).Err(); !errors.As(err, &ce) || ce.Code != int32(mongoerr.FailedToParse) {
+			t.Errorf("killOp of an opid without a shard: %v", err)
+		}
+		if err := admin.RunCommand(ctx, bson.D{{Key: "currentOp", Value: 1}, {Key: "$ownOps", Value: true}}).Err(); !errors.As(err, &ce) || ce.Code != int32(mongoerr.CommandNotSupported) {
+			t.Errorf("currentOp $ownOps: %v", err)
+		}
 		// setParameter changes the router's own parameter; an unknown one changes nothing.
 		var was struct {
 			Was int32 `bson:"was"`
