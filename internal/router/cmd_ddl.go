@@ -313,13 +313,18 @@ func (c *Cluster) rawResponses(ctx context.Context, replies []shardReply, passth
 	}
 	out, _ = bsoncore.AppendDocumentEnd(out, idx)
 	if firstErr != nil {
-		me, ok := mongoerr.As(firstErr)
-		if !ok {
-			me = &mongoerr.Error{Code: mongoerr.InternalError, Msg: firstErr.Error()}
-		}
-		return nil, &mongoerr.Error{Code: me.Code, Msg: me.Msg, Labels: me.Labels, Info: bsoncore.Document(out), Err: firstErr}
+		return nil, withReply(firstErr, out)
 	}
 	return out, nil
+}
+
+// withReply is a shard's failure as the command's error, its reply (raw...) attached.
+func withReply(err error, reply bsoncore.Document) error {
+	me, ok := mongoerr.As(err)
+	if !ok {
+		me = &mongoerr.Error{Code: mongoerr.InternalError, Msg: err.Error()}
+	}
+	return &mongoerr.Error{Code: me.Code, Msg: me.Msg, Labels: me.Labels, Info: reply, Err: err}
 }
 
 // errorReplyDoc is err as a shard's error reply: {ok: 0, errmsg, code, codeName, ...}.

@@ -84,11 +84,7 @@ func runRouterValidate(ctx context.Context, env *service.Env, cmd bsoncore.Docum
 	out = bsoncore.AppendDocumentElement(out, "raw", raw)
 	out, _ = bsoncore.AppendDocumentEnd(out, idx)
 	if firstErr != nil {
-		me, ok := mongoerr.As(firstErr)
-		if !ok {
-			me = &mongoerr.Error{Code: mongoerr.InternalError, Msg: firstErr.Error()}
-		}
-		return nil, &mongoerr.Error{Code: me.Code, Msg: me.Msg, Labels: me.Labels, Info: bsoncore.Document(out), Err: firstErr}
+		return nil, withReply(firstErr, out)
 	}
 	return out, nil
 }

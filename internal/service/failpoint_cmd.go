@@ -5,7 +5,6 @@ package service
 
 import (
 	"context"
-	"math"
 	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -119,27 +118,7 @@ func fpFirst(cmd bsoncore.Document) bsoncore.Value {
 }
 
 // fpInt reads a mode's integral count as MongoDB's IDL does (doubles truncated).
-func fpInt(field string, v bsoncore.Value) (int64, error) {
-	switch v.Type {
-	case bsoncore.TypeInt32:
-		return int64(v.Int32()), nil
-	case bsoncore.TypeInt64:
-		return v.Int64(), nil
-	case bsoncore.TypeDouble, bsoncore.TypeDecimal128:
-		f, _ := AsFloat(v)
-		switch {
-		case math.IsNaN(f):
-			return 0, nil
-		case f >= math.MaxInt64:
-			return math.MaxInt64, nil
-		case f <= math.MinInt64:
-			return math.MinInt64, nil
-		}
-		return int64(f), nil
-	}
-	return 0, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field 'mode.%s' is the wrong type '%s', expected types '[long, int, decimal, double']",
-		field, bsonutil.TypeName(v.Type))
-}
+func fpInt(field string, v bsoncore.Value) (int64, error) { return IntArg("mode", field, v) }
 
 // FailCommandApplies is MongoDB's shouldActivateFailCommandFailPoint: the fail point's
 // failCommands lists one of names, its appName (when given) is the connection's, and internal

@@ -223,15 +223,8 @@ func EndSessionsCommand() *Command {
 	return &Command{
 		Name: "endSessions",
 		Handler: func(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-			first, err := cmd.IndexErr(0)
+			keys, err := ownLsidArg(env, cmd)
 			if err != nil {
-				return nil, mongoerr.New(mongoerr.FailedToParse, "Empty command document")
-			}
-			keys, err := ParseLsidArray("endSessions", first.Value())
-			if err != nil {
-				return nil, err
-			}
-			if keys, err = OwnSessions(env, keys); err != nil {
 				return nil, err
 			}
 			env.State.Sessions.End(keys)

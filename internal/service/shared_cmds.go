@@ -18,6 +18,7 @@ import (
 	"humongo/internal/auth"
 	"humongo/internal/bsonutil"
 	"humongo/internal/mongoerr"
+	"humongo/internal/txn/lsc"
 )
 
 // WhatsMyURICommand answers the client's own address.
@@ -59,15 +60,8 @@ func RefreshSessionsCommand() *Command {
 		Name: "refreshSessions",
 		Auth: AuthAnyUser,
 		Handler: func(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Document, error) {
-			first, err := cmd.IndexErr(0)
+			keys, err := ownLsidArg(env, cmd)
 			if err != nil {
-				return nil, mongoerr.New(mongoerr.FailedToParse, "Empty command document")
-			}
-			keys, err := ParseLsidArray("refreshSessions", first.Value())
-			if err != nil {
-				return nil, err
-			}
-			if keys, err = OwnSessions(env, keys); err != nil {
 				return nil, err
 			}
 			if err := env.State.Sessions.VivifyAll(keys, ""); err != nil {
@@ -78,6 +72,20 @@ func RefreshSessionsCommand() *Command {
 		Help:      "renew a set of logical sessions",
 		Secondary: SecondaryAlways,
 	}
+}
+
+// ownLsidArg parses the session array a command names as its argument (endSessions,
+// refreshSessions), as the caller's own sessions (OwnSessions).
+func ownLsidArg(env *Env, cmd bsoncore.Document) ([]lsc.Key, error) {
+	first, err := cmd.IndexErr(0)
+	if err != nil {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "Empty command document")
+	}
+	keys, err := ParseLsidArray(first.Key(), first.Value())
+	if err != nil {
+		return nil, err
+	}
+	return OwnSessions(env, keys)
 }
 
 // GetLogCommand serves the in-memory log rings: "*" lists them, "global" holds the last 1024
@@ -126,7 +134,7 @@ func runGetLog(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 	}
 	idx, b := bsoncore.AppendDocumentStart(nil)
 	b = bsoncore.AppendInt64Element(b, "totalLinesWritten", total)
-	b = appendStringArrayElement(b, "log", lines)
+	b = appendStrings(b, "log", lines)
 	b, _ = bsoncore.AppendDocumentEnd(b, idx)
 	return b, nil
 }
@@ -134,17 +142,8 @@ func runGetLog(_ context.Context, env *Env, cmd bsoncore.Document) (bsoncore.Doc
 // stringArrayDoc is a document whose one field key holds ss.
 func stringArrayDoc(key string, ss []string) bsoncore.Document {
 	idx, b := bsoncore.AppendDocumentStart(nil)
-	b = appendStringArrayElement(b, key, ss)
+	b = appendStrings(b, key, ss)
 	b, _ = bsoncore.AppendDocumentEnd(b, idx)
-	return b
-}
-
-func appendStringArrayElement(b []byte, key string, ss []string) []byte {
-	idx, b := bsoncore.AppendArrayElementStart(b, key)
-	for i, s := range ss {
-		b = bsoncore.AppendStringElement(b, strconv.Itoa(i), s)
-	}
-	b, _ = bsoncore.AppendArrayEnd(b, idx)
 	return b
 }
 
