@@ -72,11 +72,11 @@ func TestRouterSkeleton(t *testing.T) {
 	}
 
 	// A MongoDB command the router does not route yet fails clearly, not as an unknown one.
-	err = cl.Database("test").RunCommand(ctx, bson.D{{Key: "validate", Value: "c"}}).Err()
+	err = cl.Database("test").RunCommand(ctx, bson.D{{Key: "dataSize", Value: "test.c"}}).Err()
 	var ce mongo.CommandError
 	if !errors.As(err, &ce) || ce.Code != int32(mongoerr.CommandNotSupported) ||
-		!strings.Contains(ce.Message, "validate is not supported by humongos") {
-		t.Fatalf("validate: got %v, want CommandNotSupported naming validate", err)
+		!strings.Contains(ce.Message, "dataSize is not supported by humongos") {
+		t.Fatalf("dataSize: got %v, want CommandNotSupported naming dataSize", err)
 	}
 	err = admin.RunCommand(ctx, bson.D{{Key: "noSuchCommandAnywhere", Value: 1}}).Err()
 	if !errors.As(err, &ce) || ce.Code != int32(mongoerr.CommandNotFound) {
