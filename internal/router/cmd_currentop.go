@@ -76,6 +76,13 @@ func runRouterCurrentOp(ctx context.Context, env *service.Env, cmd bsoncore.Docu
 	ai, out := bsoncore.AppendArrayElementStart(out, "inprog")
 	n := 0
 	for _, sr := range replies {
+		if id, _ := sr.reply.Lookup("cursor", "id").AsInt64OK(); id != 0 {
+			// A shard whose operations overflowed one batch: what it listed is reported,
+			// its cursor is not left to time out.
+			kill := bsoncore.NewDocumentBuilder().AppendString("killCursors", "$cmd.aggregate").
+				AppendArray("cursors", bsoncore.NewArrayBuilder().AppendInt64(id).Build()).Build()
+			_, _ = c.runOn(ctx, sr.shard, "admin", kill)
+		}
 		batch, _ := sr.reply.Lookup("cursor", "firstBatch").ArrayOK()
 		vals, _ := batch.Values()
 		for _, v := range vals {

@@ -31,28 +31,29 @@ func runKillAllSessions(ctx context.Context, env *service.Env, cmd bsoncore.Docu
 	if arg.Type != bsoncore.TypeArray {
 		return nil, mongoerr.Newf(mongoerr.TypeMismatch, "BSON field 'killAllSessions.killAllSessions' is the wrong type '%s', expected type 'array'", typeName(arg.Type))
 	}
-	shards, err := c.Shards.All(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, len(shards))
-	for i, s := range shards {
-		ids[i] = s.ID
-	}
-	fwd := bsoncore.NewDocumentBuilder().AppendValue("killAllSessions", arg).Build()
-	errs := make([]error, len(ids))
-	fanOut(ids, func(i int, shard string) {
-		_, errs[i] = c.runOn(context.WithValue(ctx, txnCtxKey{}, nil), shard, "admin", fwd)
-	})
+	err = killOnShards(ctx, c, bsoncore.NewDocumentBuilder().AppendValue("killAllSessions", arg).Build())
 	c.txns.mu.Lock()
 	c.txns.m = nil // no users or roles: every session matches
 	c.txns.mu.Unlock()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	if err != nil {
+		return nil, err
 	}
 	return emptyDoc, nil
+}
+
+// killOnShards sends a session-killing command to every shard the registry knows (no
+// reload: drivers' test runners send killAllSessions between tests), outside any transaction
+// of the caller's, and returns the first shard's failure.
+func killOnShards(ctx context.Context, c *Cluster, cmd bsoncore.Document) error {
+	all, err := c.Shards.All(ctx)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, len(all))
+	for i, s := range all {
+		ids[i] = s.ID
+	}
+	return firstError(c.broadcast(context.WithValue(ctx, txnCtxKey{}, nil), "admin", ids, func(string) bsoncore.Document { return cmd }))
 }
 
 func killSessionsCommand() *service.Command {
@@ -86,19 +87,8 @@ func runRouterKillSessions(ctx context.Context, env *service.Env, cmd bsoncore.D
 	match := func(k lsc.Key) bool { return set[k] }
 	env.State.KillSessions(env.Op, match)
 	c.txns.drop(match)
-	shards, err := c.allShards(ctx)
-	if err != nil {
+	if err := killOnShards(ctx, c, bsoncore.NewDocumentBuilder().AppendArray("killSessions", ab.Build()).Build()); err != nil {
 		return nil, err
-	}
-	fwd := bsoncore.NewDocumentBuilder().AppendArray("killSessions", ab.Build()).Build()
-	errs := make([]error, len(shards))
-	fanOut(shards, func(i int, shard string) {
-		_, errs[i] = c.runOn(context.WithValue(ctx, txnCtxKey{}, nil), shard, "admin", fwd)
-	})
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
 	}
 	return emptyDoc, nil
 }
